@@ -1,0 +1,608 @@
+//! Copies: `contiguous`, `deep_clone`, `to_dtype`, `copy_`, `fill_`, and the
+//! in-place arithmetic `add_` / `mul_`.
+//!
+//! The strided copy kernel first drops size-1 dimensions and merges
+//! dimensions that are contiguous in both source and destination, then
+//! picks the fastest loop: whole-row `memcpy`, a cache-blocked transpose
+//! when the destination's innermost dimension is the source's outermost
+//! (the `t().contiguous()` case), or a general odometer. Every kernel
+//! re-checks both layouts against the bytes it is given, since a storage
+//! may have been resized after a view was made.
+
+use bytemuck::Pod;
+
+use crate::element::{self, Scalar};
+use crate::layout::{broadcast_shapes, Layout};
+use crate::storage::with_pair;
+use crate::{DType, Device, Error, Kind, Result, Tensor, UntypedStorage};
+
+#[derive(Clone, Copy, Debug)]
+struct Dim {
+    size: usize,
+    dst: usize,
+    src: usize,
+}
+
+/// Size-1 dimensions dropped, dimensions contiguous in both layouts merged.
+fn plan(shape: &[usize], dst: &[usize], src: &[usize]) -> Vec<Dim> {
+    let mut dims: Vec<Dim> = Vec::with_capacity(shape.len());
+    for i in 0..shape.len() {
+        if shape[i] == 1 {
+            continue;
+        }
+        let d = Dim {
+            size: shape[i],
+            dst: dst[i],
+            src: src[i],
+        };
+        match dims.last_mut() {
+            Some(outer) if outer.dst == d.dst * d.size && outer.src == d.src * d.size => {
+                outer.size *= d.size;
+                outer.dst = d.dst;
+                outer.src = d.src;
+            }
+            _ => dims.push(d),
+        }
+    }
+    dims
+}
+
+/// Tile edge of the blocked transpose, in elements.
+const TILE: usize = 32;
+
+/// Copies `src` (laid out by `sl`) into `dst` (laid out by `dl`): same shape, same
+/// element size `es`, non-overlapping buffers.
+///
+/// # Errors
+/// [`Error::OutOfStorage`] when a layout does not fit its bytes.
+pub(crate) fn copy_strided(
+    dst: &mut [u8],
+    dl: &Layout,
+    src: &[u8],
+    sl: &Layout,
+    es: usize,
+) -> Result<()> {
+    debug_assert_eq!(dl.shape(), sl.shape());
+    dl.check_fits(es, dst.len())?;
+    sl.check_fits(es, src.len())?;
+    if dl.numel() == 0 {
+        return Ok(());
+    }
+    let dims = plan(dl.shape(), dl.stride(), sl.stride());
+    let (db, sb) = (dl.offset(), sl.offset());
+    macro_rules! typed {
+        ($t:ty) => {
+            if let (Ok(d), Ok(s)) = (
+                bytemuck::try_cast_slice_mut::<u8, $t>(dst),
+                bytemuck::try_cast_slice::<u8, $t>(src),
+            ) {
+                copy_typed::<$t>(d, s, &dims, db, sb);
+                return Ok(());
+            }
+        };
+    }
+    match es {
+        1 => typed!(u8),
+        2 => typed!(u16),
+        4 => typed!(u32),
+        8 => typed!(u64),
+        16 => typed!(u128),
+        _ => {}
+    }
+    // Unaligned bytes (never for stowage's own buffers): element by element.
+    for (o, i) in dl.offsets().zip(sl.offsets()) {
+        dst[o * es..(o + 1) * es].copy_from_slice(&src[i * es..(i + 1) * es]);
+    }
+    Ok(())
+}
+
+fn copy_typed<T: Pod>(dst: &mut [T], src: &[T], dims: &[Dim], db: usize, sb: usize) {
+    let Some((&inner, outer)) = dims.split_last() else {
+        dst[db] = src[sb];
+        return;
+    };
+    if inner.dst == 1 && inner.src == 1 {
+        for_each_outer(outer, db, sb, |d, s| {
+            dst[d..d + inner.size].copy_from_slice(&src[s..s + inner.size])
+        });
+        return;
+    }
+    if inner.dst == 1 {
+        if let Some(k) = outer.iter().rposition(|d| d.src == 1) {
+            let mut rest = outer.to_vec();
+            let rows = rest.remove(k);
+            for_each_outer(&rest, db, sb, |d, s| {
+                transpose_tiles(dst, d, rows.dst, src, s, inner.src, rows.size, inner.size)
+            });
+            return;
+        }
+    }
+    for_each_outer(outer, db, sb, |d, s| {
+        for j in 0..inner.size {
+            dst[d + j * inner.dst] = src[s + j * inner.src];
+        }
+    });
+}
+
+/// `dst[d0 + i*drow + j] = src[s0 + i + j*scol]` for `i < rows`, `j < cols`, in cache-sized tiles.
+#[allow(clippy::too_many_arguments)]
+fn transpose_tiles<T: Pod>(
+    dst: &mut [T],
+    d0: usize,
+    drow: usize,
+    src: &[T],
+    s0: usize,
+    scol: usize,
+    rows: usize,
+    cols: usize,
+) {
+    for i0 in (0..rows).step_by(TILE) {
+        let i1 = (i0 + TILE).min(rows);
+        for j0 in (0..cols).step_by(TILE) {
+            let j1 = (j0 + TILE).min(cols);
+            for i in i0..i1 {
+                let row = &mut dst[d0 + i * drow + j0..d0 + i * drow + j1];
+                let base = s0 + i;
+                for (j, out) in (j0..j1).zip(row.iter_mut()) {
+                    *out = src[base + j * scol];
+                }
+            }
+        }
+    }
+}
+
+/// Calls `f(dst_offset, src_offset)` for every index of `dims` (row-major).
+fn for_each_outer(dims: &[Dim], db: usize, sb: usize, mut f: impl FnMut(usize, usize)) {
+    let mut idx = vec![0usize; dims.len()];
+    let (mut d, mut s) = (db, sb);
+    loop {
+        f(d, s);
+        let mut k = dims.len();
+        loop {
+            if k == 0 {
+                return;
+            }
+            k -= 1;
+            idx[k] += 1;
+            d += dims[k].dst;
+            s += dims[k].src;
+            if idx[k] < dims[k].size {
+                break;
+            }
+            d -= dims[k].dst * dims[k].size;
+            s -= dims[k].src * dims[k].size;
+            idx[k] = 0;
+        }
+    }
+}
+
+/// Converting copy between dtypes, element by element through [`Scalar`].
+fn convert_strided(
+    dst: &mut [u8],
+    dl: &Layout,
+    ddt: DType,
+    src: &[u8],
+    sl: &Layout,
+    sdt: DType,
+) -> Result<()> {
+    let (des, ses) = (ddt.size(), sdt.size());
+    dl.check_fits(des, dst.len())?;
+    sl.check_fits(ses, src.len())?;
+    for (o, i) in dl.offsets().zip(sl.offsets()) {
+        let v = element::read(sdt, &src[i * ses..(i + 1) * ses])?;
+        element::write(ddt, v, &mut dst[o * des..(o + 1) * des])?;
+    }
+    Ok(())
+}
+
+/// Copies `src` into `dst` under the right locks, converting dtype if needed;
+/// `sl` must already have `dl`'s shape.
+fn copy_into(dst: &Tensor, src: &Tensor, sl: &Layout) -> Result<()> {
+    let (dl, ddt, sdt) = (&dst.layout, dst.dtype, src.dtype);
+    let run = |d: &mut [u8], s: &[u8], sl: &Layout| {
+        if ddt == sdt {
+            copy_strided(d, dl, s, sl, ddt.size())
+        } else {
+            convert_strided(d, dl, ddt, s, sl, sdt)
+        }
+    };
+    if !dst.storage.is_same(&src.storage) {
+        return with_pair(&src.storage, &dst.storage, "copy_", |s, d| run(d, s, sl))?;
+    }
+    // Source and destination share bytes and may overlap: gather the source first.
+    let tmp_layout = Layout::contiguous(sl.shape())?;
+    dst.storage.with_bytes_mut("copy_", |b| {
+        let mut tmp = vec![0u8; tmp_layout.numel() * sdt.size()];
+        copy_strided(&mut tmp, &tmp_layout, b, sl, sdt.size())?;
+        run(b, &tmp, &tmp_layout)
+    })?
+}
+
+/// For dense tensors whose strides are a permutation of contiguous strides,
+/// those strides (PyTorch's `preserve_format`); otherwise row-major strides.
+fn preserved_strides(l: &Layout) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..l.ndim()).collect();
+    order.sort_by(|&a, &b| l.stride()[b].cmp(&l.stride()[a]).then(a.cmp(&b)));
+    let mut expected = 1usize;
+    let mut out = vec![0usize; l.ndim()];
+    for &d in order.iter().rev() {
+        let size = l.shape()[d];
+        if size != 1 && l.stride()[d] != expected {
+            return crate::layout::contiguous_strides(l.shape());
+        }
+        out[d] = expected;
+        expected *= size.max(1);
+    }
+    out
+}
+
+impl Tensor {
+    fn check_data(&self, op: &'static str) -> Result<()> {
+        if self.is_meta() {
+            return Err(Error::NoData {
+                op,
+                device: self.device(),
+            });
+        }
+        Ok(())
+    }
+
+    /// A new tensor with `layout`'s strides holding a copy of `self` converted to `dtype`.
+    fn copied(&self, dtype: DType, strides: Vec<usize>, device: Device) -> Result<Tensor> {
+        let layout = Layout::new(self.shape(), &strides, 0)?;
+        let nbytes = layout
+            .storage_elements()?
+            .checked_mul(dtype.size())
+            .ok_or_else(|| Error::SizeOverflow {
+                what: "tensor bytes",
+                detail: format!("{:?} of {dtype}", self.shape()),
+            })?;
+        let storage = UntypedStorage::new_on(nbytes, device)?;
+        let out = Tensor {
+            storage,
+            dtype,
+            layout,
+            requires_grad: false,
+        };
+        if !device.is_meta() {
+            self.check_data("copy")?;
+            copy_into(&out, self, &self.layout)?;
+        }
+        Ok(out)
+    }
+
+    /// `self` when already contiguous, else a row-major copy.
+    ///
+    /// # Errors
+    /// [`Error::NoData`] on meta when a copy is needed; allocation failure.
+    pub fn contiguous(&self) -> Result<Tensor> {
+        if self.is_contiguous() {
+            return Ok(self.clone());
+        }
+        let strides = crate::layout::contiguous_strides(self.shape());
+        self.copied(self.dtype, strides, self.device())
+    }
+
+    /// A copy of the data on a new storage (PyTorch's `t.clone()`), keeping the strides
+    /// of dense tensors (PyTorch's `preserve_format`). On meta the copy is meta too.
+    ///
+    /// # Errors
+    /// Allocation failure.
+    pub fn deep_clone(&self) -> Result<Tensor> {
+        let mut t = self.copied(self.dtype, preserved_strides(&self.layout), self.device())?;
+        t.requires_grad = self.requires_grad;
+        Ok(t)
+    }
+
+    /// The values converted to `dtype` (`self` when the dtype is already `dtype`).
+    ///
+    /// # Errors
+    /// [`Error::DTypeUnsupported`] for dtypes without values; [`Error::NoData`] on meta.
+    pub fn to_dtype(&self, dtype: DType) -> Result<Tensor> {
+        if dtype == self.dtype {
+            return Ok(self.clone());
+        }
+        self.copied(dtype, preserved_strides(&self.layout), self.device())
+    }
+
+    /// This tensor on `device` (`self` when already there). To meta keeps only metadata.
+    ///
+    /// # Errors
+    /// [`Error::NoData`] when leaving meta; allocation failure.
+    pub fn to_device(&self, device: Device) -> Result<Tensor> {
+        if device == self.device() {
+            return Ok(self.clone());
+        }
+        if !device.is_meta() {
+            self.check_data("to")?;
+        }
+        self.copied(self.dtype, preserved_strides(&self.layout), device)
+    }
+
+    /// Copies `src` into `self`, broadcasting its shape and converting its dtype.
+    /// Every view of `self`'s storage sees the new values.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when `src` does not broadcast to `self`'s shape;
+    /// [`Error::NoData`] on meta.
+    pub fn copy_(&self, src: &Tensor) -> Result<&Self> {
+        self.check_data("copy_")?;
+        src.check_data("copy_")?;
+        let sizes: Vec<isize> = self.shape().iter().map(|&s| s as isize).collect();
+        let sl = src
+            .layout
+            .expand(&sizes)
+            .map_err(|_| Error::ShapeIncompatible {
+                op: "copy_",
+                expected: self.shape().to_vec(),
+                found: src.shape().to_vec(),
+            })?;
+        copy_into(self, src, &sl)?;
+        Ok(self)
+    }
+
+    /// Sets every element to `value` (cast to the dtype).
+    ///
+    /// # Errors
+    /// [`Error::NoData`] on meta; [`Error::DTypeUnsupported`] for dtypes without values.
+    pub fn fill_(&self, value: impl Into<Scalar>) -> Result<&Self> {
+        self.check_data("fill_")?;
+        let es = self.element_size();
+        let mut one = vec![0u8; es];
+        element::write(self.dtype, value.into(), &mut one)?;
+        self.storage
+            .with_bytes_mut("fill_", |b| {
+                self.layout.check_fits(es, b.len())?;
+                if self.is_contiguous() {
+                    let start = self.storage_offset() * es;
+                    for chunk in b[start..start + self.nbytes()].chunks_exact_mut(es) {
+                        chunk.copy_from_slice(&one);
+                    }
+                } else {
+                    for o in self.layout.offsets() {
+                        b[o * es..(o + 1) * es].copy_from_slice(&one);
+                    }
+                }
+                Ok(())
+            })?
+            .map(|()| self)
+    }
+
+    /// Sets every element to zero.
+    ///
+    /// # Errors
+    /// As [`fill_`](Self::fill_).
+    pub fn zero_(&self) -> Result<&Self> {
+        self.fill_(Scalar::Int(0))
+    }
+
+    /// In place `self += other` (a tensor broadcast to `self`'s shape, or a scalar).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when the result type cannot be stored in `self`'s dtype
+    /// (as PyTorch refuses `int_tensor.add_(0.5)`) or shapes do not broadcast.
+    pub fn add_<'a>(&self, other: impl Into<Operand<'a>>) -> Result<&Self> {
+        self.binary_("add_", other.into(), |a, b| match (a, b) {
+            (Scalar::Bool(x), y) => Scalar::Bool(x || y.to_bool()),
+            (Scalar::Int(x), y) => Scalar::Int(x.wrapping_add(y.to_i64())),
+            (Scalar::UInt(x), y) => Scalar::UInt(x.wrapping_add(y.to_u64())),
+            (Scalar::Float(x), y) => Scalar::Float(x + y.to_f64()),
+            (Scalar::Complex(x), y) => Scalar::Complex(x + y.to_complex()),
+        })
+    }
+
+    /// In place `self *= other` (a tensor broadcast to `self`'s shape, or a scalar).
+    ///
+    /// # Errors
+    /// As [`add_`](Self::add_).
+    pub fn mul_<'a>(&self, other: impl Into<Operand<'a>>) -> Result<&Self> {
+        self.binary_("mul_", other.into(), |a, b| match (a, b) {
+            (Scalar::Bool(x), y) => Scalar::Bool(x && y.to_bool()),
+            (Scalar::Int(x), y) => Scalar::Int(x.wrapping_mul(y.to_i64())),
+            (Scalar::UInt(x), y) => Scalar::UInt(x.wrapping_mul(y.to_u64())),
+            (Scalar::Float(x), y) => Scalar::Float(x * y.to_f64()),
+            (Scalar::Complex(x), y) => Scalar::Complex(x * y.to_complex()),
+        })
+    }
+
+    fn binary_(
+        &self,
+        op: &'static str,
+        other: Operand<'_>,
+        f: impl Fn(Scalar, Scalar) -> Scalar,
+    ) -> Result<&Self> {
+        self.check_data(op)?;
+        let other_kind = match &other {
+            Operand::Scalar(Scalar::Bool(_)) => Kind::Bool,
+            Operand::Scalar(Scalar::Int(_) | Scalar::UInt(_)) => Kind::Int,
+            Operand::Scalar(Scalar::Float(_)) => Kind::Float,
+            Operand::Scalar(Scalar::Complex(_)) => Kind::Complex,
+            Operand::Tensor(t) => t.dtype.kind(),
+        };
+        if rank(other_kind) > rank(self.dtype.kind()) {
+            return Err(Error::InvalidArgument {
+                op,
+                what: "operand",
+                value: format!("result type of {other_kind:?} values can't be cast to the desired output type {}", self.dtype),
+            });
+        }
+        // Gather the operand first: it may share storage with `self`.
+        let values: Vec<Scalar> = match other {
+            Operand::Scalar(s) => vec![s],
+            Operand::Tensor(t) => {
+                broadcast_shapes(self.shape(), t.shape())
+                    .ok()
+                    .filter(|s| s == self.shape())
+                    .ok_or_else(|| Error::ShapeIncompatible {
+                        op,
+                        expected: self.shape().to_vec(),
+                        found: t.shape().to_vec(),
+                    })?;
+                let sizes: Vec<isize> = self.shape().iter().map(|&s| s as isize).collect();
+                t.with_layout_unchecked(t.layout.expand(&sizes)?)
+                    .scalars()?
+            }
+        };
+        let (dt, es) = (self.dtype, self.element_size());
+        self.storage
+            .with_bytes_mut(op, |b| {
+                self.layout.check_fits(es, b.len())?;
+                for (i, o) in self.layout.offsets().enumerate() {
+                    let cell = &mut b[o * es..(o + 1) * es];
+                    let v = f(
+                        element::read(dt, cell)?,
+                        values[if values.len() == 1 { 0 } else { i }],
+                    );
+                    element::write(dt, v, cell)?;
+                }
+                Ok(())
+            })?
+            .map(|()| self)
+    }
+
+    fn with_layout_unchecked(&self, layout: Layout) -> Tensor {
+        Tensor {
+            storage: self.storage.clone(),
+            dtype: self.dtype,
+            layout,
+            requires_grad: false,
+        }
+    }
+}
+
+fn rank(k: Kind) -> u8 {
+    match k {
+        Kind::Bool => 0,
+        Kind::Int | Kind::Quantized | Kind::Bits => 1,
+        Kind::Float => 2,
+        Kind::Complex => 3,
+    }
+}
+
+/// The right-hand side of an in-place arithmetic operation: a tensor or a scalar.
+#[derive(Clone, Copy)]
+pub enum Operand<'a> {
+    /// A tensor, broadcast to the left-hand side's shape.
+    Tensor(&'a Tensor),
+    /// A number.
+    Scalar(Scalar),
+}
+
+impl<'a> From<&'a Tensor> for Operand<'a> {
+    fn from(t: &'a Tensor) -> Self {
+        Operand::Tensor(t)
+    }
+}
+impl From<Scalar> for Operand<'_> {
+    fn from(s: Scalar) -> Self {
+        Operand::Scalar(s)
+    }
+}
+impl From<f64> for Operand<'_> {
+    fn from(v: f64) -> Self {
+        Operand::Scalar(Scalar::Float(v))
+    }
+}
+impl From<i64> for Operand<'_> {
+    fn from(v: i64) -> Self {
+        Operand::Scalar(Scalar::Int(v))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn grid(r: usize, c: usize) -> Tensor {
+        Tensor::arange(0.0, (r * c) as f64, 1.0, DType::Float32)
+            .unwrap()
+            .view(&[r as isize, c as isize])
+            .unwrap()
+    }
+
+    #[test]
+    fn transposed_contiguous_matches_elementwise() {
+        for (r, c) in [(1, 1), (3, 5), (33, 70), (64, 64), (100, 3)] {
+            let t = grid(r, c).t().unwrap();
+            let c1 = t.contiguous().unwrap();
+            assert!(c1.is_contiguous());
+            assert_eq!(c1.to_vec::<f32>().unwrap(), t.to_vec::<f32>().unwrap());
+        }
+    }
+
+    #[test]
+    fn copy_broadcasts_converts_and_is_seen_by_views() {
+        let dst = Tensor::zeros(&[2, 3], DType::Float64).unwrap();
+        let view = dst.select(0, 1).unwrap();
+        let src = Tensor::from_slice(&[1i32, 2, 3]).unwrap();
+        dst.copy_(&src).unwrap();
+        assert_eq!(view.to_vec::<f64>().unwrap(), vec![1.0, 2.0, 3.0]);
+        assert!(dst.copy_(&Tensor::from_slice(&[1i32, 2]).unwrap()).is_err());
+    }
+
+    #[test]
+    fn overlapping_copy_within_one_storage() {
+        let t = grid(3, 3);
+        t.copy_(&t.t().unwrap()).unwrap();
+        assert_eq!(
+            t.to_vec::<f32>().unwrap(),
+            vec![0.0, 3.0, 6.0, 1.0, 4.0, 7.0, 2.0, 5.0, 8.0]
+        );
+        let flat = Tensor::arange(0.0, 5.0, 1.0, DType::Int64).unwrap();
+        flat.narrow(0, 1, 4)
+            .unwrap()
+            .copy_(&flat.narrow(0, 0, 4).unwrap())
+            .unwrap();
+        assert_eq!(flat.to_vec::<i64>().unwrap(), vec![0, 0, 1, 2, 3]);
+    }
+
+    #[test]
+    fn clone_preserves_dense_strides() {
+        let t = grid(2, 3).t().unwrap();
+        let c = t.deep_clone().unwrap();
+        assert_eq!(c.stride(), &[1, 3]);
+        assert!(!c.shares_storage_with(&t));
+        assert_eq!(c.to_vec::<f32>().unwrap(), t.to_vec::<f32>().unwrap());
+        let stepped = grid(4, 4).slice(1, None, None, 2).unwrap();
+        assert_eq!(stepped.deep_clone().unwrap().stride(), &[2, 1]);
+    }
+
+    #[test]
+    fn arithmetic_in_place() {
+        let t = Tensor::ones(&[2, 2], DType::Float32).unwrap();
+        t.add_(1.5).unwrap();
+        t.mul_(&Tensor::from_slice(&[2.0f32, 3.0]).unwrap())
+            .unwrap();
+        assert_eq!(t.to_vec::<f32>().unwrap(), vec![5.0, 7.5, 5.0, 7.5]);
+        let i = Tensor::ones(&[2], DType::Int64).unwrap();
+        assert!(i.add_(0.5).is_err());
+        i.add_(&i.clone()).unwrap();
+        assert_eq!(i.to_vec::<i64>().unwrap(), vec![2, 2]);
+        let u8t = Tensor::from_slice(&[250u8]).unwrap();
+        u8t.add_(10i64).unwrap();
+        assert_eq!(u8t.to_vec::<u8>().unwrap(), vec![4]);
+    }
+
+    #[test]
+    fn to_dtype_and_fill() {
+        let t = Tensor::full(&[3], 2.7, DType::Float32).unwrap();
+        assert_eq!(
+            t.to_dtype(DType::Int32).unwrap().to_vec::<i32>().unwrap(),
+            vec![2; 3]
+        );
+        t.narrow(0, 1, 1).unwrap().zero_().unwrap();
+        assert_eq!(t.to_vec::<f32>().unwrap()[1], 0.0);
+        let m = t.to_device(Device::META).unwrap();
+        assert!(m.fill_(1.0).is_err());
+        assert!(m.contiguous().is_ok());
+        assert!(m.deep_clone().unwrap().is_meta());
+    }
+
+    #[test]
+    fn shrunk_storage_is_an_error_not_a_panic() {
+        let t = Tensor::ones(&[4], DType::Float32).unwrap();
+        t.untyped_storage().resize_(4).unwrap();
+        assert!(matches!(t.fill_(1.0), Err(Error::OutOfStorage { .. })));
+        assert!(t.deep_clone().is_err());
+    }
+}

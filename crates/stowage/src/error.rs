@@ -1,0 +1,168 @@
+//! The one error type of stowage.
+//!
+//! Variants carry the numbers and names a caller needs (what was asked, what
+//! the limit was), never pre-formatted prose. Context wrappers
+//! ([`Error::InFile`], [`Error::AtPath`]) name the file and the object path
+//! an error arose under.
+
+use crate::{DType, Device};
+
+/// Result alias used across stowage.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in stowage.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A dimension index outside `[-ndim, ndim - 1]` (0-dim tensors accept -1 and 0).
+    #[error("dimension out of range (expected to be in range of [{}, {}], but got {dim})", -(*ndim.max(&1) as i64), (*ndim.max(&1) as i64) - 1)]
+    DimOutOfRange {
+        /// The dimension asked for.
+        dim: isize,
+        /// The tensor's number of dimensions.
+        ndim: usize,
+    },
+    /// An index outside `[-size, size - 1]` along a dimension.
+    #[error("index {index} is out of bounds for dimension {dim} with size {size}")]
+    IndexOutOfRange {
+        /// The index asked for.
+        index: isize,
+        /// The dimension indexed.
+        dim: usize,
+        /// The size of that dimension.
+        size: usize,
+    },
+    /// A shape whose element count differs from the elements available.
+    #[error("shape {shape:?} is invalid for input of size {numel}")]
+    ShapeMismatch {
+        /// The requested shape (with `-1` where inferred).
+        shape: Vec<isize>,
+        /// The element count of the input.
+        numel: usize,
+    },
+    /// Two shapes that should agree (or broadcast) do not.
+    #[error("{op}: shape {found:?} does not match {expected:?}")]
+    ShapeIncompatible {
+        /// The operation.
+        op: &'static str,
+        /// The shape required.
+        expected: Vec<usize>,
+        /// The shape given.
+        found: Vec<usize>,
+    },
+    /// `view` on a tensor whose strides cannot express the new shape without a copy.
+    #[error("view size {shape:?} is not compatible with input tensor's size {size:?} and stride {stride:?}; use reshape instead")]
+    ViewIncompatible {
+        /// The requested shape.
+        shape: Vec<usize>,
+        /// The tensor's shape.
+        size: Vec<usize>,
+        /// The tensor's stride.
+        stride: Vec<usize>,
+    },
+    /// An argument outside what the operation accepts.
+    #[error("{op}: invalid {what}: {value}")]
+    InvalidArgument {
+        /// The operation.
+        op: &'static str,
+        /// The argument.
+        what: &'static str,
+        /// The value given, printed.
+        value: String,
+    },
+    /// A layout reaching past the end of its storage.
+    #[error("layout needs {needed} bytes but the storage holds {nbytes} (shape {shape:?}, stride {stride:?}, offset {offset}, {element_size}-byte elements)")]
+    OutOfStorage {
+        /// Bytes the layout reaches (offset + furthest element + 1, times element size).
+        needed: u128,
+        /// Bytes the storage holds.
+        nbytes: usize,
+        /// Shape of the layout.
+        shape: Vec<usize>,
+        /// Stride of the layout, in elements.
+        stride: Vec<usize>,
+        /// Storage offset, in elements.
+        offset: usize,
+        /// Element size in bytes.
+        element_size: usize,
+    },
+    /// A size whose byte count does not fit in memory addresses.
+    #[error("size overflow: {what} ({detail})")]
+    SizeOverflow {
+        /// What was being sized.
+        what: &'static str,
+        /// The numbers involved.
+        detail: String,
+    },
+    /// Storage sizes that must agree differ.
+    #[error("{op}: size mismatch: destination has {dst} bytes, source has {src}")]
+    StorageSizeMismatch {
+        /// The operation.
+        op: &'static str,
+        /// Destination size in bytes.
+        dst: usize,
+        /// Source size in bytes.
+        src: usize,
+    },
+    /// An operation a dtype does not support.
+    #[error("{op} is not supported for dtype {dtype}")]
+    DTypeUnsupported {
+        /// The operation.
+        op: &'static str,
+        /// The dtype.
+        dtype: DType,
+    },
+    /// A dtype other than the one required.
+    #[error("{op}: expected dtype {expected}, found {found}")]
+    DTypeMismatch {
+        /// The operation.
+        op: &'static str,
+        /// The dtype required.
+        expected: DType,
+        /// The dtype found.
+        found: DType,
+    },
+    /// A dtype name PyTorch does not have.
+    #[error("unknown dtype {name:?}")]
+    UnknownDType {
+        /// The name given.
+        name: String,
+    },
+    /// A device string PyTorch would not parse.
+    #[error("invalid device string {text:?}")]
+    InvalidDevice {
+        /// The text given.
+        text: String,
+    },
+    /// Data access on a storage that has no bytes (meta device, fake tensors).
+    #[error("{op}: not available for '{device}' device type (the storage has no data)")]
+    NoData {
+        /// The operation.
+        op: &'static str,
+        /// The storage's device.
+        device: Device,
+    },
+    /// Resizing a storage whose backing cannot change size.
+    #[error("Trying to resize storage that is not resizable")]
+    NotResizable,
+    /// An allocation the system refused.
+    #[error("failed to allocate {nbytes} bytes")]
+    AllocationFailed {
+        /// The size requested.
+        nbytes: usize,
+    },
+    /// `item()` on a tensor with other than one element.
+    #[error("a tensor with {numel} elements cannot be converted to a scalar")]
+    NotAScalar {
+        /// The tensor's element count.
+        numel: usize,
+    },
+    /// An I/O error, with the file it concerned.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: std::path::PathBuf,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+}

@@ -1,0 +1,52 @@
+//! # stowage
+//!
+//! PyTorch's tensor storage model and checkpoint format, in Rust, without libtorch.
+//!
+//! A [`Tensor`] is five things, as in PyTorch: an [`UntypedStorage`] (a flat,
+//! untyped array of bytes, shared by handle), a [`DType`] (how to read those
+//! bytes), and a [`Layout`](layout::Layout) of shape, stride and storage
+//! offset (which bytes form which element). Views copy nothing: a write
+//! through one is seen through every other view of the same storage.
+//!
+//! ```
+//! use stowage::{DType, Tensor};
+//! # fn main() -> stowage::Result<()> {
+//! let t = Tensor::ones(&[3], DType::Float32)?;
+//! assert_eq!(t.untyped_storage().tolist()?, [0, 0, 128, 63].repeat(3));
+//! let copy = t.untyped_storage().deep_clone()?;
+//! copy.fill_(0)?;
+//! let mut t = t;
+//! t.set_(&copy, 0, &[3], &[1])?;
+//! assert_eq!(t.to_string(), "tensor([0., 0., 0.])");
+//! # Ok(()) }
+//! ```
+//!
+//! Devices other than `cpu` and `meta` (`cuda:0`, `mps`, …) are recorded and
+//! reported, but their bytes live in host memory: stowage has no accelerator
+//! back end yet. Meta storages have a size and no bytes; every data access
+//! on them is [`Error::NoData`].
+//!
+//! See `docs/pytorch-users.md` for a map from PyTorch calls to stowage calls.
+
+#![deny(missing_docs)]
+#![deny(unsafe_op_in_unsafe_fn)]
+
+mod copy;
+pub mod device;
+mod display;
+pub mod dtype;
+pub mod element;
+mod error;
+pub mod layout;
+pub mod minifloat;
+pub mod storage;
+mod tensor;
+mod view;
+
+pub use copy::Operand;
+pub use device::{Device, DeviceType};
+pub use dtype::{DType, Kind};
+pub use element::{Element, Scalar};
+pub use error::{Error, Result};
+pub use storage::UntypedStorage;
+pub use tensor::Tensor;

@@ -1,0 +1,419 @@
+//! `Tensor`: a storage, a dtype and a layout (shape, stride, storage offset).
+//!
+//! A tensor owns nothing but a handle to its storage. Views ([`crate::view`])
+//! make new tensors over the same storage; writes through any of them are
+//! seen by all. Cloning a `Tensor` (Rust's `Clone`) makes another tensor
+//! object over the same storage with the same layout — like `t.detach()` or
+//! `t.view_as(t)` in PyTorch — while [`Tensor::deep_clone`] copies the data
+//! (PyTorch's `t.clone()`).
+
+use crate::element::{self, Element, Scalar};
+use crate::layout::{self, Layout};
+use crate::{DType, Device, Error, Result, UntypedStorage};
+
+/// A strided view of typed elements over an [`UntypedStorage`].
+#[derive(Clone)]
+pub struct Tensor {
+    pub(crate) storage: UntypedStorage,
+    pub(crate) dtype: DType,
+    pub(crate) layout: Layout,
+    pub(crate) requires_grad: bool,
+}
+
+impl Tensor {
+    /// A tensor over `storage` with the given dtype and layout, checked to fit.
+    ///
+    /// # Errors
+    /// [`Error::OutOfStorage`] when the layout reaches past the storage's end.
+    pub fn from_parts(storage: UntypedStorage, dtype: DType, layout: Layout) -> Result<Tensor> {
+        layout.check_fits(dtype.size(), storage.nbytes())?;
+        Ok(Tensor {
+            storage,
+            dtype,
+            layout,
+            requires_grad: false,
+        })
+    }
+
+    /// A new contiguous tensor of zeros on `device` (no bytes on meta).
+    ///
+    /// # Errors
+    /// [`Error::SizeOverflow`] or an allocation failure.
+    pub fn zeros_on(shape: &[usize], dtype: DType, device: Device) -> Result<Tensor> {
+        let layout = Layout::contiguous(shape)?;
+        let nbytes =
+            layout
+                .numel()
+                .checked_mul(dtype.size())
+                .ok_or_else(|| Error::SizeOverflow {
+                    what: "tensor bytes",
+                    detail: format!("shape {shape:?} of {dtype}"),
+                })?;
+        let storage = UntypedStorage::new_on(nbytes, device)?;
+        Ok(Tensor {
+            storage,
+            dtype,
+            layout,
+            requires_grad: false,
+        })
+    }
+
+    /// `torch.zeros(shape, dtype=dtype)`.
+    ///
+    /// # Errors
+    /// As [`zeros_on`](Self::zeros_on).
+    pub fn zeros(shape: &[usize], dtype: DType) -> Result<Tensor> {
+        Self::zeros_on(shape, dtype, Device::CPU)
+    }
+
+    /// `torch.empty(shape, dtype=dtype)`; stowage's memory is always initialised (to zero).
+    ///
+    /// # Errors
+    /// As [`zeros_on`](Self::zeros_on).
+    pub fn empty(shape: &[usize], dtype: DType) -> Result<Tensor> {
+        Self::zeros(shape, dtype)
+    }
+
+    /// `torch.full(shape, value, dtype=dtype)`.
+    ///
+    /// # Errors
+    /// As [`zeros_on`](Self::zeros_on); [`Error::DTypeUnsupported`] for dtypes without values.
+    pub fn full(shape: &[usize], value: impl Into<Scalar>, dtype: DType) -> Result<Tensor> {
+        let t = Self::zeros(shape, dtype)?;
+        t.fill_(value)?;
+        Ok(t)
+    }
+
+    /// `torch.ones(shape, dtype=dtype)`.
+    ///
+    /// # Errors
+    /// As [`full`](Self::full).
+    pub fn ones(shape: &[usize], dtype: DType) -> Result<Tensor> {
+        Self::full(shape, Scalar::Int(1), dtype)
+    }
+
+    /// `torch.zeros_like(t)`: same shape, dtype and device, contiguous.
+    ///
+    /// # Errors
+    /// As [`zeros_on`](Self::zeros_on).
+    pub fn zeros_like(other: &Tensor) -> Result<Tensor> {
+        Self::zeros_on(other.shape(), other.dtype, other.device())
+    }
+
+    /// `torch.arange(start, end, step, dtype=dtype)`: `ceil((end - start) / step)` values.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a zero step or a range of the wrong sign.
+    pub fn arange(start: f64, end: f64, step: f64, dtype: DType) -> Result<Tensor> {
+        let bad = |why: &str| Error::InvalidArgument {
+            op: "arange",
+            what: "range",
+            value: why.into(),
+        };
+        if step == 0.0 || !(start.is_finite() && end.is_finite() && step.is_finite()) {
+            return Err(bad("step must be nonzero and bounds finite"));
+        }
+        if (step > 0.0 && end < start) || (step < 0.0 && end > start) {
+            return Err(bad(
+                "upper bound and larger bound inconsistent with step sign",
+            ));
+        }
+        let n = ((end - start) / step).ceil();
+        if n > usize::MAX as f64 {
+            return Err(bad("too many elements"));
+        }
+        let t = Self::zeros(&[n as usize], dtype)?;
+        let es = dtype.size();
+        t.storage.with_bytes_mut("arange", |b| {
+            for (i, chunk) in b.chunks_exact_mut(es).enumerate() {
+                element::write(dtype, Scalar::Float(start + i as f64 * step), chunk)?;
+            }
+            Ok::<_, Error>(())
+        })??;
+        Ok(t)
+    }
+
+    /// A 1-D tensor holding a copy of `values`, with `T`'s dtype.
+    ///
+    /// # Errors
+    /// Allocation failure.
+    pub fn from_slice<T: Element>(values: &[T]) -> Result<Tensor> {
+        Self::from_vec(values.to_vec(), &[values.len()])
+    }
+
+    /// A tensor of `shape` holding `values` in row-major order.
+    ///
+    /// # Errors
+    /// [`Error::ShapeMismatch`] when `shape` does not hold `values.len()` elements.
+    pub fn from_vec<T: Element>(values: Vec<T>, shape: &[usize]) -> Result<Tensor> {
+        let numel = layout::numel_of(shape)?;
+        if numel != values.len() {
+            return Err(Error::ShapeMismatch {
+                shape: shape.iter().map(|&s| s as isize).collect(),
+                numel: values.len(),
+            });
+        }
+        let t = Self::zeros(shape, T::DTYPE)?;
+        let es = T::DTYPE.size();
+        t.storage.with_bytes_mut("from_vec", |b| {
+            for (v, chunk) in values.iter().zip(b.chunks_exact_mut(es)) {
+                element::write(T::DTYPE, v.to_scalar(), chunk)?;
+            }
+            Ok::<_, Error>(())
+        })??;
+        Ok(t)
+    }
+
+    /// A 0-dim tensor holding `value`.
+    ///
+    /// # Errors
+    /// Allocation failure.
+    pub fn scalar<T: Element>(value: T) -> Result<Tensor> {
+        Self::from_vec(vec![value], &[])
+    }
+
+    /// The storage this tensor views (never a copy; never warns).
+    pub fn untyped_storage(&self) -> &UntypedStorage {
+        &self.storage
+    }
+    /// The element type.
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+    /// The layout (shape, stride, offset).
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+    /// Sizes of each dimension.
+    pub fn shape(&self) -> &[usize] {
+        self.layout.shape()
+    }
+    /// Sizes of each dimension (PyTorch's `size()`).
+    pub fn size(&self) -> &[usize] {
+        self.layout.shape()
+    }
+    /// Strides in elements.
+    pub fn stride(&self) -> &[usize] {
+        self.layout.stride()
+    }
+    /// Offset of the first element in the storage, in elements.
+    pub fn storage_offset(&self) -> usize {
+        self.layout.offset()
+    }
+    /// Number of dimensions.
+    pub fn dim(&self) -> usize {
+        self.layout.ndim()
+    }
+    /// Number of elements.
+    pub fn numel(&self) -> usize {
+        self.layout.numel()
+    }
+    /// Bytes per element.
+    pub fn element_size(&self) -> usize {
+        self.dtype.size()
+    }
+    /// `numel() * element_size()`: the bytes of the elements, not of the storage.
+    pub fn nbytes(&self) -> usize {
+        self.numel() * self.element_size()
+    }
+    /// True when the elements are laid out row-major without gaps.
+    pub fn is_contiguous(&self) -> bool {
+        self.layout.is_contiguous()
+    }
+    /// The device of the storage.
+    pub fn device(&self) -> Device {
+        self.storage.device()
+    }
+    /// True on the meta device.
+    pub fn is_meta(&self) -> bool {
+        self.storage.is_meta()
+    }
+    /// The address of the first element: the storage's `data_ptr` plus
+    /// `storage_offset * element_size` (0 when the storage has no bytes).
+    pub fn data_ptr(&self) -> usize {
+        match self.storage.data_ptr() {
+            0 => 0,
+            p => p + self.storage_offset() * self.element_size(),
+        }
+    }
+    /// Whether gradients would be recorded for this tensor.
+    pub fn requires_grad(&self) -> bool {
+        self.requires_grad
+    }
+    /// Sets the `requires_grad` flag and returns the tensor.
+    pub fn requires_grad_(&mut self, requires_grad: bool) -> &mut Self {
+        self.requires_grad = requires_grad;
+        self
+    }
+    /// True when the two tensors view the same storage.
+    pub fn shares_storage_with(&self, other: &Tensor) -> bool {
+        self.storage.is_same(&other.storage)
+    }
+
+    /// Puts this tensor onto `storage` with a new offset, shape and stride (PyTorch's `set_`).
+    ///
+    /// # Errors
+    /// [`Error::OutOfStorage`] when the layout reaches past the storage's end;
+    /// [`Error::InvalidArgument`] for mismatched shape and stride lengths.
+    pub fn set_(
+        &mut self,
+        storage: &UntypedStorage,
+        storage_offset: usize,
+        size: &[usize],
+        stride: &[usize],
+    ) -> Result<&mut Self> {
+        let layout = Layout::new(size, stride, storage_offset)?;
+        layout.check_fits(self.dtype.size(), storage.nbytes())?;
+        self.storage = storage.clone();
+        self.layout = layout;
+        Ok(self)
+    }
+
+    /// The element at `index` (one index per dimension, negatives count from the end).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for the wrong number of indices, [`Error::IndexOutOfRange`],
+    /// [`Error::NoData`] on meta.
+    pub fn get(&self, index: &[isize]) -> Result<Scalar> {
+        let off = self.element_offset(index)? * self.element_size();
+        let es = self.element_size();
+        self.storage.with_bytes("get", |b| {
+            self.layout.check_fits(es, b.len())?;
+            element::read(self.dtype, &b[off..off + es])
+        })?
+    }
+
+    /// Writes `value` (cast to the dtype) at `index`; every view of the storage sees it.
+    ///
+    /// # Errors
+    /// As [`get`](Self::get).
+    pub fn set(&self, index: &[isize], value: impl Into<Scalar>) -> Result<()> {
+        let off = self.element_offset(index)? * self.element_size();
+        let es = self.element_size();
+        let v = value.into();
+        self.storage.with_bytes_mut("set", |b| {
+            self.layout.check_fits(es, b.len())?;
+            element::write(self.dtype, v, &mut b[off..off + es])
+        })?
+    }
+
+    fn element_offset(&self, index: &[isize]) -> Result<usize> {
+        if index.len() != self.dim() {
+            return Err(Error::InvalidArgument {
+                op: "index",
+                what: "indices",
+                value: format!("{} indices for a {}-dim tensor", index.len(), self.dim()),
+            });
+        }
+        let mut off = self.storage_offset();
+        for (d, (&i, (&size, &stride))) in index
+            .iter()
+            .zip(self.shape().iter().zip(self.stride()))
+            .enumerate()
+        {
+            off += layout::wrap_index(i, d, size)? * stride;
+        }
+        Ok(off)
+    }
+
+    /// The value of a one-element tensor.
+    ///
+    /// # Errors
+    /// [`Error::NotAScalar`] unless there is exactly one element; [`Error::NoData`] on meta.
+    pub fn item(&self) -> Result<Scalar> {
+        if self.numel() != 1 {
+            return Err(Error::NotAScalar {
+                numel: self.numel(),
+            });
+        }
+        let off = self.layout.offsets().next().unwrap_or(0) * self.element_size();
+        let es = self.element_size();
+        self.storage.with_bytes("item", |b| {
+            self.layout.check_fits(es, b.len())?;
+            element::read(self.dtype, &b[off..off + es])
+        })?
+    }
+
+    /// Every element, in row-major order, converted to `T` as PyTorch casts.
+    ///
+    /// # Errors
+    /// [`Error::NoData`] on meta; [`Error::DTypeUnsupported`] for dtypes without values.
+    pub fn to_vec<T: Element>(&self) -> Result<Vec<T>> {
+        Ok(self.scalars()?.into_iter().map(T::from_scalar).collect())
+    }
+
+    /// Every element as a [`Scalar`], in row-major order.
+    ///
+    /// # Errors
+    /// As [`to_vec`](Self::to_vec).
+    pub fn scalars(&self) -> Result<Vec<Scalar>> {
+        let es = self.element_size();
+        self.storage.with_bytes("tolist", |b| {
+            self.layout.check_fits(es, b.len())?;
+            self.layout
+                .offsets()
+                .map(|o| element::read(self.dtype, &b[o * es..(o + 1) * es]))
+                .collect()
+        })?
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ones_storage_is_twelve_bytes_of_float_one() {
+        let t = Tensor::ones(&[3], DType::Float32).unwrap();
+        assert_eq!(t.untyped_storage().nbytes(), 12);
+        assert_eq!(
+            t.untyped_storage().tolist().unwrap(),
+            [0, 0, 128, 63].repeat(3)
+        );
+    }
+
+    #[test]
+    fn set_moves_onto_another_storage() {
+        let mut t = Tensor::ones(&[3], DType::Float32).unwrap();
+        let s2 = t.untyped_storage().deep_clone().unwrap();
+        s2.fill_(0).unwrap();
+        t.set_(&s2, 0, &[3], &[1]).unwrap();
+        assert_eq!(t.to_vec::<f32>().unwrap(), vec![0.0; 3]);
+        assert!(t.untyped_storage().is_same(&s2));
+        assert!(matches!(
+            t.set_(&s2, 1, &[3], &[1]),
+            Err(Error::OutOfStorage {
+                needed: 16,
+                nbytes: 12,
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn constructors() {
+        let a = Tensor::arange(0.0, 5.0, 2.0, DType::Int64).unwrap();
+        assert_eq!(a.to_vec::<i64>().unwrap(), vec![0, 2, 4]);
+        let f = Tensor::full(&[2, 2], 1.5, DType::Float16).unwrap();
+        assert_eq!(f.to_vec::<f32>().unwrap(), vec![1.5; 4]);
+        let v = Tensor::from_vec(vec![1u8, 2, 3, 4, 5, 6], &[2, 3]).unwrap();
+        assert_eq!(v.get(&[1, -1]).unwrap(), Scalar::Int(6));
+        assert!(Tensor::from_vec(vec![1u8, 2], &[3]).is_err());
+        let z = Tensor::zeros_like(&v).unwrap();
+        assert_eq!((z.shape(), z.dtype()), (&[2, 3][..], DType::UInt8));
+        assert_eq!(
+            Tensor::scalar(7i32).unwrap().item().unwrap(),
+            Scalar::Int(7)
+        );
+        assert!(matches!(v.item(), Err(Error::NotAScalar { numel: 6 })));
+    }
+
+    #[test]
+    fn meta_tensors_have_shape_but_no_data() {
+        let m = Tensor::zeros_on(&[2, 3], DType::Float32, Device::META).unwrap();
+        assert_eq!(m.untyped_storage().nbytes(), 24);
+        assert!(matches!(m.get(&[0, 0]), Err(Error::NoData { .. })));
+        assert!(m.to_vec::<f32>().is_err());
+        assert_eq!(m.data_ptr(), 0);
+    }
+}

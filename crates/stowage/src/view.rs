@@ -1,0 +1,349 @@
+//! Views: new tensors over the same storage, copying nothing.
+//!
+//! Each method computes a new [`Layout`] (checked in `layout.rs`) and pairs
+//! it with a handle to the same storage, so a write through any view is seen
+//! through all of them. `reshape` and `flatten` fall back to a copy only when
+//! the strides cannot express the new shape, as in PyTorch.
+
+use crate::layout::Layout;
+use crate::{DType, Error, Result, Tensor, UntypedStorage};
+
+impl Tensor {
+    fn with_layout(&self, layout: Layout) -> Tensor {
+        Tensor {
+            storage: self.storage.clone(),
+            dtype: self.dtype,
+            layout,
+            requires_grad: self.requires_grad,
+        }
+    }
+
+    /// The same elements under `shape` (one size may be -1), sharing the storage.
+    ///
+    /// # Errors
+    /// [`Error::ShapeMismatch`], or [`Error::ViewIncompatible`] when the strides
+    /// cannot express it (use [`reshape`](Self::reshape)).
+    pub fn view(&self, shape: &[isize]) -> Result<Tensor> {
+        Ok(self.with_layout(self.layout.view(shape)?))
+    }
+
+    /// Like [`view`](Self::view), but copies when a view is impossible.
+    ///
+    /// # Errors
+    /// [`Error::ShapeMismatch`]; allocation failure.
+    pub fn reshape(&self, shape: &[isize]) -> Result<Tensor> {
+        match self.layout.view(shape) {
+            Ok(l) => Ok(self.with_layout(l)),
+            Err(Error::ViewIncompatible { .. }) => self.contiguous()?.view(shape),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// `length` elements of `dim` from `start`.
+    ///
+    /// # Errors
+    /// [`Error::DimOutOfRange`], [`Error::InvalidArgument`].
+    pub fn narrow(&self, dim: isize, start: isize, length: usize) -> Result<Tensor> {
+        Ok(self.with_layout(self.layout.narrow(dim, start, length)?))
+    }
+
+    /// The sub-tensor at `index` of `dim`, with that dimension removed.
+    ///
+    /// # Errors
+    /// [`Error::DimOutOfRange`], [`Error::IndexOutOfRange`].
+    pub fn select(&self, dim: isize, index: isize) -> Result<Tensor> {
+        Ok(self.with_layout(self.layout.select(dim, index)?))
+    }
+
+    /// Integer indexing `t[index]`: [`select`](Self::select) on dimension 0.
+    ///
+    /// # Errors
+    /// As [`select`](Self::select).
+    pub fn index(&self, index: isize) -> Result<Tensor> {
+        self.select(0, index)
+    }
+
+    /// Python slicing `t[:, start:stop:step]` on `dim`; `None` bounds are open.
+    ///
+    /// # Errors
+    /// [`Error::DimOutOfRange`], [`Error::InvalidArgument`] for step 0.
+    pub fn slice(
+        &self,
+        dim: isize,
+        start: Option<isize>,
+        stop: Option<isize>,
+        step: usize,
+    ) -> Result<Tensor> {
+        Ok(self.with_layout(self.layout.slice(dim, start, stop, step)?))
+    }
+
+    /// Swaps two dimensions.
+    ///
+    /// # Errors
+    /// [`Error::DimOutOfRange`].
+    pub fn transpose(&self, dim0: isize, dim1: isize) -> Result<Tensor> {
+        Ok(self.with_layout(self.layout.transpose(dim0, dim1)?))
+    }
+
+    /// Transpose of a tensor of at most 2 dimensions.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for more than 2 dimensions.
+    pub fn t(&self) -> Result<Tensor> {
+        match self.dim() {
+            0 | 1 => Ok(self.clone()),
+            2 => self.transpose(0, 1),
+            n => Err(Error::InvalidArgument {
+                op: "t",
+                what: "tensor",
+                value: format!("t() expects a tensor with <= 2 dimensions, but self is {n}D"),
+            }),
+        }
+    }
+
+    /// Reorders dimensions.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] unless `dims` is a permutation.
+    pub fn permute(&self, dims: &[isize]) -> Result<Tensor> {
+        Ok(self.with_layout(self.layout.permute(dims)?))
+    }
+
+    /// Broadcasts to `sizes` with stride-0 dimensions (-1 keeps a size).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`].
+    pub fn expand(&self, sizes: &[isize]) -> Result<Tensor> {
+        Ok(self.with_layout(self.layout.expand(sizes)?))
+    }
+
+    /// Removes every size-1 dimension.
+    pub fn squeeze(&self) -> Tensor {
+        self.with_layout(self.layout.squeeze())
+    }
+
+    /// Removes `dim` if its size is 1.
+    ///
+    /// # Errors
+    /// [`Error::DimOutOfRange`].
+    pub fn squeeze_dim(&self, dim: isize) -> Result<Tensor> {
+        Ok(self.with_layout(self.layout.squeeze_dim(dim)?))
+    }
+
+    /// Inserts a size-1 dimension at `dim`.
+    ///
+    /// # Errors
+    /// [`Error::DimOutOfRange`].
+    pub fn unsqueeze(&self, dim: isize) -> Result<Tensor> {
+        Ok(self.with_layout(self.layout.unsqueeze(dim)?))
+    }
+
+    /// Merges dimensions `start_dim..=end_dim` (a view when possible, else a copy).
+    ///
+    /// # Errors
+    /// [`Error::DimOutOfRange`], [`Error::InvalidArgument`].
+    pub fn flatten(&self, start_dim: isize, end_dim: isize) -> Result<Tensor> {
+        if self.dim() > 0 && self.layout.flatten_shape(start_dim, end_dim)?.len() == self.dim() {
+            return Ok(self.clone());
+        }
+        self.reshape(&self.layout.flatten_shape(start_dim, end_dim)?)
+    }
+
+    /// Splits dimension `dim` into `sizes` (one may be -1), as a view.
+    ///
+    /// # Errors
+    /// [`Error::DimOutOfRange`], [`Error::ShapeMismatch`].
+    pub fn unflatten(&self, dim: isize, sizes: &[isize]) -> Result<Tensor> {
+        self.view(&self.layout.unflatten_shape(dim, sizes)?)
+    }
+
+    /// A view with explicit size, stride and storage offset, checked against the storage.
+    ///
+    /// # Errors
+    /// [`Error::OutOfStorage`] when it reaches past the storage's end.
+    pub fn as_strided(
+        &self,
+        size: &[usize],
+        stride: &[usize],
+        storage_offset: usize,
+    ) -> Result<Tensor> {
+        let layout = Layout::new(size, stride, storage_offset)?;
+        layout.check_fits(self.element_size(), self.storage.nbytes())?;
+        Ok(self.with_layout(layout))
+    }
+
+    /// The same bytes read as `dtype` (PyTorch's `view(dtype)`): the last dimension scales
+    /// by the ratio of element sizes and must be contiguous when the sizes differ.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] naming the rule that fails.
+    pub fn view_dtype(&self, dtype: DType) -> Result<Tensor> {
+        let layout = self.layout.view_dtype(self.element_size(), dtype.size())?;
+        Ok(Tensor {
+            storage: self.storage.clone(),
+            dtype,
+            layout,
+            requires_grad: self.requires_grad,
+        })
+    }
+
+    /// The diagonal of `dim1` × `dim2` shifted by `offset`, as the last dimension.
+    ///
+    /// # Errors
+    /// [`Error::DimOutOfRange`], [`Error::InvalidArgument`].
+    pub fn diagonal(&self, offset: isize, dim1: isize, dim2: isize) -> Result<Tensor> {
+        Ok(self.with_layout(self.layout.diagonal(offset, dim1, dim2)?))
+    }
+
+    /// Sliding windows of `size` every `step` along `dim`, as a new last dimension.
+    ///
+    /// # Errors
+    /// [`Error::DimOutOfRange`], [`Error::InvalidArgument`].
+    pub fn unfold(&self, dim: isize, size: usize, step: usize) -> Result<Tensor> {
+        Ok(self.with_layout(self.layout.unfold(dim, size, step)?))
+    }
+
+    /// Pieces of `split_size` along `dim`.
+    ///
+    /// # Errors
+    /// [`Error::DimOutOfRange`], [`Error::InvalidArgument`].
+    pub fn split(&self, split_size: usize, dim: isize) -> Result<Vec<Tensor>> {
+        Ok(self
+            .layout
+            .split(split_size, dim)?
+            .into_iter()
+            .map(|l| self.with_layout(l))
+            .collect())
+    }
+
+    /// `chunks` nearly equal pieces along `dim`.
+    ///
+    /// # Errors
+    /// [`Error::DimOutOfRange`], [`Error::InvalidArgument`].
+    pub fn chunk(&self, chunks: usize, dim: isize) -> Result<Vec<Tensor>> {
+        Ok(self
+            .layout
+            .chunk(chunks, dim)?
+            .into_iter()
+            .map(|l| self.with_layout(l))
+            .collect())
+    }
+
+    /// Every slice along `dim`, with the dimension removed.
+    ///
+    /// # Errors
+    /// [`Error::DimOutOfRange`].
+    pub fn unbind(&self, dim: isize) -> Result<Vec<Tensor>> {
+        Ok(self
+            .layout
+            .unbind(dim)?
+            .into_iter()
+            .map(|l| self.with_layout(l))
+            .collect())
+    }
+
+    /// A tensor with the same layout over another storage (used by loaders and `to`).
+    pub(crate) fn with_storage(&self, storage: UntypedStorage) -> Tensor {
+        Tensor {
+            storage,
+            dtype: self.dtype,
+            layout: self.layout.clone(),
+            requires_grad: self.requires_grad,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::element::Scalar;
+
+    fn base() -> Tensor {
+        Tensor::arange(0.0, 24.0, 1.0, DType::Float32)
+            .unwrap()
+            .view(&[4, 6])
+            .unwrap()
+    }
+
+    #[test]
+    fn views_share_storage_and_writes() {
+        let b = base();
+        let views = [
+            b.view(&[-1]).unwrap(),
+            b.select(0, 1).unwrap(),
+            b.slice(1, Some(1), None, 2).unwrap(),
+            b.index(2).unwrap(),
+            b.t().unwrap(),
+            b.diagonal(0, 0, 1).unwrap(),
+        ];
+        for v in &views {
+            assert_eq!(
+                v.untyped_storage().data_ptr(),
+                b.untyped_storage().data_ptr()
+            );
+        }
+        views[1].set(&[0], 100.0).unwrap();
+        assert_eq!(b.get(&[1, 0]).unwrap(), Scalar::Float(100.0));
+        assert_eq!(views[4].get(&[0, 1]).unwrap(), Scalar::Float(100.0));
+        assert_ne!(views[1].data_ptr(), b.data_ptr());
+        assert_eq!(views[1].data_ptr(), b.data_ptr() + 6 * 4);
+    }
+
+    #[test]
+    fn reshape_copies_only_when_needed() {
+        let b = base();
+        assert!(b.reshape(&[24]).unwrap().shares_storage_with(&b));
+        let t = b.t().unwrap();
+        let r = t.reshape(&[24]).unwrap();
+        assert!(!r.shares_storage_with(&b));
+        assert_eq!(r.to_vec::<f32>().unwrap()[..4], [0.0, 6.0, 12.0, 18.0]);
+        assert!(t.view(&[24]).is_err());
+        assert!(t.flatten(0, -1).unwrap().is_contiguous());
+        assert!(b.flatten(0, 1).unwrap().shares_storage_with(&b));
+        assert_eq!(b.unflatten(1, &[2, -1]).unwrap().shape(), &[4, 2, 3]);
+    }
+
+    #[test]
+    fn different_dtypes_on_one_storage() {
+        let f = Tensor::ones(&[2], DType::Float32).unwrap();
+        let bytes = f.view_dtype(DType::UInt8).unwrap();
+        assert_eq!(
+            bytes.to_vec::<u8>().unwrap(),
+            vec![0, 0, 128, 63, 0, 0, 128, 63]
+        );
+        let halves = f.view_dtype(DType::Int16).unwrap();
+        assert_eq!(halves.shape(), &[4]);
+        halves.set(&[1], 0x4000i64).unwrap();
+        assert_eq!(f.get(&[0]).unwrap(), Scalar::Float(2.0));
+    }
+
+    #[test]
+    fn as_strided_is_bounds_checked() {
+        let b = base();
+        let d = b.as_strided(&[4], &[7], 0).unwrap();
+        assert_eq!(d.to_vec::<f32>().unwrap(), vec![0.0, 7.0, 14.0, 21.0]);
+        assert!(matches!(
+            b.as_strided(&[4], &[7], 3),
+            Err(Error::OutOfStorage { .. })
+        ));
+        assert!(b.as_strided(&[2], &[usize::MAX], 0).is_err());
+    }
+
+    #[test]
+    fn split_chunk_unbind_expand() {
+        let b = base();
+        assert_eq!(b.split(4, 1).unwrap()[1].shape(), &[4, 2]);
+        assert_eq!(b.chunk(3, 0).unwrap().len(), 2);
+        let rows = b.unbind(0).unwrap();
+        assert_eq!(rows[3].to_vec::<f32>().unwrap()[0], 18.0);
+        let e = b.select(0, 0).unwrap().expand(&[3, 6]).unwrap();
+        assert_eq!(e.stride(), &[0, 1]);
+        assert_eq!(e.get(&[2, 5]).unwrap(), Scalar::Float(5.0));
+        let u = b.select(0, 0).unwrap().unfold(0, 3, 3).unwrap();
+        assert_eq!(
+            u.to_vec::<f32>().unwrap(),
+            vec![0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+        );
+        assert_eq!(b.unsqueeze(0).unwrap().squeeze().shape(), &[4, 6]);
+    }
+}

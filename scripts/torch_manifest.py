@@ -1,0 +1,58 @@
+#!/usr/bin/env python3
+"""Ground-truth manifest of a checkpoint, computed by real PyTorch.
+
+Walks the object that torch.load returns and lists every tensor with the
+fields of the project's `inspect --json` contract (the `stowage inspect --json`
+tensor form, with `storage_group` where the binary gives `storage_key`):
+path, dtype, shape, stride, storage_offset, storage identity, requires_grad,
+parameter, sha256 of the logical elements in row-major order.
+"""
+import hashlib, json, sys, collections
+import torch
+
+def dtype_name(dt):
+    return str(dt).replace("torch.", "")
+
+def walk(obj, path, out, seen_storages):
+    if isinstance(obj, torch.Tensor):
+        st = obj.untyped_storage()
+        sid = seen_storages.setdefault(st.data_ptr(), len(seen_storages))
+        out.append({
+            "path": path,
+            "dtype": dtype_name(obj.dtype),
+            "shape": list(obj.shape),
+            "stride": list(obj.stride()),
+            "storage_offset": obj.storage_offset(),
+            "storage_group": sid,
+            "storage_nbytes": st.nbytes(),
+            "requires_grad": bool(obj.requires_grad),
+            "parameter": isinstance(obj, torch.nn.Parameter),
+            "sha256": hashlib.sha256(raw_bytes(obj)).hexdigest(),
+        })
+    elif isinstance(obj, (dict, collections.OrderedDict)):
+        for k, v in obj.items():
+            walk(v, path + [k if isinstance(k, (int, str)) else str(k)], out, seen_storages)
+    elif isinstance(obj, (list, tuple)) and not isinstance(obj, torch.Size):
+        for i, v in enumerate(obj):
+            walk(v, path + [i], out, seen_storages)
+
+def raw_bytes(t):
+    t = t.detach()
+    if t.is_quantized:
+        t = t.int_repr()
+    # conj/neg views: hash the logical values (a plain .view(uint8) refuses them)
+    t = t.resolve_conj().resolve_neg()
+    c = t.contiguous().reshape(-1)
+    if c.numel() == 0:
+        return b""
+    return c.view(torch.uint8).numpy().tobytes()
+
+def manifest(path):
+    obj = torch.load(path, weights_only=False, map_location="cpu")
+    out, seen = [], {}
+    walk(obj, [], out, seen)
+    return out
+
+if __name__ == "__main__":
+    json.dump(manifest(sys.argv[1]), sys.stdout, indent=1)
+    print()
