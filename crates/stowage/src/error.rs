@@ -158,11 +158,116 @@ pub enum Error {
         numel: usize,
     },
     /// An I/O error, with the file it concerned.
-    #[error("{path}: {source}")]
+    #[error("{}{}{source}", path.display(), if path.as_os_str().is_empty() { "" } else { ": " })]
     Io {
         /// The file.
         path: std::path::PathBuf,
         /// The underlying error.
         source: std::io::Error,
+    },
+    /// A pickle the machine could not read.
+    #[error("pickle: {0}")]
+    Pickle(#[from] crate::serialize::pickle::PickleError),
+    /// A zip archive that could not be read or written.
+    #[error("zip: {0}")]
+    Zip(#[from] crate::serialize::zip::ZipError),
+    /// A safetensors file the `safetensors` crate refused.
+    #[error("safetensors: {0}")]
+    Safetensors(#[from] safetensors::SafeTensorError),
+    /// A global outside PyTorch's `weights_only` allowlist; nothing was constructed.
+    #[error("refused global {module}.{name}: not in PyTorch's weights_only allowlist, so it is never constructed")]
+    GlobalNotAllowed {
+        /// The module named.
+        module: String,
+        /// The name within it.
+        name: String,
+    },
+    /// A pickle object of the wrong shape where PyTorch expects another.
+    #[error("{context}: expected {expected}, found {found}")]
+    BadObject {
+        /// Where in the checkpoint's meaning.
+        context: &'static str,
+        /// What was expected.
+        expected: &'static str,
+        /// What was found.
+        found: String,
+    },
+    /// Something PyTorch can write that stowage recognises but does not support.
+    #[error("unsupported: {what}")]
+    Unsupported {
+        /// What it is.
+        what: String,
+    },
+    /// A file that is not a checkpoint stowage reads.
+    #[error("not a checkpoint: {detail}")]
+    NotACheckpoint {
+        /// Why.
+        detail: String,
+    },
+    /// A record the checkpoint references but does not hold.
+    #[error("missing record {name}")]
+    MissingRecord {
+        /// The record's name.
+        name: String,
+    },
+    /// A record whose size is not what the pickle declares.
+    #[error("record {name} holds {found} bytes, expected {expected}")]
+    RecordSize {
+        /// The record's name.
+        name: String,
+        /// Bytes expected.
+        expected: u64,
+        /// Bytes found (or claimed).
+        found: u64,
+    },
+    /// A resource limit that protects against hostile input.
+    #[error("limit exceeded: {limit} (at most {max})")]
+    LimitExceeded {
+        /// The limit.
+        limit: &'static str,
+        /// Its value.
+        max: u64,
+    },
+    /// One storage saved as two dtypes (PyTorch refuses this too).
+    #[error("cannot save multiple tensors or storages that view the same data as different types (storage {key}: {first} and {second})")]
+    SaveConflict {
+        /// The storage's key.
+        key: String,
+        /// The dtype it was first saved as.
+        first: DType,
+        /// The conflicting dtype.
+        second: DType,
+    },
+    /// An error in a file.
+    #[error("{}: {source}", path.display())]
+    InFile {
+        /// The file.
+        path: std::path::PathBuf,
+        /// What went wrong.
+        source: Box<Error>,
+    },
+    /// An error in a record of an archive.
+    #[error("record {name}: {source}")]
+    InRecord {
+        /// The record.
+        name: String,
+        /// What went wrong.
+        source: Box<Error>,
+    },
+    /// An error in a storage of a checkpoint.
+    #[error("storage {key}: {source}")]
+    InStorage {
+        /// The storage key.
+        key: String,
+        /// What went wrong.
+        source: Box<Error>,
+    },
+    /// An error at an object path (`model.layers.0.weight`).
+    #[error("{path}: {source}")]
+    AtPath {
+        /// The dotted path.
+        path: String,
+        /// What went wrong.
+        source: Box<Error>,
     },
 }

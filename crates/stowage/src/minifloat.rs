@@ -20,9 +20,9 @@
 //! `float4_e2m1fn_x2` stores the first of each pair in the low nibble
 //! ([`f4x2_pack`], [`f4x2_unpack`]).
 //!
-//! Each format is one declarative [`Format`] record; a single generic decoder
-//! and encoder interpret it. Decoding is exact (every value of these formats
-//! is an `f32`). Encoding reproduces PyTorch's c10 conversions bit for bit,
+//! Each format is one declarative `Format` record (a `const`); a single
+//! generic decoder and encoder interpret it. Decoding is exact (every value
+//! of these formats is an `f32`). Encoding reproduces PyTorch's c10 conversions bit for bit,
 //! including their overflow rules, which differ per format:
 //!
 //! * `e4m3fn` saturates: finite overflow *and* ±inf become ±448.

@@ -1,0 +1,203 @@
+//! `stowage inspect FILE [--json]`: what a checkpoint holds, as the CLI
+//! contract specifies (`docs/cli-contract.md`).
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use serde_json::{json, Value as Json};
+use sha2::{Digest, Sha256};
+use stowage::serialize::{dotted, PathKey, TensorObject};
+use stowage::{Checkpoint, Tensor};
+
+use crate::Failure;
+
+/// Arguments of `inspect`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The checkpoint (torch zip, torch legacy or safetensors; detected by content)
+    file: PathBuf,
+    /// Print one JSON object instead of a table
+    #[arg(long)]
+    json: bool,
+}
+
+/// One tensor of a checkpoint, with what `inspect` reports of it.
+pub struct Row<'c> {
+    /// Keys from the root down to the tensor.
+    pub path: Vec<PathKey>,
+    /// The tensor object.
+    pub object: &'c TensorObject,
+    /// The storage's record key.
+    pub key: String,
+}
+
+/// Every tensor of `ckpt` with its storage key.
+///
+/// # Errors
+/// When the walk exceeds its limits.
+pub fn rows(ckpt: &Checkpoint) -> Result<Vec<Row<'_>>, Failure> {
+    let keys: HashMap<usize, &str> = ckpt.storages.iter().map(|s| (s.storage.id(), s.key.as_str())).collect();
+    Ok(ckpt
+        .tensors()
+        .map_err(Failure::input)?
+        .into_iter()
+        .map(|(path, object)| {
+            let id = object.tensor.untyped_storage().id();
+            let key = keys.get(&id).map_or_else(|| format!("@{id:x}"), |k| k.to_string());
+            Row { path, object, key }
+        })
+        .collect())
+}
+
+/// The tensor's logical elements, row-major and contiguous, in native (little-endian) order.
+///
+/// # Errors
+/// For tensors without data (meta).
+pub fn logical_bytes(t: &Tensor) -> Result<Vec<u8>, stowage::Error> {
+    let c = t.contiguous()?;
+    let bytes = c.untyped_storage().bytes()?;
+    let start = c.storage_offset() * c.element_size();
+    Ok(bytes[start..start + c.nbytes()].to_vec())
+}
+
+/// Hex SHA-256 of the tensor's logical elements (empty string's hash when it has none).
+///
+/// # Errors
+/// As [`logical_bytes`].
+pub fn sha256(t: &Tensor) -> Result<String, stowage::Error> {
+    let digest = Sha256::digest(logical_bytes(t)?);
+    Ok(digest.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+fn path_json(path: &[PathKey]) -> Json {
+    Json::Array(
+        path.iter()
+            .map(|k| match k {
+                PathKey::Key(s) => Json::String(s.clone()),
+                PathKey::Index(i) => json!(i),
+            })
+            .collect(),
+    )
+}
+
+/// `1.5 KiB`, `12 B`.
+pub fn human(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = bytes as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}
+
+/// Runs `inspect`.
+pub fn run(args: Args, out: &mut dyn Write) -> Result<ExitCode, Failure> {
+    let ckpt = stowage::load(&args.file).map_err(Failure::input)?;
+    let rows = rows(&ckpt)?;
+    if args.json {
+        let tensors = rows
+            .iter()
+            .map(|r| {
+                let t = &r.object.tensor;
+                let sha = if t.is_meta() {
+                    Json::Null
+                } else {
+                    let logical = r.object.resolved().map_err(|e| Failure::at(&r.path, e))?;
+                    Json::String(sha256(&logical).map_err(|e| Failure::at(&r.path, e))?)
+                };
+                Ok(json!({
+                    "path": path_json(&r.path),
+                    "dtype": t.dtype().name(),
+                    "shape": t.shape(),
+                    "stride": t.stride(),
+                    "storage_offset": t.storage_offset(),
+                    "storage_key": r.key,
+                    "storage_nbytes": t.untyped_storage().nbytes(),
+                    "requires_grad": t.requires_grad(),
+                    "parameter": r.object.parameter,
+                    "sha256": sha,
+                }))
+            })
+            .collect::<Result<Vec<_>, Failure>>()?;
+        let storages: Vec<Json> = ckpt
+            .storages
+            .iter()
+            .map(|s| json!({"key": s.key, "nbytes": s.storage.nbytes(), "location": s.location, "storage_type": s.storage_type()}))
+            .collect();
+        let doc = json!({
+            "format": ckpt.format.name(),
+            "byteorder": ckpt.byteorder.name(),
+            "storages": storages,
+            "tensors": tensors,
+        });
+        writeln!(out, "{doc}")?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    table(&ckpt, &rows, out)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn table(ckpt: &Checkpoint, rows: &[Row<'_>], out: &mut dyn Write) -> std::io::Result<()> {
+    let mut by_key: HashMap<&str, Vec<String>> = HashMap::new();
+    for r in rows {
+        by_key.entry(&r.key).or_default().push(dotted(&r.path));
+    }
+    let header = ["path", "dtype", "shape", "stride", "offset", "storage", "shared with"];
+    let mut lines: Vec<[String; 7]> = Vec::new();
+    for r in rows {
+        let t = &r.object.tensor;
+        let name = dotted(&r.path);
+        let others: Vec<&str> = by_key[r.key.as_str()].iter().filter(|p| **p != name).map(String::as_str).collect();
+        let shared = match others.len() {
+            0 => "-".to_string(),
+            1..=2 => others.join(", "),
+            n => format!("{}, … ({n} tensors)", others[..2].join(", ")),
+        };
+        let mut dtype = t.dtype().name().to_string();
+        if r.object.parameter {
+            dtype.push_str(" (param)");
+        }
+        lines.push([
+            name,
+            dtype,
+            format!("{:?}", t.shape()),
+            format!("{:?}", t.stride()),
+            t.storage_offset().to_string(),
+            format!("{} ({})", r.key, human(t.untyped_storage().nbytes() as u64)),
+            shared,
+        ]);
+    }
+    let mut width = header.map(str::len);
+    for l in &lines {
+        for (w, c) in width.iter_mut().zip(l) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    let row = |cells: &[&str]| {
+        cells.iter().zip(width).map(|(c, w)| format!("{c:<w$}")).collect::<Vec<_>>().join("  ").trim_end().to_string()
+    };
+    writeln!(out, "{}", row(&header))?;
+    for l in &lines {
+        writeln!(out, "{}", row(&l.each_ref().map(String::as_str)))?;
+    }
+    let storage_bytes: u64 = ckpt.storages.iter().map(|s| s.storage.nbytes() as u64).sum();
+    let unshared: u64 = rows.iter().map(|r| r.object.tensor.untyped_storage().nbytes() as u64).sum();
+    writeln!(
+        out,
+        "{} tensors, {} storages, {} in storages, {} saved by sharing ({}, {} byte order)",
+        rows.len(),
+        ckpt.storages.len(),
+        human(storage_bytes),
+        human(unshared.saturating_sub(storage_bytes)),
+        ckpt.format.name(),
+        ckpt.byteorder.name()
+    )
+}

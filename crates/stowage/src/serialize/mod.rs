@@ -1,0 +1,196 @@
+//! Reading and writing `torch.save` checkpoints.
+//!
+//! Three layers that do not know each other's insides: the container
+//! ([`zip`], and the legacy stream format), the generic [`pickle`] machine,
+//! and the PyTorch meaning of the pickle (`allowlist`, `read`, `write`):
+//! which globals may be named, how persistent ids become storages, and how
+//! tensors are rebuilt on them. Loading never runs code: a global outside
+//! PyTorch's `weights_only` allowlist is an error.
+
+mod allowlist;
+mod legacy;
+pub(crate) mod object;
+pub mod pickle;
+mod read;
+mod write;
+pub mod zip;
+
+use std::fs::File;
+use std::path::Path;
+
+pub use allowlist::Global;
+pub use object::{dotted, ByteOrder, Checkpoint, Format, Object, PathKey, StorageRecord, StorageRef, TensorObject};
+pub use write::{archive_name, save, save_to_writer, save_with, SaveOptions};
+pub(crate) use write::write_atomically;
+
+use self::pickle::Limits;
+use self::read::{StorageSource, TorchHooks};
+use self::zip::{Method, ReadAt, ZipLimits, ZipReader};
+use crate::{DType, Device, Error, Result, UntypedStorage};
+
+/// How to load a checkpoint.
+#[derive(Clone, Debug)]
+pub struct LoadOptions {
+    /// Put every storage on this device (PyTorch's `map_location`); `meta`
+    /// reads no bytes at all. `None` keeps each storage's recorded location
+    /// (bytes in host memory, device reported).
+    pub map_location: Option<Device>,
+    /// Limits on the pickle machine.
+    pub pickle_limits: Limits,
+    /// Largest `data.pkl` accepted, in bytes.
+    pub max_pickle_bytes: u64,
+    /// Most records in the archive.
+    pub max_records: usize,
+    /// Verify each record's CRC-32 while loading (PyTorch never does).
+    pub verify_crc: bool,
+}
+
+impl Default for LoadOptions {
+    fn default() -> Self {
+        LoadOptions {
+            map_location: None,
+            pickle_limits: Limits::default(),
+            max_pickle_bytes: 1 << 30,
+            max_records: 1 << 20,
+            verify_crc: false,
+        }
+    }
+}
+
+/// Loads a checkpoint (torch zip, torch legacy or safetensors, detected by content).
+///
+/// # Errors
+/// [`Error::InFile`] wrapping what went wrong: I/O, an unknown format, a
+/// refused global, a missing or short record, a tensor past its storage.
+pub fn load(path: impl AsRef<Path>) -> Result<Checkpoint> {
+    load_with(path, &LoadOptions::default())
+}
+
+/// Loads a checkpoint with options.
+///
+/// # Errors
+/// As [`load`].
+pub fn load_with(path: impl AsRef<Path>, options: &LoadOptions) -> Result<Checkpoint> {
+    let path = path.as_ref();
+    let in_file = |e: Error| Error::InFile { path: path.to_owned(), source: Box::new(e) };
+    let file = File::open(path).map_err(|e| in_file(Error::Io { path: path.to_owned(), source: e }))?;
+    load_from(file, options).map_err(in_file)
+}
+
+/// Loads a checkpoint held in memory (PyTorch's `torch.load(io.BytesIO(...))`).
+///
+/// # Errors
+/// As [`load`], without the file name.
+pub fn load_bytes(bytes: &[u8], options: &LoadOptions) -> Result<Checkpoint> {
+    load_from(bytes, options)
+}
+
+/// The kind of file, from its first bytes.
+fn sniff<R: ReadAt>(source: &R) -> Result<Format> {
+    let len = source.len();
+    let mut head = [0u8; 16];
+    let n = len.min(16) as usize;
+    source.read_exact_at(&mut head[..n], 0).map_err(|e| Error::Io { path: Default::default(), source: e })?;
+    let head = &head[..n];
+    if head.starts_with(b"PK\x03\x04") {
+        return Ok(Format::TorchZip);
+    }
+    if head.starts_with(b"PYTORCH1") {
+        return Err(Error::NotACheckpoint { detail: "an unsupported archive format from the preview release (PYTORCH1)".into() });
+    }
+    if head.starts_with(legacy::MAGIC_PREFIX) {
+        return Ok(Format::TorchLegacy);
+    }
+    if len >= 265 {
+        let mut ustar = [0u8; 5];
+        source.read_exact_at(&mut ustar, 257).map_err(|e| Error::Io { path: Default::default(), source: e })?;
+        if &ustar == b"ustar" {
+            return Err(Error::Unsupported { what: "the tar checkpoint format of PyTorch 0.3 and older".into() });
+        }
+    }
+    if n >= 9 && head[8] == b'{' {
+        return Ok(Format::Safetensors);
+    }
+    if len == 0 {
+        return Err(Error::NotACheckpoint { detail: "the file is empty".into() });
+    }
+    Err(Error::NotACheckpoint { detail: format!("unrecognised leading bytes {:02x?}", &head[..n.min(8)]) })
+}
+
+fn load_from<R: ReadAt>(source: R, options: &LoadOptions) -> Result<Checkpoint> {
+    match sniff(&source)? {
+        Format::TorchZip => load_zip(source, options),
+        Format::TorchLegacy => legacy::load(&source, options),
+        Format::Safetensors => crate::safetensors::load(&source, options),
+    }
+}
+
+struct ZipSource<'z, R: ReadAt> {
+    zip: &'z ZipReader<R>,
+    verify_crc: bool,
+}
+
+impl<R: ReadAt> StorageSource for ZipSource<'_, R> {
+    fn load(&mut self, key: &str, nbytes: usize, _dtype: Option<DType>, device: Device) -> Result<UntypedStorage> {
+        let name = format!("data/{key}");
+        let entry = self.zip.find(&name).ok_or_else(|| Error::MissingRecord { name: name.clone() })?;
+        if entry.size != nbytes as u64 {
+            return Err(Error::RecordSize { name, expected: nbytes as u64, found: entry.size });
+        }
+        if device.is_meta() {
+            return UntypedStorage::new_on(nbytes, device);
+        }
+        // A deflated record cannot expand more than deflate's maximum ratio; refuse
+        // impossible claims before allocating what they declare.
+        if entry.method == Method::Deflated && entry.size > entry.compressed_size.saturating_mul(1032).saturating_add(1024) {
+            return Err(Error::RecordSize { name, expected: entry.compressed_size.saturating_mul(1032), found: entry.size });
+        }
+        let storage = UntypedStorage::new_on(nbytes, device)?;
+        {
+            let mut bytes = storage.bytes_mut()?;
+            self.zip.read_into(entry, &mut bytes)?;
+        }
+        if self.verify_crc {
+            self.zip.check_crc(entry)?;
+        }
+        Ok(storage)
+    }
+}
+
+fn load_zip<R: ReadAt>(source: R, options: &LoadOptions) -> Result<Checkpoint> {
+    let limits = ZipLimits { max_entries: options.max_records, max_record_to_vec: options.max_pickle_bytes };
+    let zip = ZipReader::new(source, &limits)?;
+    if zip.find("constants.pkl").is_some() {
+        return Err(Error::Unsupported { what: "TorchScript archives (constants.pkl)".into() });
+    }
+    let pkl_entry = zip.find("data.pkl").ok_or_else(|| Error::MissingRecord { name: "data.pkl".into() })?;
+    let pkl = zip.read_to_vec(pkl_entry)?;
+    let byteorder = match zip.find("byteorder") {
+        None => ByteOrder::Little,
+        Some(e) => match zip.read_to_vec(e)?.as_slice() {
+            b"little" => ByteOrder::Little,
+            b"big" => ByteOrder::Big,
+            other => {
+                return Err(Error::BadObject {
+                    context: "byteorder record",
+                    expected: "'little' or 'big'",
+                    found: String::from_utf8_lossy(&other[..other.len().min(16)]).into_owned(),
+                })
+            }
+        },
+    };
+    let mut src = ZipSource { zip: &zip, verify_crc: options.verify_crc };
+    let mut hooks = TorchHooks::new(&mut src, options.map_location, byteorder, false);
+    let pickled = pickle::unpickle(&pkl, &mut hooks, &options.pickle_limits)
+        .map_err(|e| Error::InRecord { name: "data.pkl".into(), source: Box::new(e) })?;
+    Ok(Checkpoint {
+        format: Format::TorchZip,
+        byteorder,
+        graph: pickled.graph,
+        root: pickled.root,
+        storages: hooks.records,
+        ordered: hooks.ordered,
+        state: hooks.state,
+        safetensors_metadata: None,
+    })
+}

@@ -1,0 +1,329 @@
+//! What a checkpoint holds: a value graph (the pickle machine's arena) whose
+//! extension objects are PyTorch's ([`Object`]), plus the storages it views.
+//!
+//! The graph is kept as a graph, not copied into a tree, so sharing and even
+//! cycles survive, and a pickle that "doubles" a structure stays small.
+//! Walkers ([`Checkpoint::tensors`]) bound their work.
+
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+use std::sync::Arc;
+
+use num_complex::Complex64;
+
+use super::allowlist::Global;
+use super::pickle::{Graph, Node, NodeId, Value};
+use crate::{DType, Device, Error, Result, Tensor, UntypedStorage};
+
+/// A PyTorch object inside a checkpoint's value graph.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub enum Object {
+    /// A tensor or `nn.Parameter`.
+    Tensor(TensorObject),
+    /// A storage reference (a `TypedStorage` with its dtype, or an `UntypedStorage`).
+    Storage(StorageRef),
+    /// A dtype object (`torch.float16`).
+    DType(DType),
+    /// A `torch.device`.
+    Device(Device),
+    /// A `torch.Size`.
+    Size(Vec<usize>),
+    /// A Python complex number.
+    Complex(Complex64),
+    /// A quantization scheme (`torch.per_tensor_affine`).
+    QScheme(&'static str),
+    /// A tensor layout object (`torch.strided`), by name.
+    Layout(String),
+    /// An allowed class or function, before it is called.
+    Global(Global),
+}
+
+/// A tensor in a checkpoint, with what PyTorch records beside the data.
+#[derive(Clone, Debug)]
+pub struct TensorObject {
+    /// The tensor: a view on one of the checkpoint's storages.
+    pub tensor: Tensor,
+    /// True for a `torch.nn.Parameter`.
+    pub parameter: bool,
+    /// Per-tensor affine quantization `(scale, zero_point)` of a quantized tensor.
+    pub quantization: Option<(f64, i64)>,
+    /// PyTorch's lazy conjugation bit: the logical values are the conjugates of the stored ones.
+    pub conj: bool,
+    /// PyTorch's lazy negation bit: the logical values are the negatives of the stored ones.
+    pub neg: bool,
+}
+
+impl TensorObject {
+    /// A plain tensor object (not a Parameter, no quantization, no lazy bits).
+    pub fn new(tensor: Tensor) -> TensorObject {
+        TensorObject { tensor, parameter: false, quantization: None, conj: false, neg: false }
+    }
+
+    /// The logical values as a tensor: `tensor` itself, or a copy with the lazy
+    /// conjugation and negation applied (PyTorch's `resolve_conj().resolve_neg()`).
+    ///
+    /// # Errors
+    /// [`Error::NoData`] on meta; allocation failure.
+    pub fn resolved(&self) -> Result<Tensor> {
+        if !self.conj && !self.neg {
+            return Ok(self.tensor.clone());
+        }
+        let c = self.tensor.contiguous()?.deep_clone()?;
+        if self.neg {
+            c.mul_(-1.0)?;
+        }
+        if self.conj && c.dtype().is_complex() && c.numel() > 0 {
+            let part = match c.dtype() {
+                DType::Complex128 => DType::Float64,
+                DType::Complex64 => DType::Float32,
+                _ => DType::Float16,
+            };
+            let flat = c.reshape(&[-1])?.view_dtype(part)?;
+            flat.slice(0, Some(1), None, 2)?.mul_(-1.0)?;
+        }
+        Ok(c)
+    }
+}
+
+/// A storage as a pickle names it.
+#[derive(Clone, Debug)]
+pub struct StorageRef {
+    /// The bytes.
+    pub storage: UntypedStorage,
+    /// The legacy class's dtype, or `None` for `UntypedStorage`.
+    pub dtype: Option<DType>,
+    /// The checkpoint's key for it (`data/<key>`).
+    pub key: Arc<str>,
+}
+
+/// One storage of a checkpoint.
+#[derive(Clone, Debug)]
+pub struct StorageRecord {
+    /// The record key (`"0"`, or a pointer string in old files).
+    pub key: String,
+    /// The bytes (shared with every tensor viewing them).
+    pub storage: UntypedStorage,
+    /// The legacy class's dtype, or `None` for `UntypedStorage`.
+    pub dtype: Option<DType>,
+    /// The location tag written in the file (`cpu`, `cuda:0`).
+    pub location: String,
+}
+
+impl StorageRecord {
+    /// The class name PyTorch wrote for the storage (`FloatStorage`, `UntypedStorage`).
+    pub fn storage_type(&self) -> &'static str {
+        self.dtype.and_then(DType::storage_class).unwrap_or("UntypedStorage")
+    }
+}
+
+/// Which container a checkpoint came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// The zip format of `torch.save` since PyTorch 1.6.
+    TorchZip,
+    /// The single-stream format (`_use_new_zipfile_serialization=False`, PyTorch < 1.6).
+    TorchLegacy,
+    /// A safetensors file.
+    Safetensors,
+}
+
+impl Format {
+    /// The name `inspect --json` reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::TorchZip => "torch-zip",
+            Format::TorchLegacy => "torch-legacy",
+            Format::Safetensors => "safetensors",
+        }
+    }
+}
+
+/// Byte order of the storages in a file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ByteOrder {
+    /// Least significant byte first.
+    Little,
+    /// Most significant byte first.
+    Big,
+}
+
+impl ByteOrder {
+    /// `"little"` or `"big"`, as the `byteorder` record spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            ByteOrder::Little => "little",
+            ByteOrder::Big => "big",
+        }
+    }
+}
+
+/// One step of a path from the root object to a value.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum PathKey {
+    /// A string dict key.
+    Key(String),
+    /// An integer dict key, or a list/tuple index.
+    Index(i64),
+}
+
+impl fmt::Display for PathKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PathKey::Key(k) => f.write_str(k),
+            PathKey::Index(i) => write!(f, "{i}"),
+        }
+    }
+}
+
+/// Joins a path with `.` (`model.layers.0.weight`); the empty path is `tensor`.
+pub fn dotted(path: &[PathKey]) -> String {
+    if path.is_empty() {
+        return "tensor".into();
+    }
+    path.iter().map(|k| k.to_string()).collect::<Vec<_>>().join(".")
+}
+
+/// A loaded (or to-be-saved) checkpoint: the object graph and its storages.
+#[derive(Clone, Debug)]
+pub struct Checkpoint {
+    /// The container the checkpoint was read from.
+    pub format: Format,
+    /// The byte order the storages were stored in (they are native in memory).
+    pub byteorder: ByteOrder,
+    /// Every container node.
+    pub graph: Graph<Object>,
+    /// The saved object.
+    pub root: Value<Object>,
+    /// The storages, in the order the file lists them.
+    pub storages: Vec<StorageRecord>,
+    /// Dict nodes that are `collections.OrderedDict`s.
+    pub ordered: HashSet<NodeId>,
+    /// State set on objects by `BUILD` (an `OrderedDict`'s `_metadata`), keyed by node.
+    pub state: HashMap<NodeId, Value<Object>>,
+    /// The safetensors `__metadata__` map, for safetensors files.
+    pub safetensors_metadata: Option<std::collections::BTreeMap<String, String>>,
+}
+
+/// Most (path, tensor) pairs a walk will list before refusing (a shared
+/// structure can have exponentially many paths).
+pub const MAX_PATHS: usize = 10_000_000;
+
+impl Checkpoint {
+    /// An empty checkpoint whose root is `None`.
+    pub fn new() -> Checkpoint {
+        Checkpoint {
+            format: Format::TorchZip,
+            byteorder: ByteOrder::Little,
+            graph: Graph::new(),
+            root: Value::None,
+            storages: Vec::new(),
+            ordered: HashSet::new(),
+            state: HashMap::new(),
+            safetensors_metadata: None,
+        }
+    }
+
+    /// A checkpoint holding an `OrderedDict` of `name → tensor` (a state dict).
+    pub fn from_state_dict<S: AsRef<str>>(entries: impl IntoIterator<Item = (S, Tensor)>) -> Checkpoint {
+        let mut c = Checkpoint::new();
+        let items: Vec<_> = entries
+            .into_iter()
+            .map(|(k, t)| {
+                (Value::str(k.as_ref()), Value::Ext(Object::Tensor(TensorObject::new(t))))
+            })
+            .collect();
+        let id = c.graph.dict(items);
+        c.ordered.insert(id);
+        c.root = Value::Node(id);
+        c
+    }
+
+    /// Every tensor with its path from the root, once per path, in pickle order.
+    ///
+    /// # Errors
+    /// [`Error::LimitExceeded`] past [`MAX_PATHS`] visits (a structure shared exponentially often).
+    pub fn tensors(&self) -> Result<Vec<(Vec<PathKey>, &TensorObject)>> {
+        let mut out = Vec::new();
+        let mut path = Vec::new();
+        let mut on_path = HashSet::new();
+        let mut budget = MAX_PATHS;
+        self.walk(&self.root, &mut path, &mut on_path, &mut budget, &mut out)?;
+        Ok(out)
+    }
+
+    fn walk<'a>(
+        &'a self,
+        v: &'a Value<Object>,
+        path: &mut Vec<PathKey>,
+        on_path: &mut HashSet<NodeId>,
+        budget: &mut usize,
+        out: &mut Vec<(Vec<PathKey>, &'a TensorObject)>,
+    ) -> Result<()> {
+        *budget = budget.checked_sub(1).ok_or(Error::LimitExceeded { limit: "paths walked", max: MAX_PATHS as u64 })?;
+        let id = match v {
+            Value::Ext(Object::Tensor(t)) => {
+                out.push((path.clone(), t));
+                return Ok(());
+            }
+            Value::Node(id) => *id,
+            _ => return Ok(()),
+        };
+        // A cycle (a list containing itself) is walked once.
+        if !on_path.insert(id) {
+            return Ok(());
+        }
+        match self.graph.get(id) {
+            Node::Dict(items) => {
+                for (k, v) in items {
+                    path.push(path_key(&self.graph, k));
+                    self.walk(v, path, on_path, budget, out)?;
+                    path.pop();
+                }
+            }
+            Node::List(items) | Node::Tuple(items) => {
+                for (i, v) in items.iter().enumerate() {
+                    path.push(PathKey::Index(i as i64));
+                    self.walk(v, path, on_path, budget, out)?;
+                    path.pop();
+                }
+            }
+            _ => {}
+        }
+        on_path.remove(&id);
+        Ok(())
+    }
+
+    /// The record key of the storage a tensor views, if it is one of this checkpoint's.
+    pub fn storage_key(&self, tensor: &Tensor) -> Option<&str> {
+        self.storages.iter().find(|s| s.storage.is_same(tensor.untyped_storage())).map(|s| s.key.as_str())
+    }
+
+    /// The tensors as a flat state dict: `(dotted path, tensor)` in pickle order.
+    ///
+    /// # Errors
+    /// As [`tensors`](Self::tensors).
+    pub fn state_dict(&self) -> Result<Vec<(String, Tensor)>> {
+        Ok(self.tensors()?.into_iter().map(|(p, t)| (dotted(&p), t.tensor.clone())).collect())
+    }
+}
+
+impl Default for Checkpoint {
+    fn default() -> Self {
+        Checkpoint::new()
+    }
+}
+
+/// The path step for a dict key: strings and integers as themselves, anything else printed.
+fn path_key(graph: &Graph<Object>, k: &Value<Object>) -> PathKey {
+    match k {
+        Value::Str(s) => PathKey::Key(s.to_string()),
+        Value::Int(i) => PathKey::Index(*i),
+        Value::Bool(b) => PathKey::Key(if *b { "True" } else { "False" }.into()),
+        Value::None => PathKey::Key("None".into()),
+        Value::Float(f) => PathKey::Key(f.to_string()),
+        Value::BigInt(b) => PathKey::Key(b.to_string()),
+        Value::Node(id) => PathKey::Key(format!("{:?}", graph.get(*id).kind())),
+        other => PathKey::Key(format!("{other:?}")),
+    }
+}

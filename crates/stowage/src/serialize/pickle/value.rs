@@ -1,0 +1,449 @@
+//! The object graph an unpickler builds and a pickler writes.
+//!
+//! Scalars are [`Value`]s held inline; containers are [`Node`]s stored in a
+//! [`Graph`] arena and referenced by [`NodeId`]. Two references to one Python
+//! object are two copies of the same `Value::Node(id)`, so sharing, mutation
+//! after memoization and cycles need no reference counting or interior
+//! mutability, and a graph is `Send + Sync` whenever `X` is.
+
+use std::collections::HashSet;
+use std::hash::Hash;
+use std::sync::Arc;
+
+use num_bigint::BigInt;
+
+/// The index of a [`Node`] in its [`Graph`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct NodeId(pub u32);
+
+impl NodeId {
+    /// The id as a `usize` index.
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+/// One pickled object: a scalar, a reference to a container node, or an
+/// extension object `X` made by the caller's hooks (a tensor, a class, ...).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Value<X> {
+    /// `None`.
+    None,
+    /// `True` or `False`.
+    Bool(bool),
+    /// An `int` that fits in 64 bits.
+    Int(i64),
+    /// An `int` that does not fit in 64 bits.
+    BigInt(Arc<BigInt>),
+    /// A `float`.
+    Float(f64),
+    /// A `str`.
+    Str(Arc<str>),
+    /// A `bytes`.
+    Bytes(Arc<[u8]>),
+    /// A container in the graph.
+    Node(NodeId),
+    /// An object made by the caller's hooks.
+    Ext(X),
+}
+
+impl<X> Value<X> {
+    /// A `str` value.
+    pub fn str(s: &str) -> Self {
+        Value::Str(Arc::from(s))
+    }
+
+    /// A `bytes` value.
+    pub fn bytes(b: &[u8]) -> Self {
+        Value::Bytes(Arc::from(b))
+    }
+
+    /// An `int`: `Int` when it fits in `i64`, else `BigInt`.
+    pub fn int(i: BigInt) -> Self {
+        match i64::try_from(&i) {
+            Ok(small) => Value::Int(small),
+            Err(_) => Value::BigInt(Arc::new(i)),
+        }
+    }
+
+    /// The string, if this is a `Str`.
+    pub fn as_str(&self) -> Option<&str> {
+        match self {
+            Value::Str(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// The bytes, if this is a `Bytes`.
+    pub fn as_bytes(&self) -> Option<&[u8]> {
+        match self {
+            Value::Bytes(b) => Some(b),
+            _ => None,
+        }
+    }
+
+    /// The integer, if this is an `Int` (Python's `bool` is not included).
+    pub fn as_i64(&self) -> Option<i64> {
+        match self {
+            Value::Int(i) => Some(*i),
+            _ => None,
+        }
+    }
+
+    /// The boolean, if this is a `Bool`.
+    pub fn as_bool(&self) -> Option<bool> {
+        match self {
+            Value::Bool(b) => Some(*b),
+            _ => None,
+        }
+    }
+
+    /// The float, if this is a `Float`.
+    pub fn as_f64(&self) -> Option<f64> {
+        match self {
+            Value::Float(f) => Some(*f),
+            _ => None,
+        }
+    }
+
+    /// The node id, if this is a `Node`.
+    pub fn as_node(&self) -> Option<NodeId> {
+        match self {
+            Value::Node(id) => Some(*id),
+            _ => None,
+        }
+    }
+
+    /// The extension object, if this is an `Ext`.
+    pub fn as_ext(&self) -> Option<&X> {
+        match self {
+            Value::Ext(x) => Some(x),
+            _ => None,
+        }
+    }
+
+    /// Whether this is `None`.
+    pub fn is_none(&self) -> bool {
+        matches!(self, Value::None)
+    }
+}
+
+/// A container object.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Node<X> {
+    /// A `tuple`.
+    Tuple(Vec<Value<X>>),
+    /// A `list`.
+    List(Vec<Value<X>>),
+    /// A `dict` (or anything the hooks represent as one, e.g. an
+    /// `OrderedDict`), in insertion order. The unpickler's `SETITEM` on a key
+    /// equal to an existing one replaces that entry's value in place.
+    Dict(Vec<(Value<X>, Value<X>)>),
+    /// A `set`, in insertion order, without duplicates as the unpickler
+    /// judges them.
+    Set(Vec<Value<X>>),
+    /// A `frozenset`, like `Set`.
+    FrozenSet(Vec<Value<X>>),
+    /// A `bytearray`.
+    ByteArray(Vec<u8>),
+}
+
+impl<X> Node<X> {
+    /// Every value the node holds; a dict yields each key, then its value.
+    pub fn values(&self) -> impl Iterator<Item = &Value<X>> {
+        let (seq, pairs) = match self {
+            Node::Tuple(v) | Node::List(v) | Node::Set(v) | Node::FrozenSet(v) => (&v[..], &[][..]),
+            Node::Dict(d) => (&[][..], &d[..]),
+            Node::ByteArray(_) => (&[][..], &[][..]),
+        };
+        seq.iter().chain(pairs.iter().flat_map(|(k, v)| [k, v]))
+    }
+
+    /// The kind's Python name: `"tuple"`, `"list"`, `"dict"`, ...
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Node::Tuple(_) => "tuple",
+            Node::List(_) => "list",
+            Node::Dict(_) => "dict",
+            Node::Set(_) => "set",
+            Node::FrozenSet(_) => "frozenset",
+            Node::ByteArray(_) => "bytearray",
+        }
+    }
+}
+
+/// An arena of [`Node`]s.
+///
+/// Each node records its nesting depth when added: 1 + the deepest node it
+/// holds. The unpickler raises a node's depth when it appends to it, but
+/// depths are not propagated to nodes that already contain it, and a graph
+/// may contain cycles, so code that walks a graph must still be iterative or
+/// bounded and must track visited nodes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Graph<X> {
+    nodes: Vec<Node<X>>,
+    depths: Vec<u32>,
+}
+
+impl<X> Default for Graph<X> {
+    fn default() -> Self {
+        Graph {
+            nodes: Vec::new(),
+            depths: Vec::new(),
+        }
+    }
+}
+
+impl<X> Graph<X> {
+    /// An empty graph.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds a node and returns its id.
+    ///
+    /// # Panics
+    ///
+    /// If the graph already holds `u32::MAX` nodes. (The unpickler checks its
+    /// node limit first and never gets there.)
+    pub fn add(&mut self, node: Node<X>) -> NodeId {
+        let id = u32::try_from(self.nodes.len())
+            .ok()
+            .filter(|&n| n < u32::MAX)
+            .expect("graph holds at most u32::MAX nodes");
+        let depth = node
+            .values()
+            .map(|v| self.value_depth(v))
+            .max()
+            .unwrap_or(0);
+        self.nodes.push(node);
+        self.depths.push(depth.saturating_add(1));
+        NodeId(id)
+    }
+
+    /// Adds a tuple of `items`.
+    pub fn tuple(&mut self, items: impl Into<Vec<Value<X>>>) -> NodeId {
+        self.add(Node::Tuple(items.into()))
+    }
+
+    /// Adds a list of `items`.
+    pub fn list(&mut self, items: impl Into<Vec<Value<X>>>) -> NodeId {
+        self.add(Node::List(items.into()))
+    }
+
+    /// Adds a dict of `items`, taken as given (no duplicate-key check).
+    pub fn dict(&mut self, items: impl Into<Vec<(Value<X>, Value<X>)>>) -> NodeId {
+        self.add(Node::Dict(items.into()))
+    }
+
+    /// The node `id`.
+    ///
+    /// # Panics
+    ///
+    /// If `id` is not in this graph; see [`Graph::try_get`].
+    pub fn get(&self, id: NodeId) -> &Node<X> {
+        &self.nodes[id.index()]
+    }
+
+    /// The node `id`, mutably. Changes made through it do not update depths.
+    ///
+    /// # Panics
+    ///
+    /// If `id` is not in this graph; see [`Graph::try_get_mut`].
+    pub fn get_mut(&mut self, id: NodeId) -> &mut Node<X> {
+        &mut self.nodes[id.index()]
+    }
+
+    /// The node `id`, or `None` if it is not in this graph.
+    pub fn try_get(&self, id: NodeId) -> Option<&Node<X>> {
+        self.nodes.get(id.index())
+    }
+
+    /// The node `id` mutably, or `None` if it is not in this graph.
+    pub fn try_get_mut(&mut self, id: NodeId) -> Option<&mut Node<X>> {
+        self.nodes.get_mut(id.index())
+    }
+
+    /// The recorded nesting depth of node `id` (0 for an id not in the graph).
+    pub fn depth(&self, id: NodeId) -> usize {
+        self.depths.get(id.index()).map_or(0, |&d| d as usize)
+    }
+
+    /// The number of nodes.
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// Whether the graph has no nodes.
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
+    /// Every node with its id, in the order added.
+    pub fn iter(&self) -> impl Iterator<Item = (NodeId, &Node<X>)> {
+        // Ids fit in u32: `add` refuses more nodes.
+        (0u32..).map(NodeId).zip(self.nodes.iter())
+    }
+
+    /// The depth a value contributes to a node holding it.
+    fn value_depth(&self, v: &Value<X>) -> u32 {
+        match v {
+            Value::Node(id) => self.depths.get(id.index()).copied().unwrap_or(0),
+            _ => 0,
+        }
+    }
+
+    /// Raises the depth of `id` to account for `children` newly added to it.
+    /// A node holding itself does not count as deeper.
+    pub(super) fn note_children<'v>(
+        &mut self,
+        id: NodeId,
+        children: impl IntoIterator<Item = &'v Value<X>>,
+    ) where
+        X: 'v,
+    {
+        let deepest = children
+            .into_iter()
+            .filter(|v| v.as_node() != Some(id))
+            .map(|v| self.value_depth(v))
+            .max()
+            .unwrap_or(0);
+        if let Some(slot) = self.depths.get_mut(id.index()) {
+            *slot = (*slot).max(deepest.saturating_add(1));
+        }
+    }
+}
+
+/// Canonical copies of the strings, bytes and big ints an unpickler has seen,
+/// so that equal contents share one `Arc` and [`Key`] can compare them by
+/// address: hashing a long string once per creation, not once per use as a
+/// key, keeps a pickle that reuses one huge key from costing quadratic time.
+#[derive(Default)]
+pub(super) struct Interner {
+    strs: HashSet<Arc<str>>,
+    bytes: HashSet<Arc<[u8]>>,
+    bigs: HashSet<Arc<BigInt>>,
+    /// Addresses of the canonical `Arc`s above (kept alive by them).
+    canonical: HashSet<usize>,
+}
+
+impl Interner {
+    /// `v` with its string, bytes or big int replaced by the canonical copy.
+    pub(super) fn intern<X>(&mut self, v: Value<X>) -> Value<X> {
+        match v {
+            Value::Str(s) => Value::Str(canon(&mut self.strs, &mut self.canonical, s)),
+            Value::Bytes(b) => Value::Bytes(canon(&mut self.bytes, &mut self.canonical, b)),
+            Value::BigInt(i) => Value::BigInt(canon(&mut self.bigs, &mut self.canonical, i)),
+            v => v,
+        }
+    }
+}
+
+fn addr<T: ?Sized>(a: &Arc<T>) -> usize {
+    Arc::as_ptr(a).cast::<u8>() as usize
+}
+
+fn canon<T: ?Sized + Hash + Eq>(
+    set: &mut HashSet<Arc<T>>,
+    canonical: &mut HashSet<usize>,
+    a: Arc<T>,
+) -> Arc<T> {
+    if canonical.contains(&addr(&a)) {
+        return a;
+    }
+    if let Some(c) = set.get(&a) {
+        return c.clone();
+    }
+    canonical.insert(addr(&a));
+    set.insert(a.clone());
+    a
+}
+
+/// A hashable stand-in for a [`Value`] used as a dict key or set item,
+/// following Python's equality where it is cheap to: `True == 1 == 1.0`,
+/// `-0.0 == 0`, containers by identity. Strings, bytes and big ints compare
+/// by address, which is equality of content once they went through one
+/// [`Interner`]. `NaN` and extension objects have no key (they equal
+/// nothing); tuples compare by identity, not content.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(super) enum Key {
+    None,
+    Int(i64),
+    FloatBits(u64),
+    Interned(usize),
+    Node(NodeId),
+}
+
+/// 2^63, exactly.
+const TWO_63: f64 = (1u64 << 63) as f64;
+
+impl Key {
+    /// The key for `v`, or `None` if `v` equals nothing else.
+    pub(super) fn of<X>(v: &Value<X>) -> Option<Key> {
+        Some(match v {
+            Value::None => Key::None,
+            Value::Bool(b) => Key::Int(i64::from(*b)),
+            Value::Int(i) => Key::Int(*i),
+            Value::Float(f) if f.is_nan() => return None,
+            // Integral floats in i64's range equal the int.
+            Value::Float(f) if f.fract() == 0.0 && (-TWO_63..TWO_63).contains(f) => {
+                Key::Int(*f as i64)
+            }
+            Value::Float(f) => Key::FloatBits(f.to_bits()),
+            Value::BigInt(b) => Key::Interned(addr(b)),
+            Value::Str(s) => Key::Interned(addr(s)),
+            Value::Bytes(b) => Key::Interned(addr(b)),
+            Value::Node(id) => Key::Node(*id),
+            Value::Ext(_) => return None,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn depth_is_one_plus_deepest_child() {
+        let mut g: Graph<()> = Graph::new();
+        let a = g.tuple(&[Value::Int(1)]);
+        let b = g.list(vec![Value::Node(a), Value::None]);
+        let c = g.dict(vec![(Value::str("k"), Value::Node(b))]);
+        assert_eq!((g.depth(a), g.depth(b), g.depth(c)), (1, 2, 3));
+        let d = g.list(Vec::new());
+        g.note_children(d, &[Value::Node(c), Value::Node(d)]);
+        assert_eq!(g.depth(d), 4);
+        g.note_children(d, &[Value::Node(d)]);
+        assert_eq!(g.depth(d), 4);
+        assert_eq!(g.depth(NodeId(99)), 0);
+        assert_eq!(g.len(), 4);
+        assert!(g.try_get(NodeId(4)).is_none());
+    }
+
+    #[test]
+    fn int_normalizes_and_keys_follow_python_equality() {
+        assert_eq!(Value::<()>::int(BigInt::from(5)), Value::Int(5));
+        let big = BigInt::from(1u64 << 63);
+        assert_eq!(Value::<()>::int(big.clone()), Value::BigInt(Arc::new(big)));
+        let mut interner = Interner::default();
+        let mut k = |v: Value<()>| Key::of(&interner.intern(v));
+        assert_eq!(k(Value::Bool(true)), k(Value::Int(1)));
+        assert_eq!(k(Value::Float(1.0)), k(Value::Int(1)));
+        assert_eq!(k(Value::Float(-0.0)), k(Value::Int(0)));
+        assert_ne!(k(Value::Float(0.5)), k(Value::Int(0)));
+        assert_eq!(k(Value::Float(f64::NAN)), None);
+        assert_eq!(k(Value::Ext(())), None);
+        assert_eq!(k(Value::str("a")), k(Value::str("a")));
+        assert_ne!(k(Value::str("a")), k(Value::bytes(b"a")));
+        assert_ne!(k(Value::str("a")), k(Value::str("b")));
+        let big = || Value::BigInt(Arc::new(BigInt::from(1u64 << 63)));
+        assert_eq!(k(big()), k(big()));
+    }
+
+    #[test]
+    fn graph_is_send_sync() {
+        fn check<T: Send + Sync>() {}
+        check::<Graph<String>>();
+        check::<Value<String>>();
+    }
+}

@@ -1,0 +1,459 @@
+//! The PyTorch meaning of a checkpoint's pickle, for reading: the hooks that
+//! resolve allowed globals, turn persistent ids into storages (each key read
+//! once, so sharing is exactly PyTorch's), and rebuild tensors, Parameters,
+//! `OrderedDict`s, `torch.Size`, dtypes and devices.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use num_complex::Complex64;
+
+use super::allowlist::{self, Global};
+use super::object::{ByteOrder, Object, StorageRecord, StorageRef, TensorObject};
+use super::pickle::{Graph, Hooks, Node, NodeId, Value};
+use crate::layout::Layout;
+use crate::{DType, Device, Error, Result, Tensor, UntypedStorage};
+
+/// Where storage bytes come from while a pickle is read.
+pub(crate) trait StorageSource {
+    /// A storage of `nbytes` for record `key`, on `device` (meta: no bytes read).
+    fn load(&mut self, key: &str, nbytes: usize, dtype: Option<DType>, device: Device) -> Result<UntypedStorage>;
+}
+
+/// PyTorch's `torch.load` semantics as pickle hooks.
+pub(crate) struct TorchHooks<'s, S: StorageSource> {
+    pub source: &'s mut S,
+    pub map_location: Option<Device>,
+    pub byteorder: ByteOrder,
+    /// Element count is in the pid's 5th field; legacy pids have 6 fields.
+    pub legacy: bool,
+    pub cache: HashMap<Arc<str>, StorageRef>,
+    pub records: Vec<StorageRecord>,
+    pub ordered: HashSet<NodeId>,
+    pub state: HashMap<NodeId, Value<Object>>,
+}
+
+impl<'s, S: StorageSource> TorchHooks<'s, S> {
+    pub fn new(source: &'s mut S, map_location: Option<Device>, byteorder: ByteOrder, legacy: bool) -> Self {
+        TorchHooks {
+            source,
+            map_location,
+            byteorder,
+            legacy,
+            cache: HashMap::new(),
+            records: Vec::new(),
+            ordered: HashSet::new(),
+            state: HashMap::new(),
+        }
+    }
+}
+
+type V = Value<Object>;
+
+fn bad(context: &'static str, expected: &'static str, found: &V, graph: &Graph<Object>) -> Error {
+    let found = match found {
+        Value::Node(id) => graph.try_get(*id).map_or("node", |n| n.kind()).to_string(),
+        Value::Ext(o) => format!("{}", object_kind(o)),
+        Value::Str(s) => format!("str {s:?}"),
+        Value::Int(i) => format!("int {i}"),
+        other => format!("{other:?}").chars().take(40).collect(),
+    };
+    Error::BadObject { context, expected, found }
+}
+
+fn object_kind(o: &Object) -> &'static str {
+    match o {
+        Object::Tensor(_) => "tensor",
+        Object::Storage(_) => "storage",
+        Object::DType(_) => "dtype",
+        Object::Device(_) => "device",
+        Object::Size(_) => "torch.Size",
+        Object::Complex(_) => "complex",
+        Object::QScheme(_) => "qscheme",
+        Object::Layout(_) => "layout",
+        Object::Global(_) => "class or function",
+    }
+}
+
+/// The items of a tuple argument.
+fn tuple_items<'g>(graph: &'g Graph<Object>, v: &V, context: &'static str) -> Result<&'g [V]> {
+    match v {
+        Value::Node(id) => match graph.try_get(*id) {
+            Some(Node::Tuple(items)) => Ok(items),
+            _ => Err(bad(context, "a tuple", v, graph)),
+        },
+        _ => Err(bad(context, "a tuple", v, graph)),
+    }
+}
+
+fn as_usize(graph: &Graph<Object>, v: &V, context: &'static str) -> Result<usize> {
+    match v {
+        Value::Int(i) if *i >= 0 => Ok(*i as usize),
+        _ => Err(bad(context, "a non-negative int", v, graph)),
+    }
+}
+
+/// A size or stride: a tuple of ints or a `torch.Size`.
+fn as_dims(graph: &Graph<Object>, v: &V, context: &'static str) -> Result<Vec<usize>> {
+    match v {
+        Value::Ext(Object::Size(s)) => Ok(s.clone()),
+        _ => tuple_items(graph, v, context)?.iter().map(|x| as_usize(graph, x, context)).collect(),
+    }
+}
+
+fn as_bool(graph: &Graph<Object>, v: &V, context: &'static str) -> Result<bool> {
+    match v {
+        Value::Bool(b) => Ok(*b),
+        Value::Int(i) => Ok(*i != 0),
+        _ => Err(bad(context, "a bool", v, graph)),
+    }
+}
+
+fn as_str<'v>(graph: &Graph<Object>, v: &'v V, context: &'static str) -> Result<&'v str> {
+    match v {
+        Value::Str(s) => Ok(s),
+        _ => Err(bad(context, "a str", v, graph)),
+    }
+}
+
+fn as_tensor(graph: &Graph<Object>, v: &V, context: &'static str) -> Result<TensorObject> {
+    match v {
+        Value::Ext(Object::Tensor(t)) => Ok(t.clone()),
+        _ => Err(bad(context, "a tensor", v, graph)),
+    }
+}
+
+/// Swaps each element's bytes in place (complex: each half), as PyTorch's `byteswap`.
+pub(crate) fn byteswap(bytes: &mut [u8], dtype: DType) {
+    let unit = if dtype.is_complex() { dtype.size() / 2 } else { dtype.size() };
+    if unit > 1 {
+        for chunk in bytes.chunks_exact_mut(unit) {
+            chunk.reverse();
+        }
+    }
+}
+
+impl<S: StorageSource> TorchHooks<'_, S> {
+    fn storage(&mut self, graph: &Graph<Object>, pid: &V) -> Result<StorageRef> {
+        let items = tuple_items(graph, pid, "persistent id")?;
+        let want = if self.legacy { 6 } else { 5 };
+        if items.len() != want && !(self.legacy && items.len() == 5) {
+            return Err(Error::BadObject {
+                context: "persistent id",
+                expected: "('storage', class, key, location, numel)",
+                found: format!("a {}-tuple", items.len()),
+            });
+        }
+        if as_str(graph, &items[0], "persistent id tag")? != "storage" {
+            return Err(bad("persistent id tag", "'storage'", &items[0], graph));
+        }
+        let dtype = match &items[1] {
+            Value::Ext(Object::Global(Global::Storage(d))) => *d,
+            other => return Err(bad("persistent id storage class", "a storage class", other, graph)),
+        };
+        let key: Arc<str> = match &items[2] {
+            Value::Str(s) => s.clone(),
+            Value::Int(i) => Arc::from(i.to_string()),
+            other => return Err(bad("persistent id key", "a str", other, graph)),
+        };
+        let location = as_str(graph, &items[3], "persistent id location")?.to_owned();
+        let numel = as_usize(graph, &items[4], "persistent id numel")?;
+        if self.legacy && items.len() == 6 && !items[5].is_none() {
+            return Err(Error::Unsupported { what: "legacy storage views (view_metadata in a persistent id)".into() });
+        }
+        if let Some(hit) = self.cache.get(&key) {
+            // PyTorch caches by key; a later reference's class is ignored (the first dtype wins).
+            return Ok(hit.clone());
+        }
+        let elem = dtype.map_or(1, DType::size);
+        let nbytes = numel.checked_mul(elem).ok_or_else(|| Error::SizeOverflow {
+            what: "storage bytes",
+            detail: format!("{numel} elements of {elem} bytes in storage {key}"),
+        })?;
+        let device = match self.map_location {
+            Some(d) => d,
+            None => location.parse::<Device>().map_err(|_| Error::BadObject {
+                context: "storage location",
+                expected: "a device string",
+                found: location.clone(),
+            })?,
+        };
+        let storage = self
+            .source
+            .load(&key, nbytes, dtype, device)
+            .map_err(|e| Error::InStorage { key: key.to_string(), source: Box::new(e) })?;
+        if self.byteorder == ByteOrder::Big && !storage.is_meta() {
+            // PyTorch swaps typed (v2) storages by their dtype; untyped (v3) ones load as
+            // uint8 and are never swapped. stowage does the same (see docs/format.md).
+            if let Some(d) = dtype {
+                storage.with_bytes_mut("byteswap", |b| byteswap(b, d))?;
+            }
+        }
+        let r = StorageRef { storage: storage.clone(), dtype, key: key.clone() };
+        self.records.push(StorageRecord { key: key.to_string(), storage, dtype, location });
+        self.cache.insert(key, r.clone());
+        Ok(r)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn rebuild(
+        &self,
+        graph: &Graph<Object>,
+        storage: &V,
+        offset: &V,
+        size: &V,
+        stride: &V,
+        requires_grad: Option<&V>,
+        dtype: Option<DType>,
+    ) -> Result<Tensor> {
+        let s = match storage {
+            Value::Ext(Object::Storage(s)) => s,
+            other => return Err(bad("tensor storage", "a storage", other, graph)),
+        };
+        let dtype = dtype.or(s.dtype).unwrap_or(DType::UInt8);
+        let layout = Layout::new(
+            &as_dims(graph, size, "tensor size")?,
+            &as_dims(graph, stride, "tensor stride")?,
+            as_usize(graph, offset, "tensor storage offset")?,
+        )?;
+        let mut t = Tensor::from_parts(s.storage.clone(), dtype, layout)
+            .map_err(|e| Error::InStorage { key: s.key.to_string(), source: Box::new(e) })?;
+        if let Some(rg) = requires_grad {
+            t.requires_grad_(as_bool(graph, rg, "requires_grad")?);
+        }
+        Ok(t)
+    }
+
+    fn call(&mut self, graph: &mut Graph<Object>, f: &Global, args: &[V]) -> Result<V> {
+        let n = args.len();
+        let arity = |lo: usize, hi: usize, name: &'static str| {
+            if n < lo || n > hi {
+                Err(Error::BadObject { context: name, expected: "the documented arguments", found: format!("{n} arguments") })
+            } else {
+                Ok(())
+            }
+        };
+        let tensor = |t: Tensor, meta: Option<&V>| -> Result<V> {
+            let mut obj = TensorObject::new(t);
+            (obj.conj, obj.neg) = lazy_bits(graph, meta)?;
+            Ok(Value::Ext(Object::Tensor(obj)))
+        };
+        Ok(match f {
+            Global::RebuildTensor => {
+                arity(4, 4, "_rebuild_tensor")?;
+                tensor(self.rebuild(graph, &args[0], &args[1], &args[2], &args[3], None, None)?, None)?
+            }
+            Global::RebuildTensorV2 => {
+                arity(6, 7, "_rebuild_tensor_v2")?;
+                let t = self.rebuild(graph, &args[0], &args[1], &args[2], &args[3], Some(&args[4]), None)?;
+                tensor(t, args.get(6))?
+            }
+            Global::RebuildTensorV3 => {
+                arity(7, 8, "_rebuild_tensor_v3")?;
+                let dtype = match &args[6] {
+                    Value::Ext(Object::DType(d)) => *d,
+                    other => return Err(bad("_rebuild_tensor_v3 dtype", "a dtype", other, graph)),
+                };
+                let t = self.rebuild(graph, &args[0], &args[1], &args[2], &args[3], Some(&args[4]), Some(dtype))?;
+                tensor(t, args.get(7))?
+            }
+            Global::RebuildQTensor => {
+                arity(7, 7, "_rebuild_qtensor")?;
+                let params = tuple_items(graph, &args[4], "quantizer params")?;
+                let scheme = match params.first() {
+                    Some(Value::Ext(Object::QScheme(q))) => *q,
+                    other => return Err(bad("quantizer params", "a qscheme", other.unwrap_or(&Value::None), graph)),
+                };
+                if scheme != "per_tensor_affine" || params.len() != 3 {
+                    return Err(Error::Unsupported { what: format!("quantized tensors with qscheme {scheme}") });
+                }
+                let scale = params[1].as_f64().ok_or_else(|| bad("quantizer scale", "a float", &params[1], graph))?;
+                let zero = params[2].as_i64().ok_or_else(|| bad("quantizer zero point", "an int", &params[2], graph))?;
+                let mut t = self.rebuild(graph, &args[0], &args[1], &args[2], &args[3], Some(&args[5]), None)?;
+                t.requires_grad_(false);
+                let mut obj = TensorObject::new(t);
+                obj.quantization = Some((scale, zero));
+                Value::Ext(Object::Tensor(obj))
+            }
+            Global::RebuildParameter | Global::RebuildParameterWithState => {
+                arity(3, 4, "_rebuild_parameter")?;
+                let mut p = as_tensor(graph, &args[0], "parameter data")?;
+                p.tensor.requires_grad_(as_bool(graph, &args[1], "parameter requires_grad")?);
+                p.parameter = true;
+                Value::Ext(Object::Tensor(p))
+            }
+            Global::RebuildFromTypeV2 => {
+                arity(4, 4, "_rebuild_from_type_v2")?;
+                let is_param = match &args[1] {
+                    Value::Ext(Object::Global(Global::TensorClass)) => false,
+                    Value::Ext(Object::Global(Global::ParameterClass)) => true,
+                    other => return Err(bad("_rebuild_from_type_v2 type", "torch.Tensor or Parameter", other, graph)),
+                };
+                let inner = match &args[0] {
+                    Value::Ext(Object::Global(g)) => g.clone(),
+                    other => return Err(bad("_rebuild_from_type_v2 function", "a rebuild function", other, graph)),
+                };
+                let inner_args = tuple_items(graph, &args[2], "_rebuild_from_type_v2 args")?.to_vec();
+                let mut v = self.call(graph, &inner, &inner_args)?;
+                if let Value::Ext(Object::Tensor(t)) = &mut v {
+                    t.parameter |= is_param;
+                }
+                v
+            }
+            Global::OrderedDict | Global::Counter => {
+                let id = graph.dict(Vec::new());
+                if *f == Global::OrderedDict {
+                    self.ordered.insert(id);
+                }
+                if let Some(init) = args.first() {
+                    let pairs = match init {
+                        Value::Node(l) => graph.try_get(*l).map(|n| n.values().cloned().collect::<Vec<_>>()),
+                        _ => None,
+                    }
+                    .ok_or_else(|| bad("OrderedDict argument", "a list of pairs", init, graph))?;
+                    let mut items = Vec::new();
+                    for p in &pairs {
+                        let kv = tuple_items(graph, p, "OrderedDict item")?;
+                        if kv.len() != 2 {
+                            return Err(bad("OrderedDict item", "a pair", p, graph));
+                        }
+                        items.push((kv[0].clone(), kv[1].clone()));
+                    }
+                    if let Node::Dict(d) = graph.get_mut(id) {
+                        *d = items;
+                    }
+                }
+                Value::Node(id)
+            }
+            Global::Size => {
+                arity(0, 1, "torch.Size")?;
+                let dims = match args.first() {
+                    Some(v) => as_dims(graph, v, "torch.Size")?,
+                    None => Vec::new(),
+                };
+                Value::Ext(Object::Size(dims))
+            }
+            Global::Device => {
+                arity(1, 2, "torch.device")?;
+                let text = match (&args[0], args.get(1)) {
+                    (Value::Str(s), Some(Value::Int(i))) => format!("{s}:{i}"),
+                    (Value::Str(s), _) => s.to_string(),
+                    (other, _) => return Err(bad("torch.device", "a device string", other, graph)),
+                };
+                Value::Ext(Object::Device(text.parse()?))
+            }
+            Global::CodecsEncode => {
+                arity(2, 2, "_codecs.encode")?;
+                let s = as_str(graph, &args[0], "_codecs.encode text")?;
+                let enc = as_str(graph, &args[1], "_codecs.encode encoding")?;
+                let bytes: Vec<u8> = match enc {
+                    "latin1" | "latin-1" | "iso-8859-1" => {
+                        s.chars().map(|c| u8::try_from(c as u32)).collect::<std::result::Result<_, _>>().map_err(|_| {
+                            Error::BadObject { context: "_codecs.encode", expected: "latin-1 text", found: "a wider character".into() }
+                        })?
+                    }
+                    "utf-8" | "utf8" => s.as_bytes().to_vec(),
+                    other => return Err(Error::Unsupported { what: format!("_codecs.encode with encoding {other:?}") }),
+                };
+                Value::Bytes(bytes.into())
+            }
+            Global::Set | Global::ByteArray => {
+                let items: Vec<V> = match args.first() {
+                    Some(Value::Node(id)) => graph.try_get(*id).map(|n| n.values().cloned().collect()).unwrap_or_default(),
+                    Some(Value::Bytes(b)) if *f == Global::ByteArray => {
+                        return Ok(Value::Node(graph.add(Node::ByteArray(b.to_vec()))));
+                    }
+                    Some(other) => return Err(bad("set/bytearray argument", "a list", other, graph)),
+                    None => Vec::new(),
+                };
+                if *f == Global::ByteArray {
+                    let bytes = items.iter().map(|v| v.as_i64().and_then(|i| u8::try_from(i).ok())).collect::<Option<Vec<u8>>>();
+                    let bytes = bytes.ok_or(Error::BadObject { context: "bytearray", expected: "bytes", found: "other values".into() })?;
+                    Value::Node(graph.add(Node::ByteArray(bytes)))
+                } else {
+                    Value::Node(graph.add(Node::Set(items)))
+                }
+            }
+            Global::Complex => {
+                let re = args.first().and_then(Value::as_f64).unwrap_or(0.0);
+                let im = args.get(1).and_then(Value::as_f64).unwrap_or(0.0);
+                Value::Ext(Object::Complex(Complex64::new(re, im)))
+            }
+            Global::GetLayout => {
+                arity(1, 1, "_get_layout")?;
+                Value::Ext(Object::Layout(as_str(graph, &args[0], "_get_layout")?.to_owned()))
+            }
+            Global::UnsupportedRebuild(name) => {
+                return Err(Error::Unsupported { what: format!("torch._utils.{name} (sparse, nested, meta-only or subclass tensors)") })
+            }
+            other => {
+                return Err(Error::BadObject { context: "REDUCE", expected: "a callable", found: format!("{other:?}") });
+            }
+        })
+    }
+}
+
+/// The optional metadata dict of `_rebuild_tensor_v2/_v3`: PyTorch's lazy
+/// `conj` and `neg` bits (`torch._C._get_tensor_metadata`). Other keys (custom
+/// backends' metadata) are refused rather than silently dropped.
+fn lazy_bits(graph: &Graph<Object>, meta: Option<&V>) -> Result<(bool, bool)> {
+    let (mut conj, mut neg) = (false, false);
+    let Some(meta) = meta else { return Ok((conj, neg)) };
+    let items = match meta {
+        Value::Node(id) => match graph.try_get(*id) {
+            Some(Node::Dict(items)) => items,
+            _ => return Err(bad("tensor metadata", "a dict", meta, graph)),
+        },
+        _ => return Err(bad("tensor metadata", "a dict", meta, graph)),
+    };
+    for (k, v) in items {
+        match (k.as_str(), v.as_bool()) {
+            (Some("conj"), Some(b)) => conj = b,
+            (Some("neg"), Some(b)) => neg = b,
+            _ => return Err(Error::Unsupported { what: format!("tensor metadata entry {k:?}") }),
+        }
+    }
+    Ok((conj, neg))
+}
+
+impl<S: StorageSource> Hooks for TorchHooks<'_, S> {
+    type Ext = Object;
+    type Error = Error;
+
+    fn find_class(&mut self, module: &str, name: &str) -> Result<V> {
+        Ok(match allowlist::resolve(module, name)? {
+            Global::DType(d) => Value::Ext(Object::DType(d)),
+            Global::QScheme(q) => Value::Ext(Object::QScheme(q)),
+            g => Value::Ext(Object::Global(g)),
+        })
+    }
+
+    fn persistent_load(&mut self, graph: &mut Graph<Object>, pid: V) -> Result<V> {
+        Ok(Value::Ext(Object::Storage(self.storage(graph, &pid)?)))
+    }
+
+    fn reduce(&mut self, graph: &mut Graph<Object>, callable: V, args: V) -> Result<V> {
+        let f = match &callable {
+            Value::Ext(Object::Global(g)) => g.clone(),
+            other => return Err(bad("REDUCE", "an allowed callable", other, graph)),
+        };
+        let args = tuple_items(graph, &args, "REDUCE arguments")?.to_vec();
+        self.call(graph, &f, &args)
+    }
+
+    fn build(&mut self, graph: &mut Graph<Object>, obj: V, state: V) -> Result<V> {
+        match &obj {
+            Value::Node(id) if self.ordered.contains(id) => {
+                self.state.insert(*id, state);
+            }
+            // PyTorch sets Python attributes on tensors and Parameters; stowage has none to set.
+            Value::Ext(Object::Tensor(_)) => {}
+            other => return Err(bad("BUILD", "an OrderedDict, tensor or Parameter", other, graph)),
+        }
+        Ok(obj)
+    }
+
+    fn new_obj(&mut self, graph: &mut Graph<Object>, cls: V, _args: V) -> Result<V> {
+        Err(bad("NEWOBJ", "an allowed class", &cls, graph))
+    }
+}
