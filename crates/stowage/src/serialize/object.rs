@@ -248,8 +248,66 @@ impl Checkpoint {
         let mut path = Vec::new();
         let mut on_path = HashSet::new();
         let mut budget = MAX_PATHS;
-        self.walk(&self.root, &mut path, &mut on_path, &mut budget, &mut out)?;
+        let holds = self.nodes_holding_tensors();
+        self.walk(&self.root, &mut path, &mut on_path, &mut budget, &holds, &mut out)?;
         Ok(out)
+    }
+
+    /// For each node, whether a tensor is reachable from it, so walks skip the
+    /// rest (a memo-shared structure without tensors then costs nothing).
+    /// An iterative post-order search, linear in the graph's size.
+    fn nodes_holding_tensors(&self) -> Vec<bool> {
+        const NEW: u8 = 0;
+        const OPEN: u8 = 1;
+        const DONE: u8 = 2;
+        let n = self.graph.len();
+        let mut holds = vec![false; n];
+        let mut state = vec![NEW; n];
+        let children = |id: NodeId| -> (bool, Vec<NodeId>) {
+            let mut direct = false;
+            let mut kids = Vec::new();
+            for v in self.graph.get(id).values() {
+                match v {
+                    Value::Ext(Object::Tensor(_)) => direct = true,
+                    Value::Node(c) if c.index() < n => kids.push(*c),
+                    _ => {}
+                }
+            }
+            (direct, kids)
+        };
+        for (root, _) in self.graph.iter() {
+            if state[root.index()] != NEW {
+                continue;
+            }
+            state[root.index()] = OPEN;
+            let (direct, kids) = children(root);
+            holds[root.index()] = direct;
+            let mut stack = vec![(root, kids, 0usize)];
+            while let Some((id, kids, next)) = stack.last_mut() {
+                if let Some(&c) = kids.get(*next) {
+                    *next += 1;
+                    match state[c.index()] {
+                        NEW => {
+                            state[c.index()] = OPEN;
+                            let (direct, grand) = children(c);
+                            holds[c.index()] = direct;
+                            stack.push((c, grand, 0));
+                        }
+                        // A cycle back to an open ancestor adds nothing the ancestor lacks.
+                        OPEN => {}
+                        _ => holds[id.index()] |= holds[c.index()],
+                    }
+                } else {
+                    let done = *id;
+                    state[done.index()] = DONE;
+                    stack.pop();
+                    if let Some((parent, _, _)) = stack.last() {
+                        holds[parent.index()] |= holds[done.index()];
+                    }
+                }
+            }
+        }
+        holds
     }
 
     fn walk<'a>(
@@ -258,6 +316,7 @@ impl Checkpoint {
         path: &mut Vec<PathKey>,
         on_path: &mut HashSet<NodeId>,
         budget: &mut usize,
+        holds: &[bool],
         out: &mut Vec<(Vec<PathKey>, &'a TensorObject)>,
     ) -> Result<()> {
         *budget = budget.checked_sub(1).ok_or(Error::LimitExceeded { limit: "paths walked", max: MAX_PATHS as u64 })?;
@@ -266,7 +325,7 @@ impl Checkpoint {
                 out.push((path.clone(), t));
                 return Ok(());
             }
-            Value::Node(id) => *id,
+            Value::Node(id) if holds.get(id.index()).copied().unwrap_or(false) => *id,
             _ => return Ok(()),
         };
         // A cycle (a list containing itself) is walked once.
@@ -277,14 +336,14 @@ impl Checkpoint {
             Node::Dict(items) => {
                 for (k, v) in items {
                     path.push(path_key(&self.graph, k));
-                    self.walk(v, path, on_path, budget, out)?;
+                    self.walk(v, path, on_path, budget, holds, out)?;
                     path.pop();
                 }
             }
             Node::List(items) | Node::Tuple(items) => {
                 for (i, v) in items.iter().enumerate() {
                     path.push(PathKey::Index(i as i64));
-                    self.walk(v, path, on_path, budget, out)?;
+                    self.walk(v, path, on_path, budget, holds, out)?;
                     path.pop();
                 }
             }
