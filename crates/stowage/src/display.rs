@@ -278,9 +278,7 @@ impl fmt::Display for Tensor {
             };
             render(&values, self.shape(), &printer, "tensor(".len(), summarize)
         };
-        if !default_dtypes.contains(&self.dtype)
-            || (self.numel() == 0 && self.dtype == DType::Float32 && false)
-        {
+        if !default_dtypes.contains(&self.dtype) {
             suffixes.push(format!("dtype={}", self.dtype));
         }
         if self.requires_grad {

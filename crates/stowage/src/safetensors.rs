@@ -45,10 +45,8 @@ pub(crate) fn load<R: ReadAt>(source: &R, options: &LoadOptions) -> Result<Check
     ckpt.safetensors_metadata = meta.metadata().as_ref().map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect());
     let device = options.map_location.unwrap_or_default();
     let mut items = Vec::new();
-    // Keep the file's order (by data offset), which is how the file lists them.
-    let mut names: Vec<(usize, String)> = meta.offset_keys().into_iter().enumerate().map(|(i, n)| (i, n)).collect();
-    names.sort();
-    for (i, name) in names.into_iter().map(|(_, n)| n).enumerate() {
+    // The file's order: by data offset.
+    for (i, name) in meta.offset_keys().into_iter().enumerate() {
         let view = st.tensor(&name)?;
         let dtype = to_dtype(view.dtype()).map_err(|e| Error::AtPath { path: name.clone(), source: Box::new(e) })?;
         let storage = if device.is_meta() {

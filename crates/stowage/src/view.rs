@@ -6,7 +6,7 @@
 //! the strides cannot express the new shape, as in PyTorch.
 
 use crate::layout::Layout;
-use crate::{DType, Error, Result, Tensor, UntypedStorage};
+use crate::{DType, Error, Result, Tensor};
 
 impl Tensor {
     fn with_layout(&self, layout: Layout) -> Tensor {
@@ -240,16 +240,6 @@ impl Tensor {
             .into_iter()
             .map(|l| self.with_layout(l))
             .collect())
-    }
-
-    /// A tensor with the same layout over another storage (used by loaders and `to`).
-    pub(crate) fn with_storage(&self, storage: UntypedStorage) -> Tensor {
-        Tensor {
-            storage,
-            dtype: self.dtype,
-            layout: self.layout.clone(),
-            requires_grad: self.requires_grad,
-        }
     }
 }
 

@@ -144,11 +144,11 @@ pub(crate) fn load<R: ReadAt>(source: &R, options: &LoadOptions) -> Result<Check
             .map_err(|_| Error::MissingRecord { name: format!("storage {key} (file ends at offset {pos})") })?;
         pos += 8;
         let elem = dtype.map_or(1, DType::size) as u64;
-        let nbytes = count.checked_mul(elem).unwrap_or(u64::MAX);
+        let nbytes = count.saturating_mul(elem);
         if nbytes != storage.nbytes() as u64 {
             return Err(Error::RecordSize { name: format!("storage {key}"), expected: storage.nbytes() as u64, found: nbytes });
         }
-        if pos.checked_add(nbytes).is_none_or(|end| end > len) {
+        if pos.checked_add(nbytes).map_or(true, |end| end > len) {
             return Err(Error::RecordSize { name: format!("storage {key}"), expected: nbytes, found: len.saturating_sub(pos) });
         }
         if !storage.is_meta() {

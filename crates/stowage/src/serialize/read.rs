@@ -53,7 +53,7 @@ type V = Value<Object>;
 fn bad(context: &'static str, expected: &'static str, found: &V, graph: &Graph<Object>) -> Error {
     let found = match found {
         Value::Node(id) => graph.try_get(*id).map_or("node", |n| n.kind()).to_string(),
-        Value::Ext(o) => format!("{}", object_kind(o)),
+        Value::Ext(o) => object_kind(o).to_string(),
         Value::Str(s) => format!("str {s:?}"),
         Value::Int(i) => format!("int {i}"),
         other => format!("{other:?}").chars().take(40).collect(),

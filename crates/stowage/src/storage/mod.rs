@@ -381,7 +381,7 @@ impl UntypedStorage {
                 },
             ));
         }
-        let bytes = self.with_bytes("to", |b| HeapBuffer::from_slice(b))??;
+        let bytes = self.with_bytes("to", HeapBuffer::from_slice)??;
         Ok(Self::from_backing(device, Backing::Heap(bytes)))
     }
 }

@@ -484,6 +484,9 @@ where
 fn leave(in_progress: &mut HashMap<NodeId, Vec<u64>>, id: NodeId) {
     if let Some(entries) = in_progress.get_mut(&id) {
         entries.pop();
+        if entries.is_empty() {
+            in_progress.remove(&id);
+        }
     }
 }
 
