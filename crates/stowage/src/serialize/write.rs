@@ -83,7 +83,12 @@ impl Writer<'_> {
             return Err(Error::Unsupported { what: "a tuple that contains itself".into() });
         }
         let graph = self.graph;
-        match graph.get(id) {
+        let node = graph.try_get(id).ok_or_else(|| Error::BadObject {
+            context: "saving",
+            expected: "a node of the checkpoint's graph",
+            found: format!("node {}", id.0),
+        })?;
+        match node {
             Node::Dict(items) => {
                 if self.ckpt.ordered.contains(&id) {
                     self.global("collections", "OrderedDict").map_err(io)?;

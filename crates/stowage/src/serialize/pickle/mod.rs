@@ -20,8 +20,8 @@
 //! - [`read`]: [`unpickle`], driven by a caller's [`Hooks`] for everything
 //!   that would run Python code (`GLOBAL`, `REDUCE`, `BUILD`, `NEWOBJ`,
 //!   persistent ids).
-//! - [`write`](mod@write): [`Pickler`], emitting protocol 2 as CPython's C pickler does,
-//!   and [`write_value`] for whole graphs.
+//! - [`write`](mod@write): [`Pickler`], emitting protocol 2 as CPython's C
+//!   pickler does, and [`write_value`] for whole graphs.
 //!
 //! # Hostile input
 //!
