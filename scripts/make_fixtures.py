@@ -32,6 +32,7 @@ import tempfile
 import warnings
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.dont_write_bytecode = True  # no __pycache__ beside the scripts
 sys.path.insert(0, HERE)
 
 import numpy as np  # noqa: E402
@@ -39,7 +40,7 @@ import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
 from ckpt_zip import build_zip, read_records  # noqa: E402
-from torch_manifest import manifest  # noqa: E402
+from torch_manifest import manifest, walk  # noqa: E402
 
 DEFAULT_OUT = os.path.join(HERE, "..", "crates", "stowage", "tests", "fixtures")
 MAX_BYTES = 20 * 1024
@@ -165,7 +166,10 @@ def legacy_save_stable(obj, path):
     buf = io.BytesIO()
     torch.save(obj, buf, _use_new_zipfile_serialization=False)
     pickles, blobs, keys = split_legacy(buf.getvalue())
-    mapping = {k: str(140000000000000 + 4096 * i) for i, k in enumerate(sorted(keys))}
+    # number the keys by first use in the main pickle: pointer values (and so their
+    # sorted order) change from run to run, the traversal order does not
+    first_use = list(storage_types(pickles[3]))
+    mapping = {k: str(140000000000000 + 4096 * i) for i, k in enumerate(first_use)}
     main = rekey_pickle(pickles[3], mapping)
     new_keys = sorted(mapping[k] for k in keys)
     inverse = {v: k for k, v in mapping.items()}
@@ -180,7 +184,6 @@ def legacy_save_stable(obj, path):
 def same_tensors(a, b):
     """True when two loaded objects hold bit-identical tensors at the same paths."""
     ma, mb = [], []
-    from torch_manifest import walk
     walk(a, [], ma, {})
     walk(b, [], mb, {})
     strip = lambda m: [{k: v for k, v in e.items() if k != "storage_group"} for e in m]  # noqa: E731
@@ -192,7 +195,7 @@ def same_tensors(a, b):
 @fixture
 def make_nested(path):
     """Nested containers around tensors: str/int/negative-int keys, list, tuple,
-    ints of every pickle width, floats, strings, None, bools, empty containers,
+    ints of every pickle width (all within i64), floats, strings, None, bools, empty containers,
     torch.Size, a dtype, a device; one tensor object reachable by two paths
     (pickle memo); two different tensors viewing one storage."""
     t = torch.arange(6, dtype=torch.float32).reshape(2, 3)
@@ -202,7 +205,7 @@ def make_nested(path):
         "unicode": "gr\u00fc\u00dfe \u2713",
         7: "int key",
         -1: "negative int key",
-        "ints": [0, 1, -1, 255, 256, 65535, 65536, -2**31, 2**31, 2**63, -2**70],
+        "ints": [0, 1, -1, 255, 256, 65535, 65536, -2**31, 2**31, 2**63 - 1, -2**63],  # K M J LONG1
         "floats": [0.5, -0.0, 1e300, float("inf"), float("-inf")],
         "flags": [True, False, None],
         "empty": [[], {}, ()],
@@ -474,7 +477,8 @@ def make_pointer_keys(path):
 def make_legacy_views(path):
     """The legacy single-stream format (_use_new_zipfile_serialization=False) with
     storages shared between views (row, column, transpose, Parameter at an offset),
-    several dtypes and an empty tensor. Pointer keys are renamed to fixed numbers."""
+    several dtypes and an empty tensor. Pointer keys are renamed to fixed numbers
+    in order of first use."""
     base = randn(4, 5, seed=15)
     ints = torch.arange(6, dtype=torch.int64)
     obj = {

@@ -20,6 +20,7 @@ import struct
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.dont_write_bytecode = True  # no __pycache__ beside the scripts
 sys.path.insert(0, HERE)
 
 from ckpt_zip import DEFLATED, Pickle, Record, build_zip, read_records  # noqa: E402
