@@ -1,1 +1,279 @@
-fn main() {}
+//! `stowage`: the command line of the stowage library.
+//!
+//! `main` is thin, as in ripgrep and candle: parse the arguments, call
+//! [`run`], turn the outcome into an exit status, and print an error once, as
+//! one line on stderr (`stowage: <error>: <cause>`).
+//!
+//! Exit statuses: 0 success; 1 the command failed; 2 a usage error (clap's
+//! own status for those) or an input that could not be read. A reader that
+//! goes away (`stowage demo | head`) is not an error: output stops and the
+//! status is 0.
+//!
+//! Each subcommand is one module with a `clap::Args` struct named `Args` and
+//! `fn run(args: Args, out: &mut dyn Write) -> Result<ExitCode, Failure>`,
+//! listed once in the [`subcommands!`] invocation below.
+
+use std::error::Error as StdError;
+use std::fmt;
+use std::io::{self, Write};
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Declares the subcommand modules, the [`Command`] enum and its dispatch.
+///
+/// Each entry is `Variant(module)`, preceded by its doc comment (the
+/// command's help line); adding a subcommand is one entry plus its module.
+macro_rules! subcommands {
+    ($($(#[$attr:meta])* $variant:ident($module:ident)),+ $(,)?) => {
+        $(mod $module;)+
+
+        /// The subcommands.
+        #[derive(Debug, Subcommand)]
+        enum Command {
+            $($(#[$attr])* $variant($module::Args),)+
+        }
+
+        impl Command {
+            /// Runs the subcommand, writing its output to `out`.
+            fn run(self, out: &mut dyn Write) -> Result<ExitCode, Failure> {
+                match self {
+                    $(Command::$variant(args) => $module::run(args, out),)+
+                }
+            }
+        }
+    };
+}
+
+subcommands! {
+    /// Walk through PyTorch's storage model, step by step, with the PyTorch code for each step
+    Demo(demo),
+    /// List what a checkpoint holds: tensors, dtypes, layouts and storage sharing
+    Inspect(inspect),
+    /// Rewrite a checkpoint as torch zip (.pt, .pth, .bin) or safetensors (.safetensors), keeping sharing
+    Convert(convert),
+    /// Compare two checkpoints tensor by tensor: presence, dtype, shape, values and storage sharing
+    Diff(diff),
+    /// Check a checkpoint without trusting it: archive, CRCs, records, tensor bounds, allowed globals
+    Verify(verify),
+    /// Time the library's load of a checkpoint, or its save of what the checkpoint holds
+    Bench(bench),
+}
+
+/// PyTorch's tensor storage model and checkpoint format, without libtorch.
+#[derive(Debug, Parser)]
+#[command(name = "stowage", version, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// Exit status 1: the command ran and failed.
+const FAILED: u8 = 1;
+/// Exit status 2: bad usage, or an input that could not be read.
+const USAGE_OR_INPUT: u8 = 2;
+
+/// An error that ends a subcommand, with the exit status it calls for.
+///
+/// `?` converts [`stowage::Error`] (status 2 for I/O errors on a file, 1
+/// otherwise) and [`io::Error`] (an error writing the output: status 1).
+#[derive(Debug)]
+pub struct Failure {
+    status: u8,
+    error: Box<dyn StdError + Send + Sync + 'static>,
+}
+
+impl Failure {
+    /// An input that could not be read or was refused: exit status 2.
+    pub fn input(error: stowage::Error) -> Failure {
+        Failure { status: USAGE_OR_INPUT, error: Box::new(error) }
+    }
+
+    /// An error concerning the tensor at `path`: exit status 2.
+    pub fn at(path: &[stowage::serialize::PathKey], error: stowage::Error) -> Failure {
+        let path = stowage::serialize::dotted(path);
+        Failure::input(stowage::Error::AtPath { path, source: Box::new(error) })
+    }
+
+    /// A failure with exit status 1 and the message `message`.
+    pub fn msg(message: impl Into<String>) -> Failure {
+        Failure {
+            status: FAILED,
+            error: message.into().into(),
+        }
+    }
+}
+
+impl From<stowage::Error> for Failure {
+    fn from(error: stowage::Error) -> Failure {
+        let status = match error {
+            stowage::Error::Io { .. } => USAGE_OR_INPUT,
+            _ => FAILED,
+        };
+        Failure {
+            status,
+            error: Box::new(error),
+        }
+    }
+}
+
+impl From<io::Error> for Failure {
+    fn from(error: io::Error) -> Failure {
+        Failure {
+            status: FAILED,
+            error: Box::new(error),
+        }
+    }
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&one_line(&*self.error))
+    }
+}
+
+/// An error and its causes on one line, `outer: cause: root cause`.
+///
+/// A cause whose message the line already holds is left out (many errors,
+/// `stowage::Error::Io` among them, print their source in their own
+/// message), and line breaks inside messages become spaces.
+fn one_line(error: &(dyn StdError + 'static)) -> String {
+    let mut line = error.to_string();
+    let mut cause = error.source();
+    while let Some(e) = cause {
+        let text = e.to_string();
+        if !line.contains(&text) {
+            line.push_str(": ");
+            line.push_str(&text);
+        }
+        cause = e.source();
+    }
+    line.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// Standard output that remembers whether the reader has gone away.
+struct Stdout<W> {
+    inner: W,
+    closed: bool,
+}
+
+impl<W: Write> Stdout<W> {
+    fn note<T>(&mut self, result: io::Result<T>) -> io::Result<T> {
+        if let Err(e) = &result {
+            if e.kind() == io::ErrorKind::BrokenPipe {
+                self.closed = true;
+            }
+        }
+        result
+    }
+}
+
+impl<W: Write> Write for Stdout<W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let result = self.inner.write(buf);
+        self.note(result)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        let result = self.inner.flush();
+        self.note(result)
+    }
+}
+
+/// Runs the parsed command line, writing to `out`.
+///
+/// # Errors
+/// The subcommand's [`Failure`], or a failure to flush the output.
+fn run(cli: Cli, out: &mut dyn Write) -> Result<ExitCode, Failure> {
+    let status = cli.command.run(out)?;
+    out.flush()?;
+    Ok(status)
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            // Help and version go to stdout with status 0, usage errors to
+            // stderr with status 2. A closed stream is no reason to panic.
+            let _ = e.print();
+            return ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(USAGE_OR_INPUT));
+        }
+    };
+    let mut out = Stdout {
+        inner: io::BufWriter::new(io::stdout().lock()),
+        closed: false,
+    };
+    let result = run(cli, &mut out);
+    if out.closed {
+        return ExitCode::SUCCESS;
+    }
+    match result {
+        Ok(status) => status,
+        Err(failure) => {
+            let _ = writeln!(io::stderr().lock(), "stowage: {failure}");
+            ExitCode::from(failure.status)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug)]
+    struct Wrapped(io::Error);
+    impl fmt::Display for Wrapped {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("reading model.pt")
+        }
+    }
+    impl StdError for Wrapped {
+        fn source(&self) -> Option<&(dyn StdError + 'static)> {
+            Some(&self.0)
+        }
+    }
+
+    #[test]
+    fn error_chain_is_one_line_without_repeats() {
+        let e = Wrapped(io::Error::new(io::ErrorKind::NotFound, "no such\nfile"));
+        assert_eq!(one_line(&e), "reading model.pt: no such file");
+        let io = stowage::Error::Io {
+            path: "a.pt".into(),
+            source: io::Error::new(io::ErrorKind::NotFound, "not found"),
+        };
+        let f = Failure::from(io);
+        assert_eq!(f.to_string(), "a.pt: not found");
+        assert_eq!(f.status, USAGE_OR_INPUT);
+        let other = Failure::from(stowage::Error::NotResizable);
+        assert_eq!(other.status, FAILED);
+    }
+
+    struct Closed;
+    impl Write for Closed {
+        fn write(&mut self, _: &[u8]) -> io::Result<usize> {
+            Err(io::ErrorKind::BrokenPipe.into())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_closed_reader_is_noticed() {
+        let mut out = Stdout {
+            inner: Closed,
+            closed: false,
+        };
+        let cli = Cli::try_parse_from(["stowage", "demo"]).unwrap();
+        assert!(run(cli, &mut out).is_err());
+        assert!(out.closed);
+    }
+
+    #[test]
+    fn clap_definition_is_valid() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+        let e = Cli::try_parse_from(["stowage", "nosuchcommand"]).unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+    }
+}

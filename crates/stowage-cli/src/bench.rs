@@ -1,0 +1,218 @@
+//! `stowage bench load|save FILE [--mmap] [--repeat N] [--json]`: times the
+//! library's own load of FILE, or its save of what FILE holds, as the CLI
+//! contract specifies (`docs/cli-contract.md`).
+//!
+//! One untimed warm-up, then N timed runs in this process. A load is timed
+//! from the call to [`stowage::load`] until it returns (every storage read
+//! into memory the program owns, every tensor built); dropping the result is
+//! not timed. A save is [`stowage::save`] (a torch zip archive, written to a
+//! temporary file, synced and renamed into place) to a file in the system's
+//! temporary folder, removed afterwards. `bytes` is the sum of the storages'
+//! sizes; `gb_per_s` is `bytes / median_s / 1e9`.
+//!
+//! `--mmap` (a memory-mapped load) is refused with exit 2: the library has
+//! no memory-mapped load yet.
+
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use stowage::{Checkpoint, Error};
+
+use crate::inspect::human;
+use crate::Failure;
+
+/// What to time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Op {
+    /// `stowage::load` of FILE
+    Load,
+    /// `stowage::save` of what FILE holds, to a temporary file
+    Save,
+}
+
+impl Op {
+    fn name(self) -> &'static str {
+        match self {
+            Op::Load => "load",
+            Op::Save => "save",
+        }
+    }
+}
+
+/// Arguments of `bench`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// What to time: `load` (of FILE) or `save` (of what FILE holds)
+    #[arg(value_enum)]
+    op: Op,
+    /// The checkpoint (torch zip, torch legacy or safetensors; detected by content)
+    file: PathBuf,
+    /// Time a memory-mapped load (not supported yet: exits 2)
+    #[arg(long)]
+    mmap: bool,
+    /// Timed runs, after one untimed warm-up
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]
+    repeat: u32,
+    /// Print one JSON object `{"op", "mmap", "bytes", "median_s", "min_s", "gb_per_s"}`
+    #[arg(long)]
+    json: bool,
+}
+
+/// A file removed when dropped.
+struct TempFile(PathBuf);
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// A path in the system temporary folder no other process uses.
+fn temp_path(source: &Path) -> PathBuf {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let stem = source
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let stem: String = stem
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '-')
+        .take(40)
+        .collect();
+    std::env::temp_dir().join(format!(
+        "stowage-bench-{}-{nanos}-{stem}.pt",
+        std::process::id()
+    ))
+}
+
+/// The progress bar: drawn on stderr when it is a terminal, hidden otherwise.
+fn progress(op: Op, runs: u64) -> ProgressBar {
+    if !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::with_draw_target(Some(runs), ProgressDrawTarget::stderr());
+    if let Ok(style) = ProgressStyle::with_template("{msg} [{bar:30}] {pos}/{len} ({elapsed})") {
+        bar.set_style(style.progress_chars("=> "));
+    }
+    bar.set_message(format!("{} (warm-up)", op.name()));
+    bar
+}
+
+/// The median of a non-empty list of durations (the mean of the middle two
+/// for an even count), in seconds.
+fn median(times: &mut [Duration]) -> f64 {
+    times.sort();
+    let n = times.len();
+    if n == 0 {
+        return 0.0;
+    }
+    if n % 2 == 1 {
+        times[n / 2].as_secs_f64()
+    } else {
+        (times[n / 2 - 1].as_secs_f64() + times[n / 2].as_secs_f64()) / 2.0
+    }
+}
+
+/// A float as JSON (`null` when not finite).
+fn number(v: f64) -> String {
+    serde_json::to_string(&v).unwrap_or_else(|_| "null".into())
+}
+
+/// Runs `bench`.
+pub fn run(args: Args, out: &mut dyn Write) -> Result<ExitCode, Failure> {
+    if args.mmap {
+        return Err(Failure::input(Error::InFile {
+            path: args.file.clone(),
+            source: Box::new(Error::Unsupported {
+                what: "--mmap is not supported yet: the library has no memory-mapped load".into(),
+            }),
+        }));
+    }
+    let runs = u64::from(args.repeat);
+    let bar = progress(args.op, runs + 1);
+    // The warm-up load: also what a save writes, and where the byte count comes from.
+    let ckpt = stowage::load(&args.file).map_err(Failure::input)?;
+    let bytes: u64 = ckpt
+        .storages
+        .iter()
+        .map(|s| s.storage.nbytes() as u64)
+        .sum();
+    let mut times = Vec::with_capacity(args.repeat as usize);
+    match args.op {
+        Op::Load => {
+            drop(ckpt);
+            bar.inc(1);
+            bar.set_message("load");
+            for _ in 0..runs {
+                let start = Instant::now();
+                let loaded = stowage::load(&args.file).map_err(Failure::input)?;
+                times.push(start.elapsed());
+                drop(std::hint::black_box(loaded));
+                bar.inc(1);
+            }
+        }
+        Op::Save => {
+            let target = TempFile(temp_path(&args.file));
+            let save = |ckpt: &Checkpoint| stowage::save(&target.0, ckpt).map_err(Failure::from);
+            save(&ckpt)?;
+            bar.inc(1);
+            bar.set_message("save");
+            for _ in 0..runs {
+                let start = Instant::now();
+                save(&ckpt)?;
+                times.push(start.elapsed());
+                bar.inc(1);
+            }
+        }
+    }
+    bar.finish_and_clear();
+    let min_s = times.iter().min().map_or(0.0, Duration::as_secs_f64);
+    let median_s = median(&mut times);
+    let gb_per_s = bytes as f64 / median_s / 1e9;
+    if args.json {
+        writeln!(
+            out,
+            "{{\"op\": \"{}\", \"mmap\": false, \"bytes\": {bytes}, \"median_s\": {}, \"min_s\": {}, \"gb_per_s\": {}}}",
+            args.op.name(),
+            number(median_s),
+            number(min_s),
+            number(gb_per_s)
+        )?;
+    } else {
+        writeln!(
+            out,
+            "{} {}: {} in storages, median {:.6} s, min {:.6} s, {:.3} GB/s ({} runs after a warm-up)",
+            args.op.name(),
+            args.file.display(),
+            human(bytes),
+            median_s,
+            min_s,
+            gb_per_s,
+            runs
+        )?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn median_of_odd_and_even_counts() {
+        let ms = |v: &[u64]| {
+            v.iter()
+                .map(|&m| Duration::from_millis(m))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(median(&mut ms(&[30, 10, 20])), 0.02);
+        assert_eq!(median(&mut ms(&[40, 10, 20, 30])), 0.025);
+        assert_eq!(number(f64::INFINITY), "null");
+        assert_eq!(number(0.5), "0.5");
+    }
+}

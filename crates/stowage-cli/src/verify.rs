@@ -1,0 +1,236 @@
+//! `stowage verify FILE`: everything a loader relies on, checked without
+//! trusting the file, as the CLI contract specifies (`docs/cli-contract.md`).
+//!
+//! For a torch zip archive: the archive structure (end records, central
+//! directory, local headers), each record's CRC-32 and deflate stream, then
+//! a full load, which checks that every `data/<key>` the pickle names is
+//! present with the size it declares, that each tensor lies inside its
+//! storage and that the pickle names only allowed globals. Records that
+//! nothing references are noted. For the legacy format and safetensors: a
+//! full load.
+//!
+//! Output, one line each: `FILE: <defect>`, `FILE: warning: …` (accepted by
+//! PyTorch, worth knowing: a CRC-32 not recorded, a misaligned record),
+//! `FILE: note: …` (harmless: a record never referenced); then `ok` or
+//! `N defects`. Exit 0 without defects, 1 with, 2 when the file cannot be
+//! opened or read at all.
+
+use std::collections::HashSet;
+use std::fs::File;
+use std::io::{self, Read, Write};
+use std::panic::{self, AssertUnwindSafe};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use stowage::serialize::zip::{Entry, ZipError, ZipLimits, ZipReader};
+use stowage::{Checkpoint, Error};
+
+use crate::Failure;
+
+/// Arguments of `verify`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The checkpoint (torch zip, torch legacy or safetensors; detected by content)
+    file: PathBuf,
+}
+
+/// Records `torch.save` writes beside the storages, under the root folder.
+const KNOWN_RECORDS: [&str; 7] = [
+    "data.pkl",
+    "byteorder",
+    "version",
+    ".format_version",
+    ".storage_alignment",
+    ".data/version",
+    ".data/serialization_id",
+];
+
+/// What `verify` found, written as it is found.
+struct Report<'o> {
+    out: &'o mut dyn Write,
+    file: String,
+    defects: usize,
+}
+
+impl Report<'_> {
+    fn defect(&mut self, what: &str) -> io::Result<()> {
+        self.defects += 1;
+        writeln!(self.out, "{}: {what}", self.file)
+    }
+    fn warning(&mut self, what: &str) -> io::Result<()> {
+        writeln!(self.out, "{}: warning: {what}", self.file)
+    }
+    fn note(&mut self, what: &str) -> io::Result<()> {
+        writeln!(self.out, "{}: note: {what}", self.file)
+    }
+}
+
+/// Runs `verify`.
+pub fn run(args: Args, out: &mut dyn Write) -> Result<ExitCode, Failure> {
+    let path = args.file.as_path();
+    let unreadable = |e: io::Error| {
+        Failure::input(Error::Io {
+            path: path.to_owned(),
+            source: e,
+        })
+    };
+    let mut file = File::open(path).map_err(unreadable)?;
+    if file.metadata().map_err(unreadable)?.is_dir() {
+        return Err(unreadable(io::Error::other("is a directory")));
+    }
+    let mut head = Vec::with_capacity(4);
+    (&mut file)
+        .take(4)
+        .read_to_end(&mut head)
+        .map_err(unreadable)?;
+
+    let mut report = Report {
+        out,
+        file: path.display().to_string(),
+        defects: 0,
+    };
+    if head == b"PK\x03\x04" {
+        verify_zip(path, file, &mut report)?;
+    } else if let Err(e) = load(path) {
+        report.defect(&e)?;
+    }
+    match report.defects {
+        0 => writeln!(report.out, "ok")?,
+        1 => writeln!(report.out, "1 defect")?,
+        n => writeln!(report.out, "{n} defects")?,
+    }
+    Ok(if report.defects == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// Loads the file with the library's loader: the checkpoint, or the error as
+/// one line without the file name (the report adds it). A panic in the
+/// loader (a bug) is reported as a defect line too, never as a backtrace.
+fn load(path: &Path) -> Result<Checkpoint, String> {
+    let hook = panic::take_hook();
+    panic::set_hook(Box::new(|_| {}));
+    let result = panic::catch_unwind(AssertUnwindSafe(|| stowage::load(path)));
+    panic::set_hook(hook);
+    match result {
+        Ok(Ok(ckpt)) => Ok(ckpt),
+        Ok(Err(Error::InFile { source, .. })) => Err(crate::one_line(&*source)),
+        Ok(Err(e)) => Err(crate::one_line(&e)),
+        Err(panic) => {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown".into());
+            Err(format!(
+                "the loader failed unexpectedly (a bug in stowage): {what}"
+            ))
+        }
+    }
+}
+
+/// The message of a zip error on `entry`, naming the record and the offset of
+/// its data where the error does not already name them.
+fn record_error(entry: &Entry, offset: Option<u64>, e: &ZipError) -> String {
+    let text = crate::one_line(e);
+    let at = offset
+        .map(|o| format!(", data at offset {o}"))
+        .unwrap_or_default();
+    format!(
+        "record {} (local header at offset {}{at}): {text}",
+        entry.name, entry.local_header_offset
+    )
+}
+
+fn verify_zip(path: &Path, file: File, report: &mut Report<'_>) -> Result<(), Failure> {
+    let zip = match ZipReader::new(file, &ZipLimits::default()) {
+        Ok(zip) => zip,
+        Err(e) => {
+            // Without a readable directory nothing else can be examined.
+            report.defect(&format!("zip: {}", crate::one_line(&e)))?;
+            return Ok(());
+        }
+    };
+    let root = zip.root().to_owned();
+    let alignment: Option<u64> = zip
+        .find(".storage_alignment")
+        .and_then(|e| zip.read_to_vec(e).ok())
+        .and_then(|b| String::from_utf8(b).ok())
+        .and_then(|s| s.trim().parse().ok())
+        .filter(|&a| a > 0);
+
+    // Each record on its own: local header, data bounds, deflate stream, CRC-32.
+    // What was found per record is kept, so that the loader meeting the same
+    // defect again does not count it twice.
+    let mut found: Vec<String> = Vec::new();
+    for entry in zip.entries() {
+        let offset = zip.data_offset(entry).ok();
+        match zip.check_crc(entry) {
+            Ok(()) => {}
+            Err(ZipError::CrcNotRecorded { found, .. }) => report.warning(&format!(
+                "record {}: no CRC-32 recorded (0; the data's is {found:#010x}): written with CRC-32 computation off, which PyTorch accepts",
+                entry.name
+            ))?,
+            Err(e) => {
+                report.defect(&record_error(entry, offset, &e))?;
+                found.push(crate::one_line(&e));
+            }
+        }
+        let is_storage = entry
+            .name
+            .strip_prefix(&root)
+            .is_some_and(|r| r.starts_with("/data/"));
+        if let (Some(align), Some(offset), true) = (alignment, offset, is_storage) {
+            if offset % align != 0 {
+                report.warning(&format!(
+                    "record {}: data at offset {offset} is not aligned to the archive's .storage_alignment of {align} bytes",
+                    entry.name
+                ))?;
+            }
+        }
+    }
+
+    // The pickle and what it references: records present with their sizes,
+    // tensors inside their storages, allowed globals only.
+    let ckpt = match load(path) {
+        Ok(ckpt) => ckpt,
+        Err(e) if found.iter().any(|f| e.contains(f.as_str())) => {
+            report.note(&format!("loading stops at the same defect: {e}"))?;
+            return Ok(());
+        }
+        Err(e) => {
+            report.defect(&e)?;
+            return Ok(());
+        }
+    };
+    let referenced: HashSet<String> = ckpt
+        .storages
+        .iter()
+        .map(|s| format!("data/{}", s.key))
+        .chain(KNOWN_RECORDS.iter().map(|r| r.to_string()))
+        .collect();
+    for entry in zip.entries() {
+        match entry
+            .name
+            .strip_prefix(&root)
+            .and_then(|r| r.strip_prefix('/'))
+        {
+            Some(record) if referenced.contains(record) => {}
+            Some(record) if record.starts_with("data/") => report.note(&format!(
+                "record {} ({} bytes) is never referenced by data.pkl",
+                entry.name, entry.size
+            ))?,
+            Some(_) => report.note(&format!(
+                "record {} is not one torch.save writes; loaders ignore it",
+                entry.name
+            ))?,
+            None => report.note(&format!(
+                "record {} is outside the archive's root folder {root:?}; loaders ignore it",
+                entry.name
+            ))?,
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,752 @@
+//! The `stowage` binary run on the fixtures as other programs run it:
+//! `inspect`, `diff`, `verify` and `bench` against the CLI contract
+//! (`docs/cli-contract.md`). `convert` has its own tests.
+
+use std::collections::BTreeSet;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value as Json;
+use stowage::serialize::zip::{ZipLimits, ZipReader, ZipWriter};
+use stowage::{Checkpoint, DType, Tensor};
+
+/// No command on these small files may take longer (a hang is a failure).
+const TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Files the hostile README marks as accepted by PyTorch: refusing them is
+/// allowed, loading them is too (memo_doubling must load).
+const ACCEPTED_HOSTILE: [&str; 3] = ["deep_nesting.pt", "deflate_bomb.pt", "memo_doubling.pt"];
+
+struct Run {
+    status: ExitStatus,
+    stdout: String,
+    stderr: String,
+    pid: u32,
+}
+
+impl Run {
+    fn code(&self) -> Option<i32> {
+        self.status.code()
+    }
+}
+
+impl std::fmt::Debug for Run {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "status {:?}\n--- stdout\n{}--- stderr\n{}",
+            self.status, self.stdout, self.stderr
+        )
+    }
+}
+
+/// Runs the binary with `args`, killing it past [`TIMEOUT`].
+fn stowage<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> Run {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_stowage"))
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the stowage binary starts");
+    let pid = child.id();
+    let drain = |mut r: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut s = Vec::new();
+            let _ = r.read_to_end(&mut s);
+            String::from_utf8_lossy(&s).into_owned()
+        })
+    };
+    let out = drain(Box::new(child.stdout.take().unwrap()));
+    let err = drain(Box::new(child.stderr.take().unwrap()));
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if start.elapsed() > TIMEOUT {
+            let _ = child.kill();
+            let _ = child.wait();
+            let args: Vec<_> = args
+                .iter()
+                .map(|a| a.as_ref().to_string_lossy().into_owned())
+                .collect();
+            panic!("stowage {args:?} ran past {TIMEOUT:?}");
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    Run {
+        status,
+        stdout: out.join().unwrap(),
+        stderr: err.join().unwrap(),
+        pid,
+    }
+}
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../stowage/tests/fixtures")
+}
+
+fn fixture(name: &str) -> PathBuf {
+    fixtures().join(name)
+}
+
+/// `*.pt` files in `dir`, sorted.
+fn pt_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "pt"))
+        .collect();
+    files.sort();
+    assert!(!files.is_empty(), "no fixtures in {}", dir.display());
+    files
+}
+
+fn good_fixtures() -> Vec<PathBuf> {
+    pt_files(&fixtures())
+}
+
+fn hostile_fixtures() -> Vec<PathBuf> {
+    pt_files(&fixtures().join("hostile"))
+}
+
+fn file_name(p: &Path) -> String {
+    p.file_name().unwrap().to_string_lossy().into_owned()
+}
+
+/// A folder of its own in the system temporary folder, removed when dropped.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(name: &str) -> TempDir {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos();
+        let dir = std::env::temp_dir().join(format!(
+            "stowage-cli-test-{}-{name}-{nanos}",
+            std::process::id()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        TempDir(dir)
+    }
+    fn join(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A failure's stderr: exactly one line, naming `file`, no panic.
+fn assert_one_error_line(run: &Run, file: &str) {
+    assert!(!run.stderr.contains("panicked"), "{run:?}");
+    assert!(!run.stderr.contains("RUST_BACKTRACE"), "{run:?}");
+    assert_eq!(run.stderr.lines().count(), 1, "{run:?}");
+    assert!(run.stderr.ends_with('\n'), "{run:?}");
+    assert!(
+        run.stderr.contains(file),
+        "the error line names {file}: {run:?}"
+    );
+}
+
+fn parse(run: &Run) -> Json {
+    serde_json::from_str(run.stdout.trim_end()).unwrap_or_else(|e| panic!("{e}: {run:?}"))
+}
+
+fn keys(v: &Json) -> BTreeSet<&str> {
+    v.as_object()
+        .unwrap_or_else(|| panic!("not an object: {v}"))
+        .keys()
+        .map(String::as_str)
+        .collect()
+}
+
+fn set<'a>(names: &[&'a str]) -> BTreeSet<&'a str> {
+    names.iter().copied().collect()
+}
+
+// ---------------------------------------------------------------- inspect
+
+#[test]
+fn inspect_json_has_the_contract_keys() {
+    let tensor_keys = set(&[
+        "path",
+        "dtype",
+        "shape",
+        "stride",
+        "storage_offset",
+        "storage_key",
+        "storage_nbytes",
+        "requires_grad",
+        "parameter",
+        "sha256",
+    ]);
+    for file in good_fixtures() {
+        let run = stowage(&[Path::new("inspect"), &file, Path::new("--json")]);
+        assert_eq!(run.code(), Some(0), "{}: {run:?}", file.display());
+        assert!(run.stderr.is_empty(), "{run:?}");
+        assert_eq!(
+            run.stdout.lines().count(),
+            1,
+            "one JSON object on one line: {run:?}"
+        );
+        let doc = parse(&run);
+        assert_eq!(
+            keys(&doc),
+            set(&["format", "byteorder", "storages", "tensors"]),
+            "{}",
+            file.display()
+        );
+        assert!(
+            ["torch-zip", "torch-legacy", "safetensors"].contains(&doc["format"].as_str().unwrap())
+        );
+        assert!(["little", "big"].contains(&doc["byteorder"].as_str().unwrap()));
+        let storage_keys: BTreeSet<&str> = doc["storages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| {
+                assert_eq!(
+                    keys(s),
+                    set(&["key", "nbytes", "location", "storage_type"]),
+                    "{}",
+                    file.display()
+                );
+                assert!(s["nbytes"].is_u64());
+                s["key"].as_str().unwrap()
+            })
+            .collect();
+        for t in doc["tensors"].as_array().unwrap() {
+            assert_eq!(keys(t), tensor_keys, "{}", file.display());
+            assert!(
+                t["path"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .all(|k| k.is_string() || k.is_i64()),
+                "{t}"
+            );
+            assert!(!t["dtype"].as_str().unwrap().starts_with("torch."), "{t}");
+            let shape = t["shape"].as_array().unwrap();
+            assert_eq!(shape.len(), t["stride"].as_array().unwrap().len(), "{t}");
+            assert!(
+                t["storage_offset"].is_u64() && t["storage_nbytes"].is_u64(),
+                "{t}"
+            );
+            assert!(
+                storage_keys.contains(t["storage_key"].as_str().unwrap()),
+                "{t}"
+            );
+            assert!(
+                t["requires_grad"].is_boolean() && t["parameter"].is_boolean(),
+                "{t}"
+            );
+            let sha = t["sha256"].as_str().unwrap();
+            assert!(
+                sha.len() == 64 && sha.bytes().all(|b| b.is_ascii_hexdigit()),
+                "{t}"
+            );
+        }
+    }
+}
+
+#[test]
+fn inspect_table_ends_with_a_summary_line() {
+    let run = stowage(&[Path::new("inspect"), &fixture("views.pt")]);
+    assert_eq!(run.code(), Some(0), "{run:?}");
+    let lines: Vec<&str> = run.stdout.lines().collect();
+    assert!(
+        lines[0].starts_with("path") && lines[0].contains("shared with"),
+        "{run:?}"
+    );
+    assert_eq!(
+        lines.len(),
+        1 + 6 + 1,
+        "header, six tensors, summary: {run:?}"
+    );
+    let summary = lines.last().unwrap();
+    assert!(summary.starts_with("6 tensors, 1 storages, "), "{summary}");
+    assert!(summary.contains("saved by sharing"), "{summary}");
+
+    let run = stowage(&[Path::new("inspect"), &fixture("simple.pt")]);
+    assert_eq!(run.code(), Some(0), "{run:?}");
+    let summary = run.stdout.lines().last().unwrap();
+    assert!(
+        summary.contains(" tensors, ") && summary.contains(" storages, "),
+        "{summary}"
+    );
+}
+
+#[test]
+fn inspect_refuses_each_hostile_fixture_in_one_line() {
+    for file in hostile_fixtures() {
+        let name = file_name(&file);
+        let run = stowage(&[Path::new("inspect"), &file]);
+        if name == "memo_doubling.pt" {
+            assert_eq!(
+                run.code(),
+                Some(0),
+                "PyTorch loads it, with no tensors: {run:?}"
+            );
+            continue;
+        }
+        if ACCEPTED_HOSTILE.contains(&name.as_str()) && run.code() == Some(0) {
+            continue;
+        }
+        assert_eq!(run.code(), Some(2), "{name}: {run:?}");
+        assert_one_error_line(&run, &name);
+        assert!(run.stdout.is_empty(), "{name}: {run:?}");
+    }
+}
+
+// ---------------------------------------------------------------- diff
+
+#[test]
+fn diff_of_each_fixture_with_itself_is_the_same() {
+    for file in good_fixtures() {
+        let run = stowage(&[Path::new("diff"), &file, &file]);
+        assert_eq!(run.code(), Some(0), "{}: {run:?}", file.display());
+        assert_eq!(run.stdout, "same\n", "{run:?}");
+        assert!(run.stderr.is_empty(), "{run:?}");
+        let run = stowage(&[Path::new("diff"), &file, &file, Path::new("--json")]);
+        assert_eq!(run.code(), Some(0), "{run:?}");
+        assert_eq!(
+            parse(&run),
+            serde_json::json!({"same": true, "differences": []})
+        );
+    }
+}
+
+#[test]
+fn diff_of_two_fixtures_lists_the_differences() {
+    let (a, b) = (fixture("simple.pt"), fixture("views.pt"));
+    let run = stowage(&[Path::new("diff"), &a, &b]);
+    assert_eq!(run.code(), Some(1), "{run:?}");
+    assert!(run.stderr.is_empty(), "{run:?}");
+    let lines: Vec<&str> = run.stdout.lines().collect();
+    assert!(lines.contains(&"weight: missing in B"), "{run:?}");
+    assert!(lines.contains(&"base: missing in A"), "{run:?}");
+    assert_eq!(
+        *lines.last().unwrap(),
+        format!("{} differences", lines.len() - 1)
+    );
+
+    let run = stowage(&[Path::new("diff"), &a, &b, Path::new("--json")]);
+    assert_eq!(run.code(), Some(1), "{run:?}");
+    let doc = parse(&run);
+    assert_eq!(keys(&doc), set(&["same", "differences"]));
+    assert_eq!(doc["same"], false);
+    let diffs = doc["differences"].as_array().unwrap();
+    assert_eq!(diffs.len(), lines.len() - 1);
+    for d in diffs {
+        assert!(d["path"].is_array(), "{d}");
+        let kind = d["kind"].as_str().unwrap();
+        assert!(
+            [
+                "missing_in_a",
+                "missing_in_b",
+                "dtype",
+                "shape",
+                "values",
+                "sharing"
+            ]
+            .contains(&kind),
+            "{d}"
+        );
+    }
+}
+
+/// Two checkpoints that differ in every way `diff` knows, written by the library.
+#[test]
+fn diff_reports_each_kind_of_difference() {
+    let dir = TempDir::new("diff");
+    let (a, b) = (dir.join("a.pt"), dir.join("b.pt"));
+    let w = Tensor::from_slice(&[1.0f32, 2.0, 3.0, 4.0]).unwrap();
+    let s = Tensor::from_slice(&[1i64, 2]).unwrap();
+    let same = Tensor::from_slice(&[7u8, 8, 9]).unwrap();
+    stowage::save(
+        &a,
+        &Checkpoint::from_state_dict([
+            ("w", w.clone()),
+            ("w_again", w.clone()),
+            ("d", Tensor::from_slice(&[1.0f32]).unwrap()),
+            ("s", s.clone()),
+            ("same", same.clone()),
+            ("only_a", s.clone()),
+        ]),
+    )
+    .unwrap();
+    stowage::save(
+        &b,
+        &Checkpoint::from_state_dict([
+            ("w", Tensor::from_slice(&[1.0f32, 2.0, 3.5, 4.25]).unwrap()),
+            ("w_again", w.deep_clone().unwrap()),
+            (
+                "d",
+                Tensor::from_slice(&[1.0f32])
+                    .unwrap()
+                    .to_dtype(DType::Float64)
+                    .unwrap(),
+            ),
+            ("s", s.reshape(&[2, 1]).unwrap()),
+            ("same", same),
+            ("only_b", s),
+        ]),
+    )
+    .unwrap();
+
+    let run = stowage(&[Path::new("diff"), &a, &b]);
+    assert_eq!(run.code(), Some(1), "{run:?}");
+    assert_eq!(
+        run.stdout,
+        "w: values differ in 2 of 4 elements, max abs diff 5e-1\n\
+         d: dtype float32 in A, float64 in B\n\
+         s: shape [2] in A, [2, 1] in B\n\
+         only_a: missing in B\n\
+         only_b: missing in A\n\
+         w: sharing: w, w_again share one storage in A but not in B (there: w alone; w_again alone)\n\
+         6 differences\n"
+    );
+
+    let run = stowage(&[Path::new("diff"), &a, &b, Path::new("--json")]);
+    assert_eq!(run.code(), Some(1), "{run:?}");
+    let doc = parse(&run);
+    assert_eq!(doc["same"], false);
+    let diffs = doc["differences"].as_array().unwrap();
+    let kinds: Vec<&str> = diffs.iter().map(|d| d["kind"].as_str().unwrap()).collect();
+    assert_eq!(
+        kinds,
+        [
+            "values",
+            "dtype",
+            "shape",
+            "missing_in_b",
+            "missing_in_a",
+            "sharing"
+        ]
+    );
+    assert_eq!(diffs[0]["path"], serde_json::json!(["w"]));
+    assert_eq!(diffs[0]["max_abs_diff"], 0.5);
+    assert_eq!(diffs[0]["elements_differing"], 2);
+    assert_eq!(diffs[1]["a"], "float32");
+    assert_eq!(diffs[1]["b"], "float64");
+    assert_eq!(diffs[2]["b"], serde_json::json!([2, 1]));
+    assert_eq!(diffs[5]["shared_in"], "a");
+    assert_eq!(diffs[5]["paths"], serde_json::json!([["w"], ["w_again"]]));
+
+    // The other way round, the sharing is B's.
+    let run = stowage(&[Path::new("diff"), &b, &a, Path::new("--json")]);
+    let doc = parse(&run);
+    let sharing: Vec<&Json> = doc["differences"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| d["kind"] == "sharing")
+        .collect();
+    assert_eq!(sharing.len(), 1, "{run:?}");
+    assert_eq!(sharing[0]["shared_in"], "b");
+}
+
+#[test]
+fn diff_of_an_unreadable_file_exits_2() {
+    let hostile = fixture("hostile/os_system.pt");
+    let run = stowage(&[Path::new("diff"), &fixture("simple.pt"), &hostile]);
+    assert_eq!(run.code(), Some(2), "{run:?}");
+    assert_one_error_line(&run, "os_system.pt");
+    let run = stowage(&[
+        Path::new("diff"),
+        &fixture("no_such_file.pt"),
+        &fixture("simple.pt"),
+    ]);
+    assert_eq!(run.code(), Some(2), "{run:?}");
+    assert_one_error_line(&run, "no_such_file.pt");
+}
+
+// ---------------------------------------------------------------- verify
+
+#[test]
+fn verify_passes_every_good_fixture() {
+    for file in good_fixtures() {
+        let run = stowage(&[Path::new("verify"), &file]);
+        assert_eq!(run.code(), Some(0), "{}: {run:?}", file.display());
+        assert_eq!(run.stdout.lines().last(), Some("ok"), "{run:?}");
+        assert!(run.stderr.is_empty(), "{run:?}");
+    }
+}
+
+#[test]
+fn verify_reports_the_defect_of_each_hostile_fixture() {
+    for file in hostile_fixtures() {
+        let name = file_name(&file);
+        let run = stowage(&[Path::new("verify"), &file]);
+        assert!(
+            !run.stderr.contains("panicked") && !run.stdout.contains("panicked"),
+            "{name}: {run:?}"
+        );
+        if name == "memo_doubling.pt" {
+            assert_eq!(run.code(), Some(0), "{run:?}");
+            continue;
+        }
+        assert!(matches!(run.code(), Some(1 | 2)), "{name}: {run:?}");
+        if run.code() == Some(1) {
+            let lines: Vec<&str> = run.stdout.lines().collect();
+            let last = *lines.last().unwrap();
+            assert!(
+                last == "1 defect" || last.ends_with(" defects"),
+                "{name}: {run:?}"
+            );
+            // Every defect line names the file.
+            let defects = lines[..lines.len() - 1]
+                .iter()
+                .filter(|l| !l.contains(": note: ") && !l.contains(": warning: "));
+            for line in defects {
+                assert!(line.contains(&name), "{name}: {line}");
+            }
+        } else {
+            assert_one_error_line(&run, &name);
+        }
+    }
+    // The bomb is flagged although PyTorch reads its first 48 bytes happily.
+    let run = stowage(&[Path::new("verify"), &fixture("hostile/deflate_bomb.pt")]);
+    assert_eq!(run.code(), Some(1), "{run:?}");
+    assert!(
+        run.stdout.contains("data/0") && run.stdout.contains("inflates past"),
+        "{run:?}"
+    );
+    // The location of a refused global: the pickle record.
+    let run = stowage(&[Path::new("verify"), &fixture("hostile/os_system.pt")]);
+    assert_eq!(run.code(), Some(1), "{run:?}");
+    assert!(
+        run.stdout.contains("data.pkl") && run.stdout.contains("os.system"),
+        "{run:?}"
+    );
+}
+
+/// `simple.pt` rebuilt record by record with an extra, unreferenced record,
+/// with the central directory's CRC-32 of `data/0` replaced by `crc`.
+fn rebuilt_simple(crc: Option<u32>) -> Vec<u8> {
+    let original = std::fs::read(fixture("simple.pt")).unwrap();
+    let zip = ZipReader::new(&original[..], &ZipLimits::default()).unwrap();
+    let root = format!("{}/", zip.root());
+    let mut w = ZipWriter::new(Vec::new(), "simple", 64);
+    for e in zip.entries() {
+        w.write_record(
+            e.name.strip_prefix(&root).unwrap(),
+            &zip.read_to_vec(e).unwrap(),
+        )
+        .unwrap();
+    }
+    w.write_record("data/99", b"nobody reads me").unwrap();
+    let mut bytes = w.finish().unwrap();
+    if let Some(crc) = crc {
+        // The central header of simple/data/0: signature, then the CRC at +16 and the name at +46.
+        let name = b"simple/data/0";
+        let at = (0..bytes.len() - 46 - name.len())
+            .find(|&i| {
+                bytes[i..i + 4] == *b"PK\x01\x02" && bytes[i + 46..i + 46 + name.len()] == *name
+            })
+            .expect("central header of data/0");
+        bytes[at + 16..at + 20].copy_from_slice(&crc.to_le_bytes());
+    }
+    bytes
+}
+
+#[test]
+fn verify_notes_unreferenced_records_and_warns_of_missing_crcs() {
+    let dir = TempDir::new("verify");
+    let extra = dir.join("extra.pt");
+    std::fs::write(&extra, rebuilt_simple(None)).unwrap();
+    let run = stowage(&[Path::new("verify"), &extra]);
+    assert_eq!(run.code(), Some(0), "{run:?}");
+    assert!(
+        run.stdout
+            .contains("note: record simple/data/99 (15 bytes) is never referenced"),
+        "{run:?}"
+    );
+    assert!(run.stdout.ends_with("\nok\n"), "{run:?}");
+
+    // CRC-32 0: what PyTorch writes with CRC computation off. A warning, not a defect.
+    let no_crc = dir.join("no_crc.pt");
+    std::fs::write(&no_crc, rebuilt_simple(Some(0))).unwrap();
+    let run = stowage(&[Path::new("verify"), &no_crc]);
+    assert_eq!(run.code(), Some(0), "{run:?}");
+    assert!(
+        run.stdout
+            .contains("warning: record simple/data/0: no CRC-32 recorded"),
+        "{run:?}"
+    );
+
+    // A wrong CRC-32: a defect naming the record and where its data lies.
+    let bad_crc = dir.join("bad_crc.pt");
+    std::fs::write(&bad_crc, rebuilt_simple(Some(0x1234_5678))).unwrap();
+    let run = stowage(&[Path::new("verify"), &bad_crc]);
+    assert_eq!(run.code(), Some(1), "{run:?}");
+    let defect = run
+        .stdout
+        .lines()
+        .find(|l| l.contains("crc-32 mismatch"))
+        .unwrap_or_else(|| panic!("{run:?}"));
+    assert!(
+        defect.contains("bad_crc.pt")
+            && defect.contains("simple/data/0")
+            && defect.contains("offset"),
+        "{defect}"
+    );
+    assert_eq!(run.stdout.lines().last(), Some("1 defect"), "{run:?}");
+}
+
+#[test]
+fn verify_of_a_file_that_cannot_be_opened_exits_2() {
+    let run = stowage(&[Path::new("verify"), &fixture("no_such_file.pt")]);
+    assert_eq!(run.code(), Some(2), "{run:?}");
+    assert_one_error_line(&run, "no_such_file.pt");
+    assert!(run.stdout.is_empty(), "{run:?}");
+    let run = stowage(&[Path::new("verify"), &fixtures().join("hostile")]);
+    assert_eq!(run.code(), Some(2), "{run:?}");
+    assert_one_error_line(&run, "hostile");
+}
+
+// ---------------------------------------------------------------- bench
+
+fn storage_bytes(file: &Path) -> u64 {
+    let doc = parse(&stowage(&[Path::new("inspect"), file, Path::new("--json")]));
+    doc["storages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["nbytes"].as_u64().unwrap())
+        .sum()
+}
+
+fn check_bench_json(run: &Run, op: &str, bytes: u64) {
+    assert_eq!(run.code(), Some(0), "{run:?}");
+    // No progress bar when stderr is not a terminal.
+    assert!(run.stderr.is_empty(), "{run:?}");
+    assert_eq!(run.stdout.lines().count(), 1, "{run:?}");
+    let doc = parse(run);
+    assert_eq!(
+        keys(&doc),
+        set(&["op", "mmap", "bytes", "median_s", "min_s", "gb_per_s"]),
+        "{run:?}"
+    );
+    assert_eq!(doc["op"], op);
+    assert_eq!(doc["mmap"], false);
+    assert_eq!(doc["bytes"].as_u64(), Some(bytes));
+    let (median, min) = (
+        doc["median_s"].as_f64().unwrap(),
+        doc["min_s"].as_f64().unwrap(),
+    );
+    assert!(min > 0.0 && min <= median, "{run:?}");
+    let gbps = doc["gb_per_s"].as_f64().unwrap();
+    assert!(
+        (gbps - bytes as f64 / median / 1e9).abs() <= 1e-9 * gbps.max(1.0),
+        "{run:?}"
+    );
+    // The keys in the contract's order.
+    assert!(
+        run.stdout.starts_with(&format!(
+            "{{\"op\": \"{op}\", \"mmap\": false, \"bytes\": {bytes}, \"median_s\": "
+        )),
+        "{run:?}"
+    );
+}
+
+#[test]
+fn bench_load_prints_the_contract_json() {
+    let file = fixture("dtypes.pt");
+    let run = stowage(&[
+        Path::new("bench"),
+        Path::new("load"),
+        &file,
+        Path::new("--repeat"),
+        Path::new("2"),
+        Path::new("--json"),
+    ]);
+    check_bench_json(&run, "load", storage_bytes(&file));
+}
+
+#[test]
+fn bench_save_prints_the_contract_json_and_cleans_up() {
+    let file = fixture("views.pt");
+    let run = stowage(&[
+        Path::new("bench"),
+        Path::new("save"),
+        &file,
+        Path::new("--repeat"),
+        Path::new("2"),
+        Path::new("--json"),
+    ]);
+    check_bench_json(&run, "save", storage_bytes(&file));
+    let prefix = format!("stowage-bench-{}-", run.pid);
+    let left: Vec<String> = std::fs::read_dir(std::env::temp_dir())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(&prefix))
+        .collect();
+    assert!(left.is_empty(), "temporary files left behind: {left:?}");
+}
+
+#[test]
+fn bench_without_json_prints_a_line_for_people() {
+    let run = stowage(&[
+        Path::new("bench"),
+        Path::new("load"),
+        &fixture("simple.pt"),
+        Path::new("--repeat"),
+        Path::new("1"),
+    ]);
+    assert_eq!(run.code(), Some(0), "{run:?}");
+    assert_eq!(run.stdout.lines().count(), 1, "{run:?}");
+    assert!(
+        run.stdout.starts_with("load ") && run.stdout.contains("GB/s"),
+        "{run:?}"
+    );
+}
+
+#[test]
+fn bench_mmap_is_refused_until_it_exists() {
+    let run = stowage(&[
+        Path::new("bench"),
+        Path::new("load"),
+        &fixture("simple.pt"),
+        Path::new("--mmap"),
+        Path::new("--json"),
+    ]);
+    assert_eq!(run.code(), Some(2), "{run:?}");
+    assert_one_error_line(&run, "simple.pt");
+    assert!(
+        run.stderr.contains("--mmap is not supported yet"),
+        "{run:?}"
+    );
+    assert!(run.stdout.is_empty(), "{run:?}");
+}
+
+#[test]
+fn bench_refuses_bad_input_and_usage() {
+    let run = stowage(&[
+        Path::new("bench"),
+        Path::new("load"),
+        &fixture("hostile/os_system.pt"),
+        Path::new("--json"),
+    ]);
+    assert_eq!(run.code(), Some(2), "{run:?}");
+    assert_one_error_line(&run, "os_system.pt");
+    let run = stowage(&[
+        Path::new("bench"),
+        Path::new("load"),
+        &fixture("simple.pt"),
+        Path::new("--repeat"),
+        Path::new("0"),
+    ]);
+    assert_eq!(run.code(), Some(2), "{run:?}");
+    let run = stowage(&[Path::new("bench"), Path::new("copy"), &fixture("simple.pt")]);
+    assert_eq!(run.code(), Some(2), "{run:?}");
+}
