@@ -105,7 +105,7 @@ fn clone_fill_set(page: &mut Page<'_>) -> Result<(), Failure> {
     let s = t.untyped_storage().deep_clone()?;
     page.code("s = t.untyped_storage().clone()   # new bytes at a new address")?;
     s.fill_(0)?;
-    page.code("s.fill_(0)")?;
+    page.code("_ = s.fill_(0)")?;
     page.code("hex(t.untyped_storage().data_ptr()), hex(s.data_ptr())")?;
     page.line(format_args!(
         "('{:#x}', '{:#x}')",
@@ -114,7 +114,6 @@ fn clone_fill_set(page: &mut Page<'_>) -> Result<(), Failure> {
     ))?;
     t.set_(&s, 0, &[3], &[1])?;
     page.code("t.set_(s, 0, (3,), (1,))   # storage, storage_offset, size, stride")?;
-    page.code("t")?;
     page.line(&t)?;
     page.code("t.untyped_storage().data_ptr() == s.data_ptr()")?;
     page.line(py_bool(t.untyped_storage().data_ptr() == s.data_ptr()))?;

@@ -86,13 +86,19 @@ pub struct Failure {
 impl Failure {
     /// An input that could not be read or was refused: exit status 2.
     pub fn input(error: stowage::Error) -> Failure {
-        Failure { status: USAGE_OR_INPUT, error: Box::new(error) }
+        Failure {
+            status: USAGE_OR_INPUT,
+            error: Box::new(error),
+        }
     }
 
     /// An error concerning the tensor at `path`: exit status 2.
     pub fn at(path: &[stowage::serialize::PathKey], error: stowage::Error) -> Failure {
         let path = stowage::serialize::dotted(path);
-        Failure::input(stowage::Error::AtPath { path, source: Box::new(error) })
+        Failure::input(stowage::Error::AtPath {
+            path,
+            source: Box::new(error),
+        })
     }
 
     /// A failure with exit status 1 and the message `message`.

@@ -16,6 +16,17 @@ pub struct Layout {
     offset: usize,
 }
 
+/// `offset + index * stride`, checked.
+fn advance(offset: usize, index: usize, stride: usize) -> Result<usize> {
+    index
+        .checked_mul(stride)
+        .and_then(|d| offset.checked_add(d))
+        .ok_or_else(|| Error::SizeOverflow {
+            what: "storage offset",
+            detail: format!("{offset} + {index} * {stride}"),
+        })
+}
+
 /// Wraps a possibly negative dimension into `0..ndim` (0-dim tensors accept -1 and 0, as PyTorch).
 ///
 /// # Errors
@@ -295,7 +306,7 @@ impl Layout {
             });
         }
         let mut l = self.clone();
-        l.offset += s as usize * self.stride[d];
+        l.offset = advance(l.offset, s as usize, self.stride[d])?;
         l.shape[d] = length;
         Ok(l)
     }
@@ -324,7 +335,7 @@ impl Layout {
         let begin = start.map_or(0, clamp);
         let end = stop.map_or(size as usize, clamp).max(begin);
         let mut l = self.clone();
-        l.offset += begin * self.stride[d];
+        l.offset = advance(l.offset, begin, self.stride[d])?;
         l.shape[d] = (end - begin).div_ceil(step);
         l.stride[d] = self.stride[d].saturating_mul(step);
         Ok(l)
@@ -345,7 +356,7 @@ impl Layout {
         let d = self.dim(dim, "select")?;
         let i = wrap_index(index, d, self.shape[d])?;
         let mut l = self.clone();
-        l.offset += i * self.stride[d];
+        l.offset = advance(l.offset, i, self.stride[d])?;
         l.shape.remove(d);
         l.stride.remove(d);
         Ok(l)
@@ -580,10 +591,10 @@ impl Layout {
         .max(0) as usize;
         let mut l = self.clone();
         if len > 0 {
-            l.offset += if offset >= 0 {
-                offset as usize * self.stride[b]
+            l.offset = if offset >= 0 {
+                advance(l.offset, offset as usize, self.stride[b])?
             } else {
-                offset.unsigned_abs() * self.stride[a]
+                advance(l.offset, offset.unsigned_abs(), self.stride[a])?
             };
         }
         let st = self.stride[a].saturating_add(self.stride[b]);
@@ -836,12 +847,16 @@ impl Iterator for Offsets<'_> {
         let current = self.next;
         // Advance the odometer from the last dimension.
         for d in (0..self.index.len()).rev() {
+            // Wrapping: past the last element the next offset is never used, and a
+            // layout that does not fit any storage may still be iterated.
             self.index[d] += 1;
-            self.next += self.layout.stride[d];
+            self.next = self.next.wrapping_add(self.layout.stride[d]);
             if self.index[d] < self.layout.shape[d] {
                 break;
             }
-            self.next -= self.layout.stride[d] * self.index[d];
+            self.next = self
+                .next
+                .wrapping_sub(self.layout.stride[d].wrapping_mul(self.index[d]));
             self.index[d] = 0;
         }
         Some(current)

@@ -15,7 +15,9 @@ use std::path::Path;
 use safetensors::tensor::{Dtype, SafeTensors, TensorView};
 
 use crate::layout::Layout;
-use crate::serialize::object::{ByteOrder, Checkpoint, Format, Object, StorageRecord, TensorObject};
+use crate::serialize::object::{
+    ByteOrder, Checkpoint, Format, Object, StorageRecord, TensorObject,
+};
 use crate::serialize::pickle::Value;
 use crate::serialize::zip::ReadAt;
 use crate::serialize::{dotted, LoadOptions};
@@ -23,32 +25,66 @@ use crate::{DType, Error, Result, Tensor, UntypedStorage};
 
 fn to_dtype(d: Dtype) -> Result<DType> {
     let tag = format!("{d:?}");
-    DType::from_safetensors_tag(&tag).ok_or(Error::Unsupported { what: format!("safetensors dtype {tag}") })
+    DType::from_safetensors_tag(&tag).ok_or(Error::Unsupported {
+        what: format!("safetensors dtype {tag}"),
+    })
 }
 
 fn from_dtype(d: DType) -> Option<Dtype> {
     use Dtype::*;
-    let all = [BOOL, U8, I8, F8_E5M2, F8_E4M3, F8_E8M0, F8_E4M3FNUZ, F8_E5M2FNUZ, I16, U16, F16, BF16, I32, U32, F32, C64, F64, I64, U64];
+    let all = [
+        BOOL,
+        U8,
+        I8,
+        F8_E5M2,
+        F8_E4M3,
+        F8_E8M0,
+        F8_E4M3FNUZ,
+        F8_E5M2FNUZ,
+        I16,
+        U16,
+        F16,
+        BF16,
+        I32,
+        U32,
+        F32,
+        C64,
+        F64,
+        I64,
+        U64,
+    ];
     let tag = d.safetensors_tag()?;
     all.into_iter().find(|x| format!("{x:?}") == tag)
 }
 
 pub(crate) fn load<R: ReadAt>(source: &R, options: &LoadOptions) -> Result<Checkpoint> {
-    let len = usize::try_from(source.len()).map_err(|_| Error::SizeOverflow { what: "file", detail: source.len().to_string() })?;
+    let len = usize::try_from(source.len()).map_err(|_| Error::SizeOverflow {
+        what: "file",
+        detail: source.len().to_string(),
+    })?;
     let mut buf = vec![0u8; len];
-    source.read_exact_at(&mut buf, 0).map_err(|e| Error::Io { path: Default::default(), source: e })?;
+    source.read_exact_at(&mut buf, 0).map_err(|e| Error::Io {
+        path: Default::default(),
+        source: e,
+    })?;
     let st = SafeTensors::deserialize(&buf)?;
     let (_, meta) = SafeTensors::read_metadata(&buf)?;
     let mut ckpt = Checkpoint::new();
     ckpt.format = Format::Safetensors;
     ckpt.byteorder = ByteOrder::Little;
-    ckpt.safetensors_metadata = meta.metadata().as_ref().map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect());
+    ckpt.safetensors_metadata = meta
+        .metadata()
+        .as_ref()
+        .map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect());
     let device = options.map_location.unwrap_or_default();
     let mut items = Vec::new();
     // The file's order: by data offset.
     for (i, name) in meta.offset_keys().into_iter().enumerate() {
         let view = st.tensor(&name)?;
-        let dtype = to_dtype(view.dtype()).map_err(|e| Error::AtPath { path: name.clone(), source: Box::new(e) })?;
+        let dtype = to_dtype(view.dtype()).map_err(|e| Error::AtPath {
+            path: name.clone(),
+            source: Box::new(e),
+        })?;
         let storage = if device.is_meta() {
             UntypedStorage::new_on(view.data().len(), device)?
         } else {
@@ -57,9 +93,21 @@ pub(crate) fn load<R: ReadAt>(source: &R, options: &LoadOptions) -> Result<Check
             s
         };
         let layout = Layout::contiguous(view.shape())?;
-        let tensor = Tensor::from_parts(storage.clone(), dtype, layout).map_err(|e| Error::AtPath { path: name.clone(), source: Box::new(e) })?;
-        ckpt.storages.push(StorageRecord { key: i.to_string(), storage, dtype: Some(dtype), location: device.to_string() });
-        items.push((Value::str(&name), Value::Ext(Object::Tensor(TensorObject::new(tensor)))));
+        let tensor =
+            Tensor::from_parts(storage.clone(), dtype, layout).map_err(|e| Error::AtPath {
+                path: name.clone(),
+                source: Box::new(e),
+            })?;
+        ckpt.storages.push(StorageRecord {
+            key: i.to_string(),
+            storage,
+            dtype: Some(dtype),
+            location: device.to_string(),
+        });
+        items.push((
+            Value::str(&name),
+            Value::Ext(Object::Tensor(TensorObject::new(tensor))),
+        ));
     }
     let root = ckpt.graph.dict(items);
     ckpt.root = Value::Node(root);
@@ -78,30 +126,54 @@ pub fn save(path: impl AsRef<Path>, ckpt: &Checkpoint) -> Result<()> {
     let mut seen = std::collections::HashSet::new();
     for (p, t) in ckpt.tensors()? {
         let name = dotted(&p);
-        let at = |e: Error| Error::AtPath { path: name.clone(), source: Box::new(e) };
+        let at = |e: Error| Error::AtPath {
+            path: name.clone(),
+            source: Box::new(e),
+        };
         let x = &t.tensor;
         if t.quantization.is_some() || from_dtype(x.dtype()).is_none() {
-            return Err(at(Error::DTypeUnsupported { op: "saving to safetensors", dtype: x.dtype() }));
+            return Err(at(Error::DTypeUnsupported {
+                op: "saving to safetensors",
+                dtype: x.dtype(),
+            }));
         }
         if !seen.insert(name.clone()) {
-            return Err(at(Error::InvalidArgument { op: "saving to safetensors", what: "name", value: "two tensors have this name".into() }));
+            return Err(at(Error::InvalidArgument {
+                op: "saving to safetensors",
+                what: "name",
+                value: "two tensors have this name".into(),
+            }));
         }
         let c = t.resolved().and_then(|r| r.contiguous()).map_err(at)?;
         let bytes = c.untyped_storage().bytes().map_err(at)?;
         let start = c.storage_offset() * c.element_size();
-        tensors.push((name.clone(), x.dtype(), x.shape().to_vec(), bytes[start..start + c.nbytes()].to_vec()));
+        tensors.push((
+            name.clone(),
+            x.dtype(),
+            x.shape().to_vec(),
+            bytes[start..start + c.nbytes()].to_vec(),
+        ));
     }
     let views: Vec<(String, TensorView<'_>)> = tensors
         .iter()
         .map(|(n, d, s, b)| {
-            let dt = from_dtype(*d).ok_or(Error::DTypeUnsupported { op: "saving to safetensors", dtype: *d })?;
+            let dt = from_dtype(*d).ok_or(Error::DTypeUnsupported {
+                op: "saving to safetensors",
+                dtype: *d,
+            })?;
             Ok((n.clone(), TensorView::new(dt, s.clone(), b)?))
         })
         .collect::<Result<_>>()?;
-    let meta: Option<HashMap<String, String>> = ckpt.safetensors_metadata.as_ref().map(|m: &BTreeMap<_, _>| m.clone().into_iter().collect());
+    let meta: Option<HashMap<String, String>> = ckpt
+        .safetensors_metadata
+        .as_ref()
+        .map(|m: &BTreeMap<_, _>| m.clone().into_iter().collect());
     let bytes = safetensors::tensor::serialize(views, meta)?;
     crate::serialize::write_atomically(path.as_ref(), |f| {
         use std::io::Write;
-        f.write_all(&bytes).map_err(|e| Error::Io { path: path.as_ref().to_owned(), source: e })
+        f.write_all(&bytes).map_err(|e| Error::Io {
+            path: path.as_ref().to_owned(),
+            source: e,
+        })
     })
 }

@@ -214,7 +214,7 @@ impl Tensor {
     }
     /// `numel() * element_size()`: the bytes of the elements, not of the storage.
     pub fn nbytes(&self) -> usize {
-        self.numel() * self.element_size()
+        self.numel().saturating_mul(self.element_size())
     }
     /// True when the elements are laid out row-major without gaps.
     pub fn is_contiguous(&self) -> bool {
@@ -233,7 +233,7 @@ impl Tensor {
     pub fn data_ptr(&self) -> usize {
         match self.storage.data_ptr() {
             0 => 0,
-            p => p + self.storage_offset() * self.element_size(),
+            p => p.wrapping_add(self.storage_offset().wrapping_mul(self.element_size())),
         }
     }
     /// Whether gradients would be recorded for this tensor.

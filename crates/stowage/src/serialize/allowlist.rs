@@ -70,12 +70,25 @@ const UNSUPPORTED_REBUILDS: &[&str] = &[
     "_rebuild_device_tensor_from_cpu_tensor",
 ];
 
-const QSCHEMES: &[&str] =
-    &["per_tensor_affine", "per_tensor_symmetric", "per_channel_affine", "per_channel_symmetric", "per_channel_affine_float_qparams"];
+const QSCHEMES: &[&str] = &[
+    "per_tensor_affine",
+    "per_tensor_symmetric",
+    "per_channel_affine",
+    "per_channel_symmetric",
+    "per_channel_affine_float_qparams",
+];
 
 const LEGACY_TENSOR_CLASSES: &[&str] = &[
-    "DoubleTensor", "FloatTensor", "HalfTensor", "BFloat16Tensor", "LongTensor", "IntTensor", "ShortTensor",
-    "CharTensor", "ByteTensor", "BoolTensor",
+    "DoubleTensor",
+    "FloatTensor",
+    "HalfTensor",
+    "BFloat16Tensor",
+    "LongTensor",
+    "IntTensor",
+    "ShortTensor",
+    "CharTensor",
+    "ByteTensor",
+    "BoolTensor",
 ];
 
 /// Resolves `module.name` to an allowed global, or refuses it.
@@ -85,7 +98,10 @@ const LEGACY_TENSOR_CLASSES: &[&str] = &[
 /// # Errors
 /// [`Error::GlobalNotAllowed`] for anything outside PyTorch's default allowlist.
 pub fn resolve(module: &str, name: &str) -> Result<Global> {
-    let refuse = || Error::GlobalNotAllowed { module: module.to_owned(), name: name.to_owned() };
+    let refuse = || Error::GlobalNotAllowed {
+        module: module.to_owned(),
+        name: name.to_owned(),
+    };
     let module_norm = match module {
         "__builtin__" => "builtins",
         "torch.tensor" => "torch._tensor",
@@ -116,8 +132,12 @@ pub fn resolve(module: &str, name: &str) -> Result<Global> {
         ("builtins", "set") => Global::Set,
         ("builtins", "bytearray") => Global::ByteArray,
         ("builtins", "complex") => Global::Complex,
-        ("torch", n) if QSCHEMES.contains(&n) => Global::QScheme(QSCHEMES.iter().find(|q| **q == n).copied().unwrap_or("")),
-        ("torch", n) if LEGACY_TENSOR_CLASSES.contains(&n) => Global::LegacyTensorClass(n.to_owned()),
+        ("torch", n) if QSCHEMES.contains(&n) => {
+            Global::QScheme(QSCHEMES.iter().find(|q| **q == n).copied().unwrap_or(""))
+        }
+        ("torch", n) if LEGACY_TENSOR_CLASSES.contains(&n) => {
+            Global::LegacyTensorClass(n.to_owned())
+        }
         ("torch", n) if is_sub_byte_int(n) => Global::SubByteDType(n.to_owned()),
         // Legacy storage classes are allowed as `torch.X` and their CUDA twins `torch.cuda.X`.
         ("torch" | "torch.cuda", n) if n.ends_with("Storage") => {
@@ -125,7 +145,11 @@ pub fn resolve(module: &str, name: &str) -> Result<Global> {
         }
         // Dtype objects are allowed under their primary names only (`str(torch.float32)`).
         ("torch", n) => {
-            return crate::dtype::DTYPES.iter().find(|d| d.name == n).map(|d| Global::DType(d.dtype)).ok_or_else(refuse)
+            return crate::dtype::DTYPES
+                .iter()
+                .find(|d| d.name == n)
+                .map(|d| Global::DType(d.dtype))
+                .ok_or_else(refuse)
         }
         _ => return Err(refuse()),
     };
@@ -142,13 +166,31 @@ mod tests {
 
     #[test]
     fn allows_what_pytorch_allows() {
-        assert_eq!(resolve("torch._utils", "_rebuild_tensor_v2").unwrap(), Global::RebuildTensorV2);
-        assert_eq!(resolve("torch", "FloatStorage").unwrap(), Global::Storage(Some(DType::Float32)));
-        assert_eq!(resolve("torch.cuda", "HalfStorage").unwrap(), Global::Storage(Some(DType::Float16)));
-        assert_eq!(resolve("torch.storage", "UntypedStorage").unwrap(), Global::Storage(None));
-        assert_eq!(resolve("torch", "float8_e4m3fn").unwrap(), Global::DType(DType::Float8E4M3Fn));
+        assert_eq!(
+            resolve("torch._utils", "_rebuild_tensor_v2").unwrap(),
+            Global::RebuildTensorV2
+        );
+        assert_eq!(
+            resolve("torch", "FloatStorage").unwrap(),
+            Global::Storage(Some(DType::Float32))
+        );
+        assert_eq!(
+            resolve("torch.cuda", "HalfStorage").unwrap(),
+            Global::Storage(Some(DType::Float16))
+        );
+        assert_eq!(
+            resolve("torch.storage", "UntypedStorage").unwrap(),
+            Global::Storage(None)
+        );
+        assert_eq!(
+            resolve("torch", "float8_e4m3fn").unwrap(),
+            Global::DType(DType::Float8E4M3Fn)
+        );
         assert_eq!(resolve("__builtin__", "set").unwrap(), Global::Set);
-        assert_eq!(resolve("torch", "uint3").unwrap(), Global::SubByteDType("uint3".into()));
+        assert_eq!(
+            resolve("torch", "uint3").unwrap(),
+            Global::SubByteDType("uint3".into())
+        );
     }
 
     #[test]
@@ -167,7 +209,9 @@ mod tests {
             ("torch.nn", "Linear"),
         ] {
             match resolve(m, n) {
-                Err(Error::GlobalNotAllowed { module, name }) => assert_eq!((module.as_str(), name.as_str()), (m, n)),
+                Err(Error::GlobalNotAllowed { module, name }) => {
+                    assert_eq!((module.as_str(), name.as_str()), (m, n))
+                }
                 other => panic!("{m}.{n}: {other:?}"),
             }
         }

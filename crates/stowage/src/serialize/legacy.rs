@@ -27,12 +27,22 @@ struct Pending {
 }
 
 impl StorageSource for Pending {
-    fn load(&mut self, key: &str, nbytes: usize, _dtype: Option<DType>, device: Device) -> Result<UntypedStorage> {
+    fn load(
+        &mut self,
+        key: &str,
+        nbytes: usize,
+        _dtype: Option<DType>,
+        device: Device,
+    ) -> Result<UntypedStorage> {
         // Every byte of every storage is in the file: refuse claims larger than the file
         // before allocating them.
         self.declared = self.declared.saturating_add(nbytes as u64);
         if !device.is_meta() && self.declared > self.file_len {
-            return Err(Error::RecordSize { name: format!("storage {key}"), expected: self.file_len, found: self.declared });
+            return Err(Error::RecordSize {
+                name: format!("storage {key}"),
+                expected: self.file_len,
+                found: self.declared,
+            });
         }
         let s = UntypedStorage::new_on(nbytes, device)?;
         self.storages.push((key.to_owned(), s.clone()));
@@ -47,19 +57,38 @@ impl Hooks for Plain {
     type Ext = ();
     type Error = Error;
     fn find_class(&mut self, module: &str, name: &str) -> Result<Value<()>> {
-        Err(Error::GlobalNotAllowed { module: module.into(), name: name.into() })
+        Err(Error::GlobalNotAllowed {
+            module: module.into(),
+            name: name.into(),
+        })
     }
     fn persistent_load(&mut self, _: &mut Graph<()>, _: Value<()>) -> Result<Value<()>> {
-        Err(Error::BadObject { context: "legacy header", expected: "plain data", found: "a persistent id".into() })
+        Err(Error::BadObject {
+            context: "legacy header",
+            expected: "plain data",
+            found: "a persistent id".into(),
+        })
     }
     fn reduce(&mut self, _: &mut Graph<()>, _: Value<()>, _: Value<()>) -> Result<Value<()>> {
-        Err(Error::BadObject { context: "legacy header", expected: "plain data", found: "a call".into() })
+        Err(Error::BadObject {
+            context: "legacy header",
+            expected: "plain data",
+            found: "a call".into(),
+        })
     }
     fn build(&mut self, _: &mut Graph<()>, _: Value<()>, _: Value<()>) -> Result<Value<()>> {
-        Err(Error::BadObject { context: "legacy header", expected: "plain data", found: "BUILD".into() })
+        Err(Error::BadObject {
+            context: "legacy header",
+            expected: "plain data",
+            found: "BUILD".into(),
+        })
     }
     fn new_obj(&mut self, _: &mut Graph<()>, _: Value<()>, _: Value<()>) -> Result<Value<()>> {
-        Err(Error::BadObject { context: "legacy header", expected: "plain data", found: "NEWOBJ".into() })
+        Err(Error::BadObject {
+            context: "legacy header",
+            expected: "plain data",
+            found: "NEWOBJ".into(),
+        })
     }
 }
 
@@ -67,23 +96,50 @@ impl Hooks for Plain {
 fn window<R: ReadAt>(source: &R, pos: u64, n: u64) -> Result<Vec<u8>> {
     let n = n.min(source.len().saturating_sub(pos));
     let mut buf = vec![0u8; n as usize];
-    source.read_exact_at(&mut buf, pos).map_err(|e| Error::Io { path: Default::default(), source: e })?;
+    source.read_exact_at(&mut buf, pos).map_err(|e| Error::Io {
+        path: Default::default(),
+        source: e,
+    })?;
     Ok(buf)
 }
 
 /// True when a failed read might succeed with more of the file.
 fn wants_more(e: &Error, have: u64, pos: u64, len: u64, max: u64) -> bool {
-    matches!(e, Error::Pickle(PickleError::Truncated { .. } | PickleError::NoStop { .. })) && have < len - pos && have < max
+    matches!(
+        e,
+        Error::Pickle(PickleError::Truncated { .. } | PickleError::NoStop { .. })
+    ) && have < len - pos
+        && have < max
 }
 
 /// Reads a header pickle (plain data only) at `*pos` and advances past it.
-fn header<R: ReadAt>(source: &R, pos: &mut u64, options: &LoadOptions, what: &'static str) -> Result<Pickled<()>> {
+fn header<R: ReadAt>(
+    source: &R,
+    pos: &mut u64,
+    options: &LoadOptions,
+    what: &'static str,
+) -> Result<Pickled<()>> {
     let mut n: u64 = 1 << 12;
     loop {
         let buf = window(source, *pos, n)?;
         match pickle::unpickle(&buf, &mut Plain, &options.pickle_limits) {
-            Err(e) if wants_more(&e, buf.len() as u64, *pos, source.len(), options.max_pickle_bytes) => n *= 4,
-            Err(e) => return Err(Error::InRecord { name: what.into(), source: Box::new(e) }),
+            Err(e)
+                if wants_more(
+                    &e,
+                    buf.len() as u64,
+                    *pos,
+                    source.len(),
+                    options.max_pickle_bytes,
+                ) =>
+            {
+                n *= 4
+            }
+            Err(e) => {
+                return Err(Error::InRecord {
+                    name: what.into(),
+                    source: Box::new(e),
+                })
+            }
             Ok(p) => {
                 *pos += p.consumed as u64;
                 return Ok(p);
@@ -97,11 +153,17 @@ pub(crate) fn load<R: ReadAt>(source: &R, options: &LoadOptions) -> Result<Check
     let mut pos = 0u64;
     let magic = header(source, &mut pos, options, "magic number")?;
     if !matches!(&magic.root, Value::BigInt(b) if **b == BigInt::from(MAGIC_NUMBER)) {
-        return Err(Error::NotACheckpoint { detail: "invalid magic number; corrupt file?".into() });
+        return Err(Error::NotACheckpoint {
+            detail: "invalid magic number; corrupt file?".into(),
+        });
     }
     match header(source, &mut pos, options, "protocol version")?.root {
         Value::Int(PROTOCOL_VERSION) => {}
-        other => return Err(Error::NotACheckpoint { detail: format!("invalid protocol version: {other:?}") }),
+        other => {
+            return Err(Error::NotACheckpoint {
+                detail: format!("invalid protocol version: {other:?}"),
+            })
+        }
     }
     header(source, &mut pos, options, "sys_info")?;
 
@@ -109,13 +171,30 @@ pub(crate) fn load<R: ReadAt>(source: &R, options: &LoadOptions) -> Result<Check
     let mut n: u64 = 1 << 16;
     let (pickled, records, ordered, state, pending) = loop {
         let buf = window(source, pos, n)?;
-        let mut pending = Pending { storages: Vec::new(), declared: 0, file_len: len };
-        let mut hooks = TorchHooks::new(&mut pending, options.map_location, ByteOrder::Little, true);
+        let mut pending = Pending {
+            storages: Vec::new(),
+            declared: 0,
+            file_len: len,
+        };
+        let mut hooks =
+            TorchHooks::new(&mut pending, options.map_location, ByteOrder::Little, true);
         match pickle::unpickle(&buf, &mut hooks, &options.pickle_limits) {
-            Err(e) if wants_more(&e, buf.len() as u64, pos, len, options.max_pickle_bytes) => n *= 4,
-            Err(e) => return Err(Error::InRecord { name: "object pickle".into(), source: Box::new(e) }),
+            Err(e) if wants_more(&e, buf.len() as u64, pos, len, options.max_pickle_bytes) => {
+                n *= 4
+            }
+            Err(e) => {
+                return Err(Error::InRecord {
+                    name: "object pickle".into(),
+                    source: Box::new(e),
+                })
+            }
             Ok(p) => {
-                let TorchHooks { records, ordered, state, .. } = hooks;
+                let TorchHooks {
+                    records,
+                    ordered,
+                    state,
+                    ..
+                } = hooks;
                 break (p, records, ordered, state, pending);
             }
         }
@@ -125,35 +204,59 @@ pub(crate) fn load<R: ReadAt>(source: &R, options: &LoadOptions) -> Result<Check
     let keys = header(source, &mut pos, options, "storage keys")?;
     let key_list: Vec<String> = match &keys.root {
         Value::Node(id) => match keys.graph.try_get(*id) {
-            Some(Node::List(items)) => items.iter().map(|v| v.as_str().map(str::to_owned)).collect::<Option<_>>(),
+            Some(Node::List(items)) => items
+                .iter()
+                .map(|v| v.as_str().map(str::to_owned))
+                .collect::<Option<_>>(),
             _ => None,
         },
         _ => None,
     }
-    .ok_or(Error::BadObject { context: "legacy storage keys", expected: "a list of str", found: "something else".into() })?;
+    .ok_or(Error::BadObject {
+        context: "legacy storage keys",
+        expected: "a list of str",
+        found: "something else".into(),
+    })?;
 
     for key in &key_list {
         let (storage, dtype) = records
             .iter()
             .find(|r| &r.key == key)
             .map(|r| (r.storage.clone(), r.dtype))
-            .ok_or_else(|| Error::MissingRecord { name: format!("storage {key} (listed but never referenced)") })?;
+            .ok_or_else(|| Error::MissingRecord {
+                name: format!("storage {key} (listed but never referenced)"),
+            })?;
         let count_bytes = window(source, pos, 8)?;
         let count = <[u8; 8]>::try_from(count_bytes.as_slice())
             .map(u64::from_le_bytes)
-            .map_err(|_| Error::MissingRecord { name: format!("storage {key} (file ends at offset {pos})") })?;
+            .map_err(|_| Error::MissingRecord {
+                name: format!("storage {key} (file ends at offset {pos})"),
+            })?;
         pos += 8;
         let elem = dtype.map_or(1, DType::size) as u64;
         let nbytes = count.saturating_mul(elem);
         if nbytes != storage.nbytes() as u64 {
-            return Err(Error::RecordSize { name: format!("storage {key}"), expected: storage.nbytes() as u64, found: nbytes });
+            return Err(Error::RecordSize {
+                name: format!("storage {key}"),
+                expected: storage.nbytes() as u64,
+                found: nbytes,
+            });
         }
         if pos.checked_add(nbytes).map_or(true, |end| end > len) {
-            return Err(Error::RecordSize { name: format!("storage {key}"), expected: nbytes, found: len.saturating_sub(pos) });
+            return Err(Error::RecordSize {
+                name: format!("storage {key}"),
+                expected: nbytes,
+                found: len.saturating_sub(pos),
+            });
         }
         if !storage.is_meta() {
             let mut bytes = storage.bytes_mut()?;
-            source.read_exact_at(&mut bytes, pos).map_err(|e| Error::Io { path: Default::default(), source: e })?;
+            source
+                .read_exact_at(&mut bytes, pos)
+                .map_err(|e| Error::Io {
+                    path: Default::default(),
+                    source: e,
+                })?;
             if cfg!(target_endian = "big") {
                 if let Some(d) = dtype {
                     super::read::byteswap(&mut bytes, d);
@@ -163,7 +266,9 @@ pub(crate) fn load<R: ReadAt>(source: &R, options: &LoadOptions) -> Result<Check
         pos += nbytes;
     }
     if let Some(r) = records.iter().find(|r| !key_list.contains(&r.key)) {
-        return Err(Error::MissingRecord { name: format!("storage {} (referenced but not listed)", r.key) });
+        return Err(Error::MissingRecord {
+            name: format!("storage {} (referenced but not listed)", r.key),
+        });
     }
     drop(pending);
     Ok(Checkpoint {

@@ -19,9 +19,11 @@ use std::fs::File;
 use std::path::Path;
 
 pub use allowlist::Global;
-pub use object::{dotted, ByteOrder, Checkpoint, Format, Object, PathKey, StorageRecord, StorageRef, TensorObject};
-pub use write::{archive_name, save, save_to_writer, save_with, SaveOptions};
+pub use object::{
+    dotted, ByteOrder, Checkpoint, Format, Object, PathKey, StorageRecord, StorageRef, TensorObject,
+};
 pub(crate) use write::write_atomically;
+pub use write::{archive_name, save, save_to_writer, save_with, SaveOptions};
 
 use self::pickle::Limits;
 use self::read::{StorageSource, TorchHooks};
@@ -72,8 +74,16 @@ pub fn load(path: impl AsRef<Path>) -> Result<Checkpoint> {
 /// As [`load`].
 pub fn load_with(path: impl AsRef<Path>, options: &LoadOptions) -> Result<Checkpoint> {
     let path = path.as_ref();
-    let in_file = |e: Error| Error::InFile { path: path.to_owned(), source: Box::new(e) };
-    let file = File::open(path).map_err(|e| in_file(Error::Io { path: path.to_owned(), source: e }))?;
+    let in_file = |e: Error| Error::InFile {
+        path: path.to_owned(),
+        source: Box::new(e),
+    };
+    let file = File::open(path).map_err(|e| {
+        in_file(Error::Io {
+            path: path.to_owned(),
+            source: e,
+        })
+    })?;
     load_from(file, options).map_err(in_file)
 }
 
@@ -90,31 +100,49 @@ fn sniff<R: ReadAt>(source: &R) -> Result<Format> {
     let len = source.len();
     let mut head = [0u8; 16];
     let n = len.min(16) as usize;
-    source.read_exact_at(&mut head[..n], 0).map_err(|e| Error::Io { path: Default::default(), source: e })?;
+    source
+        .read_exact_at(&mut head[..n], 0)
+        .map_err(|e| Error::Io {
+            path: Default::default(),
+            source: e,
+        })?;
     let head = &head[..n];
     if head.starts_with(b"PK\x03\x04") {
         return Ok(Format::TorchZip);
     }
     if head.starts_with(b"PYTORCH1") {
-        return Err(Error::NotACheckpoint { detail: "an unsupported archive format from the preview release (PYTORCH1)".into() });
+        return Err(Error::NotACheckpoint {
+            detail: "an unsupported archive format from the preview release (PYTORCH1)".into(),
+        });
     }
     if head.starts_with(legacy::MAGIC_PREFIX) {
         return Ok(Format::TorchLegacy);
     }
     if len >= 265 {
         let mut ustar = [0u8; 5];
-        source.read_exact_at(&mut ustar, 257).map_err(|e| Error::Io { path: Default::default(), source: e })?;
+        source
+            .read_exact_at(&mut ustar, 257)
+            .map_err(|e| Error::Io {
+                path: Default::default(),
+                source: e,
+            })?;
         if &ustar == b"ustar" {
-            return Err(Error::Unsupported { what: "the tar checkpoint format of PyTorch 0.3 and older".into() });
+            return Err(Error::Unsupported {
+                what: "the tar checkpoint format of PyTorch 0.3 and older".into(),
+            });
         }
     }
     if n >= 9 && head[8] == b'{' {
         return Ok(Format::Safetensors);
     }
     if len == 0 {
-        return Err(Error::NotACheckpoint { detail: "the file is empty".into() });
+        return Err(Error::NotACheckpoint {
+            detail: "the file is empty".into(),
+        });
     }
-    Err(Error::NotACheckpoint { detail: format!("unrecognised leading bytes {:02x?}", &head[..n.min(8)]) })
+    Err(Error::NotACheckpoint {
+        detail: format!("unrecognised leading bytes {:02x?}", &head[..n.min(8)]),
+    })
 }
 
 fn load_from<R: ReadAt>(source: R, options: &LoadOptions) -> Result<Checkpoint> {
@@ -131,19 +159,42 @@ struct ZipSource<'z, R: ReadAt> {
 }
 
 impl<R: ReadAt> StorageSource for ZipSource<'_, R> {
-    fn load(&mut self, key: &str, nbytes: usize, _dtype: Option<DType>, device: Device) -> Result<UntypedStorage> {
+    fn load(
+        &mut self,
+        key: &str,
+        nbytes: usize,
+        _dtype: Option<DType>,
+        device: Device,
+    ) -> Result<UntypedStorage> {
         let name = format!("data/{key}");
-        let entry = self.zip.find(&name).ok_or_else(|| Error::MissingRecord { name: name.clone() })?;
+        let entry = self
+            .zip
+            .find(&name)
+            .ok_or_else(|| Error::MissingRecord { name: name.clone() })?;
         if entry.size != nbytes as u64 {
-            return Err(Error::RecordSize { name, expected: nbytes as u64, found: entry.size });
+            return Err(Error::RecordSize {
+                name,
+                expected: nbytes as u64,
+                found: entry.size,
+            });
         }
         if device.is_meta() {
             return UntypedStorage::new_on(nbytes, device);
         }
         // A deflated record cannot expand more than deflate's maximum ratio; refuse
         // impossible claims before allocating what they declare.
-        if entry.method == Method::Deflated && entry.size > entry.compressed_size.saturating_mul(1032).saturating_add(1024) {
-            return Err(Error::RecordSize { name, expected: entry.compressed_size.saturating_mul(1032), found: entry.size });
+        if entry.method == Method::Deflated
+            && entry.size
+                > entry
+                    .compressed_size
+                    .saturating_mul(1032)
+                    .saturating_add(1024)
+        {
+            return Err(Error::RecordSize {
+                name,
+                expected: entry.compressed_size.saturating_mul(1032),
+                found: entry.size,
+            });
         }
         let storage = UntypedStorage::new_on(nbytes, device)?;
         {
@@ -158,12 +209,19 @@ impl<R: ReadAt> StorageSource for ZipSource<'_, R> {
 }
 
 fn load_zip<R: ReadAt>(source: R, options: &LoadOptions) -> Result<Checkpoint> {
-    let limits = ZipLimits { max_entries: options.max_records, max_record_to_vec: options.max_pickle_bytes };
+    let limits = ZipLimits {
+        max_entries: options.max_records,
+        max_record_to_vec: options.max_pickle_bytes,
+    };
     let zip = ZipReader::new(source, &limits)?;
     if zip.find("constants.pkl").is_some() {
-        return Err(Error::Unsupported { what: "TorchScript archives (constants.pkl)".into() });
+        return Err(Error::Unsupported {
+            what: "TorchScript archives (constants.pkl)".into(),
+        });
     }
-    let pkl_entry = zip.find("data.pkl").ok_or_else(|| Error::MissingRecord { name: "data.pkl".into() })?;
+    let pkl_entry = zip.find("data.pkl").ok_or_else(|| Error::MissingRecord {
+        name: "data.pkl".into(),
+    })?;
     let pkl = zip.read_to_vec(pkl_entry)?;
     let byteorder = match zip.find("byteorder") {
         None => ByteOrder::Little,
@@ -179,10 +237,17 @@ fn load_zip<R: ReadAt>(source: R, options: &LoadOptions) -> Result<Checkpoint> {
             }
         },
     };
-    let mut src = ZipSource { zip: &zip, verify_crc: options.verify_crc };
+    let mut src = ZipSource {
+        zip: &zip,
+        verify_crc: options.verify_crc,
+    };
     let mut hooks = TorchHooks::new(&mut src, options.map_location, byteorder, false);
-    let pickled = pickle::unpickle(&pkl, &mut hooks, &options.pickle_limits)
-        .map_err(|e| Error::InRecord { name: "data.pkl".into(), source: Box::new(e) })?;
+    let pickled = pickle::unpickle(&pkl, &mut hooks, &options.pickle_limits).map_err(|e| {
+        Error::InRecord {
+            name: "data.pkl".into(),
+            source: Box::new(e),
+        }
+    })?;
     Ok(Checkpoint {
         format: Format::TorchZip,
         byteorder,

@@ -57,7 +57,13 @@ pub struct TensorObject {
 impl TensorObject {
     /// A plain tensor object (not a Parameter, no quantization, no lazy bits).
     pub fn new(tensor: Tensor) -> TensorObject {
-        TensorObject { tensor, parameter: false, quantization: None, conj: false, neg: false }
+        TensorObject {
+            tensor,
+            parameter: false,
+            quantization: None,
+            conj: false,
+            neg: false,
+        }
     }
 
     /// The logical values as a tensor: `tensor` itself, or a copy with the lazy
@@ -113,7 +119,9 @@ pub struct StorageRecord {
 impl StorageRecord {
     /// The class name PyTorch wrote for the storage (`FloatStorage`, `UntypedStorage`).
     pub fn storage_type(&self) -> &'static str {
-        self.dtype.and_then(DType::storage_class).unwrap_or("UntypedStorage")
+        self.dtype
+            .and_then(DType::storage_class)
+            .unwrap_or("UntypedStorage")
     }
 }
 
@@ -181,7 +189,10 @@ pub fn dotted(path: &[PathKey]) -> String {
     if path.is_empty() {
         return "tensor".into();
     }
-    path.iter().map(|k| k.to_string()).collect::<Vec<_>>().join(".")
+    path.iter()
+        .map(|k| k.to_string())
+        .collect::<Vec<_>>()
+        .join(".")
 }
 
 /// A loaded (or to-be-saved) checkpoint: the object graph and its storages.
@@ -205,9 +216,10 @@ pub struct Checkpoint {
     pub safetensors_metadata: Option<std::collections::BTreeMap<String, String>>,
 }
 
-/// Most (path, tensor) pairs a walk will list before refusing (a shared
-/// structure can have exponentially many paths).
-pub const MAX_PATHS: usize = 10_000_000;
+/// Most work a walk does before refusing: each value visited and each path
+/// step listed counts one (a shared structure can have exponentially many
+/// paths, and each listed path is copied).
+pub const MAX_PATHS: usize = 8_000_000;
 
 impl Checkpoint {
     /// An empty checkpoint whose root is `None`.
@@ -225,12 +237,17 @@ impl Checkpoint {
     }
 
     /// A checkpoint holding an `OrderedDict` of `name → tensor` (a state dict).
-    pub fn from_state_dict<S: AsRef<str>>(entries: impl IntoIterator<Item = (S, Tensor)>) -> Checkpoint {
+    pub fn from_state_dict<S: AsRef<str>>(
+        entries: impl IntoIterator<Item = (S, Tensor)>,
+    ) -> Checkpoint {
         let mut c = Checkpoint::new();
         let items: Vec<_> = entries
             .into_iter()
             .map(|(k, t)| {
-                (Value::str(k.as_ref()), Value::Ext(Object::Tensor(TensorObject::new(t))))
+                (
+                    Value::str(k.as_ref()),
+                    Value::Ext(Object::Tensor(TensorObject::new(t))),
+                )
             })
             .collect();
         let id = c.graph.dict(items);
@@ -249,7 +266,14 @@ impl Checkpoint {
         let mut on_path = HashSet::new();
         let mut budget = MAX_PATHS;
         let holds = self.nodes_holding_tensors();
-        self.walk(&self.root, &mut path, &mut on_path, &mut budget, &holds, &mut out)?;
+        self.walk(
+            &self.root,
+            &mut path,
+            &mut on_path,
+            &mut budget,
+            &holds,
+            &mut out,
+        )?;
         Ok(out)
     }
 
@@ -319,9 +343,16 @@ impl Checkpoint {
         holds: &[bool],
         out: &mut Vec<(Vec<PathKey>, &'a TensorObject)>,
     ) -> Result<()> {
-        *budget = budget.checked_sub(1).ok_or(Error::LimitExceeded { limit: "paths walked", max: MAX_PATHS as u64 })?;
+        *budget = budget.checked_sub(1).ok_or(Error::LimitExceeded {
+            limit: "paths walked",
+            max: MAX_PATHS as u64,
+        })?;
         let id = match v {
             Value::Ext(Object::Tensor(t)) => {
+                *budget = budget.checked_sub(path.len()).ok_or(Error::LimitExceeded {
+                    limit: "paths walked",
+                    max: MAX_PATHS as u64,
+                })?;
                 out.push((path.clone(), t));
                 return Ok(());
             }
@@ -355,7 +386,10 @@ impl Checkpoint {
 
     /// The record key of the storage a tensor views, if it is one of this checkpoint's.
     pub fn storage_key(&self, tensor: &Tensor) -> Option<&str> {
-        self.storages.iter().find(|s| s.storage.is_same(tensor.untyped_storage())).map(|s| s.key.as_str())
+        self.storages
+            .iter()
+            .find(|s| s.storage.is_same(tensor.untyped_storage()))
+            .map(|s| s.key.as_str())
     }
 
     /// The tensors as a flat state dict: `(dotted path, tensor)` in pickle order.
@@ -363,7 +397,11 @@ impl Checkpoint {
     /// # Errors
     /// As [`tensors`](Self::tensors).
     pub fn state_dict(&self) -> Result<Vec<(String, Tensor)>> {
-        Ok(self.tensors()?.into_iter().map(|(p, t)| (dotted(&p), t.tensor.clone())).collect())
+        Ok(self
+            .tensors()?
+            .into_iter()
+            .map(|(p, t)| (dotted(&p), t.tensor.clone()))
+            .collect())
     }
 }
 

@@ -17,7 +17,13 @@ use crate::{DType, Device, Error, Result, Tensor, UntypedStorage};
 /// Where storage bytes come from while a pickle is read.
 pub(crate) trait StorageSource {
     /// A storage of `nbytes` for record `key`, on `device` (meta: no bytes read).
-    fn load(&mut self, key: &str, nbytes: usize, dtype: Option<DType>, device: Device) -> Result<UntypedStorage>;
+    fn load(
+        &mut self,
+        key: &str,
+        nbytes: usize,
+        dtype: Option<DType>,
+        device: Device,
+    ) -> Result<UntypedStorage>;
 }
 
 /// PyTorch's `torch.load` semantics as pickle hooks.
@@ -34,7 +40,12 @@ pub(crate) struct TorchHooks<'s, S: StorageSource> {
 }
 
 impl<'s, S: StorageSource> TorchHooks<'s, S> {
-    pub fn new(source: &'s mut S, map_location: Option<Device>, byteorder: ByteOrder, legacy: bool) -> Self {
+    pub fn new(
+        source: &'s mut S,
+        map_location: Option<Device>,
+        byteorder: ByteOrder,
+        legacy: bool,
+    ) -> Self {
         TorchHooks {
             source,
             map_location,
@@ -58,7 +69,11 @@ fn bad(context: &'static str, expected: &'static str, found: &V, graph: &Graph<O
         Value::Int(i) => format!("int {i}"),
         other => format!("{other:?}").chars().take(40).collect(),
     };
-    Error::BadObject { context, expected, found }
+    Error::BadObject {
+        context,
+        expected,
+        found,
+    }
 }
 
 fn object_kind(o: &Object) -> &'static str {
@@ -97,7 +112,10 @@ fn as_usize(graph: &Graph<Object>, v: &V, context: &'static str) -> Result<usize
 fn as_dims(graph: &Graph<Object>, v: &V, context: &'static str) -> Result<Vec<usize>> {
     match v {
         Value::Ext(Object::Size(s)) => Ok(s.clone()),
-        _ => tuple_items(graph, v, context)?.iter().map(|x| as_usize(graph, x, context)).collect(),
+        _ => tuple_items(graph, v, context)?
+            .iter()
+            .map(|x| as_usize(graph, x, context))
+            .collect(),
     }
 }
 
@@ -125,7 +143,11 @@ fn as_tensor(graph: &Graph<Object>, v: &V, context: &'static str) -> Result<Tens
 
 /// Swaps each element's bytes in place (complex: each half), as PyTorch's `byteswap`.
 pub(crate) fn byteswap(bytes: &mut [u8], dtype: DType) {
-    let unit = if dtype.is_complex() { dtype.size() / 2 } else { dtype.size() };
+    let unit = if dtype.is_complex() {
+        dtype.size() / 2
+    } else {
+        dtype.size()
+    };
     if unit > 1 {
         for chunk in bytes.chunks_exact_mut(unit) {
             chunk.reverse();
@@ -149,7 +171,14 @@ impl<S: StorageSource> TorchHooks<'_, S> {
         }
         let dtype = match &items[1] {
             Value::Ext(Object::Global(Global::Storage(d))) => *d,
-            other => return Err(bad("persistent id storage class", "a storage class", other, graph)),
+            other => {
+                return Err(bad(
+                    "persistent id storage class",
+                    "a storage class",
+                    other,
+                    graph,
+                ))
+            }
         };
         let key: Arc<str> = match &items[2] {
             Value::Str(s) => s.clone(),
@@ -159,7 +188,9 @@ impl<S: StorageSource> TorchHooks<'_, S> {
         let location = as_str(graph, &items[3], "persistent id location")?.to_owned();
         let numel = as_usize(graph, &items[4], "persistent id numel")?;
         if self.legacy && items.len() == 6 && !items[5].is_none() {
-            return Err(Error::Unsupported { what: "legacy storage views (view_metadata in a persistent id)".into() });
+            return Err(Error::Unsupported {
+                what: "legacy storage views (view_metadata in a persistent id)".into(),
+            });
         }
         if let Some(hit) = self.cache.get(&key) {
             // PyTorch caches by key; a later reference's class is ignored (the first dtype wins).
@@ -178,10 +209,13 @@ impl<S: StorageSource> TorchHooks<'_, S> {
                 found: location.clone(),
             })?,
         };
-        let storage = self
-            .source
-            .load(&key, nbytes, dtype, device)
-            .map_err(|e| Error::InStorage { key: key.to_string(), source: Box::new(e) })?;
+        let storage =
+            self.source
+                .load(&key, nbytes, dtype, device)
+                .map_err(|e| Error::InStorage {
+                    key: key.to_string(),
+                    source: Box::new(e),
+                })?;
         if self.byteorder == ByteOrder::Big && !storage.is_meta() {
             // PyTorch swaps typed (v2) storages by their dtype; untyped (v3) ones load as
             // uint8 and are never swapped. stowage does the same (see docs/format.md).
@@ -189,8 +223,17 @@ impl<S: StorageSource> TorchHooks<'_, S> {
                 storage.with_bytes_mut("byteswap", |b| byteswap(b, d))?;
             }
         }
-        let r = StorageRef { storage: storage.clone(), dtype, key: key.clone() };
-        self.records.push(StorageRecord { key: key.to_string(), storage, dtype, location });
+        let r = StorageRef {
+            storage: storage.clone(),
+            dtype,
+            key: key.clone(),
+        };
+        self.records.push(StorageRecord {
+            key: key.to_string(),
+            storage,
+            dtype,
+            location,
+        });
         self.cache.insert(key, r.clone());
         Ok(r)
     }
@@ -216,8 +259,11 @@ impl<S: StorageSource> TorchHooks<'_, S> {
             &as_dims(graph, stride, "tensor stride")?,
             as_usize(graph, offset, "tensor storage offset")?,
         )?;
-        let mut t = Tensor::from_parts(s.storage.clone(), dtype, layout)
-            .map_err(|e| Error::InStorage { key: s.key.to_string(), source: Box::new(e) })?;
+        let mut t =
+            Tensor::from_parts(s.storage.clone(), dtype, layout).map_err(|e| Error::InStorage {
+                key: s.key.to_string(),
+                source: Box::new(e),
+            })?;
         if let Some(rg) = requires_grad {
             t.requires_grad_(as_bool(graph, rg, "requires_grad")?);
         }
@@ -228,7 +274,11 @@ impl<S: StorageSource> TorchHooks<'_, S> {
         let n = args.len();
         let arity = |lo: usize, hi: usize, name: &'static str| {
             if n < lo || n > hi {
-                Err(Error::BadObject { context: name, expected: "the documented arguments", found: format!("{n} arguments") })
+                Err(Error::BadObject {
+                    context: name,
+                    expected: "the documented arguments",
+                    found: format!("{n} arguments"),
+                })
             } else {
                 Ok(())
             }
@@ -241,11 +291,22 @@ impl<S: StorageSource> TorchHooks<'_, S> {
         Ok(match f {
             Global::RebuildTensor => {
                 arity(4, 4, "_rebuild_tensor")?;
-                tensor(self.rebuild(graph, &args[0], &args[1], &args[2], &args[3], None, None)?, None)?
+                tensor(
+                    self.rebuild(graph, &args[0], &args[1], &args[2], &args[3], None, None)?,
+                    None,
+                )?
             }
             Global::RebuildTensorV2 => {
                 arity(6, 7, "_rebuild_tensor_v2")?;
-                let t = self.rebuild(graph, &args[0], &args[1], &args[2], &args[3], Some(&args[4]), None)?;
+                let t = self.rebuild(
+                    graph,
+                    &args[0],
+                    &args[1],
+                    &args[2],
+                    &args[3],
+                    Some(&args[4]),
+                    None,
+                )?;
                 tensor(t, args.get(6))?
             }
             Global::RebuildTensorV3 => {
@@ -254,7 +315,15 @@ impl<S: StorageSource> TorchHooks<'_, S> {
                     Value::Ext(Object::DType(d)) => *d,
                     other => return Err(bad("_rebuild_tensor_v3 dtype", "a dtype", other, graph)),
                 };
-                let t = self.rebuild(graph, &args[0], &args[1], &args[2], &args[3], Some(&args[4]), Some(dtype))?;
+                let t = self.rebuild(
+                    graph,
+                    &args[0],
+                    &args[1],
+                    &args[2],
+                    &args[3],
+                    Some(&args[4]),
+                    Some(dtype),
+                )?;
                 tensor(t, args.get(7))?
             }
             Global::RebuildQTensor => {
@@ -262,14 +331,35 @@ impl<S: StorageSource> TorchHooks<'_, S> {
                 let params = tuple_items(graph, &args[4], "quantizer params")?;
                 let scheme = match params.first() {
                     Some(Value::Ext(Object::QScheme(q))) => *q,
-                    other => return Err(bad("quantizer params", "a qscheme", other.unwrap_or(&Value::None), graph)),
+                    other => {
+                        return Err(bad(
+                            "quantizer params",
+                            "a qscheme",
+                            other.unwrap_or(&Value::None),
+                            graph,
+                        ))
+                    }
                 };
                 if scheme != "per_tensor_affine" || params.len() != 3 {
-                    return Err(Error::Unsupported { what: format!("quantized tensors with qscheme {scheme}") });
+                    return Err(Error::Unsupported {
+                        what: format!("quantized tensors with qscheme {scheme}"),
+                    });
                 }
-                let scale = params[1].as_f64().ok_or_else(|| bad("quantizer scale", "a float", &params[1], graph))?;
-                let zero = params[2].as_i64().ok_or_else(|| bad("quantizer zero point", "an int", &params[2], graph))?;
-                let mut t = self.rebuild(graph, &args[0], &args[1], &args[2], &args[3], Some(&args[5]), None)?;
+                let scale = params[1]
+                    .as_f64()
+                    .ok_or_else(|| bad("quantizer scale", "a float", &params[1], graph))?;
+                let zero = params[2]
+                    .as_i64()
+                    .ok_or_else(|| bad("quantizer zero point", "an int", &params[2], graph))?;
+                let mut t = self.rebuild(
+                    graph,
+                    &args[0],
+                    &args[1],
+                    &args[2],
+                    &args[3],
+                    Some(&args[5]),
+                    None,
+                )?;
                 t.requires_grad_(false);
                 let mut obj = TensorObject::new(t);
                 obj.quantization = Some((scale, zero));
@@ -278,7 +368,8 @@ impl<S: StorageSource> TorchHooks<'_, S> {
             Global::RebuildParameter | Global::RebuildParameterWithState => {
                 arity(3, 4, "_rebuild_parameter")?;
                 let mut p = as_tensor(graph, &args[0], "parameter data")?;
-                p.tensor.requires_grad_(as_bool(graph, &args[1], "parameter requires_grad")?);
+                p.tensor
+                    .requires_grad_(as_bool(graph, &args[1], "parameter requires_grad")?);
                 p.parameter = true;
                 Value::Ext(Object::Tensor(p))
             }
@@ -287,13 +378,28 @@ impl<S: StorageSource> TorchHooks<'_, S> {
                 let is_param = match &args[1] {
                     Value::Ext(Object::Global(Global::TensorClass)) => false,
                     Value::Ext(Object::Global(Global::ParameterClass)) => true,
-                    other => return Err(bad("_rebuild_from_type_v2 type", "torch.Tensor or Parameter", other, graph)),
+                    other => {
+                        return Err(bad(
+                            "_rebuild_from_type_v2 type",
+                            "torch.Tensor or Parameter",
+                            other,
+                            graph,
+                        ))
+                    }
                 };
                 let inner = match &args[0] {
                     Value::Ext(Object::Global(g)) => g.clone(),
-                    other => return Err(bad("_rebuild_from_type_v2 function", "a rebuild function", other, graph)),
+                    other => {
+                        return Err(bad(
+                            "_rebuild_from_type_v2 function",
+                            "a rebuild function",
+                            other,
+                            graph,
+                        ))
+                    }
                 };
-                let inner_args = tuple_items(graph, &args[2], "_rebuild_from_type_v2 args")?.to_vec();
+                let inner_args =
+                    tuple_items(graph, &args[2], "_rebuild_from_type_v2 args")?.to_vec();
                 let mut v = self.call(graph, &inner, &inner_args)?;
                 if let Value::Ext(Object::Tensor(t)) = &mut v {
                     t.parameter |= is_param;
@@ -307,7 +413,9 @@ impl<S: StorageSource> TorchHooks<'_, S> {
                 }
                 if let Some(init) = args.first() {
                     let pairs = match init {
-                        Value::Node(l) => graph.try_get(*l).map(|n| n.values().cloned().collect::<Vec<_>>()),
+                        Value::Node(l) => graph
+                            .try_get(*l)
+                            .map(|n| n.values().cloned().collect::<Vec<_>>()),
                         _ => None,
                     }
                     .ok_or_else(|| bad("OrderedDict argument", "a list of pairs", init, graph))?;
@@ -347,28 +455,48 @@ impl<S: StorageSource> TorchHooks<'_, S> {
                 let s = as_str(graph, &args[0], "_codecs.encode text")?;
                 let enc = as_str(graph, &args[1], "_codecs.encode encoding")?;
                 let bytes: Vec<u8> = match enc {
-                    "latin1" | "latin-1" | "iso-8859-1" => {
-                        s.chars().map(|c| u8::try_from(c as u32)).collect::<std::result::Result<_, _>>().map_err(|_| {
-                            Error::BadObject { context: "_codecs.encode", expected: "latin-1 text", found: "a wider character".into() }
-                        })?
-                    }
+                    "latin1" | "latin-1" | "iso-8859-1" => s
+                        .chars()
+                        .map(|c| u8::try_from(c as u32))
+                        .collect::<std::result::Result<_, _>>()
+                        .map_err(|_| Error::BadObject {
+                            context: "_codecs.encode",
+                            expected: "latin-1 text",
+                            found: "a wider character".into(),
+                        })?,
                     "utf-8" | "utf8" => s.as_bytes().to_vec(),
-                    other => return Err(Error::Unsupported { what: format!("_codecs.encode with encoding {other:?}") }),
+                    other => {
+                        return Err(Error::Unsupported {
+                            what: format!("_codecs.encode with encoding {other:?}"),
+                        })
+                    }
                 };
                 Value::Bytes(bytes.into())
             }
             Global::Set | Global::ByteArray => {
                 let items: Vec<V> = match args.first() {
-                    Some(Value::Node(id)) => graph.try_get(*id).map(|n| n.values().cloned().collect()).unwrap_or_default(),
+                    Some(Value::Node(id)) => graph
+                        .try_get(*id)
+                        .map(|n| n.values().cloned().collect())
+                        .unwrap_or_default(),
                     Some(Value::Bytes(b)) if *f == Global::ByteArray => {
                         return Ok(Value::Node(graph.add(Node::ByteArray(b.to_vec()))));
                     }
-                    Some(other) => return Err(bad("set/bytearray argument", "a list", other, graph)),
+                    Some(other) => {
+                        return Err(bad("set/bytearray argument", "a list", other, graph))
+                    }
                     None => Vec::new(),
                 };
                 if *f == Global::ByteArray {
-                    let bytes = items.iter().map(|v| v.as_i64().and_then(|i| u8::try_from(i).ok())).collect::<Option<Vec<u8>>>();
-                    let bytes = bytes.ok_or(Error::BadObject { context: "bytearray", expected: "bytes", found: "other values".into() })?;
+                    let bytes = items
+                        .iter()
+                        .map(|v| v.as_i64().and_then(|i| u8::try_from(i).ok()))
+                        .collect::<Option<Vec<u8>>>();
+                    let bytes = bytes.ok_or(Error::BadObject {
+                        context: "bytearray",
+                        expected: "bytes",
+                        found: "other values".into(),
+                    })?;
                     Value::Node(graph.add(Node::ByteArray(bytes)))
                 } else {
                     Value::Node(graph.add(Node::Set(items)))
@@ -381,13 +509,23 @@ impl<S: StorageSource> TorchHooks<'_, S> {
             }
             Global::GetLayout => {
                 arity(1, 1, "_get_layout")?;
-                Value::Ext(Object::Layout(as_str(graph, &args[0], "_get_layout")?.to_owned()))
+                Value::Ext(Object::Layout(
+                    as_str(graph, &args[0], "_get_layout")?.to_owned(),
+                ))
             }
             Global::UnsupportedRebuild(name) => {
-                return Err(Error::Unsupported { what: format!("torch._utils.{name} (sparse, nested, meta-only or subclass tensors)") })
+                return Err(Error::Unsupported {
+                    what: format!(
+                        "torch._utils.{name} (sparse, nested, meta-only or subclass tensors)"
+                    ),
+                })
             }
             other => {
-                return Err(Error::BadObject { context: "REDUCE", expected: "a callable", found: format!("{other:?}") });
+                return Err(Error::BadObject {
+                    context: "REDUCE",
+                    expected: "a callable",
+                    found: format!("{other:?}"),
+                });
             }
         })
     }
@@ -398,7 +536,9 @@ impl<S: StorageSource> TorchHooks<'_, S> {
 /// backends' metadata) are refused rather than silently dropped.
 fn lazy_bits(graph: &Graph<Object>, meta: Option<&V>) -> Result<(bool, bool)> {
     let (mut conj, mut neg) = (false, false);
-    let Some(meta) = meta else { return Ok((conj, neg)) };
+    let Some(meta) = meta else {
+        return Ok((conj, neg));
+    };
     let items = match meta {
         Value::Node(id) => match graph.try_get(*id) {
             Some(Node::Dict(items)) => items,
@@ -410,7 +550,11 @@ fn lazy_bits(graph: &Graph<Object>, meta: Option<&V>) -> Result<(bool, bool)> {
         match (k.as_str(), v.as_bool()) {
             (Some("conj"), Some(b)) => conj = b,
             (Some("neg"), Some(b)) => neg = b,
-            _ => return Err(Error::Unsupported { what: format!("tensor metadata entry {k:?}") }),
+            _ => {
+                return Err(Error::Unsupported {
+                    what: format!("tensor metadata entry {k:?}"),
+                })
+            }
         }
     }
     Ok((conj, neg))
@@ -448,7 +592,14 @@ impl<S: StorageSource> Hooks for TorchHooks<'_, S> {
             }
             // PyTorch sets Python attributes on tensors and Parameters; stowage has none to set.
             Value::Ext(Object::Tensor(_)) => {}
-            other => return Err(bad("BUILD", "an OrderedDict, tensor or Parameter", other, graph)),
+            other => {
+                return Err(bad(
+                    "BUILD",
+                    "an OrderedDict, tensor or Parameter",
+                    other,
+                    graph,
+                ))
+            }
         }
         Ok(obj)
     }

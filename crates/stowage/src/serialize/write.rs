@@ -50,7 +50,10 @@ struct Writer<'c> {
 type IoR = std::io::Result<()>;
 
 fn io(e: std::io::Error) -> Error {
-    Error::Io { path: PathBuf::new(), source: e }
+    Error::Io {
+        path: PathBuf::new(),
+        source: e,
+    }
 }
 
 impl Writer<'_> {
@@ -60,7 +63,10 @@ impl Writer<'_> {
 
     fn value(&mut self, v: &Value<Object>, depth: usize) -> Result<()> {
         if depth > MAX_DEPTH {
-            return Err(Error::LimitExceeded { limit: "nesting depth when saving", max: MAX_DEPTH as u64 });
+            return Err(Error::LimitExceeded {
+                limit: "nesting depth when saving",
+                max: MAX_DEPTH as u64,
+            });
         }
         match v {
             Value::None => self.p.none().map_err(io),
@@ -80,7 +86,9 @@ impl Writer<'_> {
             return self.p.memo_get(m).map_err(io);
         }
         if self.in_progress.contains(&id) {
-            return Err(Error::Unsupported { what: "a tuple that contains itself".into() });
+            return Err(Error::Unsupported {
+                what: "a tuple that contains itself".into(),
+            });
         }
         let graph = self.graph;
         let node = graph.try_get(id).ok_or_else(|| Error::BadObject {
@@ -162,7 +170,11 @@ impl Writer<'_> {
                 let m = self.p.memo_put().map_err(io)?;
                 self.memo.insert(id, m);
             }
-            other => return Err(Error::Unsupported { what: format!("saving a {} (PyTorch's loader refuses it)", other.kind()) }),
+            other => {
+                return Err(Error::Unsupported {
+                    what: format!("saving a {} (PyTorch's loader refuses it)", other.kind()),
+                })
+            }
         }
         Ok(())
     }
@@ -172,16 +184,27 @@ impl Writer<'_> {
             self.p.mark().map_err(io)?;
         }
         for &x in xs {
-            let x = i64::try_from(x).map_err(|_| Error::SizeOverflow { what: "size when saving", detail: x.to_string() })?;
+            let x = i64::try_from(x).map_err(|_| Error::SizeOverflow {
+                what: "size when saving",
+                detail: x.to_string(),
+            })?;
             self.p.int(x).map_err(io)?;
         }
-        if xs.len() > 3 { self.p.tuple_from_mark() } else { self.p.tuple(xs.len()) }.map_err(io)
+        if xs.len() > 3 {
+            self.p.tuple_from_mark()
+        } else {
+            self.p.tuple(xs.len())
+        }
+        .map_err(io)
     }
 
     /// The persistent id of a storage viewed as `dtype` (`None`: untyped).
     fn persid(&mut self, storage: &UntypedStorage, dtype: Option<DType>) -> Result<()> {
         if storage.is_meta() {
-            return Err(Error::NoData { op: "saving a storage", device: storage.device() });
+            return Err(Error::NoData {
+                op: "saving a storage",
+                device: storage.device(),
+            });
         }
         let index = match self.keys.get(&storage.id()) {
             Some(&i) => {
@@ -189,7 +212,11 @@ impl Writer<'_> {
                 let first = self.storages[i].1.unwrap_or(DType::UInt8);
                 let now = dtype.unwrap_or(DType::UInt8);
                 if first != now {
-                    return Err(Error::SaveConflict { key: i.to_string(), first, second: now });
+                    return Err(Error::SaveConflict {
+                        key: i.to_string(),
+                        first,
+                        second: now,
+                    });
                 }
                 i
             }
@@ -203,9 +230,17 @@ impl Writer<'_> {
         let (module, class, numel) = match dtype {
             Some(d) => {
                 if nbytes % d.size() != 0 {
-                    return Err(Error::StorageSizeMismatch { op: "saving a typed storage", dst: nbytes - nbytes % d.size(), src: nbytes });
+                    return Err(Error::StorageSizeMismatch {
+                        op: "saving a typed storage",
+                        dst: nbytes - nbytes % d.size(),
+                        src: nbytes,
+                    });
                 }
-                ("torch", d.storage_class().unwrap_or("UntypedStorage"), nbytes / d.size())
+                (
+                    "torch",
+                    d.storage_class().unwrap_or("UntypedStorage"),
+                    nbytes / d.size(),
+                )
             }
             None => ("torch.storage", "UntypedStorage", nbytes),
         };
@@ -213,7 +248,9 @@ impl Writer<'_> {
         self.p.str_memoized("storage").map_err(io)?;
         self.global(module, class).map_err(io)?;
         self.p.str_memoized(&index.to_string()).map_err(io)?;
-        self.p.str_memoized(&storage.device().to_string()).map_err(io)?;
+        self.p
+            .str_memoized(&storage.device().to_string())
+            .map_err(io)?;
         self.p.int(numel as i64).map_err(io)?;
         self.p.tuple_from_mark().map_err(io)?;
         self.p.binpersid().map_err(io)
@@ -273,7 +310,8 @@ impl Writer<'_> {
     fn object(&mut self, o: &Object) -> Result<()> {
         match o {
             Object::Tensor(t) if t.parameter => {
-                self.global("torch._utils", "_rebuild_parameter").map_err(io)?;
+                self.global("torch._utils", "_rebuild_parameter")
+                    .map_err(io)?;
                 self.tensor(t, false)?;
                 self.p.bool(t.tensor.requires_grad()).map_err(io)?;
                 self.empty_ordered_dict()?;
@@ -307,7 +345,8 @@ impl Writer<'_> {
             }
             Object::QScheme(q) => self.global("torch", q).map_err(io)?,
             Object::Layout(name) => {
-                self.global("torch.serialization", "_get_layout").map_err(io)?;
+                self.global("torch.serialization", "_get_layout")
+                    .map_err(io)?;
                 self.p.str_memoized(name).map_err(io)?;
                 self.p.tuple(1).map_err(io)?;
                 self.p.reduce().map_err(io)?;
@@ -358,7 +397,12 @@ fn global_path(g: &Global) -> (&'static str, String) {
 /// # Errors
 /// [`Error::SaveConflict`] when one storage is viewed as two dtypes, [`Error::NoData`]
 /// for meta tensors, I/O errors.
-pub fn save_to_writer<W: Write>(w: W, archive_name: &str, ckpt: &Checkpoint, options: &SaveOptions) -> Result<W> {
+pub fn save_to_writer<W: Write>(
+    w: W,
+    archive_name: &str,
+    ckpt: &Checkpoint,
+    options: &SaveOptions,
+) -> Result<W> {
     let mut writer = Writer {
         p: Pickler::new(Vec::new()).map_err(io)?,
         graph: &ckpt.graph,
@@ -376,8 +420,18 @@ pub fn save_to_writer<W: Write>(w: W, archive_name: &str, ckpt: &Checkpoint, opt
     let mut zip = ZipWriter::new(w, archive_name, options.alignment);
     zip.write_record("data.pkl", &pkl)?;
     zip.write_record(".format_version", b"1")?;
-    zip.write_record(".storage_alignment", options.alignment.to_string().as_bytes())?;
-    zip.write_record("byteorder", if cfg!(target_endian = "little") { b"little" } else { b"big" })?;
+    zip.write_record(
+        ".storage_alignment",
+        options.alignment.to_string().as_bytes(),
+    )?;
+    zip.write_record(
+        "byteorder",
+        if cfg!(target_endian = "little") {
+            b"little"
+        } else {
+            b"big"
+        },
+    )?;
     let mut crc = crc32fast::Hasher::new();
     crc.update(&pkl);
     for (i, (storage, _)) in storages.iter().enumerate() {
@@ -413,12 +467,19 @@ pub fn save(path: impl AsRef<Path>, ckpt: &Checkpoint) -> Result<()> {
 /// As [`save`].
 pub fn save_with(path: &Path, ckpt: &Checkpoint, options: &SaveOptions) -> Result<()> {
     let stem = archive_name(path);
-    write_atomically(path, |f| save_to_writer(BufWriter::with_capacity(1 << 22, f), &stem, ckpt, options)?.flush().map_err(io))
+    write_atomically(path, |f| {
+        save_to_writer(BufWriter::with_capacity(1 << 22, f), &stem, ckpt, options)?
+            .flush()
+            .map_err(io)
+    })
 }
 
 /// The root folder PyTorch names an archive written to `path`: the file name up to its last `.`.
 pub fn archive_name(path: &Path) -> String {
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
     let stem = match name.rfind('.') {
         Some(i) => &name[..i],
         None => &name,
@@ -431,8 +492,14 @@ pub fn archive_name(path: &Path) -> String {
 }
 
 /// Writes a file through `write` into a temporary sibling, syncs it, and renames it to `path`.
-pub(crate) fn write_atomically(path: &Path, write: impl FnOnce(&mut File) -> Result<()>) -> Result<()> {
-    let in_file = |e: Error| Error::InFile { path: path.to_owned(), source: Box::new(e) };
+pub(crate) fn write_atomically(
+    path: &Path,
+    write: impl FnOnce(&mut File) -> Result<()>,
+) -> Result<()> {
+    let in_file = |e: Error| Error::InFile {
+        path: path.to_owned(),
+        source: Box::new(e),
+    };
     let io_at = |p: &Path| {
         let p = p.to_owned();
         move |e| Error::Io { path: p, source: e }
@@ -441,7 +508,10 @@ pub(crate) fn write_atomically(path: &Path, write: impl FnOnce(&mut File) -> Res
         Some(d) if !d.as_os_str().is_empty() => d.to_owned(),
         _ => PathBuf::from("."),
     };
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
     let tmp = dir.join(format!(".{name}.stowage-tmp-{}", std::process::id()));
     let result = (|| {
         let mut f = File::create(&tmp).map_err(io_at(&tmp))?;

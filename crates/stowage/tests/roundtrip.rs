@@ -1,0 +1,500 @@
+//! Writing: every fixture survives load → save → load unchanged (tensors,
+//! values, sharing, flags, containers, `OrderedDict` state, storage classes),
+//! each storage is written once, saves are reproducible and crash-safe, and
+//! what PyTorch refuses to save is refused. Plus the safetensors writer.
+
+mod common;
+
+use std::collections::HashSet;
+use std::path::Path;
+
+use common::{
+    assert_manifest_eq, check_keys_match_sharing, describe, fixture, fixture_names, full_manifest,
+    load_fixture, logical_bytes, manifest, sha256_hex, tensor_bytes, Hash,
+};
+use stowage::serialize::zip::{ZipLimits, ZipReader};
+use stowage::serialize::{dotted, Checkpoint, LoadOptions, Object, PathKey, TensorObject};
+use stowage::{DType, Device, Error, Kind, Tensor};
+
+/// Number of distinct storages the checkpoint's tensors view.
+fn distinct_storages(ckpt: &Checkpoint) -> usize {
+    let mut ids = HashSet::new();
+    for (_, t) in ckpt.tensors().unwrap() {
+        ids.insert(t.tensor.untyped_storage().id());
+    }
+    ids.len()
+}
+
+/// Number of `data/…` records in a saved archive.
+fn data_records(path: &Path) -> usize {
+    let bytes = std::fs::read(path).unwrap();
+    let zip = ZipReader::new(bytes, &ZipLimits::default()).unwrap();
+    let root = zip.root().to_owned();
+    zip.entries()
+        .iter()
+        .filter(|e| e.name.starts_with(&format!("{root}/data/")))
+        .count()
+}
+
+fn save_ok(path: &Path, ckpt: &Checkpoint, what: &str) {
+    stowage::save(path, ckpt).unwrap_or_else(|e| panic!("{what}: save: {e}"));
+}
+
+#[test]
+fn every_fixture_round_trips() {
+    let dir = tempfile::tempdir().unwrap();
+    for name in fixture_names() {
+        let original = load_fixture(&name);
+        let out = dir.path().join(format!("{name}.pt"));
+        save_ok(&out, &original, &name);
+        let back =
+            stowage::load(&out).unwrap_or_else(|e| panic!("{name}: reloading stowage's file: {e}"));
+        assert_eq!(back.format, stowage::serialize::Format::TorchZip);
+
+        // Tensors, values, sharing, flags, storage classes and locations.
+        assert_manifest_eq(
+            &format!("{name} (round trip)"),
+            &full_manifest(&back).unwrap(),
+            &full_manifest(&original).unwrap(),
+            &[],
+        );
+        check_keys_match_sharing(&name, &back);
+        // Containers, OrderedDicts and their BUILD state, scalars, dtypes, sizes.
+        assert_eq!(
+            describe(&back),
+            describe(&original),
+            "{name}: object graph differs after the round trip"
+        );
+        // (Counts of `ordered`/`state` are not compared: they include unreachable
+        // nodes, e.g. each tensor's empty backward-hooks OrderedDict.)
+
+        // Every storage is written once.
+        let distinct = distinct_storages(&original);
+        assert_eq!(
+            data_records(&out),
+            distinct,
+            "{name}: data/ records vs distinct storages"
+        );
+        assert_eq!(
+            back.storages.len(),
+            distinct,
+            "{name}: storage records after reload"
+        );
+    }
+}
+
+#[test]
+fn saving_twice_is_byte_identical() {
+    let dir = tempfile::tempdir().unwrap();
+    for name in fixture_names() {
+        let ckpt = load_fixture(&name);
+        let out = dir.path().join("same.pt");
+        save_ok(&out, &ckpt, &name);
+        let first = std::fs::read(&out).unwrap();
+        save_ok(&out, &ckpt, &name);
+        let second = std::fs::read(&out).unwrap();
+        assert!(
+            first == second,
+            "{name}: two saves of one checkpoint differ"
+        );
+        // And a save of the reloaded checkpoint is the same file again.
+        let again = stowage::load(&out).unwrap();
+        let out2 = dir.path().join("other").join("same.pt");
+        std::fs::create_dir_all(out2.parent().unwrap()).unwrap();
+        save_ok(&out2, &again, &name);
+        assert!(
+            std::fs::read(&out2).unwrap() == first,
+            "{name}: save(load(save(x))) differs from save(x)"
+        );
+    }
+}
+
+#[test]
+fn from_state_dict_save_load() {
+    let w = Tensor::arange(0.0, 12.0, 1.0, DType::Float32)
+        .unwrap()
+        .view(&[3, 4])
+        .unwrap();
+    let wt = w.t().unwrap(); // shares w's storage
+    let b = Tensor::from_slice(&[1i64, -2, 3]).unwrap();
+    let h = Tensor::full(&[2], 0.5, DType::BFloat16).unwrap();
+    let u = Tensor::from_slice(&[7u8, 8, 9])
+        .unwrap()
+        .view_dtype(DType::Float8E4M3Fn)
+        .unwrap();
+    let entries = vec![
+        ("layer.weight", w.clone()),
+        ("layer.weight_t", wt),
+        ("layer.bias", b),
+        ("half", h),
+        ("f8", u),
+    ];
+    let ckpt = Checkpoint::from_state_dict(entries.clone());
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("sd.pt");
+    save_ok(&out, &ckpt, "from_state_dict");
+    let back = stowage::load(&out).unwrap();
+    let Some(root) = back.root.as_node() else {
+        panic!("root is not a container")
+    };
+    assert!(
+        back.ordered.contains(&root),
+        "from_state_dict saves an OrderedDict"
+    );
+    let sd = back.state_dict().unwrap();
+    assert_eq!(
+        sd.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>(),
+        entries.iter().map(|(k, _)| *k).collect::<Vec<_>>()
+    );
+    for ((name, got), (_, want)) in sd.iter().zip(&entries) {
+        assert_eq!(got.dtype(), want.dtype(), "{name}");
+        assert_eq!(
+            (got.shape(), got.stride(), got.storage_offset()),
+            (want.shape(), want.stride(), want.storage_offset()),
+            "{name}"
+        );
+        assert_eq!(
+            tensor_bytes(got).unwrap(),
+            tensor_bytes(want).unwrap(),
+            "{name}"
+        );
+    }
+    assert!(
+        sd[0].1.shares_storage_with(&sd[1].1),
+        "weight and its transpose still share"
+    );
+    assert_eq!(data_records(&out), 4);
+}
+
+#[test]
+fn one_storage_as_two_dtypes_is_refused() {
+    let f = Tensor::arange(0.0, 4.0, 1.0, DType::Float32).unwrap();
+    let i = f.view_dtype(DType::Int32).unwrap();
+    assert!(f.shares_storage_with(&i));
+    let ckpt = Checkpoint::from_state_dict([("f", f), ("i", i)]);
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("conflict.pt");
+    let err =
+        stowage::save(&out, &ckpt).expect_err("PyTorch refuses one storage saved as two types");
+    match common::in_file(&err, &out) {
+        Error::SaveConflict { first, second, .. } => {
+            assert_eq!((*first, *second), (DType::Float32, DType::Int32))
+        }
+        other => panic!("expected SaveConflict, got {other:?}"),
+    }
+    assert!(!out.exists(), "a refused save creates no file");
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        0,
+        "no temporary file left"
+    );
+}
+
+#[test]
+fn saving_a_meta_tensor_is_no_data() {
+    let m = Tensor::zeros_on(&[2, 3], DType::Float32, Device::META).unwrap();
+    let ckpt = Checkpoint::from_state_dict([("m", m)]);
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("meta.pt");
+    let err = stowage::save(&out, &ckpt).expect_err("meta tensors have no bytes to save");
+    assert!(
+        matches!(common::in_file(&err, &out), Error::NoData { .. }),
+        "{err:?}"
+    );
+
+    // A meta-loaded fixture, likewise.
+    let meta = stowage::serialize::load_with(
+        fixture("simple"),
+        &LoadOptions {
+            map_location: Some(Device::META),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let err = stowage::save(&out, &meta).expect_err("meta-loaded checkpoint");
+    assert!(
+        matches!(common::in_file(&err, &out), Error::NoData { .. }),
+        "{err:?}"
+    );
+}
+
+fn temp_files(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.contains("stowage-tmp"))
+        .collect()
+}
+
+#[test]
+fn save_is_crash_safe() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("model.pt");
+    save_ok(&out, &load_fixture("simple"), "simple");
+    // Overwriting an existing file goes through a temporary sibling that is renamed away.
+    save_ok(&out, &load_fixture("views"), "views over simple");
+    assert_eq!(temp_files(dir.path()), Vec::<String>::new());
+    let names: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, ["model.pt"]);
+    let before = std::fs::read(&out).unwrap();
+    assert_eq!(
+        manifest(&stowage::load(&out).unwrap(), Hash::Values).unwrap(),
+        common::expected_manifest("views")
+    );
+
+    // A save that fails part-way (a meta tensor after real ones) leaves the old file as it was.
+    let mut failing = load_fixture("simple");
+    let meta = Tensor::zeros_on(&[4], DType::Float32, Device::META).unwrap();
+    let root = failing.root.as_node().unwrap();
+    if let stowage::serialize::pickle::Node::Dict(items) = failing.graph.get_mut(root) {
+        items.push((
+            stowage::serialize::pickle::Value::str("meta"),
+            stowage::serialize::pickle::Value::Ext(Object::Tensor(TensorObject::new(meta))),
+        ));
+    }
+    let err = stowage::save(&out, &failing).expect_err("meta tensor");
+    assert!(
+        matches!(common::in_file(&err, &out), Error::NoData { .. }),
+        "{err:?}"
+    );
+    assert!(
+        std::fs::read(&out).unwrap() == before,
+        "the failed save changed the earlier file"
+    );
+    assert_eq!(
+        temp_files(dir.path()),
+        Vec::<String>::new(),
+        "the failed save left a temporary file"
+    );
+
+    // Same for the safetensors writer.
+    let st = dir.path().join("model.safetensors");
+    stowage::safetensors::save(&st, &load_fixture("simple")).unwrap();
+    let st_before = std::fs::read(&st).unwrap();
+    assert!(stowage::safetensors::save(&st, &failing).is_err());
+    assert!(std::fs::read(&st).unwrap() == st_before);
+    assert_eq!(temp_files(dir.path()), Vec::<String>::new());
+}
+
+/// Whether the safetensors writer can hold this tensor.
+fn safetensors_can_hold(t: &TensorObject) -> bool {
+    t.quantization.is_none()
+        && t.tensor.dtype().kind() != Kind::Quantized
+        && t.tensor.dtype().safetensors_tag().is_some()
+}
+
+/// Saves `ckpt` to safetensors, reloads it, and checks every tensor by dotted name.
+fn check_safetensors(name: &str, ckpt: &Checkpoint, out: &Path) {
+    stowage::safetensors::save(out, ckpt)
+        .unwrap_or_else(|e| panic!("{name}: safetensors save: {e}"));
+    let back = stowage::load(out).unwrap_or_else(|e| panic!("{name}: safetensors load: {e}"));
+    assert_eq!(back.format, stowage::serialize::Format::Safetensors);
+    let got = back.state_dict().unwrap();
+    let want = ckpt.tensors().unwrap();
+    let mut names: Vec<String> = want.iter().map(|(p, _)| dotted(p)).collect();
+    let mut got_names: Vec<String> = got.iter().map(|(n, _)| n.clone()).collect();
+    names.sort();
+    got_names.sort();
+    assert_eq!(got_names, names, "{name}: safetensors names");
+    for (p, t) in &want {
+        let n = dotted(p);
+        let (_, g) = got.iter().find(|(k, _)| *k == n).unwrap();
+        assert_eq!(g.dtype(), t.tensor.dtype(), "{name}: {n}");
+        assert_eq!(g.shape(), t.tensor.shape(), "{name}: {n}");
+        assert!(g.is_contiguous(), "{name}: {n}");
+        assert_eq!(
+            sha256_hex(&tensor_bytes(g).unwrap()),
+            sha256_hex(&logical_bytes(t).unwrap()),
+            "{name}: {n}: logical values differ"
+        );
+    }
+    // safetensors has no sharing: one storage per tensor.
+    for (i, (_, a)) in got.iter().enumerate() {
+        for (_, b) in &got[i + 1..] {
+            assert!(
+                !a.shares_storage_with(b),
+                "{name}: safetensors tensors share a storage"
+            );
+        }
+    }
+}
+
+#[test]
+fn safetensors_round_trip_of_every_fixture() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut refused = Vec::new();
+    for name in fixture_names() {
+        let ckpt = load_fixture(&name);
+        let tensors = ckpt.tensors().unwrap();
+        let out = dir.path().join(format!("{name}.safetensors"));
+        match tensors.iter().find(|(_, t)| !safetensors_can_hold(t)) {
+            None => check_safetensors(&name, &ckpt, &out),
+            Some((bad_path, bad)) => {
+                refused.push(name.clone());
+                let err = stowage::safetensors::save(&out, &ckpt).expect_err("unsupported dtype");
+                match &err {
+                    Error::AtPath { path, source } => {
+                        assert_eq!(
+                            path,
+                            &dotted(bad_path),
+                            "{name}: the error names the first unsupported tensor"
+                        );
+                        match &**source {
+                            Error::DTypeUnsupported { dtype, .. } => {
+                                assert_eq!(*dtype, bad.tensor.dtype(), "{name}")
+                            }
+                            other => panic!(
+                                "{name}: expected DTypeUnsupported inside AtPath, got {other:?}"
+                            ),
+                        }
+                    }
+                    other => panic!("{name}: expected Error::AtPath, got {other:?}"),
+                }
+                let msg = err.to_string();
+                assert!(
+                    msg.contains(&dotted(bad_path)) && msg.contains(bad.tensor.dtype().name()),
+                    "{name}: message {msg:?}"
+                );
+                assert!(
+                    !out.exists(),
+                    "{name}: a refused safetensors save created the file"
+                );
+
+                // The rest of the fixture converts.
+                let keep: Vec<(String, Tensor)> = tensors
+                    .iter()
+                    .filter(|(_, t)| safetensors_can_hold(t))
+                    .map(|(p, t)| (dotted(p), t.resolved().unwrap()))
+                    .collect();
+                let sub = Checkpoint::from_state_dict(keep);
+                check_safetensors(&format!("{name} (supported part)"), &sub, &out);
+            }
+        }
+    }
+    refused.sort();
+    assert_eq!(
+        refused,
+        ["big_endian", "dtypes", "quantized"],
+        "fixtures with complex128 or quantized tensors"
+    );
+}
+
+#[test]
+fn safetensors_refuses_complex128_and_quantized_by_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = Tensor::zeros(&[2], DType::Complex128).unwrap();
+    let ok = Tensor::zeros(&[2], DType::Float32).unwrap();
+    let mut ckpt = Checkpoint::from_state_dict([("fine", ok)]);
+    let root = ckpt.root.as_node().unwrap();
+    let inner = ckpt.graph.dict(vec![(
+        stowage::serialize::pickle::Value::str("z"),
+        stowage::serialize::pickle::Value::Ext(Object::Tensor(TensorObject::new(c))),
+    )]);
+    if let stowage::serialize::pickle::Node::Dict(items) = ckpt.graph.get_mut(root) {
+        items.push((
+            stowage::serialize::pickle::Value::Int(3),
+            stowage::serialize::pickle::Value::Node(inner),
+        ));
+    }
+    assert_eq!(
+        ckpt.tensors().unwrap()[1].0,
+        vec![PathKey::Index(3), PathKey::Key("z".into())]
+    );
+    match stowage::safetensors::save(dir.path().join("c.safetensors"), &ckpt) {
+        Err(Error::AtPath { path, source }) => {
+            assert_eq!(path, "3.z");
+            assert!(
+                matches!(
+                    *source,
+                    Error::DTypeUnsupported {
+                        dtype: DType::Complex128,
+                        ..
+                    }
+                ),
+                "{source:?}"
+            );
+        }
+        other => panic!("expected AtPath(3.z, DTypeUnsupported), got {other:?}"),
+    }
+
+    let q = load_fixture("quantized");
+    let first = dotted(&q.tensors().unwrap()[0].0);
+    match stowage::safetensors::save(dir.path().join("q.safetensors"), &q) {
+        Err(Error::AtPath { path, source }) => {
+            assert_eq!(path, first);
+            assert!(
+                matches!(*source, Error::DTypeUnsupported { .. }),
+                "{source:?}"
+            );
+        }
+        other => panic!("expected AtPath for the quantized tensor, got {other:?}"),
+    }
+}
+
+#[test]
+fn root_tensor_is_named_tensor_in_safetensors() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("root.safetensors");
+    stowage::safetensors::save(&out, &load_fixture("root_tensor")).unwrap();
+    let back = stowage::load(&out).unwrap();
+    let sd = back.state_dict().unwrap();
+    assert_eq!(sd.len(), 1);
+    assert_eq!(sd[0].0, "tensor");
+    assert_eq!(sd[0].1.shape(), &[5, 4]);
+}
+
+#[test]
+fn safetensors_file_round_trips_through_torch_zip() {
+    // safetensors → .pt → load: names, values, one storage each.
+    let dir = tempfile::tempdir().unwrap();
+    let st = dir.path().join("s.safetensors");
+    stowage::safetensors::save(&st, &load_fixture("new_dtypes")).unwrap();
+    let from_st = stowage::load(&st).unwrap();
+    let pt = dir.path().join("s.pt");
+    save_ok(&pt, &from_st, "safetensors → pt");
+    let back = stowage::load(&pt).unwrap();
+    assert_manifest_eq(
+        "safetensors → pt",
+        &manifest(&back, Hash::Values).unwrap(),
+        &manifest(&from_st, Hash::Values).unwrap(),
+        &[],
+    );
+    assert_eq!(data_records(&pt), from_st.tensors().unwrap().len());
+}
+
+#[test]
+fn state_dict_metadata_survives_the_round_trip() {
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["state_dict", "state_dict_linear"] {
+        let out = dir.path().join(format!("{name}.pt"));
+        save_ok(&out, &load_fixture(name), name);
+        let back = stowage::load(&out).unwrap();
+        let root = back.root.as_node().expect("root dict");
+        assert!(
+            back.ordered.contains(&root),
+            "{name}: root is an OrderedDict again"
+        );
+        let state = back
+            .state
+            .get(&root)
+            .unwrap_or_else(|| panic!("{name}: _metadata state lost"));
+        let state = state.as_node().expect("state dict");
+        let stowage::serialize::pickle::Node::Dict(items) = back.graph.get(state) else {
+            panic!("state is not a dict")
+        };
+        let meta = items
+            .iter()
+            .find(|(k, _)| k.as_str() == Some("_metadata"))
+            .expect("_metadata")
+            .1
+            .as_node()
+            .unwrap();
+        assert!(
+            back.ordered.contains(&meta),
+            "{name}: _metadata is an OrderedDict again"
+        );
+    }
+}

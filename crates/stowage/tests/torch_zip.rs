@@ -1,0 +1,561 @@
+//! The torch zip format against real PyTorch: every fixture in
+//! `tests/fixtures` (written by PyTorch 2.15) loads, and each tensor matches
+//! what PyTorch reports for it (`NAME.pt.json`), sharing included; plus the
+//! behaviours each fixture exists for.
+
+mod common;
+
+use common::{
+    assert_manifest_eq, check_keys_match_sharing, describe, expected_manifest, fixture,
+    fixture_names, load_fixture, manifest, Hash, LEGACY_FIXTURES,
+};
+use stowage::serialize::pickle::{Node, Value};
+use stowage::serialize::{
+    ByteOrder, Checkpoint, Format, LoadOptions, Object, PathKey, TensorObject,
+};
+use stowage::{DType, Device, Error, Scalar, Tensor};
+
+fn zip_fixtures() -> Vec<String> {
+    fixture_names()
+        .into_iter()
+        .filter(|n| !LEGACY_FIXTURES.contains(&n.as_str()))
+        .collect()
+}
+
+/// The tensor at `path` (string keys), panicking when absent.
+fn at<'c>(ckpt: &'c Checkpoint, path: &[&str]) -> &'c TensorObject {
+    let want: Vec<PathKey> = path.iter().map(|k| PathKey::Key((*k).to_owned())).collect();
+    ckpt.tensors()
+        .expect("tensors")
+        .into_iter()
+        .find(|(p, _)| *p == want)
+        .map(|(_, t)| t)
+        .unwrap_or_else(|| panic!("no tensor at {path:?}"))
+}
+
+fn f64s(t: &Tensor) -> Vec<f64> {
+    t.to_vec::<f64>().expect("values")
+}
+
+#[test]
+fn every_zip_fixture_matches_pytorch_manifest() {
+    let names = zip_fixtures();
+    assert!(names.len() >= 20, "{names:?}");
+    for name in &names {
+        let ckpt = load_fixture(name);
+        assert_eq!(ckpt.format, Format::TorchZip, "{name}");
+        let got = manifest(&ckpt, Hash::Values).unwrap_or_else(|e| panic!("{name}: manifest: {e}"));
+        assert_manifest_eq(name, &got, &expected_manifest(name), &[]);
+        check_keys_match_sharing(name, &ckpt);
+    }
+}
+
+#[test]
+fn load_bytes_equals_load() {
+    for name in fixture_names() {
+        let bytes = std::fs::read(fixture(&name)).unwrap();
+        let from_file = load_fixture(&name);
+        let from_mem = stowage::serialize::load_bytes(&bytes, &LoadOptions::default())
+            .unwrap_or_else(|e| panic!("{name}: load_bytes: {e}"));
+        assert_eq!(from_mem.format, from_file.format, "{name}");
+        assert_eq!(from_mem.byteorder, from_file.byteorder, "{name}");
+        assert_manifest_eq(
+            &format!("{name} (load_bytes vs load)"),
+            &manifest(&from_mem, Hash::Values).unwrap(),
+            &manifest(&from_file, Hash::Values).unwrap(),
+            &[],
+        );
+        assert_eq!(
+            describe(&from_mem),
+            describe(&from_file),
+            "{name}: object graphs differ"
+        );
+        let keys = |c: &Checkpoint| {
+            c.storages
+                .iter()
+                .map(|r| (r.key.clone(), r.storage_type(), r.location.clone()))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            keys(&from_mem),
+            keys(&from_file),
+            "{name}: storage records differ"
+        );
+    }
+}
+
+#[test]
+fn meta_map_location_loads_every_fixture_without_data() {
+    let options = LoadOptions {
+        map_location: Some(Device::META),
+        ..LoadOptions::default()
+    };
+    for name in fixture_names() {
+        let ckpt = stowage::serialize::load_with(fixture(&name), &options)
+            .unwrap_or_else(|e| panic!("{name} on meta: {e}"));
+        let got =
+            manifest(&ckpt, Hash::None).unwrap_or_else(|e| panic!("{name}: manifest on meta: {e}"));
+        // Shapes, strides, offsets, storage sizes and sharing exactly as PyTorch reports.
+        assert_manifest_eq(
+            &format!("{name} on meta"),
+            &got,
+            &expected_manifest(&name),
+            &["sha256"],
+        );
+        for r in &ckpt.storages {
+            assert!(r.storage.is_meta(), "{name}: storage {} is not meta", r.key);
+            assert!(
+                matches!(r.storage.bytes(), Err(Error::NoData { .. })),
+                "{name}: storage {} has bytes",
+                r.key
+            );
+        }
+        for (path, t) in ckpt.tensors().unwrap() {
+            let x = &t.tensor;
+            assert!(x.is_meta(), "{name}: {path:?} is not meta");
+            assert_eq!(x.device(), Device::META);
+            assert_eq!(x.data_ptr(), 0, "{name}: {path:?}");
+            let index = vec![0isize; x.dim()];
+            if x.numel() > 0 {
+                match x.get(&index) {
+                    Err(Error::NoData { device, .. }) => assert_eq!(device, Device::META),
+                    other => panic!("{name}: {path:?}: get on meta gave {other:?}"),
+                }
+            }
+            assert!(
+                matches!(
+                    x.to_vec::<f64>(),
+                    Err(Error::NoData { .. }) | Err(Error::DTypeUnsupported { .. })
+                ) || x.numel() == 0
+            );
+        }
+    }
+}
+
+#[test]
+fn views_share_one_storage_and_writes_are_seen_through_every_view() {
+    let ckpt = load_fixture("views");
+    let tensors = ckpt.tensors().unwrap();
+    assert_eq!(tensors.len(), 6);
+    assert_eq!(ckpt.storages.len(), 1, "one storage record");
+    let base = &at(&ckpt, &["base"]).tensor;
+    for (p, t) in &tensors {
+        assert!(
+            t.tensor.shares_storage_with(base),
+            "{p:?} does not share base's storage"
+        );
+        assert!(t
+            .tensor
+            .untyped_storage()
+            .is_same(&ckpt.storages[0].storage));
+        assert_eq!(
+            t.tensor.untyped_storage().data_ptr(),
+            base.untyped_storage().data_ptr()
+        );
+    }
+    let row = &at(&ckpt, &["row"]).tensor; // base[1]
+    let col = &at(&ckpt, &["col"]).tensor; // base[:, 2]
+    let tr = &at(&ckpt, &["t"]).tensor; // base.t()
+    let narrow = &at(&ckpt, &["narrow"]).tensor; // base[:, 2:5]
+    let flat = &at(&ckpt, &["flat"]).tensor; // base.view(-1)[5:17]
+
+    // Views read the bytes they should before any write.
+    assert_eq!(
+        f64s(row),
+        (0..6)
+            .map(|j| base.get(&[1, j]).unwrap().to_f64())
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(
+        f64s(col),
+        (0..4)
+            .map(|i| base.get(&[i, 2]).unwrap().to_f64())
+            .collect::<Vec<_>>()
+    );
+
+    row.set(&[2], 1234.5).unwrap(); // base[1, 2]
+    assert_eq!(base.get(&[1, 2]).unwrap(), Scalar::Float(1234.5));
+    assert_eq!(col.get(&[1]).unwrap(), Scalar::Float(1234.5));
+    assert_eq!(tr.get(&[2, 1]).unwrap(), Scalar::Float(1234.5));
+    assert_eq!(narrow.get(&[1, 0]).unwrap(), Scalar::Float(1234.5));
+    assert_eq!(flat.get(&[3]).unwrap(), Scalar::Float(1234.5)); // element 8 = 5 + 3
+
+    tr.set(&[5, 3], -7.0).unwrap(); // base[3, 5] = element 23
+    assert_eq!(base.get(&[3, 5]).unwrap(), Scalar::Float(-7.0));
+    assert_eq!(
+        ckpt.storages[0].storage.bytes().unwrap()[92..96],
+        (-7.0f32).to_le_bytes()
+    );
+}
+
+#[test]
+fn state_dict_root_is_an_ordered_dict_with_its_metadata() {
+    let ckpt = load_fixture("state_dict");
+    let root = match ckpt.root {
+        Value::Node(id) => id,
+        ref other => panic!("root is {other:?}"),
+    };
+    assert!(
+        ckpt.ordered.contains(&root),
+        "root dict is not recorded as an OrderedDict"
+    );
+    let Node::Dict(items) = ckpt.graph.get(root) else {
+        panic!("root is not a dict")
+    };
+    let keys: Vec<&str> = items
+        .iter()
+        .map(|(k, _)| k.as_str().expect("str key"))
+        .collect();
+    assert!(
+        keys.contains(&"0.weight") && keys.iter().any(|k| k.ends_with("num_batches_tracked")),
+        "{keys:?}"
+    );
+    assert!(
+        !keys.contains(&"_metadata"),
+        "_metadata is state, not an item: {keys:?}"
+    );
+
+    // BUILD state: {'_metadata': OrderedDict({'': {'version': 1}, '0': …, …})}.
+    let state = ckpt
+        .state
+        .get(&root)
+        .expect("the root's BUILD state (_metadata) is kept");
+    let Value::Node(sid) = state else {
+        panic!("state is {state:?}")
+    };
+    let Node::Dict(state_items) = ckpt.graph.get(*sid) else {
+        panic!("state is not a dict")
+    };
+    let meta = state_items
+        .iter()
+        .find(|(k, _)| k.as_str() == Some("_metadata"))
+        .map(|(_, v)| v)
+        .expect("_metadata in the state");
+    let Value::Node(mid) = meta else {
+        panic!("_metadata is {meta:?}")
+    };
+    assert!(ckpt.ordered.contains(mid), "_metadata is an OrderedDict");
+    let Node::Dict(meta_items) = ckpt.graph.get(*mid) else {
+        panic!("_metadata is not a dict")
+    };
+    let meta_keys: Vec<&str> = meta_items
+        .iter()
+        .map(|(k, _)| k.as_str().unwrap())
+        .collect();
+    assert_eq!(meta_keys.first(), Some(&""), "{meta_keys:?}");
+    for (k, v) in meta_items {
+        let Value::Node(vid) = v else {
+            panic!("_metadata[{k:?}] is {v:?}")
+        };
+        let Node::Dict(entry) = ckpt.graph.get(*vid) else {
+            panic!("_metadata[{k:?}] not a dict")
+        };
+        assert!(
+            entry.iter().any(|(ek, _)| ek.as_str() == Some("version")),
+            "_metadata[{k:?}] lacks version"
+        );
+    }
+
+    // num_batches_tracked is a 0-dim int64.
+    let nbt = ckpt.tensors().unwrap().into_iter().find(|(p, _)| matches!(p.last(), Some(PathKey::Key(k)) if k.ends_with("num_batches_tracked"))).unwrap().1;
+    assert_eq!((nbt.tensor.dtype(), nbt.tensor.dim()), (DType::Int64, 0));
+}
+
+#[test]
+fn params_flags() {
+    let ckpt = load_fixture("params");
+    let tensors = ckpt.tensors().unwrap();
+    assert_eq!(tensors.len(), 2);
+    assert!(
+        matches!(ckpt.root, Value::Node(id) if matches!(ckpt.graph.get(id), Node::List(_))),
+        "root is a list"
+    );
+    let (p0, param) = &tensors[0];
+    let (p1, plain) = &tensors[1];
+    assert_eq!(
+        (p0.as_slice(), p1.as_slice()),
+        (&[PathKey::Index(0)][..], &[PathKey::Index(1)][..])
+    );
+    assert!(
+        param.parameter && param.tensor.requires_grad(),
+        "element 0 is an nn.Parameter requiring grad"
+    );
+    assert!(
+        !plain.parameter && plain.tensor.requires_grad(),
+        "element 1 is a plain tensor with requires_grad"
+    );
+    let expected = expected_manifest("params");
+    assert_eq!(expected[0]["parameter"], true);
+    assert_eq!(expected[1]["parameter"], false);
+}
+
+#[test]
+fn requires_grad_fixture_flags_and_sharing() {
+    let ckpt = load_fixture("requires_grad");
+    let expected = expected_manifest("requires_grad");
+    let got = manifest(&ckpt, Hash::Values).unwrap();
+    for (g, e) in got.iter().zip(&expected) {
+        assert_eq!(
+            (&g["requires_grad"], &g["parameter"]),
+            (&e["requires_grad"], &e["parameter"]),
+            "{}",
+            e["path"]
+        );
+    }
+    // A Parameter with requires_grad=False exists and keeps its flag.
+    assert!(ckpt
+        .tensors()
+        .unwrap()
+        .iter()
+        .any(|(_, t)| t.parameter && !t.tensor.requires_grad()));
+}
+
+#[test]
+fn new_dtypes_use_untyped_storages() {
+    let ckpt = load_fixture("new_dtypes");
+    let dtypes: Vec<DType> = ckpt
+        .tensors()
+        .unwrap()
+        .iter()
+        .map(|(_, t)| t.tensor.dtype())
+        .collect();
+    for d in [
+        DType::UInt16,
+        DType::UInt32,
+        DType::UInt64,
+        DType::Float8E4M3Fn,
+        DType::Float8E5M2,
+    ] {
+        assert!(dtypes.contains(&d), "{d} missing from {dtypes:?}");
+    }
+    assert!(!ckpt.storages.is_empty());
+    for r in &ckpt.storages {
+        assert_eq!(r.storage_type(), "UntypedStorage", "storage {}", r.key);
+        assert_eq!(r.dtype, None, "storage {}", r.key);
+    }
+    // The v3 dtypes decode: uint64 holds values past i64 and float8 converts.
+    for (p, t) in ckpt.tensors().unwrap() {
+        if t.tensor.numel() > 0 && t.tensor.dtype().has_scalar_values() {
+            t.tensor.scalars().unwrap_or_else(|e| panic!("{p:?}: {e}"));
+        }
+    }
+}
+
+#[test]
+fn dtypes_fixture_storage_classes() {
+    let ckpt = load_fixture("dtypes");
+    let class = |d: DType| match d {
+        DType::Float64 => "DoubleStorage",
+        DType::Float32 => "FloatStorage",
+        DType::Float16 => "HalfStorage",
+        DType::BFloat16 => "BFloat16Storage",
+        DType::Int64 => "LongStorage",
+        DType::Int32 => "IntStorage",
+        DType::Int16 => "ShortStorage",
+        DType::Int8 => "CharStorage",
+        DType::UInt8 => "ByteStorage",
+        DType::Bool => "BoolStorage",
+        DType::Complex128 => "ComplexDoubleStorage",
+        DType::Complex64 => "ComplexFloatStorage",
+        other => panic!("unexpected dtype {other} in dtypes.pt"),
+    };
+    let tensors = ckpt.tensors().unwrap();
+    assert_eq!(tensors.len(), 12);
+    let mut seen = Vec::new();
+    for (p, t) in &tensors {
+        let rec = ckpt
+            .storages
+            .iter()
+            .find(|r| r.storage.is_same(t.tensor.untyped_storage()))
+            .expect("record");
+        assert_eq!(rec.storage_type(), class(t.tensor.dtype()), "{p:?}");
+        assert_eq!(rec.dtype, Some(t.tensor.dtype()), "{p:?}");
+        assert_eq!(rec.location, "cpu");
+        assert_eq!(t.tensor.shape(), &[2, 3], "{p:?}");
+        seen.push(t.tensor.dtype());
+    }
+    seen.sort();
+    seen.dedup();
+    assert_eq!(seen.len(), 12, "one tensor per legacy dtype");
+}
+
+#[test]
+fn big_endian_values_equal_the_little_endian_originals() {
+    let ckpt = load_fixture("big_endian");
+    assert_eq!(ckpt.byteorder, ByteOrder::Big);
+    let t = |k: &str| at(&ckpt, &[k]).tensor.clone();
+    assert_eq!(t("int16").to_vec::<i64>().unwrap(), [1, -2, 0x1234]);
+    assert_eq!(t("int32").to_vec::<i64>().unwrap(), [1, -2, 0x12345678]);
+    assert_eq!(
+        t("int64").to_vec::<i64>().unwrap(),
+        [1, -2, 0x123456789ABCDEF]
+    );
+    assert_eq!(t("uint8").to_vec::<i64>().unwrap(), [1, 2, 255]);
+    assert_eq!(t("int8").to_vec::<i64>().unwrap(), [-1, 2, -128]);
+    assert_eq!(t("bool").to_vec::<bool>().unwrap(), [true, false, true]);
+    let c64 = t("complex64").view_dtype(DType::Float32).unwrap();
+    assert_eq!(c64.to_vec::<f32>().unwrap(), [1.5, 0.25, -2.0, 3.0]);
+    let c128 = t("complex128").view_dtype(DType::Float64).unwrap();
+    assert_eq!(c128.to_vec::<f64>().unwrap(), [1.5, -0.5]);
+    // The transpose views the same (swapped-back) storage.
+    let (f, ft) = (t("float32"), t("float32_t"));
+    assert!(f.shares_storage_with(&ft));
+    assert_eq!(
+        ft.to_vec::<f32>().unwrap(),
+        f.t().unwrap().to_vec::<f32>().unwrap()
+    );
+    for (k, expect_in) in [
+        ("float32", -10.0..10.0),
+        ("float64", -10.0..10.0),
+        ("float16", -10.0..10.0),
+        ("bfloat16", -10.0..10.0),
+    ] {
+        for v in t(k).to_vec::<f64>().unwrap() {
+            assert!(
+                expect_in.contains(&v) && v != 0.0,
+                "{k}: {v} is not a randn value (bytes not swapped back?)"
+            );
+        }
+    }
+    // And every hash is torch's reading of the file.
+    assert_manifest_eq(
+        "big_endian",
+        &manifest(&ckpt, Hash::Values).unwrap(),
+        &expected_manifest("big_endian"),
+        &[],
+    );
+}
+
+#[test]
+fn nested_containers_and_the_same_tensor_twice() {
+    let ckpt = load_fixture("nested");
+    let tensors = ckpt.tensors().unwrap();
+    let find = |path: &[PathKey]| tensors.iter().find(|(p, _)| p == path).map(|(_, t)| *t);
+    let a = find(&[
+        PathKey::Key("outer".into()),
+        PathKey::Index(1),
+        PathKey::Index(1),
+    ])
+    .expect("outer.1.1");
+    let b = find(&[
+        PathKey::Key("again".into()),
+        PathKey::Key("same_tensor".into()),
+    ])
+    .expect("again.same_tensor");
+    assert!(a.tensor.shares_storage_with(&b.tensor));
+    assert_eq!(a.tensor.layout(), b.tensor.layout());
+    let first =
+        find(&[PathKey::Key("shared".into()), PathKey::Key("first".into())]).expect("shared.first");
+    let second = find(&[PathKey::Key("shared".into()), PathKey::Key("second".into())])
+        .expect("shared.second");
+    assert!(first.tensor.shares_storage_with(&second.tensor));
+    assert_eq!(second.tensor.storage_offset(), 4);
+    // Scalars of the nested object: a torch.Size, a dtype and a device are decoded.
+    let d = describe(&ckpt).to_string();
+    for needle in [
+        "\"torch.Size\"",
+        "\"dtype\":\"float16\"",
+        "\"device\":\"cpu\"",
+    ] {
+        assert!(
+            d.contains(needle),
+            "{needle} missing from nested.pt's graph"
+        );
+    }
+}
+
+#[test]
+fn conj_neg_bits_are_restored() {
+    let ckpt = load_fixture("conj_neg");
+    let tensors = ckpt.tensors().unwrap();
+    let get = |k: &str| {
+        tensors
+            .iter()
+            .find(|(p, _)| p == &[PathKey::Key(k.into())])
+            .map(|(_, t)| *t)
+            .unwrap()
+    };
+    assert!(get("z_conj").conj && !get("z_conj").neg);
+    assert!(get("x_neg").neg);
+    assert!(get("imag_of_conj").neg);
+    assert!(!get("z").conj && !get("z").neg);
+    // Stored bytes are shared with z; only the logical values differ.
+    assert!(get("z").tensor.shares_storage_with(&get("z_conj").tensor));
+}
+
+#[test]
+fn quantized_tensors_keep_scale_and_zero_point() {
+    let ckpt = load_fixture("quantized");
+    let tensors = ckpt.tensors().unwrap();
+    assert!(!tensors.is_empty());
+    for (p, t) in &tensors {
+        assert!(t.tensor.dtype().kind() == stowage::Kind::Quantized, "{p:?}");
+        let (scale, _zero) = t
+            .quantization
+            .unwrap_or_else(|| panic!("{p:?}: no quantization"));
+        assert!(scale > 0.0 && scale.is_finite(), "{p:?}");
+    }
+    let types: Vec<&str> = ckpt.storages.iter().map(|r| r.storage_type()).collect();
+    for c in ["QUInt8Storage", "QInt8Storage", "QInt32Storage"] {
+        assert!(types.contains(&c), "{c} missing from {types:?}");
+    }
+}
+
+#[test]
+fn protocols_3_to_5_read_alike() {
+    // Same structure (different random values: each file has its own seed).
+    let m3 = manifest(&load_fixture("protocol3"), Hash::Values).unwrap();
+    for name in ["protocol4", "protocol5"] {
+        assert_manifest_eq(
+            name,
+            &manifest(&load_fixture(name), Hash::Values).unwrap(),
+            &m3,
+            &["sha256"],
+        );
+    }
+}
+
+#[test]
+fn root_tensor_and_root_list() {
+    let ckpt = load_fixture("root_tensor");
+    let Value::Ext(Object::Tensor(t)) = &ckpt.root else {
+        panic!("root is not a tensor")
+    };
+    assert_eq!(
+        (
+            t.tensor.shape(),
+            t.tensor.stride(),
+            t.tensor.storage_offset()
+        ),
+        (&[5, 4][..], &[1, 8][..], 10)
+    );
+    assert_eq!(ckpt.tensors().unwrap()[0].0, Vec::<PathKey>::new());
+    assert_eq!(ckpt.state_dict().unwrap()[0].0, "tensor");
+
+    let ckpt = load_fixture("root_list");
+    assert!(matches!(ckpt.root, Value::Node(id) if matches!(ckpt.graph.get(id), Node::List(_))));
+}
+
+#[test]
+fn uint_and_float8_pair_shares_one_key() {
+    let ckpt = load_fixture("uint_and_float8");
+    let tensors = ckpt.tensors().unwrap();
+    let get = |k: &str| {
+        tensors
+            .iter()
+            .find(|(p, _)| p == &[PathKey::Key(k.into())])
+            .map(|(_, t)| &t.tensor)
+            .unwrap()
+    };
+    let (a, b, c) = (
+        get("pair_uint16"),
+        get("pair_float8_e5m2"),
+        get("pair_uint8"),
+    );
+    assert!(a.shares_storage_with(b) && b.shares_storage_with(c));
+    assert_eq!(
+        (a.dtype(), b.dtype(), c.dtype()),
+        (DType::UInt16, DType::Float8E5M2, DType::UInt8)
+    );
+    assert_eq!(ckpt.storage_key(a), ckpt.storage_key(c));
+}
