@@ -8,7 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release -q -p stowage-cli
-bin=target/release/stowage
+bin="${CARGO_TARGET_DIR:-target}/release/stowage"
 python3 scripts/check-inspect "$bin"
 py="${STOWAGE_TORCH_PYTHON:-$HOME/.torch-venv/bin/python}"
 if [ -x "$py" ] && "$py" -c 'import torch, safetensors' >/dev/null 2>&1; then
