@@ -20,7 +20,7 @@ use serde_json::{json, Map, Value as Json};
 use stowage::serialize::{dotted, PathKey, TensorObject};
 use stowage::{Checkpoint, DType, Kind, Scalar};
 
-use crate::inspect::{logical_bytes, rows};
+use crate::inspect::{logical_bytes, path_json, rows};
 use crate::Failure;
 
 /// Arguments of `diff`.
@@ -322,17 +322,6 @@ fn sharing(common: &[(&[PathKey], &str, &str)]) -> Vec<Difference> {
         }
     }
     differences
-}
-
-fn path_json(path: &[PathKey]) -> Json {
-    Json::Array(
-        path.iter()
-            .map(|k| match k {
-                PathKey::Key(s) => Json::String(s.clone()),
-                PathKey::Index(i) => json!(i),
-            })
-            .collect(),
-    )
 }
 
 /// A float as JSON: a number when finite, else `"inf"`, `"-inf"` or `"nan"`.

@@ -71,7 +71,8 @@ pub fn sha256(t: &Tensor) -> Result<String, stowage::Error> {
     Ok(digest.iter().map(|b| format!("{b:02x}")).collect())
 }
 
-fn path_json(path: &[PathKey]) -> Json {
+/// A path as the contract's JSON list: string keys as strings, indices as numbers.
+pub fn path_json(path: &[PathKey]) -> Json {
     Json::Array(
         path.iter()
             .map(|k| match k {

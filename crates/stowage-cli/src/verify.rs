@@ -17,12 +17,13 @@
 
 use std::collections::HashSet;
 use std::fs::File;
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 use std::panic::{self, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use stowage::serialize::zip::{Entry, ZipError, ZipLimits, ZipReader};
+use stowage::serialize::{detect_format, Format};
 use stowage::{Checkpoint, Error};
 
 use crate::Failure;
@@ -74,22 +75,17 @@ pub fn run(args: Args, out: &mut dyn Write) -> Result<ExitCode, Failure> {
             source: e,
         })
     };
-    let mut file = File::open(path).map_err(unreadable)?;
+    let file = File::open(path).map_err(unreadable)?;
     if file.metadata().map_err(unreadable)?.is_dir() {
         return Err(unreadable(io::Error::other("is a directory")));
     }
-    let mut head = Vec::with_capacity(4);
-    (&mut file)
-        .take(4)
-        .read_to_end(&mut head)
-        .map_err(unreadable)?;
 
     let mut report = Report {
         out,
         file: path.display().to_string(),
         defects: 0,
     };
-    if head == b"PK\x03\x04" {
+    if let Ok(Format::TorchZip) = detect_format(&file) {
         verify_zip(path, file, &mut report)?;
     } else if let Err(e) = load(path) {
         report.defect(&e)?;

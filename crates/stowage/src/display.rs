@@ -153,51 +153,47 @@ impl Printer {
     }
 }
 
-/// Renders `values` (row-major, of `shape`) as PyTorch's nested lists.
+/// Renders `values` (row-major, of `shape`) as PyTorch's nested lists. `full` is
+/// the tensor's shape; where a dimension of `full` was summarised, `shape` holds
+/// only its `2 * EDGEITEMS` edge items and a `...` goes between them.
 fn render(
     values: &[Scalar],
     shape: &[usize],
+    full: &[usize],
     p: &Printer,
     indent: usize,
-    summarize: bool,
 ) -> String {
-    match shape {
-        [] => p.value(&values[0]),
-        [n] => {
+    let cut = |n: usize, kept: usize| n != kept;
+    match (shape, full) {
+        ([], _) => p.value(&values[0]),
+        ([kept], [n, ..]) => {
             let per_line = ((LINEWIDTH.saturating_sub(indent)) / (p.width() + 2)).max(1);
-            let items: Vec<String> = if summarize && *n > 2 * EDGEITEMS {
-                let mut v: Vec<String> = values[..EDGEITEMS].iter().map(|x| p.value(x)).collect();
-                v.push(" ...".into());
-                v.extend(values[n - EDGEITEMS..].iter().map(|x| p.value(x)));
-                v
-            } else {
-                values.iter().map(|x| p.value(x)).collect()
-            };
+            let mut items: Vec<String> = values.iter().map(|x| p.value(x)).collect();
+            if cut(*n, *kept) {
+                items.insert(EDGEITEMS, " ...".into());
+            }
             let lines: Vec<String> = items.chunks(per_line).map(|c| c.join(", ")).collect();
             format!(
                 "[{}]",
                 lines.join(&format!(",\n{}", " ".repeat(indent + 1)))
             )
         }
-        [n, rest @ ..] => {
+        ([kept, rest @ ..], [n, full_rest @ ..]) => {
             let inner: usize = rest.iter().product();
-            let sub = |i: usize| {
-                render(
-                    &values[i * inner..(i + 1) * inner],
-                    rest,
-                    p,
-                    indent + 1,
-                    summarize,
-                )
-            };
-            let parts: Vec<String> = if summarize && *n > 2 * EDGEITEMS {
-                let mut v: Vec<String> = (0..EDGEITEMS).map(sub).collect();
-                v.push("...".into());
-                v.extend((n - EDGEITEMS..*n).map(sub));
-                v
-            } else {
-                (0..*n).map(sub).collect()
-            };
+            let mut parts: Vec<String> = (0..*kept)
+                .map(|i| {
+                    render(
+                        &values[i * inner..(i + 1) * inner],
+                        rest,
+                        full_rest,
+                        p,
+                        indent + 1,
+                    )
+                })
+                .collect();
+            if cut(*n, *kept) {
+                parts.insert(EDGEITEMS, "...".into());
+            }
             let sep = format!(
                 ",{}{}",
                 "\n".repeat(shape.len() - 1),
@@ -205,27 +201,51 @@ fn render(
             );
             format!("[{}]", parts.join(&sep))
         }
+        _ => String::new(),
     }
 }
 
-/// The values printed for a summarised tensor: only the edge items of each dimension.
-fn summarized_values(t: &Tensor) -> Option<Vec<Scalar>> {
-    let mut v = t.clone();
-    for d in 0..t.dim() {
-        let n = v.shape()[d];
-        if n > 2 * EDGEITEMS {
-            let head = v.narrow(d as isize, 0, EDGEITEMS).ok()?;
-            let tail = v
-                .narrow(d as isize, (n - EDGEITEMS) as isize, EDGEITEMS)
-                .ok()?;
-            // Only the formatter's statistics need these values, so concatenation order is irrelevant.
-            let mut vals = head.scalars().ok()?;
-            vals.extend(tail.scalars().ok()?);
-            return Some(vals);
+/// The values printed, row-major: every element, or when summarising (past
+/// `THRESHOLD` elements) only the first and last `EDGEITEMS` of each long
+/// dimension, as PyTorch's `get_summarized_data`. Returns them with their shape.
+fn printed_values(t: &Tensor) -> crate::Result<(Vec<Scalar>, Vec<usize>)> {
+    let summarize = t.numel() > THRESHOLD;
+    let kept: Vec<Vec<usize>> = t
+        .shape()
+        .iter()
+        .map(|&n| {
+            if summarize && n > 2 * EDGEITEMS {
+                (0..EDGEITEMS).chain(n - EDGEITEMS..n).collect()
+            } else {
+                (0..n).collect()
+            }
+        })
+        .collect();
+    let shape: Vec<usize> = kept.iter().map(Vec::len).collect();
+    let (dtype, es) = (t.dtype(), t.element_size());
+    let values = t.untyped_storage().with_bytes("printing values", |b| {
+        t.layout().check_fits(es, b.len())?;
+        let count: usize = shape.iter().product();
+        let mut index = vec![0usize; shape.len()];
+        let mut out = Vec::with_capacity(count);
+        for _ in 0..count {
+            let off = kept
+                .iter()
+                .zip(&index)
+                .zip(t.stride())
+                .fold(t.storage_offset(), |o, ((k, &i), &st)| o + k[i] * st);
+            out.push(crate::element::read(dtype, &b[off * es..(off + 1) * es])?);
+            for d in (0..index.len()).rev() {
+                index[d] += 1;
+                if index[d] < shape[d] {
+                    break;
+                }
+                index[d] = 0;
+            }
         }
-        v = v.clone();
-    }
-    t.scalars().ok()
+        Ok::<_, crate::Error>(out)
+    })??;
+    Ok((values, shape))
 }
 
 impl fmt::Display for Tensor {
@@ -247,36 +267,28 @@ impl fmt::Display for Tensor {
         } else if !self.dtype.has_scalar_values() {
             "[...]".to_string()
         } else {
-            let values = match self.scalars() {
+            let (values, shape) = match printed_values(self) {
                 Ok(v) => v,
                 Err(e) => return write!(f, "<tensor: {e}>"),
             };
-            let summarize = values.len() > THRESHOLD;
-            let stats = if summarize {
-                summarized_values(self).unwrap_or_else(|| values.clone())
-            } else {
-                values.clone()
-            };
             let printer = if self.dtype.kind() == Kind::Complex {
-                let re: Vec<Scalar> = stats
-                    .iter()
-                    .map(|c| Scalar::Float(c.to_complex().re))
-                    .collect();
-                let im: Vec<Scalar> = stats
-                    .iter()
-                    .map(|c| Scalar::Float(c.to_complex().im))
-                    .collect();
+                let part = |f: fn(&Scalar) -> f64| {
+                    values
+                        .iter()
+                        .map(|c| Scalar::Float(f(c)))
+                        .collect::<Vec<_>>()
+                };
                 Printer {
-                    re: Formatter::new(&re, true),
-                    im: Some(Formatter::new(&im, true)),
+                    re: Formatter::new(&part(|c| c.to_complex().re), true),
+                    im: Some(Formatter::new(&part(|c| c.to_complex().im), true)),
                 }
             } else {
                 Printer {
-                    re: Formatter::new(&stats, self.dtype.kind() == Kind::Float),
+                    re: Formatter::new(&values, self.dtype.kind() == Kind::Float),
                     im: None,
                 }
             };
-            render(&values, self.shape(), &printer, "tensor(".len(), summarize)
+            render(&values, &shape, self.shape(), &printer, "tensor(".len())
         };
         if !default_dtypes.contains(&self.dtype) {
             suffixes.push(format!("dtype={}", self.dtype));
@@ -384,5 +396,24 @@ mod tests {
             show(&big),
             "tensor([   0,    1,    2,  ..., 1997, 1998, 1999])"
         );
+    }
+
+    #[test]
+    fn summaries_read_only_the_edges_like_pytorch() {
+        // Strings printed by PyTorch 2.15 for the same tensors.
+        let m = Tensor::arange(0.0, 2000.0, 1.0, DType::Int64)
+            .unwrap()
+            .view(&[1000, 2])
+            .unwrap();
+        assert_eq!(
+            show(&m),
+            "tensor([[   0,    1],\n        [   2,    3],\n        [   4,    5],\n        ...,\n        [1994, 1995],\n        [1996, 1997],\n        [1998, 1999]])"
+        );
+        // 2^33 elements through a stride-0 view: printing must not read them all.
+        let huge = Tensor::ones(&[1], DType::Float32)
+            .unwrap()
+            .expand(&[1 << 33])
+            .unwrap();
+        assert_eq!(show(&huge), "tensor([1., 1., 1.,  ..., 1., 1., 1.])");
     }
 }

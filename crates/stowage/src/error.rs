@@ -220,6 +220,16 @@ pub enum Error {
         /// Bytes found (or claimed).
         found: u64,
     },
+    /// A deflated record declaring more bytes than its compressed data can expand to.
+    #[error("record {name} declares {declared} bytes, more than its {compressed} compressed bytes can inflate to")]
+    ImplausibleRecord {
+        /// The record's name.
+        name: String,
+        /// Bytes the archive declares.
+        declared: u64,
+        /// Compressed bytes present.
+        compressed: u64,
+    },
     /// A resource limit that protects against hostile input.
     #[error("limit exceeded: {limit} (at most {max})")]
     LimitExceeded {

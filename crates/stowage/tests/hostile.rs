@@ -192,8 +192,8 @@ const EXPECTED: &[(&str, &str, Check)] = &[
     ),
     (
         "deflate_bomb_huge_size.pt",
-        "InStorage(0, RecordSize(data/0, found 2**40))",
-        |e| matches!(in_storage0(e), Some(Error::RecordSize { name, found, .. }) if name == "data/0" && *found == 1 << 40),
+        "InStorage(0, ImplausibleRecord(data/0, declared 2**40))",
+        |e| matches!(in_storage0(e), Some(Error::ImplausibleRecord { name, declared, .. }) if name == "data/0" && *declared == 1 << 40),
     ),
     (
         "os_system.pt",

@@ -95,8 +95,12 @@ pub fn load_bytes(bytes: &[u8], options: &LoadOptions) -> Result<Checkpoint> {
     load_from(bytes, options)
 }
 
-/// The kind of file, from its first bytes.
-fn sniff<R: ReadAt>(source: &R) -> Result<Format> {
+/// The kind of checkpoint `source` holds, from its content (never its name).
+///
+/// # Errors
+/// [`Error::NotACheckpoint`] for empty or unrecognised files and the `PYTORCH1`
+/// preview format, [`Error::Unsupported`] for PyTorch ≤ 0.3 tar files, I/O errors.
+pub fn detect_format<R: ReadAt>(source: &R) -> Result<Format> {
     let len = source.len();
     let mut head = [0u8; 16];
     let n = len.min(16) as usize;
@@ -146,7 +150,7 @@ fn sniff<R: ReadAt>(source: &R) -> Result<Format> {
 }
 
 fn load_from<R: ReadAt>(source: R, options: &LoadOptions) -> Result<Checkpoint> {
-    match sniff(&source)? {
+    match detect_format(&source)? {
         Format::TorchZip => load_zip(source, options),
         Format::TorchLegacy => legacy::load(&source, options),
         Format::Safetensors => crate::safetensors::load(&source, options),
@@ -190,10 +194,10 @@ impl<R: ReadAt> StorageSource for ZipSource<'_, R> {
                     .saturating_mul(1032)
                     .saturating_add(1024)
         {
-            return Err(Error::RecordSize {
+            return Err(Error::ImplausibleRecord {
                 name,
-                expected: entry.compressed_size.saturating_mul(1032),
-                found: entry.size,
+                declared: entry.size,
+                compressed: entry.compressed_size,
             });
         }
         let storage = UntypedStorage::new_on(nbytes, device)?;

@@ -239,16 +239,22 @@ impl<S: StorageSource> TorchHooks<'_, S> {
     }
 
     #[allow(clippy::too_many_arguments)]
+    /// A tensor from `(storage, storage_offset, size, stride)`, the first four
+    /// arguments of every rebuild function.
     fn rebuild(
         &self,
         graph: &Graph<Object>,
-        storage: &V,
-        offset: &V,
-        size: &V,
-        stride: &V,
+        layout_args: &[V],
         requires_grad: Option<&V>,
         dtype: Option<DType>,
     ) -> Result<Tensor> {
+        let [storage, offset, size, stride] = layout_args else {
+            return Err(Error::BadObject {
+                context: "tensor rebuild",
+                expected: "(storage, storage_offset, size, stride)",
+                found: format!("{} arguments", layout_args.len()),
+            });
+        };
         let s = match storage {
             Value::Ext(Object::Storage(s)) => s,
             other => return Err(bad("tensor storage", "a storage", other, graph)),
@@ -291,22 +297,11 @@ impl<S: StorageSource> TorchHooks<'_, S> {
         Ok(match f {
             Global::RebuildTensor => {
                 arity(4, 4, "_rebuild_tensor")?;
-                tensor(
-                    self.rebuild(graph, &args[0], &args[1], &args[2], &args[3], None, None)?,
-                    None,
-                )?
+                tensor(self.rebuild(graph, &args[..4], None, None)?, None)?
             }
             Global::RebuildTensorV2 => {
                 arity(6, 7, "_rebuild_tensor_v2")?;
-                let t = self.rebuild(
-                    graph,
-                    &args[0],
-                    &args[1],
-                    &args[2],
-                    &args[3],
-                    Some(&args[4]),
-                    None,
-                )?;
+                let t = self.rebuild(graph, &args[..4], Some(&args[4]), None)?;
                 tensor(t, args.get(6))?
             }
             Global::RebuildTensorV3 => {
@@ -315,15 +310,7 @@ impl<S: StorageSource> TorchHooks<'_, S> {
                     Value::Ext(Object::DType(d)) => *d,
                     other => return Err(bad("_rebuild_tensor_v3 dtype", "a dtype", other, graph)),
                 };
-                let t = self.rebuild(
-                    graph,
-                    &args[0],
-                    &args[1],
-                    &args[2],
-                    &args[3],
-                    Some(&args[4]),
-                    Some(dtype),
-                )?;
+                let t = self.rebuild(graph, &args[..4], Some(&args[4]), Some(dtype))?;
                 tensor(t, args.get(7))?
             }
             Global::RebuildQTensor => {
@@ -351,15 +338,7 @@ impl<S: StorageSource> TorchHooks<'_, S> {
                 let zero = params[2]
                     .as_i64()
                     .ok_or_else(|| bad("quantizer zero point", "an int", &params[2], graph))?;
-                let mut t = self.rebuild(
-                    graph,
-                    &args[0],
-                    &args[1],
-                    &args[2],
-                    &args[3],
-                    Some(&args[5]),
-                    None,
-                )?;
+                let mut t = self.rebuild(graph, &args[..4], Some(&args[5]), None)?;
                 t.requires_grad_(false);
                 let mut obj = TensorObject::new(t);
                 obj.quantization = Some((scale, zero));
