@@ -21,6 +21,22 @@ pub struct Tensor {
 }
 
 impl Tensor {
+    /// A tensor over `storage` whose layout is checked by the caller before anyone
+    /// reads it (loaders check every tensor once the object graph is complete, so
+    /// that an error can name the tensor's path). Data access re-checks anyway.
+    pub(crate) fn from_parts_unchecked(
+        storage: UntypedStorage,
+        dtype: DType,
+        layout: Layout,
+    ) -> Tensor {
+        Tensor {
+            storage,
+            dtype,
+            layout,
+            requires_grad: false,
+        }
+    }
+
     /// A tensor over `storage` with the given dtype and layout, checked to fit.
     ///
     /// # Errors

@@ -93,9 +93,14 @@ fn in_pickle(e: &Error) -> Option<&Error> {
     }
 }
 
-/// `InStorage { key: "0", source }` inside `data.pkl` → `source`.
+/// `InStorage { key: "0", source }` inside `data.pkl`, or under the tensor's
+/// path (`AtPath`) for views checked once the pickle is read → `source`.
 fn in_storage0(e: &Error) -> Option<&Error> {
-    match in_pickle(e)? {
+    let inner = match e {
+        Error::AtPath { source, .. } => source,
+        other => in_pickle(other)?,
+    };
+    match inner {
         Error::InStorage { key, source } if key == "0" => Some(source),
         _ => None,
     }
@@ -323,13 +328,20 @@ fn hostile_files_on_meta_and_with_crc_checks() {
 }
 
 #[test]
-#[ignore = "bug: the error for view_past_end.pt does not name the tensor path [\"weight\"] (hostile/README.md asks for it); \
-            it is InFile > InRecord(data.pkl) > InStorage(0) > OutOfStorage, with no AtPath"]
 fn view_past_end_error_names_the_tensor_path() {
     let path = hostile("view_past_end.pt");
     let e = load_path(&path).expect_err("view past the end");
     let line = e.to_string();
     assert!(line.contains("weight"), "{line}");
+    match &e {
+        Error::InFile { source, .. } => {
+            assert!(
+                matches!(&**source, Error::AtPath { path, .. } if path == "weight"),
+                "{e:?}"
+            )
+        }
+        other => panic!("expected InFile, got {other:?}"),
+    }
 }
 
 #[test]

@@ -271,7 +271,7 @@ pub(crate) fn load<R: ReadAt>(source: &R, options: &LoadOptions) -> Result<Check
         });
     }
     drop(pending);
-    Ok(Checkpoint {
+    super::check_views(Checkpoint {
         format: Format::TorchLegacy,
         byteorder: ByteOrder::Little,
         graph: pickled.graph,

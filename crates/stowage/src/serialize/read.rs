@@ -265,11 +265,8 @@ impl<S: StorageSource> TorchHooks<'_, S> {
             &as_dims(graph, stride, "tensor stride")?,
             as_usize(graph, offset, "tensor storage offset")?,
         )?;
-        let mut t =
-            Tensor::from_parts(s.storage.clone(), dtype, layout).map_err(|e| Error::InStorage {
-                key: s.key.to_string(),
-                source: Box::new(e),
-            })?;
+        // Checked against the storage by `check_views` once the graph is complete.
+        let mut t = Tensor::from_parts_unchecked(s.storage.clone(), dtype, layout);
         if let Some(rg) = requires_grad {
             t.requires_grad_(as_bool(graph, rg, "requires_grad")?);
         }
