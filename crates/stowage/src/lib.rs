@@ -42,6 +42,7 @@ pub mod minifloat;
 pub mod safetensors;
 pub mod serialize;
 pub mod storage;
+mod sync;
 mod tensor;
 mod view;
 

@@ -17,7 +17,9 @@ mod heap;
 
 use std::fmt;
 use std::ops::{Deref, DerefMut};
-use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::PoisonError;
+
+use crate::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use heap::HeapBuffer;
 pub use heap::ALIGN;
