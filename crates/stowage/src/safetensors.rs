@@ -5,14 +5,19 @@
 //! contiguous copy, with the `__metadata__` map kept; dtypes safetensors
 //! cannot hold are refused naming the dtype and the path.
 //!
-//! The `safetensors` crate parses from one buffer holding the whole file, so
-//! a load reads the file into memory and then copies each tensor into its
-//! storage (twice the tensor bytes at peak, unlike the torch loaders).
+//! Saving streams one tensor at a time into the file (through the crate's
+//! `serialize_to_file`); only non-contiguous or lazily conjugated tensors are
+//! copied up front. Loading is less frugal: the crate parses from one buffer
+//! holding the whole file, so a load reads the file into memory and then
+//! copies each tensor into its storage (twice the tensor bytes at peak, unlike
+//! the torch loaders).
 
+use std::borrow::Cow;
+use std::cell::Cell;
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
-use safetensors::tensor::{Dtype, SafeTensors, TensorView};
+use safetensors::tensor::{Dtype, SafeTensors, View};
 
 use crate::layout::Layout;
 use crate::serialize::object::{
@@ -122,7 +127,7 @@ pub(crate) fn load<R: ReadAt>(source: &R, options: &LoadOptions) -> Result<Check
 /// [`Error::AtPath`] wrapping [`Error::DTypeUnsupported`] for a dtype safetensors cannot
 /// hold (complex128, quantized …) or [`Error::NoData`] for meta tensors; I/O errors.
 pub fn save(path: impl AsRef<Path>, ckpt: &Checkpoint) -> Result<()> {
-    let mut tensors: Vec<(String, DType, Vec<usize>, Vec<u8>)> = Vec::new();
+    let mut views: Vec<(String, Contiguous)> = Vec::new();
     let mut seen = std::collections::HashSet::new();
     for (p, t) in ckpt.tensors()? {
         let name = dotted(&p);
@@ -131,12 +136,15 @@ pub fn save(path: impl AsRef<Path>, ckpt: &Checkpoint) -> Result<()> {
             source: Box::new(e),
         };
         let x = &t.tensor;
-        if t.quantization.is_some() || from_dtype(x.dtype()).is_none() {
-            return Err(at(Error::DTypeUnsupported {
-                op: "saving to safetensors",
-                dtype: x.dtype(),
-            }));
-        }
+        let dtype = match from_dtype(x.dtype()) {
+            Some(d) if t.quantization.is_none() => d,
+            _ => {
+                return Err(at(Error::DTypeUnsupported {
+                    op: "saving to safetensors",
+                    dtype: x.dtype(),
+                }))
+            }
+        };
         if !seen.insert(name.clone()) {
             return Err(at(Error::InvalidArgument {
                 op: "saving to safetensors",
@@ -144,36 +152,80 @@ pub fn save(path: impl AsRef<Path>, ckpt: &Checkpoint) -> Result<()> {
                 value: "two tensors have this name".into(),
             }));
         }
-        let c = t.resolved().and_then(|r| r.contiguous()).map_err(at)?;
-        let bytes = c.untyped_storage().bytes().map_err(at)?;
-        let start = c.storage_offset() * c.element_size();
-        tensors.push((
-            name.clone(),
-            x.dtype(),
-            x.shape().to_vec(),
-            bytes[start..start + c.nbytes()].to_vec(),
+        // Contiguous tensors are used as they are; others (and lazily conjugated or
+        // negated ones) are copied once here.
+        let tensor = t.resolved().and_then(|r| r.contiguous()).map_err(at)?;
+        if tensor.is_meta() {
+            return Err(at(Error::NoData {
+                op: "saving to safetensors",
+                device: tensor.device(),
+            }));
+        }
+        views.push((
+            name,
+            Contiguous {
+                dtype,
+                tensor,
+                failed: Cell::new(false),
+            },
         ));
     }
-    let views: Vec<(String, TensorView<'_>)> = tensors
-        .iter()
-        .map(|(n, d, s, b)| {
-            let dt = from_dtype(*d).ok_or(Error::DTypeUnsupported {
-                op: "saving to safetensors",
-                dtype: *d,
-            })?;
-            Ok((n.clone(), TensorView::new(dt, s.clone(), b)?))
-        })
-        .collect::<Result<_>>()?;
     let meta: Option<HashMap<String, String>> = ckpt
         .safetensors_metadata
         .as_ref()
         .map(|m: &BTreeMap<_, _>| m.clone().into_iter().collect());
-    let bytes = safetensors::tensor::serialize(views, meta)?;
-    crate::serialize::write_atomically(path.as_ref(), |f| {
-        use std::io::Write;
-        f.write_all(&bytes).map_err(|e| Error::Io {
-            path: path.as_ref().to_owned(),
-            source: e,
-        })
+    // The crate streams the tensors into the file one at a time.
+    crate::serialize::write_atomically(path.as_ref(), |tmp| {
+        safetensors::tensor::serialize_to_file(
+            views.iter().map(|(n, v)| (n.as_str(), v)),
+            meta,
+            tmp,
+        )?;
+        match views.iter().find(|(_, v)| v.failed.get()) {
+            None => Ok(()),
+            Some((name, _)) => Err(Error::AtPath {
+                path: name.clone(),
+                source: Box::new(Error::InvalidArgument {
+                    op: "saving to safetensors",
+                    what: "tensor",
+                    value: "its storage changed size while the file was written".into(),
+                }),
+            }),
+        }
     })
+}
+
+/// A contiguous tensor as the `safetensors` crate's `View`.
+struct Contiguous {
+    dtype: Dtype,
+    tensor: Tensor,
+    /// Set when the bytes could not be read while writing (the save then fails).
+    failed: Cell<bool>,
+}
+
+impl View for &Contiguous {
+    fn dtype(&self) -> Dtype {
+        self.dtype
+    }
+    fn shape(&self) -> &[usize] {
+        self.tensor.shape()
+    }
+    fn data(&self) -> Cow<'_, [u8]> {
+        // The bytes sit behind the storage's lock, so they are handed over as a copy,
+        // one tensor at a time while the file is written. The crate does not check the
+        // length it gets, so a storage shrunk meanwhile gives zeros of the right length
+        // (keeping later tensors in place) and fails the save afterwards.
+        let start = self.tensor.storage_offset() * self.tensor.element_size();
+        let end = start + self.tensor.nbytes();
+        match self.tensor.untyped_storage().bytes() {
+            Ok(b) if end <= b.len() => Cow::Owned(b[start..end].to_vec()),
+            _ => {
+                self.failed.set(true);
+                Cow::Owned(vec![0; self.tensor.nbytes()])
+            }
+        }
+    }
+    fn data_len(&self) -> usize {
+        self.tensor.nbytes()
+    }
 }

@@ -467,10 +467,17 @@ pub fn save(path: impl AsRef<Path>, ckpt: &Checkpoint) -> Result<()> {
 /// As [`save`].
 pub fn save_with(path: &Path, ckpt: &Checkpoint, options: &SaveOptions) -> Result<()> {
     let stem = archive_name(path);
-    write_atomically(path, |f| {
+    write_atomically(path, |tmp| {
+        let f = File::create(tmp).map_err(|e| Error::Io {
+            path: tmp.to_owned(),
+            source: e,
+        })?;
         save_to_writer(BufWriter::with_capacity(1 << 22, f), &stem, ckpt, options)?
             .flush()
-            .map_err(io)
+            .map_err(|e| Error::Io {
+                path: tmp.to_owned(),
+                source: e,
+            })
     })
 }
 
@@ -491,11 +498,10 @@ pub fn archive_name(path: &Path) -> String {
     }
 }
 
-/// Writes a file through `write` into a temporary sibling, syncs it, and renames it to `path`.
-pub(crate) fn write_atomically(
-    path: &Path,
-    write: impl FnOnce(&mut File) -> Result<()>,
-) -> Result<()> {
+/// Has `write` create a temporary sibling of `path` (at the path it is given), syncs
+/// it, and renames it to `path`; on failure the temporary file is removed and any
+/// earlier file at `path` is untouched.
+pub(crate) fn write_atomically(path: &Path, write: impl FnOnce(&Path) -> Result<()>) -> Result<()> {
     let in_file = |e: Error| Error::InFile {
         path: path.to_owned(),
         source: Box::new(e),
@@ -514,10 +520,10 @@ pub(crate) fn write_atomically(
         .unwrap_or_default();
     let tmp = dir.join(format!(".{name}.stowage-tmp-{}", std::process::id()));
     let result = (|| {
-        let mut f = File::create(&tmp).map_err(io_at(&tmp))?;
-        write(&mut f)?;
-        f.sync_all().map_err(io_at(&tmp))?;
-        drop(f);
+        write(&tmp)?;
+        File::open(&tmp)
+            .and_then(|f| f.sync_all())
+            .map_err(io_at(&tmp))?;
         fs::rename(&tmp, path).map_err(io_at(path))?;
         if let Ok(d) = File::open(&dir) {
             let _ = d.sync_all();
