@@ -20,7 +20,8 @@ use std::path::Path;
 
 pub use allowlist::Global;
 pub use object::{
-    dotted, ByteOrder, Checkpoint, Format, Object, PathKey, StorageRecord, StorageRef, TensorObject,
+    dotted, ByteOrder, Checkpoint, Format, Object, PathKey, StorageRecord, StorageRef,
+    TensorObject, MAX_PATHS,
 };
 pub(crate) use write::write_atomically;
 pub use write::{archive_name, save, save_to_writer, save_with, SaveOptions};

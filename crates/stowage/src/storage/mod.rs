@@ -9,7 +9,7 @@
 //! NOTE [sound sharing]: views alias, so the bytes sit behind a `RwLock`.
 //! Reads take the shared lock, writes the exclusive one, and no `&mut [u8]`
 //! exists while another handle can see the bytes. Operations on two storages
-//! ([`with_pair`]) lock in address order so that concurrent `a.copy_(b)` and
+//! (`with_pair`) lock in address order so that concurrent `a.copy_(b)` and
 //! `b.copy_(a)` cannot deadlock. A guard returned by [`UntypedStorage::bytes`]
 //! must be dropped before writing to the same storage on the same thread.
 
