@@ -314,7 +314,7 @@ fn preserved_strides(l: &Layout) -> Vec<usize> {
 
 impl Tensor {
     fn check_data(&self, op: &'static str) -> Result<()> {
-        if self.is_meta() {
+        if !self.has_data() {
             return Err(Error::NoData {
                 op,
                 device: self.device(),
@@ -333,15 +333,28 @@ impl Tensor {
                 what: "tensor bytes",
                 detail: format!("{:?} of {dtype}", self.shape()),
             })?;
-        let storage = UntypedStorage::new_on(nbytes, device)?;
+        // Meta results and copies of fake tensors carry metadata only; a meta tensor
+        // cannot leave meta (there is nothing to copy), a fake one stays fake.
+        let storage = if device.is_meta() {
+            UntypedStorage::new_on(nbytes, device)?
+        } else if !self.has_data() {
+            if self.is_meta() {
+                return Err(Error::NoData {
+                    op: "copy out of a meta tensor",
+                    device: self.device(),
+                });
+            }
+            UntypedStorage::new_fake(nbytes, device)
+        } else {
+            UntypedStorage::new_on(nbytes, device)?
+        };
         let out = Tensor {
             storage,
             dtype,
             layout,
             requires_grad: false,
         };
-        if !device.is_meta() {
-            self.check_data("copy")?;
+        if out.has_data() {
             copy_into(&out, self, &self.layout)?;
         }
         Ok(out)
@@ -388,9 +401,6 @@ impl Tensor {
     pub fn to_device(&self, device: Device) -> Result<Tensor> {
         if device == self.device() {
             return Ok(self.clone());
-        }
-        if !device.is_meta() {
-            self.check_data("to")?;
         }
         self.copied(self.dtype, preserved_strides(&self.layout), device)
     }

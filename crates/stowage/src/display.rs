@@ -256,7 +256,7 @@ impl fmt::Display for Tensor {
         if !self.device().is_cpu() {
             suffixes.push(format!("device='{}'", self.device()));
         }
-        let body = if self.is_meta() {
+        let body = if !self.has_data() {
             suffixes.push(format!("size={}", py_tuple(self.shape())));
             "...".to_string()
         } else if self.numel() == 0 {
@@ -296,7 +296,12 @@ impl fmt::Display for Tensor {
         if self.requires_grad {
             suffixes.push("requires_grad=True".into());
         }
-        write!(f, "tensor({body}")?;
+        let name = if self.is_fake() {
+            "FakeTensor"
+        } else {
+            "tensor"
+        };
+        write!(f, "{name}({body}")?;
         for s in suffixes {
             write!(f, ", {s}")?;
         }

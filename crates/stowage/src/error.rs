@@ -280,4 +280,30 @@ pub enum Error {
         /// What went wrong.
         source: Box<Error>,
     },
+    /// A file shorter than the private mapping asked of it (PyTorch's `from_file` words).
+    #[error("file {} size {size} is smaller than the required mapping size {nbytes}", path.display())]
+    FileTooSmall {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Its size in bytes.
+        size: u64,
+        /// The bytes asked for.
+        nbytes: usize,
+    },
+    /// `pin_memory` of a storage that is not in host memory.
+    #[error("cannot pin a '{device}' storage: only CPU memory can be pinned")]
+    NotPinnable {
+        /// The storage's device.
+        device: Device,
+    },
+    /// The kernel refused to lock pages in memory.
+    #[error("could not pin {nbytes} bytes in memory (locked-memory limit {}): {source}", limit.map_or("unlimited".to_string(), |l| format!("{l} bytes")))]
+    PinFailed {
+        /// The bytes asked for.
+        nbytes: usize,
+        /// The process's `RLIMIT_MEMLOCK` soft limit, if finite.
+        limit: Option<u64>,
+        /// The error `mlock` gave.
+        source: std::io::Error,
+    },
 }

@@ -37,6 +37,7 @@ mod display;
 pub mod dtype;
 pub mod element;
 mod error;
+mod fake;
 pub mod layout;
 pub mod minifloat;
 pub mod safetensors;

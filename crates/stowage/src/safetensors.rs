@@ -155,7 +155,7 @@ pub fn save(path: impl AsRef<Path>, ckpt: &Checkpoint) -> Result<()> {
         // Contiguous tensors are used as they are; others (and lazily conjugated or
         // negated ones) are copied once here.
         let tensor = t.resolved().and_then(|r| r.contiguous()).map_err(at)?;
-        if tensor.is_meta() {
+        if !tensor.has_data() {
             return Err(at(Error::NoData {
                 op: "saving to safetensors",
                 device: tensor.device(),

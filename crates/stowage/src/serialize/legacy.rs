@@ -176,8 +176,7 @@ pub(crate) fn load<R: ReadAt>(source: &R, options: &LoadOptions) -> Result<Check
             declared: 0,
             file_len: len,
         };
-        let mut hooks =
-            TorchHooks::new(&mut pending, options.map_location, ByteOrder::Little, true);
+        let mut hooks = TorchHooks::new(&mut pending, options, ByteOrder::Little, true);
         match pickle::unpickle(&buf, &mut hooks, &options.pickle_limits) {
             Err(e) if wants_more(&e, buf.len() as u64, pos, len, options.max_pickle_bytes) => {
                 n *= 4
@@ -249,7 +248,7 @@ pub(crate) fn load<R: ReadAt>(source: &R, options: &LoadOptions) -> Result<Check
                 found: len.saturating_sub(pos),
             });
         }
-        if !storage.is_meta() {
+        if storage.has_data() {
             let mut bytes = storage.bytes_mut()?;
             source
                 .read_exact_at(&mut bytes, pos)

@@ -15,8 +15,10 @@ mod read;
 mod write;
 pub mod zip;
 
+use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
 use std::path::Path;
+use std::sync::Arc;
 
 pub use allowlist::Global;
 pub use object::{
@@ -29,6 +31,7 @@ pub use write::{archive_name, save, save_to_writer, save_with, SaveOptions};
 use self::pickle::Limits;
 use self::read::{StorageSource, TorchHooks};
 use self::zip::{Method, ReadAt, ZipLimits, ZipReader};
+use crate::storage::{MappedFile, MappedReader};
 use crate::{DType, Device, Error, Result, UntypedStorage};
 
 /// How to load a checkpoint.
@@ -46,6 +49,13 @@ pub struct LoadOptions {
     pub max_records: usize,
     /// Verify each record's CRC-32 while loading (PyTorch never does).
     pub verify_crc: bool,
+    /// Put storages tagged with a location (`"cuda:0"`) on another device, as
+    /// PyTorch's `map_location={"cuda:0": "cpu"}`; `map_location` overrides it.
+    pub location_map: HashMap<String, Device>,
+    /// Load as fake tensors: every storage has its size and reports its device
+    /// (after `map_location`/`location_map`) but no bytes are read. Records are
+    /// still checked to be present with the declared size.
+    pub fake: bool,
 }
 
 impl Default for LoadOptions {
@@ -56,6 +66,8 @@ impl Default for LoadOptions {
             max_pickle_bytes: 1 << 30,
             max_records: 1 << 20,
             verify_crc: false,
+            location_map: HashMap::new(),
+            fake: false,
         }
     }
 }
@@ -86,6 +98,46 @@ pub fn load_with(path: impl AsRef<Path>, options: &LoadOptions) -> Result<Checkp
         })
     })?;
     load_from(file, options).map_err(in_file)
+}
+
+/// Loads a checkpoint memory-mapped, as `torch.load(mmap=True)`: the file is
+/// mapped once, privately (copy-on-write, PyTorch's default `MAP_PRIVATE`), and
+/// each stored record of a torch zip archive becomes a storage over its part of
+/// the mapping, so nothing is read until it is touched and writes never reach
+/// the file. Such storages report [`UntypedStorage::is_shared`] (as PyTorch's
+/// do) and cannot be resized. Deflated records, and records that would overlap
+/// another, are copied; legacy-format and safetensors files are read as by
+/// [`load_with`] (PyTorch refuses `mmap` for the legacy format).
+///
+/// # Safety
+/// The storages' bytes are the file's pages: while any storage of the
+/// checkpoint lives, the file must not be truncated (reads would fault) or
+/// written by anyone.
+///
+/// # Errors
+/// As [`load`].
+pub unsafe fn load_mmap(path: impl AsRef<Path>, options: &LoadOptions) -> Result<Checkpoint> {
+    let path = path.as_ref();
+    let in_file = |e: Error| Error::InFile {
+        path: path.to_owned(),
+        source: Box::new(e),
+    };
+    let io = |e| {
+        in_file(Error::Io {
+            path: path.to_owned(),
+            source: e,
+        })
+    };
+    let file = File::open(path).map_err(io)?;
+    // SAFETY: the caller promises the file is neither truncated nor written meanwhile.
+    let map = unsafe { MappedFile::private(&file) }.map_err(io)?;
+    let reader = MappedReader(map.clone());
+    let loaded = match detect_format(&reader) {
+        Ok(Format::TorchZip) => load_zip(reader, options, Some(map)),
+        Ok(_) => load_from(reader, options),
+        Err(e) => Err(e),
+    };
+    loaded.map_err(in_file)
 }
 
 /// Loads a checkpoint held in memory (PyTorch's `torch.load(io.BytesIO(...))`).
@@ -152,7 +204,7 @@ pub fn detect_format<R: ReadAt>(source: &R) -> Result<Format> {
 
 fn load_from<R: ReadAt>(source: R, options: &LoadOptions) -> Result<Checkpoint> {
     match detect_format(&source)? {
-        Format::TorchZip => load_zip(source, options),
+        Format::TorchZip => load_zip(source, options, None),
         Format::TorchLegacy => legacy::load(&source, options),
         Format::Safetensors => crate::safetensors::load(&source, options),
     }
@@ -161,6 +213,41 @@ fn load_from<R: ReadAt>(source: R, options: &LoadOptions) -> Result<Checkpoint> 
 struct ZipSource<'z, R: ReadAt> {
     zip: &'z ZipReader<R>,
     verify_crc: bool,
+    /// For memory-mapped loading: the mapped file and the ranges handed out so far.
+    mapped: Option<MappedRecords>,
+}
+
+/// The records of a mapped checkpoint handed out as storages, so that no two
+/// storages share bytes (two storages over overlapping records of a hostile
+/// archive would alias under different locks; such a record is copied instead).
+struct MappedRecords {
+    map: Arc<MappedFile>,
+    /// Start → end of each range handed out.
+    taken: BTreeMap<u64, u64>,
+}
+
+impl MappedRecords {
+    /// Claims `start..end` if it overlaps no range handed out before.
+    fn claim(&mut self, start: u64, end: u64) -> bool {
+        if start == end {
+            return true;
+        }
+        let before = self
+            .taken
+            .range(..=start)
+            .next_back()
+            .is_some_and(|(_, &e)| e > start);
+        let after = self
+            .taken
+            .range(start..)
+            .next()
+            .is_some_and(|(&s, _)| s < end);
+        if before || after {
+            return false;
+        }
+        self.taken.insert(start, end);
+        true
+    }
 }
 
 impl<R: ReadAt> StorageSource for ZipSource<'_, R> {
@@ -201,6 +288,20 @@ impl<R: ReadAt> StorageSource for ZipSource<'_, R> {
                 compressed: entry.compressed_size,
             });
         }
+        if let (Some(m), Method::Stored) = (&mut self.mapped, entry.method) {
+            let start = self.zip.data_offset(entry)?;
+            let end = start.saturating_add(entry.size);
+            if end <= m.map.len() as u64 && m.claim(start, end) {
+                if self.verify_crc {
+                    self.zip.check_crc(entry)?;
+                }
+                // SAFETY: `start..end` lies inside the mapping (checked above), and `claim`
+                // checked that it overlaps no other storage made from this mapping.
+                return Ok(unsafe {
+                    UntypedStorage::from_mapped_record(&m.map, start as usize, nbytes, device)
+                });
+            }
+        }
         let storage = UntypedStorage::new_on(nbytes, device)?;
         {
             let mut bytes = storage.bytes_mut()?;
@@ -213,7 +314,11 @@ impl<R: ReadAt> StorageSource for ZipSource<'_, R> {
     }
 }
 
-fn load_zip<R: ReadAt>(source: R, options: &LoadOptions) -> Result<Checkpoint> {
+fn load_zip<R: ReadAt>(
+    source: R,
+    options: &LoadOptions,
+    mapped: Option<Arc<MappedFile>>,
+) -> Result<Checkpoint> {
     let limits = ZipLimits {
         max_entries: options.max_records,
         max_record_to_vec: options.max_pickle_bytes,
@@ -243,10 +348,14 @@ fn load_zip<R: ReadAt>(source: R, options: &LoadOptions) -> Result<Checkpoint> {
         },
     };
     let mut src = ZipSource {
+        mapped: mapped.map(|map| MappedRecords {
+            map,
+            taken: BTreeMap::new(),
+        }),
         zip: &zip,
         verify_crc: options.verify_crc,
     };
-    let mut hooks = TorchHooks::new(&mut src, options.map_location, byteorder, false);
+    let mut hooks = TorchHooks::new(&mut src, options, byteorder, false);
     let pickled = pickle::unpickle(&pkl, &mut hooks, &options.pickle_limits).map_err(|e| {
         Error::InRecord {
             name: "data.pkl".into(),

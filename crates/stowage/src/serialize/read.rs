@@ -11,6 +11,7 @@ use num_complex::Complex64;
 use super::allowlist::{self, Global};
 use super::object::{ByteOrder, Object, StorageRecord, StorageRef, TensorObject};
 use super::pickle::{Graph, Hooks, Node, NodeId, Value};
+use super::LoadOptions;
 use crate::layout::Layout;
 use crate::{DType, Device, Error, Result, Tensor, UntypedStorage};
 
@@ -29,7 +30,7 @@ pub(crate) trait StorageSource {
 /// PyTorch's `torch.load` semantics as pickle hooks.
 pub(crate) struct TorchHooks<'s, S: StorageSource> {
     pub source: &'s mut S,
-    pub map_location: Option<Device>,
+    pub options: &'s LoadOptions,
     pub byteorder: ByteOrder,
     /// Element count is in the pid's 5th field; legacy pids have 6 fields.
     pub legacy: bool,
@@ -42,13 +43,13 @@ pub(crate) struct TorchHooks<'s, S: StorageSource> {
 impl<'s, S: StorageSource> TorchHooks<'s, S> {
     pub fn new(
         source: &'s mut S,
-        map_location: Option<Device>,
+        options: &'s LoadOptions,
         byteorder: ByteOrder,
         legacy: bool,
     ) -> Self {
         TorchHooks {
             source,
-            map_location,
+            options,
             byteorder,
             legacy,
             cache: HashMap::new(),
@@ -201,22 +202,34 @@ impl<S: StorageSource> TorchHooks<'_, S> {
             what: "storage bytes",
             detail: format!("{numel} elements of {elem} bytes in storage {key}"),
         })?;
-        let device = match self.map_location {
-            Some(d) => d,
-            None => location.parse::<Device>().map_err(|_| Error::BadObject {
+        let device = match (
+            self.options.map_location,
+            self.options.location_map.get(&location),
+        ) {
+            (Some(d), _) | (None, Some(&d)) => d,
+            (None, None) => location.parse::<Device>().map_err(|_| Error::BadObject {
                 context: "storage location",
                 expected: "a device string",
                 found: location.clone(),
             })?,
         };
-        let storage =
+        let in_storage = |e| Error::InStorage {
+            key: key.to_string(),
+            source: Box::new(e),
+        };
+        let storage = if self.options.fake && !device.is_meta() {
+            // A fake storage: the record is checked like a meta load (present, with the
+            // declared size) and never read; the storage reports `device`.
+            self.source
+                .load(&key, nbytes, dtype, Device::META)
+                .map_err(in_storage)?;
+            UntypedStorage::new_fake(nbytes, device)
+        } else {
             self.source
                 .load(&key, nbytes, dtype, device)
-                .map_err(|e| Error::InStorage {
-                    key: key.to_string(),
-                    source: Box::new(e),
-                })?;
-        if self.byteorder == ByteOrder::Big && !storage.is_meta() {
+                .map_err(in_storage)?
+        };
+        if self.byteorder == ByteOrder::Big && storage.has_data() {
             // PyTorch swaps typed (v2) storages by their dtype; untyped (v3) ones load as
             // uint8 and are never swapped. stowage does the same (see docs/format.md).
             if let Some(d) = dtype {

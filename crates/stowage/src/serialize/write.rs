@@ -200,7 +200,7 @@ impl Writer<'_> {
 
     /// The persistent id of a storage viewed as `dtype` (`None`: untyped).
     fn persid(&mut self, storage: &UntypedStorage, dtype: Option<DType>) -> Result<()> {
-        if storage.is_meta() {
+        if !storage.has_data() {
             return Err(Error::NoData {
                 op: "saving a storage",
                 device: storage.device(),

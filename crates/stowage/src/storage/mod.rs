@@ -13,7 +13,11 @@
 //! `b.copy_(a)` cannot deadlock. A guard returned by [`UntypedStorage::bytes`]
 //! must be dropped before writing to the same storage on the same thread.
 
+mod file;
 mod heap;
+mod mapped;
+mod pinned;
+mod shm;
 
 use std::fmt;
 use std::ops::{Deref, DerefMut};
@@ -23,13 +27,24 @@ use crate::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use heap::HeapBuffer;
 pub use heap::ALIGN;
+pub(crate) use mapped::{MappedBytes, MappedFile, MappedReader};
+use pinned::PinnedBuffer;
+pub use shm::{SharedMemoryHandle, SharingStrategy};
 
 use crate::{Device, Error, Result};
 
-/// Where a storage's bytes live.
+/// Where a storage's bytes live (one file per backing in this folder).
 pub(crate) enum Backing {
     /// Ordinary host memory.
     Heap(HeapBuffer),
+    /// Page-locked host memory (`pin_memory`).
+    Pinned(PinnedBuffer),
+    /// A mapped file (`from_file`).
+    File(MappedBytes),
+    /// A POSIX shared-memory object (`share_memory_`).
+    Shm(MappedBytes),
+    /// One record of a checkpoint mapped whole (memory-mapped loading).
+    Mapped(MappedBytes),
     /// No bytes at all: the meta device, fake tensors.
     Meta { nbytes: usize },
 }
@@ -38,19 +53,33 @@ impl Backing {
     fn nbytes(&self) -> usize {
         match self {
             Backing::Heap(h) => h.len(),
+            Backing::Pinned(p) => p.len(),
+            Backing::File(m) | Backing::Shm(m) | Backing::Mapped(m) => m.len(),
             Backing::Meta { nbytes } => *nbytes,
         }
     }
     fn bytes(&self) -> Option<&[u8]> {
         match self {
             Backing::Heap(h) => Some(h.as_slice()),
+            Backing::Pinned(p) => Some(p.as_slice()),
+            Backing::File(m) | Backing::Shm(m) | Backing::Mapped(m) => Some(m.as_slice()),
             Backing::Meta { .. } => None,
         }
     }
     fn bytes_mut(&mut self) -> Option<&mut [u8]> {
         match self {
             Backing::Heap(h) => Some(h.as_mut_slice()),
+            Backing::Pinned(p) => Some(p.as_mut_slice()),
+            Backing::File(m) | Backing::Shm(m) | Backing::Mapped(m) => Some(m.as_mut_slice()),
             Backing::Meta { .. } => None,
+        }
+    }
+    fn addr(&self) -> usize {
+        match self {
+            Backing::Heap(h) => h.addr(),
+            Backing::Pinned(p) => p.addr(),
+            Backing::File(m) | Backing::Shm(m) | Backing::Mapped(m) => m.addr(),
+            Backing::Meta { .. } => 0,
         }
     }
 }
@@ -173,10 +202,7 @@ impl UntypedStorage {
     /// The address of the first byte (0 for empty and meta storages), as PyTorch reports it.
     /// Equal for every tensor sharing this storage; changes when the storage is resized.
     pub fn data_ptr(&self) -> usize {
-        match &*self.read_lock() {
-            Backing::Heap(h) => h.addr(),
-            Backing::Meta { .. } => 0,
-        }
+        self.read_lock().addr()
     }
 
     /// The device the storage is tagged with.
@@ -196,7 +222,37 @@ impl UntypedStorage {
 
     /// True when `resize_` may change the size.
     pub fn resizable(&self) -> bool {
-        matches!(&*self.read_lock(), Backing::Heap(_))
+        matches!(&*self.read_lock(), Backing::Heap(_) | Backing::Meta { .. })
+    }
+
+    /// True for storages other processes can see: shared-memory objects, mapped files
+    /// and records of memory-mapped checkpoints (PyTorch reports every mapping as shared).
+    pub fn is_shared(&self) -> bool {
+        matches!(
+            &*self.read_lock(),
+            Backing::Shm(_) | Backing::File(_) | Backing::Mapped(_)
+        )
+    }
+
+    /// The file of a storage made by [`from_file`](Self::from_file) with `shared = true`
+    /// (PyTorch's `filename`); `None` for every other storage.
+    pub fn filename(&self) -> Option<std::path::PathBuf> {
+        match &*self.read_lock() {
+            Backing::File(m) => m.extra::<file::FileInfo>().and_then(|i| i.path.clone()),
+            _ => None,
+        }
+    }
+
+    /// True when the storage holds bytes (false on meta and for fake storages).
+    pub fn has_data(&self) -> bool {
+        !matches!(&*self.read_lock(), Backing::Meta { .. })
+    }
+
+    /// A storage of `nbytes` that reports `device` but holds no bytes: a fake
+    /// storage, for planning over tensors without their data. Data access is
+    /// [`Error::NoData`].
+    pub fn new_fake(nbytes: usize, device: Device) -> UntypedStorage {
+        Self::from_backing(device, Backing::Meta { nbytes })
     }
 
     /// True when `self` and `other` are handles to the same storage.
@@ -306,9 +362,11 @@ impl UntypedStorage {
     /// Allocation failure.
     pub fn deep_clone(&self) -> Result<UntypedStorage> {
         let guard = self.read_lock();
-        let backing = match &*guard {
-            Backing::Heap(h) => Backing::Heap(HeapBuffer::from_slice(h.as_slice())?),
-            Backing::Meta { nbytes } => Backing::Meta { nbytes: *nbytes },
+        let backing = match guard.bytes() {
+            Some(b) => Backing::Heap(HeapBuffer::from_slice(b)?),
+            None => Backing::Meta {
+                nbytes: guard.nbytes(),
+            },
         };
         Ok(Self::from_backing(self.device(), backing))
     }
@@ -354,6 +412,10 @@ impl UntypedStorage {
         match &mut *self.write_lock() {
             Backing::Heap(h) => h.resize(nbytes)?,
             Backing::Meta { nbytes: n } => *n = nbytes,
+            // Mapped, shared and pinned bytes cannot move (PyTorch: not resizable).
+            Backing::Pinned(_) | Backing::File(_) | Backing::Shm(_) | Backing::Mapped(_) => {
+                return Err(Error::NotResizable)
+            }
         }
         Ok(self)
     }

@@ -1,0 +1,124 @@
+//! Memory-mapped, meta and fake loading of checkpoints written by real PyTorch.
+
+mod common;
+
+use common::{assert_manifest_eq, expected_manifest, fixture, fixture_names, manifest, Hash};
+use stowage::serialize::{load_mmap, load_with, LoadOptions};
+use stowage::{Device, Error};
+
+fn mmap(name: &str) -> stowage::Checkpoint {
+    // SAFETY: the fixtures are not modified while the tests run.
+    unsafe { load_mmap(fixture(name), &LoadOptions::default()) }
+        .unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+#[test]
+fn mmap_loads_give_pytorchs_answer_for_every_fixture() {
+    for name in fixture_names() {
+        let ckpt = mmap(&name);
+        let got = manifest(&ckpt, Hash::Values).unwrap();
+        assert_manifest_eq(
+            &format!("{name} (mmap)"),
+            &got,
+            &expected_manifest(&name),
+            &[],
+        );
+    }
+}
+
+#[test]
+fn mmap_storages_are_slices_of_the_file_and_writes_stay_private() {
+    let path = fixture("views");
+    let before = std::fs::read(&path).unwrap();
+    let ckpt = mmap("views");
+    let storage = &ckpt.storages[0].storage;
+    assert!(
+        storage.is_shared(),
+        "PyTorch reports mapped storages as shared"
+    );
+    assert!(matches!(storage.resize_(8), Err(Error::NotResizable)));
+    // Every view shares the one mapped storage, and a write is seen by the others
+    // but never reaches the file (copy-on-write).
+    let tensors = ckpt.tensors().unwrap();
+    let base = &tensors
+        .iter()
+        .find(|(p, _)| common::path_json(p) == serde_json::json!(["base"]))
+        .unwrap()
+        .1
+        .tensor;
+    base.fill_(3.0).unwrap();
+    for (_, t) in &tensors {
+        assert!(t.tensor.shares_storage_with(base));
+        assert!(t.tensor.to_vec::<f32>().unwrap().iter().all(|&v| v == 3.0));
+    }
+    drop(ckpt);
+    assert_eq!(std::fs::read(&path).unwrap(), before);
+}
+
+#[test]
+fn mmap_refuses_hostile_files_like_the_eager_loader() {
+    for entry in std::fs::read_dir(common::hostile_dir()).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().and_then(|e| e.to_str()) != Some("pt") {
+            continue;
+        }
+        let eager = stowage::load(&path);
+        // SAFETY: the fixtures are not modified while the tests run.
+        let mapped = unsafe { load_mmap(&path, &LoadOptions::default()) };
+        assert_eq!(
+            eager.is_ok(),
+            mapped.is_ok(),
+            "{}: eager {:?} vs mmap {:?}",
+            path.display(),
+            eager.err(),
+            mapped.err()
+        );
+    }
+}
+
+#[test]
+fn fake_loading_keeps_metadata_reads_no_bytes_and_pretends_a_device() {
+    let cuda: Device = "cuda:1".parse().unwrap();
+    let mut options = LoadOptions {
+        fake: true,
+        ..LoadOptions::default()
+    };
+    options.location_map.insert("cpu".into(), cuda);
+    for name in fixture_names() {
+        let ckpt = load_with(fixture(&name), &options).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let got = manifest(&ckpt, Hash::None).unwrap();
+        assert_manifest_eq(
+            &format!("{name} (fake)"),
+            &got,
+            &expected_manifest(&name),
+            &["sha256"],
+        );
+        for (_, t) in ckpt.tensors().unwrap() {
+            assert!(t.tensor.is_fake(), "{name}");
+            assert_eq!(t.tensor.device(), cuda);
+            assert!(matches!(t.tensor.scalars(), Err(Error::NoData { .. })));
+        }
+    }
+}
+
+#[test]
+fn location_maps_and_map_location_place_storages() {
+    let mut options = LoadOptions::default();
+    options
+        .location_map
+        .insert("cpu".into(), "cuda:0".parse().unwrap());
+    let ckpt = load_with(fixture("simple"), &options).unwrap();
+    assert!(ckpt
+        .storages
+        .iter()
+        .all(|s| s.storage.device() == "cuda:0".parse().unwrap() && s.location == "cpu"));
+    // Bytes are still there (in host memory) and right.
+    let got = manifest(&ckpt, Hash::Values).unwrap();
+    assert_manifest_eq("simple on cuda:0", &got, &expected_manifest("simple"), &[]);
+    options.map_location = Some(Device::META);
+    let meta = load_with(fixture("simple"), &options).unwrap();
+    assert!(meta
+        .storages
+        .iter()
+        .all(|s| s.storage.is_meta() && !s.storage.has_data()));
+}
