@@ -21,6 +21,9 @@ pub struct Args {
     /// Print one JSON object instead of a table
     #[arg(long)]
     json: bool,
+    /// Read only the pickle (meta loading): no tensor bytes are read and `sha256` is null
+    #[arg(long)]
+    no_hash: bool,
 }
 
 /// One tensor of a checkpoint, with what `inspect` reports of it.
@@ -101,14 +104,20 @@ pub fn human(bytes: u64) -> String {
 
 /// Runs `inspect`.
 pub fn run(args: Args, out: &mut dyn Write) -> Result<ExitCode, Failure> {
-    let ckpt = stowage::load(&args.file).map_err(Failure::input)?;
+    let ckpt = if args.no_hash {
+        let options = stowage::serialize::LoadOptions { map_location: Some(stowage::Device::META), ..Default::default() };
+        stowage::serialize::load_with(&args.file, &options)
+    } else {
+        stowage::load(&args.file)
+    }
+    .map_err(Failure::input)?;
     let rows = rows(&ckpt)?;
     if args.json {
         let tensors = rows
             .iter()
             .map(|r| {
                 let t = &r.object.tensor;
-                let sha = if t.is_meta() {
+                let sha = if !t.has_data() {
                     Json::Null
                 } else {
                     let logical = r.object.resolved().map_err(|e| Failure::at(&r.path, e))?;
