@@ -10,8 +10,10 @@ use super::object::{ByteOrder, Checkpoint, Format};
 use super::pickle::{self, Graph, Hooks, Node, PickleError, Pickled, Value};
 use super::read::{StorageSource, TorchHooks};
 use super::zip::ReadAt;
-use super::LoadOptions;
+use super::{LoadOptions, MappedRecords};
+use crate::storage::MappedFile;
 use crate::{DType, Device, Error, Result, UntypedStorage};
+use std::sync::Arc;
 
 /// The first bytes of a legacy file written with pickle protocol 2.
 pub(crate) const MAGIC_PREFIX: &[u8] = b"\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19";
@@ -148,7 +150,15 @@ fn header<R: ReadAt>(
     }
 }
 
-pub(crate) fn load<R: ReadAt>(source: &R, options: &LoadOptions) -> Result<Checkpoint> {
+/// Loads a legacy-format file. With `mapped` (memory-mapped loading), each storage
+/// whose bytes start at a multiple of its element size becomes a slice of the
+/// mapping; the others are copied.
+pub(crate) fn load<R: ReadAt>(
+    source: &R,
+    options: &LoadOptions,
+    mapped: Option<Arc<MappedFile>>,
+) -> Result<Checkpoint> {
+    let mut mapped = mapped.map(MappedRecords::new);
     let len = source.len();
     let mut pos = 0u64;
     let magic = header(source, &mut pos, options, "magic number")?;
@@ -248,7 +258,19 @@ pub(crate) fn load<R: ReadAt>(source: &R, options: &LoadOptions) -> Result<Check
                 found: len.saturating_sub(pos),
             });
         }
-        if storage.has_data() {
+        let elem = dtype.map_or(1, DType::size) as u64;
+        let end = pos + nbytes;
+        let map_it = cfg!(target_endian = "little")
+            && storage.has_data()
+            && pos % elem == 0
+            && mapped
+                .as_mut()
+                .is_some_and(|m| end <= m.map.len() as u64 && m.claim(pos, end));
+        if let (true, Some(m)) = (map_it, &mapped) {
+            // SAFETY: `pos..end` lies inside the mapping and overlaps no other storage
+            // made from it (`claim` above).
+            unsafe { storage.replace_with_mapped(&m.map, pos as usize, nbytes as usize) };
+        } else if storage.has_data() {
             let mut bytes = storage.bytes_mut()?;
             source
                 .read_exact_at(&mut bytes, pos)

@@ -106,8 +106,9 @@ pub fn load_with(path: impl AsRef<Path>, options: &LoadOptions) -> Result<Checkp
 /// the mapping, so nothing is read until it is touched and writes never reach
 /// the file. Such storages report [`UntypedStorage::is_shared`] (as PyTorch's
 /// do) and cannot be resized. Deflated records, and records that would overlap
-/// another, are copied; legacy-format and safetensors files are read as by
-/// [`load_with`] (PyTorch refuses `mmap` for the legacy format).
+/// another, are copied. Legacy-format files (which PyTorch refuses to map) are
+/// mapped too, storage by storage where the bytes start at a multiple of the
+/// element size, else copied; safetensors files are read as by [`load_with`].
 ///
 /// # Safety
 /// The storages' bytes are the file's pages: while any storage of the
@@ -134,7 +135,8 @@ pub unsafe fn load_mmap(path: impl AsRef<Path>, options: &LoadOptions) -> Result
     let reader = MappedReader(map.clone());
     let loaded = match detect_format(&reader) {
         Ok(Format::TorchZip) => load_zip(reader, options, Some(map)),
-        Ok(_) => load_from(reader, options),
+        Ok(Format::TorchLegacy) => legacy::load(&reader, options, Some(map)),
+        Ok(Format::Safetensors) => crate::safetensors::load(&reader, options),
         Err(e) => Err(e),
     };
     loaded.map_err(in_file)
@@ -205,7 +207,7 @@ pub fn detect_format<R: ReadAt>(source: &R) -> Result<Format> {
 fn load_from<R: ReadAt>(source: R, options: &LoadOptions) -> Result<Checkpoint> {
     match detect_format(&source)? {
         Format::TorchZip => load_zip(source, options, None),
-        Format::TorchLegacy => legacy::load(&source, options),
+        Format::TorchLegacy => legacy::load(&source, options, None),
         Format::Safetensors => crate::safetensors::load(&source, options),
     }
 }
@@ -220,15 +222,22 @@ struct ZipSource<'z, R: ReadAt> {
 /// The records of a mapped checkpoint handed out as storages, so that no two
 /// storages share bytes (two storages over overlapping records of a hostile
 /// archive would alias under different locks; such a record is copied instead).
-struct MappedRecords {
-    map: Arc<MappedFile>,
+pub(crate) struct MappedRecords {
+    pub(crate) map: Arc<MappedFile>,
     /// Start → end of each range handed out.
     taken: BTreeMap<u64, u64>,
 }
 
 impl MappedRecords {
+    pub(crate) fn new(map: Arc<MappedFile>) -> MappedRecords {
+        MappedRecords {
+            map,
+            taken: BTreeMap::new(),
+        }
+    }
+
     /// Claims `start..end` if it overlaps no range handed out before.
-    fn claim(&mut self, start: u64, end: u64) -> bool {
+    pub(crate) fn claim(&mut self, start: u64, end: u64) -> bool {
         if start == end {
             return true;
         }

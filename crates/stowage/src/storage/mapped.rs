@@ -174,6 +174,25 @@ impl super::UntypedStorage {
     }
 }
 
+impl super::UntypedStorage {
+    /// Points this storage at bytes `offset..offset + len` of a mapped file instead of
+    /// its own (for loaders that create storages before they know where the bytes are).
+    ///
+    /// # Safety
+    /// As [`from_mapped_record`](Self::from_mapped_record); `len` must equal the storage's size.
+    pub(crate) unsafe fn replace_with_mapped(
+        &self,
+        map: &Arc<MappedFile>,
+        offset: usize,
+        len: usize,
+    ) {
+        let owner: Owner = map.clone();
+        // SAFETY: the caller's contract; `owner` keeps the mapping alive.
+        let bytes = unsafe { MappedBytes::slice(map.base(), offset, len, owner) };
+        *self.write_lock() = super::Backing::Mapped(bytes);
+    }
+}
+
 /// A mapped file read by position (for the archive reader while a loader cuts
 /// the mapping into storages).
 pub(crate) struct MappedReader(pub(crate) Arc<MappedFile>);
