@@ -150,3 +150,56 @@ fn legacy_files_are_mapped_where_alignment_allows() {
     let views = mmap("legacy_views");
     assert!(views.storages.iter().any(|s| s.storage.is_shared()));
 }
+
+fn lazy_options() -> LoadOptions {
+    LoadOptions {
+        lazy: true,
+        ..LoadOptions::default()
+    }
+}
+
+#[test]
+fn lazy_loads_read_each_storage_on_first_touch() {
+    for name in fixture_names() {
+        let ckpt =
+            load_with(fixture(&name), &lazy_options()).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let got = manifest(&ckpt, Hash::Values).unwrap();
+        assert_manifest_eq(
+            &format!("{name} (lazy)"),
+            &got,
+            &expected_manifest(&name),
+            &[],
+        );
+    }
+    let ckpt = load_with(fixture("simple"), &lazy_options()).unwrap();
+    assert!(ckpt.storages.iter().all(|s| !s.storage.is_loaded()));
+    let (_, first) = &ckpt.tensors().unwrap()[0];
+    assert_eq!(first.tensor.data_ptr(), 0, "nothing read yet");
+    first.tensor.to_vec::<f32>().unwrap();
+    assert!(first.tensor.untyped_storage().is_loaded());
+    assert_ne!(first.tensor.data_ptr(), 0);
+    assert_eq!(
+        ckpt.storages
+            .iter()
+            .filter(|s| s.storage.is_loaded())
+            .count(),
+        1
+    );
+}
+
+#[test]
+fn a_lazy_storage_whose_file_shrank_gives_an_error_on_touch() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("simple.pt");
+    std::fs::copy(fixture("simple"), &path).unwrap();
+    let ckpt = load_with(&path, &lazy_options()).unwrap();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_len(100)
+        .unwrap();
+    let (_, t) = &ckpt.tensors().unwrap()[0];
+    assert!(t.tensor.to_vec::<f32>().is_err());
+    assert!(!t.tensor.untyped_storage().is_loaded());
+}

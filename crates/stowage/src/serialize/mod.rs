@@ -31,7 +31,7 @@ pub use write::{archive_name, save, save_to_writer, save_with, SaveOptions};
 use self::pickle::Limits;
 use self::read::{StorageSource, TorchHooks};
 use self::zip::{Method, ReadAt, ZipLimits, ZipReader};
-use crate::storage::{MappedFile, MappedReader};
+use crate::storage::{Fetch, MappedFile, MappedReader};
 use crate::{DType, Device, Error, Result, UntypedStorage};
 
 /// How to load a checkpoint.
@@ -56,6 +56,10 @@ pub struct LoadOptions {
     /// (after `map_location`/`location_map`) but no bytes are read. Records are
     /// still checked to be present with the declared size.
     pub fake: bool,
+    /// Read each storage's bytes on first use rather than while loading
+    /// ([`load_with`] of a torch zip archive; other formats load eagerly).
+    /// Until then [`UntypedStorage::data_ptr`] is 0.
+    pub lazy: bool,
 }
 
 impl Default for LoadOptions {
@@ -68,6 +72,7 @@ impl Default for LoadOptions {
             verify_crc: false,
             location_map: HashMap::new(),
             fake: false,
+            lazy: false,
         }
     }
 }
@@ -97,7 +102,28 @@ pub fn load_with(path: impl AsRef<Path>, options: &LoadOptions) -> Result<Checkp
             source: e,
         })
     })?;
+    if options.lazy && matches!(detect_format(&file), Ok(Format::TorchZip)) {
+        return load_lazy(file, options).map_err(in_file);
+    }
     load_from(file, options).map_err(in_file)
+}
+
+/// A torch zip archive whose storages read their records on first use, through
+/// the archive reader they share.
+fn load_lazy(file: File, options: &LoadOptions) -> Result<Checkpoint> {
+    let zip = Arc::new(ZipReader::new(file, &zip_limits(options))?);
+    let verify_crc = options.verify_crc;
+    let make = |entry: &zip::Entry| -> Fetch {
+        let (zip, entry) = (zip.clone(), entry.clone());
+        Arc::new(move |dst: &mut [u8]| {
+            zip.read_into(&entry, dst)?;
+            if verify_crc {
+                zip.check_crc(&entry)?;
+            }
+            Ok(())
+        })
+    };
+    load_zip_archive(&zip, options, None, Some(&make))
 }
 
 /// Loads a checkpoint memory-mapped, as `torch.load(mmap=True)`: the file is
@@ -217,6 +243,8 @@ struct ZipSource<'z, R: ReadAt> {
     verify_crc: bool,
     /// For memory-mapped loading: the mapped file and the ranges handed out so far.
     mapped: Option<MappedRecords>,
+    /// For lazy loading: makes each record's fetcher.
+    lazy: Option<MakeFetch<'z>>,
 }
 
 /// The records of a mapped checkpoint handed out as storages, so that no two
@@ -297,6 +325,9 @@ impl<R: ReadAt> StorageSource for ZipSource<'_, R> {
                 compressed: entry.compressed_size,
             });
         }
+        if let Some(make) = self.lazy {
+            return Ok(UntypedStorage::lazy(nbytes, device, make(entry)));
+        }
         if let (Some(m), Method::Stored) = (&mut self.mapped, entry.method) {
             let start = self.zip.data_offset(entry)?;
             let end = start.saturating_add(entry.size);
@@ -328,11 +359,26 @@ fn load_zip<R: ReadAt>(
     options: &LoadOptions,
     mapped: Option<Arc<MappedFile>>,
 ) -> Result<Checkpoint> {
-    let limits = ZipLimits {
+    let zip = ZipReader::new(source, &zip_limits(options))?;
+    load_zip_archive(&zip, options, mapped, None)
+}
+
+/// Makes the fetcher of a lazily loaded record.
+type MakeFetch<'z> = &'z dyn Fn(&zip::Entry) -> Fetch;
+
+fn zip_limits(options: &LoadOptions) -> ZipLimits {
+    ZipLimits {
         max_entries: options.max_records,
         max_record_to_vec: options.max_pickle_bytes,
-    };
-    let zip = ZipReader::new(source, &limits)?;
+    }
+}
+
+fn load_zip_archive<R: ReadAt>(
+    zip: &ZipReader<R>,
+    options: &LoadOptions,
+    mapped: Option<Arc<MappedFile>>,
+    lazy: Option<MakeFetch<'_>>,
+) -> Result<Checkpoint> {
     if zip.find("constants.pkl").is_some() {
         return Err(Error::Unsupported {
             what: "TorchScript archives (constants.pkl)".into(),
@@ -357,11 +403,9 @@ fn load_zip<R: ReadAt>(
         },
     };
     let mut src = ZipSource {
-        mapped: mapped.map(|map| MappedRecords {
-            map,
-            taken: BTreeMap::new(),
-        }),
-        zip: &zip,
+        mapped: mapped.map(MappedRecords::new),
+        lazy,
+        zip,
         verify_crc: options.verify_crc,
     };
     let mut hooks = TorchHooks::new(&mut src, options, byteorder, false);

@@ -15,6 +15,7 @@
 
 mod file;
 mod heap;
+mod lazy;
 mod mapped;
 mod pinned;
 mod shm;
@@ -27,6 +28,8 @@ use crate::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use heap::HeapBuffer;
 pub use heap::ALIGN;
+pub(crate) use lazy::Fetch;
+use lazy::LazyBytes;
 pub(crate) use mapped::{MappedBytes, MappedFile, MappedReader};
 use pinned::PinnedBuffer;
 pub use shm::{SharedMemoryHandle, SharingStrategy};
@@ -45,6 +48,8 @@ pub(crate) enum Backing {
     Shm(MappedBytes),
     /// One record of a checkpoint mapped whole (memory-mapped loading).
     Mapped(MappedBytes),
+    /// Bytes read on first use (lazy loading).
+    Lazy(LazyBytes),
     /// No bytes at all: the meta device, fake tensors.
     Meta { nbytes: usize },
 }
@@ -55,6 +60,7 @@ impl Backing {
             Backing::Heap(h) => h.len(),
             Backing::Pinned(p) => p.len(),
             Backing::File(m) | Backing::Shm(m) | Backing::Mapped(m) => m.len(),
+            Backing::Lazy(l) => l.nbytes,
             Backing::Meta { nbytes } => *nbytes,
         }
     }
@@ -63,7 +69,7 @@ impl Backing {
             Backing::Heap(h) => Some(h.as_slice()),
             Backing::Pinned(p) => Some(p.as_slice()),
             Backing::File(m) | Backing::Shm(m) | Backing::Mapped(m) => Some(m.as_slice()),
-            Backing::Meta { .. } => None,
+            Backing::Lazy(_) | Backing::Meta { .. } => None,
         }
     }
     fn bytes_mut(&mut self) -> Option<&mut [u8]> {
@@ -71,7 +77,7 @@ impl Backing {
             Backing::Heap(h) => Some(h.as_mut_slice()),
             Backing::Pinned(p) => Some(p.as_mut_slice()),
             Backing::File(m) | Backing::Shm(m) | Backing::Mapped(m) => Some(m.as_mut_slice()),
-            Backing::Meta { .. } => None,
+            Backing::Lazy(_) | Backing::Meta { .. } => None,
         }
     }
     fn addr(&self) -> usize {
@@ -79,7 +85,7 @@ impl Backing {
             Backing::Heap(h) => h.addr(),
             Backing::Pinned(p) => p.addr(),
             Backing::File(m) | Backing::Shm(m) | Backing::Mapped(m) => m.addr(),
-            Backing::Meta { .. } => 0,
+            Backing::Lazy(_) | Backing::Meta { .. } => 0,
         }
     }
 }
@@ -270,6 +276,7 @@ impl UntypedStorage {
     /// # Errors
     /// [`Error::NoData`] for a storage without bytes (meta).
     pub fn bytes(&self) -> Result<BytesRef<'_>> {
+        self.materialize()?;
         let guard = self.read_lock();
         match guard.bytes() {
             Some(_) => Ok(BytesRef(guard)),
@@ -282,6 +289,7 @@ impl UntypedStorage {
     /// # Errors
     /// [`Error::NoData`] for a storage without bytes (meta).
     pub fn bytes_mut(&self) -> Result<BytesMut<'_>> {
+        self.materialize()?;
         let mut guard = self.write_lock();
         match guard.bytes_mut() {
             Some(_) => Ok(BytesMut(guard)),
@@ -298,6 +306,7 @@ impl UntypedStorage {
 
     /// Runs `f` on the bytes under the shared lock.
     pub(crate) fn with_bytes<R>(&self, op: &'static str, f: impl FnOnce(&[u8]) -> R) -> Result<R> {
+        self.materialize()?;
         let guard = self.read_lock();
         guard.bytes().map(f).ok_or_else(|| self.no_data(op))
     }
@@ -308,6 +317,7 @@ impl UntypedStorage {
         op: &'static str,
         f: impl FnOnce(&mut [u8]) -> R,
     ) -> Result<R> {
+        self.materialize()?;
         let mut guard = self.write_lock();
         match guard.bytes_mut() {
             Some(b) => Ok(f(b)),
@@ -361,6 +371,7 @@ impl UntypedStorage {
     /// # Errors
     /// Allocation failure.
     pub fn deep_clone(&self) -> Result<UntypedStorage> {
+        self.materialize()?;
         let guard = self.read_lock();
         let backing = match guard.bytes() {
             Some(b) => Backing::Heap(HeapBuffer::from_slice(b)?),
@@ -409,6 +420,7 @@ impl UntypedStorage {
     /// # Errors
     /// [`Error::NotResizable`] for backings that cannot change size; allocation failure.
     pub fn resize_(&self, nbytes: usize) -> Result<&Self> {
+        self.materialize()?;
         match &mut *self.write_lock() {
             Backing::Heap(h) => h.resize(nbytes)?,
             Backing::Meta { nbytes: n } => *n = nbytes,
@@ -416,6 +428,8 @@ impl UntypedStorage {
             Backing::Pinned(_) | Backing::File(_) | Backing::Shm(_) | Backing::Mapped(_) => {
                 return Err(Error::NotResizable)
             }
+            // Read by `materialize` above.
+            Backing::Lazy(_) => return Err(self.no_data("resize_")),
         }
         Ok(self)
     }
@@ -459,6 +473,8 @@ pub(crate) fn with_pair<R>(
     f: impl FnOnce(&[u8], &mut [u8]) -> R,
 ) -> Result<R> {
     debug_assert!(!src.is_same(dst));
+    src.materialize()?;
+    dst.materialize()?;
     let (src_guard, mut dst_guard) = if src.id() < dst.id() {
         let s = src.read_lock();
         (s, dst.write_lock())
@@ -474,6 +490,9 @@ pub(crate) fn with_pair<R>(
 impl fmt::Display for UntypedStorage {
     /// PyTorch's layout: one byte per line, then `[stowage.UntypedStorage(device=cpu) of size 12]`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Err(e) = self.materialize() {
+            return write!(f, "<storage: {e}>");
+        }
         let guard = self.read_lock();
         let info = format!(
             "[stowage.UntypedStorage(device={}) of size {}]",

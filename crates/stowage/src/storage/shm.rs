@@ -142,14 +142,17 @@ impl UntypedStorage {
     /// # Errors
     /// As [`share_memory_`](Self::share_memory_).
     pub fn share_memory_with(&self, strategy: SharingStrategy) -> Result<&Self> {
+        self.materialize()?;
         let mut guard = self.write_lock();
         let bytes = match &*guard {
             Backing::Heap(h) => h.as_slice(),
             Backing::Pinned(p) => p.as_slice(),
             // Shared, file-backed and mapped storages are shared already; no bytes, nothing to share.
-            Backing::Shm(_) | Backing::File(_) | Backing::Mapped(_) | Backing::Meta { .. } => {
-                return Ok(self)
-            }
+            Backing::Shm(_)
+            | Backing::File(_)
+            | Backing::Mapped(_)
+            | Backing::Lazy(_)
+            | Backing::Meta { .. } => return Ok(self),
         };
         let nbytes = bytes.len();
         let name = unique_name();
