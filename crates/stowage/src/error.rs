@@ -306,4 +306,57 @@ pub enum Error {
         /// The error `mlock` gave.
         source: std::io::Error,
     },
+    /// A storage constructor called with arguments PyTorch refuses
+    /// (`torch.FloatStorage(1, 2)`, `TypedStorage(wrap_storage=s)` without a dtype, …).
+    #[error("{}\n{problem}", constructor.expected_forms())]
+    StorageArguments {
+        /// The constructor called.
+        constructor: crate::typed_storage::StorageConstructor,
+        /// What was wrong.
+        problem: crate::typed_storage::StorageArgProblem,
+    },
+    /// A typed-storage element index outside `[-size, size - 1]`.
+    #[error("index {index} out of range for storage of size {size}")]
+    StorageIndexOutOfRange {
+        /// The index asked for.
+        index: isize,
+        /// The storage's size in elements.
+        size: usize,
+    },
+    /// A quantized typed storage asked to live on a device other than the cpu.
+    #[error("Cannot create {} storage with quantized dtype", device.name().to_uppercase())]
+    QuantizedStorageDevice {
+        /// The device type asked for.
+        device: crate::DeviceType,
+    },
+    /// A dtype without a legacy storage class where one is needed (PyTorch's `KeyError`).
+    #[error("dtype {dtype} is not recognized")]
+    NoLegacyStorageClass {
+        /// The dtype.
+        dtype: DType,
+    },
+    /// A name that is not one of the 17 legacy storage classes.
+    #[error("pickle storage type \"{name}\" is not recognized")]
+    UnknownStorageType {
+        /// The name given.
+        name: String,
+    },
+    /// A value outside what the element type can hold (c10's `checked_convert`).
+    #[error("value cannot be converted to type {type_name} without overflow")]
+    ValueOverflow {
+        /// The element type as PyTorch names it (`uint8_t`, `int32`, `c10::Half`).
+        type_name: &'static str,
+    },
+    /// A complex value given where a real one is required.
+    #[error("{}", if *integer { "'complex' object cannot be interpreted as an integer" } else { "must be real number, not complex" })]
+    ComplexNotReal {
+        /// True when an integer was required.
+        integer: bool,
+    },
+    /// A default dtype PyTorch refuses (only float64, float32, float16 and bfloat16 may be).
+    #[error("{}", if dtype.is_floating_point() { format!("couldn't find storage object {}Storage", crate::typed_storage::c10_name(*dtype)) } else { "only floating-point types are supported as the default type".to_owned() })]
+    DefaultDType {
+        /// The dtype given.
+        dtype: DType,
+    },
 }

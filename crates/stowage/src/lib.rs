@@ -45,7 +45,9 @@ pub mod serialize;
 pub mod storage;
 mod sync;
 mod tensor;
+pub mod typed_storage;
 mod view;
+pub mod warn;
 
 pub use copy::Operand;
 pub use device::{Device, DeviceType};
@@ -55,3 +57,4 @@ pub use error::{Error, Result};
 pub use serialize::{load, save, Checkpoint};
 pub use storage::UntypedStorage;
 pub use tensor::Tensor;
+pub use typed_storage::{LegacyArgs, LegacyClass, LegacyStorageClass, Storage, TypedStorage};
