@@ -7,8 +7,11 @@
 //! into memory the program owns, every tensor built); dropping the result is
 //! not timed. A save is [`stowage::save`] (a torch zip archive, written to a
 //! temporary file, synced and renamed into place) to a file in the system's
-//! temporary folder, removed afterwards. `bytes` is the sum of the storages'
-//! sizes; `gb_per_s` is `bytes / median_s / 1e9`.
+//! temporary folder (`TMPDIR`), removed afterwards; every run after the first
+//! replaces the previous run's file, as re-saving a checkpoint does.
+//! `--no-sync` times the same save without the syncs (`SaveOptions { sync:
+//! false }`; the rename stays), which is what `torch.save` does. `bytes` is
+//! the sum of the storages' sizes; `gb_per_s` is `bytes / median_s / 1e9`.
 //!
 //! `--mmap` (a memory-mapped load) is refused with exit 2: the library has
 //! no memory-mapped load yet.
@@ -53,6 +56,10 @@ pub struct Args {
     /// Time a memory-mapped load (not supported yet: exits 2)
     #[arg(long)]
     mmap: bool,
+    /// Save without syncing the file to the disk (`SaveOptions::sync = false`), as
+    /// `torch.save` does; the default times the library's default, synced save
+    #[arg(long)]
+    no_sync: bool,
     /// Timed runs, after one untimed warm-up
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]
     repeat: u32,
@@ -158,7 +165,13 @@ pub fn run(args: Args, out: &mut dyn Write) -> Result<ExitCode, Failure> {
         }
         Op::Save => {
             let target = TempFile(temp_path(&args.file));
-            let save = |ckpt: &Checkpoint| stowage::save(&target.0, ckpt).map_err(Failure::from);
+            let options = stowage::serialize::SaveOptions {
+                sync: !args.no_sync,
+                ..Default::default()
+            };
+            let save = |ckpt: &Checkpoint| {
+                stowage::serialize::save_with(&target.0, ckpt, &options).map_err(Failure::from)
+            };
             save(&ckpt)?;
             bar.inc(1);
             bar.set_message("save");

@@ -9,6 +9,8 @@
 //! first appearance, keyed by storage identity, so tensors sharing a storage
 //! share a key and its bytes are written once.
 
+mod output;
+
 use std::collections::HashMap;
 use std::fs::{self, File};
 use std::io::{BufWriter, Write};
@@ -25,11 +27,21 @@ use crate::{DType, Error, Result, UntypedStorage};
 pub struct SaveOptions {
     /// Alignment of each record's payload (PyTorch's default is 64).
     pub alignment: u64,
+    /// Make the new file durable before it replaces the old one: [`save`] syncs the
+    /// temporary file to the disk, renames it over the target, and syncs the folder,
+    /// so that after a crash or power loss the target holds either the old file or the
+    /// whole new one. On by default. Off, the rename still never exposes a partly
+    /// written file to other processes, but after a power loss the target may be
+    /// empty, hold zeros, or hold the old file (PyTorch's `torch.save` never syncs).
+    pub sync: bool,
 }
 
 impl Default for SaveOptions {
     fn default() -> Self {
-        SaveOptions { alignment: 64 }
+        SaveOptions {
+            alignment: 64,
+            sync: true,
+        }
     }
 }
 
@@ -392,7 +404,117 @@ fn global_path(g: &Global) -> (&'static str, String) {
     }
 }
 
+/// A checkpoint ready to be written: the records before the storages (`data.pkl`
+/// … `byteorder`), the storages in key order, and the records after them.
+struct Plan {
+    head: [(&'static str, Vec<u8>); 4],
+    /// Each storage with the size the pickle gives it.
+    storages: Vec<(UntypedStorage, u64)>,
+    tail: [(&'static str, Vec<u8>); 2],
+}
+
+impl Plan {
+    fn new(ckpt: &Checkpoint, options: &SaveOptions) -> Result<Plan> {
+        let mut writer = Writer {
+            p: Pickler::new(Vec::new()).map_err(io)?,
+            graph: &ckpt.graph,
+            ckpt,
+            memo: HashMap::new(),
+            in_progress: Vec::new(),
+            storages: Vec::new(),
+            keys: HashMap::new(),
+        };
+        writer.value(&ckpt.root, 0)?;
+        writer.p.stop().map_err(io)?;
+        let pkl = writer.p.finish();
+        let storages: Vec<(UntypedStorage, u64)> = writer
+            .storages
+            .into_iter()
+            .map(|(s, _)| {
+                let n = s.nbytes() as u64;
+                (s, n)
+            })
+            .collect();
+        // PyTorch's id is a hash of record names and CRCs; readers only log it. stowage's is
+        // deterministic: record count and a CRC of the pickle and storage sizes.
+        let mut crc = crc32fast::Hasher::new();
+        crc.update(&pkl);
+        for (_, nbytes) in &storages {
+            crc.update(&nbytes.to_le_bytes());
+        }
+        let id = format!("{:020}{:020}", storages.len() + 7, crc.finalize());
+        let byteorder: &[u8] = if cfg!(target_endian = "little") {
+            b"little"
+        } else {
+            b"big"
+        };
+        Ok(Plan {
+            head: [
+                ("data.pkl", pkl),
+                (".format_version", b"1".to_vec()),
+                (
+                    ".storage_alignment",
+                    options.alignment.to_string().into_bytes(),
+                ),
+                ("byteorder", byteorder.to_vec()),
+            ],
+            tail: [
+                ("version", b"3\n".to_vec()),
+                (".data/serialization_id", id.into_bytes()),
+            ],
+            storages,
+        })
+    }
+
+    /// The exact length of the archive, from the sizes the pickle gives the storages.
+    fn archive_len(&self, root: &str, alignment: u64) -> Result<u64> {
+        let names: Vec<String> = (0..self.storages.len())
+            .map(|i| format!("data/{i}"))
+            .collect();
+        let small = |(name, bytes): &(&'static str, Vec<u8>)| (*name, bytes.len() as u64);
+        let records = self
+            .head
+            .iter()
+            .map(small)
+            .chain(
+                names
+                    .iter()
+                    .zip(&self.storages)
+                    .map(|(n, (_, nbytes))| (n.as_str(), *nbytes)),
+            )
+            .chain(self.tail.iter().map(small));
+        Ok(ZipWriter::archive_len(root, alignment, records)?)
+    }
+
+    fn write<W: Write>(&self, w: W, root: &str, alignment: u64) -> Result<W> {
+        let mut zip = ZipWriter::new(w, root, alignment);
+        for (name, bytes) in &self.head {
+            zip.write_record(name, bytes)?;
+        }
+        for (i, (storage, nbytes)) in self.storages.iter().enumerate() {
+            // One read lock at a time, held while the bytes are written and hashed,
+            // so the CRC is that of the bytes in the file.
+            let bytes = storage.bytes()?;
+            // The record has the size the pickle gives the storage: one resized since
+            // fails the record's size check instead of writing an inconsistent archive.
+            zip.start_record(&format!("data/{i}"), *nbytes)?;
+            zip.write_chunk(&bytes)?;
+            zip.end_record()?;
+        }
+        for (name, bytes) in &self.tail {
+            zip.write_record(name, bytes)?;
+        }
+        Ok(zip.finish()?)
+    }
+}
+
 /// Writes `ckpt` as a torch zip archive with root folder `archive_name` to `w`.
+///
+/// Storage bytes go from the storages' memory straight to `w`, in one call per
+/// storage, and their CRC-32 is computed as they are written (on a second thread
+/// for large storages when there is one); the output depends only on `ckpt`,
+/// `archive_name` and `options.alignment`. Wrap a file in a
+/// [`BufWriter`](std::io::BufWriter).
 ///
 /// # Errors
 /// [`Error::SaveConflict`] when one storage is viewed as two dtypes, [`Error::NoData`]
@@ -403,57 +525,13 @@ pub fn save_to_writer<W: Write>(
     ckpt: &Checkpoint,
     options: &SaveOptions,
 ) -> Result<W> {
-    let mut writer = Writer {
-        p: Pickler::new(Vec::new()).map_err(io)?,
-        graph: &ckpt.graph,
-        ckpt,
-        memo: HashMap::new(),
-        in_progress: Vec::new(),
-        storages: Vec::new(),
-        keys: HashMap::new(),
-    };
-    writer.value(&ckpt.root, 0)?;
-    writer.p.stop().map_err(io)?;
-    let pkl = writer.p.finish();
-    let storages = writer.storages;
-
-    let mut zip = ZipWriter::new(w, archive_name, options.alignment);
-    zip.write_record("data.pkl", &pkl)?;
-    zip.write_record(".format_version", b"1")?;
-    zip.write_record(
-        ".storage_alignment",
-        options.alignment.to_string().as_bytes(),
-    )?;
-    zip.write_record(
-        "byteorder",
-        if cfg!(target_endian = "little") {
-            b"little"
-        } else {
-            b"big"
-        },
-    )?;
-    let mut crc = crc32fast::Hasher::new();
-    crc.update(&pkl);
-    for (i, (storage, _)) in storages.iter().enumerate() {
-        let bytes = storage.bytes()?;
-        zip.start_record(&format!("data/{i}"), bytes.len() as u64)?;
-        for chunk in bytes.chunks(1 << 22) {
-            zip.write_chunk(chunk)?;
-        }
-        zip.end_record()?;
-        crc.update(&(bytes.len() as u64).to_le_bytes());
-    }
-    zip.write_record("version", b"3\n")?;
-    // PyTorch's id is a hash of record names and CRCs; readers only log it. stowage's is
-    // deterministic: record count and a CRC of the pickle and storage sizes.
-    let id = format!("{:020}{:020}", storages.len() + 7, crc.finalize());
-    zip.write_record(".data/serialization_id", id.as_bytes())?;
-    Ok(zip.finish()?)
+    Plan::new(ckpt, options)?.write(w, archive_name, options.alignment)
 }
 
 /// Saves `ckpt` to `path` as PyTorch does, crash-safely: the archive is written to a
-/// temporary file in the same directory, synced, and renamed over `path`, so an
-/// interrupted save leaves any earlier file intact. The root folder is `path`'s stem.
+/// temporary file in the same directory, synced to the disk, and renamed over `path`
+/// (then the directory is synced), so an interrupted save, a crash or a power loss
+/// leaves either the earlier file or the whole new one. The root folder is `path`'s stem.
 ///
 /// # Errors
 /// As [`save_to_writer`], wrapped in [`Error::InFile`].
@@ -463,21 +541,38 @@ pub fn save(path: impl AsRef<Path>, ckpt: &Checkpoint) -> Result<()> {
 
 /// [`save`] with options.
 ///
+/// The temporary file is first sized to the archive's exact length (`fallocate`
+/// on Linux, so the file system allocates its blocks once, up front), then
+/// written in large sequential writes straight from the storages' memory. With
+/// [`SaveOptions::sync`], the kernel is asked to start writing each 8 MiB to the
+/// disk as soon as they are written (`sync_file_range` on Linux), so the final
+/// sync overlaps the writing instead of following it. A large file that the save
+/// replaces is released on a thread of its own (see `docs/performance.md`).
+///
 /// # Errors
 /// As [`save`].
 pub fn save_with(path: &Path, ckpt: &Checkpoint, options: &SaveOptions) -> Result<()> {
     let stem = archive_name(path);
-    write_atomically(path, |tmp| {
-        let f = File::create(tmp).map_err(|e| Error::Io {
+    write_atomically_with(path, options.sync, |tmp| {
+        let plan = Plan::new(ckpt, options)?;
+        let len = plan.archive_len(&stem, options.alignment)?;
+        let io_tmp = |e| Error::Io {
             path: tmp.to_owned(),
             source: e,
-        })?;
-        save_to_writer(BufWriter::with_capacity(1 << 22, f), &stem, ckpt, options)?
-            .flush()
-            .map_err(|e| Error::Io {
-                path: tmp.to_owned(),
-                source: e,
-            })
+        };
+        let file = File::create(tmp).map_err(io_tmp)?;
+        output::preallocate(&file, len).map_err(io_tmp)?;
+        let out = output::Output::new(file, options.sync);
+        let out = plan
+            .write(
+                BufWriter::with_capacity(1 << 22, out),
+                &stem,
+                options.alignment,
+            )?
+            .into_inner()
+            .map_err(|e| io_tmp(e.into_error()))?;
+        // `len` is exact, so this cuts nothing unless the layout and the writer disagree.
+        out.finish(len).map_err(io_tmp)
     })
 }
 
@@ -502,6 +597,15 @@ pub fn archive_name(path: &Path) -> String {
 /// it, and renames it to `path`; on failure the temporary file is removed and any
 /// earlier file at `path` is untouched.
 pub(crate) fn write_atomically(path: &Path, write: impl FnOnce(&Path) -> Result<()>) -> Result<()> {
+    write_atomically_with(path, true, write)
+}
+
+/// [`write_atomically`], syncing the file and the folder only when `sync` is set.
+fn write_atomically_with(
+    path: &Path,
+    sync: bool,
+    write: impl FnOnce(&Path) -> Result<()>,
+) -> Result<()> {
     let in_file = |e: Error| Error::InFile {
         path: path.to_owned(),
         source: Box::new(e),
@@ -521,12 +625,20 @@ pub(crate) fn write_atomically(path: &Path, write: impl FnOnce(&Path) -> Result<
     let tmp = dir.join(format!(".{name}.stowage-tmp-{}", std::process::id()));
     let result = (|| {
         write(&tmp)?;
-        File::open(&tmp)
-            .and_then(|f| f.sync_all())
-            .map_err(io_at(&tmp))?;
+        if sync {
+            File::open(&tmp)
+                .and_then(|f| f.sync_all())
+                .map_err(io_at(&tmp))?;
+        }
+        // The file being replaced is closed on another thread, which is where the
+        // kernel then frees its pages and blocks (tenths of a second per GiB).
+        let replaced = output::open_replaced(path);
         fs::rename(&tmp, path).map_err(io_at(path))?;
-        if let Ok(d) = File::open(&dir) {
-            let _ = d.sync_all();
+        output::release_in_background(replaced);
+        if sync {
+            if let Ok(d) = File::open(&dir) {
+                let _ = d.sync_all();
+            }
         }
         Ok(())
     })();
