@@ -600,6 +600,40 @@ pub(crate) fn write_atomically(path: &Path, write: impl FnOnce(&Path) -> Result<
     write_atomically_with(path, true, write)
 }
 
+/// Removes the temporary files of saves to `dir/name` that a process which no
+/// longer exists left behind (killed in the middle of a save). Temporaries of
+/// live processes, this one included, may belong to saves in progress and stay.
+fn remove_stale_temporaries(dir: &Path, name: &str) {
+    let prefix = format!(".{name}.stowage-tmp-");
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let file = entry.file_name();
+        let Some(rest) = file.to_str().and_then(|f| f.strip_prefix(&prefix)) else {
+            continue;
+        };
+        let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<i32>().ok()) else {
+            continue;
+        };
+        if pid != std::process::id() as i32 && !process_exists(pid) {
+            let _ = fs::remove_file(entry.path());
+        }
+    }
+}
+
+/// Whether a process with this id exists (`kill(pid, 0)`; a process we may not
+/// signal exists too).
+fn process_exists(pid: i32) -> bool {
+    if pid <= 0 {
+        return true;
+    }
+    // SAFETY: signal 0 only checks that the process exists and may be signalled;
+    // nothing is sent.
+    let rc = unsafe { libc::kill(pid, 0) };
+    rc == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
+}
+
 /// [`write_atomically`], syncing the file and the folder only when `sync` is set.
 fn write_atomically_with(
     path: &Path,
@@ -622,7 +656,14 @@ fn write_atomically_with(
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.stowage-tmp-{}", std::process::id()));
+    // Unique per save (two threads saving one path must not share a temporary file);
+    // the process id lets a later save recognise what a killed process left.
+    static SAVES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let serial = SAVES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = dir.join(format!(
+        ".{name}.stowage-tmp-{}-{serial}",
+        std::process::id()
+    ));
     let result = (|| {
         write(&tmp)?;
         if sync {
@@ -635,6 +676,7 @@ fn write_atomically_with(
         let replaced = output::open_replaced(path);
         fs::rename(&tmp, path).map_err(io_at(path))?;
         output::release_in_background(replaced);
+        remove_stale_temporaries(&dir, &name);
         if sync {
             if let Ok(d) = File::open(&dir) {
                 let _ = d.sync_all();
