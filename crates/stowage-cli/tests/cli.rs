@@ -712,21 +712,39 @@ fn bench_without_json_prints_a_line_for_people() {
 }
 
 #[test]
-fn bench_mmap_is_refused_until_it_exists() {
+fn bench_mmap_times_the_memory_mapped_load() {
+    let eager = parse(&stowage(&[
+        Path::new("bench"),
+        Path::new("load"),
+        &fixture("views.pt"),
+        Path::new("--repeat"),
+        Path::new("2"),
+        Path::new("--json"),
+    ]));
     let run = stowage(&[
         Path::new("bench"),
         Path::new("load"),
-        &fixture("simple.pt"),
+        &fixture("views.pt"),
         Path::new("--mmap"),
+        Path::new("--repeat"),
+        Path::new("2"),
         Path::new("--json"),
     ]);
-    assert_eq!(run.code(), Some(2), "{run:?}");
-    assert_one_error_line(&run, "simple.pt");
-    assert!(
-        run.stderr.contains("--mmap is not supported yet"),
-        "{run:?}"
-    );
-    assert!(run.stdout.is_empty(), "{run:?}");
+    assert_eq!(run.code(), Some(0), "{run:?}");
+    let doc = parse(&run);
+    assert_eq!(doc["mmap"], true);
+    assert_eq!(doc["op"], "load");
+    assert_eq!(doc["bytes"], eager["bytes"]);
+    assert!(doc["median_s"].as_f64().unwrap() > 0.0);
+    // A file that is not a checkpoint is refused as input, mapped or not.
+    let bad = stowage(&[
+        Path::new("bench"),
+        Path::new("load"),
+        &fixture("hostile/not_a_checkpoint.pt"),
+        Path::new("--mmap"),
+    ]);
+    assert_eq!(bad.code(), Some(2), "{bad:?}");
+    assert_one_error_line(&bad, "not_a_checkpoint.pt");
 }
 
 #[test]
