@@ -87,6 +87,16 @@ impl Writer<'_> {
             Value::BigInt(b) => self.p.bigint(b).map_err(io),
             Value::Float(f) => self.p.float(*f).map_err(io),
             Value::Str(s) => self.p.str_memoized(s).map_err(io),
+            // CPython pickles `b''` as `__builtin__.bytes()`, which PyTorch's weights_only
+            // loader refuses (so PyTorch cannot load its own empty bytes); the allowed
+            // `_codecs.encode('', 'latin1')` gives the same value.
+            Value::Bytes(b) if b.is_empty() => {
+                self.global("_codecs", "encode").map_err(io)?;
+                self.p.str_memoized("").map_err(io)?;
+                self.p.str_memoized("latin1").map_err(io)?;
+                self.p.tuple(2).map_err(io)?;
+                self.p.reduce().map_err(io)
+            }
             Value::Bytes(b) => self.p.bytes(b).map_err(io),
             Value::Node(id) => self.node(*id, depth),
             Value::Ext(o) => self.object(o),
