@@ -203,3 +203,23 @@ fn a_lazy_storage_whose_file_shrank_gives_an_error_on_touch() {
     assert!(t.tensor.to_vec::<f32>().is_err());
     assert!(!t.tensor.untyped_storage().is_loaded());
 }
+
+#[test]
+fn total_storage_bytes_are_limited_even_when_nothing_is_read() {
+    for meta in [false, true] {
+        let options = LoadOptions {
+            max_storage_bytes: 100,
+            map_location: meta.then_some(Device::META),
+            ..LoadOptions::default()
+        };
+        // simple.pt's storages hold 72 bytes; dtypes.pt's more than 100.
+        assert!(load_with(fixture("simple"), &options).is_ok());
+        match load_with(fixture("dtypes"), &options) {
+            Err(Error::InFile { source, .. }) => {
+                let text = source.to_string();
+                assert!(text.contains("total storage bytes"), "{text}");
+            }
+            other => panic!("{:?}", other.map(|c| c.storages.len())),
+        }
+    }
+}

@@ -60,6 +60,10 @@ pub struct LoadOptions {
     /// ([`load_with`] of a torch zip archive; other formats load eagerly).
     /// Until then [`UntypedStorage::data_ptr`] is 0.
     pub lazy: bool,
+    /// Most bytes all the storages together may declare (default 1 TiB). Records
+    /// must also hold exactly what they declare, so a file cannot claim more than
+    /// it holds; this bounds meta, fake and lazy loads, which read no records.
+    pub max_storage_bytes: u64,
 }
 
 impl Default for LoadOptions {
@@ -73,6 +77,7 @@ impl Default for LoadOptions {
             location_map: HashMap::new(),
             fake: false,
             lazy: false,
+            max_storage_bytes: 1 << 40,
         }
     }
 }

@@ -36,6 +36,8 @@ pub(crate) struct TorchHooks<'s, S: StorageSource> {
     pub legacy: bool,
     pub cache: HashMap<Arc<str>, StorageRef>,
     pub records: Vec<StorageRecord>,
+    /// Bytes declared by the storages read so far.
+    pub declared_bytes: u64,
     pub ordered: HashSet<NodeId>,
     pub state: HashMap<NodeId, Value<Object>>,
 }
@@ -54,6 +56,7 @@ impl<'s, S: StorageSource> TorchHooks<'s, S> {
             legacy,
             cache: HashMap::new(),
             records: Vec::new(),
+            declared_bytes: 0,
             ordered: HashSet::new(),
             state: HashMap::new(),
         }
@@ -202,6 +205,13 @@ impl<S: StorageSource> TorchHooks<'_, S> {
             what: "storage bytes",
             detail: format!("{numel} elements of {elem} bytes in storage {key}"),
         })?;
+        self.declared_bytes = self.declared_bytes.saturating_add(nbytes as u64);
+        if self.declared_bytes > self.options.max_storage_bytes {
+            return Err(Error::LimitExceeded {
+                limit: "total storage bytes",
+                max: self.options.max_storage_bytes,
+            });
+        }
         let device = match (
             self.options.map_location,
             self.options.location_map.get(&location),
