@@ -250,7 +250,13 @@ struct ZipSource<'z, R: ReadAt> {
     mapped: Option<MappedRecords>,
     /// For lazy loading: makes each record's fetcher.
     lazy: Option<MakeFetch<'z>>,
+    /// Large stored records, read after the pickle on two threads into the storages
+    /// made for them (eager loads of little-endian files; `None` otherwise).
+    deferred: Option<Vec<(UntypedStorage, zip::Entry)>>,
 }
+
+/// Records at least this large are read after the pickle, two at a time.
+const DEFER_MIN: usize = 1 << 20;
 
 /// The records of a mapped checkpoint handed out as storages, so that no two
 /// storages share bytes (two storages over overlapping records of a hostile
@@ -348,6 +354,14 @@ impl<R: ReadAt> StorageSource for ZipSource<'_, R> {
             }
         }
         let storage = UntypedStorage::new_on(nbytes, device)?;
+        if let (Some(d), Method::Stored, false) =
+            (&mut self.deferred, entry.method, self.verify_crc)
+        {
+            if nbytes >= DEFER_MIN {
+                d.push((storage.clone(), entry.clone()));
+                return Ok(storage);
+            }
+        }
         {
             let mut bytes = storage.bytes_mut()?;
             self.zip.read_into(entry, &mut bytes)?;
@@ -409,6 +423,9 @@ fn load_zip_archive<R: ReadAt>(
     };
     let mut src = ZipSource {
         mapped: mapped.map(MappedRecords::new),
+        // A big-endian file's storages are byte-swapped as they are made, so they
+        // must be read then too.
+        deferred: (lazy.is_none() && byteorder == ByteOrder::Little).then(Vec::new),
         lazy,
         zip,
         verify_crc: options.verify_crc,
@@ -420,14 +437,18 @@ fn load_zip_archive<R: ReadAt>(
             source: Box::new(e),
         }
     })?;
+    let (records, ordered, state) = (hooks.records, hooks.ordered, hooks.state);
+    if let Some(deferred) = src.deferred.take() {
+        fill_parallel(zip, &deferred)?;
+    }
     check_views(Checkpoint {
         format: Format::TorchZip,
         byteorder,
         graph: pickled.graph,
         root: pickled.root,
-        storages: hooks.records,
-        ordered: hooks.ordered,
-        state: hooks.state,
+        storages: records,
+        ordered,
+        state,
         safetensors_metadata: None,
     })
 }
@@ -474,5 +495,57 @@ fn view_error(ckpt: &Checkpoint) -> Option<Error> {
             source: Box::new(error),
         },
         None => error,
+    })
+}
+
+/// Reads deferred stored records into their storages on two threads, in pieces of
+/// at most 16 MiB split evenly by bytes (each storage's bytes are exclusively
+/// locked for the duration).
+fn fill_parallel<R: ReadAt>(
+    zip: &ZipReader<R>,
+    deferred: &[(UntypedStorage, zip::Entry)],
+) -> Result<()> {
+    const PIECE: usize = 16 << 20;
+    let mut guards = Vec::with_capacity(deferred.len());
+    for (storage, entry) in deferred {
+        guards.push((storage.bytes_mut()?, zip.data_offset(entry)?));
+    }
+    let mut work: Vec<(&mut [u8], u64)> = Vec::new();
+    for (bytes, offset) in guards.iter_mut() {
+        let mut at = *offset;
+        for piece in bytes.chunks_mut(PIECE) {
+            let n = piece.len() as u64;
+            work.push((piece, at));
+            at += n;
+        }
+    }
+    let total: usize = work.iter().map(|(b, _)| b.len()).sum();
+    let mut acc = 0;
+    let mid = work
+        .iter()
+        .position(|(b, _)| {
+            acc += b.len();
+            acc * 2 >= total
+        })
+        .map_or(0, |i| i + 1);
+    let (first, second) = work.split_at_mut(mid);
+    let source = zip.source();
+    let read = |part: &mut [(&mut [u8], u64)]| -> std::io::Result<()> {
+        for (buf, offset) in part.iter_mut() {
+            source.read_exact_at(buf, *offset)?;
+        }
+        Ok(())
+    };
+    let (a, b) = std::thread::scope(|s| {
+        let other = s.spawn(|| read(second));
+        let a = read(first);
+        let b = other
+            .join()
+            .unwrap_or_else(|_| Err(std::io::Error::other("a reader thread panicked")));
+        (a, b)
+    });
+    a.and(b).map_err(|e| Error::Io {
+        path: Default::default(),
+        source: e,
     })
 }
