@@ -111,7 +111,7 @@ pub(crate) fn load<R: ReadAt>(source: &R, options: &LoadOptions) -> Result<Check
         });
         items.push((
             Value::str(&name),
-            Value::Ext(Object::Tensor(TensorObject::new(tensor))),
+            Value::Ext(Object::Tensor(Box::new(TensorObject::new(tensor)))),
         ));
     }
     let root = ckpt.graph.dict(items);

@@ -580,7 +580,7 @@ fn memo_doubling_over_a_tensor_is_refused_quickly_in_bounded_memory() {
     // not hang or allocate a path per visit without bound.
     let w = Tensor::ones(&[1], DType::Float32).unwrap();
     let mut ckpt = Checkpoint::new();
-    let leaf = Value::Ext(Object::Tensor(TensorObject::new(w)));
+    let leaf = Value::Ext(Object::Tensor(Box::new(TensorObject::new(w))));
     let mut top = ckpt.graph.list(vec![leaf.clone(), leaf]);
     for _ in 1..40 {
         top = ckpt.graph.list(vec![Value::Node(top), Value::Node(top)]);

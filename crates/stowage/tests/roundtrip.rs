@@ -259,7 +259,9 @@ fn save_is_crash_safe() {
     if let stowage::serialize::pickle::Node::Dict(items) = failing.graph.get_mut(root) {
         items.push((
             stowage::serialize::pickle::Value::str("meta"),
-            stowage::serialize::pickle::Value::Ext(Object::Tensor(TensorObject::new(meta))),
+            stowage::serialize::pickle::Value::Ext(Object::Tensor(Box::new(TensorObject::new(
+                meta,
+            )))),
         ));
     }
     let err = stowage::save(&out, &failing).expect_err("meta tensor");
@@ -398,7 +400,7 @@ fn safetensors_refuses_complex128_and_quantized_by_path() {
     let root = ckpt.root.as_node().unwrap();
     let inner = ckpt.graph.dict(vec![(
         stowage::serialize::pickle::Value::str("z"),
-        stowage::serialize::pickle::Value::Ext(Object::Tensor(TensorObject::new(c))),
+        stowage::serialize::pickle::Value::Ext(Object::Tensor(Box::new(TensorObject::new(c)))),
     )]);
     if let stowage::serialize::pickle::Node::Dict(items) = ckpt.graph.get_mut(root) {
         items.push((

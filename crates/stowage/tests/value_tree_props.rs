@@ -183,7 +183,7 @@ impl Builder {
                 t.requires_grad_(*requires_grad);
                 let mut obj = TensorObject::new(t);
                 obj.parameter = *parameter;
-                Value::Ext(Object::Tensor(obj))
+                Value::Ext(Object::Tensor(Box::new(obj)))
             }
             Tree::List(xs) => {
                 let items: Vec<_> = xs.iter().map(|x| self.value(x)).collect();

@@ -474,7 +474,7 @@ fn view_error(ckpt: &Checkpoint) -> Option<Error> {
         .flat_map(|(_, node)| node.values())
         .chain(std::iter::once(&ckpt.root))
         .filter_map(|v| match v {
-            pickle::Value::Ext(Object::Tensor(t)) => Some(t),
+            pickle::Value::Ext(Object::Tensor(t)) => Some(&**t),
             _ => None,
         })
         .find_map(|t| fits(t).err().map(|e| (t, e)))?;

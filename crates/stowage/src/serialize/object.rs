@@ -19,8 +19,9 @@ use crate::{DType, Device, Error, Result, Tensor, UntypedStorage};
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub enum Object {
-    /// A tensor or `nn.Parameter`.
-    Tensor(TensorObject),
+    /// A tensor or `nn.Parameter` (boxed: values of the object graph stay small,
+    /// which matters for checkpoints of many tensors).
+    Tensor(Box<TensorObject>),
     /// A storage reference (a `TypedStorage` with its dtype, or an `UntypedStorage`).
     Storage(StorageRef),
     /// A dtype object (`torch.float16`).
@@ -246,7 +247,7 @@ impl Checkpoint {
             .map(|(k, t)| {
                 (
                     Value::str(k.as_ref()),
-                    Value::Ext(Object::Tensor(TensorObject::new(t))),
+                    Value::Ext(Object::Tensor(Box::new(TensorObject::new(t)))),
                 )
             })
             .collect();
@@ -422,5 +423,18 @@ fn path_key(graph: &Graph<Object>, k: &Value<Object>) -> PathKey {
         Value::BigInt(b) => PathKey::Key(b.to_string()),
         Value::Node(id) => PathKey::Key(format!("{:?}", graph.get(*id).kind())),
         other => PathKey::Key(format!("{other:?}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn graph_values_stay_small() {
+        // A checkpoint of many tensors holds several values per tensor (the rebuild
+        // arguments stay in the arena); boxing tensors keeps each value small.
+        let size = std::mem::size_of::<Value<Object>>();
+        assert!(size <= 40, "Value<Object> is {size} bytes");
     }
 }

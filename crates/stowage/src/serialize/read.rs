@@ -140,7 +140,7 @@ fn as_str<'v>(graph: &Graph<Object>, v: &'v V, context: &'static str) -> Result<
 
 fn as_tensor(graph: &Graph<Object>, v: &V, context: &'static str) -> Result<TensorObject> {
     match v {
-        Value::Ext(Object::Tensor(t)) => Ok(t.clone()),
+        Value::Ext(Object::Tensor(t)) => Ok((**t).clone()),
         _ => Err(bad(context, "a tensor", v, graph)),
     }
 }
@@ -312,7 +312,7 @@ impl<S: StorageSource> TorchHooks<'_, S> {
         let tensor = |t: Tensor, meta: Option<&V>| -> Result<V> {
             let mut obj = TensorObject::new(t);
             (obj.conj, obj.neg) = lazy_bits(graph, meta)?;
-            Ok(Value::Ext(Object::Tensor(obj)))
+            Ok(Value::Ext(Object::Tensor(Box::new(obj))))
         };
         Ok(match f {
             Global::RebuildTensor => {
@@ -362,7 +362,7 @@ impl<S: StorageSource> TorchHooks<'_, S> {
                 t.requires_grad_(false);
                 let mut obj = TensorObject::new(t);
                 obj.quantization = Some((scale, zero));
-                Value::Ext(Object::Tensor(obj))
+                Value::Ext(Object::Tensor(Box::new(obj)))
             }
             Global::RebuildParameter | Global::RebuildParameterWithState => {
                 arity(3, 4, "_rebuild_parameter")?;
@@ -370,7 +370,7 @@ impl<S: StorageSource> TorchHooks<'_, S> {
                 p.tensor
                     .requires_grad_(as_bool(graph, &args[1], "parameter requires_grad")?);
                 p.parameter = true;
-                Value::Ext(Object::Tensor(p))
+                Value::Ext(Object::Tensor(Box::new(p)))
             }
             Global::RebuildFromTypeV2 => {
                 arity(4, 4, "_rebuild_from_type_v2")?;
