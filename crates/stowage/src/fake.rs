@@ -9,7 +9,6 @@
 //! Checkpoints load as fake with
 //! [`LoadOptions::fake`](crate::serialize::LoadOptions::fake).
 
-use crate::layout::Layout;
 use crate::{DType, Device, Result, Tensor, UntypedStorage};
 
 impl Tensor {
@@ -18,15 +17,7 @@ impl Tensor {
     /// # Errors
     /// [`Error::SizeOverflow`](crate::Error::SizeOverflow) when the byte count overflows.
     pub fn fake(shape: &[usize], dtype: DType, device: Device) -> Result<Tensor> {
-        let layout = Layout::contiguous(shape)?;
-        let nbytes =
-            layout
-                .numel()
-                .checked_mul(dtype.size())
-                .ok_or_else(|| crate::Error::SizeOverflow {
-                    what: "tensor bytes",
-                    detail: format!("shape {shape:?} of {dtype}"),
-                })?;
+        let (layout, nbytes) = Tensor::contiguous_bytes(shape, dtype)?;
         Ok(Tensor::from_parts_unchecked(
             UntypedStorage::new_fake(nbytes, device),
             dtype,

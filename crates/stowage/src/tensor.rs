@@ -51,11 +51,8 @@ impl Tensor {
         })
     }
 
-    /// A new contiguous tensor of zeros on `device` (no bytes on meta).
-    ///
-    /// # Errors
-    /// [`Error::SizeOverflow`] or an allocation failure.
-    pub fn zeros_on(shape: &[usize], dtype: DType, device: Device) -> Result<Tensor> {
+    /// The row-major layout of `shape` and its size in bytes, checked for overflow.
+    pub(crate) fn contiguous_bytes(shape: &[usize], dtype: DType) -> Result<(Layout, usize)> {
         let layout = Layout::contiguous(shape)?;
         let nbytes =
             layout
@@ -65,6 +62,15 @@ impl Tensor {
                     what: "tensor bytes",
                     detail: format!("shape {shape:?} of {dtype}"),
                 })?;
+        Ok((layout, nbytes))
+    }
+
+    /// A new contiguous tensor of zeros on `device` (no bytes on meta).
+    ///
+    /// # Errors
+    /// [`Error::SizeOverflow`] or an allocation failure.
+    pub fn zeros_on(shape: &[usize], dtype: DType, device: Device) -> Result<Tensor> {
+        let (layout, nbytes) = Self::contiguous_bytes(shape, dtype)?;
         let storage = UntypedStorage::new_on(nbytes, device)?;
         Ok(Tensor {
             storage,
