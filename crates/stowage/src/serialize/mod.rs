@@ -108,24 +108,35 @@ pub fn load_with(path: impl AsRef<Path>, options: &LoadOptions) -> Result<Checkp
         })
     })?;
     if options.lazy && matches!(detect_format(&file), Ok(Format::TorchZip)) {
-        return load_lazy(file, options).map_err(in_file);
+        return load_lazy(file, path, options).map_err(in_file);
     }
     load_from(file, options).map_err(in_file)
 }
 
 /// A torch zip archive whose storages read their records on first use, through
 /// the archive reader they share.
-fn load_lazy(file: File, options: &LoadOptions) -> Result<Checkpoint> {
+/// A later read names the file and the record, since it happens long after the load.
+fn load_lazy(file: File, path: &Path, options: &LoadOptions) -> Result<Checkpoint> {
     let zip = Arc::new(ZipReader::new(file, &zip_limits(options))?);
     let verify_crc = options.verify_crc;
+    let path: Arc<Path> = Arc::from(path);
     let make = |entry: &zip::Entry| -> Fetch {
-        let (zip, entry) = (zip.clone(), entry.clone());
+        let (zip, entry, path) = (zip.clone(), entry.clone(), path.clone());
         Arc::new(move |dst: &mut [u8]| {
-            zip.read_into(&entry, dst)?;
-            if verify_crc {
-                zip.check_crc(&entry)?;
-            }
-            Ok(())
+            let mut read = || -> Result<()> {
+                zip.read_into(&entry, dst)?;
+                if verify_crc {
+                    zip.check_crc(&entry)?;
+                }
+                Ok(())
+            };
+            read().map_err(|e| Error::InFile {
+                path: path.to_path_buf(),
+                source: Box::new(Error::InRecord {
+                    name: entry.name.clone(),
+                    source: Box::new(e),
+                }),
+            })
         })
     };
     load_zip_archive(&zip, options, None, Some(&make))
