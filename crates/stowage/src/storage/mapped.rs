@@ -125,10 +125,9 @@ impl MappedFile {
         self.map.len()
     }
 
-    /// The first byte of the mapping, as the writable raw pointer the mapping was
-    /// made with (no reference to the whole mapping is created).
+    /// The first byte of the mapping.
     pub(crate) fn base(&self) -> NonNull<u8> {
-        NonNull::new(self.map.as_mut_ptr()).unwrap_or(NonNull::dangling())
+        NonNull::new(self.map.as_ptr() as *mut u8).unwrap_or(NonNull::dangling())
     }
 
     /// Copies `buf.len()` bytes at `offset` into `buf`.
