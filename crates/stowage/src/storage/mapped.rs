@@ -125,7 +125,9 @@ impl MappedFile {
         self.map.len()
     }
 
-    /// The first byte of the mapping.
+    /// The first byte of the mapping. `MmapMut::as_ptr` returns the raw pointer
+    /// `mmap` gave (not one derived from a reference), so writing through it, as
+    /// the storages made from this mapping do, is allowed.
     pub(crate) fn base(&self) -> NonNull<u8> {
         NonNull::new(self.map.as_ptr() as *mut u8).unwrap_or(NonNull::dangling())
     }
