@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use super::heap::HeapBuffer;
 use super::{Backing, UntypedStorage};
+use crate::sync::{RwLockReadGuard, RwLockWriteGuard};
 use crate::{Device, Result};
 
 /// Fills a buffer of the storage's size with its bytes.
@@ -30,22 +31,33 @@ impl UntypedStorage {
         !matches!(&*self.read_lock(), Backing::Lazy(_))
     }
 
-    /// Reads the bytes of a lazily loaded storage (once; later calls do nothing).
-    /// Every data access calls this first.
+    /// The shared lock on the bytes, a lazily loaded storage's read first. A
+    /// storage that is not lazy takes the lock once, as before lazy loading existed.
     ///
     /// # Errors
     /// What reading the bytes gave (the file may have changed since loading).
-    pub(crate) fn materialize(&self) -> Result<()> {
-        if self.is_loaded() {
-            return Ok(());
+    pub(crate) fn data_read(&self) -> Result<RwLockReadGuard<'_, Backing>> {
+        let guard = self.read_lock();
+        if !matches!(&*guard, Backing::Lazy(_)) {
+            return Ok(guard);
         }
+        drop(guard);
+        // Reading happens under the exclusive lock; lazy → loaded is one-way.
+        drop(self.data_write()?);
+        Ok(self.read_lock())
+    }
+
+    /// The exclusive lock on the bytes, a lazily loaded storage's read first (under it).
+    ///
+    /// # Errors
+    /// As [`data_read`](Self::data_read).
+    pub(crate) fn data_write(&self) -> Result<RwLockWriteGuard<'_, Backing>> {
         let mut guard = self.write_lock();
-        // Another thread may have read them while this one waited for the lock.
         if let Backing::Lazy(lazy) = &*guard {
             let mut buf = HeapBuffer::zeroed(lazy.nbytes)?;
             (lazy.fetch)(buf.as_mut_slice())?;
             *guard = Backing::Heap(buf);
         }
-        Ok(())
+        Ok(guard)
     }
 }

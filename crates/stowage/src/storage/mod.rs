@@ -276,8 +276,7 @@ impl UntypedStorage {
     /// # Errors
     /// [`Error::NoData`] for a storage without bytes (meta).
     pub fn bytes(&self) -> Result<BytesRef<'_>> {
-        self.materialize()?;
-        let guard = self.read_lock();
+        let guard = self.data_read()?;
         match guard.bytes() {
             Some(_) => Ok(BytesRef(guard)),
             None => Err(self.no_data("reading storage bytes")),
@@ -289,8 +288,7 @@ impl UntypedStorage {
     /// # Errors
     /// [`Error::NoData`] for a storage without bytes (meta).
     pub fn bytes_mut(&self) -> Result<BytesMut<'_>> {
-        self.materialize()?;
-        let mut guard = self.write_lock();
+        let mut guard = self.data_write()?;
         match guard.bytes_mut() {
             Some(_) => Ok(BytesMut(guard)),
             None => Err(self.no_data("writing storage bytes")),
@@ -306,8 +304,7 @@ impl UntypedStorage {
 
     /// Runs `f` on the bytes under the shared lock.
     pub(crate) fn with_bytes<R>(&self, op: &'static str, f: impl FnOnce(&[u8]) -> R) -> Result<R> {
-        self.materialize()?;
-        let guard = self.read_lock();
+        let guard = self.data_read()?;
         guard.bytes().map(f).ok_or_else(|| self.no_data(op))
     }
 
@@ -317,8 +314,7 @@ impl UntypedStorage {
         op: &'static str,
         f: impl FnOnce(&mut [u8]) -> R,
     ) -> Result<R> {
-        self.materialize()?;
-        let mut guard = self.write_lock();
+        let mut guard = self.data_write()?;
         match guard.bytes_mut() {
             Some(b) => Ok(f(b)),
             None => Err(self.no_data(op)),
@@ -371,8 +367,7 @@ impl UntypedStorage {
     /// # Errors
     /// Allocation failure.
     pub fn deep_clone(&self) -> Result<UntypedStorage> {
-        self.materialize()?;
-        let guard = self.read_lock();
+        let guard = self.data_read()?;
         let backing = match guard.bytes() {
             Some(b) => Backing::Heap(HeapBuffer::from_slice(b)?),
             None => Backing::Meta {
@@ -420,15 +415,14 @@ impl UntypedStorage {
     /// # Errors
     /// [`Error::NotResizable`] for backings that cannot change size; allocation failure.
     pub fn resize_(&self, nbytes: usize) -> Result<&Self> {
-        self.materialize()?;
-        match &mut *self.write_lock() {
+        match &mut *self.data_write()? {
             Backing::Heap(h) => h.resize(nbytes)?,
             Backing::Meta { nbytes: n } => *n = nbytes,
             // Mapped, shared and pinned bytes cannot move (PyTorch: not resizable).
             Backing::Pinned(_) | Backing::File(_) | Backing::Shm(_) | Backing::Mapped(_) => {
                 return Err(Error::NotResizable)
             }
-            // Read by `materialize` above.
+            // `data_write` has read the bytes already.
             Backing::Lazy(_) => return Err(self.no_data("resize_")),
         }
         Ok(self)
@@ -473,14 +467,12 @@ pub(crate) fn with_pair<R>(
     f: impl FnOnce(&[u8], &mut [u8]) -> R,
 ) -> Result<R> {
     debug_assert!(!src.is_same(dst));
-    src.materialize()?;
-    dst.materialize()?;
     let (src_guard, mut dst_guard) = if src.id() < dst.id() {
-        let s = src.read_lock();
-        (s, dst.write_lock())
+        let s = src.data_read()?;
+        (s, dst.data_write()?)
     } else {
-        let d = dst.write_lock();
-        (src.read_lock(), d)
+        let d = dst.data_write()?;
+        (src.data_read()?, d)
     };
     let s = src_guard.bytes().ok_or_else(|| src.no_data(op))?;
     let d = dst_guard.bytes_mut().ok_or_else(|| dst.no_data(op))?;
@@ -490,10 +482,10 @@ pub(crate) fn with_pair<R>(
 impl fmt::Display for UntypedStorage {
     /// PyTorch's layout: one byte per line, then `[stowage.UntypedStorage(device=cpu) of size 12]`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if let Err(e) = self.materialize() {
-            return write!(f, "<storage: {e}>");
-        }
-        let guard = self.read_lock();
+        let guard = match self.data_read() {
+            Ok(g) => g,
+            Err(e) => return write!(f, "<storage: {e}>"),
+        };
         let info = format!(
             "[stowage.UntypedStorage(device={}) of size {}]",
             self.device(),

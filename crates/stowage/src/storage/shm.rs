@@ -142,8 +142,7 @@ impl UntypedStorage {
     /// # Errors
     /// As [`share_memory_`](Self::share_memory_).
     pub fn share_memory_with(&self, strategy: SharingStrategy) -> Result<&Self> {
-        self.materialize()?;
-        let mut guard = self.write_lock();
+        let mut guard = self.data_write()?;
         let bytes = match &*guard {
             Backing::Heap(h) => h.as_slice(),
             Backing::Pinned(p) => p.as_slice(),
