@@ -466,9 +466,12 @@ fn load_zip_archive<R: ReadAt>(
 
 /// Checks that every tensor of a freshly read checkpoint lies inside its storage,
 /// naming the first that does not by its path (`AtPath`, then the storage key).
-pub(crate) fn check_views(ckpt: Checkpoint) -> Result<Checkpoint> {
+pub(crate) fn check_views(mut ckpt: Checkpoint) -> Result<Checkpoint> {
     match view_error(&ckpt) {
-        None => Ok(ckpt),
+        None => {
+            ckpt.compact();
+            Ok(ckpt)
+        }
         Some(e) => Err(e),
     }
 }

@@ -385,6 +385,31 @@ impl Checkpoint {
         Ok(())
     }
 
+    /// Drops the nodes of the object graph that nothing reaches from the root or
+    /// from the state kept on `OrderedDict`s (a loader's leftovers: the argument
+    /// tuples of every rebuilt tensor), renumbering the rest. Loaders call this;
+    /// it matters for checkpoints of many tensors.
+    pub fn compact(&mut self) {
+        let mut roots: Vec<NodeId> = self.root.as_node().into_iter().collect();
+        roots.extend(self.state.keys().copied());
+        roots.extend(self.state.values().filter_map(Value::as_node));
+        let map = self.graph.compact(roots);
+        Graph::remap(&map, &mut self.root);
+        self.ordered = self
+            .ordered
+            .iter()
+            .filter_map(|id| map.get(id.index()).copied().flatten())
+            .collect();
+        self.state = std::mem::take(&mut self.state)
+            .into_iter()
+            .filter_map(|(id, mut v)| {
+                let id = map.get(id.index()).copied().flatten()?;
+                Graph::remap(&map, &mut v);
+                Some((id, v))
+            })
+            .collect();
+    }
+
     /// The record key of the storage a tensor views, if it is one of this checkpoint's.
     pub fn storage_key(&self, tensor: &Tensor) -> Option<&str> {
         self.storages

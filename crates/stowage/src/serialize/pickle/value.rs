@@ -159,6 +159,19 @@ impl<X> Node<X> {
         seq.iter().chain(pairs.iter().flat_map(|(k, v)| [k, v]))
     }
 
+    /// Every value the node holds, mutably (the order of [`values`](Self::values)).
+    pub fn values_mut(&mut self) -> impl Iterator<Item = &mut Value<X>> {
+        let mut seq: &mut [Value<X>] = &mut [];
+        let mut pairs: &mut [(Value<X>, Value<X>)] = &mut [];
+        match self {
+            Node::Tuple(v) | Node::List(v) | Node::Set(v) | Node::FrozenSet(v) => seq = v,
+            Node::Dict(d) => pairs = d,
+            Node::ByteArray(_) => {}
+        }
+        seq.iter_mut()
+            .chain(pairs.iter_mut().flat_map(|(k, v)| [k, v]))
+    }
+
     /// The kind's Python name: `"tuple"`, `"list"`, `"dict"`, ...
     pub fn kind(&self) -> &'static str {
         match self {
@@ -286,6 +299,59 @@ impl<X> Graph<X> {
     }
 
     /// The depth a value contributes to a node holding it.
+    /// Keeps only the nodes reachable from `roots`, in their old order, and
+    /// returns where each old node went (`None`: dropped). Values inside the kept
+    /// nodes are renumbered; values held elsewhere must be renumbered by the caller
+    /// with [`remap`](Self::remap). Depths are kept. Linear in the graph's size.
+    pub fn compact(&mut self, roots: impl IntoIterator<Item = NodeId>) -> Vec<Option<NodeId>> {
+        let n = self.nodes.len();
+        let mut reached = vec![false; n];
+        let mut stack: Vec<NodeId> = roots.into_iter().filter(|id| id.index() < n).collect();
+        while let Some(id) = stack.pop() {
+            if std::mem::replace(&mut reached[id.index()], true) {
+                continue;
+            }
+            for v in self.nodes[id.index()].values() {
+                if let Value::Node(c) = v {
+                    if c.index() < n && !reached[c.index()] {
+                        stack.push(*c);
+                    }
+                }
+            }
+        }
+        let mut map = vec![None; n];
+        let mut next = 0u32;
+        for (old, slot) in map.iter_mut().enumerate() {
+            if reached[old] {
+                *slot = Some(NodeId(next));
+                next += 1;
+            }
+        }
+        let nodes = std::mem::take(&mut self.nodes);
+        let depths = std::mem::take(&mut self.depths);
+        for ((mut node, depth), keep) in nodes.into_iter().zip(depths).zip(&reached) {
+            if *keep {
+                for v in node.values_mut() {
+                    Self::remap(&map, v);
+                }
+                self.nodes.push(node);
+                self.depths.push(depth);
+            }
+        }
+        map
+    }
+
+    /// Renumbers a value held outside the graph after [`compact`](Self::compact);
+    /// a reference to a dropped node becomes `None`.
+    pub fn remap(map: &[Option<NodeId>], v: &mut Value<X>) {
+        if let Value::Node(id) = v {
+            match map.get(id.index()).copied().flatten() {
+                Some(new) => *id = new,
+                None => *v = Value::None,
+            }
+        }
+    }
+
     fn value_depth(&self, v: &Value<X>) -> u32 {
         match v {
             Value::Node(id) => self.depths.get(id.index()).copied().unwrap_or(0),
@@ -445,5 +511,35 @@ mod tests {
         fn check<T: Send + Sync>() {}
         check::<Graph<String>>();
         check::<Value<String>>();
+    }
+
+    #[test]
+    fn compact_keeps_what_the_roots_reach_in_order() {
+        let mut g: Graph<()> = Graph::new();
+        let garbage = g.tuple(vec![Value::Int(1)]);
+        let list = g.list(Vec::new());
+        let inner = g.tuple(vec![Value::Int(2), Value::Node(garbage)]);
+        // A forward reference and a cycle: the list holds the tuple and itself.
+        if let Node::List(items) = g.get_mut(list) {
+            items.push(Value::Node(inner));
+            items.push(Value::Node(list));
+        }
+        let unreached = g.tuple(vec![Value::Node(list)]);
+        let depth_of_inner = g.depth(inner);
+        let map = g.compact([list]);
+        assert_eq!(g.len(), 3);
+        assert_eq!(map[unreached.index()], None);
+        let (l, t, gb) = (
+            map[list.index()].unwrap(),
+            map[inner.index()].unwrap(),
+            map[garbage.index()].unwrap(),
+        );
+        assert!(gb < l && l < t, "old order kept");
+        assert_eq!(g.get(l), &Node::List(vec![Value::Node(t), Value::Node(l)]));
+        assert_eq!(g.get(t), &Node::Tuple(vec![Value::Int(2), Value::Node(gb)]));
+        assert_eq!(g.depth(t), depth_of_inner);
+        let mut outside: Value<()> = Value::Node(unreached);
+        Graph::remap(&map, &mut outside);
+        assert_eq!(outside, Value::None);
     }
 }
