@@ -1,0 +1,37 @@
+//! Shared by the `load`-style targets: load the bytes, then walk every tensor
+//! and materialise its logical bytes (conj/neg resolved, made contiguous) so
+//! the data paths run too. Tensors over 1 MiB are skipped to keep each
+//! execution fast.
+
+use stowage::serialize::{load_bytes, LoadOptions};
+
+const MAX_TENSOR_BYTES: usize = 1 << 20;
+
+pub fn load_and_walk(data: &[u8]) {
+    let Ok(ckpt) = load_bytes(data, &LoadOptions::default()) else {
+        return;
+    };
+    let Ok(tensors) = ckpt.tensors() else {
+        return;
+    };
+    for (_path, obj) in tensors {
+        let t = &obj.tensor;
+        if t.is_meta() || t.numel().saturating_mul(t.element_size()) > MAX_TENSOR_BYTES {
+            continue;
+        }
+        let Ok(r) = obj.resolved() else { continue };
+        let Ok(c) = r.contiguous() else { continue };
+        let Ok(bytes) = c.untyped_storage().bytes() else {
+            continue;
+        };
+        // An empty tensor may carry any storage offset (PyTorch allows it
+        // too): it addresses no bytes, so only non-empty ones are checked.
+        if c.numel() > 0 {
+            let start = c.storage_offset() * c.element_size();
+            let logical = bytes.get(start..start + c.nbytes());
+            assert!(logical.is_some(), "contiguous tensor outside its storage");
+        }
+        let _ = ckpt.storage_key(t);
+    }
+    let _ = ckpt.state_dict();
+}

@@ -1,0 +1,45 @@
+#!/bin/bash
+# Seeds fuzz/corpus/<target>/ (ignored by git) from the repository's fixtures.
+# Run from the repository root: fuzz/seed.sh
+# Needs python3 (to pull data.pkl out of the zip fixtures) and builds the CLI
+# (to convert fixtures to safetensors).
+set -euo pipefail
+F=crates/stowage/tests/fixtures
+C=fuzz/corpus
+mkdir -p $C/{pickle,zip,legacy,safetensors,load}
+for p in $F/*.pt $F/hostile/*.pt; do
+    b=$(basename "$p" .pt)
+    case "$p" in $F/hostile/*) b="h_$b" ;; esac
+    cp "$p" "$C/load/$b"
+    if [ "$(head -c 4 "$p" | od -An -tx1 | tr -d ' \n')" = "504b0304" ]; then
+        cp "$p" "$C/zip/$b"
+    else
+        cp "$p" "$C/legacy/$b"
+    fi
+done
+cargo build --release -p stowage-cli
+st=$(mktemp -d)
+for p in $F/*.pt; do
+    b=$(basename "$p" .pt)
+    # Some fixtures (big-endian, quantized, legacy classes) have no safetensors form.
+    ./target/release/stowage convert "$p" "$st/$b.safetensors" >/dev/null 2>&1 || true
+done
+cp "$st"/* $C/safetensors/
+cp "$st"/* $C/load/
+rm -r "$st"
+python3 - <<'PY'
+import glob, os, zipfile
+F = 'crates/stowage/tests/fixtures'
+for p in glob.glob(F + '/*.pt') + glob.glob(F + '/hostile/*.pt'):
+    b = os.path.basename(p)[:-3]
+    try:
+        z = zipfile.ZipFile(p)
+        for n in z.namelist():
+            if n.endswith('.pkl'):
+                open('fuzz/corpus/pickle/%s_%s' % (b, n.replace('/', '_')), 'wb').write(z.read(n))
+    except Exception:
+        data = open(p, 'rb').read()
+        if data[:2] == b'\x80\x02':
+            open('fuzz/corpus/pickle/%s_legacy' % b, 'wb').write(data)
+PY
+for d in $C/*; do echo "$d: $(ls "$d" | wc -l) files"; done
