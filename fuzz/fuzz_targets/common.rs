@@ -3,14 +3,19 @@
 //! the data paths run too. Tensors over 1 MiB are skipped to keep each
 //! execution fast.
 
-use stowage::serialize::{load_bytes, LoadOptions};
+use stowage::serialize::{load_bytes, Checkpoint, LoadOptions};
 
 const MAX_TENSOR_BYTES: usize = 1 << 20;
 
+#[allow(dead_code)] // `load_modes` loads through a file and calls `walk` itself
 pub fn load_and_walk(data: &[u8]) {
-    let Ok(ckpt) = load_bytes(data, &LoadOptions::default()) else {
-        return;
-    };
+    if let Ok(ckpt) = load_bytes(data, &LoadOptions::default()) {
+        walk(&ckpt);
+    }
+}
+
+/// Materialises every tensor of a loaded checkpoint (see the module docs).
+pub fn walk(ckpt: &Checkpoint) {
     let Ok(tensors) = ckpt.tensors() else {
         return;
     };
