@@ -341,6 +341,32 @@ def make_requires_grad(path):
 
 
 @fixture
+def make_autograd_mlp(path):
+    """PyTorch's gradients for tests/autograd.rs: a 3 -> 5 -> 2 relu network in
+    float64 on fixed data, loss mean((net(x) - y)^2) + log(sum(exp(w1.t()[0:2]))),
+    after one backward. Saves x, y, the parameters (leaves with requires_grad),
+    their .grad as plain tensors, and the loss."""
+    x, y = randn(6, 3, seed=20, dtype=torch.float64), randn(6, 2, seed=21, dtype=torch.float64)
+    params = {
+        "w1": randn(3, 5, seed=22, dtype=torch.float64).requires_grad_(),
+        "b1": randn(5, seed=23, dtype=torch.float64).requires_grad_(),
+        "w2": randn(5, 2, seed=24, dtype=torch.float64).requires_grad_(),
+        "b2": randn(2, seed=25, dtype=torch.float64).requires_grad_(),
+    }
+    hidden = torch.relu(x @ params["w1"] + params["b1"])
+    out = hidden @ params["w2"] + params["b2"]
+    loss = ((out - y) ** 2).mean() + params["w1"].t()[0:2].exp().sum().log()
+    loss.backward()
+    torch.save({
+        "x": x,
+        "y": y,
+        "params": params,
+        "grads": {k: p.grad.clone() for k, p in params.items()},
+        "loss": loss.detach(),
+    }, path)
+
+
+@fixture
 def make_state_dict_linear(path):
     """nn.Sequential(Linear, ReLU, Linear).state_dict() with the two weights tied:
     state_dict() lists both keys as separate detached tensor objects over one

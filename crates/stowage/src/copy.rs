@@ -11,6 +11,7 @@
 
 use bytemuck::Pod;
 
+use crate::autograd::{record, Backward};
 use crate::element::{self, Scalar};
 use crate::layout::{broadcast_shapes, Layout};
 use crate::storage::with_pair;
@@ -324,7 +325,12 @@ impl Tensor {
     }
 
     /// A new tensor with `layout`'s strides holding a copy of `self` converted to `dtype`.
-    fn copied(&self, dtype: DType, strides: Vec<usize>, device: Device) -> Result<Tensor> {
+    pub(crate) fn copied(
+        &self,
+        dtype: DType,
+        strides: Vec<usize>,
+        device: Device,
+    ) -> Result<Tensor> {
         let layout = Layout::new(self.shape(), &strides, 0)?;
         let nbytes = layout
             .storage_elements()?
@@ -352,7 +358,7 @@ impl Tensor {
             storage,
             dtype,
             layout,
-            requires_grad: false,
+            autograd: None,
         };
         if out.has_data() {
             copy_into(&out, self, &self.layout)?;
@@ -369,7 +375,10 @@ impl Tensor {
             return Ok(self.clone());
         }
         let strides = crate::layout::contiguous_strides(self.shape());
-        self.copied(self.dtype, strides, self.device())
+        let out = self.copied(self.dtype, strides, self.device())?;
+        Ok(record(out, "CloneBackward0", &[self], || {
+            Backward::Identity
+        }))
     }
 
     /// A copy of the data on a new storage (PyTorch's `t.clone()`), keeping the strides
@@ -378,9 +387,10 @@ impl Tensor {
     /// # Errors
     /// Allocation failure.
     pub fn deep_clone(&self) -> Result<Tensor> {
-        let mut t = self.copied(self.dtype, preserved_strides(&self.layout), self.device())?;
-        t.requires_grad = self.requires_grad;
-        Ok(t)
+        let out = self.copied(self.dtype, preserved_strides(&self.layout), self.device())?;
+        Ok(record(out, "CloneBackward0", &[self], || {
+            Backward::Identity
+        }))
     }
 
     /// The values converted to `dtype` (`self` when the dtype is already `dtype`).
@@ -391,7 +401,10 @@ impl Tensor {
         if dtype == self.dtype {
             return Ok(self.clone());
         }
-        self.copied(dtype, preserved_strides(&self.layout), self.device())
+        let out = self.copied(dtype, preserved_strides(&self.layout), self.device())?;
+        Ok(record(out, "ToCopyBackward0", &[self], || Backward::Cast {
+            from: self.dtype,
+        }))
     }
 
     /// This tensor on `device` (`self` when already there). To meta keeps only metadata.
@@ -402,7 +415,10 @@ impl Tensor {
         if device == self.device() {
             return Ok(self.clone());
         }
-        self.copied(self.dtype, preserved_strides(&self.layout), device)
+        let out = self.copied(self.dtype, preserved_strides(&self.layout), device)?;
+        Ok(record(out, "ToCopyBackward0", &[self], || {
+            Backward::Identity
+        }))
     }
 
     /// Copies `src` into `self`, broadcasting its shape and converting its dtype.
@@ -410,8 +426,10 @@ impl Tensor {
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] when `src` does not broadcast to `self`'s shape;
-    /// [`Error::NoData`] on meta.
+    /// [`Error::NoData`] on meta; [`Error::InPlaceRequiresGrad`] while recording
+    /// gradients for `self` (see [`crate::autograd`]).
     pub fn copy_(&self, src: &Tensor) -> Result<&Self> {
+        self.check_inplace("copy_")?;
         self.check_data("copy_")?;
         src.check_data("copy_")?;
         let sizes: Vec<isize> = self.shape().iter().map(|&s| s as isize).collect();
@@ -430,8 +448,10 @@ impl Tensor {
     /// Sets every element to `value` (cast to the dtype).
     ///
     /// # Errors
-    /// [`Error::NoData`] on meta; [`Error::DTypeUnsupported`] for dtypes without values.
+    /// [`Error::NoData`] on meta; [`Error::DTypeUnsupported`] for dtypes without values;
+    /// [`Error::InPlaceRequiresGrad`] while recording gradients for `self`.
     pub fn fill_(&self, value: impl Into<Scalar>) -> Result<&Self> {
+        self.check_inplace("fill_")?;
         self.check_data("fill_")?;
         let es = self.element_size();
         let mut one = vec![0u8; es];
@@ -466,7 +486,8 @@ impl Tensor {
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] when the result type cannot be stored in `self`'s dtype
-    /// (as PyTorch refuses `int_tensor.add_(0.5)`) or shapes do not broadcast.
+    /// (as PyTorch refuses `int_tensor.add_(0.5)`) or shapes do not broadcast;
+    /// [`Error::InPlaceRequiresGrad`] while recording gradients for `self`.
     pub fn add_<'a>(&self, other: impl Into<Operand<'a>>) -> Result<&Self> {
         self.binary_("add_", other.into(), |a, b| match (a, b) {
             (Scalar::Bool(x), y) => Scalar::Bool(x || y.to_bool()),
@@ -497,6 +518,7 @@ impl Tensor {
         other: Operand<'_>,
         f: impl Fn(Scalar, Scalar) -> Scalar,
     ) -> Result<&Self> {
+        self.check_inplace(op)?;
         self.check_data(op)?;
         let other_kind = match &other {
             Operand::Scalar(Scalar::Bool(_)) => Kind::Bool,
@@ -551,7 +573,7 @@ impl Tensor {
             storage: self.storage.clone(),
             dtype: self.dtype,
             layout,
-            requires_grad: false,
+            autograd: None,
         }
     }
 }

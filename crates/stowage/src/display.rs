@@ -293,8 +293,10 @@ impl fmt::Display for Tensor {
         if !default_dtypes.contains(&self.dtype) {
             suffixes.push(format!("dtype={}", self.dtype));
         }
-        if self.requires_grad {
-            suffixes.push("requires_grad=True".into());
+        match self.grad_fn_name() {
+            Some(name) => suffixes.push(format!("grad_fn=<{name}>")),
+            None if self.requires_grad() => suffixes.push("requires_grad=True".into()),
+            None => {}
         }
         let name = if self.is_fake() {
             "FakeTensor"

@@ -157,6 +157,47 @@ pub enum Error {
         /// The tensor's element count.
         numel: usize,
     },
+    /// `requires_grad` asked of a tensor whose dtype has no gradients.
+    #[error("only Tensors of floating point and complex dtype can require gradients, not {dtype}")]
+    GradNotFloat {
+        /// The tensor's dtype.
+        dtype: DType,
+    },
+    /// `requires_grad_(false)` on a tensor computed from others.
+    #[error("you can only change requires_grad flags of leaf variables; use detach() for a tensor without history")]
+    NotALeaf,
+    /// `backward` on a tensor that does not require grad.
+    #[error("element 0 of tensors does not require grad and does not have a grad_fn")]
+    NoGradFn,
+    /// `backward()` without a gradient on a tensor of more than one element.
+    #[error("grad can be implicitly created only for scalar outputs, not for shape {shape:?}")]
+    BackwardNonScalar {
+        /// The output's shape.
+        shape: Vec<usize>,
+    },
+    /// A gradient whose shape or dtype differs from its tensor's.
+    #[error("{op}: gradient of shape {found:?} and dtype {found_dtype} for a tensor of shape {expected:?} and dtype {expected_dtype}")]
+    GradMismatch {
+        /// The operation.
+        op: &'static str,
+        /// The tensor's shape.
+        expected: Vec<usize>,
+        /// The tensor's dtype.
+        expected_dtype: DType,
+        /// The gradient's shape.
+        found: Vec<usize>,
+        /// The gradient's dtype.
+        found_dtype: DType,
+    },
+    /// An in-place write, while gradients are recorded, to a tensor whose
+    /// gradient it would falsify (PyTorch refuses the first two roles too).
+    #[error("{op}: {role} that requires grad is being used in an in-place operation")]
+    InPlaceRequiresGrad {
+        /// The operation.
+        op: &'static str,
+        /// What the tensor is in the graph.
+        role: crate::autograd::GradRole,
+    },
     /// An I/O error, with the file it concerned.
     #[error("{}{}{source}", path.display(), if path.as_os_str().is_empty() { "" } else { ": " })]
     Io {

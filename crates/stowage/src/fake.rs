@@ -30,7 +30,7 @@ impl Tensor {
     pub fn to_fake(&self, device: Device) -> Tensor {
         let storage = UntypedStorage::new_fake(self.storage.nbytes(), device);
         let mut t = Tensor::from_parts_unchecked(storage, self.dtype, self.layout.clone());
-        t.requires_grad = self.requires_grad;
+        t.autograd = self.leaf_like();
         t
     }
 

@@ -31,6 +31,7 @@
 #![deny(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
+pub mod autograd;
 mod copy;
 pub mod device;
 mod display;
@@ -40,6 +41,7 @@ mod error;
 mod fake;
 pub mod layout;
 pub mod minifloat;
+mod ops;
 pub mod safetensors;
 pub mod serialize;
 pub mod storage;

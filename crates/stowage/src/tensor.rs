@@ -2,11 +2,15 @@
 //!
 //! A tensor owns nothing but a handle to its storage. Views ([`crate::view`])
 //! make new tensors over the same storage; writes through any of them are
-//! seen by all. Cloning a `Tensor` (Rust's `Clone`) makes another tensor
-//! object over the same storage with the same layout — like `t.detach()` or
-//! `t.view_as(t)` in PyTorch — while [`Tensor::deep_clone`] copies the data
-//! (PyTorch's `t.clone()`).
+//! seen by all. Cloning a `Tensor` (Rust's `Clone`) makes another handle to
+//! the same tensor — same storage, layout and, when it requires grad, the same
+//! gradient and history, like Python's `b = a` — while [`Tensor::detach`]
+//! drops the history and [`Tensor::deep_clone`] copies the data (PyTorch's
+//! `t.clone()`).
 
+use std::sync::Arc;
+
+use crate::autograd::AutogradMeta;
 use crate::element::{self, Element, Scalar};
 use crate::layout::{self, Layout};
 use crate::{DType, Device, Error, Result, UntypedStorage};
@@ -17,7 +21,8 @@ pub struct Tensor {
     pub(crate) storage: UntypedStorage,
     pub(crate) dtype: DType,
     pub(crate) layout: Layout,
-    pub(crate) requires_grad: bool,
+    /// Present when the tensor requires grad: its gradient and history.
+    pub(crate) autograd: Option<Arc<AutogradMeta>>,
 }
 
 impl Tensor {
@@ -33,7 +38,7 @@ impl Tensor {
             storage,
             dtype,
             layout,
-            requires_grad: false,
+            autograd: None,
         }
     }
 
@@ -47,7 +52,7 @@ impl Tensor {
             storage,
             dtype,
             layout,
-            requires_grad: false,
+            autograd: None,
         })
     }
 
@@ -76,7 +81,7 @@ impl Tensor {
             storage,
             dtype,
             layout,
-            requires_grad: false,
+            autograd: None,
         })
     }
 
@@ -258,15 +263,6 @@ impl Tensor {
             p => p.wrapping_add(self.storage_offset().wrapping_mul(self.element_size())),
         }
     }
-    /// Whether gradients would be recorded for this tensor.
-    pub fn requires_grad(&self) -> bool {
-        self.requires_grad
-    }
-    /// Sets the `requires_grad` flag and returns the tensor.
-    pub fn requires_grad_(&mut self, requires_grad: bool) -> &mut Self {
-        self.requires_grad = requires_grad;
-        self
-    }
     /// True when the two tensors view the same storage.
     pub fn shares_storage_with(&self, other: &Tensor) -> bool {
         self.storage.is_same(&other.storage)
@@ -276,7 +272,8 @@ impl Tensor {
     ///
     /// # Errors
     /// [`Error::OutOfStorage`] when the layout reaches past the storage's end;
-    /// [`Error::InvalidArgument`] for mismatched shape and stride lengths.
+    /// [`Error::InvalidArgument`] for mismatched shape and stride lengths;
+    /// [`Error::InPlaceRequiresGrad`] while recording gradients for this tensor.
     pub fn set_(
         &mut self,
         storage: &UntypedStorage,
@@ -284,6 +281,7 @@ impl Tensor {
         size: &[usize],
         stride: &[usize],
     ) -> Result<&mut Self> {
+        self.check_inplace("set_")?;
         let layout = Layout::new(size, stride, storage_offset)?;
         layout.check_fits(self.dtype.size(), storage.nbytes())?;
         self.storage = storage.clone();
@@ -308,8 +306,10 @@ impl Tensor {
     /// Writes `value` (cast to the dtype) at `index`; every view of the storage sees it.
     ///
     /// # Errors
-    /// As [`get`](Self::get).
+    /// As [`get`](Self::get); [`Error::InPlaceRequiresGrad`] while recording
+    /// gradients for this tensor (see [`crate::autograd`]).
     pub fn set(&self, index: &[isize], value: impl Into<Scalar>) -> Result<()> {
+        self.check_inplace("set")?;
         let off = self.element_offset(index)? * self.element_size();
         let es = self.element_size();
         let v = value.into();

@@ -5,17 +5,64 @@
 //! through all of them. `reshape` and `flatten` fall back to a copy only when
 //! the strides cannot express the new shape, as in PyTorch.
 
+use std::sync::Arc;
+
+use crate::autograd::{record, Backward};
 use crate::layout::Layout;
 use crate::{DType, Error, Result, Tensor};
 
 impl Tensor {
-    fn with_layout(&self, layout: Layout) -> Tensor {
-        Tensor {
-            storage: self.storage.clone(),
-            dtype: self.dtype,
+    /// The view `f(layout)` of this tensor, recorded as `name` for autograd.
+    fn view_with(
+        &self,
+        name: &'static str,
+        f: impl Fn(&Layout) -> Result<Layout> + Send + Sync + 'static,
+    ) -> Result<Tensor> {
+        let layout = f(&self.layout)?;
+        Ok(self.viewed(name, layout, f))
+    }
+
+    /// This tensor under `layout`, which `f` computes from its layout: the
+    /// gradient of the view is scattered back through `f` applied to zeros
+    /// of this tensor's shape.
+    fn viewed(
+        &self,
+        name: &'static str,
+        layout: Layout,
+        f: impl Fn(&Layout) -> Result<Layout> + Send + Sync + 'static,
+    ) -> Tensor {
+        let out = Tensor {
             layout,
-            requires_grad: self.requires_grad,
-        }
+            ..self.detach()
+        };
+        record(out, name, &[self], || Backward::View {
+            shape: self.shape().to_vec(),
+            view: Arc::new(f),
+        })
+    }
+
+    /// The pieces `f` cuts this tensor into (split, chunk, unbind), each a
+    /// view recorded as `name`.
+    fn pieces(
+        &self,
+        name: &'static str,
+        f: impl Fn(&Layout) -> Result<Vec<Layout>> + Send + Sync + Clone + 'static,
+    ) -> Result<Vec<Tensor>> {
+        let layouts = f(&self.layout)?;
+        Ok(layouts
+            .into_iter()
+            .enumerate()
+            .map(|(i, l)| {
+                let f = f.clone();
+                self.viewed(name, l, move |base| {
+                    f(base)?.into_iter().nth(i).ok_or(Error::IndexOutOfRange {
+                        index: i as isize,
+                        dim: 0,
+                        size: 0,
+                    })
+                })
+            })
+            .collect())
     }
 
     /// The same elements under `shape` (one size may be -1), sharing the storage.
@@ -24,7 +71,8 @@ impl Tensor {
     /// [`Error::ShapeMismatch`], or [`Error::ViewIncompatible`] when the strides
     /// cannot express it (use [`reshape`](Self::reshape)).
     pub fn view(&self, shape: &[isize]) -> Result<Tensor> {
-        Ok(self.with_layout(self.layout.view(shape)?))
+        let shape = shape.to_vec();
+        self.view_with("ViewBackward0", move |l| l.view(&shape))
     }
 
     /// Like [`view`](Self::view), but copies when a view is impossible.
@@ -33,7 +81,7 @@ impl Tensor {
     /// [`Error::ShapeMismatch`]; allocation failure.
     pub fn reshape(&self, shape: &[isize]) -> Result<Tensor> {
         match self.layout.view(shape) {
-            Ok(l) => Ok(self.with_layout(l)),
+            Ok(_) => self.view(shape),
             Err(Error::ViewIncompatible { .. }) => self.contiguous()?.view(shape),
             Err(e) => Err(e),
         }
@@ -44,7 +92,7 @@ impl Tensor {
     /// # Errors
     /// [`Error::DimOutOfRange`], [`Error::InvalidArgument`].
     pub fn narrow(&self, dim: isize, start: isize, length: usize) -> Result<Tensor> {
-        Ok(self.with_layout(self.layout.narrow(dim, start, length)?))
+        self.view_with("SliceBackward0", move |l| l.narrow(dim, start, length))
     }
 
     /// The sub-tensor at `index` of `dim`, with that dimension removed.
@@ -52,7 +100,7 @@ impl Tensor {
     /// # Errors
     /// [`Error::DimOutOfRange`], [`Error::IndexOutOfRange`].
     pub fn select(&self, dim: isize, index: isize) -> Result<Tensor> {
-        Ok(self.with_layout(self.layout.select(dim, index)?))
+        self.view_with("SelectBackward0", move |l| l.select(dim, index))
     }
 
     /// Integer indexing `t[index]`: [`select`](Self::select) on dimension 0.
@@ -74,7 +122,7 @@ impl Tensor {
         stop: Option<isize>,
         step: usize,
     ) -> Result<Tensor> {
-        Ok(self.with_layout(self.layout.slice(dim, start, stop, step)?))
+        self.view_with("SliceBackward0", move |l| l.slice(dim, start, stop, step))
     }
 
     /// Swaps two dimensions.
@@ -82,7 +130,7 @@ impl Tensor {
     /// # Errors
     /// [`Error::DimOutOfRange`].
     pub fn transpose(&self, dim0: isize, dim1: isize) -> Result<Tensor> {
-        Ok(self.with_layout(self.layout.transpose(dim0, dim1)?))
+        self.view_with("TransposeBackward0", move |l| l.transpose(dim0, dim1))
     }
 
     /// Transpose of a tensor of at most 2 dimensions.
@@ -106,7 +154,8 @@ impl Tensor {
     /// # Errors
     /// [`Error::InvalidArgument`] unless `dims` is a permutation.
     pub fn permute(&self, dims: &[isize]) -> Result<Tensor> {
-        Ok(self.with_layout(self.layout.permute(dims)?))
+        let dims = dims.to_vec();
+        self.view_with("PermuteBackward0", move |l| l.permute(&dims))
     }
 
     /// Broadcasts to `sizes` with stride-0 dimensions (-1 keeps a size).
@@ -114,12 +163,15 @@ impl Tensor {
     /// # Errors
     /// [`Error::InvalidArgument`].
     pub fn expand(&self, sizes: &[isize]) -> Result<Tensor> {
-        Ok(self.with_layout(self.layout.expand(sizes)?))
+        let sizes = sizes.to_vec();
+        self.view_with("ExpandBackward0", move |l| l.expand(&sizes))
     }
 
     /// Removes every size-1 dimension.
     pub fn squeeze(&self) -> Tensor {
-        self.with_layout(self.layout.squeeze())
+        self.viewed("SqueezeBackward0", self.layout.squeeze(), |l| {
+            Ok(l.squeeze())
+        })
     }
 
     /// Removes `dim` if its size is 1.
@@ -127,7 +179,7 @@ impl Tensor {
     /// # Errors
     /// [`Error::DimOutOfRange`].
     pub fn squeeze_dim(&self, dim: isize) -> Result<Tensor> {
-        Ok(self.with_layout(self.layout.squeeze_dim(dim)?))
+        self.view_with("SqueezeBackward1", move |l| l.squeeze_dim(dim))
     }
 
     /// Inserts a size-1 dimension at `dim`.
@@ -135,7 +187,7 @@ impl Tensor {
     /// # Errors
     /// [`Error::DimOutOfRange`].
     pub fn unsqueeze(&self, dim: isize) -> Result<Tensor> {
-        Ok(self.with_layout(self.layout.unsqueeze(dim)?))
+        self.view_with("UnsqueezeBackward0", move |l| l.unsqueeze(dim))
     }
 
     /// Merges dimensions `start_dim..=end_dim` (a view when possible, else a copy).
@@ -169,7 +221,16 @@ impl Tensor {
     ) -> Result<Tensor> {
         let layout = Layout::new(size, stride, storage_offset)?;
         layout.check_fits(self.element_size(), self.storage.nbytes())?;
-        Ok(self.with_layout(layout))
+        let out = Tensor {
+            layout: layout.clone(),
+            ..self.detach()
+        };
+        Ok(record(out, "AsStridedBackward0", &[self], || {
+            Backward::AsStrided {
+                input: self.layout.clone(),
+                output: layout,
+            }
+        }))
     }
 
     /// The same bytes read as `dtype` (PyTorch's `view(dtype)`): the last dimension scales
@@ -178,12 +239,14 @@ impl Tensor {
     /// # Errors
     /// [`Error::InvalidArgument`] naming the rule that fails.
     pub fn view_dtype(&self, dtype: DType) -> Result<Tensor> {
+        if dtype == self.dtype {
+            return self.view_with("ViewBackward0", |l| Ok(l.clone()));
+        }
         let layout = self.layout.view_dtype(self.element_size(), dtype.size())?;
         Ok(Tensor {
-            storage: self.storage.clone(),
             dtype,
             layout,
-            requires_grad: self.requires_grad,
+            ..self.detach()
         })
     }
 
@@ -192,7 +255,7 @@ impl Tensor {
     /// # Errors
     /// [`Error::DimOutOfRange`], [`Error::InvalidArgument`].
     pub fn diagonal(&self, offset: isize, dim1: isize, dim2: isize) -> Result<Tensor> {
-        Ok(self.with_layout(self.layout.diagonal(offset, dim1, dim2)?))
+        self.view_with("DiagonalBackward0", move |l| l.diagonal(offset, dim1, dim2))
     }
 
     /// Sliding windows of `size` every `step` along `dim`, as a new last dimension.
@@ -200,7 +263,7 @@ impl Tensor {
     /// # Errors
     /// [`Error::DimOutOfRange`], [`Error::InvalidArgument`].
     pub fn unfold(&self, dim: isize, size: usize, step: usize) -> Result<Tensor> {
-        Ok(self.with_layout(self.layout.unfold(dim, size, step)?))
+        self.view_with("UnfoldBackward0", move |l| l.unfold(dim, size, step))
     }
 
     /// Pieces of `split_size` along `dim`.
@@ -208,12 +271,7 @@ impl Tensor {
     /// # Errors
     /// [`Error::DimOutOfRange`], [`Error::InvalidArgument`].
     pub fn split(&self, split_size: usize, dim: isize) -> Result<Vec<Tensor>> {
-        Ok(self
-            .layout
-            .split(split_size, dim)?
-            .into_iter()
-            .map(|l| self.with_layout(l))
-            .collect())
+        self.pieces("SplitBackward0", move |l| l.split(split_size, dim))
     }
 
     /// `chunks` nearly equal pieces along `dim`.
@@ -221,12 +279,7 @@ impl Tensor {
     /// # Errors
     /// [`Error::DimOutOfRange`], [`Error::InvalidArgument`].
     pub fn chunk(&self, chunks: usize, dim: isize) -> Result<Vec<Tensor>> {
-        Ok(self
-            .layout
-            .chunk(chunks, dim)?
-            .into_iter()
-            .map(|l| self.with_layout(l))
-            .collect())
+        self.pieces("SplitBackward0", move |l| l.chunk(chunks, dim))
     }
 
     /// Every slice along `dim`, with the dimension removed.
@@ -234,12 +287,7 @@ impl Tensor {
     /// # Errors
     /// [`Error::DimOutOfRange`].
     pub fn unbind(&self, dim: isize) -> Result<Vec<Tensor>> {
-        Ok(self
-            .layout
-            .unbind(dim)?
-            .into_iter()
-            .map(|l| self.with_layout(l))
-            .collect())
+        self.pieces("UnbindBackward0", move |l| l.unbind(dim))
     }
 }
 

@@ -14,7 +14,7 @@ use stowage::serialize::pickle::Value;
 use stowage::serialize::{
     load_bytes, save_to_writer, LoadOptions, Object, SaveOptions, TensorObject,
 };
-use stowage::{Checkpoint, DType, Device, Tensor};
+use stowage::{Checkpoint, DType, Device, Kind, Tensor};
 
 #[derive(Clone, Debug)]
 enum Key {
@@ -180,7 +180,9 @@ impl Builder {
                 requires_grad,
             } => {
                 let mut t = view(&self.bases[*base], *v);
-                t.requires_grad_(*requires_grad);
+                // PyTorch refuses requires_grad on integer dtypes.
+                t.requires_grad_(*requires_grad && t.dtype().kind() == Kind::Float)
+                    .unwrap();
                 let mut obj = TensorObject::new(t);
                 obj.parameter = *parameter;
                 Value::Ext(Object::Tensor(Box::new(obj)))

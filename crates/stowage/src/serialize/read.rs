@@ -291,7 +291,7 @@ impl<S: StorageSource> TorchHooks<'_, S> {
         // Checked against the storage by `check_views` once the graph is complete.
         let mut t = Tensor::from_parts_unchecked(s.storage.clone(), dtype, layout);
         if let Some(rg) = requires_grad {
-            t.requires_grad_(as_bool(graph, rg, "requires_grad")?);
+            t.requires_grad_(as_bool(graph, rg, "requires_grad")?)?;
         }
         Ok(t)
     }
@@ -359,7 +359,7 @@ impl<S: StorageSource> TorchHooks<'_, S> {
                     .as_i64()
                     .ok_or_else(|| bad("quantizer zero point", "an int", &params[2], graph))?;
                 let mut t = self.rebuild(graph, &args[..4], Some(&args[5]), None)?;
-                t.requires_grad_(false);
+                t.requires_grad_(false)?;
                 let mut obj = TensorObject::new(t);
                 obj.quantization = Some((scale, zero));
                 Value::Ext(Object::Tensor(Box::new(obj)))
@@ -368,7 +368,7 @@ impl<S: StorageSource> TorchHooks<'_, S> {
                 arity(3, 4, "_rebuild_parameter")?;
                 let mut p = as_tensor(graph, &args[0], "parameter data")?;
                 p.tensor
-                    .requires_grad_(as_bool(graph, &args[1], "parameter requires_grad")?);
+                    .requires_grad_(as_bool(graph, &args[1], "parameter requires_grad")?)?;
                 p.parameter = true;
                 Value::Ext(Object::Tensor(Box::new(p)))
             }

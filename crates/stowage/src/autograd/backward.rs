@@ -1,0 +1,154 @@
+//! The backward formula of every recorded operation.
+//!
+//! Each variant holds what its formula needs (saved inputs or outputs are
+//! detached handles: they share the data and carry no history). `apply` maps
+//! the gradient of the output to the gradients of the inputs, in the order the
+//! operation recorded them; it runs under `no_grad`, so the formulas are
+//! written with the ordinary tensor operations and record nothing.
+
+use std::sync::Arc;
+
+use crate::layout::Layout;
+use crate::ops::kernel::{self, BinOp};
+use crate::{DType, Result, Tensor};
+
+/// A view's layout as a function of its input's layout (`|l| l.narrow(0, 1, 2)`).
+/// Applied to zeros of the input's shape, it says where each element of the
+/// view's gradient goes.
+pub(crate) type ViewFn = Arc<dyn Fn(&Layout) -> Result<Layout> + Send + Sync>;
+
+pub(crate) enum Backward {
+    /// `a + b`: the gradient, reduced to each operand's shape and dtype.
+    Add { operands: [(Vec<usize>, DType); 2] },
+    /// `a - b`.
+    Sub { operands: [(Vec<usize>, DType); 2] },
+    /// `a * b`.
+    Mul { a: Tensor, b: Tensor },
+    /// `a / b`.
+    Div { a: Tensor, b: Tensor },
+    /// `-x`.
+    Neg,
+    /// `x * s` for a number `s`.
+    Scale(f64),
+    /// `x ** exponent`.
+    Pow { x: Tensor, exponent: f64 },
+    /// `exp(x)`, saving the output.
+    Exp { out: Tensor },
+    /// `log(x)`.
+    Log { x: Tensor },
+    /// `relu(x)`.
+    Relu { x: Tensor },
+    /// A sum (or, with `scale` = 1/count, a mean) of an input of `shape` over
+    /// `dims` (sorted).
+    Sum {
+        shape: Vec<usize>,
+        dims: Vec<usize>,
+        keepdim: bool,
+        scale: f64,
+    },
+    /// `a @ b` of 2-D tensors.
+    Mm { a: Tensor, b: Tensor },
+    /// A conversion from `from`.
+    Cast { from: DType },
+    /// A copy of the same shape (`contiguous`, `clone`, `to(device)`).
+    Identity,
+    /// A view of an input of `shape`, described by a layout function.
+    View { shape: Vec<usize>, view: ViewFn },
+    /// `as_strided` of an input at `input` in the storage, to `output`.
+    AsStrided { input: Layout, output: Layout },
+}
+
+impl Backward {
+    /// Views pass a leaf's identity on: in-place writes to them are refused as
+    /// writes to the leaf.
+    pub(crate) fn is_view(&self) -> bool {
+        matches!(self, Backward::View { .. } | Backward::AsStrided { .. })
+    }
+
+    /// The gradients of the inputs from `g`, the gradient of the output;
+    /// `None` where `needs` says an input does not require grad.
+    pub(crate) fn apply(&self, g: &Tensor, needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
+        let need = |i: usize| needs.get(i).copied().unwrap_or(false);
+        let one = |t: Tensor| Ok(vec![Some(t)]);
+        match self {
+            Backward::Add { operands: [a, b] } => two(need, || reduced(g, a), || reduced(g, b)),
+            Backward::Sub { operands: [a, b] } => {
+                two(need, || reduced(g, a), || reduced(&g.neg()?, b))
+            }
+            Backward::Mul { a, b } => two(
+                need,
+                || g.mul(b)?.to_dtype(a.dtype())?.sum_to_size(a.shape()),
+                || g.mul(a)?.to_dtype(b.dtype())?.sum_to_size(b.shape()),
+            ),
+            Backward::Div { a, b } => two(
+                need,
+                || g.div(b)?.to_dtype(a.dtype())?.sum_to_size(a.shape()),
+                || {
+                    // -g · a / b²
+                    g.mul(a)?
+                        .div(&b.mul(b)?)?
+                        .neg()?
+                        .to_dtype(b.dtype())?
+                        .sum_to_size(b.shape())
+                },
+            ),
+            Backward::Neg => one(g.neg()?),
+            Backward::Scale(s) => one(g.mul(*s)?),
+            // d/dx x⁰ is 0 everywhere, also at x = 0 where the general
+            // formula would give 0 · ∞.
+            Backward::Pow { exponent, .. } if *exponent == 0.0 => one(Tensor::zeros_like(g)?),
+            Backward::Pow { x, exponent } => one(g.mul(&x.pow(exponent - 1.0)?.mul(*exponent)?)?),
+            Backward::Exp { out } => one(g.mul(out)?),
+            Backward::Log { x } => one(g.div(x)?),
+            Backward::Relu { x } => one(kernel::binary(BinOp::ReluGrad, g, x, g.dtype())?),
+            Backward::Sum {
+                shape,
+                dims,
+                keepdim,
+                scale,
+            } => {
+                let mut g = g.clone();
+                if !keepdim {
+                    for &d in dims {
+                        g = g.unsqueeze(d as isize)?;
+                    }
+                }
+                let sizes: Vec<isize> = shape.iter().map(|&s| s as isize).collect();
+                let spread = g.expand(&sizes)?.contiguous()?;
+                one(if *scale == 1.0 {
+                    spread
+                } else {
+                    spread.mul(*scale)?
+                })
+            }
+            Backward::Mm { a, b } => two(
+                need,
+                || g.matmul(&b.t()?)?.to_dtype(a.dtype()),
+                || a.t()?.matmul(g)?.to_dtype(b.dtype()),
+            ),
+            Backward::Cast { from } => one(g.to_dtype(*from)?),
+            Backward::Identity => one(g.clone()),
+            Backward::View { shape, view } => one(kernel::scatter_view(g, shape, &**view)?),
+            Backward::AsStrided { input, output } => {
+                one(kernel::scatter_strided(g, input, output)?)
+            }
+        }
+    }
+}
+
+/// `g` summed down to an operand's shape and converted to its dtype.
+fn reduced(g: &Tensor, (shape, dtype): &(Vec<usize>, DType)) -> Result<Tensor> {
+    g.sum_to_size(shape)?.to_dtype(*dtype)
+}
+
+/// The gradients of a two-input operation, computing only those needed.
+fn two(
+    need: impl Fn(usize) -> bool,
+    first: impl FnOnce() -> Result<Tensor>,
+    second: impl FnOnce() -> Result<Tensor>,
+) -> Result<Vec<Option<Tensor>>> {
+    Ok(vec![
+        if need(0) { Some(first()?) } else { None },
+        if need(1) { Some(second()?) } else { None },
+    ])
+}

@@ -1,0 +1,373 @@
+//! Gradients: reverse-mode automatic differentiation over stowage tensors.
+//!
+//! A tensor with a gradient holds two blocks of data: its own storage, and
+//! its gradient's. `t.untyped_storage()` is always the data's; the gradient
+//! is a tensor of its own, on a storage of its own, reached through
+//! [`Tensor::grad`]. PyTorch's documented example:
+//!
+//! ```
+//! use stowage::{DType, Tensor};
+//! # fn main() -> stowage::Result<()> {
+//! let t = Tensor::zeros(&[3], DType::Float32)?.with_requires_grad(true)?;
+//! t.sum()?.backward()?;
+//! let grad = t.grad().expect("a leaf that took part gets a gradient");
+//! assert!(t.untyped_storage().tolist()?.iter().all(|&b| b == 0));
+//! assert_eq!(grad.to_vec::<f32>()?, [1.0, 1.0, 1.0]);
+//! assert_ne!(grad.data_ptr(), t.data_ptr());
+//! # Ok(()) }
+//! ```
+//!
+//! # The model
+//! - A **leaf** is a tensor made by a constructor (or loaded) on which
+//!   `requires_grad` was set. Gradients accumulate into leaves, across
+//!   `backward` calls, until [`Tensor::set_grad`]`(None)` or
+//!   [`Tensor::zero_grad`].
+//! - Every differentiable operation on a tensor that requires grad records a
+//!   node (its `grad_fn`, named as PyTorch names it: `MulBackward0`, …) that
+//!   holds what its backward formula needs. Views record one too, so a
+//!   view's gradient is scattered back into the right elements of its base.
+//! - [`no_grad`] stops recording on the current thread (grad mode is
+//!   thread-local, as in PyTorch); optimisers update leaves under it.
+//! - Cloning a `Tensor` (Rust's `Clone`) makes another handle to the same
+//!   tensor, as Python's `b = a` does: both see the same gradient.
+//!   [`Tensor::detach`] shares the data and drops the history.
+//!
+//! # Differences from PyTorch
+//! - The graph is kept after `backward` (PyTorch's `retain_graph=True`), so
+//!   calling `backward` twice accumulates twice instead of failing.
+//! - In-place writes to any tensor that requires grad are refused while
+//!   recording: to leaves and views of leaves as in PyTorch, and to computed
+//!   tensors too, because stowage does not record in-place operations.
+//! - Saved tensors carry no version counter: writing (under [`no_grad`]) to a
+//!   tensor a recorded operation saved falsifies later gradients silently.
+//! - Arithmetic is implemented for floating-point dtypes (`float64` and
+//!   `float32` natively; half and 8-bit floats are computed in `float32`).
+//!   Higher-order gradients are not recorded.
+
+mod backward;
+mod engine;
+
+use std::cell::Cell;
+use std::marker::PhantomData;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+pub(crate) use backward::Backward;
+
+use crate::{DType, Error, Kind, Result, Tensor};
+
+thread_local! {
+    static GRAD_ENABLED: Cell<bool> = const { Cell::new(true) };
+}
+
+/// Whether operations on this thread record gradients (`torch.is_grad_enabled()`).
+pub fn is_grad_enabled() -> bool {
+    GRAD_ENABLED.with(Cell::get)
+}
+
+/// Turns recording on or off on this thread until the guard drops
+/// (`torch.set_grad_enabled(mode)`).
+pub fn set_grad_enabled(enabled: bool) -> GradModeGuard {
+    let previous = GRAD_ENABLED.with(|g| g.replace(enabled));
+    GradModeGuard {
+        previous,
+        _not_send: PhantomData,
+    }
+}
+
+/// Stops recording on this thread until the guard drops (`with torch.no_grad():`).
+///
+/// ```
+/// use stowage::{autograd, DType, Tensor};
+/// # fn main() -> stowage::Result<()> {
+/// let w = Tensor::ones(&[2], DType::Float64)?.with_requires_grad(true)?;
+/// {
+///     let _guard = autograd::no_grad();
+///     w.add_(1.0)?; // an optimiser step: allowed without recording
+///     assert!(!w.mul(2.0)?.requires_grad());
+/// }
+/// assert!(w.add_(1.0).is_err()); // refused again once recording
+/// # Ok(()) }
+/// ```
+pub fn no_grad() -> GradModeGuard {
+    set_grad_enabled(false)
+}
+
+/// Restores the previous grad mode of its thread when dropped.
+#[must_use = "grad mode is restored as soon as the guard drops"]
+pub struct GradModeGuard {
+    previous: bool,
+    // Grad mode is per thread: the guard must drop on the thread that made it.
+    _not_send: PhantomData<*const ()>,
+}
+
+impl Drop for GradModeGuard {
+    fn drop(&mut self) {
+        GRAD_ENABLED.with(|g| g.set(self.previous));
+    }
+}
+
+/// What a tensor refused an in-place write is, in the graph.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GradRole {
+    /// A leaf that requires grad.
+    Leaf,
+    /// A view of a leaf that requires grad.
+    ViewOfLeaf,
+    /// A tensor computed from others (stowage does not record in-place operations).
+    Computed,
+}
+
+impl std::fmt::Display for GradRole {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            GradRole::Leaf => "a leaf Variable",
+            GradRole::ViewOfLeaf => "a view of a leaf Variable",
+            GradRole::Computed => "a tensor with history (stowage records no in-place operation)",
+        })
+    }
+}
+
+/// The autograd state of a tensor that requires grad, shared by its handles.
+pub(crate) struct AutogradMeta {
+    /// The accumulated gradient of a leaf (never set on computed tensors).
+    grad: Mutex<Option<Tensor>>,
+    /// How this tensor was computed; `None` on leaves.
+    grad_fn: Option<Node>,
+}
+
+/// One recorded operation: its backward formula and the inputs it sends
+/// gradients to (`None` for inputs that do not require grad).
+pub(crate) struct Node {
+    pub(crate) name: &'static str,
+    pub(crate) backward: Backward,
+    pub(crate) inputs: Vec<Option<Arc<AutogradMeta>>>,
+}
+
+impl AutogradMeta {
+    fn leaf() -> Arc<AutogradMeta> {
+        Arc::new(AutogradMeta {
+            grad: Mutex::new(None),
+            grad_fn: None,
+        })
+    }
+
+    fn grad_slot(&self) -> MutexGuard<'_, Option<Tensor>> {
+        // A panic elsewhere while holding the lock leaves a valid `Option`.
+        self.grad.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Attaches `backward` to `out` when this thread records and any of `inputs`
+/// requires grad; otherwise returns `out` as it is. Outputs of dtypes without
+/// gradients (integers, bool) never require grad.
+pub(crate) fn record(
+    mut out: Tensor,
+    name: &'static str,
+    inputs: &[&Tensor],
+    backward: impl FnOnce() -> Backward,
+) -> Tensor {
+    if !is_grad_enabled()
+        || inputs.iter().all(|t| t.autograd.is_none())
+        || !can_require_grad(out.dtype)
+    {
+        return out;
+    }
+    out.autograd = Some(Arc::new(AutogradMeta {
+        grad: Mutex::new(None),
+        grad_fn: Some(Node {
+            name,
+            backward: backward(),
+            inputs: inputs.iter().map(|t| t.autograd.clone()).collect(),
+        }),
+    }));
+    out
+}
+
+fn can_require_grad(dtype: DType) -> bool {
+    matches!(dtype.kind(), Kind::Float | Kind::Complex)
+}
+
+impl Tensor {
+    /// Whether gradients are recorded for this tensor: a leaf with
+    /// `requires_grad` set, or a tensor computed from one.
+    pub fn requires_grad(&self) -> bool {
+        self.autograd.is_some()
+    }
+
+    /// Sets `requires_grad` on a leaf (`t.requires_grad_()`).
+    ///
+    /// # Errors
+    /// [`Error::GradNotFloat`] for dtypes without gradients; [`Error::NotALeaf`]
+    /// when clearing it on a computed tensor (use [`detach`](Self::detach)).
+    pub fn requires_grad_(&mut self, requires_grad: bool) -> Result<&mut Self> {
+        match (requires_grad, &self.autograd) {
+            (true, Some(_)) => {}
+            (true, None) if !can_require_grad(self.dtype) => {
+                return Err(Error::GradNotFloat { dtype: self.dtype })
+            }
+            (true, None) => self.autograd = Some(AutogradMeta::leaf()),
+            (false, Some(m)) if m.grad_fn.is_some() => return Err(Error::NotALeaf),
+            (false, _) => self.autograd = None,
+        }
+        Ok(self)
+    }
+
+    /// This tensor with `requires_grad` set, for constructors
+    /// (`torch.zeros(3, requires_grad=True)`).
+    ///
+    /// # Errors
+    /// As [`requires_grad_`](Self::requires_grad_).
+    pub fn with_requires_grad(mut self, requires_grad: bool) -> Result<Tensor> {
+        self.requires_grad_(requires_grad)?;
+        Ok(self)
+    }
+
+    /// True for tensors not computed by a recorded operation: those that do not
+    /// require grad, and leaves that do.
+    pub fn is_leaf(&self) -> bool {
+        self.grad_fn_name().is_none()
+    }
+
+    /// The name of the operation that computed this tensor (`"MulBackward0"`),
+    /// as PyTorch prints `grad_fn=<MulBackward0>`; `None` on leaves.
+    pub fn grad_fn_name(&self) -> Option<&'static str> {
+        self.autograd
+            .as_ref()
+            .and_then(|m| m.grad_fn.as_ref())
+            .map(|n| n.name)
+    }
+
+    /// The accumulated gradient of a leaf (`t.grad`): a tensor on its own
+    /// storage, never this tensor's. `None` before any backward reached it,
+    /// after [`set_grad`](Self::set_grad)`(None)`, and on computed tensors.
+    pub fn grad(&self) -> Option<Tensor> {
+        let meta = self.autograd.as_ref()?;
+        meta.grad_slot().clone()
+    }
+
+    /// Replaces a leaf's gradient (`t.grad = g`; `None` is PyTorch's
+    /// `zero_grad(set_to_none=True)`).
+    ///
+    /// # Errors
+    /// [`Error::GradMismatch`] when `grad`'s shape or dtype differs;
+    /// [`Error::NotALeaf`] on a computed tensor; [`Error::NoGradFn`] on a
+    /// tensor that does not require grad.
+    pub fn set_grad(&self, grad: Option<Tensor>) -> Result<()> {
+        let meta = self.autograd.as_ref().ok_or(Error::NoGradFn)?;
+        if meta.grad_fn.is_some() {
+            return Err(Error::NotALeaf);
+        }
+        if let Some(g) = &grad {
+            self.check_grad("set_grad", g)?;
+        }
+        *meta.grad_slot() = grad.map(|g| g.detach());
+        Ok(())
+    }
+
+    /// Sets a leaf's gradient to zeros in place, keeping its storage
+    /// (`zero_grad(set_to_none=False)`); nothing when it has none.
+    ///
+    /// # Errors
+    /// [`Error::NoData`] on meta.
+    pub fn zero_grad(&self) -> Result<()> {
+        if let Some(g) = self.grad() {
+            g.zero_()?;
+        }
+        Ok(())
+    }
+
+    /// The same data, sharing the storage, without history or `requires_grad`.
+    pub fn detach(&self) -> Tensor {
+        Tensor {
+            storage: self.storage.clone(),
+            dtype: self.dtype,
+            layout: self.layout.clone(),
+            autograd: None,
+        }
+    }
+
+    /// Computes the gradient of this one-element tensor with respect to every
+    /// leaf it was computed from, and adds it to their [`grad`](Self::grad)s.
+    ///
+    /// # Errors
+    /// [`Error::NoGradFn`] when it does not require grad;
+    /// [`Error::BackwardNonScalar`] for more than one element (use
+    /// [`backward_with`](Self::backward_with)); errors of the backward formulas.
+    pub fn backward(&self) -> Result<()> {
+        if self.autograd.is_none() {
+            return Err(Error::NoGradFn);
+        }
+        if self.numel() != 1 {
+            return Err(Error::BackwardNonScalar {
+                shape: self.shape().to_vec(),
+            });
+        }
+        let ones = Tensor::ones(self.shape(), self.dtype)?;
+        engine::run(self, ones)
+    }
+
+    /// Backward from this tensor with `gradient` as its gradient (PyTorch's
+    /// `t.backward(gradient)`, a vector-Jacobian product).
+    ///
+    /// # Errors
+    /// As [`backward`](Self::backward), and [`Error::GradMismatch`] when
+    /// `gradient`'s shape or dtype differs.
+    pub fn backward_with(&self, gradient: &Tensor) -> Result<()> {
+        if self.autograd.is_none() {
+            return Err(Error::NoGradFn);
+        }
+        self.check_grad("backward", gradient)?;
+        engine::run(self, gradient.detach())
+    }
+
+    fn check_grad(&self, op: &'static str, g: &Tensor) -> Result<()> {
+        if g.shape() != self.shape() || g.dtype != self.dtype {
+            return Err(Error::GradMismatch {
+                op,
+                expected: self.shape().to_vec(),
+                expected_dtype: self.dtype,
+                found: g.shape().to_vec(),
+                found_dtype: g.dtype,
+            });
+        }
+        Ok(())
+    }
+
+    /// Refuses an in-place write while recording to a tensor that requires grad.
+    pub(crate) fn check_inplace(&self, op: &'static str) -> Result<()> {
+        let Some(meta) = &self.autograd else {
+            return Ok(());
+        };
+        if !is_grad_enabled() {
+            return Ok(());
+        }
+        let role = match &meta.grad_fn {
+            None => GradRole::Leaf,
+            Some(node) if view_of_leaf(node) => GradRole::ViewOfLeaf,
+            Some(_) => GradRole::Computed,
+        };
+        Err(Error::InPlaceRequiresGrad { op, role })
+    }
+
+    /// A fresh leaf's autograd state when this tensor requires grad (for
+    /// copies of metadata such as fake tensors).
+    pub(crate) fn leaf_like(&self) -> Option<Arc<AutogradMeta>> {
+        self.autograd.as_ref().map(|_| AutogradMeta::leaf())
+    }
+}
+
+/// Whether `node` is a chain of views ending at a leaf.
+fn view_of_leaf(mut node: &Node) -> bool {
+    loop {
+        if !node.backward.is_view() {
+            return false;
+        }
+        match node.inputs.first() {
+            Some(Some(input)) => match &input.grad_fn {
+                None => return true,
+                Some(next) => node = next,
+            },
+            _ => return false,
+        }
+    }
+}

@@ -1,0 +1,303 @@
+//! Float kernels behind the arithmetic of [`super`]: no autograd here.
+//!
+//! Every kernel reads its operands as contiguous `Vec<T>` in row-major order
+//! (one strided copy, converting the dtype when needed), computes, and writes
+//! a new contiguous tensor. `T` is `f64` for `float64` and `f32` for every
+//! other floating dtype, whose results are converted back (as PyTorch computes
+//! half precision in `float32`). Matrix products go through `matrixmultiply`.
+
+use bytemuck::Pod;
+use num_traits::{Float, Zero};
+
+use crate::element::Element;
+use crate::layout::{broadcast_shapes, contiguous_strides, Layout};
+use crate::{DType, Error, Result, Tensor};
+
+/// A floating type arithmetic computes in.
+pub(crate) trait Real: Element + Pod + Float + std::ops::AddAssign {
+    /// `c = a · b` for row-major `a` (`m`×`k`), `b` (`k`×`n`) and `c` (`m`×`n`).
+    fn gemm(m: usize, k: usize, n: usize, a: &[Self], b: &[Self], c: &mut [Self]);
+    /// `v` rounded to `Self`.
+    fn of(v: f64) -> Self;
+}
+
+macro_rules! real {
+    ($t:ty, $gemm:path) => {
+        impl Real for $t {
+            fn gemm(m: usize, k: usize, n: usize, a: &[Self], b: &[Self], c: &mut [Self]) {
+                assert!(a.len() == m * k && b.len() == k * n && c.len() == m * n);
+                // SAFETY: the three slices hold exactly the row-major m×k, k×n
+                // and m×n matrices described by these sizes and strides, and
+                // `c` is borrowed mutably, so it aliases neither input.
+                unsafe {
+                    $gemm(
+                        m,
+                        k,
+                        n,
+                        1.0,
+                        a.as_ptr(),
+                        k as isize,
+                        1,
+                        b.as_ptr(),
+                        n as isize,
+                        1,
+                        0.0,
+                        c.as_mut_ptr(),
+                        n as isize,
+                        1,
+                    )
+                }
+            }
+            fn of(v: f64) -> Self {
+                v as $t
+            }
+        }
+    };
+}
+real!(f32, matrixmultiply::sgemm);
+real!(f64, matrixmultiply::dgemm);
+
+/// Runs `$body` with `$T` the type arithmetic on `$dtype` computes in.
+macro_rules! with_real {
+    ($dtype:expr, $T:ident => $body:expr) => {
+        if $dtype == DType::Float64 {
+            type $T = f64;
+            $body
+        } else {
+            type $T = f32;
+            $body
+        }
+    };
+}
+
+/// Element-wise operations of two operands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum BinOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    /// `x` where `y > 0`, else 0: relu's backward (`x` the gradient, `y` the input).
+    ReluGrad,
+}
+
+impl BinOp {
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            BinOp::Add => "add",
+            BinOp::Sub => "sub",
+            BinOp::Mul => "mul",
+            BinOp::Div => "div",
+            BinOp::ReluGrad => "threshold_backward",
+        }
+    }
+
+    fn zip<T: Real>(self, x: &[T], y: &[T]) -> Vec<T> {
+        let pairs = x.iter().zip(y);
+        match self {
+            BinOp::Add => pairs.map(|(&a, &b)| a + b).collect(),
+            BinOp::Sub => pairs.map(|(&a, &b)| a - b).collect(),
+            BinOp::Mul => pairs.map(|(&a, &b)| a * b).collect(),
+            BinOp::Div => pairs.map(|(&a, &b)| a / b).collect(),
+            BinOp::ReluGrad => pairs
+                .map(|(&g, &v)| if v > T::zero() { g } else { T::zero() })
+                .collect(),
+        }
+    }
+}
+
+/// Element-wise operations of one operand.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum UnOp {
+    Neg,
+    Exp,
+    Log,
+    Relu,
+    /// `x^p`.
+    Pow(f64),
+    /// `x · s`.
+    Scale(f64),
+}
+
+impl UnOp {
+    fn map<T: Real>(self, x: &mut [T]) {
+        match self {
+            UnOp::Neg => x.iter_mut().for_each(|v| *v = -*v),
+            UnOp::Exp => x.iter_mut().for_each(|v| *v = v.exp()),
+            UnOp::Log => x.iter_mut().for_each(|v| *v = v.ln()),
+            UnOp::Relu => x.iter_mut().for_each(|v| *v = v.max(T::zero())),
+            UnOp::Pow(p) => {
+                let p = T::of(p);
+                x.iter_mut().for_each(|v| *v = v.powf(p))
+            }
+            UnOp::Scale(s) => {
+                let s = T::of(s);
+                x.iter_mut().for_each(|v| *v = *v * s)
+            }
+        }
+    }
+}
+
+/// `t`'s elements in row-major order as `T` (a copy).
+pub(crate) fn values<T: Real>(t: &Tensor) -> Result<Vec<T>> {
+    let dense = if t.dtype() == T::DTYPE && t.is_contiguous() {
+        t.detach()
+    } else {
+        t.copied(T::DTYPE, contiguous_strides(t.shape()), t.device())?
+    };
+    let es = std::mem::size_of::<T>();
+    let start = dense.storage_offset() * es;
+    dense.storage.with_bytes("arithmetic", |b| {
+        dense.layout.check_fits(es, b.len())?;
+        Ok(bytemuck::pod_collect_to_vec(
+            &b[start..start + dense.numel() * es],
+        ))
+    })?
+}
+
+/// A new contiguous tensor of `shape` holding `v`, converted to `dtype`.
+pub(crate) fn from_values<T: Real>(v: Vec<T>, shape: &[usize], dtype: DType) -> Result<Tensor> {
+    let t = Tensor::zeros(shape, T::DTYPE)?;
+    let bytes: &[u8] = bytemuck::cast_slice(&v);
+    t.storage.with_bytes_mut("arithmetic", |b| {
+        if b.len() != bytes.len() {
+            return Err(Error::ShapeMismatch {
+                shape: shape.iter().map(|&s| s as isize).collect(),
+                numel: v.len(),
+            });
+        }
+        b.copy_from_slice(bytes);
+        Ok(())
+    })??;
+    t.to_dtype(dtype)
+}
+
+/// `t` broadcast to `shape` (a view; no autograd).
+fn expanded(t: &Tensor, shape: &[usize]) -> Result<Tensor> {
+    let sizes: Vec<isize> = shape.iter().map(|&s| s as isize).collect();
+    t.detach().expand(&sizes)
+}
+
+/// `op(a, b)` with broadcasting, as `dtype`.
+pub(crate) fn binary(op: BinOp, a: &Tensor, b: &Tensor, dtype: DType) -> Result<Tensor> {
+    let shape = broadcast_shapes(a.shape(), b.shape()).map_err(|_| Error::ShapeIncompatible {
+        op: op.name(),
+        expected: a.shape().to_vec(),
+        found: b.shape().to_vec(),
+    })?;
+    with_real!(dtype, T => {
+        let x = values::<T>(&expanded(a, &shape)?)?;
+        let y = values::<T>(&expanded(b, &shape)?)?;
+        from_values(op.zip(&x, &y), &shape, dtype)
+    })
+}
+
+/// `op(x)`, keeping `x`'s dtype.
+pub(crate) fn unary(op: UnOp, x: &Tensor) -> Result<Tensor> {
+    with_real!(x.dtype(), T => {
+        let mut v = values::<T>(x)?;
+        op.map(&mut v);
+        from_values(v, x.shape(), x.dtype())
+    })
+}
+
+/// The sum over `dims` (sorted, distinct), which are removed from the shape.
+pub(crate) fn sum_dims(x: &Tensor, dims: &[usize]) -> Result<Tensor> {
+    let kept: Vec<usize> = (0..x.dim()).filter(|d| !dims.contains(d)).collect();
+    let out_shape: Vec<usize> = kept.iter().map(|&d| x.shape()[d]).collect();
+    let order: Vec<isize> = kept.iter().chain(dims).map(|&d| d as isize).collect();
+    let moved = x.detach().permute(&order)?;
+    let group: usize = dims.iter().map(|&d| x.shape()[d]).product();
+    with_real!(x.dtype(), T => {
+        let v = values::<T>(&moved)?;
+        let sums: Vec<T> = if group == 0 {
+            vec![T::zero(); out_shape.iter().product()]
+        } else {
+            v.chunks_exact(group)
+                .map(|c| c.iter().fold(T::zero(), |acc, &e| acc + e))
+                .collect()
+        };
+        from_values(sums, &out_shape, x.dtype())
+    })
+}
+
+/// The product of two matrices, as `dtype`.
+pub(crate) fn mm(a: &Tensor, b: &Tensor, dtype: DType) -> Result<Tensor> {
+    let (&[m, k], &[k2, n]) = (a.shape(), b.shape()) else {
+        return Err(Error::InvalidArgument {
+            op: "mm",
+            what: "operands",
+            value: format!("both must be 2-D, got {:?} and {:?}", a.shape(), b.shape()),
+        });
+    };
+    if k != k2 {
+        return Err(Error::ShapeIncompatible {
+            op: "mm",
+            expected: vec![k, n],
+            found: vec![k2, n],
+        });
+    }
+    with_real!(dtype, T => {
+        let (x, y) = (values::<T>(a)?, values::<T>(b)?);
+        let mut c = vec![T::zero(); m * n];
+        T::gemm(m, k, n, &x, &y, &mut c);
+        from_values(c, &[m, n], dtype)
+    })
+}
+
+/// The gradient of a view's input: `g` added into zeros of `input_shape`
+/// through the same view of them (`view` maps a layout to the view's), summing
+/// where the view repeats elements (expand, overlapping unfold).
+pub(crate) fn scatter_view(
+    g: &Tensor,
+    input_shape: &[usize],
+    view: &dyn Fn(&Layout) -> Result<Layout>,
+) -> Result<Tensor> {
+    let base = Layout::contiguous(input_shape)?;
+    let l = view(&base)?;
+    if l.shape() != g.shape() {
+        return Err(Error::ShapeIncompatible {
+            op: "view backward",
+            expected: l.shape().to_vec(),
+            found: g.shape().to_vec(),
+        });
+    }
+    with_real!(g.dtype(), T => {
+        let gv = values::<T>(g)?;
+        let mut out = vec![T::zero(); base.numel()];
+        add_at(&mut out, l.offsets(), &gv);
+        from_values(out, input_shape, g.dtype())
+    })
+}
+
+/// The gradient of `as_strided`'s input, which sat at `input` in its storage,
+/// from the gradient `g` of the view at `output` in the same storage: each
+/// storage element collects the gradients of the view's elements on it, and
+/// shares them among the input's elements on it (PyTorch's rule for inputs
+/// that overlap themselves).
+pub(crate) fn scatter_strided(g: &Tensor, input: &Layout, output: &Layout) -> Result<Tensor> {
+    let span = input.storage_elements()?.max(output.storage_elements()?);
+    with_real!(g.dtype(), T => {
+        let gv = values::<T>(g)?;
+        let mut by_element = vec![T::zero(); span];
+        add_at(&mut by_element, output.offsets(), &gv);
+        let mut count = vec![0u32; span];
+        for o in input.offsets() {
+            count[o] += 1;
+        }
+        let out: Vec<T> = input
+            .offsets()
+            .map(|o| by_element[o] / T::of(f64::from(count[o])))
+            .collect();
+        from_values(out, input.shape(), g.dtype())
+    })
+}
+
+/// `out[o] += v` for each offset and value, in order. Every offset is below
+/// `out.len()`: views of a layout stay inside it, and `scatter_strided` sizes
+/// its buffer to both layouts' reach.
+fn add_at<T: Real>(out: &mut [T], offsets: impl Iterator<Item = usize>, v: &[T]) {
+    for (o, &x) in offsets.zip(v) {
+        out[o] += x;
+    }
+}

@@ -1,0 +1,304 @@
+//! Arithmetic that returns new tensors: element-wise operations with
+//! broadcasting, reductions and the matrix product, each recorded for
+//! [`autograd`](crate::autograd) when an operand requires grad.
+//!
+//! Operands follow PyTorch's type promotion among floating dtypes (`float64`
+//! wins, then `float32`; two different 16-bit floats meet in `float32`); an
+//! integer or bool tensor meets a floating one in the floating dtype, and a
+//! Python-style number takes the tensor's dtype. Arithmetic between two
+//! non-floating operands is refused ([`Error::DTypeUnsupported`]): stowage
+//! models storage, not a full tensor library.
+
+pub(crate) mod kernel;
+
+use kernel::{BinOp, UnOp};
+
+use crate::autograd::{record, Backward};
+use crate::layout::wrap_dim;
+use crate::{DType, Error, Kind, Operand, Result, Tensor};
+
+/// The dtype `op` computes `a ∘ b` in.
+fn result_dtype(op: &'static str, a: DType, b: DType) -> Result<DType> {
+    let float = |d: DType| d.kind() == Kind::Float;
+    Ok(match (float(a), float(b)) {
+        (true, true) if a == b => a,
+        (true, true) if a == DType::Float64 || b == DType::Float64 => DType::Float64,
+        (true, true) => DType::Float32,
+        (true, false) => a,
+        (false, true) => b,
+        (false, false) => return Err(Error::DTypeUnsupported { op, dtype: a }),
+    })
+}
+
+/// The element-wise operations users call.
+#[derive(Clone, Copy)]
+enum Arith {
+    Add,
+    Sub,
+    Mul,
+    Div,
+}
+
+impl Arith {
+    fn kernel(self) -> BinOp {
+        match self {
+            Arith::Add => BinOp::Add,
+            Arith::Sub => BinOp::Sub,
+            Arith::Mul => BinOp::Mul,
+            Arith::Div => BinOp::Div,
+        }
+    }
+}
+
+impl Tensor {
+    fn float_dtype(&self, op: &'static str) -> Result<DType> {
+        result_dtype(op, self.dtype, self.dtype)
+    }
+
+    /// `other` as a tensor: scalars become 0-dim tensors of `self`'s dtype
+    /// (or `float32` when `self` is not floating), as PyTorch wraps numbers.
+    fn operand(&self, other: Operand<'_>) -> Result<Tensor> {
+        match other {
+            Operand::Tensor(t) => Ok(t.clone()),
+            Operand::Scalar(s) => {
+                let dtype = match self.dtype.kind() {
+                    Kind::Float => self.dtype,
+                    _ => DType::Float32,
+                };
+                Tensor::full(&[], s, dtype)
+            }
+        }
+    }
+
+    fn binary(&self, op: Arith, other: Operand<'_>) -> Result<Tensor> {
+        let other = self.operand(other)?;
+        let kernel_op = op.kernel();
+        let dtype = result_dtype(kernel_op.name(), self.dtype, other.dtype)?;
+        let out = kernel::binary(kernel_op, self, &other, dtype)?;
+        let operands = [
+            (self.shape().to_vec(), self.dtype),
+            (other.shape().to_vec(), other.dtype),
+        ];
+        let (a, b) = (self.detach(), other.detach());
+        let (name, backward) = match op {
+            Arith::Add => ("AddBackward0", Backward::Add { operands }),
+            Arith::Sub => ("SubBackward0", Backward::Sub { operands }),
+            Arith::Mul => ("MulBackward0", Backward::Mul { a, b }),
+            Arith::Div => ("DivBackward0", Backward::Div { a, b }),
+        };
+        Ok(record(out, name, &[self, &other], || backward))
+    }
+
+    /// `self + other`, broadcasting (`torch.add`).
+    ///
+    /// # Errors
+    /// [`Error::ShapeIncompatible`] when the shapes do not broadcast;
+    /// [`Error::DTypeUnsupported`] without a floating operand; [`Error::NoData`] on meta.
+    pub fn add<'a>(&self, other: impl Into<Operand<'a>>) -> Result<Tensor> {
+        self.binary(Arith::Add, other.into())
+    }
+
+    /// `self - other`, broadcasting (`torch.sub`).
+    ///
+    /// # Errors
+    /// As [`add`](Self::add).
+    pub fn sub<'a>(&self, other: impl Into<Operand<'a>>) -> Result<Tensor> {
+        self.binary(Arith::Sub, other.into())
+    }
+
+    /// `self * other`, element-wise, broadcasting (`torch.mul`).
+    ///
+    /// # Errors
+    /// As [`add`](Self::add).
+    pub fn mul<'a>(&self, other: impl Into<Operand<'a>>) -> Result<Tensor> {
+        self.binary(Arith::Mul, other.into())
+    }
+
+    /// `self / other`, element-wise, broadcasting (`torch.div`).
+    ///
+    /// # Errors
+    /// As [`add`](Self::add).
+    pub fn div<'a>(&self, other: impl Into<Operand<'a>>) -> Result<Tensor> {
+        self.binary(Arith::Div, other.into())
+    }
+
+    fn unary(&self, op: UnOp, name: &'static str) -> Result<Tensor> {
+        self.float_dtype(name)?;
+        let out = kernel::unary(op, self)?;
+        let backward = || match op {
+            UnOp::Neg => Backward::Neg,
+            UnOp::Exp => Backward::Exp { out: out.detach() },
+            UnOp::Log => Backward::Log { x: self.detach() },
+            UnOp::Relu => Backward::Relu { x: self.detach() },
+            UnOp::Pow(exponent) => Backward::Pow {
+                x: self.detach(),
+                exponent,
+            },
+            UnOp::Scale(s) => Backward::Scale(s),
+        };
+        let backward = backward();
+        Ok(record(out, name, &[self], || backward))
+    }
+
+    /// `-self` (`torch.neg`).
+    ///
+    /// # Errors
+    /// [`Error::DTypeUnsupported`] for non-floating dtypes; [`Error::NoData`] on meta.
+    pub fn neg(&self) -> Result<Tensor> {
+        self.unary(UnOp::Neg, "NegBackward0")
+    }
+
+    /// `e^self` (`torch.exp`).
+    ///
+    /// # Errors
+    /// As [`neg`](Self::neg).
+    pub fn exp(&self) -> Result<Tensor> {
+        self.unary(UnOp::Exp, "ExpBackward0")
+    }
+
+    /// The natural logarithm (`torch.log`).
+    ///
+    /// # Errors
+    /// As [`neg`](Self::neg).
+    pub fn log(&self) -> Result<Tensor> {
+        self.unary(UnOp::Log, "LogBackward0")
+    }
+
+    /// `max(self, 0)` (`torch.relu`); its gradient at 0 is 0, as PyTorch's.
+    ///
+    /// # Errors
+    /// As [`neg`](Self::neg).
+    pub fn relu(&self) -> Result<Tensor> {
+        self.unary(UnOp::Relu, "ReluBackward0")
+    }
+
+    /// `self ** exponent` for a number (`torch.pow(t, 2.0)`).
+    ///
+    /// # Errors
+    /// As [`neg`](Self::neg).
+    pub fn pow(&self, exponent: f64) -> Result<Tensor> {
+        self.unary(UnOp::Pow(exponent), "PowBackward0")
+    }
+
+    /// The sum of every element, as a 0-dim tensor (`t.sum()`).
+    ///
+    /// # Errors
+    /// As [`neg`](Self::neg).
+    pub fn sum(&self) -> Result<Tensor> {
+        let all: Vec<isize> = (0..self.dim() as isize).collect();
+        self.reduce(&all, false, false, "SumBackward0")
+    }
+
+    /// The sum over `dims` (`t.sum(dims, keepdim)`); `keepdim` leaves them as size 1.
+    ///
+    /// # Errors
+    /// [`Error::DimOutOfRange`]; [`Error::InvalidArgument`] for a repeated
+    /// dimension; as [`neg`](Self::neg).
+    pub fn sum_dims(&self, dims: &[isize], keepdim: bool) -> Result<Tensor> {
+        self.reduce(dims, keepdim, false, "SumBackward1")
+    }
+
+    /// The mean of every element, as a 0-dim tensor (`t.mean()`).
+    ///
+    /// # Errors
+    /// As [`neg`](Self::neg).
+    pub fn mean(&self) -> Result<Tensor> {
+        let all: Vec<isize> = (0..self.dim() as isize).collect();
+        self.reduce(&all, false, true, "MeanBackward0")
+    }
+
+    /// The mean over `dims` (`t.mean(dims, keepdim)`).
+    ///
+    /// # Errors
+    /// As [`sum_dims`](Self::sum_dims).
+    pub fn mean_dims(&self, dims: &[isize], keepdim: bool) -> Result<Tensor> {
+        self.reduce(dims, keepdim, true, "MeanBackward1")
+    }
+
+    fn reduce(
+        &self,
+        dims: &[isize],
+        keepdim: bool,
+        mean: bool,
+        name: &'static str,
+    ) -> Result<Tensor> {
+        self.float_dtype(if mean { "mean" } else { "sum" })?;
+        let mut wrapped = Vec::with_capacity(dims.len());
+        for &d in dims {
+            let d = wrap_dim(d, self.dim())?;
+            if wrapped.contains(&d) {
+                return Err(Error::InvalidArgument {
+                    op: if mean { "mean" } else { "sum" },
+                    what: "dim",
+                    value: format!("dim {d} appears multiple times in the list of dims"),
+                });
+            }
+            wrapped.push(d);
+        }
+        wrapped.sort_unstable();
+        let mut out = kernel::sum_dims(self, &wrapped)?;
+        let count: usize = wrapped.iter().map(|&d| self.shape()[d]).product();
+        let scale = if mean { 1.0 / count as f64 } else { 1.0 };
+        if mean {
+            out = kernel::unary(UnOp::Scale(scale), &out)?;
+        }
+        if keepdim {
+            let mut shape = self.shape().to_vec();
+            for &d in &wrapped {
+                shape[d] = 1;
+            }
+            out = out
+                .detach()
+                .reshape(&shape.iter().map(|&s| s as isize).collect::<Vec<_>>())?;
+        }
+        Ok(record(out, name, &[self], || Backward::Sum {
+            shape: self.shape().to_vec(),
+            dims: wrapped,
+            keepdim,
+            scale,
+        }))
+    }
+
+    /// The matrix product of two 2-D tensors (`torch.mm`, `a @ b`).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] unless both are 2-D; [`Error::ShapeIncompatible`]
+    /// when the inner sizes differ; as [`add`](Self::add).
+    pub fn matmul(&self, other: &Tensor) -> Result<Tensor> {
+        let dtype = result_dtype("mm", self.dtype, other.dtype)?;
+        let out = kernel::mm(self, other, dtype)?;
+        Ok(record(out, "MmBackward0", &[self, other], || {
+            Backward::Mm {
+                a: self.detach(),
+                b: other.detach(),
+            }
+        }))
+    }
+
+    /// The sum of `self` down to `shape`, which it must broadcast from
+    /// (`t.sum_to_size(shape)`): how a broadcast operand's gradient is reduced.
+    ///
+    /// # Errors
+    /// [`Error::ShapeIncompatible`] when `shape` does not broadcast to `self`'s shape.
+    pub fn sum_to_size(&self, shape: &[usize]) -> Result<Tensor> {
+        if self.shape() == shape {
+            return Ok(self.clone());
+        }
+        let mismatch = || Error::ShapeIncompatible {
+            op: "sum_to_size",
+            expected: self.shape().to_vec(),
+            found: shape.to_vec(),
+        };
+        let lead = self.dim().checked_sub(shape.len()).ok_or_else(mismatch)?;
+        let mut dims: Vec<isize> = (0..lead as isize).collect();
+        for (i, &s) in shape.iter().enumerate() {
+            match (s, self.shape()[lead + i]) {
+                (a, b) if a == b => {}
+                (1, _) => dims.push((lead + i) as isize),
+                _ => return Err(mismatch()),
+            }
+        }
+        let sizes: Vec<isize> = shape.iter().map(|&s| s as isize).collect();
+        self.sum_dims(&dims, true)?.reshape(&sizes)
+    }
+}

@@ -1,0 +1,625 @@
+//! Gradients: every differentiable operation checked against central finite
+//! differences in float64, the storage facts of PyTorch's documented example,
+//! the rules of leaves, views, in-place writes and grad mode, a two-layer
+//! perceptron that learns, and gradients compared with PyTorch's own on a
+//! fixture it wrote (`scripts/make_autograd_fixture.py`).
+
+mod common;
+
+use stowage::autograd::{self, GradRole};
+use stowage::serialize::dotted;
+use stowage::{DType, Error, Tensor};
+
+/// Deterministic values in [-1, 1) (a 64-bit LCG), so failures reproduce.
+fn noise(n: usize, seed: u64) -> Vec<f64> {
+    let mut s = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+    (0..n)
+        .map(|_| {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((s >> 11) as f64 / (1u64 << 53) as f64) * 2.0 - 1.0
+        })
+        .collect()
+}
+
+fn rand(shape: &[usize], seed: u64) -> Tensor {
+    let n = shape.iter().product();
+    Tensor::from_vec(noise(n, seed), shape).unwrap()
+}
+
+/// `rand` shifted into [0.5, 1.5): inputs for log, pow with fractional exponents, div.
+fn positive(shape: &[usize], seed: u64) -> Tensor {
+    let n = shape.iter().product();
+    let v = noise(n, seed).into_iter().map(|x| 1.0 + x / 2.0).collect();
+    Tensor::from_vec(v, shape).unwrap()
+}
+
+fn values(t: &Tensor) -> Vec<f64> {
+    t.to_vec::<f64>().unwrap()
+}
+
+/// Checks the gradients `backward` gives `f` at `inputs` against central
+/// differences of `sum(f(inputs) * w)` for a fixed random `w` (so every output
+/// element's gradient counts with its own weight).
+fn gradcheck(name: &str, inputs: Vec<Tensor>, f: impl Fn(&[Tensor]) -> stowage::Result<Tensor>) {
+    gradcheck_with(name, inputs, 1e-6, 1e-7, f)
+}
+
+fn gradcheck_with(
+    name: &str,
+    inputs: Vec<Tensor>,
+    eps: f64,
+    tol: f64,
+    f: impl Fn(&[Tensor]) -> stowage::Result<Tensor>,
+) {
+    let leaves: Vec<Tensor> = inputs
+        .iter()
+        .map(|t| t.deep_clone().unwrap().with_requires_grad(true).unwrap())
+        .collect();
+    let out = f(&leaves).unwrap();
+    assert!(out.requires_grad(), "{name}: output does not require grad");
+    let w = rand(out.shape(), 99).to_dtype(out.dtype()).unwrap();
+    let weighted = |out: &Tensor| out.mul(&w).unwrap().sum().unwrap();
+    weighted(&out).backward().unwrap();
+
+    let _no_grad = autograd::no_grad();
+    for (i, leaf) in leaves.iter().enumerate() {
+        let analytic = values(
+            &leaf
+                .grad()
+                .unwrap_or_else(|| panic!("{name}: no grad for input {i}")),
+        );
+        assert_eq!(
+            leaf.grad().unwrap().shape(),
+            leaf.shape(),
+            "{name}: grad shape"
+        );
+        let base = values(leaf);
+        for j in 0..base.len() {
+            let at = |delta: f64| {
+                let xs: Vec<Tensor> = leaves
+                    .iter()
+                    .enumerate()
+                    .map(|(k, l)| {
+                        let mut v = values(l);
+                        if k == i {
+                            v[j] += delta;
+                        }
+                        Tensor::from_vec(v, l.shape())
+                            .unwrap()
+                            .to_dtype(l.dtype())
+                            .unwrap()
+                    })
+                    .collect();
+                weighted(&f(&xs).unwrap()).to_vec::<f64>().unwrap()[0]
+            };
+            let numeric = (at(eps) - at(-eps)) / (2.0 * eps);
+            let err = (analytic[j] - numeric).abs();
+            assert!(
+                err <= tol.max(tol * numeric.abs()) * 10.0,
+                "{name}: d/d input {i}[{j}]: backward {} vs finite difference {numeric}",
+                analytic[j]
+            );
+        }
+    }
+}
+
+#[test]
+fn documented_example_grad_has_its_own_storage() {
+    let t = Tensor::zeros(&[3], DType::Float32)
+        .unwrap()
+        .with_requires_grad(true)
+        .unwrap();
+    t.sum().unwrap().backward().unwrap();
+    let grad = t.grad().unwrap();
+    assert!(t
+        .untyped_storage()
+        .tolist()
+        .unwrap()
+        .iter()
+        .all(|&b| b == 0));
+    assert!(grad
+        .untyped_storage()
+        .tolist()
+        .unwrap()
+        .iter()
+        .any(|&b| b != 0));
+    assert_eq!(grad.to_vec::<f32>().unwrap(), [1.0; 3]);
+    assert_ne!(grad.data_ptr(), t.data_ptr());
+    assert!(!grad.shares_storage_with(&t));
+    assert!(!grad.requires_grad());
+}
+
+#[test]
+fn elementwise_gradients_match_finite_differences() {
+    let (a, b) = (rand(&[3, 4], 1), rand(&[3, 4], 2));
+    let p = positive(&[3, 4], 3);
+    gradcheck("add", vec![a.clone(), b.clone()], |x| x[0].add(&x[1]));
+    gradcheck("sub", vec![a.clone(), b.clone()], |x| x[0].sub(&x[1]));
+    gradcheck("mul", vec![a.clone(), b.clone()], |x| x[0].mul(&x[1]));
+    gradcheck("div", vec![a.clone(), p.clone()], |x| x[0].div(&x[1]));
+    gradcheck("neg", vec![a.clone()], |x| x[0].neg());
+    gradcheck("exp", vec![a.clone()], |x| x[0].exp());
+    gradcheck("log", vec![p.clone()], |x| x[0].log());
+    gradcheck("pow 3", vec![a.clone()], |x| x[0].pow(3.0));
+    gradcheck("pow 0.5", vec![p.clone()], |x| x[0].pow(0.5));
+    gradcheck("pow -2", vec![p.clone()], |x| x[0].pow(-2.0));
+    gradcheck("pow 0", vec![a.clone()], |x| x[0].pow(0.0));
+    // Away from the kink at 0, where the derivative jumps.
+    let r = Tensor::from_vec(vec![-0.7, 0.3, 1.2, -0.2, 0.9, -1.5], &[2, 3]).unwrap();
+    gradcheck("relu", vec![r], |x| x[0].relu());
+    gradcheck("scalar operands", vec![a.clone()], |x| {
+        x[0].add(2.0)?.mul(-3.0)?.sub(0.5)?.div(4.0)
+    });
+}
+
+#[test]
+fn broadcasting_gradients_are_reduced_to_each_operand() {
+    let (m, row, col) = (rand(&[3, 4], 4), rand(&[4], 5), rand(&[3, 1], 6));
+    gradcheck("add row", vec![m.clone(), row.clone()], |x| x[0].add(&x[1]));
+    gradcheck("mul col", vec![m.clone(), col.clone()], |x| x[0].mul(&x[1]));
+    gradcheck("outer", vec![col.clone(), row.clone()], |x| x[0].mul(&x[1]));
+    gradcheck("div by row", vec![m, positive(&[4], 7)], |x| {
+        x[0].div(&x[1])
+    });
+    gradcheck("sub 0-dim", vec![col, rand(&[], 8)], |x| x[0].sub(&x[1]));
+}
+
+#[test]
+fn reduction_and_matmul_gradients_match_finite_differences() {
+    let x = rand(&[2, 3, 4], 10);
+    gradcheck("sum", vec![x.clone()], |x| x[0].sum());
+    gradcheck("sum dim 1", vec![x.clone()], |x| x[0].sum_dims(&[1], false));
+    gradcheck("sum dims 0,-1 keepdim", vec![x.clone()], |x| {
+        x[0].sum_dims(&[0, -1], true)
+    });
+    gradcheck("mean", vec![x.clone()], |x| x[0].mean());
+    gradcheck("mean dim 2", vec![x.clone()], |x| {
+        x[0].mean_dims(&[2], false)
+    });
+    gradcheck("sum_to_size", vec![x], |x| x[0].sum_to_size(&[3, 1]));
+    let (a, b) = (rand(&[3, 4], 11), rand(&[4, 5], 12));
+    gradcheck("matmul", vec![a.clone(), b.clone()], |x| x[0].matmul(&x[1]));
+    gradcheck("matmul of transposes", vec![a, b], |x| {
+        x[1].t()?.matmul(&x[0].t()?)
+    });
+}
+
+#[test]
+fn view_gradients_are_scattered_into_the_base() {
+    let x = rand(&[4, 6], 20);
+    gradcheck("view", vec![x.clone()], |x| {
+        x[0].view(&[2, -1, 3])?.mul(&x[0].view(&[2, 4, 3])?)
+    });
+    gradcheck("reshape of a transpose (copies)", vec![x.clone()], |x| {
+        x[0].t()?.reshape(&[-1])?.pow(2.0)
+    });
+    gradcheck("transpose", vec![x.clone()], |x| {
+        x[0].transpose(0, 1)?.exp()
+    });
+    gradcheck("permute", vec![rand(&[2, 3, 4], 21)], |x| {
+        x[0].permute(&[2, 0, 1])?.pow(2.0)
+    });
+    gradcheck("narrow", vec![x.clone()], |x| {
+        x[0].narrow(1, 2, 3)?.pow(2.0)
+    });
+    gradcheck("select", vec![x.clone()], |x| x[0].select(0, -1)?.pow(2.0));
+    gradcheck("slice with step", vec![x.clone()], |x| {
+        x[0].slice(1, Some(1), None, 2)?.pow(2.0)
+    });
+    gradcheck("expand", vec![rand(&[3, 1], 22)], |x| {
+        x[0].expand(&[2, 3, 4])?.pow(2.0)
+    });
+    gradcheck("squeeze, unsqueeze", vec![rand(&[3, 1, 2], 23)], |x| {
+        x[0].squeeze()
+            .unsqueeze(0)?
+            .squeeze_dim(0)?
+            .unsqueeze(-1)?
+            .pow(2.0)
+    });
+    gradcheck("flatten", vec![rand(&[2, 3, 4], 24)], |x| {
+        x[0].flatten(1, 2)?.pow(2.0)
+    });
+    gradcheck("diagonal", vec![x.clone()], |x| {
+        x[0].diagonal(1, 0, 1)?.pow(2.0)
+    });
+    gradcheck("unfold (overlapping windows)", vec![rand(&[7], 25)], |x| {
+        x[0].unfold(0, 3, 2)?.pow(2.0)
+    });
+    gradcheck("split", vec![x.clone()], |x| {
+        let parts = x[0].split(4, 1)?;
+        parts[0]
+            .pow(2.0)?
+            .sum_dims(&[1], false)?
+            .add(&parts[1].exp()?.sum_dims(&[1], false)?)
+    });
+    gradcheck("chunk", vec![x.clone()], |x| x[0].chunk(3, 0)?[1].pow(3.0));
+    gradcheck("unbind", vec![x.clone()], |x| {
+        let rows = x[0].unbind(0)?;
+        rows[0].mul(&rows[3])
+    });
+    gradcheck("as_strided (overlapping)", vec![rand(&[6], 26)], |x| {
+        x[0].as_strided(&[3, 3], &[1, 1], 1)?.pow(2.0)
+    });
+    // An input that overlaps itself: each storage element's gradient is
+    // shared among the input elements on it, then summed back by expand.
+    gradcheck(
+        "as_strided of an expanded input",
+        vec![rand(&[3, 1], 27)],
+        |x| {
+            x[0].expand(&[3, 4])?
+                .as_strided(&[2, 2], &[1, 1], 0)?
+                .pow(2.0)
+        },
+    );
+    gradcheck("views of views", vec![x], |x| {
+        x[0].t()?
+            .narrow(0, 1, 4)?
+            .select(1, 2)?
+            .unsqueeze(1)?
+            .expand(&[4, 2])?
+            .pow(2.0)
+    });
+}
+
+#[test]
+fn dtype_conversion_gradients_flow_back_in_the_source_dtype() {
+    // Rounding to float32 in the middle limits the finite differences to its precision.
+    gradcheck_with(
+        "float64 → float32 → float64",
+        vec![rand(&[5], 30)],
+        1e-3,
+        1e-4,
+        |x| {
+            x[0].to_dtype(DType::Float32)?
+                .pow(2.0)?
+                .to_dtype(DType::Float64)
+        },
+    );
+    // A float32 leaf: its gradient is float32, checked with float32's precision.
+    let x = rand(&[4], 31).to_dtype(DType::Float32).unwrap();
+    gradcheck_with("float32 → float64", vec![x], 1e-2, 1e-4, |x| {
+        x[0].to_dtype(DType::Float64)?.pow(2.0)
+    });
+    let leaf = rand(&[3], 32)
+        .to_dtype(DType::Float32)
+        .unwrap()
+        .with_requires_grad(true)
+        .unwrap();
+    let mixed = leaf.mul(&rand(&[3], 33)).unwrap(); // float32 × float64 → float64
+    assert_eq!(mixed.dtype(), DType::Float64);
+    mixed.sum().unwrap().backward().unwrap();
+    assert_eq!(leaf.grad().unwrap().dtype(), DType::Float32);
+}
+
+#[test]
+fn a_view_gradient_lands_on_the_right_elements_of_its_base() {
+    let x = Tensor::zeros(&[3, 4], DType::Float64)
+        .unwrap()
+        .with_requires_grad(true)
+        .unwrap();
+    let v = x.narrow(0, 1, 2).unwrap().select(1, 2).unwrap(); // x[1:3, 2]
+    assert!(!v.is_leaf());
+    assert_eq!(v.grad_fn_name(), Some("SelectBackward0"));
+    v.mul(&Tensor::from_slice(&[10.0f64, 20.0]).unwrap())
+        .unwrap()
+        .sum()
+        .unwrap()
+        .backward()
+        .unwrap();
+    let mut expected = vec![0.0; 12];
+    expected[4 + 2] = 10.0;
+    expected[8 + 2] = 20.0;
+    assert_eq!(values(&x.grad().unwrap()), expected);
+    assert!(v.grad().is_none(), "only leaves keep a grad");
+}
+
+#[test]
+fn gradients_accumulate_until_cleared() {
+    let w = Tensor::from_slice(&[1.0f64, 2.0])
+        .unwrap()
+        .with_requires_grad(true)
+        .unwrap();
+    let loss = w.pow(2.0).unwrap().sum().unwrap();
+    loss.backward().unwrap();
+    let grad = w.grad().unwrap();
+    assert_eq!(values(&grad), [2.0, 4.0]);
+    // The graph is kept: a second backward adds, into the same storage.
+    loss.backward().unwrap();
+    assert_eq!(values(&grad), [4.0, 8.0]);
+    assert_eq!(w.grad().unwrap().data_ptr(), grad.data_ptr());
+    // A second graph through the same leaf adds too.
+    w.mul(3.0).unwrap().sum().unwrap().backward().unwrap();
+    assert_eq!(values(&grad), [7.0, 11.0]);
+    w.zero_grad().unwrap();
+    assert_eq!(values(&w.grad().unwrap()), [0.0, 0.0]);
+    assert_eq!(w.grad().unwrap().data_ptr(), grad.data_ptr());
+    w.set_grad(None).unwrap();
+    assert!(w.grad().is_none());
+    // A leaf used twice in one graph gets the sum of both paths.
+    w.mul(&w)
+        .unwrap()
+        .add(&w)
+        .unwrap()
+        .sum()
+        .unwrap()
+        .backward()
+        .unwrap();
+    assert_eq!(values(&w.grad().unwrap()), [3.0, 5.0]);
+    // The same leaf through a clone of its handle shares the gradient.
+    let alias = w.clone();
+    assert_eq!(values(&alias.grad().unwrap()), [3.0, 5.0]);
+}
+
+#[test]
+fn backward_with_an_explicit_gradient() {
+    let x = Tensor::from_slice(&[1.0f64, 2.0, 3.0])
+        .unwrap()
+        .with_requires_grad(true)
+        .unwrap();
+    let y = x.pow(2.0).unwrap();
+    assert!(matches!(y.backward(), Err(Error::BackwardNonScalar { shape }) if shape == [3]));
+    y.backward_with(&Tensor::from_slice(&[1.0f64, 0.1, 0.01]).unwrap())
+        .unwrap();
+    let g = values(&x.grad().unwrap());
+    for (g, e) in g.iter().zip([2.0, 0.4, 0.06]) {
+        assert!((g - e).abs() < 1e-12);
+    }
+    assert!(matches!(
+        y.backward_with(&Tensor::ones(&[2], DType::Float64).unwrap()),
+        Err(Error::GradMismatch { expected, found, .. }) if expected == [3] && found == [2]
+    ));
+    let plain = Tensor::ones(&[1], DType::Float64).unwrap();
+    assert!(matches!(plain.backward(), Err(Error::NoGradFn)));
+}
+
+#[test]
+fn requires_grad_rules() {
+    let mut i = Tensor::zeros(&[2], DType::Int64).unwrap();
+    assert!(matches!(
+        i.requires_grad_(true),
+        Err(Error::GradNotFloat {
+            dtype: DType::Int64
+        })
+    ));
+    let x = Tensor::ones(&[2], DType::Float32)
+        .unwrap()
+        .with_requires_grad(true)
+        .unwrap();
+    assert!(x.is_leaf() && x.requires_grad() && x.grad_fn_name().is_none());
+    let mut y = x.mul(2.0).unwrap();
+    assert!(!y.is_leaf() && y.requires_grad());
+    assert!(matches!(y.requires_grad_(false), Err(Error::NotALeaf)));
+    let d = y.detach();
+    assert!(!d.requires_grad() && d.is_leaf() && d.shares_storage_with(&y));
+    // Integer results never require grad.
+    assert!(!x.to_dtype(DType::Int32).unwrap().requires_grad());
+    let mut x2 = x.clone();
+    x2.requires_grad_(false).unwrap();
+    assert!(!x2.requires_grad() && x.requires_grad());
+}
+
+#[test]
+fn in_place_writes_to_what_requires_grad_are_refused_while_recording() {
+    let x = Tensor::ones(&[2, 2], DType::Float32)
+        .unwrap()
+        .with_requires_grad(true)
+        .unwrap();
+    let role = |r: stowage::Result<()>| match r {
+        Err(Error::InPlaceRequiresGrad { role, .. }) => Some(role),
+        _ => None,
+    };
+    assert_eq!(role(x.add_(1.0).map(|_| ())), Some(GradRole::Leaf));
+    assert_eq!(role(x.fill_(0.0).map(|_| ())), Some(GradRole::Leaf));
+    assert_eq!(role(x.set(&[0, 0], 2.0)), Some(GradRole::Leaf));
+    let v = x.t().unwrap().narrow(0, 0, 1).unwrap();
+    assert_eq!(role(v.zero_().map(|_| ())), Some(GradRole::ViewOfLeaf));
+    let y = x.mul(2.0).unwrap();
+    assert_eq!(role(y.copy_(&x).map(|_| ())), Some(GradRole::Computed));
+    assert_eq!(values(&x.to_dtype(DType::Float64).unwrap()), [1.0; 4]);
+    // Under no_grad (an optimiser step) the leaf may be written.
+    {
+        let _g = autograd::no_grad();
+        x.mul_(0.5).unwrap();
+        v.fill_(7.0).unwrap();
+    }
+    assert_eq!(
+        values(&x.detach().to_dtype(DType::Float64).unwrap()),
+        [7.0, 0.5, 7.0, 0.5]
+    );
+    // The data, detached, is writable while recording.
+    x.detach().fill_(1.0).unwrap();
+}
+
+#[test]
+fn grad_mode_is_per_thread_and_restored() {
+    let x = Tensor::ones(&[2], DType::Float64)
+        .unwrap()
+        .with_requires_grad(true)
+        .unwrap();
+    assert!(autograd::is_grad_enabled());
+    {
+        let _g = autograd::no_grad();
+        assert!(!autograd::is_grad_enabled());
+        assert!(!x.exp().unwrap().requires_grad());
+        let other_thread = std::thread::spawn(autograd::is_grad_enabled)
+            .join()
+            .unwrap();
+        assert!(other_thread, "grad mode is per thread");
+        {
+            let _on = autograd::set_grad_enabled(true);
+            assert!(x.exp().unwrap().requires_grad());
+        }
+        assert!(!autograd::is_grad_enabled());
+    }
+    assert!(autograd::is_grad_enabled());
+    assert!(x.exp().unwrap().requires_grad());
+}
+
+#[test]
+fn printing_shows_requires_grad_and_grad_fn_as_pytorch() {
+    let t = Tensor::zeros(&[3], DType::Float32)
+        .unwrap()
+        .with_requires_grad(true)
+        .unwrap();
+    assert_eq!(t.to_string(), "tensor([0., 0., 0.], requires_grad=True)");
+    assert_eq!(
+        t.sum().unwrap().to_string(),
+        "tensor(0., grad_fn=<SumBackward0>)"
+    );
+    assert_eq!(
+        t.mul(2.0).unwrap().to_string(),
+        "tensor([0., 0., 0.], grad_fn=<MulBackward0>)"
+    );
+}
+
+#[test]
+fn saving_records_the_flag_not_the_gradient() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("grad.pt");
+    let w = Tensor::ones(&[2], DType::Float32)
+        .unwrap()
+        .with_requires_grad(true)
+        .unwrap();
+    w.sum().unwrap().backward().unwrap();
+    let computed = w.mul(3.0).unwrap();
+    let ckpt = stowage::Checkpoint::from_state_dict([
+        ("leaf", w.clone()),
+        ("computed", computed),
+        ("detached", w.detach()),
+    ]);
+    stowage::save(&path, &ckpt).unwrap();
+    let back = stowage::load(&path).unwrap();
+    let tensors: Vec<Tensor> = back
+        .state_dict()
+        .unwrap()
+        .into_iter()
+        .map(|(_, t)| t)
+        .collect();
+    assert_eq!(tensors.len(), 3);
+    // Loaded tensors are leaves: a computed tensor comes back as a leaf that
+    // requires grad, as PyTorch loads it; no gradient is saved.
+    assert!(tensors[0].requires_grad() && tensors[0].is_leaf() && tensors[0].grad().is_none());
+    assert!(tensors[1].requires_grad() && tensors[1].is_leaf());
+    assert!(!tensors[2].requires_grad());
+}
+
+/// A two-layer perceptron (2 → 16 → 1, relu) fitted to `y = x0·x1 + 0.5·x0`
+/// on 32 fixed points with plain gradient descent lowers its loss.
+#[test]
+fn two_layer_perceptron_learns() {
+    let n = 32;
+    let xs = noise(2 * n, 40);
+    let ys: Vec<f32> = xs
+        .chunks(2)
+        .map(|p| (p[0] * p[1] + 0.5 * p[0]) as f32)
+        .collect();
+    let x = Tensor::from_vec(xs.iter().map(|&v| v as f32).collect(), &[n, 2]).unwrap();
+    let y = Tensor::from_vec(ys, &[n, 1]).unwrap();
+    let param = |shape: &[usize], seed: u64, scale: f64| {
+        let v: Vec<f32> = noise(shape.iter().product(), seed)
+            .iter()
+            .map(|&v| (v * scale) as f32)
+            .collect();
+        Tensor::from_vec(v, shape)
+            .unwrap()
+            .with_requires_grad(true)
+            .unwrap()
+    };
+    let params = [
+        param(&[2, 16], 41, 0.8),
+        param(&[16], 42, 0.1),
+        param(&[16, 1], 43, 0.4),
+        param(&[1], 44, 0.1),
+    ];
+    let loss_of = |p: &[Tensor]| {
+        let hidden = x.matmul(&p[0])?.add(&p[1])?.relu()?;
+        let pred = hidden.matmul(&p[2])?.add(&p[3])?;
+        pred.sub(&y)?.pow(2.0)?.mean()
+    };
+    let mut losses = Vec::new();
+    for _ in 0..200 {
+        let loss = loss_of(&params).unwrap();
+        losses.push(loss.item().unwrap().to_f64());
+        for p in &params {
+            p.set_grad(None).unwrap();
+        }
+        loss.backward().unwrap();
+        let _g = autograd::no_grad();
+        for p in &params {
+            p.add_(&p.grad().unwrap().mul(-0.2).unwrap()).unwrap();
+        }
+    }
+    let (first, last) = (losses[0], *losses.last().unwrap());
+    assert!(last < first * 0.25, "loss went from {first} to {last}");
+    assert!(losses[1] < first, "the first step lowers the loss");
+}
+
+/// PyTorch's own gradients for a small network on fixed data
+/// (`fixtures/autograd_mlp.pt`, written by `scripts/make_autograd_fixture.py`).
+#[test]
+fn gradients_match_pytorch() {
+    let ckpt = stowage::load(common::fixture("autograd_mlp")).unwrap();
+    let get = |name: &str| -> Tensor {
+        ckpt.tensors()
+            .unwrap()
+            .into_iter()
+            .find(|(p, _)| dotted(p) == name)
+            .unwrap_or_else(|| panic!("fixture has no {name}"))
+            .1
+            .tensor
+            .clone()
+    };
+    let params: Vec<Tensor> = ["w1", "b1", "w2", "b2"]
+        .iter()
+        .map(|n| get(&format!("params.{n}")))
+        .collect();
+    assert!(params.iter().all(|p| p.requires_grad() && p.is_leaf()));
+    let (x, y) = (get("x"), get("y"));
+    let hidden = x
+        .matmul(&params[0])
+        .unwrap()
+        .add(&params[1])
+        .unwrap()
+        .relu()
+        .unwrap();
+    let out = hidden.matmul(&params[2]).unwrap().add(&params[3]).unwrap();
+    let loss = out
+        .sub(&y)
+        .unwrap()
+        .pow(2.0)
+        .unwrap()
+        .mean()
+        .unwrap()
+        .add(
+            &params[0]
+                .t()
+                .unwrap()
+                .narrow(0, 0, 2)
+                .unwrap()
+                .exp()
+                .unwrap()
+                .sum()
+                .unwrap()
+                .log()
+                .unwrap(),
+        )
+        .unwrap();
+    loss.backward().unwrap();
+    let close = |a: &[f64], b: &[f64]| {
+        a.iter()
+            .zip(b)
+            .all(|(x, y)| (x - y).abs() <= 1e-12 * (1.0 + y.abs()))
+    };
+    assert!(close(&values(&loss), &values(&get("loss"))));
+    for (p, n) in params.iter().zip(["w1", "b1", "w2", "b2"]) {
+        let expected = get(&format!("grads.{n}"));
+        assert!(
+            close(&values(&p.grad().unwrap()), &values(&expected)),
+            "grad of {n}"
+        );
+    }
+}
