@@ -31,6 +31,7 @@ pub fn run(_args: Args, out: &mut dyn Write) -> Result<ExitCode, Failure> {
     writes_through_views(&mut page)?;
     dtypes_over_one_storage(&mut page)?;
     meta_tensor(&mut page)?;
+    gradient_storage(&mut page)?;
     page.line("")?;
     page.line("The same steps as library calls: crates/stowage/tests/walkthrough.rs;")?;
     page.line("PyTorch calls and their stowage names: docs/pytorch-users.md.")?;
@@ -254,6 +255,35 @@ fn meta_tensor(page: &mut Page<'_>) -> Result<(), Failure> {
     Ok(())
 }
 
+fn gradient_storage(page: &mut Page<'_>) -> Result<(), Failure> {
+    page.heading("A tensor with a gradient holds a second storage")?;
+    let t = Tensor::zeros(&[3], DType::Float32)?.with_requires_grad(true)?;
+    page.code("t = torch.zeros(3, requires_grad=True)")?;
+    t.sum()?.backward()?;
+    page.code("t.sum().backward()")?;
+    page.code("t.untyped_storage().tolist()   # the data: still all zero bytes")?;
+    page.line(format_args!("{:?}", t.untyped_storage().tolist()?))?;
+    let grad = t
+        .grad()
+        .ok_or_else(|| Failure::msg("demo: backward left no gradient"))?;
+    page.code("t.grad.untyped_storage().tolist()   # the gradient's own storage: 3 × float32 1.0")?;
+    page.line(format_args!("{:?}", grad.untyped_storage().tolist()?))?;
+    page.code("t.grad")?;
+    page.line(&grad)?;
+    page.code("t.data_ptr() == t.grad.data_ptr()")?;
+    page.line(py_bool(t.data_ptr() == grad.data_ptr()))?;
+    page.code("t.add_(1)   # an in-place write to a leaf that requires grad")?;
+    page.error(t.add_(1.0))?;
+    {
+        let _no_grad = stowage::autograd::no_grad();
+        t.add_(&grad.mul(-0.5)?)?;
+    }
+    page.code("with torch.no_grad(): t.add_(t.grad * -0.5)   # a gradient-descent step")?;
+    page.code("t")?;
+    page.line(&t)?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -263,10 +293,11 @@ mod tests {
         let mut out = Vec::new();
         run(Args {}, &mut out).unwrap();
         let text = String::from_utf8(out).unwrap();
-        assert!(text.contains("== 7. "), "{text}");
+        assert!(text.contains("== 8. "), "{text}");
+        assert!(text.contains("tensor([-0.5000, -0.5000, -0.5000], requires_grad=True)"));
         assert!(text.contains("tensor([0., 0., 0.])"));
         let lines = text.lines().count();
-        assert!((60..=100).contains(&lines), "{lines} lines");
+        assert!((70..=120).contains(&lines), "{lines} lines");
     }
 
     #[test]

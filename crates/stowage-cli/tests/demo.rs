@@ -55,8 +55,19 @@ fn demo_walks_through_the_storage_model() {
     );
     assert!(text.contains("(24, 0)"), "{text}");
     assert!(text.contains("Error::NoData: "), "{text}");
+    // A gradient on a storage of its own; in-place writes to the leaf refused.
+    assert!(
+        text.contains("\n[0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("\n{:?}\n", [0, 0, 128, 63].repeat(3))),
+        "{text}"
+    );
+    assert!(text.contains("Error::InPlaceRequiresGrad: "), "{text}");
+    assert!(text.contains("tensor([-0.5000, -0.5000, -0.5000], requires_grad=True)"));
     let lines = text.lines().count();
-    assert!((60..=100).contains(&lines), "{lines} lines");
+    assert!((70..=120).contains(&lines), "{lines} lines");
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! The storage model's walk-through (`stowage demo`) as assertions against
 //! the public API: one storage under many views, `set_`, dtypes over one
-//! storage, `data_ptr`s, meta tensors, and every error as a typed value.
+//! storage, `data_ptr`s, meta tensors, a gradient's own storage, and every
+//! error as a typed value.
 
 use stowage::layout::Layout;
 use stowage::{DType, Device, Error, Result, Scalar, Tensor, UntypedStorage};
@@ -225,6 +226,29 @@ fn dtypes_and_shapes_over_one_storage() -> Result<()> {
     let converted = f.to_dtype(DType::Int16)?;
     assert!(!converted.shares_storage_with(&f));
     assert_eq!(converted.to_vec::<i16>()?, vec![2, 1]);
+    Ok(())
+}
+
+#[test]
+fn a_gradient_has_a_storage_of_its_own() -> Result<()> {
+    let t = Tensor::zeros(&[3], DType::Float32)?.with_requires_grad(true)?;
+    t.sum()?.backward()?;
+    let grad = t.grad().expect("backward reached the leaf");
+    assert_eq!(t.untyped_storage().tolist()?, [0; 12]);
+    assert_eq!(grad.untyped_storage().tolist()?, [0, 0, 128, 63].repeat(3));
+    assert!(t.data_ptr() != grad.data_ptr() && !t.shares_storage_with(&grad));
+    assert!(matches!(
+        t.add_(1.0),
+        Err(Error::InPlaceRequiresGrad { op: "add_", .. })
+    ));
+    {
+        let _no_grad = stowage::autograd::no_grad();
+        t.add_(&grad.mul(-0.5)?)?;
+    }
+    assert_eq!(
+        t.to_string(),
+        "tensor([-0.5000, -0.5000, -0.5000], requires_grad=True)"
+    );
     Ok(())
 }
 
