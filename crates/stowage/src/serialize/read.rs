@@ -572,7 +572,10 @@ impl<S: StorageSource> Hooks for TorchHooks<'_, S> {
     }
 
     fn persistent_load(&mut self, graph: &mut Graph<Object>, pid: V) -> Result<V> {
-        Ok(Value::Ext(Object::Storage(self.storage(graph, &pid)?)))
+        let storage = self.storage(graph, &pid)?;
+        // The id tuple is read into the storage reference and kept nowhere.
+        graph.release(&pid);
+        Ok(Value::Ext(Object::Storage(storage)))
     }
 
     fn reduce(&mut self, graph: &mut Graph<Object>, callable: V, args: V) -> Result<V> {
@@ -580,8 +583,23 @@ impl<S: StorageSource> Hooks for TorchHooks<'_, S> {
             Value::Ext(Object::Global(g)) => g.clone(),
             other => return Err(bad("REDUCE", "an allowed callable", other, graph)),
         };
-        let args = tuple_items(graph, &args, "REDUCE arguments")?.to_vec();
-        self.call(graph, &f, &args)
+        let items = tuple_items(graph, &args, "REDUCE arguments")?.to_vec();
+        let out = self.call(graph, &f, &items)?;
+        // Tensor rebuilds read their arguments (the storage, size and stride
+        // tuples, the hooks dict) into the tensor and keep none of them.
+        if matches!(
+            f,
+            Global::RebuildTensor
+                | Global::RebuildTensorV2
+                | Global::RebuildTensorV3
+                | Global::RebuildQTensor
+                | Global::RebuildParameter
+                | Global::RebuildParameterWithState
+        ) {
+            drop(items);
+            graph.release(&args);
+        }
+        Ok(out)
     }
 
     fn build(&mut self, graph: &mut Graph<Object>, obj: V, state: V) -> Result<V> {

@@ -31,6 +31,7 @@
 
 pub mod opcode;
 pub mod read;
+mod scan;
 pub mod value;
 pub mod write;
 

@@ -19,6 +19,7 @@ use std::collections::HashMap;
 use num_bigint::BigInt;
 
 use super::opcode as op;
+use super::scan::MemoPlan;
 use super::value::{Graph, Interner, Key, Node, NodeId, Value};
 use super::{Limits, PickleError};
 
@@ -99,6 +100,8 @@ pub fn unpickle<H: Hooks>(
         stack: Vec::new(),
         marks: Vec::new(),
         memo: HashMap::new(),
+        plan: super::scan::memo_plan(data),
+        memoized: 0,
         graph: Graph::new(),
         protocol: 0,
         keys: HashMap::new(),
@@ -123,6 +126,12 @@ struct Machine<'a, X> {
     /// Stack lengths at each `MARK`.
     marks: Vec<usize>,
     memo: HashMap<u64, Value<X>>,
+    /// The memo entries the stream reads (`scan.rs`); only those are stored.
+    /// `None` stores every entry.
+    plan: Option<MemoPlan>,
+    /// `MEMOIZE`s executed: the next one's index when a plan is followed
+    /// (the plan excludes `PUT`s, so every entry so far came from one).
+    memoized: u64,
     graph: Graph<X>,
     protocol: u8,
     /// Key → position indexes of dicts and sets, for replace/dedup.
@@ -172,7 +181,11 @@ impl<'a, X: Clone + std::fmt::Debug> Machine<'a, X> {
                 self.pop_mark()?;
                 return Ok(());
             }
-            op::DUP => self.top()?.clone(),
+            op::DUP => {
+                let v = self.top()?.clone();
+                self.graph.mark_shared(&v);
+                v
+            }
             op::NONE => Value::None,
             op::NEWTRUE => Value::Bool(true),
             op::NEWFALSE => Value::Bool(false),
@@ -347,7 +360,12 @@ impl<'a, X: Clone + std::fmt::Debug> Machine<'a, X> {
                 return Ok(());
             }
             op::MEMOIZE => {
-                self.memo_put(self.memo.len() as u64)?;
+                let index = match self.plan {
+                    Some(_) => self.memoized,
+                    None => self.memo.len() as u64,
+                };
+                self.memo_put(index)?;
+                self.memoized += 1;
                 return Ok(());
             }
             op::GLOBAL => {
@@ -614,9 +632,13 @@ impl<'a, X: Clone + std::fmt::Debug> Machine<'a, X> {
 
     fn memo_put(&mut self, index: u64) -> Result<(), PickleError> {
         let v = self.top()?.clone();
+        if self.plan.as_ref().is_some_and(|p| !p.read.contains(&index)) {
+            return Ok(());
+        }
         if !self.memo.contains_key(&index) {
             self.limit("max_memo", self.memo.len() + 1, self.limits.max_memo)?;
         }
+        self.graph.mark_shared(&v);
         self.memo.insert(index, v);
         Ok(())
     }
@@ -1194,6 +1216,23 @@ mod tests {
     }
 
     #[test]
+    fn only_memo_entries_the_stream_reads_are_stored() {
+        // Five entries written, none read: nothing stored, no memo limit reached.
+        let memo = Limits {
+            max_memo: 1,
+            ..Limits::default()
+        };
+        let data = b"(K\x01q\x00q\x01q\x02q\x03q\x04t.";
+        assert!(unpickle(data, &mut TestHooks, &memo).is_ok());
+        // MEMOIZE numbers entries by count, also when the unread ones are skipped.
+        let p = load(b"\x80\x04N\x94K\x05\x94K\x06\x94h\x01h\x02\x86.").unwrap();
+        assert_eq!(render(&p.graph, &p.root), "(5, 6)");
+        // PUT mixed with MEMOIZE: no plan, every entry stored, numbered by distinct count.
+        let p = load(b"\x80\x04Nq\x05K\x07\x94h\x01.").unwrap();
+        assert_eq!(render(&p.graph, &p.root), "7");
+    }
+
+    #[test]
     fn limits_are_enforced() {
         let small = |f: fn(&mut Limits)| {
             let mut l = Limits::default();
@@ -1202,7 +1241,11 @@ mod tests {
         };
         let memo = small(|l| l.max_memo = 2);
         assert_eq!(
-            limit(err_with(b"K\x01q\x00q\x01q\x00q\x02.", &memo)),
+            // Only entries the stream reads count (and are stored).
+            limit(err_with(
+                b"K\x01q\x00q\x01q\x00q\x02h\x00h\x01h\x02.",
+                &memo
+            )),
             ("max_memo", 3)
         );
         let stack = small(|l| l.max_stack = 3);

@@ -192,10 +192,13 @@ impl<X> Node<X> {
 /// depths are not propagated to nodes that already contain it, and a graph
 /// may contain cycles, so code that walks a graph must still be iterative or
 /// bounded and must track visited nodes.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug)]
 pub struct Graph<X> {
     nodes: Vec<Node<X>>,
     depths: Vec<u32>,
+    /// Nodes the unpickler referenced more than once (memo, `DUP`): never
+    /// [released](Self::release). Bookkeeping of the unpickle only.
+    shared: HashSet<u32>,
 }
 
 impl<X> Default for Graph<X> {
@@ -203,7 +206,15 @@ impl<X> Default for Graph<X> {
         Graph {
             nodes: Vec::new(),
             depths: Vec::new(),
+            shared: HashSet::new(),
         }
+    }
+}
+
+impl<X: PartialEq> PartialEq for Graph<X> {
+    /// Equal nodes with equal depths (the unpickler's bookkeeping aside).
+    fn eq(&self, other: &Self) -> bool {
+        self.nodes == other.nodes && self.depths == other.depths
     }
 }
 
@@ -232,6 +243,40 @@ impl<X> Graph<X> {
         self.nodes.push(node);
         self.depths.push(depth.saturating_add(1));
         NodeId(id)
+    }
+
+    /// Records that the unpickler copied a reference to `v`'s node (a memo
+    /// entry, `DUP`), so that [`release`](Self::release) leaves it alone.
+    pub(crate) fn mark_shared(&mut self, v: &Value<X>) {
+        if let Value::Node(id) = v {
+            self.shared.insert(id.0);
+        }
+    }
+
+    /// Frees the contents of `v`'s node and, recursively, of the nodes it
+    /// holds, except those [marked shared](Self::mark_shared) (and what they
+    /// hold): each freed node becomes an empty tuple, which
+    /// [`compact`](Self::compact) later drops. This keeps a load's peak
+    /// memory down: the argument tuples of a checkpoint's 100,000 tensor
+    /// rebuilds are garbage as soon as each tensor is built.
+    ///
+    /// The caller must hold the only reference to `v` and must not have kept
+    /// a copy of any reference inside it. The unpickler's hooks call it on
+    /// the arguments they consume (their callers moved those values off the
+    /// stack and copied nothing but what [`mark_shared`](Self::mark_shared) recorded).
+    pub(crate) fn release(&mut self, v: &Value<X>) {
+        let Value::Node(id) = v else { return };
+        let mut pending = vec![*id];
+        while let Some(id) = pending.pop() {
+            if self.shared.contains(&id.0) {
+                continue;
+            }
+            let Some(node) = self.nodes.get_mut(id.index()) else {
+                continue;
+            };
+            let old = std::mem::replace(node, Node::Tuple(Vec::new()));
+            pending.extend(old.values().filter_map(Value::as_node));
+        }
     }
 
     /// Adds a tuple of `items`.
@@ -329,6 +374,7 @@ impl<X> Graph<X> {
         }
         let nodes = std::mem::take(&mut self.nodes);
         let depths = std::mem::take(&mut self.depths);
+        self.shared.clear();
         for ((mut node, depth), keep) in nodes.into_iter().zip(depths).zip(&reached) {
             if *keep {
                 for v in node.values_mut() {
