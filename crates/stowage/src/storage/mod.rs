@@ -9,8 +9,13 @@
 //! NOTE [sound sharing]: views alias, so the bytes sit behind a `RwLock`.
 //! Reads take the shared lock, writes the exclusive one, and no `&mut [u8]`
 //! exists while another handle can see the bytes. Operations on two storages
-//! (`with_pair`) lock in address order so that concurrent `a.copy_(b)` and
-//! `b.copy_(a)` cannot deadlock. A guard returned by [`UntypedStorage::bytes`]
+//! (`with_pair`) lock in the order the storages were created (a sequence
+//! number, `StorageImpl::rank`) so that concurrent `a.copy_(b)` and
+//! `b.copy_(a)` cannot deadlock. The order is a creation order rather than an
+//! address order so that it is the same in every run: loom replays schedules
+//! and needs the program to repeat itself (with address order, the order
+//! flipped between its iterations as the allocator reused memory, and loom
+//! stopped on its internal assertion "expected to be able to acquire lock"). A guard returned by [`UntypedStorage::bytes`]
 //! must be dropped before writing to the same storage on the same thread.
 
 mod file;
@@ -93,7 +98,13 @@ impl Backing {
 struct StorageImpl {
     device: Device,
     data: RwLock<Backing>,
+    /// Creation order: two storages are locked lowest rank first.
+    rank: u64,
 }
+
+/// The next storage's rank. A std atomic also under loom: the order of
+/// creation is the same in every iteration of a model, which is what matters.
+static NEXT_RANK: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// A contiguous, one-dimensional array of bytes, shared by handle
 /// (PyTorch's `torch.UntypedStorage`).
@@ -137,6 +148,7 @@ impl UntypedStorage {
             inner: Arc::new(StorageImpl {
                 device,
                 data: RwLock::new(backing),
+                rank: NEXT_RANK.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             }),
         }
     }
@@ -459,7 +471,7 @@ impl UntypedStorage {
 }
 
 /// Runs `f` with `src`'s bytes shared and `dst`'s bytes exclusive, locking the two
-/// storages in address order (NOTE [sound sharing]). `src` and `dst` must differ.
+/// storages in creation order (NOTE [sound sharing]). `src` and `dst` must differ.
 pub(crate) fn with_pair<R>(
     src: &UntypedStorage,
     dst: &UntypedStorage,
@@ -467,7 +479,7 @@ pub(crate) fn with_pair<R>(
     f: impl FnOnce(&[u8], &mut [u8]) -> R,
 ) -> Result<R> {
     debug_assert!(!src.is_same(dst));
-    let (src_guard, mut dst_guard) = if src.id() < dst.id() {
+    let (src_guard, mut dst_guard) = if src.inner.rank < dst.inner.rank {
         let s = src.data_read()?;
         (s, dst.data_write()?)
     } else {
