@@ -14,6 +14,7 @@ use bytemuck::Pod;
 use crate::autograd::{record, Backward};
 use crate::element::{self, Scalar};
 use crate::layout::{broadcast_shapes, Layout};
+use crate::ops::kernel::{self, BinOp};
 use crate::storage::with_pair;
 use crate::{DType, Device, Error, Kind, Result, Tensor, UntypedStorage};
 
@@ -489,7 +490,7 @@ impl Tensor {
     /// (as PyTorch refuses `int_tensor.add_(0.5)`) or shapes do not broadcast;
     /// [`Error::InPlaceRequiresGrad`] while recording gradients for `self`.
     pub fn add_<'a>(&self, other: impl Into<Operand<'a>>) -> Result<&Self> {
-        self.binary_("add_", other.into(), |a, b| match (a, b) {
+        self.binary_("add_", BinOp::Add, other.into(), |a, b| match (a, b) {
             (Scalar::Bool(x), y) => Scalar::Bool(x || y.to_bool()),
             (Scalar::Int(x), y) => Scalar::Int(x.wrapping_add(y.to_i64())),
             (Scalar::UInt(x), y) => Scalar::UInt(x.wrapping_add(y.to_u64())),
@@ -503,7 +504,7 @@ impl Tensor {
     /// # Errors
     /// As [`add_`](Self::add_).
     pub fn mul_<'a>(&self, other: impl Into<Operand<'a>>) -> Result<&Self> {
-        self.binary_("mul_", other.into(), |a, b| match (a, b) {
+        self.binary_("mul_", BinOp::Mul, other.into(), |a, b| match (a, b) {
             (Scalar::Bool(x), y) => Scalar::Bool(x && y.to_bool()),
             (Scalar::Int(x), y) => Scalar::Int(x.wrapping_mul(y.to_i64())),
             (Scalar::UInt(x), y) => Scalar::UInt(x.wrapping_mul(y.to_u64())),
@@ -512,9 +513,12 @@ impl Tensor {
         })
     }
 
+    /// `self = f(self, other)` element by element; `kernel` is the same operation
+    /// for the fast path of contiguous `float32`/`float64` tensors.
     fn binary_(
         &self,
         op: &'static str,
+        kernel: BinOp,
         other: Operand<'_>,
         f: impl Fn(Scalar, Scalar) -> Scalar,
     ) -> Result<&Self> {
@@ -534,18 +538,29 @@ impl Tensor {
                 value: format!("result type of {other_kind:?} values can't be cast to the desired output type {}", self.dtype),
             });
         }
+        if let Operand::Tensor(t) = other {
+            broadcast_shapes(self.shape(), t.shape())
+                .ok()
+                .filter(|s| s == self.shape())
+                .ok_or_else(|| Error::ShapeIncompatible {
+                    op,
+                    expected: self.shape().to_vec(),
+                    found: t.shape().to_vec(),
+                })?;
+        }
+        if matches!(self.dtype, DType::Float32 | DType::Float64) && self.is_contiguous() {
+            let operand = match other {
+                Operand::Tensor(t) => t.clone(),
+                Operand::Scalar(s) => Tensor::full(&[], s, self.dtype)?,
+            };
+            if kernel::inplace(kernel, self, &operand)? {
+                return Ok(self);
+            }
+        }
         // Gather the operand first: it may share storage with `self`.
         let values: Vec<Scalar> = match other {
             Operand::Scalar(s) => vec![s],
             Operand::Tensor(t) => {
-                broadcast_shapes(self.shape(), t.shape())
-                    .ok()
-                    .filter(|s| s == self.shape())
-                    .ok_or_else(|| Error::ShapeIncompatible {
-                        op,
-                        expected: self.shape().to_vec(),
-                        found: t.shape().to_vec(),
-                    })?;
                 let sizes: Vec<isize> = self.shape().iter().map(|&s| s as isize).collect();
                 t.with_layout_unchecked(t.layout.expand(&sizes)?)
                     .scalars()?
@@ -753,6 +768,48 @@ mod tests {
         let u8t = Tensor::from_slice(&[250u8]).unwrap();
         u8t.add_(10i64).unwrap();
         assert_eq!(u8t.to_vec::<u8>().unwrap(), vec![4]);
+    }
+
+    /// The float fast path (contiguous float32/float64) and the element-by-element
+    /// path agree, also when the operand overlaps the destination.
+    #[test]
+    fn in_place_fast_path_matches_the_general_path() {
+        let values: Vec<f32> = (0..12).map(|i| (i as f32) * 0.37 - 1.9).collect();
+        let fresh = || Tensor::from_vec(values.clone(), &[3, 4]).unwrap();
+        // Contiguous (fast) against the same values through a transposed,
+        // non-contiguous destination (general).
+        let fast = fresh();
+        let general = fresh().t().unwrap().contiguous().unwrap().t().unwrap();
+        assert!(!general.is_contiguous());
+        let row = Tensor::from_slice(&[0.5f32, -1.25, 3.0, 0.1]).unwrap();
+        for t in [&fast, &general] {
+            t.add_(&row).unwrap();
+            t.mul_(0.1).unwrap();
+            t.add_(&Tensor::from_slice(&[7i64]).unwrap()).unwrap();
+            t.mul_(&t.clone()).unwrap();
+        }
+        let (f, g) = (
+            fast.to_vec::<f32>().unwrap(),
+            general.to_vec::<f32>().unwrap(),
+        );
+        assert_eq!(f, g);
+        // The operand overlaps the destination, shifted by one: gathered first
+        // (float32 takes the fast path, float64 too, float16 the general one).
+        for dtype in [DType::Float32, DType::Float64, DType::Float16] {
+            let flat = fresh().view(&[-1]).unwrap().to_dtype(dtype).unwrap();
+            let before = flat.to_vec::<f32>().unwrap();
+            let (dst, src) = (
+                flat.narrow(0, 1, 11).unwrap(),
+                flat.narrow(0, 0, 11).unwrap(),
+            );
+            dst.add_(&src).unwrap();
+            let after = flat.to_vec::<f32>().unwrap();
+            for i in 1..12 {
+                let want = Tensor::scalar(before[i] + before[i - 1]).unwrap();
+                let want = want.to_dtype(dtype).unwrap().to_vec::<f32>().unwrap()[0];
+                assert_eq!(after[i], want, "{dtype} element {i}");
+            }
+        }
     }
 
     #[test]

@@ -14,7 +14,15 @@ use crate::layout::{broadcast_shapes, contiguous_strides, Layout};
 use crate::{DType, Error, Result, Tensor};
 
 /// A floating type arithmetic computes in.
-pub(crate) trait Real: Element + Pod + Float + std::ops::AddAssign {
+pub(crate) trait Real:
+    Element
+    + Pod
+    + Float
+    + std::ops::AddAssign
+    + std::ops::SubAssign
+    + std::ops::MulAssign
+    + std::ops::DivAssign
+{
     /// `c = a · b` for row-major `a` (`m`×`k`), `b` (`k`×`n`) and `c` (`m`×`n`).
     fn gemm(m: usize, k: usize, n: usize, a: &[Self], b: &[Self], c: &mut [Self]);
     /// `v` rounded to `Self`.
@@ -92,8 +100,16 @@ impl BinOp {
         }
     }
 
+    /// `x op y` element-wise; a side of one value is broadcast.
     fn zip<T: Real>(self, x: &[T], y: &[T]) -> Vec<T> {
-        let pairs = x.iter().zip(y);
+        match (x, y) {
+            ([a], _) if y.len() != 1 => self.pairs(std::iter::repeat(a).zip(y)),
+            (_, [b]) => self.pairs(x.iter().zip(std::iter::repeat(b))),
+            _ => self.pairs(x.iter().zip(y)),
+        }
+    }
+
+    fn pairs<'a, T: Real>(self, pairs: impl Iterator<Item = (&'a T, &'a T)>) -> Vec<T> {
         match self {
             BinOp::Add => pairs.map(|(&a, &b)| a + b).collect(),
             BinOp::Sub => pairs.map(|(&a, &b)| a - b).collect(),
@@ -102,6 +118,30 @@ impl BinOp {
             BinOp::ReluGrad => pairs
                 .map(|(&g, &v)| if v > T::zero() { g } else { T::zero() })
                 .collect(),
+        }
+    }
+}
+
+impl BinOp {
+    /// `x[i] = x[i] op y[i]`; a `y` of one value is broadcast.
+    fn zip_into<T: Real>(self, x: &mut [T], y: &[T]) {
+        match y {
+            [b] => self.pairs_into(x.iter_mut().zip(std::iter::repeat(b))),
+            _ => self.pairs_into(x.iter_mut().zip(y)),
+        }
+    }
+
+    fn pairs_into<'a, T: Real>(self, pairs: impl Iterator<Item = (&'a mut T, &'a T)>) {
+        match self {
+            BinOp::Add => pairs.for_each(|(a, &b)| *a += b),
+            BinOp::Sub => pairs.for_each(|(a, &b)| *a -= b),
+            BinOp::Mul => pairs.for_each(|(a, &b)| *a *= b),
+            BinOp::Div => pairs.for_each(|(a, &b)| *a /= b),
+            BinOp::ReluGrad => pairs.for_each(|(a, &b)| {
+                if b <= T::zero() {
+                    *a = T::zero()
+                }
+            }),
         }
     }
 }
@@ -132,7 +172,7 @@ impl UnOp {
             }
             UnOp::Scale(s) => {
                 let s = T::of(s);
-                x.iter_mut().for_each(|v| *v = *v * s)
+                x.iter_mut().for_each(|v| *v *= s)
             }
         }
     }
@@ -172,10 +212,14 @@ pub(crate) fn from_values<T: Real>(v: Vec<T>, shape: &[usize], dtype: DType) -> 
     t.to_dtype(dtype)
 }
 
-/// `t` broadcast to `shape` (a view; no autograd).
-fn expanded(t: &Tensor, shape: &[usize]) -> Result<Tensor> {
+/// `t`'s values broadcast to `shape`: one value when `t` has one element (the
+/// kernels broadcast it themselves), else every value of the expanded view.
+fn broadcast_values<T: Real>(t: &Tensor, shape: &[usize]) -> Result<Vec<T>> {
+    if t.numel() == 1 && shape.iter().product::<usize>() != 1 {
+        return values::<T>(&t.detach().reshape(&[1])?);
+    }
     let sizes: Vec<isize> = shape.iter().map(|&s| s as isize).collect();
-    t.detach().expand(&sizes)
+    values::<T>(&t.detach().expand(&sizes)?)
 }
 
 /// `op(a, b)` with broadcasting, as `dtype`.
@@ -186,9 +230,37 @@ pub(crate) fn binary(op: BinOp, a: &Tensor, b: &Tensor, dtype: DType) -> Result<
         found: b.shape().to_vec(),
     })?;
     with_real!(dtype, T => {
-        let x = values::<T>(&expanded(a, &shape)?)?;
-        let y = values::<T>(&expanded(b, &shape)?)?;
+        let x = broadcast_values::<T>(a, &shape)?;
+        let y = broadcast_values::<T>(b, &shape)?;
         from_values(op.zip(&x, &y), &shape, dtype)
+    })
+}
+
+/// `dst = dst op operand` in place, for a contiguous `float32` or `float64`
+/// `dst` whose bytes are aligned for its element type, as PyTorch computes it
+/// (in `dst`'s dtype, the operand converted to it). `operand` must broadcast
+/// to `dst`'s shape (the caller checked). `Ok(false)`, having done nothing,
+/// when `dst` does not qualify.
+pub(crate) fn inplace(op: BinOp, dst: &Tensor, operand: &Tensor) -> Result<bool> {
+    if !matches!(dst.dtype(), DType::Float32 | DType::Float64) || !dst.is_contiguous() {
+        return Ok(false);
+    }
+    with_real!(dst.dtype(), T => {
+        // Gathered first: the operand may share storage with `dst`.
+        let y = broadcast_values::<T>(operand, dst.shape())?;
+        let es = std::mem::size_of::<T>();
+        let start = dst.storage_offset() * es;
+        dst.storage.with_bytes_mut("arithmetic", |b| {
+            dst.layout.check_fits(es, b.len())?;
+            let bytes = &mut b[start..start + dst.numel() * es];
+            Ok(match bytemuck::try_cast_slice_mut::<u8, T>(bytes) {
+                Ok(x) => {
+                    op.zip_into(x, &y);
+                    true
+                }
+                Err(_) => false,
+            })
+        })?
     })
 }
 
