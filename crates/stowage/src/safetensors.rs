@@ -7,10 +7,9 @@
 //!
 //! Saving streams one tensor at a time into the file (through the crate's
 //! `serialize_to_file`); only non-contiguous or lazily conjugated tensors are
-//! copied up front. Loading is less frugal: the crate parses from one buffer
-//! holding the whole file, so a load reads the file into memory and then
-//! copies each tensor into its storage (twice the tensor bytes at peak, unlike
-//! the torch loaders).
+//! copied up front. Loading reads the header, has the crate validate it, then
+//! reads each tensor's bytes straight into its storage: one copy, and a peak
+//! of the tensor bytes plus the header.
 
 use std::borrow::Cow;
 use std::cell::Cell;
@@ -26,6 +25,7 @@ use crate::serialize::object::{
 use crate::serialize::pickle::Value;
 use crate::serialize::zip::ReadAt;
 use crate::serialize::{dotted, LoadOptions};
+use crate::storage::HeapBuffer;
 use crate::{DType, Error, Result, Tensor, UntypedStorage};
 
 fn to_dtype(d: Dtype) -> Result<DType> {
@@ -62,18 +62,38 @@ fn from_dtype(d: DType) -> Option<Dtype> {
     all.into_iter().find(|x| format!("{x:?}") == tag)
 }
 
+/// Loads a safetensors file, reading each tensor's bytes straight into its
+/// storage: the peak is the tensors' bytes and the header, not twice the file.
 pub(crate) fn load<R: ReadAt>(source: &R, options: &LoadOptions) -> Result<Checkpoint> {
+    let io = |e| Error::Io {
+        path: Default::default(),
+        source: e,
+    };
     let len = usize::try_from(source.len()).map_err(|_| Error::SizeOverflow {
         what: "file",
         detail: source.len().to_string(),
     })?;
-    let mut buf = vec![0u8; len];
-    source.read_exact_at(&mut buf, 0).map_err(|e| Error::Io {
-        path: Default::default(),
-        source: e,
-    })?;
-    let st = SafeTensors::deserialize(&buf)?;
-    let (_, meta) = SafeTensors::read_metadata(&buf)?;
+    // The crate parses and validates the header against the length of the
+    // whole file (every data offset inside it, the data region exactly
+    // filled), but reads only the header. So it is given a buffer of the
+    // file's length holding just the header: a large `HeapBuffer` is a lazily
+    // zeroed mapping, and the pages of the data region are never touched.
+    let (n, meta) = {
+        let mut shadow = HeapBuffer::zeroed(len)?;
+        let mut head = [0u8; 8];
+        let header_end = match source.read_exact_at(&mut head, 0) {
+            Ok(()) => usize::try_from(u64::from_le_bytes(head))
+                .ok()
+                .and_then(|n| n.checked_add(8))
+                .map_or(len, |end| end.min(len)),
+            Err(_) => len.min(8),
+        };
+        source
+            .read_exact_at(&mut shadow.as_mut_slice()[..header_end], 0)
+            .map_err(io)?;
+        SafeTensors::read_metadata(shadow.as_slice())?
+    };
+    let data_start = n + 8;
     let mut ckpt = Checkpoint::new();
     ckpt.format = Format::Safetensors;
     ckpt.byteorder = ByteOrder::Little;
@@ -85,19 +105,28 @@ pub(crate) fn load<R: ReadAt>(source: &R, options: &LoadOptions) -> Result<Check
     let mut items = Vec::new();
     // The file's order: by data offset.
     for (i, name) in meta.offset_keys().into_iter().enumerate() {
-        let view = st.tensor(&name)?;
-        let dtype = to_dtype(view.dtype()).map_err(|e| Error::AtPath {
+        let at_path = |e: Error| Error::AtPath {
             path: name.clone(),
             source: Box::new(e),
-        })?;
-        let storage = if device.is_meta() {
-            UntypedStorage::new_on(view.data().len(), device)?
-        } else {
-            let s = UntypedStorage::new_on(view.data().len(), device)?;
-            s.bytes_mut()?.copy_from_slice(view.data());
-            s
         };
-        let layout = Layout::contiguous(view.shape())?;
+        // `read_metadata` validated every entry: its offsets lie in the data
+        // region and span exactly its dtype and shape.
+        let info = meta.info(&name).ok_or_else(|| {
+            at_path(Error::BadObject {
+                context: "safetensors header",
+                expected: "an entry for every name",
+                found: "none".into(),
+            })
+        })?;
+        let dtype = to_dtype(info.dtype).map_err(at_path)?;
+        let (begin, end) = info.data_offsets;
+        let storage = UntypedStorage::new_on(end - begin, device)?;
+        if !device.is_meta() {
+            source
+                .read_exact_at(&mut storage.bytes_mut()?, (data_start + begin) as u64)
+                .map_err(|e| at_path(io(e)))?;
+        }
+        let layout = Layout::contiguous(&info.shape)?;
         let tensor =
             Tensor::from_parts(storage.clone(), dtype, layout).map_err(|e| Error::AtPath {
                 path: name.clone(),

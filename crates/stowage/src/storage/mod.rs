@@ -31,7 +31,7 @@ use std::sync::PoisonError;
 
 use crate::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-use heap::HeapBuffer;
+pub(crate) use heap::HeapBuffer;
 pub use heap::ALIGN;
 pub(crate) use lazy::Fetch;
 use lazy::LazyBytes;
