@@ -190,6 +190,17 @@ mod tests {
         assert_eq!(read(b"N.h\x05"), Some(vec![]));
     }
 
+    /// The scan walks every opcode of protocols 0–5 (the CPython fixtures use
+    /// each one), so real pickles get a plan rather than the fallback.
+    #[test]
+    fn every_cpython_fixture_gets_a_plan() {
+        use super::super::testkit::{unhex, FIXTURES};
+        for f in FIXTURES {
+            let data = unhex(f.hex);
+            assert!(memo_plan(&data).is_some(), "{}", f.name);
+        }
+    }
+
     #[test]
     fn no_plan_where_the_scan_cannot_be_sure() {
         assert_eq!(read(b"Nq\x00"), None, "no STOP");
