@@ -1,10 +1,14 @@
 //! The pickle machine alone, with hooks that accept everything: every global,
 //! persistent id, reduce, build and `__new__` becomes an opaque `Ext` value,
 //! so the fuzzer reaches every opcode without the torch allowlist in the way.
+//!
+//! Differential: each input runs with the memo scan (the default) and without
+//! it (every memo entry stored, as CPython does), and the two results must be
+//! the same, but for the memo limit, which only the second can reach.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use stowage::serialize::pickle::{read::Hooks, unpickle, Graph, PickleError, Value};
+use stowage::serialize::pickle::{read::Hooks, unpickle, Graph, Limits, PickleError, Value};
 
 struct AcceptAll;
 
@@ -49,5 +53,21 @@ impl Hooks for AcceptAll {
 }
 
 fuzz_target!(|data: &[u8]| {
-    let _ = unpickle(data, &mut AcceptAll, &Default::default());
+    let scanned = unpickle(data, &mut AcceptAll, &Limits::default());
+    let every = Limits {
+        scan_memo: false,
+        ..Limits::default()
+    };
+    let stored = unpickle(data, &mut AcceptAll, &every);
+    match (&scanned, &stored) {
+        (
+            _,
+            Err(PickleError::LimitExceeded {
+                limit: "max_memo", ..
+            }),
+        ) => {}
+        (Ok(a), Ok(b)) => assert!(a == b, "the memo scan changed the result"),
+        (Err(a), Err(b)) => assert_eq!(a, b, "the memo scan changed the error"),
+        _ => panic!("the memo scan changed the outcome: {scanned:?} vs {stored:?}"),
+    }
 });

@@ -100,7 +100,11 @@ pub fn unpickle<H: Hooks>(
         stack: Vec::new(),
         marks: Vec::new(),
         memo: HashMap::new(),
-        plan: super::scan::memo_plan(data),
+        plan: if limits.scan_memo {
+            super::scan::memo_plan(data)
+        } else {
+            None
+        },
         memoized: 0,
         graph: Graph::new(),
         protocol: 0,
@@ -1227,6 +1231,12 @@ mod tests {
         // MEMOIZE numbers entries by count, also when the unread ones are skipped.
         let p = load(b"\x80\x04N\x94K\x05\x94K\x06\x94h\x01h\x02\x86.").unwrap();
         assert_eq!(render(&p.graph, &p.root), "(5, 6)");
+        // With the scan off, every entry is stored and counts.
+        let all = Limits {
+            scan_memo: false,
+            ..memo
+        };
+        assert!(unpickle(data, &mut TestHooks, &all).is_err());
         // PUT mixed with MEMOIZE: no plan, every entry stored, numbered by distinct count.
         let p = load(b"\x80\x04Nq\x05K\x07\x94h\x01.").unwrap();
         assert_eq!(render(&p.graph, &p.root), "7");
