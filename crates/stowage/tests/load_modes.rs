@@ -2,7 +2,10 @@
 
 mod common;
 
-use common::{assert_manifest_eq, expected_manifest, fixture, fixture_names, manifest, Hash};
+use common::{
+    assert_manifest_eq, describe, expected_manifest, fixture, fixture_names, full_manifest,
+    manifest, Hash,
+};
 use stowage::serialize::{load_mmap, load_with, LoadOptions};
 use stowage::{Device, Error};
 
@@ -227,5 +230,25 @@ fn total_storage_bytes_are_limited_even_when_nothing_is_read() {
             }
             other => panic!("{:?}", other.map(|c| c.storages.len())),
         }
+    }
+}
+
+/// The memo scan and the release of rebuild arguments change what a load
+/// keeps in memory, never what it loads: every fixture describes the same
+/// with the scan on (the default) and off (every memo entry stored, so
+/// nothing a memo entry holds is released).
+#[test]
+fn the_memo_scan_changes_nothing_a_load_returns() {
+    let mut every = LoadOptions::default();
+    every.pickle_limits.scan_memo = false;
+    for name in fixture_names() {
+        let scanned = load_with(fixture(&name), &LoadOptions::default()).unwrap();
+        let stored = load_with(fixture(&name), &every).unwrap();
+        assert_eq!(describe(&scanned), describe(&stored), "{name}");
+        assert_eq!(
+            full_manifest(&scanned).unwrap(),
+            full_manifest(&stored).unwrap(),
+            "{name}"
+        );
     }
 }
