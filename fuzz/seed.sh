@@ -6,7 +6,7 @@
 set -euo pipefail
 F=crates/stowage/tests/fixtures
 C=fuzz/corpus
-mkdir -p $C/{pickle,zip,legacy,safetensors,load}
+mkdir -p $C/{pickle,zip,legacy,safetensors,load,load_modes}
 for p in $F/*.pt $F/hostile/*.pt; do
     b=$(basename "$p" .pt)
     case "$p" in $F/hostile/*) b="h_$b" ;; esac
@@ -42,4 +42,13 @@ for p in glob.glob(F + '/*.pt') + glob.glob(F + '/hostile/*.pt'):
         if data[:2] == b'\x80\x02':
             open('fuzz/corpus/pickle/%s_legacy' % b, 'wb').write(data)
 PY
+# load_modes: the first byte picks the load option (fuzz_targets/load_modes.rs),
+# so every torch fixture goes in once per option.
+for p in $F/*.pt $F/hostile/*.pt; do
+    b=$(basename "$p" .pt)
+    case "$p" in $F/hostile/*) b="h_$b" ;; esac
+    for m in 0 1 2 3 4 5; do
+        { printf "\\$(printf '%03o' "$m")"; cat "$p"; } > "$C/load_modes/m${m}_$b"
+    done
+done
 for d in $C/*; do echo "$d: $(ls "$d" | wc -l) files"; done
