@@ -55,11 +55,16 @@ impl Tensor {
             .map(|(i, l)| {
                 let f = f.clone();
                 self.viewed(name, l, move |base| {
-                    f(base)?.into_iter().nth(i).ok_or(Error::IndexOutOfRange {
-                        index: i as isize,
-                        dim: 0,
-                        size: 0,
-                    })
+                    let mut all = f(base)?;
+                    let size = all.len();
+                    // The base has this tensor's shape, so it has as many pieces.
+                    (i < size)
+                        .then(|| all.swap_remove(i))
+                        .ok_or(Error::IndexOutOfRange {
+                            index: i as isize,
+                            dim: 0,
+                            size,
+                        })
                 })
             })
             .collect())

@@ -83,11 +83,8 @@ fn accumulate(meta: &AutogradMeta, grad: Tensor) -> Result<()> {
             let total = existing.add(&grad)?;
             existing.copy_(&total)?;
         }
-        None => {
-            let own = Tensor::zeros_on(grad.shape(), grad.dtype(), grad.device())?;
-            own.copy_(&grad)?;
-            *slot = Some(own);
-        }
+        // Under the engine's `no_grad`, so the copy records nothing.
+        None => *slot = Some(grad.deep_clone()?),
     }
     Ok(())
 }

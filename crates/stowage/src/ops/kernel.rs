@@ -160,6 +160,17 @@ pub(crate) enum UnOp {
 }
 
 impl UnOp {
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            UnOp::Neg => "neg",
+            UnOp::Exp => "exp",
+            UnOp::Log => "log",
+            UnOp::Relu => "relu",
+            UnOp::Pow(_) => "pow",
+            UnOp::Scale(_) => "mul",
+        }
+    }
+
     fn map<T: Real>(self, x: &mut [T]) {
         match self {
             UnOp::Neg => x.iter_mut().for_each(|v| *v = -*v),

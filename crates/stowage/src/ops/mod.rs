@@ -123,11 +123,13 @@ impl Tensor {
     }
 
     fn unary(&self, op: UnOp, name: &'static str) -> Result<Tensor> {
-        self.float_dtype(name)?;
+        self.float_dtype(op.name())?;
         let out = kernel::unary(op, self)?;
-        let backward = || match op {
+        // A handle to the output, for `exp`, whose backward saves it.
+        let result = out.detach();
+        let backward = move || match op {
             UnOp::Neg => Backward::Neg,
-            UnOp::Exp => Backward::Exp { out: out.detach() },
+            UnOp::Exp => Backward::Exp { out: result },
             UnOp::Log => Backward::Log { x: self.detach() },
             UnOp::Relu => Backward::Relu { x: self.detach() },
             UnOp::Pow(exponent) => Backward::Pow {
@@ -136,8 +138,7 @@ impl Tensor {
             },
             UnOp::Scale(s) => Backward::Scale(s),
         };
-        let backward = backward();
-        Ok(record(out, name, &[self], || backward))
+        Ok(record(out, name, &[self], backward))
     }
 
     /// `-self` (`torch.neg`).
