@@ -78,10 +78,9 @@ pub(super) fn run(root: &Tensor, grad: Tensor) -> Result<()> {
 fn accumulate(meta: &AutogradMeta, grad: Tensor) -> Result<()> {
     let mut slot = meta.grad_slot();
     match &*slot {
+        // In place, so a handle taken from `grad()` sees the new total.
         Some(existing) => {
-            // In place, so a handle taken from `grad()` sees the new total.
-            let total = existing.add(&grad)?;
-            existing.copy_(&total)?;
+            existing.add_(&grad)?;
         }
         // Under the engine's `no_grad`, so the copy records nothing.
         None => *slot = Some(grad.deep_clone()?),
