@@ -272,11 +272,13 @@ pub enum Error {
         compressed: u64,
     },
     /// A resource limit that protects against hostile input.
-    #[error("limit exceeded: {limit} (at most {max})")]
+    #[error("limit exceeded: {limit} reached {value} (at most {max})")]
     LimitExceeded {
         /// The limit.
         limit: &'static str,
-        /// Its value.
+        /// The count that went past it (where counting stopped).
+        value: u64,
+        /// The limit's value.
         max: u64,
     },
     /// One storage saved as two dtypes (PyTorch refuses this too).

@@ -346,12 +346,14 @@ impl Checkpoint {
     ) -> Result<()> {
         *budget = budget.checked_sub(1).ok_or(Error::LimitExceeded {
             limit: "paths walked",
+            value: MAX_PATHS as u64 + 1,
             max: MAX_PATHS as u64,
         })?;
         let id = match v {
             Value::Ext(Object::Tensor(t)) => {
                 *budget = budget.checked_sub(path.len()).ok_or(Error::LimitExceeded {
                     limit: "paths walked",
+                    value: (MAX_PATHS - *budget + path.len()) as u64,
                     max: MAX_PATHS as u64,
                 })?;
                 out.push((path.clone(), t));

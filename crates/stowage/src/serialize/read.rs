@@ -209,6 +209,7 @@ impl<S: StorageSource> TorchHooks<'_, S> {
         if self.declared_bytes > self.options.max_storage_bytes {
             return Err(Error::LimitExceeded {
                 limit: "total storage bytes",
+                value: self.declared_bytes,
                 max: self.options.max_storage_bytes,
             });
         }

@@ -77,6 +77,7 @@ impl Writer<'_> {
         if depth > MAX_DEPTH {
             return Err(Error::LimitExceeded {
                 limit: "nesting depth when saving",
+                value: depth as u64,
                 max: MAX_DEPTH as u64,
             });
         }
