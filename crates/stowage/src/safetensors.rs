@@ -120,8 +120,12 @@ pub(crate) fn load<R: ReadAt>(source: &R, options: &LoadOptions) -> Result<Check
         })?;
         let dtype = to_dtype(info.dtype).map_err(at_path)?;
         let (begin, end) = info.data_offsets;
-        let storage = UntypedStorage::new_on(end - begin, device)?;
-        if !device.is_meta() {
+        let storage = if options.fake && !device.is_meta() {
+            UntypedStorage::new_fake(end - begin, device)
+        } else {
+            UntypedStorage::new_on(end - begin, device)?
+        };
+        if storage.has_data() {
             source
                 .read_exact_at(&mut storage.bytes_mut()?, (data_start + begin) as u64)
                 .map_err(|e| at_path(io(e)))?;

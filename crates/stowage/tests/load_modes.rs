@@ -252,3 +252,27 @@ fn the_memo_scan_changes_nothing_a_load_returns() {
         );
     }
 }
+
+/// A fake load of a safetensors file reads no tensor bytes either.
+#[test]
+fn fake_loading_of_safetensors_reads_no_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("state_dict.safetensors");
+    let eager = stowage::load(fixture("state_dict")).unwrap();
+    stowage::safetensors::save(&path, &eager).unwrap();
+    let cuda: Device = "cuda:0".parse().unwrap();
+    let options = LoadOptions {
+        fake: true,
+        map_location: Some(cuda),
+        ..LoadOptions::default()
+    };
+    let fake = load_with(&path, &options).unwrap();
+    let reread = stowage::load(&path).unwrap();
+    let tensors = fake.state_dict().unwrap();
+    assert_eq!(tensors.len(), reread.state_dict().unwrap().len());
+    for ((name, t), (_, r)) in tensors.iter().zip(reread.state_dict().unwrap()) {
+        assert!(t.is_fake() && t.device() == cuda, "{name}");
+        assert_eq!((t.shape(), t.dtype()), (r.shape(), r.dtype()), "{name}");
+        assert!(matches!(t.scalars(), Err(Error::NoData { .. })), "{name}");
+    }
+}
