@@ -63,7 +63,7 @@ pub fn run(args: Args, out: &mut dyn Write) -> Result<ExitCode, Failure> {
     }
     let written = match kind {
         Target::TorchZip => stowage::save(&args.output, &ckpt),
-        Target::Safetensors => stowage::safetensors::save(&args.output, &ckpt),
+        Target::Safetensors => stowage::serialize::safetensors::save(&args.output, &ckpt),
     };
     if let Some(b) = &bar {
         b.finish_and_clear();

@@ -112,8 +112,11 @@ impl Failure {
 
 impl From<stowage::Error> for Failure {
     fn from(error: stowage::Error) -> Failure {
-        let status = match error {
-            stowage::Error::Io { .. } => USAGE_OR_INPUT,
+        let status = match &error {
+            stowage::Error::Io(_) => USAGE_OR_INPUT,
+            stowage::Error::InFile { source, .. } if matches!(**source, stowage::Error::Io(_)) => {
+                USAGE_OR_INPUT
+            }
             _ => FAILED,
         };
         Failure {
@@ -243,9 +246,12 @@ mod tests {
     fn error_chain_is_one_line_without_repeats() {
         let e = Wrapped(io::Error::new(io::ErrorKind::NotFound, "no such\nfile"));
         assert_eq!(one_line(&e), "reading model.pt: no such file");
-        let io = stowage::Error::Io {
+        let io = stowage::Error::InFile {
             path: "a.pt".into(),
-            source: io::Error::new(io::ErrorKind::NotFound, "not found"),
+            source: Box::new(stowage::Error::Io(io::Error::new(
+                io::ErrorKind::NotFound,
+                "not found",
+            ))),
         };
         let f = Failure::from(io);
         assert_eq!(f.to_string(), "a.pt: not found");

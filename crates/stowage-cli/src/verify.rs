@@ -70,9 +70,9 @@ impl Report<'_> {
 pub fn run(args: Args, out: &mut dyn Write) -> Result<ExitCode, Failure> {
     let path = args.file.as_path();
     let unreadable = |e: io::Error| {
-        Failure::input(Error::Io {
+        Failure::input(Error::InFile {
             path: path.to_owned(),
-            source: e,
+            source: Box::new(Error::Io(e)),
         })
     };
     let file = File::open(path).map_err(unreadable)?;

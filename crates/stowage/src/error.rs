@@ -198,11 +198,16 @@ pub enum Error {
         /// What the tensor is in the graph.
         role: crate::autograd::GradRole,
     },
-    /// An I/O error, with the file it concerned.
-    #[error("{}{}{source}", path.display(), if path.as_os_str().is_empty() { "" } else { ": " })]
-    Io {
-        /// The file.
-        path: std::path::PathBuf,
+    /// An I/O error. The file it concerned is named once, by the
+    /// [`Error::InFile`] around it.
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    /// A shared-memory object (named as `shm_open` names it, or described where
+    /// it has no name) could not be created, opened, sized or mapped.
+    #[error("shared memory {name}: {source}")]
+    SharedMemory {
+        /// The object's name, or what was being done.
+        name: String,
         /// The underlying error.
         source: std::io::Error,
     },

@@ -259,7 +259,7 @@ fn fake_loading_of_safetensors_reads_no_bytes() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("state_dict.safetensors");
     let eager = stowage::load(fixture("state_dict")).unwrap();
-    stowage::safetensors::save(&path, &eager).unwrap();
+    stowage::serialize::safetensors::save(&path, &eager).unwrap();
     let cuda: Device = "cuda:0".parse().unwrap();
     let options = LoadOptions {
         fake: true,

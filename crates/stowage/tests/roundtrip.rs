@@ -281,9 +281,9 @@ fn save_is_crash_safe() {
 
     // Same for the safetensors writer.
     let st = dir.path().join("model.safetensors");
-    stowage::safetensors::save(&st, &load_fixture("simple")).unwrap();
+    stowage::serialize::safetensors::save(&st, &load_fixture("simple")).unwrap();
     let st_before = std::fs::read(&st).unwrap();
-    assert!(stowage::safetensors::save(&st, &failing).is_err());
+    assert!(stowage::serialize::safetensors::save(&st, &failing).is_err());
     assert!(std::fs::read(&st).unwrap() == st_before);
     assert_eq!(temp_files(dir.path()), Vec::<String>::new());
 }
@@ -297,7 +297,7 @@ fn safetensors_can_hold(t: &TensorObject) -> bool {
 
 /// Saves `ckpt` to safetensors, reloads it, and checks every tensor by dotted name.
 fn check_safetensors(name: &str, ckpt: &Checkpoint, out: &Path) {
-    stowage::safetensors::save(out, ckpt)
+    stowage::serialize::safetensors::save(out, ckpt)
         .unwrap_or_else(|e| panic!("{name}: safetensors save: {e}"));
     let back = stowage::load(out).unwrap_or_else(|e| panic!("{name}: safetensors load: {e}"));
     assert_eq!(back.format, stowage::serialize::Format::Safetensors);
@@ -343,7 +343,8 @@ fn safetensors_round_trip_of_every_fixture() {
             None => check_safetensors(&name, &ckpt, &out),
             Some((bad_path, bad)) => {
                 refused.push(name.clone());
-                let err = stowage::safetensors::save(&out, &ckpt).expect_err("unsupported dtype");
+                let err = stowage::serialize::safetensors::save(&out, &ckpt)
+                    .expect_err("unsupported dtype");
                 match &err {
                     Error::AtPath { path, source } => {
                         assert_eq!(
@@ -412,7 +413,7 @@ fn safetensors_refuses_complex128_and_quantized_by_path() {
         ckpt.tensors().unwrap()[1].0,
         vec![PathKey::Index(3), PathKey::Key("z".into())]
     );
-    match stowage::safetensors::save(dir.path().join("c.safetensors"), &ckpt) {
+    match stowage::serialize::safetensors::save(dir.path().join("c.safetensors"), &ckpt) {
         Err(Error::AtPath { path, source }) => {
             assert_eq!(path, "3.z");
             assert!(
@@ -431,7 +432,7 @@ fn safetensors_refuses_complex128_and_quantized_by_path() {
 
     let q = load_fixture("quantized");
     let first = dotted(&q.tensors().unwrap()[0].0);
-    match stowage::safetensors::save(dir.path().join("q.safetensors"), &q) {
+    match stowage::serialize::safetensors::save(dir.path().join("q.safetensors"), &q) {
         Err(Error::AtPath { path, source }) => {
             assert_eq!(path, first);
             assert!(
@@ -447,7 +448,7 @@ fn safetensors_refuses_complex128_and_quantized_by_path() {
 fn root_tensor_is_named_tensor_in_safetensors() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("root.safetensors");
-    stowage::safetensors::save(&out, &load_fixture("root_tensor")).unwrap();
+    stowage::serialize::safetensors::save(&out, &load_fixture("root_tensor")).unwrap();
     let back = stowage::load(&out).unwrap();
     let sd = back.state_dict().unwrap();
     assert_eq!(sd.len(), 1);
@@ -460,7 +461,7 @@ fn safetensors_file_round_trips_through_torch_zip() {
     // safetensors → .pt → load: names, values, one storage each.
     let dir = tempfile::tempdir().unwrap();
     let st = dir.path().join("s.safetensors");
-    stowage::safetensors::save(&st, &load_fixture("new_dtypes")).unwrap();
+    stowage::serialize::safetensors::save(&st, &load_fixture("new_dtypes")).unwrap();
     let from_st = stowage::load(&st).unwrap();
     let pt = dir.path().join("s.pt");
     save_ok(&pt, &from_st, "safetensors → pt");

@@ -9,6 +9,7 @@
 //! non-floating operands is refused ([`Error::DTypeUnsupported`]): stowage
 //! models storage, not a full tensor library.
 
+#[allow(unsafe_code)] // The matrixmultiply gemm calls.
 pub(crate) mod kernel;
 
 use kernel::{BinOp, UnOp};

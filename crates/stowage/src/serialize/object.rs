@@ -453,6 +453,54 @@ fn path_key(graph: &Graph<Object>, k: &Value<Object>) -> PathKey {
     }
 }
 
+/// Checks that every tensor of a freshly read checkpoint lies inside its storage,
+/// naming the first that does not by its path (`AtPath`, then the storage key).
+pub(crate) fn check_views(mut ckpt: Checkpoint) -> Result<Checkpoint> {
+    match view_error(&ckpt) {
+        None => {
+            ckpt.compact();
+            Ok(ckpt)
+        }
+        Some(e) => Err(e),
+    }
+}
+
+fn view_error(ckpt: &Checkpoint) -> Option<Error> {
+    let fits = |t: &TensorObject| {
+        let x = &t.tensor;
+        x.layout()
+            .check_fits(x.element_size(), x.untyped_storage().nbytes())
+    };
+    let (bad, error) = ckpt
+        .graph
+        .iter()
+        .flat_map(|(_, node)| node.values())
+        .chain(std::iter::once(&ckpt.root))
+        .filter_map(|v| match v {
+            Value::Ext(Object::Tensor(t)) => Some(&**t),
+            _ => None,
+        })
+        .find_map(|t| fits(t).err().map(|e| (t, e)))?;
+    let key = ckpt.storage_key(&bad.tensor).unwrap_or("?").to_owned();
+    let error = Error::InStorage {
+        key,
+        source: Box::new(error),
+    };
+    // The path, when a walk from the root reaches the tensor.
+    let path = ckpt.tensors().ok().and_then(|ts| {
+        ts.into_iter()
+            .find(|(_, t)| std::ptr::eq(*t, bad))
+            .map(|(p, _)| dotted(&p))
+    });
+    Some(match path {
+        Some(path) => Error::AtPath {
+            path,
+            source: Box::new(error),
+        },
+        None => error,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

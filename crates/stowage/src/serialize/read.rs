@@ -18,13 +18,7 @@ use crate::{DType, Device, Error, Result, Tensor, UntypedStorage};
 /// Where storage bytes come from while a pickle is read.
 pub(crate) trait StorageSource {
     /// A storage of `nbytes` for record `key`, on `device` (meta: no bytes read).
-    fn load(
-        &mut self,
-        key: &str,
-        nbytes: usize,
-        dtype: Option<DType>,
-        device: Device,
-    ) -> Result<UntypedStorage>;
+    fn load(&mut self, key: &str, nbytes: usize, device: Device) -> Result<UntypedStorage>;
 }
 
 /// PyTorch's `torch.load` semantics as pickle hooks.
@@ -232,13 +226,11 @@ impl<S: StorageSource> TorchHooks<'_, S> {
             // A fake storage: the record is checked like a meta load (present, with the
             // declared size) and never read; the storage reports `device`.
             self.source
-                .load(&key, nbytes, dtype, Device::META)
+                .load(&key, nbytes, Device::META)
                 .map_err(in_storage)?;
             UntypedStorage::new_fake(nbytes, device)
         } else {
-            self.source
-                .load(&key, nbytes, dtype, device)
-                .map_err(in_storage)?
+            self.source.load(&key, nbytes, device).map_err(in_storage)?
         };
         if self.byteorder == ByteOrder::Big && storage.has_data() {
             // PyTorch swaps typed (v2) storages by their dtype; untyped (v3) ones load as

@@ -35,7 +35,7 @@ impl UntypedStorage {
     /// process has not yet written.
     ///
     /// # Errors
-    /// [`Error::Io`] naming the file when it cannot be opened, grown or mapped;
+    /// [`Error::InFile`] around [`Error::Io`] when it cannot be opened, grown or mapped;
     /// [`Error::FileTooSmall`] when `shared` is false and the file is shorter than `nbytes`.
     pub unsafe fn from_file(
         path: impl AsRef<Path>,
@@ -43,9 +43,9 @@ impl UntypedStorage {
         nbytes: usize,
     ) -> Result<UntypedStorage> {
         let path = path.as_ref();
-        let io = |e| Error::Io {
+        let io = |e| Error::InFile {
             path: path.to_owned(),
-            source: e,
+            source: Box::new(Error::Io(e)),
         };
         let file: File = if shared {
             OpenOptions::new()

@@ -9,6 +9,7 @@
 //! exactly its own bytes.
 
 use std::any::Any;
+use std::collections::BTreeMap;
 use std::io;
 use std::ptr::NonNull;
 use std::sync::Arc;
@@ -156,42 +157,90 @@ impl MappedFile {
     }
 }
 
-impl super::UntypedStorage {
-    /// A storage over bytes `offset..offset + len` of a mapped checkpoint, tagged `device`.
-    ///
-    /// # Safety
-    /// `offset + len` must lie within `map`, and the range must not overlap the range
-    /// of any other live storage made from `map`.
-    pub(crate) unsafe fn from_mapped_record(
-        map: &Arc<MappedFile>,
-        offset: usize,
-        len: usize,
-        device: crate::Device,
-    ) -> Self {
-        debug_assert!(offset.checked_add(len).is_some_and(|end| end <= map.len()));
-        let owner: Owner = map.clone();
-        // SAFETY: the caller's contract; `owner` keeps the mapping alive.
-        let bytes = unsafe { MappedBytes::slice(map.base(), offset, len, owner) };
-        Self::from_backing(device, super::Backing::Mapped(bytes))
-    }
+/// The records of a mapped checkpoint handed out as storages, so that no two
+/// storages share bytes: two storages over overlapping records of a hostile
+/// archive would alias under different locks, so such a record is refused here
+/// (and the loader copies it instead). This is the only way a loader makes a
+/// storage over part of a mapped file, so the loaders need no `unsafe`.
+pub(crate) struct MappedRecords {
+    map: Arc<MappedFile>,
+    /// Start → end of each range handed out.
+    taken: BTreeMap<u64, u64>,
 }
 
-impl super::UntypedStorage {
-    /// Points this storage at bytes `offset..offset + len` of a mapped file instead of
-    /// its own (for loaders that create storages before they know where the bytes are).
-    ///
-    /// # Safety
-    /// As [`from_mapped_record`](Self::from_mapped_record); `len` must equal the storage's size.
-    pub(crate) unsafe fn replace_with_mapped(
-        &self,
-        map: &Arc<MappedFile>,
-        offset: usize,
+impl MappedRecords {
+    pub(crate) fn new(map: Arc<MappedFile>) -> MappedRecords {
+        MappedRecords {
+            map,
+            taken: BTreeMap::new(),
+        }
+    }
+
+    /// A storage over bytes `start..start + len` of the mapping, tagged `device`, or
+    /// `None` when the range runs past the mapping or overlaps a range handed out before.
+    pub(crate) fn storage(
+        &mut self,
+        start: u64,
         len: usize,
-    ) {
-        let owner: Owner = map.clone();
-        // SAFETY: the caller's contract; `owner` keeps the mapping alive.
-        let bytes = unsafe { MappedBytes::slice(map.base(), offset, len, owner) };
-        *self.write_lock() = super::Backing::Mapped(bytes);
+        device: crate::Device,
+    ) -> Option<super::UntypedStorage> {
+        let start = self.claim(start, len)?;
+        let owner: Owner = self.map.clone();
+        // SAFETY: `claim` checked that `start..start + len` lies inside the mapping,
+        // which `owner` keeps alive, and overlaps no other range handed out from it.
+        let bytes = unsafe { MappedBytes::slice(self.map.base(), start, len, owner) };
+        Some(super::UntypedStorage::from_backing(
+            device,
+            super::Backing::Mapped(bytes),
+        ))
+    }
+
+    /// Points `storage` at bytes `start..start + storage.nbytes()` of the mapping
+    /// instead of its own (for loaders that create storages before they know where
+    /// their bytes are). Returns `false`, changing nothing, when the range runs past
+    /// the mapping or overlaps a range handed out before.
+    pub(crate) fn redirect(&mut self, storage: &super::UntypedStorage, start: u64) -> bool {
+        let mut backing = storage.write_lock();
+        let len = backing.nbytes();
+        let Some(start) = self.claim(start, len) else {
+            return false;
+        };
+        let owner: Owner = self.map.clone();
+        // SAFETY: as in `storage`.
+        let bytes = unsafe { MappedBytes::slice(self.map.base(), start, len, owner) };
+        *backing = super::Backing::Mapped(bytes);
+        true
+    }
+
+    /// Claims `start..start + len` if it lies inside the mapping and overlaps no
+    /// range handed out before; returns `start` as an index into the mapping.
+    fn claim(&mut self, start: u64, len: usize) -> Option<usize> {
+        let end = start.checked_add(len as u64)?;
+        if end > self.map.len() as u64 {
+            return None;
+        }
+        if start != end {
+            let before = self
+                .taken
+                .range(..=start)
+                .next_back()
+                .is_some_and(|(_, &e)| e > start);
+            let after = self
+                .taken
+                .range(start..)
+                .next()
+                .is_some_and(|(&s, _)| s < end);
+            if before || after {
+                return None;
+            }
+            self.taken.insert(start, end);
+        }
+        usize::try_from(start).ok()
+    }
+
+    /// A positional reader of the whole mapped file.
+    pub(crate) fn reader(&self) -> MappedReader {
+        MappedReader(self.map.clone())
     }
 }
 
@@ -199,7 +248,7 @@ impl super::UntypedStorage {
 /// the mapping into storages).
 pub(crate) struct MappedReader(pub(crate) Arc<MappedFile>);
 
-impl crate::serialize::zip::ReadAt for MappedReader {
+impl crate::io::ReadAt for MappedReader {
     fn len(&self) -> u64 {
         self.0.len() as u64
     }

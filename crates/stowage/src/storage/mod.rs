@@ -35,7 +35,7 @@ pub(crate) use heap::HeapBuffer;
 pub use heap::ALIGN;
 pub(crate) use lazy::Fetch;
 use lazy::LazyBytes;
-pub(crate) use mapped::{MappedBytes, MappedFile, MappedReader};
+pub(crate) use mapped::{MappedBytes, MappedFile, MappedRecords};
 use pinned::PinnedBuffer;
 pub use shm::{SharedMemoryHandle, SharingStrategy};
 

@@ -68,8 +68,8 @@ pub struct SharedMemoryHandle {
 }
 
 fn os_error(what: &str) -> Error {
-    Error::Io {
-        path: what.into(),
+    Error::SharedMemory {
+        name: what.to_owned(),
         source: std::io::Error::last_os_error(),
     }
 }
@@ -120,8 +120,8 @@ unsafe fn map_shared(file: &File, nbytes: usize, what: &str) -> Result<Option<me
     // SAFETY: the object is `nbytes` long; the caller accepts the cross-process contract.
     unsafe { MmapOptions::new().len(nbytes).map_mut(file) }
         .map(Some)
-        .map_err(|e| Error::Io {
-            path: what.into(),
+        .map_err(|e| Error::SharedMemory {
+            name: what.to_owned(),
             source: e,
         })
 }
@@ -132,7 +132,7 @@ impl UntypedStorage {
     /// or file-backed) storages and storages without bytes are left as they are.
     ///
     /// # Errors
-    /// [`Error::Io`] when the shared-memory object cannot be created or mapped.
+    /// [`Error::SharedMemory`] when the shared-memory object cannot be created or mapped.
     pub fn share_memory_(&self) -> Result<&Self> {
         self.share_memory_with(SharingStrategy::default())
     }
@@ -163,10 +163,11 @@ impl UntypedStorage {
             }
         };
         let made = (|| {
-            file.set_len(nbytes as u64).map_err(|e| Error::Io {
-                path: name.clone().into(),
-                source: e,
-            })?;
+            file.set_len(nbytes as u64)
+                .map_err(|e| Error::SharedMemory {
+                    name: name.clone(),
+                    source: e,
+                })?;
             // SAFETY: the object was created exclusively just now; nobody else maps it yet.
             let mut map = unsafe { map_shared(&file, nbytes, &name)? };
             if let Some(m) = map.as_mut() {
@@ -203,7 +204,7 @@ impl UntypedStorage {
     /// How another process can reach this storage's bytes, for a shared-memory storage.
     ///
     /// # Errors
-    /// [`Error::Io`] when the descriptor cannot be duplicated.
+    /// [`Error::SharedMemory`] when the descriptor cannot be duplicated.
     pub fn shared_memory_handle(&self) -> Result<Option<SharedMemoryHandle>> {
         let guard = self.read_lock();
         let Backing::Shm(bytes) = &*guard else {
@@ -212,8 +213,8 @@ impl UntypedStorage {
         let Some(info) = bytes.extra::<ShmInfo>() else {
             return Ok(None);
         };
-        let fd = info.file.try_clone().map_err(|e| Error::Io {
-            path: "shared memory descriptor".into(),
+        let fd = info.file.try_clone().map_err(|e| Error::SharedMemory {
+            name: "descriptor".into(),
             source: e,
         })?;
         Ok(Some(SharedMemoryHandle {
@@ -233,7 +234,7 @@ impl UntypedStorage {
     /// and the object must be at least `nbytes` long.
     ///
     /// # Errors
-    /// [`Error::Io`] when the object cannot be opened or mapped.
+    /// [`Error::SharedMemory`] when the object cannot be opened or mapped.
     pub unsafe fn from_shared_name(name: &str, nbytes: usize) -> Result<UntypedStorage> {
         let file = shm_open(name, false)?;
         // SAFETY: the caller's contract.
@@ -256,7 +257,7 @@ impl UntypedStorage {
     /// As [`from_shared_name`](Self::from_shared_name).
     ///
     /// # Errors
-    /// [`Error::Io`] when the object cannot be mapped.
+    /// [`Error::SharedMemory`] when the object cannot be mapped.
     pub unsafe fn from_shared_fd(fd: OwnedFd, nbytes: usize) -> Result<UntypedStorage> {
         let file = File::from(fd);
         // SAFETY: the caller's contract.

@@ -37,7 +37,7 @@ mod format;
 mod read;
 mod write;
 
-pub use read::{Entry, Method, ReadAt, ZipReader};
+pub use read::{Entry, Method, ZipReader};
 pub use write::ZipWriter;
 
 /// Bounds applied when opening and reading an archive.

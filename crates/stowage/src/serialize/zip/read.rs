@@ -5,9 +5,6 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::fs::File;
-use std::io;
-use std::sync::Arc;
 
 use flate2::{Decompress, FlushDecompress, Status};
 
@@ -18,109 +15,12 @@ use super::format::{
     METHOD_STORED, SATURATED_U32, ZIP64_EXTRA_ID,
 };
 use super::{ZipError, ZipLimits};
+use crate::io::ReadAt;
 
 /// Compressed input read at a time when inflating.
 const INFLATE_CHUNK: usize = 64 * 1024;
 /// Stored data read at a time when computing a CRC.
 const CRC_CHUNK: usize = 1024 * 1024;
-
-/// A source of bytes read at absolute offsets, shareable across threads.
-pub trait ReadAt: Send + Sync {
-    /// Length of the source in bytes.
-    fn len(&self) -> u64;
-
-    /// Whether the source is empty.
-    fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// Fills `buf` with the bytes at `offset..offset + buf.len()`, or fails
-    /// (with [`io::ErrorKind::UnexpectedEof`] when they run past the end).
-    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()>;
-}
-
-#[cfg(any(unix, windows))]
-impl ReadAt for File {
-    /// The length from the file's metadata, or 0 when it cannot be read.
-    fn len(&self) -> u64 {
-        self.metadata().map(|m| m.len()).unwrap_or(0)
-    }
-
-    #[cfg(unix)]
-    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-        std::os::unix::fs::FileExt::read_exact_at(self, buf, offset)
-    }
-
-    #[cfg(windows)]
-    fn read_exact_at(&self, mut buf: &mut [u8], mut offset: u64) -> io::Result<()> {
-        use std::os::windows::fs::FileExt;
-        while !buf.is_empty() {
-            match self.seek_read(buf, offset) {
-                Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
-                Ok(n) => {
-                    let rest = buf;
-                    buf = &mut rest[n..];
-                    offset = offset.saturating_add(n as u64);
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(())
-    }
-}
-
-impl ReadAt for [u8] {
-    fn len(&self) -> u64 {
-        <[u8]>::len(self) as u64
-    }
-
-    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-        let src = usize::try_from(offset)
-            .ok()
-            .and_then(|start| self.get(start..start.checked_add(buf.len())?));
-        match src {
-            Some(src) => {
-                buf.copy_from_slice(src);
-                Ok(())
-            }
-            None => Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                "read past the end of the buffer",
-            )),
-        }
-    }
-}
-
-impl ReadAt for Vec<u8> {
-    fn len(&self) -> u64 {
-        self.as_slice().len() as u64
-    }
-
-    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-        self.as_slice().read_exact_at(buf, offset)
-    }
-}
-
-impl<T: ReadAt + ?Sized> ReadAt for Arc<T> {
-    fn len(&self) -> u64 {
-        (**self).len()
-    }
-
-    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-        (**self).read_exact_at(buf, offset)
-    }
-}
-
-impl<T: ReadAt + ?Sized> ReadAt for &T {
-    fn len(&self) -> u64 {
-        (**self).len()
-    }
-
-    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-        (**self).read_exact_at(buf, offset)
-    }
-}
 
 /// How an entry's data is compressed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -732,6 +632,7 @@ impl<'a, R: ReadAt + ?Sized> Inflater<'a, R> {
 #[cfg(test)]
 mod tests {
     use std::io::Write as _;
+    use std::sync::Arc;
 
     use flate2::write::DeflateEncoder;
     use flate2::Compression;

@@ -475,8 +475,9 @@ mod tests {
     use std::io;
 
     use super::super::format::{le16, le32, le64};
-    use super::super::{Method, ReadAt, ZipLimits, ZipReader};
+    use super::super::{Method, ZipLimits, ZipReader};
     use super::*;
+    use crate::io::ReadAt;
 
     fn archive(records: &[(&str, &[u8])]) -> Vec<u8> {
         let mut w = ZipWriter::new(Vec::new(), "archive", 64);

@@ -6,14 +6,13 @@
 
 use num_bigint::BigInt;
 
-use super::object::{ByteOrder, Checkpoint, Format};
+use super::object::{check_views, ByteOrder, Checkpoint, Format};
 use super::pickle::{self, Graph, Hooks, Node, PickleError, Pickled, Value};
 use super::read::{StorageSource, TorchHooks};
-use super::zip::ReadAt;
-use super::{LoadOptions, MappedRecords};
-use crate::storage::MappedFile;
+use super::LoadOptions;
+use crate::io::ReadAt;
+use crate::storage::MappedRecords;
 use crate::{DType, Device, Error, Result, UntypedStorage};
-use std::sync::Arc;
 
 /// The first bytes of a legacy file written with pickle protocol 2.
 pub(crate) const MAGIC_PREFIX: &[u8] = b"\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19";
@@ -29,13 +28,7 @@ struct Pending {
 }
 
 impl StorageSource for Pending {
-    fn load(
-        &mut self,
-        key: &str,
-        nbytes: usize,
-        _dtype: Option<DType>,
-        device: Device,
-    ) -> Result<UntypedStorage> {
+    fn load(&mut self, key: &str, nbytes: usize, device: Device) -> Result<UntypedStorage> {
         // Every byte of every storage is in the file: refuse claims larger than the file
         // before allocating them.
         self.declared = self.declared.saturating_add(nbytes as u64);
@@ -98,10 +91,7 @@ impl Hooks for Plain {
 fn window<R: ReadAt>(source: &R, pos: u64, n: u64) -> Result<Vec<u8>> {
     let n = n.min(source.len().saturating_sub(pos));
     let mut buf = vec![0u8; n as usize];
-    source.read_exact_at(&mut buf, pos).map_err(|e| Error::Io {
-        path: Default::default(),
-        source: e,
-    })?;
+    source.read_exact_at(&mut buf, pos)?;
     Ok(buf)
 }
 
@@ -156,9 +146,8 @@ fn header<R: ReadAt>(
 pub(crate) fn load<R: ReadAt>(
     source: &R,
     options: &LoadOptions,
-    mapped: Option<Arc<MappedFile>>,
+    mut mapped: Option<MappedRecords>,
 ) -> Result<Checkpoint> {
-    let mut mapped = mapped.map(MappedRecords::new);
     let len = source.len();
     let mut pos = 0u64;
     let magic = header(source, &mut pos, options, "magic number")?;
@@ -259,25 +248,13 @@ pub(crate) fn load<R: ReadAt>(
             });
         }
         let elem = dtype.map_or(1, DType::size) as u64;
-        let end = pos + nbytes;
-        let map_it = cfg!(target_endian = "little")
+        let mapped_here = cfg!(target_endian = "little")
             && storage.has_data()
             && pos % elem == 0
-            && mapped
-                .as_mut()
-                .is_some_and(|m| end <= m.map.len() as u64 && m.claim(pos, end));
-        if let (true, Some(m)) = (map_it, &mapped) {
-            // SAFETY: `pos..end` lies inside the mapping and overlaps no other storage
-            // made from it (`claim` above).
-            unsafe { storage.replace_with_mapped(&m.map, pos as usize, nbytes as usize) };
-        } else if storage.has_data() {
+            && mapped.as_mut().is_some_and(|m| m.redirect(&storage, pos));
+        if !mapped_here && storage.has_data() {
             let mut bytes = storage.bytes_mut()?;
-            source
-                .read_exact_at(&mut bytes, pos)
-                .map_err(|e| Error::Io {
-                    path: Default::default(),
-                    source: e,
-                })?;
+            source.read_exact_at(&mut bytes, pos)?;
             if cfg!(target_endian = "big") {
                 if let Some(d) = dtype {
                     super::read::byteswap(&mut bytes, d);
@@ -292,7 +269,7 @@ pub(crate) fn load<R: ReadAt>(
         });
     }
     drop(pending);
-    super::check_views(Checkpoint {
+    check_views(Checkpoint {
         format: Format::TorchLegacy,
         byteorder: ByteOrder::Little,
         graph: pickled.graph,

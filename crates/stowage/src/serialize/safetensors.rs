@@ -18,12 +18,12 @@ use std::path::Path;
 
 use safetensors::tensor::{Dtype, SafeTensors, View};
 
+use crate::io::ReadAt;
 use crate::layout::Layout;
 use crate::serialize::object::{
     ByteOrder, Checkpoint, Format, Object, StorageRecord, TensorObject,
 };
 use crate::serialize::pickle::Value;
-use crate::serialize::zip::ReadAt;
 use crate::serialize::{dotted, LoadOptions};
 use crate::storage::HeapBuffer;
 use crate::{DType, Error, Result, Tensor, UntypedStorage};
@@ -65,10 +65,7 @@ fn from_dtype(d: DType) -> Option<Dtype> {
 /// Loads a safetensors file, reading each tensor's bytes straight into its
 /// storage: the peak is the tensors' bytes and the header, not twice the file.
 pub(crate) fn load<R: ReadAt>(source: &R, options: &LoadOptions) -> Result<Checkpoint> {
-    let io = |e| Error::Io {
-        path: Default::default(),
-        source: e,
-    };
+    let io = Error::Io;
     let len = usize::try_from(source.len()).map_err(|_| Error::SizeOverflow {
         what: "file",
         detail: source.len().to_string(),
@@ -208,7 +205,7 @@ pub fn save(path: impl AsRef<Path>, ckpt: &Checkpoint) -> Result<()> {
         .as_ref()
         .map(|m: &BTreeMap<_, _>| m.clone().into_iter().collect());
     // The crate streams the tensors into the file one at a time.
-    crate::serialize::write_atomically(path.as_ref(), |tmp| {
+    crate::io::write_atomically(path.as_ref(), |tmp| {
         safetensors::tensor::serialize_to_file(
             views.iter().map(|(n, v)| (n.as_str(), v)),
             meta,

@@ -16,12 +16,12 @@ use std::path::Path;
 
 /// A synced save asks the kernel to start writing each piece of this many bytes
 /// to the disk as soon as it is written.
-pub const WRITE_BEHIND: u64 = 8 << 20;
+pub(crate) const WRITE_BEHIND: u64 = 8 << 20;
 
 /// Allocates `len` bytes for `file` (empty, just created) and sets its size to
 /// `len`. Only a lack of space is an error; a file system that cannot
 /// preallocate is written the plain way.
-pub(super) fn preallocate(file: &File, len: u64) -> io::Result<()> {
+pub(crate) fn preallocate(file: &File, len: u64) -> io::Result<()> {
     #[cfg(target_os = "linux")]
     {
         let Ok(len) = libc::off_t::try_from(len) else {
@@ -64,7 +64,7 @@ fn start_writeback(file: &File, offset: u64, len: u64) {
 }
 
 /// The file being written, with the count of bytes written.
-pub(super) struct Output {
+pub(crate) struct Output {
     file: File,
     written: u64,
     /// Bytes before this offset have been handed to the disk (with `write_behind`).
@@ -75,7 +75,7 @@ pub(super) struct Output {
 impl Output {
     /// Writes into `file` from its start; `write_behind`: start writing each
     /// [`WRITE_BEHIND`] bytes to the disk as soon as they are written.
-    pub(super) fn new(file: File, write_behind: bool) -> Output {
+    pub(crate) fn new(file: File, write_behind: bool) -> Output {
         Output {
             file,
             written: 0,
@@ -85,7 +85,7 @@ impl Output {
     }
 
     /// Cuts the file to the bytes written, if it was pre-sized to another length.
-    pub(super) fn finish(self, presized: u64) -> io::Result<()> {
+    pub(crate) fn finish(self, presized: u64) -> io::Result<()> {
         if self.written != presized {
             self.file.set_len(self.written)?;
         }

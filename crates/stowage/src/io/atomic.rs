@@ -1,0 +1,103 @@
+//! Crash-safe file writing: a save goes to a temporary sibling of its target,
+//! is synced, and is renamed over the target, so that an interrupted save, a
+//! crash or a power loss leaves either the earlier file or the whole new one.
+//! A later save removes what a killed process left behind.
+
+use std::fs::{self, File};
+use std::path::{Path, PathBuf};
+
+use super::output;
+use crate::{Error, Result};
+
+/// Has `write` create a temporary sibling of `path` (at the path it is given), syncs
+/// it, and renames it to `path`; on failure the temporary file is removed and any
+/// earlier file at `path` is untouched.
+pub(crate) fn write_atomically(path: &Path, write: impl FnOnce(&Path) -> Result<()>) -> Result<()> {
+    write_atomically_with(path, true, write)
+}
+
+/// Removes the temporary files of saves to `dir/name` that a process which no
+/// longer exists left behind (killed in the middle of a save). Temporaries of
+/// live processes, this one included, may belong to saves in progress and stay.
+fn remove_stale_temporaries(dir: &Path, name: &str) {
+    let prefix = format!(".{name}.stowage-tmp-");
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let file = entry.file_name();
+        let Some(rest) = file.to_str().and_then(|f| f.strip_prefix(&prefix)) else {
+            continue;
+        };
+        let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<i32>().ok()) else {
+            continue;
+        };
+        if pid != std::process::id() as i32 && !process_exists(pid) {
+            let _ = fs::remove_file(entry.path());
+        }
+    }
+}
+
+/// Whether a process with this id exists (`kill(pid, 0)`; a process we may not
+/// signal exists too).
+fn process_exists(pid: i32) -> bool {
+    if pid <= 0 {
+        return true;
+    }
+    // SAFETY: signal 0 only checks that the process exists and may be signalled;
+    // nothing is sent.
+    let rc = unsafe { libc::kill(pid, 0) };
+    rc == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
+}
+
+/// [`write_atomically`], syncing the file and the folder only when `sync` is set.
+pub(crate) fn write_atomically_with(
+    path: &Path,
+    sync: bool,
+    write: impl FnOnce(&Path) -> Result<()>,
+) -> Result<()> {
+    let in_file = |e: Error| Error::InFile {
+        path: path.to_owned(),
+        source: Box::new(e),
+    };
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_owned(),
+        _ => PathBuf::from("."),
+    };
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    // Unique per save (two threads saving one path must not share a temporary file);
+    // the process id lets a later save recognise what a killed process left.
+    static SAVES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let serial = SAVES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = dir.join(format!(
+        ".{name}.stowage-tmp-{}-{serial}",
+        std::process::id()
+    ));
+    let result = (|| {
+        write(&tmp)?;
+        if sync {
+            File::open(&tmp)
+                .and_then(|f| f.sync_all())
+                .map_err(Error::Io)?;
+        }
+        // The file being replaced is closed on another thread, which is where the
+        // kernel then frees its pages and blocks (tenths of a second per GiB).
+        let replaced = output::open_replaced(path);
+        fs::rename(&tmp, path).map_err(Error::Io)?;
+        output::release_in_background(replaced);
+        remove_stale_temporaries(&dir, &name);
+        if sync {
+            if let Ok(d) = File::open(&dir) {
+                let _ = d.sync_all();
+            }
+        }
+        Ok(())
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result.map_err(in_file)
+}

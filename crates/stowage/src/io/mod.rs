@@ -1,0 +1,99 @@
+//! Positional reads: the one I/O abstraction the checkpoint readers share.
+//!
+//! A [`ReadAt`] is a source of bytes read at absolute offsets through `&self`,
+//! so one reader (an archive, a legacy stream, a safetensors header) can serve
+//! several threads at once and read straight into a caller's buffer. Files
+//! (`pread`), byte slices and memory-mapped checkpoints implement it.
+//!
+//! Writing: [`write_atomically`] and its helpers make every save crash-safe
+//! (a temporary sibling, synced, renamed over the target).
+
+#[allow(unsafe_code)] // `kill(pid, 0)`.
+mod atomic;
+#[allow(unsafe_code)] // `fallocate`, `sync_file_range`.
+mod output;
+
+use std::fs::File;
+use std::io;
+use std::sync::Arc;
+
+pub(crate) use atomic::{write_atomically, write_atomically_with};
+pub(crate) use output::{preallocate, Output};
+
+/// A source of bytes read at absolute offsets, shareable across threads.
+pub trait ReadAt: Send + Sync {
+    /// Length of the source in bytes.
+    fn len(&self) -> u64;
+
+    /// Whether the source is empty.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Fills `buf` with the bytes at `offset..offset + buf.len()`, or fails
+    /// (with [`io::ErrorKind::UnexpectedEof`] when they run past the end).
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()>;
+}
+
+impl ReadAt for File {
+    /// The length from the file's metadata, or 0 when it cannot be read.
+    fn len(&self) -> u64 {
+        self.metadata().map(|m| m.len()).unwrap_or(0)
+    }
+
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        std::os::unix::fs::FileExt::read_exact_at(self, buf, offset)
+    }
+}
+
+impl ReadAt for [u8] {
+    fn len(&self) -> u64 {
+        <[u8]>::len(self) as u64
+    }
+
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        let src = usize::try_from(offset)
+            .ok()
+            .and_then(|start| self.get(start..start.checked_add(buf.len())?));
+        match src {
+            Some(src) => {
+                buf.copy_from_slice(src);
+                Ok(())
+            }
+            None => Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "read past the end of the buffer",
+            )),
+        }
+    }
+}
+
+impl ReadAt for Vec<u8> {
+    fn len(&self) -> u64 {
+        self.as_slice().len() as u64
+    }
+
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        self.as_slice().read_exact_at(buf, offset)
+    }
+}
+
+impl<T: ReadAt + ?Sized> ReadAt for Arc<T> {
+    fn len(&self) -> u64 {
+        (**self).len()
+    }
+
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        (**self).read_exact_at(buf, offset)
+    }
+}
+
+impl<T: ReadAt + ?Sized> ReadAt for &T {
+    fn len(&self) -> u64 {
+        (**self).len()
+    }
+
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        (**self).read_exact_at(buf, offset)
+    }
+}

@@ -1,0 +1,132 @@
+//! The torch zip format (PyTorch 1.6 and later): a zip archive whose
+//! `data.pkl` pickles the object tree and whose `data/<key>` records hold the
+//! storages' bytes. Loading here ([`load`], [`load_lazy`]); saving in [`save`].
+
+mod parallel;
+mod save;
+mod source;
+
+use std::fs::File;
+use std::path::Path;
+use std::sync::Arc;
+
+pub use save::{archive_name, save, save_to_writer, save_with, SaveOptions};
+
+use self::source::ZipSource;
+use super::object::{check_views, ByteOrder, Checkpoint, Format};
+use super::pickle;
+use super::read::TorchHooks;
+use super::zip::{self, ZipLimits, ZipReader};
+use super::LoadOptions;
+use crate::io::ReadAt;
+use crate::storage::{Fetch, MappedRecords};
+use crate::{Error, Result};
+
+/// Makes the fetcher of a lazily loaded record.
+type MakeFetch<'z> = &'z dyn Fn(&zip::Entry) -> Fetch;
+
+pub(super) fn load<R: ReadAt>(
+    source: R,
+    options: &LoadOptions,
+    mapped: Option<MappedRecords>,
+) -> Result<Checkpoint> {
+    let zip = ZipReader::new(source, &zip_limits(options))?;
+    load_zip_archive(&zip, options, mapped, None)
+}
+
+fn zip_limits(options: &LoadOptions) -> ZipLimits {
+    ZipLimits {
+        max_entries: options.max_records,
+        max_record_to_vec: options.max_pickle_bytes,
+    }
+}
+
+fn load_zip_archive<R: ReadAt>(
+    zip: &ZipReader<R>,
+    options: &LoadOptions,
+    mapped: Option<MappedRecords>,
+    lazy: Option<MakeFetch<'_>>,
+) -> Result<Checkpoint> {
+    if zip.find("constants.pkl").is_some() {
+        return Err(Error::Unsupported {
+            what: "TorchScript archives (constants.pkl)".into(),
+        });
+    }
+    let pkl_entry = zip.find("data.pkl").ok_or_else(|| Error::MissingRecord {
+        name: "data.pkl".into(),
+    })?;
+    let pkl = zip.read_to_vec(pkl_entry)?;
+    let byteorder = match zip.find("byteorder") {
+        None => ByteOrder::Little,
+        Some(e) => match zip.read_to_vec(e)?.as_slice() {
+            b"little" => ByteOrder::Little,
+            b"big" => ByteOrder::Big,
+            other => {
+                return Err(Error::BadObject {
+                    context: "byteorder record",
+                    expected: "'little' or 'big'",
+                    found: String::from_utf8_lossy(&other[..other.len().min(16)]).into_owned(),
+                })
+            }
+        },
+    };
+    let mut src = ZipSource {
+        mapped,
+        // A big-endian file's storages are byte-swapped as they are made, so they
+        // must be read then too.
+        deferred: (lazy.is_none() && byteorder == ByteOrder::Little).then(Vec::new),
+        lazy,
+        zip,
+        verify_crc: options.verify_crc,
+    };
+    let mut hooks = TorchHooks::new(&mut src, options, byteorder, false);
+    let pickled = pickle::unpickle(&pkl, &mut hooks, &options.pickle_limits).map_err(|e| {
+        Error::InRecord {
+            name: "data.pkl".into(),
+            source: Box::new(e),
+        }
+    })?;
+    let (records, ordered, state) = (hooks.records, hooks.ordered, hooks.state);
+    if let Some(deferred) = src.deferred.take() {
+        parallel::fill_parallel(zip, &deferred)?;
+    }
+    check_views(Checkpoint {
+        format: Format::TorchZip,
+        byteorder,
+        graph: pickled.graph,
+        root: pickled.root,
+        storages: records,
+        ordered,
+        state,
+        safetensors_metadata: None,
+    })
+}
+
+/// A torch zip archive whose storages read their records on first use, through
+/// the archive reader they share.
+/// A later read names the file and the record, since it happens long after the load.
+pub(super) fn load_lazy(file: File, path: &Path, options: &LoadOptions) -> Result<Checkpoint> {
+    let zip = Arc::new(ZipReader::new(file, &zip_limits(options))?);
+    let verify_crc = options.verify_crc;
+    let path: Arc<Path> = Arc::from(path);
+    let make = |entry: &zip::Entry| -> Fetch {
+        let (zip, entry, path) = (zip.clone(), entry.clone(), path.clone());
+        Arc::new(move |dst: &mut [u8]| {
+            let mut read = || -> Result<()> {
+                zip.read_into(&entry, dst)?;
+                if verify_crc {
+                    zip.check_crc(&entry)?;
+                }
+                Ok(())
+            };
+            read().map_err(|e| Error::InFile {
+                path: path.to_path_buf(),
+                source: Box::new(Error::InRecord {
+                    name: entry.name.clone(),
+                    source: Box::new(e),
+                }),
+            })
+        })
+    };
+    load_zip_archive(&zip, options, None, Some(&make))
+}

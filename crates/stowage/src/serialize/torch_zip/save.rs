@@ -1,0 +1,211 @@
+//! Saving a torch zip checkpoint: the records around the pickle, in the order
+//! PyTorch 2.x writes them (`data.pkl`, `.format_version`,
+//! `.storage_alignment`, `byteorder`, `data/0..N`, `version`,
+//! `.data/serialization_id`), written crash-safely.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::Path;
+
+use crate::io;
+use crate::serialize::object::Checkpoint;
+use crate::serialize::write::pickle_checkpoint;
+use crate::serialize::zip::ZipWriter;
+use crate::{Error, Result, UntypedStorage};
+
+/// How to save a checkpoint.
+#[derive(Clone, Debug)]
+pub struct SaveOptions {
+    /// Alignment of each record's payload (PyTorch's default is 64).
+    pub alignment: u64,
+    /// Make the new file durable before it replaces the old one: [`save`] syncs the
+    /// temporary file to the disk, renames it over the target, and syncs the folder,
+    /// so that after a crash or power loss the target holds either the old file or the
+    /// whole new one. On by default. Off, the rename still never exposes a partly
+    /// written file to other processes, but after a power loss the target may be
+    /// empty, hold zeros, or hold the old file (PyTorch's `torch.save` never syncs).
+    pub sync: bool,
+}
+
+impl Default for SaveOptions {
+    fn default() -> Self {
+        SaveOptions {
+            alignment: 64,
+            sync: true,
+        }
+    }
+}
+
+/// A checkpoint ready to be written: the records before the storages (`data.pkl`
+/// … `byteorder`), the storages in key order, and the records after them.
+struct Plan {
+    head: [(&'static str, Vec<u8>); 4],
+    /// Each storage with the size the pickle gives it.
+    storages: Vec<(UntypedStorage, u64)>,
+    tail: [(&'static str, Vec<u8>); 2],
+}
+
+impl Plan {
+    fn new(ckpt: &Checkpoint, options: &SaveOptions) -> Result<Plan> {
+        let (pkl, storages) = pickle_checkpoint(ckpt)?;
+        let storages: Vec<(UntypedStorage, u64)> = storages
+            .into_iter()
+            .map(|s| {
+                let n = s.nbytes() as u64;
+                (s, n)
+            })
+            .collect();
+        // PyTorch's id is a hash of record names and CRCs; readers only log it. stowage's is
+        // deterministic: record count and a CRC of the pickle and storage sizes.
+        let mut crc = crc32fast::Hasher::new();
+        crc.update(&pkl);
+        for (_, nbytes) in &storages {
+            crc.update(&nbytes.to_le_bytes());
+        }
+        let id = format!("{:020}{:020}", storages.len() + 7, crc.finalize());
+        let byteorder: &[u8] = if cfg!(target_endian = "little") {
+            b"little"
+        } else {
+            b"big"
+        };
+        Ok(Plan {
+            head: [
+                ("data.pkl", pkl),
+                (".format_version", b"1".to_vec()),
+                (
+                    ".storage_alignment",
+                    options.alignment.to_string().into_bytes(),
+                ),
+                ("byteorder", byteorder.to_vec()),
+            ],
+            tail: [
+                ("version", b"3\n".to_vec()),
+                (".data/serialization_id", id.into_bytes()),
+            ],
+            storages,
+        })
+    }
+
+    /// The exact length of the archive, from the sizes the pickle gives the storages.
+    fn archive_len(&self, root: &str, alignment: u64) -> Result<u64> {
+        let names: Vec<String> = (0..self.storages.len())
+            .map(|i| format!("data/{i}"))
+            .collect();
+        let small = |(name, bytes): &(&'static str, Vec<u8>)| (*name, bytes.len() as u64);
+        let records = self
+            .head
+            .iter()
+            .map(small)
+            .chain(
+                names
+                    .iter()
+                    .zip(&self.storages)
+                    .map(|(n, (_, nbytes))| (n.as_str(), *nbytes)),
+            )
+            .chain(self.tail.iter().map(small));
+        Ok(ZipWriter::archive_len(root, alignment, records)?)
+    }
+
+    fn write<W: Write>(&self, w: W, root: &str, alignment: u64) -> Result<W> {
+        let mut zip = ZipWriter::new(w, root, alignment);
+        for (name, bytes) in &self.head {
+            zip.write_record(name, bytes)?;
+        }
+        for (i, (storage, nbytes)) in self.storages.iter().enumerate() {
+            // One read lock at a time, held while the bytes are written and hashed,
+            // so the CRC is that of the bytes in the file.
+            let bytes = storage.bytes()?;
+            // The record has the size the pickle gives the storage: one resized since
+            // fails the record's size check instead of writing an inconsistent archive.
+            zip.start_record(&format!("data/{i}"), *nbytes)?;
+            zip.write_chunk(&bytes)?;
+            zip.end_record()?;
+        }
+        for (name, bytes) in &self.tail {
+            zip.write_record(name, bytes)?;
+        }
+        Ok(zip.finish()?)
+    }
+}
+
+/// Writes `ckpt` as a torch zip archive with root folder `archive_name` to `w`.
+///
+/// Storage bytes go from the storages' memory straight to `w`, in one call per
+/// storage, and their CRC-32 is computed as they are written (on a second thread
+/// for large storages when there is one); the output depends only on `ckpt`,
+/// `archive_name` and `options.alignment`. Wrap a file in a
+/// [`BufWriter`](std::io::BufWriter).
+///
+/// # Errors
+/// [`Error::SaveConflict`] when one storage is viewed as two dtypes, [`Error::NoData`]
+/// for meta tensors, I/O errors.
+pub fn save_to_writer<W: Write>(
+    w: W,
+    archive_name: &str,
+    ckpt: &Checkpoint,
+    options: &SaveOptions,
+) -> Result<W> {
+    Plan::new(ckpt, options)?.write(w, archive_name, options.alignment)
+}
+
+/// Saves `ckpt` to `path` as PyTorch does, crash-safely: the archive is written to a
+/// temporary file in the same directory, synced to the disk, and renamed over `path`
+/// (then the directory is synced), so an interrupted save, a crash or a power loss
+/// leaves either the earlier file or the whole new one. The root folder is `path`'s stem.
+///
+/// # Errors
+/// As [`save_to_writer`], wrapped in [`Error::InFile`].
+pub fn save(path: impl AsRef<Path>, ckpt: &Checkpoint) -> Result<()> {
+    save_with(path.as_ref(), ckpt, &SaveOptions::default())
+}
+
+/// [`save`] with options.
+///
+/// The temporary file is first sized to the archive's exact length (`fallocate`
+/// on Linux, so the file system allocates its blocks once, up front), then
+/// written in large sequential writes straight from the storages' memory. With
+/// [`SaveOptions::sync`], the kernel is asked to start writing each 8 MiB to the
+/// disk as soon as they are written (`sync_file_range` on Linux), so the final
+/// sync overlaps the writing instead of following it. A large file that the save
+/// replaces is released on a thread of its own (see `docs/performance.md`).
+///
+/// # Errors
+/// As [`save`].
+pub fn save_with(path: &Path, ckpt: &Checkpoint, options: &SaveOptions) -> Result<()> {
+    let stem = archive_name(path);
+    io::write_atomically_with(path, options.sync, |tmp| {
+        let plan = Plan::new(ckpt, options)?;
+        let len = plan.archive_len(&stem, options.alignment)?;
+        let io_tmp = Error::Io;
+        let file = File::create(tmp).map_err(io_tmp)?;
+        io::preallocate(&file, len).map_err(io_tmp)?;
+        let out = io::Output::new(file, options.sync);
+        let out = plan
+            .write(
+                BufWriter::with_capacity(1 << 22, out),
+                &stem,
+                options.alignment,
+            )?
+            .into_inner()
+            .map_err(|e| io_tmp(e.into_error()))?;
+        // `len` is exact, so this cuts nothing unless the layout and the writer disagree.
+        out.finish(len).map_err(io_tmp)
+    })
+}
+
+/// The root folder PyTorch names an archive written to `path`: the file name up to its last `.`.
+pub fn archive_name(path: &Path) -> String {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let stem = match name.rfind('.') {
+        Some(i) => &name[..i],
+        None => &name,
+    };
+    if stem.is_empty() || !stem.is_ascii() {
+        "archive".to_owned()
+    } else {
+        stem.to_owned()
+    }
+}
