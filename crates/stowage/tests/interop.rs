@@ -4,8 +4,9 @@
 //! safetensors files load in the `safetensors` package with the same values.
 //!
 //! Needs a Python with torch: `$STOWAGE_TORCH_PYTHON`, else
-//! `/root/.torch-venv/bin/python` (`scripts/torch-venv.sh` makes one). Without
-//! one the tests print `SKIPPED: no PyTorch environment` and pass.
+//! `$HOME/.torch-venv/bin/python` (`scripts/torch-venv.sh` makes one). Without
+//! one the tests print `SKIPPED: no PyTorch environment` and pass, unless
+//! `STOWAGE_REQUIRE_TORCH` is set (as `.ci/run` sets it): then they fail.
 
 mod common;
 
@@ -54,11 +55,17 @@ print(json.dumps(out))
 fn python() -> Option<PathBuf> {
     let p = std::env::var_os("STOWAGE_TORCH_PYTHON")
         .map(PathBuf::from)
-        .unwrap_or_else(|| "/root/.torch-venv/bin/python".into());
+        .or_else(|| {
+            std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".torch-venv/bin/python"))
+        })?;
     p.exists().then_some(p)
 }
 
 fn skip(why: &str) {
+    assert!(
+        std::env::var_os("STOWAGE_REQUIRE_TORCH").is_none(),
+        "STOWAGE_REQUIRE_TORCH is set but there is no PyTorch environment: {why}"
+    );
     // Straight to the process's stderr: libtest captures `eprintln!` of passing tests.
     use std::io::Write;
     let _ = writeln!(
@@ -73,7 +80,7 @@ fn skip(why: &str) {
 /// Runs the helper on `files`; `None` (after printing SKIPPED) when there is no torch.
 fn torch_report(files: &[PathBuf]) -> Option<serde_json::Map<String, J>> {
     let Some(py) = python() else {
-        skip("no python at $STOWAGE_TORCH_PYTHON or /root/.torch-venv/bin/python");
+        skip("no python at $STOWAGE_TORCH_PYTHON or $HOME/.torch-venv/bin/python");
         return None;
     };
     let out = Command::new(&py)
