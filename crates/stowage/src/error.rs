@@ -202,6 +202,21 @@ pub enum Error {
     /// [`Error::InFile`] around it.
     #[error("{0}")]
     Io(#[from] std::io::Error),
+    /// Two tensors would be saved under one name (a safetensors file names
+    /// each tensor once).
+    #[error("two tensors are saved under the name {name:?}")]
+    DuplicateName {
+        /// The name.
+        name: String,
+    },
+    /// A storage shrank while a save was reading it.
+    #[error("the storage changed size while the file was written: the tensor needs {needed} bytes, the storage holds {nbytes}")]
+    StorageShrank {
+        /// Bytes the tensor needs.
+        needed: usize,
+        /// Bytes the storage held.
+        nbytes: usize,
+    },
     /// A shared-memory object (named as `shm_open` names it, or described where
     /// it has no name) could not be created, opened, sized or mapped.
     #[error("shared memory {name}: {source}")]

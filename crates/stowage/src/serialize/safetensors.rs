@@ -176,11 +176,7 @@ pub fn save(path: impl AsRef<Path>, ckpt: &Checkpoint) -> Result<()> {
             }
         };
         if !seen.insert(name.clone()) {
-            return Err(at(Error::InvalidArgument {
-                op: "saving to safetensors",
-                what: "name",
-                value: "two tensors have this name".into(),
-            }));
+            return Err(Error::DuplicateName { name: name.clone() });
         }
         // Contiguous tensors are used as they are; others (and lazily conjugated or
         // negated ones) are copied once here.
@@ -196,7 +192,7 @@ pub fn save(path: impl AsRef<Path>, ckpt: &Checkpoint) -> Result<()> {
             Contiguous {
                 dtype,
                 tensor,
-                failed: Cell::new(false),
+                failed: Cell::new(None),
             },
         ));
     }
@@ -211,15 +207,11 @@ pub fn save(path: impl AsRef<Path>, ckpt: &Checkpoint) -> Result<()> {
             meta,
             tmp,
         )?;
-        match views.iter().find(|(_, v)| v.failed.get()) {
+        match views.iter().find_map(|(n, v)| Some((n, v.failed.get()?))) {
             None => Ok(()),
-            Some((name, _)) => Err(Error::AtPath {
+            Some((name, (needed, nbytes))) => Err(Error::AtPath {
                 path: name.clone(),
-                source: Box::new(Error::InvalidArgument {
-                    op: "saving to safetensors",
-                    what: "tensor",
-                    value: "its storage changed size while the file was written".into(),
-                }),
+                source: Box::new(Error::StorageShrank { needed, nbytes }),
             }),
         }
     })
@@ -229,8 +221,9 @@ pub fn save(path: impl AsRef<Path>, ckpt: &Checkpoint) -> Result<()> {
 struct Contiguous {
     dtype: Dtype,
     tensor: Tensor,
-    /// Set when the bytes could not be read while writing (the save then fails).
-    failed: Cell<bool>,
+    /// Set when the bytes could not be read while writing (the save then fails):
+    /// the bytes the tensor needs, and what the storage held.
+    failed: Cell<Option<(usize, usize)>>,
 }
 
 impl View for &Contiguous {
@@ -249,8 +242,9 @@ impl View for &Contiguous {
         let end = start + self.tensor.nbytes();
         match self.tensor.untyped_storage().bytes() {
             Ok(b) if end <= b.len() => Cow::Owned(b[start..end].to_vec()),
-            _ => {
-                self.failed.set(true);
+            other => {
+                let held = other.map_or(0, |b| b.len());
+                self.failed.set(Some((end, held)));
                 Cow::Owned(vec![0; self.tensor.nbytes()])
             }
         }
