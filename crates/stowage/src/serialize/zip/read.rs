@@ -39,34 +39,14 @@ pub trait ReadAt: Send + Sync {
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()>;
 }
 
-#[cfg(any(unix, windows))]
 impl ReadAt for File {
     /// The length from the file's metadata, or 0 when it cannot be read.
     fn len(&self) -> u64 {
         self.metadata().map(|m| m.len()).unwrap_or(0)
     }
 
-    #[cfg(unix)]
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
         std::os::unix::fs::FileExt::read_exact_at(self, buf, offset)
-    }
-
-    #[cfg(windows)]
-    fn read_exact_at(&self, mut buf: &mut [u8], mut offset: u64) -> io::Result<()> {
-        use std::os::windows::fs::FileExt;
-        while !buf.is_empty() {
-            match self.seek_read(buf, offset) {
-                Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
-                Ok(n) => {
-                    let rest = buf;
-                    buf = &mut rest[n..];
-                    offset = offset.saturating_add(n as u64);
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(())
     }
 }
 
