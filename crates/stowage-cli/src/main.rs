@@ -2,7 +2,9 @@
 //!
 //! `main` is thin, as in ripgrep and candle: parse the arguments, call
 //! [`run`], turn the outcome into an exit status, and print an error once, as
-//! one line on stderr (`stowage: <error>: <cause>`).
+//! one line on stderr (`stowage: <error>: <cause>`). The library's warnings
+//! (`stowage::warn`, through the `log` facade) print as
+//! `stowage: warning: <message>` ([`logger`]).
 //!
 //! Exit statuses: 0 success; 1 the command failed; 2 a usage error (clap's
 //! own status for those) or an input that could not be read. A reader that
@@ -19,6 +21,8 @@ use std::io::{self, Write};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+
+mod logger;
 
 /// Declares the subcommand modules, the [`Command`] enum and its dispatch.
 ///
@@ -196,6 +200,7 @@ fn run(cli: Cli, out: &mut dyn Write) -> Result<ExitCode, Failure> {
 }
 
 fn main() -> ExitCode {
+    logger::install();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
