@@ -339,7 +339,10 @@ mod tests {
             location: Some(here),
         });
         let kept = KEEP.0.lock().unwrap();
-        let ours: Vec<_> = kept.iter().filter(|k| k.1.ends_with("to the log")).collect();
+        let ours: Vec<_> = kept
+            .iter()
+            .filter(|k| k.1.ends_with("to the log"))
+            .collect();
         assert_eq!(ours.len(), 1, "{kept:?}");
         assert_eq!(ours[0].0, log::Level::Warn);
         assert_eq!(
