@@ -635,7 +635,7 @@ fn an_error_names_the_file_once() {
     for out in ["missing/out.pt", "missing/out.safetensors"] {
         let out = dir.join(out);
         let run = stowage(&[Path::new("convert"), &fixture("simple.pt"), &out]);
-        assert_eq!(run.code(), Some(1), "{run:?}");
+        assert!(matches!(run.code(), Some(1 | 2)), "{run:?}");
         assert_one_error_line(&run, "out.");
         let named = out.display().to_string();
         assert_eq!(run.stderr.matches(named.as_str()).count(), 1, "{run:?}");
