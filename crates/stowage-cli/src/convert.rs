@@ -71,7 +71,12 @@ pub fn run(args: Args, out: &mut dyn Write) -> Result<ExitCode, Failure> {
     written.map_err(|e| match e {
         // An input the target format cannot hold is refused input (exit 2).
         e @ stowage::Error::AtPath { .. } => Failure::input(e),
-        e => Failure::from(stowage::Error::InFile { path: args.output.clone(), source: Box::new(e) }),
+        // The library names the file it was writing; naming it again would repeat it.
+        e @ stowage::Error::InFile { .. } => Failure::from(e),
+        e => Failure::from(stowage::Error::InFile {
+            path: args.output.clone(),
+            source: Box::new(e),
+        }),
     })?;
     let _ = out;
     Ok(ExitCode::SUCCESS)

@@ -2,7 +2,9 @@
 //!
 //! `main` is thin, as in ripgrep and candle: parse the arguments, call
 //! [`run`], turn the outcome into an exit status, and print an error once, as
-//! one line on stderr (`stowage: <error>: <cause>`).
+//! one line on stderr (`stowage: <error>: <cause>`). The library's warnings
+//! (`stowage::warn`, through the `log` facade) print as
+//! `stowage: warning: <message>` ([`logger`]).
 //!
 //! Exit statuses: 0 success; 1 the command failed; 2 a usage error (clap's
 //! own status for those) or an input that could not be read. A reader that
@@ -19,6 +21,8 @@ use std::io::{self, Write};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+
+mod logger;
 
 /// Declares the subcommand modules, the [`Command`] enum and its dispatch.
 ///
@@ -114,9 +118,6 @@ impl From<stowage::Error> for Failure {
     fn from(error: stowage::Error) -> Failure {
         let status = match &error {
             stowage::Error::Io(_) => USAGE_OR_INPUT,
-            stowage::Error::InFile { source, .. } if matches!(**source, stowage::Error::Io(_)) => {
-                USAGE_OR_INPUT
-            }
             _ => FAILED,
         };
         Failure {
@@ -199,6 +200,7 @@ fn run(cli: Cli, out: &mut dyn Write) -> Result<ExitCode, Failure> {
 }
 
 fn main() -> ExitCode {
+    logger::install();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
@@ -246,15 +248,9 @@ mod tests {
     fn error_chain_is_one_line_without_repeats() {
         let e = Wrapped(io::Error::new(io::ErrorKind::NotFound, "no such\nfile"));
         assert_eq!(one_line(&e), "reading model.pt: no such file");
-        let io = stowage::Error::InFile {
-            path: "a.pt".into(),
-            source: Box::new(stowage::Error::Io(io::Error::new(
-                io::ErrorKind::NotFound,
-                "not found",
-            ))),
-        };
+        let io = stowage::Error::Io(io::Error::new(io::ErrorKind::NotFound, "not found"));
         let f = Failure::from(io);
-        assert_eq!(f.to_string(), "a.pt: not found");
+        assert_eq!(f.to_string(), "not found");
         assert_eq!(f.status, USAGE_OR_INPUT);
         let other = Failure::from(stowage::Error::NotResizable);
         assert_eq!(other.status, FAILED);

@@ -18,7 +18,6 @@
 use std::collections::HashSet;
 use std::fs::File;
 use std::io::{self, Write};
-use std::panic::{self, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -103,27 +102,12 @@ pub fn run(args: Args, out: &mut dyn Write) -> Result<ExitCode, Failure> {
 }
 
 /// Loads the file with the library's loader: the checkpoint, or the error as
-/// one line without the file name (the report adds it). A panic in the
-/// loader (a bug) is reported as a defect line too, never as a backtrace.
+/// one line without the file name (the report adds it).
 fn load(path: &Path) -> Result<Checkpoint, String> {
-    let hook = panic::take_hook();
-    panic::set_hook(Box::new(|_| {}));
-    let result = panic::catch_unwind(AssertUnwindSafe(|| stowage::load(path)));
-    panic::set_hook(hook);
-    match result {
-        Ok(Ok(ckpt)) => Ok(ckpt),
-        Ok(Err(Error::InFile { source, .. })) => Err(crate::one_line(&*source)),
-        Ok(Err(e)) => Err(crate::one_line(&e)),
-        Err(panic) => {
-            let what = panic
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "unknown".into());
-            Err(format!(
-                "the loader failed unexpectedly (a bug in stowage): {what}"
-            ))
-        }
+    match stowage::load(path) {
+        Ok(ckpt) => Ok(ckpt),
+        Err(Error::InFile { source, .. }) => Err(crate::one_line(&*source)),
+        Err(e) => Err(crate::one_line(&e)),
     }
 }
 

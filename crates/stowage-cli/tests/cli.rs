@@ -613,6 +613,34 @@ fn verify_of_a_file_that_cannot_be_opened_exits_2() {
     assert_one_error_line(&run, "hostile");
 }
 
+#[test]
+fn an_error_names_the_file_once() {
+    // Reading: a file that does not exist.
+    for cmd in ["inspect", "verify", "convert", "diff"] {
+        let mut args = vec![PathBuf::from(cmd), fixture("no_such_file.pt")];
+        match cmd {
+            "convert" => args.push(PathBuf::from("unused.pt")),
+            "diff" => args.push(fixture("simple.pt")),
+            _ => {}
+        }
+        let run = stowage(&args);
+        assert_eq!(run.code(), Some(2), "{run:?}");
+        assert_one_error_line(&run, "no_such_file.pt");
+        assert_eq!(run.stderr.matches("no_such_file.pt").count(), 1, "{run:?}");
+    }
+    // Writing: a folder that does not exist. The library names the file;
+    // the command line does not name it again.
+    let dir = TempDir::new("convert");
+    for out in ["missing/out.pt", "missing/out.safetensors"] {
+        let out = dir.join(out);
+        let run = stowage(&[Path::new("convert"), &fixture("simple.pt"), &out]);
+        assert_eq!(run.code(), Some(1), "{run:?}");
+        assert_one_error_line(&run, "out.");
+        let named = out.display().to_string();
+        assert_eq!(run.stderr.matches(named.as_str()).count(), 1, "{run:?}");
+    }
+}
+
 // ---------------------------------------------------------------- bench
 
 fn storage_bytes(file: &Path) -> u64 {

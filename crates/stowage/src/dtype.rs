@@ -1,12 +1,18 @@
 //! Data types: how a tensor reads the bytes of its storage.
 //!
-//! Every fact about a dtype comes from one table ([`DTYPES`], built by the
-//! `dtypes!` macro below): PyTorch name and aliases, element size, kind,
-//! legacy storage class, safetensors tag and element representation. Every
-//! lookup derives from that table, so the facts cannot drift apart.
+//! Every per-dtype fact lives in one table ([`DTYPES`], built by the
+//! `dtypes!` macro below), one row per dtype: PyTorch name and aliases,
+//! element size, kind, element encoding (with the part dtype of complex
+//! dtypes), legacy storage class, safetensors dtype, the C++ element type
+//! c10 names in its messages, the range c10 checks written values against,
+//! and the integer representation of quantized dtypes. Every lookup in the
+//! crate derives from that table, so the facts cannot drift apart.
 
 use std::fmt;
 use std::str::FromStr;
+
+#[cfg(feature = "safetensors")]
+use safetensors::Dtype as St;
 
 use crate::minifloat::MiniFloat;
 use crate::Error;
@@ -47,17 +53,55 @@ pub enum Repr {
     Unsigned,
     /// One byte, 0 or 1.
     Bool,
-    /// Two floats of half the element size (real, imaginary).
-    Complex,
-    /// Complex with two IEEE binary16 halves.
-    ComplexHalf,
+    /// Two elements of the part dtype, real then imaginary.
+    Complex(DType),
+    /// No numeric value: uninterpreted bits or packed sub-byte elements (the
+    /// raw bytes, read as an unsigned integer where a value is asked for).
+    Opaque,
 }
+
+/// The values an element can take, as c10's `overflows` checks a value
+/// written into it (`storage[i] = v`, `fill_`). For a complex dtype it is the
+/// range of each part; for a quantized dtype, that of its integer
+/// representation.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum ValueRange {
+    /// Not checked: every value converts (`float64`, `bool`, bits).
+    Unchecked,
+    /// An integer of `bits` bits.
+    Int {
+        /// Whether negative values are in range (unsigned targets let them wrap).
+        signed: bool,
+        /// Width in bits.
+        bits: u32,
+    },
+    /// A float whose largest finite value is `max`.
+    Float {
+        /// The largest finite value (the smallest is `-max`).
+        max: f64,
+        /// Whether ±inf is a value (then it never overflows).
+        inf: bool,
+        /// Whether NaN is a value (else writing NaN overflows).
+        nan: bool,
+    },
+}
+
+const fn int(signed: bool, bits: u32) -> ValueRange {
+    ValueRange::Int { signed, bits }
+}
+
+const fn float(max: f64, inf: bool, nan: bool) -> ValueRange {
+    ValueRange::Float { max, inf, nan }
+}
+
+const UNCHECKED: ValueRange = ValueRange::Unchecked;
 
 macro_rules! dtypes {
     ($(
         $(#[$doc:meta])*
         $variant:ident = $name:literal, $size:literal, $kind:ident, $repr:expr,
-            storage: $storage:expr, safetensors: $st:expr, aliases: [$($alias:literal),*];
+            aliases: [$($alias:literal),*], storage: $storage:expr, safetensors: $st:expr,
+            cpp: $cpp:literal, range: $range:expr, int_repr: $int_repr:expr;
     )*) => {
         /// A PyTorch dtype. Names, sizes and classes come from [`DTYPES`].
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -83,15 +127,27 @@ macro_rules! dtypes {
             pub repr: Repr,
             /// The legacy storage class (`"FloatStorage"`), for dtypes PyTorch gave one.
             pub storage_class: Option<&'static str>,
-            /// The safetensors dtype tag, for dtypes safetensors can hold.
-            pub safetensors: Option<&'static str>,
+            /// The safetensors dtype, for dtypes safetensors can hold.
+            #[cfg(feature = "safetensors")]
+            pub safetensors: Option<St>,
+            /// The C++ element type as c10 names it in messages (`"int"`,
+            /// `"uint8_t"`, `"c10::Half"`).
+            pub cpp_name: &'static str,
+            /// The values an element holds, as c10 checks written values.
+            pub range: ValueRange,
+            /// The dtype a quantized dtype's elements are read and written
+            /// through (PyTorch's `int_repr()`); `None` for the others.
+            pub int_repr: Option<DType>,
         }
 
         /// The dtype table: every dtype a PyTorch checkpoint can hold, one row each.
         pub const DTYPES: &[DTypeInfo] = &[
             $( DTypeInfo {
                 dtype: DType::$variant, name: $name, aliases: &[$($alias),*], size: $size,
-                kind: Kind::$kind, repr: $repr, storage_class: $storage, safetensors: $st,
+                kind: Kind::$kind, repr: $repr, storage_class: $storage,
+                #[cfg(feature = "safetensors")]
+                safetensors: $st,
+                cpp_name: $cpp, range: $range, int_repr: $int_repr,
             }, )*
         ];
     };
@@ -99,69 +155,134 @@ macro_rules! dtypes {
 
 dtypes! {
     /// 64-bit float (`torch.double`).
-    Float64 = "float64", 8, Float, Repr::F64, storage: Some("DoubleStorage"), safetensors: Some("F64"), aliases: ["double"];
+    Float64 = "float64", 8, Float, Repr::F64, aliases: ["double"],
+        storage: Some("DoubleStorage"), safetensors: Some(St::F64),
+        cpp: "double", range: UNCHECKED, int_repr: None;
     /// 32-bit float (`torch.float`), the default dtype.
-    Float32 = "float32", 4, Float, Repr::F32, storage: Some("FloatStorage"), safetensors: Some("F32"), aliases: ["float"];
+    Float32 = "float32", 4, Float, Repr::F32, aliases: ["float"],
+        storage: Some("FloatStorage"), safetensors: Some(St::F32),
+        cpp: "float", range: float(f32::MAX as f64, true, true), int_repr: None;
     /// 16-bit IEEE float (`torch.half`).
-    Float16 = "float16", 2, Float, Repr::F16, storage: Some("HalfStorage"), safetensors: Some("F16"), aliases: ["half"];
+    Float16 = "float16", 2, Float, Repr::F16, aliases: ["half"],
+        storage: Some("HalfStorage"), safetensors: Some(St::F16),
+        cpp: "c10::Half", range: float(65504.0, true, true), int_repr: None;
     /// bfloat16.
-    BFloat16 = "bfloat16", 2, Float, Repr::BF16, storage: Some("BFloat16Storage"), safetensors: Some("BF16"), aliases: [];
+    BFloat16 = "bfloat16", 2, Float, Repr::BF16, aliases: [],
+        storage: Some("BFloat16Storage"), safetensors: Some(St::BF16),
+        cpp: "c10::BFloat16", range: float(3.3895313892515355e38, true, true), int_repr: None;
     /// 64-bit signed integer (`torch.long`).
-    Int64 = "int64", 8, Int, Repr::Signed, storage: Some("LongStorage"), safetensors: Some("I64"), aliases: ["long"];
+    Int64 = "int64", 8, Int, Repr::Signed, aliases: ["long"],
+        storage: Some("LongStorage"), safetensors: Some(St::I64),
+        cpp: "int64_t", range: int(true, 64), int_repr: None;
     /// 32-bit signed integer (`torch.int`).
-    Int32 = "int32", 4, Int, Repr::Signed, storage: Some("IntStorage"), safetensors: Some("I32"), aliases: ["int"];
+    Int32 = "int32", 4, Int, Repr::Signed, aliases: ["int"],
+        storage: Some("IntStorage"), safetensors: Some(St::I32),
+        cpp: "int", range: int(true, 32), int_repr: None;
     /// 16-bit signed integer (`torch.short`).
-    Int16 = "int16", 2, Int, Repr::Signed, storage: Some("ShortStorage"), safetensors: Some("I16"), aliases: ["short"];
+    Int16 = "int16", 2, Int, Repr::Signed, aliases: ["short"],
+        storage: Some("ShortStorage"), safetensors: Some(St::I16),
+        cpp: "int16_t", range: int(true, 16), int_repr: None;
     /// 8-bit signed integer.
-    Int8 = "int8", 1, Int, Repr::Signed, storage: Some("CharStorage"), safetensors: Some("I8"), aliases: [];
+    Int8 = "int8", 1, Int, Repr::Signed, aliases: [],
+        storage: Some("CharStorage"), safetensors: Some(St::I8),
+        cpp: "int8_t", range: int(true, 8), int_repr: None;
     /// 8-bit unsigned integer.
-    UInt8 = "uint8", 1, Int, Repr::Unsigned, storage: Some("ByteStorage"), safetensors: Some("U8"), aliases: [];
+    UInt8 = "uint8", 1, Int, Repr::Unsigned, aliases: [],
+        storage: Some("ByteStorage"), safetensors: Some(St::U8),
+        cpp: "uint8_t", range: int(false, 8), int_repr: None;
     /// Boolean, one byte.
-    Bool = "bool", 1, Bool, Repr::Bool, storage: Some("BoolStorage"), safetensors: Some("BOOL"), aliases: [];
+    Bool = "bool", 1, Bool, Repr::Bool, aliases: [],
+        storage: Some("BoolStorage"), safetensors: Some(St::BOOL),
+        cpp: "bool", range: UNCHECKED, int_repr: None;
     /// Complex with 64-bit parts (`torch.cdouble`).
-    Complex128 = "complex128", 16, Complex, Repr::Complex, storage: Some("ComplexDoubleStorage"), safetensors: None, aliases: ["cdouble"];
+    Complex128 = "complex128", 16, Complex, Repr::Complex(DType::Float64), aliases: ["cdouble"],
+        storage: Some("ComplexDoubleStorage"), safetensors: None,
+        cpp: "c10::complex<double>", range: UNCHECKED, int_repr: None;
     /// Complex with 32-bit parts (`torch.cfloat`).
-    Complex64 = "complex64", 8, Complex, Repr::Complex, storage: Some("ComplexFloatStorage"), safetensors: Some("C64"), aliases: ["cfloat"];
+    Complex64 = "complex64", 8, Complex, Repr::Complex(DType::Float32), aliases: ["cfloat"],
+        storage: Some("ComplexFloatStorage"), safetensors: Some(St::C64),
+        cpp: "c10::complex<float>", range: float(f32::MAX as f64, true, true), int_repr: None;
     /// Complex with 16-bit parts (`torch.chalf`).
-    Complex32 = "complex32", 4, Complex, Repr::ComplexHalf, storage: None, safetensors: None, aliases: ["chalf"];
+    Complex32 = "complex32", 4, Complex, Repr::Complex(DType::Float16), aliases: ["chalf"],
+        storage: None, safetensors: None,
+        cpp: "c10::complex<c10::Half>", range: float(65504.0, true, true), int_repr: None;
     /// 16-bit unsigned integer.
-    UInt16 = "uint16", 2, Int, Repr::Unsigned, storage: None, safetensors: Some("U16"), aliases: [];
+    UInt16 = "uint16", 2, Int, Repr::Unsigned, aliases: [],
+        storage: None, safetensors: Some(St::U16),
+        cpp: "uint16_t", range: int(false, 16), int_repr: None;
     /// 32-bit unsigned integer.
-    UInt32 = "uint32", 4, Int, Repr::Unsigned, storage: None, safetensors: Some("U32"), aliases: [];
+    UInt32 = "uint32", 4, Int, Repr::Unsigned, aliases: [],
+        storage: None, safetensors: Some(St::U32),
+        cpp: "uint32_t", range: int(false, 32), int_repr: None;
     /// 64-bit unsigned integer.
-    UInt64 = "uint64", 8, Int, Repr::Unsigned, storage: None, safetensors: Some("U64"), aliases: [];
+    UInt64 = "uint64", 8, Int, Repr::Unsigned, aliases: [],
+        storage: None, safetensors: Some(St::U64),
+        cpp: "uint64_t", range: int(false, 64), int_repr: None;
     /// 8-bit float, 4 exponent bits, 3 mantissa bits, finite (no infinities).
-    Float8E4M3Fn = "float8_e4m3fn", 1, Float, Repr::Mini(MiniFloat::F8E4M3Fn), storage: None, safetensors: Some("F8_E4M3"), aliases: [];
+    Float8E4M3Fn = "float8_e4m3fn", 1, Float, Repr::Mini(MiniFloat::F8E4M3Fn), aliases: [],
+        storage: None, safetensors: Some(St::F8_E4M3),
+        cpp: "c10::Float8_e4m3fn", range: float(448.0, false, true), int_repr: None;
     /// 8-bit float, 5 exponent bits, 2 mantissa bits (IEEE-like).
-    Float8E5M2 = "float8_e5m2", 1, Float, Repr::Mini(MiniFloat::F8E5M2), storage: None, safetensors: Some("F8_E5M2"), aliases: [];
+    Float8E5M2 = "float8_e5m2", 1, Float, Repr::Mini(MiniFloat::F8E5M2), aliases: [],
+        storage: None, safetensors: Some(St::F8_E5M2),
+        cpp: "c10::Float8_e5m2", range: float(57344.0, true, true), int_repr: None;
     /// 8-bit float e4m3, finite, unsigned zero (one NaN).
-    Float8E4M3Fnuz = "float8_e4m3fnuz", 1, Float, Repr::Mini(MiniFloat::F8E4M3Fnuz), storage: None, safetensors: Some("F8_E4M3FNUZ"), aliases: [];
+    Float8E4M3Fnuz = "float8_e4m3fnuz", 1, Float, Repr::Mini(MiniFloat::F8E4M3Fnuz), aliases: [],
+        storage: None, safetensors: Some(St::F8_E4M3FNUZ),
+        cpp: "c10::Float8_e4m3fnuz", range: float(240.0, false, true), int_repr: None;
     /// 8-bit float e5m2, finite, unsigned zero (one NaN).
-    Float8E5M2Fnuz = "float8_e5m2fnuz", 1, Float, Repr::Mini(MiniFloat::F8E5M2Fnuz), storage: None, safetensors: Some("F8_E5M2FNUZ"), aliases: [];
-    /// 8-bit power-of-two scale (exponent only, unsigned).
-    Float8E8M0Fnu = "float8_e8m0fnu", 1, Float, Repr::Mini(MiniFloat::F8E8M0Fnu), storage: None, safetensors: Some("F8_E8M0"), aliases: [];
+    Float8E5M2Fnuz = "float8_e5m2fnuz", 1, Float, Repr::Mini(MiniFloat::F8E5M2Fnuz), aliases: [],
+        storage: None, safetensors: Some(St::F8_E5M2FNUZ),
+        cpp: "c10::Float8_e5m2fnuz", range: float(57344.0, false, true), int_repr: None;
+    /// 8-bit power-of-two scale (exponent only, unsigned). Written values are
+    /// not range-checked.
+    Float8E8M0Fnu = "float8_e8m0fnu", 1, Float, Repr::Mini(MiniFloat::F8E8M0Fnu), aliases: [],
+        storage: None, safetensors: Some(St::F8_E8M0),
+        cpp: "c10::Float8_e8m0fnu", range: UNCHECKED, int_repr: None;
     /// Two 4-bit e2m1 floats packed in one byte; elements are read as the raw byte.
-    Float4E2M1FnX2 = "float4_e2m1fn_x2", 1, Float, Repr::Unsigned, storage: None, safetensors: None, aliases: [];
+    Float4E2M1FnX2 = "float4_e2m1fn_x2", 1, Float, Repr::Opaque, aliases: [],
+        storage: None, safetensors: None,
+        cpp: "c10::Float4_e2m1fn_x2", range: UNCHECKED, int_repr: None;
     /// 8 uninterpreted bits.
-    Bits8 = "bits8", 1, Bits, Repr::Unsigned, storage: None, safetensors: None, aliases: [];
+    Bits8 = "bits8", 1, Bits, Repr::Opaque, aliases: [],
+        storage: None, safetensors: None,
+        cpp: "c10::bits8", range: UNCHECKED, int_repr: None;
     /// 16 uninterpreted bits.
-    Bits16 = "bits16", 2, Bits, Repr::Unsigned, storage: None, safetensors: None, aliases: [];
+    Bits16 = "bits16", 2, Bits, Repr::Opaque, aliases: [],
+        storage: None, safetensors: None,
+        cpp: "c10::bits16", range: UNCHECKED, int_repr: None;
     /// Eight 1-bit values in a byte.
-    Bits1x8 = "bits1x8", 1, Bits, Repr::Unsigned, storage: None, safetensors: None, aliases: [];
+    Bits1x8 = "bits1x8", 1, Bits, Repr::Opaque, aliases: [],
+        storage: None, safetensors: None,
+        cpp: "c10::bits1x8", range: UNCHECKED, int_repr: None;
     /// Four 2-bit values in a byte.
-    Bits2x4 = "bits2x4", 1, Bits, Repr::Unsigned, storage: None, safetensors: None, aliases: [];
+    Bits2x4 = "bits2x4", 1, Bits, Repr::Opaque, aliases: [],
+        storage: None, safetensors: None,
+        cpp: "c10::bits2x4", range: UNCHECKED, int_repr: None;
     /// Two 4-bit values in a byte.
-    Bits4x2 = "bits4x2", 1, Bits, Repr::Unsigned, storage: None, safetensors: None, aliases: [];
+    Bits4x2 = "bits4x2", 1, Bits, Repr::Opaque, aliases: [],
+        storage: None, safetensors: None,
+        cpp: "c10::bits4x2", range: UNCHECKED, int_repr: None;
     /// Quantized unsigned 8-bit.
-    QUInt8 = "quint8", 1, Quantized, Repr::Unsigned, storage: Some("QUInt8Storage"), safetensors: None, aliases: [];
+    QUInt8 = "quint8", 1, Quantized, Repr::Unsigned, aliases: [],
+        storage: Some("QUInt8Storage"), safetensors: None,
+        cpp: "c10::quint8", range: int(false, 8), int_repr: Some(DType::UInt8);
     /// Quantized signed 8-bit.
-    QInt8 = "qint8", 1, Quantized, Repr::Signed, storage: Some("QInt8Storage"), safetensors: None, aliases: [];
+    QInt8 = "qint8", 1, Quantized, Repr::Signed, aliases: [],
+        storage: Some("QInt8Storage"), safetensors: None,
+        cpp: "c10::qint8", range: int(true, 8), int_repr: Some(DType::Int8);
     /// Quantized signed 32-bit.
-    QInt32 = "qint32", 4, Quantized, Repr::Signed, storage: Some("QInt32Storage"), safetensors: None, aliases: [];
+    QInt32 = "qint32", 4, Quantized, Repr::Signed, aliases: [],
+        storage: Some("QInt32Storage"), safetensors: None,
+        cpp: "c10::qint32", range: int(true, 32), int_repr: Some(DType::Int32);
     /// Two quantized unsigned 4-bit values per byte.
-    QUInt4x2 = "quint4x2", 1, Quantized, Repr::Unsigned, storage: Some("QUInt4x2Storage"), safetensors: None, aliases: [];
+    QUInt4x2 = "quint4x2", 1, Quantized, Repr::Unsigned, aliases: [],
+        storage: Some("QUInt4x2Storage"), safetensors: None,
+        cpp: "c10::quint4x2", range: int(false, 8), int_repr: Some(DType::UInt8);
     /// Four quantized unsigned 2-bit values per byte.
-    QUInt2x4 = "quint2x4", 1, Quantized, Repr::Unsigned, storage: Some("QUInt2x4Storage"), safetensors: None, aliases: [];
+    QUInt2x4 = "quint2x4", 1, Quantized, Repr::Unsigned, aliases: [],
+        storage: Some("QUInt2x4Storage"), safetensors: None,
+        cpp: "c10::quint2x4", range: int(false, 8), int_repr: Some(DType::UInt8);
 }
 
 impl DType {
@@ -195,16 +316,41 @@ impl DType {
             .find(|d| d.storage_class == Some(name))
             .map(|d| d.dtype)
     }
-    /// The safetensors tag (`"F32"` …), if safetensors can hold the dtype.
-    pub fn safetensors_tag(self) -> Option<&'static str> {
+    /// The safetensors dtype, if safetensors can hold the dtype.
+    #[cfg(feature = "safetensors")]
+    pub fn safetensors(self) -> Option<St> {
         self.info().safetensors
     }
-    /// The dtype of a safetensors tag.
-    pub fn from_safetensors_tag(tag: &str) -> Option<DType> {
+    /// The dtype of a safetensors dtype, if stowage has one for it
+    /// (safetensors' `F4` and `F6_*` have none).
+    #[cfg(feature = "safetensors")]
+    pub fn from_safetensors(st: St) -> Option<DType> {
         DTYPES
             .iter()
-            .find(|d| d.safetensors == Some(tag))
+            .find(|d| d.safetensors == Some(st))
             .map(|d| d.dtype)
+    }
+    /// The C++ element type as c10 names it in its messages (`"int"`, `"c10::Half"`).
+    pub fn cpp_name(self) -> &'static str {
+        self.info().cpp_name
+    }
+    /// The values an element holds, as c10 checks values written into it
+    /// (for complex dtypes, each part's range).
+    pub fn value_range(self) -> ValueRange {
+        self.info().range
+    }
+    /// The dtype of each part of a complex dtype (`complex64` → `float32`, as
+    /// `torch.view_as_real`); `None` for the others.
+    pub fn complex_part(self) -> Option<DType> {
+        match self.info().repr {
+            Repr::Complex(part) => Some(part),
+            _ => None,
+        }
+    }
+    /// The dtype a quantized dtype's elements are read and written through
+    /// (`quint8` → `uint8`, PyTorch's `int_repr()`); `None` for the others.
+    pub fn int_repr(self) -> Option<DType> {
+        self.info().int_repr
     }
     /// True for real floating-point dtypes, as `torch.is_floating_point`.
     pub fn is_floating_point(self) -> bool {
@@ -217,7 +363,7 @@ impl DType {
     /// True for dtypes whose elements have a numeric value stowage can read
     /// (every kind but packed and uninterpreted bits).
     pub fn has_scalar_values(self) -> bool {
-        !matches!(self.kind(), Kind::Bits) && self != DType::Float4E2M1FnX2
+        self.info().repr != Repr::Opaque
     }
     /// The default floating-point dtype, `float32`.
     pub const DEFAULT: DType = DType::Float32;
@@ -302,5 +448,115 @@ mod tests {
         for (d, s) in sizes {
             assert_eq!(d.size(), s, "{d}");
         }
+    }
+
+    #[test]
+    #[cfg(feature = "safetensors")]
+    fn safetensors_dtypes_have_the_element_size() {
+        let mut mapped = 0;
+        for row in DTYPES {
+            if let Some(st) = row.safetensors {
+                assert_eq!(st.bitsize(), row.size * 8, "{}", row.name);
+                assert_eq!(DType::from_safetensors(st), Some(row.dtype));
+                mapped += 1;
+            }
+        }
+        assert_eq!(mapped, 19);
+        assert_eq!(DType::from_safetensors(St::F4), None);
+    }
+
+    #[test]
+    fn ranges_agree_with_the_element_formats() {
+        for row in DTYPES {
+            let d = row.dtype;
+            let want = match row.repr {
+                Repr::Signed | Repr::Unsigned if row.kind == Kind::Int => int(
+                    row.repr == Repr::Signed,
+                    u32::try_from(row.size * 8).unwrap(),
+                ),
+                Repr::F32 => float(f32::MAX as f64, true, true),
+                Repr::F16 => float(half::f16::MAX.to_f64(), true, true),
+                Repr::BF16 => float(half::bf16::MAX.to_f64(), true, true),
+                // e8m0 (no zero, no sign) is not range-checked.
+                Repr::Mini(m) if d != DType::Float8E8M0Fnu => {
+                    let values: Vec<f32> = (0..=255u8).map(|b| m.to_f32(b)).collect();
+                    let max = values
+                        .iter()
+                        .filter(|v| v.is_finite())
+                        .fold(0f32, |a, &v| a.max(v));
+                    float(
+                        max as f64,
+                        values.iter().any(|v| v.is_infinite()),
+                        values.iter().any(|v| v.is_nan()),
+                    )
+                }
+                Repr::Complex(part) => part.value_range(),
+                _ => match row.int_repr {
+                    Some(int) => int.value_range(),
+                    None => UNCHECKED,
+                },
+            };
+            assert_eq!(row.range, want, "{}", row.name);
+            assert_eq!(
+                row.int_repr.is_some(),
+                row.kind == Kind::Quantized,
+                "{}",
+                row.name
+            );
+            if let Repr::Complex(part) = row.repr {
+                assert_eq!((part.size() * 2, row.kind), (row.size, Kind::Complex));
+            }
+            if let Repr::Mini(m) = row.repr {
+                assert_eq!(m.name(), row.name);
+            }
+        }
+    }
+
+    /// The manifests PyTorch wrote beside the fixtures (`scripts/make_fixtures.py`)
+    /// name each tensor's dtype and storage size, and the legacy-class fixture
+    /// keys each tensor by its storage class.
+    #[test]
+    fn table_agrees_with_the_pytorch_fixture_manifests() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+        let mut checked = std::collections::BTreeSet::new();
+        for file in std::fs::read_dir(&dir).unwrap() {
+            let path = file.unwrap().path();
+            if !path.to_string_lossy().ends_with(".pt.json") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).unwrap();
+            let entries: Vec<serde_json::Value> = serde_json::from_str(&text).unwrap();
+            let group = |e: &serde_json::Value| e["storage_group"].as_u64();
+            for e in &entries {
+                let dtype: DType = e["dtype"].as_str().unwrap().parse().unwrap();
+                checked.insert(dtype);
+                let dims = |k: &str| -> Vec<i64> {
+                    e[k].as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|v| v.as_i64().unwrap())
+                        .collect()
+                };
+                let (shape, stride) = (dims("shape"), dims("stride"));
+                let offset = e["storage_offset"].as_i64().unwrap();
+                let nbytes = e["storage_nbytes"].as_u64().unwrap() as usize;
+                let numel: i64 = shape.iter().product();
+                let contiguous = (0..shape.len())
+                    .all(|i| stride[i] == shape[i + 1..].iter().product::<i64>() || shape[i] == 1);
+                let alone = entries.iter().filter(|o| group(o) == group(e)).count() == 1;
+                if numel > 0 && contiguous && offset == 0 && alone {
+                    assert_eq!(nbytes, numel as usize * dtype.size(), "{path:?} {e}");
+                }
+                let class = e["path"]
+                    .as_array()
+                    .unwrap()
+                    .last()
+                    .and_then(|c| c.as_str());
+                if let Some(class) = class.filter(|c| c.ends_with("Storage")) {
+                    assert_eq!(dtype.storage_class(), Some(class), "{e}");
+                }
+            }
+        }
+        assert!(checked.len() >= 20, "{checked:?}");
     }
 }

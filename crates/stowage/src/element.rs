@@ -134,24 +134,17 @@ fn read_repr(repr: Repr, b: &[u8]) -> Scalar {
             4 => i32::from_ne_bytes(arr(b)) as i64,
             _ => i64::from_ne_bytes(arr(b)),
         }),
-        Repr::Unsigned => match b.len() {
+        Repr::Unsigned | Repr::Opaque => match b.len() {
             1 => Scalar::Int(b[0] as i64),
             2 => Scalar::Int(u16::from_ne_bytes(arr(b)) as i64),
             4 => Scalar::Int(u32::from_ne_bytes(arr(b)) as i64),
             _ => Scalar::UInt(u64::from_ne_bytes(arr(b))),
         },
-        Repr::Complex if b.len() == 16 => Scalar::Complex(Complex64::new(
-            f64::from_ne_bytes(arr(&b[..8])),
-            f64::from_ne_bytes(arr(&b[8..])),
-        )),
-        Repr::Complex => Scalar::Complex(Complex64::new(
-            f32::from_ne_bytes(arr(&b[..4])) as f64,
-            f32::from_ne_bytes(arr(&b[4..])) as f64,
-        )),
-        Repr::ComplexHalf => Scalar::Complex(Complex64::new(
-            f16::from_ne_bytes(arr(&b[..2])).to_f64(),
-            f16::from_ne_bytes(arr(&b[2..])).to_f64(),
-        )),
+        Repr::Complex(part) => {
+            let (re, im) = b.split_at(part.size());
+            let part = |b| read_repr(part.info().repr, b).to_f64();
+            Scalar::Complex(Complex64::new(part(re), part(im)))
+        }
     }
 }
 
@@ -181,7 +174,7 @@ fn write_repr(repr: Repr, v: Scalar, out: &mut [u8]) {
         Repr::BF16 => out.copy_from_slice(&bf16::from_f32(as_f32(v)).to_ne_bytes()),
         Repr::Mini(m) => out[0] = m.from_f32(as_f32(v)),
         Repr::Bool => out[0] = v.to_bool() as u8,
-        Repr::Signed | Repr::Unsigned => {
+        Repr::Signed | Repr::Unsigned | Repr::Opaque => {
             // C++ integral conversion: take the low bytes of the two's complement value.
             let wide = match v {
                 Scalar::UInt(u) => u,
@@ -190,20 +183,14 @@ fn write_repr(repr: Repr, v: Scalar, out: &mut [u8]) {
             let n = out.len();
             out.copy_from_slice(&wide.to_ne_bytes()[native_low(n)]);
         }
-        Repr::Complex => {
+        Repr::Complex(part) => {
+            // Each part is converted from `f64` as a real element of the part
+            // dtype: `complex<Half>` parts go through `float`, as in c10.
             let c = v.to_complex();
-            if out.len() == 16 {
-                out[..8].copy_from_slice(&c.re.to_ne_bytes());
-                out[8..].copy_from_slice(&c.im.to_ne_bytes());
-            } else {
-                out[..4].copy_from_slice(&(c.re as f32).to_ne_bytes());
-                out[4..].copy_from_slice(&(c.im as f32).to_ne_bytes());
-            }
-        }
-        Repr::ComplexHalf => {
-            let c = v.to_complex();
-            out[..2].copy_from_slice(&f16::from_f32(c.re as f32).to_ne_bytes());
-            out[2..].copy_from_slice(&f16::from_f32(c.im as f32).to_ne_bytes());
+            let (re, im) = out.split_at_mut(part.size());
+            let repr = part.info().repr;
+            write_repr(repr, Scalar::Float(c.re), re);
+            write_repr(repr, Scalar::Float(c.im), im);
         }
     }
 }

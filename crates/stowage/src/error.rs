@@ -233,6 +233,7 @@ pub enum Error {
     #[error("zip: {0}")]
     Zip(#[from] crate::serialize::zip::ZipError),
     /// A safetensors file the `safetensors` crate refused.
+    #[cfg(feature = "safetensors")]
     #[error("safetensors: {0}")]
     Safetensors(#[from] safetensors::SafeTensorError),
     /// A global outside PyTorch's `weights_only` allowlist; nothing was constructed.

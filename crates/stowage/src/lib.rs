@@ -35,6 +35,11 @@
 #![deny(unsafe_code)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 
+// Files are read positionally through `std::os::unix::fs::FileExt`, and the
+// storage backings call POSIX (`mmap`, `mlock`, `shm_open`) through `libc`.
+#[cfg(not(unix))]
+compile_error!("stowage supports Unix-like systems only (Linux, macOS, the BSDs): it reads files through std::os::unix and maps memory through POSIX calls");
+
 pub mod autograd;
 mod copy;
 pub mod device;

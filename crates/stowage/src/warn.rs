@@ -9,11 +9,13 @@
 //! - **What**: a [`Warning`] carries its [`WarningKind`], Python's category
 //!   (`UserWarning`), PyTorch's exact message ([`TYPED_STORAGE_REMOVAL`]) and,
 //!   where known, the caller's source location (like Python's `stacklevel`).
-//! - **Where it goes**: a process-wide [`Route`]. By default warnings are
-//!   printed to standard error as Python prints them
-//!   (`src/main.rs:12:5: UserWarning: TypedStorage is deprecated. …`). A
-//!   program can install a handler ([`set_handler`]) to observe them or pass
-//!   them on, for example to the `log` crate, or silence them ([`silence`]).
+//! - **Where it goes**: a process-wide [`Route`]. By default warnings go to
+//!   the [`log`] facade at level `Warn` with target [`LOG_TARGET`]
+//!   (`"stowage"`), the message in Python's layout
+//!   (`src/main.rs:12: UserWarning: TypedStorage is deprecated. …`) and the
+//!   record's file and line set to the caller's. A program can install a
+//!   handler ([`set_handler`]) to observe them or pass them on, or silence
+//!   them ([`silence`]).
 //! - **Scoped capture**: [`capture`] records the warnings raised on the
 //!   current thread while a closure runs and keeps them from the route, like
 //!   `warnings.catch_warnings(record=True)`.
@@ -26,15 +28,16 @@
 //! stowage's own paths (loading and saving checkpoints, `untyped_storage()`)
 //! never warn.
 //!
-//! Why standard error and not the `log` crate by default: a warning routed to
-//! `log` is lost in every program that has not installed a logger, and a
-//! deprecation warning exists to be seen; Python prints it to standard error
-//! too. Routing to `log` is one line for a program that wants it, and keeps
-//! stowage free of the dependency:
+//! Why the `log` facade: a library does not own the process's standard
+//! error. The program decides where its diagnostics go by installing a
+//! logger (`env_logger`, `tracing`'s bridge, a few lines of `log::Log`, as
+//! the `stowage` command line does to print `warning: …`); with no logger
+//! installed the warning is dropped, as every other `log` record is. A program
+//! that wants the warnings without a logger installs a handler:
 //!
 //! ```
-//! stowage::warn::set_handler(|w| eprintln!("[my-app] {w}")); // or log::warn!("{w}")
-//! # stowage::warn::set_route(stowage::warn::Route::Stderr);
+//! stowage::warn::set_handler(|w| eprintln!("[my-app] {w}"));
+//! # stowage::warn::set_route(stowage::warn::Route::Log);
 //! ```
 
 use std::cell::{Cell, RefCell};
@@ -84,13 +87,16 @@ impl fmt::Display for Warning {
 /// A function that receives warnings.
 pub type Handler = Arc<dyn Fn(&Warning) + Send + Sync>;
 
+/// The `log` target of stowage's warnings.
+pub const LOG_TARGET: &str = "stowage";
+
 /// Where warnings go (process-wide).
 #[derive(Clone, Default)]
 #[non_exhaustive]
 pub enum Route {
-    /// Printed to standard error, one line each (the default, as Python does).
+    /// A `log` record at level `Warn`, target [`LOG_TARGET`] (the default).
     #[default]
-    Stderr,
+    Log,
     /// Dropped (Python's `warnings.simplefilter("ignore")`).
     Ignore,
     /// Passed to a function.
@@ -100,14 +106,14 @@ pub enum Route {
 impl fmt::Debug for Route {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
-            Route::Stderr => "Stderr",
+            Route::Log => "Log",
             Route::Ignore => "Ignore",
             Route::Handler(_) => "Handler(..)",
         })
     }
 }
 
-static ROUTE: RwLock<Route> = RwLock::new(Route::Stderr);
+static ROUTE: RwLock<Route> = RwLock::new(Route::Log);
 static ALWAYS_WARN: AtomicBool = AtomicBool::new(false);
 static HAS_WARNED: AtomicBool = AtomicBool::new(false);
 
@@ -130,7 +136,7 @@ pub fn route() -> Route {
     ROUTE.read().unwrap_or_else(PoisonError::into_inner).clone()
 }
 
-/// Sends every warning to `handler` (for example to `log::warn!`); returns the previous route.
+/// Sends every warning to `handler` instead of `log`; returns the previous route.
 pub fn set_handler(handler: impl Fn(&Warning) + Send + Sync + 'static) -> Route {
     set_route(Route::Handler(Arc::new(handler)))
 }
@@ -210,7 +216,7 @@ fn emit(warning: Warning) {
         return;
     }
     match route() {
-        Route::Stderr => eprintln!("{warning}"),
+        Route::Log => log_warning(&warning),
         Route::Ignore => {}
         Route::Handler(h) => {
             struct Reset;
@@ -224,6 +230,32 @@ fn emit(warning: Warning) {
             h(&warning);
         }
     }
+}
+
+/// Hands `warning` to the installed logger, the record located at the
+/// caller's source line when known.
+fn log_warning(warning: &Warning) {
+    let level = log::Level::Warn;
+    if level > log::max_level() {
+        return;
+    }
+    let logger = log::logger();
+    let metadata = log::Metadata::builder()
+        .level(level)
+        .target(LOG_TARGET)
+        .build();
+    if !logger.enabled(&metadata) {
+        return;
+    }
+    logger.log(
+        &log::Record::builder()
+            .metadata(metadata)
+            .args(format_args!("{warning}"))
+            .module_path_static(Some(module_path!()))
+            .file_static(warning.location.map(Location::file))
+            .line(warning.location.map(Location::line))
+            .build(),
+    );
 }
 
 #[cfg(test)]
@@ -276,5 +308,47 @@ mod tests {
         let r = std::panic::catch_unwind(|| capture(|| panic!("boom")));
         assert!(r.is_err());
         assert!(CAPTURES.with(|c| c.borrow().is_empty()));
+    }
+
+    #[test]
+    fn the_default_route_is_a_log_record_at_the_callers_line() {
+        use std::sync::Mutex;
+        /// Keeps stowage's records; this test binary installs no other logger.
+        struct Keep(Mutex<Vec<(log::Level, String, Option<u32>)>>);
+        impl log::Log for Keep {
+            fn enabled(&self, m: &log::Metadata<'_>) -> bool {
+                m.target() == LOG_TARGET
+            }
+            fn log(&self, r: &log::Record<'_>) {
+                if self.enabled(r.metadata()) {
+                    let entry = (r.level(), r.args().to_string(), r.line());
+                    self.0.lock().unwrap().push(entry);
+                }
+            }
+            fn flush(&self) {}
+        }
+        static KEEP: Keep = Keep(Mutex::new(Vec::new()));
+        log::set_logger(&KEEP).unwrap();
+        log::set_max_level(log::LevelFilter::Warn);
+        assert!(matches!(route(), Route::Log));
+        let here = Location::caller();
+        emit(Warning {
+            kind: WarningKind::TypedStorageRemoval,
+            category: "UserWarning",
+            message: "to the log",
+            location: Some(here),
+        });
+        let kept = KEEP.0.lock().unwrap();
+        let ours: Vec<_> = kept
+            .iter()
+            .filter(|k| k.1.ends_with("to the log"))
+            .collect();
+        assert_eq!(ours.len(), 1, "{kept:?}");
+        assert_eq!(ours[0].0, log::Level::Warn);
+        assert_eq!(
+            ours[0].1,
+            format!("{}:{}: UserWarning: to the log", here.file(), here.line())
+        );
+        assert_eq!(ours[0].2, Some(here.line()));
     }
 }

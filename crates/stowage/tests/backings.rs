@@ -1,9 +1,12 @@
 //! Storage backings: file-backed (shared and private), shared memory across
 //! processes, pinned memory, and the refusals (resize, data on meta).
 
+#[cfg(feature = "shm")]
 use std::path::PathBuf;
+#[cfg(feature = "shm")]
 use std::process::Command;
 
+#[cfg(feature = "shm")]
 use stowage::storage::SharingStrategy;
 use stowage::{DType, Device, Error, Tensor, UntypedStorage};
 
@@ -60,12 +63,14 @@ fn private_file_mapping_never_changes_the_file() {
     assert_eq!(empty.nbytes(), 0);
 }
 
+#[cfg(feature = "shm")]
 fn in_dev_shm(name: &str) -> bool {
     std::path::Path::new("/dev/shm")
         .join(name.trim_start_matches('/'))
         .exists()
 }
 
+#[cfg(feature = "shm")]
 #[test]
 fn share_memory_keeps_identity_and_views_and_leaves_nothing_behind() {
     for strategy in [SharingStrategy::FileDescriptor, SharingStrategy::FileSystem] {
@@ -100,6 +105,7 @@ fn share_memory_keeps_identity_and_views_and_leaves_nothing_behind() {
 
 /// The child half of `a_child_process_writes_through_a_view`: runs only when
 /// the parent sets STOWAGE_SHM_CHILD to the object's name.
+#[cfg(feature = "shm")]
 #[test]
 fn shm_child_writer() {
     let Ok(name) = std::env::var("STOWAGE_SHM_CHILD") else {
@@ -115,6 +121,7 @@ fn shm_child_writer() {
         .unwrap();
 }
 
+#[cfg(feature = "shm")]
 #[test]
 fn a_child_process_writes_through_a_view() {
     let t = Tensor::zeros(&[4], DType::Int32).unwrap();
@@ -142,6 +149,7 @@ fn a_child_process_writes_through_a_view() {
     assert!(!in_dev_shm(&name), "{name} left in /dev/shm");
 }
 
+#[cfg(feature = "pinned")]
 #[test]
 fn pinned_memory_is_a_locked_copy_or_a_clear_refusal() {
     let s = UntypedStorage::from_bytes(&[1, 2, 3]).unwrap();
@@ -183,7 +191,9 @@ fn meta_storages_refuse_every_data_access() {
         s.copy_(&UntypedStorage::new(24).unwrap()),
         Err(Error::NoData { .. })
     ));
+    #[cfg(feature = "shm")]
     assert!(s.share_memory_().is_ok() && !s.is_shared());
+    assert!(!s.is_shared());
     assert_eq!(
         s.to_string(),
         "...\n[stowage.UntypedStorage(device=meta) of size 24]"

@@ -292,7 +292,7 @@ fn save_is_crash_safe() {
 fn safetensors_can_hold(t: &TensorObject) -> bool {
     t.quantization.is_none()
         && t.tensor.dtype().kind() != Kind::Quantized
-        && t.tensor.dtype().safetensors_tag().is_some()
+        && t.tensor.dtype().safetensors().is_some()
 }
 
 /// Saves `ckpt` to safetensors, reloads it, and checks every tensor by dotted name.

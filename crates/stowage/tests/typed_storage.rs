@@ -849,13 +849,16 @@ fn elements_sizes_and_bytes() {
     }
 
     // Shared memory, through the untyped storage.
-    let sh = LegacyStorageClass::LongStorage
-        .new(LegacyArgs::Data(vec![Scalar::Int(5)]))
-        .unwrap();
-    assert!(!sh.is_shared());
-    if sh.share_memory_().is_ok() {
-        assert!(sh.is_shared());
-        assert_eq!(sh.get(0).unwrap(), Scalar::Int(5));
+    #[cfg(feature = "shm")]
+    {
+        let sh = LegacyStorageClass::LongStorage
+            .new(LegacyArgs::Data(vec![Scalar::Int(5)]))
+            .unwrap();
+        assert!(!sh.is_shared());
+        if sh.share_memory_().is_ok() {
+            assert!(sh.is_shared());
+            assert_eq!(sh.get(0).unwrap(), Scalar::Int(5));
+        }
     }
 }
 

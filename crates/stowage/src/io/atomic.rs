@@ -9,13 +9,6 @@ use std::path::{Path, PathBuf};
 use super::output;
 use crate::{Error, Result};
 
-/// Has `write` create a temporary sibling of `path` (at the path it is given), syncs
-/// it, and renames it to `path`; on failure the temporary file is removed and any
-/// earlier file at `path` is untouched.
-pub(crate) fn write_atomically(path: &Path, write: impl FnOnce(&Path) -> Result<()>) -> Result<()> {
-    write_atomically_with(path, true, write)
-}
-
 /// Removes the temporary files of saves to `dir/name` that a process which no
 /// longer exists left behind (killed in the middle of a save). Temporaries of
 /// live processes, this one included, may belong to saves in progress and stay.
@@ -50,8 +43,11 @@ fn process_exists(pid: i32) -> bool {
     rc == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
 }
 
-/// [`write_atomically`], syncing the file and the folder only when `sync` is set.
-pub(crate) fn write_atomically_with(
+/// Has `write` create a temporary sibling of `path` (at the path it is given),
+/// syncs it when `sync` is set, and renames it to `path` (then syncs the folder);
+/// on failure the temporary file is removed and any earlier file at `path` is
+/// untouched. Errors come wrapped in [`Error::InFile`] naming `path`.
+pub(crate) fn write_atomically(
     path: &Path,
     sync: bool,
     write: impl FnOnce(&Path) -> Result<()>,

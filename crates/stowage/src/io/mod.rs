@@ -5,7 +5,7 @@
 //! several threads at once and read straight into a caller's buffer. Files
 //! (`pread`), byte slices and memory-mapped checkpoints implement it.
 //!
-//! Writing: [`write_atomically`] and its helpers make every save crash-safe
+//! Writing: `write_atomically` and its helpers make every save crash-safe
 //! (a temporary sibling, synced, renamed over the target).
 
 #[allow(unsafe_code)] // `kill(pid, 0)`.
@@ -17,7 +17,7 @@ use std::fs::File;
 use std::io;
 use std::sync::Arc;
 
-pub(crate) use atomic::{write_atomically, write_atomically_with};
+pub(crate) use atomic::write_atomically;
 pub(crate) use output::{preallocate, Output};
 
 /// A source of bytes read at absolute offsets, shareable across threads.

@@ -11,6 +11,7 @@ mod allowlist;
 pub(crate) mod object;
 pub mod pickle;
 mod read;
+#[cfg(feature = "safetensors")]
 pub mod safetensors;
 mod torch_legacy;
 mod torch_zip;
@@ -57,7 +58,7 @@ pub struct LoadOptions {
     pub fake: bool,
     /// Read each storage's bytes on first use rather than while loading
     /// ([`load_with`] of a torch zip archive; other formats load eagerly).
-    /// Until then [`UntypedStorage::data_ptr`] is 0.
+    /// Until then [`UntypedStorage::data_ptr`](crate::UntypedStorage::data_ptr) is 0.
     pub lazy: bool,
     /// Most bytes all the storages together may declare (default 1 TiB). Records
     /// must also hold exactly what they declare, so a file cannot claim more than
@@ -111,7 +112,7 @@ pub fn load_with(path: impl AsRef<Path>, options: &LoadOptions) -> Result<Checkp
 /// mapped once, privately (copy-on-write, PyTorch's default `MAP_PRIVATE`), and
 /// each stored record of a torch zip archive becomes a storage over its part of
 /// the mapping, so nothing is read until it is touched and writes never reach
-/// the file. Such storages report [`UntypedStorage::is_shared`] (as PyTorch's
+/// the file. Such storages report [`UntypedStorage::is_shared`](crate::UntypedStorage::is_shared) (as PyTorch's
 /// do) and cannot be resized. Deflated records, and records that would overlap
 /// another, are copied. Legacy-format files (which PyTorch refuses to map) are
 /// mapped too, storage by storage where the bytes start at a multiple of the
@@ -139,7 +140,7 @@ pub unsafe fn load_mmap(path: impl AsRef<Path>, options: &LoadOptions) -> Result
     let loaded = match detect_format(&reader) {
         Ok(Format::TorchZip) => torch_zip::load(reader, options, Some(records)),
         Ok(Format::TorchLegacy) => torch_legacy::load(&reader, options, Some(records)),
-        Ok(Format::Safetensors) => safetensors::load(&reader, options),
+        Ok(Format::Safetensors) => load_safetensors(&reader, options),
         Err(e) => Err(e),
     };
     loaded.map_err(in_file)
@@ -201,6 +202,18 @@ fn load_from<R: ReadAt>(source: R, options: &LoadOptions) -> Result<Checkpoint> 
     match detect_format(&source)? {
         Format::TorchZip => torch_zip::load(source, options, None),
         Format::TorchLegacy => torch_legacy::load(&source, options, None),
-        Format::Safetensors => safetensors::load(&source, options),
+        Format::Safetensors => load_safetensors(&source, options),
+    }
+}
+
+fn load_safetensors<R: ReadAt>(source: &R, options: &LoadOptions) -> Result<Checkpoint> {
+    #[cfg(feature = "safetensors")]
+    return safetensors::load(source, options);
+    #[cfg(not(feature = "safetensors"))]
+    {
+        let _ = (source, options);
+        Err(Error::Unsupported {
+            what: "safetensors files (stowage was built without its `safetensors` feature)".into(),
+        })
     }
 }

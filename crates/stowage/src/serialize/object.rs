@@ -80,12 +80,7 @@ impl TensorObject {
         if self.neg {
             c.mul_(-1.0)?;
         }
-        if self.conj && c.dtype().is_complex() && c.numel() > 0 {
-            let part = match c.dtype() {
-                DType::Complex128 => DType::Float64,
-                DType::Complex64 => DType::Float32,
-                _ => DType::Float16,
-            };
+        if let (true, Some(part), true) = (self.conj, c.dtype().complex_part(), c.numel() > 0) {
             let flat = c.reshape(&[-1])?.view_dtype(part)?;
             flat.slice(0, Some(1), None, 2)?.mul_(-1.0)?;
         }

@@ -141,11 +141,7 @@ fn as_tensor(graph: &Graph<Object>, v: &V, context: &'static str) -> Result<Tens
 
 /// Swaps each element's bytes in place (complex: each half), as PyTorch's `byteswap`.
 pub(crate) fn byteswap(bytes: &mut [u8], dtype: DType) {
-    let unit = if dtype.is_complex() {
-        dtype.size() / 2
-    } else {
-        dtype.size()
-    };
+    let unit = dtype.complex_part().unwrap_or(dtype).size();
     if unit > 1 {
         for chunk in bytes.chunks_exact_mut(unit) {
             chunk.reverse();

@@ -29,37 +29,13 @@ use crate::storage::HeapBuffer;
 use crate::{DType, Error, Result, Tensor, UntypedStorage};
 
 fn to_dtype(d: Dtype) -> Result<DType> {
-    let tag = format!("{d:?}");
-    DType::from_safetensors_tag(&tag).ok_or(Error::Unsupported {
-        what: format!("safetensors dtype {tag}"),
+    DType::from_safetensors(d).ok_or_else(|| Error::Unsupported {
+        what: format!("safetensors dtype {d:?}"),
     })
 }
 
 fn from_dtype(d: DType) -> Option<Dtype> {
-    use Dtype::*;
-    let all = [
-        BOOL,
-        U8,
-        I8,
-        F8_E5M2,
-        F8_E4M3,
-        F8_E8M0,
-        F8_E4M3FNUZ,
-        F8_E5M2FNUZ,
-        I16,
-        U16,
-        F16,
-        BF16,
-        I32,
-        U32,
-        F32,
-        C64,
-        F64,
-        I64,
-        U64,
-    ];
-    let tag = d.safetensors_tag()?;
-    all.into_iter().find(|x| format!("{x:?}") == tag)
+    d.safetensors()
 }
 
 /// Loads a safetensors file, reading each tensor's bytes straight into its
@@ -201,7 +177,7 @@ pub fn save(path: impl AsRef<Path>, ckpt: &Checkpoint) -> Result<()> {
         .as_ref()
         .map(|m: &BTreeMap<_, _>| m.clone().into_iter().collect());
     // The crate streams the tensors into the file one at a time.
-    crate::io::write_atomically(path.as_ref(), |tmp| {
+    crate::io::write_atomically(path.as_ref(), true, |tmp| {
         safetensors::tensor::serialize_to_file(
             views.iter().map(|(n, v)| (n.as_str(), v)),
             meta,

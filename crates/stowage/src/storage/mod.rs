@@ -22,7 +22,9 @@ mod file;
 mod heap;
 mod lazy;
 mod mapped;
+#[cfg(feature = "pinned")]
 mod pinned;
+#[cfg(feature = "shm")]
 mod shm;
 
 use std::fmt;
@@ -36,7 +38,9 @@ pub use heap::ALIGN;
 pub(crate) use lazy::Fetch;
 use lazy::LazyBytes;
 pub(crate) use mapped::{MappedBytes, MappedFile, MappedRecords};
+#[cfg(feature = "pinned")]
 use pinned::PinnedBuffer;
+#[cfg(feature = "shm")]
 pub use shm::{SharedMemoryHandle, SharingStrategy};
 
 use crate::{Device, Error, Result};
@@ -46,10 +50,12 @@ pub(crate) enum Backing {
     /// Ordinary host memory.
     Heap(HeapBuffer),
     /// Page-locked host memory (`pin_memory`).
+    #[cfg(feature = "pinned")]
     Pinned(PinnedBuffer),
     /// A mapped file (`from_file`).
     File(MappedBytes),
     /// A POSIX shared-memory object (`share_memory_`).
+    #[cfg(feature = "shm")]
     Shm(MappedBytes),
     /// One record of a checkpoint mapped whole (memory-mapped loading).
     Mapped(MappedBytes),
@@ -63,8 +69,11 @@ impl Backing {
     fn nbytes(&self) -> usize {
         match self {
             Backing::Heap(h) => h.len(),
+            #[cfg(feature = "pinned")]
             Backing::Pinned(p) => p.len(),
-            Backing::File(m) | Backing::Shm(m) | Backing::Mapped(m) => m.len(),
+            #[cfg(feature = "shm")]
+            Backing::Shm(m) => m.len(),
+            Backing::File(m) | Backing::Mapped(m) => m.len(),
             Backing::Lazy(l) => l.nbytes,
             Backing::Meta { nbytes } => *nbytes,
         }
@@ -72,24 +81,33 @@ impl Backing {
     fn bytes(&self) -> Option<&[u8]> {
         match self {
             Backing::Heap(h) => Some(h.as_slice()),
+            #[cfg(feature = "pinned")]
             Backing::Pinned(p) => Some(p.as_slice()),
-            Backing::File(m) | Backing::Shm(m) | Backing::Mapped(m) => Some(m.as_slice()),
+            #[cfg(feature = "shm")]
+            Backing::Shm(m) => Some(m.as_slice()),
+            Backing::File(m) | Backing::Mapped(m) => Some(m.as_slice()),
             Backing::Lazy(_) | Backing::Meta { .. } => None,
         }
     }
     fn bytes_mut(&mut self) -> Option<&mut [u8]> {
         match self {
             Backing::Heap(h) => Some(h.as_mut_slice()),
+            #[cfg(feature = "pinned")]
             Backing::Pinned(p) => Some(p.as_mut_slice()),
-            Backing::File(m) | Backing::Shm(m) | Backing::Mapped(m) => Some(m.as_mut_slice()),
+            #[cfg(feature = "shm")]
+            Backing::Shm(m) => Some(m.as_mut_slice()),
+            Backing::File(m) | Backing::Mapped(m) => Some(m.as_mut_slice()),
             Backing::Lazy(_) | Backing::Meta { .. } => None,
         }
     }
     fn addr(&self) -> usize {
         match self {
             Backing::Heap(h) => h.addr(),
+            #[cfg(feature = "pinned")]
             Backing::Pinned(p) => p.addr(),
-            Backing::File(m) | Backing::Shm(m) | Backing::Mapped(m) => m.addr(),
+            #[cfg(feature = "shm")]
+            Backing::Shm(m) => m.addr(),
+            Backing::File(m) | Backing::Mapped(m) => m.addr(),
             Backing::Lazy(_) | Backing::Meta { .. } => 0,
         }
     }
@@ -246,10 +264,12 @@ impl UntypedStorage {
     /// True for storages other processes can see: shared-memory objects, mapped files
     /// and records of memory-mapped checkpoints (PyTorch reports every mapping as shared).
     pub fn is_shared(&self) -> bool {
-        matches!(
-            &*self.read_lock(),
-            Backing::Shm(_) | Backing::File(_) | Backing::Mapped(_)
-        )
+        match &*self.read_lock() {
+            #[cfg(feature = "shm")]
+            Backing::Shm(_) => true,
+            Backing::File(_) | Backing::Mapped(_) => true,
+            _ => false,
+        }
     }
 
     /// The file of a storage made by [`from_file`](Self::from_file) with `shared = true`
@@ -431,9 +451,11 @@ impl UntypedStorage {
             Backing::Heap(h) => h.resize(nbytes)?,
             Backing::Meta { nbytes: n } => *n = nbytes,
             // Mapped, shared and pinned bytes cannot move (PyTorch: not resizable).
-            Backing::Pinned(_) | Backing::File(_) | Backing::Shm(_) | Backing::Mapped(_) => {
-                return Err(Error::NotResizable)
-            }
+            #[cfg(feature = "pinned")]
+            Backing::Pinned(_) => return Err(Error::NotResizable),
+            #[cfg(feature = "shm")]
+            Backing::Shm(_) => return Err(Error::NotResizable),
+            Backing::File(_) | Backing::Mapped(_) => return Err(Error::NotResizable),
             // `data_write` has read the bytes already.
             Backing::Lazy(_) => return Err(self.no_data("resize_")),
         }

@@ -4,6 +4,8 @@
 //! they are never swapped out (the property DMA transfers to accelerators rely
 //! on). The lock is released when the storage is dropped. The kernel limits how
 //! much a process may lock (`RLIMIT_MEMLOCK`); a refusal is a typed error.
+//!
+//! Compiled with the `pinned` feature (on by default).
 
 use super::heap::HeapBuffer;
 use super::{Backing, UntypedStorage};

@@ -12,6 +12,8 @@
 //!   storage that created it is dropped; another process opens it by name.
 //!
 //! Either way nothing is left in `/dev/shm` once the creating storage is gone.
+//!
+//! Compiled with the `shm` feature (on by default).
 
 use std::ffi::CString;
 use std::fs::File;
@@ -145,6 +147,7 @@ impl UntypedStorage {
         let mut guard = self.data_write()?;
         let bytes = match &*guard {
             Backing::Heap(h) => h.as_slice(),
+            #[cfg(feature = "pinned")]
             Backing::Pinned(p) => p.as_slice(),
             // Shared, file-backed and mapped storages are shared already; no bytes, nothing to share.
             Backing::Shm(_)

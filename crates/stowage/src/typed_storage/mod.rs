@@ -51,7 +51,7 @@ use std::sync::atomic::{AtomicU8, Ordering};
 
 use num_complex::Complex64;
 
-use crate::dtype::{Kind, DTYPES};
+use crate::dtype::{Kind, ValueRange, DTYPES};
 use crate::element::{self, Scalar};
 use crate::serialize::{StorageRecord, StorageRef};
 use crate::{warn, DType, Device, DeviceType, Error, Result, Tensor, UntypedStorage};

@@ -45,7 +45,7 @@ fn floats_print_as_python_repr() {
 
 #[test]
 fn overflow_rules_follow_c10() {
-    let r = |d| range_and_cpp_name(d).0;
+    let r = range;
     assert!(!overflows(Scalar::Int(-1), r(DType::UInt8)));
     assert!(!overflows(Scalar::Int(-255), r(DType::UInt8)));
     assert!(overflows(Scalar::Int(-256), r(DType::UInt8)));

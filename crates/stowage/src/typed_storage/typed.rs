@@ -378,9 +378,11 @@ impl TypedStorage {
     }
 
     /// Moves the bytes into shared memory ([`UntypedStorage::share_memory_`]). Warns.
+    /// Needs the `shm` feature.
     ///
     /// # Errors
     /// As [`UntypedStorage::share_memory_`].
+    #[cfg(feature = "shm")]
     #[track_caller]
     pub fn share_memory_(&self) -> Result<&Self> {
         deprecated();
@@ -388,7 +390,8 @@ impl TypedStorage {
         Ok(self)
     }
 
-    /// True when the bytes are page-locked. Warns.
+    /// True when the bytes are page-locked. Warns. Needs the `pinned` feature.
+    #[cfg(feature = "pinned")]
     #[track_caller]
     pub fn is_pinned(&self) -> bool {
         deprecated();
@@ -396,9 +399,11 @@ impl TypedStorage {
     }
 
     /// A copy in page-locked memory ([`UntypedStorage::pin_memory`]). Warns.
+    /// Needs the `pinned` feature.
     ///
     /// # Errors
     /// As [`UntypedStorage::pin_memory`].
+    #[cfg(feature = "pinned")]
     #[track_caller]
     pub fn pin_memory(&self) -> Result<TypedStorage> {
         deprecated();

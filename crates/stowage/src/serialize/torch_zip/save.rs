@@ -173,7 +173,7 @@ pub fn save(path: impl AsRef<Path>, ckpt: &Checkpoint) -> Result<()> {
 /// As [`save`].
 pub fn save_with(path: &Path, ckpt: &Checkpoint, options: &SaveOptions) -> Result<()> {
     let stem = archive_name(path);
-    io::write_atomically_with(path, options.sync, |tmp| {
+    io::write_atomically(path, options.sync, |tmp| {
         let plan = Plan::new(ckpt, options)?;
         let len = plan.archive_len(&stem, options.alignment)?;
         let io_tmp = Error::Io;

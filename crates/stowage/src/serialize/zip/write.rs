@@ -148,13 +148,6 @@ impl<W: Write> ZipWriter<W> {
         }
     }
 
-    /// Whether chunks of 1 MiB or more are hashed on a second thread while
-    /// they are written (the default when the machine has more than one core).
-    /// The output is the same either way.
-    pub fn set_parallel_crc(&mut self, on: bool) {
-        self.parallel_crc = on;
-    }
-
     /// Writes a whole record.
     pub fn write_record(&mut self, name: &str, data: &[u8]) -> Result<(), ZipError> {
         self.start_record(name, data.len() as u64)?;
@@ -621,7 +614,7 @@ mod tests {
             .collect();
         let write = |parallel| {
             let mut w = ZipWriter::new(Vec::new(), "archive", 64);
-            w.set_parallel_crc(parallel);
+            w.parallel_crc = parallel;
             w.start_record("data/0", 2 * data.len() as u64).unwrap();
             w.write_chunk(&data).unwrap();
             w.write_chunk(&data[..10]).unwrap();
