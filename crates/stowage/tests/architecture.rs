@@ -1,0 +1,335 @@
+//! The crate's layers, checked: every `use` of one module by another goes
+//! downward in the table below (or stays inside one module), so the module
+//! graph has no cycle. `docs/architecture.md` explains each layer.
+//!
+//! A module here is a top-level module of `src/` (`storage`, `layout`, …),
+//! except that `serialize`'s children count on their own (`serialize/zip`,
+//! `serialize/pickle`, …), since they are the layers of the checkpoint side.
+//! References are read from the source: `crate::name`, `super::name`, and
+//! the root re-exports (`crate::{Tensor, DType, …}`), outside comments.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::path::{Path, PathBuf};
+
+/// Layers, lowest first. A module may use modules of its own layer or lower
+/// ones; within a layer, the uses must still form no cycle.
+const LAYERS: &[(&str, &[&str])] = &[
+    (
+        "foundations",
+        &["error", "sync", "io", "minifloat", "device", "warn"],
+    ),
+    ("elements", &["dtype", "element"]),
+    ("layouts", &["layout"]),
+    ("storages", &["storage"]),
+    (
+        "tensors",
+        &[
+            "tensor", "view", "copy", "display", "fake", "kernel", "autograd", "ops",
+        ],
+    ),
+    (
+        "checkpoint containers",
+        &["serialize/zip", "serialize/pickle"],
+    ),
+    (
+        "checkpoint meaning",
+        &["serialize/object", "serialize/torch"],
+    ),
+    (
+        "checkpoint formats",
+        &[
+            "serialize/torch_zip",
+            "serialize/torch_legacy",
+            "serialize/safetensors",
+        ],
+    ),
+    ("checkpoint entry points", &["serialize"]),
+    ("typed storages", &["typed_storage"]),
+];
+
+/// What the root re-exports, by the module that defines it.
+const ROOT_ITEMS: &[(&str, &str)] = &[
+    ("Operand", "ops"),
+    ("Device", "device"),
+    ("DeviceType", "device"),
+    ("DType", "dtype"),
+    ("Kind", "dtype"),
+    ("Element", "element"),
+    ("Scalar", "element"),
+    ("Error", "error"),
+    ("Result", "error"),
+    ("load", "serialize"),
+    ("save", "serialize"),
+    ("Checkpoint", "serialize/object"),
+    ("UntypedStorage", "storage"),
+    ("Tensor", "tensor"),
+    ("LegacyArgs", "typed_storage"),
+    ("LegacyClass", "typed_storage"),
+    ("LegacyStorageClass", "typed_storage"),
+    ("Storage", "typed_storage"),
+    ("TypedStorage", "typed_storage"),
+];
+
+/// `error.rs` names every module's error types (`#[from]`), by design: it is
+/// the one error enum, below everything else, and only names types.
+const EXEMPT: &[&str] = &["error"];
+
+fn src() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in fs::read_dir(dir).expect("src is readable") {
+        let path = entry.expect("dir entry").path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// The module path of a file: `serialize/zip/read.rs` → `[serialize, zip, read]`,
+/// `storage/mod.rs` → `[storage]`, `lib.rs` → `[]`.
+fn module_path(file: &Path) -> Vec<String> {
+    let rel = file.strip_prefix(src()).expect("file under src");
+    let mut parts: Vec<String> = rel
+        .iter()
+        .map(|p| p.to_string_lossy().trim_end_matches(".rs").to_owned())
+        .collect();
+    if matches!(parts.last().map(String::as_str), Some("mod" | "lib")) {
+        parts.pop();
+    }
+    parts
+}
+
+/// The unit a module path belongs to: its top-level module, or
+/// `serialize/<child>` under `serialize`.
+fn unit(path: &[String], known: &BTreeSet<String>) -> Option<String> {
+    let first = path.first()?;
+    if first == "serialize" {
+        if let Some(child) = path.get(1) {
+            let u = format!("serialize/{child}");
+            if known.contains(&u) {
+                return Some(u);
+            }
+        }
+    }
+    Some(first.clone())
+}
+
+/// Every path the code of `text` names from `crate::` or `super::`, resolved
+/// against `here` (the file's module path) to a module path, with comments
+/// left out.
+fn referenced(text: &str, here: &[String]) -> Vec<Vec<String>> {
+    let code: String = text
+        .lines()
+        .map(|l| match l.find("//") {
+            Some(i) => &l[..i],
+            None => l,
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    let mut out = Vec::new();
+    let bytes = code.as_bytes();
+    let ident = |s: &str| -> String {
+        s.chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect()
+    };
+    for (start, _) in code.match_indices("crate::").chain(code.match_indices("super::")) {
+        // Only whole path starts: not `foo_crate::` or `self::super::`.
+        if start > 0 && (bytes[start - 1].is_ascii_alphanumeric() || bytes[start - 1] == b'_') {
+            continue;
+        }
+        let mut base: Vec<String> = Vec::new();
+        let mut rest = &code[start..];
+        if let Some(r) = rest.strip_prefix("crate::") {
+            rest = r;
+        } else {
+            base = here.to_vec();
+            // A `mod.rs` file is the module itself; `super` is its parent.
+            while let Some(r) = rest.strip_prefix("super::") {
+                base.pop();
+                rest = r;
+            }
+        }
+        if let Some(group) = rest.strip_prefix('{') {
+            // `crate::{a, b::C, D}`: the first segment of each item.
+            let end = group.find('}').unwrap_or(group.len());
+            for item in group[..end].split(',') {
+                let name = ident(item.trim());
+                if !name.is_empty() {
+                    let mut p = base.clone();
+                    p.push(name);
+                    out.push(p);
+                }
+            }
+        } else {
+            let mut p = base;
+            let mut r = rest;
+            loop {
+                let name = ident(r);
+                if name.is_empty() {
+                    break;
+                }
+                r = &r[name.len()..];
+                p.push(name);
+                match r.strip_prefix("::") {
+                    Some(next) if !next.starts_with('{') => r = next,
+                    _ => break,
+                }
+            }
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// `unit → the units it uses`, for every file of `src/`.
+fn graph() -> BTreeMap<String, BTreeMap<String, BTreeSet<String>>> {
+    let mut files = Vec::new();
+    rust_files(&src(), &mut files);
+    let known: BTreeSet<String> = files
+        .iter()
+        .map(|f| module_path(f))
+        .filter(|p| p.len() >= 2 && p[0] == "serialize")
+        .map(|p| format!("serialize/{}", p[1]))
+        .collect();
+    let root: BTreeMap<&str, &str> = ROOT_ITEMS.iter().copied().collect();
+    let mut g: BTreeMap<String, BTreeMap<String, BTreeSet<String>>> = BTreeMap::new();
+    for file in &files {
+        let here = module_path(file);
+        let Some(from) = unit(&here, &known) else {
+            continue; // lib.rs
+        };
+        let mut text = fs::read_to_string(file).expect("readable source");
+        // Unit tests are not part of the architecture (and their `super` is the file).
+        if let Some(i) = text.find("#[cfg(test)]\nmod tests") {
+            text.truncate(i);
+        }
+        for mut path in referenced(&text, &here) {
+            if path.len() == 1 {
+                if let Some(m) = root.get(path[0].as_str()) {
+                    path = m.split('/').map(str::to_owned).collect();
+                }
+            }
+            let Some(to) = unit(&path, &known) else {
+                continue;
+            };
+            if to != from && !to.starts_with(char::is_uppercase) {
+                let shown = file.strip_prefix(src()).unwrap().display().to_string();
+                g.entry(from.clone())
+                    .or_default()
+                    .entry(to)
+                    .or_default()
+                    .insert(shown);
+            }
+        }
+    }
+    g
+}
+
+fn layer_of(unit: &str) -> Option<usize> {
+    LAYERS.iter().position(|(_, units)| units.contains(&unit))
+}
+
+#[test]
+fn every_module_has_a_layer() {
+    let mut files = Vec::new();
+    rust_files(&src(), &mut files);
+    let g = graph();
+    let mut missing: BTreeSet<String> = BTreeSet::new();
+    for (from, tos) in &g {
+        for u in std::iter::once(from).chain(tos.keys()) {
+            if layer_of(u).is_none() {
+                missing.insert(u.clone());
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "modules with no layer in tests/architecture.rs: {missing:?}"
+    );
+}
+
+#[test]
+fn uses_go_down_the_layers() {
+    let mut upward = Vec::new();
+    for (from, tos) in graph() {
+        if EXEMPT.contains(&from.as_str()) {
+            continue;
+        }
+        for (to, files) in tos {
+            if let (Some(a), Some(b)) = (layer_of(&from), layer_of(&to)) {
+                if b > a {
+                    upward.push(format!(
+                        "{from} ({}) uses {to} ({}) in {files:?}",
+                        LAYERS[a].0, LAYERS[b].0
+                    ));
+                }
+            }
+        }
+    }
+    assert!(upward.is_empty(), "uses up the layers:\n{}", upward.join("\n"));
+}
+
+#[test]
+fn the_module_graph_has_no_cycle() {
+    let g = graph();
+    let edges: BTreeMap<&str, Vec<&str>> = g
+        .iter()
+        .filter(|(from, _)| !EXEMPT.contains(&from.as_str()))
+        .map(|(from, tos)| (from.as_str(), tos.keys().map(String::as_str).collect()))
+        .collect();
+    // Depth-first search; a grey node met again closes a cycle.
+    fn visit<'a>(
+        n: &'a str,
+        edges: &BTreeMap<&'a str, Vec<&'a str>>,
+        state: &mut BTreeMap<&'a str, u8>,
+        stack: &mut Vec<&'a str>,
+    ) -> Option<Vec<&'a str>> {
+        match state.get(n) {
+            Some(2) => return None,
+            Some(1) => {
+                let i = stack.iter().position(|s| *s == n).unwrap();
+                let mut cycle = stack[i..].to_vec();
+                cycle.push(n);
+                return Some(cycle);
+            }
+            _ => {}
+        }
+        state.insert(n, 1);
+        stack.push(n);
+        for &m in edges.get(n).into_iter().flatten() {
+            if let Some(c) = visit(m, edges, state, stack) {
+                return Some(c);
+            }
+        }
+        stack.pop();
+        state.insert(n, 2);
+        None
+    }
+    let mut state = BTreeMap::new();
+    for &n in edges.keys() {
+        let mut stack = Vec::new();
+        if let Some(cycle) = visit(n, &edges, &mut state, &mut stack) {
+            let detail: Vec<String> = cycle
+                .windows(2)
+                .map(|w| format!("{} -> {} in {:?}", w[0], w[1], g[w[0]][w[1]]))
+                .collect();
+            panic!("module cycle: {}\n{}", cycle.join(" -> "), detail.join("\n"));
+        }
+    }
+}
+
+/// Prints the graph (`cargo test --test architecture -- --nocapture print`),
+/// for `docs/architecture.md`.
+#[test]
+fn print_the_graph() {
+    for (from, tos) in graph() {
+        let tos: Vec<&String> = tos.keys().collect();
+        println!("{from} -> {tos:?}");
+    }
+}
