@@ -289,7 +289,7 @@ impl Layout {
     /// # Errors
     /// [`Error::DimOutOfRange`], [`Error::InvalidArgument`] when the range leaves the dimension.
     pub fn narrow(&self, dim: isize, start: isize, length: usize) -> Result<Layout> {
-        let d = self.dim(dim, "narrow")?;
+        let d = self.wrap_dim(dim)?;
         let size = self.shape[d];
         let s = if start < 0 {
             start + size as isize
@@ -322,7 +322,7 @@ impl Layout {
         stop: Option<isize>,
         step: usize,
     ) -> Result<Layout> {
-        let d = self.dim(dim, "slice")?;
+        let d = self.wrap_dim(dim)?;
         if step == 0 {
             return Err(Error::InvalidArgument {
                 op: "slice",
@@ -353,7 +353,7 @@ impl Layout {
                 value: "select() cannot be applied to a 0-dim tensor".into(),
             });
         }
-        let d = self.dim(dim, "select")?;
+        let d = self.wrap_dim(dim)?;
         let i = wrap_index(index, d, self.shape[d])?;
         let mut l = self.clone();
         l.offset = advance(l.offset, i, self.stride[d])?;
@@ -369,11 +369,11 @@ impl Layout {
     pub fn transpose(&self, dim0: isize, dim1: isize) -> Result<Layout> {
         let mut l = self.clone();
         if self.ndim() == 0 {
-            self.dim(dim0, "transpose")?;
-            self.dim(dim1, "transpose")?;
+            self.wrap_dim(dim0)?;
+            self.wrap_dim(dim1)?;
             return Ok(l);
         }
-        let (a, b) = (self.dim(dim0, "transpose")?, self.dim(dim1, "transpose")?);
+        let (a, b) = (self.wrap_dim(dim0)?, self.wrap_dim(dim1)?);
         l.shape.swap(a, b);
         l.stride.swap(a, b);
         Ok(l)
@@ -495,10 +495,10 @@ impl Layout {
     pub fn squeeze_dim(&self, dim: isize) -> Result<Layout> {
         let mut l = self.clone();
         if self.ndim() == 0 {
-            self.dim(dim, "squeeze")?;
+            self.wrap_dim(dim)?;
             return Ok(l);
         }
-        let d = self.dim(dim, "squeeze")?;
+        let d = self.wrap_dim(dim)?;
         if self.shape[d] == 1 {
             l.shape.remove(d);
             l.stride.remove(d);
@@ -532,8 +532,8 @@ impl Layout {
             return Ok(vec![1]);
         }
         let (s, e) = (
-            self.dim(start_dim, "flatten")?,
-            self.dim(end_dim, "flatten")?,
+            self.wrap_dim(start_dim)?,
+            self.wrap_dim(end_dim)?,
         );
         if s > e {
             return Err(Error::InvalidArgument {
@@ -554,7 +554,7 @@ impl Layout {
     /// # Errors
     /// [`Error::DimOutOfRange`], [`Error::ShapeMismatch`].
     pub fn unflatten_shape(&self, dim: isize, sizes: &[isize]) -> Result<Vec<isize>> {
-        let d = self.dim(dim, "unflatten")?;
+        let d = self.wrap_dim(dim)?;
         if self.ndim() == 0 || sizes.is_empty() {
             return Err(Error::InvalidArgument {
                 op: "unflatten",
@@ -574,7 +574,7 @@ impl Layout {
     /// # Errors
     /// [`Error::DimOutOfRange`], [`Error::InvalidArgument`] for identical dims.
     pub fn diagonal(&self, offset: isize, dim1: isize, dim2: isize) -> Result<Layout> {
-        let (a, b) = (self.dim(dim1, "diagonal")?, self.dim(dim2, "diagonal")?);
+        let (a, b) = (self.wrap_dim(dim1)?, self.wrap_dim(dim2)?);
         if a == b || self.ndim() < 2 {
             return Err(Error::InvalidArgument {
                 op: "diagonal",
@@ -613,7 +613,7 @@ impl Layout {
     /// # Errors
     /// [`Error::DimOutOfRange`], [`Error::InvalidArgument`] for a window larger than the dimension or a step of 0.
     pub fn unfold(&self, dim: isize, size: usize, step: usize) -> Result<Layout> {
-        let d = self.dim(dim, "unfold")?;
+        let d = self.wrap_dim(dim)?;
         let (dsize, dstride) = if self.ndim() == 0 {
             (1, 1)
         } else {
@@ -650,7 +650,7 @@ impl Layout {
     /// # Errors
     /// [`Error::DimOutOfRange`], [`Error::InvalidArgument`] for a split size of 0 on a non-empty dimension.
     pub fn split(&self, split_size: usize, dim: isize) -> Result<Vec<Layout>> {
-        let d = self.dim(dim, "split")?;
+        let d = self.wrap_dim(dim)?;
         let size = self.shape.get(d).copied().unwrap_or(1);
         if split_size == 0 && size != 0 {
             return Err(Error::InvalidArgument { op: "split", what: "split_size", value: format!("split_size can only be 0 if dimension size is 0, but got dimension size of {size}") });
@@ -673,7 +673,7 @@ impl Layout {
     /// # Errors
     /// [`Error::DimOutOfRange`], [`Error::InvalidArgument`].
     pub fn split_with_sizes(&self, sizes: &[usize], dim: isize) -> Result<Vec<Layout>> {
-        let d = self.dim(dim, "split_with_sizes")?;
+        let d = self.wrap_dim(dim)?;
         let total: usize = sizes
             .iter()
             .try_fold(0usize, |a, &s| a.checked_add(s))
@@ -704,7 +704,7 @@ impl Layout {
                 value: "chunk expects `chunks` to be greater than 0, got: 0".into(),
             });
         }
-        let d = self.dim(dim, "chunk")?;
+        let d = self.wrap_dim(dim)?;
         let size = self.shape[d];
         if size == 0 {
             return self.split_with_sizes(&vec![0; chunks], dim);
@@ -717,7 +717,7 @@ impl Layout {
     /// # Errors
     /// [`Error::DimOutOfRange`].
     pub fn unbind(&self, dim: isize) -> Result<Vec<Layout>> {
-        let d = self.dim(dim, "unbind")?;
+        let d = self.wrap_dim(dim)?;
         (0..self.shape.get(d).copied().unwrap_or(0))
             .map(|i| self.select(d as isize, i as isize))
             .collect()
@@ -790,7 +790,8 @@ impl Layout {
         }
     }
 
-    fn dim(&self, dim: isize, _op: &'static str) -> Result<usize> {
+    /// `dim` wrapped into `0..ndim` (see [`wrap_dim`]).
+    fn wrap_dim(&self, dim: isize) -> Result<usize> {
         wrap_dim(dim, self.ndim())
     }
 }
