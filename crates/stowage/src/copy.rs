@@ -1,5 +1,5 @@
-//! Copies: `contiguous`, `deep_clone`, `to_dtype`, `copy_`, `fill_`, and the
-//! in-place arithmetic `add_` / `mul_`.
+//! Copies: `contiguous`, `deep_clone`, `to_dtype`, `to_device`, `copy_` and
+//! `fill_`.
 //!
 //! The strided copy kernel first drops size-1 dimensions and merges
 //! dimensions that are contiguous in both source and destination, then
@@ -13,10 +13,9 @@ use bytemuck::Pod;
 
 use crate::autograd::{record, Backward};
 use crate::element::{self, Scalar};
-use crate::layout::{broadcast_shapes, Layout};
-use crate::ops::kernel::{self, BinOp};
+use crate::layout::Layout;
 use crate::storage::with_pair;
-use crate::{DType, Device, Error, Kind, Result, Tensor, UntypedStorage};
+use crate::{DType, Device, Error, Result, Tensor, UntypedStorage};
 
 #[derive(Clone, Copy, Debug)]
 struct Dim {
@@ -315,16 +314,6 @@ fn preserved_strides(l: &Layout) -> Vec<usize> {
 }
 
 impl Tensor {
-    fn check_data(&self, op: &'static str) -> Result<()> {
-        if !self.has_data() {
-            return Err(Error::NoData {
-                op,
-                device: self.device(),
-            });
-        }
-        Ok(())
-    }
-
     /// A new tensor with `layout`'s strides holding a copy of `self` converted to `dtype`.
     pub(crate) fn copied(
         &self,
@@ -426,7 +415,7 @@ impl Tensor {
     /// Every view of `self`'s storage sees the new values.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] when `src` does not broadcast to `self`'s shape;
+    /// [`Error::ShapeIncompatible`] when `src` does not broadcast to `self`'s shape;
     /// [`Error::NoData`] on meta; [`Error::InPlaceRequiresGrad`] while recording
     /// gradients for `self` (see [`crate::autograd`]).
     pub fn copy_(&self, src: &Tensor) -> Result<&Self> {
@@ -481,154 +470,6 @@ impl Tensor {
     /// As [`fill_`](Self::fill_).
     pub fn zero_(&self) -> Result<&Self> {
         self.fill_(Scalar::Int(0))
-    }
-
-    /// In place `self += other` (a tensor broadcast to `self`'s shape, or a scalar).
-    ///
-    /// # Errors
-    /// [`Error::InvalidArgument`] when the result type cannot be stored in `self`'s dtype
-    /// (as PyTorch refuses `int_tensor.add_(0.5)`) or shapes do not broadcast;
-    /// [`Error::InPlaceRequiresGrad`] while recording gradients for `self`.
-    pub fn add_<'a>(&self, other: impl Into<Operand<'a>>) -> Result<&Self> {
-        self.binary_("add_", BinOp::Add, other.into(), |a, b| match (a, b) {
-            (Scalar::Bool(x), y) => Scalar::Bool(x || y.to_bool()),
-            (Scalar::Int(x), y) => Scalar::Int(x.wrapping_add(y.to_i64())),
-            (Scalar::UInt(x), y) => Scalar::UInt(x.wrapping_add(y.to_u64())),
-            (Scalar::Float(x), y) => Scalar::Float(x + y.to_f64()),
-            (Scalar::Complex(x), y) => Scalar::Complex(x + y.to_complex()),
-        })
-    }
-
-    /// In place `self *= other` (a tensor broadcast to `self`'s shape, or a scalar).
-    ///
-    /// # Errors
-    /// As [`add_`](Self::add_).
-    pub fn mul_<'a>(&self, other: impl Into<Operand<'a>>) -> Result<&Self> {
-        self.binary_("mul_", BinOp::Mul, other.into(), |a, b| match (a, b) {
-            (Scalar::Bool(x), y) => Scalar::Bool(x && y.to_bool()),
-            (Scalar::Int(x), y) => Scalar::Int(x.wrapping_mul(y.to_i64())),
-            (Scalar::UInt(x), y) => Scalar::UInt(x.wrapping_mul(y.to_u64())),
-            (Scalar::Float(x), y) => Scalar::Float(x * y.to_f64()),
-            (Scalar::Complex(x), y) => Scalar::Complex(x * y.to_complex()),
-        })
-    }
-
-    /// `self = f(self, other)` element by element; `kernel` is the same operation
-    /// for the fast path of contiguous `float32`/`float64` tensors.
-    fn binary_(
-        &self,
-        op: &'static str,
-        kernel: BinOp,
-        other: Operand<'_>,
-        f: impl Fn(Scalar, Scalar) -> Scalar,
-    ) -> Result<&Self> {
-        self.check_inplace(op)?;
-        self.check_data(op)?;
-        let other_kind = match &other {
-            Operand::Scalar(Scalar::Bool(_)) => Kind::Bool,
-            Operand::Scalar(Scalar::Int(_) | Scalar::UInt(_)) => Kind::Int,
-            Operand::Scalar(Scalar::Float(_)) => Kind::Float,
-            Operand::Scalar(Scalar::Complex(_)) => Kind::Complex,
-            Operand::Tensor(t) => t.dtype.kind(),
-        };
-        if rank(other_kind) > rank(self.dtype.kind()) {
-            return Err(Error::InvalidArgument {
-                op,
-                what: "operand",
-                value: format!("result type of {other_kind:?} values can't be cast to the desired output type {}", self.dtype),
-            });
-        }
-        if let Operand::Tensor(t) = other {
-            broadcast_shapes(self.shape(), t.shape())
-                .ok()
-                .filter(|s| s == self.shape())
-                .ok_or_else(|| Error::ShapeIncompatible {
-                    op,
-                    expected: self.shape().to_vec(),
-                    found: t.shape().to_vec(),
-                })?;
-        }
-        if matches!(self.dtype, DType::Float32 | DType::Float64) && self.is_contiguous() {
-            let operand = match other {
-                Operand::Tensor(t) => t.clone(),
-                Operand::Scalar(s) => Tensor::full(&[], s, self.dtype)?,
-            };
-            if kernel::inplace(kernel, self, &operand)? {
-                return Ok(self);
-            }
-        }
-        // Gather the operand first: it may share storage with `self`.
-        let values: Vec<Scalar> = match other {
-            Operand::Scalar(s) => vec![s],
-            Operand::Tensor(t) => {
-                let sizes: Vec<isize> = self.shape().iter().map(|&s| s as isize).collect();
-                t.with_layout_unchecked(t.layout.expand(&sizes)?)
-                    .scalars()?
-            }
-        };
-        let (dt, es) = (self.dtype, self.element_size());
-        self.storage
-            .with_bytes_mut(op, |b| {
-                self.layout.check_fits(es, b.len())?;
-                for (i, o) in self.layout.offsets().enumerate() {
-                    let cell = &mut b[o * es..(o + 1) * es];
-                    let v = f(
-                        element::read(dt, cell)?,
-                        values[if values.len() == 1 { 0 } else { i }],
-                    );
-                    element::write(dt, v, cell)?;
-                }
-                Ok(())
-            })?
-            .map(|()| self)
-    }
-
-    fn with_layout_unchecked(&self, layout: Layout) -> Tensor {
-        Tensor {
-            storage: self.storage.clone(),
-            dtype: self.dtype,
-            layout,
-            autograd: None,
-        }
-    }
-}
-
-fn rank(k: Kind) -> u8 {
-    match k {
-        Kind::Bool => 0,
-        Kind::Int | Kind::Quantized | Kind::Bits => 1,
-        Kind::Float => 2,
-        Kind::Complex => 3,
-    }
-}
-
-/// The right-hand side of an in-place arithmetic operation: a tensor or a scalar.
-#[derive(Clone, Copy)]
-pub enum Operand<'a> {
-    /// A tensor, broadcast to the left-hand side's shape.
-    Tensor(&'a Tensor),
-    /// A number.
-    Scalar(Scalar),
-}
-
-impl<'a> From<&'a Tensor> for Operand<'a> {
-    fn from(t: &'a Tensor) -> Self {
-        Operand::Tensor(t)
-    }
-}
-impl From<Scalar> for Operand<'_> {
-    fn from(s: Scalar) -> Self {
-        Operand::Scalar(s)
-    }
-}
-impl From<f64> for Operand<'_> {
-    fn from(v: f64) -> Self {
-        Operand::Scalar(Scalar::Float(v))
-    }
-}
-impl From<i64> for Operand<'_> {
-    fn from(v: i64) -> Self {
-        Operand::Scalar(Scalar::Int(v))
     }
 }
 
@@ -752,64 +593,6 @@ mod tests {
         assert_eq!(c.to_vec::<f32>().unwrap(), t.to_vec::<f32>().unwrap());
         let stepped = grid(4, 4).slice(1, None, None, 2).unwrap();
         assert_eq!(stepped.deep_clone().unwrap().stride(), &[2, 1]);
-    }
-
-    #[test]
-    fn arithmetic_in_place() {
-        let t = Tensor::ones(&[2, 2], DType::Float32).unwrap();
-        t.add_(1.5).unwrap();
-        t.mul_(&Tensor::from_slice(&[2.0f32, 3.0]).unwrap())
-            .unwrap();
-        assert_eq!(t.to_vec::<f32>().unwrap(), vec![5.0, 7.5, 5.0, 7.5]);
-        let i = Tensor::ones(&[2], DType::Int64).unwrap();
-        assert!(i.add_(0.5).is_err());
-        i.add_(&i.clone()).unwrap();
-        assert_eq!(i.to_vec::<i64>().unwrap(), vec![2, 2]);
-        let u8t = Tensor::from_slice(&[250u8]).unwrap();
-        u8t.add_(10i64).unwrap();
-        assert_eq!(u8t.to_vec::<u8>().unwrap(), vec![4]);
-    }
-
-    /// The float fast path (contiguous float32/float64) and the element-by-element
-    /// path agree, also when the operand overlaps the destination.
-    #[test]
-    fn in_place_fast_path_matches_the_general_path() {
-        let values: Vec<f32> = (0..12).map(|i| (i as f32) * 0.37 - 1.9).collect();
-        let fresh = || Tensor::from_vec(values.clone(), &[3, 4]).unwrap();
-        // Contiguous (fast) against the same values through a transposed,
-        // non-contiguous destination (general).
-        let fast = fresh();
-        let general = fresh().t().unwrap().contiguous().unwrap().t().unwrap();
-        assert!(!general.is_contiguous());
-        let row = Tensor::from_slice(&[0.5f32, -1.25, 3.0, 0.1]).unwrap();
-        for t in [&fast, &general] {
-            t.add_(&row).unwrap();
-            t.mul_(0.1).unwrap();
-            t.add_(&Tensor::from_slice(&[7i64]).unwrap()).unwrap();
-            t.mul_(&t.clone()).unwrap();
-        }
-        let (f, g) = (
-            fast.to_vec::<f32>().unwrap(),
-            general.to_vec::<f32>().unwrap(),
-        );
-        assert_eq!(f, g);
-        // The operand overlaps the destination, shifted by one: gathered first
-        // (float32 takes the fast path, float64 too, float16 the general one).
-        for dtype in [DType::Float32, DType::Float64, DType::Float16] {
-            let flat = fresh().view(&[-1]).unwrap().to_dtype(dtype).unwrap();
-            let before = flat.to_vec::<f32>().unwrap();
-            let (dst, src) = (
-                flat.narrow(0, 1, 11).unwrap(),
-                flat.narrow(0, 0, 11).unwrap(),
-            );
-            dst.add_(&src).unwrap();
-            let after = flat.to_vec::<f32>().unwrap();
-            for i in 1..12 {
-                let want = Tensor::scalar(before[i] + before[i - 1]).unwrap();
-                let want = want.to_dtype(dtype).unwrap().to_vec::<f32>().unwrap()[0];
-                assert_eq!(after[i], want, "{dtype} element {i}");
-            }
-        }
     }
 
     #[test]

@@ -84,7 +84,8 @@ pub fn contiguous_strides(shape: &[usize]) -> Vec<usize> {
 ///
 /// # Errors
 /// [`Error::ShapeMismatch`] when the sizes cannot hold exactly `numel` elements,
-/// [`Error::InvalidArgument`] for sizes below -1 or a second -1.
+/// [`Error::NegativeSize`] for sizes below -1, [`Error::MultipleInferredDims`]
+/// for a second -1.
 pub fn infer_shape(shape: &[isize], numel: usize) -> Result<Vec<usize>> {
     let mismatch = || Error::ShapeMismatch {
         shape: shape.to_vec(),
@@ -96,19 +97,11 @@ pub fn infer_shape(shape: &[isize], numel: usize) -> Result<Vec<usize>> {
         match s {
             -1 if infer.is_none() => infer = Some(i),
             -1 => {
-                return Err(Error::InvalidArgument {
-                    op: "view",
-                    what: "shape",
-                    value: "only one dimension can be inferred".into(),
+                return Err(Error::MultipleInferredDims {
+                    shape: shape.to_vec(),
                 })
             }
-            s if s < 0 => {
-                return Err(Error::InvalidArgument {
-                    op: "view",
-                    what: "shape dimension",
-                    value: s.to_string(),
-                })
-            }
+            s if s < 0 => return Err(Error::NegativeSize { size: s as i64 }),
             s => known = known.checked_mul(s as usize).ok_or_else(mismatch)?,
         }
     }
@@ -143,18 +136,13 @@ impl Layout {
     /// A layout from its parts.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] when shape and stride lengths differ,
+    /// [`Error::StrideLengthMismatch`] when shape and stride lengths differ,
     /// [`Error::SizeOverflow`] when the element count or reach overflows.
     pub fn new(shape: &[usize], stride: &[usize], offset: usize) -> Result<Layout> {
         if shape.len() != stride.len() {
-            return Err(Error::InvalidArgument {
-                op: "as_strided",
-                what: "stride",
-                value: format!(
-                    "mismatch in length of strides and shape ({} vs {})",
-                    stride.len(),
-                    shape.len()
-                ),
+            return Err(Error::StrideLengthMismatch {
+                shape_len: shape.len(),
+                stride_len: stride.len(),
             });
         }
         numel_of(shape)?;
@@ -287,7 +275,7 @@ impl Layout {
     /// `length` elements of `dim` starting at `start` (negative counts from the end).
     ///
     /// # Errors
-    /// [`Error::DimOutOfRange`], [`Error::InvalidArgument`] when the range leaves the dimension.
+    /// [`Error::DimOutOfRange`], [`Error::NarrowOutOfRange`] when the range leaves the dimension.
     pub fn narrow(&self, dim: isize, start: isize, length: usize) -> Result<Layout> {
         let d = self.wrap_dim(dim)?;
         let size = self.shape[d];
@@ -297,12 +285,10 @@ impl Layout {
             start
         };
         if s < 0 || s as usize > size || length > size - s as usize {
-            return Err(Error::InvalidArgument {
-                op: "narrow",
-                what: "range",
-                value: format!(
-                    "start ({start}) + length ({length}) exceeds dimension size ({size})"
-                ),
+            return Err(Error::NarrowOutOfRange {
+                start,
+                length,
+                size,
             });
         }
         let mut l = self.clone();
@@ -314,7 +300,7 @@ impl Layout {
     /// Python slicing `[start:stop:step]` along `dim`; `None` bounds are open, bounds clamp.
     ///
     /// # Errors
-    /// [`Error::DimOutOfRange`], [`Error::InvalidArgument`] for a step of 0.
+    /// [`Error::DimOutOfRange`], [`Error::ZeroArgument`] for a step of 0.
     pub fn slice(
         &self,
         dim: isize,
@@ -324,10 +310,9 @@ impl Layout {
     ) -> Result<Layout> {
         let d = self.wrap_dim(dim)?;
         if step == 0 {
-            return Err(Error::InvalidArgument {
+            return Err(Error::ZeroArgument {
                 op: "slice",
                 what: "step",
-                value: "slice step must be positive".into(),
             });
         }
         let size = self.shape[d] as isize;
@@ -344,14 +329,11 @@ impl Layout {
     /// Removes `dim`, keeping the elements at `index` (negative counts from the end).
     ///
     /// # Errors
-    /// [`Error::DimOutOfRange`] (also on 0-dim layouts), [`Error::IndexOutOfRange`].
+    /// [`Error::ZeroDimTensor`] on 0-dim layouts, [`Error::DimOutOfRange`],
+    /// [`Error::IndexOutOfRange`].
     pub fn select(&self, dim: isize, index: isize) -> Result<Layout> {
         if self.ndim() == 0 {
-            return Err(Error::InvalidArgument {
-                op: "select",
-                what: "dim",
-                value: "select() cannot be applied to a 0-dim tensor".into(),
-            });
+            return Err(Error::ZeroDimTensor { op: "select" });
         }
         let d = self.wrap_dim(dim)?;
         let i = wrap_index(index, d, self.shape[d])?;
@@ -382,17 +364,16 @@ impl Layout {
     /// Reorders the dimensions: dimension `i` of the result is `dims[i]` of this layout.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] unless `dims` is a permutation of the dimensions.
+    /// [`Error::DimCountMismatch`], [`Error::DimOutOfRange`] or [`Error::RepeatedDim`]
+    /// unless `dims` is a permutation of the dimensions.
     pub fn permute(&self, dims: &[isize]) -> Result<Layout> {
         let n = self.ndim();
         if dims.len() != n {
-            return Err(Error::InvalidArgument {
+            return Err(Error::DimCountMismatch {
                 op: "permute",
                 what: "dims",
-                value: format!(
-                    "number of dims don't match in permute: input.dim() = {n}, len(dims) = {}",
-                    dims.len()
-                ),
+                ndim: n,
+                given: dims.len(),
             });
         }
         let mut seen = vec![false; n];
@@ -404,10 +385,9 @@ impl Layout {
         for &d in dims {
             let d = wrap_dim(d, n)?;
             if std::mem::replace(&mut seen[d], true) {
-                return Err(Error::InvalidArgument {
+                return Err(Error::RepeatedDim {
                     op: "permute",
-                    what: "dims",
-                    value: format!("repeated dim {d}"),
+                    dim: d,
                 });
             }
             l.shape.push(self.shape[d]);
@@ -419,44 +399,35 @@ impl Layout {
     /// Broadcasts to `sizes` (-1 keeps a size); expanded dimensions get stride 0.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] when a non-singleton size would change or -1 names a new dimension.
+    /// [`Error::ExpandIncompatible`] for fewer sizes than dimensions, a
+    /// non-singleton size that would change, a -1 for a new dimension or a
+    /// size below -1; [`Error::SizeOverflow`].
     pub fn expand(&self, sizes: &[isize]) -> Result<Layout> {
         let (n, old) = (sizes.len(), self.ndim());
-        let bad = |why: String| Error::InvalidArgument {
-            op: "expand",
-            what: "size",
-            value: why,
+        let incompatible = || Error::ExpandIncompatible {
+            sizes: sizes.to_vec(),
+            shape: self.shape.clone(),
         };
         if n < old {
-            return Err(bad(format!(
-                "the number of sizes provided ({n}) must be greater or equal to the number of dimensions in the tensor ({old})"
-            )));
+            return Err(incompatible());
         }
         let mut shape = vec![0usize; n];
         let mut stride = vec![0usize; n];
         for i in (0..n).rev() {
-            let back = n - 1 - i;
-            let existing = (back < old).then(|| old - 1 - back);
+            let existing = (i + old >= n).then(|| i + old - n);
             let (mut size, mut st) = match existing {
                 Some(d) => (self.shape[d], self.stride[d]),
                 None if i + 1 < n => (1, shape[i + 1].saturating_mul(stride[i + 1])),
                 None => (1, 1),
             };
-            let target = sizes[i];
-            let target = match target {
-                -1 if existing.is_none() => {
-                    return Err(bad(format!("the expanded size of the tensor (-1) isn't allowed in a leading, non-existing dimension {i}")))
-                }
-                -1 => size,
-                t if t < 0 => return Err(bad(format!("invalid size {t}"))),
+            let target = match sizes[i] {
+                -1 if existing.is_some() => size,
+                t if t < 0 => return Err(incompatible()),
                 t => t as usize,
             };
             if size != target {
                 if size != 1 {
-                    return Err(bad(format!(
-                        "the expanded size of the tensor ({target}) must match the existing size ({size}) at non-singleton dimension {i}; target sizes {sizes:?}, tensor sizes {:?}",
-                        self.shape
-                    )));
+                    return Err(incompatible());
                 }
                 size = target;
                 st = 0;
@@ -526,20 +497,17 @@ impl Layout {
     /// The shape of `flatten(start_dim, end_dim)`.
     ///
     /// # Errors
-    /// [`Error::DimOutOfRange`], [`Error::InvalidArgument`] when start comes after end.
+    /// [`Error::DimOutOfRange`], [`Error::DimOrder`] when start comes after end.
     pub fn flatten_shape(&self, start_dim: isize, end_dim: isize) -> Result<Vec<isize>> {
         if self.ndim() == 0 {
             return Ok(vec![1]);
         }
-        let (s, e) = (
-            self.wrap_dim(start_dim)?,
-            self.wrap_dim(end_dim)?,
-        );
+        let (s, e) = (self.wrap_dim(start_dim)?, self.wrap_dim(end_dim)?);
         if s > e {
-            return Err(Error::InvalidArgument {
+            return Err(Error::DimOrder {
                 op: "flatten",
-                what: "dims",
-                value: "start_dim cannot come after end_dim".into(),
+                start: s,
+                end: e,
             });
         }
         let mid: usize = self.shape[s..=e].iter().product();
@@ -552,14 +520,17 @@ impl Layout {
     /// The shape of `unflatten(dim, sizes)` (one size may be -1).
     ///
     /// # Errors
-    /// [`Error::DimOutOfRange`], [`Error::ShapeMismatch`].
+    /// [`Error::DimOutOfRange`], [`Error::ZeroDimTensor`], [`Error::ZeroArgument`]
+    /// for no sizes, [`Error::ShapeMismatch`].
     pub fn unflatten_shape(&self, dim: isize, sizes: &[isize]) -> Result<Vec<isize>> {
         let d = self.wrap_dim(dim)?;
-        if self.ndim() == 0 || sizes.is_empty() {
-            return Err(Error::InvalidArgument {
+        if self.ndim() == 0 {
+            return Err(Error::ZeroDimTensor { op: "unflatten" });
+        }
+        if sizes.is_empty() {
+            return Err(Error::ZeroArgument {
                 op: "unflatten",
-                what: "sizes",
-                value: format!("{sizes:?} for a {}-dim tensor", self.ndim()),
+                what: "len(sizes)",
             });
         }
         let inner = infer_shape(sizes, self.shape[d])?;
@@ -572,14 +543,14 @@ impl Layout {
     /// The diagonal of dimensions `dim1` and `dim2`, shifted by `offset`, appended as the last dimension.
     ///
     /// # Errors
-    /// [`Error::DimOutOfRange`], [`Error::InvalidArgument`] for identical dims.
+    /// [`Error::DimOutOfRange`], [`Error::RepeatedDim`] for identical dims.
     pub fn diagonal(&self, offset: isize, dim1: isize, dim2: isize) -> Result<Layout> {
         let (a, b) = (self.wrap_dim(dim1)?, self.wrap_dim(dim2)?);
-        if a == b || self.ndim() < 2 {
-            return Err(Error::InvalidArgument {
+        // Below 2 dimensions both wrap to dimension 0.
+        if a == b {
+            return Err(Error::RepeatedDim {
                 op: "diagonal",
-                what: "dims",
-                value: format!("diagonal dimensions cannot be identical {dim1}, {dim2}"),
+                dim: a,
             });
         }
         let (sa, sb) = (self.shape[a] as isize, self.shape[b] as isize);
@@ -611,7 +582,7 @@ impl Layout {
     /// Windows of `size` elements every `step` along `dim`, as a new last dimension.
     ///
     /// # Errors
-    /// [`Error::DimOutOfRange`], [`Error::InvalidArgument`] for a window larger than the dimension or a step of 0.
+    /// [`Error::DimOutOfRange`], [`Error::WindowTooLarge`], [`Error::ZeroArgument`] for a step of 0.
     pub fn unfold(&self, dim: isize, size: usize, step: usize) -> Result<Layout> {
         let d = self.wrap_dim(dim)?;
         let (dsize, dstride) = if self.ndim() == 0 {
@@ -620,19 +591,16 @@ impl Layout {
             (self.shape[d], self.stride[d])
         };
         if size > dsize {
-            return Err(Error::InvalidArgument {
-                op: "unfold",
-                what: "size",
-                value: format!(
-                    "maximum size for tensor at dimension {d} is {dsize} but size is {size}"
-                ),
+            return Err(Error::WindowTooLarge {
+                dim: d,
+                size,
+                max: dsize,
             });
         }
         if step == 0 {
-            return Err(Error::InvalidArgument {
+            return Err(Error::ZeroArgument {
                 op: "unfold",
                 what: "step",
-                value: "step is 0 but must be > 0".into(),
             });
         }
         let mut l = self.clone();
@@ -648,12 +616,12 @@ impl Layout {
     /// Pieces of `split_size` along `dim` (the last may be smaller).
     ///
     /// # Errors
-    /// [`Error::DimOutOfRange`], [`Error::InvalidArgument`] for a split size of 0 on a non-empty dimension.
+    /// [`Error::DimOutOfRange`], [`Error::ZeroSplitSize`] for a split size of 0 on a non-empty dimension.
     pub fn split(&self, split_size: usize, dim: isize) -> Result<Vec<Layout>> {
         let d = self.wrap_dim(dim)?;
         let size = self.shape.get(d).copied().unwrap_or(1);
         if split_size == 0 && size != 0 {
-            return Err(Error::InvalidArgument { op: "split", what: "split_size", value: format!("split_size can only be 0 if dimension size is 0, but got dimension size of {size}") });
+            return Err(Error::ZeroSplitSize { size });
         }
         let pieces = if split_size == 0 {
             1
@@ -671,7 +639,7 @@ impl Layout {
     /// Pieces of the given sizes along `dim`; they must add up to the dimension's size.
     ///
     /// # Errors
-    /// [`Error::DimOutOfRange`], [`Error::InvalidArgument`].
+    /// [`Error::DimOutOfRange`], [`Error::SplitSizesMismatch`].
     pub fn split_with_sizes(&self, sizes: &[usize], dim: isize) -> Result<Vec<Layout>> {
         let d = self.wrap_dim(dim)?;
         let total: usize = sizes
@@ -679,7 +647,11 @@ impl Layout {
             .try_fold(0usize, |a, &s| a.checked_add(s))
             .unwrap_or(usize::MAX);
         if total != self.shape[d] {
-            return Err(Error::InvalidArgument { op: "split_with_sizes", what: "split_sizes", value: format!("expects split_sizes to sum exactly to {} (input tensor's size at dimension {d}), but got split_sizes={sizes:?}", self.shape[d]) });
+            return Err(Error::SplitSizesMismatch {
+                sizes: sizes.to_vec(),
+                dim: d,
+                size: self.shape[d],
+            });
         }
         let mut start = 0;
         sizes
@@ -695,13 +667,12 @@ impl Layout {
     /// `chunks` nearly equal pieces along `dim`, as PyTorch's `chunk`.
     ///
     /// # Errors
-    /// [`Error::DimOutOfRange`], [`Error::InvalidArgument`] for 0 chunks.
+    /// [`Error::DimOutOfRange`], [`Error::ZeroArgument`] for 0 chunks.
     pub fn chunk(&self, chunks: usize, dim: isize) -> Result<Vec<Layout>> {
         if chunks == 0 {
-            return Err(Error::InvalidArgument {
+            return Err(Error::ZeroArgument {
                 op: "chunk",
                 what: "chunks",
-                value: "chunk expects `chunks` to be greater than 0, got: 0".into(),
             });
         }
         let d = self.wrap_dim(dim)?;
@@ -726,56 +697,57 @@ impl Layout {
     /// The layout under a dtype of `new_size`-byte elements, as PyTorch's `view(dtype)`.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] naming the rule that fails.
+    /// [`Error::ViewDType`] naming the rule that fails; [`Error::SizeOverflow`].
     pub fn view_dtype(&self, old_size: usize, new_size: usize) -> Result<Layout> {
         if old_size == new_size {
             return Ok(self.clone());
         }
-        let bad = |why: String| Error::InvalidArgument {
-            op: "view(dtype)",
-            what: "layout",
-            value: why,
-        };
+        let bad = |problem| Error::ViewDType { problem };
         let n = self.ndim();
         if n == 0 {
-            return Err(bad(
-                "self.dim() cannot be 0 to view with a dtype of a different element size".into(),
-            ));
+            return Err(bad(DTypeViewProblem::ZeroDim));
         }
         if self.stride[n - 1] != 1 {
-            return Err(bad(format!("self.stride(-1) must be 1 to view with a dtype of a different element size, but got {}", self.stride[n - 1])));
+            return Err(bad(DTypeViewProblem::LastStride {
+                stride: self.stride[n - 1],
+            }));
         }
         let mut l = self.clone();
         if new_size < old_size {
             let r = old_size / new_size;
+            let overflow = || Error::SizeOverflow {
+                what: "view(dtype) layout",
+                detail: format!("{self:?} with elements split {r} ways"),
+            };
             for s in &mut l.stride[..n - 1] {
-                *s = s
-                    .checked_mul(r)
-                    .ok_or_else(|| bad("stride overflow".into()))?;
+                *s = s.checked_mul(r).ok_or_else(overflow)?;
             }
-            l.shape[n - 1] = l.shape[n - 1]
-                .checked_mul(r)
-                .ok_or_else(|| bad("size overflow".into()))?;
-            l.offset = l
-                .offset
-                .checked_mul(r)
-                .ok_or_else(|| bad("offset overflow".into()))?;
+            l.shape[n - 1] = l.shape[n - 1].checked_mul(r).ok_or_else(overflow)?;
+            l.offset = l.offset.checked_mul(r).ok_or_else(overflow)?;
         } else {
-            let r = new_size / old_size;
-            if l.shape[n - 1] % r != 0 {
-                return Err(bad(format!("self.size(-1) must be divisible by {r} to view with a dtype of a different element size, but got {}", l.shape[n - 1])));
+            let ratio = new_size / old_size;
+            let size = l.shape[n - 1];
+            if size % ratio != 0 {
+                return Err(bad(DTypeViewProblem::LastSize { size, ratio }));
             }
-            if l.offset % r != 0 {
-                return Err(bad(format!("self.storage_offset() must be divisible by {r} to view with a dtype of a different element size, but got {}", l.offset)));
+            if l.offset % ratio != 0 {
+                return Err(bad(DTypeViewProblem::Offset {
+                    offset: l.offset,
+                    ratio,
+                }));
             }
-            for (i, s) in l.stride[..n - 1].iter_mut().enumerate() {
-                if *s % r != 0 {
-                    return Err(bad(format!("self.stride({i}) must be divisible by {r} to view with a dtype of a different element size, but got {s}")));
+            for (dim, s) in l.stride[..n - 1].iter_mut().enumerate() {
+                if *s % ratio != 0 {
+                    return Err(bad(DTypeViewProblem::Stride {
+                        dim,
+                        stride: *s,
+                        ratio,
+                    }));
                 }
-                *s /= r;
+                *s /= ratio;
             }
-            l.shape[n - 1] /= r;
-            l.offset /= r;
+            l.shape[n - 1] /= ratio;
+            l.offset /= ratio;
         }
         Ok(l)
     }
@@ -828,6 +800,88 @@ pub fn broadcast_shapes(a: &[usize], b: &[usize]) -> Result<Vec<usize>> {
         };
     }
     Ok(out)
+}
+
+/// Why `shape` does not expand to `sizes`, in PyTorch's words (the message
+/// of [`Error::ExpandIncompatible`]): the first rule that fails, checked
+/// from the last dimension as [`Layout::expand`] does.
+pub(crate) fn expand_problem(sizes: &[isize], shape: &[usize]) -> String {
+    let (n, old) = (sizes.len(), shape.len());
+    if n < old {
+        return format!("expand: the number of sizes provided ({n}) must be greater or equal to the number of dimensions in the tensor ({old})");
+    }
+    for i in (0..n).rev() {
+        let existing = (i + old >= n).then(|| shape[i + old - n]);
+        match (sizes[i], existing) {
+            (-1, None) => return format!("the expanded size of the tensor (-1) isn't allowed in a leading, non-existing dimension {i}"),
+            (-1, Some(_)) => {}
+            (t, _) if t < 0 => return format!("expand: invalid size {t} at dimension {i}"),
+            (t, Some(s)) if s != 1 && s != t as usize => return format!("the expanded size of the tensor ({t}) must match the existing size ({s}) at non-singleton dimension {i}; target sizes {sizes:?}, tensor sizes {shape:?}"),
+            _ => {}
+        }
+    }
+    format!("cannot expand shape {shape:?} to {sizes:?}")
+}
+
+/// The rule a layout breaks for `view(dtype)` to a dtype of another element size.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum DTypeViewProblem {
+    /// The layout has no dimensions.
+    ZeroDim,
+    /// The last dimension is not contiguous.
+    LastStride {
+        /// Its stride.
+        stride: usize,
+    },
+    /// The last dimension's size is not a multiple of the size ratio.
+    LastSize {
+        /// Its size.
+        size: usize,
+        /// The new element size over the old.
+        ratio: usize,
+    },
+    /// The storage offset is not a multiple of the size ratio.
+    Offset {
+        /// The offset, in old elements.
+        offset: usize,
+        /// The new element size over the old.
+        ratio: usize,
+    },
+    /// A stride other than the last is not a multiple of the size ratio.
+    Stride {
+        /// The dimension.
+        dim: usize,
+        /// Its stride.
+        stride: usize,
+        /// The new element size over the old.
+        ratio: usize,
+    },
+}
+
+impl std::fmt::Display for DTypeViewProblem {
+    /// PyTorch's message.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        const TAIL: &str = "to view with a dtype of a different element size";
+        match *self {
+            DTypeViewProblem::ZeroDim => write!(f, "self.dim() cannot be 0 {TAIL}"),
+            DTypeViewProblem::LastStride { stride } => {
+                write!(f, "self.stride(-1) must be 1 {TAIL}, but got {stride}")
+            }
+            DTypeViewProblem::LastSize { size, ratio } => write!(
+                f,
+                "self.size(-1) must be divisible by {ratio} {TAIL}, but got {size}"
+            ),
+            DTypeViewProblem::Offset { offset, ratio } => write!(
+                f,
+                "self.storage_offset() must be divisible by {ratio} {TAIL}, but got {offset}"
+            ),
+            DTypeViewProblem::Stride { dim, stride, ratio } => write!(
+                f,
+                "self.stride({dim}) must be divisible by {ratio} {TAIL}, but got {stride}"
+            ),
+        }
+    }
 }
 
 /// Iterator over the storage offsets of a layout's elements, in row-major order.
