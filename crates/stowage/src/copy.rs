@@ -5,7 +5,8 @@
 //! dimensions that are contiguous in both source and destination, then
 //! picks the fastest loop: whole-row `memcpy`, a cache-blocked transpose
 //! when the destination's innermost dimension is the source's outermost
-//! (the `t().contiguous()` case), or a general odometer. Every kernel
+//! (the `t().contiguous()` case), or an element loop; the dimensions outside
+//! the innermost are walked with [`Offsets`], the one strided odometer. Every kernel
 //! re-checks both layouts against the bytes it is given, since a storage
 //! may have been resized after a view was made.
 
@@ -13,39 +14,59 @@ use bytemuck::Pod;
 
 use crate::autograd::{record, Backward};
 use crate::element::{self, Scalar};
-use crate::layout::Layout;
+use crate::layout::{Layout, Offsets};
 use crate::storage::with_pair;
 use crate::{DType, Device, Error, Result, Tensor, UntypedStorage};
 
-#[derive(Clone, Copy, Debug)]
-struct Dim {
-    size: usize,
-    dst: usize,
-    src: usize,
+/// The dimensions of a copy, size-1 ones dropped and neighbours contiguous in
+/// both layouts merged: their sizes and their strides on either side.
+struct Plan {
+    size: Vec<usize>,
+    dst: Vec<usize>,
+    src: Vec<usize>,
 }
 
-/// Size-1 dimensions dropped, dimensions contiguous in both layouts merged.
-fn plan(shape: &[usize], dst: &[usize], src: &[usize]) -> Vec<Dim> {
-    let mut dims: Vec<Dim> = Vec::with_capacity(shape.len());
-    for i in 0..shape.len() {
-        if shape[i] == 1 {
-            continue;
-        }
-        let d = Dim {
-            size: shape[i],
-            dst: dst[i],
-            src: src[i],
+impl Plan {
+    fn new(shape: &[usize], dst: &[usize], src: &[usize]) -> Plan {
+        let mut p = Plan {
+            size: Vec::with_capacity(shape.len()),
+            dst: Vec::with_capacity(shape.len()),
+            src: Vec::with_capacity(shape.len()),
         };
-        match dims.last_mut() {
-            Some(outer) if outer.dst == d.dst * d.size && outer.src == d.src * d.size => {
-                outer.size *= d.size;
-                outer.dst = d.dst;
-                outer.src = d.src;
+        for i in (0..shape.len()).filter(|&i| shape[i] != 1) {
+            let (size, d, s) = (shape[i], dst[i], src[i]);
+            match p.size.len().checked_sub(1) {
+                Some(o) if p.dst[o] == d * size && p.src[o] == s * size => {
+                    p.size[o] *= size;
+                    p.dst[o] = d;
+                    p.src[o] = s;
+                }
+                _ => {
+                    p.size.push(size);
+                    p.dst.push(d);
+                    p.src.push(s);
+                }
             }
-            _ => dims.push(d),
+        }
+        p
+    }
+
+    /// The plan without dimension `k`.
+    fn without(&self, k: usize) -> Plan {
+        let drop = |v: &[usize]| [&v[..k], &v[k + 1..]].concat();
+        Plan {
+            size: drop(&self.size),
+            dst: drop(&self.dst),
+            src: drop(&self.src),
         }
     }
-    dims
+
+    /// `(dst, src)` offsets of every index of the first `n` dimensions, row-major,
+    /// from `(db, sb)`.
+    fn outer(&self, n: usize, db: usize, sb: usize) -> impl Iterator<Item = (usize, usize)> + '_ {
+        let shape = &self.size[..n];
+        Offsets::new(shape, &self.dst[..n], db).zip(Offsets::new(shape, &self.src[..n], sb))
+    }
 }
 
 /// Edge of the outer tiles of the blocked transpose, in elements. A tile spans
@@ -72,7 +93,7 @@ pub(crate) fn copy_strided(
     if dl.numel() == 0 {
         return Ok(());
     }
-    let dims = plan(dl.shape(), dl.stride(), sl.stride());
+    let plan = Plan::new(dl.shape(), dl.stride(), sl.stride());
     let (db, sb) = (dl.offset(), sl.offset());
     macro_rules! typed {
         ($t:ty) => {
@@ -80,7 +101,7 @@ pub(crate) fn copy_strided(
                 bytemuck::try_cast_slice_mut::<u8, $t>(dst),
                 bytemuck::try_cast_slice::<u8, $t>(src),
             ) {
-                copy_typed::<$t>(d, s, &dims, db, sb);
+                copy_typed::<$t>(d, s, &plan, db, sb);
                 return Ok(());
             }
         };
@@ -100,44 +121,43 @@ pub(crate) fn copy_strided(
     Ok(())
 }
 
-fn copy_typed<T: Pod>(dst: &mut [T], src: &[T], dims: &[Dim], db: usize, sb: usize) {
-    let Some((&inner, outer)) = dims.split_last() else {
+fn copy_typed<T: Pod>(dst: &mut [T], src: &[T], plan: &Plan, db: usize, sb: usize) {
+    let Some(last) = plan.size.len().checked_sub(1) else {
         dst[db] = src[sb];
         return;
     };
-    if inner.dst == 1 && inner.src == 1 {
-        for_each_outer(outer, db, sb, |d, s| {
-            dst[d..d + inner.size].copy_from_slice(&src[s..s + inner.size])
-        });
+    let (n, inner_dst, inner_src) = (plan.size[last], plan.dst[last], plan.src[last]);
+    if inner_dst == 1 && inner_src == 1 {
+        for (d, s) in plan.outer(last, db, sb) {
+            dst[d..d + n].copy_from_slice(&src[s..s + n]);
+        }
         return;
     }
-    if inner.dst == 1 {
-        if let Some(k) = outer.iter().rposition(|d| d.src == 1) {
-            let mut rest = outer.to_vec();
-            let rows = rest.remove(k);
-            for_each_outer(&rest, db, sb, |d, s| {
-                transpose_tiles(dst, d, rows.dst, src, s, inner.src, rows.size, inner.size)
-            });
+    if inner_dst == 1 {
+        if let Some(k) = plan.src[..last].iter().rposition(|&s| s == 1) {
+            let (rows, row_stride) = (plan.size[k], plan.dst[k]);
+            for (d, s) in plan.without(k).outer(last - 1, db, sb) {
+                transpose_tiles(dst, d, row_stride, src, s, inner_src, rows, n);
+            }
             return;
         }
     }
-    if inner.src == 1 {
+    if inner_src == 1 {
         // The mirror case, `dst_t.t().copy_(src)`: the destination is contiguous
         // along an outer dimension, the source along the inner one.
-        if let Some(k) = outer.iter().rposition(|d| d.dst == 1) {
-            let mut rest = outer.to_vec();
-            let cols = rest.remove(k);
-            for_each_outer(&rest, db, sb, |d, s| {
-                transpose_tiles(dst, d, inner.dst, src, s, cols.src, inner.size, cols.size)
-            });
+        if let Some(k) = plan.dst[..last].iter().rposition(|&d| d == 1) {
+            let (cols, col_stride) = (plan.size[k], plan.src[k]);
+            for (d, s) in plan.without(k).outer(last - 1, db, sb) {
+                transpose_tiles(dst, d, inner_dst, src, s, col_stride, n, cols);
+            }
             return;
         }
     }
-    for_each_outer(outer, db, sb, |d, s| {
-        for j in 0..inner.size {
-            dst[d + j * inner.dst] = src[s + j * inner.src];
+    for (d, s) in plan.outer(last, db, sb) {
+        for j in 0..n {
+            dst[d + j * inner_dst] = src[s + j * inner_src];
         }
-    });
+    }
 }
 
 /// `dst[d0 + i*drow + j] = src[s0 + i + j*scol]` for `i < rows`, `j < cols`.
@@ -225,31 +245,6 @@ fn transpose_tiles<T: Pod>(
         4 => with_edge!(16),
         8 => with_edge!(8),
         _ => with_edge!(4),
-    }
-}
-
-/// Calls `f(dst_offset, src_offset)` for every index of `dims` (row-major).
-fn for_each_outer(dims: &[Dim], db: usize, sb: usize, mut f: impl FnMut(usize, usize)) {
-    let mut idx = vec![0usize; dims.len()];
-    let (mut d, mut s) = (db, sb);
-    loop {
-        f(d, s);
-        let mut k = dims.len();
-        loop {
-            if k == 0 {
-                return;
-            }
-            k -= 1;
-            idx[k] += 1;
-            d += dims[k].dst;
-            s += dims[k].src;
-            if idx[k] < dims[k].size {
-                break;
-            }
-            d -= dims[k].dst * dims[k].size;
-            s -= dims[k].src * dims[k].size;
-            idx[k] = 0;
-        }
     }
 }
 

@@ -754,12 +754,7 @@ impl Layout {
 
     /// Storage offsets of every element in row-major order.
     pub fn offsets(&self) -> Offsets<'_> {
-        Offsets {
-            layout: self,
-            index: vec![0; self.ndim()],
-            next: self.offset,
-            remaining: self.numel(),
-        }
+        Offsets::new(&self.shape, &self.stride, self.offset)
     }
 
     /// `dim` wrapped into `0..ndim` (see [`wrap_dim`]).
@@ -884,12 +879,32 @@ impl std::fmt::Display for DTypeViewProblem {
     }
 }
 
-/// Iterator over the storage offsets of a layout's elements, in row-major order.
+/// Iterator over the storage offsets of a strided layout's elements, in
+/// row-major order: stowage's one strided odometer (views, element loops and
+/// the outer dimensions of the copy kernel all walk with it).
 pub struct Offsets<'a> {
-    layout: &'a Layout,
+    shape: &'a [usize],
+    stride: &'a [usize],
+    /// The multi-index of the element whose offset is `next`.
     index: Vec<usize>,
     next: usize,
     remaining: usize,
+}
+
+impl<'a> Offsets<'a> {
+    /// The offsets of the elements of `shape` with `stride`, from `offset`.
+    /// `shape` and `stride` have the same length, and `shape`'s element count fits
+    /// in `usize` (as for every [`Layout`]).
+    pub(crate) fn new(shape: &'a [usize], stride: &'a [usize], offset: usize) -> Self {
+        debug_assert_eq!(shape.len(), stride.len());
+        Offsets {
+            shape,
+            stride,
+            index: vec![0; shape.len()],
+            next: offset,
+            remaining: shape.iter().product(),
+        }
+    }
 }
 
 impl Iterator for Offsets<'_> {
@@ -905,13 +920,13 @@ impl Iterator for Offsets<'_> {
             // Wrapping: past the last element the next offset is never used, and a
             // layout that does not fit any storage may still be iterated.
             self.index[d] += 1;
-            self.next = self.next.wrapping_add(self.layout.stride[d]);
-            if self.index[d] < self.layout.shape[d] {
+            self.next = self.next.wrapping_add(self.stride[d]);
+            if self.index[d] < self.shape[d] {
                 break;
             }
             self.next = self
                 .next
-                .wrapping_sub(self.layout.stride[d].wrapping_mul(self.index[d]));
+                .wrapping_sub(self.stride[d].wrapping_mul(self.index[d]));
             self.index[d] = 0;
         }
         Some(current)
@@ -920,6 +935,8 @@ impl Iterator for Offsets<'_> {
         (self.remaining, Some(self.remaining))
     }
 }
+
+impl ExactSizeIterator for Offsets<'_> {}
 
 /// PyTorch's `computeStride`: strides for viewing `(old_shape, old_stride)` as `new_shape`
 /// without copying, or `None` when impossible.
