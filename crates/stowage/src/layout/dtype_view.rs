@@ -139,5 +139,35 @@ mod tests {
         assert!(Layout::contiguous(&[3]).unwrap().view_dtype(1, 2).is_err());
         assert!(bytes.transpose(0, 1).unwrap().view_dtype(1, 2).is_err());
         assert!(Layout::contiguous(&[]).unwrap().view_dtype(4, 2).is_err());
+        let e = bytes.transpose(0, 1).unwrap().view_dtype(1, 2).unwrap_err();
+        assert!(matches!(
+            e,
+            Error::ViewDType {
+                problem: DTypeViewProblem::LastStride { stride: 8 }
+            }
+        ));
+        assert_eq!(
+            e.to_string(),
+            "self.stride(-1) must be 1 to view with a dtype of a different element size, but got 8"
+        );
+        let odd = Layout::contiguous(&[3])
+            .unwrap()
+            .view_dtype(1, 2)
+            .unwrap_err();
+        assert_eq!(
+            odd.to_string(),
+            "self.size(-1) must be divisible by 2 to view with a dtype of a different element size, but got 3"
+        );
+        let stepped = Layout::new(&[2, 2], &[3, 1], 0).unwrap();
+        assert!(matches!(
+            stepped.view_dtype(1, 2),
+            Err(Error::ViewDType {
+                problem: DTypeViewProblem::Stride {
+                    dim: 0,
+                    stride: 3,
+                    ratio: 2
+                }
+            })
+        ));
     }
 }

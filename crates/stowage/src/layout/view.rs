@@ -516,6 +516,68 @@ mod tests {
     }
 
     #[test]
+    fn argument_errors_carry_their_numbers_in_pytorchs_words() {
+        let base = Layout::contiguous(&[3, 1]).unwrap();
+        let msg = |r: Result<Layout>| r.unwrap_err().to_string();
+        assert_eq!(
+            msg(base.expand(&[4, 2])),
+            "the expanded size of the tensor (4) must match the existing size (3) at non-singleton dimension 0; target sizes [4, 2], tensor sizes [3, 1]"
+        );
+        assert_eq!(
+            msg(base.expand(&[3])),
+            "expand: the number of sizes provided (1) must be greater or equal to the number of dimensions in the tensor (2)"
+        );
+        assert_eq!(
+            msg(base.expand(&[-1, 3, 1])),
+            "the expanded size of the tensor (-1) isn't allowed in a leading, non-existing dimension 0"
+        );
+        assert!(matches!(
+            base.narrow(0, 2, 2),
+            Err(Error::NarrowOutOfRange {
+                start: 2,
+                length: 2,
+                size: 3
+            })
+        ));
+        assert_eq!(
+            msg(base.narrow(0, -4, 1)),
+            "start (-4) + length (1) exceeds dimension size (3)"
+        );
+        assert!(matches!(
+            base.unfold(0, 4, 1),
+            Err(Error::WindowTooLarge {
+                dim: 0,
+                size: 4,
+                max: 3
+            })
+        ));
+        assert!(matches!(
+            base.diagonal(0, 1, -1),
+            Err(Error::RepeatedDim {
+                op: "diagonal",
+                dim: 1
+            })
+        ));
+        assert!(matches!(
+            base.flatten_shape(1, 0),
+            Err(Error::DimOrder {
+                op: "flatten",
+                start: 1,
+                end: 0
+            })
+        ));
+        assert!(matches!(
+            base.view(&[-1, -1]),
+            Err(Error::MultipleInferredDims { .. })
+        ));
+        assert_eq!(msg(base.view(&[-3])), "invalid shape dimension -3");
+        assert!(matches!(
+            Layout::contiguous(&[]).unwrap().select(0, 0),
+            Err(Error::ZeroDimTensor { op: "select" })
+        ));
+    }
+
+    #[test]
     fn diagonal_and_unfold() {
         let base = Layout::contiguous(&[3, 4]).unwrap();
         let d = base.diagonal(1, 0, 1).unwrap();

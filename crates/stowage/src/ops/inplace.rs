@@ -175,4 +175,48 @@ mod tests {
             }
         }
     }
+
+    /// PyTorch's in-place rule: the promoted dtype must cast to `self`'s.
+    #[test]
+    fn results_that_cannot_be_stored_are_refused() {
+        let i = Tensor::ones(&[2], DType::Int64).unwrap();
+        let e = i.add_(0.5).unwrap_err();
+        assert!(matches!(
+            e,
+            Error::ResultTypeCast {
+                op: "add_",
+                result: DType::Float32,
+                output: DType::Int64
+            }
+        ));
+        assert_eq!(
+            e.to_string(),
+            "add_: result type torch.float32 can't be cast to the desired output type torch.int64"
+        );
+        let f = Tensor::ones(&[2], DType::Float32).unwrap();
+        assert!(matches!(
+            i.mul_(&f),
+            Err(Error::ResultTypeCast {
+                result: DType::Float32,
+                ..
+            })
+        ));
+        let b = Tensor::ones(&[2], DType::Bool).unwrap();
+        assert!(b.add_(1i64).is_err());
+        b.mul_(Scalar::Bool(false)).unwrap();
+        assert_eq!(b.to_vec::<bool>().unwrap(), vec![false, false]);
+        // A wider float operand casts down (same category), as PyTorch allows.
+        let h = Tensor::ones(&[2], DType::Float16).unwrap();
+        h.add_(&Tensor::ones(&[2], DType::Float64).unwrap())
+            .unwrap();
+        assert_eq!(h.to_vec::<f32>().unwrap(), vec![2.0, 2.0]);
+        // Dtypes PyTorch does not promote with others.
+        let e8 = Tensor::zeros(&[2], DType::Float8E4M3Fn).unwrap();
+        assert!(matches!(e8.add_(&f), Err(Error::NoPromotion { .. })));
+        e8.add_(1.0).unwrap();
+        let u16t = Tensor::zeros(&[2], DType::UInt16).unwrap();
+        assert!(matches!(u16t.add_(&i), Err(Error::NoPromotion { .. })));
+        u16t.add_(3i64).unwrap();
+        assert_eq!(u16t.to_vec::<u16>().unwrap(), vec![3, 3]);
+    }
 }
