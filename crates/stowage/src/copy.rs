@@ -6,7 +6,7 @@
 //! picks the fastest loop: whole-row `memcpy`, a cache-blocked transpose
 //! when the destination's innermost dimension is the source's outermost
 //! (the `t().contiguous()` case), or an element loop; the dimensions outside
-//! the innermost are walked with [`Offsets`], the one strided odometer. Every kernel
+//! the innermost are walked with `StridedIndex`, the one strided odometer. Every kernel
 //! re-checks both layouts against the bytes it is given, since a storage
 //! may have been resized after a view was made.
 
@@ -14,7 +14,7 @@ use bytemuck::Pod;
 
 use crate::autograd::{record, Backward};
 use crate::element::{self, Scalar};
-use crate::layout::{Layout, Offsets};
+use crate::layout::{Layout, StridedIndex};
 use crate::storage::with_pair;
 use crate::{DType, Device, Error, Result, Tensor, UntypedStorage};
 
@@ -61,12 +61,20 @@ impl Plan {
         }
     }
 
-    /// `(dst, src)` offsets of every index of the first `n` dimensions, row-major,
-    /// from `(db, sb)`.
-    fn outer(&self, n: usize, db: usize, sb: usize) -> impl Iterator<Item = (usize, usize)> + '_ {
-        let shape = &self.size[..n];
-        Offsets::new(shape, &self.dst[..n], db).zip(Offsets::new(shape, &self.src[..n], sb))
+    /// `[dst, src]` offsets of every index of the first `n` dimensions, row-major,
+    /// from `[db, sb]`.
+    fn outer(&self, n: usize, db: usize, sb: usize) -> StridedIndex<'_, 2> {
+        StridedIndex::new(&self.size[..n], [&self.dst[..n], &self.src[..n]], [db, sb])
     }
+}
+
+/// `[dst, src]` offsets of the elements of two layouts of one shape, in lockstep.
+fn pairs<'a>(dl: &'a Layout, sl: &'a Layout) -> StridedIndex<'a, 2> {
+    StridedIndex::new(
+        dl.shape(),
+        [dl.stride(), sl.stride()],
+        [dl.offset(), sl.offset()],
+    )
 }
 
 /// Edge of the outer tiles of the blocked transpose, in elements. A tile spans
@@ -115,7 +123,7 @@ pub(crate) fn copy_strided(
         _ => {}
     }
     // Unaligned bytes (never for stowage's own buffers): element by element.
-    for (o, i) in dl.offsets().zip(sl.offsets()) {
+    for [o, i] in pairs(dl, sl) {
         dst[o * es..(o + 1) * es].copy_from_slice(&src[i * es..(i + 1) * es]);
     }
     Ok(())
@@ -128,7 +136,7 @@ fn copy_typed<T: Pod>(dst: &mut [T], src: &[T], plan: &Plan, db: usize, sb: usiz
     };
     let (n, inner_dst, inner_src) = (plan.size[last], plan.dst[last], plan.src[last]);
     if inner_dst == 1 && inner_src == 1 {
-        for (d, s) in plan.outer(last, db, sb) {
+        for [d, s] in plan.outer(last, db, sb) {
             dst[d..d + n].copy_from_slice(&src[s..s + n]);
         }
         return;
@@ -136,7 +144,7 @@ fn copy_typed<T: Pod>(dst: &mut [T], src: &[T], plan: &Plan, db: usize, sb: usiz
     if inner_dst == 1 {
         if let Some(k) = plan.src[..last].iter().rposition(|&s| s == 1) {
             let (rows, row_stride) = (plan.size[k], plan.dst[k]);
-            for (d, s) in plan.without(k).outer(last - 1, db, sb) {
+            for [d, s] in plan.without(k).outer(last - 1, db, sb) {
                 transpose_tiles(dst, d, row_stride, src, s, inner_src, rows, n);
             }
             return;
@@ -147,13 +155,13 @@ fn copy_typed<T: Pod>(dst: &mut [T], src: &[T], plan: &Plan, db: usize, sb: usiz
         // along an outer dimension, the source along the inner one.
         if let Some(k) = plan.dst[..last].iter().rposition(|&d| d == 1) {
             let (cols, col_stride) = (plan.size[k], plan.src[k]);
-            for (d, s) in plan.without(k).outer(last - 1, db, sb) {
+            for [d, s] in plan.without(k).outer(last - 1, db, sb) {
                 transpose_tiles(dst, d, inner_dst, src, s, col_stride, n, cols);
             }
             return;
         }
     }
-    for (d, s) in plan.outer(last, db, sb) {
+    for [d, s] in plan.outer(last, db, sb) {
         for j in 0..n {
             dst[d + j * inner_dst] = src[s + j * inner_src];
         }
@@ -260,7 +268,7 @@ fn convert_strided(
     let (des, ses) = (ddt.size(), sdt.size());
     dl.check_fits(des, dst.len())?;
     sl.check_fits(ses, src.len())?;
-    for (o, i) in dl.offsets().zip(sl.offsets()) {
+    for [o, i] in pairs(dl, sl) {
         let v = element::read(sdt, &src[i * ses..(i + 1) * ses])?;
         element::write(ddt, v, &mut dst[o * des..(o + 1) * des])?;
     }

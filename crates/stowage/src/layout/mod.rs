@@ -9,20 +9,21 @@
 //! One concept a file: this one holds the [`Layout`] and its checks;
 //! `shape` the free functions on shapes and dimensions; `view` the view
 //! transforms (`view`, `narrow`, `expand`, `diagonal`, …); `pieces` the
-//! splits (`split`, `chunk`, `unbind`); `dtype_view` `view(dtype)`; `offsets`
-//! the strided index iterator.
+//! splits (`split`, `chunk`, `unbind`); `dtype_view` `view(dtype)`;
+//! `strided_index` the strided index iterator ([`Offsets`]).
 
 mod dtype_view;
-mod offsets;
 mod pieces;
 mod shape;
+mod strided_index;
 mod view;
 
 pub use dtype_view::DTypeViewProblem;
-pub use offsets::Offsets;
 pub use shape::{
     broadcast_shapes, contiguous_strides, infer_shape, numel_of, wrap_dim, wrap_index,
 };
+pub use strided_index::Offsets;
+pub(crate) use strided_index::StridedIndex;
 pub(crate) use view::expand_problem;
 
 use crate::{Error, Result};
