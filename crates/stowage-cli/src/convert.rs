@@ -47,11 +47,10 @@ fn spinner() -> Option<ProgressBar> {
 /// Runs `convert`.
 pub fn run(args: Args, out: &mut dyn Write) -> Result<ExitCode, Failure> {
     let Some(kind) = target(&args.output) else {
-        return Err(Failure::input(stowage::Error::InvalidArgument {
-            op: "convert",
-            what: "output extension",
-            value: format!("{} (use .pt, .pth, .bin or .safetensors)", args.output.display()),
-        }));
+        return Err(Failure::usage(format!(
+            "convert: cannot tell the output format from {} (use .pt, .pth, .bin or .safetensors)",
+            args.output.display()
+        )));
     };
     let bar = spinner();
     if let Some(b) = &bar {

@@ -105,6 +105,14 @@ impl Failure {
         })
     }
 
+    /// A usage error (exit status 2) with the message `message`.
+    pub fn usage(message: impl Into<String>) -> Failure {
+        Failure {
+            status: USAGE_OR_INPUT,
+            error: message.into().into(),
+        }
+    }
+
     /// A failure with exit status 1 and the message `message`.
     pub fn msg(message: impl Into<String>) -> Failure {
         Failure {

@@ -1,6 +1,10 @@
 //! Strided-copy benchmarks: `t().contiguous()` and `copy_` of a transposed
 //! 4096×4096 float32 tensor, a 3-D permute, the no-op `contiguous()`, and a
-//! plain 64 MiB `memcpy` as the ceiling.
+//! plain 64 MiB `memcpy` as the ceiling; then the loops the strided index
+//! ([`stowage::layout::Offsets`]) drives: `contiguous()` of every other
+//! element of a 256³ cube (the element loop, 65 536 outer steps of 128
+//! elements) and a converting copy of a transposed 1024×1024 tensor (every
+//! element through the iterator).
 //!
 //! Run with `cargo bench -p stowage --bench copy`; the PyTorch side is
 //! `scripts/bench_copy_torch.py`, and `docs/performance.md` records the figures.
@@ -81,6 +85,24 @@ fn copies(c: &mut Criterion) {
     });
     g.finish();
     black_box(&out);
+
+    let cube = arange(&[256, 256, 256]);
+    let stepped = cube.slice(2, None, None, 2).unwrap();
+    let mut g = slow_group(c, "step2_contiguous_256cubed");
+    g.throughput(Throughput::Bytes(BYTES as u64));
+    g.bench_function("stowage", |b| {
+        b.iter(|| black_box(&stepped).contiguous().unwrap())
+    });
+    g.finish();
+    drop((cube, stepped));
+
+    let small = arange(&[1024, 1024]).t().unwrap();
+    let mut g = slow_group(c, "to_float64_transposed_1024");
+    g.throughput(Throughput::Bytes(1024 * 1024 * (4 + 8)));
+    g.bench_function("stowage", |b| {
+        b.iter(|| black_box(&small).to_dtype(DType::Float64).unwrap())
+    });
+    g.finish();
 
     let mut g = c.benchmark_group("contiguous_already");
     g.warm_up_time(Duration::from_millis(500))

@@ -60,16 +60,176 @@ pub enum Error {
         /// The tensor's stride.
         stride: Vec<usize>,
     },
-    /// An argument outside what the operation accepts.
-    #[error("{op}: invalid {what}: {value}")]
-    InvalidArgument {
+    // --- tensor arguments ---
+    /// A size below -1 in a shape (only -1 may be negative: it is inferred).
+    #[error("invalid shape dimension {size}")]
+    NegativeSize {
+        /// The size given.
+        size: i64,
+    },
+    /// A shape with more than one size to infer (-1).
+    #[error("only one dimension can be inferred (shape {shape:?})")]
+    MultipleInferredDims {
+        /// The shape given.
+        shape: Vec<isize>,
+    },
+    /// A stride of another length than the shape.
+    #[error("mismatch in length of strides and shape ({stride_len} vs {shape_len})")]
+    StrideLengthMismatch {
+        /// The number of sizes.
+        shape_len: usize,
+        /// The number of strides.
+        stride_len: usize,
+    },
+    /// A list of dimensions or indices of another length than the tensor's dimensions.
+    #[error("number of dims don't match in {op}: input.dim() = {ndim}, len({what}) = {given}")]
+    DimCountMismatch {
         /// The operation.
         op: &'static str,
-        /// The argument.
+        /// What was listed (`dims`, `indices`).
         what: &'static str,
-        /// The value given, printed.
-        value: String,
+        /// The tensor's number of dimensions.
+        ndim: usize,
+        /// The number given.
+        given: usize,
     },
+    /// A dimension named twice where each may appear once.
+    #[error("{op}: dim {dim} appears multiple times in the list of dims")]
+    RepeatedDim {
+        /// The operation.
+        op: &'static str,
+        /// The dimension (wrapped into `0..ndim`).
+        dim: usize,
+    },
+    /// An operation that needs at least one dimension, on a 0-dim tensor.
+    #[error("{op}() cannot be applied to a 0-dim tensor")]
+    ZeroDimTensor {
+        /// The operation.
+        op: &'static str,
+    },
+    /// An operation on more dimensions than it accepts.
+    #[error("{op}() expects a tensor with <= {max} dimensions, but self is {ndim}D")]
+    TooManyDims {
+        /// The operation.
+        op: &'static str,
+        /// The most dimensions it accepts.
+        max: usize,
+        /// The tensor's number of dimensions.
+        ndim: usize,
+    },
+    /// A matrix operation on an operand that is not 2-D.
+    #[error("{op}: expected a 2-D tensor, got shape {shape:?}")]
+    NotAMatrix {
+        /// The operation.
+        op: &'static str,
+        /// The operand's shape.
+        shape: Vec<usize>,
+    },
+    /// A start dimension after the end dimension.
+    #[error("{op}: start_dim ({start}) cannot come after end_dim ({end})")]
+    DimOrder {
+        /// The operation.
+        op: &'static str,
+        /// The start dimension (wrapped).
+        start: usize,
+        /// The end dimension (wrapped).
+        end: usize,
+    },
+    /// `narrow` past either end of a dimension.
+    #[error("start ({start}) + length ({length}) exceeds dimension size ({size})")]
+    NarrowOutOfRange {
+        /// The start given (negative counts from the end).
+        start: isize,
+        /// The length given.
+        length: usize,
+        /// The dimension's size.
+        size: usize,
+    },
+    /// A step, chunk count or size of 0 where the operation needs at least 1.
+    #[error("{op}: {what} must be greater than 0")]
+    ZeroArgument {
+        /// The operation.
+        op: &'static str,
+        /// The argument (`step`, `chunks`, `len(sizes)`).
+        what: &'static str,
+    },
+    /// `split` with a split size of 0 on a dimension that is not empty.
+    #[error("split_size can only be 0 if dimension size is 0, but got dimension size of {size}")]
+    ZeroSplitSize {
+        /// The dimension's size.
+        size: usize,
+    },
+    /// `split_with_sizes` with sizes that do not add up to the dimension's size.
+    #[error("split_with_sizes expects split_sizes to sum exactly to {size} (input tensor's size at dimension {dim}), but got split_sizes={sizes:?}")]
+    SplitSizesMismatch {
+        /// The sizes given.
+        sizes: Vec<usize>,
+        /// The dimension split.
+        dim: usize,
+        /// Its size.
+        size: usize,
+    },
+    /// `unfold` with a window larger than the dimension.
+    #[error("maximum size for tensor at dimension {dim} is {max} but size is {size}")]
+    WindowTooLarge {
+        /// The dimension.
+        dim: usize,
+        /// The window size given.
+        size: usize,
+        /// The dimension's size.
+        max: usize,
+    },
+    /// `expand` to sizes the tensor's shape does not broadcast to.
+    #[error("{}", crate::layout::expand_problem(sizes, shape))]
+    ExpandIncompatible {
+        /// The sizes asked for (-1 keeps a size).
+        sizes: Vec<isize>,
+        /// The tensor's shape.
+        shape: Vec<usize>,
+    },
+    /// `view(dtype)` to another element size on a layout that cannot take it.
+    #[error("{problem}")]
+    ViewDType {
+        /// The rule that fails.
+        problem: crate::layout::DTypeViewProblem,
+    },
+    /// `arange` bounds and step that give no sequence.
+    #[error("{}", crate::tensor::arange_problem(*start, *end, *step))]
+    ArangeRange {
+        /// The start.
+        start: f64,
+        /// The end (exclusive).
+        end: f64,
+        /// The step.
+        step: f64,
+    },
+    /// Dtypes PyTorch does not promote together (quantized, bits, 8-bit floats, wide unsigned).
+    #[error("{op}: promotion of {a} and {b} is not supported")]
+    NoPromotion {
+        /// The operation.
+        op: &'static str,
+        /// One operand's dtype.
+        a: DType,
+        /// The other's.
+        b: DType,
+    },
+    /// An in-place operation whose result dtype cannot be stored in the tensor's.
+    #[error("{op}: result type {result} can't be cast to the desired output type {output}")]
+    ResultTypeCast {
+        /// The operation.
+        op: &'static str,
+        /// The promoted dtype of the operands.
+        result: DType,
+        /// The tensor's dtype.
+        output: DType,
+    },
+    /// A name with a NUL byte where the operating system takes a C string.
+    #[error("name {name:?} contains a NUL byte")]
+    NulInName {
+        /// The name given.
+        name: String,
+    },
+    // --- end of tensor arguments ---
     /// A layout reaching past the end of its storage.
     #[error("layout needs {needed} bytes but the storage holds {nbytes} (shape {shape:?}, stride {stride:?}, offset {offset}, {element_size}-byte elements)")]
     OutOfStorage {

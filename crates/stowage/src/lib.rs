@@ -61,11 +61,11 @@ pub mod typed_storage;
 mod view;
 pub mod warn;
 
-pub use copy::Operand;
 pub use device::{Device, DeviceType};
 pub use dtype::{DType, Kind};
 pub use element::{Element, Scalar};
 pub use error::{Error, Result};
+pub use ops::Operand;
 pub use serialize::{load, save, Checkpoint};
 pub use storage::UntypedStorage;
 pub use tensor::Tensor;

@@ -15,6 +15,20 @@ use crate::element::{self, Element, Scalar};
 use crate::layout::{self, Layout};
 use crate::{DType, Device, Error, Result, UntypedStorage};
 
+/// Why `arange(start, end, step)` gives no sequence, in PyTorch's words
+/// (the message of [`Error::ArangeRange`]).
+pub(crate) fn arange_problem(start: f64, end: f64, step: f64) -> String {
+    if step == 0.0 {
+        "arange: step must be nonzero".to_owned()
+    } else if !(start.is_finite() && end.is_finite() && step.is_finite()) {
+        format!("arange: unsupported range: {start} -> {end} (step {step})")
+    } else if (step > 0.0 && end < start) || (step < 0.0 && end > start) {
+        format!("arange: upper bound and larger bound inconsistent with step sign (start {start}, end {end}, step {step})")
+    } else {
+        format!("arange: invalid size, possible overflow? ({start} to {end} by {step})")
+    }
+}
+
 /// A strided view of typed elements over an [`UntypedStorage`].
 #[derive(Clone)]
 pub struct Tensor {
@@ -130,24 +144,14 @@ impl Tensor {
     /// `torch.arange(start, end, step, dtype=dtype)`: `ceil((end - start) / step)` values.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] for a zero step or a range of the wrong sign.
+    /// [`Error::ArangeRange`] for a zero step, bounds that are not finite, a range
+    /// of the wrong sign or too many values.
     pub fn arange(start: f64, end: f64, step: f64, dtype: DType) -> Result<Tensor> {
-        let bad = |why: &str| Error::InvalidArgument {
-            op: "arange",
-            what: "range",
-            value: why.into(),
-        };
-        if step == 0.0 || !(start.is_finite() && end.is_finite() && step.is_finite()) {
-            return Err(bad("step must be nonzero and bounds finite"));
-        }
-        if (step > 0.0 && end < start) || (step < 0.0 && end > start) {
-            return Err(bad(
-                "upper bound and larger bound inconsistent with step sign",
-            ));
-        }
         let n = ((end - start) / step).ceil();
-        if n > usize::MAX as f64 {
-            return Err(bad("too many elements"));
+        let finite = start.is_finite() && end.is_finite() && step.is_finite();
+        let inconsistent = (step > 0.0 && end < start) || (step < 0.0 && end > start);
+        if step == 0.0 || !finite || inconsistent || n > usize::MAX as f64 {
+            return Err(Error::ArangeRange { start, end, step });
         }
         let t = Self::zeros(&[n as usize], dtype)?;
         let es = dtype.size();
@@ -272,7 +276,7 @@ impl Tensor {
     ///
     /// # Errors
     /// [`Error::OutOfStorage`] when the layout reaches past the storage's end;
-    /// [`Error::InvalidArgument`] for mismatched shape and stride lengths;
+    /// [`Error::StrideLengthMismatch`] for mismatched shape and stride lengths;
     /// [`Error::InPlaceRequiresGrad`] while recording gradients for this tensor.
     pub fn set_(
         &mut self,
@@ -292,7 +296,7 @@ impl Tensor {
     /// The element at `index` (one index per dimension, negatives count from the end).
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] for the wrong number of indices, [`Error::IndexOutOfRange`],
+    /// [`Error::DimCountMismatch`] for the wrong number of indices, [`Error::IndexOutOfRange`],
     /// [`Error::NoData`] on meta.
     pub fn get(&self, index: &[isize]) -> Result<Scalar> {
         let off = self.element_offset(index)? * self.element_size();
@@ -321,10 +325,11 @@ impl Tensor {
 
     fn element_offset(&self, index: &[isize]) -> Result<usize> {
         if index.len() != self.dim() {
-            return Err(Error::InvalidArgument {
+            return Err(Error::DimCountMismatch {
                 op: "index",
                 what: "indices",
-                value: format!("{} indices for a {}-dim tensor", index.len(), self.dim()),
+                ndim: self.dim(),
+                given: index.len(),
             });
         }
         let mut off = self.storage_offset();
@@ -336,6 +341,17 @@ impl Tensor {
             off += layout::wrap_index(i, d, size)? * stride;
         }
         Ok(off)
+    }
+
+    /// [`Error::NoData`] for `op` unless the storage holds bytes.
+    pub(crate) fn check_data(&self, op: &'static str) -> Result<()> {
+        if !self.has_data() {
+            return Err(Error::NoData {
+                op,
+                device: self.device(),
+            });
+        }
+        Ok(())
     }
 
     /// The value of a one-element tensor.

@@ -95,7 +95,7 @@ impl Tensor {
     /// `length` elements of `dim` from `start`.
     ///
     /// # Errors
-    /// [`Error::DimOutOfRange`], [`Error::InvalidArgument`].
+    /// [`Error::DimOutOfRange`], [`Error::NarrowOutOfRange`].
     pub fn narrow(&self, dim: isize, start: isize, length: usize) -> Result<Tensor> {
         self.view_with("SliceBackward0", move |l| l.narrow(dim, start, length))
     }
@@ -119,7 +119,7 @@ impl Tensor {
     /// Python slicing `t[:, start:stop:step]` on `dim`; `None` bounds are open.
     ///
     /// # Errors
-    /// [`Error::DimOutOfRange`], [`Error::InvalidArgument`] for step 0.
+    /// [`Error::DimOutOfRange`], [`Error::ZeroArgument`] for step 0.
     pub fn slice(
         &self,
         dim: isize,
@@ -141,15 +141,15 @@ impl Tensor {
     /// Transpose of a tensor of at most 2 dimensions.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] for more than 2 dimensions.
+    /// [`Error::TooManyDims`] for more than 2 dimensions.
     pub fn t(&self) -> Result<Tensor> {
         match self.dim() {
             0 | 1 => Ok(self.clone()),
             2 => self.transpose(0, 1),
-            n => Err(Error::InvalidArgument {
+            ndim => Err(Error::TooManyDims {
                 op: "t",
-                what: "tensor",
-                value: format!("t() expects a tensor with <= 2 dimensions, but self is {n}D"),
+                max: 2,
+                ndim,
             }),
         }
     }
@@ -157,7 +157,8 @@ impl Tensor {
     /// Reorders dimensions.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] unless `dims` is a permutation.
+    /// [`Error::DimCountMismatch`], [`Error::DimOutOfRange`] or [`Error::RepeatedDim`]
+    /// unless `dims` is a permutation.
     pub fn permute(&self, dims: &[isize]) -> Result<Tensor> {
         let dims = dims.to_vec();
         self.view_with("PermuteBackward0", move |l| l.permute(&dims))
@@ -166,7 +167,7 @@ impl Tensor {
     /// Broadcasts to `sizes` with stride-0 dimensions (-1 keeps a size).
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`].
+    /// [`Error::ExpandIncompatible`], [`Error::SizeOverflow`].
     pub fn expand(&self, sizes: &[isize]) -> Result<Tensor> {
         let sizes = sizes.to_vec();
         self.view_with("ExpandBackward0", move |l| l.expand(&sizes))
@@ -198,7 +199,7 @@ impl Tensor {
     /// Merges dimensions `start_dim..=end_dim` (a view when possible, else a copy).
     ///
     /// # Errors
-    /// [`Error::DimOutOfRange`], [`Error::InvalidArgument`].
+    /// [`Error::DimOutOfRange`], [`Error::DimOrder`].
     pub fn flatten(&self, start_dim: isize, end_dim: isize) -> Result<Tensor> {
         if self.dim() > 0 && self.layout.flatten_shape(start_dim, end_dim)?.len() == self.dim() {
             return Ok(self.clone());
@@ -209,7 +210,8 @@ impl Tensor {
     /// Splits dimension `dim` into `sizes` (one may be -1), as a view.
     ///
     /// # Errors
-    /// [`Error::DimOutOfRange`], [`Error::ShapeMismatch`].
+    /// [`Error::DimOutOfRange`], [`Error::ZeroDimTensor`], [`Error::ZeroArgument`]
+    /// for no sizes, [`Error::ShapeMismatch`].
     pub fn unflatten(&self, dim: isize, sizes: &[isize]) -> Result<Tensor> {
         self.view(&self.layout.unflatten_shape(dim, sizes)?)
     }
@@ -217,7 +219,8 @@ impl Tensor {
     /// A view with explicit size, stride and storage offset, checked against the storage.
     ///
     /// # Errors
-    /// [`Error::OutOfStorage`] when it reaches past the storage's end.
+    /// [`Error::StrideLengthMismatch`]; [`Error::OutOfStorage`] when it reaches
+    /// past the storage's end.
     pub fn as_strided(
         &self,
         size: &[usize],
@@ -242,7 +245,7 @@ impl Tensor {
     /// by the ratio of element sizes and must be contiguous when the sizes differ.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] naming the rule that fails.
+    /// [`Error::ViewDType`] naming the rule that fails.
     pub fn view_dtype(&self, dtype: DType) -> Result<Tensor> {
         if dtype == self.dtype {
             return self.view_with("ViewBackward0", |l| Ok(l.clone()));
@@ -258,7 +261,7 @@ impl Tensor {
     /// The diagonal of `dim1` × `dim2` shifted by `offset`, as the last dimension.
     ///
     /// # Errors
-    /// [`Error::DimOutOfRange`], [`Error::InvalidArgument`].
+    /// [`Error::DimOutOfRange`], [`Error::RepeatedDim`] for identical dims.
     pub fn diagonal(&self, offset: isize, dim1: isize, dim2: isize) -> Result<Tensor> {
         self.view_with("DiagonalBackward0", move |l| l.diagonal(offset, dim1, dim2))
     }
@@ -266,7 +269,7 @@ impl Tensor {
     /// Sliding windows of `size` every `step` along `dim`, as a new last dimension.
     ///
     /// # Errors
-    /// [`Error::DimOutOfRange`], [`Error::InvalidArgument`].
+    /// [`Error::DimOutOfRange`], [`Error::WindowTooLarge`], [`Error::ZeroArgument`] for step 0.
     pub fn unfold(&self, dim: isize, size: usize, step: usize) -> Result<Tensor> {
         self.view_with("UnfoldBackward0", move |l| l.unfold(dim, size, step))
     }
@@ -274,7 +277,7 @@ impl Tensor {
     /// Pieces of `split_size` along `dim`.
     ///
     /// # Errors
-    /// [`Error::DimOutOfRange`], [`Error::InvalidArgument`].
+    /// [`Error::DimOutOfRange`], [`Error::ZeroSplitSize`].
     pub fn split(&self, split_size: usize, dim: isize) -> Result<Vec<Tensor>> {
         self.pieces("SplitBackward0", move |l| l.split(split_size, dim))
     }
@@ -282,7 +285,7 @@ impl Tensor {
     /// `chunks` nearly equal pieces along `dim`.
     ///
     /// # Errors
-    /// [`Error::DimOutOfRange`], [`Error::InvalidArgument`].
+    /// [`Error::DimOutOfRange`], [`Error::ZeroArgument`] for 0 chunks.
     pub fn chunk(&self, chunks: usize, dim: isize) -> Result<Vec<Tensor>> {
         self.pieces("SplitBackward0", move |l| l.chunk(chunks, dim))
     }

@@ -138,7 +138,10 @@ fn referenced(text: &str, here: &[String]) -> Vec<Vec<String>> {
             .take_while(|c| c.is_alphanumeric() || *c == '_')
             .collect()
     };
-    for (start, _) in code.match_indices("crate::").chain(code.match_indices("super::")) {
+    for (start, _) in code
+        .match_indices("crate::")
+        .chain(code.match_indices("super::"))
+    {
         // Only whole path starts: not `foo_crate::` or `self::super::`.
         if start > 0 && (bytes[start - 1].is_ascii_alphanumeric() || bytes[start - 1] == b'_') {
             continue;
@@ -272,7 +275,11 @@ fn uses_go_down_the_layers() {
             }
         }
     }
-    assert!(upward.is_empty(), "uses up the layers:\n{}", upward.join("\n"));
+    assert!(
+        upward.is_empty(),
+        "uses up the layers:\n{}",
+        upward.join("\n")
+    );
 }
 
 #[test]
@@ -319,7 +326,11 @@ fn the_module_graph_has_no_cycle() {
                 .windows(2)
                 .map(|w| format!("{} -> {} in {:?}", w[0], w[1], g[w[0]][w[1]]))
                 .collect();
-            panic!("module cycle: {}\n{}", cycle.join(" -> "), detail.join("\n"));
+            panic!(
+                "module cycle: {}\n{}",
+                cycle.join(" -> "),
+                detail.join("\n")
+            );
         }
     }
 }

@@ -491,7 +491,7 @@ fn every_class_refuses_what_pytorch_refuses() {
     let e = LegacyStorageClass::FloatStorage
         .new(LegacyArgs::Call(call(vec![PyArg::Int(-1)])))
         .unwrap_err();
-    assert!(matches!(e, Error::InvalidArgument { .. }), "{e}");
+    assert!(matches!(e, Error::NegativeSize { size: -1 }), "{e}");
     // Sizes beyond the address space are errors, not panics.
     let e = LegacyStorageClass::DoubleStorage
         .new(LegacyArgs::Size(usize::MAX / 4))

@@ -307,10 +307,10 @@ pub(crate) fn sum_dims(x: &Tensor, dims: &[usize]) -> Result<Tensor> {
 /// The product of two matrices, as `dtype`.
 pub(crate) fn mm(a: &Tensor, b: &Tensor, dtype: DType) -> Result<Tensor> {
     let (&[m, k], &[k2, n]) = (a.shape(), b.shape()) else {
-        return Err(Error::InvalidArgument {
+        let operand = if a.dim() != 2 { a } else { b };
+        return Err(Error::NotAMatrix {
             op: "mm",
-            what: "operands",
-            value: format!("both must be 2-D, got {:?} and {:?}", a.shape(), b.shape()),
+            shape: operand.shape().to_vec(),
         });
     };
     if k != k2 {

@@ -2,33 +2,36 @@
 //! broadcasting, reductions and the matrix product, each recorded for
 //! [`autograd`](crate::autograd) when an operand requires grad.
 //!
-//! Operands follow PyTorch's type promotion among floating dtypes (`float64`
-//! wins, then `float32`; two different 16-bit floats meet in `float32`); an
-//! integer or bool tensor meets a floating one in the floating dtype, and a
-//! Python-style number takes the tensor's dtype. Arithmetic between two
-//! non-floating operands is refused ([`Error::DTypeUnsupported`]): stowage
-//! models storage, not a full tensor library.
+//! Tensor operands follow PyTorch's type promotion ([`promote`]: `float64`
+//! wins, then `float32`; two different 16-bit floats meet in `float32`; an
+//! integer or bool tensor meets a floating one in the floating dtype), and a
+//! Python-style number takes the tensor's dtype. Arithmetic whose promoted
+//! dtype is not floating (two integer operands, a complex one) is refused
+//! ([`Error::DTypeUnsupported`]): stowage models storage, not a full tensor
+//! library. The in-place `add_` and `mul_` ([`inplace`]) compute in any
+//! dtype with values, under PyTorch's in-place casting rule.
 
+mod inplace;
 #[allow(unsafe_code)] // The matrixmultiply gemm calls.
 pub(crate) mod kernel;
+mod operand;
+mod promote;
 
 use kernel::{BinOp, UnOp};
+pub use operand::Operand;
 
 use crate::autograd::{record, Backward};
 use crate::layout::wrap_dim;
-use crate::{DType, Error, Kind, Operand, Result, Tensor};
+use crate::{DType, Error, Kind, Result, Tensor};
 
-/// The dtype `op` computes `a ∘ b` in.
+/// The dtype `op` computes `a ∘ b` in: PyTorch's promotion, which must give
+/// a floating dtype (the kernels compute in floating point only).
 fn result_dtype(op: &'static str, a: DType, b: DType) -> Result<DType> {
-    let float = |d: DType| d.kind() == Kind::Float;
-    Ok(match (float(a), float(b)) {
-        (true, true) if a == b => a,
-        (true, true) if a == DType::Float64 || b == DType::Float64 => DType::Float64,
-        (true, true) => DType::Float32,
-        (true, false) => a,
-        (false, true) => b,
-        (false, false) => return Err(Error::DTypeUnsupported { op, dtype: a }),
-    })
+    let dtype = promote::promote(op, a, b)?;
+    if !dtype.is_floating_point() {
+        return Err(Error::DTypeUnsupported { op, dtype });
+    }
+    Ok(dtype)
 }
 
 /// The element-wise operations users call.
@@ -194,7 +197,7 @@ impl Tensor {
     /// The sum over `dims` (`t.sum(dims, keepdim)`); `keepdim` leaves them as size 1.
     ///
     /// # Errors
-    /// [`Error::DimOutOfRange`]; [`Error::InvalidArgument`] for a repeated
+    /// [`Error::DimOutOfRange`]; [`Error::RepeatedDim`] for a repeated
     /// dimension; as [`neg`](Self::neg).
     pub fn sum_dims(&self, dims: &[isize], keepdim: bool) -> Result<Tensor> {
         self.reduce(dims, keepdim, false, "SumBackward1")
@@ -229,10 +232,9 @@ impl Tensor {
         for &d in dims {
             let d = wrap_dim(d, self.dim())?;
             if wrapped.contains(&d) {
-                return Err(Error::InvalidArgument {
+                return Err(Error::RepeatedDim {
                     op: if mean { "mean" } else { "sum" },
-                    what: "dim",
-                    value: format!("dim {d} appears multiple times in the list of dims"),
+                    dim: d,
                 });
             }
             wrapped.push(d);
@@ -264,7 +266,7 @@ impl Tensor {
     /// The matrix product of two 2-D tensors (`torch.mm`, `a @ b`).
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] unless both are 2-D; [`Error::ShapeIncompatible`]
+    /// [`Error::NotAMatrix`] unless both are 2-D; [`Error::ShapeIncompatible`]
     /// when the inner sizes differ; as [`add`](Self::add).
     pub fn matmul(&self, other: &Tensor) -> Result<Tensor> {
         let dtype = result_dtype("mm", self.dtype, other.dtype)?;

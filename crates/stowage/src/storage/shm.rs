@@ -78,10 +78,8 @@ fn os_error(what: &str) -> Error {
 
 /// Creates (`create`) or opens a shared-memory object named `name`, read-write.
 fn shm_open(name: &str, create: bool) -> Result<File> {
-    let c = CString::new(name).map_err(|_| Error::InvalidArgument {
-        op: "shared memory",
-        what: "name",
-        value: name.to_owned(),
+    let c = CString::new(name).map_err(|_| Error::NulInName {
+        name: name.to_owned(),
     })?;
     let flags = libc::O_RDWR
         | if create {

@@ -271,7 +271,7 @@ impl LegacyClass {
     /// neither an int nor a sequence, positional arguments with `wrap_storage`,
     /// a `wrap_storage` that is not an `UntypedStorage`, a `wrap_storage` on
     /// another device type than the class's. A negative size is
-    /// [`Error::InvalidArgument`]; values that do not fit the dtype are
+    /// [`Error::NegativeSize`]; values that do not fit the dtype are
     /// [`Error::ValueOverflow`] or [`Error::ComplexNotReal`]; allocation failures as
     /// [`UntypedStorage::new_on`].
     // `__new__` of a legacy class returns a `TypedStorage`, never the class: so does this.

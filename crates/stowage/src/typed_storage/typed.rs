@@ -127,11 +127,7 @@ impl TypedStorage {
         match call.args.as_slice() {
             [] => Self::alloc(0, dtype, device),
             [PyArg::Int(n)] => {
-                let n = usize::try_from(*n).map_err(|_| Error::InvalidArgument {
-                    op: "TypedStorage",
-                    what: "size (negative)",
-                    value: n.to_string(),
-                })?;
+                let n = usize::try_from(*n).map_err(|_| Error::NegativeSize { size: *n })?;
                 Self::alloc(n, dtype, device)
             }
             [PyArg::Sequence(values)] => Self::from_values(values, dtype, device),

@@ -1,0 +1,203 @@
+//! Layouts: shape, stride and storage offset (in elements), and every view
+//! computation as a pure function from a layout to a new one.
+//!
+//! All arithmetic on untrusted numbers is checked here, once: a [`Layout`]
+//! always has a representable element count, and [`Layout::check_fits`]
+//! checks it against a storage in 128-bit arithmetic. Contiguity is computed
+//! when asked, never cached.
+//!
+//! One concept a file: this one holds the [`Layout`] and its checks;
+//! `shape` the free functions on shapes and dimensions; `view` the view
+//! transforms (`view`, `narrow`, `expand`, `diagonal`, …); `pieces` the
+//! splits (`split`, `chunk`, `unbind`); `dtype_view` `view(dtype)`;
+//! `strided_index` the strided index iterator ([`Offsets`]).
+
+mod dtype_view;
+mod pieces;
+mod shape;
+mod strided_index;
+mod view;
+
+pub use dtype_view::DTypeViewProblem;
+pub use shape::{
+    broadcast_shapes, contiguous_strides, infer_shape, numel_of, wrap_dim, wrap_index,
+};
+pub use strided_index::Offsets;
+pub(crate) use strided_index::StridedIndex;
+pub(crate) use view::expand_problem;
+
+use crate::{Error, Result};
+
+/// Shape, stride and storage offset of a tensor. Strides and offset count elements.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Layout {
+    shape: Vec<usize>,
+    stride: Vec<usize>,
+    offset: usize,
+}
+
+impl Layout {
+    /// A row-major layout of `shape` at offset 0.
+    ///
+    /// # Errors
+    /// [`Error::SizeOverflow`] when the element count does not fit in `usize`.
+    pub fn contiguous(shape: &[usize]) -> Result<Layout> {
+        numel_of(shape)?;
+        Ok(Layout {
+            shape: shape.to_vec(),
+            stride: contiguous_strides(shape),
+            offset: 0,
+        })
+    }
+
+    /// A layout from its parts.
+    ///
+    /// # Errors
+    /// [`Error::StrideLengthMismatch`] when shape and stride lengths differ,
+    /// [`Error::SizeOverflow`] when the element count or reach overflows.
+    pub fn new(shape: &[usize], stride: &[usize], offset: usize) -> Result<Layout> {
+        if shape.len() != stride.len() {
+            return Err(Error::StrideLengthMismatch {
+                shape_len: shape.len(),
+                stride_len: stride.len(),
+            });
+        }
+        numel_of(shape)?;
+        let l = Layout {
+            shape: shape.to_vec(),
+            stride: stride.to_vec(),
+            offset,
+        };
+        l.reach()?;
+        Ok(l)
+    }
+
+    /// Sizes of each dimension.
+    pub fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+    /// Strides in elements.
+    pub fn stride(&self) -> &[usize] {
+        &self.stride
+    }
+    /// Storage offset in elements.
+    pub fn offset(&self) -> usize {
+        self.offset
+    }
+    /// Number of dimensions.
+    pub fn ndim(&self) -> usize {
+        self.shape.len()
+    }
+    /// Number of elements (fits in `usize`, checked at construction).
+    pub fn numel(&self) -> usize {
+        self.shape.iter().product()
+    }
+
+    /// PyTorch's contiguity: row-major strides, ignoring dimensions of size 1;
+    /// a tensor without elements is contiguous.
+    pub fn is_contiguous(&self) -> bool {
+        if self.numel() == 0 {
+            return true;
+        }
+        let mut expected = 1usize;
+        for (&size, &stride) in self.shape.iter().zip(&self.stride).rev() {
+            if size != 1 {
+                if stride != expected {
+                    return false;
+                }
+                expected *= size;
+            }
+        }
+        true
+    }
+
+    /// Storage elements the layout reaches: 0 without elements, else
+    /// `offset + Σ (size-1)·stride + 1` (PyTorch's `computeStorageNbytes` in elements).
+    fn reach(&self) -> Result<u128> {
+        if self.numel() == 0 {
+            return Ok(0);
+        }
+        let overflow = || Error::SizeOverflow {
+            what: "layout reach",
+            detail: format!("{self:?}"),
+        };
+        let mut max = self.offset as u128 + 1;
+        for (&size, &stride) in self.shape.iter().zip(&self.stride) {
+            let span = (size as u128 - 1)
+                .checked_mul(stride as u128)
+                .ok_or_else(overflow)?;
+            max = max.checked_add(span).ok_or_else(overflow)?;
+        }
+        Ok(max)
+    }
+
+    /// The index of the last storage element reached plus one, as `usize`.
+    ///
+    /// # Errors
+    /// [`Error::SizeOverflow`] when it exceeds `usize`.
+    pub fn storage_elements(&self) -> Result<usize> {
+        let r = self.reach()?;
+        usize::try_from(r).map_err(|_| Error::SizeOverflow {
+            what: "layout reach",
+            detail: format!("{self:?}"),
+        })
+    }
+
+    /// Checks that every element lies within a storage of `nbytes` bytes holding `element_size`-byte elements.
+    ///
+    /// # Errors
+    /// [`Error::OutOfStorage`] naming the bytes needed and held.
+    pub fn check_fits(&self, element_size: usize, nbytes: usize) -> Result<()> {
+        let needed = self
+            .reach()?
+            .checked_mul(element_size as u128)
+            .ok_or_else(|| Error::SizeOverflow {
+                what: "layout bytes",
+                detail: format!("{self:?} with {element_size}-byte elements"),
+            })?;
+        if needed > nbytes as u128 {
+            return Err(Error::OutOfStorage {
+                needed,
+                nbytes,
+                shape: self.shape.clone(),
+                stride: self.stride.clone(),
+                offset: self.offset,
+                element_size,
+            });
+        }
+        Ok(())
+    }
+
+    /// Storage offsets of every element in row-major order.
+    pub fn offsets(&self) -> Offsets<'_> {
+        Offsets::new(&self.shape, &self.stride, self.offset)
+    }
+
+    /// `dim` wrapped into `0..ndim` (see [`wrap_dim`]).
+    fn wrap_dim(&self, dim: isize) -> Result<usize> {
+        wrap_dim(dim, self.ndim())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn l(shape: &[usize], stride: &[usize], offset: usize) -> Layout {
+        Layout::new(shape, stride, offset).unwrap()
+    }
+
+    #[test]
+    fn fits_and_overflow() {
+        let t = l(&[2, 3], &[3, 1], 2);
+        assert!(t.check_fits(4, 32).is_ok());
+        assert!(matches!(
+            t.check_fits(4, 31),
+            Err(Error::OutOfStorage { needed: 32, .. })
+        ));
+        assert!(l(&[0, 5], &[5, 1], 100).check_fits(4, 0).is_ok());
+        assert!(Layout::contiguous(&[usize::MAX, 2]).is_err());
+        let huge = l(&[2], &[usize::MAX], usize::MAX);
+        assert!(huge.check_fits(8, usize::MAX).is_err());
+    }
+}

@@ -1,0 +1,150 @@
+//! Free functions on shapes and dimensions: wrapping negative dimensions and
+//! indices, element counts, row-major strides, `-1` inference, broadcasting.
+
+use crate::{Error, Result};
+
+/// Wraps a possibly negative dimension into `0..ndim` (0-dim tensors accept -1 and 0, as PyTorch).
+///
+/// # Errors
+/// [`Error::DimOutOfRange`].
+pub fn wrap_dim(dim: isize, ndim: usize) -> Result<usize> {
+    let n = ndim.max(1) as isize;
+    let d = if dim < 0 { dim + n } else { dim };
+    if d < 0 || d >= n {
+        return Err(Error::DimOutOfRange { dim, ndim });
+    }
+    Ok(d as usize)
+}
+
+/// Wraps a possibly negative index into `0..size`.
+///
+/// # Errors
+/// [`Error::IndexOutOfRange`].
+pub fn wrap_index(index: isize, dim: usize, size: usize) -> Result<usize> {
+    let i = if index < 0 {
+        index.checked_add_unsigned(size).unwrap_or(-1)
+    } else {
+        index
+    };
+    if i < 0 || i as usize >= size {
+        return Err(Error::IndexOutOfRange { index, dim, size });
+    }
+    Ok(i as usize)
+}
+
+/// The element count of `shape`, checked.
+///
+/// # Errors
+/// [`Error::SizeOverflow`].
+pub fn numel_of(shape: &[usize]) -> Result<usize> {
+    shape
+        .iter()
+        .try_fold(1usize, |acc, &s| acc.checked_mul(s))
+        .ok_or_else(|| Error::SizeOverflow {
+            what: "element count",
+            detail: format!("shape {shape:?}"),
+        })
+}
+
+/// Row-major strides for `shape` (PyTorch gives size-0 and size-1 dims the same rule:
+/// `stride[i] = stride[i+1] * max(shape[i+1], 1)`).
+pub fn contiguous_strides(shape: &[usize]) -> Vec<usize> {
+    let mut stride = vec![1usize; shape.len()];
+    for i in (0..shape.len().saturating_sub(1)).rev() {
+        stride[i] = stride[i + 1].saturating_mul(shape[i + 1].max(1));
+    }
+    stride
+}
+
+/// Resolves one `-1` in `shape` against `numel` elements.
+///
+/// # Errors
+/// [`Error::ShapeMismatch`] when the sizes cannot hold exactly `numel` elements,
+/// [`Error::NegativeSize`] for sizes below -1, [`Error::MultipleInferredDims`]
+/// for a second -1.
+pub fn infer_shape(shape: &[isize], numel: usize) -> Result<Vec<usize>> {
+    let mismatch = || Error::ShapeMismatch {
+        shape: shape.to_vec(),
+        numel,
+    };
+    let mut infer = None;
+    let mut known: usize = 1;
+    for (i, &s) in shape.iter().enumerate() {
+        match s {
+            -1 if infer.is_none() => infer = Some(i),
+            -1 => {
+                return Err(Error::MultipleInferredDims {
+                    shape: shape.to_vec(),
+                })
+            }
+            s if s < 0 => return Err(Error::NegativeSize { size: s as i64 }),
+            s => known = known.checked_mul(s as usize).ok_or_else(mismatch)?,
+        }
+    }
+    let mut out: Vec<usize> = shape.iter().map(|&s| s.max(0) as usize).collect();
+    match infer {
+        Some(i) => {
+            if known == 0 || numel % known != 0 {
+                return Err(mismatch());
+            }
+            out[i] = numel / known;
+        }
+        None if known != numel => return Err(mismatch()),
+        None => {}
+    }
+    Ok(out)
+}
+
+/// The shape two shapes broadcast to (NumPy rules).
+///
+/// # Errors
+/// [`Error::ShapeIncompatible`].
+pub fn broadcast_shapes(a: &[usize], b: &[usize]) -> Result<Vec<usize>> {
+    let n = a.len().max(b.len());
+    let mut out = vec![0; n];
+    for i in 0..n {
+        let x = if i + a.len() >= n {
+            a[i + a.len() - n]
+        } else {
+            1
+        };
+        let y = if i + b.len() >= n {
+            b[i + b.len() - n]
+        } else {
+            1
+        };
+        out[i] = match (x, y) {
+            (x, y) if x == y => x,
+            (1, y) => y,
+            (x, 1) => x,
+            _ => {
+                return Err(Error::ShapeIncompatible {
+                    op: "broadcast",
+                    expected: a.to_vec(),
+                    found: b.to_vec(),
+                })
+            }
+        };
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dims_wrap_like_pytorch() {
+        assert_eq!(wrap_dim(-1, 3).unwrap(), 2);
+        assert_eq!(wrap_dim(-1, 0).unwrap(), 0);
+        assert!(matches!(
+            wrap_dim(3, 3),
+            Err(Error::DimOutOfRange { dim: 3, ndim: 3 })
+        ));
+        assert_eq!(
+            Error::DimOutOfRange { dim: 2, ndim: 2 }.to_string(),
+            "dimension out of range (expected to be in range of [-2, 1], but got 2)"
+        );
+        assert!(wrap_index(isize::MIN, 0, 4).is_err());
+    }
+}

@@ -1,0 +1,222 @@
+//! In-place arithmetic: `add_` and `mul_`.
+//!
+//! As in PyTorch, the operation computes in the promoted dtype of `self` and
+//! the operand ([`result_type`]) and is refused when that dtype cannot be
+//! stored back into `self`'s ([`can_cast`]): `int_tensor.add_(0.5)` is an
+//! error, `half_tensor.add_(double_tensor)` is not. Contiguous `float32` and
+//! `float64` destinations take a vectorised kernel; every other dtype goes
+//! element by element through [`Scalar`].
+
+use super::kernel::{self, BinOp};
+use super::promote::{can_cast, result_type};
+use crate::element::{self, Scalar};
+use crate::layout::broadcast_shapes;
+use crate::{DType, Error, Operand, Result, Tensor};
+
+impl Tensor {
+    /// In place `self += other` (a tensor broadcast to `self`'s shape, or a scalar).
+    ///
+    /// # Errors
+    /// [`Error::ResultTypeCast`] when the result type cannot be stored in `self`'s
+    /// dtype (as PyTorch refuses `int_tensor.add_(0.5)`), [`Error::NoPromotion`]
+    /// for dtypes PyTorch does not promote, [`Error::ShapeIncompatible`] when
+    /// `other` does not broadcast to `self`'s shape; [`Error::NoData`] on meta;
+    /// [`Error::InPlaceRequiresGrad`] while recording gradients for `self`.
+    pub fn add_<'a>(&self, other: impl Into<Operand<'a>>) -> Result<&Self> {
+        self.binary_("add_", BinOp::Add, other.into(), |a, b| match (a, b) {
+            (Scalar::Bool(x), y) => Scalar::Bool(x || y.to_bool()),
+            (Scalar::Int(x), y) => Scalar::Int(x.wrapping_add(y.to_i64())),
+            (Scalar::UInt(x), y) => Scalar::UInt(x.wrapping_add(y.to_u64())),
+            (Scalar::Float(x), y) => Scalar::Float(x + y.to_f64()),
+            (Scalar::Complex(x), y) => Scalar::Complex(x + y.to_complex()),
+        })
+    }
+
+    /// In place `self *= other` (a tensor broadcast to `self`'s shape, or a scalar).
+    ///
+    /// # Errors
+    /// As [`add_`](Self::add_).
+    pub fn mul_<'a>(&self, other: impl Into<Operand<'a>>) -> Result<&Self> {
+        self.binary_("mul_", BinOp::Mul, other.into(), |a, b| match (a, b) {
+            (Scalar::Bool(x), y) => Scalar::Bool(x && y.to_bool()),
+            (Scalar::Int(x), y) => Scalar::Int(x.wrapping_mul(y.to_i64())),
+            (Scalar::UInt(x), y) => Scalar::UInt(x.wrapping_mul(y.to_u64())),
+            (Scalar::Float(x), y) => Scalar::Float(x * y.to_f64()),
+            (Scalar::Complex(x), y) => Scalar::Complex(x * y.to_complex()),
+        })
+    }
+
+    /// `self = f(self, other)` element by element; `kernel` is the same operation
+    /// for the fast path of contiguous `float32`/`float64` tensors.
+    fn binary_(
+        &self,
+        op: &'static str,
+        kernel: BinOp,
+        other: Operand<'_>,
+        f: impl Fn(Scalar, Scalar) -> Scalar,
+    ) -> Result<&Self> {
+        self.check_inplace(op)?;
+        self.check_data(op)?;
+        let result = result_type(op, self, &other)?;
+        if !can_cast(result, self.dtype) {
+            return Err(Error::ResultTypeCast {
+                op,
+                result,
+                output: self.dtype,
+            });
+        }
+        if let Operand::Tensor(t) = other {
+            broadcast_shapes(self.shape(), t.shape())
+                .ok()
+                .filter(|s| s == self.shape())
+                .ok_or_else(|| Error::ShapeIncompatible {
+                    op,
+                    expected: self.shape().to_vec(),
+                    found: t.shape().to_vec(),
+                })?;
+        }
+        if matches!(self.dtype, DType::Float32 | DType::Float64) && self.is_contiguous() {
+            let operand = match other {
+                Operand::Tensor(t) => t.clone(),
+                Operand::Scalar(s) => Tensor::full(&[], s, self.dtype)?,
+            };
+            if kernel::inplace(kernel, self, &operand)? {
+                return Ok(self);
+            }
+        }
+        // Gather the operand first: it may share storage with `self`.
+        let values: Vec<Scalar> = match other {
+            Operand::Scalar(s) => vec![s],
+            Operand::Tensor(t) => {
+                let sizes: Vec<isize> = self.shape().iter().map(|&s| s as isize).collect();
+                let expanded = Tensor {
+                    layout: t.layout.expand(&sizes)?,
+                    ..t.detach()
+                };
+                expanded.scalars()?
+            }
+        };
+        let (dt, es) = (self.dtype, self.element_size());
+        self.storage
+            .with_bytes_mut(op, |b| {
+                self.layout.check_fits(es, b.len())?;
+                for (i, o) in self.layout.offsets().enumerate() {
+                    let cell = &mut b[o * es..(o + 1) * es];
+                    let v = f(
+                        element::read(dt, cell)?,
+                        values[if values.len() == 1 { 0 } else { i }],
+                    );
+                    element::write(dt, v, cell)?;
+                }
+                Ok(())
+            })?
+            .map(|()| self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arithmetic_in_place() {
+        let t = Tensor::ones(&[2, 2], DType::Float32).unwrap();
+        t.add_(1.5).unwrap();
+        t.mul_(&Tensor::from_slice(&[2.0f32, 3.0]).unwrap())
+            .unwrap();
+        assert_eq!(t.to_vec::<f32>().unwrap(), vec![5.0, 7.5, 5.0, 7.5]);
+        let i = Tensor::ones(&[2], DType::Int64).unwrap();
+        assert!(i.add_(0.5).is_err());
+        i.add_(&i.clone()).unwrap();
+        assert_eq!(i.to_vec::<i64>().unwrap(), vec![2, 2]);
+        let u8t = Tensor::from_slice(&[250u8]).unwrap();
+        u8t.add_(10i64).unwrap();
+        assert_eq!(u8t.to_vec::<u8>().unwrap(), vec![4]);
+    }
+
+    /// The float fast path (contiguous float32/float64) and the element-by-element
+    /// path agree, also when the operand overlaps the destination.
+    #[test]
+    fn in_place_fast_path_matches_the_general_path() {
+        let values: Vec<f32> = (0..12).map(|i| (i as f32) * 0.37 - 1.9).collect();
+        let fresh = || Tensor::from_vec(values.clone(), &[3, 4]).unwrap();
+        // Contiguous (fast) against the same values through a transposed,
+        // non-contiguous destination (general).
+        let fast = fresh();
+        let general = fresh().t().unwrap().contiguous().unwrap().t().unwrap();
+        assert!(!general.is_contiguous());
+        let row = Tensor::from_slice(&[0.5f32, -1.25, 3.0, 0.1]).unwrap();
+        for t in [&fast, &general] {
+            t.add_(&row).unwrap();
+            t.mul_(0.1).unwrap();
+            t.add_(&Tensor::from_slice(&[7i64]).unwrap()).unwrap();
+            t.mul_(&t.clone()).unwrap();
+        }
+        let (f, g) = (
+            fast.to_vec::<f32>().unwrap(),
+            general.to_vec::<f32>().unwrap(),
+        );
+        assert_eq!(f, g);
+        // The operand overlaps the destination, shifted by one: gathered first
+        // (float32 takes the fast path, float64 too, float16 the general one).
+        for dtype in [DType::Float32, DType::Float64, DType::Float16] {
+            let flat = fresh().view(&[-1]).unwrap().to_dtype(dtype).unwrap();
+            let before = flat.to_vec::<f32>().unwrap();
+            let (dst, src) = (
+                flat.narrow(0, 1, 11).unwrap(),
+                flat.narrow(0, 0, 11).unwrap(),
+            );
+            dst.add_(&src).unwrap();
+            let after = flat.to_vec::<f32>().unwrap();
+            for i in 1..12 {
+                let want = Tensor::scalar(before[i] + before[i - 1]).unwrap();
+                let want = want.to_dtype(dtype).unwrap().to_vec::<f32>().unwrap()[0];
+                assert_eq!(after[i], want, "{dtype} element {i}");
+            }
+        }
+    }
+
+    /// PyTorch's in-place rule: the promoted dtype must cast to `self`'s.
+    #[test]
+    fn results_that_cannot_be_stored_are_refused() {
+        let i = Tensor::ones(&[2], DType::Int64).unwrap();
+        let e = i.add_(0.5).unwrap_err();
+        assert!(matches!(
+            e,
+            Error::ResultTypeCast {
+                op: "add_",
+                result: DType::Float32,
+                output: DType::Int64
+            }
+        ));
+        assert_eq!(
+            e.to_string(),
+            "add_: result type torch.float32 can't be cast to the desired output type torch.int64"
+        );
+        let f = Tensor::ones(&[2], DType::Float32).unwrap();
+        assert!(matches!(
+            i.mul_(&f),
+            Err(Error::ResultTypeCast {
+                result: DType::Float32,
+                ..
+            })
+        ));
+        let b = Tensor::ones(&[2], DType::Bool).unwrap();
+        assert!(b.add_(1i64).is_err());
+        b.mul_(Scalar::Bool(false)).unwrap();
+        assert_eq!(b.to_vec::<bool>().unwrap(), vec![false, false]);
+        // A wider float operand casts down (same category), as PyTorch allows.
+        let h = Tensor::ones(&[2], DType::Float16).unwrap();
+        h.add_(&Tensor::ones(&[2], DType::Float64).unwrap())
+            .unwrap();
+        assert_eq!(h.to_vec::<f32>().unwrap(), vec![2.0, 2.0]);
+        // Dtypes PyTorch does not promote with others.
+        let e8 = Tensor::zeros(&[2], DType::Float8E4M3Fn).unwrap();
+        assert!(matches!(e8.add_(&f), Err(Error::NoPromotion { .. })));
+        e8.add_(1.0).unwrap();
+        let u16t = Tensor::zeros(&[2], DType::UInt16).unwrap();
+        assert!(matches!(u16t.add_(&i), Err(Error::NoPromotion { .. })));
+        u16t.add_(3i64).unwrap();
+        assert_eq!(u16t.to_vec::<u16>().unwrap(), vec![3, 3]);
+    }
+}
