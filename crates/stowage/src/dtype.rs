@@ -10,12 +10,13 @@
 
 use std::fmt;
 use std::str::FromStr;
+use std::sync::atomic::{AtomicU8, Ordering};
 
 #[cfg(feature = "safetensors")]
 use safetensors::Dtype as St;
 
 use crate::minifloat::MiniFloat;
-use crate::Error;
+use crate::{Error, Result};
 
 /// What kind of values a dtype holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -387,6 +388,38 @@ impl FromStr for DType {
             .map(|d| d.dtype)
             .ok_or_else(|| Error::UnknownDType { name: s.to_owned() })
     }
+}
+
+// ---------------------------------------------------------------------------
+// The default dtype: process-wide, as PyTorch's
+// ---------------------------------------------------------------------------
+
+static DEFAULT_DTYPE: AtomicU8 = AtomicU8::new(DType::Float32 as u8);
+
+/// The process's default floating-point dtype (PyTorch's `torch.get_default_dtype()`),
+/// `float32` until [`set_default_dtype`] changes it. It is the dtype plain
+/// numbers promote to ([`Operand`](crate::Operand)), names
+/// [`Storage`](crate::Storage)'s class, and is the dtype of
+/// [`TypedStorage::construct`](crate::TypedStorage::construct) calls without one.
+pub fn default_dtype() -> DType {
+    let i = DEFAULT_DTYPE.load(Ordering::SeqCst) as usize;
+    DTYPES.get(i).map_or(DType::Float32, |row| row.dtype)
+}
+
+/// Sets the process's default dtype (PyTorch's `torch.set_default_dtype`).
+/// PyTorch accepts only the floating-point dtypes that have a legacy class:
+/// float64, float32, float16 and bfloat16.
+///
+/// # Errors
+/// [`Error::DefaultDType`] for any other dtype, with PyTorch's message
+/// ("only floating-point types are supported as the default type", or
+/// "couldn't find storage object Float8_e5m2Storage" for the newer floats).
+pub fn set_default_dtype(dtype: DType) -> Result<()> {
+    if !dtype.is_floating_point() || dtype.storage_class().is_none() {
+        return Err(Error::DefaultDType { dtype });
+    }
+    DEFAULT_DTYPE.store(dtype as u8, Ordering::SeqCst);
+    Ok(())
 }
 
 #[cfg(test)]

@@ -101,7 +101,7 @@ fn complex_of(d: DType) -> DType {
 /// The dtype PyTorch gives a Python number: `bool`, `int64`, the default
 /// dtype, or the complex dtype of the default dtype's precision.
 fn number_dtype(s: &Scalar) -> DType {
-    let default = crate::typed_storage::default_dtype();
+    let default = crate::dtype::default_dtype();
     match s {
         Scalar::Bool(_) => DType::Bool,
         Scalar::Int(_) | Scalar::UInt(_) => DType::Int64,

@@ -9,6 +9,7 @@
 
 mod allowlist;
 pub(crate) mod object;
+mod options;
 pub mod pickle;
 mod read;
 #[cfg(feature = "safetensors")]
@@ -18,7 +19,6 @@ mod torch_zip;
 mod write;
 pub mod zip;
 
-use std::collections::HashMap;
 use std::fs::File;
 use std::path::Path;
 
@@ -27,60 +27,12 @@ pub use object::{
     dotted, ByteOrder, Checkpoint, Format, Object, PathKey, StorageRecord, StorageRef,
     TensorObject, MAX_PATHS,
 };
+pub use options::LoadOptions;
 pub use torch_zip::{archive_name, save, save_to_writer, save_with, SaveOptions};
 
-use self::pickle::Limits;
 use crate::io::ReadAt;
 use crate::storage::{MappedFile, MappedRecords};
-use crate::{Device, Error, Result};
-
-/// How to load a checkpoint.
-#[derive(Clone, Debug)]
-pub struct LoadOptions {
-    /// Put every storage on this device (PyTorch's `map_location`); `meta`
-    /// reads no bytes at all. `None` keeps each storage's recorded location
-    /// (bytes in host memory, device reported).
-    pub map_location: Option<Device>,
-    /// Limits on the pickle machine.
-    pub pickle_limits: Limits,
-    /// Largest `data.pkl` accepted, in bytes.
-    pub max_pickle_bytes: u64,
-    /// Most records in the archive.
-    pub max_records: usize,
-    /// Verify each record's CRC-32 while loading (PyTorch never does).
-    pub verify_crc: bool,
-    /// Put storages tagged with a location (`"cuda:0"`) on another device, as
-    /// PyTorch's `map_location={"cuda:0": "cpu"}`; `map_location` overrides it.
-    pub location_map: HashMap<String, Device>,
-    /// Load as fake tensors: every storage has its size and reports its device
-    /// (after `map_location`/`location_map`) but no bytes are read. Records are
-    /// still checked to be present with the declared size.
-    pub fake: bool,
-    /// Read each storage's bytes on first use rather than while loading
-    /// ([`load_with`] of a torch zip archive; other formats load eagerly).
-    /// Until then [`UntypedStorage::data_ptr`](crate::UntypedStorage::data_ptr) is 0.
-    pub lazy: bool,
-    /// Most bytes all the storages together may declare (default 1 TiB). Records
-    /// must also hold exactly what they declare, so a file cannot claim more than
-    /// it holds; this bounds meta, fake and lazy loads, which read no records.
-    pub max_storage_bytes: u64,
-}
-
-impl Default for LoadOptions {
-    fn default() -> Self {
-        LoadOptions {
-            map_location: None,
-            pickle_limits: Limits::default(),
-            max_pickle_bytes: 1 << 30,
-            max_records: 1 << 20,
-            verify_crc: false,
-            location_map: HashMap::new(),
-            fake: false,
-            lazy: false,
-            max_storage_bytes: 1 << 40,
-        }
-    }
-}
+use crate::{Error, Result};
 
 /// Loads a checkpoint (torch zip, torch legacy or safetensors, detected by content).
 ///

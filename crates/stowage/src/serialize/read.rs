@@ -10,8 +10,8 @@ use num_complex::Complex64;
 
 use super::allowlist::{self, Global};
 use super::object::{ByteOrder, Object, StorageRecord, StorageRef, TensorObject};
+use super::options::LoadOptions;
 use super::pickle::{Graph, Hooks, Node, NodeId, Value};
-use super::LoadOptions;
 use crate::layout::Layout;
 use crate::{DType, Device, Error, Result, Tensor, UntypedStorage};
 

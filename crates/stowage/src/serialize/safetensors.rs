@@ -20,11 +20,12 @@ use safetensors::tensor::{Dtype, SafeTensors, View};
 
 use crate::io::ReadAt;
 use crate::layout::Layout;
+use crate::serialize::object::dotted;
 use crate::serialize::object::{
     ByteOrder, Checkpoint, Format, Object, StorageRecord, TensorObject,
 };
+use crate::serialize::options::LoadOptions;
 use crate::serialize::pickle::Value;
-use crate::serialize::{dotted, LoadOptions};
 use crate::storage::HeapBuffer;
 use crate::{DType, Error, Result, Tensor, UntypedStorage};
 

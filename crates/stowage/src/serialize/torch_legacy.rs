@@ -7,9 +7,9 @@
 use num_bigint::BigInt;
 
 use super::object::{check_views, ByteOrder, Checkpoint, Format};
+use super::options::LoadOptions;
 use super::pickle::{self, Graph, Hooks, Node, PickleError, Pickled, Value};
 use super::read::{StorageSource, TorchHooks};
-use super::LoadOptions;
 use crate::io::ReadAt;
 use crate::storage::MappedRecords;
 use crate::{DType, Device, Error, Result, UntypedStorage};

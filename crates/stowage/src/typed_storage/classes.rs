@@ -359,34 +359,8 @@ pub(super) fn legacy_class_of(dtype: DType, device: Device) -> Option<LegacyClas
 }
 
 // ---------------------------------------------------------------------------
-// `Storage` and the default dtype
+// `Storage`: the class of the default dtype (`crate::dtype::default_dtype`)
 // ---------------------------------------------------------------------------
-
-pub(super) static DEFAULT_DTYPE: AtomicU8 = AtomicU8::new(DType::Float32 as u8);
-
-/// The process's default floating-point dtype (PyTorch's `torch.get_default_dtype()`),
-/// `float32` until [`set_default_dtype`] changes it. It names [`Storage`]'s class
-/// and is the dtype of [`TypedStorage::construct`] calls without one.
-pub fn default_dtype() -> DType {
-    let i = DEFAULT_DTYPE.load(Ordering::SeqCst) as usize;
-    DTYPES.get(i).map_or(DType::Float32, |row| row.dtype)
-}
-
-/// Sets the process's default dtype (PyTorch's `torch.set_default_dtype`).
-/// PyTorch accepts only the floating-point dtypes that have a legacy class:
-/// float64, float32, float16 and bfloat16.
-///
-/// # Errors
-/// [`Error::DefaultDType`] for any other dtype, with PyTorch's message
-/// ("only floating-point types are supported as the default type", or
-/// "couldn't find storage object Float8_e5m2Storage" for the newer floats).
-pub fn set_default_dtype(dtype: DType) -> Result<()> {
-    if !dtype.is_floating_point() || dtype.storage_class().is_none() {
-        return Err(Error::DefaultDType { dtype });
-    }
-    DEFAULT_DTYPE.store(dtype as u8, Ordering::SeqCst);
-    Ok(())
-}
 
 /// The `torch.Storage` of PyTorch: the legacy class of the default dtype
 /// (`FloatStorage` unless [`set_default_dtype`] changed it).

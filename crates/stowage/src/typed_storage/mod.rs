@@ -47,7 +47,6 @@
 
 use std::fmt;
 use std::panic::Location;
-use std::sync::atomic::{AtomicU8, Ordering};
 
 use num_complex::Complex64;
 
@@ -69,6 +68,9 @@ mod tests;
 mod typed;
 mod values;
 
+/// The default dtype lives with the dtypes; re-exported where PyTorch users of
+/// `torch.Storage` look for it.
+pub use crate::dtype::{default_dtype, set_default_dtype};
 pub use args::*;
 pub use classes::*;
 pub use typed::*;

@@ -14,10 +14,10 @@ pub use save::{archive_name, save, save_to_writer, save_with, SaveOptions};
 
 use self::source::ZipSource;
 use super::object::{check_views, ByteOrder, Checkpoint, Format};
+use super::options::LoadOptions;
 use super::pickle;
 use super::read::TorchHooks;
 use super::zip::{self, ZipLimits, ZipReader};
-use super::LoadOptions;
 use crate::io::ReadAt;
 use crate::storage::{Fetch, MappedRecords};
 use crate::{Error, Result};
