@@ -29,15 +29,17 @@
 //! length against the remaining input before allocating, and enforces
 //! [`Limits`] on memo size, stack size, node count and nesting depth.
 
+pub mod dump;
 pub mod opcode;
 pub mod read;
 mod scan;
 pub mod value;
 pub mod write;
 
+pub use dump::{dumps, write_value, Layout, WriteHooks};
 pub use read::{unpickle, Hooks, Pickled};
 pub use value::{Graph, Node, NodeId, Value};
-pub use write::{dumps, write_value, Pickler};
+pub use write::{Pickler, WriteError, WriteResult};
 
 /// Why a pickle could not be read.
 ///
