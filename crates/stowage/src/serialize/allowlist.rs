@@ -81,9 +81,10 @@ macro_rules! globals {
         ];
 
         impl Global {
-            /// The `(module, name)` this global is written as: its row of
-            /// [`GLOBALS`], or for dtypes and legacy storage classes the dtype
-            /// table's names (a storage class the dtype table lacks is written as
+            /// The `(module, name)` this global is written as: its row of the
+            /// allowlist's table of globals (the one the loader resolves names
+            /// with), or for dtypes and legacy storage classes the dtype table's
+            /// names (a storage class the dtype table lacks is written as
             /// `torch.storage.UntypedStorage`).
             pub fn path(&self) -> (&'static str, &'static str) {
                 match self {

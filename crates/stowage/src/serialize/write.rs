@@ -81,9 +81,12 @@ impl From<WriteError> for Error {
     }
 }
 
-/// A checkpoint's pickle (`data.pkl`), and the storages it names, in key
-/// order, each with the dtype it was first saved as (`None`: untyped).
-fn pickle(ckpt: &Checkpoint) -> Result<(Vec<u8>, Vec<(UntypedStorage, Option<DType>)>)> {
+/// Storages in key order (order of first appearance), each with the dtype it
+/// was first saved as (`None`: untyped).
+type Storages = Vec<(UntypedStorage, Option<DType>)>;
+
+/// A checkpoint's pickle (`data.pkl`), and the storages it names.
+fn pickle(ckpt: &Checkpoint) -> Result<(Vec<u8>, Storages)> {
     let mut p = Pickler::new(Vec::new())?;
     let mut hooks = TorchHooks {
         ckpt,
@@ -101,8 +104,7 @@ type P = Pickler<Vec<u8>>;
 /// the other [`Object`]s, and which dicts are `OrderedDict`s with what state.
 struct TorchHooks<'c> {
     ckpt: &'c Checkpoint,
-    /// Storages in order of first appearance, with the dtype they were first saved as.
-    storages: Vec<(UntypedStorage, Option<DType>)>,
+    storages: Storages,
     /// Index into `storages` by storage identity.
     keys: HashMap<usize, usize>,
 }
