@@ -8,6 +8,12 @@
 //! Parameters as `_rebuild_parameter`. Storage keys are assigned in order of
 //! first appearance, keyed by storage identity, so tensors sharing a storage
 //! share a key and its bytes are written once.
+//!
+//! The pickle is written by the one pickle writer,
+//! [`write_value`](super::pickle::write_value), in
+//! [`Layout::Checkpoint`](super::pickle::Layout::Checkpoint), with
+//! `TorchHooks` for tensors, storages and PyTorch's other objects; every
+//! global's name comes from the allowlist's table ([`Global::path`]).
 
 mod output;
 

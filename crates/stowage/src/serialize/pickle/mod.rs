@@ -15,13 +15,18 @@
 //!
 //! # Shape
 //!
-//! - [`opcode`]: the opcode table (byte, name, protocol).
+//! - [`opcode`]: the opcode table (byte, name, protocol, argument layout);
+//!   one decoder reads every argument as the table lays it out, for the
+//!   machine and for the memo scan that runs before it.
 //! - [`value`]: [`Value`], [`Node`] and [`Graph`], the object graph.
 //! - [`read`]: [`unpickle`], driven by a caller's [`Hooks`] for everything
 //!   that would run Python code (`GLOBAL`, `REDUCE`, `BUILD`, `NEWOBJ`,
-//!   persistent ids).
-//! - [`write`](mod@write): [`Pickler`], emitting protocol 2 as CPython's C
-//!   pickler does, and [`write_value`] for whole graphs.
+//!   persistent ids), within [`Limits`]; failures are [`PickleError`]s.
+//! - [`write`](mod@write): [`Pickler`], emitting protocol 2 opcodes as
+//!   CPython's C pickler does; failures are [`WriteError`]s.
+//! - [`dump`]: [`write_value`], the one writer of whole graph values, driven
+//!   by a caller's [`WriteHooks`] (extension values, a dict's class and
+//!   state) in a [`Layout`]: CPython's, or that of stowage's checkpoints.
 //!
 //! # Hostile input
 //!
