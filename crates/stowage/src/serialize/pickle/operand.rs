@@ -37,6 +37,7 @@ impl<'a> Input<'a> {
     ///
     /// # Errors
     /// [`PickleError::Truncated`] if fewer are left.
+    #[inline(always)]
     pub(super) fn check_len(&self, n: u64) -> Result<usize, PickleError> {
         let available = self.data.len() - self.pos;
         match usize::try_from(n) {
@@ -50,6 +51,7 @@ impl<'a> Input<'a> {
     }
 
     /// The next `n` bytes.
+    #[inline(always)]
     fn take(&mut self, n: u64) -> Result<&'a [u8], PickleError> {
         let n = self.check_len(n)?;
         let bytes = &self.data[self.pos..self.pos + n];
@@ -57,22 +59,27 @@ impl<'a> Input<'a> {
         Ok(bytes)
     }
 
-    /// A little-endian unsigned integer of `n` (at most 8) bytes.
-    fn uint(&mut self, n: u8) -> Result<u64, PickleError> {
-        let bytes = self.take(n.into())?;
-        Ok(bytes
-            .iter()
-            .rev()
-            .fold(0, |acc, &b| acc << 8 | u64::from(b)))
-    }
-
+    #[inline(always)]
     fn array<const N: usize>(&mut self) -> Result<[u8; N], PickleError> {
         let mut out = [0; N];
         out.copy_from_slice(self.take(N as u64)?);
         Ok(out)
     }
 
+    /// A little-endian unsigned integer of `n` bytes: 1, 2, 4 or 8 (the
+    /// table's only widths; others read as 8).
+    #[inline(always)]
+    fn uint(&mut self, n: u8) -> Result<u64, PickleError> {
+        Ok(match n {
+            1 => self.array::<1>()?[0].into(),
+            2 => u16::from_le_bytes(self.array()?).into(),
+            4 => u32::from_le_bytes(self.array()?).into(),
+            _ => u64::from_le_bytes(self.array()?),
+        })
+    }
+
     /// A line without its `\n`.
+    #[inline(always)]
     fn line(&mut self) -> Result<&'a [u8], PickleError> {
         let rest = &self.data[self.pos..];
         let n = rest.iter().position(|&b| b == b'\n');
@@ -81,12 +88,29 @@ impl<'a> Input<'a> {
         Ok(&rest[..n])
     }
 
+    /// Moves past the argument laid out as `arg`, as [`Input::operand`]
+    /// reads it, decoding only lengths.
+    ///
+    /// # Errors
+    /// As [`Input::operand`].
+    #[inline(always)]
+    pub(super) fn skip(&mut self, arg: Arg, at: usize) -> Result<(), PickleError> {
+        match arg {
+            Arg::None => Ok(()),
+            Arg::Uint(n) => self.take(n.into()).map(drop),
+            Arg::Int4 => self.take(4).map(drop),
+            Arg::Float8 => self.take(8).map(drop),
+            _ => self.operand(arg, at).map(drop),
+        }
+    }
+
     /// Reads the argument laid out as `arg`, for the opcode at offset `at`.
     ///
     /// # Errors
     /// [`PickleError::Truncated`] or [`PickleError::UnterminatedLine`] where
     /// the input ends first, [`PickleError::BadText`] for a negative signed
     /// length.
+    #[inline(always)]
     pub(super) fn operand(&mut self, arg: Arg, at: usize) -> Result<Operand<'a>, PickleError> {
         Ok(match arg {
             Arg::None => Operand::None,

@@ -42,20 +42,23 @@ pub(crate) fn memo_plan(data: &[u8]) -> Option<MemoPlan> {
         let at = input.pos;
         let code = *data.get(at)?;
         input.pos += 1;
-        let arg = input.operand(op::info(code)?.arg, at).ok()?;
-        match (code, arg) {
-            (op::STOP, _) => break,
-            (op::GET, Operand::Line(line)) => {
-                plan.read
-                    .insert(std::str::from_utf8(line).ok()?.trim().parse().ok()?);
-            }
-            (op::BINGET | op::LONG_BINGET, Operand::Uint(index)) => {
+        let arg = op::info(code)?.arg;
+        match code {
+            op::STOP => break,
+            op::GET | op::BINGET | op::LONG_BINGET => {
+                let index = match input.operand(arg, at).ok()? {
+                    Operand::Line(line) => std::str::from_utf8(line).ok()?.trim().parse().ok()?,
+                    Operand::Uint(index) => index,
+                    _ => return None,
+                };
                 plan.read.insert(index);
+                continue;
             }
-            (op::PUT | op::BINPUT | op::LONG_BINPUT, _) => puts = true,
-            (op::MEMOIZE, _) => memoizes = true,
+            op::PUT | op::BINPUT | op::LONG_BINPUT => puts = true,
+            op::MEMOIZE => memoizes = true,
             _ => {}
         }
+        input.skip(arg, at).ok()?;
     }
     (!(puts && memoizes)).then_some(plan)
 }
