@@ -90,7 +90,9 @@ pub struct Pickler<W: Write> {
     pub(super) nodes: HashMap<NodeId, u32>,
     strs: HashMap<Arc<str>, u32>,
     bytes: HashMap<Arc<[u8]>, u32>,
-    globals: HashMap<(Arc<str>, Arc<str>), u32>,
+    /// Memo index of each global written, by module, then name (so that a
+    /// lookup allocates nothing).
+    globals: HashMap<Box<str>, HashMap<Box<str>, u32>>,
 }
 
 impl<W: Write> Pickler<W> {
@@ -238,13 +240,15 @@ impl<W: Write> Pickler<W> {
     /// A global as CPython writes a class or function: `GLOBAL` and
     /// `BINPUT` the first time, `BINGET` after that.
     pub fn global_memoized(&mut self, module: &str, name: &str) -> WriteResult {
-        let key = (Arc::from(module), Arc::from(name));
-        if let Some(&i) = self.globals.get(&key) {
+        if let Some(&i) = self.globals.get(module).and_then(|names| names.get(name)) {
             return self.memo_get(i);
         }
         self.global(module, name)?;
         let i = self.memo_put()?;
-        self.globals.insert(key, i);
+        self.globals
+            .entry(module.into())
+            .or_default()
+            .insert(name.into(), i);
         Ok(())
     }
 
