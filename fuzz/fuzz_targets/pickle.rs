@@ -5,11 +5,15 @@
 //! Differential: each input runs with the memo scan (the default) and without
 //! it (every memo entry stored, as CPython does), and the two results must be
 //! the same, but for the memo limit, which only the second can reach.
+//!
+//! Then the writer: whatever was read is written back with `dumps` (extension
+//! values as `None`), and the writer's pickle must read again, unless the
+//! graph holds a cycle the writer refuses or the reread reaches a limit.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use stowage::serialize::pickle::{
-    read::Hooks, unpickle, Graph, Limits, PickleError, Pickled, Value,
+    dumps, read::Hooks, unpickle, Graph, Limits, PickleError, Pickled, Value, WriteError,
 };
 
 struct AcceptAll;
@@ -84,5 +88,15 @@ fuzz_target!(|data: &[u8]| {
         (Ok(a), Ok(b)) => assert!(same(a, b), "the memo scan changed the result"),
         (Err(a), Err(b)) => assert_eq!(a, b, "the memo scan changed the error"),
         _ => panic!("the memo scan changed the outcome: {scanned:?} vs {stored:?}"),
+    }
+    if let Ok(a) = &scanned {
+        match dumps(&a.graph, &a.root, |p, _| p.none()) {
+            Ok(out) => match unpickle(&out, &mut AcceptAll, &Limits::default()) {
+                Ok(_) | Err(PickleError::LimitExceeded { .. }) => {}
+                Err(e) => panic!("the writer's pickle does not read: {e:?}"),
+            },
+            Err(WriteError::Cycle { .. }) => {}
+            Err(e) => panic!("the writer refused what was read: {e:?}"),
+        }
     }
 });

@@ -179,10 +179,14 @@ mod tests {
                 let Some(want) = table.get(a.name()).and_then(|row| row.get(b.name())) else {
                     continue; // a dtype this PyTorch does not have
                 };
-                let want = want.as_str().map(|n| n.parse::<DType>().expect("known dtype"));
+                let want = want
+                    .as_str()
+                    .map(|n| n.parse::<DType>().expect("known dtype"));
                 let got = promote_types(a, b);
                 if got != want {
-                    wrong.push(format!("promote_types({a}, {b}): {got:?}, PyTorch {want:?}"));
+                    wrong.push(format!(
+                        "promote_types({a}, {b}): {got:?}, PyTorch {want:?}"
+                    ));
                 }
                 checked += 1;
             }

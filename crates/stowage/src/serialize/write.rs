@@ -1,196 +1,145 @@
-//! The PyTorch meaning of a checkpoint's pickle, for writing, and the zip
-//! records around it, in the order PyTorch 2.x writes them: `data.pkl`,
-//! `.format_version`, `.storage_alignment`, `byteorder`, `data/0..N`,
-//! `version`, `.data/serialization_id`.
+//! The PyTorch meaning of a checkpoint's pickle, for writing (the records
+//! around it are written by the format: `torch_zip/save.rs`).
 //!
 //! Tensors pickle as `_rebuild_tensor_v2` with a legacy storage class, or
 //! `_rebuild_tensor_v3` with `UntypedStorage` for dtypes that have no class;
 //! Parameters as `_rebuild_parameter`. Storage keys are assigned in order of
 //! first appearance, keyed by storage identity, so tensors sharing a storage
 //! share a key and its bytes are written once.
+//!
+//! The pickle is written by the one pickle writer,
+//! [`write_value`](super::pickle::write_value), in
+//! [`Layout::Checkpoint`](super::pickle::Layout::Checkpoint), with
+//! `TorchHooks` for tensors, storages and PyTorch's other objects; every
+//! global's name comes from the allowlist's table ([`Global::path`]).
 
 use std::collections::HashMap;
 
 use super::allowlist::Global;
 use super::object::{Checkpoint, Object, TensorObject};
-use super::pickle::{Graph, Node, NodeId, Pickler, Value};
+use super::pickle::{write_value, Layout, NodeId, Pickler, Value, WriteError, WriteHooks};
 use crate::{DType, Error, Result, UntypedStorage};
 
-/// Deepest container nesting written (the reader's default limit).
+/// Deepest value nesting written (the reader's default limit).
 const MAX_DEPTH: usize = 1000;
-
-struct Writer<'c> {
-    p: Pickler<Vec<u8>>,
-    graph: &'c Graph<Object>,
-    ckpt: &'c Checkpoint,
-    memo: HashMap<NodeId, u32>,
-    in_progress: Vec<NodeId>,
-    /// Storages in order of first appearance, with the dtype they were first saved as.
-    storages: Vec<(UntypedStorage, Option<DType>)>,
-    keys: HashMap<usize, usize>,
-}
-
-type IoR = std::io::Result<()>;
 
 fn io(e: std::io::Error) -> Error {
     Error::Io(e)
 }
 
-impl Writer<'_> {
-    fn global(&mut self, module: &str, name: &str) -> IoR {
-        self.p.global_memoized(module, name)
-    }
-
-    fn value(&mut self, v: &Value<Object>, depth: usize) -> Result<()> {
-        if depth > MAX_DEPTH {
-            return Err(Error::LimitExceeded {
+/// The pickler's errors as saving reports them.
+impl From<WriteError> for Error {
+    fn from(e: WriteError) -> Error {
+        match e {
+            WriteError::Io(e) => io(e),
+            WriteError::DanglingNode { id } => Error::BadObject {
+                context: "saving",
+                expected: "a node of the checkpoint's graph",
+                found: format!("node {id}"),
+            },
+            WriteError::Cycle { .. } => Error::Unsupported {
+                what: "a tuple or set that contains itself".into(),
+            },
+            WriteError::TooDeep { depth, max } => Error::LimitExceeded {
                 limit: "nesting depth when saving",
                 value: depth as u64,
-                max: MAX_DEPTH as u64,
-            });
-        }
-        match v {
-            Value::None => self.p.none().map_err(io),
-            Value::Bool(b) => self.p.bool(*b).map_err(io),
-            Value::Int(i) => self.p.int(*i).map_err(io),
-            Value::BigInt(b) => self.p.bigint(b).map_err(io),
-            Value::Float(f) => self.p.float(*f).map_err(io),
-            Value::Str(s) => self.p.str_memoized(s).map_err(io),
-            // CPython pickles `b''` as `__builtin__.bytes()`, which PyTorch's weights_only
-            // loader refuses (so PyTorch cannot load its own empty bytes); the allowed
-            // `_codecs.encode('', 'latin1')` gives the same value.
-            Value::Bytes(b) if b.is_empty() => {
-                self.global("_codecs", "encode").map_err(io)?;
-                self.p.str_memoized("").map_err(io)?;
-                self.p.str_memoized("latin1").map_err(io)?;
-                self.p.tuple(2).map_err(io)?;
-                self.p.reduce().map_err(io)
-            }
-            Value::Bytes(b) => self.p.bytes(b).map_err(io),
-            Value::Node(id) => self.node(*id, depth),
-            Value::Ext(o) => self.object(o),
+                max: max as u64,
+            },
+            WriteError::Refused { kind } => Error::Unsupported {
+                what: format!("saving a {kind} (PyTorch's loader refuses it)"),
+            },
+            other => io(std::io::Error::new(std::io::ErrorKind::InvalidInput, other)),
         }
     }
+}
 
-    fn node(&mut self, id: NodeId, depth: usize) -> Result<()> {
-        if let Some(&m) = self.memo.get(&id) {
-            return self.p.memo_get(m).map_err(io);
-        }
-        if self.in_progress.contains(&id) {
-            return Err(Error::Unsupported {
-                what: "a tuple that contains itself".into(),
-            });
-        }
-        let graph = self.graph;
-        let node = graph.try_get(id).ok_or_else(|| Error::BadObject {
-            context: "saving",
-            expected: "a node of the checkpoint's graph",
-            found: format!("node {}", id.0),
+/// Storages in key order (order of first appearance), each with the dtype it
+/// was first saved as (`None`: untyped).
+pub(crate) type Storages = Vec<(UntypedStorage, Option<DType>)>;
+
+/// A checkpoint's pickle (`data.pkl`), as PyTorch's `torch.save` writes it, and
+/// the storages it names in key order (key `i` is the `i`-th), each once however
+/// many tensors view it.
+pub(crate) fn pickle_checkpoint(ckpt: &Checkpoint) -> Result<(Vec<u8>, Storages)> {
+    let mut p = Pickler::new(Vec::new())?;
+    let mut hooks = TorchHooks {
+        ckpt,
+        storages: Vec::new(),
+        keys: HashMap::new(),
+    };
+    write_value(&mut p, &ckpt.graph, &ckpt.root, &mut hooks)?;
+    p.stop()?;
+    Ok((p.finish(), hooks.storages))
+}
+
+type P = Pickler<Vec<u8>>;
+
+/// The PyTorch side of writing a checkpoint's pickle: tensors, storages and
+/// the other [`Object`]s, and which dicts are `OrderedDict`s with what state.
+struct TorchHooks<'c> {
+    ckpt: &'c Checkpoint,
+    storages: Storages,
+    /// Index into `storages` by storage identity.
+    keys: HashMap<usize, usize>,
+}
+
+impl<'c> WriteHooks<'c, Object, Vec<u8>> for TorchHooks<'c> {
+    type Error = Error;
+    const LAYOUT: Layout = Layout::Checkpoint;
+    const MAX_DEPTH: usize = MAX_DEPTH;
+
+    fn ext(&mut self, p: &mut P, o: &Object) -> Result<()> {
+        self.object(p, o)
+    }
+
+    fn dict_class(&self, id: NodeId) -> Option<(&'static str, &'static str)> {
+        self.ckpt
+            .ordered
+            .contains(&id)
+            .then(|| Global::OrderedDict.path())
+    }
+
+    fn state(&self, id: NodeId) -> Option<&'c Value<Object>> {
+        self.ckpt.state.get(&id)
+    }
+}
+
+/// Writes `g` as CPython writes a class or function: memoized.
+fn global(p: &mut P, g: &Global) -> Result<()> {
+    let (module, name) = g.path();
+    Ok(p.global_memoized(module, name)?)
+}
+
+/// A tuple of sizes or strides.
+fn ints(p: &mut P, xs: &[usize]) -> Result<()> {
+    if xs.len() > 3 {
+        p.mark()?;
+    }
+    for &x in xs {
+        let x = i64::try_from(x).map_err(|_| Error::SizeOverflow {
+            what: "size when saving",
+            detail: x.to_string(),
         })?;
-        match node {
-            Node::Dict(items) => {
-                if self.ckpt.ordered.contains(&id) {
-                    self.global("collections", "OrderedDict").map_err(io)?;
-                    self.p.tuple(0).map_err(io)?;
-                    self.p.reduce().map_err(io)?;
-                } else {
-                    self.p.empty_dict().map_err(io)?;
-                }
-                let m = self.p.memo_put().map_err(io)?;
-                self.memo.insert(id, m);
-                for batch in items.chunks(1000) {
-                    self.p.mark().map_err(io)?;
-                    for (k, v) in batch {
-                        self.value(k, depth + 1)?;
-                        self.value(v, depth + 1)?;
-                    }
-                    self.p.setitems().map_err(io)?;
-                }
-                if let Some(state) = self.ckpt.state.get(&id) {
-                    self.value(state, depth + 1)?;
-                    self.p.build().map_err(io)?;
-                }
-            }
-            Node::List(items) => {
-                self.p.empty_list().map_err(io)?;
-                let m = self.p.memo_put().map_err(io)?;
-                self.memo.insert(id, m);
-                for batch in items.chunks(1000) {
-                    self.p.mark().map_err(io)?;
-                    for v in batch {
-                        self.value(v, depth + 1)?;
-                    }
-                    self.p.appends().map_err(io)?;
-                }
-            }
-            Node::Tuple(items) => {
-                self.in_progress.push(id);
-                if items.len() > 3 {
-                    self.p.mark().map_err(io)?;
-                }
-                for v in items {
-                    self.value(v, depth + 1)?;
-                }
-                if items.len() > 3 {
-                    self.p.tuple_from_mark().map_err(io)?;
-                } else {
-                    self.p.tuple(items.len()).map_err(io)?;
-                }
-                self.in_progress.pop();
-                let m = self.p.memo_put().map_err(io)?;
-                self.memo.insert(id, m);
-            }
-            Node::Set(items) => {
-                self.global("__builtin__", "set").map_err(io)?;
-                self.p.empty_list().map_err(io)?;
-                self.p.mark().map_err(io)?;
-                for v in items {
-                    self.value(v, depth + 1)?;
-                }
-                self.p.appends().map_err(io)?;
-                self.p.tuple(1).map_err(io)?;
-                self.p.reduce().map_err(io)?;
-                let m = self.p.memo_put().map_err(io)?;
-                self.memo.insert(id, m);
-            }
-            Node::ByteArray(b) => {
-                self.global("__builtin__", "bytearray").map_err(io)?;
-                self.p.bytes(b).map_err(io)?;
-                self.p.tuple(1).map_err(io)?;
-                self.p.reduce().map_err(io)?;
-                let m = self.p.memo_put().map_err(io)?;
-                self.memo.insert(id, m);
-            }
-            other => {
-                return Err(Error::Unsupported {
-                    what: format!("saving a {} (PyTorch's loader refuses it)", other.kind()),
-                })
-            }
-        }
-        Ok(())
+        p.int(x)?;
     }
-
-    fn ints(&mut self, xs: &[usize]) -> Result<()> {
-        if xs.len() > 3 {
-            self.p.mark().map_err(io)?;
-        }
-        for &x in xs {
-            let x = i64::try_from(x).map_err(|_| Error::SizeOverflow {
-                what: "size when saving",
-                detail: x.to_string(),
-            })?;
-            self.p.int(x).map_err(io)?;
-        }
-        if xs.len() > 3 {
-            self.p.tuple_from_mark()
-        } else {
-            self.p.tuple(xs.len())
-        }
-        .map_err(io)
+    if xs.len() > 3 {
+        p.tuple_from_mark()?;
+    } else {
+        p.tuple(xs.len())?;
     }
+    Ok(())
+}
 
+/// `collections.OrderedDict()`, as PyTorch passes for backward hooks.
+fn empty_ordered_dict(p: &mut P) -> Result<()> {
+    global(p, &Global::OrderedDict)?;
+    p.tuple(0)?;
+    Ok(p.reduce()?)
+}
+
+impl TorchHooks<'_> {
     /// The persistent id of a storage viewed as `dtype` (`None`: untyped).
-    fn persid(&mut self, storage: &UntypedStorage, dtype: Option<DType>) -> Result<()> {
+    fn persid(&mut self, p: &mut P, storage: &UntypedStorage, dtype: Option<DType>) -> Result<()> {
         if !storage.has_data() {
             return Err(Error::NoData {
                 op: "saving a storage",
@@ -218,186 +167,116 @@ impl Writer<'_> {
             }
         };
         let nbytes = storage.nbytes();
-        let (module, class, numel) = match dtype {
-            Some(d) => {
-                if nbytes % d.size() != 0 {
-                    return Err(Error::StorageSizeMismatch {
-                        op: "saving a typed storage",
-                        dst: nbytes - nbytes % d.size(),
-                        src: nbytes,
-                    });
-                }
-                (
-                    "torch",
-                    d.storage_class().unwrap_or("UntypedStorage"),
-                    nbytes / d.size(),
-                )
+        let numel = match dtype {
+            Some(d) if nbytes % d.size() != 0 => {
+                return Err(Error::StorageSizeMismatch {
+                    op: "saving a typed storage",
+                    dst: nbytes - nbytes % d.size(),
+                    src: nbytes,
+                })
             }
-            None => ("torch.storage", "UntypedStorage", nbytes),
+            Some(d) => nbytes / d.size(),
+            None => nbytes,
         };
-        self.p.mark().map_err(io)?;
-        self.p.str_memoized("storage").map_err(io)?;
-        self.global(module, class).map_err(io)?;
-        self.p.str_memoized(&index.to_string()).map_err(io)?;
-        self.p
-            .str_memoized(&storage.device().to_string())
-            .map_err(io)?;
-        self.p.int(numel as i64).map_err(io)?;
-        self.p.tuple_from_mark().map_err(io)?;
-        self.p.binpersid().map_err(io)
+        p.mark()?;
+        p.str_memoized("storage")?;
+        global(p, &Global::Storage(dtype))?;
+        p.str_memoized(&index.to_string())?;
+        p.str_memoized(&storage.device().to_string())?;
+        p.int(numel as i64)?;
+        p.tuple_from_mark()?;
+        Ok(p.binpersid()?)
     }
 
-    fn empty_ordered_dict(&mut self) -> Result<()> {
-        self.global("collections", "OrderedDict").map_err(io)?;
-        self.p.tuple(0).map_err(io)?;
-        self.p.reduce().map_err(io)
-    }
-
-    fn tensor(&mut self, t: &TensorObject, requires_grad: bool) -> Result<()> {
+    fn tensor(&mut self, p: &mut P, t: &TensorObject, requires_grad: bool) -> Result<()> {
         let x = &t.tensor;
         let dtype = x.dtype();
         let v2 = dtype.storage_class().is_some();
         let func = match (t.quantization, v2) {
-            (Some(_), _) => "_rebuild_qtensor",
-            (None, true) => "_rebuild_tensor_v2",
-            (None, false) => "_rebuild_tensor_v3",
+            (Some(_), _) => Global::RebuildQTensor,
+            (None, true) => Global::RebuildTensorV2,
+            (None, false) => Global::RebuildTensorV3,
         };
-        self.global("torch._utils", func).map_err(io)?;
-        self.p.mark().map_err(io)?;
-        self.persid(x.untyped_storage(), v2.then_some(dtype))?;
-        self.p.int(x.storage_offset() as i64).map_err(io)?;
-        self.ints(x.shape())?;
-        self.ints(x.stride())?;
+        global(p, &func)?;
+        p.mark()?;
+        self.persid(p, x.untyped_storage(), v2.then_some(dtype))?;
+        p.int(x.storage_offset() as i64)?;
+        ints(p, x.shape())?;
+        ints(p, x.stride())?;
         if let Some((scale, zero_point)) = t.quantization {
-            self.global("torch", "per_tensor_affine").map_err(io)?;
-            self.p.float(scale).map_err(io)?;
-            self.p.int(zero_point).map_err(io)?;
-            self.p.tuple(3).map_err(io)?;
+            global(p, &Global::QScheme("per_tensor_affine"))?;
+            p.float(scale)?;
+            p.int(zero_point)?;
+            p.tuple(3)?;
         }
-        self.p.bool(requires_grad).map_err(io)?;
-        self.empty_ordered_dict()?;
+        p.bool(requires_grad)?;
+        empty_ordered_dict(p)?;
         if !v2 {
-            self.global("torch", dtype.name()).map_err(io)?;
+            global(p, &Global::DType(dtype))?;
         }
         if t.conj || t.neg {
             // PyTorch appends `{'conj': True}` / `{'neg': True}` only when set.
-            self.p.empty_dict().map_err(io)?;
-            self.p.memo_put().map_err(io)?;
-            self.p.mark().map_err(io)?;
+            p.empty_dict()?;
+            p.memo_put()?;
+            p.mark()?;
             for (name, on) in [("conj", t.conj), ("neg", t.neg)] {
                 if on {
-                    self.p.str_memoized(name).map_err(io)?;
-                    self.p.bool(true).map_err(io)?;
+                    p.str_memoized(name)?;
+                    p.bool(true)?;
                 }
             }
-            self.p.setitems().map_err(io)?;
+            p.setitems()?;
         }
-        self.p.tuple_from_mark().map_err(io)?;
-        self.p.reduce().map_err(io)?;
-        self.p.memo_put().map_err(io)?;
+        p.tuple_from_mark()?;
+        p.reduce()?;
+        p.memo_put()?;
         Ok(())
     }
 
-    fn object(&mut self, o: &Object) -> Result<()> {
+    fn object(&mut self, p: &mut P, o: &Object) -> Result<()> {
         match o {
             Object::Tensor(t) if t.parameter => {
-                self.global("torch._utils", "_rebuild_parameter")
-                    .map_err(io)?;
-                self.tensor(t, false)?;
-                self.p.bool(t.tensor.requires_grad()).map_err(io)?;
-                self.empty_ordered_dict()?;
-                self.p.tuple(3).map_err(io)?;
-                self.p.reduce().map_err(io)?;
-                self.p.memo_put().map_err(io)?;
+                global(p, &Global::RebuildParameter)?;
+                self.tensor(p, t, false)?;
+                p.bool(t.tensor.requires_grad())?;
+                empty_ordered_dict(p)?;
+                p.tuple(3)?;
+                p.reduce()?;
+                p.memo_put()?;
             }
-            Object::Tensor(t) => self.tensor(t, t.tensor.requires_grad())?,
-            Object::Storage(s) => self.persid(&s.storage, s.dtype)?,
-            Object::DType(d) => self.global("torch", d.name()).map_err(io)?,
+            Object::Tensor(t) => self.tensor(p, t, t.tensor.requires_grad())?,
+            Object::Storage(s) => self.persid(p, &s.storage, s.dtype)?,
+            Object::DType(d) => global(p, &Global::DType(*d))?,
             Object::Device(d) => {
-                self.global("torch", "device").map_err(io)?;
-                self.p.str_memoized(&d.to_string()).map_err(io)?;
-                self.p.tuple(1).map_err(io)?;
-                self.p.reduce().map_err(io)?;
-                self.p.memo_put().map_err(io)?;
+                global(p, &Global::Device)?;
+                p.str_memoized(&d.to_string())?;
+                p.tuple(1)?;
+                p.reduce()?;
+                p.memo_put()?;
             }
             Object::Size(dims) => {
-                self.global("torch", "Size").map_err(io)?;
-                self.ints(dims)?;
-                self.p.tuple(1).map_err(io)?;
-                self.p.reduce().map_err(io)?;
-                self.p.memo_put().map_err(io)?;
+                global(p, &Global::Size)?;
+                ints(p, dims)?;
+                p.tuple(1)?;
+                p.reduce()?;
+                p.memo_put()?;
             }
             Object::Complex(c) => {
-                self.global("__builtin__", "complex").map_err(io)?;
-                self.p.float(c.re).map_err(io)?;
-                self.p.float(c.im).map_err(io)?;
-                self.p.tuple(2).map_err(io)?;
-                self.p.reduce().map_err(io)?;
+                global(p, &Global::Complex)?;
+                p.float(c.re)?;
+                p.float(c.im)?;
+                p.tuple(2)?;
+                p.reduce()?;
             }
-            Object::QScheme(q) => self.global("torch", q).map_err(io)?,
+            Object::QScheme(q) => global(p, &Global::QScheme(q))?,
             Object::Layout(name) => {
-                self.global("torch.serialization", "_get_layout")
-                    .map_err(io)?;
-                self.p.str_memoized(name).map_err(io)?;
-                self.p.tuple(1).map_err(io)?;
-                self.p.reduce().map_err(io)?;
+                global(p, &Global::GetLayout)?;
+                p.str_memoized(name)?;
+                p.tuple(1)?;
+                p.reduce()?;
             }
-            Object::Global(g) => {
-                let (m, n) = global_path(g);
-                self.global(m, &n).map_err(io)?;
-            }
+            Object::Global(g) => global(p, g)?,
         }
         Ok(())
     }
-}
-
-/// The `module`, `name` a global pickles as.
-fn global_path(g: &Global) -> (&'static str, String) {
-    let u = |m: &'static str, n: &str| (m, n.to_owned());
-    match g {
-        Global::RebuildTensor => u("torch._utils", "_rebuild_tensor"),
-        Global::RebuildTensorV2 => u("torch._utils", "_rebuild_tensor_v2"),
-        Global::RebuildTensorV3 => u("torch._utils", "_rebuild_tensor_v3"),
-        Global::RebuildParameter => u("torch._utils", "_rebuild_parameter"),
-        Global::RebuildParameterWithState => u("torch._utils", "_rebuild_parameter_with_state"),
-        Global::RebuildQTensor => u("torch._utils", "_rebuild_qtensor"),
-        Global::RebuildFromTypeV2 => u("torch._tensor", "_rebuild_from_type_v2"),
-        Global::UnsupportedRebuild(n) => u("torch._utils", n),
-        Global::OrderedDict => u("collections", "OrderedDict"),
-        Global::Counter => u("collections", "Counter"),
-        Global::Size => u("torch", "Size"),
-        Global::Device => u("torch", "device"),
-        Global::TensorClass => u("torch", "Tensor"),
-        Global::ParameterClass => u("torch.nn.parameter", "Parameter"),
-        Global::LegacyTensorClass(n) | Global::SubByteDType(n) => u("torch", n),
-        Global::Storage(Some(d)) => u("torch", d.storage_class().unwrap_or("UntypedStorage")),
-        Global::Storage(None) => u("torch.storage", "UntypedStorage"),
-        Global::TypedStorage => u("torch.storage", "TypedStorage"),
-        Global::CodecsEncode => u("_codecs", "encode"),
-        Global::Set => u("__builtin__", "set"),
-        Global::ByteArray => u("__builtin__", "bytearray"),
-        Global::Complex => u("__builtin__", "complex"),
-        Global::QScheme(q) => u("torch", q),
-        Global::GetLayout => u("torch.serialization", "_get_layout"),
-        Global::DType(d) => u("torch", d.name()),
-    }
-}
-
-/// Pickles `ckpt` as PyTorch's `torch.save` does: the bytes of `data.pkl`, and
-/// the storages in key order (key `i` is the `i`-th), each written once however
-/// many tensors view it.
-pub(crate) fn pickle_checkpoint(ckpt: &Checkpoint) -> Result<(Vec<u8>, Vec<UntypedStorage>)> {
-    let mut writer = Writer {
-        p: Pickler::new(Vec::new()).map_err(io)?,
-        graph: &ckpt.graph,
-        ckpt,
-        memo: HashMap::new(),
-        in_progress: Vec::new(),
-        storages: Vec::new(),
-        keys: HashMap::new(),
-    };
-    writer.value(&ckpt.root, 0)?;
-    writer.p.stop().map_err(io)?;
-    let storages = writer.storages.into_iter().map(|(s, _)| s).collect();
-    Ok((writer.p.finish(), storages))
 }

@@ -20,6 +20,7 @@
 use std::collections::HashSet;
 
 use super::opcode as op;
+use super::operand::{Input, Operand};
 
 /// Which memo entries a pickle reads, and how `MEMOIZE` numbers them.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -30,144 +31,36 @@ pub(crate) struct MemoPlan {
 
 /// The plan for the pickle at the start of `data`, or `None` when the stream
 /// cannot be walked to its `STOP` or mixes `MEMOIZE` with `PUT`s.
+///
+/// Arguments are read as the opcode table lays them out, as the machine
+/// reads them.
 pub(crate) fn memo_plan(data: &[u8]) -> Option<MemoPlan> {
     let mut plan = MemoPlan::default();
     let (mut puts, mut memoizes) = (false, false);
-    let mut pos = 0;
+    let mut input = Input { data, pos: 0 };
     loop {
-        let code = *data.get(pos)?;
-        pos += 1;
+        let at = input.pos;
+        let code = *data.get(at)?;
+        input.pos += 1;
+        let arg = op::info(code)?.arg;
         match code {
             op::STOP => break,
-            op::GET => {
-                let line = line(data, &mut pos)?;
-                plan.read
-                    .insert(std::str::from_utf8(line).ok()?.trim().parse().ok()?);
+            op::GET | op::BINGET | op::LONG_BINGET => {
+                let index = match input.operand(arg, at).ok()? {
+                    Operand::Line(line) => std::str::from_utf8(line).ok()?.trim().parse().ok()?,
+                    Operand::Uint(index) => index,
+                    _ => return None,
+                };
+                plan.read.insert(index);
+                continue;
             }
-            op::BINGET => {
-                plan.read.insert(fixed(data, &mut pos, 1)?[0].into());
-            }
-            op::LONG_BINGET => {
-                let b = fixed(data, &mut pos, 4)?;
-                plan.read
-                    .insert(u32::from_le_bytes([b[0], b[1], b[2], b[3]]).into());
-            }
-            op::PUT => {
-                puts = true;
-                line(data, &mut pos)?;
-            }
-            op::BINPUT => {
-                puts = true;
-                fixed(data, &mut pos, 1)?;
-            }
-            op::LONG_BINPUT => {
-                puts = true;
-                fixed(data, &mut pos, 4)?;
-            }
+            op::PUT | op::BINPUT | op::LONG_BINPUT => puts = true,
             op::MEMOIZE => memoizes = true,
-            _ => skip_args(code, data, &mut pos)?,
+            _ => {}
         }
+        input.skip(arg, at).ok()?;
     }
     (!(puts && memoizes)).then_some(plan)
-}
-
-/// Moves past the arguments of every opcode other than the memo ones;
-/// `None` for an opcode the table does not know or arguments past the end.
-fn skip_args(code: u8, data: &[u8], pos: &mut usize) -> Option<()> {
-    match code {
-        // A line: decimal numbers, literals, persistent ids.
-        op::INT | op::LONG | op::STRING | op::UNICODE | op::FLOAT | op::PERSID => {
-            line(data, pos)?;
-        }
-        // Two lines: module and name.
-        op::GLOBAL | op::INST => {
-            line(data, pos)?;
-            line(data, pos)?;
-        }
-        op::BININT1 | op::EXT1 | op::PROTO => {
-            fixed(data, pos, 1)?;
-        }
-        op::BININT2 | op::EXT2 => {
-            fixed(data, pos, 2)?;
-        }
-        op::BININT | op::EXT4 => {
-            fixed(data, pos, 4)?;
-        }
-        op::BINFLOAT | op::FRAME => {
-            fixed(data, pos, 8)?;
-        }
-        // A length, then that many bytes.
-        op::LONG1 | op::SHORT_BINSTRING | op::SHORT_BINBYTES | op::SHORT_BINUNICODE => {
-            let n = fixed(data, pos, 1)?[0];
-            fixed(data, pos, n.into())?;
-        }
-        op::LONG4 | op::BINSTRING => {
-            let b = fixed(data, pos, 4)?;
-            let n = i32::from_le_bytes([b[0], b[1], b[2], b[3]]);
-            fixed(data, pos, usize::try_from(n).ok()?)?;
-        }
-        op::BINBYTES | op::BINUNICODE => {
-            let b = fixed(data, pos, 4)?;
-            let n = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
-            fixed(data, pos, usize::try_from(n).ok()?)?;
-        }
-        op::BINBYTES8 | op::BINUNICODE8 | op::BYTEARRAY8 => {
-            let b = fixed(data, pos, 8)?;
-            let n = u64::from_le_bytes(b.try_into().ok()?);
-            fixed(data, pos, usize::try_from(n).ok()?)?;
-        }
-        // No arguments.
-        op::NONE
-        | op::NEWTRUE
-        | op::NEWFALSE
-        | op::EMPTY_LIST
-        | op::APPEND
-        | op::APPENDS
-        | op::LIST
-        | op::EMPTY_TUPLE
-        | op::TUPLE
-        | op::TUPLE1
-        | op::TUPLE2
-        | op::TUPLE3
-        | op::EMPTY_DICT
-        | op::DICT
-        | op::SETITEM
-        | op::SETITEMS
-        | op::EMPTY_SET
-        | op::ADDITEMS
-        | op::FROZENSET
-        | op::POP
-        | op::DUP
-        | op::MARK
-        | op::POP_MARK
-        | op::STACK_GLOBAL
-        | op::REDUCE
-        | op::BUILD
-        | op::OBJ
-        | op::NEWOBJ
-        | op::NEWOBJ_EX
-        | op::BINPERSID
-        | op::NEXT_BUFFER
-        | op::READONLY_BUFFER => {}
-        _ => return None,
-    }
-    Some(())
-}
-
-/// The next `n` bytes.
-fn fixed<'a>(data: &'a [u8], pos: &mut usize, n: usize) -> Option<&'a [u8]> {
-    let end = pos.checked_add(n)?;
-    let bytes = data.get(*pos..end)?;
-    *pos = end;
-    Some(bytes)
-}
-
-/// The bytes up to the next newline, which is skipped too.
-fn line<'a>(data: &'a [u8], pos: &mut usize) -> Option<&'a [u8]> {
-    let rest = data.get(*pos..)?;
-    let n = rest.iter().position(|&b| b == b'\n')?;
-    *pos += n + 1;
-    Some(&rest[..n])
 }
 
 #[cfg(test)]

@@ -50,7 +50,7 @@ impl Plan {
         let (pkl, storages) = pickle_checkpoint(ckpt)?;
         let storages: Vec<(UntypedStorage, u64)> = storages
             .into_iter()
-            .map(|s| {
+            .map(|(s, _)| {
                 let n = s.nbytes() as u64;
                 (s, n)
             })

@@ -1,0 +1,259 @@
+//! The machine's state and the operations opcodes share: errors that name
+//! the opcode, the stack and its marks, the memo, node limits, and the
+//! container mutations (`APPEND`, `SETITEM`, `ADDITEMS`).
+
+use super::super::value::{Key, Node, NodeId, Value};
+use super::super::PickleError;
+use super::Machine;
+
+impl<X: Clone + std::fmt::Debug> Machine<'_, X> {
+    // ---- errors ----
+
+    pub(super) fn underflow(&self) -> PickleError {
+        PickleError::StackUnderflow {
+            opcode: self.op,
+            offset: self.at,
+        }
+    }
+
+    pub(super) fn bad(&self, what: &'static str) -> PickleError {
+        PickleError::BadText {
+            what,
+            offset: self.at,
+        }
+    }
+
+    pub(super) fn wrong_operand(&self, expected: &'static str) -> PickleError {
+        PickleError::WrongOperand {
+            opcode: self.op,
+            expected,
+            offset: self.at,
+        }
+    }
+
+    pub(super) fn unsupported(&self) -> PickleError {
+        PickleError::Unsupported {
+            opcode: self.op,
+            offset: self.at,
+        }
+    }
+
+    pub(super) fn limit(
+        &self,
+        limit: &'static str,
+        value: usize,
+        max: usize,
+    ) -> Result<(), PickleError> {
+        if value > max {
+            return Err(PickleError::LimitExceeded {
+                limit,
+                value,
+                max,
+                offset: self.at,
+            });
+        }
+        Ok(())
+    }
+
+    // ---- arguments ----
+
+    /// A memo index given as a decimal line (`GET`, `PUT`).
+    pub(super) fn index_line(&self, line: &[u8]) -> Result<u64, PickleError> {
+        let text = std::str::from_utf8(line).map_err(|_| self.bad("memo index"))?;
+        text.trim().parse().map_err(|_| self.bad("memo index"))
+    }
+
+    /// A UTF-8 string argument.
+    pub(super) fn utf8<'b>(&self, bytes: &'b [u8]) -> Result<&'b str, PickleError> {
+        std::str::from_utf8(bytes).map_err(|_| self.bad("utf-8"))
+    }
+
+    // ---- stack ----
+
+    pub(super) fn fence(&self) -> usize {
+        self.marks.last().copied().unwrap_or(0)
+    }
+
+    pub(super) fn push(&mut self, v: Value<X>) -> Result<(), PickleError> {
+        self.limit("max_stack", self.stack.len() + 1, self.limits.max_stack)?;
+        self.stack.push(v);
+        Ok(())
+    }
+
+    pub(super) fn pop(&mut self) -> Result<Value<X>, PickleError> {
+        if self.stack.len() <= self.fence() {
+            return Err(self.underflow());
+        }
+        self.stack.pop().ok_or(self.underflow())
+    }
+
+    pub(super) fn top(&self) -> Result<&Value<X>, PickleError> {
+        if self.stack.len() <= self.fence() {
+            return Err(self.underflow());
+        }
+        self.stack.last().ok_or(self.underflow())
+    }
+
+    pub(super) fn pop_n(&mut self, n: usize) -> Result<Vec<Value<X>>, PickleError> {
+        if self.stack.len() < self.fence() + n {
+            return Err(self.underflow());
+        }
+        Ok(self.stack.split_off(self.stack.len() - n))
+    }
+
+    /// Pops the topmost mark and returns the items above it.
+    pub(super) fn pop_mark(&mut self) -> Result<Vec<Value<X>>, PickleError> {
+        let mark = self.marks.pop();
+        let mark = mark.ok_or(PickleError::NoMark {
+            opcode: self.op,
+            offset: self.at,
+        })?;
+        Ok(self.stack.split_off(mark.min(self.stack.len())))
+    }
+
+    /// Pops a tuple node (`REDUCE` and `NEWOBJ` arguments).
+    pub(super) fn pop_tuple(&mut self) -> Result<Value<X>, PickleError> {
+        let args = self.pop()?;
+        match args.as_node().and_then(|id| self.graph.try_get(id)) {
+            Some(Node::Tuple(_)) => Ok(args),
+            _ => Err(self.wrong_operand("tuple")),
+        }
+    }
+
+    // ---- memo ----
+
+    pub(super) fn memo_get(&self, index: u64) -> Result<Value<X>, PickleError> {
+        let offset = self.at;
+        self.memo
+            .get(&index)
+            .cloned()
+            .ok_or(PickleError::MemoMissing { index, offset })
+    }
+
+    pub(super) fn memo_put(&mut self, index: u64) -> Result<(), PickleError> {
+        let v = self.top()?.clone();
+        if self.plan.as_ref().is_some_and(|p| !p.read.contains(&index)) {
+            return Ok(());
+        }
+        if !self.memo.contains_key(&index) {
+            self.limit("max_memo", self.memo.len() + 1, self.limits.max_memo)?;
+        }
+        self.graph.mark_shared(&v);
+        self.memo.insert(index, v);
+        Ok(())
+    }
+
+    // ---- nodes ----
+
+    /// Adds a node, enforcing the node and depth limits.
+    pub(super) fn node(&mut self, node: Node<X>) -> Result<Value<X>, PickleError> {
+        let max = self.limits.max_nodes.min(u32::MAX as usize - 1);
+        self.limit("max_nodes", self.graph.len() + 1, max)?;
+        let id = self.graph.add(node);
+        self.limit("max_depth", self.graph.depth(id), self.limits.max_depth)?;
+        Ok(Value::Node(id))
+    }
+
+    /// Checks a value that may come from a hook against the limits.
+    pub(super) fn checked(&self, v: Value<X>) -> Result<Value<X>, PickleError> {
+        self.limit("max_nodes", self.graph.len(), self.limits.max_nodes)?;
+        if let Value::Node(id) = v {
+            self.node_id(&v)?;
+            self.limit("max_depth", self.graph.depth(id), self.limits.max_depth)?;
+        }
+        Ok(v)
+    }
+
+    /// The id of a node value that must exist.
+    pub(super) fn node_id(&self, v: &Value<X>) -> Result<Option<NodeId>, PickleError> {
+        match *v {
+            Value::Node(id) if self.graph.try_get(id).is_none() => Err(PickleError::DanglingNode {
+                id: id.0,
+                offset: self.at,
+            }),
+            Value::Node(id) => Ok(Some(id)),
+            _ => Ok(None),
+        }
+    }
+
+    /// `APPEND` / `APPENDS`: extends the list `target`.
+    pub(super) fn extend(
+        &mut self,
+        target: &Value<X>,
+        items: Vec<Value<X>>,
+    ) -> Result<(), PickleError> {
+        let wrong = PickleError::WrongTarget {
+            opcode: self.op,
+            expected: "list",
+            offset: self.at,
+        };
+        let id = self.node_id(target)?.ok_or(wrong.clone())?;
+        self.graph.note_children(id, &items);
+        match self.graph.try_get_mut(id) {
+            Some(Node::List(list)) => list.extend(items),
+            _ => return Err(wrong),
+        }
+        self.limit("max_depth", self.graph.depth(id), self.limits.max_depth)
+    }
+
+    /// `SETITEM(S)` / `DICT` on a dict (`items` alternates key, value) and
+    /// `ADDITEMS` on a set. Equal keys replace values; equal items are skipped.
+    pub(super) fn insert(
+        &mut self,
+        target: &Value<X>,
+        items: Vec<Value<X>>,
+        expected: &'static str,
+    ) -> Result<(), PickleError> {
+        let wrong = PickleError::WrongTarget {
+            opcode: self.op,
+            expected,
+            offset: self.at,
+        };
+        let id = self.node_id(target)?.ok_or(wrong.clone())?;
+        match (expected, self.graph.try_get(id)) {
+            ("set", Some(Node::Set(_))) | ("dict", Some(Node::Dict(_))) => {}
+            _ => return Err(wrong),
+        }
+        if expected == "dict" && items.len() % 2 != 0 {
+            return Err(PickleError::OddItems {
+                opcode: self.op,
+                offset: self.at,
+            });
+        }
+        self.graph.note_children(id, &items);
+        let index = self.keys.entry(id).or_default();
+        match self.graph.try_get_mut(id) {
+            Some(Node::Dict(entries)) => {
+                let mut items = items.into_iter();
+                while let (Some(k), Some(v)) = (items.next(), items.next()) {
+                    let key = Key::of(&k);
+                    match key
+                        .as_ref()
+                        .and_then(|key| index.position(key, &entries[..]))
+                    {
+                        Some(i) => entries[i].1 = v,
+                        None => {
+                            index.record(key, entries.len());
+                            entries.push((k, v));
+                        }
+                    }
+                }
+            }
+            Some(Node::Set(entries)) => {
+                for item in items {
+                    let key = Key::of(&item);
+                    if key
+                        .as_ref()
+                        .and_then(|key| index.position(key, &entries[..]))
+                        .is_none()
+                    {
+                        index.record(key, entries.len());
+                        entries.push(item);
+                    }
+                }
+            }
+            _ => return Err(wrong),
+        }
+        self.limit("max_depth", self.graph.depth(id), self.limits.max_depth)
+    }
+}

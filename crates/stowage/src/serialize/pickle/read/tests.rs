@@ -1,0 +1,406 @@
+//! Tests of the unpickler.
+
+use super::super::testkit::{load, render, unhex, Tag, TestError, TestHooks, FIXTURES};
+use super::text::MAX_INT_DIGITS;
+use super::*;
+use proptest::prelude::*;
+
+fn err(data: &[u8]) -> PickleError {
+    err_with(data, &Limits::default())
+}
+
+fn err_with(data: &[u8], limits: &Limits) -> PickleError {
+    match unpickle(data, &mut TestHooks, limits) {
+        Err(TestError::Pickle(e)) => e,
+        other => panic!("expected a pickle error, got {other:?}"),
+    }
+}
+
+fn rendered(data: &[u8]) -> String {
+    let p = load(data).unwrap_or_else(|e| panic!("{e:?}"));
+    render(&p.graph, &p.root)
+}
+
+/// Hand-made pickles for opcodes CPython 3 does not write; each was
+/// checked with `pickle.loads(data, encoding="utf-8")` (with a class
+/// `__main__.C` taking `*args`), whose result is noted.
+#[test]
+fn hand_made_pickles() {
+    let cases: &[(&[u8], &str)] = &[
+        // C(1, 2) via INST
+        (b"(I1\nI2\ni__main__\nC\n.", "obj[g:__main__.C, (1, 2), None]"),
+        // C(1) via OBJ
+        (b"(c__main__\nC\nI1\no.", "obj[g:__main__.C, (1), None]"),
+        // ("a'bA\nA\\q", 'q')
+        (b"(S'a\\'b\\x41\\n\\101\\q'\nS\"q\"\nt.", "('a\\u{27}bA\\u{a}A\\u{5c}q', 'q')"),
+        // ('abc', 'é'); b'\xff' with encoding='bytes'
+        (b"(T\x03\x00\x00\x00abcU\x02\xc3\xa9t.", "('abc', '\\u{e9}')"),
+        (b"U\x01\xff.", "b:ff"),
+        // l = []; l.append(l)
+        (b"]2a.", "#0=[@0]"),
+        // ('hi', b'\xff')
+        (b"\x80\x04(\x8d\x02\x00\x00\x00\x00\x00\x00\x00hi\x8e\x01\x00\x00\x00\x00\x00\x00\x00\xfft.", "('hi', b:ff)"),
+        // C() via NEWOBJ_EX with empty kwargs
+        (b"\x80\x04c__main__\nC\n)}\x92.", "obj[g:__main__.C, (), None]"),
+        // {1: 3}: equal keys (1 == True) replace the value, keep the key
+        (b"(K\x01K\x02\x88K\x03d.", "{1: 3}"),
+        (b"}(K\x01K\x02K\x01K\x03u.", "{1: 3}"),
+        (b"}(G\x3f\xf0\x00\x00\x00\x00\x00\x00K\x02K\x01K\x03u.", "{f:3ff0000000000000: 3}"),
+        // {1, 2}
+        (b"\x80\x04\x8f(K\x01K\x02\x88\x90.", "set{1, 2}"),
+        (b"\x80\x04(K\x01K\x01\x91.", "frozenset{1}"),
+        // ('é\\\\u0041\\\\B😀', 'plainé')
+        (b"(V\\u00e9\\\\u0041\\\\\\u0042\\U0001F600\nVplain\xe9\nt.", "('\\u{e9}\\u{5c}\\u{5c}u0041\\u{5c}\\u{5c}B\\u{1f600}', 'plain\\u{e9}')"),
+        // (12345678901234567890123, -5, -7, 8)
+        (b"(L12345678901234567890123L\nL-5\nI-7\nI+8\nt.", "(12345678901234567890123, -5, -7, 8)"),
+        // [1]
+        (b"(I1\nl.", "[1]"),
+        // l = []; (l, l) with 4-byte memo indexes
+        (b"]r\x00\x01\x00\x00j\x00\x01\x00\x00\x86.", "(#0=[], @0)"),
+        // POP discards a bare mark; POP_MARK discards items and mark
+        (b"K\x01(0.", "1"),
+        (b"K\x01(K\x02K\x031.", "1"),
+    ];
+    for (data, want) in cases {
+        assert_eq!(rendered(data), *want, "{:?}", String::from_utf8_lossy(data));
+    }
+}
+
+#[test]
+fn long_string_and_bytes_opcodes() {
+    let mut data = vec![b'(', b'B', 0, 1, 0, 0];
+    data.extend(0..=255u8);
+    data.extend([b'X', 44, 1, 0, 0]);
+    data.extend([b'x'; 300]);
+    data.extend(*b"C\x01zt.");
+    let p = load(&data).unwrap();
+    let Node::Tuple(items) = p.graph.get(p.root.as_node().unwrap()) else {
+        panic!()
+    };
+    assert_eq!(
+        items[0].as_bytes().unwrap(),
+        (0..=255u8).collect::<Vec<_>>()
+    );
+    assert_eq!(items[1].as_str().unwrap(), "x".repeat(300));
+    assert_eq!(items[2].as_bytes().unwrap(), b"z");
+}
+
+#[test]
+fn stops_at_stop_and_reports_consumed() {
+    let data = b"\x80\x02K\x01.K\x02.";
+    let first = load(data).unwrap();
+    assert_eq!(
+        (first.root.clone(), first.consumed, first.protocol),
+        (Value::Int(1), 5, 2)
+    );
+    let second = load(&data[first.consumed..]).unwrap();
+    assert_eq!(
+        (second.root, second.consumed, second.protocol),
+        (Value::Int(2), 3, 0)
+    );
+}
+
+#[test]
+fn typed_errors() {
+    use PickleError::*;
+    #[rustfmt::skip]
+    let cases: &[(&[u8], PickleError)] = &[
+        (b"\x80\x02\xff", UnknownOpcode { byte: 0xff, offset: 2 }),
+        (b"\x80\x02a.", StackUnderflow { opcode: "APPEND", offset: 2 }),
+        (b"K\x01(a.", StackUnderflow { opcode: "APPEND", offset: 3 }),
+        (b"K\x01(.", StackUnderflow { opcode: "STOP", offset: 3 }),
+        (b"0", StackUnderflow { opcode: "POP", offset: 0 }),
+        (b"}K\x01a.", WrongTarget { opcode: "APPEND", expected: "list", offset: 3 }),
+        (b"c__main__\nC\nK\x01a.", WrongTarget { opcode: "APPEND", expected: "list", offset: 14 }),
+        (b"]K\x01K\x02s.", WrongTarget { opcode: "SETITEM", expected: "dict", offset: 5 }),
+        (b"](K\x01\x90.", WrongTarget { opcode: "ADDITEMS", expected: "set", offset: 4 }),
+        (b"\x80\x02\x82\x01.", Unsupported { opcode: "EXT1", offset: 2 }),
+        (b"\x80\x02\x83\x34\x12.", Unsupported { opcode: "EXT2", offset: 2 }),
+        (b"\x80\x02\x84\x78\x56\x34\x12.", Unsupported { opcode: "EXT4", offset: 2 }),
+        (b"\x80\x05\x97\x98.", Unsupported { opcode: "NEXT_BUFFER", offset: 2 }),
+        (b"K\x01t.", NoMark { opcode: "TUPLE", offset: 2 }),
+        (b"h\x05.", MemoMissing { index: 5, offset: 0 }),
+        (b"g7\n.", MemoMissing { index: 7, offset: 0 }),
+        (b"", NoStop { offset: 0 }),
+        (b"K\x01", NoStop { offset: 2 }),
+        (b"X\xff\x00\x00\x00ab", Truncated { offset: 5, needed: 255, available: 2 }),
+        (b"J\x01\x02", Truncated { offset: 1, needed: 4, available: 2 }),
+        // BINUNICODE8 claiming 2^60 bytes
+        (b"\x8d\x00\x00\x00\x00\x00\x00\x00\x10ab.", Truncated { offset: 9, needed: 1 << 60, available: 3 }),
+        (b"\x8e\xff\xff\xff\xff\xff\xff\xff\xff.", Truncated { offset: 9, needed: u64::MAX, available: 1 }),
+        (b"\x96\xff\xff\xff\xff\xff\xff\xff\x7f.", Truncated { offset: 9, needed: i64::MAX as u64, available: 1 }),
+        (b"\x80\x04\x95\x10\x00\x00\x00\x00\x00\x00\x00K\x01.", Truncated { offset: 11, needed: 16, available: 3 }),
+        (b"I12", UnterminatedLine { offset: 1 }),
+        (b"Iabc\n.", BadText { what: "int", offset: 0 }),
+        (b"L1.5L\n.", BadText { what: "long", offset: 0 }),
+        (b"Fx\n.", BadText { what: "float", offset: 0 }),
+        (b"S'abc\n.", BadText { what: "string quotes", offset: 0 }),
+        (b"S'a\\x4'\n.", BadText { what: "string escape", offset: 0 }),
+        (b"V\\u12\n.", BadText { what: "unicode escape", offset: 0 }),
+        (b"V\\ud800\n.", BadText { what: "unicode escape", offset: 0 }),
+        (b"V\\U00110000\n.", BadText { what: "unicode escape", offset: 0 }),
+        (b"X\x01\x00\x00\x00\xff.", BadText { what: "utf-8", offset: 0 }),
+        (b"T\xff\xff\xff\xff.", BadText { what: "negative length", offset: 0 }),
+        (b"\x8b\xff\xff\xff\xff.", BadText { what: "negative length", offset: 0 }),
+        (b"Np-1\n.", BadText { what: "memo index", offset: 1 }),
+        (b"P\xff\n.", BadText { what: "persistent id", offset: 0 }),
+        (b"c\xff\nx\n.", BadText { what: "utf-8", offset: 0 }),
+        (b"}(K\x01u.", OddItems { opcode: "SETITEMS", offset: 4 }),
+        (b"(K\x01d.", OddItems { opcode: "DICT", offset: 3 }),
+        (b"\x80\x04K\x01K\x02\x93.", WrongOperand { opcode: "STACK_GLOBAL", expected: "str", offset: 6 }),
+        (b"c__main__\nC\nK\x01R.", WrongOperand { opcode: "REDUCE", expected: "tuple", offset: 14 }),
+        (b"c__main__\nC\n)K\x01\x92.", WrongOperand { opcode: "NEWOBJ_EX", expected: "dict", offset: 15 }),
+        (b"\x80\x06.", UnsupportedProtocol { protocol: 6, offset: 0 }),
+    ];
+    for (data, want) in cases {
+        assert_eq!(&err(data), want, "{:?}", String::from_utf8_lossy(data));
+    }
+    let huge = format!("I{}\n.", "9".repeat(MAX_INT_DIGITS + 1));
+    assert_eq!(
+        err(huge.as_bytes()),
+        BadText {
+            what: "int",
+            offset: 0
+        }
+    );
+    let ok = format!("I{}\n.", "9".repeat(MAX_INT_DIGITS));
+    assert!(matches!(
+        load(ok.as_bytes()).unwrap().root,
+        Value::BigInt(_)
+    ));
+}
+
+#[test]
+fn refuses_newobj_ex_with_kwargs() {
+    // pickle.dumps(E(), 4) where E.__getnewargs_ex__ returns ((), {'k': 1})
+    let data =
+        unhex("8004951e000000000000008c085f5f6d61696e5f5f948c0145949394297d948c016b944b017392942e");
+    assert_eq!(
+        err(&data),
+        PickleError::Unsupported {
+            opcode: "NEWOBJ_EX",
+            offset: 38
+        }
+    );
+}
+
+#[test]
+fn hook_errors_pass_through() {
+    let e = load(b"cos\nsystem\n.").unwrap_err();
+    assert_eq!(e, TestError::Hook("refused os.system".into()));
+}
+
+/// Hooks that hand back node ids the graph does not have.
+struct Dangling;
+
+impl Hooks for Dangling {
+    type Ext = ();
+    type Error = PickleError;
+    fn find_class(&mut self, _: &str, _: &str) -> Result<Value<()>, PickleError> {
+        Ok(Value::Node(NodeId(99)))
+    }
+    fn persistent_load(
+        &mut self,
+        _: &mut Graph<()>,
+        _: Value<()>,
+    ) -> Result<Value<()>, PickleError> {
+        Ok(Value::None)
+    }
+    fn reduce(
+        &mut self,
+        _: &mut Graph<()>,
+        _: Value<()>,
+        _: Value<()>,
+    ) -> Result<Value<()>, PickleError> {
+        Ok(Value::None)
+    }
+    fn build(
+        &mut self,
+        _: &mut Graph<()>,
+        o: Value<()>,
+        _: Value<()>,
+    ) -> Result<Value<()>, PickleError> {
+        Ok(o)
+    }
+    fn new_obj(
+        &mut self,
+        _: &mut Graph<()>,
+        _: Value<()>,
+        _: Value<()>,
+    ) -> Result<Value<()>, PickleError> {
+        Ok(Value::None)
+    }
+}
+
+#[test]
+fn dangling_node_from_hook_is_an_error() {
+    let e = unpickle(b"ca\nb\n.", &mut Dangling, &Limits::default()).unwrap_err();
+    assert_eq!(e, PickleError::DanglingNode { id: 99, offset: 0 });
+}
+
+fn limit(e: PickleError) -> (&'static str, usize) {
+    match e {
+        PickleError::LimitExceeded { limit, value, .. } => (limit, value),
+        e => panic!("expected a limit error, got {e:?}"),
+    }
+}
+
+#[test]
+fn deep_nesting_is_a_depth_error() {
+    let n = 100_000;
+    let tuples = [&b")"[..], &vec![op::TUPLE1; n], b"."].concat();
+    assert_eq!(limit(err(&tuples)), ("max_depth", 1001));
+    let marked_lists = [vec![op::MARK; n], vec![op::LIST; n], vec![op::STOP]].concat();
+    assert_eq!(limit(err(&marked_lists)), ("max_depth", 1001));
+    let appended = [
+        vec![op::EMPTY_LIST; n],
+        vec![op::APPEND; n - 1],
+        vec![op::STOP],
+    ]
+    .concat();
+    assert_eq!(limit(err(&appended)), ("max_depth", 1001));
+    // d = {}; for _ in range(n): d = {None: d}
+    let dicts = [
+        b"}N".repeat(n - 1),
+        b"}".to_vec(),
+        vec![op::SETITEM; n - 1],
+        vec![op::STOP],
+    ];
+    let dicts = dicts.concat();
+    assert_eq!(limit(err(&dicts)), ("max_depth", 1001));
+}
+
+#[test]
+fn self_reference_does_not_deepen() {
+    let data = [&b"]"[..], &b"2a".repeat(5000), b"."].concat();
+    let p = load(&data).unwrap();
+    assert_eq!(p.graph.depth(p.root.as_node().unwrap()), 1);
+}
+
+#[test]
+fn memo_sharing_keeps_doubling_small() {
+    // x = []; for _ in range(60): x = (x, x)
+    let data = [
+        &b"]q\x00"[..],
+        &b"h\x00h\x00\x86q\x000".repeat(60),
+        b"h\x00.",
+    ]
+    .concat();
+    let p = load(&data).unwrap();
+    assert_eq!(p.graph.len(), 61);
+    let root = p.root.as_node().unwrap();
+    assert_eq!(p.graph.depth(root), 61);
+    let Node::Tuple(pair) = p.graph.get(root) else {
+        panic!()
+    };
+    assert_eq!(pair[0], pair[1]);
+}
+
+#[test]
+fn only_memo_entries_the_stream_reads_are_stored() {
+    // Five entries written, none read: nothing stored, no memo limit reached.
+    let memo = Limits {
+        max_memo: 1,
+        ..Limits::default()
+    };
+    let data = b"(K\x01q\x00q\x01q\x02q\x03q\x04t.";
+    assert!(unpickle(data, &mut TestHooks, &memo).is_ok());
+    // MEMOIZE numbers entries by count, also when the unread ones are skipped.
+    let p = load(b"\x80\x04N\x94K\x05\x94K\x06\x94h\x01h\x02\x86.").unwrap();
+    assert_eq!(render(&p.graph, &p.root), "(5, 6)");
+    // With the scan off, every entry is stored and counts.
+    let all = Limits {
+        scan_memo: false,
+        ..memo
+    };
+    assert!(unpickle(data, &mut TestHooks, &all).is_err());
+    // PUT mixed with MEMOIZE: no plan, every entry stored, numbered by distinct count.
+    let p = load(b"\x80\x04Nq\x05K\x07\x94h\x01.").unwrap();
+    assert_eq!(render(&p.graph, &p.root), "7");
+}
+
+#[test]
+fn limits_are_enforced() {
+    let small = |f: fn(&mut Limits)| {
+        let mut l = Limits::default();
+        f(&mut l);
+        l
+    };
+    let memo = small(|l| l.max_memo = 2);
+    assert_eq!(
+        // Only entries the stream reads count (and are stored).
+        limit(err_with(
+            b"K\x01q\x00q\x01q\x00q\x02h\x00h\x01h\x02.",
+            &memo
+        )),
+        ("max_memo", 3)
+    );
+    let stack = small(|l| l.max_stack = 3);
+    assert_eq!(limit(err_with(b"NNNN.", &stack)), ("max_stack", 4));
+    assert_eq!(limit(err_with(b"((((.", &stack)), ("max_stack", 4));
+    let nodes = small(|l| l.max_nodes = 2);
+    assert_eq!(limit(err_with(b"]]].", &nodes)), ("max_nodes", 3));
+    // The hook's object node counts too.
+    let nodes = small(|l| l.max_nodes = 1);
+    assert_eq!(
+        limit(err_with(b"c__main__\nC\n)R.", &nodes)),
+        ("max_nodes", 2)
+    );
+}
+
+#[test]
+fn every_prefix_of_a_real_pickle_is_an_error() {
+    for f in FIXTURES {
+        let data = unhex(f.hex);
+        for n in 0..data.len() {
+            assert!(load(&data[..n]).is_err(), "{} prefix {n}", f.name);
+        }
+    }
+}
+
+/// Bytes that are opcodes or common arguments, to reach deep states.
+fn alphabet() -> Vec<u8> {
+    let mut a: Vec<u8> = op::ALL.iter().map(|o| o.byte).collect();
+    a.extend(b"\n\x00\x01\x02\xff019-L'\\xu");
+    a
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
+
+    #[test]
+    fn random_bytes_never_panic(data in proptest::collection::vec(any::<u8>(), 0..512)) {
+        let _ = load(&data);
+    }
+
+    #[test]
+    fn random_opcode_streams_never_panic(
+        data in proptest::collection::vec(proptest::sample::select(alphabet()), 0..512)
+    ) {
+        let _ = load(&data);
+    }
+
+    #[test]
+    fn mutated_pickles_never_panic(
+        which in 0..FIXTURES.len(),
+        edits in proptest::collection::vec((any::<usize>(), any::<u8>(), 0..3u8), 1..8),
+    ) {
+        let mut data = unhex(FIXTURES[which].hex);
+        for (at, byte, kind) in edits {
+            let at = at % (data.len() + 1);
+            match kind {
+                0 if at < data.len() => data[at] = byte,
+                1 => data.insert(at, byte),
+                _ if at < data.len() => { data.remove(at); }
+                _ => {}
+            }
+        }
+        if let Ok(p) = load(&data) {
+            // Whatever it read, the writer can write and the reader re-read.
+            let out = super::super::dumps(&p.graph, &p.root, |p, t| match t {
+                Tag::Global(_) | Tag::Obj(_) | Tag::Pid(_) => p.none(),
+            });
+            let _ = out.map(|out| load(&out));
+        }
+    }
+}
