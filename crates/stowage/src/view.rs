@@ -1,6 +1,6 @@
 //! Views: new tensors over the same storage, copying nothing.
 //!
-//! Each method computes a new [`Layout`] (checked in `layout.rs`) and pairs
+//! Each method computes a new [`Layout`] (checked in `layout/`) and pairs
 //! it with a handle to the same storage, so a write through any view is seen
 //! through all of them. `reshape` and `flatten` fall back to a copy only when
 //! the strides cannot express the new shape, as in PyTorch.

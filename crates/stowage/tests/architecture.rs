@@ -37,10 +37,8 @@ const LAYERS: &[(&str, &[&str])] = &[
         &[
             "serialize/object",
             "serialize/options",
-            "serialize/torch",
             "serialize/allowlist",
-            "serialize/read",
-            "serialize/write",
+            "serialize/torch",
         ],
     ),
     (

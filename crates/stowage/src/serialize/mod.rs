@@ -1,22 +1,30 @@
-//! Reading and writing `torch.save` checkpoints.
+//! Reading and writing checkpoints: `torch.save` files (zip and legacy) and
+//! safetensors.
 //!
-//! Three layers that do not know each other's insides: the container
-//! ([`zip`], and the legacy stream format), the generic [`pickle`] machine,
-//! and the PyTorch meaning of the pickle (`allowlist`, `read`, `write`):
-//! which globals may be named, how persistent ids become storages, and how
-//! tensors are rebuilt on them. Loading never runs code: a global outside
-//! PyTorch's `weights_only` allowlist is an error.
+//! Layers that do not know each other's insides, lowest first:
+//! - the containers: the [`zip`] archive and the generic [`pickle`] machine,
+//!   neither of which knows PyTorch;
+//! - the meaning: the loaded object graph ([`Checkpoint`], [`Object`]), the
+//!   [`LoadOptions`], the one table of the globals a pickle may name
+//!   (`allowlist`), and PyTorch's meaning of a pickle (`torch`): how
+//!   persistent ids become storages, and how tensors are rebuilt on them and
+//!   pickled back;
+//! - the formats, one module each with the same shape (load, and save where
+//!   stowage writes the format): `torch_zip`, `torch_legacy`, `safetensors`;
+//! - this module: format detection by content, and dispatch.
+//!
+//! Loading never runs code: a global outside PyTorch's `weights_only`
+//! allowlist is an error.
 
 mod allowlist;
 pub(crate) mod object;
 mod options;
 pub mod pickle;
-mod read;
 #[cfg(feature = "safetensors")]
 pub mod safetensors;
+mod torch;
 mod torch_legacy;
 mod torch_zip;
-mod write;
 pub mod zip;
 
 use std::fs::File;

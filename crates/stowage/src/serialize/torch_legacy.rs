@@ -9,7 +9,7 @@ use num_bigint::BigInt;
 use super::object::{check_views, ByteOrder, Checkpoint, Format};
 use super::options::LoadOptions;
 use super::pickle::{self, Graph, Hooks, Node, PickleError, Pickled, Value};
-use super::read::{StorageSource, TorchHooks};
+use super::torch::{StorageSource, TorchHooks};
 use crate::io::ReadAt;
 use crate::storage::MappedRecords;
 use crate::{DType, Device, Error, Result, UntypedStorage};
@@ -257,7 +257,7 @@ pub(crate) fn load<R: ReadAt>(
             source.read_exact_at(&mut bytes, pos)?;
             if cfg!(target_endian = "big") {
                 if let Some(d) = dtype {
-                    super::read::byteswap(&mut bytes, d);
+                    super::torch::byteswap(&mut bytes, d);
                 }
             }
         }

@@ -168,7 +168,8 @@ fn node_of(v: &Value<Tag>) -> Option<NodeId> {
     }
 }
 
-/// Renders a value like `gen/fixtures.py`'s `render`: nodes reached more
+/// Renders a value like the Python `render` quoted in `testkit/fixtures.rs`
+/// (which made the expected strings): nodes reached more
 /// than once are labelled `#n=` at their first rendering and `@n` after.
 pub(crate) fn render(g: &Graph<Tag>, root: &Value<Tag>) -> String {
     let tracked = |id: NodeId| !matches!(g.get(id), Node::Tuple(t) if t.is_empty());

@@ -16,7 +16,7 @@ use self::source::ZipSource;
 use super::object::{check_views, ByteOrder, Checkpoint, Format};
 use super::options::LoadOptions;
 use super::pickle;
-use super::read::TorchHooks;
+use super::torch::TorchHooks;
 use super::zip::{self, ZipLimits, ZipReader};
 use crate::io::ReadAt;
 use crate::storage::{Fetch, MappedRecords};

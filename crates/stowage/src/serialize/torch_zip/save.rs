@@ -9,7 +9,7 @@ use std::path::Path;
 
 use crate::io;
 use crate::serialize::object::Checkpoint;
-use crate::serialize::write::pickle_checkpoint;
+use crate::serialize::torch::pickle_checkpoint;
 use crate::serialize::zip::ZipWriter;
 use crate::{Error, Result, UntypedStorage};
 

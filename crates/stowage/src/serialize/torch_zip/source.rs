@@ -5,7 +5,7 @@
 
 use super::MakeFetch;
 use crate::io::ReadAt;
-use crate::serialize::read::StorageSource;
+use crate::serialize::torch::StorageSource;
 use crate::serialize::zip::{self, Method, ZipReader};
 use crate::storage::MappedRecords;
 use crate::{Device, Error, Result, UntypedStorage};

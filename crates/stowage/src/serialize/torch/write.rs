@@ -15,9 +15,11 @@
 
 use std::collections::HashMap;
 
-use super::allowlist::Global;
-use super::object::{Checkpoint, Object, TensorObject};
-use super::pickle::{write_value, Layout, NodeId, Pickler, Value, WriteError, WriteHooks};
+use crate::serialize::allowlist::Global;
+use crate::serialize::object::{Checkpoint, Object, TensorObject};
+use crate::serialize::pickle::{
+    write_value, Layout, NodeId, Pickler, Value, WriteError, WriteHooks,
+};
 use crate::{DType, Error, Result, UntypedStorage};
 
 /// Deepest value nesting written (the reader's default limit).

@@ -8,11 +8,11 @@ use std::sync::Arc;
 
 use num_complex::Complex64;
 
-use super::allowlist::{self, Global};
-use super::object::{ByteOrder, Object, StorageRecord, StorageRef, TensorObject};
-use super::options::LoadOptions;
-use super::pickle::{Graph, Hooks, Node, NodeId, Value};
 use crate::layout::Layout;
+use crate::serialize::allowlist::{self, Global};
+use crate::serialize::object::{ByteOrder, Object, StorageRecord, StorageRef, TensorObject};
+use crate::serialize::options::LoadOptions;
+use crate::serialize::pickle::{Graph, Hooks, Node, NodeId, Value};
 use crate::{DType, Device, Error, Result, Tensor, UntypedStorage};
 
 /// Where storage bytes come from while a pickle is read.
