@@ -53,6 +53,14 @@ pub use read::{unpickle, Hooks, Pickled};
 pub use value::{Graph, Node, NodeId, Value};
 pub use write::{Pickler, WriteError, WriteResult};
 
+/// The machine's hash maps and sets (memo, interned values, the scan's plan):
+/// foldhash instead of std's SipHash, which cost a sixth of a large state
+/// dict's load. The keys come from the file, so the hasher is seeded at
+/// random per process (`RandomState`): a file cannot be crafted to collide.
+pub(crate) type Map<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
+/// See [`Map`].
+pub(crate) type Set<K> = std::collections::HashSet<K, foldhash::fast::RandomState>;
+
 #[cfg(test)]
 mod tests {
     use super::testkit::{load, render, unhex, FIXTURES};

@@ -88,20 +88,42 @@ impl<'a> Input<'a> {
         Ok(&rest[..n])
     }
 
-    /// Moves past the argument laid out as `arg`, as [`Input::operand`]
-    /// reads it, decoding only lengths.
-    ///
-    /// # Errors
-    /// As [`Input::operand`].
+    /// Moves past the argument laid out as `arg`, as [`Input::operand`] reads
+    /// it, finding only its end: no values and no errors are built (the memo
+    /// scan's hot loop, where a stream it cannot walk just gets no plan).
+    /// `None` where the argument runs past the end or a signed length is
+    /// negative; the position is then unspecified.
     #[inline(always)]
-    pub(super) fn skip(&mut self, arg: Arg, at: usize) -> Result<(), PickleError> {
-        match arg {
-            Arg::None => Ok(()),
-            Arg::Uint(n) => self.take(n.into()).map(drop),
-            Arg::Int4 => self.take(4).map(drop),
-            Arg::Float8 => self.take(8).map(drop),
-            _ => self.operand(arg, at).map(drop),
-        }
+    pub(super) fn skip(&mut self, arg: Arg) -> Option<()> {
+        let data = self.data;
+        let fixed = |pos: usize, n: usize| -> Option<usize> {
+            let end = pos.checked_add(n)?;
+            (end <= data.len()).then_some(end)
+        };
+        let line = |pos: usize| -> Option<usize> {
+            Some(pos + data.get(pos..)?.iter().position(|&b| b == b'\n')? + 1)
+        };
+        let pos = self.pos;
+        self.pos = match arg {
+            Arg::None => pos,
+            Arg::Uint(n) => fixed(pos, n.into())?,
+            Arg::Int4 => fixed(pos, 4)?,
+            Arg::Float8 => fixed(pos, 8)?,
+            Arg::Line => line(pos)?,
+            Arg::LinePair => line(line(pos)?)?,
+            Arg::Counted { len, signed } => {
+                let end = fixed(pos, len.into())?;
+                let bytes = &data[pos..end];
+                let n = match (len, signed) {
+                    (1, _) => u64::from(bytes[0]),
+                    (4, true) => u64::try_from(i32::from_le_bytes(bytes.try_into().ok()?)).ok()?,
+                    (4, false) => u32::from_le_bytes(bytes.try_into().ok()?).into(),
+                    _ => u64::from_le_bytes(bytes.try_into().ok()?),
+                };
+                fixed(end, usize::try_from(n).ok()?)?
+            }
+        };
+        Some(())
     }
 
     /// Reads the argument laid out as `arg`, for the opcode at offset `at`.
@@ -218,5 +240,22 @@ mod tests {
                 available: 1
             })
         );
+    }
+
+    proptest::proptest! {
+        /// `skip` ends where `operand` ends, and fails where it fails, for
+        /// every layout in the opcode table and any bytes.
+        #[test]
+        fn skip_agrees_with_operand(
+            code in proptest::prelude::any::<u8>(),
+            data in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..24),
+        ) {
+            let Some(info) = super::super::opcode::info(code) else { return Ok(()) };
+            let mut read = Input { data: &data, pos: 0 };
+            let read = read.operand(info.arg, 0).map(|_| read.pos);
+            let mut skipped = Input { data: &data, pos: 0 };
+            let skipped = skipped.skip(info.arg).map(|()| skipped.pos);
+            proptest::prop_assert_eq!(read.ok(), skipped, "{}", info.name);
+        }
     }
 }

@@ -20,8 +20,6 @@ mod state;
 mod tests;
 mod text;
 
-use std::collections::HashMap;
-
 use num_bigint::BigInt;
 
 use self::keys::KeyIndex;
@@ -30,7 +28,7 @@ use super::opcode as op;
 use super::operand::{Input, Operand};
 use super::scan::MemoPlan;
 use super::value::{Graph, Interner, Key, Node, NodeId, Value};
-use super::{Limits, PickleError};
+use super::{Limits, Map, PickleError, Set};
 
 /// The caller's side of unpickling: everything that would run Python code.
 pub trait Hooks {
@@ -107,7 +105,7 @@ pub fn unpickle<H: Hooks>(
         limits,
         stack: Vec::new(),
         marks: Vec::new(),
-        memo: HashMap::new(),
+        memo: Map::default(),
         plan: if limits.scan_memo {
             super::scan::memo_plan(data)
         } else {
@@ -116,7 +114,7 @@ pub fn unpickle<H: Hooks>(
         memoized: 0,
         graph: Graph::new(),
         protocol: 0,
-        keys: HashMap::new(),
+        keys: Map::default(),
         interner: Interner::default(),
     }
     .run(hooks)
@@ -132,7 +130,7 @@ struct Machine<'a, X> {
     stack: Vec<Value<X>>,
     /// Stack lengths at each `MARK`.
     marks: Vec<usize>,
-    memo: HashMap<u64, Value<X>>,
+    memo: Map<u64, Value<X>>,
     /// The memo entries the stream reads (`scan.rs`); only those are stored.
     /// `None` stores every entry.
     plan: Option<MemoPlan>,
@@ -142,7 +140,7 @@ struct Machine<'a, X> {
     graph: Graph<X>,
     protocol: u8,
     /// Key → position indexes of dicts and sets, for replace/dedup.
-    keys: HashMap<NodeId, KeyIndex>,
+    keys: Map<NodeId, KeyIndex>,
     /// Every string, bytes and big int pushed goes through it, so keys are cheap.
     interner: Interner,
 }
@@ -311,7 +309,7 @@ impl<X: Clone + std::fmt::Debug> Machine<'_, X> {
             }
             (op::FROZENSET, _) => {
                 let items = self.pop_mark()?;
-                let mut seen = std::collections::HashSet::new();
+                let mut seen = Set::default();
                 let items = items
                     .into_iter()
                     .filter(|v| Key::of(v).map_or(true, |k| seen.insert(k)))

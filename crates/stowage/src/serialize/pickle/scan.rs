@@ -17,16 +17,15 @@
 //! count of distinct entries so far) with explicit `PUT`s (whose skipped
 //! entries that count would then miss).
 
-use std::collections::HashSet;
-
 use super::opcode as op;
 use super::operand::{Input, Operand};
+use super::Set;
 
 /// Which memo entries a pickle reads, and how `MEMOIZE` numbers them.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub(crate) struct MemoPlan {
     /// Every index a `GET`, `BINGET` or `LONG_BINGET` names.
-    pub(crate) read: HashSet<u64>,
+    pub(crate) read: Set<u64>,
 }
 
 /// The plan for the pickle at the start of `data`, or `None` when the stream
@@ -37,20 +36,21 @@ pub(crate) struct MemoPlan {
 pub(crate) fn memo_plan(data: &[u8]) -> Option<MemoPlan> {
     let mut plan = MemoPlan::default();
     let (mut puts, mut memoizes) = (false, false);
-    let mut input = Input { data, pos: 0 };
+    let mut pos = 0;
     loop {
-        let at = input.pos;
-        let code = *data.get(at)?;
-        input.pos += 1;
+        let code = *data.get(pos)?;
+        pos += 1;
         let arg = op::info(code)?.arg;
         match code {
             op::STOP => break,
             op::GET | op::BINGET | op::LONG_BINGET => {
-                let index = match input.operand(arg, at).ok()? {
+                let mut input = Input { data, pos };
+                let index = match input.operand(arg, pos - 1).ok()? {
                     Operand::Line(line) => std::str::from_utf8(line).ok()?.trim().parse().ok()?,
                     Operand::Uint(index) => index,
                     _ => return None,
                 };
+                pos = input.pos;
                 plan.read.insert(index);
                 continue;
             }
@@ -58,7 +58,9 @@ pub(crate) fn memo_plan(data: &[u8]) -> Option<MemoPlan> {
             op::MEMOIZE => memoizes = true,
             _ => {}
         }
-        input.skip(arg, at).ok()?;
+        let mut input = Input { data, pos };
+        input.skip(arg)?;
+        pos = input.pos;
     }
     (!(puts && memoizes)).then_some(plan)
 }

@@ -6,11 +6,12 @@
 //! after memoization and cycles need no reference counting or interior
 //! mutability, and a graph is `Send + Sync` whenever `X` is.
 
-use std::collections::HashSet;
 use std::hash::Hash;
 use std::sync::Arc;
 
 use num_bigint::BigInt;
+
+use super::Set;
 
 /// The index of a [`Node`] in its [`Graph`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -198,7 +199,7 @@ pub struct Graph<X> {
     depths: Vec<u32>,
     /// Nodes the unpickler referenced more than once (memo, `DUP`): never
     /// [released](Self::release). Bookkeeping of the unpickle only.
-    shared: HashSet<u32>,
+    shared: Set<u32>,
 }
 
 impl<X> Default for Graph<X> {
@@ -206,7 +207,7 @@ impl<X> Default for Graph<X> {
         Graph {
             nodes: Vec::new(),
             depths: Vec::new(),
-            shared: HashSet::new(),
+            shared: Set::default(),
         }
     }
 }
@@ -432,11 +433,11 @@ impl<X> Graph<X> {
 /// key, keeps a pickle that reuses one huge key from costing quadratic time.
 #[derive(Default)]
 pub(super) struct Interner {
-    strs: HashSet<Arc<str>>,
-    bytes: HashSet<Arc<[u8]>>,
-    bigs: HashSet<Arc<BigInt>>,
+    strs: Set<Arc<str>>,
+    bytes: Set<Arc<[u8]>>,
+    bigs: Set<Arc<BigInt>>,
     /// Addresses of the canonical `Arc`s above (kept alive by them).
-    canonical: HashSet<usize>,
+    canonical: Set<usize>,
 }
 
 impl Interner {
@@ -456,8 +457,8 @@ fn addr<T: ?Sized>(a: &Arc<T>) -> usize {
 }
 
 fn canon<T: ?Sized + Hash + Eq>(
-    set: &mut HashSet<Arc<T>>,
-    canonical: &mut HashSet<usize>,
+    set: &mut Set<Arc<T>>,
+    canonical: &mut Set<usize>,
     a: Arc<T>,
 ) -> Arc<T> {
     if canonical.contains(&addr(&a)) {
