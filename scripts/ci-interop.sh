@@ -14,6 +14,8 @@ python3 scripts/check-inspect "$bin"
 py="${STOWAGE_TORCH_PYTHON:-$HOME/.torch-venv/bin/python}"
 if [ -x "$py" ] && "$py" -c 'import torch, safetensors' >/dev/null 2>&1; then
   "$py" scripts/check-roundtrip "$bin" 2> >(grep -v -e UserWarning -e '^  ' >&2)
+  # Checkpoints nobody here wrote, fetched from the package registry.
+  bash scripts/wild-checkpoints.sh "$bin" "$py"
 elif [ -n "${STOWAGE_REQUIRE_TORCH:-}" ]; then
   echo "FAILED: check-roundtrip needs PyTorch at $py (STOWAGE_REQUIRE_TORCH is set)" >&2
   exit 1

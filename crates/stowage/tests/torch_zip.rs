@@ -559,3 +559,45 @@ fn uint_and_float8_pair_shares_one_key() {
     );
     assert_eq!(ckpt.storage_key(a), ckpt.storage_key(c));
 }
+
+/// The items of the dict at the root of a checkpoint made of this pickle alone.
+fn root_dict_items(pkl: &[u8]) -> stowage::Result<Vec<(String, i64)>> {
+    let mut z = stowage::serialize::zip::ZipWriter::new(Vec::new(), "archive", 64);
+    z.write_record("data.pkl", pkl).unwrap();
+    z.write_record("version", b"3\n").unwrap();
+    let bytes = z.finish().unwrap();
+    let ckpt = stowage::serialize::load_bytes(&bytes, &Default::default())?;
+    let Value::Node(id) = &ckpt.root else {
+        panic!("root is not a node")
+    };
+    let Node::Dict(items) = ckpt.graph.get(*id) else {
+        panic!("root is not a dict")
+    };
+    Ok(items
+        .iter()
+        .map(|(k, v)| match (k, v) {
+            (Value::Str(k), Value::Int(v)) => (k.to_string(), *v),
+            other => panic!("unexpected item {other:?}"),
+        })
+        .collect())
+}
+
+/// Python 2's `OrderedDict.__reduce__` pickled the items as two-item lists
+/// (`[['a', 1], ['b', 2]]`, as the weights shipped in `lpips` have them, which
+/// `scripts/wild-checkpoints.sh` checks against PyTorch); `OrderedDict(...)`
+/// takes them as it takes Python 3's tuples.
+#[test]
+fn ordered_dict_items_may_be_python2_lists() {
+    // GLOBAL collections.OrderedDict, EMPTY_LIST, MARK,
+    //   [MARK 'a' 1 APPENDS], [MARK 'b' 2 APPENDS], APPENDS, TUPLE1, REDUCE, STOP
+    let lists = b"\x80\x02ccollections\nOrderedDict\nq\x00]q\x01(]q\x02(U\x01aK\x01e]q\x03(U\x01bK\x02ee\x85q\x04Rq\x05.";
+    // The same with Python 3's item tuples (TUPLE2).
+    let tuples = b"\x80\x02ccollections\nOrderedDict\nq\x00]q\x01(U\x01aK\x01\x86q\x02U\x01bK\x02\x86q\x03e\x85q\x04Rq\x05.";
+    let want = vec![("a".to_owned(), 1), ("b".to_owned(), 2)];
+    assert_eq!(root_dict_items(tuples).unwrap(), want);
+    assert_eq!(root_dict_items(lists).unwrap(), want);
+    // Items of another length are still refused, naming what was expected.
+    let triple = b"\x80\x02ccollections\nOrderedDict\n](](U\x01aK\x01K\x02ee\x85R.";
+    let err = root_dict_items(triple).unwrap_err().to_string();
+    assert!(err.contains("OrderedDict item"), "{err}");
+}

@@ -409,11 +409,21 @@ impl<S: StorageSource> TorchHooks<'_, S> {
                     .ok_or_else(|| bad("OrderedDict argument", "a list of pairs", init, graph))?;
                     let mut items = Vec::new();
                     for p in &pairs {
-                        let kv = tuple_items(graph, p, "OrderedDict item")?;
-                        if kv.len() != 2 {
-                            return Err(bad("OrderedDict item", "a pair", p, graph));
-                        }
-                        items.push((kv[0].clone(), kv[1].clone()));
+                        // Python 3 pickles each item as a tuple; Python 2's
+                        // `OrderedDict.__reduce__` gave two-item lists (`[[k, v], …]`),
+                        // which `OrderedDict(...)` accepts alike.
+                        let kv = match p {
+                            Value::Node(id) => match graph.try_get(*id) {
+                                Some(Node::Tuple(kv) | Node::List(kv)) if kv.len() == 2 => {
+                                    Some((kv[0].clone(), kv[1].clone()))
+                                }
+                                _ => None,
+                            },
+                            _ => None,
+                        };
+                        items.push(kv.ok_or_else(|| {
+                            bad("OrderedDict item", "a pair (tuple or list)", p, graph)
+                        })?);
                     }
                     if let Node::Dict(d) = graph.get_mut(id) {
                         *d = items;
