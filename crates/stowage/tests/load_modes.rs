@@ -276,3 +276,96 @@ fn fake_loading_of_safetensors_reads_no_bytes() {
         assert!(matches!(t.scalars(), Err(Error::NoData { .. })), "{name}");
     }
 }
+
+/// Every fixture safetensors can hold, written as safetensors into `dir`.
+fn safetensors_fixtures(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    fixture_names()
+        .into_iter()
+        .filter_map(|name| {
+            let path = dir.join(format!("{name}.safetensors"));
+            let ckpt = stowage::load(fixture(&name)).unwrap();
+            stowage::serialize::safetensors::save(&path, &ckpt)
+                .ok()
+                .map(|()| path)
+        })
+        .collect()
+}
+
+/// Each tensor's name, dtype, shape and bytes, in order.
+fn contents(ckpt: &stowage::Checkpoint) -> Vec<(String, String, Vec<usize>, Vec<u8>)> {
+    ckpt.state_dict()
+        .unwrap()
+        .into_iter()
+        .map(|(name, t)| {
+            let bytes = t.contiguous().unwrap().untyped_storage().tolist().unwrap();
+            (name, t.dtype().to_string(), t.shape().to_vec(), bytes)
+        })
+        .collect()
+}
+
+/// A memory-mapped safetensors load makes each tensor a view of the file
+/// mapping (nothing copied), as the torch zip load does, and gives what the
+/// eager load gives.
+#[test]
+fn mmap_safetensors_storages_are_views_of_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = safetensors_fixtures(dir.path());
+    assert!(
+        files.len() > 10,
+        "only {} fixtures as safetensors",
+        files.len()
+    );
+    for path in &files {
+        let eager = stowage::load(path).unwrap();
+        // SAFETY: the file is not modified while mapped.
+        let mapped = unsafe { load_mmap(path, &LoadOptions::default()) }.unwrap();
+        assert_eq!(contents(&mapped), contents(&eager), "{}", path.display());
+        for s in mapped.storages.iter().filter(|s| s.storage.nbytes() > 0) {
+            assert!(s.storage.is_shared(), "{}: a copy", path.display());
+        }
+    }
+    // Writes through a mapped storage stay private (copy-on-write).
+    let path = dir.path().join("simple.safetensors");
+    let before = std::fs::read(&path).unwrap();
+    // SAFETY: as above.
+    let mapped = unsafe { load_mmap(&path, &LoadOptions::default()) }.unwrap();
+    for (_, t) in mapped.state_dict().unwrap() {
+        t.untyped_storage().fill_(7).unwrap();
+    }
+    drop(mapped);
+    assert_eq!(std::fs::read(&path).unwrap(), before);
+}
+
+/// A lazy safetensors load reads each tensor on first touch, and a read that
+/// fails later names the file and the tensor.
+#[test]
+fn lazy_safetensors_read_each_tensor_on_first_touch() {
+    let dir = tempfile::tempdir().unwrap();
+    for path in safetensors_fixtures(dir.path()) {
+        let eager = stowage::load(&path).unwrap();
+        let lazy = load_with(&path, &lazy_options()).unwrap();
+        assert!(
+            lazy.storages
+                .iter()
+                .all(|s| s.storage.nbytes() == 0 || !s.storage.is_loaded()),
+            "{}: read while loading",
+            path.display()
+        );
+        assert_eq!(contents(&lazy), contents(&eager), "{}", path.display());
+    }
+    let path = dir.path().join("simple.safetensors");
+    let lazy = load_with(&path, &lazy_options()).unwrap();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_len(10)
+        .unwrap();
+    let (name, t) = &lazy.state_dict().unwrap()[0];
+    let e = t.to_vec::<f32>().expect_err("the bytes are gone");
+    assert!(
+        matches!(&e, Error::InFile { path: p, .. } if p == &path),
+        "{e:?}"
+    );
+    assert!(e.to_string().contains(name.as_str()), "{e}");
+}

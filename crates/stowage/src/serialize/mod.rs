@@ -62,8 +62,17 @@ pub fn load_with(path: impl AsRef<Path>, options: &LoadOptions) -> Result<Checkp
         source: Box::new(e),
     };
     let file = File::open(path).map_err(|e| in_file(Error::Io(e)))?;
-    if options.lazy && matches!(detect_format(&file), Ok(Format::TorchZip)) {
-        return torch_zip::load_lazy(file, path, options).map_err(in_file);
+    if options.lazy {
+        match detect_format(&file) {
+            Ok(Format::TorchZip) => {
+                return torch_zip::load_lazy(file, path, options).map_err(in_file)
+            }
+            #[cfg(feature = "safetensors")]
+            Ok(Format::Safetensors) => {
+                return safetensors::load_lazy(file, path, options).map_err(in_file)
+            }
+            _ => {}
+        }
     }
     load_from(file, options).map_err(in_file)
 }
@@ -76,7 +85,8 @@ pub fn load_with(path: impl AsRef<Path>, options: &LoadOptions) -> Result<Checkp
 /// do) and cannot be resized. Deflated records, and records that would overlap
 /// another, are copied. Legacy-format files (which PyTorch refuses to map) are
 /// mapped too, storage by storage where the bytes start at a multiple of the
-/// element size, else copied; safetensors files are read as by [`load_with`].
+/// element size, else copied. Each tensor of a safetensors file becomes a
+/// storage over its bytes in the mapping, and the header is parsed in place.
 ///
 /// # Safety
 /// The storages' bytes are the file's pages: while any storage of the
@@ -100,7 +110,7 @@ pub unsafe fn load_mmap(path: impl AsRef<Path>, options: &LoadOptions) -> Result
     let loaded = match detect_format(&reader) {
         Ok(Format::TorchZip) => torch_zip::load(reader, options, Some(records)),
         Ok(Format::TorchLegacy) => torch_legacy::load(&reader, options, Some(records)),
-        Ok(Format::Safetensors) => load_safetensors(&reader, options),
+        Ok(Format::Safetensors) => load_safetensors(&reader, options, Some(records)),
         Err(e) => Err(e),
     };
     loaded.map_err(in_file)
@@ -162,16 +172,20 @@ fn load_from<R: ReadAt>(source: R, options: &LoadOptions) -> Result<Checkpoint> 
     match detect_format(&source)? {
         Format::TorchZip => torch_zip::load(source, options, None),
         Format::TorchLegacy => torch_legacy::load(&source, options, None),
-        Format::Safetensors => load_safetensors(&source, options),
+        Format::Safetensors => load_safetensors(&source, options, None),
     }
 }
 
-fn load_safetensors<R: ReadAt>(source: &R, options: &LoadOptions) -> Result<Checkpoint> {
+fn load_safetensors<R: ReadAt>(
+    source: &R,
+    options: &LoadOptions,
+    mapped: Option<MappedRecords>,
+) -> Result<Checkpoint> {
     #[cfg(feature = "safetensors")]
-    return safetensors::load(source, options);
+    return safetensors::load(source, options, mapped, None);
     #[cfg(not(feature = "safetensors"))]
     {
-        let _ = (source, options);
+        let _ = (source, options, mapped);
         Err(Error::Unsupported {
             what: "safetensors files (stowage was built without its `safetensors` feature)".into(),
         })

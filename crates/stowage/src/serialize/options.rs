@@ -28,7 +28,8 @@ pub struct LoadOptions {
     /// still checked to be present with the declared size.
     pub fake: bool,
     /// Read each storage's bytes on first use rather than while loading
-    /// ([`load_with`](super::load_with) of a torch zip archive; other formats load eagerly).
+    /// ([`load_with`](super::load_with) of a torch zip archive or a safetensors
+    /// file; legacy-format files load eagerly).
     /// Until then [`UntypedStorage::data_ptr`](crate::UntypedStorage::data_ptr) is 0.
     pub lazy: bool,
     /// Most bytes all the storages together may declare (default 1 TiB). Records

@@ -7,14 +7,18 @@
 //!
 //! Saving streams one tensor at a time into the file (through the crate's
 //! `serialize_to_file`); only non-contiguous or lazily conjugated tensors are
-//! copied up front. Loading reads the header, has the crate validate it, then
-//! reads each tensor's bytes straight into its storage: one copy, and a peak
-//! of the tensor bytes plus the header.
+//! copied up front. Loading reads the header and has the crate validate it
+//! (in place when the file is mapped), then gives each tensor its storage: a
+//! view of the mapped file (no copy), a storage read on first use (lazy), or
+//! one its bytes are read straight into (one copy, a peak of the tensor bytes
+//! plus the header).
 
 use std::borrow::Cow;
 use std::cell::Cell;
 use std::collections::{BTreeMap, HashMap};
+use std::fs::File;
 use std::path::Path;
+use std::sync::Arc;
 
 use safetensors::tensor::{Dtype, SafeTensors, View};
 
@@ -26,7 +30,7 @@ use crate::serialize::object::{
 };
 use crate::serialize::options::LoadOptions;
 use crate::serialize::pickle::Value;
-use crate::storage::HeapBuffer;
+use crate::storage::{Fetch, HeapBuffer, MappedRecords};
 use crate::{DType, Error, Result, Tensor, UntypedStorage};
 
 fn to_dtype(d: Dtype) -> Result<DType> {
@@ -39,9 +43,22 @@ fn from_dtype(d: DType) -> Option<Dtype> {
     d.safetensors()
 }
 
-/// Loads a safetensors file, reading each tensor's bytes straight into its
-/// storage: the peak is the tensors' bytes and the header, not twice the file.
-pub(crate) fn load<R: ReadAt>(source: &R, options: &LoadOptions) -> Result<Checkpoint> {
+/// Makes the fetcher of a lazily loaded tensor: its name, and where its bytes
+/// start in the file.
+pub(crate) type MakeFetch<'a> = &'a dyn Fn(&str, u64) -> Fetch;
+
+/// Loads a safetensors file. Each tensor's storage is, in order of preference:
+/// - with `mapped` (memory-mapped loading), a view of its bytes in the mapping:
+///   nothing is copied or read until touched;
+/// - with `lazy`, a storage that reads its bytes on first use;
+/// - else a storage its bytes are read straight into: the peak is the tensors'
+///   bytes and the header, not twice the file.
+pub(crate) fn load<R: ReadAt>(
+    source: &R,
+    options: &LoadOptions,
+    mut mapped: Option<MappedRecords>,
+    lazy: Option<MakeFetch<'_>>,
+) -> Result<Checkpoint> {
     let io = Error::Io;
     let len = usize::try_from(source.len()).map_err(|_| Error::SizeOverflow {
         what: "file",
@@ -52,7 +69,13 @@ pub(crate) fn load<R: ReadAt>(source: &R, options: &LoadOptions) -> Result<Check
     // filled), but reads only the header. So it is given a buffer of the
     // file's length holding just the header: a large `HeapBuffer` is a lazily
     // zeroed mapping, and the pages of the data region are never touched.
-    let (n, meta) = {
+    // A mapped file is parsed in place.
+    let in_place = mapped
+        .as_ref()
+        .and_then(|m| m.with_whole(|bytes| SafeTensors::read_metadata(bytes)));
+    let (n, meta) = if let Some(parsed) = in_place {
+        parsed?
+    } else {
         let mut shadow = HeapBuffer::zeroed(len)?;
         let mut head = [0u8; 8];
         let header_end = match source.read_exact_at(&mut head, 0) {
@@ -94,16 +117,25 @@ pub(crate) fn load<R: ReadAt>(source: &R, options: &LoadOptions) -> Result<Check
         })?;
         let dtype = to_dtype(info.dtype).map_err(at_path)?;
         let (begin, end) = info.data_offsets;
+        let (nbytes, offset) = (end - begin, (data_start + begin) as u64);
         let storage = if options.fake && !device.is_meta() {
-            UntypedStorage::new_fake(end - begin, device)
+            UntypedStorage::new_fake(nbytes, device)
+        } else if device.is_meta() {
+            UntypedStorage::new_on(nbytes, device)?
+        } else if let Some(s) = mapped
+            .as_mut()
+            .and_then(|m| m.storage(offset, nbytes, device))
+        {
+            s
+        } else if let Some(make) = lazy {
+            UntypedStorage::lazy(nbytes, device, make(&name, offset))
         } else {
-            UntypedStorage::new_on(end - begin, device)?
-        };
-        if storage.has_data() {
+            let storage = UntypedStorage::new_on(nbytes, device)?;
             source
-                .read_exact_at(&mut storage.bytes_mut()?, (data_start + begin) as u64)
+                .read_exact_at(&mut storage.bytes_mut()?, offset)
                 .map_err(|e| at_path(io(e)))?;
-        }
+            storage
+        };
         let layout = Layout::contiguous(&info.shape)?;
         let tensor =
             Tensor::from_parts(storage.clone(), dtype, layout).map_err(|e| Error::AtPath {
@@ -124,6 +156,27 @@ pub(crate) fn load<R: ReadAt>(source: &R, options: &LoadOptions) -> Result<Check
     let root = ckpt.graph.dict(items);
     ckpt.root = Value::Node(root);
     Ok(ckpt)
+}
+
+/// A safetensors file whose storages read their bytes on first use, through
+/// the file they share. A later read names the file and the tensor, since it
+/// happens long after the load.
+pub(crate) fn load_lazy(file: File, path: &Path, options: &LoadOptions) -> Result<Checkpoint> {
+    let file = Arc::new(file);
+    let path: Arc<Path> = Arc::from(path);
+    let make = |name: &str, offset: u64| -> Fetch {
+        let (file, path, name) = (file.clone(), path.clone(), name.to_owned());
+        Arc::new(move |dst: &mut [u8]| {
+            file.read_exact_at(dst, offset).map_err(|e| Error::InFile {
+                path: path.to_path_buf(),
+                source: Box::new(Error::AtPath {
+                    path: name.clone(),
+                    source: Box::new(Error::Io(e)),
+                }),
+            })
+        })
+    };
+    load(&*file, options, None, Some(&make))
 }
 
 /// Writes every tensor of `ckpt` to a safetensors file at `path`, named by dotted path
