@@ -111,8 +111,11 @@ macro_rules! dtypes {
             $( $(#[$doc])* $variant, )*
         }
 
-        /// One row of the dtype table.
+        /// One row of the dtype table. Non-exhaustive: columns are added as
+        /// facts move into the table, and `safetensors` exists only with that
+        /// feature.
         #[derive(Clone, Copy, Debug)]
+        #[non_exhaustive]
         pub struct DTypeInfo {
             /// The dtype.
             pub dtype: DType,

@@ -4,8 +4,10 @@
 //! the operand ([`result_type`]) and is refused when that dtype cannot be
 //! stored back into `self`'s ([`can_cast`]): `int_tensor.add_(0.5)` is an
 //! error, `half_tensor.add_(double_tensor)` is not. Contiguous `float32` and
-//! `float64` destinations take a vectorised kernel; every other dtype goes
-//! element by element through [`Scalar`].
+//! `float64` destinations whose dtype is the promoted one take a vectorised
+//! kernel; everything else goes element by element through [`Scalar`]
+//! (double precision, or the integer or complex value), rounded once to
+//! `self`'s dtype.
 
 use super::kernel::{self, BinOp};
 use super::promote::{can_cast, result_type};
@@ -75,7 +77,13 @@ impl Tensor {
                     found: t.shape().to_vec(),
                 })?;
         }
-        if matches!(self.dtype, DType::Float32 | DType::Float64) && self.is_contiguous() {
+        // The typed kernel computes in `self`'s dtype, so it serves only where
+        // that is the promoted dtype (a float32 tensor plus a float64 one must
+        // compute in float64 and round once, as PyTorch does).
+        if result == self.dtype
+            && matches!(self.dtype, DType::Float32 | DType::Float64)
+            && self.is_contiguous()
+        {
             let operand = match other {
                 Operand::Tensor(t) => t.clone(),
                 Operand::Scalar(s) => Tensor::full(&[], s, self.dtype)?,
@@ -132,6 +140,25 @@ mod tests {
         let u8t = Tensor::from_slice(&[250u8]).unwrap();
         u8t.add_(10i64).unwrap();
         assert_eq!(u8t.to_vec::<u8>().unwrap(), vec![4]);
+    }
+
+    /// A float32 tensor plus a float64 one computes in float64 and rounds once,
+    /// whatever the layout: `1 + (2^-24 + 2^-50)` rounds up to the next float32
+    /// above 1 (PyTorch gives 1.0000001), where float32 arithmetic would round
+    /// the operand to 2^-24 first and the sum to 1.
+    #[test]
+    fn a_wider_operand_computes_in_the_promoted_dtype() {
+        let y = Tensor::from_slice(&[2f64.powi(-24) + 2f64.powi(-50); 4])
+            .unwrap()
+            .reshape(&[2, 2])
+            .unwrap();
+        let want = 1.0 + f32::EPSILON;
+        let contiguous = Tensor::ones(&[2, 2], DType::Float32).unwrap();
+        contiguous.add_(&y).unwrap();
+        assert_eq!(contiguous.to_vec::<f32>().unwrap(), vec![want; 4]);
+        let transposed = Tensor::ones(&[2, 2], DType::Float32).unwrap().t().unwrap();
+        transposed.add_(&y).unwrap();
+        assert_eq!(transposed.to_vec::<f32>().unwrap(), vec![want; 4]);
     }
 
     /// The float fast path (contiguous float32/float64) and the element-by-element

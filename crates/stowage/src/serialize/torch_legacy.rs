@@ -254,7 +254,12 @@ pub(crate) fn load<R: ReadAt>(
             && mapped.as_mut().is_some_and(|m| m.redirect(&storage, pos));
         if !mapped_here && storage.has_data() {
             let mut bytes = storage.bytes_mut()?;
-            source.read_exact_at(&mut bytes, pos)?;
+            source
+                .read_exact_at(&mut bytes, pos)
+                .map_err(|e| Error::InRecord {
+                    name: format!("storage {key}"),
+                    source: Box::new(Error::Io(e)),
+                })?;
             if cfg!(target_endian = "big") {
                 if let Some(d) = dtype {
                     super::torch::byteswap(&mut bytes, d);

@@ -105,10 +105,12 @@ impl MappedBytes {
 }
 
 /// A whole file mapped once, read by position while a loader cuts it into
-/// storages. Reads copy out through the raw pointer, so no reference to the
-/// whole mapping exists while storages hold references to their parts.
+/// storages. Held as memmap2's `MmapRaw`, whose pointer and length come
+/// without a reference to the whole mapping (an `MmapMut` would make one, a
+/// `&[u8]` over the bytes storages hold `&mut` to), and reads copy out through
+/// the raw pointer.
 pub(crate) struct MappedFile {
-    map: MmapMut,
+    map: memmap2::MmapRaw,
 }
 
 impl MappedFile {
@@ -119,18 +121,18 @@ impl MappedFile {
     pub(crate) unsafe fn private(file: &std::fs::File) -> io::Result<Arc<MappedFile>> {
         // SAFETY: the caller promises the file stays as it is.
         let map = unsafe { memmap2::MmapOptions::new().map_copy(file)? };
-        Ok(Arc::new(MappedFile { map }))
+        Ok(Arc::new(MappedFile { map: map.into() }))
     }
 
     pub(crate) fn len(&self) -> usize {
         self.map.len()
     }
 
-    /// The first byte of the mapping. `MmapMut::as_ptr` returns the raw pointer
-    /// `mmap` gave (not one derived from a reference), so writing through it, as
-    /// the storages made from this mapping do, is allowed.
+    /// The first byte of the mapping: the raw pointer `mmap` gave (`MmapRaw`
+    /// derives it from no reference), so writing through it, as the storages
+    /// made from this mapping do, is allowed.
     pub(crate) fn base(&self) -> NonNull<u8> {
-        NonNull::new(self.map.as_ptr() as *mut u8).unwrap_or(NonNull::dangling())
+        NonNull::new(self.map.as_mut_ptr()).unwrap_or(NonNull::dangling())
     }
 
     /// Copies `buf.len()` bytes at `offset` into `buf`.

@@ -3,7 +3,7 @@
 
 use crate::io::ReadAt;
 use crate::serialize::zip::{self, ZipReader};
-use crate::{Result, UntypedStorage};
+use crate::{Error, Result, UntypedStorage};
 
 /// Reads deferred stored records into their storages on two threads, in pieces of
 /// at most 16 MiB split evenly by bytes (each storage's bytes are exclusively
@@ -17,29 +17,36 @@ pub(super) fn fill_parallel<R: ReadAt>(
     for (storage, entry) in deferred {
         guards.push((storage.bytes_mut()?, zip.data_offset(entry)?));
     }
-    let mut work: Vec<(&mut [u8], u64)> = Vec::new();
-    for (bytes, offset) in guards.iter_mut() {
+    // Each piece: its bytes, where they start in the file, and its record.
+    let mut work: Vec<(&mut [u8], u64, usize)> = Vec::new();
+    for (record, (bytes, offset)) in guards.iter_mut().enumerate() {
         let mut at = *offset;
         for piece in bytes.chunks_mut(PIECE) {
             let n = piece.len() as u64;
-            work.push((piece, at));
+            work.push((piece, at, record));
             at += n;
         }
     }
-    let total: usize = work.iter().map(|(b, _)| b.len()).sum();
+    let total: usize = work.iter().map(|(b, _, _)| b.len()).sum();
     let mut acc = 0;
     let mid = work
         .iter()
-        .position(|(b, _)| {
+        .position(|(b, _, _)| {
             acc += b.len();
             acc * 2 >= total
         })
         .map_or(0, |i| i + 1);
     let (first, second) = work.split_at_mut(mid);
     let source = zip.source();
-    let read = |part: &mut [(&mut [u8], u64)]| -> std::io::Result<()> {
-        for (buf, offset) in part.iter_mut() {
-            source.read_exact_at(buf, *offset)?;
+    // A failed read names its record.
+    let read = |part: &mut [(&mut [u8], u64, usize)]| -> Result<()> {
+        for (buf, offset, record) in part.iter_mut() {
+            source
+                .read_exact_at(buf, *offset)
+                .map_err(|e| Error::InRecord {
+                    name: deferred[*record].1.name.clone(),
+                    source: Box::new(Error::Io(e)),
+                })?;
         }
         Ok(())
     };
@@ -48,8 +55,8 @@ pub(super) fn fill_parallel<R: ReadAt>(
         let a = read(first);
         let b = other
             .join()
-            .unwrap_or_else(|_| Err(std::io::Error::other("a reader thread panicked")));
+            .unwrap_or_else(|_| Err(Error::Io(std::io::Error::other("a reader thread panicked"))));
         (a, b)
     });
-    Ok(a.and(b)?)
+    a.and(b)
 }
