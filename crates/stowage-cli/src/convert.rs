@@ -1,5 +1,5 @@
 //! `stowage convert IN OUT`: rewrite a checkpoint in the format OUT's
-//! extension names (`.pt`, `.pth`, `.bin`: torch zip; `.safetensors`).
+//! extension names (`.pt`, `.pth`, `.bin`, `.ckpt`: torch zip; `.safetensors`).
 //! OUT is written to a temporary file beside it and renamed into place.
 
 use std::io::{IsTerminal, Write};
@@ -27,7 +27,7 @@ enum Target {
 
 fn target(path: &Path) -> Option<Target> {
     match path.extension()?.to_str()? {
-        "pt" | "pth" | "bin" => Some(Target::TorchZip),
+        "pt" | "pth" | "bin" | "ckpt" => Some(Target::TorchZip),
         "safetensors" => Some(Target::Safetensors),
         _ => None,
     }
@@ -48,7 +48,7 @@ fn spinner() -> Option<ProgressBar> {
 pub fn run(args: Args, out: &mut dyn Write) -> Result<ExitCode, Failure> {
     let Some(kind) = target(&args.output) else {
         return Err(Failure::usage(format!(
-            "convert: cannot tell the output format from {} (use .pt, .pth, .bin or .safetensors)",
+            "convert: cannot tell the output format from {} (use .pt, .pth, .bin, .ckpt or .safetensors)",
             args.output.display()
         )));
     };
@@ -79,4 +79,24 @@ pub fn run(args: Args, out: &mut dyn Write) -> Result<ExitCode, Failure> {
     })?;
     let _ = out;
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_output_format_follows_the_extension() {
+        for ext in ["pt", "pth", "bin", "ckpt"] {
+            let path = PathBuf::from(format!("out.{ext}"));
+            assert!(matches!(target(&path), Some(Target::TorchZip)), "{ext}");
+        }
+        assert!(matches!(
+            target(Path::new("out.safetensors")),
+            Some(Target::Safetensors)
+        ));
+        for path in ["out", "out.txt", "out.pt.gz"] {
+            assert!(target(Path::new(path)).is_none(), "{path}");
+        }
+    }
 }
