@@ -86,7 +86,7 @@ pub fn load_with(path: impl AsRef<Path>, options: &LoadOptions) -> Result<Checkp
 /// another, are copied. Legacy-format files (which PyTorch refuses to map) are
 /// mapped too, storage by storage where the bytes start at a multiple of the
 /// element size, else copied. Each tensor of a safetensors file becomes a
-/// storage over its bytes in the mapping, and the header is parsed in place.
+/// storage over its bytes in the mapping.
 ///
 /// # Safety
 /// The storages' bytes are the file's pages: while any storage of the

@@ -7,8 +7,8 @@
 //!
 //! Saving streams one tensor at a time into the file (through the crate's
 //! `serialize_to_file`); only non-contiguous or lazily conjugated tensors are
-//! copied up front. Loading reads the header and has the crate validate it
-//! (in place when the file is mapped), then gives each tensor its storage: a
+//! copied up front. Loading reads the header alone and validates it as the
+//! crate does (`read_header`), then gives each tensor its storage: a
 //! view of the mapped file (no copy), a storage read on first use (lazy), or
 //! one its bytes are read straight into (one copy, a peak of the tensor bytes
 //! plus the header).
@@ -20,7 +20,7 @@ use std::fs::File;
 use std::path::Path;
 use std::sync::Arc;
 
-use safetensors::tensor::{Dtype, SafeTensors, View};
+use safetensors::tensor::{Dtype, Metadata, SafeTensorError, View};
 
 use crate::io::ReadAt;
 use crate::layout::Layout;
@@ -30,7 +30,7 @@ use crate::serialize::object::{
 };
 use crate::serialize::options::LoadOptions;
 use crate::serialize::pickle::Value;
-use crate::storage::{Fetch, HeapBuffer, MappedRecords};
+use crate::storage::{Fetch, MappedRecords};
 use crate::{DType, Error, Result, Tensor, UntypedStorage};
 
 fn to_dtype(d: Dtype) -> Result<DType> {
@@ -41,6 +41,42 @@ fn to_dtype(d: Dtype) -> Result<DType> {
 
 fn from_dtype(d: DType) -> Option<Dtype> {
     d.safetensors()
+}
+
+/// The largest header accepted, in bytes: the `safetensors` crate's own limit.
+const MAX_HEADER_SIZE: u64 = 100_000_000;
+
+/// Reads and validates a safetensors header, reading nothing of the data: the
+/// checks of the crate's `SafeTensors::read_metadata`, which wants a buffer of
+/// the whole file, made on the header alone. The crate's `Metadata`
+/// deserialises only if every tensor's offsets follow the last one's and span
+/// exactly its dtype and shape; then the data region must end where the file
+/// ends. The errors are the crate's, as `read_metadata` gives them.
+fn read_header<R: ReadAt>(source: &R) -> Result<(usize, Metadata)> {
+    let len = source.len();
+    if len < 8 {
+        return Err(SafeTensorError::HeaderTooSmall.into());
+    }
+    let mut head = [0u8; 8];
+    source.read_exact_at(&mut head, 0)?;
+    let n = u64::from_le_bytes(head);
+    if n > MAX_HEADER_SIZE {
+        return Err(SafeTensorError::HeaderTooLarge.into());
+    }
+    if n + 8 > len {
+        return Err(SafeTensorError::InvalidHeaderLength.into());
+    }
+    // `n` is at most MAX_HEADER_SIZE, so it fits a usize.
+    let n = n as usize;
+    let mut header = vec![0u8; n];
+    source.read_exact_at(&mut header, 8)?;
+    let text = std::str::from_utf8(&header).map_err(SafeTensorError::InvalidHeader)?;
+    let meta: Metadata =
+        serde_json::from_str(text).map_err(SafeTensorError::InvalidHeaderDeserialization)?;
+    if (n as u64 + 8).checked_add(meta.data_len() as u64) != Some(len) {
+        return Err(SafeTensorError::MetadataIncompleteBuffer.into());
+    }
+    Ok((n, meta))
 }
 
 /// Makes the fetcher of a lazily loaded tensor: its name, and where its bytes
@@ -60,36 +96,7 @@ pub(crate) fn load<R: ReadAt>(
     lazy: Option<MakeFetch<'_>>,
 ) -> Result<Checkpoint> {
     let io = Error::Io;
-    let len = usize::try_from(source.len()).map_err(|_| Error::SizeOverflow {
-        what: "file",
-        detail: source.len().to_string(),
-    })?;
-    // The crate parses and validates the header against the length of the
-    // whole file (every data offset inside it, the data region exactly
-    // filled), but reads only the header. So it is given a buffer of the
-    // file's length holding just the header: a large `HeapBuffer` is a lazily
-    // zeroed mapping, and the pages of the data region are never touched.
-    // A mapped file is parsed in place.
-    let in_place = mapped
-        .as_ref()
-        .and_then(|m| m.with_whole(|bytes| SafeTensors::read_metadata(bytes)));
-    let (n, meta) = if let Some(parsed) = in_place {
-        parsed?
-    } else {
-        let mut shadow = HeapBuffer::zeroed(len)?;
-        let mut head = [0u8; 8];
-        let header_end = match source.read_exact_at(&mut head, 0) {
-            Ok(()) => usize::try_from(u64::from_le_bytes(head))
-                .ok()
-                .and_then(|n| n.checked_add(8))
-                .map_or(len, |end| end.min(len)),
-            Err(_) => len.min(8),
-        };
-        source
-            .read_exact_at(&mut shadow.as_mut_slice()[..header_end], 0)
-            .map_err(io)?;
-        SafeTensors::read_metadata(shadow.as_slice())?
-    };
+    let (n, meta) = read_header(source)?;
     let data_start = n + 8;
     let mut ckpt = Checkpoint::new();
     ckpt.format = Format::Safetensors;
@@ -281,5 +288,80 @@ impl View for &Contiguous {
     }
     fn data_len(&self) -> usize {
         self.tensor.nbytes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+    use safetensors::SafeTensors;
+
+    use super::*;
+
+    /// A small valid file: two tensors and a metadata map.
+    fn valid() -> Vec<u8> {
+        let header = br#"{"__metadata__":{"k":"v"},"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"U8","shape":[3],"data_offsets":[8,11]}}"#;
+        let mut f = (header.len() as u64).to_le_bytes().to_vec();
+        f.extend_from_slice(header);
+        f.extend_from_slice(&[1; 11]);
+        f
+    }
+
+    /// `read_header` accepts exactly what the crate's `read_metadata` accepts,
+    /// and reads the same header.
+    fn agrees(bytes: &[u8]) -> std::result::Result<(), TestCaseError> {
+        let ours = read_header(&bytes);
+        let theirs = SafeTensors::read_metadata(bytes);
+        match (&ours, &theirs) {
+            (Ok((n, a)), Ok((m, b))) => {
+                prop_assert_eq!(n, m);
+                prop_assert_eq!(a.offset_keys(), b.offset_keys());
+                prop_assert_eq!(a.data_len(), b.data_len());
+                prop_assert_eq!(a.metadata(), b.metadata());
+            }
+            (Err(_), Err(_)) => {}
+            _ => prop_assert!(
+                false,
+                "ours {:?}, the crate's {:?}",
+                ours.is_ok(),
+                theirs.is_ok()
+            ),
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn a_valid_header_reads() {
+        let (n, meta) = read_header(&valid()).unwrap();
+        assert_eq!(meta.offset_keys(), ["a", "b"]);
+        assert_eq!(n + 8 + meta.data_len(), valid().len());
+    }
+
+    proptest! {
+        #[test]
+        fn read_header_agrees_with_the_crate_on_mutations(
+            edits in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 0..4),
+            cut in any::<prop::sample::Index>(),
+            extend in 0usize..3,
+        ) {
+            let mut bytes = valid();
+            for (at, byte) in &edits {
+                let i = at.index(bytes.len());
+                bytes[i] = *byte;
+            }
+            match extend {
+                0 => bytes.truncate(cut.index(bytes.len() + 1)),
+                1 => bytes.push(0),
+                _ => {}
+            }
+            agrees(&bytes)?;
+        }
+
+        #[test]
+        fn read_header_agrees_with_the_crate_on_any_bytes(
+            bytes in proptest::collection::vec(any::<u8>(), 0..64),
+        ) {
+            agrees(&bytes)?;
+        }
     }
 }

@@ -240,22 +240,6 @@ impl MappedRecords {
         usize::try_from(start).ok()
     }
 
-    /// Runs `f` on the whole mapped file as one slice (to parse a header in
-    /// place), or returns `None` once any storage has been made from the
-    /// mapping: from then on a storage may write its bytes, and a shared slice
-    /// over them would alias its exclusive borrow.
-    #[cfg(feature = "safetensors")]
-    pub(crate) fn with_whole<T>(&self, f: impl FnOnce(&[u8]) -> T) -> Option<T> {
-        if !self.taken.is_empty() {
-            return None;
-        }
-        // SAFETY: the mapping is `len()` readable bytes kept alive by `self.map`;
-        // no storage has been made from it (checked above) and `&self` keeps any
-        // from being made while `f` runs, so nothing writes it meanwhile.
-        let bytes = unsafe { std::slice::from_raw_parts(self.map.base().as_ptr(), self.map.len()) };
-        Some(f(bytes))
-    }
-
     /// A positional reader of the whole mapped file.
     pub(crate) fn reader(&self) -> MappedReader {
         MappedReader(self.map.clone())
