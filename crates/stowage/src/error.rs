@@ -389,6 +389,10 @@ pub enum Error {
     /// A pickle the machine could not read.
     #[error("pickle: {0}")]
     Pickle(#[from] crate::serialize::pickle::PickleError),
+    /// A value the pickle writer could not write (a string longer than protocol 2
+    /// holds, a global with a newline, a full memo).
+    #[error("pickle: {0}")]
+    PickleWrite(crate::serialize::pickle::WriteError),
     /// A zip archive that could not be read or written.
     #[error("zip: {0}")]
     Zip(#[from] crate::serialize::zip::ZipError),

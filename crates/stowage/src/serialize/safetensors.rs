@@ -24,9 +24,8 @@ use safetensors::tensor::{Dtype, Metadata, SafeTensorError, View};
 
 use crate::io::ReadAt;
 use crate::layout::Layout;
-use crate::serialize::object::dotted;
 use crate::serialize::object::{
-    ByteOrder, Checkpoint, Format, Object, StorageRecord, TensorObject,
+    dotted, ByteOrder, Checkpoint, Format, Object, StorageRecord, TensorObject,
 };
 use crate::serialize::options::LoadOptions;
 use crate::serialize::pickle::Value;
@@ -95,7 +94,6 @@ pub(crate) fn load<R: ReadAt>(
     mut mapped: Option<MappedRecords>,
     lazy: Option<MakeFetch<'_>>,
 ) -> Result<Checkpoint> {
-    let io = Error::Io;
     let (n, meta) = read_header(source)?;
     let data_start = n + 8;
     let mut ckpt = Checkpoint::new();
@@ -113,7 +111,7 @@ pub(crate) fn load<R: ReadAt>(
             path: name.clone(),
             source: Box::new(e),
         };
-        // `read_metadata` validated every entry: its offsets lie in the data
+        // `read_header` validated every entry: its offsets lie in the data
         // region and span exactly its dtype and shape.
         let info = meta.info(&name).ok_or_else(|| {
             at_path(Error::BadObject {
@@ -128,7 +126,7 @@ pub(crate) fn load<R: ReadAt>(
         let storage = if options.fake && !device.is_meta() {
             UntypedStorage::new_fake(nbytes, device)
         } else if device.is_meta() {
-            UntypedStorage::new_on(nbytes, device)?
+            UntypedStorage::new_on(nbytes, device).map_err(at_path)?
         } else if let Some(s) = mapped
             .as_mut()
             .and_then(|m| m.storage(offset, nbytes, device))
@@ -137,18 +135,14 @@ pub(crate) fn load<R: ReadAt>(
         } else if let Some(make) = lazy {
             UntypedStorage::lazy(nbytes, device, make(&name, offset))
         } else {
-            let storage = UntypedStorage::new_on(nbytes, device)?;
+            let storage = UntypedStorage::new_on(nbytes, device).map_err(at_path)?;
             source
                 .read_exact_at(&mut storage.bytes_mut()?, offset)
-                .map_err(|e| at_path(io(e)))?;
+                .map_err(|e| at_path(Error::Io(e)))?;
             storage
         };
-        let layout = Layout::contiguous(&info.shape)?;
-        let tensor =
-            Tensor::from_parts(storage.clone(), dtype, layout).map_err(|e| Error::AtPath {
-                path: name.clone(),
-                source: Box::new(e),
-            })?;
+        let layout = Layout::contiguous(&info.shape).map_err(at_path)?;
+        let tensor = Tensor::from_parts(storage.clone(), dtype, layout).map_err(at_path)?;
         ckpt.storages.push(StorageRecord {
             key: i.to_string(),
             storage,

@@ -25,15 +25,11 @@ use crate::{DType, Error, Result, UntypedStorage};
 /// Deepest value nesting written (the reader's default limit).
 const MAX_DEPTH: usize = 1000;
 
-fn io(e: std::io::Error) -> Error {
-    Error::Io(e)
-}
-
 /// The pickler's errors as saving reports them.
 impl From<WriteError> for Error {
     fn from(e: WriteError) -> Error {
         match e {
-            WriteError::Io(e) => io(e),
+            WriteError::Io(e) => Error::Io(e),
             WriteError::DanglingNode { id } => Error::BadObject {
                 context: "saving",
                 expected: "a node of the checkpoint's graph",
@@ -50,7 +46,7 @@ impl From<WriteError> for Error {
             WriteError::Refused { kind } => Error::Unsupported {
                 what: format!("saving a {kind} (PyTorch's loader refuses it)"),
             },
-            other => io(std::io::Error::new(std::io::ErrorKind::InvalidInput, other)),
+            other => Error::PickleWrite(other),
         }
     }
 }

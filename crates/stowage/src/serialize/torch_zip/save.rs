@@ -176,9 +176,8 @@ pub fn save_with(path: &Path, ckpt: &Checkpoint, options: &SaveOptions) -> Resul
     io::write_atomically(path, options.sync, |tmp| {
         let plan = Plan::new(ckpt, options)?;
         let len = plan.archive_len(&stem, options.alignment)?;
-        let io_tmp = Error::Io;
-        let file = File::create(tmp).map_err(io_tmp)?;
-        io::preallocate(&file, len).map_err(io_tmp)?;
+        let file = File::create(tmp)?;
+        io::preallocate(&file, len)?;
         let out = io::Output::new(file, options.sync);
         let out = plan
             .write(
@@ -187,9 +186,9 @@ pub fn save_with(path: &Path, ckpt: &Checkpoint, options: &SaveOptions) -> Resul
                 options.alignment,
             )?
             .into_inner()
-            .map_err(|e| io_tmp(e.into_error()))?;
+            .map_err(|e| Error::Io(e.into_error()))?;
         // `len` is exact, so this cuts nothing unless the layout and the writer disagree.
-        out.finish(len).map_err(io_tmp)
+        Ok(out.finish(len)?)
     })
 }
 
