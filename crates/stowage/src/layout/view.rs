@@ -43,8 +43,12 @@ impl Layout {
     /// `length` elements of `dim` starting at `start` (negative counts from the end).
     ///
     /// # Errors
-    /// [`Error::DimOutOfRange`], [`Error::NarrowOutOfRange`] when the range leaves the dimension.
+    /// [`Error::ZeroDimTensor`] on a 0-dim layout, [`Error::DimOutOfRange`],
+    /// [`Error::NarrowOutOfRange`] when the range leaves the dimension.
     pub fn narrow(&self, dim: isize, start: isize, length: usize) -> Result<Layout> {
+        if self.shape.is_empty() {
+            return Err(Error::ZeroDimTensor { op: "narrow" });
+        }
         let d = self.wrap_dim(dim)?;
         let size = self.shape[d];
         let s = if start < 0 {
@@ -68,7 +72,8 @@ impl Layout {
     /// Python slicing `[start:stop:step]` along `dim`; `None` bounds are open, bounds clamp.
     ///
     /// # Errors
-    /// [`Error::DimOutOfRange`], [`Error::ZeroArgument`] for a step of 0.
+    /// [`Error::ZeroDimTensor`] on a 0-dim layout, [`Error::DimOutOfRange`],
+    /// [`Error::ZeroArgument`] for a step of 0.
     pub fn slice(
         &self,
         dim: isize,
@@ -76,6 +81,9 @@ impl Layout {
         stop: Option<isize>,
         step: usize,
     ) -> Result<Layout> {
+        if self.shape.is_empty() {
+            return Err(Error::ZeroDimTensor { op: "slice" });
+        }
         let d = self.wrap_dim(dim)?;
         if step == 0 {
             return Err(Error::ZeroArgument {
@@ -571,10 +579,20 @@ mod tests {
             Err(Error::MultipleInferredDims { .. })
         ));
         assert_eq!(msg(base.view(&[-3])), "invalid shape dimension -3");
+        let scalar = Layout::contiguous(&[]).unwrap();
         assert!(matches!(
-            Layout::contiguous(&[]).unwrap().select(0, 0),
+            scalar.select(0, 0),
             Err(Error::ZeroDimTensor { op: "select" })
         ));
+        // PyTorch: "narrow() cannot be applied to a 0-dim tensor." (and slice()).
+        assert_eq!(
+            msg(scalar.narrow(0, 0, 1)),
+            "narrow() cannot be applied to a 0-dim tensor"
+        );
+        assert_eq!(
+            msg(scalar.slice(0, Some(0), Some(1), 1)),
+            "slice() cannot be applied to a 0-dim tensor"
+        );
     }
 
     #[test]
