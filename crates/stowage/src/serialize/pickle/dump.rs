@@ -3,12 +3,12 @@
 //! batching as CPython does, and asks the caller's [`WriteHooks`] for what
 //! only the caller knows: extension values, the class and state of a dict.
 
-use std::collections::HashMap;
 use std::io::Write;
 
 use super::opcode as op;
 use super::value::{Graph, Node, NodeId, Value};
 use super::write::{Pickler, WriteError};
+use super::Map;
 
 /// How many items CPython writes per `APPENDS` / `SETITEMS`.
 const BATCH: usize = 1000;
@@ -132,7 +132,7 @@ where
     // them again; CPython then writes them again and discards the outer copy.
     // That terminates only if a list or dict was entered in between, which
     // `mutable_entered` detects.
-    let mut in_progress: HashMap<NodeId, Vec<u64>> = HashMap::new();
+    let mut in_progress: Map<NodeId, Vec<u64>> = Map::default();
     let mut mutable_entered = 0u64;
     while let Some(task) = tasks.pop() {
         match task {
@@ -318,7 +318,7 @@ where
     Ok(())
 }
 
-fn leave(in_progress: &mut HashMap<NodeId, Vec<u64>>, id: NodeId) {
+fn leave(in_progress: &mut Map<NodeId, Vec<u64>>, id: NodeId) {
     if let Some(entries) = in_progress.get_mut(&id) {
         entries.pop();
         if entries.is_empty() {

@@ -24,6 +24,12 @@ pub(super) enum Operand<'a> {
     Bytes(&'a [u8]),
 }
 
+/// A memo index given as a decimal line (`GET`, `PUT`), as the machine and
+/// the memo scan both read it; `None` when it is not one.
+pub(super) fn index_line(line: &[u8]) -> Option<u64> {
+    std::str::from_utf8(line).ok()?.trim().parse().ok()
+}
+
 /// A pickle and a read position in it. Every read checks its length against
 /// what is left before touching the bytes.
 #[derive(Clone, Copy, Debug)]

@@ -18,10 +18,10 @@
 //! entries that count would then miss).
 
 use super::opcode as op;
-use super::operand::{Input, Operand};
+use super::operand::{index_line, Input, Operand};
 use super::Set;
 
-/// Which memo entries a pickle reads, and how `MEMOIZE` numbers them.
+/// Which memo entries a pickle reads.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub(crate) struct MemoPlan {
     /// Every index a `GET`, `BINGET` or `LONG_BINGET` names.
@@ -46,7 +46,7 @@ pub(crate) fn memo_plan(data: &[u8]) -> Option<MemoPlan> {
             op::GET | op::BINGET | op::LONG_BINGET => {
                 let mut input = Input { data, pos };
                 let index = match input.operand(arg, pos - 1).ok()? {
-                    Operand::Line(line) => std::str::from_utf8(line).ok()?.trim().parse().ok()?,
+                    Operand::Line(line) => index_line(line)?,
                     Operand::Uint(index) => index,
                     _ => return None,
                 };

@@ -6,14 +6,13 @@
 //! it memoized; [`write_value`](super::dump::write_value) walks a whole
 //! [`Graph`](super::Graph) value with it.
 
-use std::collections::HashMap;
 use std::io::{self, Write};
-use std::sync::Arc;
 
 use num_bigint::BigInt;
 
 use super::opcode as op;
 use super::value::NodeId;
+use super::Map;
 
 /// Why a pickle could not be written.
 #[derive(Debug, thiserror::Error)]
@@ -87,12 +86,12 @@ pub type WriteResult<T = ()> = Result<T, WriteError>;
 pub struct Pickler<W: Write> {
     w: W,
     next_memo: u32,
-    pub(super) nodes: HashMap<NodeId, u32>,
-    strs: HashMap<Arc<str>, u32>,
-    bytes: HashMap<Arc<[u8]>, u32>,
+    pub(super) nodes: Map<NodeId, u32>,
+    strs: Map<Box<str>, u32>,
+    bytes: Map<Box<[u8]>, u32>,
     /// Memo index of each global written, by module, then name (so that a
     /// lookup allocates nothing).
-    globals: HashMap<Box<str>, HashMap<Box<str>, u32>>,
+    globals: Map<Box<str>, Map<Box<str>, u32>>,
 }
 
 impl<W: Write> Pickler<W> {
@@ -105,10 +104,10 @@ impl<W: Write> Pickler<W> {
         Ok(Pickler {
             w,
             next_memo: 0,
-            nodes: HashMap::new(),
-            strs: HashMap::new(),
-            bytes: HashMap::new(),
-            globals: HashMap::new(),
+            nodes: Map::default(),
+            strs: Map::default(),
+            bytes: Map::default(),
+            globals: Map::default(),
         })
     }
 

@@ -35,8 +35,8 @@ impl From<WriteError> for Error {
                 expected: "a node of the checkpoint's graph",
                 found: format!("node {id}"),
             },
-            WriteError::Cycle { .. } => Error::Unsupported {
-                what: "a tuple or set that contains itself".into(),
+            WriteError::Cycle { id } => Error::Unsupported {
+                what: format!("a tuple or set that contains itself (node {id})"),
             },
             WriteError::TooDeep { depth, max } => Error::LimitExceeded {
                 limit: "nesting depth when saving",
@@ -46,7 +46,9 @@ impl From<WriteError> for Error {
             WriteError::Refused { kind } => Error::Unsupported {
                 what: format!("saving a {kind} (PyTorch's loader refuses it)"),
             },
-            other => Error::PickleWrite(other),
+            e @ (WriteError::TooLong { .. }
+            | WriteError::NewlineInGlobal { .. }
+            | WriteError::MemoFull { .. }) => Error::PickleWrite(e),
         }
     }
 }
@@ -120,11 +122,8 @@ fn ints(p: &mut P, xs: &[usize]) -> Result<()> {
         })?;
         p.int(x)?;
     }
-    if xs.len() > 3 {
-        p.tuple_from_mark()?;
-    } else {
-        p.tuple(xs.len())?;
-    }
+    // `tuple` writes `TUPLE` (to the mark above) past three items.
+    p.tuple(xs.len())?;
     Ok(())
 }
 

@@ -59,8 +59,7 @@ impl<X: Clone + std::fmt::Debug> Machine<'_, X> {
 
     /// A memo index given as a decimal line (`GET`, `PUT`).
     pub(super) fn index_line(&self, line: &[u8]) -> Result<u64, PickleError> {
-        let text = std::str::from_utf8(line).map_err(|_| self.bad("memo index"))?;
-        text.trim().parse().map_err(|_| self.bad("memo index"))
+        super::super::operand::index_line(line).ok_or_else(|| self.bad("memo index"))
     }
 
     /// A UTF-8 string argument.
