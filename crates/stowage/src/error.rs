@@ -369,6 +369,14 @@ pub enum Error {
         /// The name.
         name: String,
     },
+    /// A shard of a sharded set lacks a tensor its index puts in it.
+    #[error("the index puts tensor {name:?} in shard {shard:?}, which does not hold it")]
+    ShardLacksTensor {
+        /// The tensor's name.
+        name: String,
+        /// The shard's file name.
+        shard: String,
+    },
     /// A storage shrank while a save was reading it.
     #[error("the storage changed size while the file was written: the tensor needs {needed} bytes, the storage holds {nbytes}")]
     StorageShrank {

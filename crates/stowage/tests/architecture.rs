@@ -47,6 +47,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "serialize/torch_zip",
             "serialize/torch_legacy",
             "serialize/safetensors",
+            "serialize/sharded",
         ],
     ),
     ("checkpoint entry points", &["serialize"]),

@@ -10,6 +10,8 @@
 
 #[allow(unsafe_code)] // `kill(pid, 0)`.
 mod atomic;
+#[allow(unsafe_code)] // `renameat2`.
+mod atomic_dir;
 #[allow(unsafe_code)] // `fallocate`, `sync_file_range`.
 mod output;
 
@@ -18,6 +20,7 @@ use std::io;
 use std::sync::Arc;
 
 pub(crate) use atomic::write_atomically;
+pub(crate) use atomic_dir::replace_dir;
 pub(crate) use output::{preallocate, Output};
 
 /// A source of bytes read at absolute offsets, shareable across threads.

@@ -22,6 +22,7 @@ mod options;
 pub mod pickle;
 #[cfg(feature = "safetensors")]
 pub mod safetensors;
+pub mod sharded;
 mod torch;
 mod torch_legacy;
 mod torch_zip;
@@ -42,7 +43,10 @@ use crate::io::ReadAt;
 use crate::storage::{MappedFile, MappedRecords};
 use crate::{Error, Result};
 
-/// Loads a checkpoint (torch zip, torch legacy or safetensors, detected by content).
+/// Loads a checkpoint (torch zip, torch legacy or safetensors, detected by
+/// content), or a Hugging Face sharded set (an `*.index.json`, or a folder
+/// holding one, or holding a single `model.safetensors`/`pytorch_model.bin`)
+/// as one checkpoint ([`sharded`]).
 ///
 /// # Errors
 /// [`Error::InFile`] wrapping what went wrong: I/O, an unknown format, a
@@ -57,6 +61,35 @@ pub fn load(path: impl AsRef<Path>) -> Result<Checkpoint> {
 /// As [`load`].
 pub fn load_with(path: impl AsRef<Path>, options: &LoadOptions) -> Result<Checkpoint> {
     let path = path.as_ref();
+    match set_of(path) {
+        Some(Set::Sharded(index)) => sharded::load(&index, |p| load_file(p, options)),
+        Some(Set::Single(file)) => load_file(&file, options),
+        None => load_file(path, options),
+    }
+}
+
+/// The parts of a sharded set a path names, when it names one.
+enum Set {
+    /// The set's index file.
+    Sharded(std::path::PathBuf),
+    /// The one checkpoint file of a folder without an index.
+    Single(std::path::PathBuf),
+}
+
+/// Whether `path` names a sharded set: an `*.index.json` file, or a folder
+/// holding an index or a single `model.safetensors`/`pytorch_model.bin`.
+fn set_of(path: &Path) -> Option<Set> {
+    if let Some(index) = sharded::index_of(path) {
+        return Some(Set::Sharded(index));
+    }
+    path.is_dir()
+        .then(|| sharded::single_file_of(path).map(Set::Single))
+        .flatten()
+}
+
+/// Loads one checkpoint file (never a set: a shard named like an index is
+/// read as a file, so an index cannot lead a load in circles).
+fn load_file(path: &Path, options: &LoadOptions) -> Result<Checkpoint> {
     let in_file = |e: Error| Error::InFile {
         path: path.to_owned(),
         source: Box::new(e),
@@ -98,6 +131,26 @@ pub fn load_with(path: impl AsRef<Path>, options: &LoadOptions) -> Result<Checkp
 #[allow(unsafe_code)] // Only to pass the caller's promise on to the mapping.
 pub unsafe fn load_mmap(path: impl AsRef<Path>, options: &LoadOptions) -> Result<Checkpoint> {
     let path = path.as_ref();
+    let target = match set_of(path) {
+        Some(Set::Sharded(index)) => {
+            return sharded::load(&index, |p| {
+                // SAFETY: the caller's promise covers every file of the set.
+                unsafe { load_mmap_file(p, options) }
+            });
+        }
+        Some(Set::Single(file)) => file,
+        None => path.to_owned(),
+    };
+    // SAFETY: the caller promises the file is neither truncated nor written meanwhile.
+    unsafe { load_mmap_file(&target, options) }
+}
+
+/// [`load_mmap`] of one file.
+///
+/// # Safety
+/// As [`load_mmap`].
+#[allow(unsafe_code)] // Only to pass the caller's promise on to the mapping.
+unsafe fn load_mmap_file(path: &Path, options: &LoadOptions) -> Result<Checkpoint> {
     let in_file = |e: Error| Error::InFile {
         path: path.to_owned(),
         source: Box::new(e),

@@ -425,3 +425,33 @@ pub fn in_file<'e>(e: &'e stowage::Error, path: &Path) -> &'e stowage::Error {
         ),
     }
 }
+
+/// A Python with torch, safetensors and huggingface_hub: `$STOWAGE_TORCH_PYTHON`,
+/// else `$HOME/.torch-venv/bin/python` (`scripts/torch-venv.sh` makes one).
+/// Without one, prints `SKIPPED` and gives `None`, unless
+/// `STOWAGE_REQUIRE_TORCH` is set (as `.ci/run` sets it): then it panics.
+pub fn torch_python() -> Option<PathBuf> {
+    let found = std::env::var_os("STOWAGE_TORCH_PYTHON")
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".torch-venv/bin/python"))
+        })
+        .filter(|p| {
+            std::process::Command::new(p)
+                .args(["-c", "import torch, safetensors, huggingface_hub"])
+                .output()
+                .is_ok_and(|o| o.status.success())
+        });
+    if found.is_none() {
+        assert!(
+            std::env::var_os("STOWAGE_REQUIRE_TORCH").is_none(),
+            "STOWAGE_REQUIRE_TORCH is set but no Python imports torch, safetensors and huggingface_hub"
+        );
+        use std::io::Write;
+        let _ = writeln!(
+            std::io::stderr().lock(),
+            "SKIPPED: no Python with torch, safetensors and huggingface_hub (run scripts/torch-venv.sh)"
+        );
+    }
+    found
+}
