@@ -48,6 +48,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "serialize/torch_legacy",
             "serialize/safetensors",
             "serialize/sharded",
+            "serialize/dcp",
         ],
     ),
     ("checkpoint entry points", &["serialize"]),

@@ -17,6 +17,7 @@
 //! allowlist is an error.
 
 mod allowlist;
+pub mod dcp;
 pub(crate) mod object;
 mod options;
 pub mod pickle;
@@ -46,7 +47,8 @@ use crate::{Error, Result};
 /// Loads a checkpoint (torch zip, torch legacy or safetensors, detected by
 /// content), or a Hugging Face sharded set (an `*.index.json`, or a folder
 /// holding one, or holding a single `model.safetensors`/`pytorch_model.bin`)
-/// as one checkpoint ([`sharded`]).
+/// as one checkpoint ([`sharded`]), or a PyTorch Distributed Checkpoint
+/// folder (holding `.metadata`) with its chunks assembled ([`dcp`]).
 ///
 /// # Errors
 /// [`Error::InFile`] wrapping what went wrong: I/O, an unknown format, a
@@ -61,6 +63,9 @@ pub fn load(path: impl AsRef<Path>) -> Result<Checkpoint> {
 /// As [`load`].
 pub fn load_with(path: impl AsRef<Path>, options: &LoadOptions) -> Result<Checkpoint> {
     let path = path.as_ref();
+    if dcp::is_dcp(path) {
+        return dcp::load(path, options);
+    }
     match set_of(path) {
         Some(Set::Sharded(index)) => sharded::load(&index, |p| load_file(p, options)),
         Some(Set::Single(file)) => load_file(&file, options),
@@ -131,6 +136,10 @@ fn load_file(path: &Path, options: &LoadOptions) -> Result<Checkpoint> {
 #[allow(unsafe_code)] // Only to pass the caller's promise on to the mapping.
 pub unsafe fn load_mmap(path: impl AsRef<Path>, options: &LoadOptions) -> Result<Checkpoint> {
     let path = path.as_ref();
+    if dcp::is_dcp(path) {
+        // Chunks are assembled into new storages: nothing to map.
+        return dcp::load(path, options);
+    }
     let target = match set_of(path) {
         Some(Set::Sharded(index)) => {
             return sharded::load(&index, |p| {

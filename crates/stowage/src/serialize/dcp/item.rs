@@ -1,0 +1,204 @@
+//! One DCP item: the bytes a `_StorageInfo` names, through its stream
+//! transforms, decoded as a `torch.save` archive or, in the `SAFETENSORS`
+//! serialization format, as one tensor of the safetensors blob that starts
+//! at the item's offset.
+
+use std::fs::File;
+use std::path::Path;
+
+use super::metadata::StorageInfo;
+use crate::io::ReadAt;
+use crate::serialize::object::{Checkpoint, Object};
+use crate::serialize::options::LoadOptions;
+use crate::serialize::pickle::Value;
+use crate::serialize::torch_zip;
+use crate::{Error, Result, Tensor};
+
+const ZIP_MAGIC: &[u8; 4] = b"PK\x03\x04";
+
+/// Room a `torch.save` archive needs beside its tensor's bytes (records'
+/// headers, the pickle, alignment): the most a compressed item may inflate
+/// to past its tensor.
+const ARCHIVE_OVERHEAD: u64 = 1 << 20;
+
+/// Checks that the item lies inside its file.
+fn check_inside(file: &File, info: &StorageInfo) -> Result<()> {
+    let len = file.len();
+    let inside = info
+        .offset
+        .checked_add(info.length)
+        .is_some_and(|end| end <= len);
+    if !inside {
+        return Err(Error::BadObject {
+            context: "DCP item",
+            expected: "bytes inside its file",
+            found: format!(
+                "offset {} length {} in a file of {len} bytes",
+                info.offset, info.length
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// The item's stored bytes, checked to lie inside its file.
+fn stored(file: &File, info: &StorageInfo) -> Result<Vec<u8>> {
+    check_inside(file, info)?;
+    // Bounded by the file's size, checked above.
+    let mut bytes = vec![0; info.length as usize];
+    file.read_exact_at(&mut bytes, info.offset)
+        .map_err(Error::Io)?;
+    Ok(bytes)
+}
+
+/// Undoes the stream transforms, in the order PyTorch's reader applies them;
+/// no output past `limit` bytes (a decompression bomb stops there).
+fn untransform(bytes: Vec<u8>, transforms: &[String], limit: u64) -> Result<Vec<u8>> {
+    transforms
+        .iter()
+        .try_fold(bytes, |bytes, t| transform_from(bytes, t, limit))
+}
+
+/// One transform, named as `_extension.py` names them (`name/version`).
+fn transform_from(bytes: Vec<u8>, descriptor: &str, limit: u64) -> Result<Vec<u8>> {
+    let (name, version) = descriptor.split_once('/').unwrap_or((descriptor, "0"));
+    #[cfg(feature = "zstd")]
+    if name == "stream.zstd" && version.split('.').next() == Some("1") {
+        return unzstd(&bytes, limit);
+    }
+    let _ = (bytes, limit, name, version);
+    Err(Error::Unsupported {
+        what: format!("the DCP stream transform {descriptor:?}"),
+    })
+}
+
+#[cfg(feature = "zstd")]
+fn unzstd(bytes: &[u8], limit: u64) -> Result<Vec<u8>> {
+    use std::io::Read;
+    let mut out = Vec::new();
+    zstd::stream::read::Decoder::new(bytes)
+        .map_err(Error::Io)?
+        .take(limit.saturating_add(1))
+        .read_to_end(&mut out)
+        .map_err(Error::Io)?;
+    if out.len() as u64 > limit {
+        return Err(Error::LimitExceeded {
+            limit: "decompressed DCP item bytes",
+            value: out.len() as u64,
+            max: limit,
+        });
+    }
+    Ok(out)
+}
+
+/// The tensor a chunk's item holds (`nbytes`: the chunk's size in bytes).
+pub(super) fn read_tensor(
+    path: &Path,
+    info: &StorageInfo,
+    fqn: &str,
+    nbytes: u64,
+    options: &LoadOptions,
+) -> Result<Tensor> {
+    let file = File::open(path).map_err(Error::Io)?;
+    check_inside(&file, info)?;
+    let mut head = [0u8; 4];
+    let is_archive = if info.transforms.is_empty() {
+        file.len() >= info.offset.saturating_add(4)
+            && file.read_exact_at(&mut head, info.offset).is_ok()
+            && &head == ZIP_MAGIC
+    } else {
+        true
+    };
+    if !is_archive {
+        return read_safetensors(&file, info, fqn, nbytes);
+    }
+    let bytes = untransform(
+        stored(&file, info)?,
+        &info.transforms,
+        nbytes.saturating_add(ARCHIVE_OVERHEAD),
+    )?;
+    let ckpt = torch_zip::load(&bytes[..], options, None)?;
+    match &ckpt.root {
+        Value::Ext(Object::Tensor(t)) => t.resolved(),
+        _ => Err(Error::BadObject {
+            context: "DCP tensor item",
+            expected: "a saved tensor",
+            found: "another object".into(),
+        }),
+    }
+}
+
+/// A non-tensor item: the checkpoint its archive holds.
+pub(super) fn read_value(
+    path: &Path,
+    info: &StorageInfo,
+    options: &LoadOptions,
+) -> Result<Checkpoint> {
+    let file = File::open(path).map_err(Error::Io)?;
+    let limit = options.max_storage_bytes.saturating_add(ARCHIVE_OVERHEAD);
+    let bytes = untransform(stored(&file, info)?, &info.transforms, limit)?;
+    torch_zip::load(&bytes[..], options, None)
+}
+
+#[cfg(feature = "safetensors")]
+fn read_safetensors(file: &File, info: &StorageInfo, fqn: &str, nbytes: u64) -> Result<Tensor> {
+    /// The most bytes a safetensors header may have (the `safetensors` crate's limit).
+    const MAX_HEADER: u64 = 100_000_000;
+    use crate::layout::Layout;
+    let bad = |expected: &'static str, found: String| Error::BadObject {
+        context: "DCP safetensors item",
+        expected,
+        found,
+    };
+    let mut n = [0u8; 8];
+    file.read_exact_at(&mut n, info.offset).map_err(Error::Io)?;
+    let n = u64::from_le_bytes(n);
+    let data_start = info
+        .offset
+        .checked_add(8)
+        .and_then(|s| s.checked_add(n))
+        .filter(|&s| n <= MAX_HEADER && s <= file.len())
+        .ok_or_else(|| {
+            bad(
+                "a safetensors header inside the file",
+                format!("{n} header bytes"),
+            )
+        })?;
+    let mut header = vec![0; n as usize];
+    file.read_exact_at(&mut header, info.offset + 8)
+        .map_err(Error::Io)?;
+    let header: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_slice(&header).map_err(|e| bad("a JSON header", e.to_string()))?;
+    let entry = header
+        .get(fqn)
+        .cloned()
+        .ok_or_else(|| bad("an entry for the tensor", "none".into()))?;
+    let entry: safetensors::tensor::TensorInfo =
+        serde_json::from_value(entry).map_err(|e| bad("a tensor entry", e.to_string()))?;
+    let dtype = crate::DType::from_safetensors(entry.dtype)
+        .ok_or_else(|| bad("a dtype stowage reads", format!("{:?}", entry.dtype)))?;
+    let (begin, end) = entry.data_offsets;
+    let (begin, end) = (begin as u64, end as u64);
+    let at = data_start
+        .checked_add(begin)
+        .filter(|_| end >= begin && end - begin == nbytes)
+        .filter(|&at| at.checked_add(nbytes).is_some_and(|e| e <= file.len()))
+        .ok_or_else(|| {
+            bad(
+                "the chunk's bytes inside the file",
+                format!("data offsets [{begin}, {end}) for {nbytes} bytes"),
+            )
+        })?;
+    let layout = Layout::contiguous(&entry.shape)?;
+    let tensor = Tensor::from_parts(crate::UntypedStorage::new(nbytes as usize)?, dtype, layout)?;
+    file.read_exact_at(&mut tensor.untyped_storage().bytes_mut()?, at)
+        .map_err(Error::Io)?;
+    Ok(tensor)
+}
+
+#[cfg(not(feature = "safetensors"))]
+fn read_safetensors(_: &File, _: &StorageInfo, _: &str, _: u64) -> Result<Tensor> {
+    Err(Error::Unsupported {
+        what: "DCP checkpoints in the safetensors format (stowage was built without its `safetensors` feature)".into(),
+    })
+}

@@ -1,0 +1,261 @@
+//! PyTorch Distributed Checkpoints written by real PyTorch
+//! (`scripts/make_dcp_fixtures.py`): one process, zstd-compressed items, the
+//! SAFETENSORS serialization format, and four processes with DTensors sharded
+//! across them. Each must read as PyTorch reads it (`NAME.expected.json`:
+//! `dcp_to_torch_save` then `torch.load`); hostile variants must be refused.
+
+mod common;
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value as J;
+use stowage::serialize::dcp::DcpCheckpoint;
+use stowage::serialize::pickle::{Node, Value};
+use stowage::serialize::{Checkpoint, LoadOptions, Object, PathKey};
+use stowage::{Device, Error, Tensor};
+
+fn dir(name: &str) -> PathBuf {
+    common::fixtures_dir().join("dcp").join(name)
+}
+
+fn expected(name: &str) -> J {
+    let text = fs::read_to_string(dir(name).with_extension("expected.json")).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+fn path_of(j: &J) -> Vec<PathKey> {
+    j.as_array()
+        .unwrap()
+        .iter()
+        .map(|k| match k {
+            J::String(s) => PathKey::Key(s.clone()),
+            J::Number(n) => PathKey::Index(n.as_i64().unwrap()),
+            _ => panic!("path key {k}"),
+        })
+        .collect()
+}
+
+/// The value at `path` (string and int dict keys, list indices).
+fn at<'c>(ckpt: &'c Checkpoint, path: &[PathKey]) -> &'c Value<Object> {
+    let mut v = &ckpt.root;
+    for k in path {
+        let Value::Node(id) = v else {
+            panic!("{path:?}: not a container at {k}")
+        };
+        v = match (ckpt.graph.get(*id), k) {
+            (Node::Dict(d), PathKey::Key(s)) => {
+                &d.iter().find(|(key, _)| key.as_str() == Some(s)).unwrap().1
+            }
+            (Node::List(l) | Node::Tuple(l), PathKey::Index(i)) => &l[*i as usize],
+            _ => panic!("{path:?}: no {k}"),
+        };
+    }
+    v
+}
+
+/// Python's `repr` of the plain values the fixtures hold.
+fn repr(ckpt: &Checkpoint, v: &Value<Object>) -> String {
+    match v {
+        Value::Int(i) => i.to_string(),
+        Value::Float(f) => format!("{f:?}"),
+        Value::Str(s) => format!("'{s}'"),
+        Value::Node(id) => match ckpt.graph.get(*id) {
+            Node::Tuple(t) => format!(
+                "({})",
+                t.iter()
+                    .map(|x| repr(ckpt, x))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            other => panic!("{other:?}"),
+        },
+        other => panic!("{other:?}"),
+    }
+}
+
+fn assert_matches_torch(name: &str, ckpt: &Checkpoint) {
+    let want = expected(name);
+    let tensors = ckpt.tensors().unwrap();
+    let want_tensors = want["tensors"].as_array().unwrap();
+    assert_eq!(tensors.len(), want_tensors.len(), "{name}: tensor count");
+    for w in want_tensors {
+        let path = path_of(&w["path"]);
+        let Value::Ext(Object::Tensor(t)) = at(ckpt, &path) else {
+            panic!("{name}: no tensor at {path:?}")
+        };
+        assert_eq!(
+            t.tensor.dtype().name(),
+            w["dtype"].as_str().unwrap(),
+            "{path:?}"
+        );
+        let shape: Vec<usize> = serde_json::from_value(w["shape"].clone()).unwrap();
+        assert_eq!(t.tensor.shape(), &shape[..], "{path:?}");
+        let values: Vec<f32> = serde_json::from_value::<Vec<f64>>(w["values"].clone())
+            .unwrap()
+            .into_iter()
+            .map(|v| v as f32)
+            .collect();
+        assert_eq!(t.tensor.to_vec::<f32>().unwrap(), values, "{name} {path:?}");
+    }
+    for w in want["values"].as_array().unwrap() {
+        let path = path_of(&w["path"]);
+        assert_eq!(
+            repr(ckpt, at(ckpt, &path)),
+            w["repr"].as_str().unwrap(),
+            "{name} {path:?}"
+        );
+    }
+}
+
+#[test]
+fn every_pytorch_layout_reads_as_pytorch_reads_it() {
+    for name in ["one", "zstd", "safetensors", "four"] {
+        let ckpt = stowage::load(dir(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_matches_torch(name, &ckpt);
+    }
+}
+
+#[test]
+fn chunks_split_across_ranks_are_assembled() {
+    let dcp = DcpCheckpoint::open(dir("four"), &LoadOptions::default()).unwrap();
+    let meta = dcp.metadata();
+    let cols = meta.items.iter().find(|i| i.fqn == "model.cols").unwrap();
+    let stowage::serialize::dcp::metadata::ItemKind::Tensor(t) = &cols.kind else {
+        panic!("model.cols is a tensor")
+    };
+    // Four ranks, columns 2, 2, 2 and 0 wide (8 x 6 over 4 ranks).
+    assert_eq!(t.chunks.len(), 4);
+    assert_eq!(t.chunks[3].sizes, [8, 0]);
+    let whole = dcp.read_tensor("model.cols").unwrap();
+    assert_eq!(
+        whole.to_vec::<f32>().unwrap(),
+        (0..48).map(|i| i as f32).collect::<Vec<_>>()
+    );
+}
+
+/// Copies a fixture folder (to damage some of its files).
+fn copy(name: &str) -> tempfile::TempDir {
+    let out = tempfile::tempdir().unwrap();
+    for f in fs::read_dir(dir(name)).unwrap() {
+        let f = f.unwrap();
+        fs::copy(f.path(), out.path().join(f.file_name())).unwrap();
+    }
+    out
+}
+
+#[test]
+fn a_region_reads_only_the_chunks_it_intersects() {
+    let out = copy("four");
+    // Columns 0..4 live in ranks 0 and 1; the others' files are emptied.
+    for rank in [2, 3] {
+        fs::write(out.path().join(format!("__{rank}_0.distcp")), b"").unwrap();
+    }
+    let dcp = DcpCheckpoint::open(out.path(), &LoadOptions::default()).unwrap();
+    let part = dcp.read_region("model.cols", &[2, 1], &[3, 3]).unwrap();
+    let want: Vec<f32> = [2, 3, 4]
+        .iter()
+        .flat_map(|r| (1..4).map(move |c| (r * 6 + c) as f32))
+        .collect();
+    assert_eq!(part.shape(), [3, 3]);
+    assert_eq!(part.to_vec::<f32>().unwrap(), want);
+    // The whole tensor needs rank 2's chunk: a clear error naming its file.
+    let err = dcp.read_tensor("model.cols").unwrap_err();
+    assert!(
+        matches!(&err, Error::InFile { path, .. } if path.ends_with("__2_0.distcp")),
+        "{err}"
+    );
+    assert!(err.to_string().contains("model.cols"), "{err}");
+    // Outside the tensor.
+    assert!(dcp.read_region("model.cols", &[7, 0], &[2, 1]).is_err());
+}
+
+#[test]
+fn meta_loading_reads_no_data() {
+    let out = copy("four");
+    for f in fs::read_dir(out.path()).unwrap() {
+        let f = f.unwrap();
+        if f.file_name() != ".metadata" {
+            fs::write(f.path(), b"").unwrap();
+        }
+    }
+    let dcp = DcpCheckpoint::open(
+        out.path(),
+        &LoadOptions {
+            map_location: Some(Device::META),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let t: Tensor = dcp.read_tensor("model.w").unwrap();
+    assert!(t.is_meta());
+    assert_eq!(t.shape(), [12, 4]);
+}
+
+fn hostile(name: &str) -> Error {
+    let path = common::fixtures_dir().join("dcp/hostile").join(name);
+    stowage::load(&path).unwrap_err()
+}
+
+fn root_cause(e: &Error) -> &Error {
+    match e {
+        Error::InFile { source, .. } | Error::AtPath { source, .. } => root_cause(source),
+        other => other,
+    }
+}
+
+#[test]
+fn hostile_checkpoints_are_refused_clearly() {
+    let e = hostile("os_system");
+    assert!(
+        matches!(root_cause(&e), Error::GlobalNotAllowed { module, name } if module == "os" && name == "system"),
+        "{e}"
+    );
+    let e = hostile("past_end");
+    assert!(
+        matches!(
+            root_cause(&e),
+            Error::BadObject {
+                context: "DCP item",
+                ..
+            }
+        ),
+        "{e}"
+    );
+    assert!(
+        e.to_string().contains("__1_0.distcp") && e.to_string().contains("model.w"),
+        "{e}"
+    );
+    let e = hostile("overlap");
+    assert!(
+        matches!(
+            root_cause(&e),
+            Error::BadObject {
+                context: "DCP chunks",
+                ..
+            }
+        ),
+        "{e}"
+    );
+    let e = hostile("missing");
+    assert!(e.to_string().contains("36 of 48 elements"), "{e}");
+    let e = hostile("bomb");
+    assert!(
+        matches!(
+            root_cause(&e),
+            Error::LimitExceeded {
+                limit: "decompressed DCP item bytes",
+                ..
+            }
+        ),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_dcp_folder_is_not_mistaken_for_anything_else() {
+    assert!(stowage::serialize::dcp::is_dcp(&dir("one")));
+    assert!(!stowage::serialize::dcp::is_dcp(Path::new(env!(
+        "CARGO_MANIFEST_DIR"
+    ))));
+}
