@@ -259,3 +259,59 @@ fn a_dcp_folder_is_not_mistaken_for_anything_else() {
         "CARGO_MANIFEST_DIR"
     ))));
 }
+
+/// Saves what a fixture holds as a DCP folder of `ranks` files.
+fn resave(name: &str, ranks: usize) -> tempfile::TempDir {
+    let ckpt = stowage::load(dir(name)).unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let options = stowage::serialize::dcp::DcpSaveOptions { ranks, sync: false };
+    stowage::serialize::dcp::save(out.path(), &ckpt, &options).unwrap();
+    out
+}
+
+#[test]
+fn saved_folders_read_back_identically() {
+    for ranks in [1, 3] {
+        let out = resave("four", ranks);
+        let files = fs::read_dir(out.path()).unwrap().count();
+        assert_eq!(files, ranks + 1, "{ranks} data files and .metadata");
+        assert_matches_torch("four", &stowage::load(out.path()).unwrap());
+    }
+}
+
+#[test]
+fn a_failed_save_leaves_the_previous_checkpoint() {
+    let out = resave("one", 2);
+    let before = fs::read(out.path().join(".metadata")).unwrap();
+    let mut ckpt = stowage::load(dir("one")).unwrap();
+    ckpt.root = Value::Int(3); // not a state dict
+    let options = stowage::serialize::dcp::DcpSaveOptions::default();
+    assert!(stowage::serialize::dcp::save(out.path(), &ckpt, &options).is_err());
+    assert_eq!(fs::read(out.path().join(".metadata")).unwrap(), before);
+    assert_matches_torch("one", &stowage::load(out.path()).unwrap());
+}
+
+/// PyTorch's `dcp.load` reads stowage's folders: in one process, and in four
+/// processes resharding every matrix along its other dimension.
+#[test]
+fn pytorch_loads_what_stowage_saves() {
+    let Some(py) = common::torch_python() else {
+        return;
+    };
+    let script = common::scripts_dir().join("dcp_load_check.py");
+    for (ranks, procs) in [(1, "1"), (3, "4")] {
+        let out = resave("four", ranks);
+        let run = std::process::Command::new(&py)
+            .arg(&script)
+            .arg(out.path())
+            .arg(dir("four").with_extension("expected.json"))
+            .arg(procs)
+            .output()
+            .unwrap();
+        assert!(
+            run.status.success(),
+            "{ranks} ranks, {procs} processes: {}",
+            String::from_utf8_lossy(&run.stderr)
+        );
+    }
+}

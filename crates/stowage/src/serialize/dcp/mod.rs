@@ -19,6 +19,9 @@
 
 mod item;
 pub mod metadata;
+mod write;
+
+pub use write::{save, DcpSaveOptions};
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -258,7 +261,7 @@ impl DcpCheckpoint {
                 }
                 ItemKind::Bytes(_) => {
                     let value = self.read_value(&item.fqn)?;
-                    let v = transplant(&value, &mut ckpt);
+                    let v = transplant(&value, &value.root, &mut ckpt);
                     ckpt.storages
                         .extend(value.storages.iter().map(|s| StorageRecord {
                             key: format!("{}/{}", item.fqn, s.key),
@@ -326,9 +329,9 @@ fn check_cover(fqn: &str, parts: &[(&Chunk, Vec<(usize, usize)>)], wanted: usize
     Ok(())
 }
 
-/// Copies `value`'s root object into `into`'s graph (nodes, with their
+/// Copies `root`, a value of `value`'s graph, into `into`'s graph (nodes, with their
 /// sharing and cycles; `OrderedDict` marks and `BUILD` state too).
-fn transplant(value: &Checkpoint, into: &mut Checkpoint) -> Value<Object> {
+fn transplant(value: &Checkpoint, root: &Value<Object>, into: &mut Checkpoint) -> Value<Object> {
     struct Copier<'a> {
         src: &'a Checkpoint,
         map: HashMap<NodeId, NodeId>,
@@ -357,7 +360,7 @@ fn transplant(value: &Checkpoint, into: &mut Checkpoint) -> Value<Object> {
         map: HashMap::new(),
         pending: Vec::new(),
     };
-    let root = c.value(&value.root, into);
+    let root = c.value(root, into);
     while let Some((src, dst)) = c.pending.pop() {
         let node = match value.graph.get(src) {
             Node::Tuple(v) => Node::Tuple(c.all(v, into)),

@@ -309,6 +309,11 @@ impl<W: Write> Pickler<W> {
         self.op(op::REDUCE)
     }
 
+    /// `NEWOBJ`: `cls.__new__(cls, *args)` of the class and argument tuple on top.
+    pub fn new_obj(&mut self) -> WriteResult {
+        self.op(op::NEWOBJ)
+    }
+
     /// `BUILD`: apply the top item as state to the object below it.
     pub fn build(&mut self) -> WriteResult {
         self.op(op::BUILD)
