@@ -6,7 +6,13 @@
 set -euo pipefail
 F=crates/stowage/tests/fixtures
 C=fuzz/corpus
-mkdir -p $C/{pickle,zip,legacy,safetensors,load,load_modes}
+mkdir -p $C/{pickle,zip,legacy,safetensors,load,load_modes,dcp_metadata,sharded_index}
+for m in $F/dcp/*/.metadata $F/dcp/hostile/*/.metadata; do
+    cp "$m" "$C/dcp_metadata/$(basename "$(dirname "$m")")"
+done
+for i in $F/sharded/*/*.index.json; do
+    cp "$i" "$C/sharded_index/$(basename "$(dirname "$i")")"
+done
 for p in $F/*.pt $F/hostile/*.pt; do
     b=$(basename "$p" .pt)
     case "$p" in $F/hostile/*) b="h_$b" ;; esac
