@@ -12,7 +12,9 @@ tensor's name, dtype, shape and values, and the non-tensor values.
 - zstd:         the same, each item compressed (`stream.zstd/1`);
 - safetensors:  one process, SerializationFormat.SAFETENSORS;
 - four:         four processes (gloo on CPU), DTensors sharded across the ranks
-                (rows, and columns of another), one replicated, and values.
+                (rows, and columns of another), one replicated, and values;
+- hf:           four processes through HuggingFaceStorageWriter(save_distributed=True):
+                one safetensors file per rank with DCP_SHARDING_INFO, no .metadata.
 """
 import json
 import os
@@ -103,6 +105,43 @@ def rank_main(rank, world, port, d):
     dist.destroy_process_group()
 
 
+def hf_rank_main(rank, world, port, d):
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    from torch.distributed.checkpoint import HuggingFaceStorageWriter
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Replicate, Shard, distribute_tensor
+    mesh = init_device_mesh("cpu", (world,))
+    sd = hf_state_dict()
+    sd["w"] = distribute_tensor(sd["w"], mesh, [Shard(0)])
+    sd["cols"] = distribute_tensor(sd["cols"], mesh, [Shard(1)])
+    sd["emb"] = distribute_tensor(sd["emb"], mesh, [Replicate()])
+    dcp.save(sd, storage_writer=HuggingFaceStorageWriter(d, save_distributed=True, enable_consolidation=False))
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def hf_state_dict():
+    g = torch.Generator().manual_seed(1)
+    return {
+        "w": torch.randn(12, 4, generator=g),
+        "cols": torch.arange(8 * 6, dtype=torch.float32).view(8, 6),
+        "emb": torch.randn(5, 3, generator=g).to(torch.bfloat16),
+        "b": torch.arange(4, dtype=torch.float16),
+    }
+
+
+def hf():
+    """Four ranks through HuggingFaceStorageWriter(save_distributed=True):
+    `shard-0000R-model-00001-of-00001.safetensors` files with DCP_SHARDING_INFO.
+    Expected: the tensors as built (PyTorch reads this layout only consolidated)."""
+    import torch.multiprocessing as mp
+    d = fresh("hf")
+    os.makedirs(d)
+    mp.spawn(hf_rank_main, args=(4, 29519, d), nprocs=4, join=True)
+    expected("hf", hf_state_dict())
+
+
 def four():
     import torch.multiprocessing as mp
     d = fresh("four")
@@ -111,7 +150,7 @@ def four():
     expected("four")
 
 
-if __name__ == "__main__" and "--hostile" not in sys.argv:
+if __name__ == "__main__" and len(sys.argv) == 1:
     os.makedirs(ROOT, exist_ok=True)
     single("one")
     from torch.distributed.checkpoint._extension import ZStandard
@@ -119,6 +158,7 @@ if __name__ == "__main__" and "--hostile" not in sys.argv:
     from torch.distributed.checkpoint.filesystem import SerializationFormat
     single("safetensors", readable=False, serialization_format=SerializationFormat.SAFETENSORS)
     four()
+    hf()
     hostile()
 
 
@@ -177,3 +217,6 @@ def hostile():
 
 if __name__ == "__main__" and "--hostile" in sys.argv:
     hostile()
+
+if __name__ == "__main__" and "--hf" in sys.argv:
+    hf()

@@ -1,7 +1,8 @@
 //! PyTorch Distributed Checkpoints written by real PyTorch
 //! (`scripts/make_dcp_fixtures.py`): one process, zstd-compressed items, the
-//! SAFETENSORS serialization format, and four processes with DTensors sharded
-//! across them. Each must read as PyTorch reads it (`NAME.expected.json`:
+//! SAFETENSORS serialization format, four processes with DTensors sharded
+//! across them, and four processes through `HuggingFaceStorageWriter` (one
+//! safetensors file per rank, `DCP_SHARDING_INFO`). Each must read as PyTorch reads it (`NAME.expected.json`:
 //! `dcp_to_torch_save` then `torch.load`); hostile variants must be refused.
 
 mod common;
@@ -110,7 +111,7 @@ fn assert_matches_torch(name: &str, ckpt: &Checkpoint) {
 
 #[test]
 fn every_pytorch_layout_reads_as_pytorch_reads_it() {
-    for name in ["one", "zstd", "safetensors", "four"] {
+    for name in ["one", "zstd", "safetensors", "four", "hf"] {
         let ckpt = stowage::load(dir(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
         assert_matches_torch(name, &ckpt);
     }

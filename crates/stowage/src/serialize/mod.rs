@@ -66,6 +66,9 @@ pub fn load_with(path: impl AsRef<Path>, options: &LoadOptions) -> Result<Checkp
     if dcp::is_dcp(path) {
         return dcp::load(path, options);
     }
+    if path.is_dir() && !dcp::hf::rank_files(path).is_empty() {
+        return dcp::hf::load(path, |p| load_file(p, options));
+    }
     match set_of(path) {
         Some(Set::Sharded(index)) => sharded::load(&index, |p| load_file(p, options)),
         Some(Set::Single(file)) => load_file(&file, options),
@@ -139,6 +142,12 @@ pub unsafe fn load_mmap(path: impl AsRef<Path>, options: &LoadOptions) -> Result
     if dcp::is_dcp(path) {
         // Chunks are assembled into new storages: nothing to map.
         return dcp::load(path, options);
+    }
+    if path.is_dir() && !dcp::hf::rank_files(path).is_empty() {
+        return dcp::hf::load(path, |p| {
+            // SAFETY: the caller's promise covers every file of the folder.
+            unsafe { load_mmap_file(p, options) }
+        });
     }
     let target = match set_of(path) {
         Some(Set::Sharded(index)) => {

@@ -17,6 +17,7 @@
 //! - [`load`] assembles everything into one [`Checkpoint`] whose nesting is
 //!   the original state dict's (`planner_data`).
 
+pub mod hf;
 mod item;
 pub mod metadata;
 mod write;
@@ -161,7 +162,8 @@ impl DcpCheckpoint {
             .iter()
             .filter_map(|c| intersect(c, offsets, sizes).map(|r| (c, r)))
             .collect();
-        check_cover(fqn, &parts, wanted)?;
+        let regions: Vec<_> = parts.iter().map(|(_, r)| r.clone()).collect();
+        check_cover(fqn, &regions, wanted)?;
         if device.is_meta() {
             return Ok(out);
         }
@@ -301,11 +303,11 @@ fn intersect(chunk: &Chunk, offsets: &[usize], sizes: &[usize]) -> Option<Vec<(u
 
 /// The chunks' parts must tile the region: pairwise disjoint, and as many
 /// elements together as the region holds.
-fn check_cover(fqn: &str, parts: &[(&Chunk, Vec<(usize, usize)>)], wanted: usize) -> Result<()> {
+fn check_cover(fqn: &str, parts: &[Vec<(usize, usize)>], wanted: usize) -> Result<()> {
     let mut covered = 0usize;
-    for (i, (_, a)) in parts.iter().enumerate() {
+    for (i, a) in parts.iter().enumerate() {
         covered = covered.saturating_add(a.iter().map(|r| r.1).product());
-        for (_, b) in &parts[..i] {
+        for b in &parts[..i] {
             let overlap = a
                 .iter()
                 .zip(b)
