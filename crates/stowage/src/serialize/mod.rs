@@ -17,6 +17,7 @@
 //! allowlist is an error.
 
 mod allowlist;
+mod builder;
 pub(crate) mod object;
 mod options;
 pub mod pickle;
@@ -25,17 +26,20 @@ pub mod safetensors;
 mod torch;
 mod torch_legacy;
 mod torch_zip;
+mod values;
 pub mod zip;
 
 use std::fs::File;
 use std::path::Path;
 
 pub use allowlist::Global;
+pub use builder::{CheckpointBuilder, PyValue};
 pub use object::{
     dotted, ByteOrder, Checkpoint, Format, Object, PathKey, StorageRecord, StorageRef,
     TensorObject, MAX_PATHS,
 };
 pub use options::LoadOptions;
+pub use values::{ValueKind, ValueRef};
 pub use torch_zip::{archive_name, save, save_to_writer, save_with, SaveOptions};
 
 use crate::io::ReadAt;

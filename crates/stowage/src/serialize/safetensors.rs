@@ -167,12 +167,15 @@ pub(crate) fn load_lazy(file: File, path: &Path, options: &LoadOptions) -> Resul
     let path: Arc<Path> = Arc::from(path);
     let make = |name: &str, offset: u64| -> Fetch {
         let (file, path, name) = (file.clone(), path.clone(), name.to_owned());
-        Arc::new(move |dst: &mut [u8]| {
-            file.read_exact_at(dst, offset).map_err(|e| Error::InFile {
+        Arc::new(move |from: u64, dst: &mut [u8]| {
+            let at = offset.checked_add(from).ok_or_else(|| {
+                Error::Io(std::io::Error::from(std::io::ErrorKind::InvalidInput))
+            });
+            at.and_then(|at| file.read_exact_at(dst, at).map_err(Error::Io)).map_err(|e| Error::InFile {
                 path: path.to_path_buf(),
                 source: Box::new(Error::AtPath {
                     path: name.clone(),
-                    source: Box::new(Error::Io(e)),
+                    source: Box::new(e),
                 }),
             })
         })

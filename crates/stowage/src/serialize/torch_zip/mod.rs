@@ -111,11 +111,32 @@ pub(super) fn load_lazy(file: File, path: &Path, options: &LoadOptions) -> Resul
     let path: Arc<Path> = Arc::from(path);
     let make = |entry: &zip::Entry| -> Fetch {
         let (zip, entry, path) = (zip.clone(), entry.clone(), path.clone());
-        Arc::new(move |dst: &mut [u8]| {
+        Arc::new(move |from: u64, dst: &mut [u8]| {
             let mut read = || -> Result<()> {
-                zip.read_into(&entry, dst)?;
-                if verify_crc {
-                    zip.check_crc(&entry)?;
+                if from == 0 && dst.len() as u64 == entry.size {
+                    zip.read_into(&entry, dst)?;
+                    if verify_crc {
+                        zip.check_crc(&entry)?;
+                    }
+                } else if entry.method == zip::Method::Stored && !verify_crc {
+                    // A window of a stored record: one positional read, nothing kept.
+                    let at = zip.data_offset(&entry)?.saturating_add(from);
+                    zip.source().read_exact_at(dst, at)?;
+                } else {
+                    // Deflated (or CRC-checked) records are read whole, then cut.
+                    let all = zip.read_to_vec(&entry)?;
+                    if verify_crc {
+                        zip.check_crc(&entry)?;
+                    }
+                    let window = usize::try_from(from)
+                        .ok()
+                        .and_then(|f| all.get(f..f.checked_add(dst.len())?))
+                        .ok_or(Error::StorageRange {
+                            offset: from as usize,
+                            len: dst.len(),
+                            nbytes: all.len(),
+                        })?;
+                    dst.copy_from_slice(window);
                 }
                 Ok(())
             };
