@@ -40,7 +40,7 @@ import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
 from ckpt_zip import build_zip, read_records  # noqa: E402
-from torch_manifest import manifest, walk  # noqa: E402
+from torch_manifest import manifest, values_manifest, walk  # noqa: E402
 
 DEFAULT_OUT = os.path.join(HERE, "..", "crates", "stowage", "tests", "fixtures")
 MAX_BYTES = 20 * 1024
@@ -574,6 +574,51 @@ def make_uint_and_float8(path):
     back = torch.load(path, weights_only=True)
     ptrs = {back[k].untyped_storage().data_ptr() for k in ("pair_uint16", "pair_float8_e5m2", "pair_uint8")}
     assert len(ptrs) == 1
+
+
+@fixture
+def make_training_checkpoint(path):
+    """What a training loop saves: {"model": state_dict, "optimizer": Adam's
+    state_dict after one step (per-parameter state keyed by int, param_groups
+    with floats, tuples, bools and None), "epoch": 3, "config": {...}} with
+    every kind of non-tensor leaf the CLI contract names. Beside it,
+    training_checkpoint.values.json: the contract's "values" list for it, as
+    Python sees the loaded object (values_manifest)."""
+    torch.manual_seed(11)
+    model = nn.Linear(4, 3)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    model(torch.ones(2, 4)).sum().backward()
+    opt.step()
+    torch.save({
+        "model": model.state_dict(),
+        "optimizer": opt.state_dict(),
+        "epoch": 3,
+        "config": {
+            "lr": 1e-3,
+            "name": "gpt",
+            "betas": (0.9, 0.999),
+            "layers": [4, 3],
+            "amp": False,
+            "seed": None,
+            "dtype": torch.bfloat16,
+            "device": torch.device("cpu"),
+            "shape": torch.Size([4, 3]),
+            "big": 2**60 + 1,
+            "huge": 2**70,
+            "best": float("inf"),
+            "worst": float("-inf"),
+            "undefined": float("nan"),
+            "z": complex(1.5, -2.0),
+            "blob": b"\x00\xffab",
+            "empty": {"d": {}, "l": [], "t": ()},
+            7: "int key",
+        },
+    }, path)
+    back = torch.load(path, weights_only=True)
+    assert back["optimizer"]["state"][0]["step"].item() == 1
+    with open(os.path.join(os.path.dirname(path), "training_checkpoint.values.json"), "w") as f:
+        json.dump(values_manifest(back), f, indent=1)
+        f.write("\n")
 
 
 # --------------------------------------------------------------------------- driver
