@@ -189,3 +189,52 @@ fn lazy_storages_read_in_windows_without_loading() {
     e.read_at(4, &mut head).unwrap();
     assert_eq!(head, want[4..12]);
 }
+
+#[test]
+fn lazy_checkpoints_save_window_by_window_and_report_progress() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Arc;
+    use stowage::serialize::{Progress, SaveOptions};
+    let options = LoadOptions {
+        lazy: true,
+        ..LoadOptions::default()
+    };
+    let (dir_a, dir_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    for name in ["training_checkpoint", "views", "nested"] {
+        let eager = load_fixture(name);
+        let lazy = stowage::serialize::load_with(fixture(name), &options).unwrap();
+        let done = Arc::new(AtomicU64::new(0));
+        let counter = done.clone();
+        let save = SaveOptions {
+            progress: Some(Progress::new(move |n| {
+                counter.fetch_add(n, Ordering::Relaxed);
+            })),
+            sync: false,
+            ..SaveOptions::default()
+        };
+        let (a, b) = (dir_a.path().join("c.pt"), dir_b.path().join("c.pt"));
+        stowage::serialize::save_with(&a, &lazy, &save).unwrap();
+        stowage::serialize::save_with(&b, &eager, &SaveOptions::default()).unwrap();
+        assert!(std::fs::read(&a).unwrap() == std::fs::read(&b).unwrap(), "{name}");
+        let total: u64 = eager.storages.iter().map(|s| s.storage.nbytes() as u64).sum();
+        assert_eq!(done.load(Ordering::Relaxed), total, "{name}");
+        assert!(
+            lazy.storages.iter().all(|s| !s.storage.is_loaded()),
+            "{name}: saving read storages into memory"
+        );
+        let (a, b) = (
+            dir_a.path().join("c.safetensors"),
+            dir_b.path().join("c.safetensors"),
+        );
+        let st = stowage::serialize::safetensors::save_with(&a, &lazy, &save);
+        let want = stowage::serialize::safetensors::save(&b, &eager);
+        assert_eq!(st.is_ok(), want.is_ok(), "{name}");
+        if st.is_ok() {
+            assert!(std::fs::read(&a).unwrap() == std::fs::read(&b).unwrap(), "{name}");
+            assert!(
+                lazy.storages.iter().all(|s| !s.storage.is_loaded()),
+                "{name}: the safetensors save read storages into memory"
+            );
+        }
+    }
+}

@@ -38,7 +38,7 @@ pub use object::{
     dotted, ByteOrder, Checkpoint, Format, Object, PathKey, StorageRecord, StorageRef,
     TensorObject, MAX_PATHS,
 };
-pub use options::LoadOptions;
+pub use options::{LoadOptions, Progress};
 pub use values::{ValueKind, ValueRef};
 pub use torch_zip::{archive_name, save, save_to_writer, save_with, SaveOptions};
 
