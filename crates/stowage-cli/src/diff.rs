@@ -207,8 +207,8 @@ pub fn run(args: Args, out: &mut dyn Write) -> Result<ExitCode, Failure> {
 fn compare(a: &Checkpoint, b: &Checkpoint, options: Options) -> Result<Vec<Difference>, Failure> {
     let rows_a = rows(a)?;
     let rows_b = rows(b)?;
-    let leaves_a = a.leaves().map_err(Failure::input)?;
-    let leaves_b = b.leaves().map_err(Failure::input)?;
+    let leaves_a = crate::values::leaves(a, std::path::Path::new("A"))?;
+    let leaves_b = crate::values::leaves(b, std::path::Path::new("B"))?;
     let value_paths = |leaves: &[ValueRef<'_>]| -> HashSet<Vec<PathKey>> {
         leaves.iter().map(|l| l.path().to_vec()).collect()
     };

@@ -111,7 +111,7 @@ pub fn human(bytes: u64) -> String {
 pub fn run(args: Args, out: &mut dyn Write) -> Result<ExitCode, Failure> {
     let ckpt = load(&args.file, !args.json || args.no_hash)?;
     let rows = rows(&ckpt)?;
-    let leaves = ckpt.leaves().map_err(Failure::input)?;
+    let leaves = values::leaves(&ckpt, &args.file)?;
     if !args.json {
         table(&ckpt, &rows, out)?;
         values::tree(&ckpt, &leaves, TREE_LINES, out)?;

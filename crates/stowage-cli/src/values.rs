@@ -216,3 +216,25 @@ pub fn tree(
     }
     Ok(())
 }
+
+/// Every non-tensor leaf of `ckpt`, once per path; when a structure is shared
+/// too often for that (past the library's walk limit), each shared container
+/// once, at its first path, with a warning naming `file`.
+///
+/// # Errors
+/// When even that walk exceeds its limit.
+pub fn leaves<'c>(
+    ckpt: &'c stowage::Checkpoint,
+    file: &std::path::Path,
+) -> Result<Vec<ValueRef<'c>>, crate::Failure> {
+    match ckpt.leaves() {
+        Err(stowage::Error::LimitExceeded { .. }) => {
+            log::warn!(
+                "{}: values are shared too often to list once per path; each shared container is listed once, at its first path",
+                file.display()
+            );
+            ckpt.leaves_once().map_err(crate::Failure::input)
+        }
+        other => other.map_err(crate::Failure::input),
+    }
+}

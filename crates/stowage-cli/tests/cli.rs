@@ -200,7 +200,7 @@ fn inspect_json_has_the_contract_keys() {
         let doc = parse(&run);
         assert_eq!(
             keys(&doc),
-            set(&["format", "byteorder", "storages", "tensors"]),
+            set(&["format", "byteorder", "storages", "tensors", "values"]),
             "{}",
             file.display()
         );

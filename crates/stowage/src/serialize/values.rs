@@ -495,13 +495,31 @@ impl<'c> ValueRef<'c> {
         let mut out = Vec::new();
         let mut on_path = HashSet::new();
         let mut budget = MAX_PATHS;
-        self.walk_leaves(&mut on_path, &mut budget, &mut out)?;
+        self.walk_leaves(&mut on_path, false, &mut budget, &mut out)?;
         Ok(out)
     }
 
+    /// Like [`leaves`](Self::leaves), but a container reachable by several
+    /// paths is walked once, at the first: linear in the graph's size however
+    /// often a structure is shared (a pickle can share one exponentially often,
+    /// which [`leaves`](Self::leaves) refuses).
+    ///
+    /// # Errors
+    /// [`Error::LimitExceeded`] past [`MAX_PATHS`] visits (path steps counted).
+    pub fn leaves_once(&self) -> Result<Vec<ValueRef<'c>>> {
+        let mut out = Vec::new();
+        let mut seen = HashSet::new();
+        let mut budget = MAX_PATHS;
+        self.walk_leaves(&mut seen, true, &mut budget, &mut out)?;
+        Ok(out)
+    }
+
+    /// Lists the leaves below this value. `seen` holds the containers on the
+    /// path (`once`: every container walked so far).
     fn walk_leaves(
         &self,
-        on_path: &mut HashSet<NodeId>,
+        seen: &mut HashSet<NodeId>,
+        once: bool,
         budget: &mut usize,
         out: &mut Vec<ValueRef<'c>>,
     ) -> Result<()> {
@@ -522,19 +540,21 @@ impl<'c> ValueRef<'c> {
                 return Ok(());
             }
         };
-        if !on_path.insert(id) {
+        if !seen.insert(id) {
             return Ok(());
         }
         if kind == ValueKind::Dict {
             for (_, v) in self.as_dict()? {
-                v.walk_leaves(on_path, budget, out)?;
+                v.walk_leaves(seen, once, budget, out)?;
             }
         } else {
             for v in self.as_list()? {
-                v.walk_leaves(on_path, budget, out)?;
+                v.walk_leaves(seen, once, budget, out)?;
             }
         }
-        on_path.remove(&id);
+        if !once {
+            seen.remove(&id);
+        }
         Ok(())
     }
 }
@@ -596,5 +616,13 @@ impl Checkpoint {
     /// As [`ValueRef::leaves`].
     pub fn leaves(&self) -> Result<Vec<ValueRef<'_>>> {
         self.root_value().leaves()
+    }
+
+    /// Every non-tensor leaf, each shared container walked once (see [`ValueRef::leaves_once`]).
+    ///
+    /// # Errors
+    /// As [`ValueRef::leaves_once`].
+    pub fn leaves_once(&self) -> Result<Vec<ValueRef<'_>>> {
+        self.root_value().leaves_once()
     }
 }
