@@ -354,6 +354,9 @@ fn same_value(a: &ValueRef<'_>, b: &ValueRef<'_>, tolerance: Option<Tolerance>) 
     }
 }
 
+/// Elements decoded to values at a time when two windows differ.
+const DECODE: usize = 1 << 16;
+
 /// A window of `dtype` elements as a tensor, to read its values.
 fn window_tensor(bytes: &[u8], dtype: DType) -> Result<Tensor, stowage::Error> {
     let n = bytes.len() / dtype.size().max(1);
@@ -409,27 +412,38 @@ fn compare_tensors(
         if !numeric {
             continue;
         }
-        // A dtype whose values cannot be read leaves the maximum out rather than failing.
-        let values = window_tensor(&wa, dtype)
-            .and_then(|x| x.scalars())
-            .and_then(|x| Ok((x, window_tensor(wb, dtype)?.scalars()?)));
-        let Ok((xa, xb)) = values else {
-            outside += bitwise.iter().filter(|&&d| d).count();
-            continue;
-        };
-        let m = max_abs_diff(&xa, &xb);
-        max_diff = Some(match max_diff {
-            Some(p) if p.is_nan() || m.is_nan() => f64::NAN,
-            Some(p) => p.max(m),
-            None => m,
-        });
-        if let Some(tol) = tolerance {
-            outside += xa
-                .iter()
-                .zip(&xb)
-                .zip(&bitwise)
-                .filter(|((x, y), &d)| d && !tol.close(x.to_complex(), y.to_complex()))
-                .count();
+        // Values are decoded a slice of the window at a time, to keep memory small.
+        let slice = DECODE * size;
+        for ((ca, cb), bits) in wa
+            .chunks(slice)
+            .zip(wb.chunks(slice))
+            .zip(bitwise.chunks(DECODE))
+        {
+            if ca == cb {
+                continue;
+            }
+            // A dtype whose values cannot be read leaves the maximum out rather than failing.
+            let values = window_tensor(ca, dtype)
+                .and_then(|x| x.scalars())
+                .and_then(|x| Ok((x, window_tensor(cb, dtype)?.scalars()?)));
+            let Ok((xa, xb)) = values else {
+                outside += bits.iter().filter(|&&d| d).count();
+                continue;
+            };
+            let m = max_abs_diff(&xa, &xb);
+            max_diff = Some(match max_diff {
+                Some(p) if p.is_nan() || m.is_nan() => f64::NAN,
+                Some(p) => p.max(m),
+                None => m,
+            });
+            if let Some(tol) = tolerance {
+                outside += xa
+                    .iter()
+                    .zip(&xb)
+                    .zip(bits)
+                    .filter(|((x, y), &d)| d && !tol.close(x.to_complex(), y.to_complex()))
+                    .count();
+            }
         }
     }
     let quantization =
