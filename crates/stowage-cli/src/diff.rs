@@ -282,11 +282,14 @@ fn compare(a: &Checkpoint, b: &Checkpoint, options: Options) -> Result<Vec<Diffe
     Ok(differences)
 }
 
+/// Where each tensor path's row is.
+type TensorIndex<'r> = HashMap<&'r [PathKey], usize>;
+
 /// Differences between the non-tensor leaves: in A's order, then those only in B.
 fn compare_values(
     leaves_a: &[ValueRef<'_>],
     leaves_b: &[ValueRef<'_>],
-    (tensors_a, tensors_b): (&HashMap<&[PathKey], usize>, &HashMap<&[PathKey], usize>),
+    (tensors_a, tensors_b): (&TensorIndex<'_>, &TensorIndex<'_>),
     tolerance: Option<Tolerance>,
 ) -> Vec<Difference> {
     let tensor = || json!({"type": "tensor", "value": null});

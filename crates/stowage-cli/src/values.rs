@@ -124,7 +124,10 @@ pub fn value_text(v: &ValueRef<'_>) -> String {
             ValueKind::Dict => "{}".into(),
             ValueKind::List => "[]".into(),
             ValueKind::Tuple => "()".into(),
-            ValueKind::ByteArray => format!("bytearray('{}')", clip(&hex(v.as_bytes().unwrap_or_default()), MAX)),
+            ValueKind::ByteArray => format!(
+                "bytearray('{}')",
+                clip(&hex(v.as_bytes().unwrap_or_default()), MAX)
+            ),
             other => format!("{other}()"),
         },
         Value::Ext(x) => match x {
@@ -161,7 +164,11 @@ fn inline(v: &ValueRef<'_>) -> Option<String> {
         }
         texts.push(value_text(item));
     }
-    let comma = if items.len() == 1 && close == ")" { "," } else { "" };
+    let comma = if items.len() == 1 && close == ")" {
+        ","
+    } else {
+        ""
+    };
     Some(format!("{open}{}{comma}{close}", texts.join(", ")))
 }
 
@@ -189,27 +196,50 @@ pub fn tree(
         // A short list or tuple of scalars: its parent, on one line.
         if let Some((_, parent_path)) = path.split_last() {
             if let Some(line) = ckpt.get_path(parent_path).ok().as_ref().and_then(inline) {
-                let n = ckpt.get_path(parent_path).and_then(|p| p.len()).unwrap_or(1);
-                if !parent_path.is_empty() && leaves[i..].len() >= n && leaves[i..i + n].iter().all(|l| l.path().starts_with(parent_path)) {
+                let n = ckpt
+                    .get_path(parent_path)
+                    .and_then(|p| p.len())
+                    .unwrap_or(1);
+                if !parent_path.is_empty()
+                    && leaves[i..].len() >= n
+                    && leaves[i..i + n]
+                        .iter()
+                        .all(|l| l.path().starts_with(parent_path))
+                {
                     path = parent_path;
                     text = line;
                     taken = n;
                 }
             }
         }
-        let common = previous.iter().zip(path).take_while(|(a, b)| a == b).count();
+        let common = previous
+            .iter()
+            .zip(path)
+            .take_while(|(a, b)| a == b)
+            .count();
         // The containers on the way that the previous leaf did not open.
         let open = path.len().saturating_sub(1);
         let needed = open.saturating_sub(common.min(open)) + 1;
         if lines + needed > max_lines {
-            writeln!(out, "  … {} more values (all of them: --json)", leaves.len() - i)?;
+            writeln!(
+                out,
+                "  … {} more values (all of them: --json)",
+                leaves.len() - i
+            )?;
             return Ok(());
         }
         for (depth, key) in path.iter().enumerate().take(open).skip(common.min(open)) {
             writeln!(out, "{:indent$}{key}:", "", indent = 2 * (depth + 1))?;
         }
-        let name = path.last().map_or_else(|| "(root)".to_owned(), |k| k.to_string());
-        writeln!(out, "{:indent$}{name}: {text}", "", indent = 2 * path.len().max(1))?;
+        let name = path
+            .last()
+            .map_or_else(|| "(root)".to_owned(), |k| k.to_string());
+        writeln!(
+            out,
+            "{:indent$}{name}: {text}",
+            "",
+            indent = 2 * path.len().max(1)
+        )?;
         lines += needed;
         previous = path;
         i += taken;

@@ -668,7 +668,11 @@ fn an_error_names_the_file_once() {
             }
             assert_eq!(run.code(), Some(2), "{args:?} {run:?}");
             assert_one_error_line(&run, name);
-            assert_eq!(run.stderr.matches(name.as_str()).count(), 1, "{args:?} {run:?}");
+            assert_eq!(
+                run.stderr.matches(name.as_str()).count(),
+                1,
+                "{args:?} {run:?}"
+            );
         }
     }
     // Writing: a folder that does not exist. The library names the file;
@@ -910,16 +914,33 @@ fn inspect_json_lists_the_values_python_sees() {
         "dict", "list", "tuple",
     ];
     for file in good_fixtures() {
-        let doc = parse(&stowage(&[Path::new("inspect"), &file, Path::new("--json")]));
+        let doc = parse(&stowage(&[
+            Path::new("inspect"),
+            &file,
+            Path::new("--json"),
+        ]));
         for v in doc["values"].as_array().unwrap() {
             if v["type"] == "storage" {
                 // A storage object saved on its own (legacy_classes): named by its key.
-                assert_eq!(keys(v), set(&["path", "type", "value", "storage_key"]), "{v}");
+                assert_eq!(
+                    keys(v),
+                    set(&["path", "type", "value", "storage_key"]),
+                    "{v}"
+                );
                 continue;
             }
-            assert_eq!(keys(v), set(&["path", "type", "value"]), "{}: {v}", file.display());
+            assert_eq!(
+                keys(v),
+                set(&["path", "type", "value"]),
+                "{}: {v}",
+                file.display()
+            );
             assert!(v["path"].is_array(), "{v}");
-            assert!(types.contains(&v["type"].as_str().unwrap()), "{}: {v}", file.display());
+            assert!(
+                types.contains(&v["type"].as_str().unwrap()),
+                "{}: {v}",
+                file.display()
+            );
         }
     }
 }
@@ -929,8 +950,14 @@ fn inspect_table_shows_the_values_as_a_tree() {
     let run = stowage(&[Path::new("inspect"), &fixture("training_checkpoint.pt")]);
     assert_eq!(run.code(), Some(0), "{run:?}");
     let lines: Vec<&str> = run.stdout.lines().collect();
-    let start = lines.iter().position(|l| *l == "values:").expect("a values tree");
-    assert!(lines[start - 1].starts_with("8 tensors, 8 storages"), "{run:?}");
+    let start = lines
+        .iter()
+        .position(|l| *l == "values:")
+        .expect("a values tree");
+    assert!(
+        lines[start - 1].starts_with("8 tensors, 8 storages"),
+        "{run:?}"
+    );
     let tree = &lines[start..];
     for want in [
         "  epoch: 3",
@@ -1009,8 +1036,14 @@ fn diff_compares_values_with_tolerances_and_optional_sharing() {
     let diffs = doc["differences"].as_array().unwrap();
     assert_eq!(diffs[2]["kind"], "value");
     assert_eq!(diffs[2]["path"], serde_json::json!(["epoch"]));
-    assert_eq!(diffs[2]["a"], serde_json::json!({"type": "int", "value": 3}));
-    assert_eq!(diffs[2]["b"], serde_json::json!({"type": "int", "value": 4}));
+    assert_eq!(
+        diffs[2]["a"],
+        serde_json::json!({"type": "int", "value": 3})
+    );
+    assert_eq!(
+        diffs[2]["b"],
+        serde_json::json!({"type": "int", "value": 4})
+    );
     assert_eq!(diffs[3]["a"]["value"], 1e-3);
 
     // Within the tolerances the floats match; the int and the sharing still differ.
@@ -1029,10 +1062,22 @@ fn diff_compares_values_with_tolerances_and_optional_sharing() {
     assert!(lines[0].starts_with("epoch:"), "{run:?}");
     assert!(lines[1].contains("sharing"), "{run:?}");
     // Too tight a tolerance lets the weights differ again.
-    let run = stowage(&[Path::new("diff"), &a, &same_but_tol, Path::new("--atol"), Path::new("1e-5")]);
+    let run = stowage(&[
+        Path::new("diff"),
+        &a,
+        &same_but_tol,
+        Path::new("--atol"),
+        Path::new("1e-5"),
+    ]);
     assert_eq!(run.code(), Some(1), "{run:?}");
     assert!(run.stdout.contains("1 outside the tolerance"), "{run:?}");
-    let run = stowage(&[Path::new("diff"), &a, &same_but_tol, Path::new("--atol"), Path::new("1e-2")]);
+    let run = stowage(&[
+        Path::new("diff"),
+        &a,
+        &same_but_tol,
+        Path::new("--atol"),
+        Path::new("1e-2"),
+    ]);
     assert_eq!(run.code(), Some(0), "{run:?}");
     assert_eq!(run.stdout, "same\n");
     // --ignore-sharing leaves the sharing out.
@@ -1044,10 +1089,19 @@ fn diff_compares_values_with_tolerances_and_optional_sharing() {
         Path::new("1e-3"),
         Path::new("--ignore-sharing"),
     ]);
-    assert_eq!(run.stdout, "epoch: int 3 in A, int 4 in B\n1 difference\n", "{run:?}");
+    assert_eq!(
+        run.stdout, "epoch: int 3 in A, int 4 in B\n1 difference\n",
+        "{run:?}"
+    );
     // Bad tolerances are usage errors.
     for bad in ["-1", "nan", "x"] {
-        let run = stowage(&[Path::new("diff"), &a, &b, Path::new("--atol"), Path::new(bad)]);
+        let run = stowage(&[
+            Path::new("diff"),
+            &a,
+            &b,
+            Path::new("--atol"),
+            Path::new(bad),
+        ]);
         assert_eq!(run.code(), Some(2), "{bad}: {run:?}");
     }
 }
@@ -1075,20 +1129,43 @@ fn convert_to_safetensors_keeps_values_in_metadata_and_names_tied_tensors() {
     let header = safetensors_header(&out);
     let meta = &header["__metadata__"];
     let value = |k: &str| -> Json { serde_json::from_str(meta[k].as_str().unwrap()).unwrap() };
-    assert_eq!(value("epoch"), serde_json::json!({"type": "int", "value": 3}));
-    assert_eq!(value("config.lr"), serde_json::json!({"type": "float", "value": 0.001}));
-    assert_eq!(value("config.name"), serde_json::json!({"type": "str", "value": "gpt"}));
+    assert_eq!(
+        value("epoch"),
+        serde_json::json!({"type": "int", "value": 3})
+    );
+    assert_eq!(
+        value("config.lr"),
+        serde_json::json!({"type": "float", "value": 0.001})
+    );
+    assert_eq!(
+        value("config.name"),
+        serde_json::json!({"type": "str", "value": "gpt"})
+    );
     assert!(header["model.embed"].is_object() && header["model.head"].is_object());
 
     // --drop-values drops them, and says so.
-    let run = stowage(&[Path::new("convert"), &input, &out, Path::new("--drop-values")]);
+    let run = stowage(&[
+        Path::new("convert"),
+        &input,
+        &out,
+        Path::new("--drop-values"),
+    ]);
     assert_eq!(run.code(), Some(0), "{run:?}");
-    assert!(run.stdout.starts_with("dropped 3 non-tensor values (--drop-values): epoch, config.lr, config.name\n"), "{run:?}");
+    assert!(
+        run.stdout.starts_with(
+            "dropped 3 non-tensor values (--drop-values): epoch, config.lr, config.name\n"
+        ),
+        "{run:?}"
+    );
     assert!(safetensors_header(&out).get("__metadata__").is_none());
 
     // To torch zip everything is kept, silently.
     let pt = dir.join("out.pt");
-    let run = stowage(&[Path::new("convert"), &fixture("training_checkpoint.pt"), &pt]);
+    let run = stowage(&[
+        Path::new("convert"),
+        &fixture("training_checkpoint.pt"),
+        &pt,
+    ]);
     assert_eq!(run.code(), Some(0), "{run:?}");
     assert_eq!(run.stdout, "", "{run:?}");
     let doc = parse(&stowage(&[Path::new("inspect"), &pt, Path::new("--json")]));
@@ -1102,7 +1179,12 @@ fn quiet_is_accepted_everywhere_and_no_bar_is_drawn_off_a_terminal() {
     let out = dir.join("q.safetensors");
     let runs: Vec<Vec<&Path>> = vec![
         vec![Path::new("--quiet"), Path::new("inspect"), &file],
-        vec![Path::new("inspect"), &file, Path::new("--json"), Path::new("-q")],
+        vec![
+            Path::new("inspect"),
+            &file,
+            Path::new("--json"),
+            Path::new("-q"),
+        ],
         vec![Path::new("diff"), &file, &file, Path::new("--quiet")],
         vec![Path::new("verify"), Path::new("--quiet"), &file],
         vec![Path::new("convert"), &file, &out, Path::new("--quiet")],

@@ -32,7 +32,10 @@ fn a_training_checkpoint_reads_through_get() {
         ckpt.get("config.dtype").unwrap().as_dtype().unwrap(),
         DType::BFloat16
     );
-    assert_eq!(ckpt.get("config.device").unwrap().as_device().unwrap(), stowage::Device::CPU);
+    assert_eq!(
+        ckpt.get("config.device").unwrap().as_device().unwrap(),
+        stowage::Device::CPU
+    );
     assert_eq!(ckpt.get("config.shape").unwrap().as_size().unwrap(), [4, 3]);
     assert_eq!(
         ckpt.get("config.big").unwrap().as_i64().unwrap(),
@@ -44,7 +47,12 @@ fn a_training_checkpoint_reads_through_get() {
         ckpt.get("config.blob").unwrap().as_bytes().unwrap(),
         b"\x00\xffab"
     );
-    assert!(ckpt.get("config.undefined").unwrap().as_f64().unwrap().is_nan());
+    assert!(ckpt
+        .get("config.undefined")
+        .unwrap()
+        .as_f64()
+        .unwrap()
+        .is_nan());
     // An integer dict key, by dotted path and by keys.
     assert_eq!(ckpt.get("config.7").unwrap().as_str().unwrap(), "int key");
     let by_keys = ckpt
@@ -59,7 +67,11 @@ fn a_training_checkpoint_reads_through_get() {
             .unwrap(),
         1e-3
     );
-    let step = ckpt.get("optimizer.state.0.step").unwrap().as_tensor().unwrap();
+    let step = ckpt
+        .get("optimizer.state.0.step")
+        .unwrap()
+        .as_tensor()
+        .unwrap();
     assert_eq!(step.tensor.shape(), &[] as &[usize]);
     let params: Vec<i64> = ckpt
         .get("optimizer.param_groups.0.params")
@@ -75,7 +87,10 @@ fn a_training_checkpoint_reads_through_get() {
     assert_eq!(names, ["weight", "bias"]);
     assert_eq!(sd[0].1.shape(), &[3, 4]);
     let weight = ckpt.get("model.weight").unwrap().as_tensor().unwrap();
-    assert!(weight.tensor.untyped_storage().is_same(sd[0].1.untyped_storage()));
+    assert!(weight
+        .tensor
+        .untyped_storage()
+        .is_same(sd[0].1.untyped_storage()));
     // The dict as handles.
     let keys: Vec<String> = ckpt
         .root_value()
@@ -114,7 +129,10 @@ fn lookups_fail_with_typed_errors_naming_the_path() {
     assert!(ckpt.get("epoch.x").is_err(), "an int has no keys");
     assert!(ckpt.get("model.weight.0").is_err(), "a tensor has no keys");
     let e = ckpt.get("config.lr").unwrap().as_dict().err().unwrap();
-    assert_eq!(e.to_string(), "value at \"config.lr\": expected dict, found float");
+    assert_eq!(
+        e.to_string(),
+        "value at \"config.lr\": expected dict, found float"
+    );
 }
 
 #[test]
@@ -215,8 +233,15 @@ fn lazy_checkpoints_save_window_by_window_and_report_progress() {
         let (a, b) = (dir_a.path().join("c.pt"), dir_b.path().join("c.pt"));
         stowage::serialize::save_with(&a, &lazy, &save).unwrap();
         stowage::serialize::save_with(&b, &eager, &SaveOptions::default()).unwrap();
-        assert!(std::fs::read(&a).unwrap() == std::fs::read(&b).unwrap(), "{name}");
-        let total: u64 = eager.storages.iter().map(|s| s.storage.nbytes() as u64).sum();
+        assert!(
+            std::fs::read(&a).unwrap() == std::fs::read(&b).unwrap(),
+            "{name}"
+        );
+        let total: u64 = eager
+            .storages
+            .iter()
+            .map(|s| s.storage.nbytes() as u64)
+            .sum();
         assert_eq!(done.load(Ordering::Relaxed), total, "{name}");
         assert!(
             lazy.storages.iter().all(|s| !s.storage.is_loaded()),
@@ -230,7 +255,10 @@ fn lazy_checkpoints_save_window_by_window_and_report_progress() {
         let want = stowage::serialize::safetensors::save(&b, &eager);
         assert_eq!(st.is_ok(), want.is_ok(), "{name}");
         if st.is_ok() {
-            assert!(std::fs::read(&a).unwrap() == std::fs::read(&b).unwrap(), "{name}");
+            assert!(
+                std::fs::read(&a).unwrap() == std::fs::read(&b).unwrap(),
+                "{name}"
+            );
             // Contiguous tensors are written from the file; views that are not
             // (in `views`) are copied contiguous first, which reads their storage.
             if name == "training_checkpoint" {

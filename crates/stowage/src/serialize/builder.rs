@@ -525,7 +525,10 @@ mod tests {
             .value_at(&[PathKey::Key("l".into()), PathKey::Index(5)], 0)
             .build()
             .unwrap_err();
-        assert!(matches!(&e, Error::ValueNotFound { path } if path == "l.5"), "{e:?}");
+        assert!(
+            matches!(&e, Error::ValueNotFound { path } if path == "l.5"),
+            "{e:?}"
+        );
     }
 
     #[test]
@@ -539,6 +542,9 @@ mod tests {
         assert_eq!(ckpt.get("l.1").unwrap().as_str().unwrap(), "two");
         assert_eq!(ckpt.get("by_id.7").unwrap().as_f64().unwrap(), 0.5);
         let e = ckpt.get("by_id.8").unwrap_err();
-        assert!(matches!(&e, Error::ValueNotFound { path } if path == "by_id.8"), "{e:?}");
+        assert!(
+            matches!(&e, Error::ValueNotFound { path } if path == "by_id.8"),
+            "{e:?}"
+        );
     }
 }

@@ -39,8 +39,8 @@ pub use object::{
     TensorObject, MAX_PATHS,
 };
 pub use options::{LoadOptions, Progress};
-pub use values::{ValueKind, ValueRef};
 pub use torch_zip::{archive_name, save, save_to_writer, save_with, SaveOptions};
+pub use values::{ValueKind, ValueRef};
 
 use crate::io::ReadAt;
 use crate::storage::{MappedFile, MappedRecords};

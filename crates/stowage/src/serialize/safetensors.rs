@@ -28,8 +28,8 @@ use crate::serialize::object::{
     dotted, ByteOrder, Checkpoint, Format, Object, StorageRecord, TensorObject,
 };
 use crate::serialize::options::{LoadOptions, Progress};
-use crate::serialize::torch_zip::SaveOptions;
 use crate::serialize::pickle::Value;
+use crate::serialize::torch_zip::SaveOptions;
 use crate::storage::{Fetch, MappedRecords};
 use crate::{DType, Error, Result, Tensor, UntypedStorage};
 
@@ -169,16 +169,17 @@ pub(crate) fn load_lazy(file: File, path: &Path, options: &LoadOptions) -> Resul
     let make = |name: &str, offset: u64| -> Fetch {
         let (file, path, name) = (file.clone(), path.clone(), name.to_owned());
         Arc::new(move |from: u64, dst: &mut [u8]| {
-            let at = offset.checked_add(from).ok_or_else(|| {
-                Error::Io(std::io::Error::from(std::io::ErrorKind::InvalidInput))
-            });
-            at.and_then(|at| file.read_exact_at(dst, at).map_err(Error::Io)).map_err(|e| Error::InFile {
-                path: path.to_path_buf(),
-                source: Box::new(Error::AtPath {
-                    path: name.clone(),
-                    source: Box::new(e),
-                }),
-            })
+            let at = offset
+                .checked_add(from)
+                .ok_or_else(|| Error::Io(std::io::Error::from(std::io::ErrorKind::InvalidInput)));
+            at.and_then(|at| file.read_exact_at(dst, at).map_err(Error::Io))
+                .map_err(|e| Error::InFile {
+                    path: path.to_path_buf(),
+                    source: Box::new(Error::AtPath {
+                        path: name.clone(),
+                        source: Box::new(e),
+                    }),
+                })
         })
     };
     load(&*file, options, None, Some(&make))

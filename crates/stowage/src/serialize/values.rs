@@ -161,7 +161,9 @@ impl<'c> ValueRef<'c> {
 
     /// The container node, if the value is one this checkpoint holds.
     fn node(&self) -> Option<&'c Node<Object>> {
-        self.value.as_node().and_then(|id| self.ckpt.graph.try_get(id))
+        self.value
+            .as_node()
+            .and_then(|id| self.ckpt.graph.try_get(id))
     }
 
     /// What the value is.
