@@ -621,6 +621,27 @@ def make_training_checkpoint(path):
         f.write("\n")
 
 
+@fixture
+def make_deflated_records(path):
+    """A torch.save archive rewritten with every data/ record deflated (zipfile,
+    ZIP_DEFLATED): PyTorch reads deflated records (miniz inflates them), and a
+    lazy load must read them in windows. Two 32 KiB tensors of repeating values."""
+    import zipfile
+    torch.save({
+        "ramp": torch.arange(8192, dtype=torch.float32) % 97,
+        "steps": (torch.arange(4096, dtype=torch.int64) // 5).reshape(64, 64),
+        "epoch": 3,
+    }, path)
+    with zipfile.ZipFile(path) as z:
+        records = [(i, z.read(i)) for i in z.infolist()]
+    with zipfile.ZipFile(path, "w") as z:
+        for info, data in records:
+            method = zipfile.ZIP_DEFLATED if "/data/" in info.filename else zipfile.ZIP_STORED
+            z.writestr(zipfile.ZipInfo(info.filename, date_time=(1980, 1, 1, 0, 0, 0)), data, compress_type=method)
+    back = torch.load(path, weights_only=True)
+    assert back["steps"][63, 63].item() == 4095 // 5
+
+
 # --------------------------------------------------------------------------- driver
 
 def weights_only_verdict(path):

@@ -270,3 +270,38 @@ fn lazy_checkpoints_save_window_by_window_and_report_progress() {
         }
     }
 }
+
+#[test]
+fn deflated_records_read_in_windows() {
+    let eager = load_fixture("deflated_records");
+    let options = LoadOptions {
+        lazy: true,
+        ..LoadOptions::default()
+    };
+    let lazy = stowage::serialize::load_with(fixture("deflated_records"), &options).unwrap();
+    for name in ["ramp", "steps"] {
+        let storage = |c: &stowage::Checkpoint| {
+            c.get(name)
+                .unwrap()
+                .as_tensor()
+                .unwrap()
+                .tensor
+                .untyped_storage()
+                .clone()
+        };
+        let want = storage(&eager).bytes().unwrap().to_vec();
+        let s = storage(&lazy);
+        let mut got = vec![0u8; want.len()];
+        for (i, chunk) in got.chunks_mut(1000).enumerate() {
+            s.read_at(i * 1000, chunk).unwrap();
+        }
+        assert!(got == want, "{name}");
+        assert!(!s.is_loaded(), "{name}");
+        // Out of order too.
+        let mut tail = vec![0u8; 24];
+        s.read_at(want.len() - 24, &mut tail).unwrap();
+        s.read_at(8, &mut got[..16]).unwrap();
+        assert_eq!(tail, want[want.len() - 24..]);
+        assert_eq!(got[..16], want[8..24]);
+    }
+}
