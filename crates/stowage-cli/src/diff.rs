@@ -20,6 +20,14 @@
 //! Both files are loaded lazily and compared window by window, so memory
 //! does not grow with their size.
 //!
+//! `--json` kinds: `missing_in_a`, `missing_in_b`, `dtype`, `shape`, `values`
+//! (`elements_differing`, `numel`, `max_abs_diff` for floats,
+//! `elements_outside_tolerance` with a tolerance), `sharing`, and `value` for
+//! a non-tensor value, with `a` and `b` each `{"type", "value"}` as `inspect
+//! --json` lists values (`{"type": "tensor", "value": null}` for a tensor); a
+//! value present on one side only is `missing_in_a`/`missing_in_b` with the
+//! other side `null`.
+//!
 //! Exit 0 when nothing differs, 1 when something does (one line per
 //! difference, or one JSON object with `--json`), 2 when either file cannot be
 //! read.

@@ -6,6 +6,12 @@
 //! with the tensors' size). `--json` hashes every tensor: the checkpoint is
 //! loaded lazily and each contiguous tensor is hashed window by window
 //! straight from the file, so the file is never held in memory.
+//!
+//! Non-tensor values (`epoch`, `config.lr`, …) follow the table as a short
+//! tree (short lists and tuples of scalars on one line, at most 40 lines), and
+//! are listed in full in `--json`'s `"values"`, each as the contract's
+//! `{"path", "type", "value"}` (a storage object saved on its own, outside
+//! the contract's types, as `{"type": "storage", "storage_key": …}`).
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -29,7 +35,7 @@ pub struct Args {
     /// Print one JSON object instead of a table
     #[arg(long)]
     json: bool,
-    /// Read only the pickle (meta loading): no tensor bytes are read and `sha256` is null
+    /// With --json: read only the pickle and the archive's directory (fake tensors): no tensor bytes are read and `sha256` is null
     #[arg(long)]
     no_hash: bool,
 }
