@@ -73,25 +73,24 @@ fn key(path: &[PathKey]) -> String {
 }
 
 /// The checkpoint to write as safetensors: its values put in `__metadata__`
-/// (or dropped), each noted on `out`, and each group of tensors sharing a
-/// storage noted.
+/// (or dropped), and the notes to print once it is written: the values
+/// stored or dropped, and each group of tensors sharing a storage.
 fn for_safetensors(
     ckpt: &Checkpoint,
     input: &Path,
     drop_values: bool,
-    out: &mut dyn Write,
-) -> Result<Checkpoint, Failure> {
+) -> Result<(Checkpoint, Vec<String>), Failure> {
+    let mut notes = Vec::new();
     let leaves = crate::values::leaves(ckpt, input)?;
     let names: Vec<String> = leaves.iter().map(|l| key(l.path())).collect();
     let mut metadata: BTreeMap<String, String> =
         ckpt.safetensors_metadata.clone().unwrap_or_default();
     if !leaves.is_empty() && drop_values {
-        writeln!(
-            out,
+        notes.push(format!(
             "dropped {} non-tensor values (--drop-values): {}",
             leaves.len(),
             listed(&names)
-        )?;
+        ));
     } else if !leaves.is_empty() {
         for (leaf, name) in leaves.iter().zip(&names) {
             let text = serde_json::Value::Object(typed_json(leaf)).to_string();
@@ -101,12 +100,11 @@ fn for_safetensors(
                 )));
             }
         }
-        writeln!(
-            out,
+        notes.push(format!(
             "stored {} non-tensor values in __metadata__ as JSON under their dotted paths: {}",
             leaves.len(),
             listed(&names)
-        )?;
+        ));
     }
     drop(leaves);
     let mut groups: HashMap<usize, Vec<String>> = HashMap::new();
@@ -129,15 +127,14 @@ fn for_safetensors(
             1 => ("1 group of tensors".to_owned(), "shares"),
             n => (format!("{n} groups of tensors"), "share"),
         };
-        writeln!(
-            out,
-            "{n} {verb} a storage (tied) and will be written as separate copies: {}",
+        notes.push(format!(
+            "{n} {verb} a storage (tied); each tensor is written as a copy of its own: {}",
             listed(&tied)
-        )?;
+        ));
     }
     let mut ckpt = ckpt.clone();
     ckpt.safetensors_metadata = (!metadata.is_empty()).then_some(metadata);
-    Ok(ckpt)
+    Ok((ckpt, notes))
 }
 
 /// Runs `convert`.
@@ -164,10 +161,12 @@ pub fn run(args: Args, out: &mut dyn Write) -> Result<ExitCode, Failure> {
         progress: Some(Progress::new(move |n| tick.inc(n))),
         ..SaveOptions::default()
     };
+    let mut notes = Vec::new();
     let written = match kind {
         Target::TorchZip => stowage::serialize::save_with(&args.output, &ckpt, &options),
         Target::Safetensors => {
-            let ckpt = for_safetensors(&ckpt, &args.input, args.drop_values, out)?;
+            let (ckpt, said) = for_safetensors(&ckpt, &args.input, args.drop_values)?;
+            notes = said;
             stowage::serialize::safetensors::save_with(&args.output, &ckpt, &options)
         }
     };
@@ -182,6 +181,9 @@ pub fn run(args: Args, out: &mut dyn Write) -> Result<ExitCode, Failure> {
             source: Box::new(e),
         }),
     })?;
+    for note in notes {
+        writeln!(out, "{note}")?;
+    }
     Ok(ExitCode::SUCCESS)
 }
 

@@ -1123,7 +1123,7 @@ fn convert_to_safetensors_keeps_values_in_metadata_and_names_tied_tensors() {
     assert_eq!(
         run.stdout,
         "stored 3 non-tensor values in __metadata__ as JSON under their dotted paths: epoch, config.lr, config.name\n\
-         1 group of tensors shares a storage (tied) and will be written as separate copies: [model.embed, model.head]\n",
+         1 group of tensors shares a storage (tied); each tensor is written as a copy of its own: [model.embed, model.head]\n",
         "{run:?}"
     );
     let header = safetensors_header(&out);
