@@ -32,6 +32,8 @@
 //! difference, or one JSON object with `--json`), 2 when either file cannot be
 //! read.
 
+mod values;
+
 use std::collections::{HashMap, HashSet};
 use std::io::Write;
 use std::path::PathBuf;
@@ -42,9 +44,10 @@ use stowage::layout::Layout;
 use stowage::serialize::{dotted, PathKey, TensorObject, ValueRef};
 use stowage::{Checkpoint, DType, Kind, Scalar, Tensor, UntypedStorage};
 
+use self::values::{compare_values, value_words};
 use crate::data::Reader;
 use crate::inspect::{path_json, rows};
-use crate::values::{float_json, typed_json};
+use crate::values::float_json;
 use crate::{progress, Failure};
 
 /// Arguments of `diff`.
@@ -288,81 +291,6 @@ fn compare(a: &Checkpoint, b: &Checkpoint, options: Options) -> Result<Vec<Diffe
         differences.extend(sharing(&common));
     }
     Ok(differences)
-}
-
-/// Where each tensor path's row is.
-type TensorIndex<'r> = HashMap<&'r [PathKey], usize>;
-
-/// Differences between the non-tensor leaves: in A's order, then those only in B.
-fn compare_values(
-    leaves_a: &[ValueRef<'_>],
-    leaves_b: &[ValueRef<'_>],
-    (tensors_a, tensors_b): (&TensorIndex<'_>, &TensorIndex<'_>),
-    tolerance: Option<Tolerance>,
-) -> Vec<Difference> {
-    let tensor = || json!({"type": "tensor", "value": null});
-    let index = |leaves: &[ValueRef<'_>]| {
-        let mut m: HashMap<Vec<PathKey>, usize> = HashMap::new();
-        for (i, l) in leaves.iter().enumerate() {
-            m.entry(l.path().to_vec()).or_insert(i);
-        }
-        m
-    };
-    let (index_a, index_b) = (index(leaves_a), index(leaves_b));
-    let mut differences = Vec::new();
-    for (i, la) in leaves_a.iter().enumerate() {
-        if index_a[la.path()] != i {
-            continue;
-        }
-        let ja = Json::Object(typed_json(la));
-        let b = match index_b.get(la.path()) {
-            Some(&j) => {
-                let lb = &leaves_b[j];
-                if same_value(la, lb, tolerance) {
-                    continue;
-                }
-                Some(Json::Object(typed_json(lb)))
-            }
-            None if tensors_b.contains_key(la.path()) => Some(tensor()),
-            None => None,
-        };
-        differences.push(Difference {
-            path: la.path().to_vec(),
-            kind: What::Value { a: Some(ja), b },
-        });
-    }
-    for lb in leaves_b {
-        if index_a.contains_key(lb.path()) {
-            continue;
-        }
-        let a = tensors_a.contains_key(lb.path()).then(tensor);
-        differences.push(Difference {
-            path: lb.path().to_vec(),
-            kind: What::Value {
-                a,
-                b: Some(Json::Object(typed_json(lb))),
-            },
-        });
-    }
-    differences
-}
-
-/// Whether two leaves are the same: same type and value, floats (and complex
-/// numbers) within the tolerance when there is one.
-fn same_value(a: &ValueRef<'_>, b: &ValueRef<'_>, tolerance: Option<Tolerance>) -> bool {
-    if typed_json(a) == typed_json(b) {
-        return true;
-    }
-    let Some(tol) = tolerance else { return false };
-    let number = |v: &ValueRef<'_>| match v.kind() {
-        stowage::serialize::ValueKind::Float => v.as_f64().ok().map(|f| num_complex::Complex64::new(f, 0.0)),
-        stowage::serialize::ValueKind::Complex => v.as_complex().ok(),
-        _ => None,
-    };
-    match (a.kind() == b.kind(), number(a), number(b)) {
-        (true, Some(x), Some(y)) => tol.close(x, y),
-        _ => false,
-    }
 }
 
 /// Elements decoded to values at a time when two windows differ.
@@ -623,15 +551,6 @@ fn difference_json(d: &Difference) -> Json {
     };
     o.insert("kind".into(), json!(kind));
     Json::Object(o)
-}
-
-/// `int 3`, `str "gpt"`, `tensor`.
-fn value_words(v: &Json) -> String {
-    match (&v["type"], &v["value"]) {
-        (Json::String(t), Json::Null) if t == "tensor" => "tensor".into(),
-        (Json::String(t), value) => format!("{t} {value}"),
-        (_, value) => value.to_string(),
-    }
 }
 
 fn shape(s: &[usize]) -> String {
