@@ -40,7 +40,7 @@ import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
 from ckpt_zip import build_zip, read_records  # noqa: E402
-from torch_manifest import manifest, walk  # noqa: E402
+from torch_manifest import manifest, values_manifest, walk  # noqa: E402
 
 DEFAULT_OUT = os.path.join(HERE, "..", "crates", "stowage", "tests", "fixtures")
 MAX_BYTES = 20 * 1024
@@ -574,6 +574,72 @@ def make_uint_and_float8(path):
     back = torch.load(path, weights_only=True)
     ptrs = {back[k].untyped_storage().data_ptr() for k in ("pair_uint16", "pair_float8_e5m2", "pair_uint8")}
     assert len(ptrs) == 1
+
+
+@fixture
+def make_training_checkpoint(path):
+    """What a training loop saves: {"model": state_dict, "optimizer": Adam's
+    state_dict after one step (per-parameter state keyed by int, param_groups
+    with floats, tuples, bools and None), "epoch": 3, "config": {...}} with
+    every kind of non-tensor leaf the CLI contract names. Beside it,
+    training_checkpoint.values.json: the contract's "values" list for it, as
+    Python sees the loaded object (values_manifest)."""
+    torch.manual_seed(11)
+    model = nn.Linear(4, 3)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    model(torch.ones(2, 4)).sum().backward()
+    opt.step()
+    torch.save({
+        "model": model.state_dict(),
+        "optimizer": opt.state_dict(),
+        "epoch": 3,
+        "config": {
+            "lr": 1e-3,
+            "name": "gpt",
+            "betas": (0.9, 0.999),
+            "layers": [4, 3],
+            "amp": False,
+            "seed": None,
+            "dtype": torch.bfloat16,
+            "device": torch.device("cpu"),
+            "shape": torch.Size([4, 3]),
+            "big": 2**60 + 1,
+            "huge": 2**70,
+            "best": float("inf"),
+            "worst": float("-inf"),
+            "undefined": float("nan"),
+            "z": complex(1.5, -2.0),
+            "blob": b"\x00\xffab",
+            "empty": {"d": {}, "l": [], "t": ()},
+            7: "int key",
+        },
+    }, path)
+    back = torch.load(path, weights_only=True)
+    assert back["optimizer"]["state"][0]["step"].item() == 1
+    with open(os.path.join(os.path.dirname(path), "training_checkpoint.values.json"), "w") as f:
+        json.dump(values_manifest(back), f, indent=1)
+        f.write("\n")
+
+
+@fixture
+def make_deflated_records(path):
+    """A torch.save archive rewritten with every data/ record deflated (zipfile,
+    ZIP_DEFLATED): PyTorch reads deflated records (miniz inflates them), and a
+    lazy load must read them in windows. Two 32 KiB tensors of repeating values."""
+    import zipfile
+    torch.save({
+        "ramp": torch.arange(8192, dtype=torch.float32) % 97,
+        "steps": (torch.arange(4096, dtype=torch.int64) // 5).reshape(64, 64),
+        "epoch": 3,
+    }, path)
+    with zipfile.ZipFile(path) as z:
+        records = [(i, z.read(i)) for i in z.infolist()]
+    with zipfile.ZipFile(path, "w") as z:
+        for info, data in records:
+            method = zipfile.ZIP_DEFLATED if "/data/" in info.filename else zipfile.ZIP_STORED
+            z.writestr(zipfile.ZipInfo(info.filename, date_time=(1980, 1, 1, 0, 0, 0)), data, compress_type=method)
+    back = torch.load(path, weights_only=True)
+    assert back["steps"][63, 63].item() == 4095 // 5
 
 
 # --------------------------------------------------------------------------- driver

@@ -6,6 +6,7 @@ fields of the project's `inspect --json` contract (the `stowage inspect --json`
 tensor form, with `storage_group` where the binary gives `storage_key`):
 path, dtype, shape, stride, storage_offset, storage identity, requires_grad,
 parameter, sha256 of the logical elements in row-major order.
+values_manifest lists the non-tensor leaves in the contract's "values" form.
 """
 import hashlib, json, sys, collections
 import torch
@@ -46,6 +47,57 @@ def raw_bytes(t):
     if c.numel() == 0:
         return b""
     return c.view(torch.uint8).numpy().tobytes()
+
+def values_manifest(obj):
+    """The CLI contract's "values" list for a loaded object: every non-tensor
+    leaf with its path and type, empty containers listed, in iteration order."""
+    out = []
+
+    def number(v):
+        if v != v:
+            return "nan"
+        if v in (float("inf"), float("-inf")):
+            return "inf" if v > 0 else "-inf"
+        return v
+
+    def leaf(path, v):
+        if v is None:
+            return {"path": path, "type": "none", "value": None}
+        if isinstance(v, bool):
+            return {"path": path, "type": "bool", "value": v}
+        if isinstance(v, int):
+            return {"path": path, "type": "int", "value": v if abs(v) <= 2**53 else str(v)}
+        if isinstance(v, float):
+            return {"path": path, "type": "float", "value": number(v)}
+        if isinstance(v, complex):
+            return {"path": path, "type": "complex", "value": [number(v.real), number(v.imag)]}
+        if isinstance(v, str):
+            return {"path": path, "type": "str", "value": v}
+        if isinstance(v, bytes):
+            return {"path": path, "type": "bytes", "value": v.hex()}
+        if isinstance(v, torch.dtype):
+            return {"path": path, "type": "dtype", "value": str(v).removeprefix("torch.")}
+        if isinstance(v, torch.Size):
+            return {"path": path, "type": "size", "value": list(v)}
+        if isinstance(v, torch.device):
+            return {"path": path, "type": "device", "value": str(v)}
+        raise TypeError(f"no contract type for {type(v).__name__} at {path}")
+
+    def walk_values(path, v):
+        if isinstance(v, torch.Tensor):
+            return
+        if isinstance(v, (dict, list, tuple)) and not isinstance(v, torch.Size):
+            items = list(v.items()) if isinstance(v, dict) else list(enumerate(v))
+            if not items:
+                kind = "dict" if isinstance(v, dict) else "list" if isinstance(v, list) else "tuple"
+                out.append({"path": path, "type": kind, "value": []})
+            for k, x in items:
+                walk_values(path + [k], x)
+            return
+        out.append(leaf(path, v))
+
+    walk_values([], obj)
+    return out
 
 def manifest(path):
     obj = torch.load(path, weights_only=False, map_location="cpu")

@@ -1,23 +1,42 @@
 //! `stowage convert IN OUT`: rewrite a checkpoint in the format OUT's
 //! extension names (`.pt`, `.pth`, `.bin`, `.ckpt`: torch zip; `.safetensors`).
 //! OUT is written to a temporary file beside it and renamed into place.
+//!
+//! IN is loaded lazily and each storage goes from IN to OUT window by window,
+//! so converting a large checkpoint does not hold it in memory.
+//!
+//! A torch zip OUT keeps everything. A safetensors file holds only tensors,
+//! so nothing is dropped silently:
+//! - the non-tensor values (`epoch`, `config.lr`, …) go into the file's
+//!   `__metadata__` map, one entry per leaf, under its dotted path, as the
+//!   JSON object `inspect --json` lists it without the path
+//!   (`{"type": "float", "value": 0.001}`); `--drop-values` leaves them out.
+//!   Either way stdout names them;
+//! - tensors that share a storage (tied weights) are written as separate
+//!   copies, and stdout names each group.
 
-use std::io::{IsTerminal, Write};
+use std::collections::{BTreeMap, HashMap};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::Duration;
 
-use indicatif::{ProgressBar, ProgressStyle};
+use stowage::serialize::{dotted, PathKey, Progress, SaveOptions};
+use stowage::Checkpoint;
 
-use crate::Failure;
+use crate::values::typed_json;
+use crate::{inspect, progress, Failure};
 
 /// Arguments of `convert`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// The checkpoint to read (any format `inspect` reads)
     input: PathBuf,
-    /// Where to write it: .pt/.pth/.bin (torch zip) or .safetensors
+    /// Where to write it: .pt/.pth/.bin/.ckpt (torch zip) or .safetensors
     output: PathBuf,
+    /// To .safetensors: leave the non-tensor values out (by default they are
+    /// stored in `__metadata__`, as JSON under their dotted paths)
+    #[arg(long)]
+    drop_values: bool,
 }
 
 enum Target {
@@ -33,15 +52,89 @@ fn target(path: &Path) -> Option<Target> {
     }
 }
 
-/// A spinner on stderr naming the current step, only when stderr is a terminal.
-fn spinner() -> Option<ProgressBar> {
-    if !std::io::stderr().is_terminal() {
-        return None;
+/// How many names a note lists before `… (N in all)`.
+const LISTED: usize = 8;
+
+fn listed(names: &[String]) -> String {
+    if names.len() <= LISTED {
+        names.join(", ")
+    } else {
+        format!("{}, … ({} in all)", names[..LISTED].join(", "), names.len())
     }
-    let bar = ProgressBar::new_spinner();
-    bar.set_style(ProgressStyle::with_template("{spinner} {msg} {elapsed}").unwrap_or_else(|_| ProgressStyle::default_spinner()));
-    bar.enable_steady_tick(Duration::from_millis(100));
-    Some(bar)
+}
+
+/// A dotted path for a metadata key (the root itself: `value`).
+fn key(path: &[PathKey]) -> String {
+    if path.is_empty() {
+        "value".into()
+    } else {
+        dotted(path)
+    }
+}
+
+/// The checkpoint to write as safetensors: its values put in `__metadata__`
+/// (or dropped), and the notes to print once it is written: the values
+/// stored or dropped, and each group of tensors sharing a storage.
+fn for_safetensors(
+    ckpt: &Checkpoint,
+    input: &Path,
+    drop_values: bool,
+) -> Result<(Checkpoint, Vec<String>), Failure> {
+    let mut notes = Vec::new();
+    let leaves = crate::values::leaves(ckpt, input)?;
+    let names: Vec<String> = leaves.iter().map(|l| key(l.path())).collect();
+    let mut metadata: BTreeMap<String, String> =
+        ckpt.safetensors_metadata.clone().unwrap_or_default();
+    if !leaves.is_empty() && drop_values {
+        notes.push(format!(
+            "dropped {} non-tensor values (--drop-values): {}",
+            leaves.len(),
+            listed(&names)
+        ));
+    } else if !leaves.is_empty() {
+        for (leaf, name) in leaves.iter().zip(&names) {
+            let text = serde_json::Value::Object(typed_json(leaf)).to_string();
+            if metadata.insert(name.clone(), text).is_some() {
+                return Err(Failure::usage(format!(
+                    "convert: the value {name} and the input's __metadata__ entry of that name would collide (use --drop-values)"
+                )));
+            }
+        }
+        notes.push(format!(
+            "stored {} non-tensor values in __metadata__ as JSON under their dotted paths: {}",
+            leaves.len(),
+            listed(&names)
+        ));
+    }
+    drop(leaves);
+    let mut groups: HashMap<usize, Vec<String>> = HashMap::new();
+    let mut order = Vec::new();
+    for (path, t) in ckpt.tensors().map_err(Failure::input)? {
+        let id = t.tensor.untyped_storage().id();
+        let group = groups.entry(id).or_default();
+        if group.is_empty() {
+            order.push(id);
+        }
+        group.push(dotted(&path));
+    }
+    let tied: Vec<String> = order
+        .iter()
+        .filter_map(|id| groups.get(id).filter(|g| g.len() > 1))
+        .map(|g| format!("[{}]", g.join(", ")))
+        .collect();
+    if !tied.is_empty() {
+        let (n, verb) = match tied.len() {
+            1 => ("1 group of tensors".to_owned(), "shares"),
+            n => (format!("{n} groups of tensors"), "share"),
+        };
+        notes.push(format!(
+            "{n} {verb} a storage (tied); each tensor is written as a copy of its own: {}",
+            listed(&tied)
+        ));
+    }
+    let mut ckpt = ckpt.clone();
+    ckpt.safetensors_metadata = (!metadata.is_empty()).then_some(metadata);
+    Ok((ckpt, notes))
 }
 
 /// Runs `convert`.
@@ -52,21 +145,32 @@ pub fn run(args: Args, out: &mut dyn Write) -> Result<ExitCode, Failure> {
             args.output.display()
         )));
     };
-    let bar = spinner();
-    if let Some(b) = &bar {
-        b.set_message(format!("reading {}", args.input.display()));
-    }
-    let ckpt = stowage::load(&args.input).map_err(Failure::input)?;
-    if let Some(b) = &bar {
-        b.set_message(format!("writing {}", args.output.display()));
-    }
-    let written = match kind {
-        Target::TorchZip => stowage::save(&args.output, &ckpt),
-        Target::Safetensors => stowage::serialize::safetensors::save(&args.output, &ckpt),
+    let ckpt = inspect::load(&args.input, false)?;
+    let total: u64 = match kind {
+        Target::TorchZip => ckpt.storages.iter().map(|s| s.storage.nbytes() as u64).sum(),
+        Target::Safetensors => ckpt
+            .tensors()
+            .map_err(Failure::input)?
+            .iter()
+            .map(|(_, t)| t.tensor.nbytes() as u64)
+            .sum(),
     };
-    if let Some(b) = &bar {
-        b.finish_and_clear();
-    }
+    let bar = progress::bytes(total, format!("writing {}", args.output.display()));
+    let tick = bar.clone();
+    let options = SaveOptions {
+        progress: Some(Progress::new(move |n| tick.inc(n))),
+        ..SaveOptions::default()
+    };
+    let mut notes = Vec::new();
+    let written = match kind {
+        Target::TorchZip => stowage::serialize::save_with(&args.output, &ckpt, &options),
+        Target::Safetensors => {
+            let (ckpt, said) = for_safetensors(&ckpt, &args.input, args.drop_values)?;
+            notes = said;
+            stowage::serialize::safetensors::save_with(&args.output, &ckpt, &options)
+        }
+    };
+    bar.finish_and_clear();
     written.map_err(|e| match e {
         // An input the target format cannot hold is refused input (exit 2).
         e @ stowage::Error::AtPath { .. } => Failure::input(e),
@@ -77,7 +181,9 @@ pub fn run(args: Args, out: &mut dyn Write) -> Result<ExitCode, Failure> {
             source: Box::new(e),
         }),
     })?;
-    let _ = out;
+    for note in notes {
+        writeln!(out, "{note}")?;
+    }
     Ok(ExitCode::SUCCESS)
 }
 

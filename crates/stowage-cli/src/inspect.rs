@@ -1,5 +1,17 @@
 //! `stowage inspect FILE [--json]`: what a checkpoint holds, as the CLI
 //! contract specifies (`docs/cli-contract.md`).
+//!
+//! The table needs no tensor bytes, so it loads fake tensors: the pickle and
+//! the archive's directory are read, no storage (time and memory do not grow
+//! with the tensors' size). `--json` hashes every tensor: the checkpoint is
+//! loaded lazily and each contiguous tensor is hashed window by window
+//! straight from the file, so the file is never held in memory.
+//!
+//! Non-tensor values (`epoch`, `config.lr`, …) follow the table as a short
+//! tree (short lists and tuples of scalars on one line, at most 40 lines), and
+//! are listed in full in `--json`'s `"values"`, each as the contract's
+//! `{"path", "type", "value"}` (a storage object saved on its own, outside
+//! the contract's types, as `{"type": "storage", "storage_key": …}`).
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -7,11 +19,13 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use serde_json::{json, Value as Json};
-use sha2::{Digest, Sha256};
-use stowage::serialize::{dotted, PathKey, TensorObject};
-use stowage::{Checkpoint, Tensor};
+use stowage::serialize::{dotted, LoadOptions, PathKey, TensorObject};
+use stowage::Checkpoint;
 
-use crate::Failure;
+use crate::{data, progress, values, Failure};
+
+/// Most lines of the value tree under the table (`--json` lists them all).
+const TREE_LINES: usize = 40;
 
 /// Arguments of `inspect`.
 #[derive(Debug, clap::Args)]
@@ -21,7 +35,7 @@ pub struct Args {
     /// Print one JSON object instead of a table
     #[arg(long)]
     json: bool,
-    /// Read only the pickle (meta loading): no tensor bytes are read and `sha256` is null
+    /// With --json: read only the pickle and the archive's directory (fake tensors): no tensor bytes are read and `sha256` is null
     #[arg(long)]
     no_hash: bool,
 }
@@ -54,24 +68,21 @@ pub fn rows(ckpt: &Checkpoint) -> Result<Vec<Row<'_>>, Failure> {
         .collect())
 }
 
-/// The tensor's logical elements, row-major and contiguous, in native (little-endian) order.
+/// Loads `file` for reading its metadata only (`fake`: no storage is read),
+/// or lazily (each storage read when used, by windows when contiguous).
 ///
 /// # Errors
-/// For tensors without data (meta).
-pub fn logical_bytes(t: &Tensor) -> Result<Vec<u8>, stowage::Error> {
-    let c = t.contiguous()?;
-    let bytes = c.untyped_storage().bytes()?;
-    let start = c.storage_offset() * c.element_size();
-    Ok(bytes[start..start + c.nbytes()].to_vec())
-}
-
-/// Hex SHA-256 of the tensor's logical elements (empty string's hash when it has none).
-///
-/// # Errors
-/// As [`logical_bytes`].
-pub fn sha256(t: &Tensor) -> Result<String, stowage::Error> {
-    let digest = Sha256::digest(logical_bytes(t)?);
-    Ok(digest.iter().map(|b| format!("{b:02x}")).collect())
+/// The load's error, naming the file once.
+pub fn load(file: &std::path::Path, metadata_only: bool) -> Result<Checkpoint, Failure> {
+    let options = LoadOptions {
+        fake: metadata_only,
+        lazy: !metadata_only,
+        ..LoadOptions::default()
+    };
+    let bar = progress::spinner(format!("reading {}", file.display()));
+    let loaded = stowage::serialize::load_with(file, &options).map_err(Failure::input);
+    bar.finish_and_clear();
+    loaded
 }
 
 /// A path as the contract's JSON list: string keys as strings, indices as numbers.
@@ -104,54 +115,59 @@ pub fn human(bytes: u64) -> String {
 
 /// Runs `inspect`.
 pub fn run(args: Args, out: &mut dyn Write) -> Result<ExitCode, Failure> {
-    let ckpt = if args.no_hash {
-        let options = stowage::serialize::LoadOptions { map_location: Some(stowage::Device::META), ..Default::default() };
-        stowage::serialize::load_with(&args.file, &options)
-    } else {
-        stowage::load(&args.file)
-    }
-    .map_err(Failure::input)?;
+    let ckpt = load(&args.file, !args.json || args.no_hash)?;
     let rows = rows(&ckpt)?;
-    if args.json {
-        let tensors = rows
-            .iter()
-            .map(|r| {
-                let t = &r.object.tensor;
-                let sha = if !t.has_data() {
-                    Json::Null
-                } else {
-                    let logical = r.object.resolved().map_err(|e| Failure::at(&r.path, e))?;
-                    Json::String(sha256(&logical).map_err(|e| Failure::at(&r.path, e))?)
-                };
-                Ok(json!({
-                    "path": path_json(&r.path),
-                    "dtype": t.dtype().name(),
-                    "shape": t.shape(),
-                    "stride": t.stride(),
-                    "storage_offset": t.storage_offset(),
-                    "storage_key": r.key,
-                    "storage_nbytes": t.untyped_storage().nbytes(),
-                    "requires_grad": t.requires_grad(),
-                    "parameter": r.object.parameter,
-                    "sha256": sha,
-                }))
-            })
-            .collect::<Result<Vec<_>, Failure>>()?;
-        let storages: Vec<Json> = ckpt
-            .storages
-            .iter()
-            .map(|s| json!({"key": s.key, "nbytes": s.storage.nbytes(), "location": s.location, "storage_type": s.storage_type()}))
-            .collect();
-        let doc = json!({
-            "format": ckpt.format.name(),
-            "byteorder": ckpt.byteorder.name(),
-            "storages": storages,
-            "tensors": tensors,
-        });
-        writeln!(out, "{doc}")?;
+    let leaves = values::leaves(&ckpt, &args.file)?;
+    if !args.json {
+        table(&ckpt, &rows, out)?;
+        values::tree(&ckpt, &leaves, TREE_LINES, out)?;
         return Ok(ExitCode::SUCCESS);
     }
-    table(&ckpt, &rows, out)?;
+    let total: u64 = if args.no_hash {
+        0
+    } else {
+        rows.iter().map(|r| r.object.tensor.nbytes() as u64).sum()
+    };
+    let bar = progress::bytes(total, format!("hashing {}", args.file.display()));
+    let tensors = rows
+        .iter()
+        .map(|r| {
+            let t = &r.object.tensor;
+            let sha = if !t.has_data() {
+                Json::Null
+            } else {
+                let sha = data::sha256(r.object, |n| bar.inc(n));
+                Json::String(sha.map_err(|e| Failure::at(&r.path, e))?)
+            };
+            Ok(json!({
+                "path": path_json(&r.path),
+                "dtype": t.dtype().name(),
+                "shape": t.shape(),
+                "stride": t.stride(),
+                "storage_offset": t.storage_offset(),
+                "storage_key": r.key,
+                "storage_nbytes": t.untyped_storage().nbytes(),
+                "requires_grad": t.requires_grad(),
+                "parameter": r.object.parameter,
+                "sha256": sha,
+            }))
+        })
+        .collect::<Result<Vec<_>, Failure>>();
+    bar.finish_and_clear();
+    let tensors = tensors?;
+    let storages: Vec<Json> = ckpt
+        .storages
+        .iter()
+        .map(|s| json!({"key": s.key, "nbytes": s.storage.nbytes(), "location": s.location, "storage_type": s.storage_type()}))
+        .collect();
+    let doc = json!({
+        "format": ckpt.format.name(),
+        "byteorder": ckpt.byteorder.name(),
+        "storages": storages,
+        "tensors": tensors,
+        "values": leaves.iter().map(values::value_json).collect::<Vec<_>>(),
+    });
+    writeln!(out, "{doc}")?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -22,7 +22,10 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod data;
 mod logger;
+mod progress;
+mod values;
 
 /// Declares the subcommand modules, the [`Command`] enum and its dispatch.
 ///
@@ -70,6 +73,9 @@ subcommands! {
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Draw no progress bars (they are drawn on stderr, only when it is a terminal)
+    #[arg(long, short, global = true)]
+    quiet: bool,
 }
 
 /// Exit status 1: the command ran and failed.
@@ -202,6 +208,7 @@ impl<W: Write> Write for Stdout<W> {
 /// # Errors
 /// The subcommand's [`Failure`], or a failure to flush the output.
 fn run(cli: Cli, out: &mut dyn Write) -> Result<ExitCode, Failure> {
+    progress::set_quiet(cli.quiet);
     let status = cli.command.run(out)?;
     out.flush()?;
     Ok(status)

@@ -22,10 +22,10 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use stowage::serialize::zip::{Entry, ZipError, ZipLimits, ZipReader};
-use stowage::serialize::{detect_format, Format};
+use stowage::serialize::{detect_format, Format, LoadOptions};
 use stowage::{Checkpoint, Error};
 
-use crate::Failure;
+use crate::{progress, Failure};
 
 /// Arguments of `verify`.
 #[derive(Debug, clap::Args)]
@@ -84,10 +84,16 @@ pub fn run(args: Args, out: &mut dyn Write) -> Result<ExitCode, Failure> {
         file: path.display().to_string(),
         defects: 0,
     };
-    if let Ok(Format::TorchZip) = detect_format(&file) {
+    let format = detect_format(&file).ok();
+    if let Some(Format::TorchZip) = format {
         verify_zip(path, file, &mut report)?;
-    } else if let Err(e) = load(path) {
-        report.defect(&e)?;
+    } else {
+        let bar = progress::spinner(format!("checking {}", path.display()));
+        let loaded = load(path, format);
+        bar.finish_and_clear();
+        if let Err(e) = loaded {
+            report.defect(&e)?;
+        }
     }
     match report.defects {
         0 => writeln!(report.out, "ok")?,
@@ -102,9 +108,15 @@ pub fn run(args: Args, out: &mut dyn Write) -> Result<ExitCode, Failure> {
 }
 
 /// Loads the file with the library's loader: the checkpoint, or the error as
-/// one line without the file name (the report adds it).
-fn load(path: &Path) -> Result<Checkpoint, String> {
-    match stowage::load(path) {
+/// one line without the file name (the report adds it). A torch zip archive
+/// or a safetensors file loads fake (every check but reading the storages,
+/// whose records the CRC pass reads); a legacy file, one stream, is read whole.
+fn load(path: &Path, format: Option<Format>) -> Result<Checkpoint, String> {
+    let options = LoadOptions {
+        fake: matches!(format, Some(Format::TorchZip | Format::Safetensors)),
+        ..LoadOptions::default()
+    };
+    match stowage::serialize::load_with(path, &options) {
         Ok(ckpt) => Ok(ckpt),
         Err(Error::InFile { source, .. }) => Err(crate::one_line(&*source)),
         Err(e) => Err(crate::one_line(&e)),
@@ -145,9 +157,13 @@ fn verify_zip(path: &Path, file: File, report: &mut Report<'_>) -> Result<(), Fa
     // What was found per record is kept, so that the loader meeting the same
     // defect again does not count it twice.
     let mut found: Vec<String> = Vec::new();
+    let total = zip.entries().iter().map(|e| e.compressed_size).sum();
+    let bar = progress::bytes(total, format!("checking {}", path.display()));
     for entry in zip.entries() {
         let offset = zip.data_offset(entry).ok();
-        match zip.check_crc(entry) {
+        let crc = zip.check_crc(entry);
+        bar.inc(entry.compressed_size);
+        match crc {
             Ok(()) => {}
             Err(ZipError::CrcNotRecorded { found, .. }) => report.warning(&format!(
                 "record {}: no CRC-32 recorded (0; the data's is {found:#010x}): written with CRC-32 computation off, which PyTorch accepts",
@@ -172,9 +188,10 @@ fn verify_zip(path: &Path, file: File, report: &mut Report<'_>) -> Result<(), Fa
         }
     }
 
+    bar.finish_and_clear();
     // The pickle and what it references: records present with their sizes,
     // tensors inside their storages, allowed globals only.
-    let ckpt = match load(path) {
+    let ckpt = match load(path, Some(Format::TorchZip)) {
         Ok(ckpt) => ckpt,
         Err(e) if found.iter().any(|f| e.contains(f.as_str())) => {
             report.note(&format!("loading stops at the same defect: {e}"))?;

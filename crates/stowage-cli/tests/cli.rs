@@ -1,6 +1,7 @@
 //! The `stowage` binary run on the fixtures as other programs run it:
-//! `inspect`, `diff`, `verify` and `bench` against the CLI contract
-//! (`docs/cli-contract.md`). `convert` has its own tests.
+//! `inspect`, `diff`, `convert`, `verify` and `bench` against the CLI
+//! contract (`docs/cli-contract.md`). `scripts/check-roundtrip` also holds
+//! `convert`'s output against PyTorch.
 
 use std::collections::BTreeSet;
 use std::io::Read;
@@ -200,7 +201,7 @@ fn inspect_json_has_the_contract_keys() {
         let doc = parse(&run);
         assert_eq!(
             keys(&doc),
-            set(&["format", "byteorder", "storages", "tensors"]),
+            set(&["format", "byteorder", "storages", "tensors", "values"]),
             "{}",
             file.display()
         );
@@ -355,6 +356,7 @@ fn diff_of_two_fixtures_lists_the_differences() {
                 "dtype",
                 "shape",
                 "values",
+                "value",
                 "sharing"
             ]
             .contains(&kind),
@@ -615,18 +617,63 @@ fn verify_of_a_file_that_cannot_be_opened_exits_2() {
 
 #[test]
 fn an_error_names_the_file_once() {
-    // Reading: a file that does not exist.
-    for cmd in ["inspect", "verify", "convert", "diff"] {
-        let mut args = vec![PathBuf::from(cmd), fixture("no_such_file.pt")];
-        match cmd {
-            "convert" => args.push(PathBuf::from("unused.pt")),
-            "diff" => args.push(fixture("simple.pt")),
-            _ => {}
+    // Reading: a file that does not exist, a folder, a file that is no
+    // checkpoint, a refused global, a record past the file's end, a short
+    // record; for every command and mode that reads, on either side of diff.
+    let dir = TempDir::new("once");
+    let text = dir.join("notes.txt");
+    std::fs::write(&text, "not a checkpoint\n").unwrap();
+    let bad: Vec<(PathBuf, String)> = vec![
+        (fixture("no_such_file.pt"), "no_such_file.pt".into()),
+        (fixtures().join("hostile"), "hostile".into()),
+        (text.clone(), "notes.txt".into()),
+        (fixture("hostile/os_system.pt"), "os_system.pt".into()),
+        (fixture("hostile/short_record.pt"), "short_record.pt".into()),
+        (
+            fixture("hostile/deflate_bomb_huge_size.pt"),
+            "deflate_bomb_huge_size.pt".into(),
+        ),
+    ];
+    for (input, name) in &bad {
+        let simple = fixture("simple.pt");
+        let out_pt = dir.join("out.pt");
+        let out_st = dir.join("out.safetensors");
+        let cases: Vec<Vec<&Path>> = vec![
+            vec![Path::new("inspect"), input],
+            vec![Path::new("inspect"), input, Path::new("--json")],
+            vec![
+                Path::new("inspect"),
+                input,
+                Path::new("--json"),
+                Path::new("--no-hash"),
+            ],
+            vec![Path::new("verify"), input],
+            vec![Path::new("convert"), input, &out_pt],
+            vec![Path::new("convert"), input, &out_st],
+            vec![Path::new("diff"), input, &simple],
+            vec![Path::new("diff"), &simple, input],
+            vec![Path::new("diff"), input, &simple, Path::new("--json")],
+        ];
+        for args in cases {
+            let run = stowage(&args);
+            // verify reports a defect in the content (1); it cannot open a folder (2).
+            if args[0] == Path::new("verify") && run.code() == Some(1) {
+                // One line per defect, each naming the file once, then the count.
+                let lines: Vec<&str> = run.stdout.lines().collect();
+                assert!(lines.len() >= 2, "{args:?} {run:?}");
+                for line in &lines[..lines.len() - 1] {
+                    assert_eq!(line.matches(name.as_str()).count(), 1, "{args:?} {run:?}");
+                }
+                continue;
+            }
+            assert_eq!(run.code(), Some(2), "{args:?} {run:?}");
+            assert_one_error_line(&run, name);
+            assert_eq!(
+                run.stderr.matches(name.as_str()).count(),
+                1,
+                "{args:?} {run:?}"
+            );
         }
-        let run = stowage(&args);
-        assert_eq!(run.code(), Some(2), "{run:?}");
-        assert_one_error_line(&run, "no_such_file.pt");
-        assert_eq!(run.stderr.matches("no_such_file.pt").count(), 1, "{run:?}");
     }
     // Writing: a folder that does not exist. The library names the file;
     // the command line does not name it again.
@@ -832,4 +879,322 @@ fn inspect_no_hash_reads_only_the_pickle_and_reports_the_same_layouts() {
         Path::new("--no-hash"),
     ]);
     assert_eq!(run.code(), Some(2), "{run:?}");
+}
+
+// ---------------------------------------------------------------- values
+
+/// `training_checkpoint.values.json`: the `"values"` list Python sees
+/// (`scripts/make_fixtures.py`).
+fn expected_values() -> Json {
+    let text = std::fs::read_to_string(fixture("training_checkpoint.values.json")).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+#[test]
+fn inspect_json_lists_the_values_python_sees() {
+    let file = fixture("training_checkpoint.pt");
+    for extra in [None, Some("--no-hash")] {
+        let mut args = vec![Path::new("inspect"), &file, Path::new("--json")];
+        args.extend(extra.map(Path::new));
+        let run = stowage(&args);
+        assert_eq!(run.code(), Some(0), "{run:?}");
+        let doc = parse(&run);
+        assert_eq!(doc["values"], expected_values(), "{extra:?}");
+    }
+    // A checkpoint without values lists none.
+    let doc = parse(&stowage(&[
+        Path::new("inspect"),
+        &fixture("simple.pt"),
+        Path::new("--json"),
+    ]));
+    assert_eq!(doc["values"], serde_json::json!([]));
+    // Every fixture's values have the contract's form.
+    let types = [
+        "none", "bool", "int", "float", "complex", "str", "bytes", "dtype", "size", "device",
+        "dict", "list", "tuple",
+    ];
+    for file in good_fixtures() {
+        let doc = parse(&stowage(&[
+            Path::new("inspect"),
+            &file,
+            Path::new("--json"),
+        ]));
+        for v in doc["values"].as_array().unwrap() {
+            if v["type"] == "storage" {
+                // A storage object saved on its own (legacy_classes): named by its key.
+                assert_eq!(
+                    keys(v),
+                    set(&["path", "type", "value", "storage_key"]),
+                    "{v}"
+                );
+                continue;
+            }
+            assert_eq!(
+                keys(v),
+                set(&["path", "type", "value"]),
+                "{}: {v}",
+                file.display()
+            );
+            assert!(v["path"].is_array(), "{v}");
+            assert!(
+                types.contains(&v["type"].as_str().unwrap()),
+                "{}: {v}",
+                file.display()
+            );
+        }
+    }
+}
+
+#[test]
+fn inspect_table_shows_the_values_as_a_tree() {
+    let run = stowage(&[Path::new("inspect"), &fixture("training_checkpoint.pt")]);
+    assert_eq!(run.code(), Some(0), "{run:?}");
+    let lines: Vec<&str> = run.stdout.lines().collect();
+    let start = lines
+        .iter()
+        .position(|l| *l == "values:")
+        .expect("a values tree");
+    assert!(
+        lines[start - 1].starts_with("8 tensors, 8 storages"),
+        "{run:?}"
+    );
+    let tree = &lines[start..];
+    for want in [
+        "  epoch: 3",
+        "  config:",
+        "    lr: 0.001",
+        "    name: \"gpt\"",
+        "    betas: (0.9, 0.999)",
+        "    layers: [4, 3]",
+        "    dtype: torch.bfloat16",
+        "    huge: 1180591620717411303424",
+        "        params: [0, 1]",
+    ] {
+        assert!(tree.contains(&want), "{want:?} in {run:?}");
+    }
+    assert!(tree.len() <= 41, "a short tree: {run:?}");
+    // A long list is cut short.
+    let dir = TempDir::new("tree");
+    let many = dir.join("many.pt");
+    let mut b = Checkpoint::builder();
+    for i in 0..100 {
+        b = b.value(&format!("v{i}"), i);
+    }
+    stowage::save(&many, &b.build().unwrap()).unwrap();
+    let run = stowage(&[Path::new("inspect"), &many]);
+    let tree: Vec<&str> = run.stdout.lines().skip_while(|l| *l != "values:").collect();
+    assert_eq!(tree.len(), 42, "{run:?}");
+    assert_eq!(tree[1], "  v0: 0");
+    assert_eq!(tree[41], "  … 60 more values (all of them: --json)");
+    // No values, no tree.
+    let run = stowage(&[Path::new("inspect"), &fixture("simple.pt")]);
+    assert!(!run.stdout.contains("values:"), "{run:?}");
+}
+
+fn training(dir: &TempDir, name: &str, epoch: i64, lr: f64, w: &[f32], tie: bool) -> PathBuf {
+    let weight = Tensor::from_slice(w).unwrap();
+    let head = if tie {
+        weight.clone()
+    } else {
+        weight.deep_clone().unwrap()
+    };
+    let ckpt = Checkpoint::builder()
+        .tensors("model", [("embed", weight), ("head", head)])
+        .value("epoch", epoch)
+        .value("config.lr", lr)
+        .value("config.name", "gpt")
+        .build()
+        .unwrap();
+    let path = dir.join(name);
+    stowage::save(&path, &ckpt).unwrap();
+    path
+}
+
+#[test]
+fn diff_compares_values_with_tolerances_and_optional_sharing() {
+    let dir = TempDir::new("diff-values");
+    let a = training(&dir, "a.pt", 3, 1e-3, &[1.0, 2.0], true);
+    let b = training(&dir, "b.pt", 4, 1.0005e-3, &[1.0, 2.001], false);
+    let same_but_tol = training(&dir, "c.pt", 3, 1.0005e-3, &[1.0, 2.001], true);
+
+    let run = stowage(&[Path::new("diff"), &a, &b]);
+    assert_eq!(run.code(), Some(1), "{run:?}");
+    let lines: Vec<&str> = run.stdout.lines().collect();
+    assert_eq!(
+        lines,
+        [
+            "model.embed: values differ in 1 of 2 elements, max abs diff 9.999275207519531e-4",
+            "model.head: values differ in 1 of 2 elements, max abs diff 9.999275207519531e-4",
+            "epoch: int 3 in A, int 4 in B",
+            "config.lr: float 0.001 in A, float 0.0010005 in B",
+            "model.embed: sharing: model.embed, model.head share one storage in A but not in B (there: model.embed alone; model.head alone)",
+            "5 differences",
+        ],
+        "{run:?}"
+    );
+    let doc = parse(&stowage(&[Path::new("diff"), &a, &b, Path::new("--json")]));
+    let diffs = doc["differences"].as_array().unwrap();
+    assert_eq!(diffs[2]["kind"], "value");
+    assert_eq!(diffs[2]["path"], serde_json::json!(["epoch"]));
+    assert_eq!(
+        diffs[2]["a"],
+        serde_json::json!({"type": "int", "value": 3})
+    );
+    assert_eq!(
+        diffs[2]["b"],
+        serde_json::json!({"type": "int", "value": 4})
+    );
+    assert_eq!(diffs[3]["a"]["value"], 1e-3);
+
+    // Within the tolerances the floats match; the int and the sharing still differ.
+    let run = stowage(&[
+        Path::new("diff"),
+        &a,
+        &b,
+        Path::new("--atol"),
+        Path::new("1e-6"),
+        Path::new("--rtol"),
+        Path::new("1e-3"),
+    ]);
+    assert_eq!(run.code(), Some(1), "{run:?}");
+    let lines: Vec<&str> = run.stdout.lines().collect();
+    assert_eq!(lines.len(), 3, "{run:?}");
+    assert!(lines[0].starts_with("epoch:"), "{run:?}");
+    assert!(lines[1].contains("sharing"), "{run:?}");
+    // Too tight a tolerance lets the weights differ again.
+    let run = stowage(&[
+        Path::new("diff"),
+        &a,
+        &same_but_tol,
+        Path::new("--atol"),
+        Path::new("1e-5"),
+    ]);
+    assert_eq!(run.code(), Some(1), "{run:?}");
+    assert!(run.stdout.contains("1 outside the tolerance"), "{run:?}");
+    let run = stowage(&[
+        Path::new("diff"),
+        &a,
+        &same_but_tol,
+        Path::new("--atol"),
+        Path::new("1e-2"),
+    ]);
+    assert_eq!(run.code(), Some(0), "{run:?}");
+    assert_eq!(run.stdout, "same\n");
+    // --ignore-sharing leaves the sharing out.
+    let run = stowage(&[
+        Path::new("diff"),
+        &a,
+        &b,
+        Path::new("--rtol"),
+        Path::new("1e-3"),
+        Path::new("--ignore-sharing"),
+    ]);
+    assert_eq!(
+        run.stdout, "epoch: int 3 in A, int 4 in B\n1 difference\n",
+        "{run:?}"
+    );
+    // Bad tolerances are usage errors.
+    for bad in ["-1", "nan", "x"] {
+        let run = stowage(&[
+            Path::new("diff"),
+            &a,
+            &b,
+            Path::new("--atol"),
+            Path::new(bad),
+        ]);
+        assert_eq!(run.code(), Some(2), "{bad}: {run:?}");
+    }
+}
+
+/// The safetensors header of `file`: its JSON object.
+fn safetensors_header(file: &Path) -> Json {
+    let bytes = std::fs::read(file).unwrap();
+    let n = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+    serde_json::from_slice(&bytes[8..8 + n]).unwrap()
+}
+
+#[test]
+fn convert_to_safetensors_keeps_values_in_metadata_and_names_tied_tensors() {
+    let dir = TempDir::new("convert-values");
+    let input = training(&dir, "in.pt", 3, 1e-3, &[1.0, 2.0], true);
+    let out = dir.join("out.safetensors");
+    let run = stowage(&[Path::new("convert"), &input, &out]);
+    assert_eq!(run.code(), Some(0), "{run:?}");
+    assert_eq!(
+        run.stdout,
+        "stored 3 non-tensor values in __metadata__ as JSON under their dotted paths: epoch, config.lr, config.name\n\
+         1 group of tensors shares a storage (tied); each tensor is written as a copy of its own: [model.embed, model.head]\n",
+        "{run:?}"
+    );
+    let header = safetensors_header(&out);
+    let meta = &header["__metadata__"];
+    let value = |k: &str| -> Json { serde_json::from_str(meta[k].as_str().unwrap()).unwrap() };
+    assert_eq!(
+        value("epoch"),
+        serde_json::json!({"type": "int", "value": 3})
+    );
+    assert_eq!(
+        value("config.lr"),
+        serde_json::json!({"type": "float", "value": 0.001})
+    );
+    assert_eq!(
+        value("config.name"),
+        serde_json::json!({"type": "str", "value": "gpt"})
+    );
+    assert!(header["model.embed"].is_object() && header["model.head"].is_object());
+
+    // --drop-values drops them, and says so.
+    let run = stowage(&[
+        Path::new("convert"),
+        &input,
+        &out,
+        Path::new("--drop-values"),
+    ]);
+    assert_eq!(run.code(), Some(0), "{run:?}");
+    assert!(
+        run.stdout.starts_with(
+            "dropped 3 non-tensor values (--drop-values): epoch, config.lr, config.name\n"
+        ),
+        "{run:?}"
+    );
+    assert!(safetensors_header(&out).get("__metadata__").is_none());
+
+    // To torch zip everything is kept, silently.
+    let pt = dir.join("out.pt");
+    let run = stowage(&[
+        Path::new("convert"),
+        &fixture("training_checkpoint.pt"),
+        &pt,
+    ]);
+    assert_eq!(run.code(), Some(0), "{run:?}");
+    assert_eq!(run.stdout, "", "{run:?}");
+    let doc = parse(&stowage(&[Path::new("inspect"), &pt, Path::new("--json")]));
+    assert_eq!(doc["values"], expected_values());
+}
+
+#[test]
+fn quiet_is_accepted_everywhere_and_no_bar_is_drawn_off_a_terminal() {
+    let file = fixture("training_checkpoint.pt");
+    let dir = TempDir::new("quiet");
+    let out = dir.join("q.safetensors");
+    let runs: Vec<Vec<&Path>> = vec![
+        vec![Path::new("--quiet"), Path::new("inspect"), &file],
+        vec![
+            Path::new("inspect"),
+            &file,
+            Path::new("--json"),
+            Path::new("-q"),
+        ],
+        vec![Path::new("diff"), &file, &file, Path::new("--quiet")],
+        vec![Path::new("verify"), Path::new("--quiet"), &file],
+        vec![Path::new("convert"), &file, &out, Path::new("--quiet")],
+    ];
+    for args in runs {
+        let run = stowage(&args);
+        assert_eq!(run.code(), Some(0), "{args:?}: {run:?}");
+        assert_eq!(run.stderr, "", "{args:?}: {run:?}");
+    }
+    // Without --quiet, stderr is not a terminal here: no bar either.
+    let run = stowage(&[Path::new("inspect"), &file, Path::new("--json")]);
+    assert_eq!(run.stderr, "", "{run:?}");
 }

@@ -595,4 +595,30 @@ pub enum Error {
         /// The dtype given.
         dtype: DType,
     },
+    /// Nothing at a path of a checkpoint's object ([`Checkpoint::get`](crate::Checkpoint::get)).
+    #[error("no value at {path:?}")]
+    ValueNotFound {
+        /// The dotted path asked for (`""` is the root).
+        path: String,
+    },
+    /// A value of another kind than the one asked for.
+    #[error("value at {path:?}: expected {expected}, found {found}")]
+    ValueType {
+        /// The dotted path of the value (`""` is the root).
+        path: String,
+        /// The kind asked for (`int`, `dict`, ...).
+        expected: &'static str,
+        /// The value's kind.
+        found: &'static str,
+    },
+    /// A byte range that does not lie inside a storage.
+    #[error("bytes {offset}..+{len} are outside the storage of {nbytes} bytes")]
+    StorageRange {
+        /// The first byte asked for.
+        offset: usize,
+        /// How many bytes were asked for.
+        len: usize,
+        /// The storage's size.
+        nbytes: usize,
+    },
 }

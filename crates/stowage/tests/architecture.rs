@@ -37,6 +37,8 @@ const LAYERS: &[(&str, &[&str])] = &[
         &[
             "serialize/object",
             "serialize/options",
+            "serialize/values",
+            "serialize/builder",
             "serialize/allowlist",
             "serialize/torch",
         ],

@@ -267,3 +267,171 @@ fn safetensors_package_reads_what_stowage_writes() {
         }
     }
 }
+
+/// Loads one file with `weights_only=True` and prints what Python sees: the
+/// contract's values list, the tensor manifest, and the container types.
+const VALUES_HELPER: &str = r#"
+import sys, json
+try:
+    import torch
+except Exception:
+    sys.exit(77)
+sys.path.insert(0, sys.argv[1])
+from torch_manifest import manifest, values_manifest
+obj = torch.load(sys.argv[2], weights_only=True)
+print(json.dumps({
+    "values": values_manifest(obj),
+    "manifest": manifest(sys.argv[2]),
+    "types": {str(k): type(v).__name__ for k, v in obj.items()},
+    "tied": obj["model"]["fc.weight"].data_ptr() == obj["tied"].data_ptr(),
+    "param": isinstance(obj["param"], torch.nn.Parameter),
+}))
+"#;
+
+/// A value leaf in the contract's JSON form, computed on stowage's side.
+fn leaf_json(v: &stowage::serialize::ValueRef<'_>) -> J {
+    use serde_json::json;
+    use stowage::serialize::pickle::Value;
+    use stowage::serialize::ValueKind as K;
+    let float = |f: f64| {
+        if f.is_nan() {
+            json!("nan")
+        } else if f.is_infinite() {
+            json!(if f > 0.0 { "inf" } else { "-inf" })
+        } else {
+            json!(f)
+        }
+    };
+    let value = match v.kind() {
+        K::None => J::Null,
+        K::Bool => json!(v.as_bool().unwrap()),
+        K::Int => match v.raw() {
+            Value::Int(i) if i.unsigned_abs() <= 1 << 53 => json!(i),
+            Value::Int(i) => json!(i.to_string()),
+            Value::BigInt(b) => json!(b.to_string()),
+            _ => unreachable!(),
+        },
+        K::Float => float(v.as_f64().unwrap()),
+        K::Complex => {
+            let c = v.as_complex().unwrap();
+            json!([float(c.re), float(c.im)])
+        }
+        K::Str => json!(v.as_str().unwrap()),
+        K::Bytes => json!(v
+            .as_bytes()
+            .unwrap()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<String>()),
+        K::DType => json!(v.as_dtype().unwrap().name()),
+        K::Size => json!(v.as_size().unwrap()),
+        K::Device => json!(v.as_device().unwrap().to_string()),
+        K::Dict | K::List | K::Tuple => json!([]),
+        other => panic!("no contract type for {other}"),
+    };
+    json!({"path": common::path_json(v.path()), "type": v.kind().name(), "value": value})
+}
+
+#[test]
+fn pytorch_loads_what_the_builder_makes() {
+    use stowage::serialize::{PyValue, TensorObject};
+    use stowage::{DType, Device, Tensor};
+    let w = Tensor::from_slice(&[1.0f32, -2.0, 3.5, 0.25, 8.0, -0.5])
+        .unwrap()
+        .reshape(&[2, 3])
+        .unwrap();
+    let b = Tensor::from_slice(&[0.5f32, 1.5]).unwrap();
+    let ints = Tensor::from_slice(&[7i64, 8, 9]).unwrap();
+    let p = TensorObject {
+        parameter: true,
+        ..TensorObject::new(Tensor::from_slice(&[0.125f64, 4.0]).unwrap())
+    };
+    let ckpt = stowage::Checkpoint::builder()
+        .tensors("model", [("fc.weight", w.clone()), ("fc.bias", b)])
+        .value("tied", w.transpose(0, 1).unwrap())
+        .value("param", p)
+        .value("ints", ints)
+        .value("epoch", 3)
+        .value("step", 1i64 << 60)
+        .value("config.lr", 1e-3)
+        .value("config.name", "gpt")
+        .value("config.betas", PyValue::tuple([0.9, 0.999]))
+        .value("config.layers", vec![4, 3])
+        .value("config.amp", false)
+        .value("config.seed", None::<i64>)
+        .value("config.dtype", DType::BFloat16)
+        .value("config.device", Device::CPU)
+        .value("config.shape", PyValue::size([4, 3]))
+        .value("config.best", f64::INFINITY)
+        .value("config.z", num_complex::Complex64::new(1.5, -2.0))
+        .value("config.blob", PyValue::bytes(b"\x00\xffab".to_vec()))
+        .value("config.empty", PyValue::dict(Vec::<(String, i64)>::new()))
+        .value("config.nothing", PyValue::tuple(Vec::<i64>::new()))
+        .build()
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("built.pt");
+    stowage::save(&file, &ckpt).unwrap();
+
+    let Some(py) = python() else {
+        skip("no python at $STOWAGE_TORCH_PYTHON or $HOME/.torch-venv/bin/python");
+        return;
+    };
+    let out = Command::new(&py)
+        .arg("-c")
+        .arg(VALUES_HELPER)
+        .arg(common::scripts_dir())
+        .arg(&file)
+        .output()
+        .unwrap();
+    if out.status.code() == Some(NO_TORCH) {
+        skip(&format!("{} cannot import torch", py.display()));
+        return;
+    }
+    assert!(
+        out.status.success(),
+        "torch.load(weights_only=True) of the built checkpoint failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let theirs: J = serde_json::from_slice(&out.stdout).unwrap();
+    // Every value as Python sees it, and as stowage walks it.
+    let ours: Vec<J> = ckpt.leaves().unwrap().iter().map(leaf_json).collect();
+    assert_eq!(theirs["values"], J::Array(ours));
+    let some = |path: &str| {
+        theirs["values"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|v| common::path_json(&path_keys(path)) == v["path"])
+            .unwrap_or_else(|| panic!("{path} missing"))
+            .clone()
+    };
+    assert_eq!(some("config.lr")["value"], 1e-3);
+    assert_eq!(some("step")["value"], "1152921504606846976");
+    assert_eq!(some("config.dtype")["value"], "bfloat16");
+    assert_eq!(some("config.best")["value"], "inf");
+    assert_eq!(some("config.empty")["type"], "dict");
+    // Containers keep their types; tied tensors share; a Parameter stays one.
+    assert_eq!(theirs["types"]["model"], "OrderedDict");
+    assert_eq!(theirs["types"]["config"], "dict");
+    assert_eq!(theirs["tied"], true);
+    assert_eq!(theirs["param"], true);
+    // Every tensor as PyTorch sees it, and as stowage reads the file back.
+    let ours = manifest(&stowage::load(&file).unwrap(), Hash::Values).unwrap();
+    assert_manifest_eq(
+        "builder: torch vs stowage",
+        theirs["manifest"].as_array().unwrap(),
+        &ours,
+        &[],
+    );
+    let back = stowage::load(&file).unwrap();
+    assert_eq!(back.get("config.name").unwrap().as_str().unwrap(), "gpt");
+    assert_eq!(back.get("step").unwrap().as_i64().unwrap(), 1i64 << 60);
+}
+
+fn path_keys(dotted: &str) -> Vec<stowage::serialize::PathKey> {
+    dotted
+        .split('.')
+        .map(|k| stowage::serialize::PathKey::Key(k.into()))
+        .collect()
+}

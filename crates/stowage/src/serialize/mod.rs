@@ -17,6 +17,7 @@
 //! allowlist is an error.
 
 mod allowlist;
+mod builder;
 pub mod dcp;
 pub(crate) mod object;
 mod options;
@@ -27,18 +28,21 @@ pub mod sharded;
 mod torch;
 mod torch_legacy;
 mod torch_zip;
+mod values;
 pub mod zip;
 
 use std::fs::File;
 use std::path::Path;
 
 pub use allowlist::Global;
+pub use builder::{CheckpointBuilder, PyValue};
 pub use object::{
     dotted, ByteOrder, Checkpoint, Format, Object, PathKey, StorageRecord, StorageRef,
     TensorObject, MAX_PATHS,
 };
-pub use options::LoadOptions;
+pub use options::{LoadOptions, Progress};
 pub use torch_zip::{archive_name, save, save_to_writer, save_with, SaveOptions};
+pub use values::{ValueKind, ValueRef};
 
 use crate::io::ReadAt;
 use crate::storage::{MappedFile, MappedRecords};

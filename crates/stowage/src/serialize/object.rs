@@ -257,13 +257,22 @@ impl Checkpoint {
     /// # Errors
     /// [`Error::LimitExceeded`] past [`MAX_PATHS`] visits (a structure shared exponentially often).
     pub fn tensors(&self) -> Result<Vec<(Vec<PathKey>, &TensorObject)>> {
+        self.tensors_from(&self.root)
+    }
+
+    /// Every tensor reachable from `start` (a value of this checkpoint) with
+    /// its path from `start`, as [`tensors`](Self::tensors) walks from the root.
+    pub(super) fn tensors_from<'a>(
+        &'a self,
+        start: &'a Value<Object>,
+    ) -> Result<Vec<(Vec<PathKey>, &'a TensorObject)>> {
         let mut out = Vec::new();
         let mut path = Vec::new();
         let mut on_path = HashSet::new();
         let mut budget = MAX_PATHS;
         let holds = self.nodes_holding_tensors();
         self.walk(
-            &self.root,
+            start,
             &mut path,
             &mut on_path,
             &mut budget,
@@ -435,7 +444,7 @@ impl Default for Checkpoint {
 }
 
 /// The path step for a dict key: strings and integers as themselves, anything else printed.
-fn path_key(graph: &Graph<Object>, k: &Value<Object>) -> PathKey {
+pub(super) fn path_key(graph: &Graph<Object>, k: &Value<Object>) -> PathKey {
     match k {
         Value::Str(s) => PathKey::Key(s.to_string()),
         Value::Int(i) => PathKey::Index(*i),

@@ -1,6 +1,8 @@
 //! How to load a checkpoint: the options every format's loader reads.
 
 use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
 
 use super::pickle::Limits;
 use crate::Device;
@@ -51,5 +53,30 @@ impl Default for LoadOptions {
             lazy: false,
             max_storage_bytes: 1 << 40,
         }
+    }
+}
+
+/// A progress callback: told the number of bytes of tensor data just
+/// written (by [`SaveOptions::progress`](super::SaveOptions::progress)), so a
+/// caller can drive a progress bar without the library knowing about one.
+/// The calls add up to the total the operation handles.
+#[derive(Clone)]
+pub struct Progress(Arc<dyn Fn(u64) + Send + Sync>);
+
+impl Progress {
+    /// A callback calling `f` with each increment, in bytes.
+    pub fn new(f: impl Fn(u64) + Send + Sync + 'static) -> Progress {
+        Progress(Arc::new(f))
+    }
+
+    /// Reports `bytes` more done.
+    pub fn add(&self, bytes: u64) {
+        (self.0)(bytes);
+    }
+}
+
+impl fmt::Debug for Progress {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Progress(..)")
     }
 }

@@ -14,7 +14,7 @@
 //! plus the header).
 
 use std::borrow::Cow;
-use std::cell::Cell;
+use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
 use std::path::Path;
@@ -27,8 +27,9 @@ use crate::layout::Layout;
 use crate::serialize::object::{
     dotted, ByteOrder, Checkpoint, Format, Object, StorageRecord, TensorObject,
 };
-use crate::serialize::options::LoadOptions;
+use crate::serialize::options::{LoadOptions, Progress};
 use crate::serialize::pickle::Value;
+use crate::serialize::torch_zip::SaveOptions;
 use crate::storage::{Fetch, MappedRecords};
 use crate::{DType, Error, Result, Tensor, UntypedStorage};
 
@@ -167,14 +168,18 @@ pub(crate) fn load_lazy(file: File, path: &Path, options: &LoadOptions) -> Resul
     let path: Arc<Path> = Arc::from(path);
     let make = |name: &str, offset: u64| -> Fetch {
         let (file, path, name) = (file.clone(), path.clone(), name.to_owned());
-        Arc::new(move |dst: &mut [u8]| {
-            file.read_exact_at(dst, offset).map_err(|e| Error::InFile {
-                path: path.to_path_buf(),
-                source: Box::new(Error::AtPath {
-                    path: name.clone(),
-                    source: Box::new(Error::Io(e)),
-                }),
-            })
+        Arc::new(move |from: u64, dst: &mut [u8]| {
+            let at = offset
+                .checked_add(from)
+                .ok_or_else(|| Error::Io(std::io::Error::from(std::io::ErrorKind::InvalidInput)));
+            at.and_then(|at| file.read_exact_at(dst, at).map_err(Error::Io))
+                .map_err(|e| Error::InFile {
+                    path: path.to_path_buf(),
+                    source: Box::new(Error::AtPath {
+                        path: name.clone(),
+                        source: Box::new(e),
+                    }),
+                })
         })
     };
     load(&*file, options, None, Some(&make))
@@ -188,6 +193,18 @@ pub(crate) fn load_lazy(file: File, path: &Path, options: &LoadOptions) -> Resul
 /// [`Error::AtPath`] wrapping [`Error::DTypeUnsupported`] for a dtype safetensors cannot
 /// hold (complex128, quantized …) or [`Error::NoData`] for meta tensors; I/O errors.
 pub fn save(path: impl AsRef<Path>, ckpt: &Checkpoint) -> Result<()> {
+    save_with(path.as_ref(), ckpt, &SaveOptions::default())
+}
+
+/// [`save`] with options: [`SaveOptions::sync`] and [`SaveOptions::progress`]
+/// (told each tensor's bytes as they are written); the alignment is the
+/// format's own (8 bytes). Each tensor's bytes are copied out of its storage
+/// while it is written, one tensor at a time; those of a lazily loaded
+/// storage not read yet come straight from its file and are not kept.
+///
+/// # Errors
+/// As [`save`].
+pub fn save_with(path: &Path, ckpt: &Checkpoint, options: &SaveOptions) -> Result<()> {
     let mut views: Vec<(String, Contiguous)> = Vec::new();
     let mut seen = std::collections::HashSet::new();
     for (p, t) in ckpt.tensors()? {
@@ -223,7 +240,8 @@ pub fn save(path: impl AsRef<Path>, ckpt: &Checkpoint) -> Result<()> {
             Contiguous {
                 dtype,
                 tensor,
-                failed: Cell::new(None),
+                failed: RefCell::new(None),
+                progress: options.progress.clone(),
             },
         ));
     }
@@ -232,17 +250,20 @@ pub fn save(path: impl AsRef<Path>, ckpt: &Checkpoint) -> Result<()> {
         .as_ref()
         .map(|m: &BTreeMap<_, _>| m.clone().into_iter().collect());
     // The crate streams the tensors into the file one at a time.
-    crate::io::write_atomically(path.as_ref(), true, |tmp| {
+    crate::io::write_atomically(path, options.sync, |tmp| {
         safetensors::tensor::serialize_to_file(
             views.iter().map(|(n, v)| (n.as_str(), v)),
             meta,
             tmp,
         )?;
-        match views.iter().find_map(|(n, v)| Some((n, v.failed.get()?))) {
+        match views
+            .iter()
+            .find_map(|(n, v)| Some((n, v.failed.borrow_mut().take()?)))
+        {
             None => Ok(()),
-            Some((name, (needed, nbytes))) => Err(Error::AtPath {
+            Some((name, e)) => Err(Error::AtPath {
                 path: name.clone(),
-                source: Box::new(Error::StorageShrank { needed, nbytes }),
+                source: Box::new(e),
             }),
         }
     })
@@ -253,8 +274,10 @@ struct Contiguous {
     dtype: Dtype,
     tensor: Tensor,
     /// Set when the bytes could not be read while writing (the save then fails):
-    /// the bytes the tensor needs, and what the storage held.
-    failed: Cell<Option<(usize, usize)>>,
+    /// [`Error::StorageShrank`] when the storage no longer holds the tensor, else
+    /// what reading gave.
+    failed: RefCell<Option<Error>>,
+    progress: Option<Progress>,
 }
 
 impl View for &Contiguous {
@@ -270,15 +293,22 @@ impl View for &Contiguous {
         // length it gets, so a storage shrunk meanwhile gives zeros of the right length
         // (keeping later tensors in place) and fails the save afterwards.
         let start = self.tensor.storage_offset() * self.tensor.element_size();
-        let end = start + self.tensor.nbytes();
-        match self.tensor.untyped_storage().bytes() {
-            Ok(b) if end <= b.len() => Cow::Owned(b[start..end].to_vec()),
-            other => {
-                let held = other.map_or(0, |b| b.len());
-                self.failed.set(Some((end, held)));
-                Cow::Owned(vec![0; self.tensor.nbytes()])
-            }
+        let storage = self.tensor.untyped_storage();
+        let mut out = vec![0; self.tensor.nbytes()];
+        if let Err(e) = storage.read_at(start, &mut out) {
+            *self.failed.borrow_mut() = Some(match e {
+                Error::StorageRange { nbytes, .. } => Error::StorageShrank {
+                    needed: start + out.len(),
+                    nbytes,
+                },
+                e => e,
+            });
+            out.fill(0);
         }
+        if let Some(p) = &self.progress {
+            p.add(out.len() as u64);
+        }
+        Cow::Owned(out)
     }
     fn data_len(&self) -> usize {
         self.tensor.nbytes()

@@ -10,8 +10,9 @@ use super::{Backing, UntypedStorage};
 use crate::sync::{RwLockReadGuard, RwLockWriteGuard};
 use crate::{Device, Result};
 
-/// Fills a buffer of the storage's size with its bytes.
-pub(crate) type Fetch = Arc<dyn Fn(&mut [u8]) -> Result<()> + Send + Sync>;
+/// Fills a buffer with the storage's bytes from a byte offset on (the whole
+/// storage when the offset is 0 and the buffer has the storage's size).
+pub(crate) type Fetch = Arc<dyn Fn(u64, &mut [u8]) -> Result<()> + Send + Sync>;
 
 /// Bytes not read yet.
 pub(crate) struct LazyBytes {
@@ -29,6 +30,36 @@ impl UntypedStorage {
     /// (true for every other storage).
     pub fn is_loaded(&self) -> bool {
         !matches!(&*self.read_lock(), Backing::Lazy(_))
+    }
+
+    /// Copies the bytes `offset..offset + dst.len()` into `dst`. A lazily loaded
+    /// storage whose bytes have not been read yet reads just that range from
+    /// its file and keeps nothing, so a caller can go through a large
+    /// checkpoint window by window without holding it in memory. Other
+    /// storages copy from their bytes.
+    ///
+    /// # Errors
+    /// [`Error::StorageRange`](crate::Error::StorageRange) when the range is
+    /// not inside the storage, [`Error::NoData`](crate::Error::NoData) on
+    /// meta, what reading the file gave.
+    pub fn read_at(&self, offset: usize, dst: &mut [u8]) -> Result<()> {
+        let guard = self.read_lock();
+        let nbytes = guard.nbytes();
+        if !matches!(offset.checked_add(dst.len()), Some(end) if end <= nbytes) {
+            return Err(crate::Error::StorageRange {
+                offset,
+                len: dst.len(),
+                nbytes,
+            });
+        }
+        if let Backing::Lazy(lazy) = &*guard {
+            return (lazy.fetch)(offset as u64, dst);
+        }
+        let bytes = guard
+            .bytes()
+            .ok_or_else(|| self.no_data("reading storage bytes"))?;
+        dst.copy_from_slice(&bytes[offset..offset + dst.len()]);
+        Ok(())
     }
 
     /// The shared lock on the bytes, a lazily loaded storage's read first. A
@@ -55,7 +86,7 @@ impl UntypedStorage {
         let mut guard = self.write_lock();
         if let Backing::Lazy(lazy) = &*guard {
             let mut buf = HeapBuffer::zeroed(lazy.nbytes)?;
-            (lazy.fetch)(buf.as_mut_slice())?;
+            (lazy.fetch)(0, buf.as_mut_slice())?;
             *guard = Backing::Heap(buf);
         }
         Ok(guard)

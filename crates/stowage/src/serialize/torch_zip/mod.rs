@@ -8,7 +8,7 @@ mod source;
 
 use std::fs::File;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 pub use save::{archive_name, save, save_to_writer, save_with, SaveOptions};
 
@@ -111,11 +111,45 @@ pub(super) fn load_lazy(file: File, path: &Path, options: &LoadOptions) -> Resul
     let path: Arc<Path> = Arc::from(path);
     let make = |entry: &zip::Entry| -> Fetch {
         let (zip, entry, path) = (zip.clone(), entry.clone(), path.clone());
-        Arc::new(move |dst: &mut [u8]| {
+        // A deflated record read in windows is inflated once and kept until its
+        // last window is read (windows come in order), not once per window.
+        let inflated: Mutex<Option<Arc<Vec<u8>>>> = Mutex::new(None);
+        Arc::new(move |from: u64, dst: &mut [u8]| {
             let mut read = || -> Result<()> {
-                zip.read_into(&entry, dst)?;
-                if verify_crc {
-                    zip.check_crc(&entry)?;
+                if from == 0 && dst.len() as u64 == entry.size {
+                    zip.read_into(&entry, dst)?;
+                    if verify_crc {
+                        zip.check_crc(&entry)?;
+                    }
+                } else if entry.method == zip::Method::Stored && !verify_crc {
+                    // A window of a stored record: one positional read, nothing kept.
+                    let at = zip.data_offset(&entry)?.saturating_add(from);
+                    zip.source().read_exact_at(dst, at)?;
+                } else {
+                    // Deflated (or CRC-checked) records are read whole, then cut.
+                    let mut kept = inflated.lock().unwrap_or_else(PoisonError::into_inner);
+                    let all = match &*kept {
+                        Some(all) => all.clone(),
+                        None => {
+                            let all = Arc::new(zip.read_to_vec(&entry)?);
+                            if verify_crc {
+                                zip.check_crc(&entry)?;
+                            }
+                            all
+                        }
+                    };
+                    let last = from.saturating_add(dst.len() as u64) >= entry.size;
+                    *kept = (!last).then(|| all.clone());
+                    drop(kept);
+                    let window = usize::try_from(from)
+                        .ok()
+                        .and_then(|f| all.get(f..f.checked_add(dst.len())?))
+                        .ok_or(Error::StorageRange {
+                            offset: from as usize,
+                            len: dst.len(),
+                            nbytes: Vec::len(&all),
+                        })?;
+                    dst.copy_from_slice(window);
                 }
                 Ok(())
             };

@@ -9,6 +9,7 @@ use std::path::Path;
 
 use crate::io;
 use crate::serialize::object::Checkpoint;
+use crate::serialize::options::Progress;
 use crate::serialize::torch::pickle_checkpoint;
 use crate::serialize::zip::ZipWriter;
 use crate::{Error, Result, UntypedStorage};
@@ -25,6 +26,8 @@ pub struct SaveOptions {
     /// written file to other processes, but after a power loss the target may be
     /// empty, hold zeros, or hold the old file (PyTorch's `torch.save` never syncs).
     pub sync: bool,
+    /// Told the bytes of each storage (or each window of one) as they are written.
+    pub progress: Option<Progress>,
 }
 
 impl Default for SaveOptions {
@@ -32,9 +35,13 @@ impl Default for SaveOptions {
         SaveOptions {
             alignment: 64,
             sync: true,
+            progress: None,
         }
     }
 }
+
+/// How much of a lazily loaded storage not read yet is written at a time.
+const WINDOW: usize = 8 << 20;
 
 /// A checkpoint ready to be written: the records before the storages (`data.pkl`
 /// … `byteorder`), the storages in key order, and the records after them.
@@ -106,19 +113,32 @@ impl Plan {
         Ok(ZipWriter::archive_len(root, alignment, records)?)
     }
 
-    fn write<W: Write>(&self, w: W, root: &str, alignment: u64) -> Result<W> {
+    fn write<W: Write>(
+        &self,
+        w: W,
+        root: &str,
+        alignment: u64,
+        progress: Option<&Progress>,
+    ) -> Result<W> {
         let mut zip = ZipWriter::new(w, root, alignment);
         for (name, bytes) in &self.head {
             zip.write_record(name, bytes)?;
         }
         for (i, (storage, nbytes)) in self.storages.iter().enumerate() {
-            // One read lock at a time, held while the bytes are written and hashed,
-            // so the CRC is that of the bytes in the file.
-            let bytes = storage.bytes()?;
             // The record has the size the pickle gives the storage: one resized since
             // fails the record's size check instead of writing an inconsistent archive.
             zip.start_record(&format!("data/{i}"), *nbytes)?;
-            zip.write_chunk(&bytes)?;
+            if storage.is_loaded() {
+                // One read lock at a time, held while the bytes are written and hashed,
+                // so the CRC is that of the bytes in the file.
+                let bytes = storage.bytes()?;
+                zip.write_chunk(&bytes)?;
+                if let Some(p) = progress {
+                    p.add(bytes.len() as u64);
+                }
+            } else {
+                write_windows(&mut zip, storage, progress)?;
+            }
             zip.end_record()?;
         }
         for (name, bytes) in &self.tail {
@@ -126,6 +146,29 @@ impl Plan {
         }
         Ok(zip.finish()?)
     }
+}
+
+/// Writes a lazily loaded storage that has not been read yet from its file to
+/// the open record window by window, leaving it unread: a large checkpoint is
+/// converted without being held in memory.
+fn write_windows<W: Write>(
+    zip: &mut ZipWriter<W>,
+    storage: &UntypedStorage,
+    progress: Option<&Progress>,
+) -> Result<()> {
+    let len = storage.nbytes();
+    let mut buf = vec![0u8; len.min(WINDOW)];
+    let mut at = 0;
+    while at < len {
+        let n = (len - at).min(WINDOW);
+        storage.read_at(at, &mut buf[..n])?;
+        zip.write_chunk(&buf[..n])?;
+        if let Some(p) = progress {
+            p.add(n as u64);
+        }
+        at += n;
+    }
+    Ok(())
 }
 
 /// Writes `ckpt` as a torch zip archive with root folder `archive_name` to `w`.
@@ -145,7 +188,12 @@ pub fn save_to_writer<W: Write>(
     ckpt: &Checkpoint,
     options: &SaveOptions,
 ) -> Result<W> {
-    Plan::new(ckpt, options)?.write(w, archive_name, options.alignment)
+    Plan::new(ckpt, options)?.write(
+        w,
+        archive_name,
+        options.alignment,
+        options.progress.as_ref(),
+    )
 }
 
 /// Saves `ckpt` to `path` as PyTorch does, crash-safely: the archive is written to a
@@ -184,6 +232,7 @@ pub fn save_with(path: &Path, ckpt: &Checkpoint, options: &SaveOptions) -> Resul
                 BufWriter::with_capacity(1 << 22, out),
                 &stem,
                 options.alignment,
+                options.progress.as_ref(),
             )?
             .into_inner()
             .map_err(|e| Error::Io(e.into_error()))?;

@@ -39,9 +39,6 @@ impl<R: ReadAt> StorageSource for ZipSource<'_, R> {
                 found: entry.size,
             });
         }
-        if device.is_meta() {
-            return UntypedStorage::new_on(nbytes, device);
-        }
         // A deflated record cannot expand more than deflate's maximum ratio; refuse
         // impossible claims before allocating what they declare.
         if entry.method == Method::Deflated
@@ -56,6 +53,12 @@ impl<R: ReadAt> StorageSource for ZipSource<'_, R> {
                 declared: entry.size,
                 compressed: entry.compressed_size,
             });
+        }
+        // Meta and fake loads read nothing, but refuse what no load could read:
+        // the record's local header and data must lie in the file.
+        if device.is_meta() {
+            self.zip.data_offset(entry)?;
+            return UntypedStorage::new_on(nbytes, device);
         }
         if let Some(make) = self.lazy {
             return Ok(UntypedStorage::lazy(nbytes, device, make(entry)));

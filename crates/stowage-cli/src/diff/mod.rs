@@ -1,15 +1,38 @@
-//! `stowage diff A B [--json]`: two checkpoints compared tensor by tensor, by
-//! path, as the CLI contract specifies (`docs/cli-contract.md`).
+//! `stowage diff A B [--json] [--atol X] [--rtol X] [--ignore-sharing]`: two
+//! checkpoints compared tensor by tensor and value by value, by path, as the
+//! CLI contract specifies (`docs/cli-contract.md`).
 //!
-//! For every path: present on both sides, same dtype, same shape, the same
-//! logical values bit for bit (with the lazy conjugation and negation bits
-//! applied, as `inspect` hashes them), and the same quantization parameters.
-//! Across paths: the same sharing structure, that is the same partition of the
-//! paths present on both sides into groups viewing one storage.
+//! For every tensor path: present on both sides, same dtype, same shape, the
+//! same logical values (with the lazy conjugation and negation bits applied,
+//! as `inspect` hashes them), and the same quantization parameters. Values
+//! are bit for bit by default; with `--atol`/`--rtol`, floating and complex
+//! elements match when bit-identical or when `|a - b| <= atol + rtol * |b|`
+//! (`torch.allclose`; NaN matches only a bit-identical NaN). Across paths:
+//! the same sharing structure, that is the same partition of the paths
+//! present on both sides into groups viewing one storage (`--ignore-sharing`
+//! leaves it out).
+//!
+//! For every non-tensor leaf (`inspect --json`'s `"values"`): present on both
+//! sides with the same type and value; floats within the tolerance when one
+//! is given. A path holding a tensor on one side and a value on the other is
+//! one difference of kind `value`.
+//!
+//! Both files are loaded lazily and compared window by window, so memory
+//! does not grow with their size.
+//!
+//! `--json` kinds: `missing_in_a`, `missing_in_b`, `dtype`, `shape`, `values`
+//! (`elements_differing`, `numel`, `max_abs_diff` for floats,
+//! `elements_outside_tolerance` with a tolerance), `sharing`, and `value` for
+//! a non-tensor value, with `a` and `b` each `{"type", "value"}` as `inspect
+//! --json` lists values (`{"type": "tensor", "value": null}` for a tensor); a
+//! value present on one side only is `missing_in_a`/`missing_in_b` with the
+//! other side `null`.
 //!
 //! Exit 0 when nothing differs, 1 when something does (one line per
 //! difference, or one JSON object with `--json`), 2 when either file cannot be
 //! read.
+
+mod values;
 
 use std::collections::{HashMap, HashSet};
 use std::io::Write;
@@ -17,11 +40,15 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use serde_json::{json, Map, Value as Json};
-use stowage::serialize::{dotted, PathKey, TensorObject};
-use stowage::{Checkpoint, DType, Kind, Scalar};
+use stowage::layout::Layout;
+use stowage::serialize::{dotted, PathKey, TensorObject, ValueRef};
+use stowage::{Checkpoint, DType, Kind, Scalar, Tensor, UntypedStorage};
 
-use crate::inspect::{logical_bytes, path_json, rows};
-use crate::Failure;
+use self::values::{compare_values, value_words};
+use crate::data::Reader;
+use crate::inspect::{path_json, rows};
+use crate::values::float_json;
+use crate::{progress, Failure};
 
 /// Arguments of `diff`.
 #[derive(Debug, clap::Args)]
@@ -33,6 +60,44 @@ pub struct Args {
     /// Print one JSON object `{"same": bool, "differences": [...]}` instead of lines
     #[arg(long)]
     json: bool,
+    /// Absolute tolerance for floating-point tensors and values (torch.allclose's atol)
+    #[arg(long, value_name = "X", value_parser = tolerance)]
+    atol: Option<f64>,
+    /// Relative tolerance for floating-point tensors and values (torch.allclose's rtol)
+    #[arg(long, value_name = "X", value_parser = tolerance)]
+    rtol: Option<f64>,
+    /// Do not compare which tensors share a storage
+    #[arg(long)]
+    ignore_sharing: bool,
+}
+
+/// A tolerance: a finite number, zero or more.
+fn tolerance(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(x) if x.is_finite() && x >= 0.0 => Ok(x),
+        _ => Err(format!("{s:?} is not a finite number >= 0")),
+    }
+}
+
+/// How close two floats must be: `|a - b| <= atol + rtol * |b|`.
+#[derive(Clone, Copy, Debug)]
+struct Tolerance {
+    atol: f64,
+    rtol: f64,
+}
+
+impl Tolerance {
+    fn close(self, a: num_complex::Complex64, b: num_complex::Complex64) -> bool {
+        (a - b).norm() <= self.atol + self.rtol * b.norm()
+    }
+}
+
+/// What to compare, from the arguments.
+#[derive(Clone, Copy, Debug, Default)]
+struct Options {
+    /// `None`: bit for bit.
+    tolerance: Option<Tolerance>,
+    ignore_sharing: bool,
 }
 
 /// One difference between the two checkpoints.
@@ -57,6 +122,12 @@ enum What {
         b: Vec<usize>,
     },
     Values(Values),
+    /// A non-tensor value that differs, or a tensor on one side and a value on
+    /// the other: each side's `{"type", "value"}` (`None`: missing there).
+    Value {
+        a: Option<Json>,
+        b: Option<Json>,
+    },
     /// `paths` share one storage in `side` but are not grouped that way in
     /// the other file, where they fall into `other`.
     Sharing {
@@ -95,6 +166,8 @@ type Quantization = Option<(f64, i64)>;
 struct Values {
     /// Elements whose bytes differ.
     differing: usize,
+    /// With a tolerance: the elements outside it.
+    outside_tolerance: Option<usize>,
     /// Elements in all.
     numel: usize,
     /// For float and complex dtypes: the largest `|a - b|`.
@@ -105,9 +178,17 @@ struct Values {
 
 /// Runs `diff`.
 pub fn run(args: Args, out: &mut dyn Write) -> Result<ExitCode, Failure> {
-    let a = stowage::load(&args.a).map_err(Failure::input)?;
-    let b = stowage::load(&args.b).map_err(Failure::input)?;
-    let differences = compare(&a, &b)?;
+    let a = crate::inspect::load(&args.a, false)?;
+    let b = crate::inspect::load(&args.b, false)?;
+    let tolerance = (args.atol.is_some() || args.rtol.is_some()).then(|| Tolerance {
+        atol: args.atol.unwrap_or(0.0),
+        rtol: args.rtol.unwrap_or(0.0),
+    });
+    let options = Options {
+        tolerance,
+        ignore_sharing: args.ignore_sharing,
+    };
+    let differences = compare(&a, &b, options)?;
     if args.json {
         let list: Vec<Json> = differences.iter().map(difference_json).collect();
         writeln!(
@@ -132,11 +213,17 @@ pub fn run(args: Args, out: &mut dyn Write) -> Result<ExitCode, Failure> {
     })
 }
 
-/// Every difference between `a` and `b`: per path in A's order, then paths
-/// only in B, then the sharing structure.
-fn compare(a: &Checkpoint, b: &Checkpoint) -> Result<Vec<Difference>, Failure> {
+/// Every difference between `a` and `b`: per tensor path in A's order, then
+/// tensor paths only in B, then the values, then the sharing structure.
+fn compare(a: &Checkpoint, b: &Checkpoint, options: Options) -> Result<Vec<Difference>, Failure> {
     let rows_a = rows(a)?;
     let rows_b = rows(b)?;
+    let leaves_a = crate::values::leaves(a, std::path::Path::new("A"))?;
+    let leaves_b = crate::values::leaves(b, std::path::Path::new("B"))?;
+    let value_paths = |leaves: &[ValueRef<'_>]| -> HashSet<Vec<PathKey>> {
+        leaves.iter().map(|l| l.path().to_vec()).collect()
+    };
+    let (values_a, values_b) = (value_paths(&leaves_a), value_paths(&leaves_b));
     // A path can only repeat when dict keys of other types print alike; the first one counts.
     let mut by_path_b: HashMap<&[PathKey], usize> = HashMap::new();
     for (i, r) in rows_b.iter().enumerate() {
@@ -146,6 +233,12 @@ fn compare(a: &Checkpoint, b: &Checkpoint) -> Result<Vec<Difference>, Failure> {
     for (i, r) in rows_a.iter().enumerate() {
         by_path_a.entry(r.path.as_slice()).or_insert(i);
     }
+    let total: u64 = rows_a
+        .iter()
+        .filter(|r| by_path_b.contains_key(r.path.as_slice()))
+        .map(|r| r.object.tensor.nbytes() as u64)
+        .sum();
+    let bar = progress::bytes(total, "comparing");
 
     let mut differences = Vec::new();
     // Paths on both sides, in A's order, with their storage key on each side.
@@ -155,39 +248,72 @@ fn compare(a: &Checkpoint, b: &Checkpoint) -> Result<Vec<Difference>, Failure> {
             continue;
         }
         let Some(&j) = by_path_b.get(ra.path.as_slice()) else {
-            differences.push(Difference {
-                path: ra.path.clone(),
-                kind: What::MissingInB,
-            });
+            // A value at the path in B is reported with the values.
+            if !values_b.contains(&ra.path) {
+                differences.push(Difference {
+                    path: ra.path.clone(),
+                    kind: What::MissingInB,
+                });
+            }
             continue;
         };
         let rb = &rows_b[j];
         common.push((&ra.path, &ra.key, &rb.key));
-        if let Some(kind) = compare_tensors(&ra.path, ra.object, rb.object)? {
+        let kind = compare_tensors(&ra.path, ra.object, rb.object, options.tolerance, &|n| {
+            bar.inc(n)
+        });
+        if let Some(kind) = kind? {
             differences.push(Difference {
                 path: ra.path.clone(),
                 kind,
             });
         }
     }
+    bar.finish_and_clear();
     for (j, rb) in rows_b.iter().enumerate() {
-        if by_path_b[rb.path.as_slice()] == j && !by_path_a.contains_key(rb.path.as_slice()) {
+        if by_path_b[rb.path.as_slice()] == j
+            && !by_path_a.contains_key(rb.path.as_slice())
+            && !values_a.contains(&rb.path)
+        {
             differences.push(Difference {
                 path: rb.path.clone(),
                 kind: What::MissingInA,
             });
         }
     }
-    differences.extend(sharing(&common));
+    differences.extend(compare_values(
+        &leaves_a,
+        &leaves_b,
+        (&by_path_a, &by_path_b),
+        options.tolerance,
+    ));
+    if !options.ignore_sharing {
+        differences.extend(sharing(&common));
+    }
     Ok(differences)
 }
 
+/// Elements decoded to values at a time when two windows differ.
+const DECODE: usize = 1 << 16;
+
+/// A window of `dtype` elements as a tensor, to read its values.
+fn window_tensor(bytes: &[u8], dtype: DType) -> Result<Tensor, stowage::Error> {
+    let n = bytes.len() / dtype.size().max(1);
+    Tensor::from_parts(
+        UntypedStorage::from_bytes(bytes)?,
+        dtype,
+        Layout::contiguous(&[n])?,
+    )
+}
+
 /// What differs between the tensors at one path, if anything: dtype, else
-/// shape, else values.
+/// shape, else values (read a window at a time from both sides).
 fn compare_tensors(
     path: &[PathKey],
     a: &TensorObject,
     b: &TensorObject,
+    tolerance: Option<Tolerance>,
+    progress: &dyn Fn(u64),
 ) -> Result<Option<What>, Failure> {
     let (ta, tb) = (&a.tensor, &b.tensor);
     if ta.dtype() != tb.dtype() {
@@ -203,38 +329,76 @@ fn compare_tensors(
         }));
     }
     let at = |e| Failure::at(path, e);
-    let la = a.resolved().map_err(at)?;
-    let lb = b.resolved().map_err(at)?;
-    let bytes_a = logical_bytes(&la).map_err(at)?;
-    let bytes_b = logical_bytes(&lb).map_err(at)?;
+    let dtype = ta.dtype();
+    let numeric = matches!(dtype.kind(), Kind::Float | Kind::Complex) && dtype.has_scalar_values();
+    let tolerance = tolerance.filter(|_| numeric);
+    let mut ra = Reader::new(a).map_err(at)?;
+    let mut rb = Reader::new(b).map_err(at)?;
+    let size = ta.element_size().max(1);
+    let mut differing = 0usize;
+    let mut outside = 0usize;
+    let mut max_diff: Option<f64> = None;
+    loop {
+        let wa = ra.next_window().map_err(at)?.map(<[u8]>::to_vec);
+        let wb = rb.next_window().map_err(at)?;
+        let (Some(wa), Some(wb)) = (wa, wb) else { break };
+        progress(wa.len() as u64);
+        if wa == wb {
+            continue;
+        }
+        let bitwise: Vec<bool> = wa.chunks(size).zip(wb.chunks(size)).map(|(x, y)| x != y).collect();
+        differing += bitwise.iter().filter(|&&d| d).count();
+        if !numeric {
+            continue;
+        }
+        // Values are decoded a slice of the window at a time, to keep memory small.
+        let slice = DECODE * size;
+        for ((ca, cb), bits) in wa
+            .chunks(slice)
+            .zip(wb.chunks(slice))
+            .zip(bitwise.chunks(DECODE))
+        {
+            if ca == cb {
+                continue;
+            }
+            // A dtype whose values cannot be read leaves the maximum out rather than failing.
+            let values = window_tensor(ca, dtype)
+                .and_then(|x| x.scalars())
+                .and_then(|x| Ok((x, window_tensor(cb, dtype)?.scalars()?)));
+            let Ok((xa, xb)) = values else {
+                outside += bits.iter().filter(|&&d| d).count();
+                continue;
+            };
+            let m = max_abs_diff(&xa, &xb);
+            max_diff = Some(match max_diff {
+                Some(p) if p.is_nan() || m.is_nan() => f64::NAN,
+                Some(p) => p.max(m),
+                None => m,
+            });
+            if let Some(tol) = tolerance {
+                outside += xa
+                    .iter()
+                    .zip(&xb)
+                    .zip(bits)
+                    .filter(|((x, y), &d)| d && !tol.close(x.to_complex(), y.to_complex()))
+                    .count();
+            }
+        }
+    }
     let quantization =
         (a.quantization != b.quantization).then_some((a.quantization, b.quantization));
-    if bytes_a == bytes_b && quantization.is_none() {
+    let differs = match tolerance {
+        Some(_) => outside > 0,
+        None => differing > 0,
+    };
+    if !differs && quantization.is_none() {
         return Ok(None);
     }
-    let size = ta.element_size().max(1);
-    let differing = bytes_a
-        .chunks(size)
-        .zip(bytes_b.chunks(size))
-        .filter(|(x, y)| x != y)
-        .count();
-    let dtype = ta.dtype();
-    let max_abs_diff = if differing > 0
-        && matches!(dtype.kind(), Kind::Float | Kind::Complex)
-        && dtype.has_scalar_values()
-    {
-        // A dtype whose values cannot be read leaves the maximum out rather than failing.
-        match (la.scalars(), lb.scalars()) {
-            (Ok(x), Ok(y)) => Some(max_abs_diff(&x, &y)),
-            _ => None,
-        }
-    } else {
-        None
-    };
     Ok(Some(What::Values(Values {
         differing,
+        outside_tolerance: tolerance.map(|_| outside),
         numel: ta.numel(),
-        max_abs_diff,
+        max_abs_diff: if differing > 0 { max_diff } else { None },
         quantization,
     })))
 }
@@ -324,19 +488,6 @@ fn sharing(common: &[(&[PathKey], &str, &str)]) -> Vec<Difference> {
     differences
 }
 
-/// A float as JSON: a number when finite, else `"inf"`, `"-inf"` or `"nan"`.
-fn float_json(v: f64) -> Json {
-    if v.is_finite() {
-        json!(v)
-    } else if v.is_nan() {
-        json!("nan")
-    } else if v > 0.0 {
-        json!("inf")
-    } else {
-        json!("-inf")
-    }
-}
-
 fn quantization_json(q: Quantization) -> Json {
     match q {
         None => Json::Null,
@@ -366,11 +517,23 @@ fn difference_json(d: &Difference) -> Json {
             if let Some(m) = v.max_abs_diff {
                 o.insert("max_abs_diff".into(), float_json(m));
             }
+            if let Some(n) = v.outside_tolerance {
+                o.insert("elements_outside_tolerance".into(), json!(n));
+            }
             if let Some((qa, qb)) = v.quantization {
                 o.insert("quantization_a".into(), quantization_json(qa));
                 o.insert("quantization_b".into(), quantization_json(qb));
             }
             "values"
+        }
+        What::Value { a, b } => {
+            o.insert("a".into(), a.clone().unwrap_or(Json::Null));
+            o.insert("b".into(), b.clone().unwrap_or(Json::Null));
+            match (a, b) {
+                (Some(_), None) => "missing_in_b",
+                (None, Some(_)) => "missing_in_a",
+                _ => "value",
+            }
         }
         What::Sharing { side, paths, other } => {
             o.insert("shared_in".into(), json!(side.name().to_lowercase()));
@@ -414,6 +577,9 @@ fn difference_line(d: &Difference) -> String {
                 "{path}: values differ in {} of {} elements",
                 v.differing, v.numel
             );
+            if let Some(n) = v.outside_tolerance {
+                line.push_str(&format!(", {n} outside the tolerance"));
+            }
             if let Some(m) = v.max_abs_diff {
                 line.push_str(&format!(", max abs diff {m:e}"));
             }
@@ -426,6 +592,15 @@ fn difference_line(d: &Difference) -> String {
             }
             line
         }
+        What::Value { a, b } => match (a, b) {
+            (Some(a), None) => format!("{path}: missing in B ({})", value_words(a)),
+            (None, Some(b)) => format!("{path}: missing in A ({})", value_words(b)),
+            (a, b) => format!(
+                "{path}: {} in A, {} in B",
+                a.as_ref().map_or_else(String::new, value_words),
+                b.as_ref().map_or_else(String::new, value_words)
+            ),
+        },
         What::Sharing { side, paths, other } => {
             let there = other
                 .iter()
@@ -461,7 +636,7 @@ mod tests {
     fn identical_checkpoints_have_no_differences() {
         let t = Tensor::from_slice(&[1.0f32, 2.0, 3.0]).unwrap();
         let a = Checkpoint::from_state_dict([("w", t.clone()), ("v", t.clone())]);
-        assert!(compare(&a, &a).unwrap().is_empty());
+        assert!(compare(&a, &a, Options::default()).unwrap().is_empty());
     }
 
     #[test]
@@ -483,7 +658,7 @@ mod tests {
             ("s", s.reshape(&[2, 1]).unwrap()),
             ("only_b", s),
         ]);
-        let diffs = compare(&a, &b).unwrap();
+        let diffs = compare(&a, &b, Options::default()).unwrap();
         let lines: Vec<String> = diffs.iter().map(difference_line).collect();
         assert_eq!(
             lines,
@@ -524,5 +699,98 @@ mod tests {
             f64::INFINITY
         );
         assert_eq!(float_json(f64::NAN), json!("nan"));
+    }
+
+    #[test]
+    fn tolerances_follow_allclose() {
+        let w = |v: &[f32]| Tensor::from_slice(v).unwrap();
+        let a = Checkpoint::builder()
+            .tensors("m", [("w", w(&[1.0, 100.0, f32::NAN, 5.0]))])
+            .value("lr", 1e-3)
+            .build()
+            .unwrap();
+        let b = Checkpoint::builder()
+            .tensors("m", [("w", w(&[1.05, 101.0, f32::NAN, 5.0]))])
+            .value("lr", 1.04e-3)
+            .build()
+            .unwrap();
+        // Bit for bit: the weights and the value differ.
+        let lines: Vec<String> = compare(&a, &b, Options::default())
+            .unwrap()
+            .iter()
+            .map(difference_line)
+            .collect();
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        assert!(lines[0].starts_with("m.w: values differ in 2 of 4 elements"), "{lines:?}");
+        assert_eq!(lines[1], "lr: float 0.001 in A, float 0.00104 in B");
+        let with = |atol: f64, rtol: f64| Options {
+            tolerance: Some(Tolerance { atol, rtol }),
+            ignore_sharing: false,
+        };
+        // |1 - 1.05| = 0.05 <= 0.1; |100 - 101| = 1 > 0.1 + 0 * 101.
+        let d = compare(&a, &b, with(0.1, 0.0)).unwrap();
+        assert_eq!(d.len(), 1, "{d:?}");
+        assert_eq!(
+            difference_line(&d[0]),
+            "m.w: values differ in 2 of 4 elements, 1 outside the tolerance, max abs diff 1e0"
+        );
+        assert_eq!(difference_json(&d[0])["elements_outside_tolerance"], 1);
+        // rtol 0.01 of |b| = 1.01 covers the second; the value is within 1e-4.
+        assert!(compare(&a, &b, with(0.1, 0.01)).unwrap().is_empty());
+        // The identical NaNs match; a tolerance of 0 is bit for bit on these.
+        assert_eq!(compare(&a, &b, with(0.0, 0.0)).unwrap().len(), 2);
+    }
+
+    #[test]
+    fn values_are_compared_by_path() {
+        let t = Tensor::from_slice(&[1i64, 2]).unwrap();
+        let a = Checkpoint::builder()
+            .value("epoch", 3)
+            .value("config.name", "gpt")
+            .value("config.only_a", true)
+            .value("x", t.clone())
+            .value("nan", f64::NAN)
+            .build()
+            .unwrap();
+        let b = Checkpoint::builder()
+            .value("epoch", 4)
+            .value("config.name", "gpt")
+            .value("config.only_b", vec![1, 2])
+            .value("x", 7)
+            .value("nan", f64::NAN)
+            .build()
+            .unwrap();
+        let d = compare(&a, &b, Options::default()).unwrap();
+        let lines: Vec<String> = d.iter().map(difference_line).collect();
+        assert_eq!(
+            lines,
+            [
+                "epoch: int 3 in A, int 4 in B",
+                "config.only_a: missing in B (bool true)",
+                "config.only_b.0: missing in A (int 1)",
+                "config.only_b.1: missing in A (int 2)",
+                "x: tensor in A, int 7 in B",
+            ]
+        );
+        let j = difference_json(&d[0]);
+        assert_eq!(j["kind"], "value");
+        assert_eq!(j["path"], json!(["epoch"]));
+        assert_eq!(j["a"], json!({"type": "int", "value": 3}));
+        assert_eq!(j["b"], json!({"type": "int", "value": 4}));
+        assert_eq!(difference_json(&d[1])["kind"], "missing_in_b");
+        assert_eq!(difference_json(&d[4])["a"]["type"], "tensor");
+    }
+
+    #[test]
+    fn sharing_can_be_ignored() {
+        let w = Tensor::from_slice(&[1.0f32, 2.0]).unwrap();
+        let a = Checkpoint::from_state_dict([("w", w.clone()), ("v", w.clone())]);
+        let b = Checkpoint::from_state_dict([("w", w.clone()), ("v", w.deep_clone().unwrap())]);
+        assert_eq!(compare(&a, &b, Options::default()).unwrap().len(), 1);
+        let options = Options {
+            ignore_sharing: true,
+            ..Options::default()
+        };
+        assert!(compare(&a, &b, options).unwrap().is_empty());
     }
 }

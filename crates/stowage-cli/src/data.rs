@@ -1,0 +1,103 @@
+//! Reading a tensor's logical bytes without holding its file: contiguous
+//! tensors on lazily loaded storages are read window by window straight from
+//! the file (`UntypedStorage::read_at`), so hashing or comparing a large
+//! checkpoint needs a window of memory, not the checkpoint's size.
+
+use sha2::{Digest, Sha256};
+use stowage::serialize::TensorObject;
+use stowage::Tensor;
+
+/// Bytes read at a time.
+pub const WINDOW: usize = 8 << 20;
+
+/// A tensor's logical elements (row-major, contiguous, little-endian; the lazy
+/// conjugation and negation applied), read a window at a time.
+///
+/// A contiguous tensor without lazy bits is read from its storage, which a
+/// lazily loaded storage serves from its file without keeping anything; any
+/// other tensor is made contiguous first, in memory.
+pub struct Reader {
+    tensor: Tensor,
+    start: usize,
+    len: usize,
+    at: usize,
+    buf: Vec<u8>,
+}
+
+impl Reader {
+    /// A reader of `object`'s logical elements.
+    ///
+    /// # Errors
+    /// [`stowage::Error::NoData`] for meta tensors; what making a copy gave.
+    pub fn new(object: &TensorObject) -> Result<Reader, stowage::Error> {
+        let t = &object.tensor;
+        if !t.has_data() {
+            return Err(stowage::Error::NoData {
+                op: "reading tensor bytes",
+                device: t.device(),
+            });
+        }
+        let tensor = if !object.conj && !object.neg && t.is_contiguous() {
+            t.clone()
+        } else {
+            object.resolved()?.contiguous()?
+        };
+        let size = tensor.element_size().max(1);
+        let step = (WINDOW / size).max(1) * size;
+        Ok(Reader {
+            start: tensor.storage_offset() * tensor.element_size(),
+            len: tensor.nbytes(),
+            at: 0,
+            buf: vec![0u8; tensor.nbytes().min(step)],
+            tensor,
+        })
+    }
+
+    /// The next window (a whole number of elements), or `None` at the end.
+    ///
+    /// # Errors
+    /// What reading the storage gave.
+    pub fn next_window(&mut self) -> Result<Option<&[u8]>, stowage::Error> {
+        if self.at >= self.len {
+            return Ok(None);
+        }
+        let n = (self.len - self.at).min(self.buf.len());
+        self.tensor
+            .untyped_storage()
+            .read_at(self.start + self.at, &mut self.buf[..n])?;
+        self.at += n;
+        Ok(Some(&self.buf[..n]))
+    }
+}
+
+/// Calls `f` with the tensor's logical elements in windows of at most
+/// [`WINDOW`] bytes (see [`Reader`]).
+///
+/// # Errors
+/// What reading gave (meta tensors: [`stowage::Error::NoData`]), or `f`'s error.
+pub fn for_each_window<E: From<stowage::Error>>(
+    object: &TensorObject,
+    mut f: impl FnMut(&[u8]) -> Result<(), E>,
+) -> Result<(), E> {
+    let mut reader = Reader::new(object)?;
+    while let Some(w) = reader.next_window()? {
+        f(w)?;
+    }
+    Ok(())
+}
+
+/// Hex SHA-256 of the tensor's logical elements (the empty string's hash when
+/// it has none), as `inspect --json` reports it; `progress` is told each
+/// window's size.
+///
+/// # Errors
+/// As [`for_each_window`].
+pub fn sha256(object: &TensorObject, progress: impl Fn(u64)) -> Result<String, stowage::Error> {
+    let mut h = Sha256::new();
+    for_each_window(object, |w| {
+        h.update(w);
+        progress(w.len() as u64);
+        Ok::<_, stowage::Error>(())
+    })?;
+    Ok(h.finalize().iter().map(|b| format!("{b:02x}")).collect())
+}

@@ -1,0 +1,95 @@
+//! The non-tensor half of `diff`: every leaf (`inspect --json`'s `"values"`)
+//! compared by path, floats within the tolerance when one is given.
+
+use std::collections::HashMap;
+
+use serde_json::{json, Value as Json};
+use stowage::serialize::{PathKey, ValueKind, ValueRef};
+
+use super::{Difference, Tolerance, What};
+use crate::values::typed_json;
+
+/// Where each tensor path's row is.
+pub(super) type TensorIndex<'r> = HashMap<&'r [PathKey], usize>;
+
+/// Differences between the non-tensor leaves: in A's order, then those only in B.
+pub(super) fn compare_values(
+    leaves_a: &[ValueRef<'_>],
+    leaves_b: &[ValueRef<'_>],
+    (tensors_a, tensors_b): (&TensorIndex<'_>, &TensorIndex<'_>),
+    tolerance: Option<Tolerance>,
+) -> Vec<Difference> {
+    let tensor = || json!({"type": "tensor", "value": null});
+    let index = |leaves: &[ValueRef<'_>]| {
+        let mut m: HashMap<Vec<PathKey>, usize> = HashMap::new();
+        for (i, l) in leaves.iter().enumerate() {
+            m.entry(l.path().to_vec()).or_insert(i);
+        }
+        m
+    };
+    let (index_a, index_b) = (index(leaves_a), index(leaves_b));
+    let mut differences = Vec::new();
+    for (i, la) in leaves_a.iter().enumerate() {
+        if index_a[la.path()] != i {
+            continue;
+        }
+        let ja = Json::Object(typed_json(la));
+        let b = match index_b.get(la.path()) {
+            Some(&j) => {
+                let lb = &leaves_b[j];
+                if same_value(la, lb, tolerance) {
+                    continue;
+                }
+                Some(Json::Object(typed_json(lb)))
+            }
+            None if tensors_b.contains_key(la.path()) => Some(tensor()),
+            None => None,
+        };
+        differences.push(Difference {
+            path: la.path().to_vec(),
+            kind: What::Value { a: Some(ja), b },
+        });
+    }
+    for lb in leaves_b {
+        if index_a.contains_key(lb.path()) {
+            continue;
+        }
+        let a = tensors_a.contains_key(lb.path()).then(tensor);
+        differences.push(Difference {
+            path: lb.path().to_vec(),
+            kind: What::Value {
+                a,
+                b: Some(Json::Object(typed_json(lb))),
+            },
+        });
+    }
+    differences
+}
+
+/// Whether two leaves are the same: same type and value, floats (and complex
+/// numbers) within the tolerance when there is one.
+fn same_value(a: &ValueRef<'_>, b: &ValueRef<'_>, tolerance: Option<Tolerance>) -> bool {
+    if typed_json(a) == typed_json(b) {
+        return true;
+    }
+    let Some(tol) = tolerance else { return false };
+    let number = |v: &ValueRef<'_>| match v.kind() {
+        ValueKind::Float => v.as_f64().ok().map(|f| num_complex::Complex64::new(f, 0.0)),
+        ValueKind::Complex => v.as_complex().ok(),
+        _ => None,
+    };
+    match (a.kind() == b.kind(), number(a), number(b)) {
+        (true, Some(x), Some(y)) => tol.close(x, y),
+        _ => false,
+    }
+}
+
+/// `int 3`, `str "gpt"`, `tensor`.
+pub(super) fn value_words(v: &Json) -> String {
+    match (&v["type"], &v["value"]) {
+        (Json::String(t), Json::Null) if t == "tensor" => "tensor".into(),
+        (Json::String(t), value) => format!("{t} {value}"),
+        (_, value) => value.to_string(),
+    }
+}
+

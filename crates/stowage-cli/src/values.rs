@@ -1,0 +1,270 @@
+//! Non-tensor values as the CLI shows them: the contract's JSON form
+//! (`{"path": …, "type": …, "value": …}`) and a short tree for people.
+
+use std::io::Write;
+
+use serde_json::{json, Map, Value as Json};
+use stowage::serialize::pickle::Value;
+use stowage::serialize::{Object, PathKey, ValueKind, ValueRef};
+
+use crate::inspect::path_json;
+
+/// Integers up to this magnitude are JSON numbers; larger ones decimal strings
+/// (a JSON reader's doubles hold every integer up to 2^53 exactly).
+const MAX_JSON_INT: u64 = 1 << 53;
+
+/// A float as JSON: a number when finite, else `"nan"`, `"inf"` or `"-inf"`.
+pub fn float_json(v: f64) -> Json {
+    if v.is_nan() {
+        json!("nan")
+    } else if v.is_infinite() {
+        json!(if v > 0.0 { "inf" } else { "-inf" })
+    } else {
+        json!(v)
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The contract's `type` of a leaf and the fields beside it (`value`, and
+/// `storage_key` for a storage object), without the path.
+pub fn typed_json(v: &ValueRef<'_>) -> Map<String, Json> {
+    let mut o = Map::new();
+    let kind = v.kind();
+    let value = match v.raw() {
+        Value::None => Json::Null,
+        Value::Bool(b) => json!(b),
+        Value::Int(i) if i.unsigned_abs() <= MAX_JSON_INT => json!(i),
+        Value::Int(i) => json!(i.to_string()),
+        Value::BigInt(b) => json!(b.to_string()),
+        Value::Float(f) => float_json(*f),
+        Value::Str(s) => json!(&**s),
+        Value::Bytes(b) => json!(hex(b)),
+        Value::Node(_) => match v.as_bytes() {
+            Ok(b) => json!(hex(b)),
+            // Only empty containers are leaves.
+            Err(_) => json!([]),
+        },
+        Value::Ext(x) => match x {
+            Object::DType(d) => json!(d.name()),
+            Object::Device(d) => json!(d.to_string()),
+            Object::Size(s) => json!(s),
+            Object::Complex(c) => json!([float_json(c.re), float_json(c.im)]),
+            Object::QScheme(q) => json!(q),
+            Object::Layout(l) => json!(l),
+            Object::Global(g) => json!(format!("{g:?}")),
+            Object::Storage(s) => {
+                o.insert("storage_key".into(), json!(&*s.key));
+                Json::Null
+            }
+            // Tensors are listed under "tensors", never as values.
+            _ => Json::Null,
+        },
+    };
+    o.insert("type".into(), json!(kind.name()));
+    o.insert("value".into(), value);
+    o
+}
+
+/// One entry of `inspect --json`'s `"values"`: path, type, value.
+pub fn value_json(v: &ValueRef<'_>) -> Json {
+    let mut o = Map::new();
+    o.insert("path".into(), path_json(v.path()));
+    o.extend(typed_json(v));
+    Json::Object(o)
+}
+
+/// Bytes as Python writes them inside `b'…'`.
+fn escaped(bytes: &[u8]) -> String {
+    bytes
+        .iter()
+        .map(|&b| match b {
+            b'\\' => "\\\\".to_owned(),
+            b'\'' => "\\'".to_owned(),
+            0x20..=0x7e => char::from(b).to_string(),
+            _ => format!("\\x{b:02x}"),
+        })
+        .collect()
+}
+
+/// Shortens text past `max` characters with `…`.
+fn clip(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        return s.to_owned();
+    }
+    let mut out: String = s.chars().take(max).collect();
+    out.push('…');
+    out
+}
+
+/// A leaf as Python would print it, clipped: `3`, `0.001`, `'gpt'`,
+/// `torch.bfloat16`, `torch.Size([4, 3])`, `{}`.
+pub fn value_text(v: &ValueRef<'_>) -> String {
+    const MAX: usize = 60;
+    let float = |f: f64| {
+        if f.is_nan() {
+            "nan".to_owned()
+        } else if f.is_infinite() {
+            if f > 0.0 { "inf" } else { "-inf" }.to_owned()
+        } else {
+            format!("{f:?}")
+        }
+    };
+    match v.raw() {
+        Value::None => "None".into(),
+        Value::Bool(b) => if *b { "True" } else { "False" }.into(),
+        Value::Int(i) => i.to_string(),
+        Value::BigInt(b) => clip(&b.to_string(), MAX),
+        Value::Float(f) => float(*f),
+        Value::Str(s) => format!("{:?}", clip(s, MAX)),
+        Value::Bytes(b) => format!("b'{}'", clip(&escaped(b), MAX)),
+        Value::Node(_) => match v.kind() {
+            ValueKind::Dict => "{}".into(),
+            ValueKind::List => "[]".into(),
+            ValueKind::Tuple => "()".into(),
+            ValueKind::ByteArray => format!(
+                "bytearray('{}')",
+                clip(&hex(v.as_bytes().unwrap_or_default()), MAX)
+            ),
+            other => format!("{other}()"),
+        },
+        Value::Ext(x) => match x {
+            Object::DType(d) => format!("torch.{}", d.name()),
+            Object::Device(d) => format!("device('{d}')"),
+            Object::Size(s) => format!("torch.Size({s:?})"),
+            Object::Complex(c) => format!("({}{:+}j)", float(c.re), c.im),
+            Object::QScheme(q) => format!("torch.{q}"),
+            Object::Layout(l) => format!("torch.{l}"),
+            Object::Global(g) => format!("{g:?}"),
+            Object::Storage(s) => format!("storage {}", s.key),
+            _ => String::new(),
+        },
+    }
+}
+
+/// The items of a short list or tuple of scalars written inline, Python's
+/// way (`(0.9, 0.999)`, `[4, 3]`), or `None` for any other value.
+fn inline(v: &ValueRef<'_>) -> Option<String> {
+    const MAX_ITEMS: usize = 8;
+    let (open, close) = match v.kind() {
+        ValueKind::List => ("[", "]"),
+        ValueKind::Tuple => ("(", ")"),
+        _ => return None,
+    };
+    let items: Vec<ValueRef<'_>> = v.as_list().ok()?.collect();
+    if items.is_empty() || items.len() > MAX_ITEMS {
+        return None;
+    }
+    let mut texts = Vec::with_capacity(items.len());
+    for item in &items {
+        if item.kind().is_container() || item.kind() == ValueKind::Tensor {
+            return None;
+        }
+        texts.push(value_text(item));
+    }
+    let comma = if items.len() == 1 && close == ")" {
+        ","
+    } else {
+        ""
+    };
+    Some(format!("{open}{}{comma}{close}", texts.join(", ")))
+}
+
+/// Writes the leaves as an indented tree under a `values:` line, at most
+/// `max_lines` lines, then how many were left out. A short list or tuple of
+/// scalars is written on one line.
+pub fn tree(
+    ckpt: &stowage::Checkpoint,
+    leaves: &[ValueRef<'_>],
+    max_lines: usize,
+    out: &mut dyn Write,
+) -> std::io::Result<()> {
+    if leaves.is_empty() {
+        return Ok(());
+    }
+    writeln!(out, "values:")?;
+    let mut previous: &[PathKey] = &[];
+    let mut lines = 0;
+    let mut i = 0;
+    while i < leaves.len() {
+        let leaf = &leaves[i];
+        let mut path = leaf.path();
+        let mut text = value_text(leaf);
+        let mut taken = 1;
+        // A short list or tuple of scalars: its parent, on one line.
+        if let Some((_, parent_path)) = path.split_last() {
+            if let Some(line) = ckpt.get_path(parent_path).ok().as_ref().and_then(inline) {
+                let n = ckpt
+                    .get_path(parent_path)
+                    .and_then(|p| p.len())
+                    .unwrap_or(1);
+                if !parent_path.is_empty()
+                    && leaves[i..].len() >= n
+                    && leaves[i..i + n]
+                        .iter()
+                        .all(|l| l.path().starts_with(parent_path))
+                {
+                    path = parent_path;
+                    text = line;
+                    taken = n;
+                }
+            }
+        }
+        let common = previous
+            .iter()
+            .zip(path)
+            .take_while(|(a, b)| a == b)
+            .count();
+        // The containers on the way that the previous leaf did not open.
+        let open = path.len().saturating_sub(1);
+        let needed = open.saturating_sub(common.min(open)) + 1;
+        if lines + needed > max_lines {
+            writeln!(
+                out,
+                "  … {} more values (all of them: --json)",
+                leaves.len() - i
+            )?;
+            return Ok(());
+        }
+        for (depth, key) in path.iter().enumerate().take(open).skip(common.min(open)) {
+            writeln!(out, "{:indent$}{key}:", "", indent = 2 * (depth + 1))?;
+        }
+        let name = path
+            .last()
+            .map_or_else(|| "(root)".to_owned(), |k| k.to_string());
+        writeln!(
+            out,
+            "{:indent$}{name}: {text}",
+            "",
+            indent = 2 * path.len().max(1)
+        )?;
+        lines += needed;
+        previous = path;
+        i += taken;
+    }
+    Ok(())
+}
+
+/// Every non-tensor leaf of `ckpt`, once per path; when a structure is shared
+/// too often for that (past the library's walk limit), each shared container
+/// once, at its first path, with a warning naming `file`.
+///
+/// # Errors
+/// When even that walk exceeds its limit.
+pub fn leaves<'c>(
+    ckpt: &'c stowage::Checkpoint,
+    file: &std::path::Path,
+) -> Result<Vec<ValueRef<'c>>, crate::Failure> {
+    match ckpt.leaves() {
+        Err(stowage::Error::LimitExceeded { .. }) => {
+            log::warn!(
+                "{}: values are shared too often to list once per path; each shared container is listed once, at its first path",
+                file.display()
+            );
+            ckpt.leaves_once().map_err(crate::Failure::input)
+        }
+        other => other.map_err(crate::Failure::input),
+    }
+}

@@ -1,0 +1,307 @@
+//! Non-tensor values, first-class: lookups by path in a training checkpoint
+//! that PyTorch wrote (`training_checkpoint.pt`, `scripts/make_fixtures.py`),
+//! the leaf walk against what Python sees in it
+//! (`training_checkpoint.values.json`), and windowed reads of lazily loaded
+//! storages.
+
+mod common;
+
+use common::{fixture, fixtures_dir, load_fixture, path_json};
+use serde_json::Value as J;
+use stowage::serialize::{LoadOptions, PathKey, ValueKind};
+use stowage::{DType, Error};
+
+#[test]
+fn a_training_checkpoint_reads_through_get() {
+    let ckpt = load_fixture("training_checkpoint");
+    assert_eq!(ckpt.get("epoch").unwrap().as_i64().unwrap(), 3);
+    assert_eq!(ckpt.get("config.lr").unwrap().as_f64().unwrap(), 1e-3);
+    assert_eq!(ckpt.get("config.name").unwrap().as_str().unwrap(), "gpt");
+    let betas: Vec<f64> = ckpt
+        .get("config.betas")
+        .unwrap()
+        .as_list()
+        .unwrap()
+        .map(|b| b.as_f64().unwrap())
+        .collect();
+    assert_eq!(betas, [0.9, 0.999]);
+    assert_eq!(ckpt.get("config.betas").unwrap().kind(), ValueKind::Tuple);
+    assert!(!ckpt.get("config.amp").unwrap().as_bool().unwrap());
+    assert!(ckpt.get("config.seed").unwrap().is_none());
+    assert_eq!(
+        ckpt.get("config.dtype").unwrap().as_dtype().unwrap(),
+        DType::BFloat16
+    );
+    assert_eq!(
+        ckpt.get("config.device").unwrap().as_device().unwrap(),
+        stowage::Device::CPU
+    );
+    assert_eq!(ckpt.get("config.shape").unwrap().as_size().unwrap(), [4, 3]);
+    assert_eq!(
+        ckpt.get("config.big").unwrap().as_i64().unwrap(),
+        (1i64 << 60) + 1
+    );
+    let z = ckpt.get("config.z").unwrap().as_complex().unwrap();
+    assert_eq!((z.re, z.im), (1.5, -2.0));
+    assert_eq!(
+        ckpt.get("config.blob").unwrap().as_bytes().unwrap(),
+        b"\x00\xffab"
+    );
+    assert!(ckpt
+        .get("config.undefined")
+        .unwrap()
+        .as_f64()
+        .unwrap()
+        .is_nan());
+    // An integer dict key, by dotted path and by keys.
+    assert_eq!(ckpt.get("config.7").unwrap().as_str().unwrap(), "int key");
+    let by_keys = ckpt
+        .get_path(&[PathKey::Key("config".into()), PathKey::Index(7)])
+        .unwrap();
+    assert_eq!(by_keys.as_str().unwrap(), "int key");
+    // Through the optimizer: int-keyed state, a list of param groups.
+    assert_eq!(
+        ckpt.get("optimizer.param_groups.0.lr")
+            .unwrap()
+            .as_f64()
+            .unwrap(),
+        1e-3
+    );
+    let step = ckpt
+        .get("optimizer.state.0.step")
+        .unwrap()
+        .as_tensor()
+        .unwrap();
+    assert_eq!(step.tensor.shape(), &[] as &[usize]);
+    let params: Vec<i64> = ckpt
+        .get("optimizer.param_groups.0.params")
+        .unwrap()
+        .as_list()
+        .unwrap()
+        .map(|p| p.as_i64().unwrap())
+        .collect();
+    assert_eq!(params, [0, 1]);
+    // The model's state dict, named relative to "model".
+    let sd = ckpt.state_dict_at("model").unwrap();
+    let names: Vec<&str> = sd.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["weight", "bias"]);
+    assert_eq!(sd[0].1.shape(), &[3, 4]);
+    let weight = ckpt.get("model.weight").unwrap().as_tensor().unwrap();
+    assert!(weight
+        .tensor
+        .untyped_storage()
+        .is_same(sd[0].1.untyped_storage()));
+    // The dict as handles.
+    let keys: Vec<String> = ckpt
+        .root_value()
+        .as_dict()
+        .unwrap()
+        .map(|(k, _)| k.as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(keys, ["model", "optimizer", "epoch", "config"]);
+}
+
+#[test]
+fn lookups_fail_with_typed_errors_naming_the_path() {
+    let ckpt = load_fixture("training_checkpoint");
+    match ckpt.get("config.nope") {
+        Err(Error::ValueNotFound { path }) => assert_eq!(path, "config.nope"),
+        other => panic!("{other:?}"),
+    }
+    match ckpt.get("optimizer.param_groups.5.lr") {
+        Err(Error::ValueNotFound { path }) => assert_eq!(path, "optimizer.param_groups.5.lr"),
+        other => panic!("{other:?}"),
+    }
+    match ckpt.get("epoch").unwrap().as_str() {
+        Err(Error::ValueType {
+            path,
+            expected,
+            found,
+        }) => assert_eq!((path.as_str(), expected, found), ("epoch", "str", "int")),
+        other => panic!("{other:?}"),
+    }
+    let e = ckpt.get("config.huge").unwrap().as_i64().unwrap_err();
+    assert!(
+        matches!(&e, Error::ValueType { path, found: "int", .. } if path == "config.huge"),
+        "{e:?}"
+    );
+    assert!(ckpt.get("config").unwrap().as_tensor().is_err());
+    assert!(ckpt.get("epoch.x").is_err(), "an int has no keys");
+    assert!(ckpt.get("model.weight.0").is_err(), "a tensor has no keys");
+    let e = ckpt.get("config.lr").unwrap().as_dict().err().unwrap();
+    assert_eq!(
+        e.to_string(),
+        "value at \"config.lr\": expected dict, found float"
+    );
+}
+
+#[test]
+fn the_leaf_walk_lists_what_python_sees() {
+    let ckpt = load_fixture("training_checkpoint");
+    let text = std::fs::read_to_string(fixtures_dir().join("training_checkpoint.values.json"))
+        .expect("values.json");
+    let J::Array(expected) = serde_json::from_str::<J>(&text).unwrap() else {
+        panic!("not a list")
+    };
+    let found: Vec<(J, &str)> = ckpt
+        .leaves()
+        .unwrap()
+        .iter()
+        .map(|v| (path_json(v.path()), v.kind().name()))
+        .collect();
+    let expected: Vec<(J, &str)> = expected
+        .iter()
+        .map(|e| (e["path"].clone(), e["type"].as_str().unwrap()))
+        .collect();
+    assert_eq!(found, expected);
+}
+
+#[test]
+fn lazy_storages_read_in_windows_without_loading() {
+    let eager = load_fixture("training_checkpoint");
+    let options = LoadOptions {
+        lazy: true,
+        ..LoadOptions::default()
+    };
+    let lazy = stowage::serialize::load_with(fixture("training_checkpoint"), &options).unwrap();
+    let s = lazy
+        .get("model.weight")
+        .unwrap()
+        .as_tensor()
+        .unwrap()
+        .tensor
+        .untyped_storage()
+        .clone();
+    let want = eager
+        .get("model.weight")
+        .unwrap()
+        .as_tensor()
+        .unwrap()
+        .tensor
+        .untyped_storage()
+        .bytes()
+        .unwrap()
+        .to_vec();
+    assert!(!s.is_loaded());
+    let mut got = vec![0u8; want.len()];
+    for (i, chunk) in got.chunks_mut(5).enumerate() {
+        s.read_at(i * 5, chunk).unwrap();
+    }
+    assert_eq!(got, want);
+    assert!(!s.is_loaded(), "windowed reads keep nothing");
+    let mut past = [0u8; 4];
+    assert!(matches!(
+        s.read_at(want.len() - 2, &mut past),
+        Err(Error::StorageRange { .. })
+    ));
+    // A loaded storage copies from its bytes.
+    let e = eager
+        .get("model.weight")
+        .unwrap()
+        .as_tensor()
+        .unwrap()
+        .tensor
+        .untyped_storage()
+        .clone();
+    let mut head = [0u8; 8];
+    e.read_at(4, &mut head).unwrap();
+    assert_eq!(head, want[4..12]);
+}
+
+#[test]
+fn lazy_checkpoints_save_window_by_window_and_report_progress() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Arc;
+    use stowage::serialize::{Progress, SaveOptions};
+    let options = LoadOptions {
+        lazy: true,
+        ..LoadOptions::default()
+    };
+    let (dir_a, dir_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    for name in ["training_checkpoint", "views", "nested"] {
+        let eager = load_fixture(name);
+        let lazy = stowage::serialize::load_with(fixture(name), &options).unwrap();
+        let done = Arc::new(AtomicU64::new(0));
+        let counter = done.clone();
+        let save = SaveOptions {
+            progress: Some(Progress::new(move |n| {
+                counter.fetch_add(n, Ordering::Relaxed);
+            })),
+            sync: false,
+            ..SaveOptions::default()
+        };
+        let (a, b) = (dir_a.path().join("c.pt"), dir_b.path().join("c.pt"));
+        stowage::serialize::save_with(&a, &lazy, &save).unwrap();
+        stowage::serialize::save_with(&b, &eager, &SaveOptions::default()).unwrap();
+        assert!(
+            std::fs::read(&a).unwrap() == std::fs::read(&b).unwrap(),
+            "{name}"
+        );
+        let total: u64 = eager
+            .storages
+            .iter()
+            .map(|s| s.storage.nbytes() as u64)
+            .sum();
+        assert_eq!(done.load(Ordering::Relaxed), total, "{name}");
+        assert!(
+            lazy.storages.iter().all(|s| !s.storage.is_loaded()),
+            "{name}: saving read storages into memory"
+        );
+        let (a, b) = (
+            dir_a.path().join("c.safetensors"),
+            dir_b.path().join("c.safetensors"),
+        );
+        let st = stowage::serialize::safetensors::save_with(&a, &lazy, &save);
+        let want = stowage::serialize::safetensors::save(&b, &eager);
+        assert_eq!(st.is_ok(), want.is_ok(), "{name}");
+        if st.is_ok() {
+            assert!(
+                std::fs::read(&a).unwrap() == std::fs::read(&b).unwrap(),
+                "{name}"
+            );
+            // Contiguous tensors are written from the file; views that are not
+            // (in `views`) are copied contiguous first, which reads their storage.
+            if name == "training_checkpoint" {
+                assert!(
+                    lazy.storages.iter().all(|s| !s.storage.is_loaded()),
+                    "{name}: the safetensors save read storages into memory"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn deflated_records_read_in_windows() {
+    let eager = load_fixture("deflated_records");
+    let options = LoadOptions {
+        lazy: true,
+        ..LoadOptions::default()
+    };
+    let lazy = stowage::serialize::load_with(fixture("deflated_records"), &options).unwrap();
+    for name in ["ramp", "steps"] {
+        let storage = |c: &stowage::Checkpoint| {
+            c.get(name)
+                .unwrap()
+                .as_tensor()
+                .unwrap()
+                .tensor
+                .untyped_storage()
+                .clone()
+        };
+        let want = storage(&eager).bytes().unwrap().to_vec();
+        let s = storage(&lazy);
+        let mut got = vec![0u8; want.len()];
+        for (i, chunk) in got.chunks_mut(1000).enumerate() {
+            s.read_at(i * 1000, chunk).unwrap();
+        }
+        assert!(got == want, "{name}");
+        assert!(!s.is_loaded(), "{name}");
+        // Out of order too.
+        let mut tail = vec![0u8; 24];
+        s.read_at(want.len() - 24, &mut tail).unwrap();
+        s.read_at(8, &mut got[..16]).unwrap();
+        assert_eq!(tail, want[want.len() - 24..]);
+        assert_eq!(got[..16], want[8..24]);
+    }
+}
