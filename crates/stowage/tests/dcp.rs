@@ -193,6 +193,51 @@ fn meta_loading_reads_no_data() {
     assert_eq!(t.shape(), [12, 4]);
 }
 
+#[test]
+fn lazy_and_fake_loads() {
+    let lazy = stowage::serialize::load_with(
+        dir("four"),
+        &LoadOptions {
+            lazy: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let (_, w) = lazy
+        .tensors()
+        .unwrap()
+        .into_iter()
+        .find(|(p, _)| stowage::serialize::dotted(p) == "model.cols")
+        .unwrap();
+    let storage = w.tensor.untyped_storage().clone();
+    assert!(!storage.is_loaded());
+    // A window read assembles the tensor and keeps nothing in the storage.
+    let mut window = [0u8; 8];
+    storage.read_at(8, &mut window).unwrap();
+    assert_eq!(window[..4], 2f32.to_le_bytes());
+    assert!(!storage.is_loaded());
+    assert_matches_torch("four", &lazy);
+
+    // Fake: the data files are never opened.
+    let out = copy("four");
+    for f in fs::read_dir(out.path()).unwrap() {
+        let f = f.unwrap();
+        if f.file_name().to_string_lossy().starts_with("__2") {
+            fs::write(f.path(), b"").unwrap();
+        }
+    }
+    let fake = stowage::serialize::load_with(
+        out.path(),
+        &LoadOptions {
+            fake: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let t = &fake.tensors().unwrap()[0].1.tensor;
+    assert!(!t.untyped_storage().has_data());
+}
+
 fn hostile(name: &str) -> Error {
     let path = common::fixtures_dir().join("dcp/hostile").join(name);
     stowage::load(&path).unwrap_err()

@@ -28,13 +28,15 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use self::metadata::{Chunk, DcpMetadata, Item, ItemKind, TensorMeta};
 use super::object::{Checkpoint, Object, PathKey, StorageRecord, TensorObject};
 use super::options::LoadOptions;
 use super::pickle::{Graph, Node, NodeId, Value};
 use crate::io::ReadAt;
-use crate::{DType, Error, Result, Tensor};
+use crate::storage::Fetch;
+use crate::{DType, Error, Result, Tensor, UntypedStorage};
 
 /// The metadata file's name.
 pub const METADATA_FILE: &str = ".metadata";
@@ -179,6 +181,50 @@ impl DcpCheckpoint {
         Ok(out)
     }
 
+    /// Tensor `fqn` as the options' mode makes it: read now, a lazy storage
+    /// assembled on first use, or a fake storage.
+    fn tensor_in_mode(self: &Arc<Self>, fqn: &str, meta: &TensorMeta) -> Result<Tensor> {
+        let device = self.options.map_location.unwrap_or_default();
+        if !(self.options.lazy || self.options.fake) || device.is_meta() {
+            return self.read_tensor(fqn);
+        }
+        let nbytes = meta
+            .size
+            .iter()
+            .try_fold(meta.dtype.size(), |a, &b| a.checked_mul(b))
+            .ok_or(Error::SizeOverflow {
+                what: "DCP tensor",
+                detail: format!("{fqn}: {:?}", meta.size),
+            })?;
+        let layout = crate::layout::Layout::contiguous(&meta.size)?;
+        let storage = if self.options.fake {
+            UntypedStorage::new_fake(nbytes, device)
+        } else {
+            let (this, name) = (Arc::clone(self), fqn.to_owned());
+            // The assembled tensor, kept from the first window read until the last.
+            let held: Mutex<Option<Tensor>> = Mutex::new(None);
+            let fetch: Fetch = Arc::new(move |offset: u64, dst: &mut [u8]| {
+                let mut held = held.lock().unwrap_or_else(|p| p.into_inner());
+                let whole = match &*held {
+                    Some(t) => t.untyped_storage().clone(),
+                    None => {
+                        let t = this.read_tensor(&name)?;
+                        let s = t.untyped_storage().clone();
+                        *held = Some(t);
+                        s
+                    }
+                };
+                whole.read_at(offset as usize, dst)?;
+                if offset as usize + dst.len() >= whole.nbytes() {
+                    *held = None;
+                }
+                Ok(())
+            });
+            UntypedStorage::lazy(nbytes, device, fetch)
+        };
+        Tensor::from_parts(storage, meta.dtype, layout)
+    }
+
     /// One stored chunk as a tensor of its own.
     fn read_chunk(&self, fqn: &str, dtype: DType, chunk: &Chunk) -> Result<Tensor> {
         let info = &chunk.storage;
@@ -240,17 +286,28 @@ impl DcpCheckpoint {
     }
 
     /// Everything, as one checkpoint nested as the saved state dict was.
+    /// With the options' `lazy`, each tensor is assembled on first use (and a
+    /// window read of a storage not used yet, as a streaming save does,
+    /// assembles the tensor once and keeps it only until its last window is
+    /// read); with `fake` or a meta `map_location`, no tensor data is read.
+    /// Non-tensor values are read in every mode.
     ///
     /// # Errors
     /// As [`read_tensor`](Self::read_tensor) and [`read_value`](Self::read_value).
     pub fn to_checkpoint(&self) -> Result<Checkpoint> {
+        self.clone().into_checkpoint()
+    }
+
+    /// [`to_checkpoint`](Self::to_checkpoint), keeping `self` in lazy storages' readers.
+    fn into_checkpoint(self) -> Result<Checkpoint> {
+        let this = Arc::new(self);
         let mut ckpt = Checkpoint::new();
         let root = ckpt.graph.dict(Vec::new());
         ckpt.root = Value::Node(root);
-        for item in &self.metadata.items {
+        for item in &this.metadata.items {
             let value = match &item.kind {
                 ItemKind::Tensor(meta) => {
-                    let tensor = self.read_tensor(&item.fqn)?;
+                    let tensor = this.tensor_in_mode(&item.fqn, meta)?;
                     ckpt.storages.push(StorageRecord {
                         key: item.fqn.clone(),
                         storage: tensor.untyped_storage().clone(),
@@ -262,7 +319,7 @@ impl DcpCheckpoint {
                     Value::Ext(Object::Tensor(Box::new(t)))
                 }
                 ItemKind::Bytes(_) => {
-                    let value = self.read_value(&item.fqn)?;
+                    let value = this.read_value(&item.fqn)?;
                     let v = transplant(&value, &value.root, &mut ckpt);
                     ckpt.storages
                         .extend(value.storages.iter().map(|s| StorageRecord {
@@ -283,7 +340,7 @@ impl DcpCheckpoint {
 /// # Errors
 /// As [`DcpCheckpoint::open`] and [`DcpCheckpoint::to_checkpoint`].
 pub fn load(dir: &Path, options: &LoadOptions) -> Result<Checkpoint> {
-    DcpCheckpoint::open(dir, options)?.to_checkpoint()
+    DcpCheckpoint::open(dir, options)?.into_checkpoint()
 }
 
 /// The intersection of a chunk with a region, per dimension `(start, len)`;
