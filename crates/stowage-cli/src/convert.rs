@@ -1,6 +1,10 @@
 //! `stowage convert IN OUT`: rewrite a checkpoint in the format OUT's
-//! extension names (`.pt`, `.pth`, `.bin`, `.ckpt`: torch zip; `.safetensors`).
-//! OUT is written to a temporary file beside it and renamed into place.
+//! extension names (`.pt`, `.pth`, `.bin`, `.ckpt`: torch zip; `.safetensors`),
+//! or as a folder: a Hugging Face sharded set (`--to safetensors|bin`, or an
+//! OUT named `model.safetensors.index.json`/`pytorch_model.bin.index.json`;
+//! `--max-shard-size`) or a distributed checkpoint (`--to dcp`, `--ranks`).
+//! A file OUT is written to a temporary file beside it and renamed into place;
+//! a folder OUT is replaced as a whole.
 //!
 //! IN is loaded lazily and each storage goes from IN to OUT window by window,
 //! so converting a large checkpoint does not hold it in memory.
@@ -34,17 +38,52 @@ pub struct Args {
     /// Where to write it: .pt/.pth/.bin/.ckpt (torch zip) or .safetensors
     output: PathBuf,
     /// To .safetensors: leave the non-tensor values out (by default they are
-    /// stored in `__metadata__`, as JSON under their dotted paths)
+    /// stored in `__metadata__`, as JSON under their dotted paths); to a
+    /// sharded set, which holds only tensors, drop them instead of refusing
     #[arg(long)]
     drop_values: bool,
+    /// Write OUT as a folder: a sharded set of safetensors or .bin files, or a
+    /// distributed checkpoint (DCP)
+    #[arg(long, value_enum)]
+    to: Option<FolderFormat>,
+    /// Largest shard of a sharded set, in Hugging Face's notation (5GB, 500MB, 2GiB)
+    #[arg(long, default_value = "5GB")]
+    max_shard_size: String,
+    /// Ranks' files of a DCP folder (each tensor split over them along its first dimension)
+    #[arg(long, default_value_t = 1)]
+    ranks: usize,
+}
+
+/// A folder OUT's layout.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum FolderFormat {
+    /// A Hugging Face set of safetensors shards.
+    Safetensors,
+    /// A Hugging Face set of pytorch_model .bin shards (torch zip).
+    Bin,
+    /// A PyTorch Distributed Checkpoint folder.
+    Dcp,
 }
 
 enum Target {
     TorchZip,
     Safetensors,
+    /// A folder, and its layout.
+    Folder(PathBuf, FolderFormat),
 }
 
 fn target(path: &Path) -> Option<Target> {
+    let name = path.file_name()?.to_str()?;
+    let folder = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."))
+        .to_path_buf();
+    match name {
+        "model.safetensors.index.json" => return Some(Target::Folder(folder, FolderFormat::Safetensors)),
+        "pytorch_model.bin.index.json" => return Some(Target::Folder(folder, FolderFormat::Bin)),
+        _ => {}
+    }
     match path.extension()?.to_str()? {
         "pt" | "pth" | "bin" | "ckpt" => Some(Target::TorchZip),
         "safetensors" => Some(Target::Safetensors),
@@ -139,15 +178,23 @@ fn for_safetensors(
 
 /// Runs `convert`.
 pub fn run(args: Args, out: &mut dyn Write) -> Result<ExitCode, Failure> {
-    let Some(kind) = target(&args.output) else {
-        return Err(Failure::usage(format!(
-            "convert: cannot tell the output format from {} (use .pt, .pth, .bin, .ckpt or .safetensors)",
-            args.output.display()
-        )));
+    let kind = match args.to {
+        Some(format) => Target::Folder(args.output.clone(), format),
+        None => target(&args.output).ok_or_else(|| {
+            Failure::usage(format!(
+                "convert: cannot tell the output format from {} (use .pt, .pth, .bin, .ckpt or .safetensors, an *.index.json name, or --to safetensors|bin|dcp for a folder)",
+                args.output.display()
+            ))
+        })?,
     };
     let ckpt = inspect::load(&args.input, false)?;
+    if let Target::Folder(dir, format) = kind {
+        return to_folder(&args, &ckpt, &dir, format, out);
+    }
     let total: u64 = match kind {
-        Target::TorchZip => ckpt.storages.iter().map(|s| s.storage.nbytes() as u64).sum(),
+        Target::TorchZip | Target::Folder(..) => {
+            ckpt.storages.iter().map(|s| s.storage.nbytes() as u64).sum()
+        }
         Target::Safetensors => ckpt
             .tensors()
             .map_err(Failure::input)?
@@ -163,7 +210,9 @@ pub fn run(args: Args, out: &mut dyn Write) -> Result<ExitCode, Failure> {
     };
     let mut notes = Vec::new();
     let written = match kind {
-        Target::TorchZip => stowage::serialize::save_with(&args.output, &ckpt, &options),
+        Target::TorchZip | Target::Folder(..) => {
+            stowage::serialize::save_with(&args.output, &ckpt, &options)
+        }
         Target::Safetensors => {
             let (ckpt, said) = for_safetensors(&ckpt, &args.input, args.drop_values)?;
             notes = said;
@@ -187,6 +236,90 @@ pub fn run(args: Args, out: &mut dyn Write) -> Result<ExitCode, Failure> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// Writes a sharded set or a DCP folder at `dir`.
+fn to_folder(
+    args: &Args,
+    ckpt: &Checkpoint,
+    dir: &Path,
+    format: FolderFormat,
+    out: &mut dyn Write,
+) -> Result<ExitCode, Failure> {
+    use stowage::serialize::dcp::{self, DcpSaveOptions};
+    use stowage::serialize::sharded::{parse_size, save_sharded, ShardFormat, ShardOptions};
+    let in_dir = |e: stowage::Error| match e {
+        e @ stowage::Error::InFile { .. } => Failure::from(e),
+        e => Failure::from(stowage::Error::InFile {
+            path: dir.to_owned(),
+            source: Box::new(e),
+        }),
+    };
+    let bar = progress::spinner(format!("writing {}", dir.display()));
+    let written = match format {
+        FolderFormat::Dcp => {
+            if args.ranks == 0 {
+                bar.finish_and_clear();
+                return Err(Failure::usage("convert: --ranks must be at least 1"));
+            }
+            let options = DcpSaveOptions {
+                ranks: args.ranks,
+                sync: true,
+            };
+            dcp::save(dir, ckpt, &options).map(|()| {
+                format!(
+                    "wrote a distributed checkpoint of {} ranks' files to {}",
+                    args.ranks,
+                    dir.display()
+                )
+            })
+        }
+        FolderFormat::Safetensors | FolderFormat::Bin => {
+            let max_shard_size = parse_size(&args.max_shard_size).map_err(|e| {
+                bar.finish_and_clear();
+                Failure::usage(format!("convert: --max-shard-size: {e}"))
+            })?;
+            // A set holds a state dict: refuse to drop values silently.
+            let leaves = crate::values::leaves(ckpt, &args.input)?;
+            if !leaves.is_empty() && !args.drop_values {
+                bar.finish_and_clear();
+                let names: Vec<String> = leaves.iter().map(|l| key(l.path())).collect();
+                return Err(Failure::usage(format!(
+                    "convert: a sharded set holds only tensors; {} non-tensor values would be lost: {} (use --drop-values, or convert to .pt or --to dcp)",
+                    names.len(),
+                    listed(&names)
+                )));
+            }
+            let options = ShardOptions {
+                format: match format {
+                    FolderFormat::Bin => ShardFormat::Bin,
+                    _ => ShardFormat::Safetensors,
+                },
+                max_shard_size,
+                sync: true,
+            };
+            save_sharded(dir, ckpt, &options).map(|saved| {
+                let mut line = format!(
+                    "wrote {} shard{} ({} of tensor data) to {}",
+                    saved.files.len(),
+                    if saved.files.len() == 1 { "" } else { "s" },
+                    inspect::human(saved.total_size),
+                    dir.display()
+                );
+                if !leaves.is_empty() {
+                    line.push_str(&format!(
+                        "\ndropped {} non-tensor values (--drop-values)",
+                        leaves.len()
+                    ));
+                }
+                line
+            })
+        }
+    };
+    bar.finish_and_clear();
+    let line = written.map_err(in_dir)?;
+    writeln!(out, "{line}")?;
+    Ok(ExitCode::SUCCESS)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -200,6 +333,14 @@ mod tests {
         assert!(matches!(
             target(Path::new("out.safetensors")),
             Some(Target::Safetensors)
+        ));
+        assert!(matches!(
+            target(Path::new("d/model.safetensors.index.json")),
+            Some(Target::Folder(_, FolderFormat::Safetensors))
+        ));
+        assert!(matches!(
+            target(Path::new("pytorch_model.bin.index.json")),
+            Some(Target::Folder(_, FolderFormat::Bin))
         ));
         for path in ["out", "out.txt", "out.pt.gz"] {
             assert!(target(Path::new(path)).is_none(), "{path}");

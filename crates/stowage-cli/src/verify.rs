@@ -9,6 +9,10 @@
 //! nothing references are noted. For the legacy format and safetensors: a
 //! full load.
 //!
+//! A folder is a sharded set (each shard verified as a file, then the index
+//! against the shards) or a distributed checkpoint (its metadata, then every
+//! item read and every tensor assembled).
+//!
 //! Output, one line each: `FILE: <defect>`, `FILE: warning: …` (accepted by
 //! PyTorch, worth knowing: a CRC-32 not recorded, a misaligned record),
 //! `FILE: note: …` (harmless: a record never referenced); then `ok` or
@@ -30,7 +34,8 @@ use crate::{progress, Failure};
 /// Arguments of `verify`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The checkpoint (torch zip, torch legacy or safetensors; detected by content)
+    /// The checkpoint (torch zip, torch legacy or safetensors; detected by
+    /// content), or a folder: a sharded set or a distributed checkpoint
     file: PathBuf,
 }
 
@@ -68,32 +73,18 @@ impl Report<'_> {
 /// Runs `verify`.
 pub fn run(args: Args, out: &mut dyn Write) -> Result<ExitCode, Failure> {
     let path = args.file.as_path();
-    let unreadable = |e: io::Error| {
-        Failure::input(Error::InFile {
-            path: path.to_owned(),
-            source: Box::new(Error::Io(e)),
-        })
-    };
-    let file = File::open(path).map_err(unreadable)?;
-    if file.metadata().map_err(unreadable)?.is_dir() {
-        return Err(unreadable(io::Error::other("is a directory")));
-    }
-
+    let is_dir = std::fs::metadata(path)
+        .map_err(|e| unreadable(path, e))?
+        .is_dir();
     let mut report = Report {
         out,
         file: path.display().to_string(),
         defects: 0,
     };
-    let format = detect_format(&file).ok();
-    if let Some(Format::TorchZip) = format {
-        verify_zip(path, file, &mut report)?;
+    if is_dir {
+        verify_folder(path, &mut report)?;
     } else {
-        let bar = progress::spinner(format!("checking {}", path.display()));
-        let loaded = load(path, format);
-        bar.finish_and_clear();
-        if let Err(e) = loaded {
-            report.defect(&e)?;
-        }
+        verify_file(path, &mut report)?;
     }
     match report.defects {
         0 => writeln!(report.out, "ok")?,
@@ -105,6 +96,81 @@ pub fn run(args: Args, out: &mut dyn Write) -> Result<ExitCode, Failure> {
     } else {
         ExitCode::from(1)
     })
+}
+
+fn unreadable(path: &Path, e: io::Error) -> Failure {
+    Failure::input(Error::InFile {
+        path: path.to_owned(),
+        source: Box::new(Error::Io(e)),
+    })
+}
+
+/// One checkpoint file.
+fn verify_file(path: &Path, report: &mut Report<'_>) -> Result<(), Failure> {
+    let file = File::open(path).map_err(|e| unreadable(path, e))?;
+    let format = detect_format(&file).ok();
+    if let Some(Format::TorchZip) = format {
+        verify_zip(path, file, report)?;
+    } else {
+        let bar = progress::spinner(format!("checking {}", path.display()));
+        let loaded = load(path, format);
+        bar.finish_and_clear();
+        if let Err(e) = loaded {
+            report.defect(&e)?;
+        }
+    }
+    Ok(())
+}
+
+/// A folder: a sharded set (each shard checked as a file, then the set's
+/// index against the shards), or a distributed checkpoint (the metadata,
+/// then every item read and every tensor assembled from its chunks).
+fn verify_folder(dir: &Path, report: &mut Report<'_>) -> Result<(), Failure> {
+    use stowage::serialize::{dcp, sharded};
+    let shards: Vec<PathBuf> = if dcp::is_dcp(dir) {
+        Vec::new()
+    } else if let Some(index) = sharded::index_of(dir) {
+        let text = std::fs::read_to_string(&index).map_err(|e| unreadable(&index, e))?;
+        match sharded::ShardIndex::parse(&text) {
+            Ok(parsed) => parsed.files().iter().map(|f| dir.join(f)).collect(),
+            Err(e) => {
+                report.defect(&format!("{}: {}", index.display(), crate::one_line(&e)))?;
+                return Ok(());
+            }
+        }
+    } else if let Some(single) = sharded::single_file_of(dir) {
+        vec![single]
+    } else if !dcp::hf::rank_files(dir).is_empty() {
+        dcp::hf::rank_files(dir)
+    } else {
+        return Err(unreadable(
+            dir,
+            io::Error::other("a folder that holds no checkpoint (no .metadata, *.index.json, model.safetensors, pytorch_model.bin or rank files)"),
+        ));
+    };
+    let folder = std::mem::take(&mut report.file);
+    for shard in &shards {
+        report.file = shard.display().to_string();
+        if shard.is_file() {
+            verify_file(shard, report)?;
+        } else {
+            report.defect("missing: the set's index names it")?;
+        }
+    }
+    report.file = folder;
+    let bar = progress::spinner(format!("checking {}", dir.display()));
+    // A set's shards were read above: the set loads fake (the index against
+    // the shards); a DCP folder's items are only checked by reading them.
+    let options = LoadOptions {
+        fake: !dcp::is_dcp(dir) && dcp::hf::rank_files(dir).is_empty(),
+        ..LoadOptions::default()
+    };
+    let loaded = stowage::serialize::load_with(dir, &options);
+    bar.finish_and_clear();
+    if let Err(e) = loaded {
+        report.defect(&crate::one_line(&e))?;
+    }
+    Ok(())
 }
 
 /// Loads the file with the library's loader: the checkpoint, or the error as

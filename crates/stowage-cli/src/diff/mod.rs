@@ -233,6 +233,24 @@ fn compare(a: &Checkpoint, b: &Checkpoint, options: Options) -> Result<Vec<Diffe
     for (i, r) in rows_a.iter().enumerate() {
         by_path_a.entry(r.path.as_slice()).or_insert(i);
     }
+    // Across formats one side may be nested and the other flat (a DCP
+    // checkpoint and the safetensors set made from it): a path that matches
+    // nothing on the other side is matched by its dotted name.
+    let mut dotted_b: HashMap<String, usize> = HashMap::new();
+    for (i, r) in rows_b.iter().enumerate() {
+        dotted_b.entry(dotted(&r.path)).or_insert(i);
+    }
+    let mut aliased_b = HashSet::new();
+    for ra in &rows_a {
+        if by_path_b.contains_key(ra.path.as_slice()) {
+            continue;
+        }
+        if let Some(&j) = dotted_b.get(&dotted(&ra.path)) {
+            if !by_path_a.contains_key(rows_b[j].path.as_slice()) && aliased_b.insert(j) {
+                by_path_b.insert(ra.path.as_slice(), j);
+            }
+        }
+    }
     let total: u64 = rows_a
         .iter()
         .filter(|r| by_path_b.contains_key(r.path.as_slice()))
@@ -272,6 +290,7 @@ fn compare(a: &Checkpoint, b: &Checkpoint, options: Options) -> Result<Vec<Diffe
     bar.finish_and_clear();
     for (j, rb) in rows_b.iter().enumerate() {
         if by_path_b[rb.path.as_slice()] == j
+            && !aliased_b.contains(&j)
             && !by_path_a.contains_key(rb.path.as_slice())
             && !values_a.contains(&rb.path)
         {

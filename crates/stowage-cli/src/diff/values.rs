@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 
 use serde_json::{json, Value as Json};
-use stowage::serialize::{PathKey, ValueKind, ValueRef};
+use stowage::serialize::{dotted, PathKey, ValueKind, ValueRef};
 
 use super::{Difference, Tolerance, What};
 use crate::values::typed_json;
@@ -27,7 +27,23 @@ pub(super) fn compare_values(
         }
         m
     };
-    let (index_a, index_b) = (index(leaves_a), index(leaves_b));
+    let (index_a, mut index_b) = (index(leaves_a), index(leaves_b));
+    // As for tensors: a path that matches nothing is matched by its dotted name.
+    let mut dotted_b: HashMap<String, usize> = HashMap::new();
+    for (j, lb) in leaves_b.iter().enumerate() {
+        dotted_b.entry(dotted(lb.path())).or_insert(j);
+    }
+    let mut aliased_b = std::collections::HashSet::new();
+    for la in leaves_a {
+        if index_b.contains_key(la.path()) {
+            continue;
+        }
+        if let Some(&j) = dotted_b.get(&dotted(la.path())) {
+            if !index_a.contains_key(leaves_b[j].path()) && aliased_b.insert(j) {
+                index_b.insert(la.path().to_vec(), j);
+            }
+        }
+    }
     let mut differences = Vec::new();
     for (i, la) in leaves_a.iter().enumerate() {
         if index_a[la.path()] != i {
@@ -50,8 +66,8 @@ pub(super) fn compare_values(
             kind: What::Value { a: Some(ja), b },
         });
     }
-    for lb in leaves_b {
-        if index_a.contains_key(lb.path()) {
+    for (j, lb) in leaves_b.iter().enumerate() {
+        if index_a.contains_key(lb.path()) || aliased_b.contains(&j) {
             continue;
         }
         let a = tensors_a.contains_key(lb.path()).then(tensor);

@@ -102,8 +102,8 @@ impl Default for ShardOptions {
 }
 
 /// A size in Hugging Face's notation (`"5GB"`, `"500MB"`, `"10KiB"`, `"2.5GB"`,
-/// or a plain number of bytes): `KB`, `MB`, `GB`, `TB` are powers of 1000,
-/// `KiB`, `MiB`, `GiB`, `TiB` of 1024, case-insensitive.
+/// or a plain number of bytes, with or without `B`): `KB`, `MB`, `GB`, `TB`
+/// are powers of 1000, `KiB`, `MiB`, `GiB`, `TiB` of 1024, case-insensitive.
 ///
 /// # Errors
 /// [`Error::BadObject`] naming the text when it is not such a size.
@@ -117,7 +117,7 @@ pub fn parse_size(text: &str) -> Result<u64> {
     if let Ok(n) = t.parse::<u64>() {
         return Ok(n);
     }
-    const UNITS: [(&str, f64); 8] = [
+    const UNITS: [(&str, f64); 9] = [
         ("KIB", 1024.0),
         ("MIB", 1048576.0),
         ("GIB", 1073741824.0),
@@ -126,6 +126,7 @@ pub fn parse_size(text: &str) -> Result<u64> {
         ("MB", 1e6),
         ("GB", 1e9),
         ("TB", 1e12),
+        ("B", 1.0),
     ];
     let upper = t.to_ascii_uppercase();
     let (number, scale) = UNITS
@@ -531,6 +532,7 @@ mod tests {
         assert_eq!(parse_size("2.5 gb").unwrap(), 2_500_000_000);
         assert_eq!(parse_size("10KiB").unwrap(), 10240);
         assert_eq!(parse_size("1234").unwrap(), 1234);
+        assert_eq!(parse_size("200B").unwrap(), 200);
         for bad in ["", "GB", "5XB", "-1GB", "nanGB", "0.0001KB"] {
             assert!(parse_size(bad).is_err(), "{bad}");
         }

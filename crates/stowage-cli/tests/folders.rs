@@ -1,0 +1,201 @@
+//! The `stowage` binary on folders: Hugging Face sharded sets and PyTorch
+//! Distributed Checkpoints (the library's fixtures, written by
+//! `huggingface_hub` and `torch.distributed.checkpoint`), converted between
+//! each other, compared across formats, verified and benchmarked.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value as Json;
+
+fn stowage<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_stowage"))
+        .args(args)
+        .output()
+        .expect("the stowage binary runs")
+}
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../stowage/tests/fixtures")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn ok(out: &Output) -> String {
+    assert!(
+        out.status.success(),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    text(&out.stdout)
+}
+
+#[test]
+fn a_dcp_checkpoint_becomes_a_sharded_set_and_back() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dcp = fixtures().join("dcp/four");
+    let set = tmp.path().join("set");
+    // A set holds only tensors: the values are named, not dropped silently.
+    let refused = stowage_convert(&[
+        dcp.as_os_str(),
+        set.as_os_str(),
+        "--to".as_ref(),
+        "safetensors".as_ref(),
+    ]);
+    assert_eq!(refused.status.code(), Some(2));
+    let err = text(&refused.stderr);
+    assert!(
+        err.contains("epoch") && err.contains("--drop-values"),
+        "{err}"
+    );
+    assert!(!set.exists());
+
+    let said = ok(&stowage_convert(&[
+        dcp.as_os_str(),
+        set.as_os_str(),
+        "--to".as_ref(),
+        "safetensors".as_ref(),
+        "--max-shard-size".as_ref(),
+        "200B".as_ref(),
+        "--drop-values".as_ref(),
+    ]));
+    assert!(said.contains("wrote 3 shards"), "{said}");
+    assert!(set.join("model.safetensors.index.json").is_file());
+
+    // Across formats: nested DCP paths against the set's dotted names. Only
+    // the dropped values differ.
+    let diff = stowage(&[
+        "diff".as_ref(),
+        dcp.as_os_str(),
+        set.as_os_str(),
+        "--json".as_ref(),
+    ]);
+    assert_eq!(diff.status.code(), Some(1));
+    let json: Json = serde_json::from_slice(&diff.stdout).unwrap();
+    let kinds: Vec<&str> = json["differences"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds.len(), 5, "{json}");
+    assert!(kinds.iter().all(|k| *k == "missing_in_b"), "{json}");
+    assert_eq!(json["differences"][0]["path"], serde_json::json!(["epoch"]));
+
+    let back = tmp.path().join("dcp");
+    ok(&stowage_convert(&[
+        set.as_os_str(),
+        back.as_os_str(),
+        "--to".as_ref(),
+        "dcp".as_ref(),
+        "--ranks".as_ref(),
+        "3".as_ref(),
+    ]));
+    assert_eq!(
+        ok(&stowage(&[
+            "diff".as_ref(),
+            set.as_os_str(),
+            back.as_os_str()
+        ]))
+        .trim(),
+        "same"
+    );
+    for folder in [&set, &back, &dcp] {
+        assert_eq!(
+            ok(&stowage(&["verify".as_ref(), folder.as_os_str()])).trim(),
+            "ok"
+        );
+    }
+}
+
+/// The first argument of `convert` is implied: [IN, OUT, flags…].
+fn stowage_convert<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> Output {
+    let mut all: Vec<&std::ffi::OsStr> = vec!["convert".as_ref()];
+    all.extend(args.iter().map(|a| a.as_ref()));
+    stowage(&all)
+}
+
+#[test]
+fn sets_convert_to_pt_and_by_index_name() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bin = fixtures().join("sharded/bin");
+    let pt = tmp.path().join("model.pt");
+    ok(&stowage_convert(&[bin.as_os_str(), pt.as_os_str()]));
+    assert_eq!(
+        ok(&stowage(&[
+            "diff".as_ref(),
+            bin.as_os_str(),
+            pt.as_os_str()
+        ]))
+        .trim(),
+        "same"
+    );
+    let index = tmp.path().join("out/model.safetensors.index.json");
+    std::fs::create_dir(tmp.path().join("out")).unwrap();
+    ok(&stowage_convert(&[
+        bin.as_os_str(),
+        index.as_os_str(),
+        "--max-shard-size".as_ref(),
+        "1KB".as_ref(),
+    ]));
+    assert!(index.is_file());
+    let bad = stowage_convert(&[
+        bin.as_os_str(),
+        tmp.path().join("x").as_os_str(),
+        "--to".as_ref(),
+        "bin".as_ref(),
+        "--max-shard-size".as_ref(),
+        "5XB".as_ref(),
+    ]);
+    assert_eq!(bad.status.code(), Some(2));
+}
+
+#[test]
+fn inspect_verify_and_bench_read_folders() {
+    for (folder, format, tensors) in [
+        ("sharded/safetensors", "safetensors", 7),
+        ("sharded/bin", "torch-zip", 8),
+        ("dcp/four", "torch-zip", 5),
+        ("dcp/hf", "safetensors", 4),
+    ] {
+        let path = fixtures().join(folder);
+        let json: Json = serde_json::from_str(&ok(&stowage(&[
+            "inspect".as_ref(),
+            path.as_os_str(),
+            "--json".as_ref(),
+        ])))
+        .unwrap();
+        assert_eq!(json["format"], format, "{folder}");
+        assert_eq!(
+            json["tensors"].as_array().unwrap().len(),
+            tensors,
+            "{folder}"
+        );
+        assert_eq!(
+            ok(&stowage(&["verify".as_ref(), path.as_os_str()])).trim(),
+            "ok",
+            "{folder}"
+        );
+        let bench: Json = serde_json::from_str(&ok(&stowage(&[
+            "bench".as_ref(),
+            "load".as_ref(),
+            path.as_os_str(),
+            "--json".as_ref(),
+            "--repeat".as_ref(),
+            "2".as_ref(),
+        ])))
+        .unwrap();
+        assert_eq!(bench["op"], "load");
+    }
+    let overlap = fixtures().join("dcp/hostile/overlap");
+    let out = stowage(&["verify".as_ref(), overlap.as_os_str()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stdout).contains("overlap"),
+        "{}",
+        text(&out.stdout)
+    );
+}
