@@ -52,6 +52,10 @@ pub struct Args {
     /// Ranks' files of a DCP folder (each tensor split over them along its first dimension)
     #[arg(long, default_value_t = 1)]
     ranks: usize,
+    /// Skip the final sync of the written files and folder to the disk (as
+    /// `torch.save` does); by default OUT is durable when convert returns
+    #[arg(long)]
+    no_sync: bool,
 }
 
 /// A folder OUT's layout.
@@ -206,6 +210,7 @@ pub fn run(args: Args, out: &mut dyn Write) -> Result<ExitCode, Failure> {
     let tick = bar.clone();
     let options = SaveOptions {
         progress: Some(Progress::new(move |n| tick.inc(n))),
+        sync: !args.no_sync,
         ..SaveOptions::default()
     };
     let mut notes = Vec::new();
@@ -262,7 +267,7 @@ fn to_folder(
             }
             let options = DcpSaveOptions {
                 ranks: args.ranks,
-                sync: true,
+                sync: !args.no_sync,
             };
             dcp::save(dir, ckpt, &options).map(|()| {
                 format!(
@@ -294,7 +299,7 @@ fn to_folder(
                     _ => ShardFormat::Safetensors,
                 },
                 max_shard_size,
-                sync: true,
+                sync: !args.no_sync,
             };
             save_sharded(dir, ckpt, &options).map(|saved| {
                 let mut line = format!(
