@@ -118,12 +118,52 @@ pub enum Error {
         ndim: usize,
     },
     /// A matrix operation on an operand that is not 2-D.
-    #[error("{op}: expected a 2-D tensor, got shape {shape:?}")]
+    #[error("{op}: {arg} must be a matrix, got {ndim}-D tensor")]
     NotAMatrix {
         /// The operation.
         op: &'static str,
-        /// The operand's shape.
-        shape: Vec<usize>,
+        /// Which operand, as PyTorch names it (`self`, `mat2`).
+        arg: &'static str,
+        /// The operand's number of dimensions.
+        ndim: usize,
+    },
+    /// A matrix product whose inner sizes differ.
+    #[error("{op}: mat1 and mat2 shapes cannot be multiplied ({}x{} and {}x{})", mat1[0], mat1[1], mat2[0], mat2[1])]
+    MatmulShapes {
+        /// The operation.
+        op: &'static str,
+        /// The shape of the first matrix.
+        mat1: [usize; 2],
+        /// The shape of the second matrix.
+        mat2: [usize; 2],
+    },
+    /// A matrix product of two dtypes (PyTorch's `mm` does not promote).
+    #[error("expected m1 and m2 to have the same dtype, but got: {} != {}", crate::ops::type_meta_name(*mat1), crate::ops::type_meta_name(*mat2))]
+    MatmulDTypes {
+        /// The first matrix's dtype.
+        mat1: DType,
+        /// The second matrix's dtype.
+        mat2: DType,
+    },
+    /// `share_memory_` of a meta storage: only CPU bytes go into shared memory.
+    #[error("{op}: only available on CPU")]
+    ShareMemoryNotCpu {
+        /// PyTorch's function for the strategy (`_share_fd_`, `_share_filename_`).
+        op: &'static str,
+    },
+    /// A write whose output reaches one storage element from two of its
+    /// elements (an expanded tensor), as ATen's `assert_no_internal_overlap`.
+    #[error("unsupported operation: more than one element of the written-to tensor refers to a single memory location. Please clone() the tensor before performing the operation.")]
+    InternalOverlap {
+        /// The operation.
+        op: &'static str,
+    },
+    /// A write whose output shares part, not all, of an input's memory, as
+    /// ATen's `assert_no_partial_overlap`.
+    #[error("unsupported operation: some elements of the input tensor and the written-to tensor refer to a single memory location. Please clone() the tensor before performing the operation.")]
+    PartialOverlap {
+        /// The operation.
+        op: &'static str,
     },
     /// A start dimension after the end dimension.
     #[error("{op}: start_dim ({start}) cannot come after end_dim ({end})")]

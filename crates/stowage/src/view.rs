@@ -87,7 +87,12 @@ impl Tensor {
     pub fn reshape(&self, shape: &[isize]) -> Result<Tensor> {
         match self.layout.view(shape) {
             Ok(_) => self.view(shape),
-            Err(Error::ViewIncompatible { .. }) => self.contiguous()?.view(shape),
+            // A copy, then PyTorch's `_unsafe_view` of it (`UnsafeViewBackward0`).
+            Err(Error::ViewIncompatible { .. }) => {
+                let shape = shape.to_vec();
+                self.contiguous()?
+                    .view_with("UnsafeViewBackward0", move |l| l.view(&shape))
+            }
             Err(e) => Err(e),
         }
     }
@@ -144,8 +149,9 @@ impl Tensor {
     /// [`Error::TooManyDims`] for more than 2 dimensions.
     pub fn t(&self) -> Result<Tensor> {
         match self.dim() {
-            0 | 1 => Ok(self.clone()),
-            2 => self.transpose(0, 1),
+            // Recorded as PyTorch's `TBackward0`, also when nothing moves.
+            0 | 1 => self.view_with("TBackward0", |l| Ok(l.clone())),
+            2 => self.view_with("TBackward0", |l| l.transpose(0, 1)),
             ndim => Err(Error::TooManyDims {
                 op: "t",
                 max: 2,
@@ -247,8 +253,10 @@ impl Tensor {
     /// # Errors
     /// [`Error::ViewDType`] naming the rule that fails.
     pub fn view_dtype(&self, dtype: DType) -> Result<Tensor> {
+        // Not differentiable in PyTorch, even to the same dtype: the view
+        // does not require grad.
         if dtype == self.dtype {
-            return self.view_with("ViewBackward0", |l| Ok(l.clone()));
+            return Ok(self.detach());
         }
         let layout = self.layout.view_dtype(self.element_size(), dtype.size())?;
         Ok(Tensor {

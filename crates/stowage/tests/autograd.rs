@@ -623,3 +623,88 @@ fn gradients_match_pytorch() {
         );
     }
 }
+
+/// Each operation's `grad_fn` has the name PyTorch 2.15 gives it
+/// (`type(y.grad_fn).__name__` for `x = torch.ones(2, 3, requires_grad=True)`).
+#[test]
+fn grad_fn_names_are_pytorchs() {
+    let mut x = Tensor::ones(&[2, 3], DType::Float32).unwrap();
+    x.requires_grad_(true).unwrap();
+    let mut v = Tensor::ones(&[3], DType::Float32).unwrap();
+    v.requires_grad_(true).unwrap();
+    let name = |t: stowage::Result<Tensor>| t.unwrap().grad_fn_name();
+    let cases: Vec<(&str, Option<&str>)> = vec![
+        ("t", name(x.t())),
+        ("t of 1-D", name(v.t())),
+        ("transpose", name(x.transpose(0, 1))),
+        ("view", name(x.view(&[6]))),
+        ("reshape (a view)", name(x.reshape(&[6]))),
+        (
+            "flatten of a 0-dim tensor",
+            name(v.sum().unwrap().flatten(0, -1)),
+        ),
+        ("permute", name(x.permute(&[1, 0]))),
+        ("narrow", name(x.narrow(1, 0, 2))),
+        ("select", name(x.select(0, 1))),
+        ("expand", name(x.narrow(0, 0, 1).unwrap().expand(&[4, 3]))),
+        ("unsqueeze", name(x.unsqueeze(0))),
+        ("squeeze_dim", name(x.unsqueeze(0).unwrap().squeeze_dim(0))),
+        ("squeeze", x.unsqueeze(0).unwrap().squeeze().grad_fn_name()),
+        ("as_strided", name(x.as_strided(&[2], &[1], 0))),
+        ("unfold", name(x.unfold(1, 2, 1))),
+        ("diagonal", name(x.diagonal(0, 0, 1))),
+        ("contiguous", name(x.t().unwrap().contiguous())),
+        ("clone", name(x.deep_clone())),
+        ("to", name(x.to_dtype(DType::Float64))),
+        ("sum", name(x.sum())),
+        ("sum dims", name(x.sum_dims(&[0], false))),
+        ("mean", name(x.mean())),
+        ("mm", name(x.matmul(&x.t().unwrap()))),
+        ("pow", name(x.pow(2.0))),
+        ("neg", name(x.neg())),
+        ("add", name(x.add(1.0))),
+        ("mul", name(x.mul(&x))),
+        ("div", name(x.div(2.0))),
+        ("sub", name(x.sub(&x))),
+    ];
+    let want = [
+        "TBackward0",
+        "TBackward0",
+        "TransposeBackward0",
+        "ViewBackward0",
+        "ViewBackward0",
+        "ViewBackward0",
+        "PermuteBackward0",
+        "SliceBackward0",
+        "SelectBackward0",
+        "ExpandBackward0",
+        "UnsqueezeBackward0",
+        "SqueezeBackward1",
+        "SqueezeBackward0",
+        "AsStridedBackward0",
+        "UnfoldBackward0",
+        "DiagonalBackward0",
+        "CloneBackward0",
+        "CloneBackward0",
+        "ToCopyBackward0",
+        "SumBackward0",
+        "SumBackward1",
+        "MeanBackward0",
+        "MmBackward0",
+        "PowBackward0",
+        "NegBackward0",
+        "AddBackward0",
+        "MulBackward0",
+        "DivBackward0",
+        "SubBackward0",
+    ];
+    for ((op, got), want) in cases.into_iter().zip(want) {
+        assert_eq!(got, Some(want), "{op}");
+    }
+    // A reshape that must copy: PyTorch's `_unsafe_view` of a clone.
+    let copied = x.t().unwrap().reshape(&[6]).unwrap();
+    assert_eq!(copied.grad_fn_name(), Some("UnsafeViewBackward0"));
+    // view(dtype), even to the same dtype, is not differentiable.
+    let same = x.view_dtype(DType::Float32).unwrap();
+    assert!(!same.requires_grad() && same.grad_fn_name().is_none());
+}

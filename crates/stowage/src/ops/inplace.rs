@@ -13,6 +13,7 @@ use super::kernel::{self, BinOp};
 use super::promote::{can_cast, result_type};
 use crate::element::{self, Scalar};
 use crate::layout::broadcast_shapes;
+use crate::overlap::{assert_no_internal_overlap, assert_no_partial_overlap};
 use crate::{DType, Error, Operand, Result, Tensor};
 
 impl Tensor {
@@ -67,7 +68,9 @@ impl Tensor {
                 output: self.dtype,
             });
         }
+        assert_no_internal_overlap(op, self)?;
         if let Operand::Tensor(t) = other {
+            assert_no_partial_overlap(op, self, t)?;
             broadcast_shapes(self.shape(), t.shape())
                 .ok()
                 .filter(|s| s == self.shape())
@@ -86,7 +89,11 @@ impl Tensor {
         {
             let operand = match other {
                 Operand::Tensor(t) => t.clone(),
-                Operand::Scalar(s) => Tensor::full(&[], s, self.dtype)?,
+                Operand::Scalar(s) => {
+                    let t = Tensor::zeros(&[], self.dtype)?;
+                    t.fill_unchecked(s)?;
+                    t
+                }
             };
             if kernel::inplace(kernel, self, &operand)? {
                 return Ok(self);
@@ -184,23 +191,77 @@ mod tests {
             general.to_vec::<f32>().unwrap(),
         );
         assert_eq!(f, g);
-        // The operand overlaps the destination, shifted by one: gathered first
+        // An operand that overlaps the destination where ATen cannot decide
+        // (strided views) is read before the destination is written, as
+        // PyTorch's element loop reads each operand element before writing it
         // (float32 takes the fast path, float64 too, float16 the general one).
         for dtype in [DType::Float32, DType::Float64, DType::Float16] {
             let flat = fresh().view(&[-1]).unwrap().to_dtype(dtype).unwrap();
             let before = flat.to_vec::<f32>().unwrap();
             let (dst, src) = (
-                flat.narrow(0, 1, 11).unwrap(),
-                flat.narrow(0, 0, 11).unwrap(),
+                flat.slice(0, Some(0), Some(10), 2).unwrap(),
+                flat.slice(0, Some(2), Some(12), 2).unwrap(),
             );
             dst.add_(&src).unwrap();
             let after = flat.to_vec::<f32>().unwrap();
-            for i in 1..12 {
-                let want = Tensor::scalar(before[i] + before[i - 1]).unwrap();
+            for i in (0..10).step_by(2) {
+                let want = Tensor::scalar(before[i] + before[i + 2]).unwrap();
                 let want = want.to_dtype(dtype).unwrap().to_vec::<f32>().unwrap()[0];
                 assert_eq!(after[i], want, "{dtype} element {i}");
             }
         }
+    }
+
+    /// PyTorch's overlap rule: `a.add_(a)` is allowed, a shifted or transposed
+    /// view of `a` (or a 0-dim one) is refused, and so is an expanded `a`.
+    #[test]
+    fn partial_overlap_is_refused() {
+        let a = Tensor::arange(0.0, 6.0, 1.0, DType::Float32).unwrap();
+        a.add_(&a).unwrap();
+        a.mul_(&a.clone()).unwrap();
+        assert_eq!(
+            a.to_vec::<f32>().unwrap(),
+            vec![0.0, 4.0, 16.0, 36.0, 64.0, 100.0]
+        );
+        let before = a.to_vec::<f32>().unwrap();
+        let tail = a.narrow(0, 1, 5).unwrap();
+        let shifted = tail.add_(&a.narrow(0, 0, 5).unwrap());
+        assert!(matches!(shifted, Err(Error::PartialOverlap { op: "add_" })));
+        let m = a.view(&[2, 3]).unwrap();
+        let row = m.mul_(&m.select(0, 0).unwrap());
+        assert!(matches!(row, Err(Error::PartialOverlap { op: "mul_" })));
+        assert!(a.add_(&a.select(0, 0).unwrap()).is_err());
+        let sq = a.narrow(0, 0, 4).unwrap().view(&[2, 2]).unwrap();
+        assert!(sq.add_(&sq.t().unwrap()).is_err());
+        assert_eq!(a.to_vec::<f32>().unwrap(), before);
+        let wide = Tensor::zeros(&[1], DType::Float32)
+            .unwrap()
+            .expand(&[3])
+            .unwrap();
+        assert!(matches!(
+            wide.add_(1.0),
+            Err(Error::InternalOverlap { op: "add_" })
+        ));
+        let ones = Tensor::ones(&[3], DType::Float32).unwrap();
+        assert!(matches!(
+            wide.mul_(&ones),
+            Err(Error::InternalOverlap { .. })
+        ));
+    }
+
+    /// In-place scalar arithmetic wraps integers and rounds floats to infinity
+    /// without a range check, as PyTorch (`uint8.add_(300)` is 44).
+    #[test]
+    fn scalar_operands_are_not_range_checked() {
+        let u = Tensor::zeros(&[2], DType::UInt8).unwrap();
+        u.add_(300i64).unwrap();
+        assert_eq!(u.to_vec::<u8>().unwrap(), vec![44, 44]);
+        let i = Tensor::zeros(&[2], DType::Int8).unwrap();
+        i.add_(200i64).unwrap();
+        assert_eq!(i.to_vec::<i8>().unwrap(), vec![-56, -56]);
+        let h = Tensor::zeros(&[2], DType::Float16).unwrap();
+        h.add_(1e6).unwrap();
+        assert_eq!(h.to_vec::<f32>().unwrap(), vec![f32::INFINITY; 2]);
     }
 
     /// PyTorch's in-place rule: the promoted dtype must cast to `self`'s.

@@ -9,9 +9,11 @@
 use bytemuck::Pod;
 use num_traits::{Float, Zero};
 
-use crate::element::Element;
+use num_complex::Complex64;
+
+use crate::element::{Element, Scalar};
 use crate::layout::{broadcast_shapes, contiguous_strides, Layout};
-use crate::{DType, Error, Result, Tensor};
+use crate::{DType, Error, Kind, Result, Tensor};
 
 /// A floating type arithmetic computes in.
 pub(crate) trait Real:
@@ -304,28 +306,95 @@ pub(crate) fn sum_dims(x: &Tensor, dims: &[usize]) -> Result<Tensor> {
     })
 }
 
-/// The product of two matrices, as `dtype`.
-pub(crate) fn mm(a: &Tensor, b: &Tensor, dtype: DType) -> Result<Tensor> {
+/// The product of two matrices of one dtype, in that dtype, as PyTorch's
+/// `mm`: floats through `matrixmultiply` (reduced-precision floats in
+/// `float32`), signed and 8-bit integers with wrapping arithmetic, complex
+/// numbers in double precision.
+///
+/// # Errors
+/// [`Error::NotAMatrix`] unless both are 2-D, [`Error::MatmulShapes`] when
+/// the inner sizes differ, [`Error::MatmulDTypes`] for two dtypes,
+/// [`Error::DTypeUnsupported`] where PyTorch has no `mm` kernel (bool, the
+/// wide unsigned integers, quantized and bits dtypes).
+pub(crate) fn mm(a: &Tensor, b: &Tensor) -> Result<Tensor> {
     let (&[m, k], &[k2, n]) = (a.shape(), b.shape()) else {
-        let operand = if a.dim() != 2 { a } else { b };
+        let (arg, operand) = if a.dim() != 2 {
+            ("self", a)
+        } else {
+            ("mat2", b)
+        };
         return Err(Error::NotAMatrix {
             op: "mm",
-            shape: operand.shape().to_vec(),
+            arg,
+            ndim: operand.dim(),
         });
     };
     if k != k2 {
-        return Err(Error::ShapeIncompatible {
+        return Err(Error::MatmulShapes {
             op: "mm",
-            expected: vec![k, n],
-            found: vec![k2, n],
+            mat1: [m, k],
+            mat2: [k2, n],
         });
     }
-    with_real!(dtype, T => {
-        let (x, y) = (values::<T>(a)?, values::<T>(b)?);
-        let mut c = vec![T::zero(); m * n];
-        T::gemm(m, k, n, &x, &y, &mut c);
-        from_values(c, &[m, n], dtype)
-    })
+    let dtype = a.dtype();
+    if b.dtype() != dtype {
+        return Err(Error::MatmulDTypes {
+            mat1: dtype,
+            mat2: b.dtype(),
+        });
+    }
+    match dtype.kind() {
+        Kind::Float => with_real!(dtype, T => {
+            let (x, y) = (values::<T>(a)?, values::<T>(b)?);
+            let mut c = vec![T::zero(); m * n];
+            T::gemm(m, k, n, &x, &y, &mut c);
+            from_values(c, &[m, n], dtype)
+        }),
+        Kind::Int if !matches!(dtype, DType::UInt16 | DType::UInt32 | DType::UInt64) => {
+            let (x, y) = (ints(a)?, ints(b)?);
+            let c = naive_mm(m, k, n, &x, &y, 0i64, |acc, p, q| {
+                acc.wrapping_add(p.wrapping_mul(q))
+            });
+            let out = Tensor::zeros(&[m, n], dtype)?;
+            out.copy_(&Tensor::from_vec(c, &[m, n])?)?;
+            Ok(out)
+        }
+        Kind::Complex => {
+            let complex = |t: &Tensor| -> Result<Vec<Complex64>> {
+                Ok(t.scalars()?.into_iter().map(Scalar::to_complex).collect())
+            };
+            let (x, y) = (complex(a)?, complex(b)?);
+            let c = naive_mm(m, k, n, &x, &y, Complex64::zero(), |acc, p, q| acc + p * q);
+            let out = Tensor::zeros(&[m, n], dtype)?;
+            out.copy_(&Tensor::from_vec(c, &[m, n])?)?;
+            Ok(out)
+        }
+        _ => Err(Error::DTypeUnsupported { op: "mm", dtype }),
+    }
+}
+
+/// `t`'s integer elements as `i64`, row-major.
+fn ints(t: &Tensor) -> Result<Vec<i64>> {
+    Ok(t.scalars()?.into_iter().map(Scalar::to_i64).collect())
+}
+
+/// `c = a · b` for row-major `a` (`m`×`k`) and `b` (`k`×`n`), accumulating with `fma`.
+fn naive_mm<T: Copy>(
+    m: usize,
+    k: usize,
+    n: usize,
+    a: &[T],
+    b: &[T],
+    zero: T,
+    fma: impl Fn(T, T, T) -> T,
+) -> Vec<T> {
+    let mut c = vec![zero; m * n];
+    for i in 0..m {
+        for (j, out) in c[i * n..(i + 1) * n].iter_mut().enumerate() {
+            *out = (0..k).fold(zero, |acc, l| fma(acc, a[i * k + l], b[l * n + j]));
+        }
+    }
+    c
 }
 
 /// The gradient of a view's input: `g` added into zeros of `input_shape`

@@ -34,6 +34,21 @@ fn result_dtype(op: &'static str, a: DType, b: DType) -> Result<DType> {
     Ok(dtype)
 }
 
+/// The C++ type name c10's `TypeMeta` gives `dtype` in messages (GCC's
+/// spelling of the builtin integer types: `long int` for `int64`).
+pub(crate) fn type_meta_name(dtype: DType) -> &'static str {
+    match dtype {
+        DType::UInt8 => "unsigned char",
+        DType::Int8 => "signed char",
+        DType::Int16 => "short int",
+        DType::Int64 => "long int",
+        DType::UInt16 => "short unsigned int",
+        DType::UInt32 => "unsigned int",
+        DType::UInt64 => "long unsigned int",
+        other => other.cpp_name(),
+    }
+}
+
 /// The element-wise operations users call.
 #[derive(Clone, Copy)]
 enum Arith {
@@ -69,7 +84,9 @@ impl Tensor {
                     Kind::Float => self.dtype,
                     _ => DType::Float32,
                 };
-                Tensor::full(&[], s, dtype)
+                let t = Tensor::zeros(&[], dtype)?;
+                t.fill_unchecked(s)?;
+                Ok(t)
             }
         }
     }
@@ -263,14 +280,17 @@ impl Tensor {
         }))
     }
 
-    /// The matrix product of two 2-D tensors (`torch.mm`, `a @ b`).
+    /// The matrix product of two 2-D tensors of one dtype (`torch.mm`, `a @ b`
+    /// on matrices). As PyTorch's `mm`, it does not promote: both operands
+    /// must have the same dtype, and the product has it.
     ///
     /// # Errors
-    /// [`Error::NotAMatrix`] unless both are 2-D; [`Error::ShapeIncompatible`]
-    /// when the inner sizes differ; as [`add`](Self::add).
+    /// [`Error::NotAMatrix`] unless both are 2-D; [`Error::MatmulShapes`] when
+    /// the inner sizes differ; [`Error::MatmulDTypes`] for two dtypes;
+    /// [`Error::DTypeUnsupported`] for bool, `uint16`/`uint32`/`uint64`,
+    /// quantized and bits dtypes; [`Error::NoData`] on meta.
     pub fn matmul(&self, other: &Tensor) -> Result<Tensor> {
-        let dtype = result_dtype("mm", self.dtype, other.dtype)?;
-        let out = kernel::mm(self, other, dtype)?;
+        let out = kernel::mm(self, other)?;
         Ok(record(out, "MmBackward0", &[self, other], || {
             Backward::Mm {
                 a: self.detach(),
@@ -304,5 +324,84 @@ impl Tensor {
         }
         let sizes: Vec<isize> = shape.iter().map(|&s| s as isize).collect();
         self.sum_dims(&dims, true)?.reshape(&sizes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `mm`'s refusals with PyTorch 2.15's messages, and its same-dtype products.
+    #[test]
+    fn matmul_follows_mm() {
+        let a = Tensor::ones(&[1000, 64], DType::Float32).unwrap();
+        let e = a.matmul(&a).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "mm: mat1 and mat2 shapes cannot be multiplied (1000x64 and 1000x64)"
+        );
+        let long = Tensor::ones(&[2, 3], DType::Int64).unwrap();
+        let float = Tensor::ones(&[3, 2], DType::Float32).unwrap();
+        let msg = |a: &Tensor, b: &Tensor| a.matmul(b).unwrap_err().to_string();
+        let want = "expected m1 and m2 to have the same dtype, but got: ";
+        assert_eq!(msg(&long, &float), format!("{want}long int != float"));
+        assert_eq!(msg(&float, &long), format!("{want}float != long int"));
+        let double = float.to_dtype(DType::Float64).unwrap();
+        assert_eq!(
+            msg(&float, &double.t().unwrap()),
+            format!("{want}float != double")
+        );
+        let half = float.to_dtype(DType::Float16).unwrap();
+        let square = Tensor::ones(&[2, 2], DType::Float32).unwrap();
+        assert_eq!(msg(&half, &square), format!("{want}c10::Half != float"));
+        let u8s = Tensor::ones(&[2, 2], DType::UInt8).unwrap();
+        assert_eq!(msg(&square, &u8s), format!("{want}float != unsigned char"));
+        // The shapes are checked before the dtypes, the dimensions first.
+        assert!(matches!(
+            float.matmul(&long),
+            Err(Error::MatmulDTypes { .. })
+        ));
+        assert!(matches!(
+            long.matmul(&long),
+            Err(Error::MatmulShapes { .. })
+        ));
+        let cube = Tensor::ones(&[2, 2, 3], DType::Float32).unwrap();
+        assert_eq!(
+            msg(&cube, &float),
+            "mm: self must be a matrix, got 3-D tensor"
+        );
+        let vec = Tensor::ones(&[3], DType::Float32).unwrap();
+        assert_eq!(
+            msg(&long, &vec),
+            "mm: mat2 must be a matrix, got 1-D tensor"
+        );
+        // Same-dtype products: integers wrap in their dtype, as PyTorch's.
+        let p = Tensor::full(&[2, 2], 200i64, DType::UInt8).unwrap();
+        let q = Tensor::full(&[2, 2], 2i64, DType::UInt8).unwrap();
+        let pq = p.matmul(&q).unwrap();
+        assert_eq!(pq.dtype(), DType::UInt8);
+        assert_eq!(pq.to_vec::<u8>().unwrap(), vec![32; 4]);
+        let ll = long.matmul(&long.t().unwrap()).unwrap();
+        assert_eq!(
+            (ll.dtype(), ll.to_vec::<i64>().unwrap()),
+            (DType::Int64, vec![3; 4])
+        );
+        let hh = half.t().unwrap().matmul(&half).unwrap();
+        assert_eq!(hh.dtype(), DType::Float16);
+        assert_eq!(hh.to_vec::<f32>().unwrap(), vec![3.0; 4]);
+        let c = Tensor::ones(&[2, 2], DType::Complex64).unwrap();
+        let cc = c.matmul(&c).unwrap();
+        assert_eq!(cc.dtype(), DType::Complex64);
+        assert_eq!(cc.to_vec::<f64>().unwrap(), vec![2.0; 4]);
+        let b = Tensor::ones(&[2, 2], DType::Bool).unwrap();
+        assert!(matches!(
+            b.matmul(&b),
+            Err(Error::DTypeUnsupported { op: "mm", .. })
+        ));
+        let empty = Tensor::ones(&[2, 0], DType::Float32)
+            .unwrap()
+            .matmul(&Tensor::ones(&[0, 3], DType::Float32).unwrap())
+            .unwrap();
+        assert_eq!(empty.to_vec::<f32>().unwrap(), vec![0.0; 6]);
     }
 }

@@ -50,7 +50,7 @@ use std::panic::Location;
 
 use num_complex::Complex64;
 
-use crate::dtype::{Kind, ValueRange, DTYPES};
+use crate::dtype::{Kind, DTYPES};
 use crate::element::{self, Scalar};
 use crate::serialize::{StorageRecord, StorageRef};
 use crate::{warn, DType, Device, DeviceType, Error, Result, Tensor, UntypedStorage};
@@ -66,12 +66,11 @@ mod display;
 #[cfg(test)]
 mod tests;
 mod typed;
-mod values;
 
 /// The default dtype lives with the dtypes; re-exported where PyTorch users of
 /// `torch.Storage` look for it.
 pub use crate::dtype::{default_dtype, set_default_dtype};
+use crate::overflow::*;
 pub use args::*;
 pub use classes::*;
 pub use typed::*;
-use values::*;
