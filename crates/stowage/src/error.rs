@@ -145,6 +145,20 @@ pub enum Error {
         /// The second matrix's dtype.
         mat2: DType,
     },
+    /// An operation PyTorch has no kernel of for a dtype (its dispatch error).
+    #[error("\"{op}\" not implemented for '{type_name}'")]
+    NotImplementedFor {
+        /// The kernel as PyTorch names it (`add_stub`, `mul_cpu`, `div_cpu`).
+        op: &'static str,
+        /// The dtype as c10's `ScalarType` names it (`UInt16`, `ComplexHalf`).
+        type_name: &'static str,
+    },
+    /// Subtraction with a bool operand, which PyTorch refuses.
+    #[error("{}", if *both { "Subtraction, the `-` operator, with two bool tensors is not supported. Use the `^` or `logical_xor()` operator instead." } else { "Subtraction, the `-` operator, with a bool tensor is not supported. If you are trying to invert a mask, use the `~` or `logical_not()` operator instead." })]
+    BoolSubtraction {
+        /// True when both operands are bool.
+        both: bool,
+    },
     /// `share_memory_` of a meta storage: only CPU bytes go into shared memory.
     #[error("{op}: only available on CPU")]
     ShareMemoryNotCpu {

@@ -708,3 +708,45 @@ fn grad_fn_names_are_pytorchs() {
     let same = x.view_dtype(DType::Float32).unwrap();
     assert!(!same.requires_grad() && same.grad_fn_name().is_none());
 }
+
+/// `ones(2) + tensor(1.0, float64)` is float32 in PyTorch (a 0-dim operand
+/// lifts only the category), and each gradient comes back in its operand's
+/// dtype and shape.
+#[test]
+fn zero_dim_operands_promote_by_category_and_gradients_follow() {
+    let mut a = Tensor::ones(&[2], DType::Float32).unwrap();
+    a.requires_grad_(true).unwrap();
+    let mut s = Tensor::scalar(1.0f64).unwrap();
+    s.requires_grad_(true).unwrap();
+    for (name, y) in [
+        ("add", a.add(&s).unwrap()),
+        ("mul", a.mul(&s).unwrap()),
+        ("div", a.div(&s).unwrap()),
+        ("sub", a.sub(&s).unwrap()),
+    ] {
+        assert_eq!(y.dtype(), DType::Float32, "{name}");
+        y.sum().unwrap().backward().unwrap();
+    }
+    let (ga, gs) = (a.grad().unwrap(), s.grad().unwrap());
+    assert_eq!((ga.dtype(), ga.shape()), (DType::Float32, &[2][..]));
+    assert_eq!((gs.dtype(), gs.shape()), (DType::Float64, &[][..]));
+    // d/ds of sum(a + s) + sum(a * s) + sum(a / s) + sum(a - s) at a = 1, s = 1:
+    // 2 + 2 - 2 - 2.
+    assert_eq!(gs.to_vec::<f64>().unwrap(), vec![0.0]);
+    assert_eq!(ga.to_vec::<f32>().unwrap(), vec![4.0, 4.0]);
+    let half = Tensor::ones(&[2], DType::Float16).unwrap();
+    assert_eq!(
+        half.add(&Tensor::scalar(0.5f64).unwrap()).unwrap().dtype(),
+        DType::Float16
+    );
+    let longs = Tensor::ones(&[2], DType::Int64).unwrap();
+    assert_eq!(
+        longs.add(1i64).unwrap().to_vec::<i64>().unwrap(),
+        vec![2, 2]
+    );
+    assert_eq!(longs.add(1i64).unwrap().dtype(), DType::Int64);
+    assert_eq!(
+        longs.add(0.5).unwrap().dtype(),
+        stowage::dtype::default_dtype()
+    );
+}

@@ -11,8 +11,9 @@
 
 use super::kernel::{self, BinOp};
 use super::promote::{can_cast, result_type};
+use num_complex::{Complex, Complex32, Complex64};
+
 use crate::element::{self, Scalar};
-use crate::layout::broadcast_shapes;
 use crate::overlap::{assert_no_internal_overlap, assert_no_partial_overlap};
 use crate::{DType, Error, Operand, Result, Tensor};
 
@@ -26,13 +27,7 @@ impl Tensor {
     /// `other` does not broadcast to `self`'s shape; [`Error::NoData`] on meta;
     /// [`Error::InPlaceRequiresGrad`] while recording gradients for `self`.
     pub fn add_<'a>(&self, other: impl Into<Operand<'a>>) -> Result<&Self> {
-        self.binary_("add_", BinOp::Add, other.into(), |a, b| match (a, b) {
-            (Scalar::Bool(x), y) => Scalar::Bool(x || y.to_bool()),
-            (Scalar::Int(x), y) => Scalar::Int(x.wrapping_add(y.to_i64())),
-            (Scalar::UInt(x), y) => Scalar::UInt(x.wrapping_add(y.to_u64())),
-            (Scalar::Float(x), y) => Scalar::Float(x + y.to_f64()),
-            (Scalar::Complex(x), y) => Scalar::Complex(x + y.to_complex()),
-        })
+        self.binary_("add_", BinOp::Add, other.into(), add)
     }
 
     /// In place `self *= other` (a tensor broadcast to `self`'s shape, or a scalar).
@@ -40,13 +35,7 @@ impl Tensor {
     /// # Errors
     /// As [`add_`](Self::add_).
     pub fn mul_<'a>(&self, other: impl Into<Operand<'a>>) -> Result<&Self> {
-        self.binary_("mul_", BinOp::Mul, other.into(), |a, b| match (a, b) {
-            (Scalar::Bool(x), y) => Scalar::Bool(x && y.to_bool()),
-            (Scalar::Int(x), y) => Scalar::Int(x.wrapping_mul(y.to_i64())),
-            (Scalar::UInt(x), y) => Scalar::UInt(x.wrapping_mul(y.to_u64())),
-            (Scalar::Float(x), y) => Scalar::Float(x * y.to_f64()),
-            (Scalar::Complex(x), y) => Scalar::Complex(x * y.to_complex()),
-        })
+        self.binary_("mul_", BinOp::Mul, other.into(), mul)
     }
 
     /// `self = f(self, other)` element by element; `kernel` is the same operation
@@ -56,7 +45,7 @@ impl Tensor {
         op: &'static str,
         kernel: BinOp,
         other: Operand<'_>,
-        f: impl Fn(Scalar, Scalar) -> Scalar,
+        f: fn(Scalar, Scalar, DType) -> Scalar,
     ) -> Result<&Self> {
         self.check_inplace(op)?;
         self.check_data(op)?;
@@ -71,15 +60,12 @@ impl Tensor {
         assert_no_internal_overlap(op, self)?;
         if let Operand::Tensor(t) = other {
             assert_no_partial_overlap(op, self, t)?;
-            broadcast_shapes(self.shape(), t.shape())
-                .ok()
-                .filter(|s| s == self.shape())
-                .ok_or_else(|| Error::ShapeIncompatible {
-                    op,
-                    expected: self.shape().to_vec(),
-                    found: t.shape().to_vec(),
-                })?;
         }
+        // The operand broadcast to `self`'s shape, checked once.
+        let operand = match other {
+            Operand::Scalar(s) => Gathered::One(s),
+            Operand::Tensor(t) => Gathered::Tensor(expanded_to(op, t, self.shape())?),
+        };
         // The typed kernel computes in `self`'s dtype, so it serves only where
         // that is the promoted dtype (a float32 tensor plus a float64 one must
         // compute in float64 and round once, as PyTorch does).
@@ -87,11 +73,11 @@ impl Tensor {
             && matches!(self.dtype, DType::Float32 | DType::Float64)
             && self.is_contiguous()
         {
-            let operand = match other {
-                Operand::Tensor(t) => t.clone(),
-                Operand::Scalar(s) => {
+            let operand = match &operand {
+                Gathered::Tensor(t) => t.clone(),
+                Gathered::One(s) => {
                     let t = Tensor::zeros(&[], self.dtype)?;
-                    t.fill_unchecked(s)?;
+                    t.fill_unchecked(*s)?;
                     t
                 }
             };
@@ -99,17 +85,24 @@ impl Tensor {
                 return Ok(self);
             }
         }
-        // Gather the operand first: it may share storage with `self`.
-        let values: Vec<Scalar> = match other {
-            Operand::Scalar(s) => vec![s],
-            Operand::Tensor(t) => {
-                let sizes: Vec<isize> = self.shape().iter().map(|&s| s as isize).collect();
-                let expanded = Tensor {
-                    layout: t.layout.expand(&sizes)?,
-                    ..t.detach()
-                };
-                expanded.scalars()?
-            }
+        self.combine_(op, operand, f)
+    }
+
+    /// `self = f(self, operand)` element by element through [`Scalar`], with
+    /// no checks: the element loop behind in-place arithmetic and the
+    /// out-of-place arithmetic of non-floating dtypes.
+    pub(super) fn combine_(
+        &self,
+        op: &'static str,
+        operand: Gathered,
+        f: fn(Scalar, Scalar, DType) -> Scalar,
+    ) -> Result<&Self> {
+        // Gather the operand first: it may share storage with `self`. A
+        // one-element operand is read once.
+        let values: Vec<Scalar> = match operand {
+            Gathered::One(s) => vec![s],
+            Gathered::Tensor(t) if t.numel() == 1 => vec![t.item()?],
+            Gathered::Tensor(t) => t.scalars()?,
         };
         let (dt, es) = (self.dtype, self.element_size());
         self.storage
@@ -120,12 +113,110 @@ impl Tensor {
                     let v = f(
                         element::read(dt, cell)?,
                         values[if values.len() == 1 { 0 } else { i }],
+                        dt,
                     );
                     element::write(dt, v, cell)?;
                 }
                 Ok(())
             })?
             .map(|()| self)
+    }
+}
+
+/// An operand of element-wise arithmetic, ready for the element loop.
+pub(super) enum Gathered {
+    /// A number.
+    One(Scalar),
+    /// A tensor already broadcast to the output's shape.
+    Tensor(Tensor),
+}
+
+/// `t` expanded to `shape` (a view), or [`Error::ShapeIncompatible`] naming `op`.
+pub(super) fn expanded_to(op: &'static str, t: &Tensor, shape: &[usize]) -> Result<Tensor> {
+    let sizes: Vec<isize> = shape.iter().map(|&s| s as isize).collect();
+    let layout = t
+        .layout
+        .expand(&sizes)
+        .map_err(|_| Error::ShapeIncompatible {
+            op,
+            expected: shape.to_vec(),
+            found: t.shape().to_vec(),
+        })?;
+    Ok(Tensor {
+        layout,
+        ..t.detach()
+    })
+}
+
+/// `a + b` in `a`'s representation (bool: or; integers wrap).
+pub(super) fn add(a: Scalar, b: Scalar, _: DType) -> Scalar {
+    match (a, b) {
+        (Scalar::Bool(x), y) => Scalar::Bool(x || y.to_bool()),
+        (Scalar::Int(x), y) => Scalar::Int(x.wrapping_add(y.to_i64())),
+        (Scalar::UInt(x), y) => Scalar::UInt(x.wrapping_add(y.to_u64())),
+        (Scalar::Float(x), y) => Scalar::Float(x + y.to_f64()),
+        (Scalar::Complex(x), y) => Scalar::Complex(x + y.to_complex()),
+    }
+}
+
+/// `a - b` in `a`'s representation (never bool: PyTorch refuses it before).
+pub(super) fn sub(a: Scalar, b: Scalar, _: DType) -> Scalar {
+    match (a, b) {
+        (Scalar::Bool(x), y) => Scalar::Bool(x != y.to_bool()),
+        (Scalar::Int(x), y) => Scalar::Int(x.wrapping_sub(y.to_i64())),
+        (Scalar::UInt(x), y) => Scalar::UInt(x.wrapping_sub(y.to_u64())),
+        (Scalar::Float(x), y) => Scalar::Float(x - y.to_f64()),
+        (Scalar::Complex(x), y) => Scalar::Complex(x - y.to_complex()),
+    }
+}
+
+/// `a * b` in `a`'s representation (bool: and; integers wrap).
+pub(super) fn mul(a: Scalar, b: Scalar, _: DType) -> Scalar {
+    match (a, b) {
+        (Scalar::Bool(x), y) => Scalar::Bool(x && y.to_bool()),
+        (Scalar::Int(x), y) => Scalar::Int(x.wrapping_mul(y.to_i64())),
+        (Scalar::UInt(x), y) => Scalar::UInt(x.wrapping_mul(y.to_u64())),
+        (Scalar::Float(x), y) => Scalar::Float(x * y.to_f64()),
+        (Scalar::Complex(x), y) => Scalar::Complex(x * y.to_complex()),
+    }
+}
+
+/// `a / b`, true division: only floating and complex results reach it
+/// (integer quotients are computed in the default dtype). Complex quotients
+/// follow c10's `complex::operator/=` (Smith's scaling) in the precision of
+/// `dtype`, as PyTorch computes them.
+pub(super) fn div(a: Scalar, b: Scalar, dtype: DType) -> Scalar {
+    match a {
+        Scalar::Complex(x) => {
+            let y = b.to_complex();
+            Scalar::Complex(if dtype == DType::Complex128 {
+                c10_div(x, y)
+            } else {
+                let narrow = |c: Complex64| Complex32::new(c.re as f32, c.im as f32);
+                let q = c10_div(narrow(x), narrow(y));
+                Complex64::new(f64::from(q.re), f64::from(q.im))
+            })
+        }
+        x => Scalar::Float(x.to_f64() / b.to_f64()),
+    }
+}
+
+/// c10's complex division (numpy's): scale by the larger part of the divisor.
+fn c10_div<T: num_traits::Float>(x: Complex<T>, y: Complex<T>) -> Complex<T> {
+    let (a, b, c, d) = (x.re, x.im, y.re, y.im);
+    let (abs_c, abs_d) = (c.abs(), d.abs());
+    if abs_c >= abs_d {
+        if abs_c == T::zero() && abs_d == T::zero() {
+            // Division by zero gives a complex inf or nan.
+            return Complex::new(a / abs_c, b / abs_d);
+        }
+        let rat = d / c;
+        let scl = T::one() / (c + d * rat);
+        Complex::new((a + b * rat) * scl, (b - a * rat) * scl)
+    } else {
+        let rat = c / d;
+        let scl = T::one() / (d + c * rat);
+        Complex::new((a * rat + b) * scl, (b * rat - a) * scl)
     }
 }
 

@@ -92,25 +92,33 @@ pub(crate) fn can_cast(from: DType, to: DType) -> bool {
         || from != DType::Bool && to == DType::Bool)
 }
 
-/// The complex dtype with `d`'s precision (c10's `toComplexType`).
-fn complex_of(d: DType) -> DType {
-    match d {
+/// The complex dtype with `d`'s precision (c10's `toComplexType`). That of
+/// `bfloat16` is c10's `BComplex32`, which has no kernels (and no dtype in
+/// stowage): [`Error::NotImplementedFor`].
+fn complex_of(op: &'static str, d: DType) -> Result<DType> {
+    Ok(match d {
         DType::Float64 => DType::Complex128,
         DType::Float16 => DType::Complex32,
+        DType::BFloat16 => {
+            return Err(Error::NotImplementedFor {
+                op,
+                type_name: "BComplex32",
+            })
+        }
         _ => DType::Complex64,
-    }
+    })
 }
 
 /// The dtype PyTorch gives a Python number: `bool`, `int64`, the default
 /// dtype, or the complex dtype of the default dtype's precision.
-fn number_dtype(s: &Scalar) -> DType {
+fn number_dtype(op: &'static str, s: &Scalar) -> Result<DType> {
     let default = crate::dtype::default_dtype();
-    match s {
+    Ok(match s {
         Scalar::Bool(_) => DType::Bool,
         Scalar::Int(_) | Scalar::UInt(_) => DType::Int64,
         Scalar::Float(_) => default,
-        Scalar::Complex(_) => complex_of(default),
-    }
+        Scalar::Complex(_) => complex_of(op, default)?,
+    })
 }
 
 /// c10's `combine_categories`: `higher` (from operands that take precedence)
@@ -123,7 +131,7 @@ fn combine(op: &'static str, higher: Option<DType>, lower: Option<DType>) -> Res
         h
     } else if l.is_complex() {
         if h.is_floating_point() {
-            complex_of(h)
+            complex_of(op, h)?
         } else {
             l
         }
@@ -154,7 +162,7 @@ pub(crate) fn result_type(op: &'static str, t: &Tensor, other: &Operand<'_>) -> 
     add(tier(t), t.dtype())?;
     match other {
         Operand::Tensor(o) => add(tier(o), o.dtype())?,
-        Operand::Scalar(s) => add(2, number_dtype(s))?,
+        Operand::Scalar(s) => add(2, number_dtype(op, s)?)?,
     }
     let lower = combine(op, tiers[1], tiers[2])?;
     Ok(combine(op, tiers[0], lower)?.unwrap_or(t.dtype()))
