@@ -258,7 +258,7 @@ pub enum Error {
         step: f64,
     },
     /// Dtypes PyTorch does not promote together (quantized, bits, 8-bit floats, wide unsigned).
-    #[error("{op}: promotion of {a} and {b} is not supported")]
+    #[error("{}", crate::ops::promotion_problem(*a, *b))]
     NoPromotion {
         /// The operation.
         op: &'static str,
@@ -268,7 +268,7 @@ pub enum Error {
         b: DType,
     },
     /// An in-place operation whose result dtype cannot be stored in the tensor's.
-    #[error("{op}: result type {result} can't be cast to the desired output type {output}")]
+    #[error("result type {} can't be cast to the desired output type {}", crate::ops::scalar_type_name(*result), crate::ops::scalar_type_name(*output))]
     ResultTypeCast {
         /// The operation.
         op: &'static str,

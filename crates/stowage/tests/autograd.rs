@@ -701,6 +701,15 @@ fn grad_fn_names_are_pytorchs() {
     for ((op, got), want) in cases.into_iter().zip(want) {
         assert_eq!(got, Some(want), "{op}");
     }
+    // sum_to_size: a sum, then a view only when leading dimensions go away.
+    assert_eq!(
+        x.sum_to_size(&[1, 3]).unwrap().grad_fn_name(),
+        Some("SumBackward1")
+    );
+    assert_eq!(
+        x.sum_to_size(&[3]).unwrap().grad_fn_name(),
+        Some("ViewBackward0")
+    );
     // A reshape that must copy: PyTorch's `_unsafe_view` of a clone.
     let copied = x.t().unwrap().reshape(&[6]).unwrap();
     assert_eq!(copied.grad_fn_name(), Some("UnsafeViewBackward0"));

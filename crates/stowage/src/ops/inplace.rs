@@ -370,7 +370,7 @@ mod tests {
         ));
         assert_eq!(
             e.to_string(),
-            "add_: result type torch.float32 can't be cast to the desired output type torch.int64"
+            "result type Float can't be cast to the desired output type Long"
         );
         let f = Tensor::ones(&[2], DType::Float32).unwrap();
         assert!(matches!(

@@ -25,6 +25,7 @@ mod promote;
 use inplace::{expanded_to, Gathered};
 use kernel::{BinOp, UnOp};
 pub use operand::Operand;
+pub(crate) use promote::promotion_problem;
 
 use crate::autograd::{record, Backward};
 use crate::layout::{broadcast_shapes, contiguous_strides, wrap_dim};
@@ -485,8 +486,13 @@ impl Tensor {
                 _ => return Err(mismatch()),
             }
         }
+        let summed = self.sum_dims(&dims, true)?;
+        // As ATen's `sum_to`: a view only when leading dimensions go away.
+        if lead == 0 {
+            return Ok(summed);
+        }
         let sizes: Vec<isize> = shape.iter().map(|&s| s as isize).collect();
-        self.sum_dims(&dims, true)?.reshape(&sizes)
+        summed.view(&sizes)
     }
 }
 
