@@ -126,11 +126,14 @@ mod tests {
         Layout::new(shape, stride, 0).unwrap()
     }
 
+    /// Shape, stride, whether dense, and the strides `empty_like` gives.
+    type Case = (&'static [usize], &'static [usize], bool, &'static [usize]);
+
     /// Each case as PyTorch 2.15 answers `torch.empty_like(x).stride()` and
     /// `x.is_non_overlapping_and_dense()`.
     #[test]
     fn preserve_format_follows_aten() {
-        let cases: &[(&[usize], &[usize], bool, &[usize])] = &[
+        let cases: &[Case] = &[
             (&[4, 3], &[1, 4], true, &[1, 4]),
             (&[4, 2], &[4, 2], false, &[2, 1]),
             (&[3, 4], &[1, 0], false, &[4, 1]),
