@@ -14,7 +14,7 @@ use bytemuck::Pod;
 
 use crate::autograd::{record, Backward};
 use crate::element::{self, Scalar};
-use crate::layout::{Layout, StridedIndex};
+use crate::layout::{broadcast_shapes, Layout, StridedIndex};
 use crate::overflow::{check_value, Path};
 use crate::overlap::{assert_no_internal_overlap, assert_no_partial_overlap};
 use crate::storage::with_pair;
@@ -402,11 +402,33 @@ impl Tensor {
         }))
     }
 
+    /// `self` expanded to `out`, the shape a write into another tensor has
+    /// (a view, detached), or PyTorch's errors: [`Error::SizeMismatch`] when
+    /// the shapes do not broadcast, [`Error::BroadcastOutput`] when they
+    /// broadcast to another shape than `out`.
+    pub(crate) fn expanded_for(&self, out: &[usize]) -> Result<Tensor> {
+        let broadcast = broadcast_shapes(out, self.shape())?;
+        if broadcast != out {
+            return Err(Error::BroadcastOutput {
+                output: out.to_vec(),
+                broadcast,
+            });
+        }
+        let sizes: Vec<isize> = out.iter().map(|&s| s as isize).collect();
+        Ok(Tensor {
+            layout: self.layout.expand(&sizes)?,
+            ..self.detach()
+        })
+    }
+
     /// Copies `src` into `self`, broadcasting its shape and converting its dtype.
     /// Every view of `self`'s storage sees the new values.
     ///
     /// # Errors
-    /// [`Error::ShapeIncompatible`] when `src` does not broadcast to `self`'s shape;
+    /// [`Error::SizeMismatch`] or [`Error::BroadcastOutput`] when `src` does
+    /// not broadcast to `self`'s shape; [`Error::PartialOverlap`] when `src`
+    /// shares part of `self`'s memory, [`Error::InternalOverlap`] when `self`
+    /// is expanded (PyTorch's overlap rule);
     /// [`Error::NoData`] on meta; [`Error::InPlaceRequiresGrad`] while recording
     /// gradients for `self` (see [`crate::autograd`]).
     pub fn copy_(&self, src: &Tensor) -> Result<&Self> {
@@ -422,15 +444,7 @@ impl Tensor {
         }
         assert_no_internal_overlap("copy_", self)?;
         assert_no_partial_overlap("copy_", self, src)?;
-        let sizes: Vec<isize> = self.shape().iter().map(|&s| s as isize).collect();
-        let sl = src
-            .layout
-            .expand(&sizes)
-            .map_err(|_| Error::ShapeIncompatible {
-                op: "copy_",
-                expected: self.shape().to_vec(),
-                found: src.shape().to_vec(),
-            })?;
+        let sl = src.expanded_for(self.shape())?.layout;
         copy_into(self, src, &sl)?;
         Ok(self)
     }

@@ -165,6 +165,81 @@ pub enum Error {
         /// PyTorch's function for the strategy (`_share_fd_`, `_share_filename_`).
         op: &'static str,
     },
+    /// `matmul` of a 0-dim operand.
+    #[error("both arguments to matmul need to be at least 1D, but they are {dim1}D and {dim2}D")]
+    MatmulZeroDim {
+        /// The first operand's number of dimensions.
+        dim1: usize,
+        /// The second's.
+        dim2: usize,
+    },
+    /// A dot product of two dtypes.
+    #[error("dot : expected both vectors to have same dtype, but found {} and {}", crate::ops::scalar_type_name(*a), crate::ops::scalar_type_name(*b))]
+    DotDTypes {
+        /// The first vector's dtype.
+        a: DType,
+        /// The second's.
+        b: DType,
+    },
+    /// A dot product of vectors of two sizes.
+    #[error("inconsistent tensor size, expected tensor [{a}] and src [{b}] to have the same number of elements, but got {a} and {b} elements respectively")]
+    DotSizes {
+        /// The first vector's size.
+        a: usize,
+        /// The second's.
+        b: usize,
+    },
+    /// A matrix-vector product whose sizes do not fit.
+    #[error("size mismatch, got input ({}), mat ({}x{}), vec ({vec})", mat[0], mat[0], mat[1])]
+    MvSizes {
+        /// The matrix's shape.
+        mat: [usize; 2],
+        /// The vector's size.
+        vec: usize,
+    },
+    /// A matrix-vector product of two dtypes (the result takes the vector's).
+    #[error("addmv input tensors must have the same dtype, but got {}, {}, and {}", crate::ops::scalar_type_name(*vec), crate::ops::scalar_type_name(*mat), crate::ops::scalar_type_name(*vec))]
+    MvDTypes {
+        /// The matrix's dtype.
+        mat: DType,
+        /// The vector's dtype.
+        vec: DType,
+    },
+    /// A batched product whose second stack does not fit the first.
+    #[error("Expected size for first two dimensions of batch2 tensor to be: [{}, {}] but got: [{}, {}].", expected[0], expected[1], found[0], found[1])]
+    BmmShapes {
+        /// The batch size and inner size the first stack requires.
+        expected: [usize; 2],
+        /// What the second stack has.
+        found: [usize; 2],
+    },
+    /// An operand of another dtype than the operation computes in.
+    #[error("expected scalar type {} but found {}", crate::ops::scalar_type_name(*expected), crate::ops::scalar_type_name(*found))]
+    ScalarTypeMismatch {
+        /// The dtype required.
+        expected: DType,
+        /// The dtype given.
+        found: DType,
+    },
+    /// Two shapes that do not broadcast (PyTorch's `infer_size`), at the first
+    /// mismatch from the right.
+    #[error("The size of tensor a ({a}) must match the size of tensor b ({b}) at non-singleton dimension {dim}")]
+    SizeMismatch {
+        /// The size in the first shape.
+        a: usize,
+        /// The size in the second.
+        b: usize,
+        /// The dimension of the broadcast shape.
+        dim: usize,
+    },
+    /// A write whose operands broadcast to a shape other than its output's.
+    #[error("output with shape {output:?} doesn't match the broadcast shape {broadcast:?}")]
+    BroadcastOutput {
+        /// The output's shape.
+        output: Vec<usize>,
+        /// The shape the operands broadcast to.
+        broadcast: Vec<usize>,
+    },
     /// A write whose output reaches one storage element from two of its
     /// elements (an expanded tensor), as ATen's `assert_no_internal_overlap`.
     #[error("unsupported operation: more than one element of the written-to tensor refers to a single memory location. Please clone() the tensor before performing the operation.")]

@@ -70,6 +70,23 @@ impl Tensor {
             .collect())
     }
 
+    /// The view `f(layout)` recorded as `name`: for the views ATen records
+    /// under a name of their own (`squeeze_`'s `SqueezeBackward4`).
+    pub(crate) fn named_view(
+        &self,
+        name: &'static str,
+        f: impl Fn(&Layout) -> Result<Layout> + Send + Sync + 'static,
+    ) -> Result<Tensor> {
+        self.view_with(name, f)
+    }
+
+    /// ATen's `_unsafe_view`: a view of a fresh result, recorded as
+    /// `UnsafeViewBackward0` (what `reshape` and `matmul` return after a copy).
+    pub(crate) fn unsafe_view(&self, shape: &[isize]) -> Result<Tensor> {
+        let shape = shape.to_vec();
+        self.view_with("UnsafeViewBackward0", move |l| l.view(&shape))
+    }
+
     /// The same elements under `shape` (one size may be -1), sharing the storage.
     ///
     /// # Errors
@@ -88,11 +105,7 @@ impl Tensor {
         match self.layout.view(shape) {
             Ok(_) => self.view(shape),
             // A copy, then PyTorch's `_unsafe_view` of it (`UnsafeViewBackward0`).
-            Err(Error::ViewIncompatible { .. }) => {
-                let shape = shape.to_vec();
-                self.contiguous()?
-                    .view_with("UnsafeViewBackward0", move |l| l.view(&shape))
-            }
+            Err(Error::ViewIncompatible { .. }) => self.contiguous()?.unsafe_view(shape),
             Err(e) => Err(e),
         }
     }

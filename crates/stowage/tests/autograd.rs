@@ -186,6 +186,23 @@ fn reduction_and_matmul_gradients_match_finite_differences() {
     gradcheck("matmul of transposes", vec![a, b], |x| {
         x[1].t()?.matmul(&x[0].t()?)
     });
+    // Every path of ATen's matmul: dot, mv, vector @ matrix, folded batches,
+    // broadcast batches.
+    let shapes: [(&[usize], &[usize]); 7] = [
+        (&[4], &[4]),
+        (&[3, 4], &[4]),
+        (&[4], &[4, 2]),
+        (&[2, 3, 4], &[4]),
+        (&[2, 3, 4], &[4, 2]),
+        (&[2, 1, 3, 4], &[3, 4, 2]),
+        (&[4], &[2, 4, 3]),
+    ];
+    for (i, (sa, sb)) in shapes.into_iter().enumerate() {
+        let (a, b) = (rand(sa, 20 + i as u64), rand(sb, 40 + i as u64));
+        gradcheck(&format!("matmul {sa:?} @ {sb:?}"), vec![a, b], |x| {
+            x[0].matmul(&x[1])
+        });
+    }
 }
 
 #[test]

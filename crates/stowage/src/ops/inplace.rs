@@ -23,8 +23,11 @@ impl Tensor {
     /// # Errors
     /// [`Error::ResultTypeCast`] when the result type cannot be stored in `self`'s
     /// dtype (as PyTorch refuses `int_tensor.add_(0.5)`), [`Error::NoPromotion`]
-    /// for dtypes PyTorch does not promote, [`Error::ShapeIncompatible`] when
-    /// `other` does not broadcast to `self`'s shape; [`Error::NoData`] on meta;
+    /// for dtypes PyTorch does not promote, [`Error::SizeMismatch`] or
+    /// [`Error::BroadcastOutput`] when `other` does not broadcast to `self`'s
+    /// shape; [`Error::PartialOverlap`] when `other` shares part of `self`'s
+    /// memory and [`Error::InternalOverlap`] when `self` is expanded (PyTorch's
+    /// overlap rule: `a.add_(a)` is allowed); [`Error::NoData`] on meta;
     /// [`Error::InPlaceRequiresGrad`] while recording gradients for `self`.
     pub fn add_<'a>(&self, other: impl Into<Operand<'a>>) -> Result<&Self> {
         self.binary_("add_", BinOp::Add, other.into(), add)
@@ -64,7 +67,7 @@ impl Tensor {
         // The operand broadcast to `self`'s shape, checked once.
         let operand = match other {
             Operand::Scalar(s) => Gathered::One(s),
-            Operand::Tensor(t) => Gathered::Tensor(expanded_to(op, t, self.shape())?),
+            Operand::Tensor(t) => Gathered::Tensor(t.expanded_for(self.shape())?),
         };
         // The typed kernel computes in `self`'s dtype, so it serves only where
         // that is the promoted dtype (a float32 tensor plus a float64 one must
@@ -129,23 +132,6 @@ pub(super) enum Gathered {
     One(Scalar),
     /// A tensor already broadcast to the output's shape.
     Tensor(Tensor),
-}
-
-/// `t` expanded to `shape` (a view), or [`Error::ShapeIncompatible`] naming `op`.
-pub(super) fn expanded_to(op: &'static str, t: &Tensor, shape: &[usize]) -> Result<Tensor> {
-    let sizes: Vec<isize> = shape.iter().map(|&s| s as isize).collect();
-    let layout = t
-        .layout
-        .expand(&sizes)
-        .map_err(|_| Error::ShapeIncompatible {
-            op,
-            expected: shape.to_vec(),
-            found: t.shape().to_vec(),
-        })?;
-    Ok(Tensor {
-        layout,
-        ..t.detach()
-    })
 }
 
 /// `a + b` in `a`'s representation (bool: or; integers wrap).
@@ -353,6 +339,28 @@ mod tests {
         let h = Tensor::zeros(&[2], DType::Float16).unwrap();
         h.add_(1e6).unwrap();
         assert_eq!(h.to_vec::<f32>().unwrap(), vec![f32::INFINITY; 2]);
+    }
+
+    /// Broadcasting errors in PyTorch's words.
+    #[test]
+    fn operands_that_do_not_broadcast_are_refused() {
+        let t = Tensor::ones(&[2, 3], DType::Float32).unwrap();
+        let e = t.mul_(&Tensor::ones(&[4, 1, 3], DType::Float32).unwrap());
+        assert_eq!(
+            e.unwrap_err().to_string(),
+            "output with shape [2, 3] doesn't match the broadcast shape [4, 2, 3]"
+        );
+        let two = Tensor::ones(&[2], DType::Float32).unwrap();
+        let e = two.add_(&Tensor::ones(&[3], DType::Float32).unwrap());
+        assert_eq!(
+            e.unwrap_err().to_string(),
+            "The size of tensor a (2) must match the size of tensor b (3) at non-singleton dimension 0"
+        );
+        let e = t.add(&Tensor::ones(&[4, 1, 2], DType::Float32).unwrap());
+        assert_eq!(
+            e.unwrap_err().to_string(),
+            "The size of tensor a (3) must match the size of tensor b (2) at non-singleton dimension 2"
+        );
     }
 
     /// PyTorch's in-place rule: the promoted dtype must cast to `self`'s.

@@ -237,11 +237,7 @@ fn broadcast_values<T: Real>(t: &Tensor, shape: &[usize]) -> Result<Vec<T>> {
 
 /// `op(a, b)` with broadcasting, as `dtype`.
 pub(crate) fn binary(op: BinOp, a: &Tensor, b: &Tensor, dtype: DType) -> Result<Tensor> {
-    let shape = broadcast_shapes(a.shape(), b.shape()).map_err(|_| Error::ShapeIncompatible {
-        op: op.name(),
-        expected: a.shape().to_vec(),
-        found: b.shape().to_vec(),
-    })?;
+    let shape = broadcast_shapes(a.shape(), b.shape())?;
     with_real!(dtype, T => {
         let x = broadcast_values::<T>(a, &shape)?;
         let y = broadcast_values::<T>(b, &shape)?;
@@ -306,43 +302,47 @@ pub(crate) fn sum_dims(x: &Tensor, dims: &[usize]) -> Result<Tensor> {
     })
 }
 
-/// The product of two matrices of one dtype, in that dtype, as PyTorch's
-/// `mm`: floats through `matrixmultiply` (reduced-precision floats in
-/// `float32`), signed and 8-bit integers with wrapping arithmetic, complex
-/// numbers in double precision.
+/// Whether PyTorch has a CPU kernel for products of `dtype` (`mm` takes the
+/// 8-bit floats too, the others do not).
+pub(crate) fn has_product(dtype: DType, mm: bool) -> bool {
+    use DType::*;
+    matches!(
+        dtype,
+        UInt8
+            | Int8
+            | Int16
+            | Int32
+            | Int64
+            | Float16
+            | BFloat16
+            | Float32
+            | Float64
+            | Complex64
+            | Complex128
+    ) || mm
+        && matches!(
+            dtype,
+            Float8E4M3Fn | Float8E5M2 | Float8E4M3Fnuz | Float8E5M2Fnuz
+        )
+}
+
+/// The product of two matrices of one dtype (`a` is `m`×`k`, `b` is
+/// `k`×`n`, checked by the caller, as is the dtype: [`has_product`]), in that
+/// dtype: floats through `matrixmultiply` (reduced-precision floats in
+/// `float32`), integers with wrapping arithmetic, complex numbers in double
+/// precision.
 ///
 /// # Errors
-/// [`Error::NotAMatrix`] unless both are 2-D, [`Error::MatmulShapes`] when
-/// the inner sizes differ, [`Error::MatmulDTypes`] for two dtypes,
-/// [`Error::DTypeUnsupported`] where PyTorch has no `mm` kernel (bool, the
-/// wide unsigned integers, quantized and bits dtypes).
+/// [`Error::DTypeUnsupported`] for a dtype without a product; [`Error::NoData`] on meta.
 pub(crate) fn mm(a: &Tensor, b: &Tensor) -> Result<Tensor> {
-    let (&[m, k], &[k2, n]) = (a.shape(), b.shape()) else {
-        let (arg, operand) = if a.dim() != 2 {
-            ("self", a)
-        } else {
-            ("mat2", b)
-        };
-        return Err(Error::NotAMatrix {
+    let (&[m, k], &[_, n]) = (a.shape(), b.shape()) else {
+        return Err(Error::ShapeIncompatible {
             op: "mm",
-            arg,
-            ndim: operand.dim(),
+            expected: a.shape().to_vec(),
+            found: b.shape().to_vec(),
         });
     };
-    if k != k2 {
-        return Err(Error::MatmulShapes {
-            op: "mm",
-            mat1: [m, k],
-            mat2: [k2, n],
-        });
-    }
     let dtype = a.dtype();
-    if b.dtype() != dtype {
-        return Err(Error::MatmulDTypes {
-            mat1: dtype,
-            mat2: b.dtype(),
-        });
-    }
     match dtype.kind() {
         Kind::Float => with_real!(dtype, T => {
             let (x, y) = (values::<T>(a)?, values::<T>(b)?);
@@ -350,7 +350,7 @@ pub(crate) fn mm(a: &Tensor, b: &Tensor) -> Result<Tensor> {
             T::gemm(m, k, n, &x, &y, &mut c);
             from_values(c, &[m, n], dtype)
         }),
-        Kind::Int if !matches!(dtype, DType::UInt16 | DType::UInt32 | DType::UInt64) => {
+        Kind::Int => {
             let (x, y) = (ints(a)?, ints(b)?);
             let c = naive_mm(m, k, n, &x, &y, 0i64, |acc, p, q| {
                 acc.wrapping_add(p.wrapping_mul(q))

@@ -19,10 +19,11 @@
 mod inplace;
 #[allow(unsafe_code)] // The matrixmultiply gemm calls.
 pub(crate) mod kernel;
+mod matmul;
 mod operand;
 mod promote;
 
-use inplace::{expanded_to, Gathered};
+use inplace::Gathered;
 use kernel::{BinOp, UnOp};
 pub use operand::Operand;
 pub(crate) use promote::promotion_problem;
@@ -244,19 +245,13 @@ impl Tensor {
         let out = if dtype.is_floating_point() {
             kernel::binary(kernel_op, self, &other, dtype)?
         } else {
-            let shape = broadcast_shapes(self.shape(), other.shape()).map_err(|_| {
-                Error::ShapeIncompatible {
-                    op: name,
-                    expected: self.shape().to_vec(),
-                    found: other.shape().to_vec(),
-                }
-            })?;
-            let out = expanded_to(name, self, &shape)?.copied(
+            let shape = broadcast_shapes(self.shape(), other.shape())?;
+            let out = self.expanded_for(&shape)?.copied(
                 dtype,
                 contiguous_strides(&shape),
                 self.device(),
             )?;
-            let operand = Gathered::Tensor(expanded_to(name, &other, &shape)?);
+            let operand = Gathered::Tensor(other.expanded_for(&shape)?);
             out.combine_(name, operand, op.scalar())?;
             out
         };
@@ -277,8 +272,12 @@ impl Tensor {
     /// `self + other`, broadcasting (`torch.add`).
     ///
     /// # Errors
-    /// [`Error::ShapeIncompatible`] when the shapes do not broadcast;
-    /// [`Error::DTypeUnsupported`] without a floating operand; [`Error::NoData`] on meta.
+    /// [`Error::SizeMismatch`] when the shapes do not broadcast;
+    /// [`Error::NoPromotion`] for dtypes PyTorch does not promote;
+    /// [`Error::NotImplementedFor`] for a result dtype PyTorch has no kernel
+    /// for (`uint16` addition, the 8-bit floats, …); [`Error::BoolSubtraction`]
+    /// for `-` with a bool operand; [`Error::DTypeUnsupported`] for complex
+    /// results that would need gradients; [`Error::NoData`] on meta.
     pub fn add<'a>(&self, other: impl Into<Operand<'a>>) -> Result<Tensor> {
         self.binary(Arith::Add, other.into())
     }
@@ -444,25 +443,6 @@ impl Tensor {
         }))
     }
 
-    /// The matrix product of two 2-D tensors of one dtype (`torch.mm`, `a @ b`
-    /// on matrices). As PyTorch's `mm`, it does not promote: both operands
-    /// must have the same dtype, and the product has it.
-    ///
-    /// # Errors
-    /// [`Error::NotAMatrix`] unless both are 2-D; [`Error::MatmulShapes`] when
-    /// the inner sizes differ; [`Error::MatmulDTypes`] for two dtypes;
-    /// [`Error::DTypeUnsupported`] for bool, `uint16`/`uint32`/`uint64`,
-    /// quantized and bits dtypes; [`Error::NoData`] on meta.
-    pub fn matmul(&self, other: &Tensor) -> Result<Tensor> {
-        let out = kernel::mm(self, other)?;
-        Ok(record(out, "MmBackward0", &[self, other], || {
-            Backward::Mm {
-                a: self.detach(),
-                b: other.detach(),
-            }
-        }))
-    }
-
     /// The sum of `self` down to `shape`, which it must broadcast from
     /// (`t.sum_to_size(shape)`): how a broadcast operand's gradient is reduced.
     ///
@@ -493,84 +473,5 @@ impl Tensor {
         }
         let sizes: Vec<isize> = shape.iter().map(|&s| s as isize).collect();
         summed.view(&sizes)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// `mm`'s refusals with PyTorch 2.15's messages, and its same-dtype products.
-    #[test]
-    fn matmul_follows_mm() {
-        let a = Tensor::ones(&[1000, 64], DType::Float32).unwrap();
-        let e = a.matmul(&a).unwrap_err();
-        assert_eq!(
-            e.to_string(),
-            "mm: mat1 and mat2 shapes cannot be multiplied (1000x64 and 1000x64)"
-        );
-        let long = Tensor::ones(&[2, 3], DType::Int64).unwrap();
-        let float = Tensor::ones(&[3, 2], DType::Float32).unwrap();
-        let msg = |a: &Tensor, b: &Tensor| a.matmul(b).unwrap_err().to_string();
-        let want = "expected m1 and m2 to have the same dtype, but got: ";
-        assert_eq!(msg(&long, &float), format!("{want}long int != float"));
-        assert_eq!(msg(&float, &long), format!("{want}float != long int"));
-        let double = float.to_dtype(DType::Float64).unwrap();
-        assert_eq!(
-            msg(&float, &double.t().unwrap()),
-            format!("{want}float != double")
-        );
-        let half = float.to_dtype(DType::Float16).unwrap();
-        let square = Tensor::ones(&[2, 2], DType::Float32).unwrap();
-        assert_eq!(msg(&half, &square), format!("{want}c10::Half != float"));
-        let u8s = Tensor::ones(&[2, 2], DType::UInt8).unwrap();
-        assert_eq!(msg(&square, &u8s), format!("{want}float != unsigned char"));
-        // The shapes are checked before the dtypes, the dimensions first.
-        assert!(matches!(
-            float.matmul(&long),
-            Err(Error::MatmulDTypes { .. })
-        ));
-        assert!(matches!(
-            long.matmul(&long),
-            Err(Error::MatmulShapes { .. })
-        ));
-        let cube = Tensor::ones(&[2, 2, 3], DType::Float32).unwrap();
-        assert_eq!(
-            msg(&cube, &float),
-            "mm: self must be a matrix, got 3-D tensor"
-        );
-        let vec = Tensor::ones(&[3], DType::Float32).unwrap();
-        assert_eq!(
-            msg(&long, &vec),
-            "mm: mat2 must be a matrix, got 1-D tensor"
-        );
-        // Same-dtype products: integers wrap in their dtype, as PyTorch's.
-        let p = Tensor::full(&[2, 2], 200i64, DType::UInt8).unwrap();
-        let q = Tensor::full(&[2, 2], 2i64, DType::UInt8).unwrap();
-        let pq = p.matmul(&q).unwrap();
-        assert_eq!(pq.dtype(), DType::UInt8);
-        assert_eq!(pq.to_vec::<u8>().unwrap(), vec![32; 4]);
-        let ll = long.matmul(&long.t().unwrap()).unwrap();
-        assert_eq!(
-            (ll.dtype(), ll.to_vec::<i64>().unwrap()),
-            (DType::Int64, vec![3; 4])
-        );
-        let hh = half.t().unwrap().matmul(&half).unwrap();
-        assert_eq!(hh.dtype(), DType::Float16);
-        assert_eq!(hh.to_vec::<f32>().unwrap(), vec![3.0; 4]);
-        let c = Tensor::ones(&[2, 2], DType::Complex64).unwrap();
-        let cc = c.matmul(&c).unwrap();
-        assert_eq!(cc.dtype(), DType::Complex64);
-        assert_eq!(cc.to_vec::<f64>().unwrap(), vec![2.0; 4]);
-        let b = Tensor::ones(&[2, 2], DType::Bool).unwrap();
-        assert!(matches!(
-            b.matmul(&b),
-            Err(Error::DTypeUnsupported { op: "mm", .. })
-        ));
-        let empty = Tensor::ones(&[2, 0], DType::Float32)
-            .unwrap()
-            .matmul(&Tensor::ones(&[0, 3], DType::Float32).unwrap())
-            .unwrap();
-        assert_eq!(empty.to_vec::<f32>().unwrap(), vec![0.0; 6]);
     }
 }
