@@ -52,6 +52,7 @@ use num_complex::Complex64;
 
 use crate::dtype::{Kind, DTYPES};
 use crate::element::{self, Scalar};
+use crate::overflow::*;
 use crate::serialize::{StorageRecord, StorageRef};
 use crate::{warn, DType, Device, DeviceType, Error, Result, Tensor, UntypedStorage};
 
@@ -70,7 +71,6 @@ mod typed;
 /// The default dtype lives with the dtypes; re-exported where PyTorch users of
 /// `torch.Storage` look for it.
 pub use crate::dtype::{default_dtype, set_default_dtype};
-use crate::overflow::*;
 pub use args::*;
 pub use classes::*;
 pub use typed::*;
