@@ -14,7 +14,9 @@ OPS = {"add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.div}
 
 def left(dtype, zero_dim):
     """The left operand's values: two, or one for a 0-dim tensor."""
-    if dtype == "bool":
+    if dtype == "float8_e8m0fnu":  # powers of two only
+        v = [4.0, 0.5]
+    elif dtype == "bool":
         v = [True, False]
     elif dtype.startswith("complex"):
         v = [3 + 1j, 5 - 2j]
@@ -24,7 +26,9 @@ def left(dtype, zero_dim):
 
 
 def right(dtype, zero_dim):
-    if dtype == "bool":
+    if dtype == "float8_e8m0fnu":
+        v = [2.0, 8.0]
+    elif dtype == "bool":
         v = [True, True]
     elif dtype.startswith("complex"):
         v = [2 - 1j, 7 + 0.5j]
@@ -85,6 +89,31 @@ for op_name, op in OPS.items():
                 raise
             except Exception as e:  # PyTorch refuses: keep its message
                 cases.append([op_name, lkey, rkey, None, str(e).split("\n")[0]])
+
+# Dtypes with few kernels (the wide unsigned integers, the 8-bit floats,
+# complex32): each against itself (1-D and 0-dim), the numbers, and a 1-D
+# float32 tensor, on either side of the operator.
+EXTRA = ["uint16", "uint32", "uint64", "float8_e4m3fn", "float8_e5m2",
+         "float8_e8m0fnu", "complex32"]
+for side, make in (("L", left), ("R", right)):
+    for d in EXTRA:
+        for dim in (1, 0):
+            key = f"{side}:{d}/{dim}"
+            values[key] = make(d, dim == 0)
+            operands[key] = encode_list(values[key])
+for op_name, op in OPS.items():
+    for d in EXTRA:
+        for lkey in (f"L:{d}/1", f"L:{d}/0", "L:float32/1"):
+            rkeys = [f"R:{d}/1", f"R:{d}/0"]
+            if not lkey.startswith("L:float32"):
+                rkeys += ["R:float32/1"] + [k for k in operands if k.startswith("N:")]
+            for rkey in rkeys:
+                try:
+                    r = op(build(lkey), build(rkey))
+                    cases.append([op_name, lkey, rkey, str(r.dtype).replace("torch.", ""),
+                                  encode_list(r.reshape(-1).tolist())])
+                except Exception as e:
+                    cases.append([op_name, lkey, rkey, None, str(e).split("\n")[0]])
 
 out = os.path.join(os.path.dirname(__file__), "..", "crates", "stowage", "tests",
                    "fixtures", "arith_cases.json")

@@ -153,6 +153,13 @@ pub enum Error {
         /// The dtype as c10's `ScalarType` names it (`UInt16`, `ComplexHalf`).
         type_name: &'static str,
     },
+    /// A floating dtype without a complex counterpart (the 8-bit floats),
+    /// met by a complex operand.
+    #[error("Unknown Complex ScalarType for {}", crate::ops::scalar_type_name(*dtype))]
+    NoComplexType {
+        /// The dtype.
+        dtype: DType,
+    },
     /// Subtraction with a bool operand, which PyTorch refuses.
     #[error("{}", if *both { "Subtraction, the `-` operator, with two bool tensors is not supported. Use the `^` or `logical_xor()` operator instead." } else { "Subtraction, the `-` operator, with a bool tensor is not supported. If you are trying to invert a mask, use the `~` or `logical_not()` operator instead." })]
     BoolSubtraction {

@@ -9,8 +9,9 @@
 //! (double precision, or the integer or complex value), rounded once to
 //! `self`'s dtype.
 
-use super::kernel::{self, BinOp};
+use super::kernel;
 use super::promote::{can_cast, result_type};
+use super::Arith;
 use num_complex::{Complex, Complex32, Complex64};
 
 use crate::element::{self, Scalar};
@@ -30,7 +31,7 @@ impl Tensor {
     /// overlap rule: `a.add_(a)` is allowed); [`Error::NoData`] on meta;
     /// [`Error::InPlaceRequiresGrad`] while recording gradients for `self`.
     pub fn add_<'a>(&self, other: impl Into<Operand<'a>>) -> Result<&Self> {
-        self.binary_("add_", BinOp::Add, other.into(), add)
+        self.binary_("add_", Arith::Add, other.into(), add)
     }
 
     /// In place `self *= other` (a tensor broadcast to `self`'s shape, or a scalar).
@@ -38,7 +39,7 @@ impl Tensor {
     /// # Errors
     /// As [`add_`](Self::add_).
     pub fn mul_<'a>(&self, other: impl Into<Operand<'a>>) -> Result<&Self> {
-        self.binary_("mul_", BinOp::Mul, other.into(), mul)
+        self.binary_("mul_", Arith::Mul, other.into(), mul)
     }
 
     /// `self = f(self, other)` element by element; `kernel` is the same operation
@@ -46,7 +47,7 @@ impl Tensor {
     fn binary_(
         &self,
         op: &'static str,
-        kernel: BinOp,
+        arith: Arith,
         other: Operand<'_>,
         f: fn(Scalar, Scalar, DType) -> Scalar,
     ) -> Result<&Self> {
@@ -60,6 +61,12 @@ impl Tensor {
                 output: self.dtype,
             });
         }
+        let one_element = match other {
+            Operand::Tensor(t) => t.numel() == 1,
+            Operand::Scalar(_) => true,
+        };
+        arith.check_kernel(result, one_element)?;
+        let kernel = arith.kernel();
         assert_no_internal_overlap(op, self)?;
         if let Operand::Tensor(t) = other {
             assert_no_partial_overlap(op, self, t)?;
@@ -400,10 +407,26 @@ mod tests {
         // Dtypes PyTorch does not promote with others.
         let e8 = Tensor::zeros(&[2], DType::Float8E4M3Fn).unwrap();
         assert!(matches!(e8.add_(&f), Err(Error::NoPromotion { .. })));
-        e8.add_(1.0).unwrap();
-        let u16t = Tensor::zeros(&[2], DType::UInt16).unwrap();
+        // Kernels PyTorch lacks: float8 and uint16 addition, float8 times a
+        // scalar; uint16 multiplies, float8 multiplies by a tensor.
+        let refused = |r: Result<&Tensor>| r.unwrap_err().to_string();
+        assert_eq!(
+            refused(e8.add_(1.0)),
+            "\"add_stub\" not implemented for 'Float8_e4m3fn'"
+        );
+        assert_eq!(
+            refused(e8.mul_(1.0)),
+            "\"mul_cpu_reduced_float\" not implemented for 'Float8_e4m3fn'"
+        );
+        e8.mul_(&Tensor::ones(&[2], DType::Float8E4M3Fn).unwrap())
+            .unwrap();
+        let u16t = Tensor::ones(&[2], DType::UInt16).unwrap();
         assert!(matches!(u16t.add_(&i), Err(Error::NoPromotion { .. })));
-        u16t.add_(3i64).unwrap();
+        assert_eq!(
+            refused(u16t.add_(3i64)),
+            "\"add_stub\" not implemented for 'UInt16'"
+        );
+        u16t.mul_(3i64).unwrap();
         assert_eq!(u16t.to_vec::<u16>().unwrap(), vec![3, 3]);
     }
 }

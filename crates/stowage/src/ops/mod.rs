@@ -154,6 +154,27 @@ impl Arith {
         }
     }
 
+    /// [`Error::NotImplementedFor`] unless PyTorch's CPU kernel computes in
+    /// `dtype`. A second operand of one element takes the scalar kernel,
+    /// which multiplies and divides reduced-precision floats only for
+    /// `float16` and `bfloat16` (`mul_cpu_reduced_float`, `div_cpu_reduced_float`).
+    fn check_kernel(self, dtype: DType, one_element_operand: bool) -> Result<()> {
+        let reduced_scalar =
+            one_element_operand && dtype.kind() == Kind::Float && dtype.size() == 1;
+        let (op, reduced_scalar) = match self {
+            Arith::Mul if reduced_scalar => ("mul_cpu_reduced_float", true),
+            Arith::Div if reduced_scalar => ("div_cpu_reduced_float", true),
+            _ => (self.stub(), false),
+        };
+        if reduced_scalar || !self.takes(dtype) {
+            return Err(Error::NotImplementedFor {
+                op,
+                type_name: scalar_type_name(dtype),
+            });
+        }
+        Ok(())
+    }
+
     fn kernel(self) -> BinOp {
         match self {
             Arith::Add => BinOp::Add,
@@ -222,16 +243,11 @@ impl Tensor {
         if matches!(op, Arith::Div) && matches!(dtype.kind(), Kind::Int | Kind::Bool) {
             dtype = crate::dtype::default_dtype();
         }
-        if !op.takes(dtype) {
-            return Err(Error::NotImplementedFor {
-                op: op.stub(),
-                type_name: scalar_type_name(dtype),
-            });
-        }
         let other = match other {
             Operand::Tensor(t) => t.clone(),
             Operand::Scalar(s) => number_tensor(s)?,
         };
+        op.check_kernel(dtype, other.numel() == 1)?;
         // Complex gradients need conjugates the backward formulas do not take.
         if dtype.is_complex()
             && crate::autograd::is_grad_enabled()

@@ -115,7 +115,8 @@ pub(crate) fn can_cast(from: DType, to: DType) -> bool {
 
 /// The complex dtype with `d`'s precision (c10's `toComplexType`). That of
 /// `bfloat16` is c10's `BComplex32`, which has no kernels (and no dtype in
-/// stowage): [`Error::NotImplementedFor`].
+/// stowage): [`Error::NotImplementedFor`]; the 8-bit floats have none
+/// ([`Error::NoComplexType`]).
 fn complex_of(op: &'static str, d: DType) -> Result<DType> {
     Ok(match d {
         DType::Float64 => DType::Complex128,
@@ -126,7 +127,9 @@ fn complex_of(op: &'static str, d: DType) -> Result<DType> {
                 type_name: "BComplex32",
             })
         }
-        _ => DType::Complex64,
+        DType::Float32 => DType::Complex64,
+        d if d.is_complex() => d,
+        dtype => return Err(Error::NoComplexType { dtype }),
     })
 }
 
