@@ -74,6 +74,7 @@ def build(key):
     return torch.tensor(v, dtype=getattr(torch, key[2:].split("/")[0]))
 
 
+
 # Each case: [op, left, right, result dtype, result values] or
 # [op, left, right, null, PyTorch's error message].
 cases = []
@@ -114,6 +115,36 @@ for op_name, op in OPS.items():
                                   encode_list(r.reshape(-1).tolist())])
                 except Exception as e:
                     cases.append([op_name, lkey, rkey, None, str(e).split("\n")[0]])
+
+# Rounding in the narrow floats: 64 values of float16 and bfloat16 against
+# numbers, a 0-dim float64 tensor and a float32 vector, out of place and in
+# place ("add_", "mul_"): whether an operand is cast to the narrow dtype
+# first or read at its own precision shows in the last bit. Keys ending in
+# "/n" are vectors of their listed values, "/z" 0-dim tensors.
+ROUNDING = [x * 0.37 - 11.0 for x in range(64)]
+for d in ("float16", "bfloat16"):
+    key = f"L:{d}/n"
+    values[key] = torch.tensor(ROUNDING, dtype=getattr(torch, d)).tolist()
+    operands[key] = encode_list(values[key])
+values["R:float32/n"] = torch.tensor([1.0 + x / 7.0 for x in range(64)]).tolist()
+operands["R:float32/n"] = encode_list(values["R:float32/n"])
+values["R:float64/z"] = 0.1
+operands["R:float64/z"] = encode_list(0.1)
+for n in (0.1, 1.1):
+    values["N:" + repr(n)] = n
+    operands["N:" + repr(n)] = encode(n)
+INPLACE = {"add_": torch.Tensor.add_, "mul_": torch.Tensor.mul_}
+for op_name, op in list(OPS.items()) + list(INPLACE.items()):
+    for d in ("float16", "bfloat16"):
+        for rkey in ("N:0.1", "N:1.1", "R:float64/z", "R:float32/n"):
+            lkey = f"L:{d}/n"
+            try:
+                a = build(lkey)
+                r = op(a, build(rkey))
+                cases.append([op_name, lkey, rkey, str(r.dtype).replace("torch.", ""),
+                              encode_list(r.reshape(-1).tolist())])
+            except Exception as e:
+                cases.append([op_name, lkey, rkey, None, str(e).split("\n")[0]])
 
 out = os.path.join(os.path.dirname(__file__), "..", "crates", "stowage", "tests",
                    "fixtures", "arith_cases.json")

@@ -1,7 +1,8 @@
 //! Out-of-place `+ - * /` against PyTorch 2.15's own answers: every pair of a
 //! 1-D or 0-dim tensor of each dtype with arithmetic and a 1-D tensor, a 0-dim
 //! tensor or a Python number, with the result's dtype and values (or
-//! PyTorch's error message). The table is `tests/fixtures/arith_cases.json`,
+//! PyTorch's error message); and the rounding of `float16` and `bfloat16`
+//! arithmetic, in place (`add_`, `mul_`) too. The table is `tests/fixtures/arith_cases.json`,
 //! written by `scripts/gen-arith-cases.py`.
 //!
 //! Values must be equal to the bit, except complex quotients: PyTorch divides
@@ -30,15 +31,17 @@ fn scalar(v: &J) -> Scalar {
     }
 }
 
-/// The tensor an operand key names (`"L:int8/1"`: two values; `"/0"`: 0-dim).
+/// The tensor an operand key names (`"L:int8/1"` or `"/n"`: a vector of
+/// the values; `"/0"` or `"/z"`: 0-dim).
 fn tensor(key: &str, values: &J) -> Tensor {
     let (dtype, dim) = key[2..].split_once('/').unwrap();
     let dtype: DType = dtype.parse().unwrap();
     let values: Vec<Scalar> = values.as_array().unwrap().iter().map(scalar).collect();
-    let shape: &[usize] = if dim == "0" { &[] } else { &[2] };
+    let zero_dim = dim == "0" || dim == "z";
+    let shape: &[usize] = if zero_dim { &[] } else { &[values.len()] };
     let t = Tensor::zeros(shape, dtype).unwrap();
     for (i, v) in values.into_iter().enumerate() {
-        let index: &[isize] = if dim == "0" { &[] } else { &[i as isize] };
+        let index: &[isize] = if zero_dim { &[] } else { &[i as isize] };
         t.set(index, v).unwrap();
     }
     t
@@ -88,6 +91,8 @@ fn arithmetic_is_pytorchs_for_every_pair_of_operand_kinds() {
             "sub" => a.sub(b),
             "mul" => a.mul(b),
             "div" => a.div(b),
+            "add_" => a.add_(b).map(Tensor::clone),
+            "mul_" => a.mul_(b).map(Tensor::clone),
             other => panic!("unknown op {other}"),
         };
         let what = format!("{lhs} {op} {rhs}");

@@ -76,6 +76,21 @@ impl Tensor {
             Operand::Scalar(s) => Gathered::One(s),
             Operand::Tensor(t) => Gathered::Tensor(t.expanded_for(self.shape())?),
         };
+        // As in PyTorch, a narrow float computation reads its operand cast to
+        // the computation's dtype, except a one-element factor, which ATen's
+        // scalar kernel reads at its own precision.
+        let narrow = result.kind() == crate::Kind::Float
+            && !matches!(result, DType::Float32 | DType::Float64);
+        let operand = match operand {
+            _ if !narrow || matches!(arith, Arith::Mul) && one_element => operand,
+            Gathered::One(s) => {
+                let t = Tensor::zeros(&[], result)?;
+                t.fill_unchecked(s)?;
+                Gathered::One(t.item()?)
+            }
+            Gathered::Tensor(t) if t.dtype != result => Gathered::Tensor(t.to_dtype(result)?),
+            tensor => tensor,
+        };
         // The typed kernel computes in `self`'s dtype, so it serves only where
         // that is the promoted dtype (a float32 tensor plus a float64 one must
         // compute in float64 and round once, as PyTorch does).

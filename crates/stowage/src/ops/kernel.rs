@@ -236,11 +236,27 @@ fn broadcast_values<T: Real>(t: &Tensor, shape: &[usize]) -> Result<Vec<T>> {
 }
 
 /// `op(a, b)` with broadcasting, as `dtype`.
+///
+/// As PyTorch's `TensorIterator`, the operands are first cast to `dtype` and
+/// then computed in `T` (`float32` for the narrower floats), except a
+/// one-element second operand of a product or quotient in a reduced-precision
+/// dtype, which ATen's scalar kernels read at its own precision
+/// (`x_half * 0.1` multiplies by `0.1f`, `x_half + 0.1` adds `half(0.1)`).
 pub(crate) fn binary(op: BinOp, a: &Tensor, b: &Tensor, dtype: DType) -> Result<Tensor> {
     let shape = broadcast_shapes(a.shape(), b.shape())?;
+    let narrow = !matches!(dtype, DType::Float32 | DType::Float64);
+    let cast = |t: &Tensor, keep: bool| -> Result<Tensor> {
+        if narrow && !keep && t.dtype() != dtype {
+            t.detach().to_dtype(dtype)
+        } else {
+            Ok(t.detach())
+        }
+    };
+    let scalar_kernel = matches!(op, BinOp::Mul | BinOp::Div) && b.numel() == 1;
+    let (a, b) = (cast(a, false)?, cast(b, scalar_kernel)?);
     with_real!(dtype, T => {
-        let x = broadcast_values::<T>(a, &shape)?;
-        let y = broadcast_values::<T>(b, &shape)?;
+        let x = broadcast_values::<T>(&a, &shape)?;
+        let y = broadcast_values::<T>(&b, &shape)?;
         from_values(op.zip(&x, &y), &shape, dtype)
     })
 }
