@@ -91,8 +91,8 @@ fn arithmetic_is_pytorchs_for_every_pair_of_operand_kinds() {
             "sub" => a.sub(b),
             "mul" => a.mul(b),
             "div" => a.div(b),
-            "add_" => a.add_(b).map(Tensor::clone),
-            "mul_" => a.mul_(b).map(Tensor::clone),
+            "add_" => a.add_(b).cloned(),
+            "mul_" => a.mul_(b).cloned(),
             other => panic!("unknown op {other}"),
         };
         let what = format!("{lhs} {op} {rhs}");
