@@ -9,11 +9,11 @@
 //! (double precision, or the integer or complex value), rounded once to
 //! `self`'s dtype.
 
+use num_complex::{Complex, Complex32, Complex64};
+
 use super::kernel;
 use super::promote::{can_cast, result_type};
 use super::Arith;
-use num_complex::{Complex, Complex32, Complex64};
-
 use crate::element::{self, Scalar};
 use crate::overlap::{assert_no_internal_overlap, assert_no_partial_overlap};
 use crate::{DType, Error, Operand, Result, Tensor};
@@ -42,8 +42,9 @@ impl Tensor {
         self.binary_("mul_", Arith::Mul, other.into(), mul)
     }
 
-    /// `self = f(self, other)` element by element; `kernel` is the same operation
-    /// for the fast path of contiguous `float32`/`float64` tensors.
+    /// `self = f(self, other)` element by element, for `arith` (whose float
+    /// kernel serves contiguous `float32`/`float64` tensors), after PyTorch's
+    /// checks: cast rule, kernel, overlap, broadcast.
     fn binary_(
         &self,
         op: &'static str,
