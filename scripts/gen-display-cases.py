@@ -26,7 +26,7 @@ def encode(v):
     return str(v)
 
 
-def add(name, t, requires_grad=False, arange=None):
+def add(name, t, requires_grad=False, arange=None, then=None):
     dtype = str(t.dtype).replace("torch.", "")
     case = {"name": name, "dtype": dtype, "shape": list(t.shape)}
     if arange is not None:
@@ -40,6 +40,14 @@ def add(name, t, requires_grad=False, arange=None):
     if requires_grad:
         t = t.detach().requires_grad_(True)
         case["requires_grad"] = True
+    # An operation on the tensor, so that it prints a grad_fn: "mul2" is
+    # t * 2, "sum" is t.sum().
+    if then == "mul2":
+        t = t * 2
+    elif then == "sum":
+        t = t.sum()
+    if then is not None:
+        case["then"] = then
     case["str"] = str(t)
     assert repr(t) == case["str"]
     cases.append(case)
@@ -51,6 +59,11 @@ def ar(name, n, dtype, shape, start=0.0, step=1.0):
 
 
 F, D, H, B = torch.float32, torch.float64, torch.float16, torch.bfloat16
+# Suffixes naming the grad_fn.
+add("randn(8) float16 * 2", torch.randn(8).half(), requires_grad=True, then="mul2")
+add("randn(8) float64 * 2", torch.randn(8, dtype=D), requires_grad=True, then="mul2")
+add("randn(3) * 2", torch.randn(3), requires_grad=True, then="mul2")
+add("randn(2, 4).sum()", torch.randn(2, 4, dtype=D), requires_grad=True, then="sum")
 # Line wrapping, and the dtype suffix moving to its own line.
 add("randn(1, 8).half()", torch.randn(1, 8).half())
 add("randn(8).half()", torch.randn(8).half())

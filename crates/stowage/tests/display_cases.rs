@@ -72,7 +72,12 @@ fn build(case: &J) -> Tensor {
     if case["requires_grad"] == J::Bool(true) {
         t.requires_grad_(true).unwrap();
     }
-    t
+    match case["then"].as_str() {
+        Some("mul2") => t.mul(2i64).unwrap(),
+        Some("sum") => t.sum().unwrap(),
+        Some(other) => panic!("unknown operation {other}"),
+        None => t,
+    }
 }
 
 #[test]
