@@ -517,6 +517,27 @@ mod tests {
         let i = Tensor::zeros(&[2], DType::Int32).unwrap();
         i.set(&[0], 2.5).unwrap();
         assert_eq!(i.to_vec::<i32>().unwrap(), vec![2, 0]);
+        let c = |re, im| Scalar::Complex(num_complex::Complex64::new(re, im));
+        assert!(matches!(
+            f.set(&[0], c(1.0, 1.0)),
+            Err(Error::ValueOverflow { type_name: "float" })
+        ));
+        f.set(&[0], c(1.0, 0.0)).unwrap();
+        assert!(matches!(
+            i.set(&[0], f64::NAN),
+            Err(Error::ValueOverflow { type_name: "int" })
+        ));
+        let bf = Tensor::zeros(&[1], DType::BFloat16).unwrap();
+        bf.set(&[0], 1e300).unwrap();
+        assert_eq!(bf.to_vec::<f32>().unwrap(), vec![f32::INFINITY]);
+        let cf = Tensor::zeros(&[1], DType::Complex64).unwrap();
+        assert_eq!(
+            cf.set(&[0], 1e300).unwrap_err().to_string(),
+            "value cannot be converted to type c10::complex<float> without overflow"
+        );
+        let e4 = Tensor::zeros(&[1], DType::Float8E4M3Fn).unwrap();
+        e4.set(&[0], 1e6).unwrap();
+        assert_eq!(e4.to_vec::<f32>().unwrap(), vec![448.0]);
         // An element of an expanded tensor is written once, seen everywhere.
         let wide = Tensor::zeros(&[1], DType::Float32)
             .unwrap()
