@@ -16,7 +16,7 @@ use super::promote::{can_cast, result_type};
 use super::Arith;
 use crate::element::{self, Scalar};
 use crate::overlap::{assert_no_internal_overlap, assert_no_partial_overlap};
-use crate::{DType, Error, Operand, Result, Tensor};
+use crate::{DType, Error, Kind, Operand, Result, Tensor};
 
 impl Tensor {
     /// In place `self += other` (a tensor broadcast to `self`'s shape, or a scalar).
@@ -80,10 +80,23 @@ impl Tensor {
         // As in PyTorch, a narrow float computation reads its operand cast to
         // the computation's dtype, except a one-element factor, which ATen's
         // scalar kernel reads at its own precision.
-        let narrow = result.kind() == crate::Kind::Float
-            && !matches!(result, DType::Float32 | DType::Float64);
+        let narrow =
+            result.kind() == Kind::Float && !matches!(result, DType::Float32 | DType::Float64);
+        let scalar_kernel = matches!(arith, Arith::Mul) && one_element;
         let operand = match operand {
-            _ if !narrow || matches!(arith, Arith::Mul) && one_element => operand,
+            _ if !narrow => operand,
+            // ATen's scalar kernel reads the factor as `float`.
+            Gathered::One(Scalar::Float(x)) if scalar_kernel => {
+                Gathered::One(Scalar::Float(f64::from(x as f32)))
+            }
+            Gathered::Tensor(t) if scalar_kernel && t.dtype.kind() == Kind::Float => {
+                let x = match other {
+                    Operand::Tensor(o) => o.item()?.to_f64(),
+                    Operand::Scalar(s) => s.to_f64(),
+                };
+                Gathered::One(Scalar::Float(f64::from(x as f32)))
+            }
+            _ if scalar_kernel => operand,
             Gathered::One(s) => {
                 let t = Tensor::zeros(&[], result)?;
                 t.fill_unchecked(s)?;
