@@ -15,12 +15,24 @@ fn sizes(shape: &[usize]) -> Vec<isize> {
 }
 
 /// [`Error::NotImplementedFor`] naming PyTorch's kernel `op` unless it takes
-/// `dtype` (the 8-bit floats only for `mm`).
-fn check_product(op: &'static str, t: &Tensor) -> Result<()> {
-    if !kernel::has_product(t.dtype(), op == "addmm_impl_cpu_") {
+/// `a`'s dtype (the 8-bit floats only for `mm`); [`Error::DTypeUnsupported`]
+/// for complex products that would record gradients (the backward formulas
+/// take no conjugates).
+fn check_product(op: &'static str, a: &Tensor, b: &Tensor) -> Result<()> {
+    let dtype = a.dtype();
+    if !kernel::has_product(dtype, op == "addmm_impl_cpu_") {
         return Err(Error::NotImplementedFor {
             op,
-            type_name: scalar_type_name(t.dtype()),
+            type_name: scalar_type_name(dtype),
+        });
+    }
+    if dtype.is_complex()
+        && crate::autograd::is_grad_enabled()
+        && (a.requires_grad() || b.requires_grad())
+    {
+        return Err(Error::DTypeUnsupported {
+            op: "gradients of complex matrix products",
+            dtype,
         });
     }
     Ok(())
@@ -109,7 +121,7 @@ impl Tensor {
                 mat2: other.dtype,
             });
         }
-        check_product("addmm_impl_cpu_", self)?;
+        check_product("addmm_impl_cpu_", self, other)?;
         let out = kernel::mm(self, other)?;
         Ok(record(out, "MmBackward0", &[self, other], || {
             Backward::Mm {
@@ -131,7 +143,7 @@ impl Tensor {
         if n != n2 {
             return Err(Error::DotSizes { a: n, b: n2 });
         }
-        check_product("dot", self)?;
+        check_product("dot", self, other)?;
         let row = self.detach().reshape(&[1, n as isize])?;
         let column = other.detach().reshape(&[n as isize, 1])?;
         let out = kernel::mm(&row, &column)?.reshape(&[])?;
@@ -164,7 +176,7 @@ impl Tensor {
                 vec: vec.dtype,
             });
         }
-        check_product("addmv_impl_cpu", self)?;
+        check_product("addmv_impl_cpu", self, vec)?;
         let column = vec.detach().reshape(&[n as isize, 1])?;
         let out = kernel::mm(&self.detach(), &column)?.reshape(&[m as isize])?;
         Ok(record(out, "MvBackward0", &[self, vec], || Backward::Mv {
@@ -194,7 +206,7 @@ impl Tensor {
                 found: other.dtype,
             });
         }
-        check_product("bmm", self)?;
+        check_product("bmm", self, other)?;
         let out = Tensor::zeros_on(&[b, n, m], self.dtype, self.device())?;
         let (x, y) = (self.detach(), other.detach());
         for i in 0..b as isize {
@@ -317,10 +329,19 @@ mod tests {
         assert_eq!(hh.to_vec::<f32>().unwrap(), vec![3.0; 4]);
         let e4 = ones(&[2, 2], DType::Float8E4M3Fn).matmul(&ones(&[2, 2], DType::Float8E4M3Fn));
         assert_eq!(e4.unwrap().to_vec::<f32>().unwrap(), vec![2.0; 4]);
-        let c = ones(&[2, 2], DType::Complex64);
+        let mut c = ones(&[2, 2], DType::Complex64);
         let cc = c.matmul(&c).unwrap();
         assert_eq!(cc.dtype(), DType::Complex64);
         assert_eq!(cc.to_vec::<f64>().unwrap(), vec![2.0; 4]);
+        // Complex gradients would need conjugates: refused, not wrong.
+        c.requires_grad_(true).unwrap();
+        assert!(matches!(
+            c.matmul(&c),
+            Err(Error::DTypeUnsupported {
+                dtype: DType::Complex64,
+                ..
+            })
+        ));
         let b = ones(&[2, 2], DType::Bool);
         assert_eq!(
             msg(&b, &b),
