@@ -775,4 +775,18 @@ fn zero_dim_operands_promote_by_category_and_gradients_follow() {
         longs.add(0.5).unwrap().dtype(),
         stowage::dtype::default_dtype()
     );
+    // Complex arithmetic computes, but would need conjugates to record
+    // gradients: refused rather than wrong.
+    let mut c = Tensor::ones(&[2], DType::Complex64).unwrap();
+    assert_eq!(c.mul(&c).unwrap().dtype(), DType::Complex64);
+    c.requires_grad_(true).unwrap();
+    assert!(matches!(
+        c.mul(2.0),
+        Err(Error::DTypeUnsupported {
+            dtype: DType::Complex64,
+            ..
+        })
+    ));
+    let _off = stowage::autograd::no_grad();
+    assert!(c.mul(2.0).is_ok());
 }
