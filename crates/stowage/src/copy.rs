@@ -14,7 +14,9 @@ use bytemuck::Pod;
 
 use crate::autograd::{record, Backward};
 use crate::element::{self, Scalar};
-use crate::layout::{Layout, StridedIndex};
+use crate::layout::{broadcast_shapes, Layout, StridedIndex};
+use crate::overflow::{check_value, Path};
+use crate::overlap::{assert_no_internal_overlap, assert_no_partial_overlap};
 use crate::storage::with_pair;
 use crate::{DType, Device, Error, Result, Tensor, UntypedStorage};
 
@@ -298,24 +300,6 @@ fn copy_into(dst: &Tensor, src: &Tensor, sl: &Layout) -> Result<()> {
     })?
 }
 
-/// For dense tensors whose strides are a permutation of contiguous strides,
-/// those strides (PyTorch's `preserve_format`); otherwise row-major strides.
-fn preserved_strides(l: &Layout) -> Vec<usize> {
-    let mut order: Vec<usize> = (0..l.ndim()).collect();
-    order.sort_by(|&a, &b| l.stride()[b].cmp(&l.stride()[a]).then(a.cmp(&b)));
-    let mut expected = 1usize;
-    let mut out = vec![0usize; l.ndim()];
-    for &d in order.iter().rev() {
-        let size = l.shape()[d];
-        if size != 1 && l.stride()[d] != expected {
-            return crate::layout::contiguous_strides(l.shape());
-        }
-        out[d] = expected;
-        expected *= size.max(1);
-    }
-    out
-}
-
 impl Tensor {
     /// A new tensor with `layout`'s strides holding a copy of `self` converted to `dtype`.
     pub(crate) fn copied(
@@ -380,7 +364,11 @@ impl Tensor {
     /// # Errors
     /// Allocation failure.
     pub fn deep_clone(&self) -> Result<Tensor> {
-        let out = self.copied(self.dtype, preserved_strides(&self.layout), self.device())?;
+        let out = self.copied(
+            self.dtype,
+            self.layout.preserve_format_strides(),
+            self.device(),
+        )?;
         Ok(record(out, "CloneBackward0", &[self], || {
             Backward::Identity
         }))
@@ -394,7 +382,7 @@ impl Tensor {
         if dtype == self.dtype {
             return Ok(self.clone());
         }
-        let out = self.copied(dtype, preserved_strides(&self.layout), self.device())?;
+        let out = self.copied(dtype, self.layout.preserve_format_strides(), self.device())?;
         Ok(record(out, "ToCopyBackward0", &[self], || Backward::Cast {
             from: self.dtype,
         }))
@@ -408,47 +396,84 @@ impl Tensor {
         if device == self.device() {
             return Ok(self.clone());
         }
-        let out = self.copied(self.dtype, preserved_strides(&self.layout), device)?;
+        let out = self.copied(self.dtype, self.layout.preserve_format_strides(), device)?;
         Ok(record(out, "ToCopyBackward0", &[self], || {
             Backward::Identity
         }))
+    }
+
+    /// `self` expanded to `out`, the shape a write into another tensor has
+    /// (a view, detached), or PyTorch's errors: [`Error::SizeMismatch`] when
+    /// the shapes do not broadcast, [`Error::BroadcastOutput`] when they
+    /// broadcast to another shape than `out`.
+    pub(crate) fn expanded_for(&self, out: &[usize]) -> Result<Tensor> {
+        let broadcast = broadcast_shapes(out, self.shape())?;
+        if broadcast != out {
+            return Err(Error::BroadcastOutput {
+                output: out.to_vec(),
+                broadcast,
+            });
+        }
+        let sizes: Vec<isize> = out.iter().map(|&s| s as isize).collect();
+        Ok(Tensor {
+            layout: self.layout.expand(&sizes)?,
+            ..self.detach()
+        })
     }
 
     /// Copies `src` into `self`, broadcasting its shape and converting its dtype.
     /// Every view of `self`'s storage sees the new values.
     ///
     /// # Errors
-    /// [`Error::ShapeIncompatible`] when `src` does not broadcast to `self`'s shape;
+    /// [`Error::SizeMismatch`] or [`Error::BroadcastOutput`] when `src` does
+    /// not broadcast to `self`'s shape; [`Error::PartialOverlap`] when `src`
+    /// shares part of `self`'s memory, [`Error::InternalOverlap`] when `self`
+    /// is expanded (PyTorch's overlap rule);
     /// [`Error::NoData`] on meta; [`Error::InPlaceRequiresGrad`] while recording
     /// gradients for `self` (see [`crate::autograd`]).
     pub fn copy_(&self, src: &Tensor) -> Result<&Self> {
         self.check_inplace("copy_")?;
         self.check_data("copy_")?;
         src.check_data("copy_")?;
-        let sizes: Vec<isize> = self.shape().iter().map(|&s| s as isize).collect();
-        let sl = src
-            .layout
-            .expand(&sizes)
-            .map_err(|_| Error::ShapeIncompatible {
-                op: "copy_",
-                expected: self.shape().to_vec(),
-                found: src.shape().to_vec(),
-            })?;
+        // ATen's `copy_` returns early on the same data in the same layout and dtype.
+        if self.storage.is_same(&src.storage)
+            && self.layout == src.layout
+            && self.dtype == src.dtype
+        {
+            return Ok(self);
+        }
+        assert_no_internal_overlap("copy_", self)?;
+        assert_no_partial_overlap("copy_", self, src)?;
+        let sl = src.expanded_for(self.shape())?.layout;
         copy_into(self, src, &sl)?;
         Ok(self)
     }
 
-    /// Sets every element to `value` (cast to the dtype).
+    /// Sets every element to `value` (cast to the dtype). As in PyTorch, an
+    /// expanded tensor may be filled, and a value the dtype cannot hold is
+    /// refused rather than wrapped (a negative integer wraps into an unsigned
+    /// dtype, as c10 allows).
     ///
     /// # Errors
-    /// [`Error::NoData`] on meta; [`Error::DTypeUnsupported`] for dtypes without values;
+    /// [`Error::ValueOverflow`] for a value out of the dtype's range (`300`
+    /// into `uint8`, `1e6` into `float16`, a complex value with an imaginary
+    /// part into a real dtype); [`Error::NoData`] on meta;
+    /// [`Error::DTypeUnsupported`] for dtypes without values;
     /// [`Error::InPlaceRequiresGrad`] while recording gradients for `self`.
     pub fn fill_(&self, value: impl Into<Scalar>) -> Result<&Self> {
+        let value = value.into();
         self.check_inplace("fill_")?;
         self.check_data("fill_")?;
+        check_value(self.dtype, value, Path::Fill)?;
+        self.fill_unchecked(value)
+    }
+
+    /// [`fill_`](Self::fill_) without the range check: values are cast as
+    /// arithmetic casts them (how a number becomes an operand).
+    pub(crate) fn fill_unchecked(&self, value: Scalar) -> Result<&Self> {
         let es = self.element_size();
         let mut one = vec![0u8; es];
-        element::write(self.dtype, value.into(), &mut one)?;
+        element::write(self.dtype, value, &mut one)?;
         self.storage
             .with_bytes_mut("fill_", |b| {
                 self.layout.check_fits(es, b.len())?;
@@ -571,20 +596,133 @@ mod tests {
         assert!(dst.copy_(&Tensor::from_slice(&[1i32, 2]).unwrap()).is_err());
     }
 
+    /// PyTorch's overlap rule (`a[1:].copy_(a[:-1])` and `b.copy_(b.t())` are
+    /// refused and change nothing; disjoint parts of one storage, the same
+    /// view, and strided views ATen cannot decide go ahead).
     #[test]
     fn overlapping_copy_within_one_storage() {
         let t = grid(3, 3);
-        t.copy_(&t.t().unwrap()).unwrap();
+        let before = t.to_vec::<f32>().unwrap();
+        let e = t.copy_(&t.t().unwrap()).unwrap_err();
+        assert!(matches!(e, Error::PartialOverlap { op: "copy_" }));
         assert_eq!(
-            t.to_vec::<f32>().unwrap(),
-            vec![0.0, 3.0, 6.0, 1.0, 4.0, 7.0, 2.0, 5.0, 8.0]
+            e.to_string(),
+            "unsupported operation: some elements of the input tensor and the written-to \
+             tensor refer to a single memory location. Please clone() the tensor before \
+             performing the operation."
         );
+        assert_eq!(t.to_vec::<f32>().unwrap(), before);
         let flat = Tensor::arange(0.0, 5.0, 1.0, DType::Int64).unwrap();
+        let tail = flat.narrow(0, 1, 4).unwrap();
+        let shifted = tail.copy_(&flat.narrow(0, 0, 4).unwrap());
+        assert!(matches!(shifted, Err(Error::PartialOverlap { .. })));
+        assert_eq!(flat.to_vec::<i64>().unwrap(), vec![0, 1, 2, 3, 4]);
+        // A 0-dim view of the destination is part of it.
+        let scalar = flat.copy_(&flat.select(0, 0).unwrap());
+        assert!(matches!(scalar, Err(Error::PartialOverlap { .. })));
+        // Disjoint parts, the same view twice, full overlap through view(dtype).
+        flat.narrow(0, 0, 2)
+            .unwrap()
+            .copy_(&flat.narrow(0, 3, 2).unwrap())
+            .unwrap();
+        assert_eq!(flat.to_vec::<i64>().unwrap(), vec![3, 4, 2, 3, 4]);
         flat.narrow(0, 1, 4)
             .unwrap()
-            .copy_(&flat.narrow(0, 0, 4).unwrap())
+            .copy_(&flat.narrow(0, 1, 4).unwrap())
             .unwrap();
-        assert_eq!(flat.to_vec::<i64>().unwrap(), vec![0, 0, 1, 2, 3]);
+        assert_eq!(flat.to_vec::<i64>().unwrap(), vec![3, 4, 2, 3, 4]);
+        flat.copy_(&flat.view_dtype(DType::Float64).unwrap())
+            .unwrap();
+        // Strided views that overlap: too hard for ATen's test, so they go ahead
+        // (stowage reads the source before writing).
+        let g = Tensor::arange(0.0, 12.0, 1.0, DType::Float32).unwrap();
+        let (even, later) = (
+            g.slice(0, Some(0), Some(10), 2).unwrap(),
+            g.slice(0, Some(2), Some(12), 2).unwrap(),
+        );
+        even.copy_(&later).unwrap();
+        assert_eq!(
+            even.to_vec::<f32>().unwrap(),
+            vec![2.0, 4.0, 6.0, 8.0, 10.0]
+        );
+    }
+
+    /// An expanded destination is refused by `copy_`, but `fill_` fills it.
+    #[test]
+    fn expanded_destinations() {
+        let base = Tensor::zeros(&[1], DType::Float32).unwrap();
+        let wide = base.expand(&[3]).unwrap();
+        let e = wide
+            .copy_(&Tensor::ones(&[3], DType::Float32).unwrap())
+            .unwrap_err();
+        assert!(matches!(e, Error::InternalOverlap { op: "copy_" }));
+        assert_eq!(
+            e.to_string(),
+            "unsupported operation: more than one element of the written-to tensor refers \
+             to a single memory location. Please clone() the tensor before performing the \
+             operation."
+        );
+        wide.fill_(2.0).unwrap();
+        assert_eq!(wide.to_vec::<f32>().unwrap(), vec![2.0; 3]);
+        wide.zero_().unwrap();
+        assert_eq!(base.to_vec::<f32>().unwrap(), vec![0.0]);
+    }
+
+    /// `fill_` and `full` refuse values the dtype cannot hold, with PyTorch's
+    /// message; a negative integer wraps into an unsigned dtype, as in c10.
+    #[test]
+    fn fill_checks_the_value_range() {
+        let overflow = |dtype: DType, v: Scalar| {
+            let t = Tensor::zeros(&[2], dtype).unwrap();
+            let e = t.fill_(v).unwrap_err();
+            assert_eq!(
+                t.to_vec::<f64>().unwrap(),
+                vec![0.0; 2],
+                "{dtype} unchanged"
+            );
+            e.to_string()
+        };
+        let msg = |ty: &str| format!("value cannot be converted to type {ty} without overflow");
+        assert_eq!(overflow(DType::UInt8, Scalar::Int(300)), msg("uint8_t"));
+        assert_eq!(overflow(DType::Int8, Scalar::Int(-129)), msg("int8_t"));
+        assert_eq!(
+            overflow(DType::Float16, Scalar::Float(1e6)),
+            msg("c10::Half")
+        );
+        assert_eq!(
+            overflow(DType::BFloat16, Scalar::Float(1e300)),
+            msg("c10::BFloat16")
+        );
+        assert_eq!(overflow(DType::Float32, Scalar::Float(1e300)), msg("float"));
+        assert_eq!(overflow(DType::Int32, Scalar::Float(f64::NAN)), msg("int"));
+        assert_eq!(
+            overflow(DType::Float8E4M3Fn, Scalar::Float(1e6)),
+            msg("c10::Float8_e4m3fn")
+        );
+        let c = Scalar::Complex(num_complex::Complex64::new(1.0, 1.0));
+        assert_eq!(overflow(DType::Float32, c), msg("float"));
+        let e = Tensor::full(&[2], 200i64, DType::Int8).unwrap_err();
+        assert_eq!(e.to_string(), msg("int8_t"));
+        assert!(Tensor::full(&[2], 1e6, DType::Float16).is_err());
+        // What PyTorch accepts.
+        let u = Tensor::full(&[2], -1i64, DType::UInt8).unwrap();
+        assert_eq!(u.to_vec::<u8>().unwrap(), vec![255; 2]);
+        let f = Tensor::full(&[2], f64::INFINITY, DType::Float32).unwrap();
+        assert_eq!(f.to_vec::<f32>().unwrap(), vec![f32::INFINITY; 2]);
+        let i = Tensor::full(&[2], 2.5, DType::Int32).unwrap();
+        assert_eq!(i.to_vec::<i32>().unwrap(), vec![2; 2]);
+        let b = Tensor::full(&[2], 5i64, DType::Bool).unwrap();
+        assert_eq!(b.to_vec::<bool>().unwrap(), vec![true; 2]);
+        let h = Tensor::full(&[1], f64::NAN, DType::Float16).unwrap();
+        assert!(h.to_vec::<f32>().unwrap()[0].is_nan());
+        let one = Scalar::Complex(num_complex::Complex64::new(1.0, 0.0));
+        assert_eq!(
+            Tensor::full(&[1], one, DType::Float32)
+                .unwrap()
+                .to_vec::<f32>()
+                .unwrap(),
+            vec![1.0]
+        );
     }
 
     #[test]

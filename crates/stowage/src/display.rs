@@ -133,8 +133,10 @@ struct Printer {
 }
 
 impl Printer {
-    fn width(&self) -> usize {
-        self.re.width + self.im.as_ref().map_or(0, |f| f.width + 3)
+    /// The width of one element and its `, ` (PyTorch's `element_length`:
+    /// a complex element adds its imaginary part and the `j`).
+    fn element_length(&self) -> usize {
+        self.re.width + 2 + self.im.as_ref().map_or(0, |f| f.width + 1)
     }
     fn value(&self, v: &Scalar) -> String {
         match (&self.im, v) {
@@ -167,7 +169,7 @@ fn render(
     match (shape, full) {
         ([], _) => p.value(&values[0]),
         ([kept], [n, ..]) => {
-            let per_line = ((LINEWIDTH.saturating_sub(indent)) / (p.width() + 2)).max(1);
+            let per_line = (LINEWIDTH.saturating_sub(indent) / p.element_length()).max(1);
             let mut items: Vec<String> = values.iter().map(|x| p.value(x)).collect();
             if cut(*n, *kept) {
                 items.insert(EDGEITEMS, " ...".into());
@@ -248,51 +250,87 @@ fn printed_values(t: &Tensor) -> crate::Result<(Vec<Scalar>, Vec<usize>)> {
     Ok((values, shape))
 }
 
+/// PyTorch's `_add_suffixes`: each suffix after a `, `, or on a line of its
+/// own (indented past `tensor(`) when it would take the last line past
+/// [`LINEWIDTH`].
+fn add_suffixes(out: &mut String, suffixes: &[String], indent: usize) {
+    // Python's `len(s) - s.rfind("\n") + 1` (`rfind` is -1 without a newline).
+    let mut last_line = match out.rfind('\n') {
+        Some(newline) => out.len() - newline + 1,
+        None => out.len() + 2,
+    };
+    for suffix in suffixes {
+        let len = suffix.chars().count();
+        if last_line + len + 2 > LINEWIDTH {
+            out.push_str(",\n");
+            out.push_str(&" ".repeat(indent));
+            last_line = indent + len;
+        } else {
+            out.push_str(", ");
+            last_line += len + 2;
+        }
+        out.push_str(suffix);
+    }
+    out.push(')');
+}
+
 impl fmt::Display for Tensor {
     /// `tensor([0., 0., 0.])`, as PyTorch prints (default print options).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let default_dtypes = [DType::Float32, DType::Int64, DType::Bool, DType::Complex64];
+        // PyTorch's `has_default_dtype`: the default dtype, its complex
+        // counterpart, int64 and bool print no `dtype=`.
+        let default = crate::dtype::default_dtype();
+        let default_complex = if default == DType::Float64 {
+            DType::Complex128
+        } else {
+            DType::Complex64
+        };
+        let has_default_dtype =
+            [default, default_complex, DType::Int64, DType::Bool].contains(&self.dtype);
         let mut suffixes = Vec::new();
         if !self.device().is_cpu() {
             suffixes.push(format!("device='{}'", self.device()));
         }
-        let body = if !self.has_data() {
-            suffixes.push(format!("size={}", py_tuple(self.shape())));
-            "...".to_string()
-        } else if self.numel() == 0 {
-            if self.dim() != 1 {
+        // Meta (and fake) and empty tensors name every dtype but the default one.
+        let body = if !self.has_data() || self.numel() == 0 {
+            if !self.has_data() || self.dim() != 1 {
                 suffixes.push(format!("size={}", py_tuple(self.shape())));
             }
-            "[]".to_string()
-        } else if !self.dtype.has_scalar_values() {
-            "[...]".to_string()
+            if self.dtype != default {
+                suffixes.push(format!("dtype={}", self.dtype));
+            }
+            if self.has_data() { "[]" } else { "..." }.to_string()
         } else {
-            let (values, shape) = match printed_values(self) {
-                Ok(v) => v,
-                Err(e) => return write!(f, "<tensor: {e}>"),
-            };
-            let printer = if self.dtype.kind() == Kind::Complex {
-                let part = |f: fn(&Scalar) -> f64| {
-                    values
-                        .iter()
-                        .map(|c| Scalar::Float(f(c)))
-                        .collect::<Vec<_>>()
-                };
-                Printer {
-                    re: Formatter::new(&part(|c| c.to_complex().re), true),
-                    im: Some(Formatter::new(&part(|c| c.to_complex().im), true)),
-                }
+            if !has_default_dtype {
+                suffixes.push(format!("dtype={}", self.dtype));
+            }
+            if !self.dtype.has_scalar_values() {
+                "[...]".to_string()
             } else {
-                Printer {
-                    re: Formatter::new(&values, self.dtype.kind() == Kind::Float),
-                    im: None,
-                }
-            };
-            render(&values, &shape, self.shape(), &printer, "tensor(".len())
+                let (values, shape) = match printed_values(self) {
+                    Ok(v) => v,
+                    Err(e) => return write!(f, "<tensor: {e}>"),
+                };
+                let printer = if self.dtype.kind() == Kind::Complex {
+                    let part = |f: fn(&Scalar) -> f64| {
+                        values
+                            .iter()
+                            .map(|c| Scalar::Float(f(c)))
+                            .collect::<Vec<_>>()
+                    };
+                    Printer {
+                        re: Formatter::new(&part(|c| c.to_complex().re), true),
+                        im: Some(Formatter::new(&part(|c| c.to_complex().im), true)),
+                    }
+                } else {
+                    Printer {
+                        re: Formatter::new(&values, self.dtype.kind() == Kind::Float),
+                        im: None,
+                    }
+                };
+                render(&values, &shape, self.shape(), &printer, "tensor(".len())
+            }
         };
-        if !default_dtypes.contains(&self.dtype) {
-            suffixes.push(format!("dtype={}", self.dtype));
-        }
         match self.grad_fn_name() {
             Some(name) => suffixes.push(format!("grad_fn=<{name}>")),
             None if self.requires_grad() => suffixes.push("requires_grad=True".into()),
@@ -303,11 +341,9 @@ impl fmt::Display for Tensor {
         } else {
             "tensor"
         };
-        write!(f, "{name}({body}")?;
-        for s in suffixes {
-            write!(f, ", {s}")?;
-        }
-        f.write_str(")")
+        let mut out = format!("{name}({body}");
+        add_suffixes(&mut out, &suffixes, name.len() + 1);
+        f.write_str(&out)
     }
 }
 
@@ -397,6 +433,17 @@ mod tests {
         assert_eq!(
             show(&m),
             "tensor(..., device='meta', size=(2, 3), dtype=torch.float16)"
+        );
+        // Meta tensors name every dtype but the default one (PyTorch 2.15).
+        let m = Tensor::zeros_on(&[2], DType::Int64, Device::META).unwrap();
+        assert_eq!(
+            show(&m),
+            "tensor(..., device='meta', size=(2,), dtype=torch.int64)"
+        );
+        let m = Tensor::zeros_on(&[], DType::Complex64, Device::META).unwrap();
+        assert_eq!(
+            show(&m),
+            "tensor(..., device='meta', size=(), dtype=torch.complex64)"
         );
         let big = Tensor::arange(0.0, 2000.0, 1.0, DType::Int64).unwrap();
         assert_eq!(

@@ -118,12 +118,148 @@ pub enum Error {
         ndim: usize,
     },
     /// A matrix operation on an operand that is not 2-D.
-    #[error("{op}: expected a 2-D tensor, got shape {shape:?}")]
+    #[error("{op}: {arg} must be a matrix, got {ndim}-D tensor")]
     NotAMatrix {
         /// The operation.
         op: &'static str,
-        /// The operand's shape.
-        shape: Vec<usize>,
+        /// Which operand, as PyTorch names it (`self`, `mat2`).
+        arg: &'static str,
+        /// The operand's number of dimensions.
+        ndim: usize,
+    },
+    /// A matrix product whose inner sizes differ.
+    #[error("{op}: mat1 and mat2 shapes cannot be multiplied ({}x{} and {}x{})", mat1[0], mat1[1], mat2[0], mat2[1])]
+    MatmulShapes {
+        /// The operation.
+        op: &'static str,
+        /// The shape of the first matrix.
+        mat1: [usize; 2],
+        /// The shape of the second matrix.
+        mat2: [usize; 2],
+    },
+    /// A matrix product of two dtypes (PyTorch's `mm` does not promote).
+    #[error("expected m1 and m2 to have the same dtype, but got: {} != {}", crate::ops::type_meta_name(*mat1), crate::ops::type_meta_name(*mat2))]
+    MatmulDTypes {
+        /// The first matrix's dtype.
+        mat1: DType,
+        /// The second matrix's dtype.
+        mat2: DType,
+    },
+    /// An operation PyTorch has no kernel of for a dtype (its dispatch error).
+    #[error("\"{op}\" not implemented for '{type_name}'")]
+    NotImplementedFor {
+        /// The kernel as PyTorch names it (`add_stub`, `mul_cpu`, `div_cpu`).
+        op: &'static str,
+        /// The dtype as c10's `ScalarType` names it (`UInt16`, `ComplexHalf`).
+        type_name: &'static str,
+    },
+    /// A floating dtype without a complex counterpart (the 8-bit floats),
+    /// met by a complex operand.
+    #[error("Unknown Complex ScalarType for {}", crate::ops::scalar_type_name(*dtype))]
+    NoComplexType {
+        /// The dtype.
+        dtype: DType,
+    },
+    /// Subtraction with a bool operand, which PyTorch refuses.
+    #[error("{}", if *both { "Subtraction, the `-` operator, with two bool tensors is not supported. Use the `^` or `logical_xor()` operator instead." } else { "Subtraction, the `-` operator, with a bool tensor is not supported. If you are trying to invert a mask, use the `~` or `logical_not()` operator instead." })]
+    BoolSubtraction {
+        /// True when both operands are bool.
+        both: bool,
+    },
+    /// `share_memory_` of a meta storage: only CPU bytes go into shared memory.
+    #[error("{op}: only available on CPU")]
+    ShareMemoryNotCpu {
+        /// PyTorch's function for the strategy (`_share_fd_`, `_share_filename_`).
+        op: &'static str,
+    },
+    /// `matmul` of a 0-dim operand.
+    #[error("both arguments to matmul need to be at least 1D, but they are {dim1}D and {dim2}D")]
+    MatmulZeroDim {
+        /// The first operand's number of dimensions.
+        dim1: usize,
+        /// The second's.
+        dim2: usize,
+    },
+    /// A dot product of two dtypes.
+    #[error("dot : expected both vectors to have same dtype, but found {} and {}", crate::ops::scalar_type_name(*a), crate::ops::scalar_type_name(*b))]
+    DotDTypes {
+        /// The first vector's dtype.
+        a: DType,
+        /// The second's.
+        b: DType,
+    },
+    /// A dot product of vectors of two sizes.
+    #[error("inconsistent tensor size, expected tensor [{a}] and src [{b}] to have the same number of elements, but got {a} and {b} elements respectively")]
+    DotSizes {
+        /// The first vector's size.
+        a: usize,
+        /// The second's.
+        b: usize,
+    },
+    /// A matrix-vector product whose sizes do not fit.
+    #[error("size mismatch, got input ({}), mat ({}x{}), vec ({vec})", mat[0], mat[0], mat[1])]
+    MvSizes {
+        /// The matrix's shape.
+        mat: [usize; 2],
+        /// The vector's size.
+        vec: usize,
+    },
+    /// A matrix-vector product of two dtypes (the result takes the vector's).
+    #[error("addmv input tensors must have the same dtype, but got {}, {}, and {}", crate::ops::scalar_type_name(*vec), crate::ops::scalar_type_name(*mat), crate::ops::scalar_type_name(*vec))]
+    MvDTypes {
+        /// The matrix's dtype.
+        mat: DType,
+        /// The vector's dtype.
+        vec: DType,
+    },
+    /// A batched product whose second stack does not fit the first.
+    #[error("Expected size for first two dimensions of batch2 tensor to be: [{}, {}] but got: [{}, {}].", expected[0], expected[1], found[0], found[1])]
+    BmmShapes {
+        /// The batch size and inner size the first stack requires.
+        expected: [usize; 2],
+        /// What the second stack has.
+        found: [usize; 2],
+    },
+    /// An operand of another dtype than the operation computes in.
+    #[error("expected scalar type {} but found {}", crate::ops::scalar_type_name(*expected), crate::ops::scalar_type_name(*found))]
+    ScalarTypeMismatch {
+        /// The dtype required.
+        expected: DType,
+        /// The dtype given.
+        found: DType,
+    },
+    /// Two shapes that do not broadcast (PyTorch's `infer_size`), at the first
+    /// mismatch from the right.
+    #[error("The size of tensor a ({a}) must match the size of tensor b ({b}) at non-singleton dimension {dim}")]
+    SizeMismatch {
+        /// The size in the first shape.
+        a: usize,
+        /// The size in the second.
+        b: usize,
+        /// The dimension of the broadcast shape.
+        dim: usize,
+    },
+    /// A write whose operands broadcast to a shape other than its output's.
+    #[error("output with shape {output:?} doesn't match the broadcast shape {broadcast:?}")]
+    BroadcastOutput {
+        /// The output's shape.
+        output: Vec<usize>,
+        /// The shape the operands broadcast to.
+        broadcast: Vec<usize>,
+    },
+    /// A write whose output reaches one storage element from two of its
+    /// elements (an expanded tensor), as ATen's `assert_no_internal_overlap`.
+    #[error("unsupported operation: more than one element of the written-to tensor refers to a single memory location. Please clone() the tensor before performing the operation.")]
+    InternalOverlap {
+        /// The operation.
+        op: &'static str,
+    },
+    /// A write whose output shares part, not all, of an input's memory, as
+    /// ATen's `assert_no_partial_overlap`.
+    #[error("unsupported operation: some elements of the input tensor and the written-to tensor refer to a single memory location. Please clone() the tensor before performing the operation.")]
+    PartialOverlap {
+        /// The operation.
+        op: &'static str,
     },
     /// A start dimension after the end dimension.
     #[error("{op}: start_dim ({start}) cannot come after end_dim ({end})")]
@@ -204,7 +340,7 @@ pub enum Error {
         step: f64,
     },
     /// Dtypes PyTorch does not promote together (quantized, bits, 8-bit floats, wide unsigned).
-    #[error("{op}: promotion of {a} and {b} is not supported")]
+    #[error("{}", crate::ops::promotion_problem(*a, *b))]
     NoPromotion {
         /// The operation.
         op: &'static str,
@@ -214,7 +350,7 @@ pub enum Error {
         b: DType,
     },
     /// An in-place operation whose result dtype cannot be stored in the tensor's.
-    #[error("{op}: result type {result} can't be cast to the desired output type {output}")]
+    #[error("result type {} can't be cast to the desired output type {}", crate::ops::scalar_type_name(*result), crate::ops::scalar_type_name(*output))]
     ResultTypeCast {
         /// The operation.
         op: &'static str,

@@ -52,6 +52,8 @@ pub mod io;
 pub mod layout;
 pub mod minifloat;
 mod ops;
+mod overflow;
+mod overlap;
 pub mod serialize;
 #[allow(unsafe_code)] // Owns every backing's raw memory.
 pub mod storage;

@@ -13,6 +13,7 @@ use std::sync::Arc;
 use crate::autograd::AutogradMeta;
 use crate::element::{self, Element, Scalar};
 use crate::layout::{self, Layout};
+use crate::overflow::{check_value, Path};
 use crate::{DType, Device, Error, Result, UntypedStorage};
 
 /// Why `arange(start, end, step)` gives no sequence, in PyTorch's words
@@ -118,7 +119,9 @@ impl Tensor {
     /// `torch.full(shape, value, dtype=dtype)`.
     ///
     /// # Errors
-    /// As [`zeros_on`](Self::zeros_on); [`Error::DTypeUnsupported`] for dtypes without values.
+    /// As [`zeros_on`](Self::zeros_on); [`Error::DTypeUnsupported`] for dtypes without
+    /// values; [`Error::ValueOverflow`] for a value out of the dtype's range, as
+    /// [`fill_`](Self::fill_).
     pub fn full(shape: &[usize], value: impl Into<Scalar>, dtype: DType) -> Result<Tensor> {
         let t = Self::zeros(shape, dtype)?;
         t.fill_(value)?;
@@ -133,12 +136,52 @@ impl Tensor {
         Self::full(shape, Scalar::Int(1), dtype)
     }
 
-    /// `torch.zeros_like(t)`: same shape, dtype and device, contiguous.
+    /// `torch.zeros_like(t)`: zeros of `other`'s shape, dtype and device, laid
+    /// out as PyTorch's `preserve_format` lays them out: `other`'s own strides
+    /// when it is non-overlapping and dense (`zeros_like(m.t())` is
+    /// transposed too), else dense strides in the order of `other`'s
+    /// ([`Layout::preserve_format_strides`]).
     ///
     /// # Errors
     /// As [`zeros_on`](Self::zeros_on).
     pub fn zeros_like(other: &Tensor) -> Result<Tensor> {
-        Self::zeros_on(other.shape(), other.dtype, other.device())
+        let layout = Layout::new(other.shape(), &other.layout.preserve_format_strides(), 0)?;
+        let nbytes = layout
+            .storage_elements()?
+            .checked_mul(other.dtype.size())
+            .ok_or_else(|| Error::SizeOverflow {
+                what: "tensor bytes",
+                detail: format!("shape {:?} of {}", other.shape(), other.dtype),
+            })?;
+        let storage = UntypedStorage::new_on(nbytes, other.device())?;
+        Ok(Tensor {
+            storage,
+            dtype: other.dtype,
+            layout,
+            autograd: None,
+        })
+    }
+
+    /// `torch.empty_like(t)`: as [`zeros_like`](Self::zeros_like) (stowage's
+    /// memory is always initialised).
+    ///
+    /// # Errors
+    /// As [`zeros_on`](Self::zeros_on).
+    pub fn empty_like(other: &Tensor) -> Result<Tensor> {
+        Self::zeros_like(other)
+    }
+
+    /// `torch.ones_like(t)`: ones, laid out as [`zeros_like`](Self::zeros_like).
+    ///
+    /// # Errors
+    /// As [`zeros_on`](Self::zeros_on); [`Error::DTypeUnsupported`] for dtypes
+    /// without values; [`Error::NoData`] on meta.
+    pub fn ones_like(other: &Tensor) -> Result<Tensor> {
+        let t = Self::zeros_like(other)?;
+        if t.has_data() {
+            t.fill_(Scalar::Int(1))?;
+        }
+        Ok(t)
     }
 
     /// `torch.arange(start, end, step, dtype=dtype)`: `ceil((end - start) / step)` values.
@@ -307,16 +350,21 @@ impl Tensor {
         })?
     }
 
-    /// Writes `value` (cast to the dtype) at `index`; every view of the storage sees it.
+    /// Writes `value` (cast to the dtype) at `index`, as PyTorch's `t[i, j] = v`;
+    /// every view of the storage sees it. As there, integers, `float32` and
+    /// complex elements refuse a value out of their range, while `float16`,
+    /// `bfloat16` and the 8-bit floats round it (to infinity).
     ///
     /// # Errors
-    /// As [`get`](Self::get); [`Error::InPlaceRequiresGrad`] while recording
-    /// gradients for this tensor (see [`crate::autograd`]).
+    /// As [`get`](Self::get); [`Error::ValueOverflow`] for a value out of
+    /// range (`300` into `uint8`); [`Error::InPlaceRequiresGrad`] while
+    /// recording gradients for this tensor (see [`crate::autograd`]).
     pub fn set(&self, index: &[isize], value: impl Into<Scalar>) -> Result<()> {
         self.check_inplace("set")?;
         let off = self.element_offset(index)? * self.element_size();
         let es = self.element_size();
         let v = value.into();
+        check_value(self.dtype, v, Path::Set)?;
         self.storage.with_bytes_mut("set", |b| {
             self.layout.check_fits(es, b.len())?;
             element::write(self.dtype, v, &mut b[off..off + es])
@@ -444,6 +492,101 @@ mod tests {
             Scalar::Int(7)
         );
         assert!(matches!(v.item(), Err(Error::NotAScalar { numel: 6 })));
+    }
+
+    /// `t[i] = v` as PyTorch: integers and float32 refuse out-of-range values,
+    /// float16 rounds them to infinity, negative integers wrap into uint8.
+    #[test]
+    fn set_checks_the_value_range() {
+        let u = Tensor::zeros(&[2], DType::UInt8).unwrap();
+        let e = u.set(&[0], 300i64).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "value cannot be converted to type uint8_t without overflow"
+        );
+        u.set(&[0], -1i64).unwrap();
+        assert_eq!(u.to_vec::<u8>().unwrap(), vec![255, 0]);
+        let f = Tensor::zeros(&[2], DType::Float32).unwrap();
+        assert!(matches!(
+            f.set(&[1], 1e300),
+            Err(Error::ValueOverflow { type_name: "float" })
+        ));
+        let h = Tensor::zeros(&[2], DType::Float16).unwrap();
+        h.set(&[0], 1e6).unwrap();
+        assert_eq!(h.to_vec::<f32>().unwrap(), vec![f32::INFINITY, 0.0]);
+        let i = Tensor::zeros(&[2], DType::Int32).unwrap();
+        i.set(&[0], 2.5).unwrap();
+        assert_eq!(i.to_vec::<i32>().unwrap(), vec![2, 0]);
+        let c = |re, im| Scalar::Complex(num_complex::Complex64::new(re, im));
+        assert!(matches!(
+            f.set(&[0], c(1.0, 1.0)),
+            Err(Error::ValueOverflow { type_name: "float" })
+        ));
+        f.set(&[0], c(1.0, 0.0)).unwrap();
+        assert!(matches!(
+            i.set(&[0], f64::NAN),
+            Err(Error::ValueOverflow { type_name: "int" })
+        ));
+        let bf = Tensor::zeros(&[1], DType::BFloat16).unwrap();
+        bf.set(&[0], 1e300).unwrap();
+        assert_eq!(bf.to_vec::<f32>().unwrap(), vec![f32::INFINITY]);
+        let cf = Tensor::zeros(&[1], DType::Complex64).unwrap();
+        assert_eq!(
+            cf.set(&[0], 1e300).unwrap_err().to_string(),
+            "value cannot be converted to type c10::complex<float> without overflow"
+        );
+        let e4 = Tensor::zeros(&[1], DType::Float8E4M3Fn).unwrap();
+        e4.set(&[0], 1e6).unwrap();
+        assert_eq!(e4.to_vec::<f32>().unwrap(), vec![448.0]);
+        // An element of an expanded tensor is written once, seen everywhere.
+        let wide = Tensor::zeros(&[1], DType::Float32)
+            .unwrap()
+            .expand(&[3, 2])
+            .unwrap();
+        wide.set(&[0, 1], 5.0).unwrap();
+        assert_eq!(wide.to_vec::<f32>().unwrap(), vec![5.0; 6]);
+    }
+
+    /// `*_like` keep a dense tensor's strides, as PyTorch's `preserve_format`
+    /// (`torch.zeros_like(torch.arange(12.).view(3, 4).t()).stride() == (1, 4)`).
+    #[test]
+    fn like_constructors_preserve_the_format() {
+        let m = Tensor::arange(0.0, 12.0, 1.0, DType::Float32)
+            .unwrap()
+            .view(&[3, 4])
+            .unwrap();
+        let t = m.t().unwrap();
+        for like in [
+            Tensor::zeros_like(&t).unwrap(),
+            Tensor::empty_like(&t).unwrap(),
+            Tensor::ones_like(&t).unwrap(),
+        ] {
+            assert_eq!((like.shape(), like.stride()), (&[4, 3][..], &[1, 4][..]));
+            assert_eq!(like.untyped_storage().nbytes(), 48);
+            assert!(!like.shares_storage_with(&t));
+        }
+        assert_eq!(
+            Tensor::ones_like(&t).unwrap().to_vec::<f32>().unwrap(),
+            vec![1.0; 12]
+        );
+        // Not dense: dense strides in the input's order.
+        let stepped = m.slice(1, None, None, 2).unwrap();
+        assert_eq!(Tensor::zeros_like(&stepped).unwrap().stride(), &[2, 1]);
+        let wide = m
+            .select(0, 0)
+            .unwrap()
+            .unsqueeze(0)
+            .unwrap()
+            .expand(&[3, 4])
+            .unwrap();
+        assert_eq!(Tensor::ones_like(&wide).unwrap().stride(), &[4, 1]);
+        assert_eq!(
+            Tensor::ones_like(&wide.t().unwrap()).unwrap().stride(),
+            &[3, 1]
+        );
+        let meta = Tensor::zeros_on(&[2, 3], DType::Float32, Device::META).unwrap();
+        let ml = Tensor::ones_like(&meta.t().unwrap()).unwrap();
+        assert!(ml.is_meta() && ml.stride() == [1, 3]);
     }
 
     #[test]

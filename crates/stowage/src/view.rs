@@ -70,6 +70,23 @@ impl Tensor {
             .collect())
     }
 
+    /// The view `f(layout)` recorded as `name`: for the views ATen records
+    /// under a name of their own (`squeeze_`'s `SqueezeBackward4`).
+    pub(crate) fn named_view(
+        &self,
+        name: &'static str,
+        f: impl Fn(&Layout) -> Result<Layout> + Send + Sync + 'static,
+    ) -> Result<Tensor> {
+        self.view_with(name, f)
+    }
+
+    /// ATen's `_unsafe_view`: a view of a fresh result, recorded as
+    /// `UnsafeViewBackward0` (what `reshape` and `matmul` return after a copy).
+    pub(crate) fn unsafe_view(&self, shape: &[isize]) -> Result<Tensor> {
+        let shape = shape.to_vec();
+        self.view_with("UnsafeViewBackward0", move |l| l.view(&shape))
+    }
+
     /// The same elements under `shape` (one size may be -1), sharing the storage.
     ///
     /// # Errors
@@ -87,7 +104,8 @@ impl Tensor {
     pub fn reshape(&self, shape: &[isize]) -> Result<Tensor> {
         match self.layout.view(shape) {
             Ok(_) => self.view(shape),
-            Err(Error::ViewIncompatible { .. }) => self.contiguous()?.view(shape),
+            // A copy, then PyTorch's `_unsafe_view` of it (`UnsafeViewBackward0`).
+            Err(Error::ViewIncompatible { .. }) => self.contiguous()?.unsafe_view(shape),
             Err(e) => Err(e),
         }
     }
@@ -144,8 +162,9 @@ impl Tensor {
     /// [`Error::TooManyDims`] for more than 2 dimensions.
     pub fn t(&self) -> Result<Tensor> {
         match self.dim() {
-            0 | 1 => Ok(self.clone()),
-            2 => self.transpose(0, 1),
+            // Recorded as PyTorch's `TBackward0`, also when nothing moves.
+            0 | 1 => self.view_with("TBackward0", |l| Ok(l.clone())),
+            2 => self.view_with("TBackward0", |l| l.transpose(0, 1)),
             ndim => Err(Error::TooManyDims {
                 op: "t",
                 max: 2,
@@ -247,8 +266,10 @@ impl Tensor {
     /// # Errors
     /// [`Error::ViewDType`] naming the rule that fails.
     pub fn view_dtype(&self, dtype: DType) -> Result<Tensor> {
+        // Not differentiable in PyTorch, even to the same dtype: the view
+        // does not require grad.
         if dtype == self.dtype {
-            return self.view_with("ViewBackward0", |l| Ok(l.clone()));
+            return Ok(self.detach());
         }
         let layout = self.layout.view_dtype(self.element_size(), dtype.size())?;
         Ok(Tensor {

@@ -19,13 +19,13 @@ const LAYERS: &[(&str, &[&str])] = &[
         "foundations",
         &["error", "sync", "io", "minifloat", "device", "warn"],
     ),
-    ("elements", &["dtype", "element"]),
+    ("elements", &["dtype", "element", "overflow"]),
     ("layouts", &["layout"]),
     ("storages", &["storage"]),
     (
         "tensors",
         &[
-            "tensor", "view", "copy", "display", "fake", "kernel", "autograd", "ops",
+            "tensor", "overlap", "view", "copy", "display", "fake", "kernel", "autograd", "ops",
         ],
     ),
     (

@@ -186,6 +186,23 @@ fn reduction_and_matmul_gradients_match_finite_differences() {
     gradcheck("matmul of transposes", vec![a, b], |x| {
         x[1].t()?.matmul(&x[0].t()?)
     });
+    // Every path of ATen's matmul: dot, mv, vector @ matrix, folded batches,
+    // broadcast batches.
+    let shapes: [(&[usize], &[usize]); 7] = [
+        (&[4], &[4]),
+        (&[3, 4], &[4]),
+        (&[4], &[4, 2]),
+        (&[2, 3, 4], &[4]),
+        (&[2, 3, 4], &[4, 2]),
+        (&[2, 1, 3, 4], &[3, 4, 2]),
+        (&[4], &[2, 4, 3]),
+    ];
+    for (i, (sa, sb)) in shapes.into_iter().enumerate() {
+        let (a, b) = (rand(sa, 20 + i as u64), rand(sb, 40 + i as u64));
+        gradcheck(&format!("matmul {sa:?} @ {sb:?}"), vec![a, b], |x| {
+            x[0].matmul(&x[1])
+        });
+    }
 }
 
 #[test]
@@ -622,4 +639,154 @@ fn gradients_match_pytorch() {
             "grad of {n}"
         );
     }
+}
+
+/// Each operation's `grad_fn` has the name PyTorch 2.15 gives it
+/// (`type(y.grad_fn).__name__` for `x = torch.ones(2, 3, requires_grad=True)`).
+#[test]
+fn grad_fn_names_are_pytorchs() {
+    let mut x = Tensor::ones(&[2, 3], DType::Float32).unwrap();
+    x.requires_grad_(true).unwrap();
+    let mut v = Tensor::ones(&[3], DType::Float32).unwrap();
+    v.requires_grad_(true).unwrap();
+    let name = |t: stowage::Result<Tensor>| t.unwrap().grad_fn_name();
+    let cases: Vec<(&str, Option<&str>)> = vec![
+        ("t", name(x.t())),
+        ("t of 1-D", name(v.t())),
+        ("transpose", name(x.transpose(0, 1))),
+        ("view", name(x.view(&[6]))),
+        ("reshape (a view)", name(x.reshape(&[6]))),
+        (
+            "flatten of a 0-dim tensor",
+            name(v.sum().unwrap().flatten(0, -1)),
+        ),
+        ("permute", name(x.permute(&[1, 0]))),
+        ("narrow", name(x.narrow(1, 0, 2))),
+        ("select", name(x.select(0, 1))),
+        ("expand", name(x.narrow(0, 0, 1).unwrap().expand(&[4, 3]))),
+        ("unsqueeze", name(x.unsqueeze(0))),
+        ("squeeze_dim", name(x.unsqueeze(0).unwrap().squeeze_dim(0))),
+        ("squeeze", x.unsqueeze(0).unwrap().squeeze().grad_fn_name()),
+        ("as_strided", name(x.as_strided(&[2], &[1], 0))),
+        ("unfold", name(x.unfold(1, 2, 1))),
+        ("diagonal", name(x.diagonal(0, 0, 1))),
+        ("contiguous", name(x.t().unwrap().contiguous())),
+        ("clone", name(x.deep_clone())),
+        ("to", name(x.to_dtype(DType::Float64))),
+        ("sum", name(x.sum())),
+        ("sum dims", name(x.sum_dims(&[0], false))),
+        ("mean", name(x.mean())),
+        ("mm", name(x.matmul(&x.t().unwrap()))),
+        ("pow", name(x.pow(2.0))),
+        ("neg", name(x.neg())),
+        ("add", name(x.add(1.0))),
+        ("mul", name(x.mul(&x))),
+        ("div", name(x.div(2.0))),
+        ("sub", name(x.sub(&x))),
+    ];
+    let want = [
+        "TBackward0",
+        "TBackward0",
+        "TransposeBackward0",
+        "ViewBackward0",
+        "ViewBackward0",
+        "ViewBackward0",
+        "PermuteBackward0",
+        "SliceBackward0",
+        "SelectBackward0",
+        "ExpandBackward0",
+        "UnsqueezeBackward0",
+        "SqueezeBackward1",
+        "SqueezeBackward0",
+        "AsStridedBackward0",
+        "UnfoldBackward0",
+        "DiagonalBackward0",
+        "CloneBackward0",
+        "CloneBackward0",
+        "ToCopyBackward0",
+        "SumBackward0",
+        "SumBackward1",
+        "MeanBackward0",
+        "MmBackward0",
+        "PowBackward0",
+        "NegBackward0",
+        "AddBackward0",
+        "MulBackward0",
+        "DivBackward0",
+        "SubBackward0",
+    ];
+    for ((op, got), want) in cases.into_iter().zip(want) {
+        assert_eq!(got, Some(want), "{op}");
+    }
+    // sum_to_size: a sum, then a view only when leading dimensions go away.
+    assert_eq!(
+        x.sum_to_size(&[1, 3]).unwrap().grad_fn_name(),
+        Some("SumBackward1")
+    );
+    assert_eq!(
+        x.sum_to_size(&[3]).unwrap().grad_fn_name(),
+        Some("ViewBackward0")
+    );
+    // A reshape that must copy: PyTorch's `_unsafe_view` of a clone.
+    let copied = x.t().unwrap().reshape(&[6]).unwrap();
+    assert_eq!(copied.grad_fn_name(), Some("UnsafeViewBackward0"));
+    // view(dtype), even to the same dtype, is not differentiable.
+    let same = x.view_dtype(DType::Float32).unwrap();
+    assert!(!same.requires_grad() && same.grad_fn_name().is_none());
+}
+
+/// `ones(2) + tensor(1.0, float64)` is float32 in PyTorch (a 0-dim operand
+/// lifts only the category), and each gradient comes back in its operand's
+/// dtype and shape.
+#[test]
+fn zero_dim_operands_promote_by_category_and_gradients_follow() {
+    let mut a = Tensor::ones(&[2], DType::Float32).unwrap();
+    a.requires_grad_(true).unwrap();
+    let mut s = Tensor::scalar(1.0f64).unwrap();
+    s.requires_grad_(true).unwrap();
+    for (name, y) in [
+        ("add", a.add(&s).unwrap()),
+        ("mul", a.mul(&s).unwrap()),
+        ("div", a.div(&s).unwrap()),
+        ("sub", a.sub(&s).unwrap()),
+    ] {
+        assert_eq!(y.dtype(), DType::Float32, "{name}");
+        y.sum().unwrap().backward().unwrap();
+    }
+    let (ga, gs) = (a.grad().unwrap(), s.grad().unwrap());
+    assert_eq!((ga.dtype(), ga.shape()), (DType::Float32, &[2][..]));
+    assert_eq!((gs.dtype(), gs.shape()), (DType::Float64, &[][..]));
+    // d/ds of sum(a + s) + sum(a * s) + sum(a / s) + sum(a - s) at a = 1, s = 1:
+    // 2 + 2 - 2 - 2.
+    assert_eq!(gs.to_vec::<f64>().unwrap(), vec![0.0]);
+    assert_eq!(ga.to_vec::<f32>().unwrap(), vec![4.0, 4.0]);
+    let half = Tensor::ones(&[2], DType::Float16).unwrap();
+    assert_eq!(
+        half.add(&Tensor::scalar(0.5f64).unwrap()).unwrap().dtype(),
+        DType::Float16
+    );
+    let longs = Tensor::ones(&[2], DType::Int64).unwrap();
+    assert_eq!(
+        longs.add(1i64).unwrap().to_vec::<i64>().unwrap(),
+        vec![2, 2]
+    );
+    assert_eq!(longs.add(1i64).unwrap().dtype(), DType::Int64);
+    assert_eq!(
+        longs.add(0.5).unwrap().dtype(),
+        stowage::dtype::default_dtype()
+    );
+    // Complex arithmetic computes, but would need conjugates to record
+    // gradients: refused rather than wrong.
+    let mut c = Tensor::ones(&[2], DType::Complex64).unwrap();
+    assert_eq!(c.mul(&c).unwrap().dtype(), DType::Complex64);
+    c.requires_grad_(true).unwrap();
+    assert!(matches!(
+        c.mul(2.0),
+        Err(Error::DTypeUnsupported {
+            dtype: DType::Complex64,
+            ..
+        })
+    ));
+    let _off = stowage::autograd::no_grad();
+    assert!(c.mul(2.0).is_ok());
 }

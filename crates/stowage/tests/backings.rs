@@ -191,8 +191,17 @@ fn meta_storages_refuse_every_data_access() {
         s.copy_(&UntypedStorage::new(24).unwrap()),
         Err(Error::NoData { .. })
     ));
+    // PyTorch refuses to share a meta storage, naming its strategy's function.
     #[cfg(feature = "shm")]
-    assert!(s.share_memory_().is_ok() && !s.is_shared());
+    {
+        let e = s.share_memory_().unwrap_err();
+        assert!(matches!(e, Error::ShareMemoryNotCpu { op: "_share_fd_" }));
+        assert_eq!(e.to_string(), "_share_fd_: only available on CPU");
+        let e = s
+            .share_memory_with(SharingStrategy::FileSystem)
+            .unwrap_err();
+        assert_eq!(e.to_string(), "_share_filename_: only available on CPU");
+    }
     assert!(!s.is_shared());
     assert_eq!(
         s.to_string(),

@@ -473,7 +473,20 @@ fn shape_mismatch() {
         Err(Error::ExpandIncompatible { .. })
     ));
     let a = Tensor::zeros(&[2, 3], DType::Float32).unwrap();
-    assert!(matches!(a.copy_(&b), Err(Error::ShapeIncompatible { .. })));
+    let e = a.copy_(&b).unwrap_err();
+    assert!(matches!(e, Error::SizeMismatch { a: 3, b: 4, dim: 1 }));
+    assert_eq!(
+        e.to_string(),
+        "The size of tensor a (3) must match the size of tensor b (4) at non-singleton dimension 1"
+    );
+    let e = Tensor::zeros(&[2], DType::Float32)
+        .unwrap()
+        .copy_(&Tensor::zeros(&[2, 2], DType::Float32).unwrap())
+        .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "output with shape [2] doesn't match the broadcast shape [2, 2]"
+    );
 }
 
 #[test]

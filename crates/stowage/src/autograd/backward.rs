@@ -48,6 +48,12 @@ pub(crate) enum Backward {
     },
     /// `a @ b` of 2-D tensors.
     Mm { a: Tensor, b: Tensor },
+    /// The dot product of two vectors.
+    Dot { a: Tensor, b: Tensor },
+    /// A matrix times a vector.
+    Mv { mat: Tensor, vec: Tensor },
+    /// Stacks of matrices multiplied (`[b, n, k]` by `[b, k, m]`).
+    Bmm { a: Tensor, b: Tensor },
     /// A conversion from `from`.
     Cast { from: DType },
     /// A copy of the same shape (`contiguous`, `clone`, `to(device)`).
@@ -121,10 +127,17 @@ impl Backward {
                     spread.mul(*scale)?
                 })
             }
-            Backward::Mm { a, b } => two(
+            Backward::Mm { a, b } => two(need, || g.mm(&b.t()?), || a.t()?.mm(g)),
+            Backward::Dot { a, b } => two(need, || b.mul(g), || a.mul(g)),
+            Backward::Mv { mat, vec } => two(
                 need,
-                || g.matmul(&b.t()?)?.to_dtype(a.dtype()),
-                || a.t()?.matmul(g)?.to_dtype(b.dtype()),
+                || g.unsqueeze(1)?.mm(&vec.unsqueeze(0)?),
+                || mat.t()?.mv(g),
+            ),
+            Backward::Bmm { a, b } => two(
+                need,
+                || g.bmm(&b.transpose(1, 2)?),
+                || a.transpose(1, 2)?.bmm(g),
             ),
             Backward::Cast { from } => one(g.to_dtype(*from)?),
             Backward::Identity => one(g.clone()),

@@ -9,15 +9,18 @@
 //! One concept a file: this one holds the [`Layout`] and its checks;
 //! `shape` the free functions on shapes and dimensions; `view` the view
 //! transforms (`view`, `narrow`, `expand`, `diagonal`, …); `pieces` the
-//! splits (`split`, `chunk`, `unbind`); `dtype_view` `view(dtype)`;
+//! splits (`split`, `chunk`, `unbind`); `dtype_view` `view(dtype)`; `dense`
+//! density, self-overlap and `preserve_format` strides;
 //! `strided_index` the strided index iterator ([`Offsets`]).
 
+mod dense;
 mod dtype_view;
 mod pieces;
 mod shape;
 mod strided_index;
 mod view;
 
+pub use dense::MemOverlap;
 pub use dtype_view::DTypeViewProblem;
 pub use shape::{
     broadcast_shapes, contiguous_strides, infer_shape, numel_of, wrap_dim, wrap_index,

@@ -95,35 +95,23 @@ pub fn infer_shape(shape: &[isize], numel: usize) -> Result<Vec<usize>> {
     Ok(out)
 }
 
-/// The shape two shapes broadcast to (NumPy rules).
+/// The shape two shapes broadcast to (NumPy rules, PyTorch's `infer_size`).
 ///
 /// # Errors
-/// [`Error::ShapeIncompatible`].
+/// [`Error::SizeMismatch`] at the first dimension from the right where the
+/// sizes differ and neither is 1, numbered in the broadcast shape.
 pub fn broadcast_shapes(a: &[usize], b: &[usize]) -> Result<Vec<usize>> {
     let n = a.len().max(b.len());
     let mut out = vec![0; n];
-    for i in 0..n {
-        let x = if i + a.len() >= n {
-            a[i + a.len() - n]
-        } else {
-            1
-        };
-        let y = if i + b.len() >= n {
-            b[i + b.len() - n]
-        } else {
-            1
-        };
+    for i in (0..n).rev() {
+        let offset = n - 1 - i;
+        let x = a.len().checked_sub(offset + 1).map_or(1, |d| a[d]);
+        let y = b.len().checked_sub(offset + 1).map_or(1, |d| b[d]);
         out[i] = match (x, y) {
             (x, y) if x == y => x,
             (1, y) => y,
             (x, 1) => x,
-            _ => {
-                return Err(Error::ShapeIncompatible {
-                    op: "broadcast",
-                    expected: a.to_vec(),
-                    found: b.to_vec(),
-                })
-            }
+            (a, b) => return Err(Error::SizeMismatch { a, b, dim: i }),
         };
     }
     Ok(out)

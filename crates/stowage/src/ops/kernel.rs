@@ -9,9 +9,11 @@
 use bytemuck::Pod;
 use num_traits::{Float, Zero};
 
-use crate::element::Element;
+use num_complex::Complex64;
+
+use crate::element::{Element, Scalar};
 use crate::layout::{broadcast_shapes, contiguous_strides, Layout};
-use crate::{DType, Error, Result, Tensor};
+use crate::{DType, Error, Kind, Result, Tensor};
 
 /// A floating type arithmetic computes in.
 pub(crate) trait Real:
@@ -234,15 +236,27 @@ fn broadcast_values<T: Real>(t: &Tensor, shape: &[usize]) -> Result<Vec<T>> {
 }
 
 /// `op(a, b)` with broadcasting, as `dtype`.
+///
+/// As PyTorch's `TensorIterator`, the operands are first cast to `dtype` and
+/// then computed in `T` (`float32` for the narrower floats), except a
+/// one-element second operand of a product or quotient in a reduced-precision
+/// dtype, which ATen's scalar kernels read at its own precision
+/// (`x_half * 0.1` multiplies by `0.1f`, `x_half + 0.1` adds `half(0.1)`).
 pub(crate) fn binary(op: BinOp, a: &Tensor, b: &Tensor, dtype: DType) -> Result<Tensor> {
-    let shape = broadcast_shapes(a.shape(), b.shape()).map_err(|_| Error::ShapeIncompatible {
-        op: op.name(),
-        expected: a.shape().to_vec(),
-        found: b.shape().to_vec(),
-    })?;
+    let shape = broadcast_shapes(a.shape(), b.shape())?;
+    let narrow = !matches!(dtype, DType::Float32 | DType::Float64);
+    let cast = |t: &Tensor, keep: bool| -> Result<Tensor> {
+        if narrow && !keep && t.dtype() != dtype {
+            t.detach().to_dtype(dtype)
+        } else {
+            Ok(t.detach())
+        }
+    };
+    let scalar_kernel = matches!(op, BinOp::Mul | BinOp::Div) && b.numel() == 1;
+    let (a, b) = (cast(a, false)?, cast(b, scalar_kernel)?);
     with_real!(dtype, T => {
-        let x = broadcast_values::<T>(a, &shape)?;
-        let y = broadcast_values::<T>(b, &shape)?;
+        let x = broadcast_values::<T>(&a, &shape)?;
+        let y = broadcast_values::<T>(&b, &shape)?;
         from_values(op.zip(&x, &y), &shape, dtype)
     })
 }
@@ -304,28 +318,99 @@ pub(crate) fn sum_dims(x: &Tensor, dims: &[usize]) -> Result<Tensor> {
     })
 }
 
-/// The product of two matrices, as `dtype`.
-pub(crate) fn mm(a: &Tensor, b: &Tensor, dtype: DType) -> Result<Tensor> {
-    let (&[m, k], &[k2, n]) = (a.shape(), b.shape()) else {
-        let operand = if a.dim() != 2 { a } else { b };
-        return Err(Error::NotAMatrix {
-            op: "mm",
-            shape: operand.shape().to_vec(),
-        });
-    };
-    if k != k2 {
+/// Whether PyTorch has a CPU kernel for products of `dtype` (`mm` takes the
+/// 8-bit floats too, the others do not).
+pub(crate) fn has_product(dtype: DType, mm: bool) -> bool {
+    use DType::*;
+    matches!(
+        dtype,
+        UInt8
+            | Int8
+            | Int16
+            | Int32
+            | Int64
+            | Float16
+            | BFloat16
+            | Float32
+            | Float64
+            | Complex64
+            | Complex128
+    ) || mm
+        && matches!(
+            dtype,
+            Float8E4M3Fn | Float8E5M2 | Float8E4M3Fnuz | Float8E5M2Fnuz
+        )
+}
+
+/// The product of two matrices of one dtype (`a` is `m`×`k`, `b` is
+/// `k`×`n`, checked by the caller, as is the dtype: [`has_product`]), in that
+/// dtype: floats through `matrixmultiply` (reduced-precision floats in
+/// `float32`), integers with wrapping arithmetic, complex numbers in double
+/// precision.
+///
+/// # Errors
+/// [`Error::DTypeUnsupported`] for a dtype without a product; [`Error::NoData`] on meta.
+pub(crate) fn mm(a: &Tensor, b: &Tensor) -> Result<Tensor> {
+    let (&[m, k], &[_, n]) = (a.shape(), b.shape()) else {
         return Err(Error::ShapeIncompatible {
             op: "mm",
-            expected: vec![k, n],
-            found: vec![k2, n],
+            expected: a.shape().to_vec(),
+            found: b.shape().to_vec(),
         });
+    };
+    let dtype = a.dtype();
+    match dtype.kind() {
+        Kind::Float => with_real!(dtype, T => {
+            let (x, y) = (values::<T>(a)?, values::<T>(b)?);
+            let mut c = vec![T::zero(); m * n];
+            T::gemm(m, k, n, &x, &y, &mut c);
+            from_values(c, &[m, n], dtype)
+        }),
+        Kind::Int => {
+            let (x, y) = (ints(a)?, ints(b)?);
+            let c = naive_mm(m, k, n, &x, &y, 0i64, |acc, p, q| {
+                acc.wrapping_add(p.wrapping_mul(q))
+            });
+            let out = Tensor::zeros(&[m, n], dtype)?;
+            out.copy_(&Tensor::from_vec(c, &[m, n])?)?;
+            Ok(out)
+        }
+        Kind::Complex => {
+            let complex = |t: &Tensor| -> Result<Vec<Complex64>> {
+                Ok(t.scalars()?.into_iter().map(Scalar::to_complex).collect())
+            };
+            let (x, y) = (complex(a)?, complex(b)?);
+            let c = naive_mm(m, k, n, &x, &y, Complex64::zero(), |acc, p, q| acc + p * q);
+            let out = Tensor::zeros(&[m, n], dtype)?;
+            out.copy_(&Tensor::from_vec(c, &[m, n])?)?;
+            Ok(out)
+        }
+        _ => Err(Error::DTypeUnsupported { op: "mm", dtype }),
     }
-    with_real!(dtype, T => {
-        let (x, y) = (values::<T>(a)?, values::<T>(b)?);
-        let mut c = vec![T::zero(); m * n];
-        T::gemm(m, k, n, &x, &y, &mut c);
-        from_values(c, &[m, n], dtype)
-    })
+}
+
+/// `t`'s integer elements as `i64`, row-major.
+fn ints(t: &Tensor) -> Result<Vec<i64>> {
+    Ok(t.scalars()?.into_iter().map(Scalar::to_i64).collect())
+}
+
+/// `c = a · b` for row-major `a` (`m`×`k`) and `b` (`k`×`n`), accumulating with `fma`.
+fn naive_mm<T: Copy>(
+    m: usize,
+    k: usize,
+    n: usize,
+    a: &[T],
+    b: &[T],
+    zero: T,
+    fma: impl Fn(T, T, T) -> T,
+) -> Vec<T> {
+    let mut c = vec![zero; m * n];
+    for i in 0..m {
+        for (j, out) in c[i * n..(i + 1) * n].iter_mut().enumerate() {
+            *out = (0..k).fold(zero, |acc, l| fma(acc, a[i * k + l], b[l * n + j]));
+        }
+    }
+    c
 }
 
 /// The gradient of a view's input: `g` added into zeros of `input_shape`

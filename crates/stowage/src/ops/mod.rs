@@ -2,36 +2,97 @@
 //! broadcasting, reductions and the matrix product, each recorded for
 //! [`autograd`](crate::autograd) when an operand requires grad.
 //!
-//! Tensor operands follow PyTorch's type promotion ([`promote`]: `float64`
-//! wins, then `float32`; two different 16-bit floats meet in `float32`; an
-//! integer or bool tensor meets a floating one in the floating dtype), and a
-//! Python-style number takes the tensor's dtype. Arithmetic whose promoted
-//! dtype is not floating (two integer operands, a complex one) is refused
-//! ([`Error::DTypeUnsupported`]): stowage models storage, not a full tensor
-//! library. The in-place `add_` and `mul_` ([`inplace`]) compute in any
-//! dtype with values, under PyTorch's in-place casting rule.
+//! `+ - * /` compute in PyTorch's result type ([`promote::result_type`]):
+//! dimensioned tensors promote with each other ([`promote`]: `float64` wins,
+//! then `float32`; two different 16-bit floats meet in `float32`; an integer
+//! or bool tensor meets a floating one in the floating dtype), while 0-dim
+//! tensors and numbers lift the result only into their category
+//! (`ones(2) + tensor(1.0, float64)` is `float32`, `int64_tensor + 1` is
+//! `int64`, `int_tensor + 0.5` the default dtype). Division of integers gives
+//! the default dtype. Floating results go through the float kernels
+//! ([`kernel`]); integer, bool and complex ones through the element loop of
+//! [`inplace`], integers wrapping as in C++. Unary operations and reductions
+//! take floating tensors only ([`Error::DTypeUnsupported`]). The in-place
+//! `add_` and `mul_` ([`inplace`]) compute in any dtype with values, under
+//! PyTorch's in-place casting rule.
 
 mod inplace;
 #[allow(unsafe_code)] // The matrixmultiply gemm calls.
 pub(crate) mod kernel;
+mod matmul;
 mod operand;
 mod promote;
 
+use inplace::Gathered;
 use kernel::{BinOp, UnOp};
 pub use operand::Operand;
+pub(crate) use promote::promotion_problem;
 
 use crate::autograd::{record, Backward};
-use crate::layout::wrap_dim;
-use crate::{DType, Error, Kind, Result, Tensor};
+use crate::layout::{broadcast_shapes, contiguous_strides, wrap_dim};
+use crate::{DType, Error, Kind, Result, Scalar, Tensor};
 
-/// The dtype `op` computes `a ∘ b` in: PyTorch's promotion, which must give
-/// a floating dtype (the kernels compute in floating point only).
-fn result_dtype(op: &'static str, a: DType, b: DType) -> Result<DType> {
-    let dtype = promote::promote(op, a, b)?;
-    if !dtype.is_floating_point() {
-        return Err(Error::DTypeUnsupported { op, dtype });
+/// The dtype a unary operation or reduction of `a` computes in, which must
+/// be floating (those kernels compute in floating point only).
+fn result_dtype(op: &'static str, a: DType) -> Result<DType> {
+    if !a.is_floating_point() {
+        return Err(Error::DTypeUnsupported { op, dtype: a });
     }
-    Ok(dtype)
+    Ok(a)
+}
+
+/// c10's `ScalarType` name of `dtype`, as PyTorch's dispatch errors print it.
+pub(crate) fn scalar_type_name(dtype: DType) -> &'static str {
+    use DType::*;
+    match dtype {
+        Float64 => "Double",
+        Float32 => "Float",
+        Float16 => "Half",
+        BFloat16 => "BFloat16",
+        Int64 => "Long",
+        Int32 => "Int",
+        Int16 => "Short",
+        Int8 => "Char",
+        UInt8 => "Byte",
+        Bool => "Bool",
+        Complex128 => "ComplexDouble",
+        Complex64 => "ComplexFloat",
+        Complex32 => "ComplexHalf",
+        UInt16 => "UInt16",
+        UInt32 => "UInt32",
+        UInt64 => "UInt64",
+        Float8E4M3Fn => "Float8_e4m3fn",
+        Float8E5M2 => "Float8_e5m2",
+        Float8E4M3Fnuz => "Float8_e4m3fnuz",
+        Float8E5M2Fnuz => "Float8_e5m2fnuz",
+        Float8E8M0Fnu => "Float8_e8m0fnu",
+        Float4E2M1FnX2 => "Float4_e2m1fn_x2",
+        Bits8 => "Bits8",
+        Bits16 => "Bits16",
+        Bits1x8 => "Bits1x8",
+        Bits2x4 => "Bits2x4",
+        Bits4x2 => "Bits4x2",
+        QUInt8 => "QUInt8",
+        QInt8 => "QInt8",
+        QInt32 => "QInt32",
+        QUInt4x2 => "QUInt4x2",
+        QUInt2x4 => "QUInt2x4",
+    }
+}
+
+/// The C++ type name c10's `TypeMeta` gives `dtype` in messages (GCC's
+/// spelling of the builtin integer types: `long int` for `int64`).
+pub(crate) fn type_meta_name(dtype: DType) -> &'static str {
+    match dtype {
+        DType::UInt8 => "unsigned char",
+        DType::Int8 => "signed char",
+        DType::Int16 => "short int",
+        DType::Int64 => "long int",
+        DType::UInt16 => "short unsigned int",
+        DType::UInt32 => "unsigned int",
+        DType::UInt64 => "long unsigned int",
+        other => other.cpp_name(),
+    }
 }
 
 /// The element-wise operations users call.
@@ -44,6 +105,76 @@ enum Arith {
 }
 
 impl Arith {
+    /// PyTorch's CPU kernel for the operation, as its dispatch errors name it.
+    fn stub(self) -> &'static str {
+        match self {
+            Arith::Add | Arith::Sub => "add_stub",
+            Arith::Mul => "mul_cpu",
+            Arith::Div => "div_cpu",
+        }
+    }
+
+    /// Whether PyTorch's CPU kernel takes `dtype`: the wide unsigned integers
+    /// and the 8-bit floats only multiply, `complex32` does not divide;
+    /// quantized, bits and 4-bit dtypes do none of them.
+    fn takes(self, dtype: DType) -> bool {
+        use DType::*;
+        let common = matches!(
+            dtype,
+            Bool | UInt8
+                | Int8
+                | Int16
+                | Int32
+                | Int64
+                | Float16
+                | BFloat16
+                | Float32
+                | Float64
+                | Complex64
+                | Complex128
+        );
+        match self {
+            Arith::Add | Arith::Sub => common || dtype == Complex32,
+            Arith::Mul => {
+                common
+                    || matches!(
+                        dtype,
+                        Complex32
+                            | UInt16
+                            | UInt32
+                            | UInt64
+                            | Float8E4M3Fn
+                            | Float8E5M2
+                            | Float8E4M3Fnuz
+                            | Float8E5M2Fnuz
+                            | Float8E8M0Fnu
+                    )
+            }
+            Arith::Div => common,
+        }
+    }
+
+    /// [`Error::NotImplementedFor`] unless PyTorch's CPU kernel computes in
+    /// `dtype`. A second operand of one element takes the scalar kernel,
+    /// which multiplies and divides reduced-precision floats only for
+    /// `float16` and `bfloat16` (`mul_cpu_reduced_float`, `div_cpu_reduced_float`).
+    fn check_kernel(self, dtype: DType, one_element_operand: bool) -> Result<()> {
+        let reduced_scalar =
+            one_element_operand && dtype.kind() == Kind::Float && dtype.size() == 1;
+        let (op, reduced_scalar) = match self {
+            Arith::Mul if reduced_scalar => ("mul_cpu_reduced_float", true),
+            Arith::Div if reduced_scalar => ("div_cpu_reduced_float", true),
+            _ => (self.stub(), false),
+        };
+        if reduced_scalar || !self.takes(dtype) {
+            return Err(Error::NotImplementedFor {
+                op,
+                type_name: scalar_type_name(dtype),
+            });
+        }
+        Ok(())
+    }
+
     fn kernel(self) -> BinOp {
         match self {
             Arith::Add => BinOp::Add,
@@ -52,33 +183,94 @@ impl Arith {
             Arith::Div => BinOp::Div,
         }
     }
+
+    /// The operation on one pair of elements, for the element loop.
+    fn scalar(self) -> fn(Scalar, Scalar, DType) -> Scalar {
+        match self {
+            Arith::Add => inplace::add,
+            Arith::Sub => inplace::sub,
+            Arith::Mul => inplace::mul,
+            Arith::Div => inplace::div,
+        }
+    }
+}
+
+/// A number as a 0-dim tensor of its own width (`float64`, `int64`, `bool`,
+/// `complex128`), so that kernels convert it once, to the dtype they compute in.
+fn number_tensor(s: Scalar) -> Result<Tensor> {
+    let dtype = match s {
+        Scalar::Bool(_) => DType::Bool,
+        Scalar::Int(_) => DType::Int64,
+        Scalar::UInt(_) => DType::UInt64,
+        Scalar::Float(_) => DType::Float64,
+        Scalar::Complex(_) => DType::Complex128,
+    };
+    let t = Tensor::zeros(&[], dtype)?;
+    t.fill_unchecked(s)?;
+    Ok(t)
 }
 
 impl Tensor {
     fn float_dtype(&self, op: &'static str) -> Result<DType> {
-        result_dtype(op, self.dtype, self.dtype)
+        result_dtype(op, self.dtype)
     }
 
-    /// `other` as a tensor: scalars become 0-dim tensors of `self`'s dtype
-    /// (or `float32` when `self` is not floating), as PyTorch wraps numbers.
-    fn operand(&self, other: Operand<'_>) -> Result<Tensor> {
-        match other {
-            Operand::Tensor(t) => Ok(t.clone()),
-            Operand::Scalar(s) => {
-                let dtype = match self.dtype.kind() {
-                    Kind::Float => self.dtype,
-                    _ => DType::Float32,
-                };
-                Tensor::full(&[], s, dtype)
+    /// `self ∘ other` in PyTorch's result type ([`promote::result_type`]:
+    /// 0-dim tensors and numbers lift only the category), true division
+    /// giving the default dtype for integers. Floating results go through the
+    /// float kernels; integer, bool and complex ones through the element loop.
+    fn binary(&self, op: Arith, other: Operand<'_>) -> Result<Tensor> {
+        let kernel_op = op.kernel();
+        let name = kernel_op.name();
+        if let Arith::Sub = op {
+            let other_bool = match other {
+                Operand::Tensor(t) => t.dtype == DType::Bool,
+                Operand::Scalar(s) => matches!(s, Scalar::Bool(_)),
+            };
+            if self.dtype == DType::Bool || other_bool {
+                return Err(Error::BoolSubtraction {
+                    both: self.dtype == DType::Bool && other_bool,
+                });
             }
         }
-    }
-
-    fn binary(&self, op: Arith, other: Operand<'_>) -> Result<Tensor> {
-        let other = self.operand(other)?;
-        let kernel_op = op.kernel();
-        let dtype = result_dtype(kernel_op.name(), self.dtype, other.dtype)?;
-        let out = kernel::binary(kernel_op, self, &other, dtype)?;
+        let mut dtype = promote::result_type(name, self, &other).map_err(|e| match e {
+            Error::NotImplementedFor { type_name, .. } => Error::NotImplementedFor {
+                op: op.stub(),
+                type_name,
+            },
+            e => e,
+        })?;
+        if matches!(op, Arith::Div) && matches!(dtype.kind(), Kind::Int | Kind::Bool) {
+            dtype = crate::dtype::default_dtype();
+        }
+        let other = match other {
+            Operand::Tensor(t) => t.clone(),
+            Operand::Scalar(s) => number_tensor(s)?,
+        };
+        op.check_kernel(dtype, other.numel() == 1)?;
+        // Complex gradients need conjugates the backward formulas do not take.
+        if dtype.is_complex()
+            && crate::autograd::is_grad_enabled()
+            && (self.requires_grad() || other.requires_grad())
+        {
+            return Err(Error::DTypeUnsupported {
+                op: "gradients of complex arithmetic",
+                dtype,
+            });
+        }
+        let out = if dtype.is_floating_point() {
+            kernel::binary(kernel_op, self, &other, dtype)?
+        } else {
+            let shape = broadcast_shapes(self.shape(), other.shape())?;
+            let out = self.expanded_for(&shape)?.copied(
+                dtype,
+                contiguous_strides(&shape),
+                self.device(),
+            )?;
+            let operand = Gathered::Tensor(other.expanded_for(&shape)?);
+            out.combine_(name, operand, op.scalar())?;
+            out
+        };
         let operands = [
             (self.shape().to_vec(), self.dtype),
             (other.shape().to_vec(), other.dtype),
@@ -96,8 +288,12 @@ impl Tensor {
     /// `self + other`, broadcasting (`torch.add`).
     ///
     /// # Errors
-    /// [`Error::ShapeIncompatible`] when the shapes do not broadcast;
-    /// [`Error::DTypeUnsupported`] without a floating operand; [`Error::NoData`] on meta.
+    /// [`Error::SizeMismatch`] when the shapes do not broadcast;
+    /// [`Error::NoPromotion`] for dtypes PyTorch does not promote;
+    /// [`Error::NotImplementedFor`] for a result dtype PyTorch has no kernel
+    /// for (`uint16` addition, the 8-bit floats, …); [`Error::BoolSubtraction`]
+    /// for `-` with a bool operand; [`Error::DTypeUnsupported`] for complex
+    /// results that would need gradients; [`Error::NoData`] on meta.
     pub fn add<'a>(&self, other: impl Into<Operand<'a>>) -> Result<Tensor> {
         self.binary(Arith::Add, other.into())
     }
@@ -263,22 +459,6 @@ impl Tensor {
         }))
     }
 
-    /// The matrix product of two 2-D tensors (`torch.mm`, `a @ b`).
-    ///
-    /// # Errors
-    /// [`Error::NotAMatrix`] unless both are 2-D; [`Error::ShapeIncompatible`]
-    /// when the inner sizes differ; as [`add`](Self::add).
-    pub fn matmul(&self, other: &Tensor) -> Result<Tensor> {
-        let dtype = result_dtype("mm", self.dtype, other.dtype)?;
-        let out = kernel::mm(self, other, dtype)?;
-        Ok(record(out, "MmBackward0", &[self, other], || {
-            Backward::Mm {
-                a: self.detach(),
-                b: other.detach(),
-            }
-        }))
-    }
-
     /// The sum of `self` down to `shape`, which it must broadcast from
     /// (`t.sum_to_size(shape)`): how a broadcast operand's gradient is reduced.
     ///
@@ -302,7 +482,12 @@ impl Tensor {
                 _ => return Err(mismatch()),
             }
         }
+        let summed = self.sum_dims(&dims, true)?;
+        // As ATen's `sum_to`: a view only when leading dimensions go away.
+        if lead == 0 {
+            return Ok(summed);
+        }
         let sizes: Vec<isize> = shape.iter().map(|&s| s as isize).collect();
-        self.sum_dims(&dims, true)?.reshape(&sizes)
+        summed.view(&sizes)
     }
 }

@@ -75,6 +75,27 @@ const PROMOTE: [[DType; 13]; 13] = {
     ]
 };
 
+/// Why c10's `promoteTypes` refuses `a` and `b`, in its words (the message
+/// of [`Error::NoPromotion`]), checking as it does: quantized, then bits,
+/// then 8-bit floats, then the wide unsigned integers.
+pub(crate) fn promotion_problem(a: DType, b: DType) -> String {
+    use super::scalar_type_name as name;
+    let either = |f: fn(DType) -> bool| f(a) || f(b);
+    let (na, nb) = (name(a), name(b));
+    if either(|d| d.kind() == Kind::Quantized) {
+        format!("promoteTypes with quantized numbers is not handled yet; figure out what the correct rules should be, offending types: {na} {nb}")
+    } else if either(|d| d.kind() == Kind::Bits) {
+        format!("Promotion from {na} and {nb} is unsupported.")
+    } else if either(|d| d.kind() == Kind::Float && d.size() == 1 && d != DType::Float4E2M1FnX2) {
+        format!("Promotion for Float8 Types is not supported, attempted to promote {na} and {nb}")
+    } else if either(|d| matches!(d, DType::UInt16 | DType::UInt32 | DType::UInt64)) {
+        format!("Promotion for uint16, uint32, uint64 types is not supported, attempted to promote {na} and {nb}")
+    } else {
+        // float4_e2m1fn_x2 with a dtype outside c10's table: an internal assert there.
+        format!("Promotion of {na} and {nb} is not supported")
+    }
+}
+
 /// [`promote_types`], or [`Error::NoPromotion`] naming `op`.
 ///
 /// # Errors
@@ -92,25 +113,36 @@ pub(crate) fn can_cast(from: DType, to: DType) -> bool {
         || from != DType::Bool && to == DType::Bool)
 }
 
-/// The complex dtype with `d`'s precision (c10's `toComplexType`).
-fn complex_of(d: DType) -> DType {
-    match d {
+/// The complex dtype with `d`'s precision (c10's `toComplexType`). That of
+/// `bfloat16` is c10's `BComplex32`, which has no kernels (and no dtype in
+/// stowage): [`Error::NotImplementedFor`]; the 8-bit floats have none
+/// ([`Error::NoComplexType`]).
+fn complex_of(op: &'static str, d: DType) -> Result<DType> {
+    Ok(match d {
         DType::Float64 => DType::Complex128,
         DType::Float16 => DType::Complex32,
-        _ => DType::Complex64,
-    }
+        DType::BFloat16 => {
+            return Err(Error::NotImplementedFor {
+                op,
+                type_name: "BComplex32",
+            })
+        }
+        DType::Float32 => DType::Complex64,
+        d if d.is_complex() => d,
+        dtype => return Err(Error::NoComplexType { dtype }),
+    })
 }
 
 /// The dtype PyTorch gives a Python number: `bool`, `int64`, the default
 /// dtype, or the complex dtype of the default dtype's precision.
-fn number_dtype(s: &Scalar) -> DType {
+fn number_dtype(op: &'static str, s: &Scalar) -> Result<DType> {
     let default = crate::dtype::default_dtype();
-    match s {
+    Ok(match s {
         Scalar::Bool(_) => DType::Bool,
         Scalar::Int(_) | Scalar::UInt(_) => DType::Int64,
         Scalar::Float(_) => default,
-        Scalar::Complex(_) => complex_of(default),
-    }
+        Scalar::Complex(_) => complex_of(op, default)?,
+    })
 }
 
 /// c10's `combine_categories`: `higher` (from operands that take precedence)
@@ -123,7 +155,7 @@ fn combine(op: &'static str, higher: Option<DType>, lower: Option<DType>) -> Res
         h
     } else if l.is_complex() {
         if h.is_floating_point() {
-            complex_of(h)
+            complex_of(op, h)?
         } else {
             l
         }
@@ -154,7 +186,7 @@ pub(crate) fn result_type(op: &'static str, t: &Tensor, other: &Operand<'_>) -> 
     add(tier(t), t.dtype())?;
     match other {
         Operand::Tensor(o) => add(tier(o), o.dtype())?,
-        Operand::Scalar(s) => add(2, number_dtype(s))?,
+        Operand::Scalar(s) => add(2, number_dtype(op, s)?)?,
     }
     let lower = combine(op, tiers[1], tiers[2])?;
     Ok(combine(op, tiers[0], lower)?.unwrap_or(t.dtype()))
@@ -213,6 +245,31 @@ mod tests {
                 assert_eq!(d, PROMOTE[j][i], "the table is symmetric");
             }
         }
+    }
+
+    #[test]
+    fn refusals_have_c10s_messages() {
+        let msg = |a, b| promote("add", a, b).unwrap_err().to_string();
+        assert_eq!(
+            msg(Float8E4M3Fn, Float32),
+            "Promotion for Float8 Types is not supported, attempted to promote Float8_e4m3fn and Float"
+        );
+        assert_eq!(
+            msg(Float8E8M0Fnu, UInt16),
+            "Promotion for Float8 Types is not supported, attempted to promote Float8_e8m0fnu and UInt16"
+        );
+        assert_eq!(
+            msg(Bool, UInt32),
+            "Promotion for uint16, uint32, uint64 types is not supported, attempted to promote Bool and UInt32"
+        );
+        assert_eq!(
+            msg(Bits8, UInt8),
+            "Promotion from Bits8 and Byte is unsupported."
+        );
+        assert_eq!(
+            msg(QUInt8, Float32),
+            "promoteTypes with quantized numbers is not handled yet; figure out what the correct rules should be, offending types: QUInt8 Float"
+        );
     }
 
     #[test]

@@ -132,7 +132,9 @@ impl UntypedStorage {
     /// or file-backed) storages and storages without bytes are left as they are.
     ///
     /// # Errors
-    /// [`Error::SharedMemory`] when the shared-memory object cannot be created or mapped.
+    /// [`Error::SharedMemory`] when the shared-memory object cannot be created or mapped;
+    /// [`Error::ShareMemoryNotCpu`] for a meta storage, as PyTorch refuses it
+    /// (`_share_fd_: only available on CPU`).
     pub fn share_memory_(&self) -> Result<&Self> {
         self.share_memory_with(SharingStrategy::default())
     }
@@ -142,6 +144,15 @@ impl UntypedStorage {
     /// # Errors
     /// As [`share_memory_`](Self::share_memory_).
     pub fn share_memory_with(&self, strategy: SharingStrategy) -> Result<&Self> {
+        // PyTorch passes meta storages on to the CPU sharing functions, which refuse them.
+        if self.device().is_meta() {
+            return Err(Error::ShareMemoryNotCpu {
+                op: match strategy {
+                    SharingStrategy::FileDescriptor => "_share_fd_",
+                    SharingStrategy::FileSystem => "_share_filename_",
+                },
+            });
+        }
         let mut guard = self.data_write()?;
         let bytes = match &*guard {
             Backing::Heap(h) => h.as_slice(),

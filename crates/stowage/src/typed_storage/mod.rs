@@ -50,8 +50,9 @@ use std::panic::Location;
 
 use num_complex::Complex64;
 
-use crate::dtype::{Kind, ValueRange, DTYPES};
+use crate::dtype::{Kind, DTYPES};
 use crate::element::{self, Scalar};
+use crate::overflow::*;
 use crate::serialize::{StorageRecord, StorageRef};
 use crate::{warn, DType, Device, DeviceType, Error, Result, Tensor, UntypedStorage};
 
@@ -66,7 +67,6 @@ mod display;
 #[cfg(test)]
 mod tests;
 mod typed;
-mod values;
 
 /// The default dtype lives with the dtypes; re-exported where PyTorch users of
 /// `torch.Storage` look for it.
@@ -74,4 +74,3 @@ pub use crate::dtype::{default_dtype, set_default_dtype};
 pub use args::*;
 pub use classes::*;
 pub use typed::*;
-use values::*;

@@ -1,16 +1,21 @@
-//! Element values written into typed storages, checked as PyTorch checks them.
+//! Which values a write may store: c10's `overflows` and `checked_convert`,
+//! as PyTorch applies them to a value written into an element. The one
+//! check behind typed storages (`storage[i] = v`, `fill_`,
+//! `TypedStorage(data)`) and tensors (`fill_`, `full`, `t[i] = v`).
 
-use super::*;
+use crate::dtype::ValueRange;
+use crate::element::Scalar;
+use crate::{DType, Error, Result};
 
 /// The dtype PyTorch reads and writes a quantized dtype's elements through
 /// (its integer representation); other dtypes are themselves.
-pub(super) fn interpret(dtype: DType) -> DType {
+pub(crate) fn interpret(dtype: DType) -> DType {
     dtype.int_repr().unwrap_or(dtype)
 }
 
 /// The route a value takes into storage, which decides PyTorch's checks.
 #[derive(Clone, Copy, PartialEq, Eq)]
-pub(super) enum Path {
+pub(crate) enum Path {
     /// `torch.tensor(data, dtype=…)` (constructing from data): integer dtypes
     /// are range-checked and named as dtypes (`int8`); floats are not checked.
     Store,
@@ -24,13 +29,13 @@ pub(super) enum Path {
 /// What c10's `overflows` checks a value against: the element's range (from
 /// the dtype table), applied to both parts of a complex element.
 #[derive(Clone, Copy)]
-pub(super) struct Range {
+pub(crate) struct Range {
     range: ValueRange,
     complex: bool,
 }
 
 /// The range a value written into an element of `dtype` is checked against.
-pub(super) fn range(dtype: DType) -> Range {
+pub(crate) fn range(dtype: DType) -> Range {
     let target = interpret(dtype);
     Range {
         range: target.value_range(),
@@ -38,7 +43,7 @@ pub(super) fn range(dtype: DType) -> Range {
     }
 }
 
-pub(super) fn float_overflows(f: f64, max: f64, inf: bool, nan: bool) -> bool {
+pub(crate) fn float_overflows(f: f64, max: f64, inf: bool, nan: bool) -> bool {
     if inf && f.is_infinite() {
         return false;
     }
@@ -49,7 +54,7 @@ pub(super) fn float_overflows(f: f64, max: f64, inf: bool, nan: bool) -> bool {
 }
 
 /// c10's `overflows<To, From>(value)`.
-pub(super) fn overflows(value: Scalar, range: Range) -> bool {
+pub(crate) fn overflows(value: Scalar, range: Range) -> bool {
     match (range.range, range.complex) {
         (ValueRange::Unchecked, _) => false,
         (ValueRange::Int { signed, bits }, _) => {
@@ -84,7 +89,7 @@ pub(super) fn overflows(value: Scalar, range: Range) -> bool {
 }
 
 /// Checks that `value` may be written into an element of `dtype` along `path`.
-pub(super) fn check_value(dtype: DType, value: Scalar, path: Path) -> Result<()> {
+pub(crate) fn check_value(dtype: DType, value: Scalar, path: Path) -> Result<()> {
     if !dtype.has_scalar_values() {
         return Err(Error::DTypeUnsupported {
             op: "writing an element",
