@@ -5,6 +5,7 @@
 
 use std::fs::File;
 use std::path::Path;
+use std::sync::Arc;
 
 use super::metadata::StorageInfo;
 use crate::io::ReadAt;
@@ -91,7 +92,34 @@ fn unzstd(bytes: &[u8], limit: u64) -> Result<Vec<u8>> {
     Ok(out)
 }
 
+/// The bytes of one item in its data file: the `ReadAt` a `torch.save`
+/// archive is read through, in place.
+struct Window {
+    file: Arc<File>,
+    start: u64,
+    len: u64,
+}
+
+impl ReadAt for Window {
+    fn len(&self) -> u64 {
+        self.len
+    }
+
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+        let inside = offset
+            .checked_add(buf.len() as u64)
+            .is_some_and(|end| end <= self.len);
+        if !inside {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        self.file.read_exact_at(buf, self.start + offset)
+    }
+}
+
 /// The tensor a chunk's item holds (`nbytes`: the chunk's size in bytes).
+/// An untransformed archive is read in place and lazily: the tensor's
+/// storage reads its record from the data file on first use, so a caller
+/// can read it straight into its destination (`UntypedStorage::read_at`).
 pub(super) fn read_tensor(
     path: &Path,
     info: &StorageInfo,
@@ -111,6 +139,26 @@ pub(super) fn read_tensor(
     };
     if !is_archive {
         return read_safetensors(&file, info, fqn, nbytes);
+    }
+    if info.transforms.is_empty() {
+        let window = Window {
+            file: Arc::new(file),
+            start: info.offset,
+            len: info.length,
+        };
+        let lazy = LoadOptions {
+            lazy: true,
+            ..options.clone()
+        };
+        let ckpt = torch_zip::load_lazy(window, path, &lazy)?;
+        return match &ckpt.root {
+            Value::Ext(Object::Tensor(t)) => t.resolved(),
+            _ => Err(Error::BadObject {
+                context: "DCP tensor item",
+                expected: "a saved tensor",
+                found: "another object".into(),
+            }),
+        };
     }
     let bytes = untransform(
         stored(&file, info)?,

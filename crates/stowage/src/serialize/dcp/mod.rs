@@ -176,7 +176,23 @@ impl DcpCheckpoint {
                 src = src.narrow(d as isize, (lo - chunk.offsets[d]) as isize, len)?;
                 dst = dst.narrow(d as isize, (lo - offsets[d]) as isize, len)?;
             }
-            dst.copy_(&src)?;
+            if src.is_contiguous() && dst.is_contiguous() {
+                // One read from the data file straight into the assembled
+                // tensor (the chunk's storage is read lazily, in place).
+                let es = meta.dtype.size();
+                let (from, to) = (src.storage_offset() * es, dst.storage_offset() * es);
+                let mut bytes = out.untyped_storage().bytes_mut()?;
+                let window = bytes
+                    .get_mut(to..to + src.nbytes())
+                    .ok_or(Error::StorageRange {
+                        offset: to,
+                        len: src.nbytes(),
+                        nbytes: out.nbytes(),
+                    })?;
+                src.untyped_storage().read_at(from, window)?;
+            } else {
+                dst.copy_(&src)?;
+            }
         }
         Ok(out)
     }
