@@ -25,7 +25,8 @@ const LAYERS: &[(&str, &[&str])] = &[
     (
         "tensors",
         &[
-            "tensor", "view", "copy", "display", "fake", "kernel", "autograd", "ops",
+            "tensor", "view", "copy", "display", "fake", "kernel", "autograd", "ops", "access",
+            "array",
         ],
     ),
     (

@@ -204,6 +204,13 @@ impl UntypedStorage {
         ))
     }
 
+    /// A cpu storage over the elements of `values`, without copying them: the
+    /// storage owns the vector's allocation (and its alignment, `T`'s) from now
+    /// on, and frees it as a `Vec<T>`.
+    pub(crate) fn from_vec<T: bytemuck::NoUninit + Send + Sync>(values: Vec<T>) -> Self {
+        Self::from_backing(Device::CPU, Backing::Heap(HeapBuffer::adopt(values)))
+    }
+
     fn read_lock(&self) -> RwLockReadGuard<'_, Backing> {
         // A panic while holding the lock cannot leave the bytes in an invalid state
         // (any byte pattern is valid), so poisoning is ignored.
