@@ -32,7 +32,7 @@ use crate::copy::copy_strided;
 use crate::dtype::Repr;
 use crate::element::Element;
 use crate::layout::Layout;
-use crate::storage::{BytesMut, BytesRef};
+use crate::storage::{advise_huge_pages, BytesMut, BytesRef};
 use crate::{DType, Error, Result, Tensor};
 
 /// Shared access to the elements of a contiguous tensor as `&[T]`
@@ -98,7 +98,10 @@ impl Tensor {
     pub fn to_vec<T: Element>(&self) -> Result<Vec<T>> {
         let (dtype, es, n) = (self.dtype, self.element_size(), self.numel());
         if !dtype.has_scalar_values() {
-            return Err(Error::DTypeUnsupported { op: "to_vec", dtype });
+            return Err(Error::DTypeUnsupported {
+                op: "to_vec",
+                dtype,
+            });
         }
         self.storage.with_bytes("to_vec", |bytes| {
             self.layout.check_fits(es, bytes.len())?;
@@ -107,7 +110,7 @@ impl Tensor {
             }
             let dense = Layout::contiguous(self.shape())?;
             if dtype == T::DTYPE && T::POD {
-                let mut out = bytemuck::zeroed_vec::<T>(n);
+                let mut out = output::<T>(n);
                 if let Some(dst) = T::pod_bytes_mut(&mut out) {
                     copy_strided(dst, &dense, bytes, &self.layout, es)?;
                     return Ok(out);
@@ -119,6 +122,7 @@ impl Tensor {
             }
             // Gathered into 16-byte-aligned bytes, so the conversion reads them typed.
             let mut gathered = bytemuck::zeroed_vec::<u128>((n * es).div_ceil(16));
+            advise_huge_pages(bytemuck::cast_slice_mut(&mut gathered));
             let gathered = &mut bytemuck::cast_slice_mut::<u128, u8>(&mut gathered)[..n * es];
             copy_strided(gathered, &dense, bytes, &self.layout, es)?;
             convert(dtype, gathered)
@@ -236,9 +240,23 @@ impl Tensor {
     }
 }
 
+/// `n` zero elements for a result, on huge pages where the kernel grants them
+/// (as stowage's own large storages are): the page faults of a fresh 64 MiB
+/// buffer on 4 KiB pages cost as much as copying into it.
+fn output<T: Element>(n: usize) -> Vec<T> {
+    let mut out = bytemuck::zeroed_vec::<T>(n);
+    if let Some(bytes) = T::pod_bytes_mut(&mut out) {
+        advise_huge_pages(bytes);
+    }
+    out
+}
+
 /// `src`, elements of `dtype` in native order, converted to `T` as PyTorch casts.
 fn convert<T: Element>(dtype: DType, src: &[u8]) -> Result<Vec<T>> {
-    let unsupported = Error::DTypeUnsupported { op: "to_vec", dtype };
+    let unsupported = Error::DTypeUnsupported {
+        op: "to_vec",
+        dtype,
+    };
     Ok(match dtype.info().repr {
         Repr::F64 => map(src, T::from_f64),
         Repr::F32 => map(src, |x: f32| T::from_f64(x.into())),
@@ -276,20 +294,28 @@ fn convert<T: Element>(dtype: DType, src: &[u8]) -> Result<Vec<T>> {
 
 /// Each `S` of `src` through `f`; `src` may be unaligned for `S`.
 #[inline]
-fn map<S: Pod, T>(src: &[u8], f: impl Fn(S) -> T) -> Vec<T> {
+fn map<S: Pod, T: Element>(src: &[u8], f: impl Fn(S) -> T) -> Vec<T> {
+    let mut out = output::<T>(src.len() / std::mem::size_of::<S>());
     match bytemuck::try_cast_slice::<u8, S>(src) {
-        Ok(s) => s.iter().map(|&x| f(x)).collect(),
-        Err(_) => src
-            .chunks_exact(std::mem::size_of::<S>())
-            .map(|c| f(bytemuck::pod_read_unaligned(c)))
-            .collect(),
+        Ok(s) => out.iter_mut().zip(s).for_each(|(o, &x)| *o = f(x)),
+        Err(_) => {
+            let s = src.chunks_exact(std::mem::size_of::<S>());
+            out.iter_mut()
+                .zip(s)
+                .for_each(|(o, c)| *o = f(bytemuck::pod_read_unaligned(c)));
+        }
     }
+    out
 }
 
 /// Each byte of `src` through a table of `f`'s 256 values.
-fn table<T: Copy>(src: &[u8], f: impl Fn(u8) -> T) -> Vec<T> {
+fn table<T: Element>(src: &[u8], f: impl Fn(u8) -> T) -> Vec<T> {
     let values: [T; 256] = std::array::from_fn(|b| f(b as u8));
-    src.iter().map(|&b| values[usize::from(b)]).collect()
+    let mut out = output::<T>(src.len());
+    out.iter_mut()
+        .zip(src)
+        .for_each(|(o, &b)| *o = values[usize::from(b)]);
+    out
 }
 
 /// 16-bit floats to `T`: to `f32` and `f64` by the `half` crate's slice
@@ -300,7 +326,7 @@ where
 {
     if let Ok(h) = bytemuck::try_cast_slice::<u8, H>(src) {
         if matches!(T::DTYPE, DType::Float32 | DType::Float64) {
-            let mut out = bytemuck::zeroed_vec::<T>(h.len());
+            let mut out = output::<T>(h.len());
             if let Some(bytes) = T::pod_bytes_mut(&mut out) {
                 // `out` is a `Vec<f32>` or `Vec<f64>`, aligned for either.
                 if T::DTYPE == DType::Float32 {
@@ -329,11 +355,17 @@ mod tests {
             .view(&[2, 3])
             .unwrap();
         assert_eq!(t.to_vec::<f32>().unwrap(), [0., 1., 2., 3., 4., 5.]);
-        assert_eq!(t.t().unwrap().to_vec::<f32>().unwrap(), [0., 3., 1., 4., 2., 5.]);
+        assert_eq!(
+            t.t().unwrap().to_vec::<f32>().unwrap(),
+            [0., 3., 1., 4., 2., 5.]
+        );
         assert_eq!(t.t().unwrap().to_vec::<i8>().unwrap(), [0, 3, 1, 4, 2, 5]);
         let h = t.to_dtype(DType::Float16).unwrap();
         assert_eq!(h.to_vec::<f64>().unwrap(), [0., 1., 2., 3., 4., 5.]);
-        assert_eq!(h.t().unwrap().to_vec::<f32>().unwrap(), [0., 3., 1., 4., 2., 5.]);
+        assert_eq!(
+            h.t().unwrap().to_vec::<f32>().unwrap(),
+            [0., 3., 1., 4., 2., 5.]
+        );
         let b = Tensor::from_slice(&[true, false, true]).unwrap();
         assert_eq!(b.to_vec::<bool>().unwrap(), [true, false, true]);
         assert_eq!(b.to_vec::<f32>().unwrap(), [1., 0., 1.]);
@@ -357,7 +389,10 @@ mod tests {
         assert!(f.to_vec::<f16>().unwrap()[4].is_infinite());
         let c = Tensor::from_slice(&[Complex32::new(1.5, -2.0)]).unwrap();
         assert_eq!(c.to_vec::<f64>().unwrap(), [1.5]);
-        assert_eq!(c.to_vec::<Complex64>().unwrap(), [Complex64::new(1.5, -2.0)]);
+        assert_eq!(
+            c.to_vec::<Complex64>().unwrap(),
+            [Complex64::new(1.5, -2.0)]
+        );
         let u = Tensor::from_slice(&[u64::MAX]).unwrap();
         assert_eq!(u.to_vec::<i64>().unwrap(), [-1]);
         assert_eq!(u.to_vec::<f32>().unwrap(), [u64::MAX as f64 as f32]);
@@ -392,7 +427,10 @@ mod tests {
         let m = Tensor::zeros_on(&[2], DType::Float32, Device::META).unwrap();
         assert!(matches!(
             m.read::<f32>(),
-            Err(Error::NoData { device: Device::META, .. })
+            Err(Error::NoData {
+                device: Device::META,
+                ..
+            })
         ));
         assert!(matches!(m.write::<f32>(), Err(Error::NoData { .. })));
         let empty = t.narrow(1, 3, 0).unwrap();

@@ -300,7 +300,12 @@ mod tests {
         let v = guard.view();
         assert_eq!(v.shape(), t.shape());
         let got: Vec<f32> = v.iter().copied().collect();
-        let want: Vec<f32> = t.scalars().unwrap().iter().map(|s| s.to_f64() as f32).collect();
+        let want: Vec<f32> = t
+            .scalars()
+            .unwrap()
+            .iter()
+            .map(|s| s.to_f64() as f32)
+            .collect();
         assert_eq!(got, want, "{:?} {:?}", t.shape(), t.stride());
     }
 
@@ -387,7 +392,10 @@ mod tests {
         let tr = Tensor::try_from(rev).unwrap();
         assert_eq!(tr.to_vec::<u8>().unwrap(), [3, 4, 1, 2]);
         let b = Tensor::try_from(ndarray::arr1(&[true, false])).unwrap();
-        assert_eq!(b.to_ndarray::<bool>().unwrap(), ndarray::arr1(&[true, false]).into_dyn());
+        assert_eq!(
+            b.to_ndarray::<bool>().unwrap(),
+            ndarray::arr1(&[true, false]).into_dyn()
+        );
         // Conversions follow to_vec.
         let h = grid(2, 2).to_dtype(DType::Float16).unwrap();
         assert_eq!(h.to_ndarray::<f32>().unwrap()[[1, 1]], 3.0);

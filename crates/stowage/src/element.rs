@@ -417,29 +417,77 @@ mod tests {
     #[test]
     fn typed_casts_match_the_scalar_formulas() {
         let floats = [
-            0.0, -0.0, 0.5, -0.5, 1.7, -1.7, 255.5, 256.0, -129.0, 65504.0, 65520.0, 3e9, -3e9,
-            1e19, -1e19, 1e300, -1e300, f64::INFINITY, f64::NEG_INFINITY, f64::NAN, 1e-40,
-            16777217.0, 9.007199254740993e15,
+            0.0,
+            -0.0,
+            0.5,
+            -0.5,
+            1.7,
+            -1.7,
+            255.5,
+            256.0,
+            -129.0,
+            65504.0,
+            65520.0,
+            3e9,
+            -3e9,
+            1e19,
+            -1e19,
+            1e300,
+            -1e300,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            f64::NAN,
+            1e-40,
+            16777217.0,
+            9.007199254740993e15,
         ];
-        let ints = [0, 1, -1, 127, 128, -129, 255, 256, 65535, 65536, -65537, i64::MIN, i64::MAX,
-            3_000_000_000, 16_777_217];
+        let ints = [
+            0,
+            1,
+            -1,
+            127,
+            128,
+            -129,
+            255,
+            256,
+            65535,
+            65536,
+            -65537,
+            i64::MIN,
+            i64::MAX,
+            3_000_000_000,
+            16_777_217,
+        ];
         let uints = [0, 1, 255, 256, u64::MAX, u64::MAX / 2 + 1, 1 << 53 | 1];
         let mut scalars: Vec<Scalar> = floats.iter().map(|&f| Scalar::Float(f)).collect();
         scalars.extend(ints.iter().map(|&i| Scalar::Int(i)));
         scalars.extend(uints.iter().map(|&u| Scalar::UInt(u)));
         scalars.extend([Scalar::Bool(false), Scalar::Bool(true)]);
-        for &(re, im) in &[(1.5, -2.5), (0.0, 1.0), (-0.0, 0.0), (3e9, f64::NAN), (-7.9, 0.0)] {
+        for &(re, im) in &[
+            (1.5, -2.5),
+            (0.0, 1.0),
+            (-0.0, 0.0),
+            (3e9, f64::NAN),
+            (-7.9, 0.0),
+        ] {
             scalars.push(Scalar::Complex(Complex64::new(re, im)));
         }
         fn same<T: Element + std::fmt::Debug>(s: Scalar, want: T, bits: impl Fn(T) -> u128) {
             let got = T::from_scalar(s);
-            assert_eq!(bits(got), bits(want), "{s:?} to {}: {got:?} vs {want:?}", T::DTYPE);
+            assert_eq!(
+                bits(got),
+                bits(want),
+                "{s:?} to {}: {got:?} vs {want:?}",
+                T::DTYPE
+            );
         }
         for s in scalars {
             same(s, s.to_f64(), |v| v.to_bits() as u128);
             same(s, s.to_f64() as f32, |v| v.to_bits() as u128);
             same(s, f16::from_f32(s.to_f64() as f32), |v| v.to_bits() as u128);
-            same(s, bf16::from_f32(s.to_f64() as f32), |v| v.to_bits() as u128);
+            same(s, bf16::from_f32(s.to_f64() as f32), |v| {
+                v.to_bits() as u128
+            });
             same(s, s.to_i64(), |v| v as u128);
             same(s, s.to_i64() as i32, |v| v as u32 as u128);
             same(s, s.to_i64() as i16, |v| v as u16 as u128);
@@ -450,7 +498,9 @@ mod tests {
             same(s, s.to_u64(), |v| v as u128);
             same(s, s.to_bool(), |v| v as u128);
             let c = s.to_complex();
-            same(s, c, |v| (v.re.to_bits() as u128) << 64 | v.im.to_bits() as u128);
+            same(s, c, |v| {
+                (v.re.to_bits() as u128) << 64 | v.im.to_bits() as u128
+            });
             same(s, Complex32::new(c.re as f32, c.im as f32), |v| {
                 (v.re.to_bits() as u128) << 32 | v.im.to_bits() as u128
             });

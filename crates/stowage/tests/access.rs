@@ -123,7 +123,10 @@ fn read_is_to_vec<T: Element + bytemuck::Pod + Debug>() {
     let t = random(T::DTYPE, 37, 11).narrow(0, 3, 30).unwrap();
     let r = t.read::<T>().unwrap();
     assert_eq!(r.len(), 30);
-    assert_eq!(format!("{:?}", &*r), format!("{:?}", t.to_vec::<T>().unwrap()));
+    assert_eq!(
+        format!("{:?}", &*r),
+        format!("{:?}", t.to_vec::<T>().unwrap())
+    );
 }
 
 #[test]

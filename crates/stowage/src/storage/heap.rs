@@ -34,6 +34,34 @@ pub const ALIGN: usize = 64;
 /// Size from which buffers are anonymous mappings rather than allocations.
 pub const LARGE: usize = 1 << 20;
 
+/// Asks the kernel to back the whole 2 MiB pages inside `bytes` with
+/// transparent huge pages, as [`HeapBuffer::zeroed`] does for its mappings:
+/// for a large buffer from the global allocator (a `Vec` result) that is
+/// about to be written for the first time, this cuts the cost of its page
+/// faults. Only a hint: it does nothing under [`LARGE`] bytes or off Linux,
+/// and never changes the bytes.
+pub(crate) fn advise_huge_pages(bytes: &mut [u8]) {
+    #[cfg(target_os = "linux")]
+    {
+        const HUGE: usize = 2 << 20;
+        if bytes.len() < LARGE {
+            return;
+        }
+        let first = bytes.as_mut_ptr() as usize;
+        let start = first.next_multiple_of(HUGE);
+        let end = (first + bytes.len()) / HUGE * HUGE;
+        if end > start {
+            // SAFETY: `start..end` lies inside `bytes`, which is borrowed exclusively,
+            // and starts on a page boundary; `MADV_HUGEPAGE` changes how the kernel
+            // backs those pages, never what they hold. The result is ignored: a
+            // refusal leaves ordinary pages, which work as before.
+            unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE) };
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = bytes;
+}
+
 /// An owned, aligned, initialised byte buffer.
 pub(crate) struct HeapBuffer {
     ptr: NonNull<u8>,
@@ -273,7 +301,10 @@ mod tests {
         let ptr = v.as_ptr() as usize;
         let mut b = HeapBuffer::adopt(v);
         assert_eq!((b.addr(), b.len()), (ptr, 24));
-        assert_eq!(b.as_slice(), bytemuck::cast_slice::<f64, u8>(&[1.5, -2.0, 3.25]));
+        assert_eq!(
+            b.as_slice(),
+            bytemuck::cast_slice::<f64, u8>(&[1.5, -2.0, 3.25])
+        );
         b.as_mut_slice()[..8].copy_from_slice(&7.0f64.to_ne_bytes());
         assert_eq!(b.as_slice()[..8], 7.0f64.to_ne_bytes());
         b.resize(4).unwrap();

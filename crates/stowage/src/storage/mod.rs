@@ -33,8 +33,8 @@ use std::sync::PoisonError;
 
 use crate::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-pub(crate) use heap::HeapBuffer;
 pub use heap::ALIGN;
+pub(crate) use heap::{advise_huge_pages, HeapBuffer};
 pub(crate) use lazy::Fetch;
 use lazy::LazyBytes;
 pub(crate) use mapped::{MappedBytes, MappedFile, MappedRecords};
