@@ -103,7 +103,8 @@ impl Tensor {
                 dtype,
             });
         }
-        self.storage.with_bytes("to_vec", |bytes| {
+        // PyTorch's name for the operation, as `scalars()` reports it.
+        self.storage.with_bytes("tolist", |bytes| {
             self.layout.check_fits(es, bytes.len())?;
             if n == 0 {
                 return Ok(Vec::new());

@@ -133,7 +133,10 @@ fn elements_mut<'b, T: Pod>(bytes: &'b mut [u8], range: &Range<usize>) -> &'b mu
 impl Tensor {
     /// A zero-copy [`ArrayViewD`] of this tensor, whatever its strides, through
     /// a guard that holds the storage's shared lock: call
-    /// [`view`](ArrayRead::view) on it. See the [module documentation](crate::array).
+    /// [`view`](ArrayRead::view) on it. The view's strides are the tensor's,
+    /// except that dimensions of size 1 (never stepped) get stride 0, as do
+    /// all dimensions of a tensor without elements. See the [module
+    /// documentation](crate::array).
     ///
     /// # Errors
     /// [`Error::DTypeMismatch`] unless the dtype is `T`'s; [`Error::NoData`]
