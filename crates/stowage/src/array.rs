@@ -17,7 +17,8 @@
 //! # fn main() -> stowage::Result<()> {
 //! use stowage::{DType, Tensor};
 //! let t = Tensor::arange(0.0, 6.0, 1.0, DType::Float32)?.view(&[2, 3])?;
-//! let guard = t.t()?.as_array_view::<f32>()?; // holds the lock
+//! let tt = t.t()?;
+//! let guard = tt.as_array_view::<f32>()?; // holds the lock, borrows `tt`
 //! let view = guard.view(); // ndarray::ArrayViewD<'_, f32>, borrowing `guard`
 //! assert_eq!(view.shape(), &[3, 2]);
 //! assert_eq!(view.strides(), &[1, 3]);
@@ -167,7 +168,8 @@ impl Tensor {
     /// ```
     /// # fn main() -> stowage::Result<()> {
     /// let t = stowage::Tensor::zeros(&[2, 3], stowage::DType::Float64)?;
-    /// let mut guard = t.t()?.as_array_view_mut::<f64>()?;
+    /// let tt = t.t()?;
+    /// let mut guard = tt.as_array_view_mut::<f64>()?;
     /// guard.view_mut()[[2, 0]] = 1.5;
     /// drop(guard);
     /// assert_eq!(t.to_vec::<f64>()?, [0.0, 0.0, 1.5, 0.0, 0.0, 0.0]);
