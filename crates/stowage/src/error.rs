@@ -418,6 +418,42 @@ pub enum Error {
         /// The dtype found.
         found: DType,
     },
+    /// A typed view of a tensor whose elements are not laid out row-major
+    /// without gaps (a slice cannot show them).
+    #[error("{op}: the tensor is not contiguous (shape {shape:?}, stride {stride:?}); call contiguous() first")]
+    NotContiguous {
+        /// The operation.
+        op: &'static str,
+        /// The tensor's shape.
+        shape: Vec<usize>,
+        /// The tensor's strides, in elements.
+        stride: Vec<usize>,
+    },
+    /// A typed view of elements whose address is not a multiple of the
+    /// element type's alignment (a storage over part of a mapped file, say).
+    #[error("{op}: the {dtype} elements start at address {address:#x}, which is not aligned to {align} bytes")]
+    Misaligned {
+        /// The operation.
+        op: &'static str,
+        /// The tensor's dtype.
+        dtype: DType,
+        /// The address of the first element.
+        address: usize,
+        /// The alignment the element type needs, in bytes.
+        align: usize,
+    },
+    /// A mutable view of a tensor some of whose elements share memory (an
+    /// expanded dimension, an overlapping `as_strided`): a mutable view would
+    /// alias itself.
+    #[error("{op}: the elements of a tensor of shape {shape:?} and stride {stride:?} overlap, so it has no mutable view")]
+    OverlappingElements {
+        /// The operation.
+        op: &'static str,
+        /// The tensor's shape.
+        shape: Vec<usize>,
+        /// The tensor's strides, in elements.
+        stride: Vec<usize>,
+    },
     /// A dtype name PyTorch does not have.
     #[error("unknown dtype {name:?}")]
     UnknownDType {

@@ -40,6 +40,9 @@
 #[cfg(not(unix))]
 compile_error!("stowage supports Unix-like systems only (Linux, macOS, the BSDs): it reads files through std::os::unix and maps memory through POSIX calls");
 
+pub mod access;
+#[cfg(feature = "ndarray")]
+pub mod array;
 pub mod autograd;
 mod copy;
 pub mod device;

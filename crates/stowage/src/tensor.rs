@@ -207,15 +207,31 @@ impl Tensor {
         Ok(t)
     }
 
-    /// A 1-D tensor holding a copy of `values`, with `T`'s dtype.
+    /// A 1-D tensor holding a copy of `values`, with `T`'s dtype (one copy of
+    /// the bytes, into a newly allocated storage).
     ///
     /// # Errors
     /// Allocation failure.
     pub fn from_slice<T: Element>(values: &[T]) -> Result<Tensor> {
-        Self::from_vec(values.to_vec(), &[values.len()])
+        let storage = UntypedStorage::from_bytes(bytemuck::cast_slice(values))?;
+        let layout = Layout::contiguous(&[values.len()])?;
+        Self::from_parts(storage, T::DTYPE, layout)
     }
 
-    /// A tensor of `shape` holding `values` in row-major order.
+    /// A tensor of `shape` holding `values` in row-major order, with `T`'s
+    /// dtype. Nothing is copied: the tensor's storage takes over the vector's
+    /// allocation (its [`data_ptr`](Self::data_ptr) is the vector's pointer)
+    /// and frees it when the last view of it is dropped. Such a storage is
+    /// aligned for `T`, not to [`storage::ALIGN`](crate::storage::ALIGN).
+    ///
+    /// ```
+    /// # fn main() -> stowage::Result<()> {
+    /// let v = vec![1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0];
+    /// let ptr = v.as_ptr() as usize;
+    /// let t = stowage::Tensor::from_vec(v, &[2, 3])?;
+    /// assert_eq!(t.data_ptr(), ptr);
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     /// [`Error::ShapeMismatch`] when `shape` does not hold `values.len()` elements.
@@ -227,15 +243,8 @@ impl Tensor {
                 numel: values.len(),
             });
         }
-        let t = Self::zeros(shape, T::DTYPE)?;
-        let es = T::DTYPE.size();
-        t.storage.with_bytes_mut("from_vec", |b| {
-            for (v, chunk) in values.iter().zip(b.chunks_exact_mut(es)) {
-                element::write(T::DTYPE, v.to_scalar(), chunk)?;
-            }
-            Ok::<_, Error>(())
-        })??;
-        Ok(t)
+        let layout = Layout::contiguous(shape)?;
+        Self::from_parts(UntypedStorage::from_vec(values), T::DTYPE, layout)
     }
 
     /// A 0-dim tensor holding `value`.
@@ -420,15 +429,8 @@ impl Tensor {
         })?
     }
 
-    /// Every element, in row-major order, converted to `T` as PyTorch casts.
-    ///
-    /// # Errors
-    /// [`Error::NoData`] on meta; [`Error::DTypeUnsupported`] for dtypes without values.
-    pub fn to_vec<T: Element>(&self) -> Result<Vec<T>> {
-        Ok(self.scalars()?.into_iter().map(T::from_scalar).collect())
-    }
-
-    /// Every element as a [`Scalar`], in row-major order.
+    /// Every element as a [`Scalar`], in row-major order (one element at a
+    /// time: [`to_vec`](Self::to_vec) is the fast typed read).
     ///
     /// # Errors
     /// As [`to_vec`](Self::to_vec).

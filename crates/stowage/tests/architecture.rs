@@ -26,6 +26,7 @@ const LAYERS: &[(&str, &[&str])] = &[
         "tensors",
         &[
             "tensor", "overlap", "view", "copy", "display", "fake", "kernel", "autograd", "ops",
+            "access", "array",
         ],
     ),
     (

@@ -12,6 +12,13 @@
 //! page), and transparent huge pages are requested (`MADV_HUGEPAGE`), which
 //! cuts page-fault cost by a factor of about 500 per byte where the kernel
 //! grants them. Smaller buffers come from the global allocator.
+//!
+//! A buffer can also adopt a `Vec<T>` ([`HeapBuffer::adopt`], behind
+//! `Tensor::from_vec`): it keeps the vector's allocation, so nothing is
+//! copied, and frees it as a `Vec<T>` (with `T`'s layout) when dropped. Such
+//! a buffer is aligned for `T`, not to [`ALIGN`]: element-typed reads of it
+//! as `T` never fail, and the copy kernels fall back to byte copies where a
+//! wider element type would be misaligned.
 
 use std::alloc::{self, Layout};
 use std::ptr::NonNull;
@@ -20,24 +27,78 @@ use memmap2::MmapMut;
 
 use crate::{Error, Result};
 
-/// Alignment of every heap storage, in bytes.
+/// Alignment, in bytes, of every heap storage stowage allocates (a storage
+/// that adopted a `Vec<T>` keeps that vector's alignment, `T`'s).
 pub const ALIGN: usize = 64;
 
 /// Size from which buffers are anonymous mappings rather than allocations.
 pub const LARGE: usize = 1 << 20;
 
-/// An owned, aligned, zero-initialised byte buffer.
+/// Asks the kernel to back the whole 2 MiB pages inside `bytes` with
+/// transparent huge pages, as [`HeapBuffer::zeroed`] does for its mappings:
+/// for a large buffer from the global allocator (a `Vec` result) that is
+/// about to be written for the first time, this cuts the cost of its page
+/// faults. Only a hint: it does nothing under [`LARGE`] bytes or off Linux,
+/// and never changes the bytes.
+pub(crate) fn advise_huge_pages(bytes: &mut [u8]) {
+    #[cfg(target_os = "linux")]
+    {
+        const HUGE: usize = 2 << 20;
+        if bytes.len() < LARGE {
+            return;
+        }
+        let first = bytes.as_mut_ptr() as usize;
+        let start = first.next_multiple_of(HUGE);
+        let end = (first + bytes.len()) / HUGE * HUGE;
+        if end > start {
+            // SAFETY: `start..end` lies inside `bytes`, which is borrowed exclusively,
+            // and starts on a page boundary; `MADV_HUGEPAGE` changes how the kernel
+            // backs those pages, never what they hold. The result is ignored: a
+            // refusal leaves ordinary pages, which work as before.
+            unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE) };
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = bytes;
+}
+
+/// An owned, aligned, initialised byte buffer.
 pub(crate) struct HeapBuffer {
     ptr: NonNull<u8>,
     len: usize,
-    /// The mapping that owns the bytes of a large buffer (`ptr` points into it);
-    /// `None` when the bytes come from the global allocator.
-    map: Option<MmapMut>,
+    /// What owns the bytes, and so how they are freed.
+    owner: Owner,
 }
 
-// SAFETY: the buffer exclusively owns its allocation or mapping (no aliasing
-// pointers escape except through borrows of `self`; moving the `MmapMut` does not
-// move the mapped pages `ptr` points to), so moving it between threads or
+/// Who owns a [`HeapBuffer`]'s bytes.
+enum Owner {
+    /// The global allocator, with the layout `(len, ALIGN)`; nothing when `len` is 0.
+    Global,
+    /// A mapping of a large buffer (`ptr` points into it); it unmaps itself when dropped.
+    Map { _map: MmapMut },
+    /// The allocation of a `Vec<T>` with this capacity, in elements, taken
+    /// apart by [`HeapBuffer::adopt`]; `free` rebuilds the vector and drops it.
+    Vec {
+        capacity: usize,
+        free: unsafe fn(NonNull<u8>, usize),
+    },
+}
+
+/// Rebuilds and drops the `Vec<T>` of `capacity` elements whose buffer starts at `ptr`.
+///
+/// # Safety
+/// `ptr` and `capacity` must be those of a `Vec<T>` taken apart by
+/// [`HeapBuffer::adopt`], and this is called once for it.
+unsafe fn free_vec<T>(ptr: NonNull<u8>, capacity: usize) {
+    // SAFETY: by the contract, `ptr` was allocated by a `Vec<T>` with this
+    // capacity; length 0 drops no elements (`T` is `Copy` anyway).
+    drop(unsafe { Vec::from_raw_parts(ptr.as_ptr().cast::<T>(), 0, capacity) });
+}
+
+// SAFETY: the buffer exclusively owns its allocation, mapping or adopted vector
+// buffer (no aliasing pointers escape except through borrows of `self`; moving
+// the `MmapMut` does not move the mapped pages `ptr` points to, and an adopted
+// vector's elements are `Send + Sync`), so moving it between threads or
 // sharing `&HeapBuffer` (which only hands out `&[u8]`) is as safe as for `Vec<u8>`.
 unsafe impl Send for HeapBuffer {}
 // SAFETY: see `Send`; `&HeapBuffer` only gives shared read access.
@@ -57,7 +118,7 @@ impl HeapBuffer {
             return Ok(HeapBuffer {
                 ptr: Self::dangling(),
                 len: 0,
-                map: None,
+                owner: Owner::Global,
             });
         }
         if len >= LARGE {
@@ -74,7 +135,7 @@ impl HeapBuffer {
             return Ok(HeapBuffer {
                 ptr,
                 len,
-                map: Some(map),
+                owner: Owner::Map { _map: map },
             });
         }
         let layout = Self::layout(len)?;
@@ -84,8 +145,38 @@ impl HeapBuffer {
         Ok(HeapBuffer {
             ptr,
             len,
-            map: None,
+            owner: Owner::Global,
         })
+    }
+
+    /// A buffer over the elements of `values`, without copying them: the buffer
+    /// owns the vector's allocation from now on and frees it as a `Vec<T>`.
+    /// `T` has no uninitialised (padding) bytes, so every byte of the elements
+    /// is initialised and may be read. Writes may then leave any byte pattern
+    /// there, which is sound: the vector is gone, the bytes are never read as
+    /// `T` again, and freeing them drops no element. An empty vector gives an
+    /// empty buffer.
+    pub(crate) fn adopt<T: bytemuck::NoUninit + Send + Sync>(values: Vec<T>) -> HeapBuffer {
+        let len = std::mem::size_of_val(values.as_slice());
+        if len == 0 {
+            return HeapBuffer {
+                ptr: Self::dangling(),
+                len: 0,
+                owner: Owner::Global,
+            };
+        }
+        let mut values = std::mem::ManuallyDrop::new(values);
+        let capacity = values.capacity();
+        // A vector holding elements of non-zero size has a real, non-null allocation.
+        let ptr = NonNull::new(values.as_mut_ptr().cast::<u8>()).unwrap_or_else(Self::dangling);
+        HeapBuffer {
+            ptr,
+            len,
+            owner: Owner::Vec {
+                capacity,
+                free: free_vec::<T>,
+            },
+        }
     }
 
     /// A buffer holding a copy of `bytes`.
@@ -116,8 +207,9 @@ impl HeapBuffer {
 
     /// The bytes.
     pub(crate) fn as_slice(&self) -> &[u8] {
-        // SAFETY: `ptr` is valid for `len` initialised bytes (zeroed at allocation or by
-        // the kernel for a mapping that `self.map` keeps alive,
+        // SAFETY: `ptr` is valid for `len` initialised bytes (zeroed at allocation, by
+        // the kernel for a mapping that `self.owner` keeps alive, the elements of an
+        // adopted vector whose allocation `self.owner` frees only on drop,
         // or dangling with len 0), and the borrow of `self` keeps it alive and unaliased by writers.
         unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
     }
@@ -141,15 +233,24 @@ impl HeapBuffer {
 
 impl Drop for HeapBuffer {
     fn drop(&mut self) {
-        // A mapping unmaps itself when `self.map` drops.
-        if self.len != 0 && self.map.is_none() {
-            // SAFETY: `ptr` was returned by `alloc_zeroed` with exactly this layout
-            // (the layout was valid then, so it is valid now) and is freed once, here.
-            unsafe {
-                alloc::dealloc(
-                    self.ptr.as_ptr(),
-                    Layout::from_size_align_unchecked(self.len, ALIGN),
-                )
+        match self.owner {
+            // A mapping unmaps itself when `self.owner` drops.
+            Owner::Map { .. } => {}
+            Owner::Global if self.len != 0 => {
+                // SAFETY: `ptr` was returned by `alloc_zeroed` with exactly this layout
+                // (the layout was valid then, so it is valid now) and is freed once, here.
+                unsafe {
+                    alloc::dealloc(
+                        self.ptr.as_ptr(),
+                        Layout::from_size_align_unchecked(self.len, ALIGN),
+                    )
+                }
+            }
+            Owner::Global => {}
+            Owner::Vec { capacity, free } => {
+                // SAFETY: `adopt` took `ptr` and `capacity` from a `Vec` of the
+                // element type `free` was instantiated for, and this runs once.
+                unsafe { free(self.ptr, capacity) }
             }
         }
     }
@@ -177,18 +278,40 @@ mod tests {
 
     #[test]
     fn large_buffers_are_mapped_zeroed_and_aligned() {
+        let is_map = |b: &HeapBuffer| matches!(b.owner, Owner::Map { .. });
         let mut b = HeapBuffer::zeroed(LARGE + 3).unwrap();
-        assert!(b.map.is_some());
+        assert!(is_map(&b));
         assert_eq!(b.addr() % ALIGN, 0);
         assert!(b.as_slice().iter().all(|&x| x == 0));
         b.as_mut_slice()[LARGE] = 7;
         b.resize(10).unwrap();
-        assert!(b.map.is_none());
+        assert!(!is_map(&b));
         b.resize(2 * LARGE).unwrap();
-        assert!(b.map.is_some());
+        assert!(is_map(&b));
         assert_eq!(b.as_slice()[LARGE], 0);
         b.as_mut_slice()[2 * LARGE - 1] = 9;
         let copy = HeapBuffer::from_slice(b.as_slice()).unwrap();
         assert_eq!(copy.as_slice()[2 * LARGE - 1], 9);
+    }
+
+    #[test]
+    fn adopted_vectors_keep_their_allocation() {
+        let mut v: Vec<f64> = Vec::with_capacity(10);
+        v.extend([1.5, -2.0, 3.25]);
+        let ptr = v.as_ptr() as usize;
+        let mut b = HeapBuffer::adopt(v);
+        assert_eq!((b.addr(), b.len()), (ptr, 24));
+        assert_eq!(
+            b.as_slice(),
+            bytemuck::cast_slice::<f64, u8>(&[1.5, -2.0, 3.25])
+        );
+        b.as_mut_slice()[..8].copy_from_slice(&7.0f64.to_ne_bytes());
+        assert_eq!(b.as_slice()[..8], 7.0f64.to_ne_bytes());
+        b.resize(4).unwrap();
+        assert_eq!(b.as_slice(), &7.0f64.to_ne_bytes()[..4]);
+        let empty = HeapBuffer::adopt(Vec::<u32>::with_capacity(8));
+        assert_eq!((empty.len(), empty.addr()), (0, 0));
+        let odd = HeapBuffer::adopt(vec![true, false, true]);
+        assert_eq!(odd.as_slice(), &[1, 0, 1]);
     }
 }

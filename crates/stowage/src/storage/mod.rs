@@ -33,8 +33,8 @@ use std::sync::PoisonError;
 
 use crate::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-pub(crate) use heap::HeapBuffer;
 pub use heap::ALIGN;
+pub(crate) use heap::{advise_huge_pages, HeapBuffer};
 pub(crate) use lazy::Fetch;
 use lazy::LazyBytes;
 pub(crate) use mapped::{MappedBytes, MappedFile, MappedRecords};
@@ -202,6 +202,13 @@ impl UntypedStorage {
             Device::CPU,
             Backing::Heap(HeapBuffer::from_slice(bytes)?),
         ))
+    }
+
+    /// A cpu storage over the elements of `values`, without copying them: the
+    /// storage owns the vector's allocation (and its alignment, `T`'s) from now
+    /// on, and frees it as a `Vec<T>`.
+    pub(crate) fn from_vec<T: bytemuck::NoUninit + Send + Sync>(values: Vec<T>) -> Self {
+        Self::from_backing(Device::CPU, Backing::Heap(HeapBuffer::adopt(values)))
     }
 
     fn read_lock(&self) -> RwLockReadGuard<'_, Backing> {
