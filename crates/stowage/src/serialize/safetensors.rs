@@ -295,6 +295,8 @@ impl View for &Contiguous {
         let start = self.tensor.storage_offset() * self.tensor.element_size();
         let storage = self.tensor.untyped_storage();
         let mut out = vec![0; self.tensor.nbytes()];
+        // Fresh pages, about to be written: huge ones fault 512 times less.
+        crate::storage::advise_huge_pages(&mut out);
         if let Err(e) = storage.read_at(start, &mut out) {
             *self.failed.borrow_mut() = Some(match e {
                 Error::StorageRange { nbytes, .. } => Error::StorageShrank {

@@ -52,6 +52,17 @@ pub struct DcpCheckpoint {
     dir: PathBuf,
     metadata: DcpMetadata,
     options: LoadOptions,
+    /// For lazy loads: the one tensor being read window by window, assembled
+    /// in a buffer reused from tensor to tensor (no fresh pages per tensor).
+    assembly: Arc<Mutex<Assembly>>,
+}
+
+/// The tensor a lazy load is reading window by window.
+#[derive(Debug, Default)]
+struct Assembly {
+    /// Whose bytes `bytes` holds, if anyone's.
+    fqn: Option<String>,
+    bytes: Vec<u8>,
 }
 
 impl DcpCheckpoint {
@@ -86,6 +97,7 @@ impl DcpCheckpoint {
             dir,
             metadata,
             options: options.clone(),
+            assembly: Arc::default(),
         })
     }
 
@@ -217,28 +229,91 @@ impl DcpCheckpoint {
             UntypedStorage::new_fake(nbytes, device)
         } else {
             let (this, name) = (Arc::clone(self), fqn.to_owned());
-            // The assembled tensor, kept from the first window read until the last.
-            let held: Mutex<Option<Tensor>> = Mutex::new(None);
             let fetch: Fetch = Arc::new(move |offset: u64, dst: &mut [u8]| {
-                let mut held = held.lock().unwrap_or_else(|p| p.into_inner());
-                let whole = match &*held {
-                    Some(t) => t.untyped_storage().clone(),
-                    None => {
-                        let t = this.read_tensor(&name)?;
-                        let s = t.untyped_storage().clone();
-                        *held = Some(t);
-                        s
+                let mut held = this.assembly.lock().unwrap_or_else(|p| p.into_inner());
+                if held.fqn.as_deref() != Some(name.as_str()) {
+                    held.fqn = None;
+                    let mut bytes = std::mem::take(&mut held.bytes);
+                    if bytes.capacity() < nbytes {
+                        bytes = vec![0; nbytes];
+                        crate::storage::advise_huge_pages(&mut bytes);
                     }
-                };
-                whole.read_at(offset as usize, dst)?;
-                if offset as usize + dst.len() >= whole.nbytes() {
-                    *held = None;
+                    bytes.resize(nbytes, 0);
+                    this.assemble_into(&name, &mut bytes)?;
+                    *held = Assembly {
+                        fqn: Some(name.clone()),
+                        bytes,
+                    };
+                }
+                let window = usize::try_from(offset)
+                    .ok()
+                    .and_then(|o| held.bytes.get(o..o.checked_add(dst.len())?))
+                    .ok_or(Error::StorageRange {
+                        offset: offset as usize,
+                        len: dst.len(),
+                        nbytes,
+                    })?;
+                dst.copy_from_slice(window);
+                if offset as usize + dst.len() >= nbytes {
+                    // The last window: the buffer stays for the next tensor.
+                    held.fqn = None;
                 }
                 Ok(())
             });
             UntypedStorage::lazy(nbytes, device, fetch)
         };
         Tensor::from_parts(storage, meta.dtype, layout)
+    }
+
+    /// The whole tensor `fqn`, contiguous, into `dst` (exactly its bytes).
+    /// Chunks that are blocks of whole rows (as `Shard(0)` and single chunks
+    /// are) are read from their records straight into place; others go
+    /// through [`read_region`](Self::read_region).
+    fn assemble_into(&self, fqn: &str, dst: &mut [u8]) -> Result<()> {
+        let meta = self.tensor_meta(fqn)?;
+        let rows = meta
+            .chunks
+            .iter()
+            .all(|c| c.sizes.get(1..) == meta.size.get(1..));
+        if !rows || meta.size.is_empty() {
+            let whole = self.read_tensor(fqn)?;
+            return whole.untyped_storage().read_at(0, dst);
+        }
+        let row_bytes = meta.size[1..]
+            .iter()
+            .try_fold(meta.dtype.size(), |a, &b| a.checked_mul(b))
+            .ok_or(Error::SizeOverflow {
+                what: "DCP tensor",
+                detail: format!("{fqn}: {:?}", meta.size),
+            })?;
+        let regions: Vec<_> = meta
+            .chunks
+            .iter()
+            .filter_map(|c| intersect(c, &vec![0; meta.size.len()], &meta.size))
+            .collect();
+        check_cover(fqn, &regions, meta.size.iter().product())?;
+        let total = dst.len();
+        for chunk in meta
+            .chunks
+            .iter()
+            .filter(|c| c.sizes.iter().all(|&n| n > 0))
+        {
+            let stored = self.read_chunk(fqn, meta.dtype, chunk)?;
+            let at = chunk.offsets[0] * row_bytes;
+            let len = chunk.sizes[0] * row_bytes;
+            let window = dst.get_mut(at..at + len).ok_or(Error::StorageRange {
+                offset: at,
+                len,
+                nbytes: total,
+            })?;
+            let from = stored.storage_offset() * meta.dtype.size();
+            if stored.is_contiguous() {
+                stored.untyped_storage().read_at(from, window)?;
+            } else {
+                stored.contiguous()?.untyped_storage().read_at(0, window)?;
+            }
+        }
+        Ok(())
     }
 
     /// One stored chunk as a tensor of its own.

@@ -158,6 +158,7 @@ fn write_windows<W: Write>(
 ) -> Result<()> {
     let len = storage.nbytes();
     let mut buf = vec![0u8; len.min(WINDOW)];
+    crate::storage::advise_huge_pages(&mut buf);
     let mut at = 0;
     while at < len {
         let n = (len - at).min(WINDOW);
