@@ -213,8 +213,16 @@ pub fn save(dir: &Path, ckpt: &Checkpoint, options: &DcpSaveOptions) -> Result<(
                                 tensor.narrow(0, start as isize, len)?
                             };
                             // A compact copy: `torch.save` writes a view's whole storage.
+                            // A contiguous part is read as bytes, so a lazily loaded
+                            // source keeps nothing (streaming conversion stays bounded).
                             let part = Tensor::empty(view.shape(), view.dtype())?;
-                            part.copy_(&view)?;
+                            if view.is_contiguous() {
+                                let from = view.storage_offset() * view.element_size();
+                                let mut bytes = part.untyped_storage().bytes_mut()?;
+                                view.untyped_storage().read_at(from, &mut bytes)?;
+                            } else {
+                                part.copy_(&view)?;
+                            }
                             let mut single = Checkpoint::new();
                             single.root =
                                 Value::Ext(Object::Tensor(Box::new(TensorObject::new(part))));
