@@ -268,6 +268,7 @@ fn to_folder(
             let options = DcpSaveOptions {
                 ranks: args.ranks,
                 sync: !args.no_sync,
+                plan: None,
             };
             dcp::save(dir, ckpt, &options).map(|()| {
                 format!(

@@ -310,7 +310,11 @@ fn a_dcp_folder_is_not_mistaken_for_anything_else() {
 fn resave(name: &str, ranks: usize) -> tempfile::TempDir {
     let ckpt = stowage::load(dir(name)).unwrap();
     let out = tempfile::tempdir().unwrap();
-    let options = stowage::serialize::dcp::DcpSaveOptions { ranks, sync: false };
+    let options = stowage::serialize::dcp::DcpSaveOptions {
+        ranks,
+        sync: false,
+        plan: None,
+    };
     stowage::serialize::dcp::save(out.path(), &ckpt, &options).unwrap();
     out
 }
@@ -360,4 +364,112 @@ fn pytorch_loads_what_stowage_saves() {
             String::from_utf8_lossy(&run.stderr)
         );
     }
+}
+
+/// A plan of columns: each matrix split by columns over two ranks (as a
+/// row-parallel layer's weight is), everything else whole on rank 0.
+fn columns() -> stowage::serialize::dcp::ChunkPlan {
+    use stowage::serialize::dcp::PlannedChunk;
+    std::sync::Arc::new(|_name: &str, shape: &[usize]| match shape {
+        [rows, cols] if *cols >= 2 => {
+            let half = cols / 2;
+            vec![
+                PlannedChunk {
+                    rank: 0,
+                    offsets: vec![0, 0],
+                    sizes: vec![*rows, half],
+                },
+                PlannedChunk {
+                    rank: 1,
+                    offsets: vec![0, half],
+                    sizes: vec![*rows, cols - half],
+                },
+            ]
+        }
+        _ => vec![PlannedChunk {
+            rank: 0,
+            offsets: vec![0; shape.len()],
+            sizes: shape.to_vec(),
+        }],
+    })
+}
+
+#[test]
+fn chunks_as_planned_read_back_in_stowage_and_pytorch() {
+    let ckpt = stowage::load(dir("four")).unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let options = stowage::serialize::dcp::DcpSaveOptions {
+        ranks: 2,
+        sync: false,
+        plan: Some(columns()),
+    };
+    stowage::serialize::dcp::save(out.path(), &ckpt, &options).unwrap();
+    let dcp = DcpCheckpoint::open(out.path(), &LoadOptions::default()).unwrap();
+    let w = dcp
+        .metadata()
+        .items
+        .iter()
+        .find(|i| i.fqn == "model.w")
+        .unwrap();
+    let stowage::serialize::dcp::metadata::ItemKind::Tensor(t) = &w.kind else {
+        panic!("a tensor")
+    };
+    assert_eq!(t.chunks.len(), 2);
+    assert_eq!(t.chunks[1].offsets, [0, 2]);
+    assert_matches_torch("four", &stowage::load(out.path()).unwrap());
+
+    // A plan that leaves a hole, or names a rank with no file, is refused.
+    use stowage::serialize::dcp::PlannedChunk;
+    for bad in [
+        PlannedChunk {
+            rank: 0,
+            offsets: vec![0, 0],
+            sizes: vec![1, 1],
+        },
+        PlannedChunk {
+            rank: 5,
+            offsets: vec![0, 0],
+            sizes: vec![12, 4],
+        },
+    ] {
+        let plan: stowage::serialize::dcp::ChunkPlan =
+            std::sync::Arc::new(move |_: &str, s: &[usize]| {
+                if s.len() == 2 {
+                    vec![bad.clone()]
+                } else {
+                    vec![PlannedChunk {
+                        rank: 0,
+                        offsets: vec![0; s.len()],
+                        sizes: s.to_vec(),
+                    }]
+                }
+            });
+        let options = stowage::serialize::dcp::DcpSaveOptions {
+            ranks: 2,
+            sync: false,
+            plan: Some(plan),
+        };
+        assert!(stowage::serialize::dcp::save(
+            tempfile::tempdir().unwrap().path(),
+            &ckpt,
+            &options
+        )
+        .is_err());
+    }
+
+    let Some(py) = common::torch_python() else {
+        return;
+    };
+    let run = std::process::Command::new(&py)
+        .arg(common::scripts_dir().join("dcp_load_check.py"))
+        .arg(out.path())
+        .arg(dir("four").with_extension("expected.json"))
+        .arg("4")
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
 }

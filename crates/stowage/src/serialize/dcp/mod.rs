@@ -22,7 +22,7 @@ mod item;
 pub mod metadata;
 mod write;
 
-pub use write::{save, DcpSaveOptions};
+pub use write::{save, ChunkPlan, DcpSaveOptions, PlannedChunk};
 
 use std::collections::HashMap;
 use std::fs::File;

@@ -13,6 +13,7 @@
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::Path;
+use std::sync::Arc;
 
 use super::metadata::StorageInfo;
 use super::{transplant, METADATA_FILE};
@@ -23,14 +24,43 @@ use crate::serialize::torch_zip::{save_to_writer, SaveOptions};
 use crate::{DType, Error, Result, Tensor};
 
 /// How to save a DCP checkpoint.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct DcpSaveOptions {
-    /// How many ranks' files to write; each tensor is split over them along
-    /// its first dimension. 1 (the default) writes one file, as `dcp.save`
-    /// in a single process does.
+    /// How many ranks' files to write. Without a [`plan`](Self::plan), each
+    /// tensor is split over them along its first dimension. 1 (the default)
+    /// writes one file, as `dcp.save` in a single process does.
     pub ranks: usize,
     /// Sync the files before the folder replaces the old one.
     pub sync: bool,
+    /// The chunks to store each tensor as, given its name and shape (as a
+    /// sharded model's ranks hold it: columns for a row-parallel layer, say).
+    /// The chunks must tile the tensor, and name ranks below `ranks`.
+    pub plan: Option<ChunkPlan>,
+}
+
+/// Chooses the chunks of a tensor, given its dotted name and shape.
+pub type ChunkPlan = Arc<dyn Fn(&str, &[usize]) -> Vec<PlannedChunk> + Send + Sync>;
+
+/// One chunk of a [`ChunkPlan`]: a region of the tensor and the rank whose
+/// file stores it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlannedChunk {
+    /// The rank (`__{rank}_0.distcp`).
+    pub rank: usize,
+    /// Where the chunk starts in each dimension.
+    pub offsets: Vec<usize>,
+    /// Its extent in each dimension.
+    pub sizes: Vec<usize>,
+}
+
+impl std::fmt::Debug for DcpSaveOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DcpSaveOptions")
+            .field("ranks", &self.ranks)
+            .field("sync", &self.sync)
+            .field("plan", &self.plan.as_ref().map(|_| "…"))
+            .finish()
+    }
 }
 
 impl Default for DcpSaveOptions {
@@ -38,8 +68,73 @@ impl Default for DcpSaveOptions {
         DcpSaveOptions {
             ranks: 1,
             sync: true,
+            plan: None,
         }
     }
+}
+
+/// The default plan: rows split over `ranks` with `torch.chunk`'s sizes (a
+/// 0-dim or empty tensor is one chunk on rank 0).
+fn rows_plan(shape: &[usize], ranks: usize) -> Vec<PlannedChunk> {
+    match shape.first() {
+        Some(&n) if n > 0 => chunk_rows(n, ranks)
+            .into_iter()
+            .enumerate()
+            .map(|(rank, (start, len))| {
+                let mut offsets = vec![0; shape.len()];
+                offsets[0] = start;
+                let mut sizes = shape.to_vec();
+                sizes[0] = len;
+                PlannedChunk {
+                    rank,
+                    offsets,
+                    sizes,
+                }
+            })
+            .collect(),
+        _ => vec![PlannedChunk {
+            rank: 0,
+            offsets: vec![0; shape.len()],
+            sizes: shape.to_vec(),
+        }],
+    }
+}
+
+/// Checks that a plan's chunks lie inside the tensor, name existing ranks,
+/// and tile it.
+fn check_plan(name: &str, shape: &[usize], ranks: usize, plan: &[PlannedChunk]) -> Result<()> {
+    let bad = |found: String| Error::BadObject {
+        context: "DCP chunk plan",
+        expected: "chunks inside the tensor, on ranks below `ranks`, tiling it",
+        found,
+    };
+    let mut regions = Vec::new();
+    for c in plan {
+        let inside = c.rank < ranks
+            && c.offsets.len() == shape.len()
+            && c.sizes.len() == shape.len()
+            && c.offsets
+                .iter()
+                .zip(&c.sizes)
+                .zip(shape)
+                .all(|((o, s), n)| o.checked_add(*s).is_some_and(|e| e <= *n));
+        if !inside {
+            return Err(bad(format!(
+                "{name}: {c:?} for shape {shape:?} and {ranks} ranks"
+            )));
+        }
+        if c.sizes.iter().all(|&n| n > 0) {
+            regions.push(
+                c.offsets
+                    .iter()
+                    .copied()
+                    .zip(c.sizes.iter().copied())
+                    .collect(),
+            );
+        }
+    }
+    let numel = shape.iter().try_fold(1usize, |a, &b| a.checked_mul(b));
+    super::check_cover(name, &regions, numel.unwrap_or(usize::MAX))
 }
 
 /// A leaf of the flattened state dict.
@@ -201,17 +296,18 @@ pub fn save(dir: &Path, ckpt: &Checkpoint, options: &DcpSaveOptions) -> Result<(
                     Leaf::Tensor(t) => {
                         let tensor = t.resolved()?;
                         let size = tensor.shape().to_vec();
-                        let mut chunks = Vec::new();
-                        let rows = match size.first() {
-                            Some(&n) if n > 0 => chunk_rows(n, ranks),
-                            _ => vec![(0, size.first().copied().unwrap_or(0))],
+                        let name = crate::serialize::object::dotted(path);
+                        let planned = match &options.plan {
+                            Some(plan) => plan(&name, &size),
+                            None => rows_plan(&size, ranks),
                         };
-                        for (rank, (start, len)) in rows.into_iter().enumerate() {
-                            let view = if size.is_empty() {
-                                tensor.clone()
-                            } else {
-                                tensor.narrow(0, start as isize, len)?
-                            };
+                        check_plan(&name, &size, ranks, &planned)?;
+                        let mut chunks = Vec::new();
+                        for c in planned {
+                            let mut view = tensor.clone();
+                            for (d, (&o, &n)) in c.offsets.iter().zip(&c.sizes).enumerate() {
+                                view = view.narrow(d as isize, o as isize, n)?;
+                            }
                             // A compact copy: `torch.save` writes a view's whole storage.
                             // A contiguous part is read as bytes, so a lazily loaded
                             // source keeps nothing (streaming conversion stays bounded).
@@ -227,15 +323,7 @@ pub fn save(dir: &Path, ckpt: &Checkpoint, options: &DcpSaveOptions) -> Result<(
                             single.root =
                                 Value::Ext(Object::Tensor(Box::new(TensorObject::new(part))));
                             let bytes = archive(&single)?;
-                            let mut offsets = vec![0; size.len()];
-                            if let Some(o) = offsets.first_mut() {
-                                *o = start;
-                            }
-                            let mut sizes = size.clone();
-                            if let Some(s) = sizes.first_mut() {
-                                *s = len;
-                            }
-                            chunks.push((offsets, sizes, files[rank].put(&bytes)?));
+                            chunks.push((c.offsets, c.sizes, files[c.rank].put(&bytes)?));
                         }
                         Entry::Tensor {
                             dtype: tensor.dtype(),
