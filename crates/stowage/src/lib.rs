@@ -2,6 +2,29 @@
 //!
 //! PyTorch's tensor storage model and checkpoint format, in Rust, without libtorch.
 //!
+//! Load a checkpoint (`torch.save`'s zip or legacy format, safetensors, a
+//! Hugging Face sharded set, a distributed checkpoint folder) and read a
+//! weight and a value; nothing in the file is ever run:
+//!
+//! ```
+//! # fn main() -> stowage::Result<()> {
+//! # let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/training_checkpoint.pt");
+//! let ckpt = stowage::load(path)?;
+//! let weight = &ckpt.get("model.weight")?.as_tensor()?.tensor;
+//! assert_eq!(weight.shape(), [3, 4]);
+//! let values: &[f32] = &weight.read::<f32>()?; // borrowed from the storage
+//! assert_eq!(values.len(), 12);
+//! assert_eq!(ckpt.get("epoch")?.as_i64()?, 3);
+//! assert_eq!(ckpt.get("config.lr")?.as_f64()?, 0.001);
+//! # Ok(()) }
+//! ```
+//!
+//! Runnable programs are in `crates/stowage/examples/`: listing a model's
+//! tensors, reading values, converting to safetensors, editing a weight and
+//! saving, a memory-mapped load, and a walk through the storage model.
+//!
+//! ## The storage model
+//!
 //! A [`Tensor`] is five things, as in PyTorch: an [`UntypedStorage`] (a flat,
 //! untyped array of bytes, shared by handle), a [`DType`] (how to read those
 //! bytes), and a [`Layout`](layout::Layout) of shape, stride and storage
