@@ -214,15 +214,19 @@ fn table(ckpt: &Checkpoint, rows: &[Row<'_>], out: &mut dyn Write) -> std::io::R
     for l in &lines {
         writeln!(out, "{}", row(&l.each_ref().map(String::as_str)))?;
     }
+    // Sharing saves what the tensors' own bytes would take beyond the
+    // storages: tied weights save a copy; disjoint slices of one storage
+    // (an LSTM's gates) save nothing.
     let storage_bytes: u64 = ckpt.storages.iter().map(|s| s.storage.nbytes() as u64).sum();
-    let unshared: u64 = rows.iter().map(|r| r.object.tensor.untyped_storage().nbytes() as u64).sum();
+    let logical: u64 = rows.iter().map(|r| r.object.tensor.nbytes() as u64).sum();
     writeln!(
         out,
-        "{} tensors, {} storages, {} in storages, {} saved by sharing ({}, {} byte order)",
+        "{} tensors, {} storages, {} in tensors, {} in storages, {} saved by sharing ({}, {} byte order)",
         rows.len(),
         ckpt.storages.len(),
+        human(logical),
         human(storage_bytes),
-        human(unshared.saturating_sub(storage_bytes)),
+        human(logical.saturating_sub(storage_bytes)),
         ckpt.format.name(),
         ckpt.byteorder.name()
     )

@@ -199,3 +199,40 @@ fn inspect_verify_and_bench_read_folders() {
         text(&out.stdout)
     );
 }
+
+/// The summary's "saved by sharing" counts tensor bytes beyond the storages':
+/// disjoint slices of one storage save nothing, a tied pair saves a copy.
+#[test]
+fn saved_by_sharing_is_logical_bytes_beyond_storage_bytes() {
+    use stowage::{Checkpoint, DType, Tensor};
+    let tmp = tempfile::tempdir().unwrap();
+    let all = Tensor::arange(0.0, 12.0, 1.0, DType::Float32).unwrap();
+    let slices = (0..3).map(|i| (format!("gate{i}"), all.narrow(0, i * 4, 4).unwrap()));
+    let disjoint = tmp.path().join("disjoint.pt");
+    stowage::save(&disjoint, &Checkpoint::from_state_dict(slices)).unwrap();
+    let summary = ok(&stowage(&["inspect".as_ref(), disjoint.as_os_str()]));
+    let summary = summary.lines().last().unwrap();
+    assert!(
+        summary.starts_with(
+            "3 tensors, 1 storages, 48 B in tensors, 48 B in storages, 0 B saved by sharing"
+        ),
+        "{summary}"
+    );
+
+    let tied = tmp.path().join("tied.pt");
+    let w = Tensor::ones(&[4], DType::Float32).unwrap();
+    stowage::save(
+        &tied,
+        &Checkpoint::from_state_dict([("a", w.clone()), ("b", w)]),
+    )
+    .unwrap();
+    let summary = ok(&stowage(&["inspect".as_ref(), tied.as_os_str()]));
+    assert!(
+        summary
+            .lines()
+            .last()
+            .unwrap()
+            .contains("32 B in tensors, 16 B in storages, 16 B saved by sharing"),
+        "{summary}"
+    );
+}
