@@ -216,14 +216,7 @@ impl DcpCheckpoint {
         if !(self.options.lazy || self.options.fake) || device.is_meta() {
             return self.read_tensor(fqn);
         }
-        let nbytes = meta
-            .size
-            .iter()
-            .try_fold(meta.dtype.size(), |a, &b| a.checked_mul(b))
-            .ok_or(Error::SizeOverflow {
-                what: "DCP tensor",
-                detail: format!("{fqn}: {:?}", meta.size),
-            })?;
+        let nbytes = bytes_of(fqn, meta.dtype, &meta.size)?;
         let layout = crate::layout::Layout::contiguous(&meta.size)?;
         let storage = if self.options.fake {
             UntypedStorage::new_fake(nbytes, device)
@@ -279,13 +272,7 @@ impl DcpCheckpoint {
             let whole = self.read_tensor(fqn)?;
             return whole.untyped_storage().read_at(0, dst);
         }
-        let row_bytes = meta.size[1..]
-            .iter()
-            .try_fold(meta.dtype.size(), |a, &b| a.checked_mul(b))
-            .ok_or(Error::SizeOverflow {
-                what: "DCP tensor",
-                detail: format!("{fqn}: {:?}", meta.size),
-            })?;
+        let row_bytes = bytes_of(fqn, meta.dtype, &meta.size[1..])?;
         let regions: Vec<_> = meta
             .chunks
             .iter()
@@ -327,15 +314,7 @@ impl DcpCheckpoint {
                 source: Box::new(e),
             }),
         };
-        let nbytes = chunk
-            .sizes
-            .iter()
-            .try_fold(dtype.size(), |a, &b| a.checked_mul(b))
-            .ok_or(Error::SizeOverflow {
-                what: "DCP chunk",
-                detail: format!("{:?}", chunk.sizes),
-            })
-            .map_err(in_file)?;
+        let nbytes = bytes_of(fqn, dtype, &chunk.sizes).map_err(in_file)?;
         let tensor =
             item::read_tensor(&file, info, fqn, nbytes as u64, &self.options).map_err(in_file)?;
         if tensor.dtype() != dtype || tensor.shape() != &chunk.sizes[..] {
@@ -432,6 +411,17 @@ impl DcpCheckpoint {
 /// As [`DcpCheckpoint::open`] and [`DcpCheckpoint::to_checkpoint`].
 pub fn load(dir: &Path, options: &LoadOptions) -> Result<Checkpoint> {
     DcpCheckpoint::open(dir, options)?.into_checkpoint()
+}
+
+/// The bytes of `sizes` elements of `dtype` (a tensor, a chunk, a row).
+fn bytes_of(fqn: &str, dtype: DType, sizes: &[usize]) -> Result<usize> {
+    sizes
+        .iter()
+        .try_fold(dtype.size(), |a, &b| a.checked_mul(b))
+        .ok_or(Error::SizeOverflow {
+            what: "DCP tensor",
+            detail: format!("{fqn}: {sizes:?}"),
+        })
 }
 
 /// The intersection of a chunk with a region, per dimension `(start, len)`;
