@@ -6,7 +6,6 @@ mod parallel;
 mod save;
 mod source;
 
-use std::fs::File;
 use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -105,8 +104,12 @@ fn load_zip_archive<R: ReadAt>(
 /// A torch zip archive whose storages read their records on first use, through
 /// the archive reader they share.
 /// A later read names the file and the record, since it happens long after the load.
-pub(super) fn load_lazy(file: File, path: &Path, options: &LoadOptions) -> Result<Checkpoint> {
-    let zip = Arc::new(ZipReader::new(file, &zip_limits(options))?);
+pub(super) fn load_lazy<R: ReadAt + 'static>(
+    source: R,
+    path: &Path,
+    options: &LoadOptions,
+) -> Result<Checkpoint> {
+    let zip = Arc::new(ZipReader::new(source, &zip_limits(options))?);
     let verify_crc = options.verify_crc;
     let path: Arc<Path> = Arc::from(path);
     let make = |entry: &zip::Entry| -> Fetch {
