@@ -22,6 +22,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use stowage::serialize::zip::{Entry, ZipError, ZipLimits, ZipReader};
+use stowage::io::ReadAt;
 use stowage::serialize::{detect_format, Format, LoadOptions};
 use stowage::{Checkpoint, Error};
 
@@ -68,25 +69,15 @@ impl Report<'_> {
 /// Runs `verify`.
 pub fn run(args: Args, out: &mut dyn Write) -> Result<ExitCode, Failure> {
     let path = args.file.as_path();
-    let unreadable = |e: io::Error| {
-        Failure::input(Error::InFile {
-            path: path.to_owned(),
-            source: Box::new(Error::Io(e)),
-        })
-    };
-    let file = File::open(path).map_err(unreadable)?;
-    if file.metadata().map_err(unreadable)?.is_dir() {
-        return Err(unreadable(io::Error::other("is a directory")));
-    }
-
     let mut report = Report {
         out,
         file: path.display().to_string(),
         defects: 0,
     };
-    let format = detect_format(&file).ok();
+    let source = open(path)?;
+    let format = detect_format(&source).ok();
     if let Some(Format::TorchZip) = format {
-        verify_zip(path, file, &mut report)?;
+        verify_zip(path, source, &mut report)?;
     } else {
         let bar = progress::spinner(format!("checking {}", path.display()));
         let loaded = load(path, format);
@@ -105,6 +96,27 @@ pub fn run(args: Args, out: &mut dyn Write) -> Result<ExitCode, Failure> {
     } else {
         ExitCode::from(1)
     })
+}
+
+/// The file to check: a local file, or an object named by URL (read with
+/// range requests).
+fn open(path: &Path) -> Result<Box<dyn ReadAt>, Failure> {
+    #[cfg(feature = "remote")]
+    if let Some(url) = stowage::io::remote::url_of(path) {
+        let object = stowage::io::remote::RemoteObject::open(url).map_err(Failure::input)?;
+        return Ok(Box::new(object));
+    }
+    let unreadable = |e: io::Error| {
+        Failure::input(Error::InFile {
+            path: path.to_owned(),
+            source: Box::new(Error::Io(e)),
+        })
+    };
+    let file = File::open(path).map_err(unreadable)?;
+    if file.metadata().map_err(unreadable)?.is_dir() {
+        return Err(unreadable(io::Error::other("is a directory")));
+    }
+    Ok(Box::new(file))
 }
 
 /// Loads the file with the library's loader: the checkpoint, or the error as
@@ -136,7 +148,7 @@ fn record_error(entry: &Entry, offset: Option<u64>, e: &ZipError) -> String {
     )
 }
 
-fn verify_zip(path: &Path, file: File, report: &mut Report<'_>) -> Result<(), Failure> {
+fn verify_zip<R: ReadAt>(path: &Path, file: R, report: &mut Report<'_>) -> Result<(), Failure> {
     let zip = match ZipReader::new(file, &ZipLimits::default()) {
         Ok(zip) => zip,
         Err(e) => {

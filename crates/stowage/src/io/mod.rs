@@ -121,6 +121,24 @@ impl<T: ReadAt + ?Sized> ReadAt for Arc<T> {
     }
 }
 
+impl<T: ReadAt + ?Sized> ReadAt for Box<T> {
+    fn len(&self) -> u64 {
+        (**self).len()
+    }
+
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        (**self).read_exact_at(buf, offset)
+    }
+
+    fn is_remote(&self) -> bool {
+        (**self).is_remote()
+    }
+
+    fn read_batch_at(&self, reads: &mut [(u64, &mut [u8])]) -> Result<(), (usize, io::Error)> {
+        (**self).read_batch_at(reads)
+    }
+}
+
 impl<T: ReadAt + ?Sized> ReadAt for &T {
     fn len(&self) -> u64 {
         (**self).len()
