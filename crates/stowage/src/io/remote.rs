@@ -348,6 +348,8 @@ fn open_store(
         }
         ObjectStoreScheme::Http => {
             let base = &parsed[..url::Position::BeforePath];
+            // An `http://` URL asks for plain HTTP itself.
+            let client = client.with_allow_http(parsed.scheme() == "http");
             let mut b = object_store::http::HttpBuilder::new()
                 .with_url(base)
                 .with_retry(retry)
