@@ -84,7 +84,12 @@ fn every_command_reads_a_url_as_its_file() {
             stowage(s, &[], &["inspect", "--json", &url]),
             stowage(s, &[], &["inspect", "--json", local]),
         );
-        assert_eq!(a.status.code(), b.status.code(), "{name}: {}", text(&a.stderr));
+        assert_eq!(
+            a.status.code(),
+            b.status.code(),
+            "{name}: {}",
+            text(&a.stderr)
+        );
         if b.status.success() {
             let mut ja: Json = serde_json::from_slice(&a.stdout).unwrap();
             let jb: Json = serde_json::from_slice(&b.stdout).unwrap();
@@ -120,7 +125,10 @@ fn every_command_reads_a_url_as_its_file() {
             assert_eq!(a.status.code(), b.status.code(), "{name}");
             assert_eq!(text(&a.stdout), text(&b.stdout), "{name}");
             if b.status.success() {
-                assert!(std::fs::read(&px).unwrap() == std::fs::read(&py).unwrap(), "{name}");
+                assert!(
+                    std::fs::read(&px).unwrap() == std::fs::read(&py).unwrap(),
+                    "{name}"
+                );
             }
         }
     }
@@ -164,7 +172,10 @@ fn an_interrupted_upload_leaves_no_object() {
     let start = Instant::now();
     while servers::s3(server, &["uploads", "upload/"]).is_empty() {
         assert!(start.elapsed() < Duration::from_secs(60), "no upload began");
-        assert!(child.try_wait().unwrap().is_none(), "convert ended before it could be interrupted");
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "convert ended before it could be interrupted"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     let finished = child.try_wait().unwrap().is_some();
@@ -173,9 +184,16 @@ fn an_interrupted_upload_leaves_no_object() {
     assert!(!finished, "convert ended before it could be interrupted");
     assert!(servers::keys(server, "upload/").is_empty());
     // Run to the end, the same convert leaves the whole object.
-    let run = stowage(Some(server), &[], &["convert", file.to_str().unwrap(), &url]);
+    let run = stowage(
+        Some(server),
+        &[],
+        &["convert", file.to_str().unwrap(), &url],
+    );
     assert!(run.status.success(), "{}", text(&run.stderr));
-    assert_eq!(servers::keys(server, "upload/"), vec!["upload/big.pt".to_owned()]);
+    assert_eq!(
+        servers::keys(server, "upload/"),
+        vec!["upload/big.pt".to_owned()]
+    );
     let d = stowage(Some(server), &[], &["diff", &url, file.to_str().unwrap()]);
     assert_eq!(d.status.code(), Some(0), "{}", text(&d.stdout));
 }
@@ -216,7 +234,11 @@ fn faults_are_one_line_exit_2_and_write_nothing() {
             assert!(err.contains(needle), "{what}: {err}");
             assert!(!target.exists(), "{what}: a file was written");
         }
-        assert!(start.elapsed() < Duration::from_secs(25), "{what}: {:?}", start.elapsed());
+        assert!(
+            start.elapsed() < Duration::from_secs(25),
+            "{what}: {:?}",
+            start.elapsed()
+        );
     }
     // A stopped server.
     let url = format!("{base}/four.pt");
@@ -225,5 +247,9 @@ fn faults_are_one_line_exit_2_and_write_nothing() {
     assert_eq!(run.status.code(), Some(2), "{}", text(&run.stderr));
     assert!(text(&run.stderr).contains(&url));
     assert!(!target.exists());
-    assert_eq!(std::fs::read_dir(out.path()).unwrap().count(), 0, "temporaries left");
+    assert_eq!(
+        std::fs::read_dir(out.path()).unwrap().count(),
+        0,
+        "temporaries left"
+    );
 }

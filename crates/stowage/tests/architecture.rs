@@ -53,7 +53,10 @@ const LAYERS: &[(&str, &[&str])] = &[
             "serialize/dcp",
         ],
     ),
-    ("checkpoint entry points", &["serialize", "serialize/remote"]),
+    (
+        "checkpoint entry points",
+        &["serialize", "serialize/remote"],
+    ),
     ("typed storages", &["typed_storage"]),
 ];
 

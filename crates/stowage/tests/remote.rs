@@ -196,7 +196,10 @@ fn metadata_and_one_lazy_tensor_cost_only_their_bytes() {
     let eager = load_with(&url, &LoadOptions::default()).unwrap();
     let t = delta(before);
     assert_same(&eager, &local, true, "eager");
-    assert!(t.bytes_received >= 8 * four && t.bytes_received < size + (1 << 20), "{t:?}");
+    assert!(
+        t.bytes_received >= 8 * four && t.bytes_received < size + (1 << 20),
+        "{t:?}"
+    );
     assert!(t.requests <= 8 + 8 + 4, "{t:?}");
 }
 
@@ -218,7 +221,10 @@ fn saves_to_s3_commit_only_whole_checkpoints() {
     let dense = common::load_fixture("params");
     stowage::serialize::safetensors::save(&st, &dense).unwrap();
     let back = load_with(&st, &LoadOptions::default()).unwrap();
-    assert_eq!(back.tensors().unwrap().len(), dense.tensors().unwrap().len());
+    assert_eq!(
+        back.tensors().unwrap().len(),
+        dense.tensors().unwrap().len()
+    );
 
     // A save that fails (meta tensors have no bytes) leaves nothing under the key.
     let meta = LoadOptions {
@@ -290,7 +296,11 @@ fn http_loads_and_faults() {
     // A slow server: the request times out (10 s here), no hang.
     let start = Instant::now();
     let err = load_with(format!("{base}/slow/four.pt"), &LoadOptions::default()).unwrap_err();
-    assert!(start.elapsed() < Duration::from_secs(29), "{:?}", start.elapsed());
+    assert!(
+        start.elapsed() < Duration::from_secs(29),
+        "{:?}",
+        start.elapsed()
+    );
     let remote = remote_error(&err).unwrap_or_else(|| panic!("{err:?}"));
     assert!(remote.range.is_some(), "{remote}");
 
@@ -303,6 +313,9 @@ fn http_loads_and_faults() {
     let remote = remote_error(&err).unwrap_or_else(|| panic!("{err:?}"));
     assert!(remote.url.ends_with("/four.pt"), "{remote:?}");
     assert!(remote.range.is_some());
-    assert!(!matches!(remote_error(&err).map(|r| r.range.clone()), Some(None)));
+    assert!(!matches!(
+        remote_error(&err).map(|r| r.range.clone()),
+        Some(None)
+    ));
     let _ = ErrorKind::Other;
 }

@@ -285,8 +285,7 @@ fn open_store(
     options: &RemoteOptions,
 ) -> std::result::Result<(Arc<dyn ObjectStore>, ObjectPath), RemoteFailure> {
     let parsed = url::Url::parse(url)?;
-    let (scheme, path) =
-        ObjectStoreScheme::parse(&parsed).map_err(object_store::Error::from)?;
+    let (scheme, path) = ObjectStoreScheme::parse(&parsed).map_err(object_store::Error::from)?;
     let retry = RetryConfig {
         max_retries: options.retries,
         retry_timeout: options.retry_timeout,
@@ -307,10 +306,12 @@ fn open_store(
                     b = b.with_config(key, value);
                 }
             }
-            Arc::new(reapply_env_client(b, "AWS_", |b, k, v| {
-                b.with_config(object_store::aws::AmazonS3ConfigKey::Client(k), v)
-            })
-            .build()?)
+            Arc::new(
+                reapply_env_client(b, "AWS_", |b, k, v| {
+                    b.with_config(object_store::aws::AmazonS3ConfigKey::Client(k), v)
+                })
+                .build()?,
+            )
         }
         ObjectStoreScheme::GoogleCloudStorage => {
             let mut b = object_store::gcp::GoogleCloudStorageBuilder::from_env()
@@ -589,7 +590,10 @@ impl ReadAt for RemoteObject {
         true
     }
 
-    fn read_batch_at(&self, reads: &mut [(u64, &mut [u8])]) -> std::result::Result<(), (usize, io::Error)> {
+    fn read_batch_at(
+        &self,
+        reads: &mut [(u64, &mut [u8])],
+    ) -> std::result::Result<(), (usize, io::Error)> {
         for (i, (offset, buf)) in reads.iter().enumerate() {
             self.check_range(*offset, buf.len()).map_err(|e| (i, e))?;
         }
@@ -717,7 +721,13 @@ mod tests {
         ] {
             assert_eq!(url_of(Path::new(url)), Some(url), "{url}");
         }
-        for path in ["model.pt", "/tmp/s3://x", "dir/file", "s3://", "ftp://host/x"] {
+        for path in [
+            "model.pt",
+            "/tmp/s3://x",
+            "dir/file",
+            "s3://",
+            "ftp://host/x",
+        ] {
             assert_eq!(url_of(Path::new(path)), None, "{path}");
         }
     }

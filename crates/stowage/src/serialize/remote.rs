@@ -5,9 +5,9 @@
 
 use std::path::{Path, PathBuf};
 
-use super::sharded::{self, ShardFormat};
 #[cfg(feature = "safetensors")]
 use super::safetensors;
+use super::sharded::{self, ShardFormat};
 use super::{detect_format, load_from, torch_zip, Checkpoint, Format, LoadOptions};
 use crate::io::remote::RemoteObject;
 use crate::io::ReadAt;
@@ -45,9 +45,7 @@ pub(super) fn load(url: &str, options: &LoadOptions) -> Result<Checkpoint> {
 fn exists(url: &str) -> Result<bool> {
     match RemoteObject::open(url) {
         Ok(_) => Ok(true),
-        Err(Error::InFile { source, .. })
-            if matches!(&*source, Error::Io(e) if e.kind() == std::io::ErrorKind::NotFound) =>
-        {
+        Err(Error::InFile { source, .. }) if matches!(&*source, Error::Io(e) if e.kind() == std::io::ErrorKind::NotFound) => {
             Ok(false)
         }
         Err(e) => Err(e),

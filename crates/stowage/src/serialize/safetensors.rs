@@ -183,10 +183,12 @@ fn read_batch<R: ReadAt>(source: &R, batch: &[(UntypedStorage, u64, String)]) ->
             owner.push(i);
         }
     }
-    source.read_batch_at(&mut reads).map_err(|(i, e)| Error::AtPath {
-        path: batch[owner[i]].2.clone(),
-        source: Box::new(Error::Io(e)),
-    })
+    source
+        .read_batch_at(&mut reads)
+        .map_err(|(i, e)| Error::AtPath {
+            path: batch[owner[i]].2.clone(),
+            source: Box::new(Error::Io(e)),
+        })
 }
 
 /// A safetensors file whose storages read their bytes on first use, through

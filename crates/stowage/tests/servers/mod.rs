@@ -214,7 +214,10 @@ pub fn range_server(root: &Path, args: &[&str]) -> Option<Server> {
         .read_line(&mut line)
         .expect("its port");
     let port: u16 = line.trim().parse().expect("a port number");
-    assert!(wait_listening(port, &mut child), "range_server.py did not start");
+    assert!(
+        wait_listening(port, &mut child),
+        "range_server.py did not start"
+    );
     Some(Server { child, port })
 }
 

@@ -44,12 +44,13 @@ pub(super) fn fill_parallel<R: ReadAt>(
         let record_of: Vec<usize> = work.iter().map(|(_, _, r)| *r).collect();
         let mut reads: Vec<(u64, &mut [u8])> =
             work.into_iter().map(|(buf, at, _)| (at, buf)).collect();
-        return zip.source().read_batch_at(&mut reads).map_err(|(i, e)| {
-            Error::InRecord {
+        return zip
+            .source()
+            .read_batch_at(&mut reads)
+            .map_err(|(i, e)| Error::InRecord {
                 name: deferred[record_of[i]].1.name.clone(),
                 source: Box::new(Error::Io(e)),
-            }
-        });
+            });
     }
     let total: usize = work.iter().map(|(b, _, _)| b.len()).sum();
     let mut acc = 0;
