@@ -25,7 +25,7 @@ cargo build --release -q -p stowage --features remote --example remote_load
 bin=target/release/stowage
 port=$("$py" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 # The server stops when this script's end of its stdin closes.
-exec 3> >("$py" -c "
+exec 3> >("$py" 2>/dev/null -c "
 import sys
 from moto.server import ThreadedMotoServer
 s = ThreadedMotoServer(ip_address='127.0.0.1', port=$port, verbose=False)
@@ -49,11 +49,21 @@ echo "== inspect --json --no-hash (transfer)"
 echo "== lazy load, reading $tensor"
 target/release/examples/remote_load "$url" "$tensor"
 for c in 16 1; do
-  echo "== eager load, STOWAGE_REMOTE_CONCURRENCY=$c (three runs)"
+  echo "== eager load over S3, STOWAGE_REMOTE_CONCURRENCY=$c"
+  STOWAGE_REMOTE_CONCURRENCY=$c target/release/examples/remote_load "$url"
+done
+echo "== the same object over HTTP (scripts/range_server.py), eager, three runs each"
+exec 4> >("$py" scripts/range_server.py "$(dirname "$file")" > "$(dirname "$file")/.port")
+sleep 2
+http="http://127.0.0.1:$(head -1 "$(dirname "$file")/.port")/$(basename "$file")"
+for c in 16 1; do
   for _ in 1 2 3; do
-    STOWAGE_REMOTE_CONCURRENCY=$c target/release/examples/remote_load "$url"
+    STOWAGE_REMOTE_CONCURRENCY=$c target/release/examples/remote_load "$http"
   done
 done
+echo "== one GET of the whole object over HTTP, streamed by curl, for reference"
+for _ in 1 2 3; do curl -s -o /dev/null -w '{"seconds": %{time_total}, "bytes": %{size_download}}\n' "$http"; done
+exec 4>&-
 echo "== one GET of the whole object, streamed (boto3), for reference"
 "$py" -c "
 import boto3, time

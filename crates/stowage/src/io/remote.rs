@@ -643,13 +643,15 @@ pub(crate) fn upload(
         parts: object_store::WriteMultipart::new_with_chunk_size(started, PART_SIZE),
         rt,
         url,
-        pending: 0,
+        written: 0,
     };
     let written = write(&mut out);
-    let parts = out.parts;
+    let (parts, total) = (out.parts, out.written);
     match written {
         Ok(()) => {
-            count(None, 1, 0, 0);
+            // The parts (at least one), then the request that completes the upload.
+            let n = total.div_ceil(PART_SIZE as u64).max(1);
+            count(None, n + 1, 0, total);
             block_on(parts.finish())
                 .map_err(failed)?
                 .map_err(|e| failed(e.into()))?;
@@ -676,8 +678,8 @@ struct Upload<'a> {
     parts: object_store::WriteMultipart,
     rt: &'static tokio::runtime::Runtime,
     url: &'a str,
-    /// Bytes written since parts were last counted.
-    pending: u64,
+    /// Bytes written so far.
+    written: u64,
 }
 
 impl io::Write for Upload<'_> {
@@ -686,11 +688,7 @@ impl io::Write for Upload<'_> {
             let _enter = self.rt.enter();
             self.parts.write(buf);
         }
-        self.pending += buf.len() as u64;
-        while self.pending >= PART_SIZE as u64 {
-            self.pending -= PART_SIZE as u64;
-            count(None, 1, 0, PART_SIZE as u64);
-        }
+        self.written += buf.len() as u64;
         let url = self.url;
         match block_on(self.parts.wait_for_capacity(4)) {
             Ok(Ok(())) => Ok(buf.len()),
