@@ -9,8 +9,9 @@ Serves the files of a folder on 127.0.0.1 only (HEAD and GET, with single
   /short/NAME       GET sends half the bytes it declares, then closes
   /NAME             the file, as is
 
-With --stop-after N the server exits after answering N requests (a server
-that goes away in the middle of a load). It prints its port on stdout once
+With --stop-after N the process exits at once after answering its Nth
+request, dropping open connections (a server that goes away in the middle
+of a load). It prints its port on stdout once
 listening, then serves until killed, stdin closes, or --stop-after is reached.
 
 Usage: range_server.py ROOT [--stop-after N] [--slow SECONDS]
@@ -44,9 +45,14 @@ def main():
         def count(self):
             with lock:
                 served["n"] += 1
-                n = served["n"]
+                return served["n"]
+
+        def stop_if_done(self, n):
+            # The whole process goes, open connections with it, as a crashed
+            # server would.
             if args.stop_after and n >= args.stop_after:
-                threading.Thread(target=server.shutdown, daemon=True).start()
+                self.wfile.flush()
+                os._exit(0)
 
         def target(self):
             path = self.path.split("?", 1)[0].lstrip("/")
@@ -60,7 +66,11 @@ def main():
             return mode, full
 
         def answer(self, body):
-            self.count()
+            n = self.count()
+            self.respond(body)
+            self.stop_if_done(n)
+
+        def respond(self, body):
             mode, full = self.target()
             if mode == "forbidden":
                 self.send_error(403)

@@ -253,3 +253,33 @@ fn faults_are_one_line_exit_2_and_write_nothing() {
         "temporaries left"
     );
 }
+
+#[test]
+fn a_server_stopping_in_the_middle_of_an_eager_load_is_an_error() {
+    if moto().is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("eight.pt");
+    // 8 × 4 MiB: HEAD, the two cached blocks, 8 local headers, then two
+    // 16 MiB data requests; the server dies after answering the first.
+    assert!(servers::torch_checkpoint(&file, 8, 4), "torch.save failed");
+    let Some(server) = servers::range_server(dir.path(), &["--stop-after", "12"]) else {
+        return;
+    };
+    let url = format!("{}/eight.pt", server.endpoint());
+    let out = tempfile::tempdir().unwrap();
+    let target = out.path().join("out.pt");
+    let start = Instant::now();
+    let run = stowage(None, &[], &["convert", &url, target.to_str().unwrap()]);
+    let err = text(&run.stderr);
+    assert_eq!(run.status.code(), Some(2), "{err}");
+    assert!(err.contains(&url), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(start.elapsed() < Duration::from_secs(30));
+    assert_eq!(
+        std::fs::read_dir(out.path()).unwrap().count(),
+        0,
+        "a file was left"
+    );
+}
