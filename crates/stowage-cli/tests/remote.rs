@@ -170,13 +170,13 @@ fn an_interrupted_upload_leaves_no_object() {
         .unwrap();
     // Kill it once its multipart upload has begun.
     let start = Instant::now();
-    while servers::s3(server, &["uploads", "upload/"]).is_empty() {
+    while !servers::upload_in_progress(server, "upload/") {
         assert!(start.elapsed() < Duration::from_secs(60), "no upload began");
         assert!(
             child.try_wait().unwrap().is_none(),
             "convert ended before it could be interrupted"
         );
-        std::thread::sleep(Duration::from_millis(20));
+        std::thread::sleep(Duration::from_millis(2));
     }
     let finished = child.try_wait().unwrap().is_some();
     child.kill().unwrap();

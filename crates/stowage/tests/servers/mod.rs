@@ -237,3 +237,21 @@ pub fn torch_checkpoint(path: &Path, n: usize, mib: usize) -> bool {
         .status()
         .is_ok_and(|s| s.success())
 }
+
+/// Whether a multipart upload under `prefix` of [`BUCKET`] is in progress,
+/// asked straight over HTTP (moto does not check signatures), so a test can
+/// poll it every few milliseconds.
+pub fn upload_in_progress(server: &Server, prefix: &str) -> bool {
+    use std::io::{Read, Write};
+    let Ok(mut stream) = TcpStream::connect(("127.0.0.1", server.port)) else {
+        return false;
+    };
+    let request = format!(
+        "GET /{BUCKET}?uploads&prefix={prefix} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nConnection: close\r\n\r\n",
+        server.port
+    );
+    let mut reply = String::new();
+    stream.write_all(request.as_bytes()).is_ok()
+        && stream.read_to_string(&mut reply).is_ok()
+        && reply.contains("<UploadId>")
+}
