@@ -228,6 +228,13 @@ pub fn run(args: Args, out: &mut dyn Write) -> Result<ExitCode, Failure> {
     written.map_err(|e| match e {
         // An input the target format cannot hold is refused input (exit 2).
         e @ stowage::Error::AtPath { .. } => Failure::input(e),
+        // So is an input that could not be read while writing (a lazily
+        // loaded storage whose file or server failed): exit 2.
+        stowage::Error::InFile { ref source, .. }
+            if matches!(&**source, stowage::Error::InFile { path, .. } if *path == args.input) =>
+        {
+            Failure::input(e)
+        }
         // The library names the file it was writing; naming it again would repeat it.
         e @ stowage::Error::InFile { .. } => Failure::from(e),
         e => Failure::from(stowage::Error::InFile {

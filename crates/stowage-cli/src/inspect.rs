@@ -79,7 +79,7 @@ pub fn load(file: &std::path::Path, metadata_only: bool) -> Result<Checkpoint, F
         lazy: !metadata_only,
         ..LoadOptions::default()
     };
-    let bar = progress::spinner(format!("reading {}", file.display()));
+    let bar = progress::fetching(file, format!("reading {}", file.display()));
     let loaded = stowage::serialize::load_with(file, &options).map_err(Failure::input);
     bar.finish_and_clear();
     loaded
@@ -160,13 +160,14 @@ pub fn run(args: Args, out: &mut dyn Write) -> Result<ExitCode, Failure> {
         .iter()
         .map(|s| json!({"key": s.key, "nbytes": s.storage.nbytes(), "location": s.location, "storage_type": s.storage_type()}))
         .collect();
-    let doc = json!({
+    let mut doc = json!({
         "format": ckpt.format.name(),
         "byteorder": ckpt.byteorder.name(),
         "storages": storages,
         "tensors": tensors,
         "values": leaves.iter().map(values::value_json).collect::<Vec<_>>(),
     });
+    crate::remote::add_transfer(&mut doc);
     writeln!(out, "{doc}")?;
     Ok(ExitCode::SUCCESS)
 }

@@ -25,6 +25,7 @@ use clap::{Parser, Subcommand};
 mod data;
 mod logger;
 mod progress;
+mod remote;
 mod values;
 
 /// Declares the subcommand modules, the [`Command`] enum and its dispatch.

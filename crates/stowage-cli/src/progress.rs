@@ -55,3 +55,22 @@ pub fn spinner(message: impl Into<String>) -> ProgressBar {
     bar.enable_steady_tick(Duration::from_millis(100));
     bar
 }
+
+/// A spinner for reading `path`; for a URL, it also shows the bytes fetched
+/// so far from the object store, updated as they come.
+pub fn fetching(path: &std::path::Path, message: String) -> ProgressBar {
+    let bar = spinner(message.clone());
+    if bar.is_hidden() || !crate::remote::is_url(path) {
+        return bar;
+    }
+    let shown = bar.clone();
+    std::thread::spawn(move || {
+        let start = crate::remote::bytes_received();
+        while !shown.is_finished() {
+            let got = crate::remote::bytes_received().saturating_sub(start);
+            shown.set_message(format!("{message}: {} fetched", indicatif::HumanBytes(got)));
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    });
+    bar
+}

@@ -25,6 +25,7 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use stowage::io::ReadAt;
 use stowage::serialize::zip::{Entry, ZipError, ZipLimits, ZipReader};
 use stowage::serialize::{detect_format, Format, LoadOptions};
 use stowage::{Checkpoint, Error};
@@ -73,9 +74,8 @@ impl Report<'_> {
 /// Runs `verify`.
 pub fn run(args: Args, out: &mut dyn Write) -> Result<ExitCode, Failure> {
     let path = args.file.as_path();
-    let is_dir = std::fs::metadata(path)
-        .map_err(|e| unreadable(path, e))?
-        .is_dir();
+    // A URL, or a path that cannot be read, is checked as a file (`open` names the error).
+    let is_dir = std::fs::metadata(path).is_ok_and(|m| m.is_dir());
     let mut report = Report {
         out,
         file: path.display().to_string(),
@@ -107,10 +107,10 @@ fn unreadable(path: &Path, e: io::Error) -> Failure {
 
 /// One checkpoint file.
 fn verify_file(path: &Path, report: &mut Report<'_>) -> Result<(), Failure> {
-    let file = File::open(path).map_err(|e| unreadable(path, e))?;
-    let format = detect_format(&file).ok();
+    let source = open(path)?;
+    let format = detect_format(&source).ok();
     if let Some(Format::TorchZip) = format {
-        verify_zip(path, file, report)?;
+        verify_zip(path, source, report)?;
     } else {
         let bar = progress::spinner(format!("checking {}", path.display()));
         let loaded = load(path, format);
@@ -173,6 +173,27 @@ fn verify_folder(dir: &Path, report: &mut Report<'_>) -> Result<(), Failure> {
     Ok(())
 }
 
+/// The file to check: a local file, or an object named by URL (read with
+/// range requests).
+fn open(path: &Path) -> Result<Box<dyn ReadAt>, Failure> {
+    #[cfg(feature = "remote")]
+    if let Some(url) = stowage::io::remote::url_of(path) {
+        let object = stowage::io::remote::RemoteObject::open(url).map_err(Failure::input)?;
+        return Ok(Box::new(object));
+    }
+    let unreadable = |e: io::Error| {
+        Failure::input(Error::InFile {
+            path: path.to_owned(),
+            source: Box::new(Error::Io(e)),
+        })
+    };
+    let file = File::open(path).map_err(unreadable)?;
+    if file.metadata().map_err(unreadable)?.is_dir() {
+        return Err(unreadable(io::Error::other("is a directory")));
+    }
+    Ok(Box::new(file))
+}
+
 /// Loads the file with the library's loader: the checkpoint, or the error as
 /// one line without the file name (the report adds it). A torch zip archive
 /// or a safetensors file loads fake (every check but reading the storages,
@@ -202,7 +223,7 @@ fn record_error(entry: &Entry, offset: Option<u64>, e: &ZipError) -> String {
     )
 }
 
-fn verify_zip(path: &Path, file: File, report: &mut Report<'_>) -> Result<(), Failure> {
+fn verify_zip<R: ReadAt>(path: &Path, file: R, report: &mut Report<'_>) -> Result<(), Failure> {
     let zip = match ZipReader::new(file, &ZipLimits::default()) {
         Ok(zip) => zip,
         Err(e) => {

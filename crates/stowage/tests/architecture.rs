@@ -54,7 +54,10 @@ const LAYERS: &[(&str, &[&str])] = &[
             "serialize/dcp",
         ],
     ),
-    ("checkpoint entry points", &["serialize"]),
+    (
+        "checkpoint entry points",
+        &["serialize", "serialize/remote"],
+    ),
     ("typed storages", &["typed_storage"]),
 ];
 

@@ -191,11 +191,9 @@ pub fn run(args: Args, out: &mut dyn Write) -> Result<ExitCode, Failure> {
     let differences = compare(&a, &b, options)?;
     if args.json {
         let list: Vec<Json> = differences.iter().map(difference_json).collect();
-        writeln!(
-            out,
-            "{}",
-            json!({"same": differences.is_empty(), "differences": list})
-        )?;
+        let mut doc = json!({"same": differences.is_empty(), "differences": list});
+        crate::remote::add_transfer(&mut doc);
+        writeln!(out, "{doc}")?;
     } else {
         for d in &differences {
             writeln!(out, "{}", difference_line(d))?;

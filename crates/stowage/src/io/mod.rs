@@ -14,6 +14,8 @@ mod atomic;
 mod atomic_dir;
 #[allow(unsafe_code)] // `fallocate`, `sync_file_range`.
 mod output;
+#[cfg(feature = "remote")]
+pub mod remote;
 
 use std::fs::File;
 use std::io;
@@ -36,6 +38,26 @@ pub trait ReadAt: Send + Sync {
     /// Fills `buf` with the bytes at `offset..offset + buf.len()`, or fails
     /// (with [`io::ErrorKind::UnexpectedEof`] when they run past the end).
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()>;
+
+    /// Whether each read is a request to a remote store, so that readers
+    /// should batch their reads ([`read_batch_at`](Self::read_batch_at)) and
+    /// avoid reads they can do without. False for files and memory.
+    fn is_remote(&self) -> bool {
+        false
+    }
+
+    /// Fills each `(offset, buffer)` as [`read_exact_at`](Self::read_exact_at)
+    /// would, in any order (a remote source coalesces them and reads them
+    /// concurrently; others read them one after another).
+    ///
+    /// # Errors
+    /// The index of a read that failed, with its error.
+    fn read_batch_at(&self, reads: &mut [(u64, &mut [u8])]) -> Result<(), (usize, io::Error)> {
+        for (i, (offset, buf)) in reads.iter_mut().enumerate() {
+            self.read_exact_at(buf, *offset).map_err(|e| (i, e))?;
+        }
+        Ok(())
+    }
 }
 
 impl ReadAt for File {
@@ -89,6 +111,32 @@ impl<T: ReadAt + ?Sized> ReadAt for Arc<T> {
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
         (**self).read_exact_at(buf, offset)
     }
+
+    fn is_remote(&self) -> bool {
+        (**self).is_remote()
+    }
+
+    fn read_batch_at(&self, reads: &mut [(u64, &mut [u8])]) -> Result<(), (usize, io::Error)> {
+        (**self).read_batch_at(reads)
+    }
+}
+
+impl<T: ReadAt + ?Sized> ReadAt for Box<T> {
+    fn len(&self) -> u64 {
+        (**self).len()
+    }
+
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        (**self).read_exact_at(buf, offset)
+    }
+
+    fn is_remote(&self) -> bool {
+        (**self).is_remote()
+    }
+
+    fn read_batch_at(&self, reads: &mut [(u64, &mut [u8])]) -> Result<(), (usize, io::Error)> {
+        (**self).read_batch_at(reads)
+    }
 }
 
 impl<T: ReadAt + ?Sized> ReadAt for &T {
@@ -98,5 +146,13 @@ impl<T: ReadAt + ?Sized> ReadAt for &T {
 
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
         (**self).read_exact_at(buf, offset)
+    }
+
+    fn is_remote(&self) -> bool {
+        (**self).is_remote()
+    }
+
+    fn read_batch_at(&self, reads: &mut [(u64, &mut [u8])]) -> Result<(), (usize, io::Error)> {
+        (**self).read_batch_at(reads)
     }
 }

@@ -22,6 +22,8 @@ pub mod dcp;
 pub(crate) mod object;
 mod options;
 pub mod pickle;
+#[cfg(feature = "remote")]
+mod remote;
 #[cfg(feature = "safetensors")]
 pub mod safetensors;
 pub mod sharded;
@@ -54,6 +56,11 @@ use crate::{Error, Result};
 /// as one checkpoint ([`sharded`]), or a PyTorch Distributed Checkpoint
 /// folder (holding `.metadata`) with its chunks assembled ([`dcp`]).
 ///
+/// With the `remote` feature, `path` may be a URL (`s3://bucket/key.pt`,
+/// `gs://…`, `az://…`, `http(s)://…`, `file://…`): the object is read with
+/// range requests ([`RemoteObject`](crate::io::remote::RemoteObject)), a
+/// sharded set by the URL of its index or of its folder (ending in `/`).
+///
 /// # Errors
 /// [`Error::InFile`] wrapping what went wrong: I/O, an unknown format, a
 /// refused global, a missing or short record, a tensor past its storage.
@@ -67,6 +74,10 @@ pub fn load(path: impl AsRef<Path>) -> Result<Checkpoint> {
 /// As [`load`].
 pub fn load_with(path: impl AsRef<Path>, options: &LoadOptions) -> Result<Checkpoint> {
     let path = path.as_ref();
+    #[cfg(feature = "remote")]
+    if let Some(url) = crate::io::remote::url_of(path) {
+        return remote::load(url, options);
+    }
     if dcp::is_dcp(path) {
         return dcp::load(path, options);
     }
@@ -143,6 +154,11 @@ fn load_file(path: &Path, options: &LoadOptions) -> Result<Checkpoint> {
 #[allow(unsafe_code)] // Only to pass the caller's promise on to the mapping.
 pub unsafe fn load_mmap(path: impl AsRef<Path>, options: &LoadOptions) -> Result<Checkpoint> {
     let path = path.as_ref();
+    #[cfg(feature = "remote")]
+    if let Some(url) = crate::io::remote::url_of(path) {
+        // An object in a store cannot be mapped: it is read as `load_with` reads it.
+        return remote::load(url, options);
+    }
     if dcp::is_dcp(path) {
         // Chunks are assembled into new storages: nothing to map.
         return dcp::load(path, options);
@@ -243,7 +259,7 @@ pub fn detect_format<R: ReadAt>(source: &R) -> Result<Format> {
     })
 }
 
-fn load_from<R: ReadAt>(source: R, options: &LoadOptions) -> Result<Checkpoint> {
+pub(crate) fn load_from<R: ReadAt>(source: R, options: &LoadOptions) -> Result<Checkpoint> {
     match detect_format(&source)? {
         Format::TorchZip => torch_zip::load(source, options, None),
         Format::TorchLegacy => torch_legacy::load(&source, options, None),

@@ -16,7 +16,6 @@
 use std::borrow::Cow;
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
-use std::fs::File;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -106,6 +105,8 @@ pub(crate) fn load<R: ReadAt>(
         .map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect());
     let device = options.map_location.unwrap_or_default();
     let mut items = Vec::new();
+    // A remote source's tensors: their storages, offsets and names.
+    let mut batch: Vec<(UntypedStorage, u64, String)> = Vec::new();
     // The file's order: by data offset.
     for (i, name) in meta.offset_keys().into_iter().enumerate() {
         let at_path = |e: Error| Error::AtPath {
@@ -135,6 +136,11 @@ pub(crate) fn load<R: ReadAt>(
             s
         } else if let Some(make) = lazy {
             UntypedStorage::lazy(nbytes, device, make(&name, offset))
+        } else if source.is_remote() {
+            // Read below, all at once: one request each would be a round trip each.
+            let storage = UntypedStorage::new_on(nbytes, device).map_err(at_path)?;
+            batch.push((storage.clone(), offset, name.clone()));
+            storage
         } else {
             let storage = UntypedStorage::new_on(nbytes, device).map_err(at_path)?;
             source
@@ -155,15 +161,44 @@ pub(crate) fn load<R: ReadAt>(
             Value::Ext(Object::Tensor(Box::new(TensorObject::new(tensor)))),
         ));
     }
+    read_batch(source, &batch)?;
     let root = ckpt.graph.dict(items);
     ckpt.root = Value::Node(root);
     Ok(ckpt)
 }
 
+/// Reads each `(storage, offset, name)` of a remote source in one batch
+/// (coalesced, concurrent range requests); a failure names its tensor.
+fn read_batch<R: ReadAt>(source: &R, batch: &[(UntypedStorage, u64, String)]) -> Result<()> {
+    const PIECE: usize = 16 << 20;
+    let mut guards = Vec::with_capacity(batch.len());
+    for (storage, _, _) in batch {
+        guards.push(storage.bytes_mut()?);
+    }
+    let mut reads: Vec<(u64, &mut [u8])> = Vec::new();
+    let mut owner: Vec<usize> = Vec::new();
+    for (i, (bytes, (_, offset, _))) in guards.iter_mut().zip(batch).enumerate() {
+        for (k, piece) in bytes.chunks_mut(PIECE).enumerate() {
+            reads.push((offset + (k * PIECE) as u64, piece));
+            owner.push(i);
+        }
+    }
+    source
+        .read_batch_at(&mut reads)
+        .map_err(|(i, e)| Error::AtPath {
+            path: batch[owner[i]].2.clone(),
+            source: Box::new(Error::Io(e)),
+        })
+}
+
 /// A safetensors file whose storages read their bytes on first use, through
 /// the file they share. A later read names the file and the tensor, since it
 /// happens long after the load.
-pub(crate) fn load_lazy(file: File, path: &Path, options: &LoadOptions) -> Result<Checkpoint> {
+pub(crate) fn load_lazy<R: ReadAt + 'static>(
+    file: R,
+    path: &Path,
+    options: &LoadOptions,
+) -> Result<Checkpoint> {
     let file = Arc::new(file);
     let path: Arc<Path> = Arc::from(path);
     let make = |name: &str, offset: u64| -> Fetch {
@@ -249,8 +284,29 @@ pub fn save_with(path: &Path, ckpt: &Checkpoint, options: &SaveOptions) -> Resul
         .safetensors_metadata
         .as_ref()
         .map(|m: &BTreeMap<_, _>| m.clone().into_iter().collect());
+    #[cfg(feature = "remote")]
+    if let Some(url) = crate::io::remote::url_of(path) {
+        // The crate writes to a file: stage it locally, then upload it whole.
+        let staged = tempfile::NamedTempFile::new()?;
+        let written = write_views(&views, meta, staged.path());
+        return crate::io::remote::upload(url, |w| {
+            written?;
+            let mut file = std::fs::File::open(staged.path())?;
+            std::io::copy(&mut file, w)?;
+            Ok(())
+        });
+    }
     // The crate streams the tensors into the file one at a time.
-    crate::io::write_atomically(path, options.sync, |tmp| {
+    crate::io::write_atomically(path, options.sync, |tmp| write_views(&views, meta, tmp))
+}
+
+/// Streams the tensors into a safetensors file at `tmp`, one at a time.
+fn write_views(
+    views: &[(String, Contiguous)],
+    meta: Option<HashMap<String, String>>,
+    tmp: &Path,
+) -> Result<()> {
+    {
         safetensors::tensor::serialize_to_file(
             views.iter().map(|(n, v)| (n.as_str(), v)),
             meta,
@@ -266,7 +322,7 @@ pub fn save_with(path: &Path, ckpt: &Checkpoint, options: &SaveOptions) -> Resul
                 source: Box::new(e),
             }),
         }
-    })
+    }
 }
 
 /// A contiguous tensor as the `safetensors` crate's `View`.

@@ -43,7 +43,7 @@ pub enum ShardFormat {
 
 impl ShardFormat {
     /// The name of a set's file with Hugging Face's `suffix` (`""` or `-00001-of-00004`).
-    fn file_name(self, suffix: &str) -> String {
+    pub(crate) fn file_name(self, suffix: &str) -> String {
         match self {
             ShardFormat::Safetensors => format!("model{suffix}.safetensors"),
             ShardFormat::Bin => format!("pytorch_model{suffix}.bin"),
@@ -283,7 +283,24 @@ pub(crate) fn load(
         source: Box::new(e),
     };
     let text = fs::read_to_string(index).map_err(|e| in_index(Error::Io(e)))?;
-    let parsed = ShardIndex::parse(&text).map_err(in_index)?;
+    load_indexed(index, &text, load_shard)
+}
+
+/// [`load`] of an index whose text is already read (a remote index: its
+/// shards are named relative to its URL).
+///
+/// # Errors
+/// As [`load`].
+pub(crate) fn load_indexed(
+    index: &Path,
+    text: &str,
+    load_shard: impl Fn(&Path) -> Result<Checkpoint>,
+) -> Result<Checkpoint> {
+    let in_index = |e: Error| Error::InFile {
+        path: index.to_owned(),
+        source: Box::new(e),
+    };
+    let parsed = ShardIndex::parse(text).map_err(in_index)?;
     let dir = index.parent().unwrap_or(Path::new("."));
     let mut expected: HashMap<&str, Vec<&str>> = HashMap::new();
     for (name, file) in &parsed.weight_map {

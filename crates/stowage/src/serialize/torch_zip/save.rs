@@ -202,6 +202,11 @@ pub fn save_to_writer<W: Write>(
 /// (then the directory is synced), so an interrupted save, a crash or a power loss
 /// leaves either the earlier file or the whole new one. The root folder is `path`'s stem.
 ///
+/// With the `remote` feature, `path` may be an object-store URL (`s3://…`):
+/// the archive is streamed up in a multipart upload that is committed only
+/// once written whole, so a failed or interrupted save leaves no object under
+/// the key (and an earlier one untouched).
+///
 /// # Errors
 /// As [`save_to_writer`], wrapped in [`Error::InFile`].
 pub fn save(path: impl AsRef<Path>, ckpt: &Checkpoint) -> Result<()> {
@@ -222,6 +227,15 @@ pub fn save(path: impl AsRef<Path>, ckpt: &Checkpoint) -> Result<()> {
 /// As [`save`].
 pub fn save_with(path: &Path, ckpt: &Checkpoint, options: &SaveOptions) -> Result<()> {
     let stem = archive_name(path);
+    #[cfg(feature = "remote")]
+    if let Some(url) = io::remote::url_of(path) {
+        return io::remote::upload(url, |w| {
+            let w = BufWriter::with_capacity(1 << 22, w);
+            let w = save_to_writer(w, &stem, ckpt, options)?;
+            w.into_inner().map_err(|e| Error::Io(e.into_error()))?;
+            Ok(())
+        });
+    }
     io::write_atomically(path, options.sync, |tmp| {
         let plan = Plan::new(ckpt, options)?;
         let len = plan.archive_len(&stem, options.alignment)?;

@@ -57,7 +57,13 @@ impl<R: ReadAt> StorageSource for ZipSource<'_, R> {
         // Meta and fake loads read nothing, but refuse what no load could read:
         // the record's local header and data must lie in the file.
         if device.is_meta() {
-            self.zip.data_offset(entry)?;
+            // A remote archive is not asked for every local header: its
+            // central directory already places each record in the object.
+            if self.zip.source().is_remote() {
+                self.zip.check_fits(entry)?;
+            } else {
+                self.zip.data_offset(entry)?;
+            }
             return UntypedStorage::new_on(nbytes, device);
         }
         if let Some(make) = self.lazy {
@@ -76,7 +82,9 @@ impl<R: ReadAt> StorageSource for ZipSource<'_, R> {
         if let (Some(d), Method::Stored, false) =
             (&mut self.deferred, entry.method, self.verify_crc)
         {
-            if nbytes >= DEFER_MIN {
+            // A remote archive's records all go in the batch: each read
+            // on its own would cost a round trip.
+            if nbytes >= DEFER_MIN || self.zip.source().is_remote() {
                 d.push((storage.clone(), entry.clone()));
                 return Ok(storage);
             }

@@ -179,7 +179,69 @@ impl<R: ReadAt> ZipReader<R> {
             }
         }
         self.source.read_exact_at(&mut header, ofs)?;
-        let sig = le32(&header, 0).unwrap_or(0);
+        self.data_offset_from(e, &header)
+    }
+
+    /// [`data_offset`](Self::data_offset) of several entries, their local
+    /// headers read in one batch ([`ReadAt::read_batch_at`]: concurrent
+    /// range requests on a remote source).
+    pub fn data_offsets(&self, entries: &[&Entry]) -> Result<Vec<u64>, ZipError> {
+        let mut headers = Vec::with_capacity(entries.len());
+        for e in entries {
+            let ofs = e.local_header_offset;
+            let needed = LOCAL_HEADER_LEN + e.name.len() as u64;
+            match ofs.checked_add(needed) {
+                Some(end) if end <= self.len => {}
+                _ => {
+                    return Err(ZipError::Truncated {
+                        what: "local header",
+                        offset: ofs,
+                        needed,
+                        available: self.len.saturating_sub(ofs),
+                    })
+                }
+            }
+            headers.push(vec![0u8; needed as usize]);
+        }
+        let mut reads: Vec<(u64, &mut [u8])> = entries
+            .iter()
+            .zip(headers.iter_mut())
+            .map(|(e, h)| (e.local_header_offset, h.as_mut_slice()))
+            .collect();
+        self.source
+            .read_batch_at(&mut reads)
+            .map_err(|(_, e)| ZipError::from(e))?;
+        entries
+            .iter()
+            .zip(&headers)
+            .map(|(e, h)| self.data_offset_from(e, h))
+            .collect()
+    }
+
+    /// Checks, without reading, that the entry's local header and data can
+    /// lie in the file (the local extra field is not known until read).
+    pub fn check_fits(&self, e: &Entry) -> Result<(), ZipError> {
+        let least = e
+            .local_header_offset
+            .checked_add(LOCAL_HEADER_LEN + e.name.len() as u64)
+            .and_then(|o| o.checked_add(e.compressed_size));
+        match least {
+            Some(end) if end <= self.len => Ok(()),
+            _ => Err(ZipError::DataOutOfBounds {
+                name: e.name.clone(),
+                offset: e.local_header_offset,
+                size: e.compressed_size,
+                len: self.len,
+            }),
+        }
+    }
+
+    /// The data offset the local header `header` (its fixed part and name) gives `e`.
+    fn data_offset_from(&self, e: &Entry, header: &[u8]) -> Result<u64, ZipError> {
+        let ofs = e.local_header_offset;
+        let name = e.name.as_bytes();
+        let needed = LOCAL_HEADER_LEN + name.len() as u64;
+        let sig = le32(header, 0).unwrap_or(0);
         if sig != LOCAL_HEADER_SIG {
             return Err(ZipError::BadSignature {
                 what: "local header",
@@ -188,8 +250,8 @@ impl<R: ReadAt> ZipReader<R> {
                 found: sig,
             });
         }
-        let name_len = le16(&header, 26).unwrap_or(0);
-        let extra_len = le16(&header, 28).unwrap_or(0);
+        let name_len = le16(header, 26).unwrap_or(0);
+        let extra_len = le16(header, 28).unwrap_or(0);
         if usize::from(name_len) != name.len()
             || header.get(LOCAL_HEADER_LEN as usize..) != Some(name)
         {

@@ -1,0 +1,56 @@
+//! Checkpoints named by URL (`s3://…`, `gs://…`, `az://…`, `http(s)://…`,
+//! `file://…`): what the commands add for them. Loading and saving go
+//! through the library's entry points, which read and write URLs themselves
+//! (the `remote` feature); here are the transfer counts for `--json` and the
+//! bytes fetched for the progress line.
+
+use std::path::Path;
+
+use serde_json::{json, Value as Json};
+
+/// Whether `path` is a URL the library opens rather than a local path.
+pub fn is_url(path: &Path) -> bool {
+    #[cfg(feature = "remote")]
+    return stowage::io::remote::url_of(path).is_some();
+    #[cfg(not(feature = "remote"))]
+    {
+        let _ = path;
+        false
+    }
+}
+
+/// What this process has transferred from and to object stores, as the
+/// `"transfer"` member of `--json` outputs: `None` when nothing was.
+pub fn transfer_json() -> Option<Json> {
+    #[cfg(feature = "remote")]
+    {
+        let t = stowage::io::remote::totals();
+        (t.requests > 0).then(|| {
+            json!({
+                "requests": t.requests,
+                "bytes_received": t.bytes_received,
+                "bytes_sent": t.bytes_sent,
+            })
+        })
+    }
+    #[cfg(not(feature = "remote"))]
+    {
+        let _ = json!(null);
+        None
+    }
+}
+
+/// Adds the `"transfer"` member to a JSON object when anything was transferred.
+pub fn add_transfer(doc: &mut Json) {
+    if let (Some(t), Some(o)) = (transfer_json(), doc.as_object_mut()) {
+        o.insert("transfer".into(), t);
+    }
+}
+
+/// Bytes received from object stores so far (0 without the `remote` feature).
+pub fn bytes_received() -> u64 {
+    #[cfg(feature = "remote")]
+    return stowage::io::remote::totals().bytes_received;
+    #[cfg(not(feature = "remote"))]
+    0
+}

@@ -1,0 +1,285 @@
+//! The command line on checkpoints named by URL, against servers the tests
+//! start on 127.0.0.1: moto's S3 server and an HTTP server with `Range`
+//! support (`crates/stowage/tests/servers`). Every command's output on an
+//! uploaded fixture is the local file's; `inspect --no-hash` fetches only
+//! metadata; an interrupted upload leaves no object; faults are one clear
+//! line, exit 2, nothing written.
+
+#[path = "../../stowage/tests/servers/mod.rs"]
+mod servers;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use serde_json::Value as Json;
+use servers::Server;
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../stowage/tests/fixtures")
+}
+
+/// The S3 server every test of this file shares (it stops with the process).
+fn moto() -> Option<&'static Server> {
+    static MOTO: OnceLock<Option<Server>> = OnceLock::new();
+    MOTO.get_or_init(servers::moto).as_ref()
+}
+
+/// Runs `stowage` with the S3 environment of `server` (if any) and `env`.
+fn stowage(server: Option<&Server>, env: &[(&str, &str)], args: &[&str]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_stowage"));
+    if let Some(s) = server {
+        cmd.envs(servers::s3_env(s));
+    }
+    cmd.env("STOWAGE_REMOTE_RETRIES", "0")
+        .envs(env.iter().copied())
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("running stowage")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Every `.pt` fixture (torch zip and legacy; safetensors too where present).
+fn fixture_files() -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(fixtures())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.extension()
+                .is_some_and(|e| e == "pt" || e == "safetensors")
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+#[test]
+fn every_command_reads_a_url_as_its_file() {
+    let Some(server) = moto() else { return };
+    let files = fixture_files();
+    let pairs: Vec<String> = files
+        .iter()
+        .map(|p| {
+            let name = p.file_name().unwrap().to_str().unwrap();
+            format!("{}=cli/{name}", p.display())
+        })
+        .collect();
+    let mut args = vec!["put"];
+    args.extend(pairs.iter().map(String::as_str));
+    servers::s3(server, &args);
+    let out = tempfile::tempdir().unwrap();
+    for file in &files {
+        let name = file.file_name().unwrap().to_str().unwrap();
+        let url = format!("s3://{}/cli/{name}", servers::BUCKET);
+        let local = file.to_str().unwrap();
+        let s = Some(server);
+
+        // inspect --json: the same document, plus what was transferred.
+        let (a, b) = (
+            stowage(s, &[], &["inspect", "--json", &url]),
+            stowage(s, &[], &["inspect", "--json", local]),
+        );
+        assert_eq!(
+            a.status.code(),
+            b.status.code(),
+            "{name}: {}",
+            text(&a.stderr)
+        );
+        if b.status.success() {
+            let mut ja: Json = serde_json::from_slice(&a.stdout).unwrap();
+            let jb: Json = serde_json::from_slice(&b.stdout).unwrap();
+            let transfer = ja.as_object_mut().unwrap().remove("transfer").unwrap();
+            assert!(transfer["requests"].as_u64().unwrap() >= 2, "{name}");
+            assert!(jb.get("transfer").is_none());
+            assert_eq!(ja, jb, "{name}");
+        }
+        // The table, verify and the error lines, with the URL for the path.
+        for cmd in [&["inspect"][..], &["verify"][..]] {
+            let a = stowage(s, &[], &[cmd, &[url.as_str()]].concat());
+            let b = stowage(s, &[], &[cmd, &[local]].concat());
+            assert_eq!(a.status.code(), b.status.code(), "{name} {cmd:?}");
+            assert_eq!(
+                text(&a.stdout).replace(&url, local),
+                text(&b.stdout),
+                "{name} {cmd:?}"
+            );
+        }
+        // diff against the local file: the same.
+        let d = stowage(s, &[], &["diff", &url, local]);
+        if b.status.success() {
+            assert_eq!(d.status.code(), Some(0), "{name}: {}", text(&d.stdout));
+        }
+        // convert from the URL writes what convert from the file writes.
+        if b.status.success() {
+            let (x, y) = (out.path().join("x"), out.path().join("y"));
+            std::fs::create_dir_all(&x).unwrap();
+            std::fs::create_dir_all(&y).unwrap();
+            let (px, py) = (x.join("out.pt"), y.join("out.pt"));
+            let a = stowage(s, &[], &["convert", &url, px.to_str().unwrap()]);
+            let b = stowage(s, &[], &["convert", local, py.to_str().unwrap()]);
+            assert_eq!(a.status.code(), b.status.code(), "{name}");
+            assert_eq!(text(&a.stdout), text(&b.stdout), "{name}");
+            if b.status.success() {
+                assert!(
+                    std::fs::read(&px).unwrap() == std::fs::read(&py).unwrap(),
+                    "{name}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn inspect_no_hash_fetches_only_the_metadata() {
+    let Some(server) = moto() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("sixteen.pt");
+    assert!(servers::torch_checkpoint(&file, 16, 4), "torch.save failed");
+    let url = servers::put(server, &file, "meta/sixteen.pt");
+    let run = stowage(Some(server), &[], &["inspect", "--json", "--no-hash", &url]);
+    assert!(run.status.success(), "{}", text(&run.stderr));
+    let doc: Json = serde_json::from_slice(&run.stdout).unwrap();
+    let t = &doc["transfer"];
+    assert!(t["bytes_received"].as_u64().unwrap() < 1 << 20, "{t}");
+    assert!(t["requests"].as_u64().unwrap() <= 4, "{t}");
+    // The table reads metadata only too; hashing reads every byte.
+    let run = stowage(Some(server), &[], &["inspect", "--json", &url]);
+    let doc: Json = serde_json::from_slice(&run.stdout).unwrap();
+    assert!(doc["transfer"]["bytes_received"].as_u64().unwrap() >= 64 << 20);
+}
+
+#[test]
+fn an_interrupted_upload_leaves_no_object() {
+    let Some(server) = moto() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("big.pt");
+    // 96 MiB: six 16 MiB parts.
+    assert!(servers::torch_checkpoint(&file, 24, 4), "torch.save failed");
+    let url = format!("s3://{}/upload/big.pt", servers::BUCKET);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_stowage"))
+        .envs(servers::s3_env(server))
+        .args(["convert", file.to_str().unwrap(), &url])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Kill it once its multipart upload has begun.
+    let start = Instant::now();
+    while !servers::upload_in_progress(server, "upload/") {
+        assert!(start.elapsed() < Duration::from_secs(60), "no upload began");
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "convert ended before it could be interrupted"
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let finished = child.try_wait().unwrap().is_some();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(!finished, "convert ended before it could be interrupted");
+    assert!(servers::keys(server, "upload/").is_empty());
+    // Run to the end, the same convert leaves the whole object.
+    let run = stowage(
+        Some(server),
+        &[],
+        &["convert", file.to_str().unwrap(), &url],
+    );
+    assert!(run.status.success(), "{}", text(&run.stderr));
+    assert_eq!(
+        servers::keys(server, "upload/"),
+        vec!["upload/big.pt".to_owned()]
+    );
+    let d = stowage(Some(server), &[], &["diff", &url, file.to_str().unwrap()]);
+    assert_eq!(d.status.code(), Some(0), "{}", text(&d.stdout));
+}
+
+#[test]
+fn faults_are_one_line_exit_2_and_write_nothing() {
+    if moto().is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("four.pt");
+    assert!(servers::torch_checkpoint(&file, 4, 1), "torch.save failed");
+    let bytes = std::fs::read(&file).unwrap();
+    std::fs::write(dir.path().join("truncated.pt"), &bytes[..bytes.len() / 2]).unwrap();
+    let Some(mut server) = servers::range_server(dir.path(), &["--slow", "30"]) else {
+        return;
+    };
+    let base = server.endpoint();
+    let out = tempfile::tempdir().unwrap();
+    let target = out.path().join("out.safetensors");
+    let quick = [("STOWAGE_REMOTE_TIMEOUT", "1")];
+    for (what, url, needle) in [
+        ("403", format!("{base}/forbidden/four.pt"), "403"),
+        ("truncated", format!("{base}/truncated.pt"), "truncated.pt"),
+        ("short", format!("{base}/short/four.pt"), "bytes "),
+        ("slow", format!("{base}/slow/four.pt"), "bytes "),
+    ] {
+        let start = Instant::now();
+        for args in [
+            vec!["inspect", "--json", url.as_str()],
+            vec!["convert", url.as_str(), target.to_str().unwrap()],
+        ] {
+            let run = stowage(None, &quick, &args);
+            let err = text(&run.stderr);
+            assert_eq!(run.status.code(), Some(2), "{what} {args:?}: {err}");
+            assert_eq!(err.lines().count(), 1, "{what}: {err}");
+            assert!(err.contains(&url), "{what}: {err}");
+            assert!(err.contains(needle), "{what}: {err}");
+            assert!(!target.exists(), "{what}: a file was written");
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(25),
+            "{what}: {:?}",
+            start.elapsed()
+        );
+    }
+    // A stopped server.
+    let url = format!("{base}/four.pt");
+    server.stop();
+    let run = stowage(None, &quick, &["convert", &url, target.to_str().unwrap()]);
+    assert_eq!(run.status.code(), Some(2), "{}", text(&run.stderr));
+    assert!(text(&run.stderr).contains(&url));
+    assert!(!target.exists());
+    assert_eq!(
+        std::fs::read_dir(out.path()).unwrap().count(),
+        0,
+        "temporaries left"
+    );
+}
+
+#[test]
+fn a_server_stopping_in_the_middle_of_an_eager_load_is_an_error() {
+    if moto().is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("eight.pt");
+    // 8 × 4 MiB: HEAD, the two cached blocks, 8 local headers, then two
+    // 16 MiB data requests; the server dies after answering the first.
+    assert!(servers::torch_checkpoint(&file, 8, 4), "torch.save failed");
+    let Some(server) = servers::range_server(dir.path(), &["--stop-after", "12"]) else {
+        return;
+    };
+    let url = format!("{}/eight.pt", server.endpoint());
+    let out = tempfile::tempdir().unwrap();
+    let target = out.path().join("out.pt");
+    let start = Instant::now();
+    let run = stowage(None, &[], &["convert", &url, target.to_str().unwrap()]);
+    let err = text(&run.stderr);
+    assert_eq!(run.status.code(), Some(2), "{err}");
+    assert!(err.contains(&url), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(start.elapsed() < Duration::from_secs(30));
+    assert_eq!(
+        std::fs::read_dir(out.path()).unwrap().count(),
+        0,
+        "a file was left"
+    );
+}

@@ -1,0 +1,788 @@
+//! Checkpoints in object storage: an object (`s3://`, `gs://`, `az://`,
+//! `abfs://`, `http(s)://`, `file://`) read at offsets with range requests,
+//! and written with a multipart upload that is committed only when complete.
+//!
+//! Reading: [`RemoteObject`] is a [`ReadAt`] over one object. Its length comes
+//! from one `HEAD`; its first 64 KiB and last 256 KiB are each fetched once
+//! and kept (NOTE [remote tail cache]); every other read is one ranged `GET`.
+//! Batches of reads ([`ReadAt::read_batch_at`]) are coalesced and sent
+//! concurrently, with a bounded number of requests in flight, each at most
+//! 16 MiB, so memory beyond the destination buffers stays bounded too.
+//!
+//! NOTE [remote tail cache]: a torch zip archive is listed from its end
+//! records and central directory at the tail; its `data.pkl`, `byteorder`
+//! and `.format_version` records come first in the file, as `torch.save`
+//! writes them. A safetensors header is at the head. So keeping the head and
+//! the tail makes listing a checkpoint of any size cost a handful of requests.
+//!
+//! Stores are configured as the `object_store` crate's builders read them
+//! from the environment (`AWS_*`, `GOOGLE_*`, `AZURE_*`: credentials,
+//! `AWS_ENDPOINT_URL`, `AWS_ALLOW_HTTP`, …), and [`RemoteOptions`] sets the
+//! timeouts, retries and concurrency. The library's API stays synchronous: a
+//! tokio runtime kept inside this module runs the requests.
+//!
+//! Transfers are counted per object ([`RemoteObject::transfer`]) and for the
+//! whole process ([`totals`]).
+
+use std::future::Future;
+use std::io;
+use std::ops::Range;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::StreamExt;
+use object_store::path::Path as ObjectPath;
+use object_store::{ClientConfigKey, ClientOptions, ObjectStore, ObjectStoreScheme, RetryConfig};
+
+use super::ReadAt;
+use crate::{Error, Result};
+
+/// Bytes kept from the head of an object.
+const HEAD_BLOCK: u64 = 64 << 10;
+/// Bytes kept from the tail of an object.
+const TAIL_BLOCK: u64 = 256 << 10;
+/// Largest single range request of a batch.
+const MAX_REQUEST: u64 = 16 << 20;
+/// Reads of a batch closer than this are fetched in one request.
+const COALESCE_GAP: u64 = 64 << 10;
+/// Size of each part of a multipart upload (S3's minimum is 5 MiB).
+const PART_SIZE: usize = 16 << 20;
+
+/// URL schemes read through `object_store`.
+const SCHEMES: [&str; 9] = [
+    "s3", "s3a", "gs", "az", "adl", "azure", "abfs", "abfss", "http",
+];
+
+/// Whether `path` is a URL this module opens (`s3://…`, `gs://…`, `az://…`,
+/// `abfs(s)://…`, `http(s)://…`, `file://…`) rather than a local path, and
+/// the URL if so.
+pub fn url_of(path: &Path) -> Option<&str> {
+    let text = path.to_str()?;
+    let (scheme, rest) = text.split_once("://")?;
+    let scheme = scheme.to_ascii_lowercase();
+    let known = SCHEMES.contains(&scheme.as_str()) || scheme == "https" || scheme == "file";
+    (known && !rest.is_empty()).then_some(text)
+}
+
+/// Timeouts, retries and concurrency of remote reads and writes.
+#[derive(Clone, Debug)]
+pub struct RemoteOptions {
+    /// Longest a whole request may take, from connecting to the last byte.
+    pub timeout: Duration,
+    /// Longest connecting may take.
+    pub connect_timeout: Duration,
+    /// Retries of a failed request (server errors, dropped connections,
+    /// timeouts; never a 4xx answer such as 403 or 404).
+    pub retries: usize,
+    /// Longest a request may be retried for, from its first try.
+    pub retry_timeout: Duration,
+    /// Most range requests in flight at once in a batch.
+    pub concurrency: usize,
+    /// More `object_store` configuration, as `(key, value)` pairs
+    /// (`("aws_endpoint", "http://127.0.0.1:9000")`), applied after the environment.
+    pub store_options: Vec<(String, String)>,
+}
+
+impl Default for RemoteOptions {
+    fn default() -> Self {
+        RemoteOptions {
+            timeout: Duration::from_secs(60),
+            connect_timeout: Duration::from_secs(5),
+            retries: 3,
+            retry_timeout: Duration::from_secs(30),
+            concurrency: 16,
+            store_options: Vec::new(),
+        }
+    }
+}
+
+impl RemoteOptions {
+    /// The defaults, with `STOWAGE_REMOTE_TIMEOUT` (seconds, fractions allowed),
+    /// `STOWAGE_REMOTE_CONNECT_TIMEOUT`, `STOWAGE_REMOTE_RETRIES`,
+    /// `STOWAGE_REMOTE_RETRY_TIMEOUT` and `STOWAGE_REMOTE_CONCURRENCY` read
+    /// from the environment where set and valid.
+    pub fn from_env() -> Self {
+        let secs = |name: &str| {
+            std::env::var(name)
+                .ok()?
+                .parse::<f64>()
+                .ok()
+                .filter(|s| s.is_finite() && *s > 0.0)
+                .map(Duration::from_secs_f64)
+        };
+        let count = |name: &str| std::env::var(name).ok()?.parse::<usize>().ok();
+        let d = RemoteOptions::default();
+        RemoteOptions {
+            timeout: secs("STOWAGE_REMOTE_TIMEOUT").unwrap_or(d.timeout),
+            connect_timeout: secs("STOWAGE_REMOTE_CONNECT_TIMEOUT").unwrap_or(d.connect_timeout),
+            retries: count("STOWAGE_REMOTE_RETRIES").unwrap_or(d.retries),
+            retry_timeout: secs("STOWAGE_REMOTE_RETRY_TIMEOUT").unwrap_or(d.retry_timeout),
+            concurrency: count("STOWAGE_REMOTE_CONCURRENCY")
+                .filter(|&c| c > 0)
+                .unwrap_or(d.concurrency),
+            store_options: d.store_options,
+        }
+    }
+}
+
+/// What failed in a remote read or write.
+#[derive(Debug, thiserror::Error)]
+pub enum RemoteFailure {
+    /// The store's error: not found, permission denied (403), a timeout, a
+    /// connection refused after the retries, ….
+    #[error(transparent)]
+    Store(#[from] object_store::Error),
+    /// The text is not a URL.
+    #[error(transparent)]
+    Url(#[from] url::ParseError),
+    /// The server answered a range request with another number of bytes.
+    #[error("the server sent {found} bytes where {expected} were asked for")]
+    ShortRange {
+        /// Bytes asked for.
+        expected: u64,
+        /// Bytes received.
+        found: u64,
+    },
+    /// The read runs past the end of the object.
+    #[error("the object holds {len} bytes")]
+    PastEnd {
+        /// The object's length.
+        len: u64,
+    },
+    /// The runtime that runs the requests could not be started.
+    #[error("could not start the I/O runtime: {0}")]
+    Runtime(Arc<io::Error>),
+}
+
+/// A remote read or write that failed, with the object's URL and the byte
+/// range asked for (none for `HEAD` and uploads). Reads surface it inside an
+/// [`io::Error`]; its text names the range, and the loader's
+/// [`Error::InFile`] names the URL.
+#[derive(Debug, thiserror::Error)]
+#[error("{}{failure}", range_text(.range))]
+pub struct RemoteError {
+    /// The object's URL.
+    pub url: String,
+    /// The bytes asked for.
+    pub range: Option<Range<u64>>,
+    /// What went wrong.
+    #[source]
+    pub failure: RemoteFailure,
+}
+
+fn range_text(range: &Option<Range<u64>>) -> String {
+    match range {
+        Some(r) => format!("bytes {}..{}: ", r.start, r.end),
+        None => String::new(),
+    }
+}
+
+impl RemoteError {
+    fn into_io(self) -> io::Error {
+        let kind = match &self.failure {
+            RemoteFailure::Store(object_store::Error::NotFound { .. }) => io::ErrorKind::NotFound,
+            RemoteFailure::Store(
+                object_store::Error::PermissionDenied { .. }
+                | object_store::Error::Unauthenticated { .. },
+            ) => io::ErrorKind::PermissionDenied,
+            RemoteFailure::ShortRange { .. } | RemoteFailure::PastEnd { .. } => {
+                io::ErrorKind::UnexpectedEof
+            }
+            _ => io::ErrorKind::Other,
+        };
+        io::Error::new(kind, self)
+    }
+}
+
+/// Bytes and requests a transfer took.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Transfer {
+    /// Requests sent (`HEAD`, ranged `GET`s, upload parts and their commit).
+    pub requests: u64,
+    /// Bytes received.
+    pub bytes_received: u64,
+    /// Bytes sent (uploads).
+    pub bytes_sent: u64,
+}
+
+#[derive(Default)]
+struct Counters {
+    requests: AtomicU64,
+    received: AtomicU64,
+    sent: AtomicU64,
+}
+
+impl Counters {
+    fn snapshot(&self) -> Transfer {
+        Transfer {
+            requests: self.requests.load(Ordering::Relaxed),
+            bytes_received: self.received.load(Ordering::Relaxed),
+            bytes_sent: self.sent.load(Ordering::Relaxed),
+        }
+    }
+}
+
+static TOTALS: Counters = Counters {
+    requests: AtomicU64::new(0),
+    received: AtomicU64::new(0),
+    sent: AtomicU64::new(0),
+};
+
+/// What every remote object of this process has transferred so far.
+pub fn totals() -> Transfer {
+    TOTALS.snapshot()
+}
+
+/// Counts one request and its bytes on an object and in the totals.
+fn count(local: Option<&Counters>, requests: u64, received: u64, sent: u64) {
+    for c in local.into_iter().chain([&TOTALS]) {
+        c.requests.fetch_add(requests, Ordering::Relaxed);
+        c.received.fetch_add(received, Ordering::Relaxed);
+        c.sent.fetch_add(sent, Ordering::Relaxed);
+    }
+}
+
+/// The runtime the requests run on, started on first use.
+fn runtime() -> std::result::Result<&'static tokio::runtime::Runtime, RemoteFailure> {
+    static RUNTIME: OnceLock<std::result::Result<tokio::runtime::Runtime, Arc<io::Error>>> =
+        OnceLock::new();
+    RUNTIME
+        .get_or_init(|| {
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .thread_name("stowage-remote")
+                .enable_all()
+                .build()
+                .map_err(Arc::new)
+        })
+        .as_ref()
+        .map_err(|e| RemoteFailure::Runtime(e.clone()))
+}
+
+/// Runs `future` to completion from synchronous code, also when called from
+/// inside another tokio runtime (then on a thread of its own).
+fn block_on<F>(future: F) -> std::result::Result<F::Output, RemoteFailure>
+where
+    F: Future + Send,
+    F::Output: Send,
+{
+    let rt = runtime()?;
+    if tokio::runtime::Handle::try_current().is_err() {
+        return Ok(rt.block_on(future));
+    }
+    std::thread::scope(|s| match s.spawn(|| rt.block_on(future)).join() {
+        Ok(out) => Ok(out),
+        Err(panic) => std::panic::resume_unwind(panic),
+    })
+}
+
+/// The store and the object's path in it for `url`.
+fn open_store(
+    url: &str,
+    options: &RemoteOptions,
+) -> std::result::Result<(Arc<dyn ObjectStore>, ObjectPath), RemoteFailure> {
+    let parsed = url::Url::parse(url)?;
+    let (scheme, path) = ObjectStoreScheme::parse(&parsed).map_err(object_store::Error::from)?;
+    let retry = RetryConfig {
+        max_retries: options.retries,
+        retry_timeout: options.retry_timeout,
+        ..RetryConfig::default()
+    };
+    let client = ClientOptions::new()
+        .with_timeout(options.timeout)
+        .with_connect_timeout(options.connect_timeout);
+    let extra = options.store_options.iter();
+    let store: Arc<dyn ObjectStore> = match scheme {
+        ObjectStoreScheme::AmazonS3 => {
+            let mut b = object_store::aws::AmazonS3Builder::from_env()
+                .with_url(url)
+                .with_retry(retry)
+                .with_client_options(client);
+            for (key, value) in extra {
+                if let Ok(key) = key.to_ascii_lowercase().parse() {
+                    b = b.with_config(key, value);
+                }
+            }
+            Arc::new(
+                reapply_env_client(b, "AWS_", |b, k, v| {
+                    b.with_config(object_store::aws::AmazonS3ConfigKey::Client(k), v)
+                })
+                .build()?,
+            )
+        }
+        ObjectStoreScheme::GoogleCloudStorage => {
+            let mut b = object_store::gcp::GoogleCloudStorageBuilder::from_env()
+                .with_url(url)
+                .with_retry(retry)
+                .with_client_options(client);
+            for (key, value) in extra {
+                if let Ok(key) = key.to_ascii_lowercase().parse() {
+                    b = b.with_config(key, value);
+                }
+            }
+            Arc::new(
+                reapply_env_client(b, "GOOGLE_", |b, k, v| {
+                    b.with_config(object_store::gcp::GoogleConfigKey::Client(k), v)
+                })
+                .build()?,
+            )
+        }
+        ObjectStoreScheme::MicrosoftAzure => {
+            let mut b = object_store::azure::MicrosoftAzureBuilder::from_env()
+                .with_url(url)
+                .with_retry(retry)
+                .with_client_options(client);
+            for (key, value) in extra {
+                if let Ok(key) = key.to_ascii_lowercase().parse() {
+                    b = b.with_config(key, value);
+                }
+            }
+            Arc::new(
+                reapply_env_client(b, "AZURE_", |b, k, v| {
+                    b.with_config(object_store::azure::AzureConfigKey::Client(k), v)
+                })
+                .build()?,
+            )
+        }
+        ObjectStoreScheme::Http => {
+            let base = &parsed[..url::Position::BeforePath];
+            // An `http://` URL asks for plain HTTP itself.
+            let client = client.with_allow_http(parsed.scheme() == "http");
+            let mut b = object_store::http::HttpBuilder::new()
+                .with_url(base)
+                .with_retry(retry)
+                .with_client_options(client);
+            for (key, value) in extra {
+                if let Ok(key) = key.to_ascii_lowercase().parse() {
+                    b = b.with_config(key, value);
+                }
+            }
+            Arc::new(b.build()?)
+        }
+        _ => {
+            // `file://` (and the crate's `memory://`, which holds nothing here).
+            Arc::new(object_store::local::LocalFileSystem::new())
+        }
+    };
+    Ok((store, path))
+}
+
+/// Sets again the client options (`AWS_ALLOW_HTTP`, `AWS_TIMEOUT`, …) that the
+/// environment gives, since [`ClientOptions`] set as a whole replace them.
+fn reapply_env_client<B>(
+    mut builder: B,
+    prefix: &str,
+    set: impl Fn(B, ClientConfigKey, String) -> B,
+) -> B {
+    for (key, value) in std::env::vars() {
+        let Some(rest) = key.strip_prefix(prefix) else {
+            continue;
+        };
+        if let Ok(k) = rest.to_ascii_lowercase().parse::<ClientConfigKey>() {
+            builder = set(builder, k, value);
+        }
+    }
+    builder
+}
+
+/// One object in a store, read at offsets with range requests.
+pub struct RemoteObject {
+    store: Arc<dyn ObjectStore>,
+    path: ObjectPath,
+    url: String,
+    len: u64,
+    concurrency: usize,
+    head: OnceLock<Bytes>,
+    tail: OnceLock<Bytes>,
+    counters: Counters,
+}
+
+impl std::fmt::Debug for RemoteObject {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RemoteObject")
+            .field("url", &self.url)
+            .field("len", &self.len)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RemoteObject {
+    /// Opens the object at `url` with [`RemoteOptions::from_env`]: one `HEAD`
+    /// request, for its length.
+    ///
+    /// # Errors
+    /// [`Error::InFile`] naming the URL, around an [`Error::Io`] holding a
+    /// [`RemoteError`]: an invalid URL, an unknown object, a refused request.
+    pub fn open(url: &str) -> Result<RemoteObject> {
+        Self::open_with(url, &RemoteOptions::from_env())
+    }
+
+    /// Opens the object at `url` with `options`.
+    ///
+    /// # Errors
+    /// As [`open`](Self::open).
+    pub fn open_with(url: &str, options: &RemoteOptions) -> Result<RemoteObject> {
+        let failed = |failure: RemoteFailure| in_url(url, fail(url, None, failure));
+        let (store, path) = open_store(url, options).map_err(failed)?;
+        let counters = Counters::default();
+        count(Some(&counters), 1, 0, 0);
+        let meta = block_on(store.head(&path))
+            .map_err(failed)?
+            .map_err(|e| failed(e.into()))?;
+        Ok(RemoteObject {
+            store,
+            path,
+            url: url.to_owned(),
+            len: meta.size,
+            concurrency: options.concurrency.max(1),
+            head: OnceLock::new(),
+            tail: OnceLock::new(),
+            counters,
+        })
+    }
+
+    /// The object's URL.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// What reading this object has transferred so far (its `HEAD` included).
+    pub fn transfer(&self) -> Transfer {
+        self.counters.snapshot()
+    }
+
+    /// One ranged `GET`, checked to bring exactly the bytes asked for.
+    async fn fetch(&self, range: Range<u64>) -> std::result::Result<Bytes, RemoteError> {
+        let asked = range.end - range.start;
+        let got = self.store.get_range(&self.path, range.clone()).await;
+        let received = got.as_ref().map_or(0, |b| b.len() as u64);
+        count(Some(&self.counters), 1, received, 0);
+        let error = |failure| RemoteError {
+            url: self.url.clone(),
+            range: Some(range.clone()),
+            failure,
+        };
+        let bytes = got.map_err(|e| error(e.into()))?;
+        if bytes.len() as u64 != asked {
+            return Err(error(RemoteFailure::ShortRange {
+                expected: asked,
+                found: bytes.len() as u64,
+            }));
+        }
+        Ok(bytes)
+    }
+
+    fn fetch_blocking(&self, range: Range<u64>) -> io::Result<Bytes> {
+        match block_on(self.fetch(range.clone())) {
+            Ok(got) => got.map_err(RemoteError::into_io),
+            Err(failure) => Err(fail(&self.url, Some(range), failure)),
+        }
+    }
+
+    /// The cached head or tail block holding `range`, fetched on first use.
+    fn cached(&self, range: &Range<u64>) -> io::Result<Option<&[u8]>> {
+        let head_end = self.len.min(HEAD_BLOCK);
+        let tail_start = self.len.saturating_sub(TAIL_BLOCK);
+        let (cell, start, end) = if range.end <= head_end {
+            (&self.head, 0, head_end)
+        } else if range.start >= tail_start {
+            (&self.tail, tail_start, self.len)
+        } else {
+            return Ok(None);
+        };
+        let block = match cell.get() {
+            Some(b) => b,
+            None => {
+                let fetched = self.fetch_blocking(start..end)?;
+                cell.get_or_init(|| fetched)
+            }
+        };
+        let from = (range.start - start) as usize;
+        Ok(block.get(from..from + (range.end - range.start) as usize))
+    }
+
+    fn check_range(&self, offset: u64, n: usize) -> io::Result<Range<u64>> {
+        match offset.checked_add(n as u64) {
+            Some(end) if end <= self.len => Ok(offset..end),
+            _ => Err(fail(
+                &self.url,
+                Some(offset..offset.saturating_add(n as u64)),
+                RemoteFailure::PastEnd { len: self.len },
+            )),
+        }
+    }
+}
+
+/// A failure as an [`io::Error`] carrying a [`RemoteError`].
+fn fail(url: &str, range: Option<Range<u64>>, failure: RemoteFailure) -> io::Error {
+    RemoteError {
+        url: url.to_owned(),
+        range,
+        failure,
+    }
+    .into_io()
+}
+
+/// An I/O error on `url`, as the loaders report it.
+fn in_url(url: &str, e: io::Error) -> Error {
+    Error::InFile {
+        path: url.into(),
+        source: Box::new(Error::Io(e)),
+    }
+}
+
+/// One request of a batch: the bytes it fetches and the reads it serves.
+struct Request {
+    range: Range<u64>,
+    reads: Vec<usize>,
+}
+
+/// Sorts reads by offset and merges neighbours into requests of at most
+/// [`MAX_REQUEST`] bytes (a read larger than that is a request of its own).
+fn coalesce(reads: &[(u64, usize)]) -> Vec<Request> {
+    let mut order: Vec<usize> = (0..reads.len()).filter(|&i| reads[i].1 > 0).collect();
+    order.sort_by_key(|&i| reads[i].0);
+    let mut requests: Vec<Request> = Vec::new();
+    for i in order {
+        let (start, n) = reads[i];
+        let end = start.saturating_add(n as u64);
+        if let Some(last) = requests.last_mut() {
+            let joined_end = last.range.end.max(end);
+            if start <= last.range.end.saturating_add(COALESCE_GAP)
+                && joined_end - last.range.start <= MAX_REQUEST
+            {
+                last.range.end = joined_end;
+                last.reads.push(i);
+                continue;
+            }
+        }
+        requests.push(Request {
+            range: start..end,
+            reads: vec![i],
+        });
+    }
+    requests
+}
+
+impl ReadAt for RemoteObject {
+    fn len(&self) -> u64 {
+        self.len
+    }
+
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        let range = self.check_range(offset, buf.len())?;
+        if buf.is_empty() {
+            return Ok(());
+        }
+        if let Some(bytes) = self.cached(&range)? {
+            buf.copy_from_slice(bytes);
+            return Ok(());
+        }
+        let bytes = self.fetch_blocking(range)?;
+        buf.copy_from_slice(&bytes);
+        Ok(())
+    }
+
+    fn is_remote(&self) -> bool {
+        true
+    }
+
+    fn read_batch_at(
+        &self,
+        reads: &mut [(u64, &mut [u8])],
+    ) -> std::result::Result<(), (usize, io::Error)> {
+        for (i, (offset, buf)) in reads.iter().enumerate() {
+            self.check_range(*offset, buf.len()).map_err(|e| (i, e))?;
+        }
+        let spans: Vec<(u64, usize)> = reads.iter().map(|(o, b)| (*o, b.len())).collect();
+        let requests = coalesce(&spans);
+        let work = async {
+            let mut results = futures::stream::iter(0..requests.len())
+                .map(|r| {
+                    let range = requests[r].range.clone();
+                    async move { (r, self.fetch(range).await) }
+                })
+                .buffer_unordered(self.concurrency);
+            while let Some((r, got)) = results.next().await {
+                let req = &requests[r];
+                let bytes = got.map_err(|e| (req.reads[0], e.into_io()))?;
+                for &i in &req.reads {
+                    let (offset, buf) = &mut reads[i];
+                    let from = (*offset - req.range.start) as usize;
+                    buf.copy_from_slice(&bytes[from..from + buf.len()]);
+                }
+            }
+            Ok(())
+        };
+        match block_on(work) {
+            Ok(done) => done,
+            Err(failure) => Err((0, fail(&self.url, None, failure))),
+        }
+    }
+}
+
+/// Writes an object with a multipart upload that `write` fills, committed
+/// only once `write` has succeeded: a failed or interrupted save leaves no
+/// object under `url` (and an earlier one untouched). Errors come wrapped in
+/// [`Error::InFile`] naming the URL.
+pub(crate) fn upload(
+    url: &str,
+    write: impl FnOnce(&mut dyn io::Write) -> Result<()>,
+) -> Result<()> {
+    let failed = |failure: RemoteFailure| in_url(url, fail(url, None, failure));
+    let (store, path) = open_store(url, &RemoteOptions::from_env()).map_err(failed)?;
+    let rt = runtime().map_err(failed)?;
+    count(None, 1, 0, 0);
+    let started = block_on(store.put_multipart(&path))
+        .map_err(failed)?
+        .map_err(|e| failed(e.into()))?;
+    let mut out = Upload {
+        parts: object_store::WriteMultipart::new_with_chunk_size(started, PART_SIZE),
+        rt,
+        url,
+        written: 0,
+    };
+    let written = write(&mut out);
+    let (parts, total) = (out.parts, out.written);
+    match written {
+        Ok(()) => {
+            // The parts (at least one), then the request that completes the upload.
+            let n = total.div_ceil(PART_SIZE as u64).max(1);
+            count(None, n + 1, 0, total);
+            block_on(parts.finish())
+                .map_err(failed)?
+                .map_err(|e| failed(e.into()))?;
+            Ok(())
+        }
+        Err(e) => {
+            // Best effort: the upload was never completed, so nothing is
+            // visible under the key either way; aborting frees its parts.
+            let _ = block_on(parts.abort());
+            Err(match e {
+                e @ Error::InFile { .. } => e,
+                e => Error::InFile {
+                    path: url.into(),
+                    source: Box::new(e),
+                },
+            })
+        }
+    }
+}
+
+/// The `Write` end of a multipart upload: parts go out as they fill, a
+/// bounded number at once.
+struct Upload<'a> {
+    parts: object_store::WriteMultipart,
+    rt: &'static tokio::runtime::Runtime,
+    url: &'a str,
+    /// Bytes written so far.
+    written: u64,
+}
+
+impl io::Write for Upload<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        {
+            let _enter = self.rt.enter();
+            self.parts.write(buf);
+        }
+        self.written += buf.len() as u64;
+        let url = self.url;
+        match block_on(self.parts.wait_for_capacity(4)) {
+            Ok(Ok(())) => Ok(buf.len()),
+            Ok(Err(e)) => Err(fail(url, None, e.into())),
+            Err(failure) => Err(fail(url, None, failure)),
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_are_told_from_paths() {
+        for url in [
+            "s3://bucket/key.pt",
+            "gs://b/k",
+            "az://c/k",
+            "abfs://c/k",
+            "https://host/x.pt",
+            "http://127.0.0.1:1/x",
+            "file:///tmp/x.pt",
+        ] {
+            assert_eq!(url_of(Path::new(url)), Some(url), "{url}");
+        }
+        for path in [
+            "model.pt",
+            "/tmp/s3://x",
+            "dir/file",
+            "s3://",
+            "ftp://host/x",
+        ] {
+            assert_eq!(url_of(Path::new(path)), None, "{path}");
+        }
+    }
+
+    #[test]
+    fn coalescing_merges_neighbours_within_limits() {
+        // Two close reads merge; a far one stands alone; empty reads are dropped.
+        let reads = [(100, 10), (0, 50), (10 << 20, 4), (60, 0)];
+        let requests = coalesce(&reads);
+        assert_eq!(requests.len(), 2);
+        assert_eq!(requests[0].range, 0..110);
+        assert_eq!(requests[0].reads, vec![1, 0]);
+        assert_eq!(requests[1].range, (10 << 20)..(10 << 20) + 4);
+        // Adjacent 16 MiB pieces stay separate requests.
+        let big = [(0, 16 << 20), (16 << 20, 16 << 20)];
+        assert_eq!(coalesce(&big).len(), 2);
+    }
+
+    #[test]
+    fn file_urls_read_ranges_and_count_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("blob.bin");
+        let data: Vec<u8> = (0..(1u32 << 20)).map(|i| (i % 251) as u8).collect();
+        std::fs::write(&path, &data).unwrap();
+        let url = format!("file://{}", path.display());
+        let object = RemoteObject::open(&url).unwrap();
+        assert_eq!(object.len(), data.len() as u64);
+        let mut buf = [0u8; 16];
+        object.read_exact_at(&mut buf, 0).unwrap();
+        object.read_exact_at(&mut buf, 100).unwrap();
+        assert_eq!(&buf, &data[100..116]);
+        // HEAD, then the head block once.
+        assert_eq!(object.transfer().requests, 2);
+        let (mut a, mut b) = (vec![0u8; 1000], vec![0u8; 5000]);
+        let mut reads = [(500_000u64, &mut a[..]), (300_000u64, &mut b[..])];
+        object.read_batch_at(&mut reads).unwrap();
+        assert_eq!(a, &data[500_000..501_000]);
+        assert_eq!(b, &data[300_000..305_000]);
+        let past = object.read_exact_at(&mut buf, data.len() as u64 - 4);
+        let err = past.unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::UnexpectedEof);
+        let remote = err.get_ref().and_then(|e| e.downcast_ref::<RemoteError>());
+        assert_eq!(
+            remote.and_then(|r| r.range.clone()),
+            Some(data.len() as u64 - 4..data.len() as u64 + 12)
+        );
+    }
+
+    #[test]
+    fn a_missing_object_is_not_found_naming_the_url() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("file://{}/absent.pt", dir.path().display());
+        let err = RemoteObject::open(&url).unwrap_err();
+        let Error::InFile { path, source } = &err else {
+            panic!("{err:?}")
+        };
+        assert_eq!(path.to_str(), Some(url.as_str()));
+        assert!(matches!(&**source, Error::Io(e) if e.kind() == io::ErrorKind::NotFound));
+    }
+}

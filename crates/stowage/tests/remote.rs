@@ -1,0 +1,321 @@
+//! Checkpoints in object storage (the `remote` feature), against servers the
+//! tests start on 127.0.0.1 (`servers`): moto's S3 server and an HTTP server
+//! with `Range` support. Checkpoints written by PyTorch (the fixtures, and
+//! files made here with torch) are uploaded, then loaded by URL eagerly,
+//! lazily and as metadata only, and compared with the local files' loads.
+//! The tests count the process's transfers, so they run one at a time.
+
+mod common;
+mod servers;
+
+use std::io::ErrorKind;
+use std::path::Path;
+use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
+use std::time::{Duration, Instant};
+
+use servers::Server;
+use stowage::io::remote::{totals, RemoteError, Transfer};
+use stowage::serialize::zip::{ZipLimits, ZipReader};
+use stowage::serialize::{load_with, LoadOptions};
+use stowage::{Checkpoint, Error};
+
+/// One test at a time: they read the process-wide transfer totals.
+fn serial() -> MutexGuard<'static, ()> {
+    static SERIAL: Mutex<()> = Mutex::new(());
+    SERIAL.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The S3 server every test shares (it stops when the test process ends),
+/// with the environment pointing the client at it.
+fn moto() -> Option<&'static Server> {
+    static MOTO: OnceLock<Option<Server>> = OnceLock::new();
+    MOTO.get_or_init(|| {
+        let server = servers::moto()?;
+        for (k, v) in servers::s3_env(&server) {
+            std::env::set_var(k, v);
+        }
+        // Local servers: fail fast rather than retry.
+        std::env::set_var("STOWAGE_REMOTE_RETRIES", "0");
+        std::env::set_var("STOWAGE_REMOTE_TIMEOUT", "10");
+        Some(server)
+    })
+    .as_ref()
+}
+
+fn delta(before: Transfer) -> Transfer {
+    let now = totals();
+    Transfer {
+        requests: now.requests - before.requests,
+        bytes_received: now.bytes_received - before.bytes_received,
+        bytes_sent: now.bytes_sent - before.bytes_sent,
+    }
+}
+
+fn options(lazy: bool, fake: bool) -> LoadOptions {
+    LoadOptions {
+        lazy,
+        fake,
+        ..LoadOptions::default()
+    }
+}
+
+/// Panics unless `a` and `b` hold the same tensors, storages and bytes
+/// (bytes compared only when `bytes`).
+fn assert_same(a: &Checkpoint, b: &Checkpoint, bytes: bool, what: &str) {
+    assert_eq!(a.format, b.format, "{what}");
+    assert_eq!(a.byteorder, b.byteorder, "{what}");
+    assert_eq!(a.storages.len(), b.storages.len(), "{what}");
+    for (x, y) in a.storages.iter().zip(&b.storages) {
+        assert_eq!(x.key, y.key, "{what}");
+        assert_eq!(x.storage.nbytes(), y.storage.nbytes(), "{what} {}", x.key);
+        if bytes {
+            let (bx, by) = (x.storage.bytes().unwrap(), y.storage.bytes().unwrap());
+            assert!(*bx == *by, "{what}: storage {} differs", x.key);
+        }
+    }
+    let (ta, tb) = (a.tensors().unwrap(), b.tensors().unwrap());
+    assert_eq!(ta.len(), tb.len(), "{what}");
+    for ((pa, x), (pb, y)) in ta.iter().zip(&tb) {
+        assert_eq!(pa, pb, "{what}");
+        let (x, y) = (&x.tensor, &y.tensor);
+        assert_eq!(x.dtype(), y.dtype(), "{what} {pa:?}");
+        assert_eq!(x.shape(), y.shape(), "{what} {pa:?}");
+        assert_eq!(x.stride(), y.stride(), "{what} {pa:?}");
+        assert_eq!(x.storage_offset(), y.storage_offset(), "{what} {pa:?}");
+    }
+}
+
+/// Loads `url` and `local` in each mode and compares them.
+fn compare_modes(url: &str, local: &Path) {
+    for (lazy, fake) in [(false, false), (true, false), (false, true)] {
+        let what = format!("{url} lazy={lazy} fake={fake}");
+        let mine = load_with(url, &options(lazy, fake));
+        let theirs = load_with(local, &options(lazy, fake));
+        match (mine, theirs) {
+            (Ok(a), Ok(b)) => assert_same(&a, &b, !fake, &what),
+            (Err(_), Err(_)) => {}
+            (a, b) => panic!("{what}: {:?} vs {:?}", a.err(), b.err()),
+        }
+    }
+}
+
+#[test]
+fn every_fixture_loads_over_s3_as_from_its_file() {
+    let _one = serial();
+    let Some(server) = moto() else { return };
+    let names = common::fixture_names();
+    let pairs: Vec<String> = names
+        .iter()
+        .map(|n| format!("{}=fixtures/{n}", common::fixture(n).display()))
+        .collect();
+    let mut args = vec!["put"];
+    args.extend(pairs.iter().map(String::as_str));
+    servers::s3(server, &args);
+    for name in &names {
+        let url = format!("s3://{}/fixtures/{name}", servers::BUCKET);
+        compare_modes(&url, &common::fixture(name));
+    }
+}
+
+#[test]
+fn sharded_sets_load_by_the_url_of_their_index_or_folder() {
+    let _one = serial();
+    let Some(server) = moto() else { return };
+    for kind in ["safetensors", "bin"] {
+        let dir = common::fixtures_dir().join("sharded").join(kind);
+        let mut pairs = Vec::new();
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let p = entry.unwrap().path();
+            let name = p.file_name().unwrap().to_str().unwrap().to_owned();
+            pairs.push(format!("{}=sets/{kind}/{name}", p.display()));
+        }
+        let mut args = vec!["put"];
+        args.extend(pairs.iter().map(String::as_str));
+        servers::s3(server, &args);
+        let local = load_with(&dir, &LoadOptions::default()).unwrap();
+        let folder = format!("s3://{}/sets/{kind}/", servers::BUCKET);
+        let by_folder = load_with(&folder, &LoadOptions::default()).unwrap();
+        assert_same(&by_folder, &local, true, &folder);
+        let index = if kind == "bin" {
+            "pytorch_model.bin.index.json"
+        } else {
+            "model.safetensors.index.json"
+        };
+        let by_index = load_with(format!("{folder}{index}"), &options(true, false)).unwrap();
+        assert_same(&by_index, &local, true, index);
+    }
+}
+
+#[test]
+fn metadata_and_one_lazy_tensor_cost_only_their_bytes() {
+    let _one = serial();
+    let Some(server) = moto() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("eight.pt");
+    assert!(servers::torch_checkpoint(&file, 8, 4), "torch.save failed");
+    let url = servers::put(server, &file, "eight.pt");
+    let size = std::fs::metadata(&file).unwrap().len();
+
+    // Metadata only: the head and tail blocks, and the HEAD.
+    let before = totals();
+    let fake = load_with(&url, &options(false, true)).unwrap();
+    let t = delta(before);
+    assert_eq!(fake.tensors().unwrap().len(), 8);
+    assert!(t.bytes_received < 1 << 20, "{t:?}");
+    assert!(t.requests <= 4, "{t:?}");
+
+    // Lazy: touching one 4 MiB tensor fetches about that tensor.
+    let before = totals();
+    let lazy = load_with(&url, &options(true, false)).unwrap();
+    let tensors = lazy.tensors().unwrap();
+    let (_, t3) = tensors
+        .iter()
+        .find(|(p, _)| format!("{p:?}").contains("t3"))
+        .unwrap();
+    let local = stowage::load(&file).unwrap();
+    let local_tensors = local.tensors().unwrap();
+    let (_, l3) = local_tensors
+        .iter()
+        .find(|(p, _)| format!("{p:?}").contains("t3"))
+        .unwrap();
+    let (a, b) = (
+        common::tensor_bytes(&t3.tensor).unwrap(),
+        common::tensor_bytes(&l3.tensor).unwrap(),
+    );
+    assert!(a == b, "t3's bytes differ");
+    let t = delta(before);
+    let four = 4u64 << 20;
+    assert!(
+        t.bytes_received >= four && t.bytes_received < four + (1 << 20),
+        "{t:?}"
+    );
+    assert!(t.requests <= 7, "{t:?}");
+
+    // Eager: every byte, in a few concurrent requests.
+    let before = totals();
+    let eager = load_with(&url, &LoadOptions::default()).unwrap();
+    let t = delta(before);
+    assert_same(&eager, &local, true, "eager");
+    assert!(
+        t.bytes_received >= 8 * four && t.bytes_received < size + (1 << 20),
+        "{t:?}"
+    );
+    assert!(t.requests <= 8 + 8 + 4, "{t:?}");
+}
+
+#[test]
+fn saves_to_s3_commit_only_whole_checkpoints() {
+    let _one = serial();
+    let Some(server) = moto() else { return };
+    let local = common::load_fixture("nested");
+    let url = format!("s3://{}/saved/nested.pt", servers::BUCKET);
+    stowage::save(&url, &local).unwrap();
+    let back = load_with(&url, &LoadOptions::default()).unwrap();
+    assert_same(&back, &local, true, "saved torch zip");
+    // The archive's root folder is the key's stem, as for a local file.
+    let object = stowage::io::remote::RemoteObject::open(&url).unwrap();
+    let zip = ZipReader::new(object, &ZipLimits::default()).unwrap();
+    assert_eq!(zip.root(), "nested");
+
+    let st = format!("s3://{}/saved/nested.safetensors", servers::BUCKET);
+    let dense = common::load_fixture("params");
+    stowage::serialize::safetensors::save(&st, &dense).unwrap();
+    let back = load_with(&st, &LoadOptions::default()).unwrap();
+    assert_eq!(
+        back.tensors().unwrap().len(),
+        dense.tensors().unwrap().len()
+    );
+
+    // A save that fails (meta tensors have no bytes) leaves nothing under the key.
+    let meta = LoadOptions {
+        map_location: Some(stowage::Device::META),
+        ..LoadOptions::default()
+    };
+    let hollow = load_with(common::fixture("params"), &meta).unwrap();
+    let failed = format!("s3://{}/failed/params.pt", servers::BUCKET);
+    let err = stowage::save(&failed, &hollow).unwrap_err();
+    assert!(matches!(&err, Error::InFile { path, .. } if path.to_str() == Some(failed.as_str())));
+    assert!(servers::keys(server, "failed/").is_empty());
+}
+
+/// The [`RemoteError`] inside a load's error.
+fn remote_error(e: &Error) -> Option<&RemoteError> {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(c) = cause {
+        if let Some(io) = c.downcast_ref::<std::io::Error>() {
+            if let Some(r) = io.get_ref().and_then(|r| r.downcast_ref::<RemoteError>()) {
+                return Some(r);
+            }
+        }
+        if let Some(Error::InFile { source, .. }) = c.downcast_ref::<Error>() {
+            cause = Some(&**source);
+            continue;
+        }
+        cause = c.source();
+    }
+    None
+}
+
+#[test]
+fn http_loads_and_faults() {
+    let _one = serial();
+    if moto().is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("four.pt");
+    assert!(servers::torch_checkpoint(&file, 4, 1), "torch.save failed");
+    let bytes = std::fs::read(&file).unwrap();
+    std::fs::write(dir.path().join("truncated.pt"), &bytes[..bytes.len() / 2]).unwrap();
+    std::fs::copy(common::fixture("params"), dir.path().join("params.pt")).unwrap();
+    let Some(server) = servers::range_server(dir.path(), &["--slow", "30"]) else {
+        return;
+    };
+    let base = server.endpoint();
+
+    compare_modes(&format!("{base}/four.pt"), &file);
+    compare_modes(&format!("{base}/params.pt"), &common::fixture("params"));
+
+    // 403: permission denied, naming the URL.
+    let url = format!("{base}/forbidden/four.pt");
+    let err = load_with(&url, &LoadOptions::default()).unwrap_err();
+    assert!(matches!(&err, Error::InFile { path, .. } if path.to_str() == Some(url.as_str())));
+    assert!(err.to_string().contains(&url), "{err}");
+    assert!(err.to_string().contains("403"), "{err}");
+
+    // A truncated object: no end records, a clear error.
+    let err = load_with(format!("{base}/truncated.pt"), &LoadOptions::default()).unwrap_err();
+    assert!(err.to_string().contains("truncated.pt"), "{err}");
+
+    // A response cut short: an error naming the byte range.
+    let err = load_with(format!("{base}/short/four.pt"), &LoadOptions::default()).unwrap_err();
+    let remote = remote_error(&err).unwrap_or_else(|| panic!("{err:?}"));
+    assert!(remote.range.is_some(), "{remote}");
+    assert!(err.to_string().contains("bytes "), "{err}");
+
+    // A slow server: the request times out (10 s here), no hang.
+    let start = Instant::now();
+    let err = load_with(format!("{base}/slow/four.pt"), &LoadOptions::default()).unwrap_err();
+    assert!(
+        start.elapsed() < Duration::from_secs(29),
+        "{:?}",
+        start.elapsed()
+    );
+    let remote = remote_error(&err).unwrap_or_else(|| panic!("{err:?}"));
+    assert!(remote.range.is_some(), "{remote}");
+
+    // A server that stops in the middle of a lazy load: the next read fails.
+    let mut server = server;
+    let lazy = load_with(format!("{base}/four.pt"), &options(true, false)).unwrap();
+    server.stop();
+    let storage = &lazy.storages[0].storage;
+    let err = storage.bytes().map(|_| ()).unwrap_err();
+    let remote = remote_error(&err).unwrap_or_else(|| panic!("{err:?}"));
+    assert!(remote.url.ends_with("/four.pt"), "{remote:?}");
+    assert!(remote.range.is_some());
+    assert!(!matches!(
+        remote_error(&err).map(|r| r.range.clone()),
+        Some(None)
+    ));
+    let _ = ErrorKind::Other;
+}

@@ -1,0 +1,257 @@
+//! Local servers for the remote tests, each started by the test on
+//! 127.0.0.1 and stopped with it: an S3 server (`moto`, from the PyTorch venv:
+//! `pip install 'moto[server]'`) and an HTTP server with `Range` support
+//! (`scripts/range_server.py`). Both stop when the test process's end of
+//! their stdin closes, so none outlives its tests. Without Python or moto the
+//! tests skip, unless `STOWAGE_REQUIRE_TORCH` is set (as CI sets it).
+//! No request leaves the loopback address.
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The bucket every S3 test uses.
+pub const BUCKET: &str = "stowage-test";
+
+/// The venv's Python, as the interop tests find it.
+pub fn python() -> Option<PathBuf> {
+    let p = std::env::var_os("STOWAGE_TORCH_PYTHON")
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".torch-venv/bin/python"))
+        })?;
+    p.exists().then_some(p)
+}
+
+/// Reports a skipped test, or fails it when `STOWAGE_REQUIRE_TORCH` is set.
+pub fn skip(why: &str) {
+    assert!(
+        std::env::var_os("STOWAGE_REQUIRE_TORCH").is_none(),
+        "STOWAGE_REQUIRE_TORCH is set but the remote test servers cannot run: {why}"
+    );
+    use std::io::Write;
+    let _ = writeln!(
+        std::io::stderr().lock(),
+        "\nSKIPPED: remote test servers unavailable ({why}); run scripts/torch-venv.sh \
+         and `pip install 'moto[server]'` into it\n"
+    );
+}
+
+/// The repository's `scripts/` folder.
+pub fn scripts_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts")
+}
+
+/// A server process; killed (and reaped) when dropped.
+pub struct Server {
+    child: Child,
+    /// Its port on 127.0.0.1.
+    pub port: u16,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Server {
+    /// `http://127.0.0.1:PORT`.
+    pub fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// Stops the server now (a server that goes away).
+    pub fn stop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port on 127.0.0.1")
+}
+
+fn wait_listening(port: u16, child: &mut Child) -> bool {
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(60) {
+        if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
+            return true;
+        }
+        if let Ok(Some(_)) = child.try_wait() {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    false
+}
+
+/// Starts moto's S3 server on 127.0.0.1 with the bucket [`BUCKET`]; `None`
+/// (after [`skip`]) when Python or moto is missing.
+pub fn moto() -> Option<Server> {
+    let Some(py) = python() else {
+        skip("no python at $STOWAGE_TORCH_PYTHON or $HOME/.torch-venv/bin/python");
+        return None;
+    };
+    let probe = Command::new(&py)
+        .args(["-c", "import moto.server, boto3"])
+        .output();
+    if !probe.is_ok_and(|o| o.status.success()) {
+        skip("moto is not installed in the venv");
+        return None;
+    }
+    let port = free_port();
+    let script = format!(
+        "import sys\n\
+         from moto.server import ThreadedMotoServer\n\
+         s = ThreadedMotoServer(ip_address='127.0.0.1', port={port}, verbose=False)\n\
+         s.start()\n\
+         sys.stdin.read()\n\
+         s.stop()\n"
+    );
+    let mut child = Command::new(&py)
+        .args(["-c", &script])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("starting moto");
+    assert!(wait_listening(port, &mut child), "moto did not start");
+    let server = Server { child, port };
+    s3(&server, &["mb"]);
+    Some(server)
+}
+
+/// The environment that points the `object_store` S3 client at `server`.
+pub fn s3_env(server: &Server) -> Vec<(&'static str, String)> {
+    vec![
+        ("AWS_ENDPOINT_URL", server.endpoint()),
+        ("AWS_ALLOW_HTTP", "true".into()),
+        ("AWS_ACCESS_KEY_ID", "testing".into()),
+        ("AWS_SECRET_ACCESS_KEY", "testing".into()),
+        ("AWS_REGION", "us-east-1".into()),
+    ]
+}
+
+const S3_HELPER: &str = r#"
+import sys, boto3
+endpoint, op, args = sys.argv[1], sys.argv[2], sys.argv[3:]
+s3 = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="testing",
+                  aws_secret_access_key="testing", region_name="us-east-1")
+bucket = "stowage-test"
+if op == "mb":
+    s3.create_bucket(Bucket=bucket)
+elif op == "put":
+    for pair in args:
+        src, key = pair.split("=", 1)
+        s3.upload_file(src, bucket, key)
+elif op == "ls":
+    for o in s3.list_objects_v2(Bucket=bucket, Prefix=args[0]).get("Contents", []):
+        print(o["Key"])
+elif op == "uploads":
+    for u in s3.list_multipart_uploads(Bucket=bucket, Prefix=args[0]).get("Uploads", []):
+        print(u["Key"])
+"#;
+
+/// Runs an S3 operation through boto3 against `server`; its stdout lines.
+pub fn s3(server: &Server, args: &[&str]) -> Vec<String> {
+    let py = python().expect("python");
+    let out = Command::new(py)
+        .args(["-c", S3_HELPER, &server.endpoint()])
+        .args(args)
+        .output()
+        .expect("running boto3");
+    assert!(
+        out.status.success(),
+        "boto3 {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Uploads `file` to `key` of [`BUCKET`]; returns `s3://BUCKET/key`.
+pub fn put(server: &Server, file: &Path, key: &str) -> String {
+    s3(server, &["put", &format!("{}={key}", file.display())]);
+    format!("s3://{BUCKET}/{key}")
+}
+
+/// The keys under `prefix` in [`BUCKET`].
+pub fn keys(server: &Server, prefix: &str) -> Vec<String> {
+    s3(server, &["ls", prefix])
+}
+
+/// Starts `scripts/range_server.py` serving `root` with `args`; `None`
+/// (after [`skip`]) without Python.
+pub fn range_server(root: &Path, args: &[&str]) -> Option<Server> {
+    let Some(py) = python() else {
+        skip("no python at $STOWAGE_TORCH_PYTHON or $HOME/.torch-venv/bin/python");
+        return None;
+    };
+    let mut child = Command::new(py)
+        .arg(scripts_dir().join("range_server.py"))
+        .arg(root)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("starting range_server.py");
+    let mut line = String::new();
+    let stdout = child.stdout.take().expect("its stdout");
+    BufReader::new(stdout)
+        .read_line(&mut line)
+        .expect("its port");
+    let port: u16 = line.trim().parse().expect("a port number");
+    assert!(
+        wait_listening(port, &mut child),
+        "range_server.py did not start"
+    );
+    Some(Server { child, port })
+}
+
+/// Makes a torch zip checkpoint with real PyTorch: `n` float32 tensors
+/// `t0`, `t1`, … of `mib` MiB each, distinct values. `false` without torch.
+pub fn torch_checkpoint(path: &Path, n: usize, mib: usize) -> bool {
+    let Some(py) = python() else { return false };
+    let script = format!(
+        "import torch\n\
+         g = torch.Generator().manual_seed(0)\n\
+         n = {mib} * (1 << 20) // 4\n\
+         torch.save({{'t%d' % i: torch.rand(n, generator=g) for i in range({n})}}, {path:?})\n",
+        path = path.display().to_string()
+    );
+    Command::new(py)
+        .args(["-c", &script])
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// Whether a multipart upload under `prefix` of [`BUCKET`] is in progress,
+/// asked straight over HTTP (moto does not check signatures), so a test can
+/// poll it every few milliseconds.
+pub fn upload_in_progress(server: &Server, prefix: &str) -> bool {
+    use std::io::{Read, Write};
+    let Ok(mut stream) = TcpStream::connect(("127.0.0.1", server.port)) else {
+        return false;
+    };
+    let request = format!(
+        "GET /{BUCKET}?uploads&prefix={prefix} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nConnection: close\r\n\r\n",
+        server.port
+    );
+    let mut reply = String::new();
+    stream.write_all(request.as_bytes()).is_ok()
+        && stream.read_to_string(&mut reply).is_ok()
+        && reply.contains("<UploadId>")
+}
