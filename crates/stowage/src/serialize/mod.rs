@@ -58,7 +58,7 @@ use crate::{Error, Result};
 ///
 /// With the `remote` feature, `path` may be a URL (`s3://bucket/key.pt`,
 /// `gs://…`, `az://…`, `http(s)://…`, `file://…`): the object is read with
-/// range requests ([`RemoteObject`](crate::io::remote::RemoteObject)), a
+/// range requests (`stowage::io::remote::RemoteObject`), a
 /// sharded set by the URL of its index or of its folder (ending in `/`).
 ///
 /// # Errors
