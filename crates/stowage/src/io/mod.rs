@@ -103,56 +103,28 @@ impl ReadAt for Vec<u8> {
     }
 }
 
-impl<T: ReadAt + ?Sized> ReadAt for Arc<T> {
-    fn len(&self) -> u64 {
-        (**self).len()
-    }
+/// `ReadAt` through a pointer: every method forwarded, the provided ones too
+/// (a remote object's batched reads must not fall back to one at a time).
+macro_rules! forward_read_at {
+    ($($ptr:ty),*) => {$(
+        impl<T: ReadAt + ?Sized> ReadAt for $ptr {
+            fn len(&self) -> u64 {
+                (**self).len()
+            }
 
-    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-        (**self).read_exact_at(buf, offset)
-    }
+            fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+                (**self).read_exact_at(buf, offset)
+            }
 
-    fn is_remote(&self) -> bool {
-        (**self).is_remote()
-    }
+            fn is_remote(&self) -> bool {
+                (**self).is_remote()
+            }
 
-    fn read_batch_at(&self, reads: &mut [(u64, &mut [u8])]) -> Result<(), (usize, io::Error)> {
-        (**self).read_batch_at(reads)
-    }
+            fn read_batch_at(&self, reads: &mut [(u64, &mut [u8])]) -> Result<(), (usize, io::Error)> {
+                (**self).read_batch_at(reads)
+            }
+        }
+    )*};
 }
 
-impl<T: ReadAt + ?Sized> ReadAt for Box<T> {
-    fn len(&self) -> u64 {
-        (**self).len()
-    }
-
-    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-        (**self).read_exact_at(buf, offset)
-    }
-
-    fn is_remote(&self) -> bool {
-        (**self).is_remote()
-    }
-
-    fn read_batch_at(&self, reads: &mut [(u64, &mut [u8])]) -> Result<(), (usize, io::Error)> {
-        (**self).read_batch_at(reads)
-    }
-}
-
-impl<T: ReadAt + ?Sized> ReadAt for &T {
-    fn len(&self) -> u64 {
-        (**self).len()
-    }
-
-    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-        (**self).read_exact_at(buf, offset)
-    }
-
-    fn is_remote(&self) -> bool {
-        (**self).is_remote()
-    }
-
-    fn read_batch_at(&self, reads: &mut [(u64, &mut [u8])]) -> Result<(), (usize, io::Error)> {
-        (**self).read_batch_at(reads)
-    }
-}
+forward_read_at!(Arc<T>, Box<T>, &T);

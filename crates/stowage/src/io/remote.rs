@@ -82,7 +82,8 @@ pub struct RemoteOptions {
     /// Most range requests in flight at once in a batch.
     pub concurrency: usize,
     /// More `object_store` configuration, as `(key, value)` pairs
-    /// (`("aws_endpoint", "http://127.0.0.1:9000")`), applied after the environment.
+    /// (`("aws_endpoint", "http://127.0.0.1:9000")`), applied after the environment;
+    /// a key the URL's store does not know makes opening fail, naming it.
     pub store_options: Vec<(String, String)>,
 }
 
@@ -294,59 +295,38 @@ fn open_store(
     let client = ClientOptions::new()
         .with_timeout(options.timeout)
         .with_connect_timeout(options.connect_timeout);
-    let extra = options.store_options.iter();
+    // A cloud store: its builder from the environment, the URL, retries,
+    // timeouts and the caller's options (an unknown key is an error naming
+    // it, not ignored), then the environment's client options again.
+    macro_rules! cloud {
+        ($builder:ty, $key:ty, $prefix:literal) => {{
+            let mut b = <$builder>::from_env()
+                .with_url(url)
+                .with_retry(retry)
+                .with_client_options(client);
+            for (key, value) in &options.store_options {
+                b = b.with_config(key.to_ascii_lowercase().parse::<$key>()?, value);
+            }
+            let b = reapply_env_client(b, $prefix, |b, k, v| b.with_config(<$key>::Client(k), v));
+            Arc::new(b.build()?) as Arc<dyn ObjectStore>
+        }};
+    }
     let store: Arc<dyn ObjectStore> = match scheme {
-        ObjectStoreScheme::AmazonS3 => {
-            let mut b = object_store::aws::AmazonS3Builder::from_env()
-                .with_url(url)
-                .with_retry(retry)
-                .with_client_options(client);
-            for (key, value) in extra {
-                if let Ok(key) = key.to_ascii_lowercase().parse() {
-                    b = b.with_config(key, value);
-                }
-            }
-            Arc::new(
-                reapply_env_client(b, "AWS_", |b, k, v| {
-                    b.with_config(object_store::aws::AmazonS3ConfigKey::Client(k), v)
-                })
-                .build()?,
-            )
-        }
-        ObjectStoreScheme::GoogleCloudStorage => {
-            let mut b = object_store::gcp::GoogleCloudStorageBuilder::from_env()
-                .with_url(url)
-                .with_retry(retry)
-                .with_client_options(client);
-            for (key, value) in extra {
-                if let Ok(key) = key.to_ascii_lowercase().parse() {
-                    b = b.with_config(key, value);
-                }
-            }
-            Arc::new(
-                reapply_env_client(b, "GOOGLE_", |b, k, v| {
-                    b.with_config(object_store::gcp::GoogleConfigKey::Client(k), v)
-                })
-                .build()?,
-            )
-        }
-        ObjectStoreScheme::MicrosoftAzure => {
-            let mut b = object_store::azure::MicrosoftAzureBuilder::from_env()
-                .with_url(url)
-                .with_retry(retry)
-                .with_client_options(client);
-            for (key, value) in extra {
-                if let Ok(key) = key.to_ascii_lowercase().parse() {
-                    b = b.with_config(key, value);
-                }
-            }
-            Arc::new(
-                reapply_env_client(b, "AZURE_", |b, k, v| {
-                    b.with_config(object_store::azure::AzureConfigKey::Client(k), v)
-                })
-                .build()?,
-            )
-        }
+        ObjectStoreScheme::AmazonS3 => cloud!(
+            object_store::aws::AmazonS3Builder,
+            object_store::aws::AmazonS3ConfigKey,
+            "AWS_"
+        ),
+        ObjectStoreScheme::GoogleCloudStorage => cloud!(
+            object_store::gcp::GoogleCloudStorageBuilder,
+            object_store::gcp::GoogleConfigKey,
+            "GOOGLE_"
+        ),
+        ObjectStoreScheme::MicrosoftAzure => cloud!(
+            object_store::azure::MicrosoftAzureBuilder,
+            object_store::azure::AzureConfigKey,
+            "AZURE_"
+        ),
         ObjectStoreScheme::Http => {
             let base = &parsed[..url::Position::BeforePath];
             // An `http://` URL asks for plain HTTP itself.
@@ -355,10 +335,8 @@ fn open_store(
                 .with_url(base)
                 .with_retry(retry)
                 .with_client_options(client);
-            for (key, value) in extra {
-                if let Ok(key) = key.to_ascii_lowercase().parse() {
-                    b = b.with_config(key, value);
-                }
+            for (key, value) in &options.store_options {
+                b = b.with_config(key.to_ascii_lowercase().parse()?, value);
             }
             Arc::new(b.build()?)
         }
