@@ -11,7 +11,10 @@
 //! `OrderedDict` of every tensor by name) and whose storages are every
 //! shard's. Each shard is loaded as its own file, with the caller's mode
 //! (eager, memory-mapped, lazy, meta), so storage sharing inside a `.bin` shard
-//! is kept, as PyTorch sees it; files share nothing, as in PyTorch.
+//! is kept, as PyTorch sees it; files share nothing, as in PyTorch. Every
+//! tensor of every shard is loaded, also one the index does not name (as
+//! `transformers` loads each shard whole); a tensor the index puts in a shard
+//! must be there.
 //!
 //! Saving follows `huggingface_hub.split_state_dict_into_shards_factory`:
 //! tensors in order, a new shard when the next tensor would pass the size
