@@ -41,6 +41,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "serialize/values",
             "serialize/builder",
             "serialize/allowlist",
+            "serialize/decoded",
             "serialize/torch",
         ],
     ),

@@ -19,6 +19,7 @@
 mod allowlist;
 mod builder;
 pub mod dcp;
+pub mod decoded;
 pub(crate) mod object;
 mod options;
 pub mod pickle;
