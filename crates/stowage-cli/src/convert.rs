@@ -56,6 +56,12 @@ pub struct Args {
     /// `torch.save` does); by default OUT is durable when convert returns
     #[arg(long)]
     no_sync: bool,
+    /// To a torch checkpoint: drop what torch.load(weights_only=True) refuses
+    /// (inert objects, with all they hold, numpy values, datetime …) instead
+    /// of refusing the conversion: a dict entry holding one is removed, a
+    /// list item or the root becomes None
+    #[arg(long)]
+    drop_objects: bool,
 }
 
 /// A folder OUT's layout.
@@ -191,7 +197,17 @@ pub fn run(args: Args, out: &mut dyn Write) -> Result<ExitCode, Failure> {
             ))
         })?,
     };
-    let ckpt = inspect::load(&args.input, false)?;
+    let mut ckpt = inspect::load(&args.input, false)?;
+    if matches!(kind, Target::TorchZip) {
+        if args.drop_objects {
+            let n = ckpt.drop_objects();
+            if n > 0 {
+                log::warn!("{}: dropped {n} values torch.load(weights_only=True) refuses (--drop-objects)", args.input.display());
+            }
+        } else if let Some((path, class)) = ckpt.unsaveable().map_err(Failure::input)?.into_iter().next() {
+            return Err(Failure::input(stowage::Error::NotSaveable { path, class }));
+        }
+    }
     if let Target::Folder(dir, format) = kind {
         return to_folder(&args, &ckpt, &dir, format, out);
     }
@@ -227,7 +243,7 @@ pub fn run(args: Args, out: &mut dyn Write) -> Result<ExitCode, Failure> {
     bar.finish_and_clear();
     written.map_err(|e| match e {
         // An input the target format cannot hold is refused input (exit 2).
-        e @ stowage::Error::AtPath { .. } => Failure::input(e),
+        e @ (stowage::Error::AtPath { .. } | stowage::Error::NotSaveable { .. }) => Failure::input(e),
         // So is an input that could not be read while writing (a lazily
         // loaded storage whose file or server failed): exit 2.
         stowage::Error::InFile { ref source, .. }

@@ -13,7 +13,7 @@
 //! `{"path", "type", "value"}` (a storage object saved on its own, outside
 //! the contract's types, as `{"type": "storage", "storage_key": …}`).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -68,6 +68,29 @@ pub fn rows(ckpt: &Checkpoint) -> Result<Vec<Row<'_>>, Failure> {
         .collect())
 }
 
+/// The global options `--inert` and `--allow-global`, set once by `main`.
+static GLOBALS: std::sync::OnceLock<(bool, HashSet<String>)> = std::sync::OnceLock::new();
+
+/// Records `--inert` and `--allow-global` for every load of this run.
+pub fn set_globals(inert: bool, allow: Vec<String>) {
+    let _ = GLOBALS.set((inert, allow.into_iter().collect()));
+}
+
+/// Load options with `--inert` and `--allow-global` applied.
+pub fn options() -> LoadOptions {
+    let (inert, allow) = GLOBALS.get().cloned().unwrap_or_default();
+    LoadOptions {
+        inert,
+        allow_globals: allow,
+        ..LoadOptions::default()
+    }
+}
+
+/// Whether `--inert` or `--allow-global` was given.
+fn globals_given() -> bool {
+    GLOBALS.get().is_some_and(|(inert, allow)| *inert || !allow.is_empty())
+}
+
 /// Loads `file` for reading its metadata only (`fake`: no storage is read),
 /// or lazily (each storage read when used, by windows when contiguous).
 ///
@@ -77,7 +100,7 @@ pub fn load(file: &std::path::Path, metadata_only: bool) -> Result<Checkpoint, F
     let options = LoadOptions {
         fake: metadata_only,
         lazy: !metadata_only,
-        ..LoadOptions::default()
+        ..options()
     };
     let bar = progress::fetching(file, format!("reading {}", file.display()));
     let loaded = stowage::serialize::load_with(file, &options).map_err(Failure::input);
@@ -167,6 +190,10 @@ pub fn run(args: Args, out: &mut dyn Write) -> Result<ExitCode, Failure> {
         "tensors": tensors,
         "values": leaves.iter().map(values::value_json).collect::<Vec<_>>(),
     });
+    let objects = ckpt.objects().map_err(Failure::input)?;
+    if globals_given() || !objects.is_empty() {
+        doc["objects"] = objects.iter().map(values::object_json).collect();
+    }
     crate::remote::add_transfer(&mut doc);
     writeln!(out, "{doc}")?;
     Ok(ExitCode::SUCCESS)

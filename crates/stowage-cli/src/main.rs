@@ -77,6 +77,16 @@ struct Cli {
     /// Draw no progress bars (they are drawn on stderr, only when it is a terminal)
     #[arg(long, short, global = true)]
     quiet: bool,
+    /// Never refuse a global: build an inert object (module, name, arguments,
+    /// state) for each one outside PyTorch's weights_only allowlist, and decode
+    /// the known data types (numpy, argparse.Namespace, datetime, pathlib …).
+    /// Nothing is ever imported or called
+    #[arg(long, global = true)]
+    inert: bool,
+    /// Accept MODULE.NAME as PyTorch's add_safe_globals would (repeatable):
+    /// decoded as data when stowage knows it, else an inert object; never called
+    #[arg(long = "allow-global", value_name = "MODULE.NAME", global = true)]
+    allow_global: Vec<String>,
 }
 
 /// Exit status 1: the command ran and failed.
@@ -210,6 +220,7 @@ impl<W: Write> Write for Stdout<W> {
 /// The subcommand's [`Failure`], or a failure to flush the output.
 fn run(cli: Cli, out: &mut dyn Write) -> Result<ExitCode, Failure> {
     progress::set_quiet(cli.quiet);
+    inspect::set_globals(cli.inert, cli.allow_global);
     let status = cli.command.run(out)?;
     out.flush()?;
     Ok(status)

@@ -5,7 +5,7 @@ use std::io::Write;
 
 use serde_json::{json, Map, Value as Json};
 use stowage::serialize::pickle::Value;
-use stowage::serialize::{Object, PathKey, ValueKind, ValueRef};
+use stowage::serialize::{Object, PathKey, PyData, Scalar, TensorObject, ValueKind, ValueRef};
 
 use crate::inspect::path_json;
 
@@ -59,13 +59,84 @@ pub fn typed_json(v: &ValueRef<'_>) -> Map<String, Json> {
                 o.insert("storage_key".into(), json!(&*s.key));
                 Json::Null
             }
+            Object::NdArray(a) => {
+                o.insert("type".into(), json!(kind.name()));
+                o.insert("dtype".into(), json!(a.dtype.name()));
+                o.insert("shape".into(), json!(a.tensor.shape()));
+                let sha = crate::data::sha256(&TensorObject::new(a.tensor.clone()), |_| ());
+                o.insert("sha256".into(), sha.map_or(Json::Null, Json::String));
+                return o;
+            }
+            Object::NumpyScalar(s) => {
+                o.insert("dtype".into(), json!(s.dtype.name()));
+                scalar_json(s.value)
+            }
+            Object::NumpyDType(d) => json!(d.name()),
+            Object::Data(d) => data_json(d, &mut o),
+            Object::Class(c) => {
+                o.insert("module".into(), json!(c.module));
+                o.insert("name".into(), json!(c.name));
+                Json::Null
+            }
             // Tensors are listed under "tensors", never as values.
             _ => Json::Null,
         },
     };
+    if let (Some(obj), ValueKind::Object) = (v.as_object(), kind) {
+        o.insert("module".into(), json!(obj.module));
+        o.insert("name".into(), json!(obj.name));
+    }
     o.insert("type".into(), json!(kind.name()));
     o.insert("value".into(), value);
     o
+}
+
+/// An integer as JSON: a number up to 2^53 in magnitude, else a decimal string.
+fn int_json(i: i128) -> Json {
+    if i.unsigned_abs() <= u128::from(MAX_JSON_INT) {
+        json!(i as i64)
+    } else {
+        json!(i.to_string())
+    }
+}
+
+/// A numpy scalar's value as JSON.
+fn scalar_json(s: Scalar) -> Json {
+    match s {
+        Scalar::Bool(b) => json!(b),
+        Scalar::Int(i) => int_json(i.into()),
+        Scalar::UInt(u) => int_json(u.into()),
+        Scalar::Float(f) => float_json(f),
+        Scalar::Complex(c) => json!([float_json(c.re), float_json(c.im)]),
+    }
+}
+
+/// A decoded `datetime`, `pathlib`, `slice` … value as JSON: ISO 8601 text
+/// for dates and times, `[days, seconds, microseconds]` for a timedelta, the
+/// UTC offset (`+02:00`, with `name`) for a time zone, the text (with
+/// `class`) for a path, `[start, stop, step]` for a slice or range.
+fn data_json(d: &PyData, o: &mut Map<String, Json>) -> Json {
+    match d {
+        PyData::TimeDelta(t) => json!([t.days, t.seconds, t.microseconds]),
+        PyData::TimeZone(tz) => {
+            o.insert("name".into(), json!(tz.name));
+            json!(d.to_string())
+        }
+        PyData::Path { class, path } => {
+            o.insert("class".into(), json!(class));
+            json!(path)
+        }
+        PyData::Slice(s) => json!(s),
+        PyData::Range(r) => json!(r),
+        PyData::Type(t) => json!(t),
+        _ => json!(d.to_string()),
+    }
+}
+
+/// One entry of `inspect --json`'s `"objects"`: path, module, name.
+pub fn object_json(v: &ValueRef<'_>) -> Json {
+    let (module, name) = v.class().unwrap_or_default();
+    json!({"path": path_json(v.path()), "module": module, "name": name})
 }
 
 /// One entry of `inspect --json`'s `"values"`: path, type, value.
@@ -121,6 +192,10 @@ pub fn value_text(v: &ValueRef<'_>) -> String {
         Value::Str(s) => format!("{:?}", clip(s, MAX)),
         Value::Bytes(b) => format!("b'{}'", clip(&escaped(b), MAX)),
         Value::Node(_) => match v.kind() {
+            ValueKind::Object => v
+                .class()
+                .map(|(m, n)| format!("<{m}.{n} object>"))
+                .unwrap_or_default(),
             ValueKind::Dict => "{}".into(),
             ValueKind::List => "[]".into(),
             ValueKind::Tuple => "()".into(),
@@ -139,6 +214,15 @@ pub fn value_text(v: &ValueRef<'_>) -> String {
             Object::Layout(l) => format!("torch.{l}"),
             Object::Global(g) => format!("{g:?}"),
             Object::Storage(s) => format!("storage {}", s.key),
+            Object::NdArray(a) => format!(
+                "array(dtype={}, shape={:?})",
+                a.dtype.name(),
+                a.tensor.shape()
+            ),
+            Object::NumpyScalar(s) => format!("np.{}({})", s.dtype.name(), scalar_json(s.value)),
+            Object::NumpyDType(d) => format!("dtype('{}')", d.name()),
+            Object::Data(d) => d.to_string(),
+            Object::Class(c) => format!("<{}.{}>", c.module, c.name),
             _ => String::new(),
         },
     }

@@ -163,7 +163,7 @@ fn verify_folder(dir: &Path, report: &mut Report<'_>) -> Result<(), Failure> {
     // the shards); a DCP folder's items are only checked by reading them.
     let options = LoadOptions {
         fake: !dcp::is_dcp(dir) && dcp::hf::rank_files(dir).is_empty(),
-        ..LoadOptions::default()
+        ..crate::inspect::options()
     };
     let loaded = stowage::serialize::load_with(dir, &options);
     bar.finish_and_clear();
@@ -201,7 +201,7 @@ fn open(path: &Path) -> Result<Box<dyn ReadAt>, Failure> {
 fn load(path: &Path, format: Option<Format>) -> Result<Checkpoint, String> {
     let options = LoadOptions {
         fake: matches!(format, Some(Format::TorchZip | Format::Safetensors)),
-        ..LoadOptions::default()
+        ..crate::inspect::options()
     };
     match stowage::serialize::load_with(path, &options) {
         Ok(ckpt) => Ok(ckpt),

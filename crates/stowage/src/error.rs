@@ -588,6 +588,16 @@ pub enum Error {
         /// The name within it.
         name: String,
     },
+    /// A value PyTorch's `weights_only` loader refuses (an inert object, a
+    /// numpy array, a `datetime` …), met while saving a torch checkpoint: it
+    /// cannot be written so that `torch.load(weights_only=True)` reads it.
+    #[error("cannot save {class} at {path:?}: torch.load(weights_only=True) refuses it (drop such values first: Checkpoint::drop_objects)")]
+    NotSaveable {
+        /// The value's path, dotted (`""`: the root).
+        path: String,
+        /// Its class, `module.name`.
+        class: String,
+    },
     /// A pickle object of the wrong shape where PyTorch expects another.
     #[error("{context}: expected {expected}, found {found}")]
     BadObject {

@@ -55,6 +55,9 @@ pub enum Decoded {
     Range,
     /// A builtin type named as a value (`defaultdict(list)`'s factory).
     BuiltinType(&'static str),
+    /// `builtins.bytes`, called as protocol 2 spells `b''` (`bytes()`), or
+    /// with a list of byte values.
+    Bytes,
 }
 
 /// Every decoded global, as `(module, name, meaning)`.
@@ -97,6 +100,8 @@ pub const DECODED: &[(&str, &str, Decoded)] = &[
     ("builtins", "slice", Decoded::Slice),
     ("__builtin__", "xrange", Decoded::Range),
     ("builtins", "range", Decoded::Range),
+    ("__builtin__", "bytes", Decoded::Bytes),
+    ("builtins", "bytes", Decoded::Bytes),
     ("__builtin__", "list", Decoded::BuiltinType("list")),
     ("builtins", "list", Decoded::BuiltinType("list")),
     ("__builtin__", "dict", Decoded::BuiltinType("dict")),

@@ -18,6 +18,7 @@
 
 mod allowlist;
 mod builder;
+mod data;
 pub mod dcp;
 pub mod decoded;
 pub(crate) mod object;
@@ -39,6 +40,10 @@ use std::path::Path;
 
 pub use allowlist::Global;
 pub use builder::{CheckpointBuilder, PyValue};
+pub use data::{
+    ClassRef, Construct, Date, InertObject, NdArray, NumpyDType, NumpyScalar, PyData, Scalar,
+    TimeDelta, TimeOfDay, TimeZone,
+};
 pub use object::{
     dotted, ByteOrder, Checkpoint, Format, Object, PathKey, StorageRecord, StorageRef,
     TensorObject, MAX_PATHS,

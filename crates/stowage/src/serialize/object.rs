@@ -12,6 +12,7 @@ use std::sync::Arc;
 use num_complex::Complex64;
 
 use super::allowlist::Global;
+use super::data::{ClassRef, InertObject, NdArray, NumpyDType, NumpyScalar, PyData};
 use super::pickle::{Graph, Node, NodeId, Value};
 use crate::{DType, Device, Error, Result, Tensor, UntypedStorage};
 
@@ -38,6 +39,50 @@ pub enum Object {
     Layout(String),
     /// An allowed class or function, before it is called.
     Global(Global),
+    /// A numpy array, decoded into a tensor of its own (not a checkpoint storage).
+    NdArray(Box<NdArray>),
+    /// A numpy scalar.
+    NumpyScalar(Box<NumpyScalar>),
+    /// A numpy dtype object.
+    NumpyDType(Box<NumpyDType>),
+    /// A `datetime`, `pathlib`, `slice`, `range` … value, decoded.
+    Data(Box<PyData>),
+    /// A global outside the allowlist named as a value, never imported (inert loading).
+    Class(Arc<ClassRef>),
+}
+
+impl Object {
+    /// Whether `torch.load(weights_only=True)` refuses this value, so that a
+    /// checkpoint holding it cannot be saved back as PyTorch's loader reads it.
+    pub fn weights_only_refuses(&self) -> bool {
+        matches!(
+            self,
+            Object::NdArray(_)
+                | Object::NumpyScalar(_)
+                | Object::NumpyDType(_)
+                | Object::Data(_)
+                | Object::Class(_)
+        )
+    }
+
+    /// `module.name` of the class of a value that
+    /// [`weights_only_refuses`](Self::weights_only_refuses), as errors name it.
+    pub fn class_name(&self) -> Option<String> {
+        Some(match self {
+            Object::NdArray(_) => "numpy.ndarray".into(),
+            Object::NumpyScalar(s) => format!("numpy.{}", s.dtype.name()),
+            Object::NumpyDType(_) => "numpy.dtype".into(),
+            Object::Data(d) => match &**d {
+                PyData::Path { class, .. } => format!("pathlib.{class}"),
+                PyData::Slice(_) | PyData::Range(_) | PyData::Type(_) => {
+                    format!("builtins.{}", d.kind())
+                }
+                _ => format!("datetime.{}", d.kind()),
+            },
+            Object::Class(c) => format!("{}.{}", c.module, c.name),
+            _ => return None,
+        })
+    }
 }
 
 /// A tensor in a checkpoint, with what PyTorch records beside the data.
@@ -210,6 +255,9 @@ pub struct Checkpoint {
     pub state: HashMap<NodeId, Value<Object>>,
     /// The safetensors `__metadata__` map, for safetensors files.
     pub safetensors_metadata: Option<std::collections::BTreeMap<String, String>>,
+    /// Inert objects ([`LoadOptions::inert`](super::LoadOptions::inert)), keyed
+    /// by their dict node, whose entries are what each holds.
+    pub objects: HashMap<NodeId, InertObject>,
 }
 
 /// Most work a walk does before refusing: each value visited and each path
@@ -229,6 +277,7 @@ impl Checkpoint {
             ordered: HashSet::new(),
             state: HashMap::new(),
             safetensors_metadata: None,
+            objects: HashMap::new(),
         }
     }
 
@@ -399,6 +448,10 @@ impl Checkpoint {
         let mut roots: Vec<NodeId> = self.root.as_node().into_iter().collect();
         roots.extend(self.state.keys().copied());
         roots.extend(self.state.values().filter_map(Value::as_node));
+        for o in self.objects.values() {
+            roots.extend(o.args.as_node());
+            roots.extend(o.state.as_ref().and_then(Value::as_node));
+        }
         let map = self.graph.compact(roots);
         Graph::remap(&map, &mut self.root);
         self.ordered = self
@@ -412,6 +465,17 @@ impl Checkpoint {
                 let id = map.get(id.index()).copied().flatten()?;
                 Graph::remap(&map, &mut v);
                 Some((id, v))
+            })
+            .collect();
+        self.objects = std::mem::take(&mut self.objects)
+            .into_iter()
+            .filter_map(|(id, mut o)| {
+                let id = map.get(id.index()).copied().flatten()?;
+                Graph::remap(&map, &mut o.args);
+                if let Some(s) = &mut o.state {
+                    Graph::remap(&map, s);
+                }
+                Some((id, o))
             })
             .collect();
     }

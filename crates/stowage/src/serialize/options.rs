@@ -1,6 +1,6 @@
 //! How to load a checkpoint: the options every format's loader reads.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::sync::Arc;
 
@@ -38,6 +38,18 @@ pub struct LoadOptions {
     /// must also hold exactly what they declare, so a file cannot claim more than
     /// it holds; this bounds meta, fake and lazy loads, which read no records.
     pub max_storage_bytes: u64,
+    /// Never refuse a global: build an inert object (module, name, constructor
+    /// arguments, `BUILD` state and appended items, see
+    /// [`InertObject`](super::InertObject)) for each global outside PyTorch's
+    /// `weights_only` allowlist, and decode the globals of
+    /// [`decoded`](super::decoded) as data. Nothing named by the file is ever
+    /// imported or called, with or without this option.
+    pub inert: bool,
+    /// Globals accepted by name (`"argparse.Namespace"`), as PyTorch's
+    /// `torch.serialization.add_safe_globals`, but never called: one that
+    /// [`decoded`](super::decoded) lists is decoded as data; any other is built
+    /// as an inert object (PyTorch would call it; stowage cannot).
+    pub allow_globals: HashSet<String>,
 }
 
 impl Default for LoadOptions {
@@ -52,6 +64,8 @@ impl Default for LoadOptions {
             fake: false,
             lazy: false,
             max_storage_bytes: 1 << 40,
+            inert: false,
+            allow_globals: HashSet::new(),
         }
     }
 }

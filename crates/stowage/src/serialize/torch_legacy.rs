@@ -168,7 +168,7 @@ pub(crate) fn load<R: ReadAt>(
 
     // The object pickle: storages are allocated as it names them and filled afterwards.
     let mut n: u64 = 1 << 16;
-    let (pickled, records, ordered, state, pending) = loop {
+    let (pickled, records, ordered, state, objects, pending) = loop {
         let buf = window(source, pos, n)?;
         let mut pending = Pending {
             storages: Vec::new(),
@@ -186,14 +186,15 @@ pub(crate) fn load<R: ReadAt>(
                     source: Box::new(e),
                 })
             }
-            Ok(p) => {
+            Ok(mut p) => {
+                let objects = hooks.finish(&mut p)?;
                 let TorchHooks {
                     records,
                     ordered,
                     state,
                     ..
                 } = hooks;
-                break (p, records, ordered, state, pending);
+                break (p, records, ordered, state, objects, pending);
             }
         }
     };
@@ -283,5 +284,6 @@ pub(crate) fn load<R: ReadAt>(
         ordered,
         state,
         safetensors_metadata: None,
+        objects,
     })
 }

@@ -19,6 +19,7 @@ use std::fmt;
 
 use num_complex::Complex64;
 
+use super::data::{InertObject, NdArray, PyData};
 use super::object::{path_key, Checkpoint, Object, PathKey, TensorObject, MAX_PATHS};
 use super::pickle::{Node, NodeId, Value};
 use crate::{DType, Device, Error, Result, Tensor};
@@ -69,13 +70,42 @@ pub enum ValueKind {
     Layout,
     /// An allowed class or function, not called.
     Global,
+    /// A numpy array.
+    NdArray,
+    /// A numpy scalar.
+    NumpyScalar,
+    /// A numpy dtype.
+    NumpyDType,
+    /// A `datetime.datetime`.
+    DateTime,
+    /// A `datetime.date`.
+    Date,
+    /// A `datetime.time`.
+    Time,
+    /// A `datetime.timedelta`.
+    TimeDelta,
+    /// A `datetime.timezone`.
+    TimeZone,
+    /// A `pathlib` path.
+    Path,
+    /// A `slice`.
+    Slice,
+    /// A `range`.
+    Range,
+    /// A builtin type named as a value (`int`).
+    Type,
+    /// An inert object, or a global outside the allowlist named as a value.
+    Object,
 }
 
 impl ValueKind {
     /// The kind's name: `none`, `bool`, `int`, `float`, `complex`, `str`,
     /// `bytes`, `bytearray`, `dtype`, `size`, `device`, `dict`, `list`,
     /// `tuple`, `set`, `frozenset`, `tensor`, `storage`, `qscheme`,
-    /// `layout`, `global` (the CLI contract's `type` names where it has them).
+    /// `layout`, `global`, `ndarray`, `numpy_scalar`, `numpy_dtype`,
+    /// `datetime`, `date`, `time`, `timedelta`, `timezone`, `path`, `slice`,
+    /// `range`, `type`, `object` (the CLI contract's `type` names where it
+    /// has them).
     pub fn name(self) -> &'static str {
         match self {
             ValueKind::None => "none",
@@ -99,6 +129,19 @@ impl ValueKind {
             ValueKind::QScheme => "qscheme",
             ValueKind::Layout => "layout",
             ValueKind::Global => "global",
+            ValueKind::NdArray => "ndarray",
+            ValueKind::NumpyScalar => "numpy_scalar",
+            ValueKind::NumpyDType => "numpy_dtype",
+            ValueKind::DateTime => "datetime",
+            ValueKind::Date => "date",
+            ValueKind::Time => "time",
+            ValueKind::TimeDelta => "timedelta",
+            ValueKind::TimeZone => "timezone",
+            ValueKind::Path => "path",
+            ValueKind::Slice => "slice",
+            ValueKind::Range => "range",
+            ValueKind::Type => "type",
+            ValueKind::Object => "object",
         }
     }
 
@@ -175,6 +218,7 @@ impl<'c> ValueRef<'c> {
             Value::Float(_) => ValueKind::Float,
             Value::Str(_) => ValueKind::Str,
             Value::Bytes(_) => ValueKind::Bytes,
+            Value::Node(id) if self.ckpt.objects.contains_key(id) => ValueKind::Object,
             Value::Node(_) => match self.node() {
                 Some(Node::Dict(_)) => ValueKind::Dict,
                 Some(Node::List(_)) => ValueKind::List,
@@ -194,6 +238,21 @@ impl<'c> ValueRef<'c> {
                 Object::QScheme(_) => ValueKind::QScheme,
                 Object::Layout(_) => ValueKind::Layout,
                 Object::Global(_) => ValueKind::Global,
+                Object::NdArray(_) => ValueKind::NdArray,
+                Object::NumpyScalar(_) => ValueKind::NumpyScalar,
+                Object::NumpyDType(_) => ValueKind::NumpyDType,
+                Object::Class(_) => ValueKind::Object,
+                Object::Data(d) => match **d {
+                    PyData::DateTime(..) => ValueKind::DateTime,
+                    PyData::Date(_) => ValueKind::Date,
+                    PyData::Time(_) => ValueKind::Time,
+                    PyData::TimeDelta(_) => ValueKind::TimeDelta,
+                    PyData::TimeZone(_) => ValueKind::TimeZone,
+                    PyData::Path { .. } => ValueKind::Path,
+                    PyData::Slice(_) => ValueKind::Slice,
+                    PyData::Range(_) => ValueKind::Range,
+                    PyData::Type(_) => ValueKind::Type,
+                },
             },
         }
     }
@@ -317,6 +376,47 @@ impl<'c> ValueRef<'c> {
         match self.value {
             Value::Ext(Object::Tensor(t)) => Ok(t),
             _ => Err(self.wrong("tensor")),
+        }
+    }
+
+    /// The numpy array (its elements as a tensor of the matching dtype).
+    ///
+    /// # Errors
+    /// [`Error::ValueType`] when the value is not a numpy array.
+    pub fn as_ndarray(&self) -> Result<&'c NdArray> {
+        match self.value {
+            Value::Ext(Object::NdArray(a)) => Ok(a),
+            _ => Err(self.wrong("ndarray")),
+        }
+    }
+
+    /// A decoded `datetime`, `pathlib`, `slice`, `range` … value.
+    ///
+    /// # Errors
+    /// [`Error::ValueType`] for any other value.
+    pub fn as_data(&self) -> Result<&'c PyData> {
+        match self.value {
+            Value::Ext(Object::Data(d)) => Ok(d),
+            _ => Err(self.wrong("decoded Python value")),
+        }
+    }
+
+    /// The inert object's record (module, name, arguments, state), when the
+    /// value is one; its contents are reached like a dict's
+    /// ([`as_dict`](Self::as_dict), [`get`](Self::get)).
+    pub fn as_object(&self) -> Option<&'c InertObject> {
+        self.value
+            .as_node()
+            .and_then(|id| self.ckpt.objects.get(&id))
+    }
+
+    /// `(module, name)` of an inert object or of a global named as a value.
+    pub fn class(&self) -> Option<(&'c str, &'c str)> {
+        match self.value {
+            Value::Ext(Object::Class(c)) => Some((&c.module, &c.name)),
+            _ => self
+                .as_object()
+                .map(|o| (o.module.as_str(), o.name.as_str())),
         }
     }
 
@@ -497,7 +597,7 @@ impl<'c> ValueRef<'c> {
         let mut out = Vec::new();
         let mut on_path = HashSet::new();
         let mut budget = MAX_PATHS;
-        self.walk_leaves(&mut on_path, false, &mut budget, &mut out)?;
+        self.walk_leaves(&mut on_path, false, false, &mut budget, &mut out)?;
         Ok(out)
     }
 
@@ -512,7 +612,22 @@ impl<'c> ValueRef<'c> {
         let mut out = Vec::new();
         let mut seen = HashSet::new();
         let mut budget = MAX_PATHS;
-        self.walk_leaves(&mut seen, true, &mut budget, &mut out)?;
+        self.walk_leaves(&mut seen, true, false, &mut budget, &mut out)?;
+        Ok(out)
+    }
+
+    /// Every inert object below this value (this one included), with its
+    /// path, in pickle order; each object is listed once, at its first path.
+    /// Globals outside the allowlist named as values are listed too.
+    ///
+    /// # Errors
+    /// [`Error::LimitExceeded`] past [`MAX_PATHS`] visits.
+    pub fn objects(&self) -> Result<Vec<ValueRef<'c>>> {
+        let mut out = Vec::new();
+        let mut seen = HashSet::new();
+        let mut budget = MAX_PATHS;
+        self.walk_leaves(&mut seen, true, true, &mut budget, &mut out)?;
+        out.retain(|v| v.kind() == ValueKind::Object);
         Ok(out)
     }
 
@@ -522,6 +637,7 @@ impl<'c> ValueRef<'c> {
         &self,
         seen: &mut HashSet<NodeId>,
         once: bool,
+        objects: bool,
         budget: &mut usize,
         out: &mut Vec<ValueRef<'c>>,
     ) -> Result<()> {
@@ -535,8 +651,9 @@ impl<'c> ValueRef<'c> {
         if kind == ValueKind::Tensor {
             return Ok(());
         }
+        let is_object = kind == ValueKind::Object && self.as_object().is_some();
         let id = match self.value {
-            Value::Node(id) if kind.is_container() && self.len()? > 0 => *id,
+            Value::Node(id) if (kind.is_container() || is_object) && self.len()? > 0 => *id,
             _ => {
                 out.push(self.clone());
                 return Ok(());
@@ -545,13 +662,16 @@ impl<'c> ValueRef<'c> {
         if !seen.insert(id) {
             return Ok(());
         }
-        if kind == ValueKind::Dict {
+        if is_object && objects {
+            out.push(self.clone());
+        }
+        if kind == ValueKind::Dict || is_object {
             for (_, v) in self.as_dict()? {
-                v.walk_leaves(seen, once, budget, out)?;
+                v.walk_leaves(seen, once, objects, budget, out)?;
             }
         } else {
             for v in self.as_list()? {
-                v.walk_leaves(seen, once, budget, out)?;
+                v.walk_leaves(seen, once, objects, budget, out)?;
             }
         }
         if !once {
@@ -626,5 +746,76 @@ impl Checkpoint {
     /// As [`ValueRef::leaves_once`].
     pub fn leaves_once(&self) -> Result<Vec<ValueRef<'_>>> {
         self.root_value().leaves_once()
+    }
+
+    /// Every inert object with its path (see [`ValueRef::objects`]).
+    ///
+    /// # Errors
+    /// As [`ValueRef::objects`].
+    pub fn objects(&self) -> Result<Vec<ValueRef<'_>>> {
+        self.root_value().objects()
+    }
+
+    /// Each value that `torch.load(weights_only=True)` refuses (inert
+    /// objects, numpy values, `datetime` …), as `(dotted path, module.name)`,
+    /// each shared one once: what a torch checkpoint cannot hold.
+    ///
+    /// # Errors
+    /// [`Error::LimitExceeded`] past [`MAX_PATHS`] visits.
+    pub fn unsaveable(&self) -> Result<Vec<(String, String)>> {
+        let mut out = Vec::new();
+        let mut seen = HashSet::new();
+        let mut budget = MAX_PATHS;
+        let root = self.root_value();
+        root.walk_leaves(&mut seen, true, true, &mut budget, &mut out)?;
+        Ok(out
+            .into_iter()
+            .filter_map(|v| {
+                let class = match (v.class(), v.raw()) {
+                    (Some((m, n)), _) => format!("{m}.{n}"),
+                    (None, Value::Ext(o)) => o.class_name()?,
+                    _ => return None,
+                };
+                Some((joined(v.path()), class))
+            })
+            .collect())
+    }
+
+    /// Replaces every value that [`unsaveable`](Self::unsaveable) lists, so
+    /// the checkpoint can be saved as a torch checkpoint: a dict entry holding
+    /// one is removed, a list or tuple item becomes `None`, and so does the
+    /// root. What an inert object held (its tensors too) goes with it. Returns
+    /// how many references were dropped.
+    pub fn drop_objects(&mut self) -> usize {
+        let objects = std::mem::take(&mut self.objects);
+        let gone = |v: &Value<Object>| match v {
+            Value::Node(id) => objects.contains_key(id),
+            Value::Ext(o) => o.weights_only_refuses(),
+            _ => false,
+        };
+        let mut dropped = 0;
+        for i in 0..self.graph.len() {
+            match self.graph.get_mut(NodeId(i as u32)) {
+                Node::Dict(items) => {
+                    let before = items.len();
+                    items.retain(|(k, v)| !gone(k) && !gone(v));
+                    dropped += before - items.len();
+                }
+                node => {
+                    for v in node.values_mut() {
+                        if gone(v) {
+                            *v = Value::None;
+                            dropped += 1;
+                        }
+                    }
+                }
+            }
+        }
+        if gone(&self.root) {
+            self.root = Value::None;
+            dropped += 1;
+        }
+        self.compact();
+        dropped
     }
 }

@@ -77,6 +77,19 @@ pub trait Hooks {
         cls: Value<Self::Ext>,
         args: Value<Self::Ext>,
     ) -> Result<Value<Self::Ext>, Self::Error>;
+
+    /// `APPEND` / `APPENDS` on something that is not a list (Python calls its
+    /// `append` or `extend` method): `Ok(true)` when the hook took the items,
+    /// `Ok(false)` to refuse them as [`PickleError::WrongTarget`] (the default).
+    fn extend(
+        &mut self,
+        graph: &mut Graph<Self::Ext>,
+        target: &Value<Self::Ext>,
+        items: Vec<Value<Self::Ext>>,
+    ) -> Result<bool, Self::Error> {
+        let _ = (graph, target, items);
+        Ok(false)
+    }
 }
 
 /// The result of [`unpickle`].
@@ -261,13 +274,13 @@ impl<X: Clone + std::fmt::Debug> Machine<'_, X> {
             (op::APPEND, _) => {
                 let item = self.pop()?;
                 let target = self.top()?.clone();
-                self.extend(&target, vec![item])?;
+                self.extend_any(&target, vec![item], hooks)?;
                 return Ok(());
             }
             (op::APPENDS, _) => {
                 let items = self.pop_mark()?;
                 let target = self.top()?.clone();
-                self.extend(&target, items)?;
+                self.extend_any(&target, items, hooks)?;
                 return Ok(());
             }
             (op::EMPTY_TUPLE, _) => self.node(Node::Tuple(Vec::new()))?,
@@ -426,5 +439,36 @@ impl<X: Clone + std::fmt::Debug> Machine<'_, X> {
         let v = self.interner.intern(v);
         self.push(v)?;
         Ok(())
+    }
+}
+
+impl<X: Clone + std::fmt::Debug> Machine<'_, X> {
+    /// `APPEND(S)`: a list is extended here; anything else is offered to
+    /// [`Hooks::extend`], and refused when the hook declines.
+    fn extend_any<H: Hooks<Ext = X>>(
+        &mut self,
+        target: &Value<X>,
+        items: Vec<Value<X>>,
+        hooks: &mut H,
+    ) -> Result<(), H::Error> {
+        let is_list = matches!(
+            target.as_node().and_then(|id| self.graph.try_get(id)),
+            Some(Node::List(_))
+        );
+        if is_list || self.node_id(target)?.is_none() && !matches!(target, Value::Ext(_)) {
+            return Ok(self.extend(target, items)?);
+        }
+        if hooks.extend(&mut self.graph, target, items)? {
+            if let Some(id) = target.as_node() {
+                self.limit("max_depth", self.graph.depth(id), self.limits.max_depth)?;
+            }
+            return Ok(());
+        }
+        Err(PickleError::WrongTarget {
+            opcode: self.op,
+            expected: "list",
+            offset: self.at,
+        }
+        .into())
     }
 }

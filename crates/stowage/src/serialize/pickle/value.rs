@@ -408,7 +408,7 @@ impl<X> Graph<X> {
 
     /// Raises the depth of `id` to account for `children` newly added to it.
     /// A node holding itself does not count as deeper.
-    pub(super) fn note_children<'v>(
+    pub(crate) fn note_children<'v>(
         &mut self,
         id: NodeId,
         children: impl IntoIterator<Item = &'v Value<X>>,

@@ -10,10 +10,15 @@ use num_complex::Complex64;
 
 use crate::layout::Layout;
 use crate::serialize::allowlist::{self, Global};
+use crate::serialize::data::Construct;
 use crate::serialize::object::{ByteOrder, Object, StorageRecord, StorageRef, TensorObject};
 use crate::serialize::options::LoadOptions;
 use crate::serialize::pickle::{Graph, Hooks, Node, NodeId, Value};
 use crate::{DType, Device, Error, Result, Tensor, UntypedStorage};
+
+mod decode;
+
+pub(crate) use decode::Foreign;
 
 /// Where storage bytes come from while a pickle is read.
 pub(crate) trait StorageSource {
@@ -34,6 +39,8 @@ pub(crate) struct TorchHooks<'s, S: StorageSource> {
     pub declared_bytes: u64,
     pub ordered: HashSet<NodeId>,
     pub state: HashMap<NodeId, Value<Object>>,
+    /// Globals outside the allowlist: inert objects and decoded data.
+    pub foreign: Foreign,
 }
 
 impl<'s, S: StorageSource> TorchHooks<'s, S> {
@@ -53,13 +60,19 @@ impl<'s, S: StorageSource> TorchHooks<'s, S> {
             declared_bytes: 0,
             ordered: HashSet::new(),
             state: HashMap::new(),
+            foreign: Foreign::default(),
         }
     }
 }
 
 type V = Value<Object>;
 
-fn bad(context: &'static str, expected: &'static str, found: &V, graph: &Graph<Object>) -> Error {
+pub(super) fn bad(
+    context: &'static str,
+    expected: &'static str,
+    found: &V,
+    graph: &Graph<Object>,
+) -> Error {
     let found = match found {
         Value::Node(id) => graph.try_get(*id).map_or("node", |n| n.kind()).to_string(),
         Value::Ext(o) => object_kind(o).to_string(),
@@ -85,11 +98,20 @@ fn object_kind(o: &Object) -> &'static str {
         Object::QScheme(_) => "qscheme",
         Object::Layout(_) => "layout",
         Object::Global(_) => "class or function",
+        Object::NdArray(_) => "numpy array",
+        Object::NumpyScalar(_) => "numpy scalar",
+        Object::NumpyDType(_) => "numpy dtype",
+        Object::Data(d) => d.kind(),
+        Object::Class(_) => "class outside the allowlist",
     }
 }
 
 /// The items of a tuple argument.
-fn tuple_items<'g>(graph: &'g Graph<Object>, v: &V, context: &'static str) -> Result<&'g [V]> {
+pub(super) fn tuple_items<'g>(
+    graph: &'g Graph<Object>,
+    v: &V,
+    context: &'static str,
+) -> Result<&'g [V]> {
     match v {
         Value::Node(id) => match graph.try_get(*id) {
             Some(Node::Tuple(items)) => Ok(items),
@@ -563,7 +585,11 @@ impl<S: StorageSource> Hooks for TorchHooks<'_, S> {
     type Error = Error;
 
     fn find_class(&mut self, module: &str, name: &str) -> Result<V> {
-        Ok(match allowlist::resolve(module, name)? {
+        let global = match allowlist::resolve(module, name) {
+            Ok(g) => g,
+            Err(refused) => return self.foreign_class(module, name, refused),
+        };
+        Ok(match global {
             Global::DType(d) => Value::Ext(Object::DType(d)),
             Global::QScheme(q) => Value::Ext(Object::QScheme(q)),
             g => Value::Ext(Object::Global(g)),
@@ -580,6 +606,9 @@ impl<S: StorageSource> Hooks for TorchHooks<'_, S> {
     fn reduce(&mut self, graph: &mut Graph<Object>, callable: V, args: V) -> Result<V> {
         let f = match &callable {
             Value::Ext(Object::Global(g)) => g.clone(),
+            Value::Ext(Object::Class(c)) => {
+                return self.call_foreign(graph, &c.clone(), args, Construct::Call)
+            }
             other => return Err(bad("REDUCE", "an allowed callable", other, graph)),
         };
         let items = tuple_items(graph, &args, "REDUCE arguments")?.to_vec();
@@ -602,6 +631,9 @@ impl<S: StorageSource> Hooks for TorchHooks<'_, S> {
     }
 
     fn build(&mut self, graph: &mut Graph<Object>, obj: V, state: V) -> Result<V> {
+        if let Some(v) = self.build_foreign(graph, &obj, state.clone())? {
+            return Ok(v);
+        }
         match &obj {
             Value::Node(id) if self.ordered.contains(id) => {
                 self.state.insert(*id, state);
@@ -620,7 +652,16 @@ impl<S: StorageSource> Hooks for TorchHooks<'_, S> {
         Ok(obj)
     }
 
-    fn new_obj(&mut self, graph: &mut Graph<Object>, cls: V, _args: V) -> Result<V> {
-        Err(bad("NEWOBJ", "an allowed class", &cls, graph))
+    fn new_obj(&mut self, graph: &mut Graph<Object>, cls: V, args: V) -> Result<V> {
+        match &cls {
+            Value::Ext(Object::Class(c)) => {
+                self.call_foreign(graph, &c.clone(), args, Construct::New)
+            }
+            _ => Err(bad("NEWOBJ", "an allowed class", &cls, graph)),
+        }
+    }
+
+    fn extend(&mut self, graph: &mut Graph<Object>, target: &V, items: Vec<V>) -> Result<bool> {
+        Ok(self.extend_foreign(graph, target, items))
     }
 }

@@ -61,6 +61,9 @@ pub(crate) type Storages = Vec<(UntypedStorage, Option<DType>)>;
 /// the storages it names in key order (key `i` is the `i`-th), each once however
 /// many tensors view it.
 pub(crate) fn pickle_checkpoint(ckpt: &Checkpoint) -> Result<(Vec<u8>, Storages)> {
+    if let Some((path, class)) = ckpt.unsaveable()?.into_iter().next() {
+        return Err(Error::NotSaveable { path, class });
+    }
     let mut p = Pickler::new(Vec::new())?;
     let mut hooks = TorchHooks {
         ckpt,
@@ -273,6 +276,12 @@ impl TorchHooks<'_> {
                 p.reduce()?;
             }
             Object::Global(g) => global(p, g)?,
+            other => {
+                return Err(Error::NotSaveable {
+                    path: String::new(),
+                    class: other.class_name().unwrap_or_default(),
+                })
+            }
         }
         Ok(())
     }

@@ -85,6 +85,8 @@ fn load_zip_archive<R: ReadAt>(
             source: Box::new(e),
         }
     })?;
+    let mut pickled = pickled;
+    let objects = hooks.finish(&mut pickled)?;
     let (records, ordered, state) = (hooks.records, hooks.ordered, hooks.state);
     if let Some(deferred) = src.deferred.take() {
         parallel::fill_parallel(zip, &deferred)?;
@@ -98,6 +100,7 @@ fn load_zip_archive<R: ReadAt>(
         ordered,
         state,
         safetensors_metadata: None,
+        objects,
     })
 }
 
