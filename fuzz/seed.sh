@@ -6,7 +6,7 @@
 set -euo pipefail
 F=crates/stowage/tests/fixtures
 C=fuzz/corpus
-mkdir -p $C/{pickle,zip,legacy,safetensors,load,load_modes,dcp_metadata,sharded_index}
+mkdir -p $C/{pickle,zip,legacy,safetensors,load,load_modes,inert,dcp_metadata,sharded_index}
 for m in $F/dcp/*/.metadata $F/dcp/hostile/*/.metadata; do
     cp "$m" "$C/dcp_metadata/$(basename "$(dirname "$m")")"
 done
@@ -55,6 +55,13 @@ for p in $F/*.pt $F/hostile/*.pt; do
     case "$p" in $F/hostile/*) b="h_$b" ;; esac
     for m in 0 1 2 3 4 5; do
         { printf "\\$(printf '%03o' "$m")"; cat "$p"; } > "$C/load_modes/m${m}_$b"
+    done
+done
+# inert: the first byte picks inert (0) or the decoded names allowed (1).
+for p in $F/wild/*.pt $F/wild/*.ckpt $F/hostile/*.pt; do
+    b=$(basename "$p")
+    for m in 0 1; do
+        { printf "\\$(printf '%03o' "$m")"; cat "$p"; } > "$C/inert/m${m}_$b"
     done
 done
 for d in $C/*; do echo "$d: $(ls "$d" | wc -l) files"; done

@@ -1,15 +1,15 @@
 //! Python data that PyTorch's `weights_only` loader refuses but whose pickled
 //! form is data, as stowage decodes it ([`super::decoded`] names each global):
 //! numpy arrays, scalars and dtypes, the `datetime` and `pathlib` types,
-//! `slice` and `range`; and the inert objects built for every other global
-//! under [`LoadOptions::inert`](super::LoadOptions::inert). Nothing here was
+//! `slice` and `range`; and the class references of inert loading
+//! ([`LoadOptions::inert`](super::LoadOptions::inert); the inert objects
+//! themselves are [`InertObject`](super::InertObject)s). Nothing here was
 //! imported or called to be made.
 
 use std::fmt;
 
 use num_complex::Complex64;
 
-use super::pickle::Value;
 use crate::{DType, Tensor};
 
 /// A numpy dtype: its type code and byte order, with the matching PyTorch
@@ -264,46 +264,6 @@ impl fmt::Display for PyData {
             PyData::Range([a, b, c]) => write!(f, "range({a}, {b}, {c})"),
             PyData::Type(name) => write!(f, "<class '{name}'>"),
         }
-    }
-}
-
-/// How an inert object was made.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Construct {
-    /// `REDUCE` (or `INST`/`OBJ`): the global called with `args`.
-    Call,
-    /// `NEWOBJ` / `NEWOBJ_EX`: `cls.__new__(cls, *args)`.
-    New,
-}
-
-/// An object of a class stowage does not know, recorded instead of built
-/// (never imported, never called): what the pickle said to do with it.
-///
-/// In the checkpoint's graph the object is a dict node whose entries are what
-/// it holds, so paths, lookups and the tensor walk go through it: the keys of
-/// a dict `BUILD` state (of both dicts of a `(dict, slots)` state), `"state"`
-/// for any other state, the keys of items set on it (`SETITEMS`) and the
-/// indices of items appended to it (`APPENDS`), and `"args"` for the
-/// constructor arguments when there is no state or they are not empty (and no
-/// state key is named `"args"`).
-#[derive(Clone, Debug)]
-pub struct InertObject {
-    /// The global's module (`torch.nn.modules.linear`).
-    pub module: String,
-    /// The global's name (`Linear`).
-    pub name: String,
-    /// How the object was made.
-    pub construct: Construct,
-    /// The constructor arguments (a tuple).
-    pub args: Value<super::Object>,
-    /// The `BUILD` state, if one was set (the last one, if several were).
-    pub state: Option<Value<super::Object>>,
-}
-
-impl InertObject {
-    /// `module.name`.
-    pub fn qualified_name(&self) -> String {
-        format!("{}.{}", self.module, self.name)
     }
 }
 

@@ -41,12 +41,12 @@ use std::path::Path;
 pub use allowlist::Global;
 pub use builder::{CheckpointBuilder, PyValue};
 pub use data::{
-    ClassRef, Construct, Date, InertObject, NdArray, NumpyDType, NumpyScalar, PyData, Scalar,
-    TimeDelta, TimeOfDay, TimeZone,
+    ClassRef, Date, NdArray, NumpyDType, NumpyScalar, PyData, Scalar, TimeDelta, TimeOfDay,
+    TimeZone,
 };
 pub use object::{
-    dotted, ByteOrder, Checkpoint, Format, Object, PathKey, StorageRecord, StorageRef,
-    TensorObject, MAX_PATHS,
+    dotted, ByteOrder, Checkpoint, Construct, Format, InertObject, Object, PathKey, StorageRecord,
+    StorageRef, TensorObject, MAX_PATHS,
 };
 pub use options::{LoadOptions, Progress};
 pub use torch_zip::{archive_name, save, save_to_writer, save_with, SaveOptions};

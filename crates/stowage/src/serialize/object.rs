@@ -12,7 +12,7 @@ use std::sync::Arc;
 use num_complex::Complex64;
 
 use super::allowlist::Global;
-use super::data::{ClassRef, InertObject, NdArray, NumpyDType, NumpyScalar, PyData};
+use super::data::{ClassRef, NdArray, NumpyDType, NumpyScalar, PyData};
 use super::pickle::{Graph, Node, NodeId, Value};
 use crate::{DType, Device, Error, Result, Tensor, UntypedStorage};
 
@@ -82,6 +82,46 @@ impl Object {
             Object::Class(c) => format!("{}.{}", c.module, c.name),
             _ => return None,
         })
+    }
+}
+
+/// How an inert object was made.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Construct {
+    /// `REDUCE` (or `INST`/`OBJ`): the global called with `args`.
+    Call,
+    /// `NEWOBJ` / `NEWOBJ_EX`: `cls.__new__(cls, *args)`.
+    New,
+}
+
+/// An object of a class stowage does not know, recorded instead of built
+/// (never imported, never called): what the pickle said to do with it.
+///
+/// In the checkpoint's graph the object is a dict node whose entries are what
+/// it holds, so paths, lookups and the tensor walk go through it: the keys of
+/// a dict `BUILD` state (of both dicts of a `(dict, slots)` state), `"state"`
+/// for any other state, the keys of items set on it (`SETITEMS`) and the
+/// indices of items appended to it (`APPENDS`), and `"args"` for the
+/// constructor arguments when there is no state or they are not empty (and no
+/// state key is named `"args"`).
+#[derive(Clone, Debug)]
+pub struct InertObject {
+    /// The global's module (`torch.nn.modules.linear`).
+    pub module: String,
+    /// The global's name (`Linear`).
+    pub name: String,
+    /// How the object was made.
+    pub construct: Construct,
+    /// The constructor arguments (a tuple).
+    pub args: Value<Object>,
+    /// The `BUILD` state, if one was set (the last one, if several were).
+    pub state: Option<Value<Object>>,
+}
+
+impl InertObject {
+    /// `module.name`.
+    pub fn qualified_name(&self) -> String {
+        format!("{}.{}", self.module, self.name)
     }
 }
 

@@ -19,8 +19,8 @@ use std::fmt;
 
 use num_complex::Complex64;
 
-use super::data::{InertObject, NdArray, PyData};
-use super::object::{path_key, Checkpoint, Object, PathKey, TensorObject, MAX_PATHS};
+use super::data::{NdArray, PyData};
+use super::object::{path_key, Checkpoint, InertObject, Object, PathKey, TensorObject, MAX_PATHS};
 use super::pickle::{Node, NodeId, Value};
 use crate::{DType, Device, Error, Result, Tensor};
 

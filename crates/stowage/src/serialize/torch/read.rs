@@ -10,8 +10,9 @@ use num_complex::Complex64;
 
 use crate::layout::Layout;
 use crate::serialize::allowlist::{self, Global};
-use crate::serialize::data::Construct;
-use crate::serialize::object::{ByteOrder, Object, StorageRecord, StorageRef, TensorObject};
+use crate::serialize::object::{
+    ByteOrder, Construct, Object, StorageRecord, StorageRef, TensorObject,
+};
 use crate::serialize::options::LoadOptions;
 use crate::serialize::pickle::{Graph, Hooks, Node, NodeId, Value};
 use crate::{DType, Device, Error, Result, Tensor, UntypedStorage};

@@ -1,0 +1,41 @@
+//! Inert loading (`LoadOptions::inert`): any global becomes an inert object or
+//! decoded data, never called. After the load, every walk that must see
+//! through inert objects runs (tensors, leaves, objects, what cannot be
+//! saved), then the objects are dropped and the rest is saved again.
+//!
+//! | first byte % 2 | options |
+//! |---|---|
+//! | 0 | `inert` |
+//! | 1 | the decoded table's names allowed (`allow_globals`), not `inert` |
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use stowage::serialize::{decoded, load_bytes, save_to_writer, LoadOptions, SaveOptions};
+
+#[path = "common.rs"]
+mod common;
+
+fuzz_target!(|data: &[u8]| {
+    let Some((&mode, file)) = data.split_first() else {
+        return;
+    };
+    let mut options = LoadOptions::default();
+    if mode % 2 == 0 {
+        options.inert = true;
+    } else {
+        options.allow_globals = decoded::DECODED
+            .iter()
+            .map(|(m, n, _)| format!("{m}.{n}"))
+            .collect();
+    }
+    let Ok(mut ckpt) = load_bytes(file, &options) else {
+        return;
+    };
+    common::walk(&ckpt);
+    let _ = ckpt.leaves_once();
+    let _ = ckpt.objects();
+    let _ = ckpt.unsaveable();
+    ckpt.drop_objects();
+    assert!(matches!(ckpt.unsaveable().as_deref(), Ok([]) | Err(_)));
+    let _ = save_to_writer(std::io::sink(), "archive", &ckpt, &SaveOptions::default());
+});
