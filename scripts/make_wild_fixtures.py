@@ -197,6 +197,55 @@ def save(name, obj):
         f.write("\n")
 
 
+def constants_of(path):
+    """The tuple `constants.pkl` holds, read with its storages from `constants/`."""
+    import io
+    import pickle
+    import zipfile
+
+    z = zipfile.ZipFile(path)
+    prefix = z.namelist()[0].split("/")[0]
+
+    class Unpickler(pickle.Unpickler):
+        def persistent_load(self, pid):
+            _, cls, key, _location, _numel = pid
+            data = bytearray(z.read(f"{prefix}/constants/{key}"))
+            storage = torch.UntypedStorage.from_buffer(data, dtype=torch.uint8)
+            return torch.storage.TypedStorage(wrap_storage=storage, dtype=cls.dtype, _internal=True)
+
+    return Unpickler(io.BytesIO(z.read(f"{prefix}/constants.pkl"))).load()
+
+
+def save_script(name, module):
+    """`torch.jit.save`, and the tensors `torch.jit.load` gives: the state dict
+    by its dotted names, then `constants.pkl`'s under `CONSTANTS`."""
+    import warnings
+
+    path = os.path.join(OUT, name)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.jit.save(module, path)
+        loaded = torch.jit.load(path)
+    w = Walker()
+    for k, t in loaded.state_dict(keep_vars=True).items():
+        w.walk(t, k.split("."))
+    for i, t in enumerate(constants_of(path)):
+        w.walk(t, ["CONSTANTS", i])
+    with open(path.rsplit(".", 1)[0] + ".expected.json", "w") as f:
+        json.dump({"tensors": w.tensors, "root": loaded.original_name}, f, indent=1)
+        f.write("\n")
+
+
+class Scaled(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(3, 2)
+        self.register_buffer("scale", torch.tensor([0.5, 2.0]))
+
+    def forward(self, x):
+        return self.lin(x) * self.scale * torch.tensor([1.5, 2.5])
+
+
 class Hostile:
     """Pickles as a call of `fn(*args)`; loading it with weights_only=False would run it."""
 
@@ -274,6 +323,13 @@ def main():
         "steps": range(0, 10, 2),
         "ordered": collections.OrderedDict([("k", torch.ones(2))]),
     })
+
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        save_script("torchscript.pt", torch.jit.script(nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.LayerNorm(4))))
+        save_script("torchscript_traced.pt", torch.jit.trace(Scaled(), torch.ones(1, 3)))
 
     marker = "stowage_inert_marker_must_not_exist"
     import subprocess

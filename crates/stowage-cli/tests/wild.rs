@@ -300,3 +300,80 @@ fn saving_an_inert_object_to_pt_is_refused_unless_dropped() {
     );
     assert_eq!(doc["objects"], serde_json::json!([]));
 }
+
+/// A TorchScript archive (`torch.jit.save`) reads without `--inert`: its
+/// `__torch__` classes are inert objects, the tensors are the state dict's
+/// (dotted paths through the modules' state), then `constants.pkl`'s under
+/// `CONSTANTS`; the code is never read.
+fn check_torchscript(stem: &str) {
+    let file = wild(&format!("{stem}.pt"));
+    let expected: Json = serde_json::from_str(
+        &std::fs::read_to_string(wild(&format!("{stem}.expected.json"))).unwrap(),
+    )
+    .unwrap();
+    let out = stowage(
+        &["inspect", "--json", file.to_str().unwrap()],
+        Path::new("."),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let got: Json = serde_json::from_slice(&out.stdout).unwrap();
+    // A TorchScript archive records no Parameter class: `parameter` is not compared.
+    let t = ["path", "dtype", "shape", "requires_grad", "sha256"];
+    assert_eq!(
+        fields(&got, "tensors", &t),
+        fields(&expected, "tensors", &t),
+        "{stem}"
+    );
+    assert_eq!(got["objects"][0]["path"], serde_json::json!([]));
+    let root = got["objects"][0]["name"].as_str().unwrap();
+    assert_eq!(root, expected["root"].as_str().unwrap());
+
+    let dir = tempfile::tempdir().unwrap();
+    let out = stowage(
+        &["convert", file.to_str().unwrap(), "weights.safetensors"],
+        dir.path(),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let st = stowage::serialize::load(dir.path().join("weights.safetensors")).unwrap();
+    let mut names: Vec<String> = st
+        .state_dict()
+        .unwrap()
+        .into_iter()
+        .map(|(n, _)| n)
+        .collect();
+    names.sort();
+    let mut want: Vec<String> = expected["tensors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            t["path"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|k| k.as_str().map_or_else(|| k.to_string(), str::to_owned))
+                .collect::<Vec<_>>()
+                .join(".")
+        })
+        .collect();
+    want.sort();
+    assert_eq!(names, want, "{stem}");
+}
+
+#[test]
+fn torchscript_scripted_module_reads_as_torch_jit_load_gives() {
+    check_torchscript("torchscript");
+}
+
+#[test]
+fn torchscript_traced_module_with_constants_reads_as_torch_jit_load_gives() {
+    check_torchscript("torchscript_traced");
+}

@@ -12,9 +12,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 pub use save::{archive_name, save, save_to_writer, save_with, SaveOptions};
 
 use self::source::ZipSource;
-use super::object::{check_views, ByteOrder, Checkpoint, Format};
+use super::object::{check_views, ByteOrder, Checkpoint, Format, Object};
 use super::options::LoadOptions;
-use super::pickle;
+use super::pickle::{self, Graph, Node, NodeId, Value};
 use super::torch::TorchHooks;
 use super::zip::{self, ZipLimits, ZipReader};
 use crate::io::ReadAt;
@@ -46,11 +46,10 @@ fn load_zip_archive<R: ReadAt>(
     mapped: Option<MappedRecords>,
     lazy: Option<MakeFetch<'_>>,
 ) -> Result<Checkpoint> {
-    if zip.find("constants.pkl").is_some() {
-        return Err(Error::Unsupported {
-            what: "TorchScript archives (constants.pkl)".into(),
-        });
-    }
+    // A TorchScript archive (`torch.jit.save`): its `__torch__` classes are
+    // inert objects, its code is never read, and the tensors of
+    // `constants.pkl` join the root (see `torchscript_constants`).
+    let constants = zip.find("constants.pkl");
     let pkl_entry = zip.find("data.pkl").ok_or_else(|| Error::MissingRecord {
         name: "data.pkl".into(),
     })?;
@@ -77,8 +76,10 @@ fn load_zip_archive<R: ReadAt>(
         lazy,
         zip,
         verify_crc: options.verify_crc,
+        dir: "data",
     };
     let mut hooks = TorchHooks::new(&mut src, options, byteorder, false);
+    hooks.foreign.torchscript = constants.is_some();
     let pickled = pickle::unpickle(&pkl, &mut hooks, &options.pickle_limits).map_err(|e| {
         Error::InRecord {
             name: "data.pkl".into(),
@@ -86,8 +87,42 @@ fn load_zip_archive<R: ReadAt>(
         }
     })?;
     let mut pickled = pickled;
-    let objects = hooks.finish(&mut pickled)?;
-    let (records, ordered, state) = (hooks.records, hooks.ordered, hooks.state);
+    let mut objects = hooks.finish(&mut pickled)?;
+    let (mut records, mut ordered, mut state) = (hooks.records, hooks.ordered, hooks.state);
+    if let Some(entry) = constants {
+        let pkl = zip.read_to_vec(entry)?;
+        src.dir = "constants";
+        let mut hooks = TorchHooks::new(&mut src, options, byteorder, false);
+        hooks.foreign.torchscript = true;
+        let mut c = pickle::unpickle(&pkl, &mut hooks, &options.pickle_limits).map_err(|e| {
+            Error::InRecord {
+                name: "constants.pkl".into(),
+                source: Box::new(e),
+            }
+        })?;
+        let c_objects = hooks.finish(&mut c)?;
+        for mut r in hooks.records {
+            r.key = format!("constants/{}", r.key);
+            records.push(r);
+        }
+        let offset = append_graph(&mut pickled.graph, c.graph, options.pickle_limits.max_nodes)?;
+        let (map, at) = (shift(offset), |id: NodeId| NodeId(id.0 + offset));
+        let mut c_root = c.root;
+        map(&mut c_root);
+        ordered.extend(hooks.ordered.into_iter().map(at));
+        for (id, mut v) in hooks.state {
+            map(&mut v);
+            state.insert(at(id), v);
+        }
+        for (id, mut o) in c_objects {
+            map(&mut o.args);
+            if let Some(s) = &mut o.state {
+                map(s);
+            }
+            objects.insert(at(id), o);
+        }
+        torchscript_constants(&mut pickled.graph, &mut pickled.root, c_root);
+    }
     if let Some(deferred) = src.deferred.take() {
         parallel::fill_parallel(zip, &deferred)?;
     }
@@ -102,6 +137,63 @@ fn load_zip_archive<R: ReadAt>(
         safetensors_metadata: None,
         objects,
     })
+}
+
+/// Moves a value of an appended graph by `offset` nodes (see [`append_graph`]).
+fn shift(offset: u32) -> impl Fn(&mut Value<Object>) {
+    move |v| {
+        if let Value::Node(id) = v {
+            *id = NodeId(id.0.saturating_add(offset));
+        }
+    }
+}
+
+/// Appends every node of `from` to `into`, each moved by the returned
+/// offset (`from`'s node `i` is `into`'s node `i + offset`).
+///
+/// # Errors
+/// When `into` would hold more nodes than the pickle limits allow.
+fn append_graph(into: &mut Graph<Object>, from: Graph<Object>, max_nodes: usize) -> Result<u32> {
+    if into.len().saturating_add(from.len()) > max_nodes.min(u32::MAX as usize - 1) {
+        return Err(Error::LimitExceeded {
+            limit: "pickle nodes (data.pkl and constants.pkl)",
+            value: into.len().saturating_add(from.len()) as u64,
+            max: max_nodes as u64,
+        });
+    }
+    let offset = into.len() as u32;
+    let move_by = shift(offset);
+    for (_, node) in from.iter() {
+        let mut node = node.clone();
+        node.values_mut().for_each(&move_by);
+        into.add(node);
+    }
+    Ok(offset)
+}
+
+/// A TorchScript archive's `constants.pkl` (a tuple of tensors, which the
+/// code names `CONSTANTS.c0` …) joins the root as its entry `"CONSTANTS"`
+/// when it is not empty: the root is a TorchScript module, an inert object.
+fn torchscript_constants(
+    graph: &mut Graph<Object>,
+    root: &mut Value<Object>,
+    constants: Value<Object>,
+) {
+    let empty = matches!(
+        constants.as_node().and_then(|id| graph.try_get(id)),
+        Some(Node::Tuple(t)) if t.is_empty()
+    );
+    if empty {
+        return;
+    }
+    let entry = (Value::str("CONSTANTS"), constants);
+    match root.as_node().and_then(|id| graph.try_get_mut(id)) {
+        Some(Node::Dict(d)) => d.push(entry),
+        _ => {
+            let id = graph.dict(vec![(Value::str("data"), root.clone()), entry]);
+            *root = Value::Node(id);
+        }
+    }
 }
 
 /// A torch zip archive whose storages read their records on first use, through

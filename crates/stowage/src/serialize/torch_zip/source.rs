@@ -20,6 +20,9 @@ pub(super) struct ZipSource<'z, R: ReadAt> {
     /// Large stored records, read after the pickle on two threads into the storages
     /// made for them (eager loads of little-endian files; `None` otherwise).
     pub(super) deferred: Option<Vec<(UntypedStorage, zip::Entry)>>,
+    /// The folder of the records: `data` (`data.pkl`'s storages), or
+    /// `constants` (a TorchScript archive's `constants.pkl`).
+    pub(super) dir: &'static str,
 }
 
 /// Records at least this large are read after the pickle, two at a time.
@@ -27,7 +30,7 @@ const DEFER_MIN: usize = 1 << 20;
 
 impl<R: ReadAt> StorageSource for ZipSource<'_, R> {
     fn load(&mut self, key: &str, nbytes: usize, device: Device) -> Result<UntypedStorage> {
-        let name = format!("data/{key}");
+        let name = format!("{}/{key}", self.dir);
         let entry = self
             .zip
             .find(&name)

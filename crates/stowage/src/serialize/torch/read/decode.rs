@@ -38,6 +38,13 @@ pub(crate) struct Foreign {
     pub objects: HashMap<NodeId, InertObject>,
     pending: HashMap<NodeId, Pending>,
     resolved: HashMap<NodeId, V>,
+    /// Reading a TorchScript archive: its `__torch__` classes (TorchScript
+    /// types, never Python code) are inert objects whatever the options.
+    pub torchscript: bool,
+    /// Values copied into new nodes so far (state entries, a deque's or a
+    /// frozenset's items): a pickle could otherwise copy one large memoized
+    /// dict or list into every object it builds.
+    copied: usize,
 }
 
 fn data(d: PyData) -> V {
@@ -198,7 +205,9 @@ impl<S: StorageSource> TorchHooks<'_, S> {
             g.rsplit_once('.')
                 .is_some_and(|(m, n)| n == name && canon(m) == canon(module))
         });
-        if !self.options.inert && !allowed {
+        let script_class =
+            self.foreign.torchscript && (module == "__torch__" || module.starts_with("__torch__."));
+        if !self.options.inert && !allowed && !script_class {
             return Err(refused);
         }
         if let Some(Decoded::BuiltinType(t)) = decoded::lookup(module, name) {
@@ -208,6 +217,20 @@ impl<S: StorageSource> TorchHooks<'_, S> {
             module: module.to_owned(),
             name: name.to_owned(),
         }))))
+    }
+
+    /// Counts `n` more values copied, against the pickle's node limit.
+    fn charge(&mut self, n: usize) -> Result<()> {
+        self.foreign.copied = self.foreign.copied.saturating_add(n);
+        let max = self.options.pickle_limits.max_nodes;
+        if self.foreign.copied > max {
+            return Err(Error::LimitExceeded {
+                limit: "values copied into decoded or inert objects",
+                value: self.foreign.copied as u64,
+                max: max as u64,
+            });
+        }
+        Ok(())
     }
 
     /// The value a placeholder became, or `v` itself.
@@ -276,6 +299,8 @@ impl<S: StorageSource> TorchHooks<'_, S> {
         kind: Decoded,
         args: &V,
     ) -> Result<V> {
+        let n = tuple_items(graph, args, "constructor arguments")?.len();
+        self.charge(n)?;
         let a: Vec<V> = tuple_items(graph, args, "constructor arguments")?
             .iter()
             .map(|v| self.resolved(v))
@@ -328,6 +353,7 @@ impl<S: StorageSource> TorchHooks<'_, S> {
                     Some(v) => items(graph, v, "deque")?,
                     None => Vec::new(),
                 };
+                self.charge(init.len())?;
                 Value::Node(graph.list(init))
             }
             Decoded::FrozenSet => {
@@ -335,6 +361,7 @@ impl<S: StorageSource> TorchHooks<'_, S> {
                     Some(v) => items(graph, v, "frozenset")?,
                     None => Vec::new(),
                 };
+                self.charge(init.len())?;
                 Value::Node(graph.add(Node::FrozenSet(init)))
             }
             Decoded::DateTime | Decoded::Date | Decoded::Time => {
@@ -526,6 +553,7 @@ impl<S: StorageSource> TorchHooks<'_, S> {
                     Some(Node::Dict(d)) => d.clone(),
                     _ => return Err(bad("Namespace state", "a dict", state, graph)),
                 };
+                self.charge(entries.len())?;
                 let children: Vec<V> = entries
                     .iter()
                     .flat_map(|(k, v)| [k.clone(), v.clone()])
@@ -541,7 +569,9 @@ impl<S: StorageSource> TorchHooks<'_, S> {
 
     /// An array from `_reconstruct`'s `BUILD` state `(version, shape, dtype,
     /// is_fortran, rawdata)` (without `version` before numpy 1.0's format 1).
-    fn ndarray(&self, graph: &Graph<Object>, state: &V) -> Result<V> {
+    fn ndarray(&mut self, graph: &Graph<Object>, state: &V) -> Result<V> {
+        let n = tuple_items(graph, state, "ndarray state")?.len();
+        self.charge(n)?;
         let s: Vec<V> = tuple_items(graph, state, "ndarray state")?
             .iter()
             .map(|v| self.resolved(v))
@@ -558,6 +588,10 @@ impl<S: StorageSource> TorchHooks<'_, S> {
                 ))
             }
         };
+        // numpy's NPY_MAXDIMS: a longer shape is no array numpy wrote.
+        if tuple_items(graph, &s[0], "ndarray shape")?.len() > 64 {
+            return Err(bad("ndarray shape", "at most 64 dimensions", &s[0], graph));
+        }
         let shape: Vec<usize> = items(graph, &s[0], "ndarray shape")?
             .iter()
             .map(|v| {
@@ -616,26 +650,28 @@ impl<S: StorageSource> TorchHooks<'_, S> {
     }
 
     fn build_inert(&mut self, graph: &mut Graph<Object>, id: NodeId, state: V) -> Result<()> {
-        let mut entries: Vec<(V, V)> = Vec::new();
         let dict = |v: &V| match v.as_node().and_then(|n| graph.try_get(n)) {
-            Some(Node::Dict(d)) => Some(d.clone()),
+            Some(Node::Dict(d)) => Some(&d[..]),
             _ => None,
         };
+        let mut entries: Vec<(V, V)> = Vec::new();
         if let Some(d) = dict(&state) {
-            entries = d;
+            entries.extend_from_slice(d);
         } else if let Some(Node::Tuple(pair)) = state.as_node().and_then(|n| graph.try_get(n)) {
             match &pair[..] {
+                // `(dict_state, slots_state)`, as `copyreg` pickles classes with `__slots__`.
                 [a, b]
                     if (a.is_none() || dict(a).is_some()) && (b.is_none() || dict(b).is_some()) =>
                 {
-                    entries.extend(dict(a).unwrap_or_default());
-                    entries.extend(dict(b).unwrap_or_default());
+                    entries.extend_from_slice(dict(a).unwrap_or_default());
+                    entries.extend_from_slice(dict(b).unwrap_or_default());
                 }
                 _ => entries.push((Value::str("state"), state.clone())),
             }
         } else if !state.is_none() {
             entries.push((Value::str("state"), state.clone()));
         }
+        self.charge(entries.len())?;
         let children: Vec<V> = entries
             .iter()
             .flat_map(|(k, v)| [k.clone(), v.clone()])
