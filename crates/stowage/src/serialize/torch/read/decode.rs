@@ -702,11 +702,8 @@ impl<S: StorageSource> TorchHooks<'_, S> {
         let Some(Node::Dict(d)) = graph.try_get_mut(id) else {
             return false;
         };
-        let mut next = d.iter().filter(|(k, _)| matches!(k, Value::Int(_))).count() as i64;
-        for item in &items {
-            d.push((Value::Int(next), item.clone()));
-            next += 1;
-        }
+        let first = d.iter().filter(|(k, _)| matches!(k, Value::Int(_))).count() as i64;
+        d.extend((first..).zip(&items).map(|(i, v)| (Value::Int(i), v.clone())));
         graph.note_children(id, &items);
         true
     }
