@@ -144,6 +144,7 @@ pub fn run(args: Args, out: &mut dyn Write) -> Result<ExitCode, Failure> {
     if !args.json {
         table(&ckpt, &rows, out)?;
         values::tree(&ckpt, &leaves, TREE_LINES, out)?;
+        objects_text(&ckpt, out)?;
         return Ok(ExitCode::SUCCESS);
     }
     let total: u64 = if args.no_hash {
@@ -197,6 +198,24 @@ pub fn run(args: Args, out: &mut dyn Write) -> Result<ExitCode, Failure> {
     crate::remote::add_transfer(&mut doc);
     writeln!(out, "{doc}")?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The inert objects (`--inert`), one line each, at most [`TREE_LINES`].
+fn objects_text(ckpt: &Checkpoint, out: &mut dyn Write) -> Result<(), Failure> {
+    let objects = ckpt.objects().map_err(Failure::input)?;
+    if objects.is_empty() {
+        return Ok(());
+    }
+    writeln!(out, "inert objects (never imported or called):")?;
+    for o in objects.iter().take(TREE_LINES) {
+        let (module, name) = o.class().unwrap_or_default();
+        let path = if o.path().is_empty() { "(root)".to_owned() } else { dotted(o.path()) };
+        writeln!(out, "  {path}: {module}.{name}")?;
+    }
+    if objects.len() > TREE_LINES {
+        writeln!(out, "  … {} more (all of them: --json)", objects.len() - TREE_LINES)?;
+    }
+    Ok(())
 }
 
 fn table(ckpt: &Checkpoint, rows: &[Row<'_>], out: &mut dyn Write) -> std::io::Result<()> {

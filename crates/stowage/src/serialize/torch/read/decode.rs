@@ -703,7 +703,11 @@ impl<S: StorageSource> TorchHooks<'_, S> {
             return false;
         };
         let first = d.iter().filter(|(k, _)| matches!(k, Value::Int(_))).count() as i64;
-        d.extend((first..).zip(&items).map(|(i, v)| (Value::Int(i), v.clone())));
+        d.extend(
+            (first..)
+                .zip(&items)
+                .map(|(i, v)| (Value::Int(i), v.clone())),
+        );
         graph.note_children(id, &items);
         true
     }
