@@ -186,9 +186,9 @@ class Walker:
             self.walk(x, path + [k])
 
 
-def save(name, obj):
+def save(name, obj, legacy=False):
     path = os.path.join(OUT, name)
-    torch.save(obj, path)
+    torch.save(obj, path, _use_new_zipfile_serialization=not legacy)
     loaded = torch.load(path, weights_only=False)
     w = Walker()
     w.walk(loaded, [])
@@ -264,6 +264,8 @@ def main():
 
     model = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.LayerNorm(4))
     save("whole_module.pt", model)
+    # The pre-1.6 format names each module class by a `('module', cls, file, source)` persistent id.
+    save("whole_module_legacy.pt", {"model": model, "array": np.arange(3, dtype=np.int64)}, legacy=True)
 
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     model(torch.randn(2, 3)).sum().backward()

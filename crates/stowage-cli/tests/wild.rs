@@ -94,6 +94,11 @@ fn whole_module_save_reads_as_torch_load_gives() {
 }
 
 #[test]
+fn legacy_format_whole_module_save_reads_as_torch_load_gives() {
+    check("whole_module_legacy", "whole_module_legacy.pt");
+}
+
+#[test]
 fn lightning_checkpoint_with_namespace_reads_as_torch_load_gives() {
     check("lightning", "lightning.ckpt");
 }

@@ -598,6 +598,12 @@ impl<S: StorageSource> Hooks for TorchHooks<'_, S> {
     }
 
     fn persistent_load(&mut self, graph: &mut Graph<Object>, pid: V) -> Result<V> {
+        // Legacy files name a module's class as `('module', cls, source_file,
+        // source)`; PyTorch returns `cls`, its source only compared. Here the
+        // class was resolved like any global (inert loading or allowed by name).
+        if let Some(cls) = decode::legacy_module_class(graph, &pid) {
+            return Ok(cls);
+        }
         let storage = self.storage(graph, &pid)?;
         // The id tuple is read into the storage reference and kept nowhere.
         graph.release(&pid);

@@ -187,6 +187,17 @@ fn join_path(class: &str, parts: &[&str]) -> String {
     out
 }
 
+/// The class of a legacy file's `('module', cls, source_file, source)`
+/// persistent id, when `pid` is one.
+pub(super) fn legacy_module_class(graph: &Graph<Object>, pid: &V) -> Option<V> {
+    match pid.as_node().and_then(|id| graph.try_get(id)) {
+        Some(Node::Tuple(items)) if items.len() == 4 && items[0].as_str() == Some("module") => {
+            Some(items[1].clone())
+        }
+        _ => None,
+    }
+}
+
 impl<S: StorageSource> TorchHooks<'_, S> {
     /// A global outside the allowlist, as `find_class` returns it: a decoded
     /// global or an inert class reference when the options allow it, else
