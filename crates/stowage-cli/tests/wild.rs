@@ -382,3 +382,46 @@ fn torchscript_scripted_module_reads_as_torch_jit_load_gives() {
 fn torchscript_traced_module_with_constants_reads_as_torch_jit_load_gives() {
     check_torchscript("torchscript_traced");
 }
+
+/// Typed list and dict attributes, which TorchScript's pickler wraps in
+/// `torch.jit._pickle.build_intlist` … and `restore_type_tag`: read as the
+/// lists and dicts they mark, without `--inert`.
+#[test]
+fn torchscript_typed_attributes_read_as_data() {
+    check_torchscript("torchscript_typed");
+    let file = wild("torchscript_typed.pt");
+    let out = stowage(
+        &["inspect", "--json", file.to_str().unwrap()],
+        Path::new("."),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let got: Json = serde_json::from_slice(&out.stdout).unwrap();
+    let value = |path: Json| {
+        got["values"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v["path"] == path)
+            .map(|v| v["value"].clone())
+    };
+    assert_eq!(
+        value(serde_json::json!(["sizes", 2])),
+        Some(serde_json::json!(4))
+    );
+    assert_eq!(
+        value(serde_json::json!(["rates", 1])),
+        Some(serde_json::json!(1.5))
+    );
+    assert_eq!(
+        value(serde_json::json!(["flags", 0])),
+        Some(serde_json::json!(true))
+    );
+    assert_eq!(
+        value(serde_json::json!(["names", "a"])),
+        Some(serde_json::json!(1))
+    );
+}

@@ -58,6 +58,14 @@ pub enum Decoded {
     /// `builtins.bytes`, called as protocol 2 spells `b''` (`bytes()`), or
     /// with a list of byte values.
     Bytes,
+    /// TorchScript's typed-list markers (`torch.jit._pickle.build_intlist`,
+    /// `build_doublelist`, `build_boollist`, `build_tensorlist`): called
+    /// with a list, they stand for that list. TorchScript's C++ pickler
+    /// writes them for `List[int]` … attributes of scripted modules.
+    ScriptList,
+    /// `torch.jit._pickle.restore_type_tag(value, type_str)`: TorchScript's
+    /// static type of a container, which stands for `value`.
+    ScriptTypeTag,
 }
 
 /// Every decoded global, as `(module, name, meaning)`.
@@ -102,6 +110,15 @@ pub const DECODED: &[(&str, &str, Decoded)] = &[
     ("builtins", "range", Decoded::Range),
     ("__builtin__", "bytes", Decoded::Bytes),
     ("builtins", "bytes", Decoded::Bytes),
+    ("torch.jit._pickle", "build_intlist", Decoded::ScriptList),
+    ("torch.jit._pickle", "build_doublelist", Decoded::ScriptList),
+    ("torch.jit._pickle", "build_boollist", Decoded::ScriptList),
+    ("torch.jit._pickle", "build_tensorlist", Decoded::ScriptList),
+    (
+        "torch.jit._pickle",
+        "restore_type_tag",
+        Decoded::ScriptTypeTag,
+    ),
     ("__builtin__", "list", Decoded::BuiltinType("list")),
     ("builtins", "list", Decoded::BuiltinType("list")),
     ("__builtin__", "dict", Decoded::BuiltinType("dict")),

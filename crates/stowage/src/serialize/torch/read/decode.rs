@@ -216,8 +216,13 @@ impl<S: StorageSource> TorchHooks<'_, S> {
             g.rsplit_once('.')
                 .is_some_and(|(m, n)| n == name && canon(m) == canon(module))
         });
-        let script_class =
-            self.foreign.torchscript && (module == "__torch__" || module.starts_with("__torch__."));
+        // In a TorchScript archive, its own classes (`__torch__.…`) are
+        // inert objects and its pickler's list and type markers are data,
+        // as `torch.jit.load` reads them; the code is never read.
+        let script_class = self.foreign.torchscript
+            && (module == "__torch__"
+                || module.starts_with("__torch__.")
+                || module == "torch.jit._pickle");
         if !self.options.inert && !allowed && !script_class {
             return Err(refused);
         }
@@ -475,6 +480,28 @@ impl<S: StorageSource> TorchHooks<'_, S> {
                         .collect::<Option<Vec<u8>>>()
                         .ok_or_else(|| bad("bytes", "byte values", v, graph))?,
                 ),
+            },
+            Decoded::ScriptList => match a.as_slice() {
+                [list]
+                    if matches!(
+                        list.as_node().and_then(|id| graph.try_get(id)),
+                        Some(Node::List(_))
+                    ) =>
+                {
+                    list.clone()
+                }
+                _ => return Err(bad("torch.jit._pickle list", "one list", args, graph)),
+            },
+            Decoded::ScriptTypeTag => match a.as_slice() {
+                [value, Value::Str(_)] => value.clone(),
+                _ => {
+                    return Err(bad(
+                        "torch.jit._pickle.restore_type_tag",
+                        "a value and a type name",
+                        args,
+                        graph,
+                    ))
+                }
             },
             Decoded::BuiltinType(_) => {
                 return Err(bad(ctx, "a constructor", &Value::None, graph));
