@@ -109,7 +109,7 @@ def describe(t):
                 "scales": plain(t.q_per_channel_scales()),
                 "zero_points": plain(t.q_per_channel_zero_points()),
             }
-    attrs = {k: v for k, v in vars(t).items() if not k.startswith("_")} if type(t) is torch.Tensor else {}
+    attrs = {k: v for k, v in vars(t).items() if not k.startswith("_")} if type(t) in (torch.Tensor, torch.nn.Parameter) else {}
     if attrs:
         d["attrs"] = attrs
     if type(t) not in (torch.Tensor, torch.nn.Parameter):

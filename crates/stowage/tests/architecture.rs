@@ -42,6 +42,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "serialize/builder",
             "serialize/allowlist",
             "serialize/decoded",
+            "serialize/kind",
             "serialize/torch",
         ],
     ),

@@ -20,6 +20,7 @@ mod allowlist;
 mod builder;
 pub mod dcp;
 pub mod decoded;
+mod kind;
 pub(crate) mod object;
 mod options;
 pub mod pickle;
@@ -39,6 +40,7 @@ use std::path::Path;
 
 pub use allowlist::Global;
 pub use builder::{CheckpointBuilder, PyValue};
+pub use kind::{CompressedLayout, Quantization, TensorKind};
 pub use object::{
     dotted, ByteOrder, Checkpoint, Format, Object, PathKey, StorageRecord, StorageRef,
     TensorObject, MAX_PATHS,
