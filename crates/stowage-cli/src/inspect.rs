@@ -172,7 +172,7 @@ pub fn run(args: Args, out: &mut dyn Write) -> Result<ExitCode, Failure> {
                 let sha = data::sha256(&r.object, |n| bar.inc(n));
                 Json::String(sha.map_err(|e| Failure::at(&r.path, e))?)
             };
-            let mut entry = json!({
+            Ok(json!({
                 "path": path_json(&r.path),
                 "dtype": t.dtype().name(),
                 "shape": t.shape(),
@@ -183,11 +183,7 @@ pub fn run(args: Args, out: &mut dyn Write) -> Result<ExitCode, Failure> {
                 "requires_grad": t.requires_grad(),
                 "parameter": r.object.parameter,
                 "sha256": sha,
-            });
-            if let Some(q) = &r.object.quantization {
-                entry["qscheme"] = json!(q.qscheme());
-            }
-            Ok(entry)
+            }))
         })
         .collect::<Result<Vec<_>, Failure>>();
     bar.finish_and_clear();
