@@ -8,7 +8,8 @@ real PyTorch, and what PyTorch reports for each.
 Writes `NAME.pt` and `NAME.json` (the `kind_manifest` of what
 `torch.load(NAME.pt, weights_only=False)` returns, plus whether
 `weights_only=True` loads it). Fixed seeds and record keys: the same bytes
-every run. `hostile_*.pt` are malformed variants (sparse indices out of
+every run (`*_legacy_format` in the pre-1.6 single-stream format, whose
+storage keys are pointers: not byte-stable). `hostile_*.pt` are malformed variants (sparse indices out of
 range, nested offsets past the buffer, per-channel scales of the wrong
 length), saved through objects whose `__reduce_ex__` names the rebuild
 function directly; their JSON holds the error PyTorch gives.
@@ -190,6 +191,10 @@ def fixtures():
             [torch.arange(6, dtype=torch.int64).reshape(2, 3), torch.arange(12, dtype=torch.int64).reshape(4, 3)]
         ),
     }
+    yield "sparse_legacy_format", {
+        "coo": dense.to_sparse(),
+        "csr": dense.to_sparse_csr(),
+    }
     yield "meta", {
         "plain": torch.empty(2, 3, device="meta"),
         "strided": torch.empty_strided((3, 2), (1, 3), dtype=torch.float16, device="meta"),
@@ -235,6 +240,36 @@ def fixtures():
             ),
         )
     }
+    yield "hostile_sparse_csr_crow_decreasing", {
+        "t": Reduce(
+            torch._utils._rebuild_sparse_tensor,
+            (
+                torch.sparse_csr,
+                (torch.tensor([0, 3, 2]), torch.tensor([0, 1]), torch.tensor([1.0, 2.0]), torch.Size([2, 3])),
+            ),
+        )
+    }
+    yield "hostile_sparse_bsr_blocks", {
+        "t": Reduce(
+            torch._utils._rebuild_sparse_tensor,
+            (
+                torch.sparse_bsr,
+                (torch.tensor([0, 1]), torch.tensor([0]), torch.ones(1, 2, 2), torch.Size([3, 4])),
+            ),
+        )
+    }
+    yield "hostile_sparse_coo_values_shape", {
+        "t": Reduce(
+            torch._utils._rebuild_sparse_tensor,
+            (torch.sparse_coo, (torch.tensor([[0, 1], [1, 1]]), torch.tensor([1.0, 2.0, 3.0]), torch.Size([3, 4]), False)),
+        )
+    }
+    yield "hostile_nested_negative", {
+        "t": Reduce(
+            torch._utils._rebuild_nested_tensor,
+            (torch.arange(8.0), torch.tensor([[3], [5]]), torch.tensor([[1], [-1]]), torch.tensor([0, 3])),
+        )
+    }
     yield "hostile_nested_offsets", {
         "t": Reduce(
             torch._utils._rebuild_nested_tensor,
@@ -257,9 +292,10 @@ def fixtures():
     }
 
 
-def save_bytes(obj):
+def save_bytes(obj, name):
     b = io.BytesIO()
-    torch.save(obj, b)
+    # `*_legacy_format`: the pre-1.6 single-stream format.
+    torch.save(obj, b, _use_new_zipfile_serialization=not name.endswith("_legacy_format"))
     return b.getvalue()
 
 
@@ -272,7 +308,7 @@ def main():
             # The storage must be a typed QInt8 storage, as `_reduce_ex_internal` wraps it.
             st = obj["t"].args[0]
             obj["t"].args = (torch.storage.TypedStorage(wrap_storage=st, dtype=torch.qint8, _internal=True),) + obj["t"].args[1:]
-        data = save_bytes(obj)
+        data = save_bytes(obj, name)
         path = os.path.join(out_dir, name + ".pt")
         with open(path, "wb") as f:
             f.write(data)

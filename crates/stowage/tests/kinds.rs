@@ -34,6 +34,7 @@ const LOADABLE: &[&str] = &[
     "quantized_per_channel",
     "quantized_packed",
     "nested",
+    "sparse_legacy_format",
     "meta",
     "tensor_state",
 ];
@@ -264,6 +265,10 @@ fn malformed_kinds_give_typed_errors() {
         ("hostile_sparse_coo_negative", "sparse_coo"),
         ("hostile_sparse_csr_col", "sparse_csr"),
         ("hostile_sparse_csr_crow", "sparse_csr"),
+        ("hostile_sparse_csr_crow_decreasing", "sparse_csr"),
+        ("hostile_sparse_bsr_blocks", "sparse_bsr"),
+        ("hostile_sparse_coo_values_shape", "sparse_coo"),
+        ("hostile_nested_negative", "nested"),
         ("hostile_nested_offsets", "nested"),
         ("hostile_qscales_length", "per_channel_affine"),
     ] {

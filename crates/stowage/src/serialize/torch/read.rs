@@ -4,6 +4,9 @@
 //! `OrderedDict`s, `torch.Size`, dtypes and devices.
 
 mod kinds;
+mod sparse;
+
+pub(crate) use kinds::finish as finish_kinds;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -531,7 +534,7 @@ impl<S: StorageSource> TorchHooks<'_, S> {
                     as_str(graph, &args[0], "_get_layout")?.to_owned(),
                 ))
             }
-            Global::UnsupportedRebuild("_rebuild_sparse_tensor") => kinds::sparse(graph, args)?,
+            Global::UnsupportedRebuild("_rebuild_sparse_tensor") => sparse::sparse(graph, args)?,
             Global::UnsupportedRebuild("_rebuild_nested_tensor") => kinds::nested(graph, args)?,
             Global::UnsupportedRebuild("_rebuild_meta_tensor_no_storage") => {
                 kinds::meta_no_storage(graph, args)?

@@ -15,7 +15,7 @@ use self::source::ZipSource;
 use super::object::{check_views, ByteOrder, Checkpoint, Format};
 use super::options::LoadOptions;
 use super::pickle;
-use super::torch::TorchHooks;
+use super::torch::{finish_kinds, TorchHooks};
 use super::zip::{self, ZipLimits, ZipReader};
 use crate::io::ReadAt;
 use crate::storage::{Fetch, MappedRecords};
@@ -89,7 +89,7 @@ fn load_zip_archive<R: ReadAt>(
     if let Some(deferred) = src.deferred.take() {
         parallel::fill_parallel(zip, &deferred)?;
     }
-    check_views(Checkpoint {
+    let mut ckpt = check_views(Checkpoint {
         format: Format::TorchZip,
         byteorder,
         graph: pickled.graph,
@@ -98,7 +98,10 @@ fn load_zip_archive<R: ReadAt>(
         ordered,
         state,
         safetensors_metadata: None,
-    })
+    })?;
+    // Sparse and nested tensors are checked once every storage's bytes are in.
+    finish_kinds(&mut ckpt)?;
+    Ok(ckpt)
 }
 
 /// A torch zip archive whose storages read their records on first use, through

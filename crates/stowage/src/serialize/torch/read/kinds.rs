@@ -1,23 +1,31 @@
 //! Rebuilding the tensor kinds beside plain strided ones, as `torch/_utils.py`
-//! does: `_rebuild_sparse_tensor` (COO and the compressed layouts),
-//! `_rebuild_nested_tensor`, `_rebuild_meta_tensor_no_storage`, and the
+//! does: `_rebuild_sparse_tensor` (COO and the compressed layouts, in
+//! `sparse.rs`), `_rebuild_nested_tensor`, `_rebuild_meta_tensor_no_storage`, and the
 //! per-channel parameters of `_rebuild_qtensor`.
 //!
 //! Components are checked as PyTorch's `weights_only` loader checks them
 //! (`_validate_loaded_sparse_tensors`, which always runs there; the bounds of
 //! `_nested_view_from_buffer`; the lengths `_rebuild_qtensor` checks), so a
 //! hostile file gives [`Error::BadTensorKind`], never a view outside its data.
-//! Components whose bytes are not loaded (fake and meta loads) are checked for
-//! shape only.
+//! Shapes are checked when each tensor is rebuilt; the values of indices and
+//! nested metadata by [`finish`] once the load has every storage's bytes (a
+//! legacy file's follow its pickle), as PyTorch validates sparse tensors at
+//! the end of a load. Components whose bytes are not loaded (fake and meta
+//! loads) are checked for shape only.
 
-use super::{as_bool, as_dims, as_tensor, bad, tuple_items, V};
+use super::{as_bool, as_dims, as_tensor, bad, V};
 use crate::layout::{numel_of, Layout};
-use crate::serialize::kind::{CompressedLayout, Quantization, TensorKind};
-use crate::serialize::object::{Object, TensorObject};
-use crate::serialize::pickle::Graph;
+use crate::serialize::kind::{Quantization, TensorKind};
+use crate::serialize::object::{Checkpoint, Object, TensorObject};
+use crate::serialize::pickle::{Graph, NodeId};
 use crate::{DType, Device, Error, Result, Tensor, UntypedStorage};
 
-fn broken(layout: &'static str, invariant: &'static str, found: i64, bound: i64) -> Error {
+pub(super) fn broken(
+    layout: &'static str,
+    invariant: &'static str,
+    found: i64,
+    bound: i64,
+) -> Error {
     Error::BadTensorKind {
         layout,
         invariant,
@@ -26,29 +34,13 @@ fn broken(layout: &'static str, invariant: &'static str, found: i64, bound: i64)
     }
 }
 
-fn int(x: usize) -> i64 {
+pub(super) fn int(x: usize) -> i64 {
     i64::try_from(x).unwrap_or(i64::MAX)
-}
-
-/// The integer values of an index tensor, or `None` when its bytes are not
-/// loaded (fake or meta loads check shapes only).
-fn index_values(t: &Tensor) -> Result<Option<Vec<i64>>> {
-    if !matches!(t.dtype(), DType::Int64 | DType::Int32) {
-        return Err(Error::BadObject {
-            context: "sparse index tensor",
-            expected: "an int64 or int32 tensor",
-            found: t.dtype().name().to_owned(),
-        });
-    }
-    if !t.has_data() {
-        return Ok(None);
-    }
-    Ok(Some(t.to_vec::<i64>()?))
 }
 
 /// A placeholder without data carrying `dtype` and the logical `shape` on
 /// `device` (NOTE [tensor kinds] in `serialize/kind.rs`).
-fn placeholder(shape: &[usize], dtype: DType, device: Device) -> Result<Tensor> {
+pub(super) fn placeholder(shape: &[usize], dtype: DType, device: Device) -> Result<Tensor> {
     let nbytes = numel_of(shape)?
         .checked_mul(dtype.size())
         .ok_or_else(|| Error::SizeOverflow {
@@ -62,287 +54,10 @@ fn placeholder(shape: &[usize], dtype: DType, device: Device) -> Result<Tensor> 
     )
 }
 
-fn object(tensor: Tensor, kind: TensorKind) -> V {
+pub(super) fn object(tensor: Tensor, kind: TensorKind) -> V {
     let mut obj = TensorObject::new(tensor);
     obj.kind = kind;
     V::Ext(Object::Tensor(Box::new(obj)))
-}
-
-/// `_rebuild_sparse_tensor(layout, data)`.
-pub(super) fn sparse(graph: &Graph<Object>, args: &[V]) -> Result<V> {
-    let [layout, data] = args else {
-        return Err(Error::BadObject {
-            context: "_rebuild_sparse_tensor",
-            expected: "(layout, data)",
-            found: format!("{} arguments", args.len()),
-        });
-    };
-    let name = match layout {
-        V::Ext(Object::Layout(name)) => name.as_str(),
-        other => {
-            return Err(bad(
-                "_rebuild_sparse_tensor layout",
-                "a layout",
-                other,
-                graph,
-            ))
-        }
-    };
-    let data = tuple_items(graph, data, "_rebuild_sparse_tensor data")?;
-    if name == "torch.sparse_coo" || name == "sparse_coo" {
-        return coo(graph, data);
-    }
-    let layout = CompressedLayout::from_name(name).ok_or_else(|| Error::Unsupported {
-        what: format!("sparse layout {name}"),
-    })?;
-    compressed(graph, layout, data)
-}
-
-fn coo(graph: &Graph<Object>, data: &[V]) -> Result<V> {
-    const L: &str = "sparse_coo";
-    let (indices, values, size, coalesced) = match data {
-        [i, v, s] => (i, v, s, None),
-        [i, v, s, c] => (i, v, s, Some(c)),
-        _ => {
-            return Err(Error::BadObject {
-                context: "sparse COO data",
-                expected: "(indices, values, size[, is_coalesced])",
-                found: format!("{} items", data.len()),
-            })
-        }
-    };
-    let indices = as_tensor(graph, indices, "sparse COO indices")?.tensor;
-    let values = as_tensor(graph, values, "sparse COO values")?.tensor;
-    let size = as_dims(graph, size, "sparse COO size")?;
-    let coalesced = match coalesced {
-        None | Some(V::None) => None,
-        Some(c) => Some(as_bool(graph, c, "sparse COO is_coalesced")?),
-    };
-    if indices.dtype() != DType::Int64 {
-        return Err(Error::BadObject {
-            context: "sparse COO indices",
-            expected: "an int64 tensor",
-            found: indices.dtype().name().to_owned(),
-        });
-    }
-    let (&[sparse_dim, nnz], Some((&nnz_v, dense))) =
-        (indices.shape(), values.shape().split_first())
-    else {
-        return Err(broken(
-            L,
-            "indices are 2-D and values at least 1-D",
-            int(indices.dim()),
-            2,
-        ));
-    };
-    if nnz_v != nnz {
-        return Err(broken(
-            L,
-            "values.size(0) == indices.size(1)",
-            int(nnz_v),
-            int(nnz),
-        ));
-    }
-    if sparse_dim + dense.len() != size.len() {
-        return Err(broken(
-            L,
-            "sparse_dim + dense_dim == len(size)",
-            int(sparse_dim + dense.len()),
-            int(size.len()),
-        ));
-    }
-    if dense != &size[sparse_dim..] {
-        return Err(broken(
-            L,
-            "values.shape[1:] == size[sparse_dim:]",
-            int(dense.iter().product()),
-            int(size[sparse_dim..].iter().product()),
-        ));
-    }
-    if let Some(ix) = index_values(&indices)? {
-        for (d, row) in ix.chunks(nnz.max(1)).enumerate().take(sparse_dim) {
-            if let Some(&i) = row.iter().find(|&&i| i < 0 || i >= int(size[d])) {
-                return Err(broken(L, "0 <= indices[d] < size[d]", i, int(size[d])));
-            }
-        }
-    }
-    let t = placeholder(&size, values.dtype(), values.device())?;
-    Ok(object(
-        t,
-        TensorKind::SparseCoo {
-            indices,
-            values,
-            coalesced,
-        },
-    ))
-}
-
-fn compressed(graph: &Graph<Object>, layout: CompressedLayout, data: &[V]) -> Result<V> {
-    let l = layout.name();
-    let [ci, pi, values, size] = data else {
-        return Err(Error::BadObject {
-            context: "sparse compressed data",
-            expected: "(compressed_indices, plain_indices, values, size)",
-            found: format!("{} items", data.len()),
-        });
-    };
-    let ci = as_tensor(graph, ci, "sparse compressed indices")?.tensor;
-    let pi = as_tensor(graph, pi, "sparse plain indices")?.tensor;
-    let values = as_tensor(graph, values, "sparse compressed values")?.tensor;
-    let size = as_dims(graph, size, "sparse compressed size")?;
-    if ci.dtype() != pi.dtype() {
-        return Err(Error::BadObject {
-            context: "sparse compressed indices",
-            expected: "compressed and plain indices of one dtype",
-            found: format!("{} and {}", ci.dtype().name(), pi.dtype().name()),
-        });
-    }
-    let batch = ci
-        .dim()
-        .checked_sub(1)
-        .ok_or_else(|| broken(l, "compressed_indices.dim() >= 1", 0, 1))?;
-    let block_dims = if layout.is_blocked() { 2 } else { 0 };
-    if pi.dim() != ci.dim() || ci.shape()[..batch] != pi.shape()[..batch] {
-        return Err(broken(
-            l,
-            "plain_indices has the batch shape of compressed_indices",
-            int(pi.dim()),
-            int(ci.dim()),
-        ));
-    }
-    let dense = values
-        .dim()
-        .checked_sub(batch + 1 + block_dims)
-        .ok_or_else(|| {
-            broken(
-                l,
-                "values.dim() >= batch_dim + 1 (+2 for blocks)",
-                int(values.dim()),
-                int(batch + 1 + block_dims),
-            )
-        })?;
-    if size.len() != batch + 2 + dense {
-        return Err(broken(
-            l,
-            "len(size) == batch_dim + 2 + dense_dim",
-            int(size.len()),
-            int(batch + 2 + dense),
-        ));
-    }
-    let (br, bc) = if layout.is_blocked() {
-        (values.shape()[batch + 1], values.shape()[batch + 2])
-    } else {
-        (1, 1)
-    };
-    let (rows, cols) = (size[batch], size[batch + 1]);
-    if br == 0 || bc == 0 || rows % br != 0 || cols % bc != 0 {
-        return Err(broken(
-            l,
-            "the block size divides the matrix size",
-            int(br.max(bc)),
-            int(rows.min(cols)),
-        ));
-    }
-    let (ncomp, nplain) = if layout.compresses_rows() {
-        (rows / br, cols / bc)
-    } else {
-        (cols / bc, rows / br)
-    };
-    let nnz = values.shape()[batch];
-    if ci.shape()[batch] != ncomp + 1 {
-        return Err(broken(
-            l,
-            "compressed_indices.shape[-1] == ncompressed + 1",
-            int(ci.shape()[batch]),
-            int(ncomp + 1),
-        ));
-    }
-    if pi.shape()[batch] != nnz {
-        return Err(broken(
-            l,
-            "plain_indices.shape[-1] == nnz",
-            int(pi.shape()[batch]),
-            int(nnz),
-        ));
-    }
-    if values.shape()[..batch] != size[..batch]
-        || values.shape()[batch + 1 + block_dims..] != size[batch + 2..]
-    {
-        return Err(broken(
-            l,
-            "values' batch and dense shape match size",
-            int(values.dim()),
-            int(size.len()),
-        ));
-    }
-    if let (Some(c), Some(p)) = (index_values(&ci)?, index_values(&pi)?) {
-        let batches = numel_of(&ci.shape()[..batch])?;
-        for b in 0..batches {
-            let crow = &c[b * (ncomp + 1)..(b + 1) * (ncomp + 1)];
-            let cols = &p[b * nnz..(b + 1) * nnz];
-            check_compressed(l, crow, cols, nnz, nplain)?;
-        }
-    }
-    let t = placeholder(&size, values.dtype(), values.device())?;
-    Ok(object(
-        t,
-        TensorKind::SparseCompressed {
-            layout,
-            compressed_indices: ci,
-            plain_indices: pi,
-            values,
-        },
-    ))
-}
-
-/// PyTorch's checks of one batch of compressed indices (`crow`, `ncompressed + 1`
-/// offsets) and plain indices (`cols`, `nnz` of them).
-fn check_compressed(
-    l: &'static str,
-    crow: &[i64],
-    cols: &[i64],
-    nnz: usize,
-    nplain: usize,
-) -> Result<()> {
-    let last = crow.len() - 1;
-    if crow[0] != 0 {
-        return Err(broken(l, "compressed_indices[..., 0] == 0", crow[0], 0));
-    }
-    if crow[last] != int(nnz) {
-        return Err(broken(
-            l,
-            "compressed_indices[..., -1] == nnz",
-            crow[last],
-            int(nnz),
-        ));
-    }
-    for w in crow.windows(2) {
-        let d = w[1].wrapping_sub(w[0]);
-        if !(0..=int(nplain)).contains(&d) {
-            return Err(broken(
-                l,
-                "0 <= compressed_indices[i] - compressed_indices[i-1] <= nplain",
-                d,
-                int(nplain),
-            ));
-        }
-    }
-    // Now 0 = crow[0] <= crow[i] <= crow[last] = nnz: every slice is in bounds.
-    if let Some(&j) = cols.iter().find(|&&j| j < 0 || j >= int(nplain)) {
-        return Err(broken(l, "0 <= plain_indices < nplain", j, int(nplain)));
-    }
-    for w in crow.windows(2) {
-        let slice = &cols[w[0] as usize..w[1] as usize];
-        if let Some(p) = slice.windows(2).find(|p| p[0] >= p[1]) {
-            return Err(broken(
-                l,
-                "plain_indices sorted and distinct in each compressed slice",
-                p[1],
-                p[0],
-            ));
-        }
-    }
-    Ok(())
 }
 
 /// `_rebuild_nested_tensor(buffer, sizes, strides, storage_offsets)`.
@@ -383,44 +98,9 @@ pub(super) fn nested(graph: &Graph<Object>, args: &[V]) -> Result<V> {
             int(sizes.numel()),
         ));
     }
-    let mut padded = vec![0usize; ndim];
-    if let (true, true, true) = (sizes.has_data(), strides.has_data(), offsets.has_data()) {
-        let (sz, st, off) = (
-            sizes.to_vec::<i64>()?,
-            strides.to_vec::<i64>()?,
-            offsets.to_vec::<i64>()?,
-        );
-        let len = int(buffer.numel());
-        for i in 0..n {
-            let row = |v: &[i64]| v[i * ndim..(i + 1) * ndim].to_vec();
-            let (sz, st) = (row(&sz), row(&st));
-            if let Some(&bad) = sz.iter().chain(&st).chain([&off[i]]).find(|&&x| x < 0) {
-                return Err(broken(
-                    L,
-                    "sizes, strides and offsets are non-negative",
-                    bad,
-                    0,
-                ));
-            }
-            for (p, &s) in padded.iter_mut().zip(&sz) {
-                *p = (*p).max(s as usize);
-            }
-            if sz.contains(&0) {
-                continue;
-            }
-            let reach = sz
-                .iter()
-                .zip(&st)
-                .try_fold(off[i].checked_add(1), |acc, (&s, &t)| {
-                    Some(acc?.checked_add((s - 1).checked_mul(t)?))
-                })
-                .flatten()
-                .unwrap_or(i64::MAX);
-            if reach > len {
-                return Err(broken(L, "each tensor lies inside the buffer", reach, len));
-            }
-        }
-    }
+    // The padded shape needs the sizes' values: set by `finish` once every
+    // storage's bytes are in (a legacy file's come after its pickle).
+    let padded = vec![0usize; ndim];
     let mut shape = vec![n];
     shape.extend(padded);
     let t = placeholder(&shape, buffer.dtype(), buffer.device())?;
@@ -433,6 +113,99 @@ pub(super) fn nested(graph: &Graph<Object>, args: &[V]) -> Result<V> {
             offsets,
         },
     ))
+}
+
+/// The padded shape of a nested tensor (`[n, max size of each dim]`) after
+/// checking that each of its tensors lies inside the buffer, as
+/// `_nested_view_from_buffer` does; `None` when the metadata's bytes are not loaded.
+fn nested_shape(
+    buffer: &Tensor,
+    sizes: &Tensor,
+    strides: &Tensor,
+    offsets: &Tensor,
+) -> Result<Option<Vec<usize>>> {
+    const L: &str = "nested";
+    if !(sizes.has_data() && strides.has_data() && offsets.has_data()) {
+        return Ok(None);
+    }
+    let [n, ndim] = *sizes.shape() else {
+        return Err(broken(L, "sizes is [n, ndim]", int(sizes.dim()), 2));
+    };
+    let (sz, st, off) = (
+        sizes.to_vec::<i64>()?,
+        strides.to_vec::<i64>()?,
+        offsets.to_vec::<i64>()?,
+    );
+    let len = int(buffer.numel());
+    let mut padded = vec![0usize; ndim];
+    for i in 0..n {
+        let (sz, st) = (&sz[i * ndim..(i + 1) * ndim], &st[i * ndim..(i + 1) * ndim]);
+        if let Some(&bad) = sz.iter().chain(st).chain([&off[i]]).find(|&&x| x < 0) {
+            return Err(broken(
+                L,
+                "sizes, strides and offsets are non-negative",
+                bad,
+                0,
+            ));
+        }
+        for (p, &s) in padded.iter_mut().zip(sz) {
+            *p = (*p).max(s as usize);
+        }
+        if sz.contains(&0) {
+            continue;
+        }
+        let reach = sz
+            .iter()
+            .zip(st)
+            .try_fold(off[i].checked_add(1), |acc, (&s, &t)| {
+                Some(acc?.checked_add((s - 1).checked_mul(t)?))
+            })
+            .flatten()
+            .unwrap_or(i64::MAX);
+        if reach > len {
+            return Err(broken(L, "each tensor lies inside the buffer", reach, len));
+        }
+    }
+    let mut shape = vec![n];
+    shape.extend(padded);
+    Ok(Some(shape))
+}
+
+/// Completes the sparse and nested tensors of a loaded checkpoint once every
+/// storage's bytes are in: checks the values of their indices and metadata
+/// (PyTorch validates sparse tensors at the end of a load too) and sets each
+/// nested tensor's padded shape.
+///
+/// # Errors
+/// [`Error::BadTensorKind`] for a component that breaks an invariant.
+pub(crate) fn finish(ckpt: &mut Checkpoint) -> Result<()> {
+    let fix = |v: &mut V| -> Result<()> {
+        let V::Ext(Object::Tensor(t)) = v else {
+            return Ok(());
+        };
+        match &t.kind {
+            TensorKind::Strided => Ok(()),
+            TensorKind::Nested {
+                buffer,
+                sizes,
+                strides,
+                offsets,
+            } => {
+                if let Some(shape) = nested_shape(buffer, sizes, strides, offsets)? {
+                    t.tensor = placeholder(&shape, buffer.dtype(), buffer.device())?;
+                }
+                Ok(())
+            }
+            kind => super::sparse::check_indices(kind, t.tensor.shape()),
+        }
+    };
+    fix(&mut ckpt.root)?;
+    for i in 0..ckpt.graph.len() {
+        for v in ckpt.graph.get_mut(NodeId(i as u32)).values_mut() {
+            fix(v)?;
+        }
+    }
+    Ok(())
 }
 
 /// `_rebuild_meta_tensor_no_storage(dtype, size, stride, requires_grad)`: a
