@@ -44,7 +44,10 @@ pub enum Object {
 /// A tensor in a checkpoint, with what PyTorch records beside the data.
 #[derive(Clone, Debug)]
 pub struct TensorObject {
-    /// The tensor: a view on one of the checkpoint's storages.
+    /// The tensor: a view on one of the checkpoint's storages (a meta tensor
+    /// saved without storage: on a storage of its own without data). For a
+    /// sparse or nested tensor, a placeholder without data holding its dtype
+    /// and logical shape; its data is in [`kind`](Self::kind)'s components.
     pub tensor: Tensor,
     /// True for a `torch.nn.Parameter`.
     pub parameter: bool,
@@ -554,12 +557,14 @@ pub(crate) fn check_fits(x: &Tensor) -> Result<()> {
 }
 
 fn view_error(ckpt: &Checkpoint) -> Option<Error> {
-    // The key of the storage that failed, with the error.
-    let fits = |t: &TensorObject| -> std::result::Result<(), (String, Error)> {
-        for (_, x) in t.data_tensors() {
-            check_fits(x).map_err(|e| (ckpt.storage_key(x).unwrap_or("?").to_owned(), e))?;
-        }
-        Ok(())
+    // The first tensor holding data outside its storage, as an `InStorage` error.
+    let fits = |t: &TensorObject| -> Option<Error> {
+        t.data_tensors().into_iter().find_map(|(_, x)| {
+            check_fits(x).err().map(|e| Error::InStorage {
+                key: ckpt.storage_key(x).unwrap_or("?").to_owned(),
+                source: Box::new(e),
+            })
+        })
     };
     let (bad, error) = ckpt
         .graph
@@ -570,12 +575,7 @@ fn view_error(ckpt: &Checkpoint) -> Option<Error> {
             Value::Ext(Object::Tensor(t)) => Some(&**t),
             _ => None,
         })
-        .find_map(|t| fits(t).err().map(|e| (t, e)))?;
-    let (key, error) = error;
-    let error = Error::InStorage {
-        key,
-        source: Box::new(error),
-    };
+        .find_map(|t| fits(t).map(|e| (t, e)))?;
     // The path, when a walk from the root reaches the tensor.
     let path = ckpt.tensors().ok().and_then(|ts| {
         ts.into_iter()
