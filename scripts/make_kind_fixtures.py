@@ -170,6 +170,17 @@ def fixtures():
         "bsc": blocks.to_sparse_bsc((2, 2)),
         "csr_f64": dense.double().to_sparse_csr(),
     }
+    batched = torch.tensor([[[1.0, 0, 2], [0, 3, 0]], [[0, 0, 4], [5, 6, 0]]])
+    yield "sparse_edge_cases", {
+        "batched_csr": batched.to_sparse_csr(),
+        "hybrid_csr": torch.arange(12.0).reshape(2, 3, 2).to_sparse_csr(dense_dim=1),
+        "empty_coo": torch.sparse_coo_tensor(torch.zeros(2, 0, dtype=torch.long), torch.zeros(0), (3, 3)),
+        "param_sparse": torch.nn.Parameter(torch.eye(3).to_sparse()),
+        "int32_csr": torch.sparse_csr_tensor(
+            torch.tensor([0, 1, 2], dtype=torch.int32), torch.tensor([0, 1], dtype=torch.int32), torch.tensor([1.0, 2.0]), (2, 2)
+        ),
+        "empty_in_nested": torch.nested.nested_tensor([torch.zeros(0), torch.ones(2)]),
+    }
     x = torch.randn(3, 4)
     yield "quantized_per_channel", {
         "affine": torch.quantize_per_channel(

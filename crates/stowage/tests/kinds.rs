@@ -31,6 +31,7 @@ fn expected(name: &str) -> J {
 const LOADABLE: &[&str] = &[
     "sparse_coo",
     "sparse_compressed",
+    "sparse_edge_cases",
     "quantized_per_channel",
     "quantized_packed",
     "nested",
