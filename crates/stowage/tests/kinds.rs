@@ -369,3 +369,52 @@ fn pytorch_reads_what_stowage_saves_of_each_kind() {
         );
     }
 }
+
+/// A COO tensor built from its components in Rust saves, reloads in stowage
+/// with its components, and (with torch) loads in PyTorch as that sparse tensor.
+#[test]
+fn a_sparse_tensor_built_from_components_saves() {
+    let indices = Tensor::from_vec(vec![0i64, 1, 2, 0], &[2, 2]).unwrap();
+    let values = Tensor::from_slice(&[5.0f32, -1.5]).unwrap();
+    let kind = TensorKind::SparseCoo {
+        indices: indices.clone(),
+        values: values.clone(),
+        coalesced: Some(true),
+    };
+    let obj = TensorObject::with_kind(kind, &[3, 4]).unwrap();
+    assert!(TensorObject::with_kind(TensorKind::Strided, &[1]).is_err());
+    let mut ckpt = Checkpoint::new();
+    ckpt.root = Value::Ext(Object::Tensor(Box::new(obj)));
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("coo.pt");
+    stowage::save(&out, &ckpt).unwrap();
+    let back = stowage::load(&out).unwrap();
+    let (_, t) = &back.tensors().unwrap()[0];
+    assert_eq!(
+        (t.kind.layout_name(), t.tensor.shape()),
+        ("sparse_coo", &[3, 4][..])
+    );
+    let comps = t.kind.components();
+    assert_eq!(comps[0].1.to_vec::<i64>().unwrap(), [0, 1, 2, 0]);
+    assert_eq!(comps[1].1.to_vec::<f32>().unwrap(), [5.0, -1.5]);
+
+    let Some(py) = python() else {
+        return skip("no python at $STOWAGE_TORCH_PYTHON or $HOME/.torch-venv/bin/python");
+    };
+    let run = Command::new(&py)
+        .arg("-c")
+        .arg(HELPER)
+        .arg(common::scripts_dir())
+        .arg(format!("{}=1", out.display()))
+        .output()
+        .unwrap();
+    if run.status.code() == Some(77) {
+        return skip("python cannot import torch");
+    }
+    let text = String::from_utf8(run.stdout).unwrap();
+    let got: J = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+    let r = &got[out.to_str().unwrap()]["tensors"][0];
+    assert_eq!(r["layout"], json!("sparse_coo"), "{got}");
+    assert_eq!(r["shape"], json!([3, 4]));
+    assert_eq!(r["coalesced"], json!(true));
+}

@@ -83,6 +83,50 @@ impl TensorObject {
         }
     }
 
+    /// A sparse or nested tensor object from its components and its logical
+    /// shape (dense for sparse, padded for nested): `tensor` becomes a
+    /// placeholder without data of that shape, with the dtype and device of
+    /// the `values` (or `buffer`) component (NOTE [tensor kinds] in `kind.rs`).
+    ///
+    /// Like `torch.sparse_coo_tensor(..., check_invariants=False)`, this does
+    /// not check the components against each other: loading the saved file
+    /// does (stowage's loader and PyTorch's alike).
+    ///
+    /// # Errors
+    /// [`Error::BadObject`] for [`TensorKind::Strided`] (use [`new`](Self::new));
+    /// [`Error::SizeOverflow`] for a shape whose bytes overflow.
+    pub fn with_kind(kind: TensorKind, shape: &[usize]) -> Result<TensorObject> {
+        let data = match &kind {
+            TensorKind::SparseCoo { values, .. } | TensorKind::SparseCompressed { values, .. } => {
+                values
+            }
+            TensorKind::Nested { buffer, .. } => buffer,
+            TensorKind::Strided => {
+                return Err(Error::BadObject {
+                    context: "TensorObject::with_kind",
+                    expected: "a sparse or nested kind",
+                    found: "strided".into(),
+                })
+            }
+        };
+        let (dtype, device) = (data.dtype(), data.device());
+        let nbytes = crate::layout::numel_of(shape)?
+            .checked_mul(dtype.size())
+            .ok_or_else(|| Error::SizeOverflow {
+                what: "placeholder bytes",
+                detail: format!("{shape:?} of {}", dtype.name()),
+            })?;
+        let tensor = Tensor::from_parts(
+            UntypedStorage::new_fake(nbytes, device),
+            dtype,
+            crate::layout::Layout::contiguous(shape)?,
+        )?;
+        Ok(TensorObject {
+            kind,
+            ..TensorObject::new(tensor)
+        })
+    }
+
     /// Every tensor holding this tensor's data: `tensor` itself when strided,
     /// else each component by its name ([`TensorKind::components`]); then the
     /// per-channel quantization's `scales` and `zero_points`.

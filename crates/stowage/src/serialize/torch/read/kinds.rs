@@ -14,7 +14,7 @@
 //! loads) are checked for shape only.
 
 use super::{as_bool, as_dims, as_tensor, bad, V};
-use crate::layout::{numel_of, Layout};
+use crate::layout::Layout;
 use crate::serialize::kind::{Quantization, TensorKind};
 use crate::serialize::object::{Checkpoint, Object, TensorObject};
 use crate::serialize::pickle::{Graph, NodeId};
@@ -38,26 +38,12 @@ pub(super) fn int(x: usize) -> i64 {
     i64::try_from(x).unwrap_or(i64::MAX)
 }
 
-/// A placeholder without data carrying `dtype` and the logical `shape` on
-/// `device` (NOTE [tensor kinds] in `serialize/kind.rs`).
-pub(super) fn placeholder(shape: &[usize], dtype: DType, device: Device) -> Result<Tensor> {
-    let nbytes = numel_of(shape)?
-        .checked_mul(dtype.size())
-        .ok_or_else(|| Error::SizeOverflow {
-            what: "sparse tensor's dense bytes",
-            detail: format!("{shape:?} of {}", dtype.name()),
-        })?;
-    Tensor::from_parts(
-        UntypedStorage::new_fake(nbytes, device),
-        dtype,
-        Layout::contiguous(shape)?,
-    )
-}
-
-pub(super) fn object(tensor: Tensor, kind: TensorKind) -> V {
-    let mut obj = TensorObject::new(tensor);
-    obj.kind = kind;
-    V::Ext(Object::Tensor(Box::new(obj)))
+/// A sparse or nested tensor object on a placeholder of the logical `shape`
+/// ([`TensorObject::with_kind`]).
+pub(super) fn object(kind: TensorKind, shape: &[usize]) -> Result<V> {
+    Ok(V::Ext(Object::Tensor(Box::new(TensorObject::with_kind(
+        kind, shape,
+    )?))))
 }
 
 /// `_rebuild_nested_tensor(buffer, sizes, strides, storage_offsets)`.
@@ -103,16 +89,15 @@ pub(super) fn nested(graph: &Graph<Object>, args: &[V]) -> Result<V> {
     let padded = vec![0usize; ndim];
     let mut shape = vec![n];
     shape.extend(padded);
-    let t = placeholder(&shape, buffer.dtype(), buffer.device())?;
-    Ok(object(
-        t,
+    object(
         TensorKind::Nested {
             buffer,
             sizes,
             strides,
             offsets,
         },
-    ))
+        &shape,
+    )
 }
 
 /// The padded shape of a nested tensor (`[n, max size of each dim]`) after
@@ -192,7 +177,9 @@ pub(crate) fn finish(ckpt: &mut Checkpoint) -> Result<()> {
                 offsets,
             } => {
                 if let Some(shape) = nested_shape(buffer, sizes, strides, offsets)? {
-                    t.tensor = placeholder(&shape, buffer.dtype(), buffer.device())?;
+                    let requires_grad = t.tensor.requires_grad();
+                    t.tensor = TensorObject::with_kind(t.kind.clone(), &shape)?.tensor;
+                    t.tensor.requires_grad_(requires_grad)?;
                 }
                 Ok(())
             }

@@ -4,7 +4,7 @@
 //! values of its indices once the load has every storage's bytes
 //! ([`check_indices`], called by [`finish`](super::kinds::finish)).
 
-use super::kinds::{broken, int, object, placeholder};
+use super::kinds::{broken, int, object};
 use super::{as_bool, as_dims, as_tensor, bad, tuple_items, V};
 use crate::layout::numel_of;
 use crate::serialize::kind::{CompressedLayout, TensorKind};
@@ -119,15 +119,14 @@ fn coo(graph: &Graph<Object>, data: &[V]) -> Result<V> {
             int(size[sparse_dim..].iter().product()),
         ));
     }
-    let t = placeholder(&size, values.dtype(), values.device())?;
-    Ok(object(
-        t,
+    object(
         TensorKind::SparseCoo {
             indices,
             values,
             coalesced,
         },
-    ))
+        &size,
+    )
 }
 
 fn compressed(graph: &Graph<Object>, layout: CompressedLayout, data: &[V]) -> Result<V> {
@@ -228,16 +227,15 @@ fn compressed(graph: &Graph<Object>, layout: CompressedLayout, data: &[V]) -> Re
             int(size.len()),
         ));
     }
-    let t = placeholder(&size, values.dtype(), values.device())?;
-    Ok(object(
-        t,
+    object(
         TensorKind::SparseCompressed {
             layout,
             compressed_indices: ci,
             plain_indices: pi,
             values,
         },
-    ))
+        &size,
+    )
 }
 
 /// PyTorch's checks of one batch of compressed indices (`crow`, `ncompressed + 1`
