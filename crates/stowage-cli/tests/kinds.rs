@@ -239,3 +239,34 @@ fn malformed_kinds_exit_2_with_one_line() {
         );
     }
 }
+
+#[test]
+fn verify_checks_sparse_indices_and_nested_bounds() {
+    for name in [
+        "sparse_coo",
+        "sparse_compressed",
+        "nested",
+        "sparse_legacy_format",
+    ] {
+        let out = stowage(&["verify".as_ref(), kinds(name).as_os_str()]);
+        assert!(
+            out.status.success(),
+            "{name}: {}{}",
+            text(&out.stdout),
+            text(&out.stderr)
+        );
+    }
+    for name in [
+        "hostile_sparse_coo_index",
+        "hostile_sparse_csr_col",
+        "hostile_nested_offsets",
+    ] {
+        let out = stowage(&["verify".as_ref(), kinds(name).as_os_str()]);
+        assert_eq!(out.status.code(), Some(1), "{name}: {}", text(&out.stderr));
+        assert!(
+            text(&out.stdout).contains("tensor"),
+            "{name}: {}",
+            text(&out.stdout)
+        );
+    }
+}
