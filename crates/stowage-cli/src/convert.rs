@@ -17,7 +17,13 @@
 //!   (`{"type": "float", "value": 0.001}`); `--drop-values` leaves them out.
 //!   Either way stdout names them;
 //! - tensors that share a storage (tied weights) are written as separate
-//!   copies, and stdout names each group.
+//!   copies, and stdout names each group;
+//! - a sparse or nested tensor has no dense data of its own: its components
+//!   are written, each under the tensor's dotted path and the component's
+//!   name (`w.indices`, `w.values`; `w.crow_indices`, `w.col_indices`, …;
+//!   `w.buffer`, `w.sizes`, `w.strides`, `w.offsets`), and stdout names them.
+//!   Quantized tensors (per tensor or per channel) and meta tensors are
+//!   refused, naming the tensor.
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
@@ -179,6 +185,20 @@ fn for_safetensors(
         notes.push(format!(
             "{n} {verb} a storage (tied); each tensor is written as a copy of its own: {}",
             listed(&tied)
+        ));
+    }
+    let kinds: Vec<String> = ckpt
+        .tensors()
+        .map_err(Failure::input)?
+        .iter()
+        .filter(|(_, t)| !t.kind.is_strided())
+        .map(|(path, t)| format!("{} ({})", dotted(path), t.kind.layout_name()))
+        .collect();
+    if !kinds.is_empty() {
+        notes.push(format!(
+            "{} sparse or nested tensors are written as their components, each under the tensor's name and the component's (NAME.indices, NAME.values, NAME.crow_indices, …): {}",
+            kinds.len(),
+            listed(&kinds)
         ));
     }
     let mut ckpt = ckpt.clone();

@@ -44,11 +44,15 @@ impl Reader {
         };
         let size = tensor.element_size().max(1);
         let step = (WINDOW / size).max(1) * size;
+        // Packed dtypes (`quint4x2`, `quint2x4`) hold several elements a byte:
+        // their integer representation is the packed bytes, as PyTorch's `int_repr()`.
+        let per_byte = tensor.dtype().elements_per_byte();
+        let len = tensor.numel().div_ceil(per_byte) * tensor.element_size();
         Ok(Reader {
-            start: tensor.storage_offset() * tensor.element_size(),
-            len: tensor.nbytes(),
+            start: tensor.storage_offset() / per_byte * tensor.element_size(),
+            len,
             at: 0,
-            buf: vec![0u8; tensor.nbytes().min(step)],
+            buf: vec![0u8; len.min(step)],
             tensor,
         })
     }

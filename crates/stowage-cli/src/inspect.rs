@@ -13,6 +13,7 @@
 //! `{"path", "type", "value"}` (a storage object saved on its own, outside
 //! the contract's types, as `{"type": "storage", "storage_key": …}`).
 
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::io::Write;
 use std::path::PathBuf;
@@ -44,28 +45,49 @@ pub struct Args {
 pub struct Row<'c> {
     /// Keys from the root down to the tensor.
     pub path: Vec<PathKey>,
-    /// The tensor object.
-    pub object: &'c TensorObject,
+    /// The tensor object (a component of a sparse or nested tensor: a plain
+    /// tensor object made for it).
+    pub object: Cow<'c, TensorObject>,
     /// The storage's record key.
     pub key: String,
 }
 
-/// Every tensor of `ckpt` with its storage key.
+impl Row<'_> {
+    /// True for a sparse or nested tensor: listed with its layout and logical
+    /// shape, without storage fields (its data is in its component rows).
+    pub fn is_container(&self) -> bool {
+        !self.object.kind.is_strided()
+    }
+}
+
+/// Every tensor of `ckpt` with its storage key. A sparse or nested tensor is
+/// one row, followed by a row per component under its path plus the
+/// component's name (`[…, "indices"]`, `[…, "values"]`), as the CLI contract has it.
 ///
 /// # Errors
 /// When the walk exceeds its limits.
 pub fn rows(ckpt: &Checkpoint) -> Result<Vec<Row<'_>>, Failure> {
     let keys: HashMap<usize, &str> = ckpt.storages.iter().map(|s| (s.storage.id(), s.key.as_str())).collect();
-    Ok(ckpt
-        .tensors()
-        .map_err(Failure::input)?
-        .into_iter()
-        .map(|(path, object)| {
-            let id = object.tensor.untyped_storage().id();
-            let key = keys.get(&id).map_or_else(|| format!("@{id:x}"), |k| k.to_string());
-            Row { path, object, key }
-        })
-        .collect())
+    let key_of = |t: &stowage::Tensor| {
+        let id = t.untyped_storage().id();
+        keys.get(&id).map_or_else(|| format!("@{id:x}"), |k| k.to_string())
+    };
+    let mut out = Vec::new();
+    for (path, object) in ckpt.tensors().map_err(Failure::input)? {
+        let components: Vec<Row<'_>> = object
+            .kind
+            .components()
+            .into_iter()
+            .map(|(name, t)| {
+                let mut p = path.clone();
+                p.push(PathKey::Key(name.to_owned()));
+                Row { path: p, object: Cow::Owned(TensorObject::new(t.clone())), key: key_of(t) }
+            })
+            .collect();
+        out.push(Row { key: key_of(&object.tensor), path, object: Cow::Borrowed(object) });
+        out.extend(components);
+    }
+    Ok(out)
 }
 
 /// The global options `--inert` and `--allow-global`, set once by `main`.
@@ -150,17 +172,28 @@ pub fn run(args: Args, out: &mut dyn Write) -> Result<ExitCode, Failure> {
     let total: u64 = if args.no_hash {
         0
     } else {
-        rows.iter().map(|r| r.object.tensor.nbytes() as u64).sum()
+        rows.iter().filter(|r| !r.is_container()).map(|r| r.object.tensor.nbytes() as u64).sum()
     };
     let bar = progress::bytes(total, format!("hashing {}", args.file.display()));
     let tensors = rows
         .iter()
         .map(|r| {
             let t = &r.object.tensor;
+            if r.is_container() {
+                // No storage of its own: the components carry the storage fields.
+                return Ok(json!({
+                    "path": path_json(&r.path),
+                    "layout": r.object.kind.layout_name(),
+                    "dtype": t.dtype().name(),
+                    "shape": t.shape(),
+                    "requires_grad": t.requires_grad(),
+                    "parameter": r.object.parameter,
+                }));
+            }
             let sha = if !t.has_data() {
                 Json::Null
             } else {
-                let sha = data::sha256(r.object, |n| bar.inc(n));
+                let sha = data::sha256(&r.object, |n| bar.inc(n));
                 Json::String(sha.map_err(|e| Failure::at(&r.path, e))?)
             };
             Ok(json!({
@@ -238,6 +271,27 @@ fn table(ckpt: &Checkpoint, rows: &[Row<'_>], out: &mut dyn Write) -> std::io::R
         if r.object.parameter {
             dtype.push_str(" (param)");
         }
+        if let Some(q) = &r.object.quantization {
+            dtype.push_str(&format!(" [{}]", q.qscheme()));
+        }
+        if r.is_container() {
+            // The layout kind; its data is in the component rows below it.
+            dtype.push_str(&format!(" [{}]", r.object.kind.layout_name()));
+            // A nested tensor's padded shape needs its sizes, which a metadata-only
+            // load does not read: its ragged dimensions then show as `?`.
+            let shape = match r.object.kind.components().first() {
+                Some(("buffer", b)) if !b.has_data() => {
+                    let dims = t.shape().iter().skip(1).map(|_| "?".to_string());
+                    format!("[{}]", std::iter::once(t.shape()[0].to_string()).chain(dims).collect::<Vec<_>>().join(", "))
+                }
+                _ => format!("{:?}", t.shape()),
+            };
+            lines.push([name, dtype, shape, "-".into(), "-".into(), "-".into(), "-".into()]);
+            continue;
+        }
+        if t.is_meta() {
+            dtype.push_str(" [meta]");
+        }
         lines.push([
             name,
             dtype,
@@ -265,7 +319,7 @@ fn table(ckpt: &Checkpoint, rows: &[Row<'_>], out: &mut dyn Write) -> std::io::R
     // storages: tied weights save a copy; disjoint slices of one storage
     // (an LSTM's gates) save nothing.
     let storage_bytes: u64 = ckpt.storages.iter().map(|s| s.storage.nbytes() as u64).sum();
-    let logical: u64 = rows.iter().map(|r| r.object.tensor.nbytes() as u64).sum();
+    let logical: u64 = rows.iter().filter(|r| !r.is_container()).map(|r| r.object.tensor.nbytes() as u64).sum();
     writeln!(
         out,
         "{} tensors, {} storages, {} in tensors, {} in storages, {} saved by sharing ({}, {} byte order)",

@@ -356,6 +356,17 @@ impl DType {
     pub fn int_repr(self) -> Option<DType> {
         self.info().int_repr
     }
+    /// Elements packed into one byte of storage: 2 for `quint4x2`, 4 for
+    /// `quint2x4` (PyTorch's packed quantized dtypes, whose `element_size()`
+    /// is still 1 and whose storage holds `ceil(numel / 2)` or `ceil(numel / 4)`
+    /// bytes), 1 for every other dtype.
+    pub fn elements_per_byte(self) -> usize {
+        match self {
+            DType::QUInt4x2 => 2,
+            DType::QUInt2x4 => 4,
+            _ => 1,
+        }
+    }
     /// True for real floating-point dtypes, as `torch.is_floating_point`.
     pub fn is_floating_point(self) -> bool {
         self.kind() == Kind::Float

@@ -608,6 +608,20 @@ pub enum Error {
         /// What was found.
         found: String,
     },
+    /// A sparse, nested or per-channel quantized tensor whose components break
+    /// an invariant PyTorch's loader checks (`_validate_loaded_sparse_tensors`,
+    /// `_nested_view_from_buffer`, `_rebuild_qtensor`).
+    #[error("{layout} tensor: {invariant} (found {found}, bound {bound})")]
+    BadTensorKind {
+        /// The tensor's layout or scheme (`sparse_coo`, `nested`, `per_channel_affine`).
+        layout: &'static str,
+        /// The invariant broken, as PyTorch states it (`0 <= index < size`).
+        invariant: &'static str,
+        /// The offending value.
+        found: i64,
+        /// The bound it had to respect.
+        bound: i64,
+    },
     /// Something PyTorch can write that stowage recognises but does not support.
     #[error("unsupported: {what}")]
     Unsupported {

@@ -43,6 +43,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "serialize/allowlist",
             "serialize/decoded",
             "serialize/data",
+            "serialize/kind",
             "serialize/torch",
         ],
     ),

@@ -226,12 +226,12 @@ fn saves_to_s3_commit_only_whole_checkpoints() {
         dense.tensors().unwrap().len()
     );
 
-    // A save that fails (meta tensors have no bytes) leaves nothing under the key.
-    let meta = LoadOptions {
-        map_location: Some(stowage::Device::META),
+    // A save that fails (fake tensors have no bytes) leaves nothing under the key.
+    let fake = LoadOptions {
+        fake: true,
         ..LoadOptions::default()
     };
-    let hollow = load_with(common::fixture("params"), &meta).unwrap();
+    let hollow = load_with(common::fixture("params"), &fake).unwrap();
     let failed = format!("s3://{}/failed/params.pt", servers::BUCKET);
     let err = stowage::save(&failed, &hollow).unwrap_err();
     assert!(matches!(&err, Error::InFile { path, .. } if path.to_str() == Some(failed.as_str())));

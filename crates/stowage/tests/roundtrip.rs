@@ -197,19 +197,25 @@ fn one_storage_as_two_dtypes_is_refused() {
     );
 }
 
+/// A meta tensor saves as `torch.save` saves it: without storage
+/// (`_rebuild_meta_tensor_no_storage`), and loads back as a meta tensor.
 #[test]
-fn saving_a_meta_tensor_is_no_data() {
+fn a_meta_tensor_saves_without_storage() {
     let m = Tensor::zeros_on(&[2, 3], DType::Float32, Device::META).unwrap();
     let ckpt = Checkpoint::from_state_dict([("m", m)]);
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("meta.pt");
-    let err = stowage::save(&out, &ckpt).expect_err("meta tensors have no bytes to save");
-    assert!(
-        matches!(common::in_file(&err, &out), Error::NoData { .. }),
-        "{err:?}"
+    stowage::save(&out, &ckpt).unwrap();
+    let back = stowage::load(&out).unwrap();
+    assert!(back.storages.is_empty());
+    let (_, t) = &back.tensors().unwrap()[0];
+    assert!(t.tensor.is_meta());
+    assert_eq!(
+        (t.tensor.shape(), t.tensor.stride()),
+        (&[2, 3][..], &[3, 1][..])
     );
 
-    // A meta-loaded fixture, likewise.
+    // A meta-loaded fixture, likewise: every tensor keeps its dtype, shape and stride.
     let meta = stowage::serialize::load_with(
         fixture("simple"),
         &LoadOptions {
@@ -218,7 +224,39 @@ fn saving_a_meta_tensor_is_no_data() {
         },
     )
     .unwrap();
-    let err = stowage::save(&out, &meta).expect_err("meta-loaded checkpoint");
+    stowage::save(&out, &meta).unwrap();
+    let back = stowage::load(&out).unwrap();
+    let shapes = |c: &Checkpoint| -> Vec<_> {
+        c.tensors()
+            .unwrap()
+            .iter()
+            .map(|(p, t)| {
+                (
+                    p.clone(),
+                    t.tensor.dtype(),
+                    t.tensor.shape().to_vec(),
+                    t.tensor.stride().to_vec(),
+                    t.tensor.is_meta(),
+                )
+            })
+            .collect()
+    };
+    assert_eq!(shapes(&back), shapes(&meta));
+}
+
+/// A tensor without data that is not on meta (a fake tensor) cannot be saved.
+#[test]
+fn saving_a_fake_tensor_is_no_data() {
+    let fake = Tensor::from_parts(
+        stowage::UntypedStorage::new_fake(24, Device::CPU),
+        DType::Float32,
+        stowage::layout::Layout::contiguous(&[2, 3]).unwrap(),
+    )
+    .unwrap();
+    let ckpt = Checkpoint::from_state_dict([("f", fake)]);
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("fake.pt");
+    let err = stowage::save(&out, &ckpt).expect_err("fake tensors have no bytes to save");
     assert!(
         matches!(common::in_file(&err, &out), Error::NoData { .. }),
         "{err:?}"
@@ -252,9 +290,15 @@ fn save_is_crash_safe() {
         common::expected_manifest("views")
     );
 
-    // A save that fails part-way (a meta tensor after real ones) leaves the old file as it was.
+    // A save that fails part-way (a fake tensor, without data, after real ones)
+    // leaves the old file as it was.
     let mut failing = load_fixture("simple");
-    let meta = Tensor::zeros_on(&[4], DType::Float32, Device::META).unwrap();
+    let meta = Tensor::from_parts(
+        stowage::UntypedStorage::new_fake(16, Device::CPU),
+        DType::Float32,
+        stowage::layout::Layout::contiguous(&[4]).unwrap(),
+    )
+    .unwrap();
     let root = failing.root.as_node().unwrap();
     if let stowage::serialize::pickle::Node::Dict(items) = failing.graph.get_mut(root) {
         items.push((
@@ -264,7 +308,7 @@ fn save_is_crash_safe() {
             )))),
         ));
     }
-    let err = stowage::save(&out, &failing).expect_err("meta tensor");
+    let err = stowage::save(&out, &failing).expect_err("fake tensor");
     assert!(
         matches!(common::in_file(&err, &out), Error::NoData { .. }),
         "{err:?}"

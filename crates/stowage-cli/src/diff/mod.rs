@@ -121,6 +121,11 @@ enum What {
         a: Vec<usize>,
         b: Vec<usize>,
     },
+    /// The layout kind differs (`strided`, `sparse_coo`, `nested` …).
+    Layout {
+        a: &'static str,
+        b: &'static str,
+    },
     Values(Values),
     /// A non-tensor value that differs, or a tensor on one side and a value on
     /// the other: each side's `{"type", "value"}` (`None`: missing there).
@@ -158,8 +163,30 @@ impl Side {
     }
 }
 
-/// A quantized tensor's `(scale, zero_point)`, `None` for others.
-type Quantization = Option<(f64, i64)>;
+/// A quantized tensor's parameters as JSON (`qscheme`, and `scale` and
+/// `zero_point`, or `axis` and the SHA-256 of the per-channel `scales` and
+/// `zero_points`), `None` for others: equal exactly when the parameters are.
+type Quantization = Option<Json>;
+
+/// The [`Quantization`] summary of `t`.
+fn quantization(t: &TensorObject) -> Result<Quantization, stowage::Error> {
+    use stowage::serialize::Quantization as Q;
+    let Some(q) = &t.quantization else {
+        return Ok(None);
+    };
+    Ok(Some(match q {
+        Q::PerChannel { scales, zero_points, axis } => {
+            let hash = |x: &Tensor| crate::data::sha256(&TensorObject::new(x.clone()), |_| ());
+            json!({"qscheme": q.qscheme(), "axis": axis, "scales_sha256": hash(scales)?, "zero_points_sha256": hash(zero_points)?})
+        }
+        q => match q.per_tensor() {
+            Some((scale, zero_point)) => {
+                json!({"qscheme": q.qscheme(), "scale": float_json(scale), "zero_point": zero_point})
+            }
+            None => json!({"qscheme": q.qscheme()}),
+        },
+    }))
+}
 
 /// How the values of two tensors of one dtype and shape differ.
 #[derive(Debug, Default)]
@@ -251,7 +278,7 @@ fn compare(a: &Checkpoint, b: &Checkpoint, options: Options) -> Result<Vec<Diffe
     }
     let total: u64 = rows_a
         .iter()
-        .filter(|r| by_path_b.contains_key(r.path.as_slice()))
+        .filter(|r| by_path_b.contains_key(r.path.as_slice()) && !r.is_container())
         .map(|r| r.object.tensor.nbytes() as u64)
         .sum();
     let bar = progress::bytes(total, "comparing");
@@ -275,7 +302,7 @@ fn compare(a: &Checkpoint, b: &Checkpoint, options: Options) -> Result<Vec<Diffe
         };
         let rb = &rows_b[j];
         common.push((&ra.path, &ra.key, &rb.key));
-        let kind = compare_tensors(&ra.path, ra.object, rb.object, options.tolerance, &|n| {
+        let kind = compare_tensors(&ra.path, &ra.object, &rb.object, options.tolerance, &|n| {
             bar.inc(n)
         });
         if let Some(kind) = kind? {
@@ -345,7 +372,22 @@ fn compare_tensors(
             b: tb.shape().to_vec(),
         }));
     }
+    let (la, lb) = (a.kind.layout_name(), b.kind.layout_name());
+    if la != lb {
+        return Ok(Some(What::Layout { a: la, b: lb }));
+    }
     let at = |e| Failure::at(path, e);
+    let quantization = {
+        let (qa, qb) = (quantization(a).map_err(at)?, quantization(b).map_err(at)?);
+        (qa != qb).then_some((qa, qb))
+    };
+    // A sparse or nested tensor's values are compared through its component
+    // rows; meta tensors (no storage) have no values to compare.
+    if !a.kind.is_strided() || (!ta.has_data() && !tb.has_data() && ta.is_meta() && tb.is_meta()) {
+        return Ok(quantization.map(|q| {
+            What::Values(Values { numel: ta.numel(), quantization: Some(q), ..Values::default() })
+        }));
+    }
     let dtype = ta.dtype();
     let numeric = matches!(dtype.kind(), Kind::Float | Kind::Complex) && dtype.has_scalar_values();
     let tolerance = tolerance.filter(|_| numeric);
@@ -402,8 +444,6 @@ fn compare_tensors(
             }
         }
     }
-    let quantization =
-        (a.quantization != b.quantization).then_some((a.quantization, b.quantization));
     let differs = match tolerance {
         Some(_) => outside > 0,
         None => differing > 0,
@@ -505,11 +545,8 @@ fn sharing(common: &[(&[PathKey], &str, &str)]) -> Vec<Difference> {
     differences
 }
 
-fn quantization_json(q: Quantization) -> Json {
-    match q {
-        None => Json::Null,
-        Some((scale, zero_point)) => json!({"scale": float_json(scale), "zero_point": zero_point}),
-    }
+fn quantization_json(q: &Quantization) -> Json {
+    q.clone().unwrap_or(Json::Null)
 }
 
 fn difference_json(d: &Difference) -> Json {
@@ -528,6 +565,11 @@ fn difference_json(d: &Difference) -> Json {
             o.insert("b".into(), json!(b));
             "shape"
         }
+        What::Layout { a, b } => {
+            o.insert("a".into(), json!(a));
+            o.insert("b".into(), json!(b));
+            "layout"
+        }
         What::Values(v) => {
             o.insert("elements_differing".into(), json!(v.differing));
             o.insert("numel".into(), json!(v.numel));
@@ -537,7 +579,7 @@ fn difference_json(d: &Difference) -> Json {
             if let Some(n) = v.outside_tolerance {
                 o.insert("elements_outside_tolerance".into(), json!(n));
             }
-            if let Some((qa, qb)) = v.quantization {
+            if let Some((qa, qb)) = &v.quantization {
                 o.insert("quantization_a".into(), quantization_json(qa));
                 o.insert("quantization_b".into(), quantization_json(qb));
             }
@@ -589,6 +631,7 @@ fn difference_line(d: &Difference) -> String {
         What::MissingInB => format!("{path}: missing in B"),
         What::DType { a, b } => format!("{path}: dtype {} in A, {} in B", a.name(), b.name()),
         What::Shape { a, b } => format!("{path}: shape {} in A, {} in B", shape(a), shape(b)),
+        What::Layout { a, b } => format!("{path}: layout {a} in A, {b} in B"),
         What::Values(v) => {
             let mut line = format!(
                 "{path}: values differ in {} of {} elements",
@@ -600,10 +643,10 @@ fn difference_line(d: &Difference) -> String {
             if let Some(m) = v.max_abs_diff {
                 line.push_str(&format!(", max abs diff {m:e}"));
             }
-            if let Some((qa, qb)) = v.quantization {
-                let q = |q: Quantization| match q {
+            if let Some((qa, qb)) = &v.quantization {
+                let q = |q: &Quantization| match q {
                     None => "none".to_string(),
-                    Some((s, z)) => format!("scale {s}, zero point {z}"),
+                    Some(j) => j.to_string(),
                 };
                 line.push_str(&format!("; quantization {} in A, {} in B", q(qa), q(qb)));
             }

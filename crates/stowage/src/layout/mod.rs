@@ -116,7 +116,7 @@ impl Layout {
 
     /// Storage elements the layout reaches: 0 without elements, else
     /// `offset + Σ (size-1)·stride + 1` (PyTorch's `computeStorageNbytes` in elements).
-    fn reach(&self) -> Result<u128> {
+    pub(crate) fn reach(&self) -> Result<u128> {
         if self.numel() == 0 {
             return Ok(0);
         }

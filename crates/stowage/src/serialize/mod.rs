@@ -21,6 +21,7 @@ mod builder;
 mod data;
 pub mod dcp;
 pub mod decoded;
+mod kind;
 pub(crate) mod object;
 mod options;
 pub mod pickle;
@@ -44,6 +45,7 @@ pub use data::{
     ClassRef, Date, NdArray, NumpyDType, NumpyScalar, PyData, Scalar, TimeDelta, TimeOfDay,
     TimeZone,
 };
+pub use kind::{CompressedLayout, Quantization, TensorKind};
 pub use object::{
     dotted, ByteOrder, Checkpoint, Construct, Format, InertObject, Object, PathKey, StorageRecord,
     StorageRef, TensorObject, MAX_PATHS,

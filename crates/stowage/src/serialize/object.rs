@@ -13,6 +13,7 @@ use num_complex::Complex64;
 
 use super::allowlist::Global;
 use super::data::{ClassRef, NdArray, NumpyDType, NumpyScalar, PyData};
+use super::kind::{Quantization, TensorKind};
 use super::pickle::{Graph, Node, NodeId, Value};
 use crate::{DType, Device, Error, Result, Tensor, UntypedStorage};
 
@@ -128,16 +129,28 @@ impl InertObject {
 /// A tensor in a checkpoint, with what PyTorch records beside the data.
 #[derive(Clone, Debug)]
 pub struct TensorObject {
-    /// The tensor: a view on one of the checkpoint's storages.
+    /// The tensor: a view on one of the checkpoint's storages (a meta tensor
+    /// saved without storage: on a storage of its own without data). For a
+    /// sparse or nested tensor, a placeholder without data holding its dtype
+    /// and logical shape; its data is in [`kind`](Self::kind)'s components.
     pub tensor: Tensor,
     /// True for a `torch.nn.Parameter`.
     pub parameter: bool,
-    /// Per-tensor affine quantization `(scale, zero_point)` of a quantized tensor.
-    pub quantization: Option<(f64, i64)>,
+    /// The quantization parameters of a quantized tensor (per tensor or per channel).
+    pub quantization: Option<Quantization>,
     /// PyTorch's lazy conjugation bit: the logical values are the conjugates of the stored ones.
     pub conj: bool,
     /// PyTorch's lazy negation bit: the logical values are the negatives of the stored ones.
     pub neg: bool,
+    /// The layout and, for sparse and nested tensors, their component tensors
+    /// (then `tensor` is a placeholder without data: NOTE [tensor kinds] in `kind.rs`).
+    pub kind: TensorKind,
+    /// The tensor's class when `_rebuild_from_type_v2` named one other than
+    /// `torch.Tensor` and `Parameter` (a subclass), as the pickle resolved it.
+    pub subclass: Option<Value<Object>>,
+    /// The Python state `_rebuild_from_type_v2` restores on the tensor (its
+    /// `__dict__`: attributes set on it), when not empty; a value of the checkpoint's graph.
+    pub state: Option<Value<Object>>,
 }
 
 impl TensorObject {
@@ -149,7 +162,75 @@ impl TensorObject {
             quantization: None,
             conj: false,
             neg: false,
+            kind: TensorKind::Strided,
+            subclass: None,
+            state: None,
         }
+    }
+
+    /// A sparse or nested tensor object from its components and its logical
+    /// shape (dense for sparse, padded for nested): `tensor` becomes a
+    /// placeholder without data of that shape, with the dtype and device of
+    /// the `values` (or `buffer`) component (NOTE [tensor kinds] in `kind.rs`).
+    ///
+    /// Like `torch.sparse_coo_tensor(..., check_invariants=False)`, this does
+    /// not check the components against each other: loading the saved file
+    /// does (stowage's loader and PyTorch's alike).
+    ///
+    /// # Errors
+    /// [`Error::BadObject`] for [`TensorKind::Strided`] (use [`new`](Self::new));
+    /// [`Error::SizeOverflow`] for a shape whose bytes overflow.
+    pub fn with_kind(kind: TensorKind, shape: &[usize]) -> Result<TensorObject> {
+        let data = match &kind {
+            TensorKind::SparseCoo { values, .. } | TensorKind::SparseCompressed { values, .. } => {
+                values
+            }
+            TensorKind::Nested { buffer, .. } => buffer,
+            TensorKind::Strided => {
+                return Err(Error::BadObject {
+                    context: "TensorObject::with_kind",
+                    expected: "a sparse or nested kind",
+                    found: "strided".into(),
+                })
+            }
+        };
+        let (dtype, device) = (data.dtype(), data.device());
+        let nbytes = crate::layout::numel_of(shape)?
+            .checked_mul(dtype.size())
+            .ok_or_else(|| Error::SizeOverflow {
+                what: "placeholder bytes",
+                detail: format!("{shape:?} of {}", dtype.name()),
+            })?;
+        let tensor = Tensor::from_parts(
+            UntypedStorage::new_fake(nbytes, device),
+            dtype,
+            crate::layout::Layout::contiguous(shape)?,
+        )?;
+        Ok(TensorObject {
+            kind,
+            ..TensorObject::new(tensor)
+        })
+    }
+
+    /// Every tensor holding this tensor's data: `tensor` itself when strided,
+    /// else each component by its name ([`TensorKind::components`]); then the
+    /// per-channel quantization's `scales` and `zero_points`.
+    pub fn data_tensors(&self) -> Vec<(&'static str, &Tensor)> {
+        let mut out = if self.kind.is_strided() {
+            vec![("", &self.tensor)]
+        } else {
+            self.kind.components()
+        };
+        if let Some(Quantization::PerChannel {
+            scales,
+            zero_points,
+            ..
+        }) = &self.quantization
+        {
+            out.push(("scales", scales));
+            out.push(("zero_points", zero_points));
+        }
+        out
     }
 
     /// The logical values as a tensor: `tensor` itself, or a copy with the lazy
@@ -492,8 +573,34 @@ impl Checkpoint {
             roots.extend(o.args.as_node());
             roots.extend(o.state.as_ref().and_then(Value::as_node));
         }
+        // A tensor's Python state (`_rebuild_from_type_v2`) lives in the graph too.
+        let tensor_state = |v: &Value<Object>| match v {
+            Value::Ext(Object::Tensor(t)) => [&t.state, &t.subclass]
+                .into_iter()
+                .filter_map(|s| s.as_ref().and_then(Value::as_node))
+                .collect(),
+            _ => Vec::new(),
+        };
+        roots.extend(tensor_state(&self.root));
+        for (_, node) in self.graph.iter() {
+            roots.extend(node.values().flat_map(tensor_state));
+        }
         let map = self.graph.compact(roots);
         Graph::remap(&map, &mut self.root);
+        let remap_tensor = |v: &mut Value<Object>| {
+            if let Value::Ext(Object::Tensor(t)) = v {
+                for s in [&mut t.state, &mut t.subclass].into_iter().flatten() {
+                    Graph::remap(&map, s);
+                }
+            }
+        };
+        remap_tensor(&mut self.root);
+        for i in 0..self.graph.len() {
+            self.graph
+                .get_mut(NodeId(i as u32))
+                .values_mut()
+                .for_each(remap_tensor);
+        }
         self.ordered = self
             .ordered
             .iter()
@@ -573,11 +680,39 @@ pub(crate) fn check_views(mut ckpt: Checkpoint) -> Result<Checkpoint> {
     }
 }
 
+/// Checks that `x` lies inside its storage; a packed dtype (`quint4x2`)
+/// needs a byte per `elements_per_byte` elements it reaches, as PyTorch sizes them.
+pub(crate) fn check_fits(x: &Tensor) -> Result<()> {
+    let per_byte = x.dtype().elements_per_byte();
+    if per_byte == 1 {
+        return x
+            .layout()
+            .check_fits(x.element_size(), x.untyped_storage().nbytes());
+    }
+    let needed = x.layout().reach()?.div_ceil(per_byte as u128);
+    let nbytes = x.untyped_storage().nbytes();
+    if needed > nbytes as u128 {
+        return Err(Error::OutOfStorage {
+            needed,
+            nbytes,
+            shape: x.shape().to_vec(),
+            stride: x.stride().to_vec(),
+            offset: x.storage_offset(),
+            element_size: x.element_size(),
+        });
+    }
+    Ok(())
+}
+
 fn view_error(ckpt: &Checkpoint) -> Option<Error> {
-    let fits = |t: &TensorObject| {
-        let x = &t.tensor;
-        x.layout()
-            .check_fits(x.element_size(), x.untyped_storage().nbytes())
+    // The first tensor holding data outside its storage, as an `InStorage` error.
+    let fits = |t: &TensorObject| -> Option<Error> {
+        t.data_tensors().into_iter().find_map(|(_, x)| {
+            check_fits(x).err().map(|e| Error::InStorage {
+                key: ckpt.storage_key(x).unwrap_or("?").to_owned(),
+                source: Box::new(e),
+            })
+        })
     };
     let (bad, error) = ckpt
         .graph
@@ -588,12 +723,7 @@ fn view_error(ckpt: &Checkpoint) -> Option<Error> {
             Value::Ext(Object::Tensor(t)) => Some(&**t),
             _ => None,
         })
-        .find_map(|t| fits(t).err().map(|e| (t, e)))?;
-    let key = ckpt.storage_key(&bad.tensor).unwrap_or("?").to_owned();
-    let error = Error::InStorage {
-        key,
-        source: Box::new(error),
-    };
+        .find_map(|t| fits(t).map(|e| (t, e)))?;
     // The path, when a walk from the root reaches the tensor.
     let path = ckpt.tensors().ok().and_then(|ts| {
         ts.into_iter()

@@ -227,6 +227,12 @@ pub(crate) fn load_lazy<R: ReadAt + 'static>(
 /// # Errors
 /// [`Error::AtPath`] wrapping [`Error::DTypeUnsupported`] for a dtype safetensors cannot
 /// hold (complex128, quantized …) or [`Error::NoData`] for meta tensors; I/O errors.
+///
+/// A sparse or nested tensor ([`TensorKind`](crate::serialize::TensorKind))
+/// has no dense data of its own: its components are written instead, each
+/// under the tensor's dotted path and the component's name
+/// (`w.indices`, `w.values`; `w.crow_indices`, …; `w.buffer`, `w.sizes`,
+/// `w.strides`, `w.offsets`).
 pub fn save(path: impl AsRef<Path>, ckpt: &Checkpoint) -> Result<()> {
     save_with(path.as_ref(), ckpt, &SaveOptions::default())
 }
@@ -242,8 +248,22 @@ pub fn save(path: impl AsRef<Path>, ckpt: &Checkpoint) -> Result<()> {
 pub fn save_with(path: &Path, ckpt: &Checkpoint, options: &SaveOptions) -> Result<()> {
     let mut views: Vec<(String, Contiguous)> = Vec::new();
     let mut seen = std::collections::HashSet::new();
+    // A sparse or nested tensor is written as its components, each under the
+    // tensor's name and the component's (`weight.indices`, `weight.values`).
+    let mut named: Vec<(String, Cow<'_, TensorObject>)> = Vec::new();
     for (p, t) in ckpt.tensors()? {
         let name = dotted(&p);
+        if t.kind.is_strided() {
+            named.push((name, Cow::Borrowed(t)));
+        } else {
+            for (component, x) in t.kind.components() {
+                let object = TensorObject::new(x.clone());
+                named.push((format!("{name}.{component}"), Cow::Owned(object)));
+            }
+        }
+    }
+    for (name, t) in &named {
+        let name = name.clone();
         let at = |e: Error| Error::AtPath {
             path: name.clone(),
             source: Box::new(e),

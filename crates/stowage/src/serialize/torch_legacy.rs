@@ -9,7 +9,7 @@ use num_bigint::BigInt;
 use super::object::{check_views, ByteOrder, Checkpoint, Format};
 use super::options::LoadOptions;
 use super::pickle::{self, Graph, Hooks, Node, PickleError, Pickled, Value};
-use super::torch::{StorageSource, TorchHooks};
+use super::torch::{finish_kinds, StorageSource, TorchHooks};
 use crate::io::ReadAt;
 use crate::storage::MappedRecords;
 use crate::{DType, Device, Error, Result, UntypedStorage};
@@ -275,7 +275,7 @@ pub(crate) fn load<R: ReadAt>(
         });
     }
     drop(pending);
-    check_views(Checkpoint {
+    let mut ckpt = check_views(Checkpoint {
         format: Format::TorchLegacy,
         byteorder: ByteOrder::Little,
         graph: pickled.graph,
@@ -285,5 +285,8 @@ pub(crate) fn load<R: ReadAt>(
         state,
         safetensors_metadata: None,
         objects,
-    })
+    })?;
+    // Sparse and nested tensors are checked once every storage's bytes are in.
+    finish_kinds(&mut ckpt)?;
+    Ok(ckpt)
 }

@@ -196,13 +196,36 @@ pub fn full_manifest(ckpt: &Checkpoint) -> Result<Vec<J>> {
             obj.insert("location".into(), json!(rec.map(|r| r.location.clone())));
             obj.insert("conj".into(), json!(t.conj));
             obj.insert("neg".into(), json!(t.neg));
-            obj.insert(
-                "quantization".into(),
-                json!(t.quantization.map(|(s, z)| (s.to_bits(), z))),
-            );
+            obj.insert("quantization".into(), quantization_json(t));
             m
         })
         .collect())
+}
+
+/// A tensor's quantization as JSON: per tensor `[scale bits, zero_point]`,
+/// per channel the scheme, axis and hashes of the scales and zero points.
+pub fn quantization_json(t: &TensorObject) -> J {
+    let Some(q) = &t.quantization else {
+        return J::Null;
+    };
+    if let Some((s, z)) = q.per_tensor() {
+        return json!([s.to_bits(), z]);
+    }
+    let hash = |name: &str| {
+        t.data_tensors()
+            .into_iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, x)| sha256_hex(&logical_bytes(&TensorObject::new(x.clone())).unwrap()))
+    };
+    match q {
+        stowage::serialize::Quantization::PerChannel { axis, .. } => json!({
+            "qscheme": q.qscheme(),
+            "axis": axis,
+            "scales": hash("scales"),
+            "zero_points": hash("zero_points"),
+        }),
+        _ => json!(q.qscheme()),
+    }
 }
 
 /// Checks that the sharing structure is consistent: two tensors share a
@@ -394,7 +417,7 @@ fn describe_object(o: &Object) -> J {
                 "parameter": t.parameter,
                 "conj": t.conj,
                 "neg": t.neg,
-                "quantization": t.quantization.map(|(s, z)| (s.to_bits(), z)),
+                "quantization": quantization_json(t),
             }})
         }
         Object::Storage(s) => {

@@ -3,6 +3,11 @@
 //! once, so sharing is exactly PyTorch's), and rebuild tensors, Parameters,
 //! `OrderedDict`s, `torch.Size`, dtypes and devices.
 
+mod kinds;
+mod sparse;
+
+pub(crate) use kinds::finish as finish_kinds;
+
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
@@ -10,6 +15,7 @@ use num_complex::Complex64;
 
 use crate::layout::Layout;
 use crate::serialize::allowlist::{self, Global};
+use crate::serialize::kind::Quantization;
 use crate::serialize::object::{
     ByteOrder, Construct, Object, StorageRecord, StorageRef, TensorObject,
 };
@@ -359,21 +365,30 @@ impl<S: StorageSource> TorchHooks<'_, S> {
                         ))
                     }
                 };
-                if scheme != "per_tensor_affine" || params.len() != 3 {
-                    return Err(Error::Unsupported {
-                        what: format!("quantized tensors with qscheme {scheme}"),
-                    });
-                }
-                let scale = params[1]
-                    .as_f64()
-                    .ok_or_else(|| bad("quantizer scale", "a float", &params[1], graph))?;
-                let zero = params[2]
-                    .as_i64()
-                    .ok_or_else(|| bad("quantizer zero point", "an int", &params[2], graph))?;
                 let mut t = self.rebuild(graph, &args[..4], Some(&args[5]), None)?;
                 t.requires_grad_(false)?;
+                let quantization = match (scheme, params.len()) {
+                    ("per_tensor_affine", 3) => {
+                        let scale = params[1]
+                            .as_f64()
+                            .ok_or_else(|| bad("quantizer scale", "a float", &params[1], graph))?;
+                        let zero_point = params[2].as_i64().ok_or_else(|| {
+                            bad("quantizer zero point", "an int", &params[2], graph)
+                        })?;
+                        Quantization::PerTensorAffine { scale, zero_point }
+                    }
+                    ("per_channel_affine" | "per_channel_affine_float_qparams", _) => {
+                        let float = scheme == "per_channel_affine_float_qparams";
+                        kinds::per_channel(graph, params, t.shape(), float)?
+                    }
+                    _ => {
+                        return Err(Error::Unsupported {
+                            what: format!("quantized tensors with qscheme {scheme}"),
+                        })
+                    }
+                };
                 let mut obj = TensorObject::new(t);
-                obj.quantization = Some((scale, zero));
+                obj.quantization = Some(quantization);
                 Value::Ext(Object::Tensor(Box::new(obj)))
             }
             Global::RebuildParameter | Global::RebuildParameterWithState => {
@@ -382,21 +397,27 @@ impl<S: StorageSource> TorchHooks<'_, S> {
                 p.tensor
                     .requires_grad_(as_bool(graph, &args[1], "parameter requires_grad")?)?;
                 p.parameter = true;
+                if *f == Global::RebuildParameterWithState {
+                    p.state = python_state(graph, args.get(3));
+                }
                 Value::Ext(Object::Tensor(Box::new(p)))
             }
             Global::RebuildFromTypeV2 => {
                 arity(4, 4, "_rebuild_from_type_v2")?;
-                let is_param = match &args[1] {
-                    Value::Ext(Object::Global(Global::TensorClass)) => false,
-                    Value::Ext(Object::Global(Global::ParameterClass)) => true,
-                    other => {
+                // A subclass resolves only where the options let its global in
+                // (inert loading, allowed globals); stowage keeps it as it resolved.
+                let (is_param, subclass) = match &args[1] {
+                    Value::Ext(Object::Global(Global::TensorClass)) => (false, None),
+                    Value::Ext(Object::Global(Global::ParameterClass)) => (true, None),
+                    other @ Value::Ext(Object::Global(_)) => {
                         return Err(bad(
                             "_rebuild_from_type_v2 type",
-                            "torch.Tensor or Parameter",
+                            "torch.Tensor, Parameter or a tensor subclass",
                             other,
                             graph,
                         ))
                     }
+                    other => (false, Some(other.clone())),
                 };
                 let inner = match &args[0] {
                     Value::Ext(Object::Global(g)) => g.clone(),
@@ -414,6 +435,8 @@ impl<S: StorageSource> TorchHooks<'_, S> {
                 let mut v = self.call(graph, &inner, &inner_args)?;
                 if let Value::Ext(Object::Tensor(t)) = &mut v {
                     t.parameter |= is_param;
+                    t.subclass = subclass;
+                    t.state = python_state(graph, args.get(3)).or(t.state.take());
                 }
                 v
             }
@@ -534,6 +557,14 @@ impl<S: StorageSource> TorchHooks<'_, S> {
                     as_str(graph, &args[0], "_get_layout")?.to_owned(),
                 ))
             }
+            Global::UnsupportedRebuild("_rebuild_sparse_tensor") => sparse::sparse(graph, args)?,
+            Global::UnsupportedRebuild("_rebuild_nested_tensor") => kinds::nested(graph, args)?,
+            Global::UnsupportedRebuild("_rebuild_meta_tensor_no_storage") => {
+                kinds::meta_no_storage(graph, args)?
+            }
+            Global::UnsupportedRebuild("_rebuild_wrapper_subclass") => {
+                kinds::wrapper_subclass(graph, args)?
+            }
             Global::UnsupportedRebuild(name) => {
                 return Err(Error::Unsupported {
                     what: format!(
@@ -549,6 +580,18 @@ impl<S: StorageSource> TorchHooks<'_, S> {
                 });
             }
         })
+    }
+}
+
+/// The Python state `_rebuild_from_type_v2` and `_rebuild_parameter_with_state`
+/// set on a tensor, `None` when absent or an empty dict (`None` in Python too).
+fn python_state(graph: &Graph<Object>, state: Option<&V>) -> Option<V> {
+    match state? {
+        Value::None => None,
+        Value::Node(id) if matches!(graph.try_get(*id), Some(Node::Dict(d)) if d.is_empty()) => {
+            None
+        }
+        other => Some(other.clone()),
     }
 }
 
@@ -621,7 +664,8 @@ impl<S: StorageSource> Hooks for TorchHooks<'_, S> {
         let items = tuple_items(graph, &args, "REDUCE arguments")?.to_vec();
         let out = self.call(graph, &f, &items)?;
         // Tensor rebuilds read their arguments (the storage, size and stride
-        // tuples, the hooks dict) into the tensor and keep none of them.
+        // tuples, the hooks dict) into the tensor and keep none of them
+        // (`_rebuild_parameter_with_state` keeps its state: not released).
         if matches!(
             f,
             Global::RebuildTensor
@@ -629,7 +673,6 @@ impl<S: StorageSource> Hooks for TorchHooks<'_, S> {
                 | Global::RebuildTensorV3
                 | Global::RebuildQTensor
                 | Global::RebuildParameter
-                | Global::RebuildParameterWithState
         ) {
             drop(items);
             graph.release(&args);

@@ -16,11 +16,12 @@
 use std::collections::HashMap;
 
 use crate::serialize::allowlist::Global;
+use crate::serialize::kind::{Quantization, TensorKind};
 use crate::serialize::object::{Checkpoint, Object, TensorObject};
 use crate::serialize::pickle::{
-    write_value, Layout, NodeId, Pickler, Value, WriteError, WriteHooks,
+    write_value, Layout, Node, NodeId, Pickler, Value, WriteError, WriteHooks,
 };
-use crate::{DType, Error, Result, UntypedStorage};
+use crate::{DType, Error, Result, Tensor, UntypedStorage};
 
 /// Deepest value nesting written (the reader's default limit).
 const MAX_DEPTH: usize = 1000;
@@ -188,30 +189,209 @@ impl TorchHooks<'_> {
         Ok(p.binpersid()?)
     }
 
+    /// The rebuild function a tensor is pickled with.
+    fn rebuild_func(t: &TensorObject) -> Global {
+        match &t.kind {
+            TensorKind::SparseCoo { .. } | TensorKind::SparseCompressed { .. } => {
+                Global::UnsupportedRebuild("_rebuild_sparse_tensor")
+            }
+            TensorKind::Nested { .. } => Global::UnsupportedRebuild("_rebuild_nested_tensor"),
+            _ if t.tensor.is_meta() => {
+                Global::UnsupportedRebuild("_rebuild_meta_tensor_no_storage")
+            }
+            _ if t.quantization.is_some() => Global::RebuildQTensor,
+            _ if t.tensor.dtype().storage_class().is_some() => Global::RebuildTensorV2,
+            _ => Global::RebuildTensorV3,
+        }
+    }
+
+    /// A tensor as `torch.save` pickles it: its rebuild call, wrapped in
+    /// `_rebuild_from_type_v2` when it carries Python state or a subclass.
     fn tensor(&mut self, p: &mut P, t: &TensorObject, requires_grad: bool) -> Result<()> {
+        let wrapped = (t.state.is_some() && !t.parameter) || t.subclass.is_some();
+        if wrapped {
+            global(p, &Global::RebuildFromTypeV2)?;
+            p.mark()?;
+        }
+        global(p, &Self::rebuild_func(t))?;
+        if wrapped {
+            match &t.subclass {
+                None => global(p, &Global::TensorClass)?,
+                Some(Value::Ext(Object::Global(g))) => global(p, g)?,
+                Some(_) => {
+                    return Err(Error::Unsupported {
+                        what: "saving a tensor subclass whose class is not an allowed global"
+                            .into(),
+                    })
+                }
+            }
+        }
+        self.tensor_args(p, t, requires_grad)?;
+        if !wrapped {
+            p.reduce()?;
+            p.memo_put()?;
+        } else {
+            match &t.state {
+                Some(state) => self.python_state(p, state)?,
+                None => {
+                    p.empty_dict()?;
+                    p.memo_put()?;
+                }
+            }
+            p.tuple_from_mark()?;
+            p.reduce()?;
+            p.memo_put()?;
+        }
+        Ok(())
+    }
+
+    /// A plain component tensor (sparse indices and values, nested buffers, quantizer scales).
+    fn component(&mut self, p: &mut P, t: &Tensor) -> Result<()> {
+        self.tensor(p, &TensorObject::new(t.clone()), t.requires_grad())
+    }
+
+    /// The rebuild function's argument tuple.
+    fn tensor_args(&mut self, p: &mut P, t: &TensorObject, requires_grad: bool) -> Result<()> {
+        let x = &t.tensor;
+        match &t.kind {
+            TensorKind::SparseCoo {
+                indices,
+                values,
+                coalesced,
+            } => {
+                self.layout_object(p, "torch.sparse_coo")?;
+                p.mark()?;
+                self.component(p, indices)?;
+                self.component(p, values)?;
+                self.object(p, &Object::Size(x.shape().to_vec()))?;
+                if let Some(c) = coalesced {
+                    p.bool(*c)?;
+                }
+                p.tuple_from_mark()?;
+                p.tuple(2)?;
+            }
+            TensorKind::SparseCompressed {
+                layout,
+                compressed_indices,
+                plain_indices,
+                values,
+            } => {
+                self.layout_object(p, &format!("torch.{}", layout.name()))?;
+                p.mark()?;
+                self.component(p, compressed_indices)?;
+                self.component(p, plain_indices)?;
+                self.component(p, values)?;
+                self.object(p, &Object::Size(x.shape().to_vec()))?;
+                p.tuple_from_mark()?;
+                p.tuple(2)?;
+            }
+            TensorKind::Nested {
+                buffer,
+                sizes,
+                strides,
+                offsets,
+            } => {
+                p.mark()?;
+                for c in [buffer, sizes, strides, offsets] {
+                    self.component(p, c)?;
+                }
+                p.tuple_from_mark()?;
+            }
+            _ if x.is_meta() => {
+                p.mark()?;
+                global(p, &Global::DType(x.dtype()))?;
+                ints(p, x.shape())?;
+                ints(p, x.stride())?;
+                p.bool(requires_grad)?;
+                p.tuple(4)?;
+            }
+            _ => self.strided_args(p, t, requires_grad)?,
+        }
+        Ok(())
+    }
+
+    /// `torch.serialization._get_layout(name)`.
+    fn layout_object(&mut self, p: &mut P, name: &str) -> Result<()> {
+        self.object(p, &Object::Layout(name.to_owned()))?;
+        p.memo_put()?;
+        Ok(())
+    }
+
+    /// A tensor's Python state (`__dict__`), when it holds what can be written
+    /// without a general value writer: a dict of names to scalars, strings,
+    /// dtypes, devices and sizes.
+    fn python_state(&mut self, p: &mut P, state: &Value<Object>) -> Result<()> {
+        let unsupported = || Error::Unsupported {
+            what: "saving a tensor attribute other than a scalar, string, dtype, device or size"
+                .into(),
+        };
+        let items = match state {
+            Value::Node(id) => match self.ckpt.graph.try_get(*id) {
+                Some(Node::Dict(items)) => items,
+                _ => return Err(unsupported()),
+            },
+            _ => return Err(unsupported()),
+        };
+        p.empty_dict()?;
+        p.memo_put()?;
+        if items.is_empty() {
+            return Ok(());
+        }
+        p.mark()?;
+        for (k, v) in items {
+            let key = k.as_str().ok_or_else(unsupported)?;
+            p.str_memoized(key)?;
+            match v {
+                Value::None => p.none()?,
+                Value::Bool(b) => p.bool(*b)?,
+                Value::Int(i) => p.int(*i)?,
+                Value::BigInt(i) => p.bigint(i)?,
+                Value::Float(f) => p.float(*f)?,
+                Value::Str(s) => p.str_memoized(s)?,
+                Value::Ext(o @ (Object::DType(_) | Object::Device(_) | Object::Size(_))) => {
+                    self.object(p, o)?
+                }
+                _ => return Err(unsupported()),
+            }
+        }
+        p.setitems()?;
+        Ok(())
+    }
+
+    fn strided_args(&mut self, p: &mut P, t: &TensorObject, requires_grad: bool) -> Result<()> {
         let x = &t.tensor;
         let dtype = x.dtype();
         let v2 = dtype.storage_class().is_some();
-        let func = match (t.quantization, v2) {
-            (Some(_), _) => Global::RebuildQTensor,
-            (None, true) => Global::RebuildTensorV2,
-            (None, false) => Global::RebuildTensorV3,
-        };
-        global(p, &func)?;
         p.mark()?;
         self.persid(p, x.untyped_storage(), v2.then_some(dtype))?;
         p.int(x.storage_offset() as i64)?;
         ints(p, x.shape())?;
         ints(p, x.stride())?;
-        if let Some((scale, zero_point)) = t.quantization {
-            global(p, &Global::QScheme("per_tensor_affine"))?;
-            p.float(scale)?;
-            p.int(zero_point)?;
-            p.tuple(3)?;
+        match &t.quantization {
+            Some(Quantization::PerTensorAffine { scale, zero_point }) => {
+                global(p, &Global::QScheme("per_tensor_affine"))?;
+                p.float(*scale)?;
+                p.int(*zero_point)?;
+                p.tuple(3)?;
+            }
+            Some(Quantization::PerChannel {
+                scales,
+                zero_points,
+                axis,
+            }) => {
+                // PyTorch writes both per-channel schemes as `per_channel_affine`.
+                p.mark()?;
+                global(p, &Global::QScheme("per_channel_affine"))?;
+                self.component(p, scales)?;
+                self.component(p, zero_points)?;
+                p.int(*axis as i64)?;
+                p.tuple(4)?;
+            }
+            None => {}
         }
         p.bool(requires_grad)?;
         empty_ordered_dict(p)?;
-        if !v2 {
+        if !v2 && t.quantization.is_none() {
             global(p, &Global::DType(dtype))?;
         }
         if t.conj || t.neg {
@@ -228,19 +408,34 @@ impl TorchHooks<'_> {
             p.setitems()?;
         }
         p.tuple_from_mark()?;
-        p.reduce()?;
-        p.memo_put()?;
         Ok(())
     }
 
     fn object(&mut self, p: &mut P, o: &Object) -> Result<()> {
         match o {
             Object::Tensor(t) if t.parameter => {
-                global(p, &Global::RebuildParameter)?;
+                let with_state = t.state.is_some();
+                global(
+                    p,
+                    &if with_state {
+                        Global::RebuildParameterWithState
+                    } else {
+                        Global::RebuildParameter
+                    },
+                )?;
+                if with_state {
+                    p.mark()?;
+                }
                 self.tensor(p, t, false)?;
                 p.bool(t.tensor.requires_grad())?;
                 empty_ordered_dict(p)?;
-                p.tuple(3)?;
+                match &t.state {
+                    Some(state) => {
+                        self.python_state(p, state)?;
+                        p.tuple_from_mark()?;
+                    }
+                    None => p.tuple(3)?,
+                }
                 p.reduce()?;
                 p.memo_put()?;
             }

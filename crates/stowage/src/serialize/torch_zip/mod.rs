@@ -15,7 +15,7 @@ use self::source::ZipSource;
 use super::object::{check_views, ByteOrder, Checkpoint, Format, Object};
 use super::options::LoadOptions;
 use super::pickle::{self, Graph, Node, NodeId, Value};
-use super::torch::TorchHooks;
+use super::torch::{finish_kinds, TorchHooks};
 use super::zip::{self, ZipLimits, ZipReader};
 use crate::io::ReadAt;
 use crate::storage::{Fetch, MappedRecords};
@@ -126,7 +126,7 @@ fn load_zip_archive<R: ReadAt>(
     if let Some(deferred) = src.deferred.take() {
         parallel::fill_parallel(zip, &deferred)?;
     }
-    check_views(Checkpoint {
+    let mut ckpt = check_views(Checkpoint {
         format: Format::TorchZip,
         byteorder,
         graph: pickled.graph,
@@ -136,7 +136,10 @@ fn load_zip_archive<R: ReadAt>(
         state,
         safetensors_metadata: None,
         objects,
-    })
+    })?;
+    // Sparse and nested tensors are checked once every storage's bytes are in.
+    finish_kinds(&mut ckpt)?;
+    Ok(ckpt)
 }
 
 /// Moves a value of an appended graph by `offset` nodes (see [`append_graph`]).
