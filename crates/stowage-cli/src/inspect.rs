@@ -20,7 +20,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use serde_json::{json, Value as Json};
-use stowage::serialize::{dotted, LoadOptions, PathKey, TensorObject};
+use stowage::serialize::pickle::Value;
+use stowage::serialize::{dotted, LoadOptions, Object, PathKey, TensorObject};
 use stowage::Checkpoint;
 
 use crate::{data, progress, values, Failure};
@@ -196,7 +197,7 @@ pub fn run(args: Args, out: &mut dyn Write) -> Result<ExitCode, Failure> {
                 let sha = data::sha256(&r.object, |n| bar.inc(n));
                 Json::String(sha.map_err(|e| Failure::at(&r.path, e))?)
             };
-            Ok(json!({
+            let mut entry = json!({
                 "path": path_json(&r.path),
                 "dtype": t.dtype().name(),
                 "shape": t.shape(),
@@ -207,7 +208,12 @@ pub fn run(args: Args, out: &mut dyn Write) -> Result<ExitCode, Failure> {
                 "requires_grad": t.requires_grad(),
                 "parameter": r.object.parameter,
                 "sha256": sha,
-            }))
+            });
+            // A subclass (loaded inertly or allowed by name): its class, never constructed.
+            if let Some(Value::Ext(Object::Class(c))) = &r.object.subclass {
+                entry["class"] = json!(format!("{}.{}", c.module, c.name));
+            }
+            Ok(entry)
         })
         .collect::<Result<Vec<_>, Failure>>();
     bar.finish_and_clear();

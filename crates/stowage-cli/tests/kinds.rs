@@ -270,3 +270,28 @@ fn verify_checks_sparse_indices_and_nested_bounds() {
         );
     }
 }
+
+/// A subclass read with `--inert` (or `--allow-global`) names its class on the
+/// tensor's entry; its data is the tensor PyTorch reports.
+#[test]
+fn a_subclass_names_its_class_under_inert() {
+    let file = kinds("subclass");
+    let want: Json = serde_json::from_str(
+        &std::fs::read_to_string(kinds("subclass").with_extension("json")).unwrap(),
+    )
+    .unwrap();
+    for flag in [&["--inert"][..], &["--allow-global", "__main__.Tagged"][..]] {
+        let mut args = vec!["inspect", "--json"];
+        args.extend_from_slice(flag);
+        args.push(file.to_str().unwrap());
+        let out = stowage(&args);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let got: Json = serde_json::from_slice(&out.stdout).unwrap();
+        let t = &got["tensors"][0];
+        assert_eq!(t["class"], "__main__.Tagged");
+        assert_eq!(t["sha256"], want["tensors"][0]["sha256"]);
+    }
+    let out = stowage(&["inspect", file.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("__main__.Tagged"));
+}

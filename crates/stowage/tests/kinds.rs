@@ -249,6 +249,40 @@ fn a_subclass_is_refused_like_pytorch_refuses_it() {
     }
 }
 
+/// Loaded inertly, or with its class allowed as `add_safe_globals` would: the
+/// tensor part reads as PyTorch reports it, and the subclass is recorded,
+/// never constructed.
+#[test]
+fn a_subclass_loads_inertly_or_when_allowed_keeping_its_class() {
+    let path = kinds_dir().join("subclass.pt");
+    let want = expected("subclass");
+    let inert = stowage::serialize::LoadOptions {
+        inert: true,
+        ..Default::default()
+    };
+    let mut allowed = stowage::serialize::LoadOptions::default();
+    allowed.allow_globals.insert("__main__.Tagged".to_owned());
+    for opts in [inert, allowed] {
+        let ckpt = stowage::serialize::load_with(&path, &opts).unwrap();
+        let tensors = ckpt.tensors().unwrap();
+        assert_eq!(tensors.len(), 1);
+        let (_, t) = &tensors[0];
+        let w = &want["tensors"][0];
+        assert_eq!(json!(t.tensor.shape()), w["shape"]);
+        assert_eq!(t.tensor.dtype().name(), w["dtype"]);
+        assert_eq!(json!(sha256_hex(&bytes(&t.tensor))), w["sha256"]);
+        match &t.subclass {
+            Some(Value::Ext(Object::Class(c))) => {
+                assert_eq!(
+                    format!("{}.{}", c.module, c.name),
+                    w["class"].as_str().unwrap()
+                );
+            }
+            other => panic!("subclass recorded as {other:?}"),
+        }
+    }
+}
+
 fn root_cause(e: &Error) -> &Error {
     match e {
         Error::InFile { source, .. }
