@@ -18,7 +18,7 @@ mod keys;
 mod state;
 #[cfg(test)]
 mod tests;
-mod text;
+pub(super) mod text;
 
 use num_bigint::BigInt;
 
