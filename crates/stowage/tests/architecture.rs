@@ -53,6 +53,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "serialize/safetensors",
             "serialize/sharded",
             "serialize/dcp",
+            "serialize/scan",
         ],
     ),
     (

@@ -5,7 +5,10 @@
 
 /// `_compat_pickle.NAME_MAPPING`: `((module, name), (module, name))`, sorted.
 pub const NAME_MAPPING: &[((&str, &str), (&str, &str))] = &[
-    (("UserDict", "IterableUserDict"), ("collections", "UserDict")),
+    (
+        ("UserDict", "IterableUserDict"),
+        ("collections", "UserDict"),
+    ),
     (("UserDict", "UserDict"), ("collections", "UserDict")),
     (("UserList", "UserList"), ("collections", "UserList")),
     (("UserString", "UserString"), ("collections", "UserString")),
@@ -16,76 +19,181 @@ pub const NAME_MAPPING: &[((&str, &str), (&str, &str))] = &[
     (("__builtin__", "unichr"), ("builtins", "chr")),
     (("__builtin__", "unicode"), ("builtins", "str")),
     (("__builtin__", "xrange"), ("builtins", "range")),
-    (("_multiprocessing", "Connection"), ("multiprocessing.connection", "Connection")),
+    (
+        ("_multiprocessing", "Connection"),
+        ("multiprocessing.connection", "Connection"),
+    ),
     (("_socket", "fromfd"), ("socket", "fromfd")),
-    (("exceptions", "ArithmeticError"), ("builtins", "ArithmeticError")),
-    (("exceptions", "AssertionError"), ("builtins", "AssertionError")),
-    (("exceptions", "AttributeError"), ("builtins", "AttributeError")),
-    (("exceptions", "BaseException"), ("builtins", "BaseException")),
+    (
+        ("exceptions", "ArithmeticError"),
+        ("builtins", "ArithmeticError"),
+    ),
+    (
+        ("exceptions", "AssertionError"),
+        ("builtins", "AssertionError"),
+    ),
+    (
+        ("exceptions", "AttributeError"),
+        ("builtins", "AttributeError"),
+    ),
+    (
+        ("exceptions", "BaseException"),
+        ("builtins", "BaseException"),
+    ),
     (("exceptions", "BufferError"), ("builtins", "BufferError")),
     (("exceptions", "BytesWarning"), ("builtins", "BytesWarning")),
-    (("exceptions", "DeprecationWarning"), ("builtins", "DeprecationWarning")),
+    (
+        ("exceptions", "DeprecationWarning"),
+        ("builtins", "DeprecationWarning"),
+    ),
     (("exceptions", "EOFError"), ("builtins", "EOFError")),
-    (("exceptions", "EnvironmentError"), ("builtins", "EnvironmentError")),
+    (
+        ("exceptions", "EnvironmentError"),
+        ("builtins", "EnvironmentError"),
+    ),
     (("exceptions", "Exception"), ("builtins", "Exception")),
-    (("exceptions", "FloatingPointError"), ("builtins", "FloatingPointError")),
-    (("exceptions", "FutureWarning"), ("builtins", "FutureWarning")),
-    (("exceptions", "GeneratorExit"), ("builtins", "GeneratorExit")),
+    (
+        ("exceptions", "FloatingPointError"),
+        ("builtins", "FloatingPointError"),
+    ),
+    (
+        ("exceptions", "FutureWarning"),
+        ("builtins", "FutureWarning"),
+    ),
+    (
+        ("exceptions", "GeneratorExit"),
+        ("builtins", "GeneratorExit"),
+    ),
     (("exceptions", "IOError"), ("builtins", "IOError")),
     (("exceptions", "ImportError"), ("builtins", "ImportError")),
-    (("exceptions", "ImportWarning"), ("builtins", "ImportWarning")),
-    (("exceptions", "IndentationError"), ("builtins", "IndentationError")),
+    (
+        ("exceptions", "ImportWarning"),
+        ("builtins", "ImportWarning"),
+    ),
+    (
+        ("exceptions", "IndentationError"),
+        ("builtins", "IndentationError"),
+    ),
     (("exceptions", "IndexError"), ("builtins", "IndexError")),
     (("exceptions", "KeyError"), ("builtins", "KeyError")),
-    (("exceptions", "KeyboardInterrupt"), ("builtins", "KeyboardInterrupt")),
+    (
+        ("exceptions", "KeyboardInterrupt"),
+        ("builtins", "KeyboardInterrupt"),
+    ),
     (("exceptions", "LookupError"), ("builtins", "LookupError")),
     (("exceptions", "MemoryError"), ("builtins", "MemoryError")),
     (("exceptions", "NameError"), ("builtins", "NameError")),
-    (("exceptions", "NotImplementedError"), ("builtins", "NotImplementedError")),
+    (
+        ("exceptions", "NotImplementedError"),
+        ("builtins", "NotImplementedError"),
+    ),
     (("exceptions", "OSError"), ("builtins", "OSError")),
-    (("exceptions", "OverflowError"), ("builtins", "OverflowError")),
-    (("exceptions", "PendingDeprecationWarning"), ("builtins", "PendingDeprecationWarning")),
-    (("exceptions", "ReferenceError"), ("builtins", "ReferenceError")),
+    (
+        ("exceptions", "OverflowError"),
+        ("builtins", "OverflowError"),
+    ),
+    (
+        ("exceptions", "PendingDeprecationWarning"),
+        ("builtins", "PendingDeprecationWarning"),
+    ),
+    (
+        ("exceptions", "ReferenceError"),
+        ("builtins", "ReferenceError"),
+    ),
     (("exceptions", "RuntimeError"), ("builtins", "RuntimeError")),
-    (("exceptions", "RuntimeWarning"), ("builtins", "RuntimeWarning")),
+    (
+        ("exceptions", "RuntimeWarning"),
+        ("builtins", "RuntimeWarning"),
+    ),
     (("exceptions", "StandardError"), ("builtins", "Exception")),
-    (("exceptions", "StopIteration"), ("builtins", "StopIteration")),
+    (
+        ("exceptions", "StopIteration"),
+        ("builtins", "StopIteration"),
+    ),
     (("exceptions", "SyntaxError"), ("builtins", "SyntaxError")),
-    (("exceptions", "SyntaxWarning"), ("builtins", "SyntaxWarning")),
+    (
+        ("exceptions", "SyntaxWarning"),
+        ("builtins", "SyntaxWarning"),
+    ),
     (("exceptions", "SystemError"), ("builtins", "SystemError")),
     (("exceptions", "SystemExit"), ("builtins", "SystemExit")),
     (("exceptions", "TabError"), ("builtins", "TabError")),
     (("exceptions", "TypeError"), ("builtins", "TypeError")),
-    (("exceptions", "UnboundLocalError"), ("builtins", "UnboundLocalError")),
-    (("exceptions", "UnicodeDecodeError"), ("builtins", "UnicodeDecodeError")),
-    (("exceptions", "UnicodeEncodeError"), ("builtins", "UnicodeEncodeError")),
+    (
+        ("exceptions", "UnboundLocalError"),
+        ("builtins", "UnboundLocalError"),
+    ),
+    (
+        ("exceptions", "UnicodeDecodeError"),
+        ("builtins", "UnicodeDecodeError"),
+    ),
+    (
+        ("exceptions", "UnicodeEncodeError"),
+        ("builtins", "UnicodeEncodeError"),
+    ),
     (("exceptions", "UnicodeError"), ("builtins", "UnicodeError")),
-    (("exceptions", "UnicodeTranslateError"), ("builtins", "UnicodeTranslateError")),
-    (("exceptions", "UnicodeWarning"), ("builtins", "UnicodeWarning")),
+    (
+        ("exceptions", "UnicodeTranslateError"),
+        ("builtins", "UnicodeTranslateError"),
+    ),
+    (
+        ("exceptions", "UnicodeWarning"),
+        ("builtins", "UnicodeWarning"),
+    ),
     (("exceptions", "UserWarning"), ("builtins", "UserWarning")),
     (("exceptions", "ValueError"), ("builtins", "ValueError")),
     (("exceptions", "Warning"), ("builtins", "Warning")),
-    (("exceptions", "ZeroDivisionError"), ("builtins", "ZeroDivisionError")),
+    (
+        ("exceptions", "ZeroDivisionError"),
+        ("builtins", "ZeroDivisionError"),
+    ),
     (("itertools", "ifilter"), ("builtins", "filter")),
     (("itertools", "ifilterfalse"), ("itertools", "filterfalse")),
     (("itertools", "imap"), ("builtins", "map")),
     (("itertools", "izip"), ("builtins", "zip")),
     (("itertools", "izip_longest"), ("itertools", "zip_longest")),
-    (("multiprocessing", "AuthenticationError"), ("multiprocessing.context", "AuthenticationError")),
-    (("multiprocessing", "BufferTooShort"), ("multiprocessing.context", "BufferTooShort")),
-    (("multiprocessing", "ProcessError"), ("multiprocessing.context", "ProcessError")),
-    (("multiprocessing", "TimeoutError"), ("multiprocessing.context", "TimeoutError")),
-    (("multiprocessing.forking", "Popen"), ("multiprocessing.popen_fork", "Popen")),
-    (("multiprocessing.process", "Process"), ("multiprocessing.context", "Process")),
+    (
+        ("multiprocessing", "AuthenticationError"),
+        ("multiprocessing.context", "AuthenticationError"),
+    ),
+    (
+        ("multiprocessing", "BufferTooShort"),
+        ("multiprocessing.context", "BufferTooShort"),
+    ),
+    (
+        ("multiprocessing", "ProcessError"),
+        ("multiprocessing.context", "ProcessError"),
+    ),
+    (
+        ("multiprocessing", "TimeoutError"),
+        ("multiprocessing.context", "TimeoutError"),
+    ),
+    (
+        ("multiprocessing.forking", "Popen"),
+        ("multiprocessing.popen_fork", "Popen"),
+    ),
+    (
+        ("multiprocessing.process", "Process"),
+        ("multiprocessing.context", "Process"),
+    ),
     (("socket", "_socketobject"), ("socket", "SocketType")),
-    (("urllib", "ContentTooShortError"), ("urllib.error", "ContentTooShortError")),
+    (
+        ("urllib", "ContentTooShortError"),
+        ("urllib.error", "ContentTooShortError"),
+    ),
     (("urllib", "getproxies"), ("urllib.request", "getproxies")),
-    (("urllib", "pathname2url"), ("urllib.request", "pathname2url")),
+    (
+        ("urllib", "pathname2url"),
+        ("urllib.request", "pathname2url"),
+    ),
     (("urllib", "quote"), ("urllib.parse", "quote")),
     (("urllib", "quote_plus"), ("urllib.parse", "quote_plus")),
     (("urllib", "unquote"), ("urllib.parse", "unquote")),
     (("urllib", "unquote_plus"), ("urllib.parse", "unquote_plus")),
-    (("urllib", "url2pathname"), ("urllib.request", "url2pathname")),
+    (
+        ("urllib", "url2pathname"),
+        ("urllib.request", "url2pathname"),
+    ),
     (("urllib", "urlcleanup"), ("urllib.request", "urlcleanup")),
     (("urllib", "urlencode"), ("urllib.parse", "urlencode")),
     (("urllib", "urlopen"), ("urllib.request", "urlopen")),
@@ -175,8 +283,14 @@ mod tests {
     fn maps_as_cpython() {
         assert_eq!(fix_import("__builtin__", "set"), ("builtins", "set"));
         assert_eq!(fix_import("__builtin__", "xrange"), ("builtins", "range"));
-        assert_eq!(fix_import("copy_reg", "_reconstructor"), ("copyreg", "_reconstructor"));
-        assert_eq!(fix_import("torch._utils", "_rebuild_tensor_v2"), ("torch._utils", "_rebuild_tensor_v2"));
+        assert_eq!(
+            fix_import("copy_reg", "_reconstructor"),
+            ("copyreg", "_reconstructor")
+        );
+        assert_eq!(
+            fix_import("torch._utils", "_rebuild_tensor_v2"),
+            ("torch._utils", "_rebuild_tensor_v2")
+        );
     }
 
     #[test]

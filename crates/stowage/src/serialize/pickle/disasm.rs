@@ -401,11 +401,7 @@ mod tests {
         let data = b"\x80\x04K\x01\x8c\x01x\x93cm\nf\n)R\x8c\x01y\x93\x82\x05.";
         assert_eq!(
             names(data),
-            vec![
-                ("?".into(), 2),
-                ("m.f".into(), 1),
-                ("ext5".into(), 1)
-            ]
+            vec![("?".into(), 2), ("m.f".into(), 1), ("ext5".into(), 1)]
         );
     }
 
