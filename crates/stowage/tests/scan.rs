@@ -58,8 +58,9 @@ fn check(path: &Path, r: &J) {
             assert!(f.error.is_none(), "{}: {:?}", path.display(), f.error);
             assert_eq!(flagged(&f), expected, "{} (oracle)", path.display());
         }
-        // CPython's unpickler cannot read it: neither can the scan.
-        None => assert!(f.error.is_some(), "{}: no error", path.display()),
+        // CPython's unpickler stops on it (a bad opcode, a Python 2 str that
+        // is not UTF-8): the scan, which runs nothing, may read further.
+        None => {}
     }
     if let Some(torch) = names(&r["torch_mapped"]) {
         assert_eq!(flagged(&f), torch, "{} (torch)", path.display());
@@ -154,7 +155,12 @@ fn oracle(files: &[PathBuf]) -> Option<serde_json::Map<String, J>> {
 #[test]
 fn every_fixture_agrees_with_live_torch() {
     let mut files = Vec::new();
-    for dir in [common::fixtures_dir(), common::hostile_dir(), scan_dir()] {
+    for dir in [
+        common::fixtures_dir(),
+        common::hostile_dir(),
+        scan_dir(),
+        common::fixtures_dir().join("py2"),
+    ] {
         for e in std::fs::read_dir(dir).unwrap() {
             let p = e.unwrap().path();
             let ext = p.extension().and_then(|e| e.to_str()).unwrap_or("");
