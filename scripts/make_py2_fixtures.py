@@ -10,9 +10,11 @@ There is no Python 2 here, so the opcode streams are written by hand, as
 Python 2.7's cPickle writes them at protocol 2:
 - `str` (bytes) as SHORT_BINSTRING / BINSTRING, `unicode` as BINUNICODE;
 - `int` as BININT1/BININT2/BININT, or the text INT opcode when it does not fit
-  in 32 bits; `long` as LONG1 (LONG4 past 255 bytes); floats as BINFLOAT;
-- every string, tuple, list, dict, global and reduce result memoized with
-  BINPUT, a repeated object (a global, an interned string) fetched with BINGET;
+  in 32 bits; `long` as LONG1 (LONG4 past 255 bytes; storage sizes are
+  `long`s); floats as BINFLOAT;
+- every string, list, dict, global and reduce result (not tuples) memoized with
+  BINPUT, numbered from 1, a repeated object (a global, an interned string)
+  fetched with BINGET;
 - lists with APPEND (one item) or MARK ... APPENDS, dicts with SETITEM or
   MARK ... SETITEMS, tuples of 1-3 items with TUPLE1-3, else MARK ... TUPLE;
 - `OrderedDict.__reduce__` of Python 2.7: `(OrderedDict, ([[k, v], ...],))`,
@@ -23,6 +25,8 @@ Python 2.7's cPickle writes them at protocol 2:
 - storages by persistent id `('storage', torch.FloatStorage, root_key,
   location, root_size, view_metadata)`, view_metadata `None` or
   `(view_key, offset, view_size)` (PyTorch 0.4's `persistent_id`).
+These rules were checked against the opcodes of `lpips`' weights (PyTorch 0.x,
+Python 2; scripts/wild-checkpoints.sh reads them).
 
 Loading with weights_only=False is safe here: the files name only PyTorch's
 own rebuild functions, OrderedDict, and in py2_copy_reg.pt
@@ -51,7 +55,7 @@ class Py2Pickler:
         return self
 
     def put(self, key=None):
-        i = len(self.memo)
+        i = len(self.memo) + 1  # cPickle numbers its memo from 1
         if key is not None:
             self.memo[key] = i
         else:
@@ -73,6 +77,13 @@ class Py2Pickler:
         else:
             self.op(b"T" + struct.pack("<i", len(data)) + data)
         return self.put(key)
+
+    def fresh_str(self, s):
+        """A `str` built at run time (`location_tag`'s): a new object, not a
+        memo hit."""
+        data = s.encode("ascii")
+        self.op(b"U" + bytes([len(data)]) + data)
+        return self.put()
 
     def unicode_(self, s):
         data = s.encode("utf-8")
@@ -124,7 +135,7 @@ class Py2Pickler:
             for f in items:
                 f()
             self.op(b"t")
-        return self.put()
+        return self  # cPickle memoizes no tuple (but a recursive one)
 
     def list_(self, items):
         self.op(b"]").put()
@@ -184,7 +195,8 @@ class Storage:
 def persid(p, st, view=None):
     """The storage's persistent id, as PyTorch 0.4's persistent_id returns it."""
     p.tuple_([lambda: p.str_("storage"), lambda: p.global_("torch", st.cls),
-              lambda: p.str_(st.key), lambda: p.str_("cpu"), lambda: p.int_(len(st.values)),
+              lambda: p.str_(st.key), lambda: p.fresh_str("cpu"),
+              lambda: p.long_(len(st.values)),
               (lambda: p.none()) if view is None else
               (lambda: p.tuple_([lambda: p.str_(view[0]), lambda: p.int_(view[1]),
                                  lambda: p.int_(view[2])]))])
@@ -195,13 +207,14 @@ def ints(p, values):
     return lambda: p.tuple_([lambda v=v: p.int_(v) for v in values])
 
 
-def tensor_v2(p, st, offset, size, stride, view=None):
+def tensor_v2(p, st, offset, size, stride, view=None, hooks=True):
     """PyTorch 0.4: `_rebuild_tensor_v2(storage, offset, size, stride,
-    requires_grad, backward_hooks)`, backward_hooks an empty OrderedDict."""
+    requires_grad, backward_hooks)`, backward_hooks an empty OrderedDict, or
+    None (as in `lpips`' weights)."""
     p.reduce_(lambda: p.global_("torch._utils", "_rebuild_tensor_v2"),
               lambda: p.tuple_([lambda: persid(p, st, view), lambda: p.int_(offset),
                                 ints(p, size), ints(p, stride), lambda: p.bool_(False),
-                                lambda: p.ordered_dict([])]))
+                                (lambda: p.ordered_dict([])) if hooks else (lambda: p.none())]))
 
 
 def tensor_v1(p, st, offset, size, stride, view=None):
@@ -249,8 +262,8 @@ def state_dict():
         (lambda: p.str_("net.0"), lambda: p.dict_([(lambda: p.str_("version"),
                                                     lambda: p.int_(1))]))])
     p.ordered_dict([
-        (lambda: p.str_("net.0.weight"), lambda: tensor_v2(p, w, 0, (2, 3), (3, 1))),
-        (lambda: p.str_("net.0.bias"), lambda: tensor_v2(p, shared, 0, (2,), (1,))),
+        (lambda: p.str_("net.0.weight"), lambda: tensor_v2(p, w, 0, (2, 3), (3, 1), hooks=False)),
+        (lambda: p.str_("net.0.bias"), lambda: tensor_v2(p, shared, 0, (2,), (1,), hooks=False)),
         (lambda: p.str_("net.1.bias"), lambda: tensor_v2(p, shared, 2, (2,), (1,))),
         (lambda: p.str_("net.1.num_batches_tracked"), lambda: tensor_v2(p, n, 0, (), ())),
     ], metadata=meta)
