@@ -164,15 +164,51 @@ fn copy_reg_reconstructor_is_refused_as_pytorch_refuses_it() {
     }
 }
 
-/// Not done: a storage view (`view_metadata` in the persistent id), which
-/// PyTorch reads as a slice of its root storage; stowage refuses it by name.
+/// A storage view (`view_metadata` in the persistent id): PyTorch reads it
+/// as a slice of its root storage, a storage of its own; stowage as the root
+/// storage with the tensor shifted to the view's start. The elements are
+/// the same; the storage fields differ, and the tensor shares the root.
 #[test]
-fn a_storage_view_is_refused_by_name() {
+fn a_storage_view_reads_as_its_slice_of_the_root() {
     let answer = torch_answer("py2_storage_view");
-    assert!(answer["weights_only"].get("error").is_none());
-    let e = load_py2("py2_storage_view").unwrap_err();
+    let ckpt = load_py2("py2_storage_view").unwrap();
+    let tensors = manifest(&ckpt, Hash::Values).unwrap();
+    let torch = answer["weights_only"]["tensors"].as_array().unwrap();
+    let ignore = ["storage_offset", "storage_group", "storage_nbytes"];
+    assert_manifest_eq("py2_storage_view", &tensors, torch, &ignore);
+    // torch: offset 1 in a 3-element view starting at 3; here 4 in the root.
+    assert_eq!(
+        (
+            torch[1]["storage_offset"].as_u64(),
+            torch[1]["storage_nbytes"].as_u64()
+        ),
+        (Some(1), Some(12))
+    );
+    assert_eq!(tensors[1]["storage_offset"], 4);
+    let (whole, tail) = (ckpt.get("whole").unwrap(), ckpt.get("tail").unwrap());
+    assert!(whole
+        .as_tensor()
+        .unwrap()
+        .tensor
+        .shares_storage_with(&tail.as_tensor().unwrap().tensor));
+}
+
+#[test]
+fn a_tensor_past_its_storage_view_is_refused() {
+    // The view fixture with the tail tensor's offset moved past the view's
+    // three elements (offset 1 -> 2, size 2: elements 2..4 of a 3-element view).
+    let mut bytes = std::fs::read(py2_dir().join("py2_storage_view.pt")).unwrap();
+    // The view tuple ends `K 3 K 3 TUPLE3`, the pid tuple `TUPLE`, then
+    // BINPERSID and the tensor's offset `K 1`.
+    let pattern = b"K\x03K\x03\x87tQK\x01";
+    let at = bytes
+        .windows(pattern.len())
+        .position(|w| w == pattern)
+        .unwrap();
+    bytes[at + pattern.len() - 1] = 2;
+    let e = stowage::serialize::load_bytes(&bytes, &Default::default()).unwrap_err();
     assert!(
-        matches!(root_cause(&e), Error::Unsupported { what } if what.contains("view_metadata")),
+        matches!(root_cause(&e), Error::OutOfStorage { .. }),
         "{e:?}"
     );
 }
