@@ -86,6 +86,14 @@ def main():
     p.raw(b"h\x00h\x01\x93")                           # BINGET 0, BINGET 1, STACK_GLOBAL
     p.raw(b"\x8c\x04pass\x85R").stop()                 # ('pass',) REDUCE
     archive("stack_global_memo.pt", p.bytes())
+    # Two records named data.pkl, the first calling os.system: PyTorch reads
+    # the first (miniz), Python's zipfile the last; a scan reads both.
+    benign = Pickle(protocol=2).empty_dict().stop().bytes()
+    evil = pickle.dumps(Call(os.system, ("true",)), protocol=2)
+    records = [("data.pkl", evil), ("data.pkl", benign), (".format_version", b"1"),
+               ("byteorder", b"little"), ("version", b"3\n")]
+    with open(os.path.join(OUT, "duplicate_data_pkl.pt"), "wb") as f:
+        f.write(build_zip("duplicate_data_pkl", records))
     # Two torch.save outputs back to back (a .distcp holds one per item).
     a, b = io.BytesIO(), io.BytesIO()
     torch.save({"w": w}, a)

@@ -76,7 +76,8 @@ def pickles(path):
         data = f.read()
     if data.startswith(b"PK\x03\x04"):
         with zipfile.ZipFile(io.BytesIO(data)) as z:
-            return [("zip", z.read(n)) for n in z.namelist() if n.endswith(".pkl")]
+            # By entry, not by name: a repeated name is read each time.
+            return [("zip", z.read(i)) for i in z.infolist() if i.filename.endswith(".pkl")]
     return [("stream", data)]
 
 

@@ -404,7 +404,10 @@ fn scan_zip<R: ReadAt + ?Sized>(
         max_entries: options.max_records,
         max_record_to_vec: options.max_pickle_bytes,
     };
-    match ZipReader::new(source, &limits) {
+    // Every entry, those whose names repeat too: PyTorch loads such an
+    // archive (the first of each name), and a second `data.pkl` must not
+    // hide from a scan.
+    match ZipReader::new_with_duplicates(source, &limits) {
         Ok(zip) => scan_archive(&zip, options, scan),
         Err(e) => {
             // Archives back to back (a distributed checkpoint's `.distcp`
@@ -418,7 +421,7 @@ fn scan_zip<R: ReadAt + ?Sized>(
                     start,
                     len: end - start,
                 };
-                if let Ok(zip) = ZipReader::new(&part, &limits) {
+                if let Ok(zip) = ZipReader::new_with_duplicates(&part, &limits) {
                     found = true;
                     scan_archive(&zip, options, scan)?;
                 }
