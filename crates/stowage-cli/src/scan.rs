@@ -95,7 +95,7 @@ fn to_json(report: &ScanReport) -> Json {
                 "kind": f.kind.map(|k| k.as_str()),
                 "globals": f.globals.iter().map(global_json).collect::<Vec<_>>(),
                 "pickles": pickles,
-                "error": f.error.as_ref().map(|e| one_line(e)),
+                "error": f.error.as_ref().map(one_line),
             })
         })
         .collect();
