@@ -12,11 +12,13 @@
 //!   five, as `torch.load` reads a legacy stream).
 //!
 //! Each global is named as Python 3 would import it (the Python 2 names are
-//! mapped as CPython's unpickler and PyTorch's `get_globals_in_pkl` map them,
+//! mapped as CPython's unpickler maps them; PyTorch's static
+//! `get_globals_in_pkl` uses a shorter table of its own, so it may keep a
+//! Python 2 name, such as `commands.Popen` for `subprocess.Popen`;
 //! [`pickle::compat`](super::pickle::compat)) and gets a [`Verdict`]:
 //! [`Allowed`](Verdict::Allowed) by PyTorch's `weights_only` loader,
 //! [`Decoded`](Verdict::Decoded) as data by stowage
-//! ([`decoded`](super::decoded)), or [`Unsafe`](Verdict::Unsafe): under
+//! ([`decoded`]), or [`Unsafe`](Verdict::Unsafe): under
 //! `torch.load(weights_only=False)` it would be imported and could run code. A
 //! `STACK_GLOBAL` whose operands are not string constants, and an extension
 //! code, are unsafe as such (named `<dynamic>.STACK_GLOBAL` and
