@@ -112,6 +112,14 @@ fn folders_are_scanned_recursively_and_links_do_not_loop() {
     std::fs::copy(common::fixture("simple"), sub.join("model.bin")).unwrap();
     std::fs::copy(scan_dir().join("os_system.pt"), dir.path().join("x.pt")).unwrap();
     std::fs::write(dir.path().join("README.md"), "# not a pickle\n").unwrap();
+    // Text and numpy files whose first bytes are opcodes (`i`: INST,
+    // 0x93: STACK_GLOBAL) but which are no pickle.
+    std::fs::write(dir.path().join("x.py"), "import os\nprint(1)\n").unwrap();
+    std::fs::write(
+        dir.path().join("a.npy"),
+        b"\x93NUMPY\x01\x00v\x00{'descr': '<i8'}",
+    )
+    .unwrap();
     std::os::unix::fs::symlink(dir.path(), sub.join("loop")).unwrap();
     std::os::unix::fs::symlink(dir.path().join("gone"), sub.join("dangling")).unwrap();
     let report = scan_path(dir.path());

@@ -26,8 +26,12 @@
 //!
 //! Folders are scanned recursively, following symbolic links but entering
 //! each folder once (so a link loop ends). In a folder, files are listed
-//! when their content is a checkpoint or a pickle; other files (text, images,
-//! JSON) are left out. A file named directly is always listed, with an error
+//! when their content is a checkpoint or a pickle: a zip archive, the legacy
+//! stream, a safetensors file, or a stream whose first pickle reads to its
+//! `STOP` or that starts with `PROTO` and names a global before it breaks
+//! off; other files (text, images, `.npy`, JSON) are left out. (So a protocol
+//! 0 or 1 stream cut before its `STOP` is missed in a folder; named directly,
+//! it is listed with its globals and an error.) A file named directly is always listed, with an error
 //! when it is neither. Memory stays bounded by [`LoadOptions`]'
 //! `max_pickle_bytes` (the largest pickle read), `max_records` and
 //! `pickle_limits`.
@@ -271,7 +275,7 @@ fn walk(
 fn scan_one(path: &Path, named: bool, options: &LoadOptions) -> Option<FileScan> {
     let opened = File::open(path).map_err(Error::Io);
     let mut scan = match opened {
-        Ok(file) => scan_source(&file, options),
+        Ok(file) => scan_source(&file, options, named),
         Err(e) => FileScan {
             path: PathBuf::new(),
             kind: None,
@@ -290,11 +294,12 @@ fn scan_one(path: &Path, named: bool, options: &LoadOptions) -> Option<FileScan>
 /// Scans a checkpoint or pickle held in memory (its [`FileScan::path`] is
 /// empty).
 pub fn scan_bytes(bytes: &[u8], options: &LoadOptions) -> FileScan {
-    scan_source(bytes, options)
+    scan_source(bytes, options, true)
 }
 
-/// Scans the file `source` holds.
-fn scan_source<R: ReadAt + ?Sized>(source: &R, options: &LoadOptions) -> FileScan {
+/// Scans the file `source` holds; `named`: asked for by name (not found in
+/// a folder).
+fn scan_source<R: ReadAt + ?Sized>(source: &R, options: &LoadOptions, named: bool) -> FileScan {
     let mut scan = FileScan {
         path: PathBuf::new(),
         kind: None,
@@ -319,10 +324,14 @@ fn scan_source<R: ReadAt + ?Sized>(source: &R, options: &LoadOptions) -> FileSca
         scan.kind = Some(ScanKind::Safetensors);
         Ok(())
     } else {
-        // A stream whose first pickle breaks off before naming any global
-        // is not taken for a pickle (text, images); one that named some is.
+        // A stream whose first pickle breaks off is taken for a pickle (with
+        // an error) when it named a global and either was asked for by name
+        // or starts with `PROTO`; otherwise (text, images, `.npy` files in a
+        // folder) it is no pickle.
         let result = scan_stream(source, options, &mut scan, false);
-        if result.is_ok() || scan.pickles.iter().any(|p| !p.globals.is_empty()) {
+        let proto = head.len() >= 2 && head[0] == 0x80 && head[1] <= 5;
+        let named_any = scan.pickles.iter().any(|p| !p.globals.is_empty());
+        if result.is_ok() || ((named || proto) && named_any) {
             scan.kind = Some(ScanKind::Pickle);
             result
         } else {
