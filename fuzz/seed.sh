@@ -6,7 +6,7 @@
 set -euo pipefail
 F=crates/stowage/tests/fixtures
 C=fuzz/corpus
-mkdir -p $C/{pickle,zip,legacy,safetensors,load,load_modes,inert,dcp_metadata,sharded_index}
+mkdir -p $C/{pickle,zip,legacy,safetensors,load,load_modes,inert,dcp_metadata,sharded_index,scan}
 for m in $F/dcp/*/.metadata $F/dcp/hostile/*/.metadata; do
     cp "$m" "$C/dcp_metadata/$(basename "$(dirname "$m")")"
 done
@@ -63,5 +63,11 @@ for p in $F/wild/*.pt $F/wild/*.ckpt $F/hostile/*.pt; do
     for m in 0 1; do
         { printf "\\$(printf '%03o' "$m")"; cat "$p"; } > "$C/inert/m${m}_$b"
     done
+done
+# scan: every kind of file it reads (zip, legacy, Python 2 era, bare pickles,
+# archives back to back, TorchScript) and the hostile ones.
+for p in $F/*.pt $F/hostile/*.pt $F/py2/*.pt $F/scan/*.pt $F/scan/*.pkl $F/scan/*.distcp; do
+    d=$(basename "$(dirname "$p")")
+    cp "$p" "$C/scan/${d}_$(basename "$p")"
 done
 for d in $C/*; do echo "$d: $(ls "$d" | wc -l) files"; done

@@ -64,6 +64,8 @@ subcommands! {
     Diff(diff),
     /// Check a checkpoint without trusting it: archive, CRCs, records, tensor bounds, allowed globals
     Verify(verify),
+    /// List the globals every pickle in each file names, with a verdict: allowed, decoded or unsafe
+    Scan(scan),
     /// Time the library's load of a checkpoint, or its save of what the checkpoint holds
     Bench(bench),
 }

@@ -55,6 +55,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "serialize/safetensors",
             "serialize/sharded",
             "serialize/dcp",
+            "serialize/scan",
         ],
     ),
     (

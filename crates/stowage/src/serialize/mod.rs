@@ -29,6 +29,7 @@ pub mod pickle;
 mod remote;
 #[cfg(feature = "safetensors")]
 pub mod safetensors;
+pub mod scan;
 pub mod sharded;
 mod torch;
 mod torch_legacy;

@@ -24,6 +24,9 @@
 //!   persistent ids), within [`Limits`]; failures are [`PickleError`]s.
 //! - [`write`](mod@write): [`Pickler`], emitting protocol 2 opcodes as
 //!   CPython's C pickler does; failures are [`WriteError`]s.
+//! - [`disasm`]: [`disassemble`], the globals a pickle names and the
+//!   opcodes it uses, found without running it; [`compat`]: the Python 2 → 3
+//!   renames of globals that CPython's unpickler applies.
 //! - [`dump`]: [`write_value`], the one writer of whole graph values, driven
 //!   by a caller's [`WriteHooks`] (extension values, a dict's class and
 //!   state) in a [`Layout`]: CPython's, or that of stowage's checkpoints.
@@ -34,6 +37,8 @@
 //! length against the remaining input before allocating, and enforces
 //! [`Limits`] on memo size, stack size, node count and nesting depth.
 
+pub mod compat;
+pub mod disasm;
 pub mod dump;
 mod error;
 mod limits;
@@ -46,6 +51,7 @@ pub(crate) mod testkit;
 pub mod value;
 pub mod write;
 
+pub use disasm::{disassemble, Disassembly, GlobalName};
 pub use dump::{dumps, write_value, Layout, WriteHooks};
 pub use error::PickleError;
 pub use limits::Limits;

@@ -4,8 +4,9 @@
 //! The machine itself only builds [`Graph`] nodes for the built-in
 //! containers. Text opcodes follow CPython 3 with `encoding="utf-8"` (as
 //! `torch.load` passes): Python 2 `str` (`STRING`, `BINSTRING`,
-//! `SHORT_BINSTRING`) becomes [`Value::Str`] when it is valid UTF-8 and
-//! [`Value::Bytes`] otherwise. Class names reach [`Hooks::find_class`] as
+//! `SHORT_BINSTRING`) becomes [`Value::Str`], and one that is not UTF-8 is
+//! refused ([`PickleError::BadText`]), as CPython's unpickler and PyTorch's
+//! both refuse it (`UnicodeDecodeError`). Class names reach [`Hooks::find_class`] as
 //! written, without Python 2 → 3 name mapping. Integer lines (`INT`, `LONG`)
 //! are decimal, at most 4300 digits like CPython's default limit.
 //!
@@ -18,7 +19,7 @@ mod keys;
 mod state;
 #[cfg(test)]
 mod tests;
-mod text;
+pub(super) mod text;
 
 use num_bigint::BigInt;
 
@@ -252,8 +253,11 @@ impl<X: Clone + std::fmt::Debug> Machine<'_, X> {
                     _ => return Err(self.bad("string quotes").into()),
                 };
                 py2_str(escape_decode(body).ok_or(self.bad("string escape"))?)
+                    .ok_or(self.bad("utf-8 (a Python 2 str)"))?
             }
-            (op::BINSTRING | op::SHORT_BINSTRING, Operand::Bytes(b)) => py2_str(b.to_vec()),
+            (op::BINSTRING | op::SHORT_BINSTRING, Operand::Bytes(b)) => {
+                py2_str(b.to_vec()).ok_or(self.bad("utf-8 (a Python 2 str)"))?
+            }
             (op::UNICODE, Operand::Line(line)) => Value::Str(
                 raw_unicode_escape(line)
                     .ok_or(self.bad("unicode escape"))?

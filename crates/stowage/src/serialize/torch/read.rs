@@ -48,6 +48,9 @@ pub(crate) struct TorchHooks<'s, S: StorageSource> {
     pub state: HashMap<NodeId, Value<Object>>,
     /// Globals outside the allowlist: inert objects and decoded data.
     pub foreign: Foreign,
+    /// Legacy storage views by view key: (offset, size) in elements of the
+    /// root storage. See [`TorchHooks::view`].
+    pub views: HashMap<Arc<str>, (usize, usize)>,
 }
 
 impl<'s, S: StorageSource> TorchHooks<'s, S> {
@@ -68,6 +71,7 @@ impl<'s, S: StorageSource> TorchHooks<'s, S> {
             ordered: HashSet::new(),
             state: HashMap::new(),
             foreign: Foreign::default(),
+            views: HashMap::new(),
         }
     }
 }
@@ -210,11 +214,60 @@ impl<S: StorageSource> TorchHooks<'_, S> {
         };
         let location = as_str(graph, &items[3], "persistent id location")?.to_owned();
         let numel = as_usize(graph, &items[4], "persistent id numel")?;
-        if self.legacy && items.len() == 6 && !items[5].is_none() {
-            return Err(Error::Unsupported {
-                what: "legacy storage views (view_metadata in a persistent id)".into(),
+        let root = self.root_storage(key, dtype, location, numel)?;
+        match items.get(5) {
+            Some(view) if self.legacy && !view.is_none() => self.view(graph, view, root, numel),
+            _ => Ok(root),
+        }
+    }
+
+    /// A legacy storage view, `view_metadata = (view_key, offset, size)` in
+    /// elements of its root storage (what PyTorch ≤ 1.x wrote for a storage
+    /// whose `_root_storage()` was another). PyTorch loads it as a slice of
+    /// the root; here it is the root storage under the view's key, and
+    /// tensors on it are shifted by `offset` and held within `size`
+    /// ([`TorchHooks::rebuild`]). The first reference to a view key wins, as
+    /// in PyTorch.
+    fn view(
+        &mut self,
+        graph: &Graph<Object>,
+        view: &V,
+        root: StorageRef,
+        numel: usize,
+    ) -> Result<StorageRef> {
+        let items = tuple_items(graph, view, "storage view")?;
+        let [view_key, offset, size] = items else {
+            return Err(Error::BadObject {
+                context: "storage view",
+                expected: "(view_key, offset, size)",
+                found: format!("a {}-tuple", items.len()),
+            });
+        };
+        let view_key: Arc<str> = Arc::from(as_str(graph, view_key, "storage view key")?);
+        let offset = as_usize(graph, offset, "storage view offset")?;
+        let size = as_usize(graph, size, "storage view size")?;
+        if offset.checked_add(size).map_or(true, |end| end > numel) {
+            return Err(Error::BadObject {
+                context: "storage view",
+                expected: "a range inside its root storage",
+                found: format!("{size} elements from {offset} of {numel}"),
             });
         }
+        self.views.entry(view_key.clone()).or_insert((offset, size));
+        Ok(StorageRef {
+            key: view_key,
+            ..root
+        })
+    }
+
+    /// The storage of record `key`, read once (later references share it).
+    fn root_storage(
+        &mut self,
+        key: Arc<str>,
+        dtype: Option<DType>,
+        location: String,
+        numel: usize,
+    ) -> Result<StorageRef> {
         if let Some(hit) = self.cache.get(&key) {
             // PyTorch caches by key; a later reference's class is ignored (the first dtype wins).
             return Ok(hit.clone());
@@ -306,6 +359,21 @@ impl<S: StorageSource> TorchHooks<'_, S> {
             &as_dims(graph, stride, "tensor stride")?,
             as_usize(graph, offset, "tensor storage offset")?,
         )?;
+        let layout = match self.views.get(&s.key) {
+            // On a legacy storage view: within the view, shifted to its start.
+            Some(&(start, size)) => {
+                layout.check_fits(1, size)?;
+                let offset = layout
+                    .offset()
+                    .checked_add(start)
+                    .ok_or(Error::SizeOverflow {
+                        what: "storage offset",
+                        detail: format!("{} + {start}", layout.offset()),
+                    })?;
+                Layout::new(layout.shape(), layout.stride(), offset)?
+            }
+            None => layout,
+        };
         // Checked against the storage by `check_views` once the graph is complete.
         let mut t = Tensor::from_parts_unchecked(s.storage.clone(), dtype, layout);
         if let Some(rg) = requires_grad {

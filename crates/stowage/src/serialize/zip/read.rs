@@ -83,6 +83,19 @@ impl<R: ReadAt> ZipReader<R> {
     /// reads the central directory. Offsets, sizes and counts are checked
     /// against the file length before anything is allocated for them.
     pub fn new(source: R, limits: &ZipLimits) -> Result<Self, ZipError> {
+        Self::open(source, limits, false)
+    }
+
+    /// Opens an archive as [`ZipReader::new`] does, but keeps entries whose
+    /// names repeat, as PyTorch's reader does (miniz): [`entries`](Self::entries)
+    /// lists every one, and [`find`](Self::find) gives the first. For readers
+    /// that must see everything an archive holds (`stowage scan`); a loader
+    /// should refuse such an archive.
+    pub fn new_with_duplicates(source: R, limits: &ZipLimits) -> Result<Self, ZipError> {
+        Self::open(source, limits, true)
+    }
+
+    fn open(source: R, limits: &ZipLimits, duplicates: bool) -> Result<Self, ZipError> {
         let len = source.len();
         let dir = locate_directory(&source, len)?;
         if dir.count > limits.max_entries as u64 {
@@ -115,8 +128,12 @@ impl<R: ReadAt> ZipReader<R> {
         let mut pos = 0usize;
         while (entries.len() as u64) < dir.count {
             let (entry, next) = parse_central_entry(&cd, pos, dir.offset, len)?;
-            if by_name.insert(entry.name.clone(), entries.len()).is_some() {
-                return Err(ZipError::DuplicateEntry { name: entry.name });
+            if by_name.contains_key(&entry.name) {
+                if !duplicates {
+                    return Err(ZipError::DuplicateEntry { name: entry.name });
+                }
+            } else {
+                by_name.insert(entry.name.clone(), entries.len());
             }
             entries.push(entry);
             pos = next;
@@ -985,6 +1002,13 @@ mod tests {
             open(&build(&twice, false)),
             Err(ZipError::DuplicateEntry { .. })
         ));
+        // Kept when asked for, as PyTorch's reader keeps them: `find` gives
+        // the first.
+        let data = build(&twice, false);
+        let z = ZipReader::new_with_duplicates(data.as_slice(), &ZipLimits::default()).unwrap();
+        assert_eq!(z.entries().len(), 2);
+        assert_eq!(z.read_to_vec(z.find("a").unwrap()).unwrap(), b"1");
+        assert_eq!(z.read_to_vec(&z.entries()[1]).unwrap(), b"2");
         let mut odd = Raw::stored("z/a", b"abc");
         odd.size = 4;
         assert!(matches!(

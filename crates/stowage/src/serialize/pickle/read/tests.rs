@@ -33,9 +33,8 @@ fn hand_made_pickles() {
         (b"(c__main__\nC\nI1\no.", "obj[g:__main__.C, (1), None]"),
         // ("a'bA\nA\\q", 'q')
         (b"(S'a\\'b\\x41\\n\\101\\q'\nS\"q\"\nt.", "('a\\u{27}bA\\u{a}A\\u{5c}q', 'q')"),
-        // ('abc', 'é'); b'\xff' with encoding='bytes'
+        // ('abc', 'é')
         (b"(T\x03\x00\x00\x00abcU\x02\xc3\xa9t.", "('abc', '\\u{e9}')"),
-        (b"U\x01\xff.", "b:ff"),
         // l = []; l.append(l)
         (b"]2a.", "#0=[@0]"),
         // ('hi', b'\xff')
@@ -136,6 +135,10 @@ fn typed_errors() {
         (b"Fx\n.", BadText { what: "float", offset: 0 }),
         (b"S'abc\n.", BadText { what: "string quotes", offset: 0 }),
         (b"S'a\\x4'\n.", BadText { what: "string escape", offset: 0 }),
+        // A Python 2 str that is not UTF-8 (torch.load: UnicodeDecodeError).
+        (b"U\x01\xff.", BadText { what: "utf-8 (a Python 2 str)", offset: 0 }),
+        (b"K\x01T\x02\x00\x00\x00\xc3(.", BadText { what: "utf-8 (a Python 2 str)", offset: 2 }),
+        (b"S'\\xff'\n.", BadText { what: "utf-8 (a Python 2 str)", offset: 0 }),
         (b"V\\u12\n.", BadText { what: "unicode escape", offset: 0 }),
         (b"V\\ud800\n.", BadText { what: "unicode escape", offset: 0 }),
         (b"V\\U00110000\n.", BadText { what: "unicode escape", offset: 0 }),

@@ -24,16 +24,16 @@ pub(super) fn parse_int<X>(line: &[u8]) -> Option<Value<X>> {
     BigInt::parse_bytes(text.as_bytes(), 10).map(Value::int)
 }
 
-/// Python 2 `str` under `encoding="utf-8"`: text if it decodes, else bytes.
-pub(super) fn py2_str<X>(bytes: Vec<u8>) -> Value<X> {
-    match String::from_utf8(bytes) {
-        Ok(s) => Value::Str(s.into()),
-        Err(e) => Value::Bytes(e.into_bytes().into()),
-    }
+/// Python 2 `str` under `encoding="utf-8"` (as `torch.load` passes it): the
+/// text it decodes to, or `None` where it is not UTF-8, which CPython's
+/// unpickler and PyTorch's `weights_only` unpickler both refuse
+/// (`UnicodeDecodeError`; `errors="strict"`).
+pub(super) fn py2_str<X>(bytes: Vec<u8>) -> Option<Value<X>> {
+    String::from_utf8(bytes).ok().map(|s| Value::Str(s.into()))
 }
 
 /// `codecs.escape_decode`: the body of a `STRING` literal.
-pub(super) fn escape_decode(body: &[u8]) -> Option<Vec<u8>> {
+pub(in crate::serialize::pickle) fn escape_decode(body: &[u8]) -> Option<Vec<u8>> {
     let mut out = Vec::with_capacity(body.len());
     let mut i = 0;
     while let Some(&b) = body.get(i) {
@@ -82,7 +82,7 @@ pub(super) fn escape_decode(body: &[u8]) -> Option<Vec<u8>> {
 /// The `raw-unicode-escape` codec: bytes are Latin-1 characters, except that
 /// `\uXXXX` and `\UXXXXXXXX` after an odd run of backslashes are escapes.
 /// Lone surrogates are refused (Rust strings cannot hold them).
-pub(super) fn raw_unicode_escape(line: &[u8]) -> Option<String> {
+pub(in crate::serialize::pickle) fn raw_unicode_escape(line: &[u8]) -> Option<String> {
     let mut out = String::with_capacity(line.len());
     let mut i = 0;
     let mut backslashes = 0usize;

@@ -1,0 +1,156 @@
+//! `stowage scan PATH… [--json]`: the globals every pickle in each file
+//! names, each with its verdict, as the CLI contract specifies
+//! (`docs/cli-contract.md`); the work is `stowage::serialize::scan`.
+//!
+//! Without `--json`, per file: `FILE: <kind>, N pickles, M globals (K unsafe)`
+//! then one line per global, `  <verdict>  module.name ×count`, and
+//! `FILE: error: …` where something could not be read (also on stderr, as
+//! `stowage: FILE: …`); then a summary line.
+//! Exit 0 when nothing is unsafe, 1 when something is, 2 when a file could
+//! not be read (this wins over 1: the scan is incomplete).
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use serde_json::{json, Map, Value as Json};
+use stowage::serialize::scan::{scan_path, FileScan, GlobalUse, ScanReport, Verdict};
+
+use crate::Failure;
+
+/// Arguments of `scan`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Files or folders (scanned recursively) to read
+    #[arg(required = true)]
+    paths: Vec<PathBuf>,
+    /// Print one JSON object: {"files": [{"path", "globals": [{"module", "name", "verdict", "count"}], "error"}]}
+    #[arg(long)]
+    json: bool,
+}
+
+/// Runs `scan`.
+///
+/// # Errors
+/// Writing the output.
+pub fn run(args: Args, out: &mut dyn Write) -> Result<ExitCode, Failure> {
+    let mut report = ScanReport::default();
+    for path in &args.paths {
+        report.files.extend(scan_path(path).files);
+    }
+    for f in report.files.iter().filter(|f| f.error.is_some()) {
+        if let Some(e) = &f.error {
+            let _ = writeln!(
+                std::io::stderr().lock(),
+                "stowage: {}: {}",
+                f.path.display(),
+                one_line(e)
+            );
+        }
+    }
+    if args.json {
+        writeln!(out, "{}", to_json(&report))?;
+    } else {
+        write_text(&report, out)?;
+    }
+    Ok(ExitCode::from(if report.has_errors() {
+        2
+    } else if report.is_unsafe() {
+        1
+    } else {
+        0
+    }))
+}
+
+fn global_json(g: &GlobalUse) -> Json {
+    json!({"module": g.module, "name": g.name, "verdict": g.verdict.as_str(), "count": g.count})
+}
+
+/// The contract's JSON, with each file's `kind` and `pickles` (record,
+/// protocol, opcode counts, globals) besides.
+fn to_json(report: &ScanReport) -> Json {
+    let files: Vec<Json> = report
+        .files
+        .iter()
+        .map(|f| {
+            let pickles: Vec<Json> = f
+                .pickles
+                .iter()
+                .map(|p| {
+                    let opcodes: Map<String, Json> = p
+                        .opcodes
+                        .iter()
+                        .map(|(name, n)| ((*name).to_owned(), json!(n)))
+                        .collect();
+                    json!({
+                        "record": p.record,
+                        "protocol": p.protocol,
+                        "opcodes": opcodes,
+                        "globals": p.globals.iter().map(global_json).collect::<Vec<_>>(),
+                    })
+                })
+                .collect();
+            json!({
+                "path": f.path.display().to_string(),
+                "kind": f.kind.map(|k| k.as_str()),
+                "globals": f.globals.iter().map(global_json).collect::<Vec<_>>(),
+                "pickles": pickles,
+                "error": f.error.as_ref().map(one_line),
+            })
+        })
+        .collect();
+    json!({ "files": files })
+}
+
+/// An error and its causes on one line.
+fn one_line(e: &stowage::Error) -> String {
+    crate::one_line(e)
+}
+
+fn write_file(f: &FileScan, out: &mut dyn Write) -> std::io::Result<()> {
+    let path = f.path.display();
+    if let Some(kind) = f.kind {
+        let unsafe_count = f
+            .globals
+            .iter()
+            .filter(|g| g.verdict == Verdict::Unsafe)
+            .count();
+        writeln!(
+            out,
+            "{path}: {}, {} pickle{}, {} global{} ({unsafe_count} unsafe)",
+            kind.as_str(),
+            f.pickles.len(),
+            if f.pickles.len() == 1 { "" } else { "s" },
+            f.globals.len(),
+            if f.globals.len() == 1 { "" } else { "s" },
+        )?;
+        for g in &f.globals {
+            writeln!(
+                out,
+                "  {:<7}  {}.{} ×{}",
+                g.verdict.as_str(),
+                g.module,
+                g.name,
+                g.count
+            )?;
+        }
+    }
+    if let Some(e) = &f.error {
+        writeln!(out, "{path}: error: {}", one_line(e))?;
+    }
+    Ok(())
+}
+
+fn write_text(report: &ScanReport, out: &mut dyn Write) -> std::io::Result<()> {
+    for f in &report.files {
+        write_file(f, out)?;
+    }
+    let unsafe_files = report.files.iter().filter(|f| f.is_unsafe()).count();
+    let errors = report.files.iter().filter(|f| f.error.is_some()).count();
+    writeln!(
+        out,
+        "{} file{} scanned: {unsafe_files} with unsafe globals, {errors} unreadable",
+        report.files.len(),
+        if report.files.len() == 1 { "" } else { "s" },
+    )
+}

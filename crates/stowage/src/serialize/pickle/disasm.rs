@@ -1,0 +1,496 @@
+//! Static disassembly: the globals a pickle names and the opcodes it uses,
+//! found without running it.
+//!
+//! This is what `pickletools.dis` and PyTorch's `get_globals_in_pkl` do, with
+//! one difference that matters for a scanner: the stack is followed, so a
+//! `STACK_GLOBAL` whose module and name are string constants, pushed directly
+//! or fetched from the memo (`BINGET`), is named as surely as a `GLOBAL`. Only
+//! strings are tracked; every other value is "something". A `STACK_GLOBAL`
+//! whose operands are not both string constants is reported as
+//! [`GlobalName::Dynamic`], and an extension code (`EXT1`, `EXT2`, `EXT4`,
+//! which names a global through `copyreg`'s registry) as
+//! [`GlobalName::Extension`].
+//!
+//! The disassembler errs on the side of naming too much: where Python's
+//! unpickler would stop with an error that is not about the stream's
+//! structure (a stack underflow, a missing memo entry, a string that does not
+//! decode), it goes on, so globals after that point are still listed. It stops
+//! only where the stream cannot be walked: an unknown opcode, an argument past
+//! the end, no `STOP`, an unsupported protocol, or one of the [`Limits`]
+//! (memo entries, stack items and marks, distinct globals as `max_nodes`).
+//!
+//! Memory is bounded by the input: strings are kept once each (shared between
+//! stack and memo), and everything else is one word per stack item.
+
+use std::rc::Rc;
+
+use super::opcode::{self as op, OpInfo};
+use super::operand::{index_line, Input, Operand};
+use super::read::text::{escape_decode, raw_unicode_escape};
+use super::{Limits, Map, PickleError};
+
+/// A global as a pickle names it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum GlobalName {
+    /// `module.name`, as written (no Python 2 → 3 mapping; see
+    /// [`compat::fix_import`](super::compat::fix_import)). Bytes that are not
+    /// UTF-8 are replaced by U+FFFD.
+    Static {
+        /// The module.
+        module: String,
+        /// The name within it.
+        name: String,
+    },
+    /// A `STACK_GLOBAL` whose module or name is not a string constant: what
+    /// it names is only known by running the pickle.
+    Dynamic,
+    /// An extension code (`EXT1`/`EXT2`/`EXT4`): a global registered with
+    /// `copyreg.add_extension` in the process that loads the pickle.
+    Extension(i64),
+}
+
+/// What [`disassemble`] found in one pickle.
+#[derive(Clone, Debug)]
+pub struct Disassembly {
+    /// The protocol its `PROTO` opcode declares (0 without one).
+    pub protocol: u8,
+    /// Bytes read: up to and including `STOP`, or up to where the walk
+    /// stopped with [`error`](Self::error).
+    pub consumed: usize,
+    /// Each distinct global with the number of times it is named, in order of
+    /// first appearance.
+    pub globals: Vec<(GlobalName, u64)>,
+    /// How many times each opcode occurs, indexed by its byte.
+    counts: Box<[u64; 256]>,
+    /// Why the walk stopped before `STOP`, if it did. The other fields hold
+    /// what was found up to there.
+    pub error: Option<PickleError>,
+}
+
+impl Disassembly {
+    /// Each opcode that occurs, with its count, in opcode-table order.
+    pub fn opcodes(&self) -> impl Iterator<Item = (&'static OpInfo, u64)> + '_ {
+        op::ALL
+            .iter()
+            .map(|o| (o, self.counts[usize::from(o.byte)]))
+            .filter(|(_, n)| *n > 0)
+    }
+
+    /// How many times the opcode `byte` occurs.
+    pub fn count(&self, byte: u8) -> u64 {
+        self.counts[usize::from(byte)]
+    }
+}
+
+/// A stack item: a string constant, or anything else.
+type Sym = Option<Rc<str>>;
+
+/// The abstract machine's state.
+struct Walk<'l> {
+    stack: Vec<Sym>,
+    marks: Vec<usize>,
+    memo: Map<u64, Sym>,
+    index: Map<GlobalName, usize>,
+    out: Disassembly,
+    limits: &'l Limits,
+    at: usize,
+}
+
+impl Walk<'_> {
+    fn limit(&self, limit: &'static str, value: usize, max: usize) -> Result<(), PickleError> {
+        if value > max {
+            return Err(PickleError::LimitExceeded {
+                limit,
+                value,
+                max,
+                offset: self.at,
+            });
+        }
+        Ok(())
+    }
+
+    fn fence(&self) -> usize {
+        self.marks.last().copied().unwrap_or(0)
+    }
+
+    fn push(&mut self, v: Sym) -> Result<(), PickleError> {
+        self.limit("max_stack", self.stack.len() + 1, self.limits.max_stack)?;
+        self.stack.push(v);
+        Ok(())
+    }
+
+    /// The top item above the mark, or "something" where Python would underflow.
+    fn pop(&mut self) -> Sym {
+        if self.stack.len() > self.fence() {
+            self.stack.pop().flatten()
+        } else {
+            None
+        }
+    }
+
+    fn pop_n(&mut self, n: usize) {
+        for _ in 0..n {
+            self.pop();
+        }
+    }
+
+    /// Drops the items above the topmost mark, and the mark (all of the stack
+    /// when there is none, where Python would fail).
+    fn pop_mark(&mut self) {
+        let fence = self.marks.pop().unwrap_or(0);
+        self.stack.truncate(fence);
+    }
+
+    fn top(&self) -> Sym {
+        if self.stack.len() > self.fence() {
+            self.stack.last().cloned().flatten()
+        } else {
+            None
+        }
+    }
+
+    fn memo_put(&mut self, index: u64) -> Result<(), PickleError> {
+        let v = self.top();
+        if !self.memo.contains_key(&index) {
+            self.limit("max_memo", self.memo.len() + 1, self.limits.max_memo)?;
+        }
+        self.memo.insert(index, v);
+        Ok(())
+    }
+
+    fn name(&mut self, g: GlobalName) -> Result<(), PickleError> {
+        if let Some(&i) = self.index.get(&g) {
+            self.out.globals[i].1 += 1;
+            return Ok(());
+        }
+        self.limit(
+            "max_nodes",
+            self.out.globals.len() + 1,
+            self.limits.max_nodes,
+        )?;
+        self.index.insert(g.clone(), self.out.globals.len());
+        self.out.globals.push((g, 1));
+        Ok(())
+    }
+
+    /// Runs one opcode whose argument has been read.
+    fn step(&mut self, code: u8, arg: Operand<'_>, input: &Input<'_>) -> Result<(), PickleError> {
+        let lossy = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+        let text = |b: &[u8]| std::str::from_utf8(b).ok().map(Rc::from);
+        match (code, arg) {
+            (op::STRING, Operand::Line(line)) => {
+                let s = match line {
+                    [q, body @ .., q2] if q == q2 && (*q == b'\'' || *q == b'"') => {
+                        escape_decode(body).and_then(|b| String::from_utf8(b).ok())
+                    }
+                    _ => None,
+                };
+                self.push(s.map(Rc::from))?;
+            }
+            (op::UNICODE, Operand::Line(line)) => {
+                self.push(raw_unicode_escape(line).map(Rc::from))?;
+            }
+            (
+                op::BINSTRING
+                | op::SHORT_BINSTRING
+                | op::SHORT_BINUNICODE
+                | op::BINUNICODE
+                | op::BINUNICODE8,
+                Operand::Bytes(b),
+            ) => self.push(text(b))?,
+            (op::GLOBAL, Operand::Lines(module, name)) => {
+                self.name(GlobalName::Static {
+                    module: lossy(module),
+                    name: lossy(name),
+                })?;
+                self.push(None)?;
+            }
+            (op::INST, Operand::Lines(module, name)) => {
+                self.name(GlobalName::Static {
+                    module: lossy(module),
+                    name: lossy(name),
+                })?;
+                self.pop_mark();
+                self.push(None)?;
+            }
+            (op::STACK_GLOBAL, _) => {
+                let (name, module) = (self.pop(), self.pop());
+                self.name(match (module, name) {
+                    (Some(module), Some(name)) => GlobalName::Static {
+                        module: module.to_string(),
+                        name: name.to_string(),
+                    },
+                    _ => GlobalName::Dynamic,
+                })?;
+                self.push(None)?;
+            }
+            (op::EXT1 | op::EXT2, Operand::Uint(n)) => {
+                self.name(GlobalName::Extension(n as i64))?;
+                self.push(None)?;
+            }
+            (op::EXT4, Operand::Int(n)) => {
+                self.name(GlobalName::Extension(n.into()))?;
+                self.push(None)?;
+            }
+            (op::GET, Operand::Line(line)) => {
+                let v = index_line(line).and_then(|i| self.memo.get(&i).cloned().flatten());
+                self.push(v)?;
+            }
+            (op::BINGET | op::LONG_BINGET, Operand::Uint(i)) => {
+                let v = self.memo.get(&i).cloned().flatten();
+                self.push(v)?;
+            }
+            (op::PUT, Operand::Line(line)) => {
+                if let Some(i) = index_line(line) {
+                    self.memo_put(i)?;
+                }
+            }
+            (op::BINPUT | op::LONG_BINPUT, Operand::Uint(i)) => self.memo_put(i)?,
+            (op::MEMOIZE, _) => self.memo_put(self.memo.len() as u64)?,
+            (op::MARK, _) => {
+                self.limit("max_stack", self.marks.len() + 1, self.limits.max_stack)?;
+                self.marks.push(self.stack.len());
+            }
+            (op::POP, _) => {
+                if self.stack.len() > self.fence() {
+                    self.stack.pop();
+                } else {
+                    self.marks.pop();
+                }
+            }
+            (op::POP_MARK | op::APPENDS | op::SETITEMS | op::ADDITEMS, _) => self.pop_mark(),
+            (op::LIST | op::TUPLE | op::DICT | op::FROZENSET | op::OBJ, _) => {
+                self.pop_mark();
+                self.push(None)?;
+            }
+            (op::DUP, _) => self.push(self.top())?,
+            (op::APPEND | op::BUILD, _) => self.pop_n(1),
+            (op::SETITEM, _) => self.pop_n(2),
+            (op::TUPLE1 | op::BINPERSID, _) => {
+                self.pop_n(1);
+                self.push(None)?;
+            }
+            (op::TUPLE2 | op::REDUCE | op::NEWOBJ, _) => {
+                self.pop_n(2);
+                self.push(None)?;
+            }
+            (op::TUPLE3 | op::NEWOBJ_EX, _) => {
+                self.pop_n(3);
+                self.push(None)?;
+            }
+            (op::PROTO, Operand::Uint(n)) => {
+                let protocol = u8::try_from(n).unwrap_or(u8::MAX);
+                if protocol > 5 {
+                    return Err(PickleError::UnsupportedProtocol {
+                        protocol,
+                        offset: self.at,
+                    });
+                }
+                self.out.protocol = protocol;
+            }
+            (op::FRAME, Operand::Uint(n)) => {
+                input.check_len(n)?;
+            }
+            (op::READONLY_BUFFER, _) => {}
+            // Every other opcode pushes one value that is not a string.
+            _ => self.push(None)?,
+        }
+        Ok(())
+    }
+}
+
+/// Walks the pickle at the start of `data` to its `STOP` without running it,
+/// and lists the globals it names and the opcodes it uses.
+///
+/// Never fails and never panics: a stream that cannot be walked to its end
+/// gives what was found before the failure, with
+/// [`Disassembly::error`] saying why.
+pub fn disassemble(data: &[u8], limits: &Limits) -> Disassembly {
+    let mut walk = Walk {
+        stack: Vec::new(),
+        marks: Vec::new(),
+        memo: Map::default(),
+        index: Map::default(),
+        out: Disassembly {
+            protocol: 0,
+            consumed: 0,
+            globals: Vec::new(),
+            counts: Box::new([0; 256]),
+            error: None,
+        },
+        limits,
+        at: 0,
+    };
+    let mut input = Input { data, pos: 0 };
+    let error = loop {
+        walk.at = input.pos;
+        let Some(&code) = data.get(input.pos) else {
+            break Some(PickleError::NoStop { offset: data.len() });
+        };
+        let Some(info) = op::info(code) else {
+            break Some(PickleError::UnknownOpcode {
+                byte: code,
+                offset: input.pos,
+            });
+        };
+        input.pos += 1;
+        walk.out.counts[usize::from(code)] += 1;
+        if code == op::STOP {
+            break None;
+        }
+        let step = input
+            .operand(info.arg, walk.at)
+            .and_then(|arg| walk.step(code, arg, &input));
+        if let Err(e) = step {
+            break Some(e);
+        }
+    };
+    walk.out.consumed = if error.is_some() { walk.at } else { input.pos };
+    walk.out.error = error;
+    walk.out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(data: &[u8]) -> Vec<(String, u64)> {
+        let d = disassemble(data, &Limits::default());
+        assert_eq!(d.error, None);
+        d.globals
+            .into_iter()
+            .map(|(g, n)| {
+                let s = match g {
+                    GlobalName::Static { module, name } => format!("{module}.{name}"),
+                    GlobalName::Dynamic => "?".into(),
+                    GlobalName::Extension(c) => format!("ext{c}"),
+                };
+                (s, n)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn global_inst_and_counts() {
+        // GLOBAL os.system twice (the second through INST), REDUCE.
+        let data = b"cos\nsystem\n(S'ls'\ntR(S'x'\nios\nsystem\n.";
+        assert_eq!(names(data), vec![("os.system".into(), 2)]);
+        let d = disassemble(data, &Limits::default());
+        assert_eq!(d.count(op::REDUCE), 1);
+        assert_eq!(d.count(op::INST), 1);
+        assert_eq!(d.consumed, data.len());
+        assert_eq!(d.protocol, 0);
+    }
+
+    #[test]
+    fn stack_global_from_constants_and_memo() {
+        // PROTO 4, 'builtins' BINPUT 0, 'eval' BINPUT 1, POP POP,
+        // BINGET 0 BINGET 1 STACK_GLOBAL.
+        let data = b"\x80\x04\x8c\x08builtins\x94\x8c\x04eval\x9400h\x00h\x01\x93.";
+        assert_eq!(names(data), vec![("builtins.eval".into(), 1)]);
+        // The same with MEMOIZE, and with text strings.
+        let data = b"\x80\x04\x8c\x08builtins\x94\x8c\x04eval\x9400g0\ng1\n\x93.";
+        assert_eq!(names(data), vec![("builtins.eval".into(), 1)]);
+        let data = b"\x80\x04Vos\nS'system'\n\x93.";
+        assert_eq!(names(data), vec![("os.system".into(), 1)]);
+    }
+
+    #[test]
+    fn dynamic_and_extension_globals() {
+        // STACK_GLOBAL over an int and the result of a call.
+        let data = b"\x80\x04K\x01\x8c\x01x\x93cm\nf\n)R\x8c\x01y\x93\x82\x05.";
+        assert_eq!(
+            names(data),
+            vec![("?".into(), 2), ("m.f".into(), 1), ("ext5".into(), 1)]
+        );
+    }
+
+    #[test]
+    fn marks_and_containers_keep_the_stack_in_step() {
+        // 'a' 'b' inside a list, then STACK_GLOBAL of the two strings below it.
+        let data = b"\x80\x02X\x01\x00\x00\x00mX\x01\x00\x00\x00n(K\x01K\x02l0\x93.";
+        assert_eq!(names(data), vec![("m.n".into(), 1)]);
+        // DUP and TUPLE2 on strings.
+        let data = b"\x8c\x01m2\x86\x8c\x01m\x8c\x01n\x93.";
+        assert_eq!(names(data), vec![("m.n".into(), 1)]);
+    }
+
+    #[test]
+    fn stops_where_the_stream_cannot_be_walked() {
+        let d = disassemble(b"cos\nsystem\n\xff", &Limits::default());
+        assert_eq!(
+            d.error,
+            Some(PickleError::UnknownOpcode {
+                byte: 0xff,
+                offset: 11
+            })
+        );
+        assert_eq!(d.globals.len(), 1, "what came before is kept");
+        assert_eq!(d.consumed, 11);
+        let d = disassemble(b"cos\nsystem\n", &Limits::default());
+        assert_eq!(d.error, Some(PickleError::NoStop { offset: 11 }));
+        let d = disassemble(b"X\xff\x00\x00\x00ab.", &Limits::default());
+        assert!(matches!(d.error, Some(PickleError::Truncated { .. })));
+        let d = disassemble(b"\x80\x06.", &Limits::default());
+        assert!(matches!(
+            d.error,
+            Some(PickleError::UnsupportedProtocol { protocol: 6, .. })
+        ));
+    }
+
+    #[test]
+    fn underflow_is_not_fatal() {
+        // REDUCE on an empty stack, then a global: still listed.
+        assert_eq!(names(b"R0cm\nf\n."), vec![("m.f".into(), 1)]);
+    }
+
+    #[test]
+    fn limits_hold() {
+        let limits = Limits {
+            max_stack: 2,
+            ..Limits::default()
+        };
+        let d = disassemble(b"NNN.", &limits);
+        assert!(matches!(
+            d.error,
+            Some(PickleError::LimitExceeded {
+                limit: "max_stack",
+                ..
+            })
+        ));
+        let limits = Limits {
+            max_memo: 1,
+            ..Limits::default()
+        };
+        let d = disassemble(b"Nq\x00q\x00q\x01.", &limits);
+        assert!(matches!(
+            d.error,
+            Some(PickleError::LimitExceeded {
+                limit: "max_memo",
+                ..
+            })
+        ));
+    }
+
+    /// Every CPython fixture walks to its end, and the globals match what
+    /// the machine's `find_class` is asked for.
+    #[test]
+    fn every_cpython_fixture_walks_to_stop() {
+        use super::super::testkit::{unhex, FIXTURES};
+        for f in FIXTURES {
+            let data = unhex(f.hex);
+            let d = disassemble(&data, &Limits::default());
+            assert_eq!(d.error, None, "{}", f.name);
+            assert_eq!(d.consumed, data.len(), "{}", f.name);
+        }
+    }
+
+    proptest::proptest! {
+        /// Any bytes: no panic, and `consumed` within the input.
+        #[test]
+        fn never_panics(data in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..64)) {
+            let d = disassemble(&data, &Limits::default());
+            proptest::prop_assert!(d.consumed <= data.len());
+        }
+    }
+}

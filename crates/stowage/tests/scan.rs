@@ -1,0 +1,211 @@
+//! `stowage::serialize::scan` against PyTorch.
+//!
+//! The globals a scan calls `decoded` or `unsafe` are exactly those
+//! `torch.serialization.get_unsafe_globals_in_checkpoint` lists (where it can
+//! read the file), and those an inert tracing unpickler finds in every pickle
+//! of the file (`scripts/torch_scan_oracle.py`: CPython's own unpickler, with
+//! a `find_class` that records names and returns stubs). Names are compared
+//! as CPython imports them (its full Python 2 → 3 table; PyTorch's static
+//! walk uses a shorter one).
+//!
+//! The hostile files of `fixtures/scan/` (made by
+//! `scripts/make_scan_fixtures.py`) carry PyTorch's answers in
+//! `expected.json`, checked without torch; with torch, every fixture is also
+//! checked live. Live checks skip without torch unless `STOWAGE_REQUIRE_TORCH`
+//! is set.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value as J;
+use stowage::serialize::scan::{allowed_names, scan_path, FileScan, ScanKind, Verdict};
+
+fn scan_dir() -> PathBuf {
+    common::fixtures_dir().join("scan")
+}
+
+fn scan_one(path: &Path) -> FileScan {
+    let mut report = scan_path(path);
+    assert_eq!(report.files.len(), 1, "{}", path.display());
+    report.files.remove(0)
+}
+
+/// The names a scan does not call allowed.
+fn flagged(f: &FileScan) -> BTreeSet<String> {
+    f.globals
+        .iter()
+        .filter(|g| g.verdict != Verdict::Allowed)
+        .map(|g| format!("{}.{}", g.module, g.name))
+        .collect()
+}
+
+fn names(v: &J) -> Option<BTreeSet<String>> {
+    v.as_array().map(|a| {
+        a.iter()
+            .map(|s| s.as_str().expect("a name").to_owned())
+            .collect()
+    })
+}
+
+/// Holds the scan of `path` to the oracle's answer `r` for it.
+fn check(path: &Path, r: &J) {
+    let f = scan_one(path);
+    // Where CPython's unpickler stops on the file (a bad opcode, a Python 2
+    // str that is not UTF-8), the scan, which runs nothing, may read further.
+    if let Some(expected) = names(&r["oracle"]) {
+        assert!(f.error.is_none(), "{}: {:?}", path.display(), f.error);
+        assert_eq!(flagged(&f), expected, "{} (oracle)", path.display());
+    }
+    if let Some(torch) = names(&r["torch_mapped"]) {
+        assert_eq!(flagged(&f), torch, "{} (torch)", path.display());
+    }
+}
+
+#[test]
+fn hostile_files_match_recorded_torch_answers() {
+    let text = std::fs::read_to_string(scan_dir().join("expected.json")).unwrap();
+    let expected: serde_json::Map<String, J> = serde_json::from_str(&text).unwrap();
+    assert!(expected.len() >= 11);
+    for (name, r) in &expected {
+        let path = scan_dir().join(name);
+        check(&path, r);
+        // Every one is flagged, except the data types stowage decodes.
+        let f = scan_one(&path);
+        assert_eq!(f.is_unsafe(), name != "numpy_values.pt", "{name}");
+    }
+}
+
+#[test]
+fn finds_what_pattern_matchers_miss() {
+    // A STACK_GLOBAL of memoized strings.
+    let f = scan_one(&scan_dir().join("stack_global_memo.pt"));
+    assert_eq!(flagged(&f), BTreeSet::from(["builtins.exec".to_owned()]));
+    assert_eq!(f.pickles[0].protocol, 4);
+    // The second of two archives back to back.
+    let f = scan_one(&scan_dir().join("back_to_back.distcp"));
+    assert_eq!(f.pickles.len(), 2);
+    assert!(f.is_unsafe());
+    // Every pickle of the legacy stream, and of a TorchScript archive.
+    let f = scan_one(&scan_dir().join("legacy_os_system.pt"));
+    assert_eq!(f.kind, Some(ScanKind::TorchLegacy));
+    assert_eq!(f.pickles.len(), 5);
+    let f = scan_one(&scan_dir().join("torchscript.pt"));
+    let records: Vec<_> = f.pickles.iter().map(|p| p.record.as_str()).collect();
+    assert!(
+        records.iter().any(|r| r.ends_with("/constants.pkl")),
+        "{records:?}"
+    );
+    assert!(
+        records.iter().any(|r| r.ends_with("/data.pkl")),
+        "{records:?}"
+    );
+}
+
+#[test]
+fn folders_are_scanned_recursively_and_links_do_not_loop() {
+    let dir = tempfile::tempdir().unwrap();
+    let sub = dir.path().join("a/b");
+    std::fs::create_dir_all(&sub).unwrap();
+    std::fs::copy(common::fixture("simple"), sub.join("model.bin")).unwrap();
+    std::fs::copy(scan_dir().join("os_system.pt"), dir.path().join("x.pt")).unwrap();
+    std::fs::write(dir.path().join("README.md"), "# not a pickle\n").unwrap();
+    // Text and numpy files whose first bytes are opcodes (`i`: INST,
+    // 0x93: STACK_GLOBAL) but which are no pickle.
+    std::fs::write(dir.path().join("x.py"), "import os\nprint(1)\n").unwrap();
+    std::fs::write(
+        dir.path().join("a.npy"),
+        b"\x93NUMPY\x01\x00v\x00{'descr': '<i8'}",
+    )
+    .unwrap();
+    std::os::unix::fs::symlink(dir.path(), sub.join("loop")).unwrap();
+    std::os::unix::fs::symlink(dir.path().join("gone"), sub.join("dangling")).unwrap();
+    let report = scan_path(dir.path());
+    let found: Vec<_> = report
+        .files
+        .iter()
+        .map(|f| f.path.strip_prefix(dir.path()).unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        found,
+        [PathBuf::from("a/b/model.bin"), PathBuf::from("x.pt")]
+    );
+    assert!(report.is_unsafe());
+    assert!(!report.has_errors());
+    // A file named directly is listed even when it is no pickle.
+    let report = scan_path(&dir.path().join("README.md"));
+    assert!(report.has_errors());
+    let report = scan_path(&dir.path().join("missing.pt"));
+    assert!(report.has_errors());
+}
+
+/// Runs the oracle on `files`; `None` (after SKIPPED) without torch.
+fn oracle(files: &[PathBuf]) -> Option<serde_json::Map<String, J>> {
+    let py = common::torch_python()?;
+    let out = Command::new(&py)
+        .arg(common::scripts_dir().join("torch_scan_oracle.py"))
+        .args(files)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "oracle: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Some(serde_json::from_slice(&out.stdout).unwrap())
+}
+
+#[test]
+fn every_fixture_agrees_with_live_torch() {
+    let mut files = Vec::new();
+    for dir in [
+        common::fixtures_dir(),
+        common::hostile_dir(),
+        scan_dir(),
+        common::fixtures_dir().join("py2"),
+    ] {
+        for e in std::fs::read_dir(dir).unwrap() {
+            let p = e.unwrap().path();
+            let ext = p.extension().and_then(|e| e.to_str()).unwrap_or("");
+            if ["pt", "pkl", "distcp"].contains(&ext) {
+                files.push(p);
+            }
+        }
+    }
+    files.sort();
+    let Some(report) = oracle(&files) else { return };
+    let mut with_torch = 0;
+    for p in &files {
+        let r = &report[p.to_str().unwrap()];
+        check(p, r);
+        with_torch += usize::from(!r["torch"].is_null());
+    }
+    assert!(with_torch > 40, "torch read only {with_torch} files");
+}
+
+#[test]
+fn allowed_names_are_pytorchs_allowlist() {
+    let Some(py) = common::torch_python() else {
+        return;
+    };
+    let out = Command::new(py)
+        .args([
+            "-c",
+            "from torch import _weights_only_unpickler as w; print('\\n'.join(sorted(w._get_allowed_globals())))",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let torch: BTreeSet<String> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    let ours: BTreeSet<String> = allowed_names().iter().map(|s| s.to_string()).collect();
+    assert_eq!(
+        ours, torch,
+        "scripts/gen_torch_allowlist.py regenerates the table"
+    );
+}
