@@ -465,6 +465,55 @@ fn nested_containers_and_the_same_tensor_twice() {
 }
 
 #[test]
+fn same_object_fixture_keeps_pythons_identity() {
+    // torch.load's `is`: one object per pickled object (BINPUT/BINGET).
+    let ckpt = load_fixture("same_object");
+    let tensors = ckpt.tensors().unwrap();
+    let at = |dotted: &str| -> &TensorObject {
+        tensors
+            .iter()
+            .find(|(p, _)| stowage::serialize::dotted(p) == dotted)
+            .map(|(_, t)| *t)
+            .unwrap_or_else(|| panic!("no tensor at {dotted}"))
+    };
+    let t = at("a");
+    for same in [
+        "b",
+        "list.0",
+        "list.1",
+        "tuple.0",
+        "tuple.2",
+        "nested.x.y",
+        "nested.z.w.v",
+    ] {
+        assert!(at(same).is_same(t), "{same} is a");
+        assert!(at(same).tensor.is_same(&t.tensor), "{same}: tensor handles");
+    }
+    let p = at("param");
+    assert!(p.parameter);
+    for same in ["param_again.0", "tuple.1"] {
+        assert!(at(same).is_same(p), "{same} is param");
+    }
+    assert!(at("half").is_same(at("list.2")));
+    assert_eq!(at("half").tensor.dtype(), DType::BFloat16);
+    // Alike but other objects: same storage, dtype and layout.
+    for other in ["look_alike", "detached"] {
+        let x = at(other);
+        assert!(x.tensor.shares_storage_with(&t.tensor), "{other}");
+        assert_eq!(x.tensor.layout(), t.tensor.layout(), "{other}");
+        assert!(
+            !x.is_same(t) && !x.tensor.is_same(&t.tensor),
+            "{other} is not a"
+        );
+    }
+    assert!(!at("row").is_same(t) && !p.is_same(t) && !at("half").is_same(t));
+    // Six distinct objects over sixteen paths.
+    let groups = common::object_groups(&ckpt);
+    let distinct: std::collections::BTreeSet<_> = groups.iter().collect();
+    assert_eq!((groups.len(), distinct.len()), (16, 6), "{groups:?}");
+}
+
+#[test]
 fn conj_neg_bits_are_restored() {
     let ckpt = load_fixture("conj_neg");
     let tensors = ckpt.tensors().unwrap();

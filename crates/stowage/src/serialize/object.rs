@@ -67,6 +67,27 @@ impl TensorObject {
         }
     }
 
+    /// Python's `a is b` for the objects: the same tensor object
+    /// ([`Tensor::is_same`], NOTE [tensor identity]) with the same wrapping
+    /// (Parameter or not, quantization, lazy bits). Saving writes such objects
+    /// once and fetches the others from the pickle's memo.
+    pub fn is_same(&self, other: &TensorObject) -> bool {
+        // Destructured so that a new field must be considered here.
+        let TensorObject {
+            tensor,
+            parameter,
+            quantization,
+            conj,
+            neg,
+        } = self;
+        tensor.is_same(&other.tensor)
+            && *parameter == other.parameter
+            && quantization.map(|(s, z)| (s.to_bits(), z))
+                == other.quantization.map(|(s, z)| (s.to_bits(), z))
+            && *conj == other.conj
+            && *neg == other.neg
+    }
+
     /// The logical values as a tensor: `tensor` itself, or a copy with the lazy
     /// conjugation and negation applied (PyTorch's `resolve_conj().resolve_neg()`).
     ///

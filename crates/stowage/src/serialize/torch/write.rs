@@ -5,7 +5,10 @@
 //! `_rebuild_tensor_v3` with `UntypedStorage` for dtypes that have no class;
 //! Parameters as `_rebuild_parameter`. Storage keys are assigned in order of
 //! first appearance, keyed by storage identity, so tensors sharing a storage
-//! share a key and its bytes are written once.
+//! share a key and its bytes are written once. A tensor object reached twice
+//! (NOTE [tensor identity]: `{"a": t, "b": t}`) is written once, as
+//! `torch.save` writes it, and fetched from the memo after that, so PyTorch
+//! loads one object (`a is b`).
 //!
 //! The pickle is written by the one pickle writer,
 //! [`write_value`](super::pickle::write_value), in
@@ -20,6 +23,7 @@ use crate::serialize::object::{Checkpoint, Object, TensorObject};
 use crate::serialize::pickle::{
     write_value, Layout, NodeId, Pickler, Value, WriteError, WriteHooks,
 };
+use crate::tensor::TensorId;
 use crate::{DType, Error, Result, UntypedStorage};
 
 /// Deepest value nesting written (the reader's default limit).
@@ -66,6 +70,7 @@ pub(crate) fn pickle_checkpoint(ckpt: &Checkpoint) -> Result<(Vec<u8>, Storages)
         ckpt,
         storages: Vec::new(),
         keys: HashMap::new(),
+        tensors: HashMap::new(),
     };
     write_value(&mut p, &ckpt.graph, &ckpt.root, &mut hooks)?;
     p.stop()?;
@@ -81,6 +86,8 @@ struct TorchHooks<'c> {
     storages: Storages,
     /// Index into `storages` by storage identity.
     keys: HashMap<usize, usize>,
+    /// The tensor objects written, by identity, each with its memo index.
+    tensors: HashMap<TensorId, Vec<(u32, TensorObject)>>,
 }
 
 impl<'c> WriteHooks<'c, Object, Vec<u8>> for TorchHooks<'c> {
@@ -185,7 +192,8 @@ impl TorchHooks<'_> {
         Ok(p.binpersid()?)
     }
 
-    fn tensor(&mut self, p: &mut P, t: &TensorObject, requires_grad: bool) -> Result<()> {
+    /// Writes the tensor as its rebuild call and returns the call's memo index.
+    fn tensor(&mut self, p: &mut P, t: &TensorObject, requires_grad: bool) -> Result<u32> {
         let x = &t.tensor;
         let dtype = x.dtype();
         let v2 = dtype.storage_class().is_some();
@@ -226,22 +234,31 @@ impl TorchHooks<'_> {
         }
         p.tuple_from_mark()?;
         p.reduce()?;
-        p.memo_put()?;
-        Ok(())
+        Ok(p.memo_put()?)
     }
 
     fn object(&mut self, p: &mut P, o: &Object) -> Result<()> {
         match o {
-            Object::Tensor(t) if t.parameter => {
-                global(p, &Global::RebuildParameter)?;
-                self.tensor(p, t, false)?;
-                p.bool(t.tensor.requires_grad())?;
-                empty_ordered_dict(p)?;
-                p.tuple(3)?;
-                p.reduce()?;
-                p.memo_put()?;
+            Object::Tensor(t) => {
+                let written = self.tensors.get(&t.tensor.id());
+                if let Some((i, _)) = written.and_then(|w| w.iter().find(|(_, o)| o.is_same(t))) {
+                    p.memo_get(*i)?;
+                    return Ok(());
+                }
+                let i = if t.parameter {
+                    global(p, &Global::RebuildParameter)?;
+                    self.tensor(p, t, false)?;
+                    p.bool(t.tensor.requires_grad())?;
+                    empty_ordered_dict(p)?;
+                    p.tuple(3)?;
+                    p.reduce()?;
+                    p.memo_put()?
+                } else {
+                    self.tensor(p, t, t.tensor.requires_grad())?
+                };
+                let id = t.tensor.id();
+                self.tensors.entry(id).or_default().push((i, (**t).clone()));
             }
-            Object::Tensor(t) => self.tensor(p, t, t.tensor.requires_grad())?,
             Object::Storage(s) => self.persid(p, &s.storage, s.dtype)?,
             Object::DType(d) => global(p, &Global::DType(*d))?,
             Object::Device(d) => {
