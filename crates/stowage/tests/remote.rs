@@ -203,6 +203,85 @@ fn metadata_and_one_lazy_tensor_cost_only_their_bytes() {
     assert!(t.requests <= 8 + 8 + 4, "{t:?}");
 }
 
+/// `LoadOptions::remote` reaches the requests: coalescing and request size
+/// change how many ranged `GET`s an eager load sends; store options reach the
+/// store (an unknown key is refused, naming it; an endpoint is used).
+#[test]
+fn load_options_carry_the_remote_options() {
+    use stowage::io::remote::RemoteOptions;
+    let _one = serial();
+    let Some(server) = moto() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("four.pt");
+    assert!(servers::torch_checkpoint(&file, 4, 1), "torch.save failed");
+    let url = servers::put(server, &file, "options/four.pt");
+    let local = stowage::load(&file).unwrap();
+    let eager = |remote: RemoteOptions| {
+        let before = totals();
+        let options = LoadOptions {
+            remote,
+            ..LoadOptions::default()
+        };
+        let ckpt = load_with(&url, &options).unwrap();
+        assert_same(&ckpt, &local, true, &url);
+        delta(before)
+    };
+    let defaults = RemoteOptions::from_env();
+    // The four 1 MiB records lie a few bytes apart: one request by default ...
+    let merged = eager(defaults.clone());
+    // ... one each when no gap is bridged, or when a request holds one record at most.
+    let apart = eager(RemoteOptions {
+        coalesce_gap: 0,
+        ..defaults.clone()
+    });
+    let small = eager(RemoteOptions {
+        max_request: 1 << 20,
+        concurrency: 1,
+        ..defaults.clone()
+    });
+    assert_eq!(apart.requests, merged.requests + 3, "{merged:?} {apart:?}");
+    assert_eq!(small.requests, merged.requests + 3, "{merged:?} {small:?}");
+    assert_eq!(
+        apart.bytes_received,
+        merged.bytes_received - merged_gaps(&file)
+    );
+
+    let with_store = |store_options: Vec<(String, String)>| LoadOptions {
+        remote: RemoteOptions {
+            store_options,
+            retries: 0,
+            ..defaults.clone()
+        },
+        ..LoadOptions::default()
+    };
+    let err = load_with(&url, &with_store(vec![("no_such_key".into(), "1".into())])).unwrap_err();
+    assert!(err.to_string().contains("no_such_key"), "{err}");
+    // An endpoint where nothing listens: the store uses it, and fails.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = closed.local_addr().unwrap().port();
+    drop(closed);
+    let endpoint = vec![("aws_endpoint".into(), format!("http://127.0.0.1:{port}"))];
+    assert!(load_with(&url, &with_store(endpoint)).is_err());
+}
+
+/// Bytes between the storage records of a torch zip archive (local headers):
+/// what coalescing fetches and drops.
+fn merged_gaps(file: &Path) -> u64 {
+    let zip = ZipReader::new(std::fs::read(file).unwrap(), &ZipLimits::default()).unwrap();
+    let root = zip.root().to_owned();
+    let mut spans: Vec<(u64, u64)> = zip
+        .entries()
+        .iter()
+        .filter(|e| e.name.starts_with(&format!("{root}/data/")))
+        .map(|e| {
+            let start = zip.data_offset(e).unwrap();
+            (start, start + e.compressed_size)
+        })
+        .collect();
+    spans.sort_unstable();
+    spans.windows(2).map(|w| w[1].0 - w[0].1).sum()
+}
+
 #[test]
 fn saves_to_s3_commit_only_whole_checkpoints() {
     let _one = serial();

@@ -38,6 +38,10 @@ pub struct LoadOptions {
     /// must also hold exactly what they declare, so a file cannot claim more than
     /// it holds; this bounds meta, fake and lazy loads, which read no records.
     pub max_storage_bytes: u64,
+    /// Timeouts, retries, concurrency, coalescing and store configuration of
+    /// loads by URL (feature `remote`). Default: [`RemoteOptions::from_env`](crate::io::remote::RemoteOptions::from_env).
+    #[cfg(feature = "remote")]
+    pub remote: crate::io::remote::RemoteOptions,
 }
 
 impl Default for LoadOptions {
@@ -52,6 +56,8 @@ impl Default for LoadOptions {
             fake: false,
             lazy: false,
             max_storage_bytes: 1 << 40,
+            #[cfg(feature = "remote")]
+            remote: crate::io::remote::RemoteOptions::from_env(),
         }
     }
 }

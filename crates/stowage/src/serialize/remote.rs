@@ -23,13 +23,13 @@ pub(super) fn load(url: &str, options: &LoadOptions) -> Result<Checkpoint> {
     if let Some(dir) = url.strip_suffix('/') {
         for format in [ShardFormat::Safetensors, ShardFormat::Bin] {
             let index = format!("{dir}/{}", format.index_name());
-            if exists(&index)? {
+            if exists(&index, options)? {
                 return load_set(&index, options);
             }
         }
         for format in [ShardFormat::Safetensors, ShardFormat::Bin] {
             let file = format!("{dir}/{}", format.file_name(""));
-            if exists(&file)? {
+            if exists(&file, options)? {
                 return load_file(&file, options);
             }
         }
@@ -42,8 +42,8 @@ pub(super) fn load(url: &str, options: &LoadOptions) -> Result<Checkpoint> {
 }
 
 /// Whether the object at `url` exists (a missing one is no error here).
-fn exists(url: &str) -> Result<bool> {
-    match RemoteObject::open(url) {
+fn exists(url: &str, options: &LoadOptions) -> Result<bool> {
+    match RemoteObject::open_with(url, &options.remote) {
         Ok(_) => Ok(true),
         Err(Error::InFile { source, .. }) if matches!(&*source, Error::Io(e) if e.kind() == std::io::ErrorKind::NotFound) => {
             Ok(false)
@@ -58,7 +58,7 @@ fn load_set(index: &str, options: &LoadOptions) -> Result<Checkpoint> {
         path: index.into(),
         source: Box::new(e),
     };
-    let object = RemoteObject::open(index)?;
+    let object = RemoteObject::open_with(index, &options.remote)?;
     let len = usize::try_from(object.len()).map_err(|_| {
         in_index(Error::Io(std::io::Error::from(
             std::io::ErrorKind::OutOfMemory,
@@ -78,7 +78,7 @@ fn load_set(index: &str, options: &LoadOptions) -> Result<Checkpoint> {
 /// Loads one checkpoint object: lazily where asked (torch zip, safetensors),
 /// else with its storages fetched in concurrent batches.
 fn load_file(url: &str, options: &LoadOptions) -> Result<Checkpoint> {
-    let object = RemoteObject::open(url)?;
+    let object = RemoteObject::open_with(url, &options.remote)?;
     let path = PathBuf::from(url);
     let in_url = |e: Error| Error::InFile {
         path: path.clone(),
