@@ -153,6 +153,55 @@ fn inspect_no_hash_fetches_only_the_metadata() {
     assert!(doc["transfer"]["bytes_received"].as_u64().unwrap() >= 64 << 20);
 }
 
+/// `bench load URL --json` reports what the loads transferred, as the other
+/// commands' JSON does: every byte of every storage, once per load.
+#[test]
+fn bench_load_of_a_url_reports_the_transfer() {
+    let Some(server) = moto() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("two.pt");
+    assert!(servers::torch_checkpoint(&file, 2, 1), "torch.save failed");
+    let url = servers::put(server, &file, "bench/two.pt");
+    let size = std::fs::metadata(&file).unwrap().len();
+    let run = stowage(
+        Some(server),
+        &[],
+        &["bench", "load", &url, "--repeat", "2", "--json"],
+    );
+    assert!(run.status.success(), "{}", text(&run.stderr));
+    let doc: Json = serde_json::from_slice(&run.stdout).unwrap();
+    assert_eq!(doc["bytes"], 2 << 20);
+    let t = &doc["transfer"];
+    // Three loads (a warm-up and two timed), each every storage byte, and at
+    // most the file plus the head and tail blocks kept for the metadata.
+    let received = t["bytes_received"].as_u64().unwrap();
+    let most = 3 * (size + (64 << 10) + (256 << 10));
+    assert!(received >= 3 * (2 << 20) && received <= most, "{t}");
+    assert!(t["requests"].as_u64().unwrap() >= 3 * 2, "{t}");
+    assert_eq!(t["bytes_sent"], 0, "{t}");
+    // The line for people says it per load; a local file has no transfer.
+    let run = stowage(Some(server), &[], &["bench", "load", &url, "--repeat", "1"]);
+    assert!(
+        text(&run.stdout).contains("transferred per load: "),
+        "{}",
+        text(&run.stdout)
+    );
+    let local = stowage(
+        None,
+        &[],
+        &[
+            "bench",
+            "load",
+            file.to_str().unwrap(),
+            "--repeat",
+            "1",
+            "--json",
+        ],
+    );
+    let doc: Json = serde_json::from_slice(&local.stdout).unwrap();
+    assert!(doc.get("transfer").is_none(), "{doc}");
+}
+
 #[test]
 fn an_interrupted_upload_leaves_no_object() {
     let Some(server) = moto() else { return };
