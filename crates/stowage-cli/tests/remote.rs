@@ -153,6 +153,50 @@ fn inspect_no_hash_fetches_only_the_metadata() {
     assert!(doc["transfer"]["bytes_received"].as_u64().unwrap() >= 64 << 20);
 }
 
+/// A folder by URL (a trailing `/`): a distributed checkpoint or a sharded
+/// set. `inspect --json` says what it says of the local folder (plus the
+/// transfer), and `convert` writes the same file.
+#[test]
+fn folders_by_url_inspect_and_convert_as_local_folders() {
+    let Some(server) = moto() else { return };
+    let out = tempfile::tempdir().unwrap();
+    for (i, sub) in ["dcp/four", "dcp/zstd", "sharded/safetensors", "sharded/bin"]
+        .iter()
+        .enumerate()
+    {
+        let dir = fixtures().join(sub);
+        let url = servers::put_dir(server, &dir, &format!("folders/{sub}"));
+        let local = dir.to_str().unwrap();
+        let s = Some(server);
+        let (a, b) = (
+            stowage(s, &[], &["inspect", "--json", &url]),
+            stowage(s, &[], &["inspect", "--json", local]),
+        );
+        assert!(a.status.success(), "{sub}: {}", text(&a.stderr));
+        assert!(b.status.success(), "{sub}: {}", text(&b.stderr));
+        let mut ja: Json = serde_json::from_slice(&a.stdout).unwrap();
+        let jb: Json = serde_json::from_slice(&b.stdout).unwrap();
+        let transfer = ja.as_object_mut().unwrap().remove("transfer").unwrap();
+        assert!(transfer["requests"].as_u64().unwrap() >= 2, "{sub}");
+        assert_eq!(ja, jb, "{sub}");
+        let (x, y) = (
+            out.path().join(format!("{i}-url")),
+            out.path().join(format!("{i}-local")),
+        );
+        std::fs::create_dir_all(&x).unwrap();
+        std::fs::create_dir_all(&y).unwrap();
+        let (px, py) = (x.join("out.pt"), y.join("out.pt"));
+        let a = stowage(s, &[], &["convert", &url, px.to_str().unwrap()]);
+        let b = stowage(s, &[], &["convert", local, py.to_str().unwrap()]);
+        assert!(a.status.success(), "{sub}: {}", text(&a.stderr));
+        assert!(b.status.success(), "{sub}: {}", text(&b.stderr));
+        assert!(
+            std::fs::read(&px).unwrap() == std::fs::read(&py).unwrap(),
+            "{sub}"
+        );
+    }
+}
+
 /// `bench load URL --json` reports what the loads transferred, as the other
 /// commands' JSON does: every byte of every storage, once per load.
 #[test]

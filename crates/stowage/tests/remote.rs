@@ -146,6 +146,77 @@ fn sharded_sets_load_by_the_url_of_their_index_or_folder() {
     }
 }
 
+/// A distributed checkpoint by the URL of its folder: every fixture layout
+/// (four ranks, one rank, safetensors items, zstd items) loads as from its
+/// folder in every mode; a bigger one made by PyTorch costs one ranged
+/// request per item, and a lazy load touching one tensor about its bytes.
+#[test]
+fn dcp_folders_load_by_url() {
+    let _one = serial();
+    let Some(server) = moto() else { return };
+    for name in ["four", "one", "safetensors", "zstd"] {
+        let dir = common::fixtures_dir().join("dcp").join(name);
+        let url = servers::put_dir(server, &dir, &format!("dcp/{name}"));
+        for (lazy, fake) in [(false, false), (true, false), (false, true)] {
+            let what = format!("{url} lazy={lazy} fake={fake}");
+            let mine =
+                load_with(&url, &options(lazy, fake)).unwrap_or_else(|e| panic!("{what}: {e}"));
+            let theirs = load_with(&dir, &options(lazy, fake)).unwrap();
+            assert_same(&mine, &theirs, !fake, &what);
+            assert_eq!(common::describe(&mine), common::describe(&theirs), "{what}");
+        }
+    }
+
+    let dir = tempfile::tempdir().unwrap();
+    if !servers::torch_dcp(dir.path(), 4, 1) {
+        servers::skip("dcp.save failed");
+        return;
+    }
+    let url = servers::put_dir(server, dir.path(), "dcp/made");
+    let local = load_with(dir.path(), &LoadOptions::default()).unwrap();
+    let files = std::fs::read_dir(dir.path()).unwrap().count() as u64;
+    let folder: u64 = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().metadata().unwrap().len())
+        .sum();
+    // Eager: the `.metadata` probe and its reads, a HEAD per data file, then
+    // one request per item (four tensors and `epoch`) at most.
+    let before = totals();
+    let eager = load_with(&url, &LoadOptions::default()).unwrap();
+    let t = delta(before);
+    assert_same(&eager, &local, true, "eager DCP");
+    assert!(t.requests <= 3 + files + 5, "{t:?}");
+    assert!(t.bytes_received <= folder + (320 << 10), "{t:?}");
+    // Lazy: the metadata and the values, then one tensor's item when touched.
+    let before = totals();
+    let lazy = load_with(&url, &options(true, false)).unwrap();
+    let opened = delta(before);
+    assert!(opened.bytes_received < 1 << 20, "{opened:?}");
+    let tensors = lazy.tensors().unwrap();
+    let (_, t2) = tensors
+        .iter()
+        .find(|(p, _)| stowage::serialize::dotted(p) == "t2")
+        .unwrap();
+    let before = totals();
+    let bytes = common::tensor_bytes(&t2.tensor).unwrap();
+    let read = delta(before);
+    let (_, l2) = local
+        .tensors()
+        .unwrap()
+        .into_iter()
+        .find(|(p, _)| stowage::serialize::dotted(p) == "t2")
+        .unwrap();
+    assert!(
+        bytes == common::tensor_bytes(&l2.tensor).unwrap(),
+        "t2's bytes differ"
+    );
+    assert!(
+        read.bytes_received >= 1 << 20 && read.bytes_received < (1 << 20) + (64 << 10),
+        "{read:?}"
+    );
+    assert!(read.requests <= 2, "{read:?}");
+}
+
 #[test]
 fn metadata_and_one_lazy_tensor_cost_only_their_bytes() {
     let _one = serial();

@@ -1,10 +1,13 @@
 //! Loading checkpoints from object storage: URL dispatch for the entry
 //! points. Each file is a [`RemoteObject`] read with range requests; the
 //! formats' loaders do the rest, batching their reads where the source is
-//! remote ([`ReadAt::is_remote`]).
+//! remote ([`ReadAt::is_remote`]). A folder is named by its URL with a
+//! trailing `/`: a distributed checkpoint (its `.metadata`), a sharded set
+//! (its index) or a folder holding one checkpoint file.
 
 use std::path::{Path, PathBuf};
 
+use super::dcp;
 #[cfg(feature = "safetensors")]
 use super::safetensors;
 use super::sharded::{self, ShardFormat};
@@ -13,14 +16,18 @@ use crate::io::remote::RemoteObject;
 use crate::io::ReadAt;
 use crate::{Error, Result};
 
-/// Loads the checkpoint, or the sharded set, at `url`: a set by the URL of
-/// its `*.index.json`, or of its folder (ending in `/`, holding an index or
-/// one `model.safetensors`/`pytorch_model.bin`).
+/// Loads the checkpoint, the sharded set or the distributed checkpoint at
+/// `url`: a set by the URL of its `*.index.json`, or of its folder (ending in
+/// `/`, holding a DCP `.metadata`, an index or one
+/// `model.safetensors`/`pytorch_model.bin`).
 pub(super) fn load(url: &str, options: &LoadOptions) -> Result<Checkpoint> {
     if url.ends_with(".index.json") {
         return load_set(url, options);
     }
     if let Some(dir) = url.strip_suffix('/') {
+        if exists(&format!("{dir}/{}", dcp::METADATA_FILE), options)? {
+            return dcp::load(Path::new(dir), options);
+        }
         for format in [ShardFormat::Safetensors, ShardFormat::Bin] {
             let index = format!("{dir}/{}", format.index_name());
             if exists(&index, options)? {

@@ -238,6 +238,46 @@ pub fn torch_checkpoint(path: &Path, n: usize, mib: usize) -> bool {
         .is_ok_and(|s| s.success())
 }
 
+/// Makes a distributed checkpoint folder with real PyTorch (`dcp.save`, one
+/// process): `n` float32 tensors `t0`, `t1`, … of `mib` MiB each and an
+/// `epoch` value. `false` without torch.
+pub fn torch_dcp(dir: &Path, n: usize, mib: usize) -> bool {
+    let Some(py) = python() else { return false };
+    let script = format!(
+        "import torch, torch.distributed.checkpoint as dcp\n\
+         from torch.distributed.checkpoint import FileSystemWriter\n\
+         g = torch.Generator().manual_seed(0)\n\
+         n = {mib} * (1 << 20) // 4\n\
+         sd = {{'t%d' % i: torch.rand(n, generator=g) for i in range({n})}}\n\
+         sd['epoch'] = 3\n\
+         dcp.save(sd, storage_writer=FileSystemWriter({dir:?}), no_dist=True)\n",
+        dir = dir.display().to_string()
+    );
+    Command::new(py)
+        .args(["-c", &script])
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// Uploads every file of the folder `dir` (hidden ones too: `.metadata`)
+/// under `prefix/` of [`BUCKET`]; returns the folder's URL, `/` ended.
+pub fn put_dir(server: &Server, dir: &Path, prefix: &str) -> String {
+    let pairs: Vec<String> = std::fs::read_dir(dir)
+        .expect("the folder")
+        .map(|e| e.expect("an entry").path())
+        .filter(|p| p.is_file())
+        .map(|p| {
+            let name = p.file_name().unwrap().to_str().unwrap().to_owned();
+            format!("{}={prefix}/{name}", p.display())
+        })
+        .collect();
+    let mut args = vec!["put"];
+    args.extend(pairs.iter().map(String::as_str));
+    s3(server, &args);
+    format!("s3://{BUCKET}/{prefix}/")
+}
+
 /// Whether a multipart upload under `prefix` of [`BUCKET`] is in progress,
 /// asked straight over HTTP (moto does not check signatures), so a test can
 /// poll it every few milliseconds.
