@@ -50,6 +50,37 @@ fn every_zip_fixture_matches_pytorch_manifest() {
     }
 }
 
+/// `ZipReader::likely_data_offset`, the guess a remote eager load reads with
+/// (header and data in one request), is where PyTorch put every stored
+/// record of every fixture it wrote (the deflated ones were rewritten by
+/// Python's `zipfile`).
+#[test]
+fn pytorch_places_each_record_where_the_guess_says() {
+    use stowage::serialize::zip::{Method, ZipLimits, ZipReader};
+    let mut checked = 0;
+    for name in zip_fixtures() {
+        let zip = ZipReader::new(
+            std::fs::read(fixture(&name)).unwrap(),
+            &ZipLimits::default(),
+        )
+        .unwrap();
+        for e in zip.entries() {
+            if e.method != Method::Stored || !e.name.contains("/data/") {
+                continue;
+            }
+            let actual = zip.data_offset(e).unwrap();
+            assert_eq!(
+                zip.likely_data_offset(e),
+                Some(actual),
+                "{name}: {}",
+                e.name
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked > 150, "{checked}");
+}
+
 #[test]
 fn load_bytes_equals_load() {
     for name in fixture_names() {
