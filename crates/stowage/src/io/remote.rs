@@ -2,9 +2,11 @@
 //! `abfs://`, `http(s)://`, `file://`) read at offsets with range requests,
 //! and written with a multipart upload that is committed only when complete.
 //!
-//! Reading: [`RemoteObject`] is a [`ReadAt`] over one object. Its length comes
-//! from one `HEAD`; its first 64 KiB and last 256 KiB are each fetched once
-//! and kept (NOTE [remote tail cache]); every other read is one ranged `GET`.
+//! Reading: [`RemoteObject`] is a [`ReadAt`] over one object. Opening it is
+//! one ranged `GET` of its first 64 KiB, which gives its length too (a `HEAD`
+//! only for an empty object); that block and the last 256 KiB (fetched on
+//! first use) are kept (NOTE [remote tail cache]); every other read is one
+//! ranged `GET`.
 //! Batches of reads ([`ReadAt::read_batch_at`]) are coalesced and sent
 //! concurrently, with a bounded number of requests in flight, each at most
 //! 16 MiB, so memory beyond the destination buffers stays bounded too.
@@ -304,6 +306,15 @@ fn open_store(
 ) -> std::result::Result<(Arc<dyn ObjectStore>, ObjectPath), RemoteFailure> {
     let parsed = url::Url::parse(url)?;
     let (scheme, path) = ObjectStoreScheme::parse(&parsed).map_err(object_store::Error::from)?;
+    // `az://container/dir/file`: the Azure builder takes the container from
+    // the host, so the object's path is the whole URL path
+    // (`ObjectStoreScheme::parse` drops its first segment, as for
+    // `https://account.blob.core.windows.net/container/…`).
+    let path = if parsed.scheme().eq_ignore_ascii_case("az") {
+        ObjectPath::from_url_path(parsed.path()).map_err(object_store::Error::from)?
+    } else {
+        path
+    };
     let retry = RetryConfig {
         max_retries: options.retries,
         retry_timeout: options.retry_timeout,
@@ -407,8 +418,8 @@ impl std::fmt::Debug for RemoteObject {
 }
 
 impl RemoteObject {
-    /// Opens the object at `url` with [`RemoteOptions::from_env`]: one `HEAD`
-    /// request, for its length.
+    /// Opens the object at `url` with [`RemoteOptions::from_env`]: one ranged
+    /// `GET` of its first 64 KiB, which gives its length too.
     ///
     /// # Errors
     /// [`Error::InFile`] naming the URL, around an [`Error::Io`] holding a
@@ -425,19 +436,22 @@ impl RemoteObject {
         let failed = |failure: RemoteFailure| in_url(url, fail(url, None, failure));
         let (store, path) = open_store(url, options).map_err(failed)?;
         let counters = Counters::default();
-        count(Some(&counters), 1, 0, 0);
-        let meta = block_on(store.head(&path))
+        let (len, first) = block_on(first_block(&*store, &path, &counters))
             .map_err(failed)?
-            .map_err(|e| failed(e.into()))?;
+            .map_err(|(range, e)| in_url(url, fail(url, range, e.into())))?;
+        let head = OnceLock::new();
+        if let Some(bytes) = first.filter(|b| b.len() as u64 == len.min(HEAD_BLOCK)) {
+            let _ = head.set(bytes);
+        }
         Ok(RemoteObject {
             store,
             path,
             url: url.to_owned(),
-            len: meta.size,
+            len,
             concurrency: options.concurrency.max(1),
             coalesce_gap: options.coalesce_gap,
             max_request: options.max_request.max(1),
-            head: OnceLock::new(),
+            head,
             tail: OnceLock::new(),
             counters,
         })
@@ -448,7 +462,7 @@ impl RemoteObject {
         &self.url
     }
 
-    /// What reading this object has transferred so far (its `HEAD` included).
+    /// What reading this object has transferred so far (opening it included).
     pub fn transfer(&self) -> Transfer {
         self.counters.snapshot()
     }
@@ -513,6 +527,64 @@ impl RemoteObject {
             )),
         }
     }
+}
+
+/// Opens an object with one ranged `GET` of its head block: the object's
+/// length (from the answer's `Content-Range`) and the block every format's
+/// detection reads, in one request rather than a `HEAD` and a `GET`. An
+/// empty object cannot answer a range (416): then, and only then, a `HEAD`
+/// gives its length.
+/// A failure names the range asked for (none for the `HEAD`).
+async fn first_block(
+    store: &dyn ObjectStore,
+    path: &ObjectPath,
+    counters: &Counters,
+) -> std::result::Result<(u64, Option<Bytes>), (Option<Range<u64>>, object_store::Error)> {
+    let range = 0..HEAD_BLOCK;
+    let options = object_store::GetOptions {
+        range: Some(object_store::GetRange::Bounded(range.clone())),
+        ..Default::default()
+    };
+    let got = match store.get_opts(path, options).await {
+        Ok(got) => got,
+        Err(e) if range_refused(&e) => {
+            count(Some(counters), 2, 0, 0);
+            let meta = store.head(path).await.map_err(|e| (None, e))?;
+            return Ok((meta.size, None));
+        }
+        Err(e @ object_store::Error::NotFound { .. }) => {
+            count(Some(counters), 1, 0, 0);
+            return Err((None, e));
+        }
+        Err(e) => {
+            count(Some(counters), 1, 0, 0);
+            return Err((Some(range), e));
+        }
+    };
+    let len = got.meta.size;
+    let bytes = got.bytes().await;
+    count(
+        Some(counters),
+        1,
+        bytes.as_ref().map_or(0, |b| b.len() as u64),
+        0,
+    );
+    Ok((len, Some(bytes.map_err(|e| (Some(range), e))?)))
+}
+
+/// Whether the store refused a range as not satisfiable (HTTP 416: the
+/// object is empty). `object_store` reports it as a generic error whose
+/// text carries the status.
+fn range_refused(e: &object_store::Error) -> bool {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(c) = cause {
+        let text = c.to_string();
+        if text.contains("416") || text.contains("Range Not Satisfiable") {
+            return true;
+        }
+        cause = c.source();
+    }
+    false
 }
 
 /// A failure as an [`io::Error`] carrying a [`RemoteError`].
@@ -759,8 +831,9 @@ mod tests {
         object.read_exact_at(&mut buf, 0).unwrap();
         object.read_exact_at(&mut buf, 100).unwrap();
         assert_eq!(&buf, &data[100..116]);
-        // HEAD, then the head block once.
-        assert_eq!(object.transfer().requests, 2);
+        // One GET: the head block, and the length with it.
+        assert_eq!(object.transfer().requests, 1);
+        assert_eq!(object.transfer().bytes_received, 64 << 10);
         let (mut a, mut b) = (vec![0u8; 1000], vec![0u8; 5000]);
         let mut reads = [(500_000u64, &mut a[..]), (300_000u64, &mut b[..])];
         object.read_batch_at(&mut reads).unwrap();
