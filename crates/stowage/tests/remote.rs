@@ -397,7 +397,12 @@ fn records_placed_by_another_writer_load_eagerly_and_lazily() {
     for lazy in [false, true] {
         let loaded = load_with(&url, &options(lazy, false)).unwrap();
         assert_same(&loaded, &stowage::load(&file).unwrap(), true, &url);
-        assert_same(&loaded, &common::load_fixture("views"), true, "the original");
+        assert_same(
+            &loaded,
+            &common::load_fixture("views"),
+            true,
+            "the original",
+        );
     }
 }
 
