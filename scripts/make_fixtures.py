@@ -341,6 +341,41 @@ def make_requires_grad(path):
 
 
 @fixture
+def make_same_object(path):
+    """Tensor objects reachable by more than one path, which torch.save pickles once
+    (BINPUT) and fetches again (BINGET), so torch.load gives one object (`a is b`):
+    a tensor under two keys of one dict, twice in a list, twice in a tuple, in two
+    nested dicts; a Parameter twice; a bfloat16 tensor (no legacy class:
+    `_rebuild_tensor_v3`) twice; a view of the shared tensor's storage. Beside them,
+    objects that are NOT the same although they look it: `t.view(t.shape)` (same
+    storage, dtype and layout, another object) and `t.detach()`."""
+    t = torch.arange(6, dtype=torch.float32).reshape(2, 3)
+    p = nn.Parameter(randn(2, 2, seed=21))
+    h = randn(3, seed=22, dtype=torch.bfloat16)
+    obj = {
+        "a": t,
+        "b": t,
+        "list": [t, t, h],
+        "tuple": (t, p, t),
+        "nested": {"x": {"y": t}, "z": {"w": {"v": t}}},
+        "param": p,
+        "param_again": [p],
+        "half": h,
+        "row": t[1],
+        "look_alike": t.view(2, 3),
+        "detached": t.detach(),
+    }
+    torch.save(obj, path)
+    back = torch.load(path, weights_only=True)
+    assert back["a"] is back["b"] is back["list"][0] is back["list"][1] is back["tuple"][0]
+    assert back["a"] is back["nested"]["x"]["y"] is back["nested"]["z"]["w"]["v"]
+    assert back["param"] is back["param_again"][0] is back["tuple"][1]
+    assert back["half"] is back["list"][2]
+    assert back["look_alike"] is not back["a"] and back["detached"] is not back["a"]
+    assert back["row"].untyped_storage().data_ptr() == back["a"].untyped_storage().data_ptr()
+
+
+@fixture
 def make_autograd_mlp(path):
     """PyTorch's gradients for tests/autograd.rs: a 3 -> 5 -> 2 relu network in
     float64 on fixed data, loss mean((net(x) - y)^2) + log(sum(exp(w1.t()[0:2]))),

@@ -99,6 +99,25 @@ def values_manifest(obj):
     walk_values([], obj)
     return out
 
+def object_groups(obj):
+    """Which tensor object each tensor of walk's list is (Python's `is`): the index,
+    in that list, of the first tensor that is the same object."""
+    found = []
+
+    def go(o):
+        if isinstance(o, torch.Tensor):
+            found.append(o)
+        elif isinstance(o, (dict, collections.OrderedDict)):
+            for v in o.values():
+                go(v)
+        elif isinstance(o, (list, tuple)) and not isinstance(o, torch.Size):
+            for v in o:
+                go(v)
+
+    go(obj)
+    first = {}
+    return [first.setdefault(id(t), i) for i, t in enumerate(found)]
+
 def manifest(path):
     obj = torch.load(path, weights_only=False, map_location="cpu")
     out, seen = [], {}

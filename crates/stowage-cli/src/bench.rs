@@ -16,6 +16,11 @@
 //! `--mmap` loads with [`stowage::serialize::load_mmap`]: a load counts as
 //! done when every storage is mapped (a view into one private mapping of the
 //! file) and every tensor built. The file must not change while it runs.
+//!
+//! FILE may be a URL (`s3://…`, `http(s)://…`, …): then the JSON has a
+//! `"transfer"` member as the other commands' have, the requests and bytes of
+//! the whole run (the warm-up and the N timed runs: N + 1 loads), and the
+//! line for people says the same per load.
 
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
@@ -65,6 +70,7 @@ pub struct Args {
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]
     repeat: u32,
     /// Print one JSON object `{"op", "mmap", "bytes", "median_s", "min_s", "gb_per_s"}`
+    /// (and `"transfer"` for a URL)
     #[arg(long)]
     json: bool,
 }
@@ -189,10 +195,12 @@ pub fn run(args: Args, out: &mut dyn Write) -> Result<ExitCode, Failure> {
     let min_s = times.iter().min().map_or(0.0, Duration::as_secs_f64);
     let median_s = median(&mut times);
     let gb_per_s = bytes as f64 / median_s / 1e9;
+    let transfer = crate::remote::transfer_json();
     if args.json {
+        let transfer = transfer.map_or(String::new(), |t| format!(", \"transfer\": {t}"));
         writeln!(
             out,
-            "{{\"op\": \"{}\", \"mmap\": {}, \"bytes\": {bytes}, \"median_s\": {}, \"min_s\": {}, \"gb_per_s\": {}}}",
+            "{{\"op\": \"{}\", \"mmap\": {}, \"bytes\": {bytes}, \"median_s\": {}, \"min_s\": {}, \"gb_per_s\": {}{transfer}}}",
             args.op.name(),
             args.mmap,
             number(median_s),
@@ -211,6 +219,17 @@ pub fn run(args: Args, out: &mut dyn Write) -> Result<ExitCode, Failure> {
             gb_per_s,
             runs
         )?;
+        if let Some(t) = transfer {
+            let loads = runs + 1;
+            let per = |key: &str| t[key].as_u64().unwrap_or(0) / loads;
+            writeln!(
+                out,
+                "transferred per load: {} requests, {} received, {} sent",
+                per("requests"),
+                human(per("bytes_received")),
+                human(per("bytes_sent"))
+            )?;
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

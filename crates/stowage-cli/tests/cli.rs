@@ -258,6 +258,40 @@ fn inspect_json_has_the_contract_keys() {
     }
 }
 
+/// A tensor object at several paths (pickled once, fetched from the memo) is
+/// listed once per path, from PyTorch's file and from stowage's copy of it
+/// (which `convert` writes with the object once: `tests/roundtrip.rs`).
+#[test]
+fn inspect_lists_a_tensor_object_once_per_path() {
+    let paths = |file: &Path| -> Vec<String> {
+        let run = stowage(&[Path::new("inspect"), file, Path::new("--json")]);
+        assert_eq!(run.code(), Some(0), "{run:?}");
+        parse(&run)["tensors"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["path"].to_string())
+            .collect()
+    };
+    let original = fixture("same_object.pt");
+    let listed = paths(&original);
+    assert_eq!(listed.len(), 16, "{listed:?}");
+    for p in [
+        r#"["a"]"#,
+        r#"["b"]"#,
+        r#"["list",0]"#,
+        r#"["list",1]"#,
+        r#"["nested","z","w","v"]"#,
+    ] {
+        assert!(listed.iter().any(|l| l == p), "{p} in {listed:?}");
+    }
+    let dir = TempDir::new("same-object");
+    let out = dir.join("copy.pt");
+    let run = stowage(&[Path::new("convert"), &original, &out]);
+    assert_eq!(run.code(), Some(0), "{run:?}");
+    assert_eq!(paths(&out), listed);
+}
+
 #[test]
 fn inspect_table_ends_with_a_summary_line() {
     let run = stowage(&[Path::new("inspect"), &fixture("views.pt")]);

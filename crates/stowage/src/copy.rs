@@ -336,6 +336,7 @@ impl Tensor {
             dtype,
             layout,
             autograd: None,
+            id: crate::tensor::TensorId::fresh(),
         };
         if out.has_data() {
             copy_into(&out, self, &self.layout)?;

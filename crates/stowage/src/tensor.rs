@@ -7,7 +7,19 @@
 //! gradient and history, like Python's `b = a` — while [`Tensor::detach`]
 //! drops the history and [`Tensor::deep_clone`] copies the data (PyTorch's
 //! `t.clone()`).
+//!
+//! NOTE [tensor identity]: a `Tensor` is one tensor *object* in PyTorch's
+//! sense, the thing Python's `is` compares. Every constructor, view and
+//! operation makes a new object; Rust's `Clone` makes another handle to the
+//! same one. [`Tensor::is_same`] holds when two handles come from one object
+//! *and* still agree on storage, dtype, layout and autograd state: a handle
+//! changed since in place (`set_`, `requires_grad_`) is another object, since
+//! the other handles do not see the change as Python's would. Saving keys on
+//! it: a tensor reached twice is pickled once and fetched from the memo the
+//! second time, so PyTorch loads `{"a": t, "b": t}` with `a is b`; loading
+//! keeps it, as the unpickler's memo hands out clones of one handle.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crate::autograd::AutogradMeta;
@@ -30,6 +42,19 @@ pub(crate) fn arange_problem(start: f64, end: f64, step: f64) -> String {
     }
 }
 
+/// Which tensor object a [`Tensor`] handle belongs to (NOTE [tensor identity]):
+/// unique per process, copied by `Clone`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct TensorId(u64);
+
+impl TensorId {
+    /// A new identity, never handed out before in this process.
+    pub(crate) fn fresh() -> TensorId {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        TensorId(NEXT.fetch_add(1, Ordering::Relaxed))
+    }
+}
+
 /// A strided view of typed elements over an [`UntypedStorage`].
 #[derive(Clone)]
 pub struct Tensor {
@@ -38,6 +63,8 @@ pub struct Tensor {
     pub(crate) layout: Layout,
     /// Present when the tensor requires grad: its gradient and history.
     pub(crate) autograd: Option<Arc<AutogradMeta>>,
+    /// The object this handle belongs to (NOTE [tensor identity]).
+    pub(crate) id: TensorId,
 }
 
 impl Tensor {
@@ -54,6 +81,7 @@ impl Tensor {
             dtype,
             layout,
             autograd: None,
+            id: TensorId::fresh(),
         }
     }
 
@@ -68,6 +96,7 @@ impl Tensor {
             dtype,
             layout,
             autograd: None,
+            id: TensorId::fresh(),
         })
     }
 
@@ -97,6 +126,7 @@ impl Tensor {
             dtype,
             layout,
             autograd: None,
+            id: TensorId::fresh(),
         })
     }
 
@@ -159,6 +189,7 @@ impl Tensor {
             dtype: other.dtype,
             layout,
             autograd: None,
+            id: TensorId::fresh(),
         })
     }
 
@@ -319,6 +350,29 @@ impl Tensor {
             p => p.wrapping_add(self.storage_offset().wrapping_mul(self.element_size())),
         }
     }
+    /// Python's `a is b`: whether `self` and `other` are handles to one tensor
+    /// object (clones of one `Tensor`, or one pickled object loaded twice through
+    /// the pickle's memo) that still agree on storage, dtype, layout and
+    /// gradient state (NOTE [tensor identity]). Views and copies are other
+    /// objects, even over the same bytes; see
+    /// [`shares_storage_with`](Self::shares_storage_with).
+    pub fn is_same(&self, other: &Tensor) -> bool {
+        self.id == other.id
+            && self.storage.is_same(&other.storage)
+            && self.dtype == other.dtype
+            && self.layout == other.layout
+            && match (&self.autograd, &other.autograd) {
+                (None, None) => true,
+                (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+                _ => false,
+            }
+    }
+
+    /// The identity saving keys on (NOTE [tensor identity]); see [`is_same`](Self::is_same).
+    pub(crate) fn id(&self) -> TensorId {
+        self.id
+    }
+
     /// True when the two tensors view the same storage.
     pub fn shares_storage_with(&self, other: &Tensor) -> bool {
         self.storage.is_same(&other.storage)
@@ -449,6 +503,26 @@ impl Tensor {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn identity_is_the_handle_while_the_handles_agree() {
+        let t = Tensor::arange(0.0, 6.0, 1.0, DType::Float32).unwrap();
+        let mut same = t.clone();
+        assert!(t.is_same(&same) && same.is_same(&t));
+        // Alike but other objects, as `t.view(6) is t` and `t.detach() is t` are false.
+        assert!(!t.is_same(&t.reshape(&[6]).unwrap()));
+        assert!(!t.is_same(&t.detach()));
+        assert!(
+            !t.is_same(&Tensor::from_parts(t.storage.clone(), t.dtype, t.layout.clone()).unwrap())
+        );
+        // A clone changed in place no longer matches the others.
+        same.set_(&t.storage.clone(), 1, &[5], &[1]).unwrap();
+        assert!(!t.is_same(&same));
+        let mut grad = t.clone();
+        grad.requires_grad_(true).unwrap();
+        assert!(!t.is_same(&grad));
+        assert!(grad.is_same(&grad.clone()));
+    }
 
     #[test]
     fn ones_storage_is_twelve_bytes_of_float_one() {

@@ -32,7 +32,7 @@ try:
 except Exception:
     sys.exit(77)
 sys.path.insert(0, sys.argv[1])
-from torch_manifest import manifest, raw_bytes
+from torch_manifest import manifest, object_groups, raw_bytes
 out = {}
 for path in sys.argv[2:]:
     try:
@@ -45,8 +45,8 @@ for path in sys.argv[2:]:
             out[path] = {"tensors": {k: [str(v.dtype).replace("torch.", ""), list(v.shape),
                          hashlib.sha256(raw_bytes(v)).hexdigest()] for k, v in load_file(path).items()}}
         else:
-            torch.load(path, weights_only=True)
-            out[path] = {"manifest": manifest(path)}
+            obj = torch.load(path, weights_only=True)
+            out[path] = {"manifest": manifest(path), "objects": object_groups(obj)}
     except Exception as e:
         out[path] = {"error": "%s: %s" % (type(e).__name__, e)}
 print(json.dumps(out))
@@ -199,6 +199,125 @@ fn pytorch_loads_what_stowage_saves() {
         );
     }
     assert!(failures.is_empty(), "\n{}", failures.join("\n"));
+}
+
+/// Loads each (trusted, committed) original fixture with `weights_only=False`
+/// and prints `object_groups` of it: which paths PyTorch sees as one object.
+const OBJECTS_HELPER: &str = r#"
+import sys, json
+try:
+    import torch
+except Exception:
+    sys.exit(77)
+sys.path.insert(0, sys.argv[1])
+from torch_manifest import object_groups
+print(json.dumps({p: object_groups(torch.load(p, weights_only=False)) for p in sys.argv[2:]}))
+"#;
+
+/// Runs `helper` on `files` with the scripts folder first; `None` (after
+/// printing SKIPPED) when there is no torch.
+fn run_helper(helper: &str, files: &[PathBuf]) -> Option<J> {
+    let Some(py) = python() else {
+        skip("no python at $STOWAGE_TORCH_PYTHON or $HOME/.torch-venv/bin/python");
+        return None;
+    };
+    let out = Command::new(&py)
+        .arg("-c")
+        .arg(helper)
+        .arg(common::scripts_dir())
+        .args(files)
+        .output()
+        .unwrap_or_else(|e| panic!("running {}: {e}", py.display()));
+    if out.status.code() == Some(NO_TORCH) {
+        skip(&format!("{} cannot import torch", py.display()));
+        return None;
+    }
+    assert!(
+        out.status.success(),
+        "helper failed: {}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).expect("utf-8");
+    Some(serde_json::from_str(text.lines().last().expect("helper printed nothing")).unwrap())
+}
+
+/// A tensor object reachable twice (`{"a": t, "b": t}`) in a file torch.save
+/// wrote is one object when PyTorch loads stowage's copy (`a is b`), as it was
+/// in the original, and one for stowage too (NOTE [tensor identity]).
+#[test]
+fn pytorch_sees_the_originals_objects_in_stowage_files() {
+    let shared = shared();
+    let Some(report) = &shared.report else { return };
+    let originals: Vec<PathBuf> = shared.pt.iter().map(|(n, _)| common::fixture(n)).collect();
+    let Some(theirs) = run_helper(OBJECTS_HELPER, &originals) else {
+        return;
+    };
+    let mut shared_somewhere = 0;
+    for (name, file) in &shared.pt {
+        let original = &theirs[&key(&common::fixture(name))];
+        let ours = J::from(common::object_groups(&load_fixture(name)));
+        assert_eq!(&ours, original, "{name}: stowage's objects vs torch's");
+        assert_eq!(
+            &report[&key(file)]["objects"],
+            original,
+            "{name}: torch's objects in stowage's file vs in the original"
+        );
+        let groups = original.as_array().unwrap();
+        if groups.iter().enumerate().any(|(i, g)| g != &J::from(i)) {
+            shared_somewhere += 1;
+        }
+    }
+    // nested, requires_grad and same_object hold one object at several paths.
+    assert!(shared_somewhere >= 3, "{shared_somewhere}");
+}
+
+/// The same through the builder: one `Tensor` (clones of one handle) put at
+/// several paths is one object for PyTorch; a view over the same bytes with
+/// the same layout, and a detached copy of the handle, are others.
+#[test]
+fn pytorch_loads_one_object_where_the_builder_put_one_tensor() {
+    use stowage::serialize::{PyValue, TensorObject};
+    use stowage::Tensor;
+    let t = Tensor::from_slice(&[1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0])
+        .unwrap()
+        .reshape(&[2, 3])
+        .unwrap();
+    let grad = Tensor::from_slice(&[0.5f64, -1.0])
+        .unwrap()
+        .with_requires_grad(true)
+        .unwrap();
+    let p = TensorObject {
+        parameter: true,
+        ..TensorObject::new(grad)
+    };
+    let ckpt = stowage::Checkpoint::builder()
+        .value("a", t.clone())
+        .value("b", t.clone())
+        .value("list", PyValue::list([t.clone(), t.clone()]))
+        .value("nested.x.y", t.clone())
+        .tensors("model", [("w", t.clone())])
+        .value("p", p.clone())
+        .value("again.p", p)
+        .value("look_alike", t.reshape(&[2, 3]).unwrap())
+        .value("detached", t.detach())
+        .build()
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("built.pt");
+    stowage::save(&file, &ckpt).unwrap();
+    let groups: Vec<usize> = vec![0, 0, 0, 0, 0, 0, 6, 6, 8, 9];
+    assert_eq!(common::object_groups(&ckpt), groups);
+    assert_eq!(
+        common::object_groups(&stowage::load(&file).unwrap()),
+        groups
+    );
+    let Some(report) = torch_report(std::slice::from_ref(&file)) else {
+        return;
+    };
+    let entry = &report[&key(&file)];
+    assert!(entry.get("error").is_none(), "{}", entry["error"]);
+    assert_eq!(entry["objects"], J::from(groups));
 }
 
 #[test]

@@ -12,6 +12,7 @@ use common::{
     assert_manifest_eq, check_keys_match_sharing, describe, fixture, fixture_names, full_manifest,
     load_fixture, logical_bytes, manifest, sha256_hex, tensor_bytes, Hash,
 };
+use stowage::serialize::pickle::{Graph, Value};
 use stowage::serialize::zip::{ZipLimits, ZipReader};
 use stowage::serialize::{dotted, Checkpoint, LoadOptions, Object, PathKey, TensorObject};
 use stowage::{DType, Device, Error, Kind, Tensor};
@@ -88,6 +89,95 @@ fn every_fixture_round_trips() {
             "{name}: storage records after reload"
         );
     }
+}
+
+/// Counts the persistent ids a pickle loads: one per tensor object it
+/// rebuilds (and per bare storage), however many paths reach each.
+struct CountPersids(usize);
+
+impl stowage::serialize::pickle::Hooks for CountPersids {
+    type Ext = ();
+    type Error = stowage::serialize::pickle::PickleError;
+    fn find_class(&mut self, _: &str, _: &str) -> Result<Value<()>, Self::Error> {
+        Ok(Value::Ext(()))
+    }
+    fn persistent_load(
+        &mut self,
+        _: &mut Graph<()>,
+        _: Value<()>,
+    ) -> Result<Value<()>, Self::Error> {
+        self.0 += 1;
+        Ok(Value::Ext(()))
+    }
+    /// Every call makes a dict (`OrderedDict()` gets items; the rest is unused).
+    fn reduce(
+        &mut self,
+        g: &mut Graph<()>,
+        _: Value<()>,
+        _: Value<()>,
+    ) -> Result<Value<()>, Self::Error> {
+        Ok(Value::Node(g.dict(Vec::new())))
+    }
+    fn build(
+        &mut self,
+        _: &mut Graph<()>,
+        obj: Value<()>,
+        _: Value<()>,
+    ) -> Result<Value<()>, Self::Error> {
+        Ok(obj)
+    }
+    fn new_obj(
+        &mut self,
+        g: &mut Graph<()>,
+        _: Value<()>,
+        _: Value<()>,
+    ) -> Result<Value<()>, Self::Error> {
+        Ok(Value::Node(g.dict(Vec::new())))
+    }
+}
+
+/// The number of persistent ids in a torch zip archive's `data.pkl`.
+fn persids(path: &Path) -> usize {
+    let zip = ZipReader::new(std::fs::read(path).unwrap(), &ZipLimits::default()).unwrap();
+    let entry = zip.find("data.pkl").expect("data.pkl");
+    let pkl = zip.read_to_vec(entry).unwrap();
+    let mut count = CountPersids(0);
+    stowage::serialize::pickle::unpickle(&pkl, &mut count, &Default::default()).unwrap();
+    count.0
+}
+
+/// A tensor object reachable by several paths (`{"a": t, "b": t}`) is written
+/// once, as `torch.save` writes it: stowage's pickle rebuilds as many tensors as
+/// PyTorch's own, and reloads with the same objects shared (NOTE [tensor identity]).
+#[test]
+fn each_tensor_object_is_written_once() {
+    let dir = tempfile::tempdir().unwrap();
+    for name in fixture_names() {
+        let original = load_fixture(&name);
+        let out = dir.path().join(format!("{name}.pt"));
+        save_ok(&out, &original, &name);
+        let back = stowage::load(&out).unwrap();
+        assert_eq!(
+            common::object_groups(&back),
+            common::object_groups(&original),
+            "{name}: which paths are one object"
+        );
+        if !common::LEGACY_FIXTURES.contains(&name.as_str()) {
+            assert_eq!(
+                persids(&out),
+                persids(&fixture(&name)),
+                "{name}: persistent ids"
+            );
+        }
+    }
+    // The fixture made for it: 16 paths, 6 objects, each rebuilt once.
+    let out = dir.path().join("same_object.pt");
+    assert_eq!(persids(&out), 6);
+    // Saving a reloaded file again keeps them (the memo hands out one object).
+    let back = stowage::load(&out).unwrap();
+    let again = dir.path().join("again.pt");
+    save_ok(&again, &back, "same_object again");
+    assert_eq!(persids(&again), 6);
 }
 
 #[test]

@@ -50,6 +50,37 @@ fn every_zip_fixture_matches_pytorch_manifest() {
     }
 }
 
+/// `ZipReader::likely_data_offset`, the guess a remote eager load reads with
+/// (header and data in one request), is where PyTorch put every stored
+/// record of every fixture it wrote (the deflated ones were rewritten by
+/// Python's `zipfile`).
+#[test]
+fn pytorch_places_each_record_where_the_guess_says() {
+    use stowage::serialize::zip::{Method, ZipLimits, ZipReader};
+    let mut checked = 0;
+    for name in zip_fixtures() {
+        let zip = ZipReader::new(
+            std::fs::read(fixture(&name)).unwrap(),
+            &ZipLimits::default(),
+        )
+        .unwrap();
+        for e in zip.entries() {
+            if e.method != Method::Stored || !e.name.contains("/data/") {
+                continue;
+            }
+            let actual = zip.data_offset(e).unwrap();
+            assert_eq!(
+                zip.likely_data_offset(e),
+                Some(actual),
+                "{name}: {}",
+                e.name
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked > 150, "{checked}");
+}
+
 #[test]
 fn load_bytes_equals_load() {
     for name in fixture_names() {
@@ -462,6 +493,55 @@ fn nested_containers_and_the_same_tensor_twice() {
             "{needle} missing from nested.pt's graph"
         );
     }
+}
+
+#[test]
+fn same_object_fixture_keeps_pythons_identity() {
+    // torch.load's `is`: one object per pickled object (BINPUT/BINGET).
+    let ckpt = load_fixture("same_object");
+    let tensors = ckpt.tensors().unwrap();
+    let at = |dotted: &str| -> &TensorObject {
+        tensors
+            .iter()
+            .find(|(p, _)| stowage::serialize::dotted(p) == dotted)
+            .map(|(_, t)| *t)
+            .unwrap_or_else(|| panic!("no tensor at {dotted}"))
+    };
+    let t = at("a");
+    for same in [
+        "b",
+        "list.0",
+        "list.1",
+        "tuple.0",
+        "tuple.2",
+        "nested.x.y",
+        "nested.z.w.v",
+    ] {
+        assert!(at(same).is_same(t), "{same} is a");
+        assert!(at(same).tensor.is_same(&t.tensor), "{same}: tensor handles");
+    }
+    let p = at("param");
+    assert!(p.parameter);
+    for same in ["param_again.0", "tuple.1"] {
+        assert!(at(same).is_same(p), "{same} is param");
+    }
+    assert!(at("half").is_same(at("list.2")));
+    assert_eq!(at("half").tensor.dtype(), DType::BFloat16);
+    // Alike but other objects: same storage, dtype and layout.
+    for other in ["look_alike", "detached"] {
+        let x = at(other);
+        assert!(x.tensor.shares_storage_with(&t.tensor), "{other}");
+        assert_eq!(x.tensor.layout(), t.tensor.layout(), "{other}");
+        assert!(
+            !x.is_same(t) && !x.tensor.is_same(&t.tensor),
+            "{other} is not a"
+        );
+    }
+    assert!(!at("row").is_same(t) && !p.is_same(t) && !at("half").is_same(t));
+    // Six distinct objects over sixteen paths.
+    let groups = common::object_groups(&ckpt);
+    let distinct: std::collections::BTreeSet<_> = groups.iter().collect();
+    assert_eq!((groups.len(), distinct.len()), (16, 6), "{groups:?}");
 }
 
 #[test]

@@ -283,6 +283,7 @@ impl Tensor {
             dtype: self.dtype,
             layout: self.layout.clone(),
             autograd: None,
+            id: crate::tensor::TensorId::fresh(),
         }
     }
 

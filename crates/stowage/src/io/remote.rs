@@ -2,9 +2,11 @@
 //! `abfs://`, `http(s)://`, `file://`) read at offsets with range requests,
 //! and written with a multipart upload that is committed only when complete.
 //!
-//! Reading: [`RemoteObject`] is a [`ReadAt`] over one object. Its length comes
-//! from one `HEAD`; its first 64 KiB and last 256 KiB are each fetched once
-//! and kept (NOTE [remote tail cache]); every other read is one ranged `GET`.
+//! Reading: [`RemoteObject`] is a [`ReadAt`] over one object. Opening it is
+//! one ranged `GET` of its first 64 KiB, which gives its length too (a `HEAD`
+//! only for an empty object); that block and the last 256 KiB (fetched on
+//! first use) are kept (NOTE [remote tail cache]); every other read is one
+//! ranged `GET`.
 //! Batches of reads ([`ReadAt::read_batch_at`]) are coalesced and sent
 //! concurrently, with a bounded number of requests in flight, each at most
 //! 16 MiB, so memory beyond the destination buffers stays bounded too.
@@ -18,8 +20,11 @@
 //! Stores are configured as the `object_store` crate's builders read them
 //! from the environment (`AWS_*`, `GOOGLE_*`, `AZURE_*`: credentials,
 //! `AWS_ENDPOINT_URL`, `AWS_ALLOW_HTTP`, …), and [`RemoteOptions`] sets the
-//! timeouts, retries and concurrency. The library's API stays synchronous: a
-//! tokio runtime kept inside this module runs the requests.
+//! timeouts, retries, concurrency, coalescing and further store options; a
+//! library user passes them as `LoadOptions::remote` to `load_with(url, …)`
+//! and as `SaveOptions::remote` to `save_with(url, …)`. The library's API
+//! stays synchronous: a tokio runtime kept inside this module runs the
+//! requests.
 //!
 //! Transfers are counted per object ([`RemoteObject::transfer`]) and for the
 //! whole process ([`totals`]).
@@ -44,9 +49,9 @@ use crate::{Error, Result};
 const HEAD_BLOCK: u64 = 64 << 10;
 /// Bytes kept from the tail of an object.
 const TAIL_BLOCK: u64 = 256 << 10;
-/// Largest single range request of a batch.
+/// Largest single range request of a batch, by default.
 const MAX_REQUEST: u64 = 16 << 20;
-/// Reads of a batch closer than this are fetched in one request.
+/// Reads of a batch closer than this are fetched in one request, by default.
 const COALESCE_GAP: u64 = 64 << 10;
 /// Size of each part of a multipart upload (S3's minimum is 5 MiB).
 const PART_SIZE: usize = 16 << 20;
@@ -81,6 +86,13 @@ pub struct RemoteOptions {
     pub retry_timeout: Duration,
     /// Most range requests in flight at once in a batch.
     pub concurrency: usize,
+    /// Reads of a batch whose gap is at most this many bytes are fetched in
+    /// one request (the gap's bytes are fetched and dropped). Default 64 KiB.
+    pub coalesce_gap: u64,
+    /// Largest request a batch's coalescing makes, in bytes (a single read
+    /// larger than this is still one request). Default 16 MiB. Bounds the
+    /// memory in flight: about `concurrency × max_request`.
+    pub max_request: u64,
     /// More `object_store` configuration, as `(key, value)` pairs
     /// (`("aws_endpoint", "http://127.0.0.1:9000")`), applied after the environment;
     /// a key the URL's store does not know makes opening fail, naming it.
@@ -95,6 +107,8 @@ impl Default for RemoteOptions {
             retries: 3,
             retry_timeout: Duration::from_secs(30),
             concurrency: 16,
+            coalesce_gap: COALESCE_GAP,
+            max_request: MAX_REQUEST,
             store_options: Vec::new(),
         }
     }
@@ -103,8 +117,9 @@ impl Default for RemoteOptions {
 impl RemoteOptions {
     /// The defaults, with `STOWAGE_REMOTE_TIMEOUT` (seconds, fractions allowed),
     /// `STOWAGE_REMOTE_CONNECT_TIMEOUT`, `STOWAGE_REMOTE_RETRIES`,
-    /// `STOWAGE_REMOTE_RETRY_TIMEOUT` and `STOWAGE_REMOTE_CONCURRENCY` read
-    /// from the environment where set and valid.
+    /// `STOWAGE_REMOTE_RETRY_TIMEOUT`, `STOWAGE_REMOTE_CONCURRENCY`,
+    /// `STOWAGE_REMOTE_COALESCE_GAP` and `STOWAGE_REMOTE_MAX_REQUEST` (bytes)
+    /// read from the environment where set and valid.
     pub fn from_env() -> Self {
         let secs = |name: &str| {
             std::env::var(name)
@@ -124,6 +139,10 @@ impl RemoteOptions {
             concurrency: count("STOWAGE_REMOTE_CONCURRENCY")
                 .filter(|&c| c > 0)
                 .unwrap_or(d.concurrency),
+            coalesce_gap: count("STOWAGE_REMOTE_COALESCE_GAP").map_or(d.coalesce_gap, |n| n as u64),
+            max_request: count("STOWAGE_REMOTE_MAX_REQUEST")
+                .filter(|&n| n > 0)
+                .map_or(d.max_request, |n| n as u64),
             store_options: d.store_options,
         }
     }
@@ -287,6 +306,15 @@ fn open_store(
 ) -> std::result::Result<(Arc<dyn ObjectStore>, ObjectPath), RemoteFailure> {
     let parsed = url::Url::parse(url)?;
     let (scheme, path) = ObjectStoreScheme::parse(&parsed).map_err(object_store::Error::from)?;
+    // `az://container/dir/file`: the Azure builder takes the container from
+    // the host, so the object's path is the whole URL path
+    // (`ObjectStoreScheme::parse` drops its first segment, as for
+    // `https://account.blob.core.windows.net/container/…`).
+    let path = if parsed.scheme().eq_ignore_ascii_case("az") {
+        ObjectPath::from_url_path(parsed.path()).map_err(object_store::Error::from)?
+    } else {
+        path
+    };
     let retry = RetryConfig {
         max_retries: options.retries,
         retry_timeout: options.retry_timeout,
@@ -373,6 +401,8 @@ pub struct RemoteObject {
     url: String,
     len: u64,
     concurrency: usize,
+    coalesce_gap: u64,
+    max_request: u64,
     head: OnceLock<Bytes>,
     tail: OnceLock<Bytes>,
     counters: Counters,
@@ -388,8 +418,8 @@ impl std::fmt::Debug for RemoteObject {
 }
 
 impl RemoteObject {
-    /// Opens the object at `url` with [`RemoteOptions::from_env`]: one `HEAD`
-    /// request, for its length.
+    /// Opens the object at `url` with [`RemoteOptions::from_env`]: one ranged
+    /// `GET` of its first 64 KiB, which gives its length too.
     ///
     /// # Errors
     /// [`Error::InFile`] naming the URL, around an [`Error::Io`] holding a
@@ -406,17 +436,22 @@ impl RemoteObject {
         let failed = |failure: RemoteFailure| in_url(url, fail(url, None, failure));
         let (store, path) = open_store(url, options).map_err(failed)?;
         let counters = Counters::default();
-        count(Some(&counters), 1, 0, 0);
-        let meta = block_on(store.head(&path))
+        let (len, first) = block_on(first_block(&*store, &path, &counters))
             .map_err(failed)?
-            .map_err(|e| failed(e.into()))?;
+            .map_err(|(range, e)| in_url(url, fail(url, range, e.into())))?;
+        let head = OnceLock::new();
+        if let Some(bytes) = first.filter(|b| b.len() as u64 == len.min(HEAD_BLOCK)) {
+            let _ = head.set(bytes);
+        }
         Ok(RemoteObject {
             store,
             path,
             url: url.to_owned(),
-            len: meta.size,
+            len,
             concurrency: options.concurrency.max(1),
-            head: OnceLock::new(),
+            coalesce_gap: options.coalesce_gap,
+            max_request: options.max_request.max(1),
+            head,
             tail: OnceLock::new(),
             counters,
         })
@@ -427,7 +462,7 @@ impl RemoteObject {
         &self.url
     }
 
-    /// What reading this object has transferred so far (its `HEAD` included).
+    /// What reading this object has transferred so far (opening it included).
     pub fn transfer(&self) -> Transfer {
         self.counters.snapshot()
     }
@@ -494,6 +529,64 @@ impl RemoteObject {
     }
 }
 
+/// Opens an object with one ranged `GET` of its head block: the object's
+/// length (from the answer's `Content-Range`) and the block every format's
+/// detection reads, in one request rather than a `HEAD` and a `GET`. An
+/// empty object cannot answer a range (416): then, and only then, a `HEAD`
+/// gives its length.
+/// A failure names the range asked for (none for the `HEAD`).
+async fn first_block(
+    store: &dyn ObjectStore,
+    path: &ObjectPath,
+    counters: &Counters,
+) -> std::result::Result<(u64, Option<Bytes>), (Option<Range<u64>>, object_store::Error)> {
+    let range = 0..HEAD_BLOCK;
+    let options = object_store::GetOptions {
+        range: Some(object_store::GetRange::Bounded(range.clone())),
+        ..Default::default()
+    };
+    let got = match store.get_opts(path, options).await {
+        Ok(got) => got,
+        Err(e) if range_refused(&e) => {
+            count(Some(counters), 2, 0, 0);
+            let meta = store.head(path).await.map_err(|e| (None, e))?;
+            return Ok((meta.size, None));
+        }
+        Err(e @ object_store::Error::NotFound { .. }) => {
+            count(Some(counters), 1, 0, 0);
+            return Err((None, e));
+        }
+        Err(e) => {
+            count(Some(counters), 1, 0, 0);
+            return Err((Some(range), e));
+        }
+    };
+    let len = got.meta.size;
+    let bytes = got.bytes().await;
+    count(
+        Some(counters),
+        1,
+        bytes.as_ref().map_or(0, |b| b.len() as u64),
+        0,
+    );
+    Ok((len, Some(bytes.map_err(|e| (Some(range), e))?)))
+}
+
+/// Whether the store refused a range as not satisfiable (HTTP 416: the
+/// object is empty). `object_store` reports it as a generic error whose
+/// text carries the status.
+fn range_refused(e: &object_store::Error) -> bool {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(c) = cause {
+        let text = c.to_string();
+        if text.contains("416") || text.contains("Range Not Satisfiable") {
+            return true;
+        }
+        cause = c.source();
+    }
+    false
+}
+
 /// A failure as an [`io::Error`] carrying a [`RemoteError`].
 fn fail(url: &str, range: Option<Range<u64>>, failure: RemoteFailure) -> io::Error {
     RemoteError {
@@ -518,9 +611,10 @@ struct Request {
     reads: Vec<usize>,
 }
 
-/// Sorts reads by offset and merges neighbours into requests of at most
-/// [`MAX_REQUEST`] bytes (a read larger than that is a request of its own).
-fn coalesce(reads: &[(u64, usize)]) -> Vec<Request> {
+/// Sorts reads by offset and merges neighbours at most `gap` bytes apart
+/// into requests of at most `max` bytes (a read larger than that is a
+/// request of its own).
+fn coalesce(reads: &[(u64, usize)], gap: u64, max: u64) -> Vec<Request> {
     let mut order: Vec<usize> = (0..reads.len()).filter(|&i| reads[i].1 > 0).collect();
     order.sort_by_key(|&i| reads[i].0);
     let mut requests: Vec<Request> = Vec::new();
@@ -529,9 +623,7 @@ fn coalesce(reads: &[(u64, usize)]) -> Vec<Request> {
         let end = start.saturating_add(n as u64);
         if let Some(last) = requests.last_mut() {
             let joined_end = last.range.end.max(end);
-            if start <= last.range.end.saturating_add(COALESCE_GAP)
-                && joined_end - last.range.start <= MAX_REQUEST
-            {
+            if start <= last.range.end.saturating_add(gap) && joined_end - last.range.start <= max {
                 last.range.end = joined_end;
                 last.reads.push(i);
                 continue;
@@ -576,7 +668,7 @@ impl ReadAt for RemoteObject {
             self.check_range(*offset, buf.len()).map_err(|e| (i, e))?;
         }
         let spans: Vec<(u64, usize)> = reads.iter().map(|(o, b)| (*o, b.len())).collect();
-        let requests = coalesce(&spans);
+        let requests = coalesce(&spans, self.coalesce_gap, self.max_request);
         let work = async {
             let mut results = futures::stream::iter(0..requests.len())
                 .map(|r| {
@@ -608,10 +700,11 @@ impl ReadAt for RemoteObject {
 /// [`Error::InFile`] naming the URL.
 pub(crate) fn upload(
     url: &str,
+    options: &RemoteOptions,
     write: impl FnOnce(&mut dyn io::Write) -> Result<()>,
 ) -> Result<()> {
     let failed = |failure: RemoteFailure| in_url(url, fail(url, None, failure));
-    let (store, path) = open_store(url, &RemoteOptions::from_env()).map_err(failed)?;
+    let (store, path) = open_store(url, options).map_err(failed)?;
     let rt = runtime().map_err(failed)?;
     count(None, 1, 0, 0);
     let started = block_on(store.put_multipart(&path))
@@ -712,14 +805,17 @@ mod tests {
     fn coalescing_merges_neighbours_within_limits() {
         // Two close reads merge; a far one stands alone; empty reads are dropped.
         let reads = [(100, 10), (0, 50), (10 << 20, 4), (60, 0)];
-        let requests = coalesce(&reads);
+        let requests = coalesce(&reads, COALESCE_GAP, MAX_REQUEST);
         assert_eq!(requests.len(), 2);
         assert_eq!(requests[0].range, 0..110);
         assert_eq!(requests[0].reads, vec![1, 0]);
         assert_eq!(requests[1].range, (10 << 20)..(10 << 20) + 4);
         // Adjacent 16 MiB pieces stay separate requests.
         let big = [(0, 16 << 20), (16 << 20, 16 << 20)];
-        assert_eq!(coalesce(&big).len(), 2);
+        assert_eq!(coalesce(&big, COALESCE_GAP, MAX_REQUEST).len(), 2);
+        // Other limits: no gap bridged; everything in one request.
+        assert_eq!(coalesce(&reads, 0, MAX_REQUEST).len(), 3);
+        assert_eq!(coalesce(&reads, u64::MAX, u64::MAX).len(), 1);
     }
 
     #[test]
@@ -735,8 +831,9 @@ mod tests {
         object.read_exact_at(&mut buf, 0).unwrap();
         object.read_exact_at(&mut buf, 100).unwrap();
         assert_eq!(&buf, &data[100..116]);
-        // HEAD, then the head block once.
-        assert_eq!(object.transfer().requests, 2);
+        // One GET: the head block, and the length with it.
+        assert_eq!(object.transfer().requests, 1);
+        assert_eq!(object.transfer().bytes_received, 64 << 10);
         let (mut a, mut b) = (vec![0u8; 1000], vec![0u8; 5000]);
         let mut reads = [(500_000u64, &mut a[..]), (300_000u64, &mut b[..])];
         object.read_batch_at(&mut reads).unwrap();

@@ -295,7 +295,9 @@ impl CheckpointBuilder {
 
     /// The checkpoint. Tensors that share a storage share it in the
     /// checkpoint (and in the file it is saved to); its storages are listed
-    /// in the order their first tensors appear.
+    /// in the order their first tensors appear. One tensor put at several
+    /// paths (clones of one [`Tensor`], [`Tensor::is_same`]) stays one object:
+    /// saved once, it loads in PyTorch as one (`a is b`).
     ///
     /// # Errors
     /// The first error of the calls before: [`Error::ValueType`] when a path

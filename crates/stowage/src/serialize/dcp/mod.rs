@@ -25,8 +25,6 @@ mod write;
 pub use write::{save, ChunkPlan, DcpSaveOptions, PlannedChunk};
 
 use std::collections::HashMap;
-use std::fs::File;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -41,20 +39,37 @@ use crate::{DType, Error, Result, Tensor, UntypedStorage};
 /// The metadata file's name.
 pub const METADATA_FILE: &str = ".metadata";
 
-/// Whether `path` is a DCP checkpoint folder (it holds a `.metadata` file).
+/// Whether `path` is a local DCP checkpoint folder (it holds a `.metadata`
+/// file). A folder in object storage is named by its URL with a trailing `/`
+/// ([`load`](super::load) looks for its `.metadata` there).
 pub fn is_dcp(path: &Path) -> bool {
     path.is_dir() && path.join(METADATA_FILE).is_file()
 }
 
-/// An open DCP checkpoint: its parsed metadata, and its folder to read items from.
+/// An open DCP checkpoint: its parsed metadata, and its folder (a local
+/// path, or with the `remote` feature a URL) to read items from.
 #[derive(Clone, Debug)]
 pub struct DcpCheckpoint {
     dir: PathBuf,
     metadata: DcpMetadata,
     options: LoadOptions,
+    /// The data files opened so far, each opened once (one `HEAD` for an
+    /// object in a store), shared by clones.
+    files: Arc<Files>,
     /// For lazy loads: the one tensor being read window by window, assembled
     /// in a buffer reused from tensor to tensor (no fresh pages per tensor).
     assembly: Arc<Mutex<Assembly>>,
+}
+
+/// Data files by path, opened on first use.
+#[derive(Default)]
+struct Files(Mutex<HashMap<PathBuf, item::Source>>);
+
+impl std::fmt::Debug for Files {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let open = self.0.lock().map_or(0, |m| m.len());
+        write!(f, "Files({open} open)")
+    }
 }
 
 /// The tensor a lazy load is reading window by window.
@@ -66,7 +81,9 @@ struct Assembly {
 }
 
 impl DcpCheckpoint {
-    /// Reads and checks `dir/.metadata`; no data file is read yet.
+    /// Reads and checks `dir/.metadata`; no data file is read yet. `dir` may
+    /// be a URL (`s3://bucket/run/step-100`, feature `remote`): the metadata
+    /// and each item are then fetched with ranged requests, each item in one.
     ///
     /// # Errors
     /// [`Error::InFile`] naming `.metadata`, wrapping I/O errors, a refused
@@ -79,7 +96,7 @@ impl DcpCheckpoint {
             path: path.clone(),
             source: Box::new(e),
         };
-        let file = File::open(&path).map_err(|e| in_file(Error::Io(e)))?;
+        let file = item::open(&path, options).map_err(in_file)?;
         let len = file.len();
         if len > options.max_pickle_bytes {
             return Err(in_file(Error::LimitExceeded {
@@ -88,17 +105,29 @@ impl DcpCheckpoint {
                 max: options.max_pickle_bytes,
             }));
         }
-        let mut bytes = Vec::with_capacity(len as usize);
-        file.take(len)
-            .read_to_end(&mut bytes)
+        // At most `max_pickle_bytes`, checked above.
+        let mut bytes = vec![0; len as usize];
+        file.read_exact_at(&mut bytes, 0)
             .map_err(|e| in_file(Error::Io(e)))?;
         let metadata = metadata::parse(&bytes, &options.pickle_limits).map_err(in_file)?;
         Ok(DcpCheckpoint {
             dir,
             metadata,
             options: options.clone(),
+            files: Arc::default(),
             assembly: Arc::default(),
         })
+    }
+
+    /// The data file at `path`, opened on first use.
+    fn file(&self, path: &Path) -> Result<item::Source> {
+        let mut files = self.files.0.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(f) = files.get(path) {
+            return Ok(Arc::clone(f));
+        }
+        let f = item::open(path, &self.options)?;
+        files.insert(path.to_owned(), Arc::clone(&f));
+        Ok(f)
     }
 
     /// The parsed metadata: every item, with its chunks and where they are.
@@ -315,8 +344,9 @@ impl DcpCheckpoint {
             }),
         };
         let nbytes = bytes_of(fqn, dtype, &chunk.sizes).map_err(in_file)?;
-        let tensor =
-            item::read_tensor(&file, info, fqn, nbytes as u64, &self.options).map_err(in_file)?;
+        let source = self.file(&file).map_err(in_file)?;
+        let tensor = item::read_tensor(&source, &file, info, fqn, nbytes as u64, &self.options)
+            .map_err(in_file)?;
         if tensor.dtype() != dtype || tensor.shape() != &chunk.sizes[..] {
             return Err(in_file(Error::BadObject {
                 context: "DCP chunk",
@@ -346,13 +376,15 @@ impl DcpCheckpoint {
             });
         };
         let file = self.dir.join(&info.relative_path);
-        item::read_value(&file, info, &self.options).map_err(|e| Error::InFile {
+        let in_file = |e: Error| Error::InFile {
             path: file.clone(),
             source: Box::new(Error::AtPath {
                 path: fqn.to_owned(),
                 source: Box::new(e),
             }),
-        })
+        };
+        let source = self.file(&file).map_err(in_file)?;
+        item::read_value(&source, info, &self.options).map_err(in_file)
     }
 
     /// Everything, as one checkpoint nested as the saved state dict was.

@@ -5,7 +5,10 @@
 //! `_rebuild_tensor_v3` with `UntypedStorage` for dtypes that have no class;
 //! Parameters as `_rebuild_parameter`. Storage keys are assigned in order of
 //! first appearance, keyed by storage identity, so tensors sharing a storage
-//! share a key and its bytes are written once.
+//! share a key and its bytes are written once. A tensor object reached twice
+//! (NOTE [tensor identity]: `{"a": t, "b": t}`) is written once, as
+//! `torch.save` writes it, and fetched from the memo after that, so PyTorch
+//! loads one object (`a is b`).
 //!
 //! The pickle is written by the one pickle writer,
 //! [`write_value`](super::pickle::write_value), in
@@ -21,6 +24,7 @@ use crate::serialize::object::{Checkpoint, Object, TensorObject};
 use crate::serialize::pickle::{
     write_value, Layout, Node, NodeId, Pickler, Value, WriteError, WriteHooks,
 };
+use crate::tensor::TensorId;
 use crate::{DType, Error, Result, Tensor, UntypedStorage};
 
 /// Deepest value nesting written (the reader's default limit).
@@ -70,6 +74,7 @@ pub(crate) fn pickle_checkpoint(ckpt: &Checkpoint) -> Result<(Vec<u8>, Storages)
         ckpt,
         storages: Vec::new(),
         keys: HashMap::new(),
+        tensors: HashMap::new(),
     };
     write_value(&mut p, &ckpt.graph, &ckpt.root, &mut hooks)?;
     p.stop()?;
@@ -85,6 +90,8 @@ struct TorchHooks<'c> {
     storages: Storages,
     /// Index into `storages` by storage identity.
     keys: HashMap<usize, usize>,
+    /// The tensor objects written, by identity, each with its memo index.
+    tensors: HashMap<TensorId, Vec<(u32, TensorObject)>>,
 }
 
 impl<'c> WriteHooks<'c, Object, Vec<u8>> for TorchHooks<'c> {
@@ -207,7 +214,8 @@ impl TorchHooks<'_> {
 
     /// A tensor as `torch.save` pickles it: its rebuild call, wrapped in
     /// `_rebuild_from_type_v2` when it carries Python state or a subclass.
-    fn tensor(&mut self, p: &mut P, t: &TensorObject, requires_grad: bool) -> Result<()> {
+    /// Returns the call's memo index.
+    fn tensor(&mut self, p: &mut P, t: &TensorObject, requires_grad: bool) -> Result<u32> {
         let wrapped = (t.state.is_some() && !t.parameter) || t.subclass.is_some();
         if wrapped {
             global(p, &Global::RebuildFromTypeV2)?;
@@ -227,10 +235,7 @@ impl TorchHooks<'_> {
             }
         }
         self.tensor_args(p, t, requires_grad)?;
-        if !wrapped {
-            p.reduce()?;
-            p.memo_put()?;
-        } else {
+        if wrapped {
             match &t.state {
                 Some(state) => self.python_state(p, state)?,
                 None => {
@@ -239,15 +244,15 @@ impl TorchHooks<'_> {
                 }
             }
             p.tuple_from_mark()?;
-            p.reduce()?;
-            p.memo_put()?;
         }
-        Ok(())
+        p.reduce()?;
+        Ok(p.memo_put()?)
     }
 
     /// A plain component tensor (sparse indices and values, nested buffers, quantizer scales).
     fn component(&mut self, p: &mut P, t: &Tensor) -> Result<()> {
-        self.tensor(p, &TensorObject::new(t.clone()), t.requires_grad())
+        self.tensor(p, &TensorObject::new(t.clone()), t.requires_grad())?;
+        Ok(())
     }
 
     /// The rebuild function's argument tuple.
@@ -413,33 +418,43 @@ impl TorchHooks<'_> {
 
     fn object(&mut self, p: &mut P, o: &Object) -> Result<()> {
         match o {
-            Object::Tensor(t) if t.parameter => {
-                let with_state = t.state.is_some();
-                global(
-                    p,
-                    &if with_state {
-                        Global::RebuildParameterWithState
-                    } else {
-                        Global::RebuildParameter
-                    },
-                )?;
-                if with_state {
-                    p.mark()?;
+            Object::Tensor(t) => {
+                let written = self.tensors.get(&t.tensor.id());
+                if let Some((i, _)) = written.and_then(|w| w.iter().find(|(_, o)| o.is_same(t))) {
+                    p.memo_get(*i)?;
+                    return Ok(());
                 }
-                self.tensor(p, t, false)?;
-                p.bool(t.tensor.requires_grad())?;
-                empty_ordered_dict(p)?;
-                match &t.state {
-                    Some(state) => {
-                        self.python_state(p, state)?;
-                        p.tuple_from_mark()?;
+                let i = if t.parameter {
+                    let with_state = t.state.is_some();
+                    global(
+                        p,
+                        &if with_state {
+                            Global::RebuildParameterWithState
+                        } else {
+                            Global::RebuildParameter
+                        },
+                    )?;
+                    if with_state {
+                        p.mark()?;
                     }
-                    None => p.tuple(3)?,
-                }
-                p.reduce()?;
-                p.memo_put()?;
+                    self.tensor(p, t, false)?;
+                    p.bool(t.tensor.requires_grad())?;
+                    empty_ordered_dict(p)?;
+                    match &t.state {
+                        Some(state) => {
+                            self.python_state(p, state)?;
+                            p.tuple_from_mark()?;
+                        }
+                        None => p.tuple(3)?,
+                    }
+                    p.reduce()?;
+                    p.memo_put()?
+                } else {
+                    self.tensor(p, t, t.tensor.requires_grad())?
+                };
+                let id = t.tensor.id();
+                self.tensors.entry(id).or_default().push((i, (**t).clone()));
             }
-            Object::Tensor(t) => self.tensor(p, t, t.tensor.requires_grad())?,
             Object::Storage(s) => self.persid(p, &s.storage, s.dtype)?,
             Object::DType(d) => global(p, &Global::DType(*d))?,
             Object::Device(d) => {

@@ -7,7 +7,7 @@ mod save;
 mod source;
 
 use std::path::Path;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 pub use save::{archive_name, save, save_to_writer, save_with, SaveOptions};
 
@@ -215,9 +215,14 @@ pub(super) fn load_lazy<R: ReadAt + 'static>(
         // A deflated record read in windows is inflated once and kept until its
         // last window is read (windows come in order), not once per window.
         let inflated: Mutex<Option<Arc<Vec<u8>>>> = Mutex::new(None);
+        // A remote stored record's data offset, once its local header is read.
+        let data_at: OnceLock<u64> = OnceLock::new();
         Arc::new(move |from: u64, dst: &mut [u8]| {
             let mut read = || -> Result<()> {
-                if from == 0 && dst.len() as u64 == entry.size {
+                let stored = entry.method == zip::Method::Stored && !verify_crc;
+                if stored && zip.source().is_remote() {
+                    read_remote_stored(&zip, &entry, &data_at, from, dst)?;
+                } else if from == 0 && dst.len() as u64 == entry.size {
                     zip.read_into(&entry, dst)?;
                     if verify_crc {
                         zip.check_crc(&entry)?;
@@ -264,4 +269,53 @@ pub(super) fn load_lazy<R: ReadAt + 'static>(
         })
     };
     load_zip_archive(&zip, options, None, Some(&make))
+}
+
+/// Bytes `from..` of a stored record of a remote archive into `dst`. The
+/// first read fetches the record's local header in the same request as the
+/// data, read at the offset PyTorch's writer gives it
+/// ([`ZipReader::likely_data_offset`]), and keeps the offset the header
+/// gives in `data_at`; where the two differ, the data is read again there.
+fn read_remote_stored<R: ReadAt>(
+    zip: &ZipReader<R>,
+    entry: &zip::Entry,
+    data_at: &OnceLock<u64>,
+    from: u64,
+    dst: &mut [u8],
+) -> Result<()> {
+    let io = |(_, e): (usize, std::io::Error)| Error::Io(e);
+    let inside = from
+        .checked_add(dst.len() as u64)
+        .is_some_and(|end| end <= entry.compressed_size);
+    if !inside {
+        return Err(Error::StorageRange {
+            offset: from as usize,
+            len: dst.len(),
+            nbytes: entry.compressed_size as usize,
+        });
+    }
+    let at = match (data_at.get(), zip.likely_data_offset(entry)) {
+        (Some(&at), _) => at,
+        (None, Some(guess)) => {
+            let mut header = vec![0; ZipReader::<R>::local_header_len(entry)];
+            let mut reads = [
+                (entry.local_header_offset, &mut header[..]),
+                (guess.saturating_add(from), &mut *dst),
+            ];
+            zip.source().read_batch_at(&mut reads).map_err(io)?;
+            let actual = zip.data_offset_in(entry, &header)?;
+            let _ = data_at.set(actual);
+            if actual == guess {
+                return Ok(());
+            }
+            actual
+        }
+        (None, None) => {
+            let actual = zip.data_offset(entry)?;
+            let _ = data_at.set(actual);
+            actual
+        }
+    };
+    zip.source().read_exact_at(dst, at.saturating_add(from))?;
+    Ok(())
 }

@@ -28,6 +28,10 @@ pub struct SaveOptions {
     pub sync: bool,
     /// Told the bytes of each storage (or each window of one) as they are written.
     pub progress: Option<Progress>,
+    /// Timeouts, retries and store configuration of saves to a URL (feature
+    /// `remote`). Default: [`RemoteOptions::from_env`](crate::io::remote::RemoteOptions::from_env).
+    #[cfg(feature = "remote")]
+    pub remote: crate::io::remote::RemoteOptions,
 }
 
 impl Default for SaveOptions {
@@ -36,6 +40,8 @@ impl Default for SaveOptions {
             alignment: 64,
             sync: true,
             progress: None,
+            #[cfg(feature = "remote")]
+            remote: crate::io::remote::RemoteOptions::from_env(),
         }
     }
 }
@@ -229,7 +235,7 @@ pub fn save_with(path: &Path, ckpt: &Checkpoint, options: &SaveOptions) -> Resul
     let stem = archive_name(path);
     #[cfg(feature = "remote")]
     if let Some(url) = io::remote::url_of(path) {
-        return io::remote::upload(url, |w| {
+        return io::remote::upload(url, &options.remote, |w| {
             let w = BufWriter::with_capacity(1 << 22, w);
             let w = save_to_writer(w, &stem, ckpt, options)?;
             w.into_inner().map_err(|e| Error::Io(e.into_error()))?;

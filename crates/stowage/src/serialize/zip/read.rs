@@ -199,6 +199,48 @@ impl<R: ReadAt> ZipReader<R> {
         self.data_offset_from(e, &header)
     }
 
+    /// Where PyTorch's writer puts the entry's data, guessed without reading
+    /// its local header: after the header, the name and an extra field of
+    /// padding (`FB`, its length, zeros) that brings the data to a multiple of
+    /// 64 bytes, with ZIP64 fields first for a record at or past 4 GiB or of
+    /// 4 GiB or more (`getPadding` of PyTorch's `inline_container.cc`).
+    /// `None` when the guess would not leave the data inside the file. Only
+    /// a guess: check it with [`data_offset_in`](Self::data_offset_in) once
+    /// the local header is read (a remote load reads both in one request).
+    pub fn likely_data_offset(&self, e: &Entry) -> Option<u64> {
+        const U32_MAX: u64 = 0xFFFF_FFFF;
+        let mut start = e
+            .local_header_offset
+            .checked_add(LOCAL_HEADER_LEN + e.name.len() as u64 + 4)?;
+        if e.compressed_size >= U32_MAX || e.local_header_offset >= U32_MAX {
+            start += 4;
+            if e.compressed_size >= U32_MAX {
+                start += 16;
+            }
+            if e.local_header_offset >= U32_MAX {
+                start += 8;
+            }
+        }
+        let data = start.checked_next_multiple_of(64)?;
+        (data.checked_add(e.compressed_size)? <= self.len).then_some(data)
+    }
+
+    /// The bytes of the entry's local header that give its data offset: the
+    /// fixed part and the name.
+    pub fn local_header_len(e: &Entry) -> usize {
+        LOCAL_HEADER_LEN as usize + e.name.len()
+    }
+
+    /// [`data_offset`](Self::data_offset) from the entry's local header read
+    /// by the caller (its first [`local_header_len`](Self::local_header_len)
+    /// bytes), checked as `data_offset` checks it.
+    ///
+    /// # Errors
+    /// As [`data_offset`](Self::data_offset).
+    pub fn data_offset_in(&self, e: &Entry, header: &[u8]) -> Result<u64, ZipError> {
+        self.data_offset_from(e, header)
+    }
+
     /// [`data_offset`](Self::data_offset) of several entries, their local
     /// headers read in one batch ([`ReadAt::read_batch_at`]: concurrent
     /// range requests on a remote source).
