@@ -69,9 +69,20 @@ impl Row<'_> {
 /// When the walk exceeds its limits.
 pub fn rows(ckpt: &Checkpoint) -> Result<Vec<Row<'_>>, Failure> {
     let keys: HashMap<usize, &str> = ckpt.storages.iter().map(|s| (s.storage.id(), s.key.as_str())).collect();
+    // A storage with no record (a meta tensor or wrapper subclass saved
+    // without data) is keyed `@0`, `@1`, … in order of appearance: the same
+    // on every run, and equal exactly for tensors on one storage.
+    let unrecorded = std::cell::RefCell::new(HashMap::<usize, usize>::new());
     let key_of = |t: &stowage::Tensor| {
         let id = t.untyped_storage().id();
-        keys.get(&id).map_or_else(|| format!("@{id:x}"), |k| k.to_string())
+        keys.get(&id).map_or_else(
+            || {
+                let mut u = unrecorded.borrow_mut();
+                let n = u.len();
+                format!("@{}", u.entry(id).or_insert(n))
+            },
+            |k| k.to_string(),
+        )
     };
     let mut out = Vec::new();
     for (path, object) in ckpt.tensors().map_err(Failure::input)? {
@@ -325,7 +336,18 @@ fn table(ckpt: &Checkpoint, rows: &[Row<'_>], out: &mut dyn Write) -> std::io::R
     // storages: tied weights save a copy; disjoint slices of one storage
     // (an LSTM's gates) save nothing.
     let storage_bytes: u64 = ckpt.storages.iter().map(|s| s.storage.nbytes() as u64).sum();
-    let logical: u64 = rows.iter().filter(|r| !r.is_container()).map(|r| r.object.tensor.nbytes() as u64).sum();
+    // Only tensors on a storage the file holds count (not meta tensors or
+    // wrapper subclasses saved without data), with a per-channel quantizer's
+    // scales and zero points, each at its packed size (`quint4x2` holds two
+    // elements a byte).
+    let recorded: HashSet<usize> = ckpt.storages.iter().map(|s| s.storage.id()).collect();
+    let logical: u64 = rows
+        .iter()
+        .filter(|r| !r.is_container())
+        .flat_map(|r| r.object.data_tensors())
+        .filter(|(_, t)| recorded.contains(&t.untyped_storage().id()))
+        .map(|(_, t)| (t.numel().div_ceil(t.dtype().elements_per_byte()) * t.dtype().size()) as u64)
+        .sum();
     writeln!(
         out,
         "{} tensors, {} storages, {} in tensors, {} in storages, {} saved by sharing ({}, {} byte order)",

@@ -295,3 +295,45 @@ fn a_subclass_names_its_class_under_inert() {
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("__main__.Tagged"));
 }
+
+/// The summary counts only bytes the file holds: a meta tensor saved without
+/// storage adds nothing, a packed `quint4x2` tensor its packed bytes, a
+/// per-channel quantizer its scales and zero points; none of them is
+/// "saved by sharing". Tensors without a storage record get keys `@0`, `@1`,
+/// … the same on every run.
+#[test]
+fn the_summary_counts_the_bytes_the_file_holds() {
+    for (name, logical) in [
+        ("meta", "0 B in tensors"),
+        ("quantized_packed", "13 B in tensors, 13 B in storages"),
+        (
+            "quantized_per_channel",
+            "124 B in tensors, 124 B in storages",
+        ),
+    ] {
+        let out = stowage(&["inspect", kinds(name).to_str().unwrap()]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let stdout = text(&out.stdout);
+        let summary = stdout
+            .lines()
+            .find(|l| l.contains("saved by sharing"))
+            .unwrap();
+        assert!(summary.contains(logical), "{name}: {summary}");
+        assert!(
+            summary.contains(" 0 B saved by sharing"),
+            "{name}: {summary}"
+        );
+    }
+    let keys = || {
+        let got = inspect_json("meta");
+        got["tensors"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["storage_key"].as_str().unwrap().to_owned())
+            .collect::<Vec<_>>()
+    };
+    let first = keys();
+    assert!(first.iter().all(|k| k.starts_with('@')), "{first:?}");
+    assert_eq!(first, keys());
+}
