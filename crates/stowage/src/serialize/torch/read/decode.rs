@@ -6,23 +6,26 @@
 //! dtype) is first a placeholder node; the pickle's memo may copy it before
 //! `BUILD` runs, so once the pickle is read every reference to a placeholder
 //! is replaced by the value it became ([`TorchHooks::finish`]).
+//!
+//! numpy's arrays, dtypes and scalars are in `numpy.rs`.
+
+mod numpy;
+#[cfg(test)]
+mod tests;
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use num_complex::Complex64;
-
+use self::numpy::{numpy_dtype, scalar};
 use super::{bad, tuple_items, StorageSource, TorchHooks, V};
-use crate::layout::Layout;
 use crate::serialize::allowlist;
 use crate::serialize::data::{
-    ClassRef, Date, NdArray, NumpyDType, NumpyScalar, PyData, Scalar, TimeDelta, TimeOfDay,
-    TimeZone,
+    ClassRef, Date, NumpyDType, NumpyScalar, PyData, TimeDelta, TimeOfDay, TimeZone,
 };
 use crate::serialize::decoded::{self, Decoded};
 use crate::serialize::object::{Construct, InertObject, Object};
 use crate::serialize::pickle::{Graph, Node, NodeId, Pickled, Value};
-use crate::{DType, Error, Result, Tensor, UntypedStorage};
+use crate::{Error, Result};
 
 /// A placeholder awaiting its `BUILD`.
 #[derive(Clone, Debug)]
@@ -115,56 +118,6 @@ fn time_of_day(b: &[u8], tz: Option<TimeZone>) -> TimeOfDay {
         fold: b[0] & 0x80 != 0,
         tz,
     }
-}
-
-/// A numpy dtype value (or a placeholder for one, already resolved).
-fn numpy_dtype(graph: &Graph<Object>, v: &V, context: &'static str) -> Result<NumpyDType> {
-    match v {
-        Value::Ext(Object::NumpyDType(d)) => Ok((**d).clone()),
-        _ => Err(bad(context, "a numpy dtype", v, graph)),
-    }
-}
-
-/// One element of `dtype` from its bytes.
-fn scalar(dtype: &NumpyDType, bytes: &[u8]) -> Option<Scalar> {
-    let d = dtype.torch?;
-    if bytes.len() != d.size() {
-        return None;
-    }
-    let mut b = bytes.to_vec();
-    if dtype.big_endian() {
-        super::byteswap(&mut b, d);
-    }
-    let int = |n: usize| -> Option<[u8; 8]> {
-        let mut out = [0u8; 8];
-        out[..n].copy_from_slice(b.get(..n)?);
-        Some(out)
-    };
-    let signed = |n: usize| -> Option<i64> {
-        let shift = 64 - 8 * n as u32;
-        Some(i64::from_le_bytes(int(n)?) << shift >> shift)
-    };
-    let f32_at = |at: usize| -> Option<f64> {
-        Some(f64::from(f32::from_le_bytes(
-            b.get(at..at + 4)?.try_into().ok()?,
-        )))
-    };
-    let f64_at = |at: usize| -> Option<f64> {
-        Some(f64::from_le_bytes(b.get(at..at + 8)?.try_into().ok()?))
-    };
-    Some(match d {
-        DType::Bool => Scalar::Bool(b[0] != 0),
-        DType::Int8 | DType::Int16 | DType::Int32 | DType::Int64 => Scalar::Int(signed(d.size())?),
-        DType::UInt8 | DType::UInt16 | DType::UInt32 | DType::UInt64 => {
-            Scalar::UInt(u64::from_le_bytes(int(d.size())?))
-        }
-        DType::Float16 => Scalar::Float(f64::from(half::f16::from_le_bytes([b[0], b[1]]))),
-        DType::Float32 => Scalar::Float(f32_at(0)?),
-        DType::Float64 => Scalar::Float(f64_at(0)?),
-        DType::Complex64 => Scalar::Complex(Complex64::new(f32_at(0)?, f32_at(4)?)),
-        DType::Complex128 => Scalar::Complex(Complex64::new(f64_at(0)?, f64_at(8)?)),
-        _ => return None,
-    })
 }
 
 /// A path's parts joined as `PurePath(*parts)` joins them.
@@ -605,88 +558,6 @@ impl<S: StorageSource> TorchHooks<'_, S> {
         }
     }
 
-    /// An array from `_reconstruct`'s `BUILD` state `(version, shape, dtype,
-    /// is_fortran, rawdata)` (without `version` before numpy 1.0's format 1).
-    fn ndarray(&mut self, graph: &Graph<Object>, state: &V) -> Result<V> {
-        let n = tuple_items(graph, state, "ndarray state")?.len();
-        self.charge(n)?;
-        let s: Vec<V> = tuple_items(graph, state, "ndarray state")?
-            .iter()
-            .map(|v| self.resolved(v))
-            .collect();
-        let s = match s.len() {
-            5 => &s[1..],
-            4 => &s[..],
-            _ => {
-                return Err(bad(
-                    "ndarray state",
-                    "(version, shape, dtype, is_fortran, rawdata)",
-                    state,
-                    graph,
-                ))
-            }
-        };
-        // numpy's NPY_MAXDIMS: a longer shape is no array numpy wrote.
-        if tuple_items(graph, &s[0], "ndarray shape")?.len() > 64 {
-            return Err(bad("ndarray shape", "at most 64 dimensions", &s[0], graph));
-        }
-        let shape: Vec<usize> = items(graph, &s[0], "ndarray shape")?
-            .iter()
-            .map(|v| {
-                v.as_i64()
-                    .and_then(|i| usize::try_from(i).ok())
-                    .ok_or_else(|| bad("ndarray shape", "a non-negative int", v, graph))
-            })
-            .collect::<Result<_>>()?;
-        let dtype = numpy_dtype(graph, &s[1], "ndarray dtype")?;
-        let fortran = s[2]
-            .as_bool()
-            .or(s[2].as_i64().map(|i| i != 0))
-            .unwrap_or(false);
-        let Some(torch) = dtype.torch else {
-            return Err(unsupported(format!(
-                "numpy arrays of dtype {}",
-                dtype.name()
-            )));
-        };
-        let raw = raw_bytes(graph, &s[3], "ndarray data")?;
-        let numel = shape
-            .iter()
-            .try_fold(1usize, |n, &d| n.checked_mul(d))
-            .ok_or_else(|| Error::SizeOverflow {
-                what: "ndarray elements",
-                detail: format!("{shape:?}"),
-            })?;
-        if numel.checked_mul(torch.size()) != Some(raw.len()) {
-            return Err(Error::BadObject {
-                context: "ndarray data",
-                expected: "shape × element size bytes",
-                found: format!("{} bytes for shape {shape:?}", raw.len()),
-            });
-        }
-        let mut bytes = raw.to_vec();
-        if dtype.big_endian() {
-            super::byteswap(&mut bytes, torch);
-        }
-        let mut stride = vec![1usize; shape.len()];
-        let mut acc = 1usize;
-        let order: Vec<usize> = if fortran {
-            (0..shape.len()).collect()
-        } else {
-            (0..shape.len()).rev().collect()
-        };
-        for i in order {
-            stride[i] = acc;
-            acc = acc.saturating_mul(shape[i].max(1));
-        }
-        let layout = Layout::new(&shape, &stride, 0)?;
-        let tensor = Tensor::from_parts(UntypedStorage::from_bytes(&bytes)?, torch, layout)?;
-        Ok(Value::Ext(Object::NdArray(Box::new(NdArray {
-            tensor,
-            dtype,
-        }))))
-    }
-
     fn build_inert(&mut self, graph: &mut Graph<Object>, id: NodeId, state: V) -> Result<()> {
         let dict = |v: &V| match v.as_node().and_then(|n| graph.try_get(n)) {
             Some(Node::Dict(d)) => Some(&d[..]),
@@ -830,213 +701,5 @@ impl<S: StorageSource> TorchHooks<'_, S> {
             }
         }
         Ok(std::mem::take(&mut self.foreign.objects))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::serialize::object::{ByteOrder, Checkpoint};
-    use crate::serialize::pickle::unpickle;
-    use crate::serialize::LoadOptions;
-    use crate::Device;
-
-    /// Pickles made by CPython with numpy (protocol 2, as `torch.save` writes).
-    const SHARED_ARRAY: &str = concat!(
-        "80027d7100285801000000787101636e756d70792e5f636f72652e6d756c746961727261790a5f72",
-        "65636f6e7374727563740a7102636e756d70790a6e6461727261790a71034b00857104635f636f64",
-        "6563730a656e636f64650a7105580100000062710658060000006c6174696e317107867108527109",
-        "87710a52710b284b014b0385710c636e756d70790a64747970650a710d58020000006634710e8988",
-        "87710f527110284b0358010000003c71114e4e4e4affffffff4affffffff4b007471126289680558",
-        "0d000000000000000000c2803f000000407113680786711452711574711662580100000079711768",
-        "0b752e",
-    );
-    const SCALARS_SHARED_DTYPE: &str = concat!(
-        "80025d710028636e756d70792e5f636f72652e6d756c746961727261790a7363616c61720a710163",
-        "6e756d70790a64747970650a71025802000000663471038988877104527105284b0358010000003c",
-        "71064e4e4e4affffffff4affffffff4b0074710762635f636f646563730a656e636f64650a710858",
-        "050000000000c3803f710958060000006c6174696e31710a86710b52710c86710d52710e68016805",
-        "6808580400000000002040710f680a867110527111867112527113652e",
-    );
-    const BIG_ENDIAN: &str = concat!(
-        "8002636e756d70792e5f636f72652e6d756c746961727261790a5f7265636f6e7374727563740a71",
-        "00636e756d70790a6e6461727261790a71014b00857102635f636f646563730a656e636f64650a71",
-        "03580100000062710458060000006c6174696e317105867106527107877108527109284b014b0285",
-        "710a636e756d70790a64747970650a710b58020000007532710c898887710d52710e284b03580100",
-        "00003e710f4e4e4e4affffffff4affffffff4b007471106289680358040000000001000271116805",
-        "867112527113747114622e",
-    );
-    const OBJECTS: &str = concat!(
-        "80027d71002858030000006261677101635f5f6d61696e5f5f0a4261670a710229817103284b014b",
-        "02657d710458030000007461677105580100000074710673625803000000626f787107635f5f6d61",
-        "696e5f5f0a426f780a71082981710958010000006b710a4b03735807000000736c6f74746564710b",
-        "635f5f6d61696e5f5f0a536c6f747465640a710c2981710d4e7d710e28580100000061710f4b0158",
-        "010000006271105d71114b026175867112625805000000706c61696e7113635f5f6d61696e5f5f0a",
-        "506c61696e0a7114298171157d711658010000007871174b017362752e",
-    );
-    const OBJECT_ARRAY: &str = concat!(
-        "8002636e756d70792e5f636f72652e6d756c746961727261790a5f7265636f6e7374727563740a71",
-        "00636e756d70790a6e6461727261790a71014b00857102635f636f646563730a656e636f64650a71",
-        "03580100000062710458060000006c6174696e317105867106527107877108527109284b014b0285",
-        "710a636e756d70790a64747970650a710b58020000004f38710c898887710d52710e284b03580100",
-        "00007c710f4e4e4e4affffffff4affffffff4b3f74711062895d7111284b01580100000061711265",
-        "747113622e",
-    );
-
-    struct NoStorage;
-
-    impl StorageSource for NoStorage {
-        fn load(&mut self, key: &str, _: usize, _: Device) -> Result<UntypedStorage> {
-            Err(Error::MissingRecord { name: key.into() })
-        }
-    }
-
-    fn unhex(h: &str) -> Vec<u8> {
-        (0..h.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(&h[i..i + 2], 16).unwrap())
-            .collect()
-    }
-
-    fn read(hex: &str, options: &LoadOptions) -> Result<Checkpoint> {
-        let mut src = NoStorage;
-        let mut hooks = TorchHooks::new(&mut src, options, ByteOrder::Little, false);
-        let mut p = unpickle(&unhex(hex), &mut hooks, &options.pickle_limits)?;
-        let objects = hooks.finish(&mut p)?;
-        let mut c = Checkpoint::new();
-        c.graph = p.graph;
-        c.root = p.root;
-        c.objects = objects;
-        c.compact();
-        Ok(c)
-    }
-
-    fn inert() -> LoadOptions {
-        LoadOptions {
-            inert: true,
-            ..LoadOptions::default()
-        }
-    }
-
-    fn f32s(t: &Tensor) -> Vec<f32> {
-        t.contiguous().unwrap().to_vec::<f32>().unwrap()
-    }
-
-    #[test]
-    fn an_array_the_memo_shares_is_the_array_at_both_paths() {
-        let c = read(SHARED_ARRAY, &inert()).unwrap();
-        for key in ["x", "y"] {
-            let a = c.get(key).unwrap().as_ndarray().unwrap();
-            assert_eq!(a.dtype.name(), "float32");
-            assert_eq!(f32s(&a.tensor), [0.0, 1.0, 2.0]);
-        }
-    }
-
-    #[test]
-    fn a_dtype_the_memo_copies_before_its_build_is_resolved() {
-        let c = read(SCALARS_SHARED_DTYPE, &inert()).unwrap();
-        let values: Vec<_> = c
-            .root_value()
-            .as_list()
-            .unwrap()
-            .map(|v| match v.raw() {
-                Value::Ext(Object::NumpyScalar(s)) => (s.dtype.name(), s.value),
-                other => panic!("{other:?}"),
-            })
-            .collect();
-        assert_eq!(
-            values,
-            [
-                ("float32".to_owned(), Scalar::Float(1.5)),
-                ("float32".to_owned(), Scalar::Float(2.5))
-            ]
-        );
-    }
-
-    #[test]
-    fn big_endian_arrays_are_swapped_to_native() {
-        let options = LoadOptions {
-            allow_globals: [
-                "numpy.core.multiarray._reconstruct",
-                "numpy._core.multiarray._reconstruct",
-                "numpy.ndarray",
-                "numpy.dtype",
-            ]
-            .map(String::from)
-            .into(),
-            ..LoadOptions::default()
-        };
-        let c = read(BIG_ENDIAN, &options).unwrap();
-        let a = c.root_value().as_ndarray().unwrap();
-        assert!(a.dtype.big_endian());
-        assert_eq!(
-            a.tensor.contiguous().unwrap().to_vec::<u16>().unwrap(),
-            [1, 2]
-        );
-        // Without the names allowed (or --inert), refused as PyTorch refuses them.
-        assert!(matches!(
-            read(BIG_ENDIAN, &LoadOptions::default()),
-            Err(Error::GlobalNotAllowed { .. })
-        ));
-    }
-
-    #[test]
-    fn inert_objects_record_state_items_and_slots() {
-        let c = read(OBJECTS, &inert()).unwrap();
-        // A list subclass: appended items by index, then its `__dict__`.
-        assert_eq!(c.get("bag.0").unwrap().as_i64().unwrap(), 1);
-        assert_eq!(c.get("bag.1").unwrap().as_i64().unwrap(), 2);
-        assert_eq!(c.get("bag.tag").unwrap().as_str().unwrap(), "t");
-        // A dict subclass: its items by key.
-        assert_eq!(c.get("box.k").unwrap().as_i64().unwrap(), 3);
-        // `(None, slots)` state: the slots by name.
-        assert_eq!(c.get("slotted.a").unwrap().as_i64().unwrap(), 1);
-        assert_eq!(c.get("slotted.b.0").unwrap().as_i64().unwrap(), 2);
-        assert_eq!(c.get("plain.x").unwrap().as_i64().unwrap(), 1);
-        let objects: Vec<_> = c
-            .objects()
-            .unwrap()
-            .iter()
-            .map(|o| {
-                let r = o.as_object().unwrap();
-                (o.path().to_vec(), r.qualified_name(), r.construct)
-            })
-            .collect();
-        assert_eq!(objects.len(), 4);
-        assert_eq!(objects[0].1, "__main__.Bag");
-        assert_eq!(objects[0].2, Construct::New);
-        assert_eq!(c.unsaveable().unwrap().len(), 4);
-    }
-
-    #[test]
-    fn object_arrays_are_refused_or_inert() {
-        let options = LoadOptions {
-            allow_globals: [
-                "numpy._core.multiarray._reconstruct",
-                "numpy.ndarray",
-                "numpy.dtype",
-            ]
-            .map(String::from)
-            .into(),
-            ..LoadOptions::default()
-        };
-        assert!(matches!(
-            read(OBJECT_ARRAY, &options),
-            Err(Error::Unsupported { .. })
-        ));
-        let c = read(OBJECT_ARRAY, &inert()).unwrap();
-        let o = c.root_value();
-        assert_eq!(o.class(), Some(("numpy._core.multiarray", "_reconstruct")));
-        assert_eq!(c.get("state.4.1").unwrap().as_str().unwrap(), "a");
-    }
-
-    #[test]
-    fn packed_dates_and_times_decode_as_cpython_packs_them() {
-        let t = time_of_day(&[0x83, 4, 5, 0, 1, 2], None);
-        assert_eq!((t.hour, t.fold, t.microsecond), (3, true, 258));
-        assert_eq!(t.to_string(), "03:04:05.000258");
-        assert_eq!(join_path("PurePosixPath", &["/", "a", "b"]), "/a/b");
-        assert_eq!(join_path("PureWindowsPath", &["C:\\", "a"]), "C:\\a");
-        assert_eq!(join_path("Path", &[]), ".");
     }
 }

@@ -1,0 +1,150 @@
+//! numpy values read without numpy: an array from `_reconstruct`'s `BUILD`
+//! state, a dtype, and a scalar from its dtype and bytes.
+
+use num_complex::Complex64;
+
+use super::{items, raw_bytes, unsupported};
+use crate::layout::Layout;
+use crate::serialize::data::{NdArray, NumpyDType, Scalar};
+use crate::serialize::object::Object;
+use crate::serialize::pickle::{Graph, Value};
+use crate::serialize::torch::read::{bad, tuple_items, StorageSource, TorchHooks, V};
+use crate::{DType, Error, Result, Tensor, UntypedStorage};
+
+/// A numpy dtype value (or a placeholder for one, already resolved).
+pub(super) fn numpy_dtype(
+    graph: &Graph<Object>,
+    v: &V,
+    context: &'static str,
+) -> Result<NumpyDType> {
+    match v {
+        Value::Ext(Object::NumpyDType(d)) => Ok((**d).clone()),
+        _ => Err(bad(context, "a numpy dtype", v, graph)),
+    }
+}
+
+/// One element of `dtype` from its bytes.
+pub(super) fn scalar(dtype: &NumpyDType, bytes: &[u8]) -> Option<Scalar> {
+    let d = dtype.torch?;
+    if bytes.len() != d.size() {
+        return None;
+    }
+    let mut b = bytes.to_vec();
+    if dtype.big_endian() {
+        crate::serialize::torch::read::byteswap(&mut b, d);
+    }
+    let int = |n: usize| -> Option<[u8; 8]> {
+        let mut out = [0u8; 8];
+        out[..n].copy_from_slice(b.get(..n)?);
+        Some(out)
+    };
+    let signed = |n: usize| -> Option<i64> {
+        let shift = 64 - 8 * n as u32;
+        Some(i64::from_le_bytes(int(n)?) << shift >> shift)
+    };
+    let f32_at = |at: usize| -> Option<f64> {
+        Some(f64::from(f32::from_le_bytes(
+            b.get(at..at + 4)?.try_into().ok()?,
+        )))
+    };
+    let f64_at = |at: usize| -> Option<f64> {
+        Some(f64::from_le_bytes(b.get(at..at + 8)?.try_into().ok()?))
+    };
+    Some(match d {
+        DType::Bool => Scalar::Bool(b[0] != 0),
+        DType::Int8 | DType::Int16 | DType::Int32 | DType::Int64 => Scalar::Int(signed(d.size())?),
+        DType::UInt8 | DType::UInt16 | DType::UInt32 | DType::UInt64 => {
+            Scalar::UInt(u64::from_le_bytes(int(d.size())?))
+        }
+        DType::Float16 => Scalar::Float(f64::from(half::f16::from_le_bytes([b[0], b[1]]))),
+        DType::Float32 => Scalar::Float(f32_at(0)?),
+        DType::Float64 => Scalar::Float(f64_at(0)?),
+        DType::Complex64 => Scalar::Complex(Complex64::new(f32_at(0)?, f32_at(4)?)),
+        DType::Complex128 => Scalar::Complex(Complex64::new(f64_at(0)?, f64_at(8)?)),
+        _ => return None,
+    })
+}
+
+impl<S: StorageSource> TorchHooks<'_, S> {
+    /// An array from `_reconstruct`'s `BUILD` state `(version, shape, dtype,
+    /// is_fortran, rawdata)` (without `version` before numpy 1.0's format 1).
+    pub(super) fn ndarray(&mut self, graph: &Graph<Object>, state: &V) -> Result<V> {
+        let n = tuple_items(graph, state, "ndarray state")?.len();
+        self.charge(n)?;
+        let s: Vec<V> = tuple_items(graph, state, "ndarray state")?
+            .iter()
+            .map(|v| self.resolved(v))
+            .collect();
+        let s = match s.len() {
+            5 => &s[1..],
+            4 => &s[..],
+            _ => {
+                return Err(bad(
+                    "ndarray state",
+                    "(version, shape, dtype, is_fortran, rawdata)",
+                    state,
+                    graph,
+                ))
+            }
+        };
+        // numpy's NPY_MAXDIMS: a longer shape is no array numpy wrote.
+        if tuple_items(graph, &s[0], "ndarray shape")?.len() > 64 {
+            return Err(bad("ndarray shape", "at most 64 dimensions", &s[0], graph));
+        }
+        let shape: Vec<usize> = items(graph, &s[0], "ndarray shape")?
+            .iter()
+            .map(|v| {
+                v.as_i64()
+                    .and_then(|i| usize::try_from(i).ok())
+                    .ok_or_else(|| bad("ndarray shape", "a non-negative int", v, graph))
+            })
+            .collect::<Result<_>>()?;
+        let dtype = numpy_dtype(graph, &s[1], "ndarray dtype")?;
+        let fortran = s[2]
+            .as_bool()
+            .or(s[2].as_i64().map(|i| i != 0))
+            .unwrap_or(false);
+        let Some(torch) = dtype.torch else {
+            return Err(unsupported(format!(
+                "numpy arrays of dtype {}",
+                dtype.name()
+            )));
+        };
+        let raw = raw_bytes(graph, &s[3], "ndarray data")?;
+        let numel = shape
+            .iter()
+            .try_fold(1usize, |n, &d| n.checked_mul(d))
+            .ok_or_else(|| Error::SizeOverflow {
+                what: "ndarray elements",
+                detail: format!("{shape:?}"),
+            })?;
+        if numel.checked_mul(torch.size()) != Some(raw.len()) {
+            return Err(Error::BadObject {
+                context: "ndarray data",
+                expected: "shape × element size bytes",
+                found: format!("{} bytes for shape {shape:?}", raw.len()),
+            });
+        }
+        let mut bytes = raw.to_vec();
+        if dtype.big_endian() {
+            crate::serialize::torch::read::byteswap(&mut bytes, torch);
+        }
+        let mut stride = vec![1usize; shape.len()];
+        let mut acc = 1usize;
+        let order: Vec<usize> = if fortran {
+            (0..shape.len()).collect()
+        } else {
+            (0..shape.len()).rev().collect()
+        };
+        for i in order {
+            stride[i] = acc;
+            acc = acc.saturating_mul(shape[i].max(1));
+        }
+        let layout = Layout::new(&shape, &stride, 0)?;
+        let tensor = Tensor::from_parts(UntypedStorage::from_bytes(&bytes)?, torch, layout)?;
+        Ok(Value::Ext(Object::NdArray(Box::new(NdArray {
+            tensor,
+            dtype,
+        }))))
+    }
+}
