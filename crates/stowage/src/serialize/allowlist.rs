@@ -3,6 +3,12 @@
 //! `torch/_weights_only_unpickler.py`), each mapped to what stowage builds
 //! for it. Nothing else resolves, and there is no unsafe fallback.
 //!
+//! Three kinds of name resolve here that PyTorch 2.15's loader refuses,
+//! because stowage reads them as data: `torch._utils._rebuild_nested_tensor`,
+//! the CUDA quantized storage classes (`torch.cuda.QInt8Storage` …) and the
+//! old module name `torch.tensor`; `scan` reports them as `decoded`, and the
+//! scan's tests pin the difference against PyTorch's own list.
+//!
 //! One table, [`GLOBALS`], gives every allowed global with a fixed name and
 //! its meaning: reading looks names up in it ([`resolve`]) and writing takes
 //! them back from it ([`Global::path`], generated from the same rows, so a
@@ -47,6 +53,10 @@ pub enum Global {
     ParameterClass,
     /// A legacy tensor class (`torch.FloatTensor` …).
     LegacyTensorClass(&'static str),
+    /// A legacy tensor class of another module, as `(module, name)`:
+    /// `torch.cuda.FloatTensor`, `torch.sparse.FloatTensor`,
+    /// `torch.cuda.sparse.FloatTensor` (no sparse `BoolTensor`).
+    LegacyTensorClassIn(&'static str, &'static str),
     /// A storage class: legacy (`FloatStorage`, with its dtype) or `UntypedStorage` (`None`).
     Storage(Option<DType>),
     /// `torch.storage.TypedStorage`.
@@ -90,6 +100,7 @@ macro_rules! globals {
                 match self {
                     $( Global::$variant $(($($arg)*))? => ($module, $name), )*
                     Global::UnsupportedRebuild(name) => ("torch._utils", name),
+                    Global::LegacyTensorClassIn(module, name) => (module, name),
                     Global::LegacyTensorClass(name)
                     | Global::SubByteDType(name)
                     | Global::QScheme(name) => ("torch", name),
@@ -192,6 +203,9 @@ pub fn resolve(module: &str, name: &str) -> Result<Global> {
         return Ok(g.clone());
     }
     let found = match canonical {
+        "torch.cuda" | "torch.sparse" | "torch.cuda.sparse" if name.ends_with("Tensor") => {
+            legacy_tensor_class_in(canonical, name)
+        }
         "torch" | "torch.cuda" if name.ends_with("Storage") => {
             DType::from_storage_class(name).map(|d| Global::Storage(Some(d)))
         }
@@ -204,6 +218,23 @@ pub fn resolve(module: &str, name: &str) -> Result<Global> {
     found.ok_or_else(|| Error::GlobalNotAllowed {
         module: module.to_owned(),
         name: name.to_owned(),
+    })
+}
+
+/// The modules besides `torch` that name legacy tensor classes, as
+/// PyTorch's `weights_only` unpickler allows them (`_tensor_classes`).
+const TENSOR_CLASS_MODULES: [&str; 3] = ["torch.cuda", "torch.sparse", "torch.cuda.sparse"];
+
+/// `module.name` for a legacy tensor class `torch.name` of [`GLOBALS`] in
+/// one of [`TENSOR_CLASS_MODULES`]; the sparse modules have no `BoolTensor`.
+fn legacy_tensor_class_in(module: &str, name: &str) -> Option<Global> {
+    let module = TENSOR_CLASS_MODULES.iter().find(|m| **m == module)?;
+    if module.ends_with("sparse") && name == "BoolTensor" {
+        return None;
+    }
+    GLOBALS.iter().find_map(|(_, _, g)| match g {
+        Global::LegacyTensorClass(n) if *n == name => Some(Global::LegacyTensorClassIn(module, n)),
+        _ => None,
     })
 }
 
@@ -238,6 +269,14 @@ mod tests {
             resolve("torch", "uint3").unwrap(),
             Global::SubByteDType("uint3")
         );
+        for m in TENSOR_CLASS_MODULES {
+            let g = resolve(m, "HalfTensor").unwrap();
+            assert_eq!(g, Global::LegacyTensorClassIn(m, "HalfTensor"));
+            assert_eq!(g.path(), (m, "HalfTensor"));
+        }
+        assert!(resolve("torch.cuda", "BoolTensor").is_ok());
+        assert!(resolve("torch.sparse", "BoolTensor").is_err());
+        assert!(resolve("torch.cuda", "FooTensor").is_err());
     }
 
     #[test]
