@@ -5,7 +5,8 @@ use std::io::Write;
 
 use serde_json::{json, Map, Value as Json};
 use stowage::serialize::pickle::Value;
-use stowage::serialize::{Object, PathKey, PyData, Scalar, TensorObject, ValueKind, ValueRef};
+use stowage::serialize::{Object, PathKey, PyData, TensorObject, ValueKind, ValueRef};
+use stowage::Scalar;
 
 use crate::inspect::path_json;
 

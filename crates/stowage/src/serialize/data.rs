@@ -8,9 +8,7 @@
 
 use std::fmt;
 
-use num_complex::Complex64;
-
-use crate::{DType, Tensor};
+use crate::{DType, Scalar, Tensor};
 
 /// A numpy dtype: its type code and byte order, with the matching PyTorch
 /// dtype where there is one.
@@ -91,27 +89,13 @@ pub struct NdArray {
     pub dtype: NumpyDType,
 }
 
-/// The value of a numpy scalar (`np.float64(0.5)`).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Scalar {
-    /// `np.bool_`.
-    Bool(bool),
-    /// A signed integer.
-    Int(i64),
-    /// An unsigned integer.
-    UInt(u64),
-    /// A float (float16 and float32 widened exactly).
-    Float(f64),
-    /// A complex number (complex64 widened exactly).
-    Complex(Complex64),
-}
-
 /// A numpy scalar: its dtype and value.
 #[derive(Clone, Debug, PartialEq)]
 pub struct NumpyScalar {
     /// The scalar's numpy dtype.
     pub dtype: NumpyDType,
-    /// Its value.
+    /// Its value, as an element of its dtype reads (`uint8` to `uint32` as
+    /// [`Scalar::Int`], `uint64` as [`Scalar::UInt`]).
     pub value: Scalar,
 }
 

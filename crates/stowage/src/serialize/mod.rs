@@ -43,8 +43,7 @@ use std::path::Path;
 pub use allowlist::Global;
 pub use builder::{CheckpointBuilder, PyValue};
 pub use data::{
-    ClassRef, Date, NdArray, NumpyDType, NumpyScalar, PyData, Scalar, TimeDelta, TimeOfDay,
-    TimeZone,
+    ClassRef, Date, NdArray, NumpyDType, NumpyScalar, PyData, TimeDelta, TimeOfDay, TimeZone,
 };
 pub use kind::{CompressedLayout, Quantization, TensorKind};
 pub use object::{

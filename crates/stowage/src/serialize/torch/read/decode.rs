@@ -544,18 +544,25 @@ impl<S: StorageSource> TorchHooks<'_, S> {
                     Some(Node::Dict(d)) => d.clone(),
                     _ => return Err(bad("Namespace state", "a dict", state, graph)),
                 };
-                self.charge(entries.len())?;
-                let children: Vec<V> = entries
-                    .iter()
-                    .flat_map(|(k, v)| [k.clone(), v.clone()])
-                    .collect();
-                if let Some(Node::Dict(d)) = graph.try_get_mut(id) {
-                    d.extend(entries);
-                }
-                graph.note_children(id, &children);
+                self.fill(graph, id, entries)?;
                 Ok(None)
             }
         }
+    }
+
+    /// Adds `entries` to the dict node `id` (a Namespace or an inert
+    /// object), counted against the copy budget and noted as its children.
+    fn fill(&mut self, graph: &mut Graph<Object>, id: NodeId, entries: Vec<(V, V)>) -> Result<()> {
+        self.charge(entries.len())?;
+        let children: Vec<V> = entries
+            .iter()
+            .flat_map(|(k, v)| [k.clone(), v.clone()])
+            .collect();
+        if let Some(Node::Dict(d)) = graph.try_get_mut(id) {
+            d.extend(entries);
+        }
+        graph.note_children(id, &children);
+        Ok(())
     }
 
     fn build_inert(&mut self, graph: &mut Graph<Object>, id: NodeId, state: V) -> Result<()> {
@@ -580,15 +587,7 @@ impl<S: StorageSource> TorchHooks<'_, S> {
         } else if !state.is_none() {
             entries.push((Value::str("state"), state.clone()));
         }
-        self.charge(entries.len())?;
-        let children: Vec<V> = entries
-            .iter()
-            .flat_map(|(k, v)| [k.clone(), v.clone()])
-            .collect();
-        if let Some(Node::Dict(d)) = graph.try_get_mut(id) {
-            d.extend(entries);
-        }
-        graph.note_children(id, &children);
+        self.fill(graph, id, entries)?;
         if let Some(o) = self.foreign.objects.get_mut(&id) {
             o.state = Some(state);
         }

@@ -1,15 +1,13 @@
 //! numpy values read without numpy: an array from `_reconstruct`'s `BUILD`
 //! state, a dtype, and a scalar from its dtype and bytes.
 
-use num_complex::Complex64;
-
 use super::{items, raw_bytes, unsupported};
 use crate::layout::Layout;
-use crate::serialize::data::{NdArray, NumpyDType, Scalar};
+use crate::serialize::data::{NdArray, NumpyDType};
 use crate::serialize::object::Object;
 use crate::serialize::pickle::{Graph, Value};
 use crate::serialize::torch::read::{bad, tuple_items, StorageSource, TorchHooks, V};
-use crate::{DType, Error, Result, Tensor, UntypedStorage};
+use crate::{Error, Result, Scalar, Tensor, UntypedStorage};
 
 /// A numpy dtype value (or a placeholder for one, already resolved).
 pub(super) fn numpy_dtype(
@@ -33,36 +31,7 @@ pub(super) fn scalar(dtype: &NumpyDType, bytes: &[u8]) -> Option<Scalar> {
     if dtype.big_endian() {
         crate::serialize::torch::read::byteswap(&mut b, d);
     }
-    let int = |n: usize| -> Option<[u8; 8]> {
-        let mut out = [0u8; 8];
-        out[..n].copy_from_slice(b.get(..n)?);
-        Some(out)
-    };
-    let signed = |n: usize| -> Option<i64> {
-        let shift = 64 - 8 * n as u32;
-        Some(i64::from_le_bytes(int(n)?) << shift >> shift)
-    };
-    let f32_at = |at: usize| -> Option<f64> {
-        Some(f64::from(f32::from_le_bytes(
-            b.get(at..at + 4)?.try_into().ok()?,
-        )))
-    };
-    let f64_at = |at: usize| -> Option<f64> {
-        Some(f64::from_le_bytes(b.get(at..at + 8)?.try_into().ok()?))
-    };
-    Some(match d {
-        DType::Bool => Scalar::Bool(b[0] != 0),
-        DType::Int8 | DType::Int16 | DType::Int32 | DType::Int64 => Scalar::Int(signed(d.size())?),
-        DType::UInt8 | DType::UInt16 | DType::UInt32 | DType::UInt64 => {
-            Scalar::UInt(u64::from_le_bytes(int(d.size())?))
-        }
-        DType::Float16 => Scalar::Float(f64::from(half::f16::from_le_bytes([b[0], b[1]]))),
-        DType::Float32 => Scalar::Float(f32_at(0)?),
-        DType::Float64 => Scalar::Float(f64_at(0)?),
-        DType::Complex64 => Scalar::Complex(Complex64::new(f32_at(0)?, f32_at(4)?)),
-        DType::Complex128 => Scalar::Complex(Complex64::new(f64_at(0)?, f64_at(8)?)),
-        _ => return None,
-    })
+    crate::element::read(d, &b).ok()
 }
 
 impl<S: StorageSource> TorchHooks<'_, S> {

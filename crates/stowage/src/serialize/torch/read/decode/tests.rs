@@ -1,9 +1,9 @@
 use super::*;
-use crate::serialize::data::Scalar;
 use crate::serialize::object::{ByteOrder, Checkpoint};
 use crate::serialize::options::LoadOptions;
 use crate::serialize::pickle::unpickle;
 use crate::Device;
+use crate::Scalar;
 use crate::{Tensor, UntypedStorage};
 
 /// Pickles made by CPython with numpy (protocol 2, as `torch.save` writes).
