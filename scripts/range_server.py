@@ -9,16 +9,22 @@ Serves the files of a folder on 127.0.0.1 only (HEAD and GET, with single
   /short/NAME       GET sends half the bytes it declares, then closes
   /NAME             the file, as is
 
+With --hold SECONDS every ranged GET waits that long before it answers,
+so that requests a client sends concurrently overlap at the server; GET
+/_stats answers {"max_in_flight": N}, the most GETs answered at once since
+the last /_stats, and starts counting again.
+
 With --stop-after N the process exits at once after answering its Nth
 request, dropping open connections (a server that goes away in the middle
 of a load). It prints its port on stdout once
 listening, then serves until killed, stdin closes, or --stop-after is reached.
 
-Usage: range_server.py ROOT [--stop-after N] [--slow SECONDS]
+Usage: range_server.py ROOT [--stop-after N] [--slow SECONDS] [--hold SECONDS]
 """
 
 import argparse
 import http.server
+import json
 import os
 import re
 import sys
@@ -31,9 +37,10 @@ def main():
     ap.add_argument("root")
     ap.add_argument("--stop-after", type=int, default=0)
     ap.add_argument("--slow", type=float, default=30.0)
+    ap.add_argument("--hold", type=float, default=0.0)
     args = ap.parse_args()
     root = os.path.abspath(args.root)
-    served = {"n": 0}
+    served = {"n": 0, "in_flight": 0, "max_in_flight": 0}
     lock = threading.Lock()
 
     class Handler(http.server.BaseHTTPRequestHandler):
@@ -127,7 +134,25 @@ def main():
             self.answer(False)
 
         def do_GET(self):
-            self.answer(True)
+            if self.path == "/_stats":
+                with lock:
+                    body = json.dumps({"max_in_flight": served["max_in_flight"]}).encode()
+                    served["max_in_flight"] = 0
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+                return
+            with lock:
+                served["in_flight"] += 1
+                served["max_in_flight"] = max(served["max_in_flight"], served["in_flight"])
+            try:
+                if args.hold and self.headers.get("Range"):
+                    time.sleep(args.hold)
+                self.answer(True)
+            finally:
+                with lock:
+                    served["in_flight"] -= 1
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True

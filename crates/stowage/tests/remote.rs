@@ -646,3 +646,61 @@ fn http_loads_and_faults() {
     ));
     let _ = ErrorKind::Other;
 }
+
+/// The most `GET`s `scripts/range_server.py` answered at once since the last
+/// call, asked over a plain HTTP/1.0 request.
+fn max_in_flight(server: &Server) -> u64 {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", server.port)).unwrap();
+    stream
+        .write_all(b"GET /_stats HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+        .unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    let body = answer.split("\r\n\r\n").nth(1).unwrap_or_default();
+    let stats: serde_json::Value = serde_json::from_str(body).unwrap();
+    stats["max_in_flight"].as_u64().unwrap()
+}
+
+/// An eager load sends its range requests concurrently, as many at once as
+/// `RemoteOptions::concurrency` allows and no more. The server holds every
+/// ranged `GET` for 0.2 s, so requests sent together are answered together.
+#[test]
+fn eager_loads_keep_up_to_concurrency_requests_in_flight() {
+    use stowage::io::remote::RemoteOptions;
+    let _one = serial();
+    if moto().is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("twelve.pt");
+    assert!(servers::torch_checkpoint(&file, 12, 1), "torch.save failed");
+    let local = stowage::load(&file).unwrap();
+    let Some(server) = servers::range_server(dir.path(), &["--hold", "0.2"]) else {
+        return;
+    };
+    let url = format!("{}/twelve.pt", server.endpoint());
+    // A request holds one 1 MiB record and its neighbour's header: twelve
+    // data requests, or more, for the bound to show.
+    for concurrency in [1, 4] {
+        let options = LoadOptions {
+            remote: RemoteOptions {
+                concurrency,
+                max_request: (1 << 20) + 4096,
+                ..RemoteOptions::from_env()
+            },
+            ..LoadOptions::default()
+        };
+        max_in_flight(&server);
+        let before = totals();
+        let ckpt = load_with(&url, &options).unwrap();
+        assert_same(&ckpt, &local, true, &url);
+        let sent = delta(before).requests;
+        assert!(sent >= 12, "{sent} requests");
+        assert_eq!(
+            max_in_flight(&server),
+            concurrency as u64,
+            "concurrency {concurrency}"
+        );
+    }
+}
