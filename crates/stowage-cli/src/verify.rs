@@ -9,9 +9,11 @@
 //! nothing references are noted. For the legacy format and safetensors: a
 //! full load.
 //!
-//! A folder is a sharded set (each shard verified as a file, then the index
-//! against the shards) or a distributed checkpoint (its metadata, then every
-//! item read and every tensor assembled).
+//! A folder (local, or a URL ending in `/`) is a sharded set (each shard
+//! verified as a file, then the index against the shards), a distributed
+//! checkpoint (its metadata, then every item read and every tensor
+//! assembled), or the ranks' files of its Hugging Face layout (each verified
+//! as a file, then their pieces checked to tile each tensor).
 //!
 //! Output, one line each: `FILE: <defect>`, `FILE: warning: …` (accepted by
 //! PyTorch, worth knowing: a CRC-32 not recorded, a misaligned record),
@@ -74,8 +76,10 @@ impl Report<'_> {
 /// Runs `verify`.
 pub fn run(args: Args, out: &mut dyn Write) -> Result<ExitCode, Failure> {
     let path = args.file.as_path();
-    // A URL, or a path that cannot be read, is checked as a file (`open` names the error).
-    let is_dir = std::fs::metadata(path).is_ok_and(|m| m.is_dir());
+    // A folder: a local one, or a URL ending in `/`. A URL, or a path that
+    // cannot be read, is else checked as a file (`open` names the error).
+    let is_dir = std::fs::metadata(path).is_ok_and(|m| m.is_dir())
+        || (crate::remote::is_url(path) && path.to_str().is_some_and(|p| p.ends_with('/')));
     let mut report = Report {
         out,
         file: path.display().to_string(),
@@ -108,6 +112,15 @@ fn unreadable(path: &Path, e: io::Error) -> Failure {
 /// One checkpoint file.
 fn verify_file(path: &Path, report: &mut Report<'_>) -> Result<(), Failure> {
     let source = open(path)?;
+    verify_source(path, source, report)
+}
+
+/// One checkpoint file, opened.
+fn verify_source(
+    path: &Path,
+    source: Box<dyn ReadAt>,
+    report: &mut Report<'_>,
+) -> Result<(), Failure> {
     let format = detect_format(&source).ok();
     if let Some(Format::TorchZip) = format {
         verify_zip(path, source, report)?;
@@ -122,48 +135,52 @@ fn verify_file(path: &Path, report: &mut Report<'_>) -> Result<(), Failure> {
     Ok(())
 }
 
-/// A folder: a sharded set (each shard checked as a file, then the set's
-/// index against the shards), or a distributed checkpoint (the metadata,
-/// then every item read and every tensor assembled from its chunks).
+/// A folder, local or named by URL ([`folder_of`](stowage::serialize::folder_of)):
+/// a sharded set (each shard checked as a file, then the set's index against
+/// the shards), a distributed checkpoint (the metadata, then every item read
+/// and every tensor assembled from its chunks), its Hugging Face layout
+/// (each rank's file checked, then the tensors assembled), or a folder
+/// holding one checkpoint file.
 fn verify_folder(dir: &Path, report: &mut Report<'_>) -> Result<(), Failure> {
-    use stowage::serialize::{dcp, sharded};
-    let shards: Vec<PathBuf> = if dcp::is_dcp(dir) {
-        Vec::new()
-    } else if let Some(index) = sharded::index_of(dir) {
-        let text = std::fs::read_to_string(&index).map_err(|e| unreadable(&index, e))?;
-        match sharded::ShardIndex::parse(&text) {
-            Ok(parsed) => parsed.files().iter().map(|f| dir.join(f)).collect(),
-            Err(e) => {
-                report.defect(&format!("{}: {}", index.display(), crate::one_line(&e)))?;
-                return Ok(());
-            }
-        }
-    } else if let Some(single) = sharded::single_file_of(dir) {
-        vec![single]
-    } else if !dcp::hf::rank_files(dir).is_empty() {
-        dcp::hf::rank_files(dir)
-    } else {
+    use stowage::serialize::{folder_of, sharded, Folder};
+    let options = crate::inspect::options();
+    let Some(folder) = folder_of(dir, &options).map_err(Failure::input)? else {
         return Err(unreadable(
             dir,
             io::Error::other("a folder that holds no checkpoint (no .metadata, *.index.json, model.safetensors, pytorch_model.bin or rank files)"),
         ));
     };
-    let folder = std::mem::take(&mut report.file);
-    for shard in &shards {
-        report.file = shard.display().to_string();
-        if shard.is_file() {
-            verify_file(shard, report)?;
-        } else {
-            report.defect("missing: the set's index names it")?;
+    let mut shards: Vec<PathBuf> = folder.files().to_vec();
+    if let Folder::Sharded(index) = &folder {
+        let text = read_text(index)?;
+        match sharded::ShardIndex::parse(&text) {
+            Ok(parsed) => {
+                let parent = index.parent().unwrap_or(Path::new(""));
+                shards = parsed.files().iter().map(|f| parent.join(f)).collect();
+            }
+            Err(e) => {
+                report.defect(&format!("{}: {}", index.display(), crate::one_line(&e)))?;
+                return Ok(());
+            }
         }
     }
-    report.file = folder;
+    let folder_name = std::mem::take(&mut report.file);
+    for shard in &shards {
+        report.file = shard.display().to_string();
+        match open(shard) {
+            Ok(source) => verify_source(shard, source, report)?,
+            Err(_) if is_missing(shard) => report.defect("missing: the set's index names it")?,
+            Err(e) => return Err(e),
+        }
+    }
+    report.file = folder_name;
     let bar = progress::spinner(format!("checking {}", dir.display()));
-    // A set's shards were read above: the set loads fake (the index against
-    // the shards); a DCP folder's items are only checked by reading them.
+    // The files were read above: the folder loads fake (a set's index
+    // against its shards, the ranks' pieces tiling each tensor); a
+    // distributed checkpoint's items are only checked by reading them.
     let options = LoadOptions {
-        fake: !dcp::is_dcp(dir) && dcp::hf::rank_files(dir).is_empty(),
-        ..crate::inspect::options()
+        fake: !matches!(folder, Folder::Dcp(_)),
+        ..options
     };
     let loaded = stowage::serialize::load_with(dir, &options);
     bar.finish_and_clear();
@@ -171,6 +188,32 @@ fn verify_folder(dir: &Path, report: &mut Report<'_>) -> Result<(), Failure> {
         report.defect(&crate::one_line(&e))?;
     }
     Ok(())
+}
+
+/// Whether the file or object at `path` does not exist (a local file, or an
+/// object whose store answers "not found").
+fn is_missing(path: &Path) -> bool {
+    #[cfg(feature = "remote")]
+    if let Some(url) = stowage::io::remote::url_of(path) {
+        return matches!(
+            stowage::io::remote::RemoteObject::open(url),
+            Err(Error::InFile { source, .. })
+                if matches!(&*source, Error::Io(e) if e.kind() == io::ErrorKind::NotFound)
+        );
+    }
+    !path.exists()
+}
+
+/// The whole text of a small file or object (a set's index).
+fn read_text(path: &Path) -> Result<String, Failure> {
+    let source = open(path)?;
+    let len = usize::try_from(source.len())
+        .map_err(|_| unreadable(path, io::ErrorKind::OutOfMemory.into()))?;
+    let mut bytes = vec![0; len];
+    source
+        .read_exact_at(&mut bytes, 0)
+        .map_err(|e| unreadable(path, e))?;
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
 
 /// The file to check: a local file, or an object named by URL (read with

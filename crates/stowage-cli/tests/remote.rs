@@ -160,9 +160,15 @@ fn inspect_no_hash_fetches_only_the_metadata() {
 fn folders_by_url_inspect_and_convert_as_local_folders() {
     let Some(server) = moto() else { return };
     let out = tempfile::tempdir().unwrap();
-    for (i, sub) in ["dcp/four", "dcp/zstd", "sharded/safetensors", "sharded/bin"]
-        .iter()
-        .enumerate()
+    for (i, sub) in [
+        "dcp/four",
+        "dcp/zstd",
+        "dcp/hf",
+        "sharded/safetensors",
+        "sharded/bin",
+    ]
+    .iter()
+    .enumerate()
     {
         let dir = fixtures().join(sub);
         let url = servers::put_dir(server, &dir, &format!("folders/{sub}"));
@@ -195,6 +201,59 @@ fn folders_by_url_inspect_and_convert_as_local_folders() {
             "{sub}"
         );
     }
+}
+
+/// `verify` of a folder by URL gives the local folder's verdict, line for
+/// line with the URL for the path: each shard or rank file checked, then
+/// the folder as a whole. A shard the index names but the bucket lacks is a
+/// defect (exit 1), as it is on disk.
+#[test]
+fn verify_of_a_folder_url_is_the_local_folders_verdict() {
+    let Some(server) = moto() else { return };
+    let s = Some(server);
+    for sub in ["dcp/four", "dcp/hf", "sharded/safetensors", "sharded/bin"] {
+        let dir = fixtures().join(sub);
+        let url = servers::put_dir(server, &dir, &format!("verify/{sub}"));
+        let local = format!("{}/", dir.to_str().unwrap());
+        let (a, b) = (
+            stowage(s, &[], &["verify", &url]),
+            stowage(s, &[], &["verify", &local]),
+        );
+        assert_eq!(a.status.code(), Some(0), "{sub}: {}", text(&a.stderr));
+        assert_eq!(b.status.code(), Some(0), "{sub}: {}", text(&b.stderr));
+        let lines = text(&a.stdout).replace(&url, &local);
+        assert_eq!(lines, text(&b.stdout), "{sub}");
+        assert!(lines.ends_with("ok\n"), "{sub}: {lines}");
+    }
+
+    // A set missing its second shard, in the bucket and on disk.
+    let set = fixtures().join("sharded/safetensors");
+    let partial = tempfile::tempdir().unwrap();
+    for name in [
+        "model.safetensors.index.json",
+        "model-00001-of-00003.safetensors",
+        "model-00003-of-00003.safetensors",
+    ] {
+        std::fs::copy(set.join(name), partial.path().join(name)).unwrap();
+    }
+    let url = servers::put_dir(server, partial.path(), "verify/partial");
+    let local = format!("{}/", partial.path().to_str().unwrap());
+    let (a, b) = (
+        stowage(s, &[], &["verify", &url]),
+        stowage(s, &[], &["verify", &local]),
+    );
+    assert_eq!(a.status.code(), Some(1), "{}", text(&a.stderr));
+    assert_eq!(b.status.code(), Some(1), "{}", text(&b.stderr));
+    // The same defects; the load's error (the second) is the store's text.
+    let (lines, theirs) = (text(&a.stdout).replace(&url, &local), text(&b.stdout));
+    let first = |t: &str| t.lines().next().unwrap_or_default().to_owned();
+    assert_eq!(first(&lines), first(&theirs));
+    assert!(
+        first(&lines)
+            .ends_with("model-00002-of-00003.safetensors: missing: the set's index names it"),
+        "{lines}"
+    );
+    assert_eq!(lines.lines().last(), theirs.lines().last());
 }
 
 /// `bench load URL --json` reports what the loads transferred, as the other

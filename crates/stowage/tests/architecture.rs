@@ -60,7 +60,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ),
     (
         "checkpoint entry points",
-        &["serialize", "serialize/remote"],
+        &["serialize", "serialize/folder", "serialize/remote"],
     ),
     ("typed storages", &["typed_storage"]),
 ];

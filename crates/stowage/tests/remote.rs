@@ -154,7 +154,7 @@ fn sharded_sets_load_by_the_url_of_their_index_or_folder() {
 fn dcp_folders_load_by_url() {
     let _one = serial();
     let Some(server) = moto() else { return };
-    for name in ["four", "one", "safetensors", "zstd"] {
+    for name in ["four", "one", "safetensors", "zstd", "hf"] {
         let dir = common::fixtures_dir().join("dcp").join(name);
         let url = servers::put_dir(server, &dir, &format!("dcp/{name}"));
         for (lazy, fake) in [(false, false), (true, false), (false, true)] {
@@ -703,4 +703,106 @@ fn eager_loads_keep_up_to_concurrency_requests_in_flight() {
             "concurrency {concurrency}"
         );
     }
+}
+
+/// An eager load of a distributed checkpoint by URL fetches its items in
+/// concurrent batches: as many range requests in flight as
+/// `RemoteOptions::concurrency` allows, and no more, as for one file.
+#[test]
+fn dcp_items_by_url_are_fetched_concurrently() {
+    use stowage::io::remote::RemoteOptions;
+    let _one = serial();
+    if moto().is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    assert!(servers::torch_dcp(dir.path(), 8, 1), "dcp.save failed");
+    let local = load_with(dir.path(), &LoadOptions::default()).unwrap();
+    let Some(server) = servers::range_server(dir.path(), &["--hold", "0.2"]) else {
+        return;
+    };
+    let url = format!("{}/", server.endpoint());
+    // Items of 1 MiB and a little more: two requests each, batches of a few
+    // items at a time, so that the bound shows.
+    for concurrency in [1, 4] {
+        let options = LoadOptions {
+            remote: RemoteOptions {
+                concurrency,
+                max_request: 1 << 20,
+                ..RemoteOptions::from_env()
+            },
+            ..LoadOptions::default()
+        };
+        max_in_flight(&server);
+        let before = totals();
+        let ckpt = load_with(&url, &options).unwrap();
+        assert_same(&ckpt, &local, true, &url);
+        assert_eq!(common::describe(&ckpt), common::describe(&local), "{url}");
+        let sent = delta(before).requests;
+        assert!(sent >= 16, "{sent} requests");
+        assert_eq!(
+            max_in_flight(&server),
+            concurrency as u64,
+            "concurrency {concurrency}"
+        );
+    }
+}
+
+/// A folder URL is found by a probe and one listing, in the order a local
+/// folder is: the Hugging Face layout of a DCP by its ranks' files. A folder
+/// holding no checkpoint is a not-found error naming its URL; where the
+/// server cannot list (plain HTTP), the error says so.
+#[test]
+fn folders_by_url_are_found_by_a_listing() {
+    use stowage::serialize::{folder_of, Folder};
+    let _one = serial();
+    let Some(server) = moto() else { return };
+    let dir = common::fixtures_dir().join("dcp").join("hf");
+    let url = servers::put_dir(server, &dir, "listed/hf");
+    let options = LoadOptions::default();
+    let Some(Folder::Ranks(files)) = folder_of(Path::new(&url), &options).unwrap() else {
+        panic!("{url}: not the ranks' layout");
+    };
+    let names: Vec<String> = files
+        .iter()
+        .map(|f| f.to_str().unwrap().strip_prefix(&url).unwrap().to_owned())
+        .collect();
+    let local = folder_of(&dir, &options).unwrap().unwrap();
+    let local_names: Vec<String> = local
+        .files()
+        .iter()
+        .map(|f| f.file_name().unwrap().to_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(names, local_names);
+    let set = common::fixtures_dir().join("sharded").join("bin");
+    let set_url = servers::put_dir(server, &set, "listed/bin");
+    assert_eq!(
+        folder_of(Path::new(&set_url), &options).unwrap(),
+        Some(Folder::Sharded(
+            format!("{set_url}pytorch_model.bin.index.json").into()
+        ))
+    );
+
+    let empty = servers::put(
+        server,
+        &common::fixtures_dir().join("README.md"),
+        "listed/empty/README.md",
+    );
+    let folder = empty.strip_suffix("README.md").unwrap();
+    let e = load_with(folder, &options).unwrap_err();
+    let Error::InFile { path, source } = &e else {
+        panic!("{e}")
+    };
+    assert_eq!(path, Path::new(folder));
+    assert!(
+        matches!(&**source, Error::Io(io) if io.kind() == ErrorKind::NotFound),
+        "{e}"
+    );
+
+    let http = tempfile::tempdir().unwrap();
+    let Some(plain) = servers::range_server(http.path(), &[]) else {
+        return;
+    };
+    let e = load_with(format!("{}/", plain.endpoint()), &options).unwrap_err();
+    assert!(e.to_string().contains("could not be listed"), "{e}");
 }

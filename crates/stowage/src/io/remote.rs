@@ -694,6 +694,30 @@ impl ReadAt for RemoteObject {
     }
 }
 
+/// The names of the objects directly inside the folder `url`
+/// (`s3://bucket/run/step-100/`, with or without the trailing `/`), sorted:
+/// one listing request (`list_with_delimiter`; the store pages a large
+/// folder). Plain `http(s)://` servers cannot list.
+///
+/// # Errors
+/// [`Error::InFile`] naming the folder's URL, around an [`Error::Io`]
+/// holding a [`RemoteError`]: an invalid URL, a refused listing (403), a
+/// store that cannot list.
+pub fn list(url: &str, options: &RemoteOptions) -> Result<Vec<String>> {
+    let failed = |failure: RemoteFailure| in_url(url, fail(url, None, failure));
+    let (store, path) = open_store(url.trim_end_matches('/'), options).map_err(failed)?;
+    let listed = block_on(store.list_with_delimiter(Some(&path))).map_err(failed)?;
+    count(None, 1, 0, 0);
+    let listed = listed.map_err(|e| failed(e.into()))?;
+    let mut names: Vec<String> = listed
+        .objects
+        .iter()
+        .filter_map(|o| o.location.filename().map(str::to_owned))
+        .collect();
+    names.sort();
+    Ok(names)
+}
+
 /// Writes an object with a multipart upload that `write` fills, committed
 /// only once `write` has succeeded: a failed or interrupted save leaves no
 /// object under `url` (and an earlier one untouched). Errors come wrapped in

@@ -21,6 +21,7 @@ mod builder;
 mod data;
 pub mod dcp;
 pub mod decoded;
+mod folder;
 mod kind;
 pub(crate) mod object;
 mod options;
@@ -45,6 +46,7 @@ pub use builder::{CheckpointBuilder, PyValue};
 pub use data::{
     ClassRef, Date, NdArray, NumpyDType, NumpyScalar, PyData, TimeDelta, TimeOfDay, TimeZone,
 };
+pub use folder::{folder_of, Folder};
 pub use kind::{CompressedLayout, Quantization, TensorKind};
 pub use object::{
     dotted, ByteOrder, Checkpoint, Construct, Format, InertObject, Object, PathKey, StorageRecord,
@@ -62,12 +64,13 @@ use crate::{Error, Result};
 /// content), or a Hugging Face sharded set (an `*.index.json`, or a folder
 /// holding one, or holding a single `model.safetensors`/`pytorch_model.bin`)
 /// as one checkpoint ([`sharded`]), or a PyTorch Distributed Checkpoint
-/// folder (holding `.metadata`) with its chunks assembled ([`dcp`]).
+/// folder (holding `.metadata`, or the ranks' files of its Hugging Face
+/// layout) with its chunks assembled ([`dcp`]); [`folder_of`] tells which.
 ///
 /// With the `remote` feature, `path` may be a URL (`s3://bucket/key.pt`,
 /// `gs://…`, `az://…`, `http(s)://…`, `file://…`): the object is read with
-/// range requests (`stowage::io::remote::RemoteObject`), a
-/// sharded set by the URL of its index or of its folder (ending in `/`).
+/// range requests (`stowage::io::remote::RemoteObject`), a sharded set by
+/// the URL of its index, and any folder by its URL ending in `/`.
 ///
 /// # Errors
 /// [`Error::InFile`] wrapping what went wrong: I/O, an unknown format, a
@@ -82,45 +85,28 @@ pub fn load(path: impl AsRef<Path>) -> Result<Checkpoint> {
 /// As [`load`].
 pub fn load_with(path: impl AsRef<Path>, options: &LoadOptions) -> Result<Checkpoint> {
     let path = path.as_ref();
-    #[cfg(feature = "remote")]
-    if let Some(url) = crate::io::remote::url_of(path) {
-        return remote::load(url, options);
-    }
-    if dcp::is_dcp(path) {
-        return dcp::load(path, options);
-    }
-    if path.is_dir() && !dcp::hf::rank_files(path).is_empty() {
-        return dcp::hf::load(path, |p| load_file(p, options));
-    }
-    match set_of(path) {
-        Some(Set::Sharded(index)) => sharded::load(&index, |p| load_file(p, options)),
-        Some(Set::Single(file)) => load_file(&file, options),
+    match folder_of(path, options)? {
+        Some(Folder::Dcp(dir)) => dcp::load(&dir, options),
+        Some(Folder::Ranks(files)) => dcp::hf::load(&files, |p| load_file(p, options)),
+        Some(Folder::Sharded(index)) => {
+            #[cfg(feature = "remote")]
+            if let Some(url) = crate::io::remote::url_of(&index) {
+                return remote::load_set(url, options);
+            }
+            sharded::load(&index, |p| load_file(p, options))
+        }
+        Some(Folder::Single(file)) => load_file(&file, options),
         None => load_file(path, options),
     }
 }
 
-/// The parts of a sharded set a path names, when it names one.
-enum Set {
-    /// The set's index file.
-    Sharded(std::path::PathBuf),
-    /// The one checkpoint file of a folder without an index.
-    Single(std::path::PathBuf),
-}
-
-/// Whether `path` names a sharded set: an `*.index.json` file, or a folder
-/// holding an index or a single `model.safetensors`/`pytorch_model.bin`.
-fn set_of(path: &Path) -> Option<Set> {
-    if let Some(index) = sharded::index_of(path) {
-        return Some(Set::Sharded(index));
-    }
-    path.is_dir()
-        .then(|| sharded::single_file_of(path).map(Set::Single))
-        .flatten()
-}
-
-/// Loads one checkpoint file (never a set: a shard named like an index is
-/// read as a file, so an index cannot lead a load in circles).
+/// Loads one checkpoint file or object (never a set: a shard named like an
+/// index is read as a file, so an index cannot lead a load in circles).
 fn load_file(path: &Path, options: &LoadOptions) -> Result<Checkpoint> {
+    #[cfg(feature = "remote")]
+    if let Some(url) = crate::io::remote::url_of(path) {
+        return remote::load_file(url, options);
+    }
     let in_file = |e: Error| Error::InFile {
         path: path.to_owned(),
         source: Box::new(e),
@@ -163,28 +149,26 @@ fn load_file(path: &Path, options: &LoadOptions) -> Result<Checkpoint> {
 pub unsafe fn load_mmap(path: impl AsRef<Path>, options: &LoadOptions) -> Result<Checkpoint> {
     let path = path.as_ref();
     #[cfg(feature = "remote")]
-    if let Some(url) = crate::io::remote::url_of(path) {
+    if crate::io::remote::url_of(path).is_some() {
         // An object in a store cannot be mapped: it is read as `load_with` reads it.
-        return remote::load(url, options);
+        return load_with(path, options);
     }
-    if dcp::is_dcp(path) {
+    let target = match folder_of(path, options)? {
         // Chunks are assembled into new storages: nothing to map.
-        return dcp::load(path, options);
-    }
-    if path.is_dir() && !dcp::hf::rank_files(path).is_empty() {
-        return dcp::hf::load(path, |p| {
-            // SAFETY: the caller's promise covers every file of the folder.
-            unsafe { load_mmap_file(p, options) }
-        });
-    }
-    let target = match set_of(path) {
-        Some(Set::Sharded(index)) => {
+        Some(Folder::Dcp(dir)) => return dcp::load(&dir, options),
+        Some(Folder::Ranks(files)) => {
+            return dcp::hf::load(&files, |p| {
+                // SAFETY: the caller's promise covers every file of the folder.
+                unsafe { load_mmap_file(p, options) }
+            });
+        }
+        Some(Folder::Sharded(index)) => {
             return sharded::load(&index, |p| {
                 // SAFETY: the caller's promise covers every file of the set.
                 unsafe { load_mmap_file(p, options) }
             });
         }
-        Some(Set::Single(file)) => file,
+        Some(Folder::Single(file)) => file,
         None => path.to_owned(),
     };
     // SAFETY: the caller promises the file is neither truncated nor written meanwhile.

@@ -11,41 +11,88 @@ use super::dcp;
 #[cfg(feature = "safetensors")]
 use super::safetensors;
 use super::sharded::{self, ShardFormat};
-use super::{detect_format, load_from, torch_zip, Checkpoint, Format, LoadOptions};
-use crate::io::remote::RemoteObject;
+use super::{detect_format, load_from, torch_zip, Checkpoint, Folder, Format, LoadOptions};
+use crate::io::remote::{list, RemoteObject};
 use crate::io::ReadAt;
 use crate::{Error, Result};
 
-/// Loads the checkpoint, the sharded set or the distributed checkpoint at
-/// `url`: a set by the URL of its `*.index.json`, or of its folder (ending in
-/// `/`, holding a DCP `.metadata`, an index or one
-/// `model.safetensors`/`pytorch_model.bin`).
-pub(super) fn load(url: &str, options: &LoadOptions) -> Result<Checkpoint> {
+/// The checkpoint folder `url` names ([`super::folder_of`]): a set by the
+/// URL of its `*.index.json`; a folder by its URL ending in `/`, found by a
+/// probe for `.metadata`, then by one listing, or where the store cannot
+/// list, by probes for the index and single-file names.
+pub(super) fn folder_of(url: &str, options: &LoadOptions) -> Result<Option<Folder>> {
     if url.ends_with(".index.json") {
-        return load_set(url, options);
+        return Ok(Some(Folder::Sharded(url.into())));
     }
-    if let Some(dir) = url.strip_suffix('/') {
-        if exists(&format!("{dir}/{}", dcp::METADATA_FILE), options)? {
-            return dcp::load(Path::new(dir), options);
+    let Some(dir) = url.strip_suffix('/') else {
+        return Ok(None);
+    };
+    let at = |name: &str| PathBuf::from(format!("{dir}/{name}"));
+    if exists(&format!("{dir}/{}", dcp::METADATA_FILE), options)? {
+        return Ok(Some(Folder::Dcp(dir.into())));
+    }
+    let listed = list(url, &options.remote);
+    if let Ok(names) = &listed {
+        let ranks: Vec<PathBuf> = names
+            .iter()
+            .filter(|n| dcp::hf::is_rank_file(n))
+            .map(|n| at(n))
+            .collect();
+        if !ranks.is_empty() {
+            return Ok(Some(Folder::Ranks(ranks)));
         }
+        let named = |name: String| names.contains(&name).then(|| at(&name));
+        let formats = [ShardFormat::Safetensors, ShardFormat::Bin];
+        let index = formats
+            .iter()
+            .find_map(|f| named(f.index_name()))
+            .or_else(|| {
+                // As on disk: else the folder's only index.
+                let mut indexes = names.iter().filter(|n| n.ends_with(".index.json"));
+                match (indexes.next(), indexes.next()) {
+                    (Some(only), None) => Some(at(only)),
+                    _ => None,
+                }
+            });
+        if let Some(index) = index {
+            return Ok(Some(Folder::Sharded(index)));
+        }
+        if let Some(file) = formats.iter().find_map(|f| named(f.file_name(""))) {
+            return Ok(Some(Folder::Single(file)));
+        }
+    } else {
         for format in [ShardFormat::Safetensors, ShardFormat::Bin] {
             let index = format!("{dir}/{}", format.index_name());
             if exists(&index, options)? {
-                return load_set(&index, options);
+                return Ok(Some(Folder::Sharded(index.into())));
             }
         }
         for format in [ShardFormat::Safetensors, ShardFormat::Bin] {
             let file = format!("{dir}/{}", format.file_name(""));
             if exists(&file, options)? {
-                return load_file(&file, options);
+                return Ok(Some(Folder::Single(file.into())));
             }
         }
-        return Err(Error::InFile {
-            path: url.into(),
-            source: Box::new(Error::Io(std::io::ErrorKind::NotFound.into())),
-        });
     }
-    load_file(url, options)
+    let why = match listed {
+        Ok(_) => "no .metadata, *.index.json, model.safetensors, pytorch_model.bin or rank files"
+            .to_owned(),
+        Err(e) => format!(
+            "no .metadata, *.index.json, model.safetensors or pytorch_model.bin, and the folder \
+             could not be listed for rank files: {}",
+            match &e {
+                Error::InFile { source, .. } => source.to_string(),
+                e => e.to_string(),
+            }
+        ),
+    };
+    Err(Error::InFile {
+        path: url.into(),
+        source: Box::new(Error::Io(std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            why,
+        ))),
+    })
 }
 
 /// Whether the object at `url` exists (a missing one is no error here).
@@ -60,7 +107,7 @@ fn exists(url: &str, options: &LoadOptions) -> Result<bool> {
 }
 
 /// A sharded set by the URL of its index; shards are named relative to it.
-fn load_set(index: &str, options: &LoadOptions) -> Result<Checkpoint> {
+pub(super) fn load_set(index: &str, options: &LoadOptions) -> Result<Checkpoint> {
     let in_index = |e: Error| Error::InFile {
         path: index.into(),
         source: Box::new(e),
@@ -84,7 +131,7 @@ fn load_set(index: &str, options: &LoadOptions) -> Result<Checkpoint> {
 
 /// Loads one checkpoint object: lazily where asked (torch zip, safetensors),
 /// else with its storages fetched in concurrent batches.
-fn load_file(url: &str, options: &LoadOptions) -> Result<Checkpoint> {
+pub(super) fn load_file(url: &str, options: &LoadOptions) -> Result<Checkpoint> {
     let object = RemoteObject::open_with(url, &options.remote)?;
     let path = PathBuf::from(url);
     let in_url = |e: Error| Error::InFile {

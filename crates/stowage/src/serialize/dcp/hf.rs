@@ -19,7 +19,7 @@ use crate::{DType, Error, Result, Tensor};
 pub const SHARDING_INFO_KEY: &str = "DCP_SHARDING_INFO";
 
 /// Whether `name` is a rank's file: `shard-00001-model-00001-of-00001.safetensors`.
-fn is_rank_file(name: &str) -> bool {
+pub fn is_rank_file(name: &str) -> bool {
     let Some(rest) = name
         .strip_prefix("shard-")
         .and_then(|r| r.strip_suffix(".safetensors"))
@@ -57,25 +57,26 @@ struct Piece {
     tensor: Tensor,
 }
 
-/// Loads the ranks' files of `dir` (each through `load_file`, which picks the
-/// mode) and assembles each tensor from its pieces.
+/// Loads the ranks' `files` ([`rank_files`] of a folder; URLs where the
+/// folder is in object storage), each through `load_file`, which picks the
+/// mode, and assembles each tensor from its pieces.
 ///
 /// # Errors
 /// A file's load errors; [`Error::BadObject`] when `DCP_SHARDING_INFO` is not
 /// the expected JSON, when a tensor's pieces disagree in dtype or rank, or do
 /// not tile its extent.
 pub(crate) fn load(
-    dir: &Path,
+    files: &[PathBuf],
     load_file: impl Fn(&Path) -> Result<Checkpoint>,
 ) -> Result<Checkpoint> {
     let mut order: Vec<String> = Vec::new();
     let mut pieces: HashMap<String, Vec<Piece>> = HashMap::new();
-    for file in rank_files(dir) {
+    for file in files {
         let in_file = |e: Error| Error::InFile {
             path: file.clone(),
             source: Box::new(e),
         };
-        let shard = load_file(&file)?;
+        let shard = load_file(file)?;
         let info = sharding_info(&shard).map_err(in_file)?;
         for (path, t) in shard.tensors().map_err(in_file)? {
             let name = dotted(&path);
@@ -199,6 +200,17 @@ fn assemble(name: &str, parts: &[Piece]) -> Result<Tensor> {
             detail: format!("{name}: {size:?}"),
         })?;
     check_cover(name, &regions, wanted)?;
+    if parts.iter().any(|p| !p.tensor.untyped_storage().has_data()) {
+        // A fake load: the whole tensor's storage is fake too.
+        let nbytes = wanted
+            .checked_mul(dtype.size())
+            .ok_or(Error::SizeOverflow {
+                what: "DCP tensor",
+                detail: format!("{name}: {size:?}"),
+            })?;
+        let storage = crate::UntypedStorage::new_fake(nbytes, first.device());
+        return Tensor::from_parts(storage, dtype, crate::layout::Layout::contiguous(&size)?);
+    }
     let out = Tensor::zeros_on(&size, dtype, first.device())?;
     for p in parts {
         let mut dst = out.clone();

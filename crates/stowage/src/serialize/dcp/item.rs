@@ -43,7 +43,7 @@ pub(super) fn open(path: &Path, options: &LoadOptions) -> Result<Source> {
 }
 
 /// Checks that the item lies inside its file.
-fn check_inside(file: &dyn ReadAt, info: &StorageInfo) -> Result<()> {
+pub(super) fn check_inside(file: &dyn ReadAt, info: &StorageInfo) -> Result<()> {
     let len = file.len();
     let inside = info
         .offset
@@ -146,22 +146,23 @@ impl ReadAt for Window {
 /// on first use, so a caller can read it straight into its destination
 /// (`UntypedStorage::read_at`). An item in object storage is fetched whole,
 /// in one ranged request, since reading its archive's records one by one
-/// would cost a request each.
+/// would cost a request each, unless its bytes were fetched `ahead`.
 pub(super) fn read_tensor(
     file: &Source,
     path: &Path,
     info: &StorageInfo,
     fqn: &str,
     nbytes: u64,
+    ahead: Option<Vec<u8>>,
     options: &LoadOptions,
 ) -> Result<Tensor> {
     check_inside(&**file, info)?;
     // Remote: the whole item in one request, as PyTorch's default format
-    // (an archive) needs it all; a safetensors item is read as below.
-    let fetched = if file.is_remote() {
-        Some(stored(&**file, info)?)
-    } else {
-        None
+    // (an archive) needs it all.
+    let fetched = match ahead {
+        Some(bytes) => Some(bytes),
+        None if file.is_remote() => Some(stored(&**file, info)?),
+        None => None,
     };
     let mut head = [0u8; 4];
     let is_archive = if let Some(bytes) = &fetched {
@@ -174,7 +175,10 @@ pub(super) fn read_tensor(
         true
     };
     if !is_archive {
-        return read_safetensors(&**file, info, fqn, nbytes);
+        // In the safetensors format every tensor item of a file starts at the
+        // one blob's header, and its length is its data's: the tensor is
+        // found through the header, in the file.
+        return read_safetensors(&**file, info.offset, fqn, nbytes);
     }
     if info.transforms.is_empty() && !file.is_remote() {
         let window = Window {
@@ -219,20 +223,20 @@ pub(super) fn read_tensor(
 pub(super) fn read_value(
     file: &Source,
     info: &StorageInfo,
+    ahead: Option<Vec<u8>>,
     options: &LoadOptions,
 ) -> Result<Checkpoint> {
     let limit = options.max_storage_bytes.saturating_add(ARCHIVE_OVERHEAD);
-    let bytes = untransform(stored(&**file, info)?, &info.transforms, limit)?;
+    let bytes = match ahead {
+        Some(bytes) => bytes,
+        None => stored(&**file, info)?,
+    };
+    let bytes = untransform(bytes, &info.transforms, limit)?;
     torch_zip::load(&bytes[..], options, None)
 }
 
 #[cfg(feature = "safetensors")]
-fn read_safetensors(
-    file: &dyn ReadAt,
-    info: &StorageInfo,
-    fqn: &str,
-    nbytes: u64,
-) -> Result<Tensor> {
+fn read_safetensors(file: &dyn ReadAt, offset: u64, fqn: &str, nbytes: u64) -> Result<Tensor> {
     /// The most bytes a safetensors header may have (the `safetensors` crate's limit).
     const MAX_HEADER: u64 = 100_000_000;
     use crate::layout::Layout;
@@ -242,10 +246,9 @@ fn read_safetensors(
         found,
     };
     let mut n = [0u8; 8];
-    file.read_exact_at(&mut n, info.offset).map_err(Error::Io)?;
+    file.read_exact_at(&mut n, offset).map_err(Error::Io)?;
     let n = u64::from_le_bytes(n);
-    let data_start = info
-        .offset
+    let data_start = offset
         .checked_add(8)
         .and_then(|s| s.checked_add(n))
         .filter(|&s| n <= MAX_HEADER && s <= file.len())
@@ -256,7 +259,7 @@ fn read_safetensors(
             )
         })?;
     let mut header = vec![0; n as usize];
-    file.read_exact_at(&mut header, info.offset + 8)
+    file.read_exact_at(&mut header, offset + 8)
         .map_err(Error::Io)?;
     let header: serde_json::Map<String, serde_json::Value> =
         serde_json::from_slice(&header).map_err(|e| bad("a JSON header", e.to_string()))?;
@@ -288,7 +291,7 @@ fn read_safetensors(
 }
 
 #[cfg(not(feature = "safetensors"))]
-fn read_safetensors(_: &dyn ReadAt, _: &StorageInfo, _: &str, _: u64) -> Result<Tensor> {
+fn read_safetensors(_: &dyn ReadAt, _: u64, _: &str, _: u64) -> Result<Tensor> {
     Err(Error::Unsupported {
         what: "DCP checkpoints in the safetensors format (stowage was built without its `safetensors` feature)".into(),
     })

@@ -20,6 +20,7 @@
 pub mod hf;
 mod item;
 pub mod metadata;
+mod prefetch;
 mod write;
 
 pub use write::{save, ChunkPlan, DcpSaveOptions, PlannedChunk};
@@ -59,6 +60,9 @@ pub struct DcpCheckpoint {
     /// For lazy loads: the one tensor being read window by window, assembled
     /// in a buffer reused from tensor to tensor (no fresh pages per tensor).
     assembly: Arc<Mutex<Assembly>>,
+    /// For eager loads from object storage: the items of the tensors being
+    /// read, fetched ahead together ([`prefetch`]).
+    prefetched: Arc<prefetch::Prefetched>,
 }
 
 /// Data files by path, opened on first use.
@@ -116,6 +120,7 @@ impl DcpCheckpoint {
             options: options.clone(),
             files: Arc::default(),
             assembly: Arc::default(),
+            prefetched: Arc::default(),
         })
     }
 
@@ -345,8 +350,17 @@ impl DcpCheckpoint {
         };
         let nbytes = bytes_of(fqn, dtype, &chunk.sizes).map_err(in_file)?;
         let source = self.file(&file).map_err(in_file)?;
-        let tensor = item::read_tensor(&source, &file, info, fqn, nbytes as u64, &self.options)
-            .map_err(in_file)?;
+        let ahead = self.prefetched.take(&file, info.offset);
+        let tensor = item::read_tensor(
+            &source,
+            &file,
+            info,
+            fqn,
+            nbytes as u64,
+            ahead,
+            &self.options,
+        )
+        .map_err(in_file)?;
         if tensor.dtype() != dtype || tensor.shape() != &chunk.sizes[..] {
             return Err(in_file(Error::BadObject {
                 context: "DCP chunk",
@@ -384,7 +398,8 @@ impl DcpCheckpoint {
             }),
         };
         let source = self.file(&file).map_err(in_file)?;
-        item::read_value(&source, info, &self.options).map_err(in_file)
+        let ahead = self.prefetched.take(&file, info.offset);
+        item::read_value(&source, info, ahead, &self.options).map_err(in_file)
     }
 
     /// Everything, as one checkpoint nested as the saved state dict was.
@@ -406,34 +421,51 @@ impl DcpCheckpoint {
         let mut ckpt = Checkpoint::new();
         let root = ckpt.graph.dict(Vec::new());
         ckpt.root = Value::Node(root);
-        for item in &this.metadata.items {
-            let value = match &item.kind {
-                ItemKind::Tensor(meta) => {
-                    let tensor = this.tensor_in_mode(&item.fqn, meta)?;
-                    ckpt.storages.push(StorageRecord {
-                        key: item.fqn.clone(),
-                        storage: tensor.untyped_storage().clone(),
-                        dtype: Some(meta.dtype),
-                        location: tensor.device().to_string(),
-                    });
-                    let mut t = TensorObject::new(tensor);
-                    t.tensor.requires_grad_(meta.requires_grad).ok();
-                    Value::Ext(Object::Tensor(Box::new(t)))
-                }
-                ItemKind::Bytes(_) => {
-                    let value = this.read_value(&item.fqn)?;
-                    let v = transplant(&value, &value.root, &mut ckpt);
-                    ckpt.storages
-                        .extend(value.storages.iter().map(|s| StorageRecord {
-                            key: format!("{}/{}", item.fqn, s.key),
-                            ..s.clone()
-                        }));
-                    v
-                }
-            };
-            place(&mut ckpt.graph, root, &item.path, value)?;
+        let items = &this.metadata.items;
+        let mut start = 0;
+        while start < items.len() {
+            let end = this.batch_end(items, start)?;
+            for item in &items[start..end] {
+                this.place_item(&mut ckpt, root, item)?;
+            }
+            start = end;
         }
         Ok(ckpt)
+    }
+
+    /// Reads `item` as the options' mode makes it and places it in `ckpt`
+    /// under the dict `root`, as the saved state dict nested it.
+    fn place_item(
+        self: &Arc<Self>,
+        ckpt: &mut Checkpoint,
+        root: NodeId,
+        item: &Item,
+    ) -> Result<()> {
+        let value = match &item.kind {
+            ItemKind::Tensor(meta) => {
+                let tensor = self.tensor_in_mode(&item.fqn, meta)?;
+                ckpt.storages.push(StorageRecord {
+                    key: item.fqn.clone(),
+                    storage: tensor.untyped_storage().clone(),
+                    dtype: Some(meta.dtype),
+                    location: tensor.device().to_string(),
+                });
+                let mut t = TensorObject::new(tensor);
+                t.tensor.requires_grad_(meta.requires_grad).ok();
+                Value::Ext(Object::Tensor(Box::new(t)))
+            }
+            ItemKind::Bytes(_) => {
+                let value = self.read_value(&item.fqn)?;
+                let v = transplant(&value, &value.root, ckpt);
+                ckpt.storages
+                    .extend(value.storages.iter().map(|s| StorageRecord {
+                        key: format!("{}/{}", item.fqn, s.key),
+                        ..s.clone()
+                    }));
+                v
+            }
+        };
+        place(&mut ckpt.graph, root, &item.path, value)
     }
 }
 

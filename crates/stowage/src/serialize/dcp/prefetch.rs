@@ -1,0 +1,143 @@
+//! Items fetched ahead. An eager load of a distributed checkpoint in object
+//! storage fetches the items of the next tensors together, in concurrent
+//! ranged requests ([`ReadAt::read_batch_at`](crate::io::ReadAt::read_batch_at)),
+//! rather than one item after another, a round trip each. A batch holds at
+//! most the remote options' `concurrency × max_request` bytes (or one item,
+//! if larger), so the bytes held ahead stay bounded whatever the
+//! checkpoint's size.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
+
+use super::metadata::Item;
+#[cfg(feature = "remote")]
+use super::metadata::{ItemKind, StorageInfo};
+use super::DcpCheckpoint;
+use crate::Result;
+
+/// Stored item bytes fetched ahead, by data file and offset; each is taken
+/// by the read that needs it.
+#[derive(Default)]
+pub(super) struct Prefetched(Mutex<HashMap<(PathBuf, u64), Vec<u8>>>);
+
+impl std::fmt::Debug for Prefetched {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Prefetched({} items)", self.lock().len())
+    }
+}
+
+impl Prefetched {
+    fn lock(&self) -> MutexGuard<'_, HashMap<(PathBuf, u64), Vec<u8>>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The bytes of the item at `offset` of `file`, if they were fetched ahead.
+    pub(super) fn take(&self, file: &Path, offset: u64) -> Option<Vec<u8>> {
+        self.lock().remove(&(file.to_owned(), offset))
+    }
+}
+
+/// The stored items `item` is read from: a tensor's chunks that hold
+/// elements (those [`DcpCheckpoint::read_tensor`] reads), or a value's item.
+#[cfg(feature = "remote")]
+fn stored_items(item: &Item) -> Vec<&StorageInfo> {
+    match &item.kind {
+        ItemKind::Tensor(meta) => meta
+            .chunks
+            .iter()
+            .filter(|c| super::intersect(c, &vec![0; meta.size.len()], &meta.size).is_some())
+            .map(|c| &c.storage)
+            .collect(),
+        ItemKind::Bytes(info) => vec![info],
+    }
+}
+
+impl DcpCheckpoint {
+    /// Where the batch of items starting at `items[start]` ends: with items
+    /// fetched ahead (an eager load from object storage), after as many
+    /// items as the byte budget allows, their bytes fetched; else at the end.
+    /// Bytes of the previous batch that no read took are dropped.
+    ///
+    /// # Errors
+    /// [`Error::InFile`](crate::Error::InFile) naming the data file, around
+    /// [`Error::AtPath`](crate::Error::AtPath) naming an item of the batch:
+    /// an item outside its file, a failed request.
+    pub(super) fn batch_end(&self, items: &[Item], start: usize) -> Result<usize> {
+        #[cfg(feature = "remote")]
+        {
+            let on_meta = self.options.map_location.is_some_and(|d| d.is_meta());
+            let eager = !(self.options.lazy || self.options.fake || on_meta);
+            if eager && crate::io::remote::url_of(&self.dir).is_some() {
+                return self.prefetch(items, start);
+            }
+        }
+        let _ = start;
+        Ok(items.len())
+    }
+
+    #[cfg(feature = "remote")]
+    fn prefetch(&self, items: &[Item], start: usize) -> Result<usize> {
+        use crate::Error;
+        let remote = &self.options.remote;
+        let piece = remote.max_request.max(1);
+        let budget = (remote.concurrency.max(1) as u64).saturating_mul(piece);
+        let (mut end, mut held) = (start, 0u64);
+        while end < items.len() {
+            let n: u64 = stored_items(&items[end]).iter().map(|i| i.length).sum();
+            if end > start && held.saturating_add(n) > budget {
+                break;
+            }
+            held = held.saturating_add(n);
+            end += 1;
+        }
+        // The batch's items by data file, in order.
+        let mut by_file: Vec<(PathBuf, Vec<(&str, &StorageInfo)>)> = Vec::new();
+        for item in &items[start..end] {
+            for info in stored_items(item) {
+                let file = self.dir.join(&info.relative_path);
+                match by_file.iter_mut().find(|(f, _)| *f == file) {
+                    Some((_, list)) => list.push((&item.fqn, info)),
+                    None => by_file.push((file, vec![(&item.fqn, info)])),
+                }
+            }
+        }
+        let mut fetched = HashMap::new();
+        for (file, list) in by_file {
+            let in_file = |fqn: &str, e: Error| Error::InFile {
+                path: file.clone(),
+                source: Box::new(Error::AtPath {
+                    path: fqn.to_owned(),
+                    source: Box::new(e),
+                }),
+            };
+            let source = self.file(&file).map_err(|e| in_file(list[0].0, e))?;
+            let mut bufs = Vec::with_capacity(list.len());
+            for &(fqn, info) in &list {
+                super::item::check_inside(&*source, info).map_err(|e| in_file(fqn, e))?;
+                // Bounded by the file's size, checked above.
+                bufs.push(vec![0u8; info.length as usize]);
+            }
+            // Each item in pieces of at most `max_request` bytes, so that a
+            // large one is fetched by concurrent requests too.
+            let piece = usize::try_from(piece).unwrap_or(usize::MAX);
+            let mut owners = Vec::new();
+            let mut reads: Vec<(u64, &mut [u8])> = Vec::new();
+            for (k, (&(_, info), buf)) in list.iter().zip(bufs.iter_mut()).enumerate() {
+                for (p, part) in buf.chunks_mut(piece).enumerate() {
+                    reads.push((info.offset + (p * piece) as u64, part));
+                    owners.push(k);
+                }
+            }
+            if let Err((i, e)) = source.read_batch_at(&mut reads) {
+                let fqn = list[owners.get(i).copied().unwrap_or(0)].0;
+                return Err(in_file(fqn, Error::Io(e)));
+            }
+            for (&(_, info), buf) in list.iter().zip(bufs) {
+                fetched.insert((file.clone(), info.offset), buf);
+            }
+        }
+        *self.prefetched.lock() = fetched;
+        Ok(end)
+    }
+}
