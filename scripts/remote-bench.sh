@@ -12,7 +12,14 @@
 # STOWAGE_REMOTE_MAX_REQUEST=1 GiB`), and one plain GET of the whole object
 # by curl into /dev/null.
 #
-# usage: [RUNS=3] [RATE_MB=90] [LATENCY_MS=30] scripts/remote-bench.sh [FILE.pt] [TENSOR]
+# Then a distributed checkpoint (DCP_DIR, default /work/scratch/remote/dcp,
+# made here with torch's dcp.save when missing: 64 float32 tensors of 16 MiB,
+# one process) is loaded eagerly by its folder URL, its items fetched in
+# concurrent batches, and one item after another, each in one request
+# (`STOWAGE_REMOTE_CONCURRENCY=1 STOWAGE_REMOTE_MAX_REQUEST=1 GiB`, how
+# stowage read DCP items by URL before they were fetched in batches).
+#
+# usage: [RUNS=3] [RATE_MB=90] [LATENCY_MS=30] [DCP_DIR=…] scripts/remote-bench.sh [FILE.pt] [TENSOR]
 #   FILE.pt defaults to /work/scratch/remote/big.pt, made here with torch when
 #   missing: 256 float32 tensors of 4 MiB (1 GiB), `layers.N.weight`.
 # Needs npm (s3rver is installed under target/s3rver on first use), curl, and
@@ -31,6 +38,15 @@ if [ ! -f "$file" ]; then
 import torch
 g = torch.Generator().manual_seed(0)
 torch.save({f'layers.{i}.weight': torch.rand(1 << 20, generator=g) for i in range(256)}, '$file')"
+fi
+dcp="${DCP_DIR:-/work/scratch/remote/dcp}"
+if [ ! -f "$dcp/.metadata" ]; then
+  mkdir -p "$dcp"
+  "$py" -c "
+import torch, torch.distributed.checkpoint as dcp
+g = torch.Generator().manual_seed(0)
+sd = {f'layers.{i}.weight': torch.rand(1 << 22, generator=g) for i in range(64)}
+dcp.save(sd, storage_writer=dcp.FileSystemWriter('$dcp'), no_dist=True)"
 fi
 cargo build --release -q -p stowage-cli
 cargo build --release -q -p stowage --features remote --example remote_load --example wan_proxy
@@ -59,7 +75,10 @@ import boto3
 s3 = boto3.client('s3', endpoint_url='http://127.0.0.1:$port', aws_access_key_id='S3RVER',
                   aws_secret_access_key='S3RVER', region_name='us-east-1')
 s3.create_bucket(Bucket='bench')
-s3.upload_file('$file', 'bench', 'big.pt')"
+s3.upload_file('$file', 'bench', 'big.pt')
+import os
+for name in os.listdir('$dcp'):
+    s3.upload_file(os.path.join('$dcp', name), 'bench', 'dcp/' + name)"
 target/release/examples/wan_proxy "$port" "$rate" "$latency" >"$work/proxy.port" &
 pids+=($!)
 for _ in $(seq 50); do [ -s "$work/proxy.port" ] && break; sleep 0.1; done
@@ -87,4 +106,11 @@ for where in "wan_proxy:$proxy" "loopback:$port"; do
   for _ in $(seq "$runs"); do STOWAGE_REMOTE_CONCURRENCY=1 STOWAGE_REMOTE_MAX_REQUEST=$((1 << 30)) eager; done
   echo "== one GET of the whole object, streamed by curl into /dev/null"
   for _ in $(seq "$runs"); do one_get; done
+  echo "== DCP s3://bench/dcp/ eager, items in concurrent batches (the default)"
+  for _ in $(seq "$runs"); do target/release/examples/remote_load s3://bench/dcp/; done
+  echo "== DCP eager, one item after another, one request each"
+  for _ in $(seq "$runs"); do
+    STOWAGE_REMOTE_CONCURRENCY=1 STOWAGE_REMOTE_MAX_REQUEST=$((1 << 30)) \
+      target/release/examples/remote_load s3://bench/dcp/
+  done
 done

@@ -707,7 +707,9 @@ fn eager_loads_keep_up_to_concurrency_requests_in_flight() {
 
 /// An eager load of a distributed checkpoint by URL fetches its items in
 /// concurrent batches: as many range requests in flight as
-/// `RemoteOptions::concurrency` allows, and no more, as for one file.
+/// `RemoteOptions::concurrency` allows, and no more, as for one file. The
+/// server holds each ranged `GET` for 0.4 s, so that requests sent together
+/// overlap there even on a busy machine.
 #[test]
 fn dcp_items_by_url_are_fetched_concurrently() {
     use stowage::io::remote::RemoteOptions;
@@ -718,7 +720,7 @@ fn dcp_items_by_url_are_fetched_concurrently() {
     let dir = tempfile::tempdir().unwrap();
     assert!(servers::torch_dcp(dir.path(), 8, 1), "dcp.save failed");
     let local = load_with(dir.path(), &LoadOptions::default()).unwrap();
-    let Some(server) = servers::range_server(dir.path(), &["--hold", "0.2"]) else {
+    let Some(server) = servers::range_server(dir.path(), &["--hold", "0.4"]) else {
         return;
     };
     let url = format!("{}/", server.endpoint());
@@ -805,4 +807,35 @@ fn folders_by_url_are_found_by_a_listing() {
     };
     let e = load_with(format!("{}/", plain.endpoint()), &options).unwrap_err();
     assert!(e.to_string().contains("could not be listed"), "{e}");
+}
+
+/// An object replaced while a lazy load holds it: reading a tensor then is
+/// an error naming the change (S3 honours the `If-Match` of the ETag the
+/// load opened), never the new object's bytes under the old one's layout.
+#[test]
+fn an_object_replaced_during_a_lazy_load_is_an_error() {
+    use stowage::io::remote::RemoteFailure;
+    let _one = serial();
+    let Some(server) = moto() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let (first, second) = (dir.path().join("a.pt"), dir.path().join("b.pt"));
+    assert!(servers::torch_checkpoint(&first, 4, 1), "torch.save failed");
+    assert!(
+        servers::torch_checkpoint(&second, 5, 1),
+        "torch.save failed"
+    );
+    let url = servers::put(server, &first, "replaced.pt");
+    let lazy = load_with(&url, &options(true, false)).unwrap();
+    let tensors = lazy.tensors().unwrap();
+    servers::put(server, &second, "replaced.pt");
+    let e = common::tensor_bytes(&tensors[1].1.tensor).unwrap_err();
+    let failure = remote_error(&e).map(|r| &r.failure);
+    assert!(
+        matches!(failure, Some(RemoteFailure::Changed { .. })),
+        "{e}"
+    );
+    assert!(
+        e.to_string().contains("changed while it was being read"),
+        "{e}"
+    );
 }

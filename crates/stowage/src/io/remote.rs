@@ -166,6 +166,14 @@ pub enum RemoteFailure {
         /// Bytes received.
         found: u64,
     },
+    /// The object changed after it was opened: a read asked for the version
+    /// it was opened at (`If-Match` its ETag) and the store has another, so
+    /// bytes of two versions are never mixed.
+    #[error("the object changed while it was being read (it was opened at ETag {e_tag})")]
+    Changed {
+        /// The ETag the object had when it was opened.
+        e_tag: String,
+    },
     /// The read runs past the end of the object.
     #[error("the object holds {len} bytes")]
     PastEnd {
@@ -400,6 +408,9 @@ pub struct RemoteObject {
     path: ObjectPath,
     url: String,
     len: u64,
+    /// The object's ETag when it was opened, asked for by every later read
+    /// (`If-Match`); `None` where the store gives none.
+    e_tag: Option<String>,
     concurrency: usize,
     coalesce_gap: u64,
     max_request: u64,
@@ -436,7 +447,7 @@ impl RemoteObject {
         let failed = |failure: RemoteFailure| in_url(url, fail(url, None, failure));
         let (store, path) = open_store(url, options).map_err(failed)?;
         let counters = Counters::default();
-        let (len, first) = block_on(first_block(&*store, &path, &counters))
+        let (len, e_tag, first) = block_on(first_block(&*store, &path, &counters))
             .map_err(failed)?
             .map_err(|(range, e)| in_url(url, fail(url, range, e.into())))?;
         let head = OnceLock::new();
@@ -448,6 +459,7 @@ impl RemoteObject {
             path,
             url: url.to_owned(),
             len,
+            e_tag,
             concurrency: options.concurrency.max(1),
             coalesce_gap: options.coalesce_gap,
             max_request: options.max_request.max(1),
@@ -467,10 +479,19 @@ impl RemoteObject {
         self.counters.snapshot()
     }
 
-    /// One ranged `GET`, checked to bring exactly the bytes asked for.
+    /// One ranged `GET` of the version opened, checked to bring exactly the
+    /// bytes asked for.
     async fn fetch(&self, range: Range<u64>) -> std::result::Result<Bytes, RemoteError> {
         let asked = range.end - range.start;
-        let got = self.store.get_range(&self.path, range.clone()).await;
+        let options = object_store::GetOptions {
+            range: Some(object_store::GetRange::Bounded(range.clone())),
+            if_match: self.e_tag.clone(),
+            ..Default::default()
+        };
+        let got = match self.store.get_opts(&self.path, options).await {
+            Ok(answer) => answer.bytes().await,
+            Err(e) => Err(e),
+        };
         let received = got.as_ref().map_or(0, |b| b.len() as u64);
         count(Some(&self.counters), 1, received, 0);
         let error = |failure| RemoteError {
@@ -478,7 +499,14 @@ impl RemoteObject {
             range: Some(range.clone()),
             failure,
         };
-        let bytes = got.map_err(|e| error(e.into()))?;
+        let bytes = got.map_err(|e| match (e, &self.e_tag) {
+            (object_store::Error::Precondition { .. }, Some(e_tag)) => {
+                error(RemoteFailure::Changed {
+                    e_tag: e_tag.clone(),
+                })
+            }
+            (e, _) => error(e.into()),
+        })?;
         if bytes.len() as u64 != asked {
             return Err(error(RemoteFailure::ShortRange {
                 expected: asked,
@@ -530,16 +558,19 @@ impl RemoteObject {
 }
 
 /// Opens an object with one ranged `GET` of its head block: the object's
-/// length (from the answer's `Content-Range`) and the block every format's
-/// detection reads, in one request rather than a `HEAD` and a `GET`. An
-/// empty object cannot answer a range (416): then, and only then, a `HEAD`
-/// gives its length.
+/// length (from the answer's `Content-Range`), its ETag and the block every
+/// format's detection reads, in one request rather than a `HEAD` and a
+/// `GET`. An empty object cannot answer a range (416): then, and only then,
+/// a `HEAD` gives its length.
 /// A failure names the range asked for (none for the `HEAD`).
 async fn first_block(
     store: &dyn ObjectStore,
     path: &ObjectPath,
     counters: &Counters,
-) -> std::result::Result<(u64, Option<Bytes>), (Option<Range<u64>>, object_store::Error)> {
+) -> std::result::Result<
+    (u64, Option<String>, Option<Bytes>),
+    (Option<Range<u64>>, object_store::Error),
+> {
     let range = 0..HEAD_BLOCK;
     let options = object_store::GetOptions {
         range: Some(object_store::GetRange::Bounded(range.clone())),
@@ -550,7 +581,7 @@ async fn first_block(
         Err(e) if range_refused(&e) => {
             count(Some(counters), 2, 0, 0);
             let meta = store.head(path).await.map_err(|e| (None, e))?;
-            return Ok((meta.size, None));
+            return Ok((meta.size, meta.e_tag, None));
         }
         Err(e @ object_store::Error::NotFound { .. }) => {
             count(Some(counters), 1, 0, 0);
@@ -561,7 +592,7 @@ async fn first_block(
             return Err((Some(range), e));
         }
     };
-    let len = got.meta.size;
+    let (len, e_tag) = (got.meta.size, got.meta.e_tag.clone());
     let bytes = got.bytes().await;
     count(
         Some(counters),
@@ -569,7 +600,7 @@ async fn first_block(
         bytes.as_ref().map_or(0, |b| b.len() as u64),
         0,
     );
-    Ok((len, Some(bytes.map_err(|e| (Some(range), e))?)))
+    Ok((len, e_tag, Some(bytes.map_err(|e| (Some(range), e))?)))
 }
 
 /// Whether the store refused a range as not satisfiable (HTTP 416: the
@@ -871,6 +902,31 @@ mod tests {
             remote.and_then(|r| r.range.clone()),
             Some(data.len() as u64 - 4..data.len() as u64 + 12)
         );
+    }
+
+    /// A read after the object was replaced is an error naming the change,
+    /// never bytes of the new version mixed with those already read.
+    #[test]
+    fn a_changed_object_is_an_error_not_mixed_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("blob.bin");
+        std::fs::write(&path, vec![1u8; 1 << 20]).unwrap();
+        let object = RemoteObject::open(&format!("file://{}", path.display())).unwrap();
+        let mut buf = [0u8; 16];
+        object.read_exact_at(&mut buf, 500_000).unwrap();
+        assert_eq!(buf, [1u8; 16]);
+        std::fs::write(&path, vec![2u8; (1 << 20) + 1]).unwrap();
+        let err = object.read_exact_at(&mut buf, 500_000).unwrap_err();
+        let remote = err.get_ref().and_then(|e| e.downcast_ref::<RemoteError>());
+        assert!(
+            matches!(
+                remote.map(|r| &r.failure),
+                Some(RemoteFailure::Changed { .. })
+            ),
+            "{err}"
+        );
+        let mut reads = [(300_000u64, &mut buf[..])];
+        assert!(object.read_batch_at(&mut reads).is_err());
     }
 
     #[test]
