@@ -15,9 +15,11 @@
 # Then a distributed checkpoint (DCP_DIR, default /work/scratch/remote/dcp,
 # made here with torch's dcp.save when missing: 64 float32 tensors of 16 MiB,
 # one process) is loaded eagerly by its folder URL, its items fetched in
-# concurrent batches, and one item after another, each in one request
-# (`STOWAGE_REMOTE_CONCURRENCY=1 STOWAGE_REMOTE_MAX_REQUEST=1 GiB`, how
-# stowage read DCP items by URL before they were fetched in batches).
+# concurrent batches; one item after another, each in one request
+# (`STOWAGE_REMOTE_CONCURRENCY=1 STOWAGE_REMOTE_MAX_REQUEST=17 MiB`: batches
+# of one item, which is how stowage read DCP items by URL before they were
+# fetched in batches); and as one sequential stream (`=1 GiB`: one batch, its
+# neighbouring items coalesced into a few large requests).
 #
 # usage: [RUNS=3] [RATE_MB=90] [LATENCY_MS=30] [DCP_DIR=…] scripts/remote-bench.sh [FILE.pt] [TENSOR]
 #   FILE.pt defaults to /work/scratch/remote/big.pt, made here with torch when
@@ -108,7 +110,12 @@ for where in "wan_proxy:$proxy" "loopback:$port"; do
   for _ in $(seq "$runs"); do one_get; done
   echo "== DCP s3://bench/dcp/ eager, items in concurrent batches (the default)"
   for _ in $(seq "$runs"); do target/release/examples/remote_load s3://bench/dcp/; done
-  echo "== DCP eager, one item after another, one request each"
+  echo "== DCP eager, one item after another, one request each (STOWAGE_REMOTE_CONCURRENCY=1, STOWAGE_REMOTE_MAX_REQUEST=17 MiB)"
+  for _ in $(seq "$runs"); do
+    STOWAGE_REMOTE_CONCURRENCY=1 STOWAGE_REMOTE_MAX_REQUEST=$((17 << 20)) \
+      target/release/examples/remote_load s3://bench/dcp/
+  done
+  echo "== DCP eager, one sequential stream (STOWAGE_REMOTE_CONCURRENCY=1, STOWAGE_REMOTE_MAX_REQUEST=1 GiB)"
   for _ in $(seq "$runs"); do
     STOWAGE_REMOTE_CONCURRENCY=1 STOWAGE_REMOTE_MAX_REQUEST=$((1 << 30)) \
       target/release/examples/remote_load s3://bench/dcp/

@@ -662,12 +662,48 @@ fn max_in_flight(server: &Server) -> u64 {
     stats["max_in_flight"].as_u64().unwrap()
 }
 
+/// Loads `url` eagerly with one request in flight at most, then four, each
+/// request at most `max_request` bytes: each load gives `local`'s checkpoint
+/// in at least `min_requests` requests, and the server saw exactly as many
+/// at once as allowed.
+fn assert_in_flight_bound(
+    server: &Server,
+    url: &str,
+    local: &Checkpoint,
+    max_request: u64,
+    min_requests: u64,
+) {
+    use stowage::io::remote::RemoteOptions;
+    for concurrency in [1, 4] {
+        let options = LoadOptions {
+            remote: RemoteOptions {
+                concurrency,
+                max_request,
+                ..RemoteOptions::from_env()
+            },
+            ..LoadOptions::default()
+        };
+        max_in_flight(server);
+        let before = totals();
+        let ckpt = load_with(url, &options).unwrap();
+        assert_same(&ckpt, local, true, url);
+        assert_eq!(common::describe(&ckpt), common::describe(local), "{url}");
+        let sent = delta(before).requests;
+        assert!(sent >= min_requests, "{sent} requests");
+        assert_eq!(
+            max_in_flight(server),
+            concurrency as u64,
+            "concurrency {concurrency}"
+        );
+    }
+}
+
 /// An eager load sends its range requests concurrently, as many at once as
 /// `RemoteOptions::concurrency` allows and no more. The server holds every
-/// ranged `GET` for 0.2 s, so requests sent together are answered together.
+/// ranged `GET` for 0.4 s, so that requests sent together overlap there even
+/// on a busy machine.
 #[test]
 fn eager_loads_keep_up_to_concurrency_requests_in_flight() {
-    use stowage::io::remote::RemoteOptions;
     let _one = serial();
     if moto().is_none() {
         return;
@@ -676,43 +712,19 @@ fn eager_loads_keep_up_to_concurrency_requests_in_flight() {
     let file = dir.path().join("twelve.pt");
     assert!(servers::torch_checkpoint(&file, 12, 1), "torch.save failed");
     let local = stowage::load(&file).unwrap();
-    let Some(server) = servers::range_server(dir.path(), &["--hold", "0.2"]) else {
+    let Some(server) = servers::range_server(dir.path(), &["--hold", "0.4"]) else {
         return;
     };
-    let url = format!("{}/twelve.pt", server.endpoint());
     // A request holds one 1 MiB record and its neighbour's header: twelve
     // data requests, or more, for the bound to show.
-    for concurrency in [1, 4] {
-        let options = LoadOptions {
-            remote: RemoteOptions {
-                concurrency,
-                max_request: (1 << 20) + 4096,
-                ..RemoteOptions::from_env()
-            },
-            ..LoadOptions::default()
-        };
-        max_in_flight(&server);
-        let before = totals();
-        let ckpt = load_with(&url, &options).unwrap();
-        assert_same(&ckpt, &local, true, &url);
-        let sent = delta(before).requests;
-        assert!(sent >= 12, "{sent} requests");
-        assert_eq!(
-            max_in_flight(&server),
-            concurrency as u64,
-            "concurrency {concurrency}"
-        );
-    }
+    let url = format!("{}/twelve.pt", server.endpoint());
+    assert_in_flight_bound(&server, &url, &local, (1 << 20) + 4096, 12);
 }
 
 /// An eager load of a distributed checkpoint by URL fetches its items in
-/// concurrent batches: as many range requests in flight as
-/// `RemoteOptions::concurrency` allows, and no more, as for one file. The
-/// server holds each ranged `GET` for 0.4 s, so that requests sent together
-/// overlap there even on a busy machine.
+/// concurrent batches, bounded as a file's records are.
 #[test]
 fn dcp_items_by_url_are_fetched_concurrently() {
-    use stowage::io::remote::RemoteOptions;
     let _one = serial();
     if moto().is_none() {
         return;
@@ -723,31 +735,10 @@ fn dcp_items_by_url_are_fetched_concurrently() {
     let Some(server) = servers::range_server(dir.path(), &["--hold", "0.4"]) else {
         return;
     };
+    // Items of 1 MiB and a little more: two requests each, in batches of a
+    // few items, so that the bound shows.
     let url = format!("{}/", server.endpoint());
-    // Items of 1 MiB and a little more: two requests each, batches of a few
-    // items at a time, so that the bound shows.
-    for concurrency in [1, 4] {
-        let options = LoadOptions {
-            remote: RemoteOptions {
-                concurrency,
-                max_request: 1 << 20,
-                ..RemoteOptions::from_env()
-            },
-            ..LoadOptions::default()
-        };
-        max_in_flight(&server);
-        let before = totals();
-        let ckpt = load_with(&url, &options).unwrap();
-        assert_same(&ckpt, &local, true, &url);
-        assert_eq!(common::describe(&ckpt), common::describe(&local), "{url}");
-        let sent = delta(before).requests;
-        assert!(sent >= 16, "{sent} requests");
-        assert_eq!(
-            max_in_flight(&server),
-            concurrency as u64,
-            "concurrency {concurrency}"
-        );
-    }
+    assert_in_flight_bound(&server, &url, &local, 1 << 20, 16);
 }
 
 /// A folder URL is found by a probe and one listing, in the order a local
