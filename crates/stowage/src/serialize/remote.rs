@@ -2,8 +2,9 @@
 //! points. Each file is a [`RemoteObject`] read with range requests; the
 //! formats' loaders do the rest, batching their reads where the source is
 //! remote ([`ReadAt::is_remote`]). A folder is named by its URL with a
-//! trailing `/`: a distributed checkpoint (its `.metadata`), a sharded set
-//! (its index) or a folder holding one checkpoint file.
+//! trailing `/`: a distributed checkpoint (its `.metadata`, or its ranks'
+//! files, found by a listing), a sharded set (its index) or a folder
+//! holding one checkpoint file ([`folder_of`]).
 
 use std::path::{Path, PathBuf};
 
