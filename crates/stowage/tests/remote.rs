@@ -662,19 +662,19 @@ fn max_in_flight(server: &Server) -> u64 {
     stats["max_in_flight"].as_u64().unwrap()
 }
 
-/// Loads `url` eagerly with one request in flight at most, then four, each
-/// request at most `max_request` bytes: each load gives `local`'s checkpoint
-/// in at least `min_requests` requests, and the server saw exactly as many
-/// at once as allowed.
+/// Loads `url` eagerly with one request in flight at most, then
+/// `concurrency`, each request at most `max_request` bytes: each load gives
+/// `local`'s checkpoint in at least `min_requests` requests, and the server
+/// saw exactly as many at once as allowed.
 fn assert_in_flight_bound(
     server: &Server,
     url: &str,
     local: &Checkpoint,
-    max_request: u64,
+    (concurrency, max_request): (usize, u64),
     min_requests: u64,
 ) {
     use stowage::io::remote::RemoteOptions;
-    for concurrency in [1, 4] {
+    for concurrency in [1, concurrency] {
         let options = LoadOptions {
             remote: RemoteOptions {
                 concurrency,
@@ -718,11 +718,12 @@ fn eager_loads_keep_up_to_concurrency_requests_in_flight() {
     // A request holds one 1 MiB record and its neighbour's header: twelve
     // data requests, or more, for the bound to show.
     let url = format!("{}/twelve.pt", server.endpoint());
-    assert_in_flight_bound(&server, &url, &local, (1 << 20) + 4096, 12);
+    assert_in_flight_bound(&server, &url, &local, (4, (1 << 20) + 4096), 12);
 }
 
 /// An eager load of a distributed checkpoint by URL fetches its items in
-/// concurrent batches, bounded as a file's records are.
+/// concurrent batches, bounded as a file's records are, across its data
+/// files as within one.
 #[test]
 fn dcp_items_by_url_are_fetched_concurrently() {
     let _one = serial();
@@ -738,7 +739,25 @@ fn dcp_items_by_url_are_fetched_concurrently() {
     // Items of 1 MiB and a little more: two requests each, in batches of a
     // few items, so that the bound shows.
     let url = format!("{}/", server.endpoint());
-    assert_in_flight_bound(&server, &url, &local, 1 << 20, 16);
+    assert_in_flight_bound(&server, &url, &local, (4, 1 << 20), 16);
+    drop(server);
+
+    // Eight tensors in four files, two each: a batch of eight items' pieces
+    // (two per item) keeps eight requests in flight only if the files are
+    // fetched together (one file holds four pieces at most).
+    let dir = tempfile::tempdir().unwrap();
+    assert!(
+        servers::torch_dcp_in_files(dir.path(), 8, 1, 4),
+        "dcp.save failed"
+    );
+    let files = std::fs::read_dir(dir.path()).unwrap().count();
+    assert_eq!(files, 5, "four data files and .metadata");
+    let local = load_with(dir.path(), &LoadOptions::default()).unwrap();
+    let Some(server) = servers::range_server(dir.path(), &["--hold", "0.4"]) else {
+        return;
+    };
+    let url = format!("{}/", server.endpoint());
+    assert_in_flight_bound(&server, &url, &local, (8, 1 << 20), 16);
 }
 
 /// A folder URL is found by a probe and one listing, in the order a local

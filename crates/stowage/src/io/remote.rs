@@ -695,32 +695,67 @@ impl ReadAt for RemoteObject {
         &self,
         reads: &mut [(u64, &mut [u8])],
     ) -> std::result::Result<(), (usize, io::Error)> {
+        read_batches(&mut [(self, reads)], self.concurrency).map_err(|(_, i, e)| (i, e))
+    }
+}
+
+/// One object's reads in a batch of several objects' ([`read_batches`]).
+pub(crate) type ObjectReads<'o, 'r, 'b> = (&'o RemoteObject, &'r mut [(u64, &'b mut [u8])]);
+
+/// Reads from several objects as one batch (a distributed checkpoint's data
+/// files): each object's reads coalesced by its own options, and at most
+/// `concurrency` requests in flight across all of them.
+///
+/// # Errors
+/// The index of the object and of its read that failed, and the error (a
+/// [`RemoteError`] inside).
+pub(crate) fn read_batches(
+    batch: &mut [ObjectReads<'_, '_, '_>],
+    concurrency: usize,
+) -> std::result::Result<(), (usize, usize, io::Error)> {
+    for (o, (object, reads)) in batch.iter().enumerate() {
         for (i, (offset, buf)) in reads.iter().enumerate() {
-            self.check_range(*offset, buf.len()).map_err(|e| (i, e))?;
+            object
+                .check_range(*offset, buf.len())
+                .map_err(|e| (o, i, e))?;
         }
-        let spans: Vec<(u64, usize)> = reads.iter().map(|(o, b)| (*o, b.len())).collect();
-        let requests = coalesce(&spans, self.coalesce_gap, self.max_request);
-        let work = async {
-            let mut results = futures::stream::iter(0..requests.len())
-                .map(|r| {
-                    let range = requests[r].range.clone();
-                    async move { (r, self.fetch(range).await) }
-                })
-                .buffer_unordered(self.concurrency);
-            while let Some((r, got)) = results.next().await {
-                let req = &requests[r];
-                let bytes = got.map_err(|e| (req.reads[0], e.into_io()))?;
-                for &i in &req.reads {
-                    let (offset, buf) = &mut reads[i];
-                    let from = (*offset - req.range.start) as usize;
-                    buf.copy_from_slice(&bytes[from..from + buf.len()]);
-                }
+    }
+    let objects: Vec<&RemoteObject> = batch.iter().map(|(object, _)| *object).collect();
+    let requests: Vec<Vec<Request>> = batch
+        .iter()
+        .map(|(object, reads)| {
+            let spans: Vec<(u64, usize)> = reads.iter().map(|(o, b)| (*o, b.len())).collect();
+            coalesce(&spans, object.coalesce_gap, object.max_request)
+        })
+        .collect();
+    let all: Vec<(usize, usize)> = requests
+        .iter()
+        .enumerate()
+        .flat_map(|(o, rs)| (0..rs.len()).map(move |r| (o, r)))
+        .collect();
+    let work = async {
+        let mut results = futures::stream::iter(all)
+            .map(|(o, r)| {
+                let (object, range) = (objects[o], requests[o][r].range.clone());
+                async move { (o, r, object.fetch(range).await) }
+            })
+            .buffer_unordered(concurrency.max(1));
+        while let Some((o, r, got)) = results.next().await {
+            let req = &requests[o][r];
+            let bytes = got.map_err(|e| (o, req.reads[0], e.into_io()))?;
+            for &i in &req.reads {
+                let (offset, buf) = &mut batch[o].1[i];
+                let from = (*offset - req.range.start) as usize;
+                buf.copy_from_slice(&bytes[from..from + buf.len()]);
             }
-            Ok(())
-        };
-        match block_on(work) {
-            Ok(done) => done,
-            Err(failure) => Err((0, fail(&self.url, None, failure))),
+        }
+        Ok(())
+    };
+    match block_on(work) {
+        Ok(done) => done,
+        Err(failure) => {
+            let url = objects.first().map_or("", |o| o.url.as_str());
+            Err((0, 0, fail(url, None, failure)))
         }
     }
 }

@@ -247,6 +247,12 @@ pub fn torch_checkpoint(path: &Path, n: usize, mib: usize) -> bool {
 /// process): `n` float32 tensors `t0`, `t1`, … of `mib` MiB each and an
 /// `epoch` value. `false` without torch.
 pub fn torch_dcp(dir: &Path, n: usize, mib: usize) -> bool {
+    torch_dcp_in_files(dir, n, mib, 1)
+}
+
+/// [`torch_dcp`] with the items spread over `files` data files
+/// (`FileSystemWriter(thread_count=files)`: one file per writer thread).
+pub fn torch_dcp_in_files(dir: &Path, n: usize, mib: usize, files: usize) -> bool {
     let Some(py) = python() else { return false };
     let script = format!(
         "import torch, torch.distributed.checkpoint as dcp\n\
@@ -255,7 +261,7 @@ pub fn torch_dcp(dir: &Path, n: usize, mib: usize) -> bool {
          n = {mib} * (1 << 20) // 4\n\
          sd = {{'t%d' % i: torch.rand(n, generator=g) for i in range({n})}}\n\
          sd['epoch'] = 3\n\
-         dcp.save(sd, storage_writer=FileSystemWriter({dir:?}), no_dist=True)\n",
+         dcp.save(sd, storage_writer=FileSystemWriter({dir:?}, thread_count={files}), no_dist=True)\n",
         dir = dir.display().to_string()
     );
     Command::new(py)

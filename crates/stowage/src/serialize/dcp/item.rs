@@ -26,20 +26,40 @@ const ARCHIVE_OVERHEAD: u64 = 1 << 20;
 /// feature, an object named by URL.
 pub(super) type Source = Arc<dyn ReadAt>;
 
+/// A data file, opened: read through `source`; an object in a store is
+/// kept as itself too, for batches of reads that span several files.
+#[derive(Clone)]
+pub(super) struct DataFile {
+    pub source: Source,
+    #[cfg(feature = "remote")]
+    pub remote: Option<Arc<crate::io::remote::RemoteObject>>,
+}
+
 /// Opens the data file at `path`: an object in a store when `path` is a URL
-/// (one `HEAD`; reads are then ranged requests), else the local file.
-pub(super) fn open(path: &Path, options: &LoadOptions) -> Result<Source> {
+/// (one ranged `GET` of its head; reads are then ranged requests), else the
+/// local file.
+pub(super) fn open(path: &Path, options: &LoadOptions) -> Result<DataFile> {
     #[cfg(feature = "remote")]
     if let Some(url) = crate::io::remote::url_of(path) {
         return match crate::io::remote::RemoteObject::open_with(url, &options.remote) {
-            Ok(object) => Ok(Arc::new(object)),
+            Ok(object) => {
+                let object = Arc::new(object);
+                Ok(DataFile {
+                    source: object.clone(),
+                    remote: Some(object),
+                })
+            }
             // The caller names the file.
             Err(Error::InFile { source, .. }) => Err(*source),
             Err(e) => Err(e),
         };
     }
     let _ = options;
-    Ok(Arc::new(File::open(path).map_err(Error::Io)?))
+    Ok(DataFile {
+        source: Arc::new(File::open(path).map_err(Error::Io)?),
+        #[cfg(feature = "remote")]
+        remote: None,
+    })
 }
 
 /// Checks that the item lies inside its file.

@@ -67,7 +67,7 @@ pub struct DcpCheckpoint {
 
 /// Data files by path, opened on first use.
 #[derive(Default)]
-struct Files(Mutex<HashMap<PathBuf, item::Source>>);
+struct Files(Mutex<HashMap<PathBuf, item::DataFile>>);
 
 impl std::fmt::Debug for Files {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -100,7 +100,7 @@ impl DcpCheckpoint {
             path: path.clone(),
             source: Box::new(e),
         };
-        let file = item::open(&path, options).map_err(in_file)?;
+        let file = item::open(&path, options).map_err(in_file)?.source;
         let len = file.len();
         if len > options.max_pickle_bytes {
             return Err(in_file(Error::LimitExceeded {
@@ -126,12 +126,17 @@ impl DcpCheckpoint {
 
     /// The data file at `path`, opened on first use.
     fn file(&self, path: &Path) -> Result<item::Source> {
+        Ok(self.data_file(path)?.source)
+    }
+
+    /// The data file at `path`, opened on first use, as [`item::open`] gives it.
+    fn data_file(&self, path: &Path) -> Result<item::DataFile> {
         let mut files = self.files.0.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(f) = files.get(path) {
-            return Ok(Arc::clone(f));
+            return Ok(f.clone());
         }
         let f = item::open(path, &self.options)?;
-        files.insert(path.to_owned(), Arc::clone(&f));
+        files.insert(path.to_owned(), f.clone());
         Ok(f)
     }
 

@@ -1,7 +1,8 @@
 //! Items fetched ahead. An eager load of a distributed checkpoint in object
 //! storage fetches the items of the next tensors together, in concurrent
-//! ranged requests ([`ReadAt::read_batch_at`](crate::io::ReadAt::read_batch_at)),
-//! rather than one item after another, a round trip each. A batch holds at
+//! ranged requests across its data files (`io::remote::read_batches`: at
+//! most `concurrency` in flight, whichever files they go to), rather than
+//! one item after another, a round trip each. A batch holds at
 //! most the remote options' `concurrency × max_request` bytes (or one item,
 //! if larger), so the bytes held ahead stay bounded whatever the
 //! checkpoint's size.
@@ -78,6 +79,7 @@ impl DcpCheckpoint {
 
     #[cfg(feature = "remote")]
     fn prefetch(&self, items: &[Item], start: usize) -> Result<usize> {
+        use crate::io::remote::{read_batches, ObjectReads};
         use crate::Error;
         let remote = &self.options.remote;
         let piece = remote.max_request.max(1);
@@ -102,39 +104,68 @@ impl DcpCheckpoint {
                 }
             }
         }
-        let mut fetched = HashMap::new();
-        for (file, list) in by_file {
-            let in_file = |fqn: &str, e: Error| Error::InFile {
-                path: file.clone(),
-                source: Box::new(Error::AtPath {
-                    path: fqn.to_owned(),
-                    source: Box::new(e),
-                }),
+        // Every file's items, fetched together: at most `concurrency`
+        // requests in flight across the files.
+        let in_file = |file: &Path, fqn: &str, e: Error| Error::InFile {
+            path: file.to_owned(),
+            source: Box::new(Error::AtPath {
+                path: fqn.to_owned(),
+                source: Box::new(e),
+            }),
+        };
+        let mut objects = Vec::with_capacity(by_file.len());
+        let mut bufs: Vec<Vec<Vec<u8>>> = Vec::with_capacity(by_file.len());
+        for (file, list) in &by_file {
+            let opened = self
+                .data_file(file)
+                .map_err(|e| in_file(file, list[0].0, e))?;
+            let Some(object) = opened.remote else {
+                // Not in a store (cannot happen for a folder URL): read
+                // item by item.
+                continue;
             };
-            let source = self.file(&file).map_err(|e| in_file(list[0].0, e))?;
-            let mut bufs = Vec::with_capacity(list.len());
-            for &(fqn, info) in &list {
-                super::item::check_inside(&*source, info).map_err(|e| in_file(fqn, e))?;
+            let mut held = Vec::with_capacity(list.len());
+            for &(fqn, info) in list {
+                super::item::check_inside(&*opened.source, info)
+                    .map_err(|e| in_file(file, fqn, e))?;
                 // Bounded by the file's size, checked above.
-                bufs.push(vec![0u8; info.length as usize]);
+                held.push(vec![0u8; info.length as usize]);
             }
-            // Each item in pieces of at most `max_request` bytes, so that a
-            // large one is fetched by concurrent requests too.
-            let piece = usize::try_from(piece).unwrap_or(usize::MAX);
-            let mut owners = Vec::new();
-            let mut reads: Vec<(u64, &mut [u8])> = Vec::new();
-            for (k, (&(_, info), buf)) in list.iter().zip(bufs.iter_mut()).enumerate() {
+            objects.push((file, list, object));
+            bufs.push(held);
+        }
+        // Each item in pieces of at most `max_request` bytes, so that a
+        // large one is fetched by concurrent requests too.
+        let piece = usize::try_from(piece).unwrap_or(usize::MAX);
+        let mut owners: Vec<Vec<usize>> = Vec::with_capacity(objects.len());
+        let mut reads: Vec<Vec<(u64, &mut [u8])>> = Vec::with_capacity(objects.len());
+        for ((_, list, _), held) in objects.iter().zip(bufs.iter_mut()) {
+            let (mut own, mut these) = (Vec::new(), Vec::new());
+            for (k, (&(_, info), buf)) in list.iter().zip(held.iter_mut()).enumerate() {
                 for (p, part) in buf.chunks_mut(piece).enumerate() {
-                    reads.push((info.offset + (p * piece) as u64, part));
-                    owners.push(k);
+                    these.push((info.offset + (p * piece) as u64, part));
+                    own.push(k);
                 }
             }
-            if let Err((i, e)) = source.read_batch_at(&mut reads) {
-                let fqn = list[owners.get(i).copied().unwrap_or(0)].0;
-                return Err(in_file(fqn, Error::Io(e)));
-            }
-            for (&(_, info), buf) in list.iter().zip(bufs) {
-                fetched.insert((file.clone(), info.offset), buf);
+            owners.push(own);
+            reads.push(these);
+        }
+        let mut batch: Vec<ObjectReads<'_, '_, '_>> = objects
+            .iter()
+            .zip(reads.iter_mut())
+            .map(|((_, _, object), these)| (&**object, &mut these[..]))
+            .collect();
+        if let Err((o, i, e)) = read_batches(&mut batch, remote.concurrency) {
+            let (file, list, _) = &objects[o];
+            let fqn = list[owners[o].get(i).copied().unwrap_or(0)].0;
+            return Err(in_file(file, fqn, Error::Io(e)));
+        }
+        drop(batch);
+        drop(reads);
+        let mut fetched = HashMap::new();
+        for ((file, list, _), held) in objects.iter().zip(bufs) {
+            for (&(_, info), buf) in list.iter().zip(held) {
+                fetched.insert(((*file).clone(), info.offset), buf);
             }
         }
         *self.prefetched.lock() = fetched;
