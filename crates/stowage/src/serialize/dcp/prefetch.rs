@@ -39,6 +39,10 @@ impl Prefetched {
     }
 }
 
+/// A batch's stored items by data file: each with its item's name.
+#[cfg(feature = "remote")]
+type ByFile<'i> = Vec<(PathBuf, Vec<(&'i str, &'i StorageInfo)>)>;
+
 /// The stored items `item` is read from: a tensor's chunks that hold
 /// elements (those [`DcpCheckpoint::read_tensor`] reads), or a value's item.
 #[cfg(feature = "remote")]
@@ -77,13 +81,11 @@ impl DcpCheckpoint {
         Ok(items.len())
     }
 
+    /// The batch starting at `items[start]`: where it ends (as many items as
+    /// `budget` bytes hold, one at least), and its stored items by data
+    /// file, in order, each with the name of the item it belongs to.
     #[cfg(feature = "remote")]
-    fn prefetch(&self, items: &[Item], start: usize) -> Result<usize> {
-        use crate::io::remote::{read_batches, ObjectReads};
-        use crate::Error;
-        let remote = &self.options.remote;
-        let piece = remote.max_request.max(1);
-        let budget = (remote.concurrency.max(1) as u64).saturating_mul(piece);
+    fn plan_batch<'i>(&self, items: &'i [Item], start: usize, budget: u64) -> (usize, ByFile<'i>) {
         let (mut end, mut held) = (start, 0u64);
         while end < items.len() {
             let n: u64 = stored_items(&items[end]).iter().map(|i| i.length).sum();
@@ -93,8 +95,7 @@ impl DcpCheckpoint {
             held = held.saturating_add(n);
             end += 1;
         }
-        // The batch's items by data file, in order.
-        let mut by_file: Vec<(PathBuf, Vec<(&str, &StorageInfo)>)> = Vec::new();
+        let mut by_file: ByFile<'i> = Vec::new();
         for item in &items[start..end] {
             for info in stored_items(item) {
                 let file = self.dir.join(&info.relative_path);
@@ -104,6 +105,19 @@ impl DcpCheckpoint {
                 }
             }
         }
+        (end, by_file)
+    }
+
+    /// Fetches the batch starting at `items[start]` ([`plan_batch`](Self::plan_batch))
+    /// and keeps its bytes for the reads that follow; returns where it ends.
+    #[cfg(feature = "remote")]
+    fn prefetch(&self, items: &[Item], start: usize) -> Result<usize> {
+        use crate::io::remote::{read_batches, ObjectReads};
+        use crate::Error;
+        let remote = &self.options.remote;
+        let piece = remote.max_request.max(1);
+        let budget = (remote.concurrency.max(1) as u64).saturating_mul(piece);
+        let (end, by_file) = self.plan_batch(items, start, budget);
         // Every file's items, fetched together: at most `concurrency`
         // requests in flight across the files.
         let in_file = |file: &Path, fqn: &str, e: Error| Error::InFile {
