@@ -167,10 +167,10 @@ fn verify_folder(dir: &Path, report: &mut Report<'_>) -> Result<(), Failure> {
     let folder_name = std::mem::take(&mut report.file);
     for shard in &shards {
         report.file = shard.display().to_string();
-        match open(shard) {
+        match open_source(shard) {
             Ok(source) => verify_source(shard, source, report)?,
-            Err(_) if is_missing(shard) => report.defect("missing: the set's index names it")?,
-            Err(e) => return Err(e),
+            Err(e) if is_not_found(&e) => report.defect("missing: the set's index names it")?,
+            Err(e) => return Err(Failure::input(e)),
         }
     }
     report.file = folder_name;
@@ -190,18 +190,11 @@ fn verify_folder(dir: &Path, report: &mut Report<'_>) -> Result<(), Failure> {
     Ok(())
 }
 
-/// Whether the file or object at `path` does not exist (a local file, or an
-/// object whose store answers "not found").
-fn is_missing(path: &Path) -> bool {
-    #[cfg(feature = "remote")]
-    if let Some(url) = stowage::io::remote::url_of(path) {
-        return matches!(
-            stowage::io::remote::RemoteObject::open(url),
-            Err(Error::InFile { source, .. })
-                if matches!(&*source, Error::Io(e) if e.kind() == io::ErrorKind::NotFound)
-        );
-    }
-    !path.exists()
+/// Whether opening failed because the file or object does not exist (a
+/// store's "not found" comes as [`io::ErrorKind::NotFound`] too).
+fn is_not_found(e: &Error) -> bool {
+    matches!(e, Error::InFile { source, .. }
+        if matches!(&**source, Error::Io(io) if io.kind() == io::ErrorKind::NotFound))
 }
 
 /// The whole text of a small file or object (a set's index).
@@ -219,16 +212,19 @@ fn read_text(path: &Path) -> Result<String, Failure> {
 /// The file to check: a local file, or an object named by URL (read with
 /// range requests).
 fn open(path: &Path) -> Result<Box<dyn ReadAt>, Failure> {
+    open_source(path).map_err(Failure::input)
+}
+
+/// [`open`], with the library's error: [`Error::InFile`] naming the path.
+fn open_source(path: &Path) -> stowage::Result<Box<dyn ReadAt>> {
     #[cfg(feature = "remote")]
     if let Some(url) = stowage::io::remote::url_of(path) {
-        let object = stowage::io::remote::RemoteObject::open(url).map_err(Failure::input)?;
+        let object = stowage::io::remote::RemoteObject::open(url)?;
         return Ok(Box::new(object));
     }
-    let unreadable = |e: io::Error| {
-        Failure::input(Error::InFile {
-            path: path.to_owned(),
-            source: Box::new(Error::Io(e)),
-        })
+    let unreadable = |e: io::Error| Error::InFile {
+        path: path.to_owned(),
+        source: Box::new(Error::Io(e)),
     };
     let file = File::open(path).map_err(unreadable)?;
     if file.metadata().map_err(unreadable)?.is_dir() {
