@@ -2,7 +2,7 @@
 """Writes crates/stowage/src/serialize/scan/torch_allowed.rs: the keys of
 PyTorch's `torch._weights_only_unpickler._get_allowed_globals()`, the globals
 `torch.load(weights_only=True)` accepts by default, for `stowage scan`'s
-`allowed` verdict. tests/scan.rs holds the table to the running PyTorch.
+`allowed` verdict. tests/it/scan.rs holds the table to the running PyTorch.
 
 usage: gen_torch_allowlist.py   (needs $TORCH_PY)
 """

@@ -377,7 +377,7 @@ def make_same_object(path):
 
 @fixture
 def make_autograd_mlp(path):
-    """PyTorch's gradients for tests/autograd.rs: a 3 -> 5 -> 2 relu network in
+    """PyTorch's gradients for tests/it/autograd.rs: a 3 -> 5 -> 2 relu network in
     float64 on fixed data, loss mean((net(x) - y)^2) + log(sum(exp(w1.t()[0:2]))),
     after one backward. Saves x, y, the parameters (leaves with requires_grad),
     their .grad as plain tensors, and the loss."""

@@ -3,7 +3,7 @@
 //! Each step prints the PyTorch code (`>>> …`) and what stowage gives for
 //! it: storages printed as PyTorch prints them, `data_ptr`s in hex, and
 //! errors as the [`stowage::Error`] variant and its message. The same steps
-//! are asserted in `crates/stowage/tests/walkthrough.rs`.
+//! are asserted in `crates/stowage/tests/it/walkthrough.rs`.
 
 use std::io::{self, Write};
 use std::process::ExitCode;
@@ -33,7 +33,7 @@ pub fn run(_args: Args, out: &mut dyn Write) -> Result<ExitCode, Failure> {
     meta_tensor(&mut page)?;
     gradient_storage(&mut page)?;
     page.line("")?;
-    page.line("The same steps as library calls: crates/stowage/tests/walkthrough.rs;")?;
+    page.line("The same steps as library calls: crates/stowage/tests/it/walkthrough.rs;")?;
     page.line("PyTorch calls and their stowage names: docs/pytorch-users.md.")?;
     Ok(ExitCode::SUCCESS)
 }

@@ -260,7 +260,7 @@ fn inspect_json_has_the_contract_keys() {
 
 /// A tensor object at several paths (pickled once, fetched from the memo) is
 /// listed once per path, from PyTorch's file and from stowage's copy of it
-/// (which `convert` writes with the object once: `tests/roundtrip.rs`).
+/// (which `convert` writes with the object once: `tests/it/roundtrip.rs`).
 #[test]
 fn inspect_lists_a_tensor_object_once_per_path() {
     let paths = |file: &Path| -> Vec<String> {

@@ -82,7 +82,7 @@ fn build(case: &J) -> Tensor {
 
 #[test]
 fn tensors_print_as_pytorch_prints_them() {
-    let json: J = serde_json::from_str(include_str!("fixtures/display_cases.json")).unwrap();
+    let json: J = serde_json::from_str(include_str!("../fixtures/display_cases.json")).unwrap();
     let cases = json["cases"].as_array().unwrap();
     let mut wrong = Vec::new();
     for case in cases {

@@ -2,12 +2,12 @@
 //! are views sharing a few storages) survive save → load unchanged: the same
 //! object graph, the same tensors, values and sharing.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use common::{describe, manifest, Hash};
+use crate::common::{describe, manifest, Hash};
 use num_bigint::BigInt;
 use proptest::prelude::*;
 use stowage::serialize::pickle::Value;

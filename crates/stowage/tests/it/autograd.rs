@@ -4,7 +4,7 @@
 //! perceptron that learns, and gradients compared with PyTorch's own on a
 //! fixture it wrote (`scripts/make_autograd_fixture.py`).
 
-mod common;
+use crate::common;
 
 use stowage::autograd::{self, GradRole};
 use stowage::serialize::dotted;

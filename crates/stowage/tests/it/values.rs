@@ -4,9 +4,9 @@
 //! (`training_checkpoint.values.json`), and windowed reads of lazily loaded
 //! storages.
 
-mod common;
+use crate::common;
 
-use common::{fixture, fixtures_dir, load_fixture, path_json};
+use crate::common::{fixture, fixtures_dir, load_fixture, path_json};
 use serde_json::Value as J;
 use stowage::serialize::{LoadOptions, PathKey, ValueKind};
 use stowage::{DType, Error};

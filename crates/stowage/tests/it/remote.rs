@@ -5,15 +5,15 @@
 //! lazily and as metadata only, and compared with the local files' loads.
 //! The tests count the process's transfers, so they run one at a time.
 
-mod common;
-mod servers;
+use crate::common;
+use crate::servers;
 
 use std::io::ErrorKind;
 use std::path::Path;
 use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
-use servers::Server;
+use crate::servers::Server;
 use stowage::io::remote::{totals, RemoteError, Transfer};
 use stowage::serialize::zip::{ZipLimits, ZipReader};
 use stowage::serialize::{load_with, LoadOptions};

@@ -3,9 +3,9 @@
 //! what PyTorch reports for it (`NAME.pt.json`), sharing included; plus the
 //! behaviours each fixture exists for.
 
-mod common;
+use crate::common;
 
-use common::{
+use crate::common::{
     assert_manifest_eq, check_keys_match_sharing, describe, expected_manifest, fixture,
     fixture_names, load_fixture, manifest, Hash, LEGACY_FIXTURES,
 };

@@ -1,8 +1,8 @@
 //! Memory-mapped, meta and fake loading of checkpoints written by real PyTorch.
 
-mod common;
+use crate::common;
 
-use common::{
+use crate::common::{
     assert_manifest_eq, describe, expected_manifest, fixture, fixture_names, full_manifest,
     manifest, Hash,
 };

@@ -8,13 +8,13 @@
 //! one the tests print `SKIPPED: no PyTorch environment` and pass, unless
 //! `STOWAGE_REQUIRE_TORCH` is set (as `.ci/run` sets it): then they fail.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-use common::{
+use crate::common::{
     assert_manifest_eq, expected_manifest, fixture_names, load_fixture, manifest, sha256_hex, Hash,
 };
 use serde_json::Value as J;

@@ -3,7 +3,7 @@
 //! from a declared size; plus truncations and random mutations of good files
 //! and memo-shared structures built in code.
 
-mod common;
+use crate::common;
 
 use std::any::Any;
 use std::path::{Path, PathBuf};

@@ -1,20 +1,19 @@
 //! The command line on checkpoints named by URL, against servers the tests
 //! start on 127.0.0.1: moto's S3 server and an HTTP server with `Range`
-//! support (`crates/stowage/tests/servers`). Every command's output on an
+//! support (`crates/stowage/tests/it/servers`). Every command's output on an
 //! uploaded fixture is the local file's; `inspect --no-hash` fetches only
 //! metadata; an interrupted upload leaves no object; faults are one clear
 //! line, exit 2, nothing written.
 
-#[path = "../../stowage/tests/servers/mod.rs"]
-mod servers;
+use crate::servers;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+use crate::servers::Server;
 use serde_json::Value as Json;
-use servers::Server;
 
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../stowage/tests/fixtures")

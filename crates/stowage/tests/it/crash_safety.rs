@@ -47,7 +47,7 @@ fn a_save_killed_midway_leaves_the_previous_file_intact() {
     let mut child = Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
-            "crash_child_saves_forever",
+            "crash_safety::crash_child_saves_forever",
             "--nocapture",
             "--test-threads=1",
         ])

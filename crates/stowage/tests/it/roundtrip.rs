@@ -3,12 +3,12 @@
 //! each storage is written once, saves are reproducible and crash-safe, and
 //! what PyTorch refuses to save is refused. Plus the safetensors writer.
 
-mod common;
+use crate::common;
 
 use std::collections::HashSet;
 use std::path::Path;
 
-use common::{
+use crate::common::{
     assert_manifest_eq, check_keys_match_sharing, describe, fixture, fixture_names, full_manifest,
     load_fixture, logical_bytes, manifest, sha256_hex, tensor_bytes, Hash,
 };

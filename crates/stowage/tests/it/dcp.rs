@@ -5,7 +5,7 @@
 //! safetensors file per rank, `DCP_SHARDING_INFO`). Each must read as PyTorch reads it (`NAME.expected.json`:
 //! `dcp_to_torch_save` then `torch.load`); hostile variants must be refused.
 
-mod common;
+use crate::common;
 
 use std::fs;
 use std::path::{Path, PathBuf};

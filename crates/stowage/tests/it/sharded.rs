@@ -4,7 +4,7 @@
 //! checkpoint in every mode, and write sets that split exactly as Hugging
 //! Face's writer splits, replace an older set as a whole, and load in Python.
 
-mod common;
+use crate::common;
 
 use std::fs;
 use std::path::{Path, PathBuf};

@@ -136,7 +136,7 @@ fn a_child_process_writes_through_a_view() {
     let status = Command::new(exe)
         .args([
             "--exact",
-            "shm_child_writer",
+            "backings::shm_child_writer",
             "--nocapture",
             "--test-threads=1",
         ])

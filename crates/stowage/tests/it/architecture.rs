@@ -280,7 +280,7 @@ fn every_module_has_a_layer() {
     }
     assert!(
         missing.is_empty(),
-        "modules with no layer in tests/architecture.rs: {missing:?}"
+        "modules with no layer in tests/it/architecture.rs: {missing:?}"
     );
 }
 

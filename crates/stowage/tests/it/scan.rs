@@ -14,7 +14,7 @@
 //! checked live. Live checks skip without torch unless `STOWAGE_REQUIRE_TORCH`
 //! is set.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};

@@ -6,11 +6,11 @@
 //! true and false). stowage reads each as PyTorch does, and refuses what
 //! PyTorch refuses, for the same reason.
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 
-use common::{assert_manifest_eq, fixtures_dir, manifest, path_json, Hash};
+use crate::common::{assert_manifest_eq, fixtures_dir, manifest, path_json, Hash};
 use serde_json::{json, Value as J};
 use stowage::serialize::pickle::{PickleError, Value};
 use stowage::serialize::{load, Format, ValueKind};

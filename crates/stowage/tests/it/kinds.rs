@@ -8,12 +8,12 @@
 //! to the same report. Without torch the interop test prints SKIPPED and
 //! passes, unless `STOWAGE_REQUIRE_TORCH` is set.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{sha256_hex, tensor_bytes};
+use crate::common::{sha256_hex, tensor_bytes};
 use serde_json::{json, Map, Value as J};
 use stowage::serialize::pickle::{Node, Value};
 use stowage::serialize::{Checkpoint, Object, PathKey, Quantization, TensorKind, TensorObject};

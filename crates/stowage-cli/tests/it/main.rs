@@ -1,0 +1,14 @@
+//! The integration tests of `stowage-cli`, linked as one binary (one link, one
+//! process start); each module was a test binary of its own before.
+
+mod cli;
+mod demo;
+mod folders;
+mod kinds;
+#[cfg(all(feature = "remote"))]
+mod remote;
+mod scan;
+#[cfg(feature = "remote")]
+#[path = "../../../stowage/tests/it/servers/mod.rs"]
+mod servers;
+mod wild;

@@ -1,0 +1,38 @@
+//! The integration tests of `stowage`, linked as one binary (one link, one
+//! process start); each module was a test binary of its own before.
+
+mod access;
+mod architecture;
+mod arith_cases;
+mod autograd;
+mod backings;
+mod common;
+mod concurrency;
+mod crash_safety;
+#[cfg(all(feature = "safetensors", feature = "zstd"))]
+mod dcp;
+mod display_cases;
+mod hostile;
+#[cfg(all(feature = "safetensors"))]
+mod interop;
+mod kinds;
+mod layout_props;
+#[cfg(all(feature = "safetensors"))]
+mod load_modes;
+mod py2;
+#[cfg(all(feature = "remote", feature = "safetensors"))]
+mod remote;
+#[cfg(all(feature = "safetensors"))]
+mod roundtrip;
+mod save_deterministic;
+mod scan;
+#[cfg(all(feature = "remote"))]
+mod servers;
+#[cfg(all(feature = "safetensors"))]
+mod sharded;
+mod torch_legacy;
+mod torch_zip;
+mod value_tree_props;
+#[cfg(all(feature = "safetensors"))]
+mod values;
+mod walkthrough;
