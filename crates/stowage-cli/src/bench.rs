@@ -9,8 +9,8 @@
 //! temporary file, synced and renamed into place) to a file in the system's
 //! temporary folder (`TMPDIR`), removed afterwards; every run after the first
 //! replaces the previous run's file, as re-saving a checkpoint does.
-//! `--no-sync` times the same save without the syncs (`SaveOptions { sync:
-//! false }`; the rename stays), which is what `torch.save` does. `bytes` is
+//! `--no-sync` times the same save without the syncs (`SaveOptions::with_sync(false)`;
+//! the rename stays), which is what `torch.save` does. `bytes` is
 //! the sum of the storages' sizes; `gb_per_s` is `bytes / median_s / 1e9`.
 //!
 //! `--mmap` loads with [`stowage::serialize::load_mmap`]: a load counts as
@@ -30,8 +30,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use stowage::Checkpoint;
 
-use crate::inspect::human;
-use crate::Failure;
+use crate::listing::human;
+use crate::{Context, Failure};
 
 /// What to time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -62,7 +62,7 @@ pub struct Args {
     /// Load memory-mapped (`load_mmap`): storages are views into one mapping of FILE
     #[arg(long)]
     mmap: bool,
-    /// Save without syncing the file to the disk (`SaveOptions::sync = false`), as
+    /// Save without syncing the file to the disk (`SaveOptions::with_sync(false)`), as
     /// `torch.save` does; the default times the library's default, synced save
     #[arg(long)]
     no_sync: bool,
@@ -138,14 +138,17 @@ fn number(v: f64) -> String {
 }
 
 /// Runs `bench`.
-pub fn run(args: Args, out: &mut dyn Write) -> Result<ExitCode, Failure> {
+pub fn run(args: Args, cx: &Context, out: &mut dyn Write) -> Result<ExitCode, Failure> {
+    // The global options (--inert, --allow-global) and the environment's
+    // remote settings apply, as to every other command.
+    let options = cx.load_options();
     let load = |path: &Path| -> Result<Checkpoint, Failure> {
         if args.mmap {
             // SAFETY: the benchmark only reads FILE; the help and the module docs say it
             // must not be modified or truncated while the benchmark runs.
-            unsafe { stowage::serialize::load_mmap(path, &Default::default()) }.map_err(Failure::input)
+            unsafe { stowage::serialize::load_mmap(path, &options) }.map_err(Failure::input)
         } else {
-            stowage::load(path).map_err(Failure::input)
+            stowage::serialize::load_with(path, &options).map_err(Failure::input)
         }
     };
     let runs = u64::from(args.repeat);
@@ -173,10 +176,7 @@ pub fn run(args: Args, out: &mut dyn Write) -> Result<ExitCode, Failure> {
         }
         Op::Save => {
             let target = TempFile(temp_path(&args.file));
-            let options = stowage::serialize::SaveOptions {
-                sync: !args.no_sync,
-                ..Default::default()
-            };
+            let options = stowage::serialize::SaveOptions::new().with_sync(!args.no_sync);
             let save = |ckpt: &Checkpoint| {
                 stowage::serialize::save_with(&target.0, ckpt, &options).map_err(Failure::from)
             };

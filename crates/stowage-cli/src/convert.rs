@@ -34,7 +34,8 @@ use stowage::serialize::{dotted, PathKey, Progress, SaveOptions};
 use stowage::Checkpoint;
 
 use crate::values::typed_json;
-use crate::{inspect, progress, Failure};
+use crate::listing::human;
+use crate::{progress, Context, Failure};
 
 /// Arguments of `convert`.
 #[derive(Debug, clap::Args)]
@@ -207,7 +208,7 @@ fn for_safetensors(
 }
 
 /// Runs `convert`.
-pub fn run(args: Args, out: &mut dyn Write) -> Result<ExitCode, Failure> {
+pub fn run(args: Args, cx: &Context, out: &mut dyn Write) -> Result<ExitCode, Failure> {
     let kind = match args.to {
         Some(format) => Target::Folder(args.output.clone(), format),
         None => target(&args.output).ok_or_else(|| {
@@ -217,7 +218,7 @@ pub fn run(args: Args, out: &mut dyn Write) -> Result<ExitCode, Failure> {
             ))
         })?,
     };
-    let mut ckpt = inspect::load(&args.input, false)?;
+    let mut ckpt = cx.load(&args.input, false)?;
     if matches!(kind, Target::TorchZip) {
         if args.drop_objects {
             let n = ckpt.drop_objects();
@@ -244,11 +245,7 @@ pub fn run(args: Args, out: &mut dyn Write) -> Result<ExitCode, Failure> {
     };
     let bar = progress::bytes(total, format!("writing {}", args.output.display()));
     let tick = bar.clone();
-    let options = SaveOptions {
-        progress: Some(Progress::new(move |n| tick.inc(n))),
-        sync: !args.no_sync,
-        ..SaveOptions::default()
-    };
+    let options = SaveOptions::new().with_progress(Progress::new(move |n| tick.inc(n))).with_sync(!args.no_sync);
     let mut notes = Vec::new();
     let written = match kind {
         Target::TorchZip | Target::Folder(..) => {
@@ -308,11 +305,9 @@ fn to_folder(
                 bar.finish_and_clear();
                 return Err(Failure::usage("convert: --ranks must be at least 1"));
             }
-            let options = DcpSaveOptions {
-                ranks: args.ranks,
-                sync: !args.no_sync,
-                plan: None,
-            };
+            let options = DcpSaveOptions::new()
+                .with_ranks(args.ranks)
+                .with_sync(!args.no_sync);
             dcp::save(dir, ckpt, &options).map(|()| {
                 format!(
                     "wrote a distributed checkpoint of {} ranks' files to {}",
@@ -350,7 +345,7 @@ fn to_folder(
                     "wrote {} shard{} ({} of tensor data) to {}",
                     saved.files.len(),
                     if saved.files.len() == 1 { "" } else { "s" },
-                    inspect::human(saved.total_size),
+                    human(saved.total_size),
                     dir.display()
                 );
                 if !leaves.is_empty() {

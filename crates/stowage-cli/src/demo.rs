@@ -10,7 +10,7 @@ use std::process::ExitCode;
 
 use stowage::{DType, Device, Tensor};
 
-use crate::Failure;
+use crate::{Context, Failure};
 
 /// Walk through PyTorch's storage model, step by step, with the PyTorch code for each step.
 #[derive(Debug, clap::Args)]
@@ -20,7 +20,7 @@ pub struct Args {}
 ///
 /// # Errors
 /// A write error on `out`, or a stowage error (which would be a bug in the library).
-pub fn run(_args: Args, out: &mut dyn Write) -> Result<ExitCode, Failure> {
+pub fn run(_args: Args, _cx: &Context, out: &mut dyn Write) -> Result<ExitCode, Failure> {
     let mut page = Page { out, step: 0 };
     page.line("stowage demo: PyTorch's storage model, step by step.")?;
     page.line("Lines starting with >>> are the PyTorch code; below each is what stowage gives.")?;
@@ -291,7 +291,7 @@ mod tests {
     #[test]
     fn prints_every_step() {
         let mut out = Vec::new();
-        run(Args {}, &mut out).unwrap();
+        run(Args {}, &Context::default(), &mut out).unwrap();
         let text = String::from_utf8(out).unwrap();
         assert!(text.contains("== 8. "), "{text}");
         assert!(text.contains("tensor([-0.5000, -0.5000, -0.5000], requires_grad=True)"));

@@ -13,7 +13,6 @@
 //! `{"path", "type", "value"}` (a storage object saved on its own, outside
 //! the contract's types, as `{"type": "storage", "storage_key": …}`).
 
-use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::io::Write;
 use std::path::PathBuf;
@@ -21,10 +20,11 @@ use std::process::ExitCode;
 
 use serde_json::{json, Value as Json};
 use stowage::serialize::pickle::Value;
-use stowage::serialize::{dotted, LoadOptions, Object, PathKey, TensorObject};
+use stowage::serialize::{dotted, Object};
 use stowage::Checkpoint;
 
-use crate::{data, progress, values, Failure};
+use crate::listing::{human, path_json, rows, Row};
+use crate::{data, progress, values, Context, Failure};
 
 /// Most lines of the value tree under the table (`--json` lists them all).
 const TREE_LINES: usize = 40;
@@ -32,7 +32,9 @@ const TREE_LINES: usize = 40;
 /// Arguments of `inspect`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The checkpoint (torch zip, torch legacy or safetensors; detected by content)
+    /// The checkpoint: a torch zip, torch legacy or safetensors file (detected by content), a
+    /// folder or `*.index.json` of a sharded set, a distributed checkpoint folder, or a URL
+    /// (s3://, gs://, az://, http(s)://, file://; a folder's URL ends in /)
     file: PathBuf,
     /// Print one JSON object instead of a table
     #[arg(long)]
@@ -42,137 +44,9 @@ pub struct Args {
     no_hash: bool,
 }
 
-/// One tensor of a checkpoint, with what `inspect` reports of it.
-pub struct Row<'c> {
-    /// Keys from the root down to the tensor.
-    pub path: Vec<PathKey>,
-    /// The tensor object (a component of a sparse or nested tensor: a plain
-    /// tensor object made for it).
-    pub object: Cow<'c, TensorObject>,
-    /// The storage's record key.
-    pub key: String,
-}
-
-impl Row<'_> {
-    /// True for a sparse or nested tensor: listed with its layout and logical
-    /// shape, without storage fields (its data is in its component rows).
-    pub fn is_container(&self) -> bool {
-        !self.object.kind.is_strided()
-    }
-}
-
-/// Every tensor of `ckpt` with its storage key. A sparse or nested tensor is
-/// one row, followed by a row per component under its path plus the
-/// component's name (`[…, "indices"]`, `[…, "values"]`), as the CLI contract has it.
-///
-/// # Errors
-/// When the walk exceeds its limits.
-pub fn rows(ckpt: &Checkpoint) -> Result<Vec<Row<'_>>, Failure> {
-    let keys: HashMap<usize, &str> = ckpt.storages.iter().map(|s| (s.storage.id(), s.key.as_str())).collect();
-    // A storage with no record (a meta tensor or wrapper subclass saved
-    // without data) is keyed `@0`, `@1`, … in order of appearance: the same
-    // on every run, and equal exactly for tensors on one storage.
-    let unrecorded = std::cell::RefCell::new(HashMap::<usize, usize>::new());
-    let key_of = |t: &stowage::Tensor| {
-        let id = t.untyped_storage().id();
-        keys.get(&id).map_or_else(
-            || {
-                let mut u = unrecorded.borrow_mut();
-                let n = u.len();
-                format!("@{}", u.entry(id).or_insert(n))
-            },
-            |k| k.to_string(),
-        )
-    };
-    let mut out = Vec::new();
-    for (path, object) in ckpt.tensors().map_err(Failure::input)? {
-        let components: Vec<Row<'_>> = object
-            .kind
-            .components()
-            .into_iter()
-            .map(|(name, t)| {
-                let mut p = path.clone();
-                p.push(PathKey::Key(name.to_owned()));
-                Row { path: p, object: Cow::Owned(TensorObject::new(t.clone())), key: key_of(t) }
-            })
-            .collect();
-        out.push(Row { key: key_of(&object.tensor), path, object: Cow::Borrowed(object) });
-        out.extend(components);
-    }
-    Ok(out)
-}
-
-/// The global options `--inert` and `--allow-global`, set once by `main`.
-static GLOBALS: std::sync::OnceLock<(bool, HashSet<String>)> = std::sync::OnceLock::new();
-
-/// Records `--inert` and `--allow-global` for every load of this run.
-pub fn set_globals(inert: bool, allow: Vec<String>) {
-    let _ = GLOBALS.set((inert, allow.into_iter().collect()));
-}
-
-/// Load options with `--inert` and `--allow-global` applied.
-pub fn options() -> LoadOptions {
-    let (inert, allow) = GLOBALS.get().cloned().unwrap_or_default();
-    LoadOptions {
-        inert,
-        allow_globals: allow,
-        ..LoadOptions::default()
-    }
-}
-
-/// Whether `--inert` or `--allow-global` was given.
-fn globals_given() -> bool {
-    GLOBALS.get().is_some_and(|(inert, allow)| *inert || !allow.is_empty())
-}
-
-/// Loads `file` for reading its metadata only (`fake`: no storage is read),
-/// or lazily (each storage read when used, by windows when contiguous).
-///
-/// # Errors
-/// The load's error, naming the file once.
-pub fn load(file: &std::path::Path, metadata_only: bool) -> Result<Checkpoint, Failure> {
-    let options = LoadOptions {
-        fake: metadata_only,
-        lazy: !metadata_only,
-        ..options()
-    };
-    let bar = progress::fetching(file, format!("reading {}", file.display()));
-    let loaded = stowage::serialize::load_with(file, &options).map_err(Failure::input);
-    bar.finish_and_clear();
-    loaded
-}
-
-/// A path as the contract's JSON list: string keys as strings, indices as numbers.
-pub fn path_json(path: &[PathKey]) -> Json {
-    Json::Array(
-        path.iter()
-            .map(|k| match k {
-                PathKey::Key(s) => Json::String(s.clone()),
-                PathKey::Index(i) => json!(i),
-            })
-            .collect(),
-    )
-}
-
-/// `1.5 KiB`, `12 B`.
-pub fn human(bytes: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = bytes as f64;
-    let mut u = 0;
-    while v >= 1024.0 && u + 1 < UNITS.len() {
-        v /= 1024.0;
-        u += 1;
-    }
-    if u == 0 {
-        format!("{bytes} B")
-    } else {
-        format!("{v:.1} {}", UNITS[u])
-    }
-}
-
 /// Runs `inspect`.
-pub fn run(args: Args, out: &mut dyn Write) -> Result<ExitCode, Failure> {
-    let ckpt = load(&args.file, !args.json || args.no_hash)?;
+pub fn run(args: Args, cx: &Context, out: &mut dyn Write) -> Result<ExitCode, Failure> {
+    let ckpt = cx.load(&args.file, !args.json || args.no_hash)?;
     let rows = rows(&ckpt)?;
     let leaves = values::leaves(&ckpt, &args.file)?;
     if !args.json {
@@ -242,7 +116,7 @@ pub fn run(args: Args, out: &mut dyn Write) -> Result<ExitCode, Failure> {
         "values": leaves.iter().map(values::value_json).collect::<Vec<_>>(),
     });
     let objects = ckpt.objects().map_err(Failure::input)?;
-    if globals_given() || !objects.is_empty() {
+    if cx.globals_given() || !objects.is_empty() {
         doc["objects"] = objects.iter().map(values::object_json).collect();
     }
     crate::remote::add_transfer(&mut doc);

@@ -12,7 +12,8 @@
 //! status is 0.
 //!
 //! Each subcommand is one module with a `clap::Args` struct named `Args` and
-//! `fn run(args: Args, out: &mut dyn Write) -> Result<ExitCode, Failure>`,
+//! `fn run(args: Args, cx: &Context, out: &mut dyn Write) -> Result<ExitCode, Failure>`
+//! (the [`Context`] holds the parsed global options),
 //! listed once in the [`subcommands!`] invocation below.
 
 use std::error::Error as StdError;
@@ -22,7 +23,11 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+pub use context::Context;
+
+mod context;
 mod data;
+mod listing;
 mod logger;
 mod progress;
 mod remote;
@@ -43,10 +48,10 @@ macro_rules! subcommands {
         }
 
         impl Command {
-            /// Runs the subcommand, writing its output to `out`.
-            fn run(self, out: &mut dyn Write) -> Result<ExitCode, Failure> {
+            /// Runs the subcommand in `cx`, writing its output to `out`.
+            fn run(self, cx: &Context, out: &mut dyn Write) -> Result<ExitCode, Failure> {
                 match self {
-                    $(Command::$variant(args) => $module::run(args, out),)+
+                    $(Command::$variant(args) => $module::run(args, cx, out),)+
                 }
             }
         }
@@ -222,8 +227,8 @@ impl<W: Write> Write for Stdout<W> {
 /// The subcommand's [`Failure`], or a failure to flush the output.
 fn run(cli: Cli, out: &mut dyn Write) -> Result<ExitCode, Failure> {
     progress::set_quiet(cli.quiet);
-    inspect::set_globals(cli.inert, cli.allow_global);
-    let status = cli.command.run(out)?;
+    let cx = Context::new(cli.inert, cli.allow_global);
+    let status = cli.command.run(&cx, out)?;
     out.flush()?;
     Ok(status)
 }

@@ -16,7 +16,7 @@ use std::process::ExitCode;
 use serde_json::{json, Map, Value as Json};
 use stowage::serialize::scan::{scan_path, FileScan, GlobalUse, ScanReport, Verdict};
 
-use crate::Failure;
+use crate::{Context, Failure};
 
 /// Arguments of `scan`.
 #[derive(Debug, clap::Args)]
@@ -33,7 +33,7 @@ pub struct Args {
 ///
 /// # Errors
 /// Writing the output.
-pub fn run(args: Args, out: &mut dyn Write) -> Result<ExitCode, Failure> {
+pub fn run(args: Args, _cx: &Context, out: &mut dyn Write) -> Result<ExitCode, Failure> {
     let mut report = ScanReport::default();
     for path in &args.paths {
         report.files.extend(scan_path(path).files);

@@ -8,7 +8,7 @@ use stowage::serialize::pickle::Value;
 use stowage::serialize::{Object, PathKey, PyData, TensorObject, ValueKind, ValueRef};
 use stowage::Scalar;
 
-use crate::inspect::path_json;
+use crate::listing::path_json;
 
 /// Integers up to this magnitude are JSON numbers; larger ones decimal strings
 /// (a JSON reader's doubles hold every integer up to 2^53 exactly).

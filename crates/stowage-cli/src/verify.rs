@@ -29,10 +29,10 @@ use std::process::ExitCode;
 
 use stowage::io::ReadAt;
 use stowage::serialize::zip::{Entry, ZipError, ZipLimits, ZipReader};
-use stowage::serialize::{detect_format, Format, LoadOptions};
+use stowage::serialize::{detect_format, Format, LoadMode, LoadOptions};
 use stowage::{Checkpoint, Error};
 
-use crate::{progress, Failure};
+use crate::{progress, Context, Failure};
 
 /// Arguments of `verify`.
 #[derive(Debug, clap::Args)]
@@ -56,6 +56,8 @@ const KNOWN_RECORDS: [&str; 7] = [
 /// What `verify` found, written as it is found.
 struct Report<'o> {
     out: &'o mut dyn Write,
+    /// How the checks load (the global options applied).
+    options: LoadOptions,
     file: String,
     defects: usize,
 }
@@ -74,7 +76,7 @@ impl Report<'_> {
 }
 
 /// Runs `verify`.
-pub fn run(args: Args, out: &mut dyn Write) -> Result<ExitCode, Failure> {
+pub fn run(args: Args, cx: &Context, out: &mut dyn Write) -> Result<ExitCode, Failure> {
     let path = args.file.as_path();
     // A folder: a local one, or a URL ending in `/`. A URL, or a path that
     // cannot be read, is else checked as a file (`open` names the error).
@@ -82,6 +84,7 @@ pub fn run(args: Args, out: &mut dyn Write) -> Result<ExitCode, Failure> {
         || (crate::remote::is_url(path) && path.to_str().is_some_and(|p| p.ends_with('/')));
     let mut report = Report {
         out,
+        options: cx.load_options(),
         file: path.display().to_string(),
         defects: 0,
     };
@@ -126,7 +129,7 @@ fn verify_source(
         verify_zip(path, source, report)?;
     } else {
         let bar = progress::spinner(format!("checking {}", path.display()));
-        let loaded = load(path, format);
+        let loaded = load(path, format, &report.options);
         bar.finish_and_clear();
         if let Err(e) = loaded {
             report.defect(&e)?;
@@ -143,7 +146,7 @@ fn verify_source(
 /// holding one checkpoint file.
 fn verify_folder(dir: &Path, report: &mut Report<'_>) -> Result<(), Failure> {
     use stowage::serialize::{folder_of, sharded, Folder};
-    let options = crate::inspect::options();
+    let options = report.options.clone();
     let Some(folder) = folder_of(dir, &options).map_err(Failure::input)? else {
         return Err(unreadable(
             dir,
@@ -178,9 +181,9 @@ fn verify_folder(dir: &Path, report: &mut Report<'_>) -> Result<(), Failure> {
     // The files were read above: the folder loads fake (a set's index
     // against its shards, the ranks' pieces tiling each tensor); a
     // distributed checkpoint's items are only checked by reading them.
-    let options = LoadOptions {
-        fake: !matches!(folder, Folder::Dcp(_)),
-        ..options
+    let options = match folder {
+        Folder::Dcp(_) => options,
+        _ => options.with_mode(LoadMode::Fake),
     };
     let loaded = stowage::serialize::load_with(dir, &options);
     bar.finish_and_clear();
@@ -237,10 +240,10 @@ fn open_source(path: &Path) -> stowage::Result<Box<dyn ReadAt>> {
 /// one line without the file name (the report adds it). A torch zip archive
 /// or a safetensors file loads fake (every check but reading the storages,
 /// whose records the CRC pass reads); a legacy file, one stream, is read whole.
-fn load(path: &Path, format: Option<Format>) -> Result<Checkpoint, String> {
-    let options = LoadOptions {
-        fake: matches!(format, Some(Format::TorchZip | Format::Safetensors)),
-        ..crate::inspect::options()
+fn load(path: &Path, format: Option<Format>, options: &LoadOptions) -> Result<Checkpoint, String> {
+    let options = match format {
+        Some(Format::TorchZip | Format::Safetensors) => options.clone().with_mode(LoadMode::Fake),
+        _ => options.clone(),
     };
     match stowage::serialize::load_with(path, &options) {
         Ok(ckpt) => Ok(ckpt),
@@ -317,7 +320,7 @@ fn verify_zip<R: ReadAt>(path: &Path, file: R, report: &mut Report<'_>) -> Resul
     bar.finish_and_clear();
     // The pickle and what it references: records present with their sizes,
     // tensors inside their storages, allowed globals only.
-    let ckpt = match load(path, Some(Format::TorchZip)) {
+    let ckpt = match load(path, Some(Format::TorchZip), &report.options) {
         Ok(ckpt) => ckpt,
         Err(e) if found.iter().any(|f| e.contains(f.as_str())) => {
             report.note(&format!("loading stops at the same defect: {e}"))?;
@@ -333,7 +336,7 @@ fn verify_zip<R: ReadAt>(path: &Path, file: R, report: &mut Report<'_>) -> Resul
     // reads only the records of those components.
     let kinds = ckpt.tensors().map(|ts| ts.iter().any(|(_, t)| !t.kind.is_strided())).unwrap_or(false);
     if kinds {
-        let options = LoadOptions { lazy: true, ..LoadOptions::default() };
+        let options = report.options.clone().with_mode(LoadMode::Lazy);
         if let Err(e) = stowage::serialize::load_with(path, &options) {
             let e = match e {
                 Error::InFile { source, .. } => crate::one_line(&*source),

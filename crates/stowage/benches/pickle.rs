@@ -117,7 +117,7 @@ fn bench(c: &mut Criterion) {
     });
     g.bench_function("unpickle_data_pkl", |b| {
         b.iter_with_large_drop(|| {
-            unpickle(black_box(&pkl), &mut Inert, &options.pickle_limits).unwrap()
+            unpickle(black_box(&pkl), &mut Inert, options.pickle_limits()).unwrap()
         })
     });
     g.bench_function("save_to_writer", |b| {

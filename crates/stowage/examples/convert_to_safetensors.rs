@@ -20,10 +20,8 @@ fn main() -> stowage::Result<()> {
         .unwrap_or_else(|| std::env::temp_dir().join("stowage-example.safetensors"));
 
     // Lazy: each storage is read when the writer reaches it, and not kept.
-    let options = stowage::serialize::LoadOptions {
-        lazy: true,
-        ..Default::default()
-    };
+    let options =
+        stowage::serialize::LoadOptions::new().with_mode(stowage::serialize::LoadMode::Lazy);
     let ckpt = stowage::serialize::load_with(&input, &options)?;
 
     let mut by_storage: HashMap<usize, Vec<String>> = HashMap::new();

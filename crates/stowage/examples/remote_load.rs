@@ -11,7 +11,7 @@
 use std::time::Instant;
 
 use stowage::io::remote::totals;
-use stowage::serialize::{dotted, load_with, LoadOptions};
+use stowage::serialize::{dotted, load_with, LoadMode, LoadOptions};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
@@ -20,10 +20,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         std::process::exit(2);
     };
     let name = args.next();
-    let options = LoadOptions {
-        lazy: name.is_some(),
-        ..LoadOptions::default()
-    };
+    let options = LoadOptions::from_env().with_mode(match name {
+        Some(_) => LoadMode::Lazy,
+        None => LoadMode::Eager,
+    });
     let start = Instant::now();
     let ckpt = load_with(&url, &options)?;
     let seconds = start.elapsed().as_secs_f64();

@@ -93,8 +93,17 @@ pub use device::{Device, DeviceType};
 pub use dtype::{DType, Kind};
 pub use element::{Element, Scalar};
 pub use error::{Error, Result};
+/// The `half` crate, whose `f16` and `bf16` are the element types of
+/// `float16` and `bfloat16` tensors (`read::<half::f16>()`).
+pub use half;
+/// The `ndarray` crate, whose arrays and views the `ndarray` feature gives
+/// (`Tensor::as_array_view`, `to_ndarray`).
+#[cfg(feature = "ndarray")]
+pub use ndarray;
 pub use ops::Operand;
-pub use serialize::{load, save, Checkpoint};
+pub use serialize::{
+    load, load_mmap, load_with, save, save_with, Checkpoint, LoadMode, LoadOptions, SaveOptions,
+};
 pub use storage::UntypedStorage;
 pub use tensor::Tensor;
 pub use typed_storage::{LegacyArgs, LegacyClass, LegacyStorageClass, Storage, TypedStorage};

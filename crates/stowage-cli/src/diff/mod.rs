@@ -46,8 +46,9 @@ use stowage::{Checkpoint, DType, Kind, Scalar, Tensor, UntypedStorage};
 
 use self::values::{compare_values, value_words};
 use crate::data::Reader;
-use crate::inspect::{path_json, rows};
+use crate::listing::{path_json, rows};
 use crate::values::float_json;
+use crate::Context;
 use crate::{progress, Failure};
 
 /// Arguments of `diff`.
@@ -204,9 +205,9 @@ struct Values {
 }
 
 /// Runs `diff`.
-pub fn run(args: Args, out: &mut dyn Write) -> Result<ExitCode, Failure> {
-    let a = crate::inspect::load(&args.a, false)?;
-    let b = crate::inspect::load(&args.b, false)?;
+pub fn run(args: Args, cx: &Context, out: &mut dyn Write) -> Result<ExitCode, Failure> {
+    let a = cx.load(&args.a, false)?;
+    let b = cx.load(&args.b, false)?;
     let tolerance = (args.atol.is_some() || args.rtol.is_some()).then(|| Tolerance {
         atol: args.atol.unwrap_or(0.0),
         rtol: args.rtol.unwrap_or(0.0),

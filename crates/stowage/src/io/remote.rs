@@ -73,33 +73,36 @@ pub fn url_of(path: &Path) -> Option<&str> {
 }
 
 /// Timeouts, retries and concurrency of remote reads and writes.
+#[non_exhaustive]
 #[derive(Clone, Debug)]
 pub struct RemoteOptions {
     /// Longest a whole request may take, from connecting to the last byte.
-    pub timeout: Duration,
+    pub(crate) timeout: Duration,
     /// Longest connecting may take.
-    pub connect_timeout: Duration,
+    pub(crate) connect_timeout: Duration,
     /// Retries of a failed request (server errors, dropped connections,
     /// timeouts; never a 4xx answer such as 403 or 404).
-    pub retries: usize,
+    pub(crate) retries: usize,
     /// Longest a request may be retried for, from its first try.
-    pub retry_timeout: Duration,
+    pub(crate) retry_timeout: Duration,
     /// Most range requests in flight at once in a batch.
-    pub concurrency: usize,
+    pub(crate) concurrency: usize,
     /// Reads of a batch whose gap is at most this many bytes are fetched in
     /// one request (the gap's bytes are fetched and dropped). Default 64 KiB.
-    pub coalesce_gap: u64,
+    pub(crate) coalesce_gap: u64,
     /// Largest request a batch's coalescing makes, in bytes (a single read
     /// larger than this is still one request). Default 16 MiB. Bounds the
     /// memory in flight: about `concurrency × max_request`.
-    pub max_request: u64,
+    pub(crate) max_request: u64,
     /// More `object_store` configuration, as `(key, value)` pairs
     /// (`("aws_endpoint", "http://127.0.0.1:9000")`), applied after the environment;
     /// a key the URL's store does not know makes opening fail, naming it.
-    pub store_options: Vec<(String, String)>,
+    pub(crate) store_options: Vec<(String, String)>,
 }
 
 impl Default for RemoteOptions {
+    /// A minute a request, 5 s to connect, 3 retries within 30 s, 16
+    /// requests in flight, 64 KiB gaps coalesced, 16 MiB requests at most.
     fn default() -> Self {
         RemoteOptions {
             timeout: Duration::from_secs(60),
@@ -115,6 +118,71 @@ impl Default for RemoteOptions {
 }
 
 impl RemoteOptions {
+    /// Longest a whole request may take, from connecting to the last byte.
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// Longest connecting may take.
+    pub fn with_connect_timeout(mut self, connect_timeout: Duration) -> Self {
+        self.connect_timeout = connect_timeout;
+        self
+    }
+
+    /// Retries of a failed request (server errors, dropped connections,
+    /// timeouts; never a 4xx answer such as 403 or 404).
+    pub fn with_retries(mut self, retries: usize) -> Self {
+        self.retries = retries;
+        self
+    }
+
+    /// Longest a request may be retried for, from its first try.
+    pub fn with_retry_timeout(mut self, retry_timeout: Duration) -> Self {
+        self.retry_timeout = retry_timeout;
+        self
+    }
+
+    /// Most range requests in flight at once in a batch.
+    pub fn with_concurrency(mut self, concurrency: usize) -> Self {
+        self.concurrency = concurrency;
+        self
+    }
+
+    /// Reads of a batch whose gap is at most this many bytes are fetched in
+    /// one request (the gap's bytes are fetched and dropped). Default 64 KiB.
+    pub fn with_coalesce_gap(mut self, coalesce_gap: u64) -> Self {
+        self.coalesce_gap = coalesce_gap;
+        self
+    }
+
+    /// Largest request a batch's coalescing makes, in bytes (a single read
+    /// larger than this is still one request). Default 16 MiB. Bounds the
+    /// memory in flight: about `concurrency × max_request`.
+    pub fn with_max_request(mut self, max_request: u64) -> Self {
+        self.max_request = max_request;
+        self
+    }
+
+    /// More `object_store` configuration, as `(key, value)` pairs
+    /// (`("aws_endpoint", "http://127.0.0.1:9000")`), applied after the environment;
+    /// a key the URL's store does not know makes opening fail, naming it.
+    pub fn with_store_options<I, K, V>(mut self, options: I) -> Self
+    where
+        I: IntoIterator<Item = (K, V)>,
+        K: Into<String>,
+        V: Into<String>,
+    {
+        self.store_options
+            .extend(options.into_iter().map(|(k, v)| (k.into(), v.into())));
+        self
+    }
+
+    /// Most range requests in flight at once in a batch.
+    pub fn concurrency(&self) -> usize {
+        self.concurrency
+    }
+
     /// The defaults, with `STOWAGE_REMOTE_TIMEOUT` (seconds, fractions allowed),
     /// `STOWAGE_REMOTE_CONNECT_TIMEOUT`, `STOWAGE_REMOTE_RETRIES`,
     /// `STOWAGE_REMOTE_RETRY_TIMEOUT`, `STOWAGE_REMOTE_CONCURRENCY`,

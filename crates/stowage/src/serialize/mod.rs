@@ -52,8 +52,8 @@ pub use object::{
     dotted, ByteOrder, Checkpoint, Construct, Format, InertObject, Object, PathKey, StorageRecord,
     StorageRef, TensorObject, MAX_PATHS,
 };
-pub use options::{LoadOptions, Progress};
-pub use torch_zip::{archive_name, save, save_to_writer, save_with, SaveOptions};
+pub use options::{LoadMode, LoadOptions, Progress, SaveOptions};
+pub use torch_zip::{archive_name, save, save_to_writer, save_with};
 pub use values::{ValueKind, ValueRef};
 
 use crate::io::ReadAt;
@@ -79,12 +79,18 @@ pub fn load(path: impl AsRef<Path>) -> Result<Checkpoint> {
     load_with(path, &LoadOptions::default())
 }
 
-/// Loads a checkpoint with options.
+/// Loads a checkpoint with options, in their [`LoadMode`].
 ///
 /// # Errors
-/// As [`load`].
+/// As [`load`]; [`Error::Unsupported`] for [`LoadMode::Mapped`], which only
+/// [`load_mmap`] loads.
 pub fn load_with(path: impl AsRef<Path>, options: &LoadOptions) -> Result<Checkpoint> {
     let path = path.as_ref();
+    if options.mode() == LoadMode::Mapped {
+        return Err(Error::Unsupported {
+            what: "LoadMode::Mapped in a safe load: a mapped load is `unsafe fn load_mmap`".into(),
+        });
+    }
     match folder_of(path, options)? {
         Some(Folder::Dcp(dir)) => dcp::load(&dir, options),
         Some(Folder::Ranks(files)) => dcp::hf::load(&files, |p| load_file(p, options)),
@@ -112,7 +118,7 @@ fn load_file(path: &Path, options: &LoadOptions) -> Result<Checkpoint> {
         source: Box::new(e),
     };
     let file = File::open(path).map_err(|e| in_file(Error::Io(e)))?;
-    if options.lazy {
+    if options.mode() == LoadMode::Lazy {
         match detect_format(&file) {
             Ok(Format::TorchZip) => {
                 return torch_zip::load_lazy(file, path, options).map_err(in_file)
@@ -127,7 +133,9 @@ fn load_file(path: &Path, options: &LoadOptions) -> Result<Checkpoint> {
     load_from(file, options).map_err(in_file)
 }
 
-/// Loads a checkpoint memory-mapped, as `torch.load(mmap=True)`: the file is
+/// Loads a checkpoint memory-mapped ([`LoadMode::Mapped`], whatever mode
+/// `options` asks for, unless it is [`LoadMode::Fake`], which reads
+/// nothing and maps nothing), as `torch.load(mmap=True)`: the file is
 /// mapped once, privately (copy-on-write, PyTorch's default `MAP_PRIVATE`), and
 /// each stored record of a torch zip archive becomes a storage over its part of
 /// the mapping, so nothing is read until it is touched and writes never reach
@@ -148,10 +156,15 @@ fn load_file(path: &Path, options: &LoadOptions) -> Result<Checkpoint> {
 #[allow(unsafe_code)] // Only to pass the caller's promise on to the mapping.
 pub unsafe fn load_mmap(path: impl AsRef<Path>, options: &LoadOptions) -> Result<Checkpoint> {
     let path = path.as_ref();
+    let options = match options.mode() {
+        LoadMode::Fake => return load_with(path, options),
+        _ => &options.clone().with_mode(LoadMode::Mapped),
+    };
     #[cfg(feature = "remote")]
     if crate::io::remote::url_of(path).is_some() {
-        // An object in a store cannot be mapped: it is read as `load_with` reads it.
-        return load_with(path, options);
+        // An object in a store cannot be mapped: it is read as an eager
+        // `load_with` reads it.
+        return load_with(path, &options.clone().with_mode(LoadMode::Eager));
     }
     let target = match folder_of(path, options)? {
         // Chunks are assembled into new storages: nothing to map.

@@ -12,7 +12,9 @@ use super::dcp;
 #[cfg(feature = "safetensors")]
 use super::safetensors;
 use super::sharded::{self, ShardFormat};
-use super::{detect_format, load_from, torch_zip, Checkpoint, Folder, Format, LoadOptions};
+use super::{
+    detect_format, load_from, torch_zip, Checkpoint, Folder, Format, LoadMode, LoadOptions,
+};
 use crate::io::remote::{list, RemoteObject};
 use crate::io::ReadAt;
 use crate::{Error, Result};
@@ -139,7 +141,7 @@ pub(super) fn load_file(url: &str, options: &LoadOptions) -> Result<Checkpoint> 
         path: path.clone(),
         source: Box::new(e),
     };
-    if options.lazy && !options.fake {
+    if options.mode() == LoadMode::Lazy {
         match detect_format(&object) {
             Ok(Format::TorchZip) => {
                 return torch_zip::load_lazy(object, &path, options).map_err(in_url)

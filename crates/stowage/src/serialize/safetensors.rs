@@ -26,9 +26,8 @@ use crate::layout::Layout;
 use crate::serialize::object::{
     dotted, ByteOrder, Checkpoint, Format, Object, StorageRecord, TensorObject,
 };
-use crate::serialize::options::{LoadOptions, Progress};
+use crate::serialize::options::{LoadMode, LoadOptions, Progress, SaveOptions};
 use crate::serialize::pickle::Value;
-use crate::serialize::torch_zip::SaveOptions;
 use crate::storage::{Fetch, MappedRecords};
 use crate::{DType, Error, Result, Tensor, UntypedStorage};
 
@@ -125,7 +124,7 @@ pub(crate) fn load<R: ReadAt>(
         let dtype = to_dtype(info.dtype).map_err(at_path)?;
         let (begin, end) = info.data_offsets;
         let (nbytes, offset) = (end - begin, (data_start + begin) as u64);
-        let storage = if options.fake && !device.is_meta() {
+        let storage = if options.mode() == LoadMode::Fake && !device.is_meta() {
             UntypedStorage::new_fake(nbytes, device)
         } else if device.is_meta() {
             UntypedStorage::new_on(nbytes, device).map_err(at_path)?

@@ -31,8 +31,9 @@ use std::path::{Path, PathBuf};
 use serde_json::Value as Json;
 
 use super::object::{dotted, Checkpoint, Format, Object, PathKey, StorageRecord, TensorObject};
+use super::options::SaveOptions;
 use super::pickle::Value;
-use super::torch_zip::{save_with, SaveOptions};
+use super::torch_zip::save_with;
 use crate::{Error, Result};
 
 /// The file kind of a sharded set.

@@ -22,7 +22,7 @@ use num_complex::Complex64;
 use super::data::{NdArray, PyData};
 use super::object::{path_key, Checkpoint, InertObject, Object, PathKey, TensorObject, MAX_PATHS};
 use super::pickle::{Node, NodeId, Value};
-use crate::{DType, Device, Error, Result, Tensor};
+use crate::{DType, Device, Error, Result, Scalar, Tensor};
 
 /// What a value is, named as `stowage inspect --json` names it (`"int"`, `"dict"`, …).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -278,28 +278,54 @@ impl<'c> ValueRef<'c> {
         self.value.as_bool().ok_or_else(|| self.wrong("bool"))
     }
 
-    /// The integer (a `bool` is not one here).
+    /// The integer (a `bool` is not one here), or the element of a
+    /// one-element integer tensor (an optimizer's `step`), as `item()`.
     ///
     /// # Errors
-    /// [`Error::ValueType`] when the value is not an `int`, or one beyond 64 bits.
+    /// [`Error::ValueType`] when the value is not an `int` or such a tensor,
+    /// or one beyond 64 bits; a tensor's read error ([`Error::NoData`] for a
+    /// meta or fake one).
     pub fn as_i64(&self) -> Result<i64> {
         match self.value {
             Value::Int(i) => Ok(*i),
             Value::BigInt(_) => Err(self.wrong("int that fits in 64 bits")),
+            Value::Ext(Object::Tensor(_)) => match self.item()? {
+                Scalar::Int(i) => Ok(i),
+                Scalar::Bool(b) => Ok(i64::from(b)),
+                Scalar::UInt(u) => {
+                    i64::try_from(u).map_err(|_| self.wrong("int that fits in 64 bits"))
+                }
+                _ => Err(self.wrong("int")),
+            },
             _ => Err(self.wrong("int")),
         }
     }
 
+    /// The one element of a one-element tensor (an optimizer's `step`, a
+    /// saved loss), as PyTorch's `item()`.
+    fn item(&self) -> Result<Scalar> {
+        let t = self.as_tensor()?;
+        if t.tensor.numel() != 1 {
+            return Err(self.wrong("one-element tensor"));
+        }
+        t.tensor.item()
+    }
+
     /// The float; an `int` converts as Python's `float()` converts it
-    /// (rounding to the nearest `f64`), so `lr = 1` reads as `1.0`.
+    /// (rounding to the nearest `f64`), so `lr = 1` reads as `1.0`; a
+    /// one-element real tensor gives its element (`item()`).
     ///
     /// # Errors
-    /// [`Error::ValueType`] when the value is neither a `float` nor an `int`
-    /// that fits in 64 bits.
+    /// [`Error::ValueType`] when the value is neither a `float`, an `int`
+    /// that fits in 64 bits, nor such a tensor; a tensor's read error.
     pub fn as_f64(&self) -> Result<f64> {
         match self.value {
             Value::Float(f) => Ok(*f),
             Value::Int(i) => Ok(*i as f64),
+            Value::Ext(Object::Tensor(_)) => match self.item()? {
+                Scalar::Complex(_) => Err(self.wrong("float")),
+                s => Ok(s.to_f64()),
+            },
             _ => Err(self.wrong("float")),
         }
     }
@@ -707,6 +733,17 @@ impl Checkpoint {
     /// [`Error::ValueNotFound`] naming the path when a step finds nothing.
     pub fn get(&self, path: &str) -> Result<ValueRef<'_>> {
         self.root_value().get(path)
+    }
+
+    /// The tensor at a dotted path (`"model.layers.0.weight"`), as
+    /// `get(path)?.as_tensor()?.tensor`.
+    ///
+    /// # Errors
+    /// [`Error::ValueNotFound`] naming the path up to the step that found
+    /// nothing; [`Error::ValueType`] when the value there is not a tensor.
+    pub fn tensor(&self, path: &str) -> Result<&Tensor> {
+        let value = self.get(path)?;
+        Ok(&value.as_tensor()?.tensor)
     }
 
     /// The value at the given keys from the root (see [`ValueRef::get_path`]).

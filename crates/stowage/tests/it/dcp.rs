@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value as J;
 use stowage::serialize::dcp::DcpCheckpoint;
 use stowage::serialize::pickle::{Node, Value};
+use stowage::serialize::LoadMode;
 use stowage::serialize::{Checkpoint, LoadOptions, Object, PathKey};
 use stowage::{Device, Error, Tensor};
 
@@ -182,10 +183,7 @@ fn meta_loading_reads_no_data() {
     }
     let dcp = DcpCheckpoint::open(
         out.path(),
-        &LoadOptions {
-            map_location: Some(Device::META),
-            ..Default::default()
-        },
+        &LoadOptions::new().with_map_location(Device::META),
     )
     .unwrap();
     let t: Tensor = dcp.read_tensor("model.w").unwrap();
@@ -195,14 +193,9 @@ fn meta_loading_reads_no_data() {
 
 #[test]
 fn lazy_and_fake_loads() {
-    let lazy = stowage::serialize::load_with(
-        dir("four"),
-        &LoadOptions {
-            lazy: true,
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let lazy =
+        stowage::serialize::load_with(dir("four"), &LoadOptions::new().with_mode(LoadMode::Lazy))
+            .unwrap();
     let (_, w) = lazy
         .tensors()
         .unwrap()
@@ -226,14 +219,9 @@ fn lazy_and_fake_loads() {
             fs::write(f.path(), b"").unwrap();
         }
     }
-    let fake = stowage::serialize::load_with(
-        out.path(),
-        &LoadOptions {
-            fake: true,
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let fake =
+        stowage::serialize::load_with(out.path(), &LoadOptions::new().with_mode(LoadMode::Fake))
+            .unwrap();
     let t = &fake.tensors().unwrap()[0].1.tensor;
     assert!(!t.untyped_storage().has_data());
 }
@@ -310,11 +298,9 @@ fn a_dcp_folder_is_not_mistaken_for_anything_else() {
 fn resave(name: &str, ranks: usize) -> tempfile::TempDir {
     let ckpt = stowage::load(dir(name)).unwrap();
     let out = tempfile::tempdir().unwrap();
-    let options = stowage::serialize::dcp::DcpSaveOptions {
-        ranks,
-        sync: false,
-        plan: None,
-    };
+    let options = stowage::serialize::dcp::DcpSaveOptions::new()
+        .with_ranks(ranks)
+        .with_sync(false);
     stowage::serialize::dcp::save(out.path(), &ckpt, &options).unwrap();
     out
 }
@@ -398,11 +384,10 @@ fn columns() -> stowage::serialize::dcp::ChunkPlan {
 fn chunks_as_planned_read_back_in_stowage_and_pytorch() {
     let ckpt = stowage::load(dir("four")).unwrap();
     let out = tempfile::tempdir().unwrap();
-    let options = stowage::serialize::dcp::DcpSaveOptions {
-        ranks: 2,
-        sync: false,
-        plan: Some(columns()),
-    };
+    let options = stowage::serialize::dcp::DcpSaveOptions::new()
+        .with_ranks(2)
+        .with_sync(false)
+        .with_plan(columns());
     stowage::serialize::dcp::save(out.path(), &ckpt, &options).unwrap();
     let dcp = DcpCheckpoint::open(out.path(), &LoadOptions::default()).unwrap();
     let w = dcp
@@ -444,11 +429,10 @@ fn chunks_as_planned_read_back_in_stowage_and_pytorch() {
                     }]
                 }
             });
-        let options = stowage::serialize::dcp::DcpSaveOptions {
-            ranks: 2,
-            sync: false,
-            plan: Some(plan),
-        };
+        let options = stowage::serialize::dcp::DcpSaveOptions::new()
+            .with_ranks(2)
+            .with_sync(false)
+            .with_plan(plan);
         assert!(stowage::serialize::dcp::save(
             tempfile::tempdir().unwrap().path(),
             &ckpt,

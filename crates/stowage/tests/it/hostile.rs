@@ -302,14 +302,8 @@ fn hostile_files_give_the_same_errors_from_memory() {
 
 #[test]
 fn hostile_files_on_meta_and_with_crc_checks() {
-    let meta = LoadOptions {
-        map_location: Some(Device::META),
-        ..LoadOptions::default()
-    };
-    let crc = LoadOptions {
-        verify_crc: true,
-        ..LoadOptions::default()
-    };
+    let meta = LoadOptions::new().with_map_location(Device::META);
+    let crc = LoadOptions::new().with_verify_crc(true);
     for (name, want, check) in EXPECTED {
         let bytes = std::fs::read(hostile(name)).unwrap();
         // On meta no record bytes are read: the two deflate bombs declare sizes that
@@ -364,8 +358,11 @@ fn deep_nesting_builds_and_drops_without_recursion_when_limits_allow() {
     // PyTorch accepts it; stowage refuses by default (depth limit), and when the
     // limit is raised must build, walk and drop it without overflowing a 2 MiB stack.
     let bytes = std::fs::read(hostile("deep_nesting.pt")).unwrap();
-    let mut options = LoadOptions::default();
-    options.pickle_limits.max_depth = 200_000;
+    let limits = stowage::serialize::pickle::Limits {
+        max_depth: 200_000,
+        ..Default::default()
+    };
+    let options = LoadOptions::new().with_pickle_limits(limits);
     assert_eq!(
         load_mem("deep_nesting.pt with max_depth 200000", bytes, options).expect("builds"),
         0

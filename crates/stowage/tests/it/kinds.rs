@@ -46,7 +46,7 @@ fn bytes(t: &Tensor) -> Vec<u8> {
     if per_byte == 1 {
         return tensor_bytes(t).unwrap();
     }
-    assert!(t.is_contiguous() && t.storage_offset() % per_byte == 0);
+    assert!(t.is_contiguous() && t.storage_offset().is_multiple_of(per_byte));
     let all = t.untyped_storage().bytes().unwrap();
     let start = t.storage_offset() / per_byte;
     all[start..start + t.numel().div_ceil(per_byte)].to_vec()
@@ -256,12 +256,8 @@ fn a_subclass_is_refused_like_pytorch_refuses_it() {
 fn a_subclass_loads_inertly_or_when_allowed_keeping_its_class() {
     let path = kinds_dir().join("subclass.pt");
     let want = expected("subclass");
-    let inert = stowage::serialize::LoadOptions {
-        inert: true,
-        ..Default::default()
-    };
-    let mut allowed = stowage::serialize::LoadOptions::default();
-    allowed.allow_globals.insert("__main__.Tagged".to_owned());
+    let inert = stowage::serialize::LoadOptions::new().with_inert(true);
+    let allowed = stowage::serialize::LoadOptions::new().with_allow_globals(["__main__.Tagged"]);
     for opts in [inert, allowed] {
         let ckpt = stowage::serialize::load_with(&path, &opts).unwrap();
         let tensors = ckpt.tensors().unwrap();

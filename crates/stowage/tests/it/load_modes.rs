@@ -6,7 +6,7 @@ use crate::common::{
     assert_manifest_eq, describe, expected_manifest, fixture, fixture_names, full_manifest,
     manifest, Hash,
 };
-use stowage::serialize::{load_mmap, load_with, LoadOptions};
+use stowage::serialize::{load_mmap, load_with, LoadMode, LoadOptions};
 use stowage::{Device, Error};
 
 fn mmap(name: &str) -> stowage::Checkpoint {
@@ -82,11 +82,9 @@ fn mmap_refuses_hostile_files_like_the_eager_loader() {
 #[test]
 fn fake_loading_keeps_metadata_reads_no_bytes_and_pretends_a_device() {
     let cuda: Device = "cuda:1".parse().unwrap();
-    let mut options = LoadOptions {
-        fake: true,
-        ..LoadOptions::default()
-    };
-    options.location_map.insert("cpu".into(), cuda);
+    let options = LoadOptions::new()
+        .with_mode(LoadMode::Fake)
+        .with_location("cpu", cuda);
     for name in fixture_names() {
         let ckpt = load_with(fixture(&name), &options).unwrap_or_else(|e| panic!("{name}: {e}"));
         let got = manifest(&ckpt, Hash::None).unwrap();
@@ -106,10 +104,7 @@ fn fake_loading_keeps_metadata_reads_no_bytes_and_pretends_a_device() {
 
 #[test]
 fn location_maps_and_map_location_place_storages() {
-    let mut options = LoadOptions::default();
-    options
-        .location_map
-        .insert("cpu".into(), "cuda:0".parse().unwrap());
+    let options = LoadOptions::new().with_location("cpu", "cuda:0".parse().unwrap());
     let ckpt = load_with(fixture("simple"), &options).unwrap();
     assert!(ckpt
         .storages
@@ -118,7 +113,7 @@ fn location_maps_and_map_location_place_storages() {
     // Bytes are still there (in host memory) and right.
     let got = manifest(&ckpt, Hash::Values).unwrap();
     assert_manifest_eq("simple on cuda:0", &got, &expected_manifest("simple"), &[]);
-    options.map_location = Some(Device::META);
+    let options = options.with_map_location(Device::META);
     let meta = load_with(fixture("simple"), &options).unwrap();
     assert!(meta
         .storages
@@ -155,10 +150,7 @@ fn legacy_files_are_mapped_where_alignment_allows() {
 }
 
 fn lazy_options() -> LoadOptions {
-    LoadOptions {
-        lazy: true,
-        ..LoadOptions::default()
-    }
+    LoadOptions::new().with_mode(LoadMode::Lazy)
 }
 
 #[test]
@@ -216,10 +208,12 @@ fn a_lazy_storage_whose_file_shrank_gives_an_error_on_touch() {
 #[test]
 fn total_storage_bytes_are_limited_even_when_nothing_is_read() {
     for meta in [false, true] {
-        let options = LoadOptions {
-            max_storage_bytes: 100,
-            map_location: meta.then_some(Device::META),
-            ..LoadOptions::default()
+        let options = {
+            let options = LoadOptions::new().with_max_storage_bytes(100);
+            match meta {
+                true => options.with_map_location(Device::META),
+                false => options,
+            }
         };
         // simple.pt's storages hold 72 bytes; dtypes.pt's more than 100.
         assert!(load_with(fixture("simple"), &options).is_ok());
@@ -239,8 +233,11 @@ fn total_storage_bytes_are_limited_even_when_nothing_is_read() {
 /// nothing a memo entry holds is released).
 #[test]
 fn the_memo_scan_changes_nothing_a_load_returns() {
-    let mut every = LoadOptions::default();
-    every.pickle_limits.scan_memo = false;
+    let limits = stowage::serialize::pickle::Limits {
+        scan_memo: false,
+        ..Default::default()
+    };
+    let every = LoadOptions::new().with_pickle_limits(limits);
     for name in fixture_names() {
         let scanned = load_with(fixture(&name), &LoadOptions::default()).unwrap();
         let stored = load_with(fixture(&name), &every).unwrap();
@@ -261,11 +258,9 @@ fn fake_loading_of_safetensors_reads_no_bytes() {
     let eager = stowage::load(fixture("state_dict")).unwrap();
     stowage::serialize::safetensors::save(&path, &eager).unwrap();
     let cuda: Device = "cuda:0".parse().unwrap();
-    let options = LoadOptions {
-        fake: true,
-        map_location: Some(cuda),
-        ..LoadOptions::default()
-    };
+    let options = LoadOptions::new()
+        .with_mode(LoadMode::Fake)
+        .with_map_location(cuda);
     let fake = load_with(&path, &options).unwrap();
     let reread = stowage::load(&path).unwrap();
     let tensors = fake.state_dict().unwrap();

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use crate::servers::Server;
 use stowage::io::remote::{totals, RemoteError, Transfer};
 use stowage::serialize::zip::{ZipLimits, ZipReader};
-use stowage::serialize::{load_with, LoadOptions};
+use stowage::serialize::{load_with, LoadMode, LoadOptions};
 use stowage::{Checkpoint, Error};
 
 /// One test at a time: they read the process-wide transfer totals.
@@ -52,10 +52,12 @@ fn delta(before: Transfer) -> Transfer {
 }
 
 fn options(lazy: bool, fake: bool) -> LoadOptions {
-    LoadOptions {
-        lazy,
-        fake,
-        ..LoadOptions::default()
+    // The servers' settings (retries, timeouts) are in the environment.
+    let options = LoadOptions::from_env();
+    match (lazy, fake) {
+        (_, true) => options.with_mode(LoadMode::Fake),
+        (true, false) => options.with_mode(LoadMode::Lazy),
+        (false, false) => options,
     }
 }
 
@@ -132,9 +134,9 @@ fn sharded_sets_load_by_the_url_of_their_index_or_folder() {
         let mut args = vec!["put"];
         args.extend(pairs.iter().map(String::as_str));
         servers::s3(server, &args);
-        let local = load_with(&dir, &LoadOptions::default()).unwrap();
+        let local = load_with(&dir, &LoadOptions::from_env()).unwrap();
         let folder = format!("s3://{}/sets/{kind}/", servers::BUCKET);
-        let by_folder = load_with(&folder, &LoadOptions::default()).unwrap();
+        let by_folder = load_with(&folder, &LoadOptions::from_env()).unwrap();
         assert_same(&by_folder, &local, true, &folder);
         let index = if kind == "bin" {
             "pytorch_model.bin.index.json"
@@ -173,7 +175,7 @@ fn dcp_folders_load_by_url() {
         return;
     }
     let url = servers::put_dir(server, dir.path(), "dcp/made");
-    let local = load_with(dir.path(), &LoadOptions::default()).unwrap();
+    let local = load_with(dir.path(), &LoadOptions::from_env()).unwrap();
     let files = std::fs::read_dir(dir.path()).unwrap().count() as u64;
     let folder: u64 = std::fs::read_dir(dir.path())
         .unwrap()
@@ -182,7 +184,7 @@ fn dcp_folders_load_by_url() {
     // Eager: the `.metadata` probe and its reads, a HEAD per data file, then
     // one request per item (four tensors and `epoch`) at most.
     let before = totals();
-    let eager = load_with(&url, &LoadOptions::default()).unwrap();
+    let eager = load_with(&url, &LoadOptions::from_env()).unwrap();
     let t = delta(before);
     assert_same(&eager, &local, true, "eager DCP");
     assert!(t.requests <= 3 + files + 5, "{t:?}");
@@ -266,7 +268,7 @@ fn metadata_and_one_lazy_tensor_cost_only_their_bytes() {
 
     // Eager: every byte, in a few concurrent requests.
     let before = totals();
-    let eager = load_with(&url, &LoadOptions::default()).unwrap();
+    let eager = load_with(&url, &LoadOptions::from_env()).unwrap();
     let t = delta(before);
     assert_same(&eager, &local, true, "eager");
     assert!(
@@ -293,10 +295,7 @@ fn load_options_carry_the_remote_options() {
     let local = stowage::load(&file).unwrap();
     let eager = |remote: RemoteOptions| {
         let before = totals();
-        let options = LoadOptions {
-            remote,
-            ..LoadOptions::default()
-        };
+        let options = LoadOptions::from_env().with_remote(remote);
         let ckpt = load_with(&url, &options).unwrap();
         assert_same(&ckpt, &local, true, &url);
         delta(before)
@@ -307,15 +306,13 @@ fn load_options_carry_the_remote_options() {
     let merged = eager(defaults.clone());
     // ... one per record and one per header when no gap is bridged, or when a
     // request holds one record at most.
-    let apart = eager(RemoteOptions {
-        coalesce_gap: 0,
-        ..defaults.clone()
-    });
-    let small = eager(RemoteOptions {
-        max_request: 1 << 20,
-        concurrency: 1,
-        ..defaults.clone()
-    });
+    let apart = eager(defaults.clone().with_coalesce_gap(0));
+    let small = eager(
+        defaults
+            .clone()
+            .with_max_request(1 << 20)
+            .with_concurrency(1),
+    );
     assert_eq!(apart.requests, merged.requests + 7, "{merged:?} {apart:?}");
     assert_eq!(small.requests, merged.requests + 7, "{merged:?} {small:?}");
     assert_eq!(
@@ -323,13 +320,13 @@ fn load_options_carry_the_remote_options() {
         merged.bytes_received - merged_gaps(&file)
     );
 
-    let with_store = |store_options: Vec<(String, String)>| LoadOptions {
-        remote: RemoteOptions {
-            store_options,
-            retries: 0,
-            ..defaults.clone()
-        },
-        ..LoadOptions::default()
+    let with_store = |store_options: Vec<(String, String)>| {
+        LoadOptions::new().with_remote(
+            defaults
+                .clone()
+                .with_store_options(store_options)
+                .with_retries(0),
+        )
     };
     let err = load_with(&url, &with_store(vec![("no_such_key".into(), "1".into())])).unwrap_err();
     assert!(err.to_string().contains("no_such_key"), "{err}");
@@ -439,7 +436,7 @@ fn azure_blobs_through_azurite() {
         servers::az(&server, &["ls", "saved/"]),
         ["saved/dir/nested.pt"]
     );
-    let back = load_with(&url, &LoadOptions::default()).unwrap();
+    let back = load_with(&url, &LoadOptions::from_env()).unwrap();
     assert_same(&back, &local, true, &url);
     assert_eq!(common::object_groups(&back), common::object_groups(&local));
 
@@ -457,16 +454,16 @@ fn azure_blobs_through_azurite() {
     args.extend(pairs.iter().map(String::as_str));
     servers::az(&server, &args);
     let folder = format!("az://{}/dcp/four/", servers::CONTAINER);
-    let by_url = load_with(&folder, &LoadOptions::default()).unwrap();
+    let by_url = load_with(&folder, &LoadOptions::from_env()).unwrap();
     assert_same(
         &by_url,
-        &load_with(&dir, &LoadOptions::default()).unwrap(),
+        &load_with(&dir, &LoadOptions::from_env()).unwrap(),
         true,
         &folder,
     );
 
     let missing = format!("az://{}/absent.pt", servers::CONTAINER);
-    let err = load_with(&missing, &LoadOptions::default()).unwrap_err();
+    let err = load_with(&missing, &LoadOptions::from_env()).unwrap_err();
     let Error::InFile { path, source } = &err else {
         panic!("{err:?}")
     };
@@ -512,15 +509,15 @@ fn gcs_objects_through_fake_gcs_server() {
         compare_modes(&url, &common::fixture(name));
     }
     let folder = format!("gs://{}/dcp/four/", servers::GCS_BUCKET);
-    let by_url = load_with(&folder, &LoadOptions::default()).unwrap();
+    let by_url = load_with(&folder, &LoadOptions::from_env()).unwrap();
     assert_same(
         &by_url,
-        &load_with(&dir, &LoadOptions::default()).unwrap(),
+        &load_with(&dir, &LoadOptions::from_env()).unwrap(),
         true,
         &folder,
     );
     let missing = format!("gs://{}/absent.pt", servers::GCS_BUCKET);
-    let err = load_with(&missing, &LoadOptions::default()).unwrap_err();
+    let err = load_with(&missing, &LoadOptions::from_env()).unwrap_err();
     let Error::InFile { source, .. } = &err else {
         panic!("{err:?}")
     };
@@ -537,7 +534,7 @@ fn saves_to_s3_commit_only_whole_checkpoints() {
     let local = common::load_fixture("nested");
     let url = format!("s3://{}/saved/nested.pt", servers::BUCKET);
     stowage::save(&url, &local).unwrap();
-    let back = load_with(&url, &LoadOptions::default()).unwrap();
+    let back = load_with(&url, &LoadOptions::from_env()).unwrap();
     assert_same(&back, &local, true, "saved torch zip");
     // The archive's root folder is the key's stem, as for a local file.
     let object = stowage::io::remote::RemoteObject::open(&url).unwrap();
@@ -547,17 +544,14 @@ fn saves_to_s3_commit_only_whole_checkpoints() {
     let st = format!("s3://{}/saved/nested.safetensors", servers::BUCKET);
     let dense = common::load_fixture("params");
     stowage::serialize::safetensors::save(&st, &dense).unwrap();
-    let back = load_with(&st, &LoadOptions::default()).unwrap();
+    let back = load_with(&st, &LoadOptions::from_env()).unwrap();
     assert_eq!(
         back.tensors().unwrap().len(),
         dense.tensors().unwrap().len()
     );
 
     // A save that fails (fake tensors have no bytes) leaves nothing under the key.
-    let fake = LoadOptions {
-        fake: true,
-        ..LoadOptions::default()
-    };
+    let fake = LoadOptions::new().with_mode(LoadMode::Fake);
     let hollow = load_with(common::fixture("params"), &fake).unwrap();
     let failed = format!("s3://{}/failed/params.pt", servers::BUCKET);
     let err = stowage::save(&failed, &hollow).unwrap_err();
@@ -605,24 +599,24 @@ fn http_loads_and_faults() {
 
     // 403: permission denied, naming the URL.
     let url = format!("{base}/forbidden/four.pt");
-    let err = load_with(&url, &LoadOptions::default()).unwrap_err();
+    let err = load_with(&url, &LoadOptions::from_env()).unwrap_err();
     assert!(matches!(&err, Error::InFile { path, .. } if path.to_str() == Some(url.as_str())));
     assert!(err.to_string().contains(&url), "{err}");
     assert!(err.to_string().contains("403"), "{err}");
 
     // A truncated object: no end records, a clear error.
-    let err = load_with(format!("{base}/truncated.pt"), &LoadOptions::default()).unwrap_err();
+    let err = load_with(format!("{base}/truncated.pt"), &LoadOptions::from_env()).unwrap_err();
     assert!(err.to_string().contains("truncated.pt"), "{err}");
 
     // A response cut short: an error naming the byte range.
-    let err = load_with(format!("{base}/short/four.pt"), &LoadOptions::default()).unwrap_err();
+    let err = load_with(format!("{base}/short/four.pt"), &LoadOptions::from_env()).unwrap_err();
     let remote = remote_error(&err).unwrap_or_else(|| panic!("{err:?}"));
     assert!(remote.range.is_some(), "{remote}");
     assert!(err.to_string().contains("bytes "), "{err}");
 
     // A slow server: the request times out (10 s here), no hang.
     let start = Instant::now();
-    let err = load_with(format!("{base}/slow/four.pt"), &LoadOptions::default()).unwrap_err();
+    let err = load_with(format!("{base}/slow/four.pt"), &LoadOptions::from_env()).unwrap_err();
     assert!(
         start.elapsed() < Duration::from_secs(29),
         "{:?}",
@@ -675,14 +669,11 @@ fn assert_in_flight_bound(
 ) {
     use stowage::io::remote::RemoteOptions;
     for concurrency in [1, concurrency] {
-        let options = LoadOptions {
-            remote: RemoteOptions {
-                concurrency,
-                max_request,
-                ..RemoteOptions::from_env()
-            },
-            ..LoadOptions::default()
-        };
+        let options = LoadOptions::new().with_remote(
+            RemoteOptions::from_env()
+                .with_concurrency(concurrency)
+                .with_max_request(max_request),
+        );
         max_in_flight(server);
         let before = totals();
         let ckpt = load_with(url, &options).unwrap();
@@ -732,7 +723,7 @@ fn dcp_items_by_url_are_fetched_concurrently() {
     }
     let dir = tempfile::tempdir().unwrap();
     assert!(servers::torch_dcp(dir.path(), 8, 1), "dcp.save failed");
-    let local = load_with(dir.path(), &LoadOptions::default()).unwrap();
+    let local = load_with(dir.path(), &LoadOptions::from_env()).unwrap();
     let Some(server) = servers::range_server(dir.path(), &["--hold", "0.4"]) else {
         return;
     };
@@ -752,7 +743,7 @@ fn dcp_items_by_url_are_fetched_concurrently() {
     );
     let files = std::fs::read_dir(dir.path()).unwrap().count();
     assert_eq!(files, 5, "four data files and .metadata");
-    let local = load_with(dir.path(), &LoadOptions::default()).unwrap();
+    let local = load_with(dir.path(), &LoadOptions::from_env()).unwrap();
     let Some(server) = servers::range_server(dir.path(), &["--hold", "0.4"]) else {
         return;
     };
@@ -771,7 +762,7 @@ fn folders_by_url_are_found_by_a_listing() {
     let Some(server) = moto() else { return };
     let dir = common::fixtures_dir().join("dcp").join("hf");
     let url = servers::put_dir(server, &dir, "listed/hf");
-    let options = LoadOptions::default();
+    let options = LoadOptions::from_env();
     let Some(Folder::Ranks(files)) = folder_of(Path::new(&url), &options).unwrap() else {
         panic!("{url}: not the ranks' layout");
     };

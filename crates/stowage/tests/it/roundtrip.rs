@@ -308,10 +308,7 @@ fn a_meta_tensor_saves_without_storage() {
     // A meta-loaded fixture, likewise: every tensor keeps its dtype, shape and stride.
     let meta = stowage::serialize::load_with(
         fixture("simple"),
-        &LoadOptions {
-            map_location: Some(Device::META),
-            ..Default::default()
-        },
+        &LoadOptions::new().with_map_location(Device::META),
     )
     .unwrap();
     stowage::save(&out, &meta).unwrap();

@@ -33,10 +33,7 @@ fn checkpoint() -> Checkpoint {
 }
 
 fn save(path: &Path, ckpt: &Checkpoint, sync: bool) {
-    let options = SaveOptions {
-        sync,
-        ..Default::default()
-    };
+    let options = SaveOptions::new().with_sync(sync);
     save_with(path, ckpt, &options).unwrap();
 }
 

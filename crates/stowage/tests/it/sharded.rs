@@ -12,6 +12,7 @@ use std::process::Command;
 
 use serde_json::Value as J;
 use stowage::serialize::sharded::{save_sharded, ShardFormat, ShardOptions};
+use stowage::serialize::LoadMode;
 use stowage::serialize::{dotted, load_with, Checkpoint, LoadOptions};
 use stowage::{Device, Error};
 
@@ -113,27 +114,13 @@ fn sharing_inside_a_bin_shard_is_kept() {
 fn every_load_mode_reads_a_set() {
     for kind in ["safetensors", "bin"] {
         let dir = set_dir(kind);
-        let lazy = load_with(
-            &dir,
-            &LoadOptions {
-                lazy: true,
-                ..Default::default()
-            },
-        )
-        .unwrap();
+        let lazy = load_with(&dir, &LoadOptions::new().with_mode(LoadMode::Lazy)).unwrap();
         assert_matches_torch(kind, &lazy);
         // SAFETY: the fixtures are not written while the test runs.
         let mapped =
             unsafe { stowage::serialize::load_mmap(&dir, &LoadOptions::default()) }.unwrap();
         assert_matches_torch(kind, &mapped);
-        let meta = load_with(
-            &dir,
-            &LoadOptions {
-                map_location: Some(Device::META),
-                ..Default::default()
-            },
-        )
-        .unwrap();
+        let meta = load_with(&dir, &LoadOptions::new().with_map_location(Device::META)).unwrap();
         let full = stowage::load(&dir).unwrap();
         let shapes = |c: &Checkpoint| {
             c.tensors()

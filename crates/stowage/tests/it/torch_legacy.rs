@@ -1,8 +1,6 @@
 //! The pre-1.6 single-stream format (`_use_new_zipfile_serialization=False`)
 //! against real PyTorch's reading of `legacy_format.pt` and `legacy_views.pt`.
 
-use crate::common;
-
 use crate::common::{
     assert_manifest_eq, check_keys_match_sharing, describe, expected_manifest, fixture,
     load_fixture, manifest, Hash, LEGACY_FIXTURES,
@@ -135,10 +133,7 @@ fn legacy_load_bytes_and_meta() {
 
         let meta = stowage::serialize::load_bytes(
             &bytes,
-            &LoadOptions {
-                map_location: Some(Device::META),
-                ..Default::default()
-            },
+            &LoadOptions::new().with_map_location(Device::META),
         )
         .unwrap_or_else(|e| panic!("{name} on meta: {e}"));
         assert_manifest_eq(

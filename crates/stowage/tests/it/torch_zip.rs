@@ -117,10 +117,7 @@ fn load_bytes_equals_load() {
 
 #[test]
 fn meta_map_location_loads_every_fixture_without_data() {
-    let options = LoadOptions {
-        map_location: Some(Device::META),
-        ..LoadOptions::default()
-    };
+    let options = LoadOptions::new().with_map_location(Device::META);
     for name in fixture_names() {
         let ckpt = stowage::serialize::load_with(fixture(&name), &options)
             .unwrap_or_else(|e| panic!("{name} on meta: {e}"));

@@ -4,10 +4,9 @@
 //! (`training_checkpoint.values.json`), and windowed reads of lazily loaded
 //! storages.
 
-use crate::common;
-
 use crate::common::{fixture, fixtures_dir, load_fixture, path_json};
 use serde_json::Value as J;
+use stowage::serialize::LoadMode;
 use stowage::serialize::{LoadOptions, PathKey, ValueKind};
 use stowage::{DType, Error};
 
@@ -159,10 +158,7 @@ fn the_leaf_walk_lists_what_python_sees() {
 #[test]
 fn lazy_storages_read_in_windows_without_loading() {
     let eager = load_fixture("training_checkpoint");
-    let options = LoadOptions {
-        lazy: true,
-        ..LoadOptions::default()
-    };
+    let options = LoadOptions::new().with_mode(LoadMode::Lazy);
     let lazy = stowage::serialize::load_with(fixture("training_checkpoint"), &options).unwrap();
     let s = lazy
         .get("model.weight")
@@ -213,23 +209,18 @@ fn lazy_checkpoints_save_window_by_window_and_report_progress() {
     use std::sync::atomic::{AtomicU64, Ordering};
     use std::sync::Arc;
     use stowage::serialize::{Progress, SaveOptions};
-    let options = LoadOptions {
-        lazy: true,
-        ..LoadOptions::default()
-    };
+    let options = LoadOptions::new().with_mode(LoadMode::Lazy);
     let (dir_a, dir_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     for name in ["training_checkpoint", "views", "nested"] {
         let eager = load_fixture(name);
         let lazy = stowage::serialize::load_with(fixture(name), &options).unwrap();
         let done = Arc::new(AtomicU64::new(0));
         let counter = done.clone();
-        let save = SaveOptions {
-            progress: Some(Progress::new(move |n| {
+        let save = SaveOptions::new()
+            .with_progress(Progress::new(move |n| {
                 counter.fetch_add(n, Ordering::Relaxed);
-            })),
-            sync: false,
-            ..SaveOptions::default()
-        };
+            }))
+            .with_sync(false);
         let (a, b) = (dir_a.path().join("c.pt"), dir_b.path().join("c.pt"));
         stowage::serialize::save_with(&a, &lazy, &save).unwrap();
         stowage::serialize::save_with(&b, &eager, &SaveOptions::default()).unwrap();
@@ -274,10 +265,7 @@ fn lazy_checkpoints_save_window_by_window_and_report_progress() {
 #[test]
 fn deflated_records_read_in_windows() {
     let eager = load_fixture("deflated_records");
-    let options = LoadOptions {
-        lazy: true,
-        ..LoadOptions::default()
-    };
+    let options = LoadOptions::new().with_mode(LoadMode::Lazy);
     let lazy = stowage::serialize::load_with(fixture("deflated_records"), &options).unwrap();
     for name in ["ramp", "steps"] {
         let storage = |c: &stowage::Checkpoint| {

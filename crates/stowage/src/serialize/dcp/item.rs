@@ -10,7 +10,7 @@ use std::sync::Arc;
 use super::metadata::StorageInfo;
 use crate::io::ReadAt;
 use crate::serialize::object::{Checkpoint, Object};
-use crate::serialize::options::LoadOptions;
+use crate::serialize::options::{LoadMode, LoadOptions};
 use crate::serialize::pickle::Value;
 use crate::serialize::torch_zip;
 use crate::{Error, Result, Tensor};
@@ -206,10 +206,7 @@ pub(super) fn read_tensor(
             start: info.offset,
             len: info.length,
         };
-        let lazy = LoadOptions {
-            lazy: true,
-            ..options.clone()
-        };
+        let lazy = options.clone().with_mode(LoadMode::Lazy);
         let ckpt = torch_zip::load_lazy(window, path, &lazy)?;
         return match &ckpt.root {
             Value::Ext(Object::Tensor(t)) => t.resolved(),

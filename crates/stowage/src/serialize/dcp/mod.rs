@@ -31,7 +31,7 @@ use std::sync::{Arc, Mutex};
 
 use self::metadata::{Chunk, DcpMetadata, Item, ItemKind, TensorMeta};
 use super::object::{Checkpoint, Object, PathKey, StorageRecord, TensorObject};
-use super::options::LoadOptions;
+use super::options::{LoadMode, LoadOptions};
 use super::pickle::{Graph, Node, NodeId, Value};
 use crate::io::ReadAt;
 use crate::storage::Fetch;
@@ -252,12 +252,13 @@ impl DcpCheckpoint {
     /// assembled on first use, or a fake storage.
     fn tensor_in_mode(self: &Arc<Self>, fqn: &str, meta: &TensorMeta) -> Result<Tensor> {
         let device = self.options.map_location.unwrap_or_default();
-        if !(self.options.lazy || self.options.fake) || device.is_meta() {
+        let mode = self.options.mode();
+        if !matches!(mode, LoadMode::Lazy | LoadMode::Fake) || device.is_meta() {
             return self.read_tensor(fqn);
         }
         let nbytes = bytes_of(fqn, meta.dtype, &meta.size)?;
         let layout = crate::layout::Layout::contiguous(&meta.size)?;
-        let storage = if self.options.fake {
+        let storage = if mode == LoadMode::Fake {
             UntypedStorage::new_fake(nbytes, device)
         } else {
             let (this, name) = (Arc::clone(self), fqn.to_owned());

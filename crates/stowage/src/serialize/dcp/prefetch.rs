@@ -15,6 +15,8 @@ use super::metadata::Item;
 #[cfg(feature = "remote")]
 use super::metadata::{ItemKind, StorageInfo};
 use super::DcpCheckpoint;
+#[cfg(feature = "remote")]
+use crate::serialize::options::LoadMode;
 use crate::Result;
 
 /// Stored item bytes fetched ahead, by data file and offset; each is taken
@@ -71,8 +73,7 @@ impl DcpCheckpoint {
     pub(super) fn batch_end(&self, items: &[Item], start: usize) -> Result<usize> {
         #[cfg(feature = "remote")]
         {
-            let on_meta = self.options.map_location.is_some_and(|d| d.is_meta());
-            let eager = !(self.options.lazy || self.options.fake || on_meta);
+            let eager = self.options.mode() == LoadMode::Eager;
             if eager && crate::io::remote::url_of(&self.dir).is_some() {
                 return self.prefetch(items, start);
             }

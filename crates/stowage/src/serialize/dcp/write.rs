@@ -19,23 +19,49 @@ use super::metadata::StorageInfo;
 use super::{transplant, METADATA_FILE};
 use crate::serialize::allowlist::Global;
 use crate::serialize::object::{Checkpoint, Object, PathKey, TensorObject, MAX_PATHS};
+use crate::serialize::options::SaveOptions;
 use crate::serialize::pickle::{Node, Pickler, Value, WriteError};
-use crate::serialize::torch_zip::{save_to_writer, SaveOptions};
+use crate::serialize::torch_zip::save_to_writer;
 use crate::{DType, Error, Result, Tensor};
 
-/// How to save a DCP checkpoint.
+/// How to save a DCP checkpoint: `DcpSaveOptions::new().with_ranks(4)`.
+#[non_exhaustive]
 #[derive(Clone)]
 pub struct DcpSaveOptions {
-    /// How many ranks' files to write. Without a [`plan`](Self::plan), each
-    /// tensor is split over them along its first dimension. 1 (the default)
-    /// writes one file, as `dcp.save` in a single process does.
-    pub ranks: usize,
-    /// Sync the files before the folder replaces the old one.
-    pub sync: bool,
+    pub(crate) ranks: usize,
+    pub(crate) sync: bool,
+    pub(crate) plan: Option<ChunkPlan>,
+}
+
+impl DcpSaveOptions {
+    /// The defaults: one rank's file, synced, rows split.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// How many ranks' files to write. Without a
+    /// [`with_plan`](Self::with_plan), each tensor is split over them along
+    /// its first dimension. 1 (the default) writes one file, as `dcp.save`
+    /// in a single process does.
+    pub fn with_ranks(mut self, ranks: usize) -> Self {
+        self.ranks = ranks;
+        self
+    }
+
+    /// Syncs the files before the folder replaces the old one (on by default).
+    pub fn with_sync(mut self, sync: bool) -> Self {
+        self.sync = sync;
+        self
+    }
+
     /// The chunks to store each tensor as, given its name and shape (as a
-    /// sharded model's ranks hold it: columns for a row-parallel layer, say).
-    /// The chunks must tile the tensor, and name ranks below `ranks`.
-    pub plan: Option<ChunkPlan>,
+    /// sharded model's ranks hold it: columns for a row-parallel layer,
+    /// say). The chunks must tile the tensor, and name ranks below the
+    /// [`with_ranks`](Self::with_ranks) count.
+    pub fn with_plan(mut self, plan: ChunkPlan) -> Self {
+        self.plan = Some(plan);
+        self
+    }
 }
 
 /// Chooses the chunks of a tensor, given its dotted name and shape.

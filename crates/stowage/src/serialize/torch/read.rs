@@ -19,7 +19,7 @@ use crate::serialize::kind::Quantization;
 use crate::serialize::object::{
     ByteOrder, Construct, Object, StorageRecord, StorageRef, TensorObject,
 };
-use crate::serialize::options::LoadOptions;
+use crate::serialize::options::{LoadMode, LoadOptions};
 use crate::serialize::pickle::{Graph, Hooks, Node, NodeId, Value};
 use crate::{DType, Device, Error, Result, Tensor, UntypedStorage};
 
@@ -246,7 +246,7 @@ impl<S: StorageSource> TorchHooks<'_, S> {
         let view_key: Arc<str> = Arc::from(as_str(graph, view_key, "storage view key")?);
         let offset = as_usize(graph, offset, "storage view offset")?;
         let size = as_usize(graph, size, "storage view size")?;
-        if offset.checked_add(size).map_or(true, |end| end > numel) {
+        if offset.checked_add(size).is_none_or(|end| end > numel) {
             return Err(Error::BadObject {
                 context: "storage view",
                 expected: "a range inside its root storage",
@@ -300,7 +300,7 @@ impl<S: StorageSource> TorchHooks<'_, S> {
             key: key.to_string(),
             source: Box::new(e),
         };
-        let storage = if self.options.fake && !device.is_meta() {
+        let storage = if self.options.mode() == LoadMode::Fake && !device.is_meta() {
             // A fake storage: the record is checked like a meta load (present, with the
             // declared size) and never read; the storage reports `device`.
             self.source

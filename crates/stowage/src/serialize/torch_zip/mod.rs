@@ -9,7 +9,7 @@ mod source;
 use std::path::Path;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
-pub use save::{archive_name, save, save_to_writer, save_with, SaveOptions};
+pub use save::{archive_name, save, save_to_writer, save_with};
 
 use self::source::ZipSource;
 use super::object::{check_views, ByteOrder, Checkpoint, Format, Object};

@@ -9,42 +9,10 @@ use std::path::Path;
 
 use crate::io;
 use crate::serialize::object::Checkpoint;
-use crate::serialize::options::Progress;
+use crate::serialize::options::{Progress, SaveOptions};
 use crate::serialize::torch::pickle_checkpoint;
 use crate::serialize::zip::ZipWriter;
 use crate::{Error, Result, UntypedStorage};
-
-/// How to save a checkpoint.
-#[derive(Clone, Debug)]
-pub struct SaveOptions {
-    /// Alignment of each record's payload (PyTorch's default is 64).
-    pub alignment: u64,
-    /// Make the new file durable before it replaces the old one: [`save`] syncs the
-    /// temporary file to the disk, renames it over the target, and syncs the folder,
-    /// so that after a crash or power loss the target holds either the old file or the
-    /// whole new one. On by default. Off, the rename still never exposes a partly
-    /// written file to other processes, but after a power loss the target may be
-    /// empty, hold zeros, or hold the old file (PyTorch's `torch.save` never syncs).
-    pub sync: bool,
-    /// Told the bytes of each storage (or each window of one) as they are written.
-    pub progress: Option<Progress>,
-    /// Timeouts, retries and store configuration of saves to a URL (feature
-    /// `remote`). Default: [`RemoteOptions::from_env`](crate::io::remote::RemoteOptions::from_env).
-    #[cfg(feature = "remote")]
-    pub remote: crate::io::remote::RemoteOptions,
-}
-
-impl Default for SaveOptions {
-    fn default() -> Self {
-        SaveOptions {
-            alignment: 64,
-            sync: true,
-            progress: None,
-            #[cfg(feature = "remote")]
-            remote: crate::io::remote::RemoteOptions::from_env(),
-        }
-    }
-}
 
 /// How much of a lazily loaded storage not read yet is written at a time.
 const WINDOW: usize = 8 << 20;

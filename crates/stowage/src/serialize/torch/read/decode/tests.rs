@@ -77,10 +77,7 @@ fn read(hex: &str, options: &LoadOptions) -> Result<Checkpoint> {
 }
 
 fn inert() -> LoadOptions {
-    LoadOptions {
-        inert: true,
-        ..LoadOptions::default()
-    }
+    LoadOptions::new().with_inert(true)
 }
 
 fn f32s(t: &Tensor) -> Vec<f32> {
@@ -120,17 +117,12 @@ fn a_dtype_the_memo_copies_before_its_build_is_resolved() {
 
 #[test]
 fn big_endian_arrays_are_swapped_to_native() {
-    let options = LoadOptions {
-        allow_globals: [
-            "numpy.core.multiarray._reconstruct",
-            "numpy._core.multiarray._reconstruct",
-            "numpy.ndarray",
-            "numpy.dtype",
-        ]
-        .map(String::from)
-        .into(),
-        ..LoadOptions::default()
-    };
+    let options = LoadOptions::new().with_allow_globals([
+        "numpy.core.multiarray._reconstruct",
+        "numpy._core.multiarray._reconstruct",
+        "numpy.ndarray",
+        "numpy.dtype",
+    ]);
     let c = read(BIG_ENDIAN, &options).unwrap();
     let a = c.root_value().as_ndarray().unwrap();
     assert!(a.dtype.big_endian());
@@ -175,16 +167,11 @@ fn inert_objects_record_state_items_and_slots() {
 
 #[test]
 fn object_arrays_are_refused_or_inert() {
-    let options = LoadOptions {
-        allow_globals: [
-            "numpy._core.multiarray._reconstruct",
-            "numpy.ndarray",
-            "numpy.dtype",
-        ]
-        .map(String::from)
-        .into(),
-        ..LoadOptions::default()
-    };
+    let options = LoadOptions::new().with_allow_globals([
+        "numpy._core.multiarray._reconstruct",
+        "numpy.ndarray",
+        "numpy.dtype",
+    ]);
     assert!(matches!(
         read(OBJECT_ARRAY, &options),
         Err(Error::Unsupported { .. })

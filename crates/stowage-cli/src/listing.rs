@@ -1,0 +1,112 @@
+//! What a checkpoint lists, as every subcommand that reports tensors shows
+//! it: one row per (path, tensor), paths as the contract's JSON lists, and
+//! sizes in human units.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+
+use serde_json::{json, Value as Json};
+use stowage::serialize::{PathKey, TensorObject};
+use stowage::Checkpoint;
+
+use crate::Failure;
+
+/// One tensor of a checkpoint, with what `inspect` reports of it.
+pub struct Row<'c> {
+    /// Keys from the root down to the tensor.
+    pub path: Vec<PathKey>,
+    /// The tensor object (a component of a sparse or nested tensor: a plain
+    /// tensor object made for it).
+    pub object: Cow<'c, TensorObject>,
+    /// The storage's record key.
+    pub key: String,
+}
+
+impl Row<'_> {
+    /// True for a sparse or nested tensor: listed with its layout and logical
+    /// shape, without storage fields (its data is in its component rows).
+    pub fn is_container(&self) -> bool {
+        !self.object.kind.is_strided()
+    }
+}
+
+/// Every tensor of `ckpt` with its storage key. A sparse or nested tensor is
+/// one row, followed by a row per component under its path plus the
+/// component's name (`[…, "indices"]`, `[…, "values"]`), as the CLI contract has it.
+///
+/// # Errors
+/// When the walk exceeds its limits.
+pub fn rows(ckpt: &Checkpoint) -> Result<Vec<Row<'_>>, Failure> {
+    let keys: HashMap<usize, &str> = ckpt
+        .storages
+        .iter()
+        .map(|s| (s.storage.id(), s.key.as_str()))
+        .collect();
+    // A storage with no record (a meta tensor or wrapper subclass saved
+    // without data) is keyed `@0`, `@1`, … in order of appearance: the same
+    // on every run, and equal exactly for tensors on one storage.
+    let unrecorded = std::cell::RefCell::new(HashMap::<usize, usize>::new());
+    let key_of = |t: &stowage::Tensor| {
+        let id = t.untyped_storage().id();
+        keys.get(&id).map_or_else(
+            || {
+                let mut u = unrecorded.borrow_mut();
+                let n = u.len();
+                format!("@{}", u.entry(id).or_insert(n))
+            },
+            |k| k.to_string(),
+        )
+    };
+    let mut out = Vec::new();
+    for (path, object) in ckpt.tensors().map_err(Failure::input)? {
+        let components: Vec<Row<'_>> = object
+            .kind
+            .components()
+            .into_iter()
+            .map(|(name, t)| {
+                let mut p = path.clone();
+                p.push(PathKey::Key(name.to_owned()));
+                Row {
+                    path: p,
+                    object: Cow::Owned(TensorObject::new(t.clone())),
+                    key: key_of(t),
+                }
+            })
+            .collect();
+        out.push(Row {
+            key: key_of(&object.tensor),
+            path,
+            object: Cow::Borrowed(object),
+        });
+        out.extend(components);
+    }
+    Ok(out)
+}
+
+/// A path as the contract's JSON list: string keys as strings, indices as numbers.
+pub fn path_json(path: &[PathKey]) -> Json {
+    Json::Array(
+        path.iter()
+            .map(|k| match k {
+                PathKey::Key(s) => Json::String(s.clone()),
+                PathKey::Index(i) => json!(i),
+            })
+            .collect(),
+    )
+}
+
+/// `1.5 KiB`, `12 B`.
+pub fn human(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = bytes as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}
