@@ -60,7 +60,7 @@ pub fn spinner(message: impl Into<String>) -> ProgressBar {
 /// so far from the object store, updated as they come.
 pub fn fetching(path: &std::path::Path, message: String) -> ProgressBar {
     let bar = spinner(message.clone());
-    if bar.is_hidden() || !crate::remote::is_url(path) {
+    if bar.is_hidden() || !crate::remote::is_remote(path) {
         return bar;
     }
     let shown = bar.clone();

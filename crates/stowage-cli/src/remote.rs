@@ -7,16 +7,12 @@
 use std::path::Path;
 
 use serde_json::{json, Value as Json};
+use stowage::io::{Location, ReadCost};
 
-/// Whether `path` is a URL the library opens rather than a local path.
-pub fn is_url(path: &Path) -> bool {
-    #[cfg(feature = "remote")]
-    return stowage::io::remote::url_of(path).is_some();
-    #[cfg(not(feature = "remote"))]
-    {
-        let _ = path;
-        false
-    }
+/// Whether each read of `path` is a request to an object store (so that
+/// the bytes fetched are worth showing).
+pub fn is_remote(path: &Path) -> bool {
+    Location::parse(path).read_cost() == ReadCost::Request
 }
 
 /// What this process has transferred from and to object stores, as the

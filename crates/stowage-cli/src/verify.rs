@@ -22,12 +22,11 @@
 //! opened or read at all.
 
 use std::collections::HashSet;
-use std::fs::File;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use stowage::io::ReadAt;
+use stowage::io::{Location, ReadAt};
 use stowage::serialize::zip::{Entry, ZipError, ZipLimits, ZipReader};
 use stowage::serialize::{detect_format, Format, LoadMode, LoadOptions};
 use stowage::{Checkpoint, Error};
@@ -78,10 +77,9 @@ impl Report<'_> {
 /// Runs `verify`.
 pub fn run(args: Args, cx: &Context, out: &mut dyn Write) -> Result<ExitCode, Failure> {
     let path = args.file.as_path();
-    // A folder: a local one, or a URL ending in `/`. A URL, or a path that
-    // cannot be read, is else checked as a file (`open` names the error).
-    let is_dir = std::fs::metadata(path).is_ok_and(|m| m.is_dir())
-        || (crate::remote::is_url(path) && path.to_str().is_some_and(|p| p.ends_with('/')));
+    // A folder: a local one, or a URL ending in `/`. Anything else, or a
+    // path that cannot be read, is checked as a file (`open` names the error).
+    let is_dir = Location::parse(path).is_folder();
     let mut report = Report {
         out,
         options: cx.load_options(),
@@ -148,10 +146,8 @@ fn verify_folder(dir: &Path, report: &mut Report<'_>) -> Result<(), Failure> {
     use stowage::serialize::{folder_of, sharded, Folder};
     let options = report.options.clone();
     let Some(folder) = folder_of(dir, &options).map_err(Failure::input)? else {
-        return Err(unreadable(
-            dir,
-            io::Error::other("a folder that holds no checkpoint (no .metadata, *.index.json, model.safetensors, pytorch_model.bin or rank files)"),
-        ));
+        // folder_of finds a checkpoint in every folder, or says why not.
+        return Err(unreadable(dir, io::Error::other("not a folder")));
     };
     let mut shards: Vec<PathBuf> = folder.files().to_vec();
     if let Folder::Sharded(index) = &folder {
@@ -220,20 +216,10 @@ fn open(path: &Path) -> Result<Box<dyn ReadAt>, Failure> {
 
 /// [`open`], with the library's error: [`Error::InFile`] naming the path.
 fn open_source(path: &Path) -> stowage::Result<Box<dyn ReadAt>> {
+    let here = Location::parse(path);
     #[cfg(feature = "remote")]
-    if let Some(url) = stowage::io::remote::url_of(path) {
-        let object = stowage::io::remote::RemoteObject::open(url)?;
-        return Ok(Box::new(object));
-    }
-    let unreadable = |e: io::Error| Error::InFile {
-        path: path.to_owned(),
-        source: Box::new(Error::Io(e)),
-    };
-    let file = File::open(path).map_err(unreadable)?;
-    if file.metadata().map_err(unreadable)?.is_dir() {
-        return Err(unreadable(io::Error::other("is a directory")));
-    }
-    Ok(Box::new(file))
+    let here = here.with_remote(&stowage::io::remote::RemoteOptions::from_env());
+    Ok(Box::new(here.open()?))
 }
 
 /// Loads the file with the library's loader: the checkpoint, or the error as

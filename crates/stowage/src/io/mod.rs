@@ -12,6 +12,7 @@
 mod atomic;
 #[allow(unsafe_code)] // `renameat2`.
 mod atomic_dir;
+mod location;
 #[allow(unsafe_code)] // `fallocate`, `sync_file_range`.
 mod output;
 #[cfg(feature = "remote")]
@@ -23,7 +24,21 @@ use std::sync::Arc;
 
 pub(crate) use atomic::write_atomically;
 pub(crate) use atomic_dir::replace_dir;
+pub use location::Location;
 pub(crate) use output::{preallocate, Output};
+
+/// What one read of a [`ReadAt`] costs, so that readers choose between many
+/// small reads and fewer, batched ones without asking what the source is.
+#[non_exhaustive]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ReadCost {
+    /// Memory or a local file (the page cache away): read as needed.
+    Local,
+    /// Each read is a request with a round trip (an object store): batch
+    /// reads ([`ReadAt::read_batch_at`]) and avoid those a reader can do
+    /// without.
+    Request,
+}
 
 /// A source of bytes read at absolute offsets, shareable across threads.
 pub trait ReadAt: Send + Sync {
@@ -39,11 +54,12 @@ pub trait ReadAt: Send + Sync {
     /// (with [`io::ErrorKind::UnexpectedEof`] when they run past the end).
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()>;
 
-    /// Whether each read is a request to a remote store, so that readers
-    /// should batch their reads ([`read_batch_at`](Self::read_batch_at)) and
-    /// avoid reads they can do without. False for files and memory.
-    fn is_remote(&self) -> bool {
-        false
+    /// What one read costs: [`ReadCost::Local`] for files and memory;
+    /// [`ReadCost::Request`] where each read is a round trip, so that
+    /// readers batch their reads ([`read_batch_at`](Self::read_batch_at))
+    /// and avoid reads they can do without.
+    fn read_cost(&self) -> ReadCost {
+        ReadCost::Local
     }
 
     /// Fills each `(offset, buffer)` as [`read_exact_at`](Self::read_exact_at)
@@ -116,8 +132,8 @@ macro_rules! forward_read_at {
                 (**self).read_exact_at(buf, offset)
             }
 
-            fn is_remote(&self) -> bool {
-                (**self).is_remote()
+            fn read_cost(&self) -> ReadCost {
+                (**self).read_cost()
             }
 
             fn read_batch_at(&self, reads: &mut [(u64, &mut [u8])]) -> Result<(), (usize, io::Error)> {

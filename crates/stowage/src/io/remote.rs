@@ -755,8 +755,8 @@ impl ReadAt for RemoteObject {
         Ok(())
     }
 
-    fn is_remote(&self) -> bool {
-        true
+    fn read_cost(&self) -> super::ReadCost {
+        super::ReadCost::Request
     }
 
     fn read_batch_at(

@@ -1,11 +1,15 @@
-//! What a checkpoint folder holds, found the same way on disk and in object
-//! storage: a distributed checkpoint, the ranks' files of DCP's Hugging Face
-//! layout, a sharded set, or a set saved as one file.
+//! What a checkpoint folder holds, found once for every store: a
+//! distributed checkpoint, the ranks' files of DCP's Hugging Face layout, a
+//! sharded set, or a set saved as one file. A folder is a [`Location`]: a
+//! local directory or a prefix in an object store, read through the same
+//! `exists` and `list`.
 
 use std::path::{Path, PathBuf};
 
-use super::{dcp, sharded, LoadOptions};
-use crate::Result;
+use super::sharded::ShardFormat;
+use super::{dcp, LoadOptions};
+use crate::io::Location;
+use crate::{Error, Result};
 
 /// The checkpoint a folder holds, as [`folder_of`] finds it. The variants
 /// are in the order they are looked for: a folder holding a `.metadata` is
@@ -38,40 +42,100 @@ impl Folder {
     }
 }
 
-/// The checkpoint folder `path` names, if it names one: a local folder, a
-/// local `*.index.json`, or with the `remote` feature a URL ending in `/` (a
-/// folder) or in `.index.json`. `None` for anything else, which is read as a
-/// file.
+/// The checkpoint folder `path` names, if it names one: a folder (a local
+/// directory, or with the `remote` feature a URL ending in `/`), or an
+/// `*.index.json`. `None` for anything else, which is read as a file.
 ///
-/// In object storage a folder is found with a few small requests: a probe
-/// for `.metadata`, then one listing of the folder; where the store cannot
-/// list (a plain `http(s)://` server) or refuses to, probes for the index
-/// and single-file names (the ranks' layout then cannot be found).
+/// A folder is looked into the same way wherever it is: a probe for
+/// `.metadata`, then one listing; where the store cannot list (a plain
+/// `http(s)://` server) or refuses to, probes for the index and single-file
+/// names stand in (the ranks' layout then cannot be found).
 ///
 /// # Errors
-/// Only for a URL: [`Error::InFile`](crate::Error::InFile) naming it, around
-/// a not-found error when the folder holds no checkpoint, or the store's
-/// error.
+/// [`Error::InFile`] naming the folder, around a not-found error when it
+/// holds no checkpoint, or the store's error.
 pub fn folder_of(path: &Path, options: &LoadOptions) -> Result<Option<Folder>> {
+    folder_at(&location_of(path, options))
+}
+
+/// The location `path` names, with the options' remote settings.
+pub(crate) fn location_of(path: &Path, options: &LoadOptions) -> Location {
+    let here = Location::parse(path);
     #[cfg(feature = "remote")]
-    if let Some(url) = crate::io::remote::url_of(path) {
-        return super::remote::folder_of(url, options);
-    }
+    let here = here.with_remote(&options.remote);
     let _ = options;
-    if dcp::is_dcp(path) {
-        return Ok(Some(Folder::Dcp(path.to_owned())));
+    here
+}
+
+/// [`folder_of`] a location.
+pub(crate) fn folder_at(here: &Location) -> Result<Option<Folder>> {
+    if !here.is_folder() {
+        let index = here.file_name().is_some_and(|n| n.ends_with(".index.json"));
+        return Ok(index.then(|| Folder::Sharded(here.path())));
     }
-    if path.is_dir() {
-        let ranks = dcp::hf::rank_files(path);
+    let at = |name: &str| here.join(name).path();
+    if here.join(dcp::METADATA_FILE).exists()? {
+        return Ok(Some(Folder::Dcp(here.path())));
+    }
+    let formats = [ShardFormat::Safetensors, ShardFormat::Bin];
+    let listed = here.list();
+    if let Ok(names) = &listed {
+        let ranks: Vec<PathBuf> = names
+            .iter()
+            .filter(|n| dcp::hf::is_rank_file(n))
+            .map(|n| at(n))
+            .collect();
         if !ranks.is_empty() {
             return Ok(Some(Folder::Ranks(ranks)));
         }
+        let named = |name: String| names.contains(&name).then(|| at(&name));
+        let index = formats
+            .iter()
+            .find_map(|f| named(f.index_name()))
+            .or_else(|| {
+                // Else the folder's only index.
+                let mut indexes = names.iter().filter(|n| n.ends_with(".index.json"));
+                match (indexes.next(), indexes.next()) {
+                    (Some(only), None) => Some(at(only)),
+                    _ => None,
+                }
+            });
+        if let Some(index) = index {
+            return Ok(Some(Folder::Sharded(index)));
+        }
+        if let Some(file) = formats.iter().find_map(|f| named(f.file_name(""))) {
+            return Ok(Some(Folder::Single(file)));
+        }
+    } else {
+        for format in formats {
+            if here.join(&format.index_name()).exists()? {
+                return Ok(Some(Folder::Sharded(at(&format.index_name()))));
+            }
+        }
+        for format in formats {
+            if here.join(&format.file_name("")).exists()? {
+                return Ok(Some(Folder::Single(at(&format.file_name("")))));
+            }
+        }
     }
-    if let Some(index) = sharded::index_of(path) {
-        return Ok(Some(Folder::Sharded(index)));
-    }
-    Ok(path
-        .is_dir()
-        .then(|| sharded::single_file_of(path).map(Folder::Single))
-        .flatten())
+    let why = match listed {
+        Ok(_) => "a folder that holds no checkpoint (no .metadata, *.index.json, \
+                  model.safetensors, pytorch_model.bin or rank files)"
+            .to_owned(),
+        Err(e) => format!(
+            "no .metadata, *.index.json, model.safetensors or pytorch_model.bin, and the folder \
+             could not be listed for rank files: {}",
+            match &e {
+                Error::InFile { source, .. } => source.to_string(),
+                e => e.to_string(),
+            }
+        ),
+    };
+    Err(Error::InFile {
+        path: here.path(),
+        source: Box::new(Error::Io(std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            why,
+        ))),
+    })
 }

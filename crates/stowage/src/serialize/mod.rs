@@ -26,8 +26,6 @@ mod kind;
 pub(crate) mod object;
 mod options;
 pub mod pickle;
-#[cfg(feature = "remote")]
-mod remote;
 #[cfg(feature = "safetensors")]
 pub mod safetensors;
 pub mod scan;
@@ -46,6 +44,7 @@ pub use builder::{CheckpointBuilder, PyValue};
 pub use data::{
     ClassRef, Date, NdArray, NumpyDType, NumpyScalar, PyData, TimeDelta, TimeOfDay, TimeZone,
 };
+use folder::{folder_at, location_of};
 pub use folder::{folder_of, Folder};
 pub use kind::{CompressedLayout, Quantization, TensorKind};
 pub use object::{
@@ -56,7 +55,7 @@ pub use options::{LoadMode, LoadOptions, Progress, SaveOptions};
 pub use torch_zip::{archive_name, save, save_to_writer, save_with};
 pub use values::{ValueKind, ValueRef};
 
-use crate::io::ReadAt;
+use crate::io::{Location, ReadAt};
 use crate::storage::{MappedFile, MappedRecords};
 use crate::{Error, Result};
 
@@ -91,46 +90,53 @@ pub fn load_with(path: impl AsRef<Path>, options: &LoadOptions) -> Result<Checkp
             what: "LoadMode::Mapped in a safe load: a mapped load is `unsafe fn load_mmap`".into(),
         });
     }
-    match folder_of(path, options)? {
+    let here = location_of(path, options);
+    let at = |p: &Path| location_of(p, options);
+    match folder_at(&here)? {
         Some(Folder::Dcp(dir)) => dcp::load(&dir, options),
-        Some(Folder::Ranks(files)) => dcp::hf::load(&files, |p| load_file(p, options)),
-        Some(Folder::Sharded(index)) => {
-            #[cfg(feature = "remote")]
-            if let Some(url) = crate::io::remote::url_of(&index) {
-                return remote::load_set(url, options);
-            }
-            sharded::load(&index, |p| load_file(p, options))
-        }
-        Some(Folder::Single(file)) => load_file(&file, options),
-        None => load_file(path, options),
+        Some(Folder::Ranks(files)) => dcp::hf::load(&files, |p| load_file(&at(p), options)),
+        Some(Folder::Sharded(index)) => load_set(&at(&index), options),
+        Some(Folder::Single(file)) => load_file(&at(&file), options),
+        None => load_file(&here, options),
     }
 }
 
+/// Largest `*.index.json` read, in bytes (a set of a trillion parameters
+/// indexes in a few MB).
+const MAX_INDEX_BYTES: u64 = 256 << 20;
+
+/// A sharded set by its index, wherever it is; its shards are named
+/// relative to the index's folder.
+fn load_set(index: &Location, options: &LoadOptions) -> Result<Checkpoint> {
+    let text = index.read_all(MAX_INDEX_BYTES)?;
+    let text = String::from_utf8_lossy(&text);
+    sharded::load_indexed(index, &text, |shard| load_file(shard, options))
+}
+
 /// Loads one checkpoint file or object (never a set: a shard named like an
-/// index is read as a file, so an index cannot lead a load in circles).
-fn load_file(path: &Path, options: &LoadOptions) -> Result<Checkpoint> {
-    #[cfg(feature = "remote")]
-    if let Some(url) = crate::io::remote::url_of(path) {
-        return remote::load_file(url, options);
-    }
+/// index is read as a file, so an index cannot lead a load in circles), in
+/// the options' mode: a torch zip archive or a safetensors file lazily where
+/// asked (each storage read on first use), else read now (batched where
+/// each read is a request).
+fn load_file(here: &Location, options: &LoadOptions) -> Result<Checkpoint> {
+    let source = here.open()?;
     let in_file = |e: Error| Error::InFile {
-        path: path.to_owned(),
+        path: here.path(),
         source: Box::new(e),
     };
-    let file = File::open(path).map_err(|e| in_file(Error::Io(e)))?;
     if options.mode() == LoadMode::Lazy {
-        match detect_format(&file) {
+        match detect_format(&source) {
             Ok(Format::TorchZip) => {
-                return torch_zip::load_lazy(file, path, options).map_err(in_file)
+                return torch_zip::load_lazy(source, &here.path(), options).map_err(in_file)
             }
             #[cfg(feature = "safetensors")]
             Ok(Format::Safetensors) => {
-                return safetensors::load_lazy(file, path, options).map_err(in_file)
+                return safetensors::load_lazy(source, &here.path(), options).map_err(in_file)
             }
             _ => {}
         }
     }
-    load_from(file, options).map_err(in_file)
+    load_from(source, options).map_err(in_file)
 }
 
 /// Loads a checkpoint memory-mapped ([`LoadMode::Mapped`], whatever mode
@@ -160,13 +166,13 @@ pub unsafe fn load_mmap(path: impl AsRef<Path>, options: &LoadOptions) -> Result
         LoadMode::Fake => return load_with(path, options),
         _ => &options.clone().with_mode(LoadMode::Mapped),
     };
-    #[cfg(feature = "remote")]
-    if crate::io::remote::url_of(path).is_some() {
+    let here = location_of(path, options);
+    if here.local_path().is_none() {
         // An object in a store cannot be mapped: it is read as an eager
         // `load_with` reads it.
         return load_with(path, &options.clone().with_mode(LoadMode::Eager));
     }
-    let target = match folder_of(path, options)? {
+    let target = match folder_at(&here)? {
         // Chunks are assembled into new storages: nothing to map.
         Some(Folder::Dcp(dir)) => return dcp::load(&dir, options),
         Some(Folder::Ranks(files)) => {

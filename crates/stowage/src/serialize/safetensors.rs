@@ -13,6 +13,7 @@
 //! one its bytes are read straight into (one copy, a peak of the tensor bytes
 //! plus the header).
 
+use crate::io::ReadCost;
 use std::borrow::Cow;
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
@@ -135,7 +136,7 @@ pub(crate) fn load<R: ReadAt>(
             s
         } else if let Some(make) = lazy {
             UntypedStorage::lazy(nbytes, device, make(&name, offset))
-        } else if source.is_remote() {
+        } else if source.read_cost() == ReadCost::Request {
             // Read below, all at once: one request each would be a round trip each.
             let storage = UntypedStorage::new_on(nbytes, device).map_err(at_path)?;
             batch.push((storage.clone(), offset, name.clone()));

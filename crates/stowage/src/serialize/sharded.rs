@@ -34,6 +34,7 @@ use super::object::{dotted, Checkpoint, Format, Object, PathKey, StorageRecord, 
 use super::options::SaveOptions;
 use super::pickle::Value;
 use super::torch_zip::save_with;
+use crate::io::Location;
 use crate::{Error, Result};
 
 /// The file kind of a sharded set.
@@ -287,25 +288,27 @@ pub(crate) fn load(
         source: Box::new(e),
     };
     let text = fs::read_to_string(index).map_err(|e| in_index(Error::Io(e)))?;
-    load_indexed(index, &text, load_shard)
+    load_indexed(&Location::parse(index), &text, |shard| {
+        load_shard(&shard.path())
+    })
 }
 
-/// [`load`] of an index whose text is already read (a remote index: its
-/// shards are named relative to its URL).
+/// [`load`] of an index whose text is already read, wherever it is: its
+/// shards are named relative to its folder.
 ///
 /// # Errors
 /// As [`load`].
 pub(crate) fn load_indexed(
-    index: &Path,
+    index: &Location,
     text: &str,
-    load_shard: impl Fn(&Path) -> Result<Checkpoint>,
+    load_shard: impl Fn(&Location) -> Result<Checkpoint>,
 ) -> Result<Checkpoint> {
     let in_index = |e: Error| Error::InFile {
-        path: index.to_owned(),
+        path: index.path(),
         source: Box::new(e),
     };
     let parsed = ShardIndex::parse(text).map_err(in_index)?;
-    let dir = index.parent().unwrap_or(Path::new("."));
+    let dir = index.parent();
     let mut expected: HashMap<&str, Vec<&str>> = HashMap::new();
     for (name, file) in &parsed.weight_map {
         expected.entry(file.as_str()).or_default().push(name);
@@ -314,8 +317,9 @@ pub(crate) fn load_indexed(
     let mut items = Vec::new();
     let mut names = HashSet::new();
     for (i, file) in parsed.files().into_iter().enumerate() {
-        let path = dir.join(file);
-        let shard = load_shard(&path)?;
+        let here = dir.join(file);
+        let path = here.path();
+        let shard = load_shard(&here)?;
         let in_shard = |e: Error| Error::InFile {
             path: path.clone(),
             source: Box::new(e),

@@ -3,6 +3,7 @@
 //! serialization format, as one tensor of the safetensors blob that starts
 //! at the item's offset.
 
+use crate::io::ReadCost;
 use std::fs::File;
 use std::path::Path;
 use std::sync::Arc;
@@ -155,8 +156,8 @@ impl ReadAt for Window {
         self.file.read_exact_at(buf, self.start + offset)
     }
 
-    fn is_remote(&self) -> bool {
-        self.file.is_remote()
+    fn read_cost(&self) -> ReadCost {
+        self.file.read_cost()
     }
 }
 
@@ -181,7 +182,7 @@ pub(super) fn read_tensor(
     // (an archive) needs it all.
     let fetched = match ahead {
         Some(bytes) => Some(bytes),
-        None if file.is_remote() => Some(stored(&**file, info)?),
+        None if file.read_cost() == ReadCost::Request => Some(stored(&**file, info)?),
         None => None,
     };
     let mut head = [0u8; 4];
@@ -200,7 +201,7 @@ pub(super) fn read_tensor(
         // found through the header, in the file.
         return read_safetensors(&**file, info.offset, fqn, nbytes);
     }
-    if info.transforms.is_empty() && !file.is_remote() {
+    if info.transforms.is_empty() && file.read_cost() != ReadCost::Request {
         let window = Window {
             file: Arc::clone(file),
             start: info.offset,

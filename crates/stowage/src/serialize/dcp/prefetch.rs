@@ -74,7 +74,9 @@ impl DcpCheckpoint {
         #[cfg(feature = "remote")]
         {
             let eager = self.options.mode() == LoadMode::Eager;
-            if eager && crate::io::remote::url_of(&self.dir).is_some() {
+            // Items of a store whose every read is a request come in batches.
+            let cost = crate::io::Location::parse(&self.dir).read_cost();
+            if eager && cost == crate::io::ReadCost::Request {
                 return self.prefetch(items, start);
             }
         }

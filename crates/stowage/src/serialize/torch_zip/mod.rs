@@ -6,6 +6,7 @@ mod parallel;
 mod save;
 mod source;
 
+use crate::io::ReadCost;
 use std::path::Path;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
@@ -220,7 +221,7 @@ pub(super) fn load_lazy<R: ReadAt + 'static>(
         Arc::new(move |from: u64, dst: &mut [u8]| {
             let mut read = || -> Result<()> {
                 let stored = entry.method == zip::Method::Stored && !verify_crc;
-                if stored && zip.source().is_remote() {
+                if stored && zip.source().read_cost() == ReadCost::Request {
                     read_remote_stored(&zip, &entry, &data_at, from, dst)?;
                 } else if from == 0 && dst.len() as u64 == entry.size {
                     zip.read_into(&entry, dst)?;

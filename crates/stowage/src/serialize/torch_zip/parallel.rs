@@ -2,6 +2,7 @@
 //! storages they fill.
 
 use crate::io::ReadAt;
+use crate::io::ReadCost;
 use crate::serialize::zip::{self, ZipReader};
 use crate::storage::BytesMut;
 use crate::{Error, Result, UntypedStorage};
@@ -15,7 +16,7 @@ pub(super) fn fill_parallel<R: ReadAt>(
     deferred: &[(UntypedStorage, zip::Entry)],
 ) -> Result<()> {
     const PIECE: usize = 16 << 20;
-    let remote = zip.source().is_remote();
+    let remote = zip.source().read_cost() == ReadCost::Request;
     if remote {
         return fill_remote(zip, deferred, PIECE);
     }

@@ -5,6 +5,7 @@
 
 use super::MakeFetch;
 use crate::io::ReadAt;
+use crate::io::ReadCost;
 use crate::serialize::torch::StorageSource;
 use crate::serialize::zip::{self, Method, ZipReader};
 use crate::storage::MappedRecords;
@@ -62,7 +63,7 @@ impl<R: ReadAt> StorageSource for ZipSource<'_, R> {
         if device.is_meta() {
             // A remote archive is not asked for every local header: its
             // central directory already places each record in the object.
-            if self.zip.source().is_remote() {
+            if self.zip.source().read_cost() == ReadCost::Request {
                 self.zip.check_fits(entry)?;
             } else {
                 self.zip.data_offset(entry)?;
@@ -87,7 +88,7 @@ impl<R: ReadAt> StorageSource for ZipSource<'_, R> {
         {
             // A remote archive's records all go in the batch: each read
             // on its own would cost a round trip.
-            if nbytes >= DEFER_MIN || self.zip.source().is_remote() {
+            if nbytes >= DEFER_MIN || self.zip.source().read_cost() == ReadCost::Request {
                 d.push((storage.clone(), entry.clone()));
                 return Ok(storage);
             }
