@@ -329,7 +329,7 @@ impl<X: Clone + std::fmt::Debug> Machine<'_, X> {
                 let mut seen = Set::default();
                 let items = items
                     .into_iter()
-                    .filter(|v| Key::of(v).map_or(true, |k| seen.insert(k)))
+                    .filter(|v| Key::of(v).is_none_or(|k| seen.insert(k)))
                     .collect();
                 self.node(Node::FrozenSet(items))?
             }

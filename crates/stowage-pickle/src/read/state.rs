@@ -213,7 +213,7 @@ impl<X: Clone + std::fmt::Debug> Machine<'_, X> {
             ("set", Some(Node::Set(_))) | ("dict", Some(Node::Dict(_))) => {}
             _ => return Err(wrong),
         }
-        if expected == "dict" && items.len() % 2 != 0 {
+        if expected == "dict" && !items.len().is_multiple_of(2) {
             return Err(PickleError::OddItems {
                 opcode: self.op,
                 offset: self.at,
