@@ -5,7 +5,7 @@ mod cli;
 mod demo;
 mod folders;
 mod kinds;
-#[cfg(all(feature = "remote"))]
+#[cfg(feature = "remote")]
 mod remote;
 mod scan;
 #[cfg(feature = "remote")]

@@ -38,10 +38,10 @@ impl Layout {
         } else {
             let ratio = new_size / old_size;
             let size = l.shape[n - 1];
-            if size % ratio != 0 {
+            if !size.is_multiple_of(ratio) {
                 return Err(bad(DTypeViewProblem::LastSize { size, ratio }));
             }
-            if l.offset % ratio != 0 {
+            if !l.offset.is_multiple_of(ratio) {
                 return Err(bad(DTypeViewProblem::Offset {
                     offset: l.offset,
                     ratio,

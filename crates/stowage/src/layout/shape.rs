@@ -84,7 +84,7 @@ pub fn infer_shape(shape: &[isize], numel: usize) -> Result<Vec<usize>> {
     let mut out: Vec<usize> = shape.iter().map(|&s| s.max(0) as usize).collect();
     match infer {
         Some(i) => {
-            if known == 0 || numel % known != 0 {
+            if known == 0 || !numel.is_multiple_of(known) {
                 return Err(mismatch());
             }
             out[i] = numel / known;

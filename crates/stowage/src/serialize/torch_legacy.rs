@@ -241,7 +241,7 @@ pub(crate) fn load<R: ReadAt>(
                 found: nbytes,
             });
         }
-        if pos.checked_add(nbytes).map_or(true, |end| end > len) {
+        if pos.checked_add(nbytes).is_none_or(|end| end > len) {
             return Err(Error::RecordSize {
                 name: format!("storage {key}"),
                 expected: nbytes,
@@ -251,7 +251,7 @@ pub(crate) fn load<R: ReadAt>(
         let elem = dtype.map_or(1, DType::size) as u64;
         let mapped_here = cfg!(target_endian = "little")
             && storage.has_data()
-            && pos % elem == 0
+            && pos.is_multiple_of(elem)
             && mapped.as_mut().is_some_and(|m| m.redirect(&storage, pos));
         if !mapped_here && storage.has_data() {
             let mut bytes = storage.bytes_mut()?;

@@ -46,7 +46,7 @@ fn bytes(t: &Tensor) -> Vec<u8> {
     if per_byte == 1 {
         return tensor_bytes(t).unwrap();
     }
-    assert!(t.is_contiguous() && t.storage_offset() % per_byte == 0);
+    assert!(t.is_contiguous() && t.storage_offset().is_multiple_of(per_byte));
     let all = t.untyped_storage().bytes().unwrap();
     let start = t.storage_offset() / per_byte;
     all[start..start + t.numel().div_ceil(per_byte)].to_vec()

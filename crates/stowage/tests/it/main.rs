@@ -13,26 +13,26 @@ mod crash_safety;
 mod dcp;
 mod display_cases;
 mod hostile;
-#[cfg(all(feature = "safetensors"))]
+#[cfg(feature = "safetensors")]
 mod interop;
 mod kinds;
 mod layout_props;
-#[cfg(all(feature = "safetensors"))]
+#[cfg(feature = "safetensors")]
 mod load_modes;
 mod py2;
 #[cfg(all(feature = "remote", feature = "safetensors"))]
 mod remote;
-#[cfg(all(feature = "safetensors"))]
+#[cfg(feature = "safetensors")]
 mod roundtrip;
 mod save_deterministic;
 mod scan;
-#[cfg(all(feature = "remote"))]
+#[cfg(feature = "remote")]
 mod servers;
-#[cfg(all(feature = "safetensors"))]
+#[cfg(feature = "safetensors")]
 mod sharded;
 mod torch_legacy;
 mod torch_zip;
 mod value_tree_props;
-#[cfg(all(feature = "safetensors"))]
+#[cfg(feature = "safetensors")]
 mod values;
 mod walkthrough;

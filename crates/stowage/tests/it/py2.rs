@@ -6,8 +6,6 @@
 //! true and false). stowage reads each as PyTorch does, and refuses what
 //! PyTorch refuses, for the same reason.
 
-use crate::common;
-
 use std::path::PathBuf;
 
 use crate::common::{assert_manifest_eq, fixtures_dir, manifest, path_json, Hash};

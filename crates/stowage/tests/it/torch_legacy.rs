@@ -1,8 +1,6 @@
 //! The pre-1.6 single-stream format (`_use_new_zipfile_serialization=False`)
 //! against real PyTorch's reading of `legacy_format.pt` and `legacy_views.pt`.
 
-use crate::common;
-
 use crate::common::{
     assert_manifest_eq, check_keys_match_sharing, describe, expected_manifest, fixture,
     load_fixture, manifest, Hash, LEGACY_FIXTURES,

@@ -2,8 +2,6 @@
 //! are views sharing a few storages) survive save → load unchanged: the same
 //! object graph, the same tensors, values and sharing.
 
-use crate::common;
-
 use std::collections::BTreeMap;
 use std::sync::Arc;
 

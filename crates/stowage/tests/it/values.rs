@@ -4,8 +4,6 @@
 //! (`training_checkpoint.values.json`), and windowed reads of lazily loaded
 //! storages.
 
-use crate::common;
-
 use crate::common::{fixture, fixtures_dir, load_fixture, path_json};
 use serde_json::Value as J;
 use stowage::serialize::{LoadOptions, PathKey, ValueKind};

@@ -489,7 +489,7 @@ fn archive_ends<R: ReadAt + ?Sized>(source: &R) -> Result<Vec<u64>> {
             let mut comment = [0u8; 2];
             if at + 22 <= len && source.read_exact_at(&mut comment, at + 20).is_ok() {
                 let end = at + 22 + u64::from(u16::from_le_bytes(comment));
-                if end <= len && ends.last().map_or(true, |&e| e <= at) {
+                if end <= len && ends.last().is_none_or(|&e| e <= at) {
                     ends.push(end);
                 }
             }

@@ -246,7 +246,7 @@ impl<S: StorageSource> TorchHooks<'_, S> {
         let view_key: Arc<str> = Arc::from(as_str(graph, view_key, "storage view key")?);
         let offset = as_usize(graph, offset, "storage view offset")?;
         let size = as_usize(graph, size, "storage view size")?;
-        if offset.checked_add(size).map_or(true, |end| end > numel) {
+        if offset.checked_add(size).is_none_or(|end| end > numel) {
             return Err(Error::BadObject {
                 context: "storage view",
                 expected: "a range inside its root storage",

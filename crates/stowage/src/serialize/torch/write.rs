@@ -178,7 +178,7 @@ impl TorchHooks<'_> {
         };
         let nbytes = storage.nbytes();
         let numel = match dtype {
-            Some(d) if nbytes % d.size() != 0 => {
+            Some(d) if !nbytes.is_multiple_of(d.size()) => {
                 return Err(Error::StorageSizeMismatch {
                     op: "saving a typed storage",
                     dst: nbytes - nbytes % d.size(),
