@@ -6,7 +6,7 @@
 set -euo pipefail
 F=crates/stowage/tests/fixtures
 C=fuzz/corpus
-mkdir -p $C/{pickle,zip,legacy,safetensors,load,load_modes,inert,dcp_metadata,sharded_index,scan}
+mkdir -p $C/{pickle,pickle_disasm,zip,legacy,safetensors,load,load_modes,inert,dcp_metadata,sharded_index,scan}
 for m in $F/dcp/*/.metadata $F/dcp/hostile/*/.metadata; do
     cp "$m" "$C/dcp_metadata/$(basename "$(dirname "$m")")"
 done
@@ -48,6 +48,8 @@ for p in glob.glob(F + '/*.pt') + glob.glob(F + '/hostile/*.pt'):
         if data[:2] == b'\x80\x02':
             open('fuzz/corpus/pickle/%s_legacy' % b, 'wb').write(data)
 PY
+# pickle_disasm reads the same bare pickles as pickle.
+cp $C/pickle/* $C/pickle_disasm/
 # load_modes: the first byte picks the load option (fuzz_targets/load_modes.rs),
 # so every torch fixture goes in once per option.
 for p in $F/*.pt $F/hostile/*.pt; do

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes crates/stowage/src/serialize/pickle/compat.rs from CPython's
+"""Writes crates/stowage-pickle/src/compat.rs from CPython's
 `_compat_pickle` (NAME_MAPPING, IMPORT_MAPPING): the Python 2 -> 3 renames the
 unpickler applies to GLOBAL names when `fix_imports` is on (protocol < 3): the
 modules `torch.load(weights_only=False)` would import.
@@ -11,7 +11,7 @@ import os
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-OUT = os.path.join(HERE, "..", "crates", "stowage", "src", "serialize", "pickle", "compat.rs")
+OUT = os.path.join(HERE, "..", "crates", "stowage-pickle", "src", "compat.rs")
 
 
 def lit(s):

@@ -1,6 +1,7 @@
-//! The pickle machine alone, with hooks that accept everything: every global,
-//! persistent id, reduce, build and `__new__` becomes an opaque `Ext` value,
-//! so the fuzzer reaches every opcode without the torch allowlist in the way.
+//! The pickle machine alone (the crate `stowage-pickle`), with hooks that
+//! accept everything (`accept_all.rs`): every global, persistent id, reduce,
+//! build and `__new__` becomes an opaque `Ext` value, so the fuzzer reaches
+//! every opcode without the torch allowlist in the way.
 //!
 //! Differential: each input runs with the memo scan (the default) and without
 //! it (every memo entry stored, as CPython does), and the two results must be
@@ -11,52 +12,11 @@
 //! graph holds a cycle the writer refuses or the reread reaches a limit.
 #![no_main]
 
+mod accept_all;
+
+use accept_all::AcceptAll;
 use libfuzzer_sys::fuzz_target;
-use stowage::serialize::pickle::{
-    dumps, read::Hooks, unpickle, Graph, Limits, PickleError, Pickled, Value, WriteError,
-};
-
-struct AcceptAll;
-
-impl Hooks for AcceptAll {
-    type Ext = u8;
-    type Error = PickleError;
-
-    fn find_class(&mut self, _module: &str, _name: &str) -> Result<Value<u8>, PickleError> {
-        Ok(Value::Ext(0))
-    }
-    fn persistent_load(
-        &mut self,
-        _g: &mut Graph<u8>,
-        _pid: Value<u8>,
-    ) -> Result<Value<u8>, PickleError> {
-        Ok(Value::Ext(1))
-    }
-    fn reduce(
-        &mut self,
-        _g: &mut Graph<u8>,
-        _c: Value<u8>,
-        _a: Value<u8>,
-    ) -> Result<Value<u8>, PickleError> {
-        Ok(Value::Ext(2))
-    }
-    fn build(
-        &mut self,
-        _g: &mut Graph<u8>,
-        obj: Value<u8>,
-        _s: Value<u8>,
-    ) -> Result<Value<u8>, PickleError> {
-        Ok(obj)
-    }
-    fn new_obj(
-        &mut self,
-        _g: &mut Graph<u8>,
-        _c: Value<u8>,
-        _a: Value<u8>,
-    ) -> Result<Value<u8>, PickleError> {
-        Ok(Value::Ext(3))
-    }
-}
+use stowage_pickle::{dumps, unpickle, Limits, PickleError, Pickled, WriteError};
 
 /// Equal results, NaNs included (`PartialEq` on floats says a NaN differs
 /// from itself, so the values are compared by their `Debug` text).
@@ -72,12 +32,12 @@ fn same(a: &Pickled<u8>, b: &Pickled<u8>) -> bool {
 }
 
 fuzz_target!(|data: &[u8]| {
-    let scanned = unpickle(data, &mut AcceptAll, &Limits::default());
+    let scanned = unpickle(data, &mut AcceptAll::default(), &Limits::default());
     let every = Limits {
         scan_memo: false,
         ..Limits::default()
     };
-    let stored = unpickle(data, &mut AcceptAll, &every);
+    let stored = unpickle(data, &mut AcceptAll::default(), &every);
     match (&scanned, &stored) {
         (
             _,
@@ -91,7 +51,7 @@ fuzz_target!(|data: &[u8]| {
     }
     if let Ok(a) = &scanned {
         match dumps(&a.graph, &a.root, |p, _| p.none()) {
-            Ok(out) => match unpickle(&out, &mut AcceptAll, &Limits::default()) {
+            Ok(out) => match unpickle(&out, &mut AcceptAll::default(), &Limits::default()) {
                 Ok(_) | Err(PickleError::LimitExceeded { .. }) => {}
                 Err(e) => panic!("the writer's pickle does not read: {e:?}"),
             },

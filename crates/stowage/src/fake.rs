@@ -7,7 +7,7 @@
 //! works and propagates the fakeness (copies of fake tensors are fake, on any
 //! device); every data access is [`Error::NoData`](crate::Error::NoData).
 //! Checkpoints load as fake with
-//! [`LoadOptions::fake`](crate::serialize::LoadOptions::fake).
+//! [`LoadMode::Fake`](crate::serialize::LoadMode::Fake).
 
 use crate::{DType, Device, Result, Tensor, UntypedStorage};
 

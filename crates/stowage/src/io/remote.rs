@@ -21,8 +21,8 @@
 //! from the environment (`AWS_*`, `GOOGLE_*`, `AZURE_*`: credentials,
 //! `AWS_ENDPOINT_URL`, `AWS_ALLOW_HTTP`, …), and [`RemoteOptions`] sets the
 //! timeouts, retries, concurrency, coalescing and further store options; a
-//! library user passes them as `LoadOptions::remote` to `load_with(url, …)`
-//! and as `SaveOptions::remote` to `save_with(url, …)`. The library's API
+//! library user passes them as `LoadOptions::with_remote` to `load_with(url, …)`
+//! and as `SaveOptions::with_remote` to `save_with(url, …)`. The library's API
 //! stays synchronous: a tokio runtime kept inside this module runs the
 //! requests.
 //!

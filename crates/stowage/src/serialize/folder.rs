@@ -31,7 +31,7 @@ pub enum Folder {
 impl Folder {
     /// The checkpoint files the folder holds that a check reads one by one:
     /// the ranks' files, or the single file. A sharded set's shards are named
-    /// by its index ([`sharded::ShardIndex::files`]); a distributed
+    /// by its index ([`super::sharded::ShardIndex::files`]); a distributed
     /// checkpoint's data files by its metadata.
     pub fn files(&self) -> &[PathBuf] {
         match self {

@@ -25,7 +25,9 @@ mod folder;
 mod kind;
 pub(crate) mod object;
 mod options;
-pub mod pickle;
+// The generic pickle machine is its own crate; `Checkpoint` exposes its
+// values, so it stays reachable here.
+pub use stowage_pickle as pickle;
 #[cfg(feature = "safetensors")]
 pub mod safetensors;
 pub mod scan;

@@ -237,7 +237,7 @@ pub fn save(path: impl AsRef<Path>, ckpt: &Checkpoint) -> Result<()> {
     save_with(path.as_ref(), ckpt, &SaveOptions::default())
 }
 
-/// [`save`] with options: [`SaveOptions::sync`] and [`SaveOptions::progress`]
+/// [`save`] with options: [`SaveOptions::with_sync`] and [`SaveOptions::with_progress`]
 /// (told each tensor's bytes as they are written); the alignment is the
 /// format's own (8 bytes). Each tensor's bytes are copied out of its storage
 /// while it is written, one tensor at a time; those of a lazily loaded

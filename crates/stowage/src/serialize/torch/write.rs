@@ -54,6 +54,8 @@ impl From<WriteError> for Error {
             e @ (WriteError::TooLong { .. }
             | WriteError::NewlineInGlobal { .. }
             | WriteError::MemoFull { .. }) => Error::PickleWrite(e),
+            // `WriteError` is non-exhaustive (another crate's).
+            e => Error::PickleWrite(e),
         }
     }
 }

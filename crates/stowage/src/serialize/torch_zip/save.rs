@@ -192,7 +192,7 @@ pub fn save(path: impl AsRef<Path>, ckpt: &Checkpoint) -> Result<()> {
 /// The temporary file is first sized to the archive's exact length (`fallocate`
 /// on Linux, so the file system allocates its blocks once, up front), then
 /// written in large sequential writes straight from the storages' memory. With
-/// [`SaveOptions::sync`], the kernel is asked to start writing each 8 MiB to the
+/// [`SaveOptions::with_sync`], the kernel is asked to start writing each 8 MiB to the
 /// disk as soon as they are written (`sync_file_range` on Linux), so the final
 /// sync overlaps the writing instead of following it. A large file that the save
 /// replaces is released on a thread of its own (see `docs/performance.md`).

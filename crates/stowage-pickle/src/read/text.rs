@@ -33,7 +33,7 @@ pub(super) fn py2_str<X>(bytes: Vec<u8>) -> Option<Value<X>> {
 }
 
 /// `codecs.escape_decode`: the body of a `STRING` literal.
-pub(in crate::serialize::pickle) fn escape_decode(body: &[u8]) -> Option<Vec<u8>> {
+pub(crate) fn escape_decode(body: &[u8]) -> Option<Vec<u8>> {
     let mut out = Vec::with_capacity(body.len());
     let mut i = 0;
     while let Some(&b) = body.get(i) {
@@ -82,7 +82,7 @@ pub(in crate::serialize::pickle) fn escape_decode(body: &[u8]) -> Option<Vec<u8>
 /// The `raw-unicode-escape` codec: bytes are Latin-1 characters, except that
 /// `\uXXXX` and `\UXXXXXXXX` after an odd run of backslashes are escapes.
 /// Lone surrogates are refused (Rust strings cannot hold them).
-pub(in crate::serialize::pickle) fn raw_unicode_escape(line: &[u8]) -> Option<String> {
+pub(crate) fn raw_unicode_escape(line: &[u8]) -> Option<String> {
     let mut out = String::with_capacity(line.len());
     let mut i = 0;
     let mut backslashes = 0usize;

@@ -255,17 +255,20 @@ impl<X> Graph<X> {
     }
 
     /// Frees the contents of `v`'s node and, recursively, of the nodes it
-    /// holds, except those [marked shared](Self::mark_shared) (and what they
-    /// hold): each freed node becomes an empty tuple, which
-    /// [`compact`](Self::compact) later drops. This keeps a load's peak
-    /// memory down: the argument tuples of a checkpoint's 100,000 tensor
-    /// rebuilds are garbage as soon as each tensor is built.
+    /// holds, except those the unpickler referenced more than once (a memo
+    /// entry, `DUP`) and what they hold: each freed node becomes an empty
+    /// tuple, which [`compact`](Self::compact) later drops. This keeps a
+    /// load's peak memory down: the argument tuples of a checkpoint's 100,000
+    /// tensor rebuilds are garbage as soon as each tensor is built.
     ///
     /// The caller must hold the only reference to `v` and must not have kept
-    /// a copy of any reference inside it. The unpickler's hooks call it on
-    /// the arguments they consume (their callers moved those values off the
-    /// stack and copied nothing but what [`mark_shared`](Self::mark_shared) recorded).
-    pub(crate) fn release(&mut self, v: &Value<X>) {
+    /// a copy of any reference inside it: a reference kept anyway is not
+    /// dangling, but its node is then an empty tuple. [`Hooks`]
+    /// call it on the arguments they consume (the unpickler moved those
+    /// values off the stack and copied nothing but what it marked shared).
+    ///
+    /// [`Hooks`]: crate::Hooks
+    pub fn release(&mut self, v: &Value<X>) {
         let Value::Node(id) = v else { return };
         let mut pending = vec![*id];
         while let Some(id) = pending.pop() {
@@ -406,9 +409,11 @@ impl<X> Graph<X> {
         }
     }
 
-    /// Raises the depth of `id` to account for `children` newly added to it.
-    /// A node holding itself does not count as deeper.
-    pub(crate) fn note_children<'v>(
+    /// Raises the depth of `id` to account for `children` newly added to it
+    /// through [`get_mut`](Self::get_mut) or [`try_get_mut`](Self::try_get_mut)
+    /// (which do not track depth, unlike [`add`](Self::add)). A node holding
+    /// itself does not count as deeper.
+    pub fn note_children<'v>(
         &mut self,
         id: NodeId,
         children: impl IntoIterator<Item = &'v Value<X>>,

@@ -1,5 +1,6 @@
-//! A generic, hardened pickle machine: an unpickler for protocols 0–5 and a
-//! protocol 2 pickler, knowing nothing about PyTorch.
+//! A generic, hardened pickle machine: an unpickler for protocols 0–5, a
+//! protocol 2 pickler and a static disassembler, knowing nothing about
+//! PyTorch.
 //!
 //! # Why hand-rolled
 //!
@@ -13,29 +14,88 @@
 //! (`APPENDS` after `BINPUT`) is visible through every reference, and cycles
 //! are natural.
 //!
-//! # Shape
+//! # API
 //!
-//! - [`opcode`]: the opcode table (byte, name, protocol, argument layout);
-//!   one decoder reads every argument as the table lays it out, for the
-//!   machine and for the memo scan that runs before it.
-//! - [`value`]: [`Value`], [`Node`] and [`Graph`], the object graph.
-//! - [`read`]: [`unpickle`], driven by a caller's [`Hooks`] for everything
-//!   that would run Python code (`GLOBAL`, `REDUCE`, `BUILD`, `NEWOBJ`,
-//!   persistent ids), within [`Limits`]; failures are [`PickleError`]s.
-//! - [`write`](mod@write): [`Pickler`], emitting protocol 2 opcodes as
-//!   CPython's C pickler does; failures are [`WriteError`]s.
-//! - [`disasm`]: [`disassemble`], the globals a pickle names and the
-//!   opcodes it uses, found without running it; [`compat`]: the Python 2 → 3
-//!   renames of globals that CPython's unpickler applies.
-//! - [`dump`]: [`write_value`], the one writer of whole graph values, driven
-//!   by a caller's [`WriteHooks`] (extension values, a dict's class and
-//!   state) in a [`Layout`]: CPython's, or that of stowage's checkpoints.
+//! - Reading: [`unpickle`] runs one pickle, driven by the caller's [`Hooks`]
+//!   for everything that would run Python code (`GLOBAL`, `REDUCE`, `BUILD`,
+//!   `NEWOBJ`, persistent ids), within [`Limits`], and returns [`Pickled`]:
+//!   the root [`Value`] and the [`Graph`] of [`Node`]s it refers to by
+//!   [`NodeId`]. Failures are [`PickleError`]s (or the hooks' own errors).
+//! - Writing: [`Pickler`] emits protocol 2 opcodes as CPython's C pickler
+//!   does; [`write_value`] writes a whole graph value with it, asking the
+//!   caller's [`WriteHooks`] for extension values, in a [`Layout`];
+//!   [`dumps`] is a complete pickle in CPython's layout. Failures are
+//!   [`WriteError`]s.
+//! - Inspecting without running: [`disassemble`] lists the globals a pickle
+//!   names ([`GlobalName`]) and the opcodes it uses ([`Disassembly`]);
+//!   [`compat::fix_import`] maps Python 2 global names to Python 3 as
+//!   CPython's unpickler does.
+//!
+//! The modules behind these: [`opcode`] (the opcode table: byte, name,
+//! protocol, argument layout; one decoder reads every argument as the table
+//! lays it out, for the machine, the memo scan that runs before it and the
+//! disassembler), [`value`], [`read`], [`write`](mod@write), [`dump`],
+//! [`disasm`] and [`compat`].
+//!
+//! # Example
+//!
+//! Hooks that make every class an opaque extension value, and refuse
+//! everything else:
+//!
+//! ```
+//! use stowage_pickle::{disassemble, unpickle, Graph, Hooks, Limits, Node, PickleError, Value};
+//!
+//! struct Classes;
+//!
+//! impl Hooks for Classes {
+//!     type Ext = String;
+//!     type Error = PickleError;
+//!
+//!     fn find_class(&mut self, module: &str, name: &str) -> Result<Value<String>, PickleError> {
+//!         Ok(Value::Ext(format!("{module}.{name}")))
+//!     }
+//!     fn persistent_load(&mut self, _: &mut Graph<String>, _: Value<String>)
+//!         -> Result<Value<String>, PickleError> {
+//!         unimplemented!("no persistent ids in this example")
+//!     }
+//!     fn reduce(&mut self, _: &mut Graph<String>, _: Value<String>, _: Value<String>)
+//!         -> Result<Value<String>, PickleError> {
+//!         unimplemented!("no calls in this example")
+//!     }
+//!     fn build(&mut self, _: &mut Graph<String>, _: Value<String>, _: Value<String>)
+//!         -> Result<Value<String>, PickleError> {
+//!         unimplemented!("no state in this example")
+//!     }
+//!     fn new_obj(&mut self, _: &mut Graph<String>, _: Value<String>, _: Value<String>)
+//!         -> Result<Value<String>, PickleError> {
+//!         unimplemented!("no __new__ in this example")
+//!     }
+//! }
+//!
+//! // pickle.dumps([1, "a", collections.OrderedDict], 2)
+//! let data = b"\x80\x02]q\x00(K\x01X\x01\x00\x00\x00aq\x01ccollections\nOrderedDict\nq\x02e.";
+//! let p = unpickle(data, &mut Classes, &Limits::default())?;
+//! let Node::List(items) = p.graph.get(p.root.as_node().unwrap()) else { panic!() };
+//! assert_eq!(items[0], Value::Int(1));
+//! assert_eq!(items[1].as_str(), Some("a"));
+//! assert_eq!(items[2].as_ext().map(String::as_str), Some("collections.OrderedDict"));
+//!
+//! // The same pickle, not run.
+//! let d = disassemble(data, &Limits::default());
+//! assert_eq!(d.error, None);
+//! assert_eq!(d.globals.len(), 1);
+//! # Ok::<(), PickleError>(())
+//! ```
 //!
 //! # Hostile input
 //!
 //! The unpickler never panics, never recurses on input, checks every declared
 //! length against the remaining input before allocating, and enforces
-//! [`Limits`] on memo size, stack size, node count and nesting depth.
+//! [`Limits`] on memo size, stack size, node count and nesting depth. The
+//! crate has no `unsafe` code.
+
+#![deny(missing_docs)]
+#![deny(unsafe_code)]
 
 pub mod compat;
 pub mod disasm;
