@@ -36,8 +36,9 @@ use crate::{progress, Context, Failure};
 /// Arguments of `verify`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The checkpoint (torch zip, torch legacy or safetensors; detected by
-    /// content), or a folder: a sharded set or a distributed checkpoint
+    /// The checkpoint: a torch zip, torch legacy or safetensors file (detected by content), a folder or
+    /// `*.index.json` of a sharded set, a distributed checkpoint folder, or a URL (s3://, gs://,
+    /// az://, http(s)://, file://; a folder's URL ends in /)
     file: PathBuf,
 }
 

@@ -54,9 +54,11 @@ use crate::{progress, Failure};
 /// Arguments of `diff`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The first checkpoint ("A")
+    /// The first checkpoint ("A"): a torch zip, torch legacy or safetensors file (detected by content), a folder or
+    /// `*.index.json` of a sharded set, a distributed checkpoint folder, or a URL (s3://, gs://,
+    /// az://, http(s)://, file://; a folder's URL ends in /)
     a: PathBuf,
-    /// The second checkpoint ("B")
+    /// The second checkpoint ("B"), of any kind "A" may be
     b: PathBuf,
     /// Print one JSON object `{"same": bool, "differences": [...]}` instead of lines
     #[arg(long)]

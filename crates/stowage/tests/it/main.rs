@@ -26,7 +26,8 @@ mod remote;
 mod roundtrip;
 mod save_deterministic;
 mod scan;
-#[cfg(feature = "remote")]
+// Only the remote tests start servers.
+#[cfg(all(feature = "remote", feature = "safetensors"))]
 mod servers;
 #[cfg(feature = "safetensors")]
 mod sharded;
