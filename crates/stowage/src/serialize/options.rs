@@ -85,7 +85,7 @@ impl LoadOptions {
     }
 
     /// The defaults, with what the environment sets: the remote options'
-    /// `STOWAGE_REMOTE_*` variables ([`RemoteOptions::from_env`](crate::io::remote::RemoteOptions::from_env),
+    /// `STOWAGE_REMOTE_*` variables (`io::remote::RemoteOptions::from_env`,
     /// feature `remote`). The command line loads this way.
     pub fn from_env() -> Self {
         #[allow(unused_mut)] // Used only with the `remote` feature.
