@@ -57,9 +57,7 @@ pub struct Args {
     /// What to time: `load` (of FILE) or `save` (of what FILE holds)
     #[arg(value_enum)]
     op: Op,
-    /// The checkpoint: a torch zip, torch legacy or safetensors file (detected by content), a folder or
-    /// `*.index.json` of a sharded set, a distributed checkpoint folder, or a URL (s3://, gs://,
-    /// az://, http(s)://, file://; a folder's URL ends in /)
+    #[arg(help = concat!("The checkpoint: ", inputs!()))]
     file: PathBuf,
     /// Load memory-mapped (`load_mmap`): storages are views into one mapping of FILE
     #[arg(long)]

@@ -40,9 +40,7 @@ use crate::{progress, Context, Failure};
 /// Arguments of `convert`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The checkpoint to read: a torch zip, torch legacy or safetensors file (detected by content), a folder or
-    /// `*.index.json` of a sharded set, a distributed checkpoint folder, or a URL (s3://, gs://,
-    /// az://, http(s)://, file://; a folder's URL ends in /)
+    #[arg(help = concat!("The checkpoint to read: ", inputs!()))]
     input: PathBuf,
     /// Where to write it: .pt/.pth/.bin/.ckpt (torch zip) or .safetensors
     output: PathBuf,

@@ -32,9 +32,7 @@ const TREE_LINES: usize = 40;
 /// Arguments of `inspect`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The checkpoint: a torch zip, torch legacy or safetensors file (detected by content), a
-    /// folder or `*.index.json` of a sharded set, a distributed checkpoint folder, or a URL
-    /// (s3://, gs://, az://, http(s)://, file://; a folder's URL ends in /)
+    #[arg(help = concat!("The checkpoint: ", inputs!()))]
     file: PathBuf,
     /// Print one JSON object instead of a table
     #[arg(long)]

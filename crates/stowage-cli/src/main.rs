@@ -58,6 +58,16 @@ macro_rules! subcommands {
     };
 }
 
+/// The kinds of checkpoint a command reads, for each input's help text:
+/// `#[arg(help = concat!("The checkpoint: ", inputs!()))]`.
+macro_rules! inputs {
+    () => {
+        "a torch zip, torch legacy or safetensors file (detected by content), a folder or \
+         *.index.json of a sharded set, a distributed checkpoint folder, or a URL (s3://, gs://, \
+         az://, http(s)://, file://; a folder's URL ends in /)"
+    };
+}
+
 subcommands! {
     /// Walk through PyTorch's storage model, step by step, with the PyTorch code for each step
     Demo(demo),

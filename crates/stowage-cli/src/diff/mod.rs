@@ -54,9 +54,7 @@ use crate::{progress, Failure};
 /// Arguments of `diff`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The first checkpoint ("A"): a torch zip, torch legacy or safetensors file (detected by content), a folder or
-    /// `*.index.json` of a sharded set, a distributed checkpoint folder, or a URL (s3://, gs://,
-    /// az://, http(s)://, file://; a folder's URL ends in /)
+    #[arg(help = concat!("The first checkpoint (\"A\"): ", inputs!()))]
     a: PathBuf,
     /// The second checkpoint ("B"), of any kind "A" may be
     b: PathBuf,

@@ -92,14 +92,27 @@ pub fn load_with(path: impl AsRef<Path>, options: &LoadOptions) -> Result<Checkp
             what: "LoadMode::Mapped in a safe load: a mapped load is `unsafe fn load_mmap`".into(),
         });
     }
-    let here = location_of(path, options);
+    load_at(&location_of(path, options), options, &|file| {
+        load_file(file, options)
+    })
+}
+
+/// Loads what `here` holds: the checkpoint its folder or index names
+/// ([`folder_of`]), each file through `load_one`, or `here` itself as a
+/// file. A distributed checkpoint's chunks are assembled into new storages,
+/// so its files are never `load_one`'s.
+fn load_at(
+    here: &Location,
+    options: &LoadOptions,
+    load_one: &dyn Fn(&Location) -> Result<Checkpoint>,
+) -> Result<Checkpoint> {
     let at = |p: &Path| location_of(p, options);
-    match folder_at(&here)? {
+    match folder_at(here)? {
         Some(Folder::Dcp(dir)) => dcp::load(&dir, options),
-        Some(Folder::Ranks(files)) => dcp::hf::load(&files, |p| load_file(&at(p), options)),
-        Some(Folder::Sharded(index)) => load_set(&at(&index), options),
-        Some(Folder::Single(file)) => load_file(&at(&file), options),
-        None => load_file(&here, options),
+        Some(Folder::Ranks(files)) => dcp::hf::load(&files, |p| load_one(&at(p))),
+        Some(Folder::Sharded(index)) => load_set(&at(&index), load_one),
+        Some(Folder::Single(file)) => load_one(&at(&file)),
+        None => load_one(here),
     }
 }
 
@@ -108,11 +121,14 @@ pub fn load_with(path: impl AsRef<Path>, options: &LoadOptions) -> Result<Checkp
 const MAX_INDEX_BYTES: u64 = 256 << 20;
 
 /// A sharded set by its index, wherever it is; its shards are named
-/// relative to the index's folder.
-fn load_set(index: &Location, options: &LoadOptions) -> Result<Checkpoint> {
+/// relative to the index's folder, each loaded by `load_shard`.
+fn load_set(
+    index: &Location,
+    load_shard: &dyn Fn(&Location) -> Result<Checkpoint>,
+) -> Result<Checkpoint> {
     let text = index.read_all(MAX_INDEX_BYTES)?;
     let text = String::from_utf8_lossy(&text);
-    sharded::load_indexed(index, &text, |shard| load_file(shard, options))
+    sharded::load_indexed(index, &text, load_shard)
 }
 
 /// Loads one checkpoint file or object (never a set: a shard named like an
@@ -174,26 +190,12 @@ pub unsafe fn load_mmap(path: impl AsRef<Path>, options: &LoadOptions) -> Result
         // `load_with` reads it.
         return load_with(path, &options.clone().with_mode(LoadMode::Eager));
     }
-    let target = match folder_at(&here)? {
-        // Chunks are assembled into new storages: nothing to map.
-        Some(Folder::Dcp(dir)) => return dcp::load(&dir, options),
-        Some(Folder::Ranks(files)) => {
-            return dcp::hf::load(&files, |p| {
-                // SAFETY: the caller's promise covers every file of the folder.
-                unsafe { load_mmap_file(p, options) }
-            });
-        }
-        Some(Folder::Sharded(index)) => {
-            return sharded::load(&index, |p| {
-                // SAFETY: the caller's promise covers every file of the set.
-                unsafe { load_mmap_file(p, options) }
-            });
-        }
-        Some(Folder::Single(file)) => file,
-        None => path.to_owned(),
-    };
-    // SAFETY: the caller promises the file is neither truncated nor written meanwhile.
-    unsafe { load_mmap_file(&target, options) }
+    load_at(&here, options, &|file| {
+        // SAFETY: the caller promises that no file of the checkpoint (the
+        // file, or every file of its folder or set) is truncated or written
+        // meanwhile.
+        unsafe { load_mmap_file(&file.path(), options) }
+    })
 }
 
 /// [`load_mmap`] of one file.

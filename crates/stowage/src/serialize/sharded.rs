@@ -146,47 +146,6 @@ pub fn parse_size(text: &str) -> Result<u64> {
     Ok(bytes as u64)
 }
 
-/// The index file a path names: `path` itself when it is an `*.index.json`
-/// file, or the one index in the folder `path` (`model.safetensors.index.json`
-/// before `pytorch_model.bin.index.json`, else the only `*.index.json`).
-/// `None` when `path` is neither.
-pub fn index_of(path: &Path) -> Option<PathBuf> {
-    if path.is_file() {
-        let name = path.file_name()?.to_str()?;
-        return name.ends_with(".index.json").then(|| path.to_owned());
-    }
-    if !path.is_dir() {
-        return None;
-    }
-    for format in [ShardFormat::Safetensors, ShardFormat::Bin] {
-        let p = path.join(format.index_name());
-        if p.is_file() {
-            return Some(p);
-        }
-    }
-    let mut found = fs::read_dir(path)
-        .ok()?
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| {
-            p.is_file()
-                && p.file_name()
-                    .and_then(|n| n.to_str())
-                    .is_some_and(|n| n.ends_with(".index.json"))
-        });
-    let first = found.next()?;
-    found.next().is_none().then_some(first)
-}
-
-/// The single checkpoint file of a folder without an index (a set saved as one
-/// shard): `model.safetensors` or `pytorch_model.bin`.
-pub fn single_file_of(dir: &Path) -> Option<PathBuf> {
-    [ShardFormat::Safetensors, ShardFormat::Bin]
-        .iter()
-        .map(|f| dir.join(f.file_name("")))
-        .find(|p| p.is_file())
-}
-
 /// A parsed index: the `metadata` object and `weight_map` in file order.
 #[derive(Clone, Debug)]
 pub struct ShardIndex {
@@ -271,33 +230,15 @@ fn kind(v: &Json) -> &'static str {
     }
 }
 
-/// Loads the set `index` describes, each shard through `load_shard` (which
+/// Loads the set whose index `index` holds `text`, each shard (named
+/// relative to the index's folder) through `load_shard` (which
 /// decides the mode and wraps its errors with the shard's name).
 ///
 /// # Errors
-/// The index's errors ([`ShardIndex::parse`], I/O) wrapped in
+/// The index's errors ([`ShardIndex::parse`]) wrapped in
 /// [`Error::InFile`] naming it; a shard's errors as `load_shard` gives them;
 /// [`Error::ShardLacksTensor`] when a shard lacks a tensor the index puts in
 /// it; [`Error::DuplicateName`] when two shards hold one name.
-pub(crate) fn load(
-    index: &Path,
-    load_shard: impl Fn(&Path) -> Result<Checkpoint>,
-) -> Result<Checkpoint> {
-    let in_index = |e: Error| Error::InFile {
-        path: index.to_owned(),
-        source: Box::new(e),
-    };
-    let text = fs::read_to_string(index).map_err(|e| in_index(Error::Io(e)))?;
-    load_indexed(&Location::parse(index), &text, |shard| {
-        load_shard(&shard.path())
-    })
-}
-
-/// [`load`] of an index whose text is already read, wherever it is: its
-/// shards are named relative to its folder.
-///
-/// # Errors
-/// As [`load`].
 pub(crate) fn load_indexed(
     index: &Location,
     text: &str,

@@ -37,27 +37,13 @@ pub fn is_rank_file(name: &str) -> bool {
             .all(u8::is_ascii_digit)
 }
 
-/// The ranks' files of folder `dir`, sorted; empty when it holds none.
-pub fn rank_files(dir: &Path) -> Vec<PathBuf> {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return Vec::new();
-    };
-    let mut files: Vec<PathBuf> = entries
-        .flatten()
-        .filter(|e| e.file_name().to_str().is_some_and(is_rank_file))
-        .map(|e| e.path())
-        .collect();
-    files.sort();
-    files
-}
-
 /// One stored piece of a tensor.
 struct Piece {
     offsets: Vec<usize>,
     tensor: Tensor,
 }
 
-/// Loads the ranks' `files` ([`rank_files`] of a folder; URLs where the
+/// Loads the ranks' `files` (as [`folder_of`](crate::serialize::folder_of) lists them; URLs where the
 /// folder is in object storage), each through `load_file`, which picks the
 /// mode, and assembles each tensor from its pieces.
 ///

@@ -40,13 +40,6 @@ use crate::{DType, Error, Result, Tensor, UntypedStorage};
 /// The metadata file's name.
 pub const METADATA_FILE: &str = ".metadata";
 
-/// Whether `path` is a local DCP checkpoint folder (it holds a `.metadata`
-/// file). A folder in object storage is named by its URL with a trailing `/`
-/// ([`load`](super::load) looks for its `.metadata` there).
-pub fn is_dcp(path: &Path) -> bool {
-    path.is_dir() && path.join(METADATA_FILE).is_file()
-}
-
 /// An open DCP checkpoint: its parsed metadata, and its folder (a local
 /// path, or with the `remote` feature a URL) to read items from.
 #[derive(Clone, Debug)]
