@@ -111,8 +111,10 @@ fn unreadable(path: &Path, e: io::Error) -> Failure {
 
 /// One checkpoint file.
 fn verify_file(path: &Path, report: &mut Report<'_>) -> Result<(), Failure> {
-    let source = open(path)?;
-    verify_source(path, source, report)
+    let source = location(path, &report.options)
+        .open()
+        .map_err(Failure::input)?;
+    verify_source(path, Box::new(source), report)
 }
 
 /// One checkpoint file, opened.
@@ -150,7 +152,7 @@ fn verify_folder(dir: &Path, report: &mut Report<'_>) -> Result<(), Failure> {
     };
     let mut shards: Vec<PathBuf> = folder.files().to_vec();
     if let Folder::Sharded(index) = &folder {
-        let text = read_text(index)?;
+        let text = read_text(index, &options)?;
         match sharded::ShardIndex::parse(&text) {
             Ok(parsed) => {
                 let parent = index.parent().unwrap_or(Path::new(""));
@@ -165,8 +167,8 @@ fn verify_folder(dir: &Path, report: &mut Report<'_>) -> Result<(), Failure> {
     let folder_name = std::mem::take(&mut report.file);
     for shard in &shards {
         report.file = shard.display().to_string();
-        match open_source(shard) {
-            Ok(source) => verify_source(shard, source, report)?,
+        match location(shard, &options).open() {
+            Ok(source) => verify_source(shard, Box::new(source), report)?,
             Err(e) if is_not_found(&e) => report.defect("missing: the set's index names it")?,
             Err(e) => return Err(Failure::input(e)),
         }
@@ -195,30 +197,24 @@ fn is_not_found(e: &Error) -> bool {
         if matches!(&**source, Error::Io(io) if io.kind() == io::ErrorKind::NotFound))
 }
 
-/// The whole text of a small file or object (a set's index).
-fn read_text(path: &Path) -> Result<String, Failure> {
-    let source = open(path)?;
-    let len = usize::try_from(source.len())
-        .map_err(|_| unreadable(path, io::ErrorKind::OutOfMemory.into()))?;
-    let mut bytes = vec![0; len];
-    source
-        .read_exact_at(&mut bytes, 0)
-        .map_err(|e| unreadable(path, e))?;
+/// The whole text of a set's index, as the loader reads it (within
+/// [`sharded::MAX_INDEX_BYTES`](stowage::serialize::sharded::MAX_INDEX_BYTES)).
+fn read_text(path: &Path, options: &LoadOptions) -> Result<String, Failure> {
+    let bytes = location(path, options)
+        .read_all(stowage::serialize::sharded::MAX_INDEX_BYTES)
+        .map_err(Failure::input)?;
     Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
 
-/// The file to check: a local file, or an object named by URL (read with
-/// range requests).
-fn open(path: &Path) -> Result<Box<dyn ReadAt>, Failure> {
-    open_source(path).map_err(Failure::input)
-}
-
-/// [`open`], with the library's error: [`Error::InFile`] naming the path.
-fn open_source(path: &Path) -> stowage::Result<Box<dyn ReadAt>> {
+/// Where `path` is (a local file, or an object named by URL, read with
+/// range requests under the options' remote settings).
+fn location(path: &Path, options: &LoadOptions) -> Location {
     let here = Location::parse(path);
     #[cfg(feature = "remote")]
-    let here = here.with_remote(&stowage::io::remote::RemoteOptions::from_env());
-    Ok(Box::new(here.open()?))
+    let here = here.with_remote(options.remote());
+    #[cfg(not(feature = "remote"))]
+    let _ = options;
+    here
 }
 
 /// Loads the file with the library's loader: the checkpoint, or the error as

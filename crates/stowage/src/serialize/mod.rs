@@ -116,17 +116,13 @@ fn load_at(
     }
 }
 
-/// Largest `*.index.json` read, in bytes (a set of a trillion parameters
-/// indexes in a few MB).
-const MAX_INDEX_BYTES: u64 = 256 << 20;
-
 /// A sharded set by its index, wherever it is; its shards are named
 /// relative to the index's folder, each loaded by `load_shard`.
 fn load_set(
     index: &Location,
     load_shard: &dyn Fn(&Location) -> Result<Checkpoint>,
 ) -> Result<Checkpoint> {
-    let text = index.read_all(MAX_INDEX_BYTES)?;
+    let text = index.read_all(sharded::MAX_INDEX_BYTES)?;
     let text = String::from_utf8_lossy(&text);
     sharded::load_indexed(index, &text, load_shard)
 }
