@@ -111,7 +111,9 @@ fn unreadable(path: &Path, e: io::Error) -> Failure {
 
 /// One checkpoint file.
 fn verify_file(path: &Path, report: &mut Report<'_>) -> Result<(), Failure> {
-    let source = location(path, &report.options)
+    let source = report
+        .options
+        .location(path)
         .open()
         .map_err(Failure::input)?;
     verify_source(path, Box::new(source), report)
@@ -150,25 +152,27 @@ fn verify_folder(dir: &Path, report: &mut Report<'_>) -> Result<(), Failure> {
         // folder_of finds a checkpoint in every folder, or says why not.
         return Err(unreadable(dir, io::Error::other("not a folder")));
     };
-    let mut shards: Vec<PathBuf> = folder.files().to_vec();
+    let mut shards: Vec<Location> = folder.files().to_vec();
     if let Folder::Sharded(index) = &folder {
-        let text = read_text(index, &options)?;
-        match sharded::ShardIndex::parse(&text) {
+        let text = index
+            .read_all(sharded::MAX_INDEX_BYTES)
+            .map_err(Failure::input)?;
+        match sharded::ShardIndex::parse(&String::from_utf8_lossy(&text)) {
             Ok(parsed) => {
-                let parent = index.parent().unwrap_or(Path::new(""));
+                let parent = index.parent();
                 shards = parsed.files().iter().map(|f| parent.join(f)).collect();
             }
             Err(e) => {
-                report.defect(&format!("{}: {}", index.display(), crate::one_line(&e)))?;
+                report.defect(&format!("{index}: {}", crate::one_line(&e)))?;
                 return Ok(());
             }
         }
     }
     let folder_name = std::mem::take(&mut report.file);
     for shard in &shards {
-        report.file = shard.display().to_string();
-        match location(shard, &options).open() {
-            Ok(source) => verify_source(shard, Box::new(source), report)?,
+        report.file = shard.to_string();
+        match shard.open() {
+            Ok(source) => verify_source(&shard.path(), Box::new(source), report)?,
             Err(e) if is_not_found(&e) => report.defect("missing: the set's index names it")?,
             Err(e) => return Err(Failure::input(e)),
         }
@@ -195,26 +199,6 @@ fn verify_folder(dir: &Path, report: &mut Report<'_>) -> Result<(), Failure> {
 fn is_not_found(e: &Error) -> bool {
     matches!(e, Error::InFile { source, .. }
         if matches!(&**source, Error::Io(io) if io.kind() == io::ErrorKind::NotFound))
-}
-
-/// The whole text of a set's index, as the loader reads it (within
-/// [`sharded::MAX_INDEX_BYTES`](stowage::serialize::sharded::MAX_INDEX_BYTES)).
-fn read_text(path: &Path, options: &LoadOptions) -> Result<String, Failure> {
-    let bytes = location(path, options)
-        .read_all(stowage::serialize::sharded::MAX_INDEX_BYTES)
-        .map_err(Failure::input)?;
-    Ok(String::from_utf8_lossy(&bytes).into_owned())
-}
-
-/// Where `path` is (a local file, or an object named by URL, read with
-/// range requests under the options' remote settings).
-fn location(path: &Path, options: &LoadOptions) -> Location {
-    let here = Location::parse(path);
-    #[cfg(feature = "remote")]
-    let here = here.with_remote(options.remote());
-    #[cfg(not(feature = "remote"))]
-    let _ = options;
-    here
 }
 
 /// Loads the file with the library's loader: the checkpoint, or the error as

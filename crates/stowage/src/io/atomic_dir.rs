@@ -19,7 +19,9 @@ use crate::{Error, Result};
 /// (files hard-linked or copied, folders moved), so only the set changes.
 /// On failure the staging folder is removed and `dir` is untouched.
 ///
-/// Errors come wrapped in [`Error::InFile`] naming `dir`.
+/// Errors come wrapped in [`Error::InFile`] naming `dir`; a `dir` in an
+/// object store is [`Error::Unsupported`] (a store has no folder to stage
+/// and exchange in one step).
 pub(crate) fn replace_dir(
     dir: &Path,
     sync: bool,
@@ -30,6 +32,13 @@ pub(crate) fn replace_dir(
         path: dir.to_owned(),
         source: Box::new(e),
     };
+    if super::Location::parse(dir).local_path().is_none() {
+        return Err(in_dir(Error::Unsupported {
+            what: "saving a folder (a sharded set, a distributed checkpoint) to object \
+                   storage: save it to a local folder, then upload its files"
+                .into(),
+        }));
+    }
     let parent = match dir.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_owned(),
         _ => PathBuf::from("."),
@@ -211,5 +220,30 @@ mod tests {
         )
         .unwrap();
         assert_eq!(fs::read_to_string(dir.join("a")).unwrap(), "x");
+    }
+
+    #[cfg(feature = "remote")]
+    #[test]
+    fn a_folder_in_object_storage_is_refused_before_anything_is_written() {
+        let url = Path::new("s3://bucket/run/");
+        let mut called = false;
+        let err = replace_dir(
+            url,
+            false,
+            |_| true,
+            |_| {
+                called = true;
+                Ok(())
+            },
+        )
+        .unwrap_err();
+        assert!(!called);
+        assert!(
+            matches!(&err, Error::InFile { path, source }
+            if path == url && matches!(&**source, Error::Unsupported { .. })),
+            "{err:?}"
+        );
+        // Nothing was made locally under the URL's text either.
+        assert!(!Path::new("s3:").exists());
     }
 }

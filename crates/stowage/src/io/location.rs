@@ -178,6 +178,22 @@ impl Location {
         }
     }
 
+    /// The object here, opened as itself for batches of reads that span
+    /// several objects ([`remote::read_batches`](super::remote::read_batches));
+    /// `None` for a local file, which [`open`](Self::open) reads.
+    ///
+    /// # Errors
+    /// As [`open`](Self::open).
+    #[cfg(feature = "remote")]
+    pub(crate) fn open_object(&self) -> Result<Option<Arc<super::remote::RemoteObject>>> {
+        match &self.kind {
+            Kind::Local(_) => Ok(None),
+            Kind::Remote { url, options } => Ok(Some(Arc::new(
+                super::remote::RemoteObject::open_with(url, options)?,
+            ))),
+        }
+    }
+
     /// Whether a file or object is here (a missing one is no error).
     ///
     /// # Errors
@@ -219,6 +235,39 @@ impl Location {
             }
             #[cfg(feature = "remote")]
             Kind::Remote { url, options } => super::remote::list(url, options),
+        }
+    }
+
+    /// Writes the file here whole or not at all, `write` filling a writer:
+    /// a local file goes to a temporary sibling (sized to `len` up front
+    /// where it is known, its pages handed to the disk as they are written
+    /// and synced when `sync`) that is then renamed over the target; an
+    /// object is a multipart upload committed only once `write` succeeded.
+    /// Either way a failed or interrupted write leaves what was here before.
+    ///
+    /// # Errors
+    /// `write`'s error, or the file system's or store's, in
+    /// [`Error::InFile`] naming the location.
+    pub(crate) fn create(
+        &self,
+        sync: bool,
+        len: Option<u64>,
+        write: impl FnOnce(&mut dyn io::Write) -> Result<()>,
+    ) -> Result<()> {
+        match &self.kind {
+            Kind::Local(p) => super::write_atomically(p, sync, |tmp| {
+                let file = File::create(tmp)?;
+                if let Some(len) = len {
+                    super::preallocate(&file, len)?;
+                }
+                let mut out = super::Output::new(file, sync);
+                write(&mut out)?;
+                // `len` is exact, so this cuts nothing unless the caller's
+                // size and its writer disagree.
+                Ok(out.finish(len.unwrap_or(0))?)
+            }),
+            #[cfg(feature = "remote")]
+            Kind::Remote { url, options } => super::remote::upload(url, options, write),
         }
     }
 

@@ -64,7 +64,7 @@ const SCHEMES: [&str; 9] = [
 /// Whether `path` is a URL this module opens (`s3://…`, `gs://…`, `az://…`,
 /// `abfs(s)://…`, `http(s)://…`, `file://…`) rather than a local path, and
 /// the URL if so.
-pub fn url_of(path: &Path) -> Option<&str> {
+pub(crate) fn url_of(path: &Path) -> Option<&str> {
     let text = path.to_str()?;
     let (scheme, rest) = text.split_once("://")?;
     let scheme = scheme.to_ascii_lowercase();

@@ -4,7 +4,7 @@
 //! local directory or a prefix in an object store, read through the same
 //! `exists` and `list`.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use super::sharded::ShardFormat;
 use super::{dcp, LoadOptions};
@@ -17,15 +17,15 @@ use crate::{Error, Result};
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Folder {
     /// A PyTorch Distributed Checkpoint: the folder, which holds `.metadata`.
-    Dcp(PathBuf),
+    Dcp(Location),
     /// DCP's Hugging Face layout (no `.metadata`): the ranks'
     /// `shard-0000R-model-0000X-of-0000Y.safetensors` files, sorted.
-    Ranks(Vec<PathBuf>),
+    Ranks(Vec<Location>),
     /// A Hugging Face sharded set: its `*.index.json`.
-    Sharded(PathBuf),
+    Sharded(Location),
     /// A set saved as one file: `model.safetensors` (before
     /// `pytorch_model.bin`).
-    Single(PathBuf),
+    Single(Location),
 }
 
 impl Folder {
@@ -33,7 +33,7 @@ impl Folder {
     /// the ranks' files, or the single file. A sharded set's shards are named
     /// by its index ([`super::sharded::ShardIndex::files`]); a distributed
     /// checkpoint's data files by its metadata.
-    pub fn files(&self) -> &[PathBuf] {
+    pub fn files(&self) -> &[Location] {
         match self {
             Folder::Ranks(files) => files,
             Folder::Single(file) => std::slice::from_ref(file),
@@ -55,32 +55,23 @@ impl Folder {
 /// [`Error::InFile`] naming the folder, around a not-found error when it
 /// holds no checkpoint, or the store's error.
 pub fn folder_of(path: &Path, options: &LoadOptions) -> Result<Option<Folder>> {
-    folder_at(&location_of(path, options))
-}
-
-/// The location `path` names, with the options' remote settings.
-pub(crate) fn location_of(path: &Path, options: &LoadOptions) -> Location {
-    let here = Location::parse(path);
-    #[cfg(feature = "remote")]
-    let here = here.with_remote(&options.remote);
-    let _ = options;
-    here
+    folder_at(&options.location(path))
 }
 
 /// [`folder_of`] a location.
 pub(crate) fn folder_at(here: &Location) -> Result<Option<Folder>> {
     if !here.is_folder() {
         let index = here.file_name().is_some_and(|n| n.ends_with(".index.json"));
-        return Ok(index.then(|| Folder::Sharded(here.path())));
+        return Ok(index.then(|| Folder::Sharded(here.clone())));
     }
-    let at = |name: &str| here.join(name).path();
+    let at = |name: &str| here.join(name);
     if here.join(dcp::METADATA_FILE).exists()? {
-        return Ok(Some(Folder::Dcp(here.path())));
+        return Ok(Some(Folder::Dcp(here.clone())));
     }
     let formats = [ShardFormat::Safetensors, ShardFormat::Bin];
     let listed = here.list();
     if let Ok(names) = &listed {
-        let ranks: Vec<PathBuf> = names
+        let ranks: Vec<Location> = names
             .iter()
             .filter(|n| dcp::hf::is_rank_file(n))
             .map(|n| at(n))

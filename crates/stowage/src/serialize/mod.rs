@@ -46,7 +46,7 @@ pub use builder::{CheckpointBuilder, PyValue};
 pub use data::{
     ClassRef, Date, NdArray, NumpyDType, NumpyScalar, PyData, TimeDelta, TimeOfDay, TimeZone,
 };
-use folder::{folder_at, location_of};
+use folder::folder_at;
 pub use folder::{folder_of, Folder};
 pub use kind::{CompressedLayout, Quantization, TensorKind};
 pub use object::{
@@ -92,7 +92,7 @@ pub fn load_with(path: impl AsRef<Path>, options: &LoadOptions) -> Result<Checkp
             what: "LoadMode::Mapped in a safe load: a mapped load is `unsafe fn load_mmap`".into(),
         });
     }
-    load_at(&location_of(path, options), options, &|file| {
+    load_at(&options.location(path), options, &|file| {
         load_file(file, options)
     })
 }
@@ -106,12 +106,11 @@ fn load_at(
     options: &LoadOptions,
     load_one: &dyn Fn(&Location) -> Result<Checkpoint>,
 ) -> Result<Checkpoint> {
-    let at = |p: &Path| location_of(p, options);
     match folder_at(here)? {
-        Some(Folder::Dcp(dir)) => dcp::load(&dir, options),
-        Some(Folder::Ranks(files)) => dcp::hf::load(&files, |p| load_one(&at(p))),
-        Some(Folder::Sharded(index)) => load_set(&at(&index), load_one),
-        Some(Folder::Single(file)) => load_one(&at(&file)),
+        Some(Folder::Dcp(dir)) => dcp::DcpCheckpoint::at(dir, options)?.into_checkpoint(),
+        Some(Folder::Ranks(files)) => dcp::hf::load(&files, load_one),
+        Some(Folder::Sharded(index)) => load_set(&index, load_one),
+        Some(Folder::Single(file)) => load_one(&file),
         None => load_one(here),
     }
 }
@@ -180,7 +179,7 @@ pub unsafe fn load_mmap(path: impl AsRef<Path>, options: &LoadOptions) -> Result
         LoadMode::Fake => return load_with(path, options),
         _ => &options.clone().with_mode(LoadMode::Mapped),
     };
-    let here = location_of(path, options);
+    let here = options.location(path);
     if here.local_path().is_none() {
         // An object in a store cannot be mapped: it is read as an eager
         // `load_with` reads it.

@@ -184,6 +184,15 @@ impl LoadOptions {
         self
     }
 
+    /// The location `path` names, its requests (in an object store) made
+    /// with these options' remote settings.
+    pub fn location(&self, path: impl AsRef<std::path::Path>) -> crate::io::Location {
+        let here = crate::io::Location::parse(path);
+        #[cfg(feature = "remote")]
+        let here = here.with_remote(&self.remote);
+        here
+    }
+
     /// How this load reads bytes: the mode asked for, or [`LoadMode::Fake`]
     /// whatever was asked where `map_location` is `meta` (nothing is read).
     pub fn mode(&self) -> LoadMode {
@@ -296,6 +305,15 @@ impl SaveOptions {
     pub fn with_remote(mut self, remote: crate::io::remote::RemoteOptions) -> Self {
         self.remote = remote;
         self
+    }
+
+    /// The location `path` names, its requests (in an object store) made
+    /// with these options' remote settings.
+    pub fn location(&self, path: impl AsRef<std::path::Path>) -> crate::io::Location {
+        let here = crate::io::Location::parse(path);
+        #[cfg(feature = "remote")]
+        let here = here.with_remote(&self.remote);
+        here
     }
 
     /// Whether saves are synced before they replace the target.

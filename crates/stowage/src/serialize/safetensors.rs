@@ -305,18 +305,25 @@ pub fn save_with(path: &Path, ckpt: &Checkpoint, options: &SaveOptions) -> Resul
         .as_ref()
         .map(|m: &BTreeMap<_, _>| m.clone().into_iter().collect());
     #[cfg(feature = "remote")]
-    if let Some(url) = crate::io::remote::url_of(path) {
-        // The crate writes to a file: stage it locally, then upload it whole.
-        let staged = tempfile::NamedTempFile::new()?;
-        let written = write_views(&views, meta, staged.path());
-        return crate::io::remote::upload(url, &options.remote, |w| {
-            written?;
-            let mut file = std::fs::File::open(staged.path())?;
-            std::io::copy(&mut file, w)?;
-            Ok(())
-        });
+    {
+        let here = options.location(path);
+        if here.local_path().is_none() {
+            // The crate writes only to a file: stage it, then write it
+            // whole (an upload committed only once complete).
+            let staged = tempfile::NamedTempFile::new().map_err(|e| Error::InFile {
+                path: path.to_owned(),
+                source: Box::new(Error::Io(e)),
+            })?;
+            let written = write_views(&views, meta, staged.path());
+            return here.create(options.sync, None, |w| {
+                written?;
+                let mut file = std::fs::File::open(staged.path())?;
+                std::io::copy(&mut file, w)?;
+                Ok(())
+            });
+        }
     }
-    // The crate streams the tensors into the file one at a time.
+    // A local file: the crate streams the tensors into it one at a time.
     crate::io::write_atomically(path, options.sync, |tmp| write_views(&views, meta, tmp))
 }
 

@@ -768,22 +768,22 @@ fn folders_by_url_are_found_by_a_listing() {
     };
     let names: Vec<String> = files
         .iter()
-        .map(|f| f.to_str().unwrap().strip_prefix(&url).unwrap().to_owned())
+        .map(|f| f.to_string().strip_prefix(&url).unwrap().to_owned())
         .collect();
     let local = folder_of(&dir, &options).unwrap().unwrap();
     let local_names: Vec<String> = local
         .files()
         .iter()
-        .map(|f| f.file_name().unwrap().to_str().unwrap().to_owned())
+        .map(|f| f.file_name().unwrap().to_owned())
         .collect();
     assert_eq!(names, local_names);
     let set = common::fixtures_dir().join("sharded").join("bin");
     let set_url = servers::put_dir(server, &set, "listed/bin");
     assert_eq!(
         folder_of(Path::new(&set_url), &options).unwrap(),
-        Some(Folder::Sharded(
-            format!("{set_url}pytorch_model.bin.index.json").into()
-        ))
+        Some(Folder::Sharded(stowage::io::Location::parse(format!(
+            "{set_url}pytorch_model.bin.index.json"
+        ))))
     );
 
     let empty = servers::put(

@@ -83,7 +83,7 @@ fn hugging_face_sets_load_as_one_checkpoint() {
         else {
             panic!("{} holds no sharded set", dir.display())
         };
-        for path in [dir.clone(), index] {
+        for path in [dir.clone(), index.path()] {
             let ckpt = stowage::load(&path).unwrap();
             assert_matches_torch(kind, &ckpt);
             // Shard by shard, in sorted file order, each in its file's order.

@@ -7,8 +7,8 @@
 //! no `.metadata`: a tensor's shape is the extent of its chunks, which must
 //! tile it.
 
+use crate::io::Location;
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
 
 use super::check_cover;
 use crate::serialize::object::{dotted, Checkpoint, Object, StorageRecord, TensorObject};
@@ -52,14 +52,14 @@ struct Piece {
 /// the expected JSON, when a tensor's pieces disagree in dtype or rank, or do
 /// not tile its extent.
 pub(crate) fn load(
-    files: &[PathBuf],
-    load_file: impl Fn(&Path) -> Result<Checkpoint>,
+    files: &[Location],
+    load_file: impl Fn(&Location) -> Result<Checkpoint>,
 ) -> Result<Checkpoint> {
     let mut order: Vec<String> = Vec::new();
     let mut pieces: HashMap<String, Vec<Piece>> = HashMap::new();
     for file in files {
         let in_file = |e: Error| Error::InFile {
-            path: file.clone(),
+            path: file.path(),
             source: Box::new(e),
         };
         let shard = load_file(file)?;

@@ -4,12 +4,11 @@
 //! at the item's offset.
 
 use crate::io::ReadCost;
-use std::fs::File;
 use std::path::Path;
 use std::sync::Arc;
 
 use super::metadata::StorageInfo;
-use crate::io::ReadAt;
+use crate::io::{Location, ReadAt};
 use crate::serialize::object::{Checkpoint, Object};
 use crate::serialize::options::{LoadMode, LoadOptions};
 use crate::serialize::pickle::Value;
@@ -36,28 +35,27 @@ pub(super) struct DataFile {
     pub remote: Option<Arc<crate::io::remote::RemoteObject>>,
 }
 
-/// Opens the data file at `path`: an object in a store when `path` is a URL
-/// (one ranged `GET` of its head; reads are then ranged requests), else the
-/// local file.
-pub(super) fn open(path: &Path, options: &LoadOptions) -> Result<DataFile> {
+/// Opens the data file `here`: a local file, or an object in a store (one
+/// ranged `GET` of its head; reads are then ranged requests), kept as itself
+/// too for batches of reads across objects.
+///
+/// # Errors
+/// Not found, refused, the store's error; without the file's name, which
+/// the caller gives with the item's.
+pub(super) fn open(here: &Location) -> Result<DataFile> {
+    let unnamed = |e: Error| match e {
+        Error::InFile { source, .. } => *source,
+        e => e,
+    };
     #[cfg(feature = "remote")]
-    if let Some(url) = crate::io::remote::url_of(path) {
-        return match crate::io::remote::RemoteObject::open_with(url, &options.remote) {
-            Ok(object) => {
-                let object = Arc::new(object);
-                Ok(DataFile {
-                    source: object.clone(),
-                    remote: Some(object),
-                })
-            }
-            // The caller names the file.
-            Err(Error::InFile { source, .. }) => Err(*source),
-            Err(e) => Err(e),
-        };
+    if let Some(object) = here.open_object().map_err(unnamed)? {
+        return Ok(DataFile {
+            source: object.clone(),
+            remote: Some(object),
+        });
     }
-    let _ = options;
     Ok(DataFile {
-        source: Arc::new(File::open(path).map_err(Error::Io)?),
+        source: here.open().map_err(unnamed)?,
         #[cfg(feature = "remote")]
         remote: None,
     })

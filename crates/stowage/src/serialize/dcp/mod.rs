@@ -33,7 +33,7 @@ use self::metadata::{Chunk, DcpMetadata, Item, ItemKind, TensorMeta};
 use super::object::{Checkpoint, Object, PathKey, StorageRecord, TensorObject};
 use super::options::{LoadMode, LoadOptions};
 use super::pickle::{Graph, Node, NodeId, Value};
-use crate::io::ReadAt;
+use crate::io::Location;
 use crate::storage::Fetch;
 use crate::{DType, Error, Result, Tensor, UntypedStorage};
 
@@ -44,7 +44,7 @@ pub const METADATA_FILE: &str = ".metadata";
 /// path, or with the `remote` feature a URL) to read items from.
 #[derive(Clone, Debug)]
 pub struct DcpCheckpoint {
-    dir: PathBuf,
+    dir: Location,
     metadata: DcpMetadata,
     options: LoadOptions,
     /// The data files opened so far, each opened once (one `HEAD` for an
@@ -87,25 +87,20 @@ impl DcpCheckpoint {
     /// global, a malformed pickle or a metadata that is not DCP's
     /// ([`metadata::parse`]).
     pub fn open(dir: impl AsRef<Path>, options: &LoadOptions) -> Result<DcpCheckpoint> {
-        let dir = dir.as_ref().to_owned();
+        Self::at(options.location(dir), options)
+    }
+
+    /// [`open`](Self::open) of the folder `dir`, wherever it is.
+    ///
+    /// # Errors
+    /// As [`open`](Self::open).
+    pub(crate) fn at(dir: Location, options: &LoadOptions) -> Result<DcpCheckpoint> {
         let path = dir.join(METADATA_FILE);
+        let bytes = path.read_all(options.max_pickle_bytes)?;
         let in_file = |e: Error| Error::InFile {
-            path: path.clone(),
+            path: path.path(),
             source: Box::new(e),
         };
-        let file = item::open(&path, options).map_err(in_file)?.source;
-        let len = file.len();
-        if len > options.max_pickle_bytes {
-            return Err(in_file(Error::LimitExceeded {
-                limit: "metadata bytes",
-                value: len,
-                max: options.max_pickle_bytes,
-            }));
-        }
-        // At most `max_pickle_bytes`, checked above.
-        let mut bytes = vec![0; len as usize];
-        file.read_exact_at(&mut bytes, 0)
-            .map_err(|e| in_file(Error::Io(e)))?;
         let metadata = metadata::parse(&bytes, &options.pickle_limits).map_err(in_file)?;
         Ok(DcpCheckpoint {
             dir,
@@ -117,19 +112,20 @@ impl DcpCheckpoint {
         })
     }
 
-    /// The data file at `path`, opened on first use.
-    fn file(&self, path: &Path) -> Result<item::Source> {
-        Ok(self.data_file(path)?.source)
+    /// The data file `here`, opened on first use.
+    fn file(&self, here: &Location) -> Result<item::Source> {
+        Ok(self.data_file(here)?.source)
     }
 
-    /// The data file at `path`, opened on first use, as [`item::open`] gives it.
-    fn data_file(&self, path: &Path) -> Result<item::DataFile> {
+    /// The data file `here`, opened on first use, as [`item::open`] gives it.
+    fn data_file(&self, here: &Location) -> Result<item::DataFile> {
+        let path = here.path();
         let mut files = self.files.0.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(f) = files.get(path) {
+        if let Some(f) = files.get(&path) {
             return Ok(f.clone());
         }
-        let f = item::open(path, &self.options)?;
-        files.insert(path.to_owned(), f.clone());
+        let f = item::open(here)?;
+        files.insert(path, f.clone());
         Ok(f)
     }
 
@@ -339,7 +335,8 @@ impl DcpCheckpoint {
     /// One stored chunk as a tensor of its own.
     fn read_chunk(&self, fqn: &str, dtype: DType, chunk: &Chunk) -> Result<Tensor> {
         let info = &chunk.storage;
-        let file = self.dir.join(&info.relative_path);
+        let here = self.dir.join(&info.relative_path);
+        let file = here.path();
         let in_file = |e: Error| Error::InFile {
             path: file.clone(),
             source: Box::new(Error::AtPath {
@@ -348,7 +345,7 @@ impl DcpCheckpoint {
             }),
         };
         let nbytes = bytes_of(fqn, dtype, &chunk.sizes).map_err(in_file)?;
-        let source = self.file(&file).map_err(in_file)?;
+        let source = self.file(&here).map_err(in_file)?;
         let ahead = self.prefetched.take(&file, info.offset);
         let tensor = item::read_tensor(
             &source,
@@ -388,7 +385,8 @@ impl DcpCheckpoint {
                 found: format!("{fqn} is a tensor"),
             });
         };
-        let file = self.dir.join(&info.relative_path);
+        let here = self.dir.join(&info.relative_path);
+        let file = here.path();
         let in_file = |e: Error| Error::InFile {
             path: file.clone(),
             source: Box::new(Error::AtPath {
@@ -396,7 +394,7 @@ impl DcpCheckpoint {
                 source: Box::new(e),
             }),
         };
-        let source = self.file(&file).map_err(in_file)?;
+        let source = self.file(&here).map_err(in_file)?;
         let ahead = self.prefetched.take(&file, info.offset);
         item::read_value(&source, info, ahead, &self.options).map_err(in_file)
     }
@@ -415,7 +413,7 @@ impl DcpCheckpoint {
     }
 
     /// [`to_checkpoint`](Self::to_checkpoint), keeping `self` in lazy storages' readers.
-    fn into_checkpoint(self) -> Result<Checkpoint> {
+    pub(crate) fn into_checkpoint(self) -> Result<Checkpoint> {
         let this = Arc::new(self);
         let mut ckpt = Checkpoint::new();
         let root = ckpt.graph.dict(Vec::new());

@@ -16,6 +16,8 @@ use super::metadata::Item;
 use super::metadata::{ItemKind, StorageInfo};
 use super::DcpCheckpoint;
 #[cfg(feature = "remote")]
+use crate::io::Location;
+#[cfg(feature = "remote")]
 use crate::serialize::options::LoadMode;
 use crate::Result;
 
@@ -43,7 +45,7 @@ impl Prefetched {
 
 /// A batch's stored items by data file: each with its item's name.
 #[cfg(feature = "remote")]
-type ByFile<'i> = Vec<(PathBuf, Vec<(&'i str, &'i StorageInfo)>)>;
+type ByFile<'i> = Vec<(Location, Vec<(&'i str, &'i StorageInfo)>)>;
 
 /// The stored items `item` is read from: a tensor's chunks that hold
 /// elements (those [`DcpCheckpoint::read_tensor`] reads), or a value's item.
@@ -75,7 +77,7 @@ impl DcpCheckpoint {
         {
             let eager = self.options.mode() == LoadMode::Eager;
             // Items of a store whose every read is a request come in batches.
-            let cost = crate::io::Location::parse(&self.dir).read_cost();
+            let cost = self.dir.read_cost();
             if eager && cost == crate::io::ReadCost::Request {
                 return self.prefetch(items, start);
             }
@@ -123,8 +125,8 @@ impl DcpCheckpoint {
         let (end, by_file) = self.plan_batch(items, start, budget);
         // Every file's items, fetched together: at most `concurrency`
         // requests in flight across the files.
-        let in_file = |file: &Path, fqn: &str, e: Error| Error::InFile {
-            path: file.to_owned(),
+        let in_file = |file: &Location, fqn: &str, e: Error| Error::InFile {
+            path: file.path(),
             source: Box::new(Error::AtPath {
                 path: fqn.to_owned(),
                 source: Box::new(e),
@@ -182,7 +184,7 @@ impl DcpCheckpoint {
         let mut fetched = HashMap::new();
         for ((file, list, _), held) in objects.iter().zip(bufs) {
             for (&(_, info), buf) in list.iter().zip(held) {
-                fetched.insert(((*file).clone(), info.offset), buf);
+                fetched.insert((file.path(), info.offset), buf);
             }
         }
         *self.prefetched.lock() = fetched;

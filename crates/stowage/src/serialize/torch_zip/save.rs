@@ -3,11 +3,9 @@
 //! `.storage_alignment`, `byteorder`, `data/0..N`, `version`,
 //! `.data/serialization_id`), written crash-safely.
 
-use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::Path;
 
-use crate::io;
 use crate::serialize::object::Checkpoint;
 use crate::serialize::options::{Progress, SaveOptions};
 use crate::serialize::torch::pickle_checkpoint;
@@ -201,23 +199,18 @@ pub fn save(path: impl AsRef<Path>, ckpt: &Checkpoint) -> Result<()> {
 /// As [`save`].
 pub fn save_with(path: &Path, ckpt: &Checkpoint, options: &SaveOptions) -> Result<()> {
     let stem = archive_name(path);
-    #[cfg(feature = "remote")]
-    if let Some(url) = io::remote::url_of(path) {
-        return io::remote::upload(url, &options.remote, |w| {
-            let w = BufWriter::with_capacity(1 << 22, w);
-            let w = save_to_writer(w, &stem, ckpt, options)?;
-            w.into_inner().map_err(|e| Error::Io(e.into_error()))?;
-            Ok(())
-        });
-    }
-    io::write_atomically(path, options.sync, |tmp| {
-        let plan = Plan::new(ckpt, options)?;
-        let len = plan.archive_len(&stem, options.alignment)?;
-        let file = File::create(tmp)?;
-        io::preallocate(&file, len)?;
-        let out = io::Output::new(file, options.sync);
-        let out = plan
-            .write(
+    let in_file = |e: Error| Error::InFile {
+        path: path.to_owned(),
+        source: Box::new(e),
+    };
+    let plan = Plan::new(ckpt, options).map_err(in_file)?;
+    let len = plan
+        .archive_len(&stem, options.alignment)
+        .map_err(in_file)?;
+    options
+        .location(path)
+        .create(options.sync, Some(len), |out| {
+            plan.write(
                 BufWriter::with_capacity(1 << 22, out),
                 &stem,
                 options.alignment,
@@ -225,9 +218,8 @@ pub fn save_with(path: &Path, ckpt: &Checkpoint, options: &SaveOptions) -> Resul
             )?
             .into_inner()
             .map_err(|e| Error::Io(e.into_error()))?;
-        // `len` is exact, so this cuts nothing unless the layout and the writer disagree.
-        Ok(out.finish(len)?)
-    })
+            Ok(())
+        })
 }
 
 /// The root folder PyTorch names an archive written to `path`: the file name up to its last `.`.
