@@ -332,14 +332,13 @@ fn to_folder(
                     listed(&names)
                 )));
             }
-            let options = ShardOptions {
-                format: match format {
+            let options = ShardOptions::new()
+                .with_format(match format {
                     FolderFormat::Bin => ShardFormat::Bin,
                     _ => ShardFormat::Safetensors,
-                },
-                max_shard_size,
-                sync: !args.no_sync,
-            };
+                })
+                .with_max_shard_size(max_shard_size)
+                .with_sync(!args.no_sync);
             save_sharded(dir, ckpt, &options).map(|saved| {
                 let mut line = format!(
                     "wrote {} shard{} ({} of tensor data) to {}",

@@ -61,20 +61,10 @@ impl Page<'_> {
     /// The outcome of a call that must fail: the error's variant and message.
     fn error<T>(&mut self, result: stowage::Result<T>) -> Result<(), Failure> {
         match result {
-            Err(e) => Ok(self.line(format_args!("Error::{}: {e}", variant(&e)))?),
+            Err(e) => Ok(self.line(format_args!("Error::{}: {e}", e.name()))?),
             Ok(_) => Err(Failure::msg("demo: a call that must fail succeeded")),
         }
     }
-}
-
-/// The name of an error's variant (`OutOfStorage`), taken from its `Debug` form.
-fn variant(error: &stowage::Error) -> String {
-    let debug = format!("{error:?}");
-    debug
-        .split(|c: char| !c.is_alphanumeric() && c != '_')
-        .next()
-        .unwrap_or_default()
-        .to_owned()
 }
 
 /// A shape or stride as Python prints a tuple: `(3, 4)`, `(4,)`, `()`.
@@ -305,9 +295,9 @@ mod tests {
         assert_eq!(py_tuple(&[]), "()");
         assert_eq!(py_tuple(&[4]), "(4,)");
         assert_eq!(py_tuple(&[3, 4]), "(3, 4)");
-        assert_eq!(variant(&stowage::Error::NotResizable), "NotResizable");
+        assert_eq!(stowage::Error::NotResizable.name(), "NotResizable");
         assert_eq!(
-            variant(&stowage::Error::NotAScalar { numel: 2 }),
+            stowage::Error::NotAScalar { numel: 2 }.name(),
             "NotAScalar"
         );
     }

@@ -5,6 +5,7 @@ use super::{unpickle, PickleError};
 
 /// Resource limits for [`unpickle`]. Exceeding any is a
 /// [`PickleError::LimitExceeded`].
+#[non_exhaustive]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Limits {
     /// Most memo entries stored.
@@ -32,5 +33,37 @@ impl Default for Limits {
             max_depth: 1000,
             max_nodes: 1 << 24,
         }
+    }
+}
+
+impl Limits {
+    /// Most memo entries stored.
+    pub fn with_max_memo(mut self, n: usize) -> Self {
+        self.max_memo = n;
+        self
+    }
+
+    /// Scan the opcodes first and store only the memo entries read back.
+    pub fn with_scan_memo(mut self, scan: bool) -> Self {
+        self.scan_memo = scan;
+        self
+    }
+
+    /// Most items on the stack, and separately most marks.
+    pub fn with_max_stack(mut self, n: usize) -> Self {
+        self.max_stack = n;
+        self
+    }
+
+    /// Deepest node nesting.
+    pub fn with_max_depth(mut self, n: usize) -> Self {
+        self.max_depth = n;
+        self
+    }
+
+    /// Most nodes in the graph, counting those the hooks add.
+    pub fn with_max_nodes(mut self, n: usize) -> Self {
+        self.max_nodes = n;
+        self
     }
 }

@@ -11,7 +11,11 @@ use crate::{DType, Device};
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Everything that can go wrong in stowage.
-#[derive(Debug, thiserror::Error)]
+///
+/// `Debug` prints the message, as `Display` does, so that
+/// `fn main() -> stowage::Result<()>` reports an error as a person reads
+/// it; `{:#?}` puts the variant's name ([`Error::name`]) before it.
+#[derive(thiserror::Error, strum::IntoStaticStr)]
 #[non_exhaustive]
 pub enum Error {
     /// A dimension index outside `[-ndim, ndim - 1]` (0-dim tensors accept -1 and 0).
@@ -817,4 +821,39 @@ pub enum Error {
         /// The storage's size.
         nbytes: usize,
     },
+}
+
+impl Error {
+    /// The variant's name (`"InFile"`, `"OutOfStorage"`), for a program
+    /// that reports or counts errors by kind.
+    pub fn name(&self) -> &'static str {
+        self.into()
+    }
+}
+
+impl std::fmt::Debug for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if f.alternate() {
+            write!(f, "Error::{}: ", self.name())?;
+        }
+        std::fmt::Display::fmt(self, f)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_is_the_message_and_alternate_debug_names_the_variant() {
+        let e = Error::InFile {
+            path: "x.pt".into(),
+            source: Box::new(Error::NotAScalar { numel: 2 }),
+        };
+        // What `fn main() -> stowage::Result<()>` prints after "Error: ".
+        assert_eq!(format!("{e:?}"), e.to_string());
+        assert!(e.to_string().starts_with("x.pt: "), "{e}");
+        assert_eq!(format!("{e:#?}"), format!("Error::InFile: {e}"));
+        assert_eq!(e.name(), "InFile");
+    }
 }

@@ -83,16 +83,41 @@ impl ShardFormat {
     }
 }
 
-/// How to save a sharded set.
+/// How to save a sharded set: `ShardOptions::new().with_format(ShardFormat::Bin)`.
+#[non_exhaustive]
 #[derive(Clone, Debug)]
 pub struct ShardOptions {
-    /// The shards' file kind.
-    pub format: ShardFormat,
+    pub(crate) format: ShardFormat,
+    pub(crate) max_shard_size: u64,
+    pub(crate) sync: bool,
+}
+
+impl ShardOptions {
+    /// The defaults ([`Default`]).
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The shards' file kind (safetensors by default).
+    pub fn with_format(mut self, format: ShardFormat) -> Self {
+        self.format = format;
+        self
+    }
+
     /// The most bytes of tensor data per shard (a larger tensor gets a shard
-    /// of its own), as `max_shard_size` in Hugging Face; see [`parse_size`].
-    pub max_shard_size: u64,
-    /// Sync the files and folders before the set replaces the old one.
-    pub sync: bool,
+    /// of its own), as `max_shard_size` in Hugging Face (5 GB by default);
+    /// see [`parse_size`].
+    pub fn with_max_shard_size(mut self, bytes: u64) -> Self {
+        self.max_shard_size = bytes;
+        self
+    }
+
+    /// Syncs the files and folders before the set replaces the old one (on
+    /// by default).
+    pub fn with_sync(mut self, sync: bool) -> Self {
+        self.sync = sync;
+        self
+    }
 }
 
 impl Default for ShardOptions {

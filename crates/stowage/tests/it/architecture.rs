@@ -412,3 +412,61 @@ fn print_the_graph() {
         println!("{from} -> {tos:?}");
     }
 }
+
+/// Every `docs/…` and `scripts/…` path that the sources, the README and the
+/// documents cite exists, so a citation cannot outlive its file (the source
+/// once cited a `docs/cli-contract.md` and a script that were not there).
+#[test]
+fn every_cited_docs_and_scripts_path_exists() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let mut files = vec![root.join("README.md")];
+    let mut dirs = vec![root.join("crates"), root.join("docs"), root.join("scripts")];
+    while let Some(dir) = dirs.pop() {
+        for entry in fs::read_dir(&dir).unwrap().flatten() {
+            let path = entry.path();
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if path.is_dir() {
+                if name != "target" && name != "fixtures" {
+                    dirs.push(path);
+                }
+            } else if [".rs", ".md", ".py", ".sh"]
+                .iter()
+                .any(|e| name.ends_with(e))
+            {
+                files.push(path);
+            }
+        }
+    }
+    let path_char = |c: char| c.is_ascii_alphanumeric() || "_./-".contains(c);
+    let mut missing = BTreeSet::new();
+    for file in &files {
+        let text = fs::read_to_string(file).unwrap_or_default();
+        for prefix in ["docs/", "scripts/"] {
+            for (at, _) in text.match_indices(prefix) {
+                // A citation starts the path: not `shared/docs/`, not a URL
+                // (`docs.rs/`, `…/docs/`), not part of a longer name.
+                let before = text[..at].chars().next_back();
+                if before.is_some_and(|c| path_char(c) || c == ':') {
+                    continue;
+                }
+                let cited: String = text[at..].chars().take_while(|&c| path_char(c)).collect();
+                let cited = cited.trim_end_matches(['.', '/', '-']);
+                // Placeholders and bare folder mentions name no one file.
+                let name = cited.rsplit('/').next().unwrap_or_default();
+                if cited.len() <= prefix.len() || !name.contains('.') || cited.contains("NAME") {
+                    continue;
+                }
+                if !root.join(cited).exists() {
+                    missing.insert(format!(
+                        "{} cites {cited}",
+                        file.strip_prefix(&root).unwrap_or(file).display()
+                    ));
+                }
+            }
+        }
+    }
+    assert!(missing.is_empty(), "cited paths that do not exist:\n{}", {
+        let list: Vec<_> = missing.into_iter().collect();
+        list.join("\n")
+    });
+}

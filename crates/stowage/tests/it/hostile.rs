@@ -358,10 +358,7 @@ fn deep_nesting_builds_and_drops_without_recursion_when_limits_allow() {
     // PyTorch accepts it; stowage refuses by default (depth limit), and when the
     // limit is raised must build, walk and drop it without overflowing a 2 MiB stack.
     let bytes = std::fs::read(hostile("deep_nesting.pt")).unwrap();
-    let limits = stowage::serialize::pickle::Limits {
-        max_depth: 200_000,
-        ..Default::default()
-    };
+    let limits = stowage::serialize::pickle::Limits::default().with_max_depth(200_000);
     let options = LoadOptions::new().with_pickle_limits(limits);
     assert_eq!(
         load_mem("deep_nesting.pt with max_depth 200000", bytes, options).expect("builds"),

@@ -233,10 +233,7 @@ fn total_storage_bytes_are_limited_even_when_nothing_is_read() {
 /// nothing a memo entry holds is released).
 #[test]
 fn the_memo_scan_changes_nothing_a_load_returns() {
-    let limits = stowage::serialize::pickle::Limits {
-        scan_memo: false,
-        ..Default::default()
-    };
+    let limits = stowage::serialize::pickle::Limits::default().with_scan_memo(false);
     let every = LoadOptions::new().with_pickle_limits(limits);
     for name in fixture_names() {
         let scanned = load_with(fixture(&name), &LoadOptions::default()).unwrap();

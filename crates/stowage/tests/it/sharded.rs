@@ -154,11 +154,10 @@ fn saved_sets_split_as_hugging_face_splits() {
     ] {
         let ckpt = stowage::load(set_dir(kind)).unwrap();
         let out = tempfile::tempdir().unwrap();
-        let options = ShardOptions {
-            format,
-            max_shard_size: stowage::serialize::sharded::parse_size("1KB").unwrap(),
-            sync: false,
-        };
+        let options = ShardOptions::new()
+            .with_format(format)
+            .with_max_shard_size(stowage::serialize::sharded::parse_size("1KB").unwrap())
+            .with_sync(false);
         let saved = save_sharded(out.path(), &ckpt, &options).unwrap();
         assert_eq!(saved.files.len(), 3);
         let ours = index_json(out.path(), format);
@@ -190,11 +189,9 @@ fn a_new_set_replaces_the_old_one_whole_and_a_failed_one_changes_nothing() {
     fs::create_dir(&dir).unwrap();
     fs::write(dir.join("config.json"), "{}").unwrap();
     let ckpt = stowage::load(set_dir("safetensors")).unwrap();
-    let small = ShardOptions {
-        max_shard_size: 1000,
-        sync: false,
-        ..Default::default()
-    };
+    let small = ShardOptions::new()
+        .with_max_shard_size(1000)
+        .with_sync(false);
     save_sharded(&dir, &ckpt, &small).unwrap();
     let listing = |d: &Path| {
         let mut v: Vec<String> = fs::read_dir(d)
@@ -286,11 +283,10 @@ fn python_reads_the_sets_stowage_writes() {
     ] {
         let ckpt = stowage::load(set_dir(kind)).unwrap();
         let out = tempfile::tempdir().unwrap();
-        let options = ShardOptions {
-            format,
-            max_shard_size: 1000,
-            sync: false,
-        };
+        let options = ShardOptions::new()
+            .with_format(format)
+            .with_max_shard_size(1000)
+            .with_sync(false);
         save_sharded(out.path(), &ckpt, &options).unwrap();
         let script = r#"
 import json, os, sys, torch
