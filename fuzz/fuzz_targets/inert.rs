@@ -1,4 +1,4 @@
-//! Inert loading (`LoadOptions::inert`): any global becomes an inert object or
+//! Inert loading (`LoadOptions::with_inert`): any global becomes an inert object or
 //! decoded data, never called. After the load, every walk that must see
 //! through inert objects runs (tensors, leaves, objects, what cannot be
 //! saved), then the objects are dropped and the rest is saved again.
@@ -19,15 +19,12 @@ fuzz_target!(|data: &[u8]| {
     let Some((&mode, file)) = data.split_first() else {
         return;
     };
-    let mut options = LoadOptions::default();
-    if mode % 2 == 0 {
-        options.inert = true;
+    let options = if mode % 2 == 0 {
+        LoadOptions::new().with_inert(true)
     } else {
-        options.allow_globals = decoded::DECODED
-            .iter()
-            .map(|(m, n, _)| format!("{m}.{n}"))
-            .collect();
-    }
+        LoadOptions::new()
+            .with_allow_globals(decoded::DECODED.iter().map(|(m, n, _)| format!("{m}.{n}")))
+    };
     let Ok(mut ckpt) = load_bytes(file, &options) else {
         return;
     };

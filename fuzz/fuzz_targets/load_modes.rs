@@ -6,8 +6,8 @@
 //! | first byte % 6 | load |
 //! |---|---|
 //! | 0 | `load_mmap` |
-//! | 1 | `load_with`, `lazy` |
-//! | 2 | `load_with`, `fake` |
+//! | 1 | `load_with`, `LoadMode::Lazy` |
+//! | 2 | `load_with`, `LoadMode::Fake` |
 //! | 3 | `load_with`, `verify_crc` |
 //! | 4 | `load_with`, `map_location = meta` |
 //! | 5 | `load_mmap` with `verify_crc` |
@@ -17,7 +17,7 @@ use std::path::PathBuf;
 use std::sync::OnceLock;
 
 use libfuzzer_sys::fuzz_target;
-use stowage::serialize::{load_mmap, load_with, LoadOptions};
+use stowage::serialize::{load_mmap, load_with, LoadMode, LoadOptions};
 use stowage::Device;
 
 #[path = "common.rs"]
@@ -41,21 +41,21 @@ fuzz_target!(|data: &[u8]| {
     if std::fs::write(path, file).is_err() {
         return;
     }
-    let mut options = LoadOptions::default();
+    let options = LoadOptions::new();
     let loaded = match mode % 6 {
         0 | 5 => {
-            options.verify_crc = mode % 6 == 5;
+            let options = options.with_verify_crc(mode % 6 == 5);
             // SAFETY: this process alone writes the scratch file, and only
             // before the load and after the checkpoint is dropped.
             unsafe { load_mmap(path, &options) }
         }
         m => {
-            match m {
-                1 => options.lazy = true,
-                2 => options.fake = true,
-                3 => options.verify_crc = true,
-                _ => options.map_location = Some(Device::META),
-            }
+            let options = match m {
+                1 => options.with_mode(LoadMode::Lazy),
+                2 => options.with_mode(LoadMode::Fake),
+                3 => options.with_verify_crc(true),
+                _ => options.with_map_location(Device::META),
+            };
             load_with(path, &options)
         }
     };

@@ -33,10 +33,7 @@ fn same(a: &Pickled<u8>, b: &Pickled<u8>) -> bool {
 
 fuzz_target!(|data: &[u8]| {
     let scanned = unpickle(data, &mut AcceptAll::default(), &Limits::default());
-    let every = Limits {
-        scan_memo: false,
-        ..Limits::default()
-    };
+    let every = Limits::default().with_scan_memo(false);
     let stored = unpickle(data, &mut AcceptAll::default(), &every);
     match (&scanned, &stored) {
         (

@@ -45,12 +45,10 @@ fn structural(e: &PickleError) -> bool {
 }
 
 fuzz_target!(|data: &[u8]| {
-    let lifted = Limits {
-        max_memo: usize::MAX,
-        max_stack: usize::MAX,
-        max_nodes: usize::MAX,
-        ..Limits::default()
-    };
+    let lifted = Limits::default()
+        .with_max_memo(usize::MAX)
+        .with_max_stack(usize::MAX)
+        .with_max_nodes(usize::MAX);
     let d = disassemble(data, &lifted);
     assert!(d.consumed <= data.len());
     if let Some(e) = &d.error {

@@ -6,8 +6,9 @@
 
 use std::path::Path;
 
+use super::dcp;
+use super::options::LoadOptions;
 use super::sharded::ShardFormat;
-use super::{dcp, LoadOptions};
 use crate::io::Location;
 use crate::{Error, Result};
 

@@ -88,13 +88,11 @@ impl LoadOptions {
     /// `STOWAGE_REMOTE_*` variables (`io::remote::RemoteOptions::from_env`,
     /// feature `remote`). The command line loads this way.
     pub fn from_env() -> Self {
-        #[allow(unused_mut)] // Used only with the `remote` feature.
-        let mut options = Self::default();
-        #[cfg(feature = "remote")]
-        {
-            options.remote = crate::io::remote::RemoteOptions::from_env();
+        Self {
+            #[cfg(feature = "remote")]
+            remote: crate::io::remote::RemoteOptions::from_env(),
+            ..Self::default()
         }
-        options
     }
 
     /// Loads in `mode` ([`LoadMode::Eager`] by default).
@@ -264,13 +262,11 @@ impl SaveOptions {
     /// The defaults, with the environment's `STOWAGE_REMOTE_*` variables
     /// (feature `remote`), as [`LoadOptions::from_env`].
     pub fn from_env() -> Self {
-        #[allow(unused_mut)] // Used only with the `remote` feature.
-        let mut options = Self::default();
-        #[cfg(feature = "remote")]
-        {
-            options.remote = crate::io::remote::RemoteOptions::from_env();
+        Self {
+            #[cfg(feature = "remote")]
+            remote: crate::io::remote::RemoteOptions::from_env(),
+            ..Self::default()
         }
-        options
     }
 
     /// Alignment of each record's payload in a torch zip archive (PyTorch's

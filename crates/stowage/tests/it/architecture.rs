@@ -5,7 +5,8 @@
 //! A module here is a top-level module of `src/` (`storage`, `layout`, …),
 //! except that `serialize`'s children count on their own (`serialize/zip`,
 //! `serialize/torch`, …), since they are the layers of the checkpoint side.
-//! References are read from the source: `crate::name`, `super::name`, and
+//! References are read from the source: `crate::name`, `super::name`, a
+//! file's own submodules named bare (`folder::folder_at`), and
 //! the root re-exports (`crate::{Tensor, DType, …}`), outside comments.
 //!
 //! The generic pickle machine is the crate `stowage-pickle`, below all of
@@ -157,9 +158,25 @@ fn unit(path: &[String], known: &BTreeSet<String>) -> Option<String> {
     Some(first.clone())
 }
 
-/// Every path the code of `text` names from `crate::` or `super::`, resolved
-/// against `here` (the file's module path) to a module path, with comments
-/// left out.
+/// The submodules `text` declares (`mod name;`, `pub mod name;`, …), which
+/// its code may name bare (`folder::folder_at`), unit tests aside.
+fn children(text: &str) -> Vec<String> {
+    text.lines()
+        .filter_map(|l| {
+            let l = l.trim_start();
+            let rest = l
+                .strip_prefix("pub ")
+                .or_else(|| l.strip_prefix("pub(crate) "))
+                .unwrap_or(l);
+            let name = rest.strip_prefix("mod ")?.strip_suffix(';')?;
+            (name != "tests").then(|| name.trim().to_owned())
+        })
+        .collect()
+}
+
+/// Every path the code of `text` names from `crate::`, `super::` or one of
+/// its own submodules (`child::`), resolved against `here` (the file's
+/// module path) to a module path, with comments left out.
 fn referenced(text: &str, here: &[String]) -> Vec<Vec<String>> {
     let code: String = text
         .lines()
@@ -176,18 +193,34 @@ fn referenced(text: &str, here: &[String]) -> Vec<Vec<String>> {
             .take_while(|c| c.is_alphanumeric() || *c == '_')
             .collect()
     };
-    for (start, _) in code
+    let child_paths: Vec<String> = children(text)
+        .into_iter()
+        .map(|c| format!("{c}::"))
+        .collect();
+    let starts = code
         .match_indices("crate::")
         .chain(code.match_indices("super::"))
-    {
-        // Only whole path starts: not `foo_crate::` or `self::super::`.
-        if start > 0 && (bytes[start - 1].is_ascii_alphanumeric() || bytes[start - 1] == b'_') {
+        .chain(
+            child_paths
+                .iter()
+                .flat_map(|c| code.match_indices(c.as_str())),
+        );
+    for (start, _) in starts {
+        // Only whole path starts: not `foo_crate::`, `self::super::` or `x::child::`.
+        if start > 0
+            && (bytes[start - 1].is_ascii_alphanumeric()
+                || bytes[start - 1] == b'_'
+                || (bytes[start - 1] == b':' && !code[..start].ends_with("self::")))
+        {
             continue;
         }
         let mut base: Vec<String> = Vec::new();
         let mut rest = &code[start..];
         if let Some(r) = rest.strip_prefix("crate::") {
             rest = r;
+        } else if !rest.starts_with("super::") {
+            // A submodule of this file's module, named bare.
+            base = here.to_vec();
         } else {
             base = here.to_vec();
             // A `mod.rs` file is the module itself; `super` is its parent.
