@@ -26,9 +26,10 @@ fn same(a: &Pickled<u8>, b: &Pickled<u8>) -> bool {
         && a.consumed == b.consumed
         && text(&a.root) == text(&b.root)
         && a.graph.len() == b.graph.len()
-        && a.graph.iter().zip(b.graph.iter()).all(|((i, x), (j, y))| {
-            text(x) == text(y) && a.graph.depth(i) == b.graph.depth(j)
-        })
+        && a.graph
+            .iter()
+            .zip(b.graph.iter())
+            .all(|((i, x), (j, y))| text(x) == text(y) && a.graph.depth(i) == b.graph.depth(j))
 }
 
 fuzz_target!(|data: &[u8]| {

@@ -12,7 +12,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use stowage::serialize::pickle::{
-    disassemble, read::Hooks, unpickle, Graph, GlobalName, Limits, PickleError, Value,
+    disassemble, read::Hooks, unpickle, GlobalName, Graph, Limits, PickleError, Value,
 };
 use stowage::serialize::scan::{scan_bytes, Verdict};
 use stowage::serialize::LoadOptions;
@@ -29,16 +29,35 @@ impl Hooks for Record {
         self.0.push((module.to_owned(), name.to_owned()));
         Ok(Value::Ext(0))
     }
-    fn persistent_load(&mut self, _: &mut Graph<u8>, _: Value<u8>) -> Result<Value<u8>, PickleError> {
+    fn persistent_load(
+        &mut self,
+        _: &mut Graph<u8>,
+        _: Value<u8>,
+    ) -> Result<Value<u8>, PickleError> {
         Ok(Value::Ext(1))
     }
-    fn reduce(&mut self, _: &mut Graph<u8>, _: Value<u8>, _: Value<u8>) -> Result<Value<u8>, PickleError> {
+    fn reduce(
+        &mut self,
+        _: &mut Graph<u8>,
+        _: Value<u8>,
+        _: Value<u8>,
+    ) -> Result<Value<u8>, PickleError> {
         Ok(Value::Ext(2))
     }
-    fn build(&mut self, _: &mut Graph<u8>, obj: Value<u8>, _: Value<u8>) -> Result<Value<u8>, PickleError> {
+    fn build(
+        &mut self,
+        _: &mut Graph<u8>,
+        obj: Value<u8>,
+        _: Value<u8>,
+    ) -> Result<Value<u8>, PickleError> {
         Ok(obj)
     }
-    fn new_obj(&mut self, _: &mut Graph<u8>, _: Value<u8>, _: Value<u8>) -> Result<Value<u8>, PickleError> {
+    fn new_obj(
+        &mut self,
+        _: &mut Graph<u8>,
+        _: Value<u8>,
+        _: Value<u8>,
+    ) -> Result<Value<u8>, PickleError> {
         Ok(Value::Ext(3))
     }
 }
@@ -57,7 +76,12 @@ fuzz_target!(|data: &[u8]| {
             assert_eq!(total.verdict, g.verdict);
         }
     }
-    let summed: u64 = scan.pickles.iter().flat_map(|p| &p.globals).map(|g| g.count).sum();
+    let summed: u64 = scan
+        .pickles
+        .iter()
+        .flat_map(|p| &p.globals)
+        .map(|g| g.count)
+        .sum();
     assert_eq!(summed, scan.globals.iter().map(|g| g.count).sum::<u64>());
     assert_eq!(
         scan.is_unsafe(),
@@ -73,6 +97,9 @@ fuzz_target!(|data: &[u8]| {
         let named = d.globals.iter().any(|(g, _)| {
             matches!(g, GlobalName::Static { module: m, name: n } if m == module && n == name)
         });
-        assert!(named || dynamic, "the machine looked up {module}.{name}, the disassembler missed it");
+        assert!(
+            named || dynamic,
+            "the machine looked up {module}.{name}, the disassembler missed it"
+        );
     }
 });
