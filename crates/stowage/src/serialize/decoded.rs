@@ -134,7 +134,7 @@ pub const DECODED: &[(&str, &str, Decoded)] = &[
 ];
 
 /// Looks `module.name` up in [`DECODED`].
-pub fn lookup(module: &str, name: &str) -> Option<Decoded> {
+pub(crate) fn lookup(module: &str, name: &str) -> Option<Decoded> {
     DECODED
         .iter()
         .find(|(m, n, _)| *m == module && *n == name)

@@ -54,7 +54,7 @@ pub use object::{
     StorageRef, TensorObject, MAX_PATHS,
 };
 pub use options::{LoadMode, LoadOptions, Progress, SaveOptions};
-pub use torch_zip::{archive_name, save, save_to_writer, save_with};
+pub use torch_zip::{save, save_to_writer, save_with};
 pub use values::{ValueKind, ValueRef};
 
 use crate::io::{Location, ReadAt};

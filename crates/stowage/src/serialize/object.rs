@@ -627,7 +627,7 @@ impl Checkpoint {
     /// from the state kept on `OrderedDict`s (a loader's leftovers: the argument
     /// tuples of every rebuilt tensor), renumbering the rest. Loaders call this;
     /// it matters for checkpoints of many tensors.
-    pub fn compact(&mut self) {
+    pub(crate) fn compact(&mut self) {
         let mut roots: Vec<NodeId> = self.root.as_node().into_iter().collect();
         roots.extend(self.state.keys().copied());
         roots.extend(self.state.values().filter_map(Value::as_node));

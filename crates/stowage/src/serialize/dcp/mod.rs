@@ -17,7 +17,7 @@
 //! - [`load`] assembles everything into one [`Checkpoint`] whose nesting is
 //!   the original state dict's (`planner_data`).
 
-pub mod hf;
+pub(crate) mod hf;
 mod item;
 pub mod metadata;
 mod prefetch;

@@ -10,7 +10,7 @@ use crate::io::ReadCost;
 use std::path::Path;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
-pub use save::{archive_name, save, save_to_writer, save_with};
+pub use save::{save, save_to_writer, save_with};
 
 use self::source::ZipSource;
 use super::object::{check_views, ByteOrder, Checkpoint, Format, Object};

@@ -223,7 +223,7 @@ pub fn save_with(path: &Path, ckpt: &Checkpoint, options: &SaveOptions) -> Resul
 }
 
 /// The root folder PyTorch names an archive written to `path`: the file name up to its last `.`.
-pub fn archive_name(path: &Path) -> String {
+pub(crate) fn archive_name(path: &Path) -> String {
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
