@@ -36,7 +36,9 @@ mod torch;
 mod torch_legacy;
 mod torch_zip;
 mod values;
-pub mod zip;
+// The zip container is its own crate; the CLI and the tests name its types
+// through this path.
+pub use stowage_zip as zip;
 
 use std::fs::File;
 use std::path::Path;

@@ -1,8 +1,52 @@
 //! The zip container of `torch.save` files, read and written without libtorch.
 //!
 //! Since PyTorch 1.6 a checkpoint is a zip archive whose records all live under
-//! one root folder (`<root>/data.pkl`, `<root>/data/0`, …). This module knows
+//! one root folder (`<root>/data.pkl`, `<root>/data/0`, …). This crate knows
 //! nothing about pickles or tensors: it lists, finds, reads and writes records.
+//!
+//! # API
+//!
+//! - Reading: [`ZipReader::new`] opens an archive from any [`ReadAt`] source
+//!   (a [`File`](std::fs::File), a byte slice or `Vec<u8>`, a memory map, a
+//!   remote object behind `Arc`), within [`ZipLimits`]. It lists the
+//!   [`Entry`]s (name, [`Method`], sizes, CRC-32, header offset), finds a
+//!   record by its name under the root, reads one into a caller's buffer or a
+//!   `Vec`, gives the offset of a stored record's bytes in the file (to map
+//!   it), and checks CRCs when asked.
+//! - Writing: [`ZipWriter`] writes an archive as PyTorch does, byte for byte,
+//!   to any [`std::io::Write`], whole records or streamed in chunks;
+//!   [`ZipWriter::archive_len`] gives the archive's exact length beforehand.
+//! - Positional reads: [`ReadAt`] (with its [`ReadCost`] hint) is the source
+//!   the reader reads from, through `&self`, so one reader serves several
+//!   threads; sources where each read is a request batch their reads
+//!   ([`ReadAt::read_batch_at`]).
+//! - Every failure is a [`ZipError`].
+//!
+//! # Example
+//!
+//! ```
+//! use stowage_zip::{ZipError, ZipLimits, ZipReader, ZipWriter};
+//!
+//! // An archive as `torch.save` lays it out: records under one root folder,
+//! // payloads aligned to 64 bytes.
+//! let mut w = ZipWriter::new(Vec::new(), "archive", 64);
+//! w.write_record("data.pkl", b"\x80\x02}q\x00.")?;
+//! w.start_record("data/0", 8)?;
+//! w.write_chunk(&[1, 2, 3, 4])?;
+//! w.write_chunk(&[5, 6, 7, 8])?;
+//! w.end_record()?;
+//! let bytes = w.finish()?;
+//!
+//! let zip = ZipReader::new(&bytes[..], &ZipLimits::default())?;
+//! assert_eq!(zip.root(), "archive");
+//! let storage = zip.find("data/0").expect("the record is there");
+//! assert_eq!(zip.data_offset(storage)? % 64, 0);
+//! let mut buf = [0; 8];
+//! zip.read_into(storage, &mut buf)?;
+//! assert_eq!(buf, [1, 2, 3, 4, 5, 6, 7, 8]);
+//! zip.check_crc(storage)?;
+//! # Ok::<(), ZipError>(())
+//! ```
 //!
 //! # Why hand-rolled
 //!
@@ -20,7 +64,8 @@
 //!   from the local header, as `getRecordOffset` does.
 //! * **Hostile input.** Every offset, size and count is checked against the
 //!   file length before anything is allocated, deflate output is bounded by
-//!   the declared size, and no input makes the code panic.
+//!   the declared size, and no input makes the code panic. The crate has no
+//!   `unsafe` code.
 //!
 //! The `zip` crate does not expose these together.
 //!
@@ -33,11 +78,16 @@
 //! * A file starting with `PYTORCH1` (the 1.0 preview format) is not a zip
 //!   archive; recognising it is left to the caller.
 
+#![deny(missing_docs)]
+#![deny(unsafe_code)]
+
 mod format;
 mod read;
+mod read_at;
 mod write;
 
 pub use read::{Entry, Method, ZipReader};
+pub use read_at::{ReadAt, ReadCost};
 pub use write::ZipWriter;
 
 /// Bounds applied when opening and reading an archive.

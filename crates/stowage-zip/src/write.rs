@@ -467,10 +467,9 @@ impl ZipWriter<io::Sink> {
 mod tests {
     use std::io;
 
-    use super::super::format::{le16, le32, le64};
-    use super::super::{Method, ZipLimits, ZipReader};
     use super::*;
-    use crate::io::ReadAt;
+    use crate::format::{le16, le32, le64};
+    use crate::{Method, ReadAt, ZipLimits, ZipReader};
 
     fn archive(records: &[(&str, &[u8])]) -> Vec<u8> {
         let mut w = ZipWriter::new(Vec::new(), "archive", 64);

@@ -15,7 +15,7 @@ use super::format::{
     METHOD_STORED, SATURATED_U32, ZIP64_EXTRA_ID,
 };
 use super::{ZipError, ZipLimits};
-use crate::io::ReadAt;
+use crate::ReadAt;
 
 /// Compressed input read at a time when inflating.
 const INFLATE_CHUNK: usize = 64 * 1024;
@@ -759,9 +759,9 @@ mod tests {
     use flate2::Compression;
     use proptest::prelude::*;
 
-    use super::super::format::{put16, put32, put64};
-    use super::super::ZipWriter;
     use super::*;
+    use crate::format::{put16, put32, put64};
+    use crate::ZipWriter;
 
     /// One entry of a hand-built archive.
     struct Raw {

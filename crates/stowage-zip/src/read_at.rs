@@ -1,0 +1,131 @@
+//! Positional reads: the one I/O abstraction the checkpoint readers share.
+//!
+//! A [`ReadAt`] is a source of bytes read at absolute offsets through `&self`,
+//! so one reader (an archive, a legacy stream, a safetensors header) can serve
+//! several threads at once and read straight into a caller's buffer. Files
+//! (`pread`), byte slices and memory-mapped checkpoints implement it.
+
+#[cfg(unix)]
+use std::fs::File;
+use std::io;
+use std::sync::Arc;
+
+/// What one read of a [`ReadAt`] costs, so that readers choose between many
+/// small reads and fewer, batched ones without asking what the source is.
+#[non_exhaustive]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ReadCost {
+    /// Memory or a local file (the page cache away): read as needed.
+    Local,
+    /// Each read is a request with a round trip (an object store): batch
+    /// reads ([`ReadAt::read_batch_at`]) and avoid those a reader can do
+    /// without.
+    Request,
+}
+
+/// A source of bytes read at absolute offsets, shareable across threads.
+pub trait ReadAt: Send + Sync {
+    /// Length of the source in bytes.
+    fn len(&self) -> u64;
+
+    /// Whether the source is empty.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Fills `buf` with the bytes at `offset..offset + buf.len()`, or fails
+    /// (with [`io::ErrorKind::UnexpectedEof`] when they run past the end).
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()>;
+
+    /// What one read costs: [`ReadCost::Local`] for files and memory;
+    /// [`ReadCost::Request`] where each read is a round trip, so that
+    /// readers batch their reads ([`read_batch_at`](Self::read_batch_at))
+    /// and avoid reads they can do without.
+    fn read_cost(&self) -> ReadCost {
+        ReadCost::Local
+    }
+
+    /// Fills each `(offset, buffer)` as [`read_exact_at`](Self::read_exact_at)
+    /// would, in any order (a remote source coalesces them and reads them
+    /// concurrently; others read them one after another).
+    ///
+    /// # Errors
+    /// The index of a read that failed, with its error.
+    fn read_batch_at(&self, reads: &mut [(u64, &mut [u8])]) -> Result<(), (usize, io::Error)> {
+        for (i, (offset, buf)) in reads.iter_mut().enumerate() {
+            self.read_exact_at(buf, *offset).map_err(|e| (i, e))?;
+        }
+        Ok(())
+    }
+}
+
+/// On Unix-like systems only: `pread` (`std::os::unix::fs::FileExt`).
+#[cfg(unix)]
+impl ReadAt for File {
+    /// The length from the file's metadata, or 0 when it cannot be read.
+    fn len(&self) -> u64 {
+        self.metadata().map(|m| m.len()).unwrap_or(0)
+    }
+
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        std::os::unix::fs::FileExt::read_exact_at(self, buf, offset)
+    }
+}
+
+impl ReadAt for [u8] {
+    fn len(&self) -> u64 {
+        <[u8]>::len(self) as u64
+    }
+
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        let src = usize::try_from(offset)
+            .ok()
+            .and_then(|start| self.get(start..start.checked_add(buf.len())?));
+        match src {
+            Some(src) => {
+                buf.copy_from_slice(src);
+                Ok(())
+            }
+            None => Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "read past the end of the buffer",
+            )),
+        }
+    }
+}
+
+impl ReadAt for Vec<u8> {
+    fn len(&self) -> u64 {
+        self.as_slice().len() as u64
+    }
+
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        self.as_slice().read_exact_at(buf, offset)
+    }
+}
+
+/// `ReadAt` through a pointer: every method forwarded, the provided ones too
+/// (a remote object's batched reads must not fall back to one at a time).
+macro_rules! forward_read_at {
+    ($($ptr:ty),*) => {$(
+        impl<T: ReadAt + ?Sized> ReadAt for $ptr {
+            fn len(&self) -> u64 {
+                (**self).len()
+            }
+
+            fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+                (**self).read_exact_at(buf, offset)
+            }
+
+            fn read_cost(&self) -> ReadCost {
+                (**self).read_cost()
+            }
+
+            fn read_batch_at(&self, reads: &mut [(u64, &mut [u8])]) -> Result<(), (usize, io::Error)> {
+                (**self).read_batch_at(reads)
+            }
+        }
+    )*};
+}
+
+forward_read_at!(Arc<T>, Box<T>, &T);
