@@ -6,7 +6,8 @@
 set -euo pipefail
 F=crates/stowage/tests/fixtures
 C=fuzz/corpus
-mkdir -p $C/{pickle,pickle_disasm,zip,legacy,safetensors,load,load_modes,inert,dcp_metadata,sharded_index,scan}
+# zip_write starts empty: its input is records to write, not an archive.
+mkdir -p $C/{pickle,pickle_disasm,zip,zip_write,legacy,safetensors,load,load_modes,inert,dcp_metadata,sharded_index,scan}
 for m in $F/dcp/*/.metadata $F/dcp/hostile/*/.metadata; do
     cp "$m" "$C/dcp_metadata/$(basename "$(dirname "$m")")"
 done

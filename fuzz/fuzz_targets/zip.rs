@@ -1,10 +1,11 @@
-//! The zip reader alone: parse the central directory, then for every entry
-//! look it up by its record name under the root folder, find its data, read
-//! it (within the reader's limits) and check its CRC.
+//! The zip reader alone (the crate `stowage-zip`): parse the central
+//! directory, then for every entry look it up by its record name under the
+//! root folder, find its data, read it (within the reader's limits) and check
+//! its CRC.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use stowage::serialize::zip::ZipReader;
+use stowage_zip::ZipReader;
 
 fuzz_target!(|data: &[u8]| {
     let Ok(zip) = ZipReader::new(data, &Default::default()) else {
