@@ -17,10 +17,18 @@
 //! done when every storage is mapped (a view into one private mapping of the
 //! file) and every tensor built. The file must not change while it runs.
 //!
+//! `load --baselines` also times, in the same rounds as the loads, a memory
+//! copy of as many bytes and a read of FILE, each into fresh memory (as a
+//! load writes) and into memory written before ([`baselines`]), and prints
+//! their medians and the load's median over each: a load against a memcpy
+//! and a `pread`, side by side in one run.
+//!
 //! FILE may be a URL (`s3://…`, `http(s)://…`, …): then the JSON has a
 //! `"transfer"` member as the other commands' have, the requests and bytes of
 //! the whole run (the warm-up and the N timed runs: N + 1 loads), and the
 //! line for people says the same per load.
+
+mod baselines;
 
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
@@ -73,6 +81,12 @@ pub struct Args {
     /// (and `"transfer"` for a URL)
     #[arg(long)]
     json: bool,
+    /// `load` of a local file only: also time, in the same rounds, a copy of as many bytes
+    /// and a read of FILE, into fresh memory and into memory written before, and print their
+    /// medians and the load's median over each (with --json, every run's time too). Holds
+    /// two buffers of FILE's size meanwhile
+    #[arg(long, conflicts_with = "mmap")]
+    baselines: bool,
 }
 
 /// A file removed when dropped.
@@ -152,6 +166,13 @@ pub fn run(args: Args, cx: &Context, out: &mut dyn Write) -> Result<ExitCode, Fa
         }
     };
     let runs = u64::from(args.repeat);
+    // Made before the warm-up load, so that the timed rounds start with the
+    // memory the warm-up has just freed, as the loads after it do.
+    let mut baselines = match (args.baselines, args.op) {
+        (false, _) => None,
+        (true, Op::Load) => Some(baselines::Baselines::new(&args.file)?),
+        (true, Op::Save) => return Err(Failure::usage("--baselines times loads only")),
+    };
     let bar = progress(args.op, runs + 1);
     // The warm-up load: also what a save writes, and where the byte count comes from.
     let ckpt = load(&args.file)?;
@@ -166,12 +187,25 @@ pub fn run(args: Args, cx: &Context, out: &mut dyn Write) -> Result<ExitCode, Fa
             drop(ckpt);
             bar.inc(1);
             bar.set_message("load");
-            for _ in 0..runs {
+            // The caller drops what it loaded, untimed.
+            let mut timed_load = || -> Result<Checkpoint, Failure> {
                 let start = Instant::now();
                 let loaded = load(&args.file)?;
                 times.push(start.elapsed());
-                drop(std::hint::black_box(loaded));
+                Ok(std::hint::black_box(loaded))
+            };
+            if let Some(b) = &mut baselines {
+                b.set_len(bytes)?;
+            }
+            for round in 0..runs {
+                match &mut baselines {
+                    Some(b) => b.round(round, &mut timed_load)?,
+                    None => drop(timed_load()?),
+                }
                 bar.inc(1);
+            }
+            if let Some(b) = &mut baselines {
+                b.release();
             }
         }
         Op::Save => {
@@ -192,15 +226,17 @@ pub fn run(args: Args, cx: &Context, out: &mut dyn Write) -> Result<ExitCode, Fa
         }
     }
     bar.finish_and_clear();
+    let base = baselines.map(|b| b.finish(&times));
     let min_s = times.iter().min().map_or(0.0, Duration::as_secs_f64);
     let median_s = median(&mut times);
     let gb_per_s = bytes as f64 / median_s / 1e9;
     let transfer = crate::remote::transfer_json();
     if args.json {
         let transfer = transfer.map_or(String::new(), |t| format!(", \"transfer\": {t}"));
+        let base = base.map_or(String::new(), |b| b.json(median_s));
         writeln!(
             out,
-            "{{\"op\": \"{}\", \"mmap\": {}, \"bytes\": {bytes}, \"median_s\": {}, \"min_s\": {}, \"gb_per_s\": {}{transfer}}}",
+            "{{\"op\": \"{}\", \"mmap\": {}, \"bytes\": {bytes}, \"median_s\": {}, \"min_s\": {}, \"gb_per_s\": {}{transfer}{base}}}",
             args.op.name(),
             args.mmap,
             number(median_s),
@@ -219,6 +255,9 @@ pub fn run(args: Args, cx: &Context, out: &mut dyn Write) -> Result<ExitCode, Fa
             gb_per_s,
             runs
         )?;
+        if let Some(b) = base {
+            b.lines(out, bytes, median_s)?;
+        }
         if let Some(t) = transfer {
             let loads = runs + 1;
             let per = |key: &str| t[key].as_u64().unwrap_or(0) / loads;

@@ -857,6 +857,107 @@ fn bench_mmap_times_the_memory_mapped_load() {
 }
 
 #[test]
+fn bench_load_baselines_time_a_copy_and_a_read_in_the_same_rounds() {
+    let file = fixture("views.pt");
+    let run = stowage(&[
+        Path::new("bench"),
+        Path::new("load"),
+        &file,
+        Path::new("--repeat"),
+        Path::new("3"),
+        Path::new("--baselines"),
+        Path::new("--json"),
+    ]);
+    assert_eq!(run.code(), Some(0), "{run:?}");
+    assert_eq!(run.stdout.lines().count(), 1, "{run:?}");
+    let doc = parse(&run);
+    assert_eq!(doc["bytes"].as_u64(), Some(storage_bytes(&file)));
+    let base = &doc["baselines"];
+    assert_eq!(
+        keys(base),
+        set(&[
+            "load_runs_s",
+            "copy",
+            "copy_touched",
+            "read_touched",
+            "read",
+            "read2"
+        ]),
+        "{run:?}"
+    );
+    // Every run's time, in the order they ran: the loads' median is theirs.
+    let mut loads: Vec<f64> = base["load_runs_s"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_f64().unwrap())
+        .collect();
+    assert_eq!(loads.len(), 3, "{run:?}");
+    loads.sort_by(f64::total_cmp);
+    let load = doc["median_s"].as_f64().unwrap();
+    assert_eq!(loads[1], load, "{run:?}");
+    for name in ["copy", "copy_touched", "read_touched", "read", "read2"] {
+        let b = &base[name];
+        assert_eq!(
+            keys(b),
+            set(&["median_s", "min_s", "load_over", "runs_s"]),
+            "{run:?}"
+        );
+        assert_eq!(b["runs_s"].as_array().unwrap().len(), 3, "{name}: {run:?}");
+        let (median, min) = (
+            b["median_s"].as_f64().unwrap(),
+            b["min_s"].as_f64().unwrap(),
+        );
+        assert!(min > 0.0 && min <= median, "{name}: {run:?}");
+        let ratio = b["load_over"].as_f64().unwrap();
+        assert!(
+            (ratio - load / median).abs() <= 1e-9 * ratio,
+            "{name}: {run:?}"
+        );
+    }
+    // The contract's keys come first, in their order.
+    assert!(
+        run.stdout
+            .starts_with("{\"op\": \"load\", \"mmap\": false, \"bytes\": "),
+        "{run:?}"
+    );
+    // For people: the load's line, then one line per baseline.
+    let run = stowage(&[
+        Path::new("bench"),
+        Path::new("load"),
+        &file,
+        Path::new("--repeat"),
+        Path::new("1"),
+        Path::new("--baselines"),
+    ]);
+    assert_eq!(run.code(), Some(0), "{run:?}");
+    let lines: Vec<&str> = run.stdout.lines().collect();
+    assert_eq!(lines.len(), 6, "{run:?}");
+    assert!(lines[0].starts_with("load "), "{run:?}");
+    assert!(lines[1].starts_with("baseline copy: median "), "{run:?}");
+    assert!(lines[5].contains("load / read2 = "), "{run:?}");
+    // Loads only, of a file: not with save, --mmap or a folder.
+    for args in [
+        &["bench", "save", "--baselines"][..],
+        &["bench", "load", "--baselines", "--mmap"][..],
+    ] {
+        let mut args: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_ref()).collect();
+        args.insert(2, file.as_os_str());
+        let run = stowage(&args);
+        assert_eq!(run.code(), Some(2), "{args:?} {run:?}");
+    }
+    // A sharded set loads, but its folder is not one file to read.
+    let run = stowage(&[
+        Path::new("bench"),
+        Path::new("load"),
+        &fixtures().join("sharded/bin"),
+        Path::new("--baselines"),
+    ]);
+    assert_eq!(run.code(), Some(2), "{run:?}");
+    assert_one_error_line(&run, "--baselines");
+}
+
+#[test]
 fn bench_refuses_bad_input_and_usage() {
     let run = stowage(&[
         Path::new("bench"),
