@@ -38,7 +38,7 @@ What is counted, all from the crate root outwards:
   variants are counted on their own line.
 * consts: `const` and `static` items in modules, and associated consts of
   inherent impls and traits.
-* Foreign crates re-exported whole (`pub use half;`, `serialize::pickle` =
+* Foreign crates re-exported whole (`pub use half;`, `checkpoint::pickle` =
   `stowage_pickle`, `ndarray` with its feature) are not part of stowage's
   count. Each is counted with the same walk over its own rustdoc JSON and
   listed apart (`--no-foreign` skips those builds).

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes crates/stowage/src/serialize/scan/torch_allowed.rs: the keys of
+"""Writes crates/stowage/src/checkpoint/scan/torch_allowed.rs: the keys of
 PyTorch's `torch._weights_only_unpickler._get_allowed_globals()`, the globals
 `torch.load(weights_only=True)` accepts by default, for `stowage scan`'s
 `allowed` verdict. tests/it/scan.rs holds the table to the running PyTorch.
@@ -12,7 +12,7 @@ import torch
 from torch import _weights_only_unpickler as wou
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-OUT = os.path.join(HERE, "..", "crates", "stowage", "src", "serialize", "scan", "torch_allowed.rs")
+OUT = os.path.join(HERE, "..", "crates", "stowage", "src", "checkpoint", "scan", "torch_allowed.rs")
 
 
 def main():

@@ -1,12 +1,12 @@
-//! `stowage::serialize::dcp::metadata::parse` on the raw input (a DCP
+//! `stowage::checkpoint::dcp::metadata::parse` on the raw input (a DCP
 //! `.metadata` pickle), then every chunk's region; seeded with the DCP
 //! fixtures' `.metadata` files. The parser must refuse, never panic, and
 //! never accept a chunk outside its tensor.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use stowage::serialize::dcp::metadata::{parse, ItemKind};
-use stowage::serialize::pickle::Limits;
+use stowage::checkpoint::dcp::metadata::{parse, ItemKind};
+use stowage::checkpoint::pickle::Limits;
 
 fuzz_target!(|data: &[u8]| {
     let Ok(md) = parse(data, &Limits::default()) else {

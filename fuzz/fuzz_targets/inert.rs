@@ -10,7 +10,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use stowage::serialize::{decoded, load_bytes, save_to_writer, LoadOptions, SaveOptions};
+use stowage::checkpoint::{decoded, load_bytes, save_to_writer, LoadOptions, SaveOptions};
 
 #[path = "common.rs"]
 mod common;

@@ -1,4 +1,4 @@
-//! `stowage::serialize::load_bytes` on the raw input (format detected from
+//! `stowage::checkpoint::load_bytes` on the raw input (format detected from
 //! the content), then every tensor's logical bytes; seeded with legacy inputs.
 #![no_main]
 

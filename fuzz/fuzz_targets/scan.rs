@@ -1,4 +1,4 @@
-//! `stowage::serialize::scan::scan_bytes` on any input (zip, legacy or bare
+//! `stowage::checkpoint::scan::scan_bytes` on any input (zip, legacy or bare
 //! pickle, told apart by content): it never panics, and what it reports is
 //! consistent (every pickle's globals are in the file's list, with counts
 //! that add up; an unsafe verdict exactly when a global is unsafe).
@@ -11,11 +11,11 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use stowage::serialize::pickle::{
+use stowage::checkpoint::pickle::{
     disassemble, read::Hooks, unpickle, GlobalName, Graph, Limits, PickleError, Value,
 };
-use stowage::serialize::scan::{scan_bytes, Verdict};
-use stowage::serialize::LoadOptions;
+use stowage::checkpoint::scan::{scan_bytes, Verdict};
+use stowage::checkpoint::LoadOptions;
 
 /// Records every class the machine looks up, and accepts everything.
 #[derive(Default)]

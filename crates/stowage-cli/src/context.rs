@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use stowage::serialize::{LoadMode, LoadOptions};
+use stowage::checkpoint::{LoadMode, LoadOptions};
 use stowage::Checkpoint;
 
 use crate::{progress, Failure};
@@ -54,7 +54,7 @@ impl Context {
         };
         let options = self.load_options().with_mode(mode);
         let bar = progress::fetching(file, format!("reading {}", file.display()));
-        let loaded = stowage::serialize::load_with(file, &options).map_err(Failure::input);
+        let loaded = stowage::checkpoint::load_with(file, &options).map_err(Failure::input);
         bar.finish_and_clear();
         loaded
     }

@@ -30,7 +30,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use stowage::serialize::{dotted, PathKey, Progress, SaveOptions};
+use stowage::checkpoint::{dotted, PathKey, Progress, SaveOptions};
 use stowage::Checkpoint;
 
 use crate::values::typed_json;
@@ -249,12 +249,12 @@ pub fn run(args: Args, cx: &Context, out: &mut dyn Write) -> Result<ExitCode, Fa
     let mut notes = Vec::new();
     let written = match kind {
         Target::TorchZip | Target::Folder(..) => {
-            stowage::serialize::save_with(&args.output, &ckpt, &options)
+            stowage::checkpoint::save_with(&args.output, &ckpt, &options)
         }
         Target::Safetensors => {
             let (ckpt, said) = for_safetensors(&ckpt, &args.input, args.drop_values)?;
             notes = said;
-            stowage::serialize::safetensors::save_with(&args.output, &ckpt, &options)
+            stowage::checkpoint::safetensors::save_with(&args.output, &ckpt, &options)
         }
     };
     bar.finish_and_clear();
@@ -289,8 +289,8 @@ fn to_folder(
     format: FolderFormat,
     out: &mut dyn Write,
 ) -> Result<ExitCode, Failure> {
-    use stowage::serialize::dcp::{self, DcpSaveOptions};
-    use stowage::serialize::sharded::{parse_size, save_sharded, ShardFormat, ShardOptions};
+    use stowage::checkpoint::dcp::{self, DcpSaveOptions};
+    use stowage::checkpoint::sharded::{parse_size, save_sharded, ShardFormat, ShardOptions};
     let in_dir = |e: stowage::Error| match e {
         e @ stowage::Error::InFile { .. } => Failure::from(e),
         e => Failure::from(stowage::Error::InFile {

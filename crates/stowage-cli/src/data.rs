@@ -4,7 +4,7 @@
 //! checkpoint needs a window of memory, not the checkpoint's size.
 
 use sha2::{Digest, Sha256};
-use stowage::serialize::TensorObject;
+use stowage::checkpoint::TensorObject;
 use stowage::Tensor;
 
 /// Bytes read at a time.

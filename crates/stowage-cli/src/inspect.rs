@@ -19,8 +19,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use serde_json::{json, Value as Json};
-use stowage::serialize::pickle::Value;
-use stowage::serialize::{dotted, Object};
+use stowage::checkpoint::pickle::Value;
+use stowage::checkpoint::{dotted, Object};
 use stowage::Checkpoint;
 
 use crate::listing::{human, path_json, rows, Row};

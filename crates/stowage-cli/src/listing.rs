@@ -6,7 +6,7 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 
 use serde_json::{json, Value as Json};
-use stowage::serialize::{PathKey, TensorObject};
+use stowage::checkpoint::{PathKey, TensorObject};
 use stowage::Checkpoint;
 
 use crate::Failure;

@@ -131,8 +131,8 @@ impl Failure {
     }
 
     /// An error concerning the tensor at `path`: exit status 2.
-    pub fn at(path: &[stowage::serialize::PathKey], error: stowage::Error) -> Failure {
-        let path = stowage::serialize::dotted(path);
+    pub fn at(path: &[stowage::checkpoint::PathKey], error: stowage::Error) -> Failure {
+        let path = stowage::checkpoint::dotted(path);
         Failure::input(stowage::Error::AtPath {
             path,
             source: Box::new(error),

@@ -1,6 +1,6 @@
 //! `stowage scan PATH… [--json]`: the globals every pickle in each file
 //! names, each with its verdict, as the CLI contract specifies
-//! (`docs/cli-contract.md`); the work is `stowage::serialize::scan`.
+//! (`docs/cli-contract.md`); the work is `stowage::checkpoint::scan`.
 //!
 //! Without `--json`, per file: `FILE: <kind>, N pickles, M globals (K unsafe)`
 //! then one line per global, `  <verdict>  module.name ×count`, and
@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use serde_json::{json, Map, Value as Json};
-use stowage::serialize::scan::{scan_path, FileScan, GlobalUse, ScanReport, Verdict};
+use stowage::checkpoint::scan::{scan_path, FileScan, GlobalUse, ScanReport, Verdict};
 
 use crate::{Context, Failure};
 

@@ -4,8 +4,8 @@
 use std::io::Write;
 
 use serde_json::{json, Map, Value as Json};
-use stowage::serialize::pickle::Value;
-use stowage::serialize::{Object, PathKey, PyData, TensorObject, ValueKind, ValueRef};
+use stowage::checkpoint::pickle::Value;
+use stowage::checkpoint::{Object, PathKey, PyData, TensorObject, ValueKind, ValueRef};
 use stowage::Scalar;
 
 use crate::listing::path_json;

@@ -27,8 +27,8 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use stowage::io::{Location, ReadAt};
-use stowage::serialize::zip::{Entry, ZipError, ZipLimits, ZipReader};
-use stowage::serialize::{detect_format, Format, LoadMode, LoadOptions};
+use stowage::checkpoint::zip::{Entry, ZipError, ZipLimits, ZipReader};
+use stowage::checkpoint::{detect_format, Format, LoadMode, LoadOptions};
 use stowage::{Checkpoint, Error};
 
 use crate::{progress, Context, Failure};
@@ -139,14 +139,14 @@ fn verify_source(
     Ok(())
 }
 
-/// A folder, local or named by URL ([`folder_of`](stowage::serialize::folder_of)):
+/// A folder, local or named by URL ([`folder_of`](stowage::checkpoint::folder_of)):
 /// a sharded set (each shard checked as a file, then the set's index against
 /// the shards), a distributed checkpoint (the metadata, then every item read
 /// and every tensor assembled from its chunks), its Hugging Face layout
 /// (each rank's file checked, then the tensors assembled), or a folder
 /// holding one checkpoint file.
 fn verify_folder(dir: &Path, report: &mut Report<'_>) -> Result<(), Failure> {
-    use stowage::serialize::{folder_of, sharded, Folder};
+    use stowage::checkpoint::{folder_of, sharded, Folder};
     let options = report.options.clone();
     let Some(folder) = folder_of(dir, &options).map_err(Failure::input)? else {
         // folder_of finds a checkpoint in every folder, or says why not.
@@ -186,7 +186,7 @@ fn verify_folder(dir: &Path, report: &mut Report<'_>) -> Result<(), Failure> {
         Folder::Dcp(_) => options,
         _ => options.with_mode(LoadMode::Fake),
     };
-    let loaded = stowage::serialize::load_with(dir, &options);
+    let loaded = stowage::checkpoint::load_with(dir, &options);
     bar.finish_and_clear();
     if let Err(e) = loaded {
         report.defect(&crate::one_line(&e))?;
@@ -210,7 +210,7 @@ fn load(path: &Path, format: Option<Format>, options: &LoadOptions) -> Result<Ch
         Some(Format::TorchZip | Format::Safetensors) => options.clone().with_mode(LoadMode::Fake),
         _ => options.clone(),
     };
-    match stowage::serialize::load_with(path, &options) {
+    match stowage::checkpoint::load_with(path, &options) {
         Ok(ckpt) => Ok(ckpt),
         Err(Error::InFile { source, .. }) => Err(crate::one_line(&*source)),
         Err(e) => Err(crate::one_line(&e)),
@@ -302,7 +302,7 @@ fn verify_zip<R: ReadAt>(path: &Path, file: R, report: &mut Report<'_>) -> Resul
     let kinds = ckpt.tensors().map(|ts| ts.iter().any(|(_, t)| !t.kind.is_strided())).unwrap_or(false);
     if kinds {
         let options = report.options.clone().with_mode(LoadMode::Lazy);
-        if let Err(e) = stowage::serialize::load_with(path, &options) {
+        if let Err(e) = stowage::checkpoint::load_with(path, &options) {
             let e = match e {
                 Error::InFile { source, .. } => crate::one_line(&*source),
                 e => crate::one_line(&e),

@@ -2,11 +2,11 @@
 //! float32 each, 1.6 MB of tensor bytes in all), so that the pickle, not the
 //! bytes, is what is timed.
 //!
-//! - `load_bytes`: [`stowage::serialize::load_bytes`] of the whole archive held
+//! - `load_bytes`: [`stowage::checkpoint::load_bytes`] of the whole archive held
 //!   in memory (zip directory, pickle machine, PyTorch meaning, 100,000 storages);
 //! - `unpickle_data_pkl`: the generic pickle machine alone on the archive's
 //!   `data.pkl`, with hooks that build nothing (no storages, no tensors);
-//! - `save_to_writer`: [`stowage::serialize::save_to_writer`] of the loaded
+//! - `save_to_writer`: [`stowage::checkpoint::save_to_writer`] of the loaded
 //!   checkpoint into memory (pickler, zip records, CRCs).
 //!
 //! Dropping what a load returns is not timed (as in `stowage bench load`).
@@ -18,9 +18,9 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion, SamplingMode, Throughput};
-use stowage::serialize::pickle::{unpickle, Graph, Hooks, PickleError, Value};
-use stowage::serialize::zip::{ZipLimits, ZipReader};
-use stowage::serialize::{load_bytes, save_to_writer, Checkpoint, LoadOptions, SaveOptions};
+use stowage::checkpoint::pickle::{unpickle, Graph, Hooks, PickleError, Value};
+use stowage::checkpoint::zip::{ZipLimits, ZipReader};
+use stowage::checkpoint::{load_bytes, save_to_writer, Checkpoint, LoadOptions, SaveOptions};
 use stowage::Tensor;
 
 /// Entries in the state dict.

@@ -21,8 +21,8 @@ fn main() -> stowage::Result<()> {
 
     // Lazy: each storage is read when the writer reaches it, and not kept.
     let options =
-        stowage::serialize::LoadOptions::new().with_mode(stowage::serialize::LoadMode::Lazy);
-    let ckpt = stowage::serialize::load_with(&input, &options)?;
+        stowage::checkpoint::LoadOptions::new().with_mode(stowage::checkpoint::LoadMode::Lazy);
+    let ckpt = stowage::checkpoint::load_with(&input, &options)?;
 
     let mut by_storage: HashMap<usize, Vec<String>> = HashMap::new();
     for (path, t) in ckpt.tensors()? {
@@ -30,7 +30,7 @@ fn main() -> stowage::Result<()> {
         by_storage
             .entry(id)
             .or_default()
-            .push(stowage::serialize::dotted(&path));
+            .push(stowage::checkpoint::dotted(&path));
     }
     for names in by_storage.values().filter(|n| n.len() > 1) {
         println!("tied (written as copies): {}", names.join(", "));
@@ -38,11 +38,11 @@ fn main() -> stowage::Result<()> {
     for leaf in ckpt.leaves()? {
         println!(
             "not a tensor, not written: {}",
-            stowage::serialize::dotted(leaf.path())
+            stowage::checkpoint::dotted(leaf.path())
         );
     }
 
-    stowage::serialize::safetensors::save(&output, &ckpt)?;
+    stowage::checkpoint::safetensors::save(&output, &ckpt)?;
     let back = stowage::load(&output)?;
     println!(
         "wrote {} tensors to {}",

@@ -22,7 +22,7 @@ fn main() -> stowage::Result<()> {
         let t = &t.tensor;
         println!(
             "{:<40} {:<9} {:?}",
-            stowage::serialize::dotted(&path),
+            stowage::checkpoint::dotted(&path),
             t.dtype().name(),
             t.shape()
         );

@@ -18,7 +18,7 @@ fn main() -> stowage::Result<()> {
         });
     let start = Instant::now();
     // SAFETY: nothing truncates or writes the file while the checkpoint lives.
-    let ckpt = unsafe { stowage::serialize::load_mmap(&path, &Default::default()) }?;
+    let ckpt = unsafe { stowage::checkpoint::load_mmap(&path, &Default::default()) }?;
     let tensors = ckpt.tensors()?;
     let bytes: usize = ckpt.storages.iter().map(|s| s.storage.nbytes()).sum();
     println!(
@@ -32,7 +32,7 @@ fn main() -> stowage::Result<()> {
         .find(|(_, t)| t.tensor.dtype() == stowage::DType::Float32)
     {
         let sum: f32 = t.tensor.to_vec::<f32>()?.iter().sum();
-        println!("sum of {} = {sum}", stowage::serialize::dotted(path));
+        println!("sum of {} = {sum}", stowage::checkpoint::dotted(path));
     }
     Ok(())
 }

@@ -10,8 +10,8 @@
 
 use std::time::Instant;
 
+use stowage::checkpoint::{dotted, load_with, LoadMode, LoadOptions};
 use stowage::io::remote::totals;
-use stowage::serialize::{dotted, load_with, LoadMode, LoadOptions};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);

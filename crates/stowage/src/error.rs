@@ -572,14 +572,14 @@ pub enum Error {
     },
     /// A pickle the machine could not read.
     #[error("pickle: {0}")]
-    Pickle(#[from] crate::serialize::pickle::PickleError),
+    Pickle(#[from] crate::checkpoint::pickle::PickleError),
     /// A value the pickle writer could not write (a string longer than protocol 2
     /// holds, a global with a newline, a full memo).
     #[error("pickle: {0}")]
-    PickleWrite(crate::serialize::pickle::WriteError),
+    PickleWrite(crate::checkpoint::pickle::WriteError),
     /// A zip archive that could not be read or written.
     #[error("zip: {0}")]
-    Zip(#[from] crate::serialize::zip::ZipError),
+    Zip(#[from] crate::checkpoint::zip::ZipError),
     /// A safetensors file the `safetensors` crate refused.
     #[cfg(feature = "safetensors")]
     #[error("safetensors: {0}")]

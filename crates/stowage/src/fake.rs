@@ -7,7 +7,7 @@
 //! works and propagates the fakeness (copies of fake tensors are fake, on any
 //! device); every data access is [`Error::NoData`](crate::Error::NoData).
 //! Checkpoints load as fake with
-//! [`LoadMode::Fake`](crate::serialize::LoadMode::Fake).
+//! [`LoadMode::Fake`](crate::checkpoint::LoadMode::Fake).
 
 use crate::{DType, Device, Result, Tensor, UntypedStorage};
 

@@ -67,6 +67,7 @@ pub mod access;
 #[cfg(feature = "ndarray")]
 pub mod array;
 pub mod autograd;
+pub mod checkpoint;
 mod copy;
 pub mod device;
 mod display;
@@ -80,7 +81,6 @@ pub mod minifloat;
 mod ops;
 mod overflow;
 mod overlap;
-pub mod serialize;
 #[allow(unsafe_code)] // Owns every backing's raw memory.
 pub mod storage;
 mod sync;
@@ -89,6 +89,9 @@ pub mod typed_storage;
 mod view;
 pub mod warn;
 
+pub use checkpoint::{
+    load, load_mmap, load_with, save, save_with, Checkpoint, LoadMode, LoadOptions, SaveOptions,
+};
 pub use device::{Device, DeviceType};
 pub use dtype::{DType, Kind};
 pub use element::{Element, Scalar};
@@ -101,9 +104,6 @@ pub use half;
 #[cfg(feature = "ndarray")]
 pub use ndarray;
 pub use ops::Operand;
-pub use serialize::{
-    load, load_mmap, load_with, save, save_with, Checkpoint, LoadMode, LoadOptions, SaveOptions,
-};
 pub use storage::UntypedStorage;
 pub use tensor::Tensor;
 pub use typed_storage::{LegacyArgs, LegacyClass, LegacyStorageClass, Storage, TypedStorage};

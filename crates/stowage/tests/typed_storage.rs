@@ -15,9 +15,9 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use num_complex::Complex64;
+use stowage::checkpoint::pickle::{Node, Value};
+use stowage::checkpoint::{Checkpoint, Object};
 use stowage::dtype::DTYPES;
-use stowage::serialize::pickle::{Node, Value};
-use stowage::serialize::{Checkpoint, Object};
 use stowage::typed_storage::{
     default_dtype, set_default_dtype, PyArg, StorageArgProblem, StorageCall, StorageConstructor,
 };

@@ -41,7 +41,7 @@ use std::process::ExitCode;
 
 use serde_json::{json, Map, Value as Json};
 use stowage::layout::Layout;
-use stowage::serialize::{dotted, PathKey, TensorObject, ValueRef};
+use stowage::checkpoint::{dotted, PathKey, TensorObject, ValueRef};
 use stowage::{Checkpoint, DType, Kind, Scalar, Tensor, UntypedStorage};
 
 use self::values::{compare_values, value_words};
@@ -171,7 +171,7 @@ type Quantization = Option<Json>;
 
 /// The [`Quantization`] summary of `t`.
 fn quantization(t: &TensorObject) -> Result<Quantization, stowage::Error> {
-    use stowage::serialize::Quantization as Q;
+    use stowage::checkpoint::Quantization as Q;
     let Some(q) = &t.quantization else {
         return Ok(None);
     };

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 
 use serde_json::{json, Value as Json};
-use stowage::serialize::{dotted, PathKey, ValueKind, ValueRef};
+use stowage::checkpoint::{dotted, PathKey, ValueKind, ValueRef};
 
 use super::{Difference, Tolerance, What};
 use crate::values::typed_json;

@@ -10,7 +10,7 @@ use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value as Json;
-use stowage::serialize::zip::{ZipLimits, ZipReader, ZipWriter};
+use stowage::checkpoint::zip::{ZipLimits, ZipReader, ZipWriter};
 use stowage::{Checkpoint, DType, Tensor};
 
 /// No command on these small files may take longer (a hang is a failure).

@@ -257,7 +257,7 @@ fn convert_inert_whole_module_extracts_every_tensor() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let st = stowage::serialize::load(dir.path().join("weights.safetensors")).unwrap();
+    let st = stowage::checkpoint::load(dir.path().join("weights.safetensors")).unwrap();
     let mut names: Vec<String> = st
         .state_dict()
         .unwrap()
@@ -347,7 +347,7 @@ fn check_torchscript(stem: &str) {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let st = stowage::serialize::load(dir.path().join("weights.safetensors")).unwrap();
+    let st = stowage::checkpoint::load(dir.path().join("weights.safetensors")).unwrap();
     let mut names: Vec<String> = st
         .state_dict()
         .unwrap()

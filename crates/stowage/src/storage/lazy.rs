@@ -1,7 +1,7 @@
 //! Lazily loaded storages: a size, a device, and a way to fetch the bytes,
 //! which are read on the first data access (and never, if nothing touches
 //! them). Loading a checkpoint with
-//! [`LoadMode::Lazy`](crate::serialize::LoadMode::Lazy) makes them.
+//! [`LoadMode::Lazy`](crate::checkpoint::LoadMode::Lazy) makes them.
 
 use std::sync::Arc;
 

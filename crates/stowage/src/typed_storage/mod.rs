@@ -50,10 +50,10 @@ use std::panic::Location;
 
 use num_complex::Complex64;
 
+use crate::checkpoint::{StorageRecord, StorageRef};
 use crate::dtype::{Kind, DTYPES};
 use crate::element::{self, Scalar};
 use crate::overflow::*;
-use crate::serialize::{StorageRecord, StorageRef};
 use crate::{warn, DType, Device, DeviceType, Error, Result, Tensor, UntypedStorage};
 
 #[track_caller]

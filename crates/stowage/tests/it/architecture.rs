@@ -3,8 +3,9 @@
 //! graph has no cycle. `docs/architecture.md` explains each layer.
 //!
 //! A module here is a top-level module of `src/` (`storage`, `layout`, …),
-//! except that `serialize`'s children count on their own (`serialize/torch`,
-//! `serialize/torch_zip`, …), since they are the layers of the checkpoint side.
+//! except that `checkpoint`'s children count on their own (`checkpoint/value`,
+//! `checkpoint/torch`, …, and each format, `checkpoint/format/torch_zip`, …),
+//! since they are the layers of the checkpoint side.
 //! References are read from the source: `crate::name`, `super::name`, a
 //! file's own submodules named bare (`folder::folder_at`), and
 //! the root re-exports (`crate::{Tensor, DType, …}`), outside comments.
@@ -13,7 +14,7 @@
 //! generic pickle machine `stowage-pickle` and the zip container `stowage-zip`
 //! (with `ReadAt`, which `io` re-exports). They cannot use stowage at all, so
 //! the crate boundary keeps them apart, and their re-exports
-//! `serialize::pickle` and `serialize::zip` count as no module here.
+//! `checkpoint::pickle` and `checkpoint::zip` count as no module here.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -39,31 +40,26 @@ const LAYERS: &[(&str, &[&str])] = &[
     (
         "checkpoint meaning",
         &[
-            "serialize/object",
-            "serialize/options",
-            "serialize/values",
-            "serialize/builder",
-            "serialize/allowlist",
-            "serialize/decoded",
-            "serialize/data",
-            "serialize/kind",
-            "serialize/torch",
+            "checkpoint/value",
+            "checkpoint/globals",
+            "checkpoint/options",
+            "checkpoint/torch",
         ],
     ),
     (
         "checkpoint formats",
         &[
-            "serialize/torch_zip",
-            "serialize/torch_legacy",
-            "serialize/safetensors",
-            "serialize/sharded",
-            "serialize/dcp",
-            "serialize/scan",
+            "checkpoint/format/torch_zip",
+            "checkpoint/format/torch_legacy",
+            "checkpoint/format/safetensors",
+            "checkpoint/format/sharded",
+            "checkpoint/format/dcp",
+            "checkpoint/scan",
         ],
     ),
     (
         "checkpoint entry points",
-        &["serialize", "serialize/folder"],
+        &["checkpoint", "checkpoint/folder"],
     ),
     ("typed storages", &["typed_storage"]),
 ];
@@ -79,15 +75,15 @@ const ROOT_ITEMS: &[(&str, &str)] = &[
     ("Scalar", "element"),
     ("Error", "error"),
     ("Result", "error"),
-    ("load", "serialize"),
-    ("save", "serialize"),
-    ("load_with", "serialize"),
-    ("load_mmap", "serialize"),
-    ("save_with", "serialize/torch_zip"),
-    ("LoadMode", "serialize/options"),
-    ("LoadOptions", "serialize/options"),
-    ("SaveOptions", "serialize/options"),
-    ("Checkpoint", "serialize/object"),
+    ("load", "checkpoint"),
+    ("save", "checkpoint/format/torch_zip"),
+    ("load_with", "checkpoint"),
+    ("load_mmap", "checkpoint"),
+    ("save_with", "checkpoint/format/torch_zip"),
+    ("LoadMode", "checkpoint/options"),
+    ("LoadOptions", "checkpoint/options"),
+    ("SaveOptions", "checkpoint/options"),
+    ("Checkpoint", "checkpoint/value"),
     ("UntypedStorage", "storage"),
     ("Tensor", "tensor"),
     ("LegacyArgs", "typed_storage"),
@@ -110,7 +106,7 @@ const RECURSION: &[(&str, &str)] = &[("autograd", "tensor"), ("autograd", "ops")
 /// Other crates re-exported under `src/`, as module paths: their uses are
 /// uses of another crate (`stowage-pickle`, `stowage-zip`), not of a module
 /// of this one.
-const EXTERNAL: &[&str] = &["serialize/pickle", "serialize/zip"];
+const EXTERNAL: &[&str] = &["checkpoint/pickle", "checkpoint/zip"];
 
 /// `error.rs` names every module's error types (`#[from]`), by design: it is
 /// the one error enum, below everything else, and only names types.
@@ -131,7 +127,7 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// The module path of a file: `serialize/dcp/item.rs` → `[serialize, dcp, item]`,
+/// The module path of a file: `checkpoint/format/dcp/item.rs` → `[checkpoint, format, dcp, item]`,
 /// `storage/mod.rs` → `[storage]`, `lib.rs` → `[]`.
 fn module_path(file: &Path) -> Vec<String> {
     let rel = file.strip_prefix(src()).expect("file under src");
@@ -145,13 +141,20 @@ fn module_path(file: &Path) -> Vec<String> {
     parts
 }
 
-/// The unit a module path belongs to: its top-level module, or
-/// `serialize/<child>` under `serialize`.
+/// The unit a module path belongs to: its top-level module, or under
+/// `checkpoint`, the folder of its layer's module: `checkpoint/<child>`
+/// (`checkpoint/value`, `checkpoint/torch`, …), and for the formats
+/// `checkpoint/format/<format>`.
 fn unit(path: &[String], known: &BTreeSet<String>) -> Option<String> {
     let first = path.first()?;
-    if first == "serialize" {
-        if let Some(child) = path.get(1) {
-            let u = format!("serialize/{child}");
+    if first == "checkpoint" {
+        let depth = if path.get(1).is_some_and(|c| c == "format") {
+            3
+        } else {
+            2
+        };
+        if path.len() >= depth {
+            let u = path[..depth].join("/");
             if known.contains(&u) {
                 return Some(u);
             }
@@ -190,11 +193,6 @@ fn referenced(text: &str, here: &[String]) -> Vec<Vec<String>> {
         .join("\n");
     let mut out = Vec::new();
     let bytes = code.as_bytes();
-    let ident = |s: &str| -> String {
-        s.chars()
-            .take_while(|c| c.is_alphanumeric() || *c == '_')
-            .collect()
-    };
     let child_paths: Vec<String> = children(text)
         .into_iter()
         .map(|c| format!("{c}::"))
@@ -231,36 +229,57 @@ fn referenced(text: &str, here: &[String]) -> Vec<Vec<String>> {
                 rest = r;
             }
         }
-        if let Some(group) = rest.strip_prefix('{') {
-            // `crate::{a, b::C, D}`: the first segment of each item.
-            let end = group.find('}').unwrap_or(group.len());
-            for item in group[..end].split(',') {
-                let name = ident(item.trim());
-                if !name.is_empty() {
-                    let mut p = base.clone();
-                    p.push(name);
-                    out.push(p);
-                }
-            }
-        } else {
-            let mut p = base;
-            let mut r = rest;
-            loop {
-                let name = ident(r);
-                if name.is_empty() {
-                    break;
-                }
-                r = &r[name.len()..];
-                p.push(name);
-                match r.strip_prefix("::") {
-                    Some(next) if !next.starts_with('{') => r = next,
-                    _ => break,
-                }
-            }
-            out.push(p);
-        }
+        expand(base, rest, &mut out);
     }
     out
+}
+
+/// The module paths `s` names after `base`: one for a plain path
+/// (`a::b::C`), one for each item of a group at any depth
+/// (`a::{b::C, d::{E, F}}`).
+fn expand(base: Vec<String>, s: &str, out: &mut Vec<Vec<String>>) {
+    let ident = |s: &str| -> String {
+        s.chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect()
+    };
+    let mut p = base;
+    let mut r = s;
+    loop {
+        if let Some(group) = r.strip_prefix('{') {
+            // The items up to the matching brace, split at top-level commas.
+            let mut depth = 1;
+            let mut item_start = 0;
+            for (i, c) in group.char_indices() {
+                match c {
+                    '{' => depth += 1,
+                    '}' | ',' if depth == 1 => {
+                        expand(p.clone(), group[item_start..i].trim(), out);
+                        item_start = i + 1;
+                        if c == '}' {
+                            return;
+                        }
+                    }
+                    '}' => depth -= 1,
+                    _ => {}
+                }
+            }
+            return;
+        }
+        let name = ident(r);
+        if name.is_empty() {
+            break;
+        }
+        r = &r[name.len()..];
+        p.push(name);
+        match r.strip_prefix("::") {
+            Some(next) => r = next,
+            None => break,
+        }
+    }
+    if !p.is_empty() {
+        out.push(p);
+    }
 }
 
 /// `unit → the units it uses`, for every file of `src/`.
@@ -270,8 +289,12 @@ fn graph() -> BTreeMap<String, BTreeMap<String, BTreeSet<String>>> {
     let known: BTreeSet<String> = files
         .iter()
         .map(|f| module_path(f))
-        .filter(|p| p.len() >= 2 && p[0] == "serialize")
-        .map(|p| format!("serialize/{}", p[1]))
+        .filter(|p| p.len() >= 2 && p[0] == "checkpoint")
+        .map(|p| {
+            let depth = if p[1] == "format" { 3 } else { 2 };
+            p[..depth.min(p.len())].join("/")
+        })
+        .filter(|u| u != "checkpoint/format")
         .collect();
     let root: BTreeMap<&str, &str> = ROOT_ITEMS.iter().copied().collect();
     let mut g: BTreeMap<String, BTreeMap<String, BTreeSet<String>>> = BTreeMap::new();
@@ -504,4 +527,30 @@ fn every_cited_docs_and_scripts_path_exists() {
         let list: Vec<_> = missing.into_iter().collect();
         list.join("\n")
     });
+}
+
+/// The reader of paths sees through groups at any depth and through a
+/// file's own submodules, so an edge cannot hide behind `a::{b, c::D}`.
+#[test]
+fn paths_are_read_through_groups_and_bare_children() {
+    let here: Vec<String> = vec!["checkpoint".into()];
+    let text = "mod format;\nuse crate::checkpoint::{value::graph::X, format::{dcp, torch_zip::load}};\n\
+                use format::{sharded, safetensors::Y};\nfn f() { super::io::open(); } // crate::hidden::Z\n";
+    // (A child named inside a group is also read as a bare start; the
+    // graph is a set of edges, so that repeat is harmless.)
+    let got: BTreeSet<String> = referenced(text, &here)
+        .into_iter()
+        .map(|p| p.join("/"))
+        .collect();
+    assert_eq!(
+        got.iter().map(String::as_str).collect::<Vec<_>>(),
+        [
+            "checkpoint/format/dcp",
+            "checkpoint/format/safetensors/Y",
+            "checkpoint/format/sharded",
+            "checkpoint/format/torch_zip/load",
+            "checkpoint/value/graph/X",
+            "io/open",
+        ]
+    );
 }

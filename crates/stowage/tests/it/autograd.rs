@@ -7,7 +7,7 @@
 use crate::common;
 
 use stowage::autograd::{self, GradRole};
-use stowage::serialize::dotted;
+use stowage::checkpoint::dotted;
 use stowage::{DType, Error, Tensor};
 
 /// Deterministic values in [-1, 1) (a 64-bit LCG), so failures reproduce.

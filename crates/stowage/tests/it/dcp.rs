@@ -11,10 +11,10 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value as J;
-use stowage::serialize::dcp::DcpCheckpoint;
-use stowage::serialize::pickle::{Node, Value};
-use stowage::serialize::LoadMode;
-use stowage::serialize::{Checkpoint, LoadOptions, Object, PathKey};
+use stowage::checkpoint::dcp::DcpCheckpoint;
+use stowage::checkpoint::pickle::{Node, Value};
+use stowage::checkpoint::LoadMode;
+use stowage::checkpoint::{Checkpoint, LoadOptions, Object, PathKey};
 use stowage::{Device, Error, Tensor};
 
 fn dir(name: &str) -> PathBuf {
@@ -123,7 +123,7 @@ fn chunks_split_across_ranks_are_assembled() {
     let dcp = DcpCheckpoint::open(dir("four"), &LoadOptions::default()).unwrap();
     let meta = dcp.metadata();
     let cols = meta.items.iter().find(|i| i.fqn == "model.cols").unwrap();
-    let stowage::serialize::dcp::metadata::ItemKind::Tensor(t) = &cols.kind else {
+    let stowage::checkpoint::dcp::metadata::ItemKind::Tensor(t) = &cols.kind else {
         panic!("model.cols is a tensor")
     };
     // Four ranks, columns 2, 2, 2 and 0 wide (8 x 6 over 4 ranks).
@@ -194,13 +194,13 @@ fn meta_loading_reads_no_data() {
 #[test]
 fn lazy_and_fake_loads() {
     let lazy =
-        stowage::serialize::load_with(dir("four"), &LoadOptions::new().with_mode(LoadMode::Lazy))
+        stowage::checkpoint::load_with(dir("four"), &LoadOptions::new().with_mode(LoadMode::Lazy))
             .unwrap();
     let (_, w) = lazy
         .tensors()
         .unwrap()
         .into_iter()
-        .find(|(p, _)| stowage::serialize::dotted(p) == "model.cols")
+        .find(|(p, _)| stowage::checkpoint::dotted(p) == "model.cols")
         .unwrap();
     let storage = w.tensor.untyped_storage().clone();
     assert!(!storage.is_loaded());
@@ -220,7 +220,7 @@ fn lazy_and_fake_loads() {
         }
     }
     let fake =
-        stowage::serialize::load_with(out.path(), &LoadOptions::new().with_mode(LoadMode::Fake))
+        stowage::checkpoint::load_with(out.path(), &LoadOptions::new().with_mode(LoadMode::Fake))
             .unwrap();
     let t = &fake.tensors().unwrap()[0].1.tensor;
     assert!(!t.untyped_storage().has_data());
@@ -288,7 +288,7 @@ fn hostile_checkpoints_are_refused_clearly() {
 
 #[test]
 fn a_dcp_folder_is_not_mistaken_for_anything_else() {
-    use stowage::serialize::{folder_of, Folder};
+    use stowage::checkpoint::{folder_of, Folder};
     let is_dcp = |p: &Path| matches!(folder_of(p, &LoadOptions::new()), Ok(Some(Folder::Dcp(_))));
     assert!(is_dcp(&dir("one")));
     assert!(!is_dcp(Path::new(env!("CARGO_MANIFEST_DIR"))));
@@ -298,10 +298,10 @@ fn a_dcp_folder_is_not_mistaken_for_anything_else() {
 fn resave(name: &str, ranks: usize) -> tempfile::TempDir {
     let ckpt = stowage::load(dir(name)).unwrap();
     let out = tempfile::tempdir().unwrap();
-    let options = stowage::serialize::dcp::DcpSaveOptions::new()
+    let options = stowage::checkpoint::dcp::DcpSaveOptions::new()
         .with_ranks(ranks)
         .with_sync(false);
-    stowage::serialize::dcp::save(out.path(), &ckpt, &options).unwrap();
+    stowage::checkpoint::dcp::save(out.path(), &ckpt, &options).unwrap();
     out
 }
 
@@ -321,8 +321,8 @@ fn a_failed_save_leaves_the_previous_checkpoint() {
     let before = fs::read(out.path().join(".metadata")).unwrap();
     let mut ckpt = stowage::load(dir("one")).unwrap();
     ckpt.root = Value::Int(3); // not a state dict
-    let options = stowage::serialize::dcp::DcpSaveOptions::default();
-    assert!(stowage::serialize::dcp::save(out.path(), &ckpt, &options).is_err());
+    let options = stowage::checkpoint::dcp::DcpSaveOptions::default();
+    assert!(stowage::checkpoint::dcp::save(out.path(), &ckpt, &options).is_err());
     assert_eq!(fs::read(out.path().join(".metadata")).unwrap(), before);
     assert_matches_torch("one", &stowage::load(out.path()).unwrap());
 }
@@ -354,8 +354,8 @@ fn pytorch_loads_what_stowage_saves() {
 
 /// A plan of columns: each matrix split by columns over two ranks (as a
 /// row-parallel layer's weight is), everything else whole on rank 0.
-fn columns() -> stowage::serialize::dcp::ChunkPlan {
-    use stowage::serialize::dcp::PlannedChunk;
+fn columns() -> stowage::checkpoint::dcp::ChunkPlan {
+    use stowage::checkpoint::dcp::PlannedChunk;
     std::sync::Arc::new(|_name: &str, shape: &[usize]| match shape {
         [rows, cols] if *cols >= 2 => {
             let half = cols / 2;
@@ -384,11 +384,11 @@ fn columns() -> stowage::serialize::dcp::ChunkPlan {
 fn chunks_as_planned_read_back_in_stowage_and_pytorch() {
     let ckpt = stowage::load(dir("four")).unwrap();
     let out = tempfile::tempdir().unwrap();
-    let options = stowage::serialize::dcp::DcpSaveOptions::new()
+    let options = stowage::checkpoint::dcp::DcpSaveOptions::new()
         .with_ranks(2)
         .with_sync(false)
         .with_plan(columns());
-    stowage::serialize::dcp::save(out.path(), &ckpt, &options).unwrap();
+    stowage::checkpoint::dcp::save(out.path(), &ckpt, &options).unwrap();
     let dcp = DcpCheckpoint::open(out.path(), &LoadOptions::default()).unwrap();
     let w = dcp
         .metadata()
@@ -396,7 +396,7 @@ fn chunks_as_planned_read_back_in_stowage_and_pytorch() {
         .iter()
         .find(|i| i.fqn == "model.w")
         .unwrap();
-    let stowage::serialize::dcp::metadata::ItemKind::Tensor(t) = &w.kind else {
+    let stowage::checkpoint::dcp::metadata::ItemKind::Tensor(t) = &w.kind else {
         panic!("a tensor")
     };
     assert_eq!(t.chunks.len(), 2);
@@ -404,7 +404,7 @@ fn chunks_as_planned_read_back_in_stowage_and_pytorch() {
     assert_matches_torch("four", &stowage::load(out.path()).unwrap());
 
     // A plan that leaves a hole, or names a rank with no file, is refused.
-    use stowage::serialize::dcp::PlannedChunk;
+    use stowage::checkpoint::dcp::PlannedChunk;
     for bad in [
         PlannedChunk {
             rank: 0,
@@ -417,7 +417,7 @@ fn chunks_as_planned_read_back_in_stowage_and_pytorch() {
             sizes: vec![12, 4],
         },
     ] {
-        let plan: stowage::serialize::dcp::ChunkPlan =
+        let plan: stowage::checkpoint::dcp::ChunkPlan =
             std::sync::Arc::new(move |_: &str, s: &[usize]| {
                 if s.len() == 2 {
                     vec![bad.clone()]
@@ -429,11 +429,11 @@ fn chunks_as_planned_read_back_in_stowage_and_pytorch() {
                     }]
                 }
             });
-        let options = stowage::serialize::dcp::DcpSaveOptions::new()
+        let options = stowage::checkpoint::dcp::DcpSaveOptions::new()
             .with_ranks(2)
             .with_sync(false)
             .with_plan(plan);
-        assert!(stowage::serialize::dcp::save(
+        assert!(stowage::checkpoint::dcp::save(
             tempfile::tempdir().unwrap().path(),
             &ckpt,
             &options

@@ -12,9 +12,9 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use proptest::prelude::*;
-use stowage::serialize::pickle::{PickleError, Value};
-use stowage::serialize::zip::{ZipError, ZipWriter};
-use stowage::serialize::{Checkpoint, LoadOptions, Object, TensorObject};
+use stowage::checkpoint::pickle::{PickleError, Value};
+use stowage::checkpoint::zip::{ZipError, ZipWriter};
+use stowage::checkpoint::{Checkpoint, LoadOptions, Object, TensorObject};
 use stowage::{DType, Device, Error, Tensor};
 
 /// How long any one hostile load may take (debug build, loaded machine).
@@ -77,7 +77,7 @@ fn load_path(path: &Path) -> Outcome {
 
 fn load_mem(what: &str, bytes: Vec<u8>, options: LoadOptions) -> Outcome {
     within(what, LIMIT, move || {
-        count_tensors(stowage::serialize::load_bytes(&bytes, &options))
+        count_tensors(stowage::checkpoint::load_bytes(&bytes, &options))
     })
 }
 
@@ -358,7 +358,7 @@ fn deep_nesting_builds_and_drops_without_recursion_when_limits_allow() {
     // PyTorch accepts it; stowage refuses by default (depth limit), and when the
     // limit is raised must build, walk and drop it without overflowing a 2 MiB stack.
     let bytes = std::fs::read(hostile("deep_nesting.pt")).unwrap();
-    let limits = stowage::serialize::pickle::Limits::default().with_max_depth(200_000);
+    let limits = stowage::checkpoint::pickle::Limits::default().with_max_depth(200_000);
     let options = LoadOptions::new().with_pickle_limits(limits);
     assert_eq!(
         load_mem("deep_nesting.pt with max_depth 200000", bytes, options).expect("builds"),
@@ -374,7 +374,7 @@ fn every_truncation_fails(name: &str) {
     let failures = within(&what, Duration::from_secs(20), move || {
         let mut loaded = Vec::new();
         for len in 0..n {
-            match stowage::serialize::load_bytes(&bytes[..len], &LoadOptions::default()) {
+            match stowage::checkpoint::load_bytes(&bytes[..len], &LoadOptions::default()) {
                 Ok(_) => loaded.push(len),
                 Err(e) => {
                     let _ = e.to_string();
@@ -405,7 +405,7 @@ fn survives(bytes: Vec<u8>) -> Result<(), String> {
     let handle = thread::Builder::new()
         .stack_size(2 << 20)
         .spawn(move || {
-            let r = stowage::serialize::load_bytes(&bytes, &LoadOptions::default()).map(|c| {
+            let r = stowage::checkpoint::load_bytes(&bytes, &LoadOptions::default()).map(|c| {
                 // Touch everything a consumer would: paths, layouts, values.
                 let _ = common::manifest(&c, common::Hash::Values);
                 let _ = common::describe(&c);
@@ -537,7 +537,7 @@ fn memo_doubling_graph_built_in_code() {
         top = ckpt.graph.list(vec![Value::Node(top), Value::Node(top)]);
     }
     let root = ckpt.root.as_node().unwrap();
-    if let stowage::serialize::pickle::Node::Dict(items) = ckpt.graph.get_mut(root) {
+    if let stowage::checkpoint::pickle::Node::Dict(items) = ckpt.graph.get_mut(root) {
         items.push((Value::str("doubled"), Value::Node(top)));
     }
     let t = Instant::now();
@@ -552,7 +552,7 @@ fn memo_doubling_graph_built_in_code() {
     .expect("tensors()");
     assert_eq!(
         paths,
-        vec![vec![stowage::serialize::PathKey::Key("w".into())]]
+        vec![vec![stowage::checkpoint::PathKey::Key("w".into())]]
     );
     assert!(
         t.elapsed() < Duration::from_secs(2),

@@ -18,7 +18,7 @@ use crate::common::{
     assert_manifest_eq, expected_manifest, fixture_names, load_fixture, manifest, sha256_hex, Hash,
 };
 use serde_json::Value as J;
-use stowage::serialize::dotted;
+use stowage::checkpoint::dotted;
 
 /// Exit status of the helper when `import torch` fails.
 const NO_TORCH: i32 = 77;
@@ -135,7 +135,7 @@ fn shared() -> &'static Shared {
             stowage::save(&out, &ckpt).unwrap_or_else(|e| panic!("{name}: save: {e}"));
             pt.push((name.clone(), out));
             let out = dir.path().join(format!("{name}.safetensors"));
-            if stowage::serialize::safetensors::save(&out, &ckpt).is_err() {
+            if stowage::checkpoint::safetensors::save(&out, &ckpt).is_err() {
                 continue; // complex128 / quantized: refused (tested in roundtrip.rs)
             }
             let want: Expected = ckpt
@@ -277,7 +277,7 @@ fn pytorch_sees_the_originals_objects_in_stowage_files() {
 /// the same layout, and a detached copy of the handle, are others.
 #[test]
 fn pytorch_loads_one_object_where_the_builder_put_one_tensor() {
-    use stowage::serialize::{PyValue, TensorObject};
+    use stowage::checkpoint::{PyValue, TensorObject};
     use stowage::Tensor;
     let t = Tensor::from_slice(&[1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0])
         .unwrap()
@@ -408,10 +408,10 @@ print(json.dumps({
 "#;
 
 /// A value leaf in the contract's JSON form, computed on stowage's side.
-fn leaf_json(v: &stowage::serialize::ValueRef<'_>) -> J {
+fn leaf_json(v: &stowage::checkpoint::ValueRef<'_>) -> J {
     use serde_json::json;
-    use stowage::serialize::pickle::Value;
-    use stowage::serialize::ValueKind as K;
+    use stowage::checkpoint::pickle::Value;
+    use stowage::checkpoint::ValueKind as K;
     let float = |f: f64| {
         if f.is_nan() {
             json!("nan")
@@ -453,7 +453,7 @@ fn leaf_json(v: &stowage::serialize::ValueRef<'_>) -> J {
 
 #[test]
 fn pytorch_loads_what_the_builder_makes() {
-    use stowage::serialize::{PyValue, TensorObject};
+    use stowage::checkpoint::{PyValue, TensorObject};
     use stowage::{DType, Device, Tensor};
     let w = Tensor::from_slice(&[1.0f32, -2.0, 3.5, 0.25, 8.0, -0.5])
         .unwrap()
@@ -548,9 +548,9 @@ fn pytorch_loads_what_the_builder_makes() {
     assert_eq!(back.get("step").unwrap().as_i64().unwrap(), 1i64 << 60);
 }
 
-fn path_keys(dotted: &str) -> Vec<stowage::serialize::PathKey> {
+fn path_keys(dotted: &str) -> Vec<stowage::checkpoint::PathKey> {
     dotted
         .split('.')
-        .map(|k| stowage::serialize::PathKey::Key(k.into()))
+        .map(|k| stowage::checkpoint::PathKey::Key(k.into()))
         .collect()
 }

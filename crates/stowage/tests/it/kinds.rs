@@ -15,8 +15,8 @@ use std::process::Command;
 
 use crate::common::{sha256_hex, tensor_bytes};
 use serde_json::{json, Map, Value as J};
-use stowage::serialize::pickle::{Node, Value};
-use stowage::serialize::{Checkpoint, Object, PathKey, Quantization, TensorKind, TensorObject};
+use stowage::checkpoint::pickle::{Node, Value};
+use stowage::checkpoint::{Checkpoint, Object, PathKey, Quantization, TensorKind, TensorObject};
 use stowage::{Error, Tensor};
 
 fn kinds_dir() -> PathBuf {
@@ -211,7 +211,7 @@ fn layouts_and_components_are_named_as_pytorch_names_them() {
         .into_iter()
         .map(|(p, t)| {
             let comps = t.kind.components().into_iter().map(|(n, _)| n).collect();
-            (stowage::serialize::dotted(&p), t.kind.layout_name(), comps)
+            (stowage::checkpoint::dotted(&p), t.kind.layout_name(), comps)
         })
         .collect();
     assert_eq!(
@@ -256,10 +256,10 @@ fn a_subclass_is_refused_like_pytorch_refuses_it() {
 fn a_subclass_loads_inertly_or_when_allowed_keeping_its_class() {
     let path = kinds_dir().join("subclass.pt");
     let want = expected("subclass");
-    let inert = stowage::serialize::LoadOptions::new().with_inert(true);
-    let allowed = stowage::serialize::LoadOptions::new().with_allow_globals(["__main__.Tagged"]);
+    let inert = stowage::checkpoint::LoadOptions::new().with_inert(true);
+    let allowed = stowage::checkpoint::LoadOptions::new().with_allow_globals(["__main__.Tagged"]);
     for opts in [inert, allowed] {
-        let ckpt = stowage::serialize::load_with(&path, &opts).unwrap();
+        let ckpt = stowage::checkpoint::load_with(&path, &opts).unwrap();
         let tensors = ckpt.tensors().unwrap();
         assert_eq!(tensors.len(), 1);
         let (_, t) = &tensors[0];

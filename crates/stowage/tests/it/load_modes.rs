@@ -6,7 +6,7 @@ use crate::common::{
     assert_manifest_eq, describe, expected_manifest, fixture, fixture_names, full_manifest,
     manifest, Hash,
 };
-use stowage::serialize::{load_mmap, load_with, LoadMode, LoadOptions};
+use stowage::checkpoint::{load_mmap, load_with, LoadMode, LoadOptions};
 use stowage::{Device, Error};
 
 fn mmap(name: &str) -> stowage::Checkpoint {
@@ -233,7 +233,7 @@ fn total_storage_bytes_are_limited_even_when_nothing_is_read() {
 /// nothing a memo entry holds is released).
 #[test]
 fn the_memo_scan_changes_nothing_a_load_returns() {
-    let limits = stowage::serialize::pickle::Limits::default().with_scan_memo(false);
+    let limits = stowage::checkpoint::pickle::Limits::default().with_scan_memo(false);
     let every = LoadOptions::new().with_pickle_limits(limits);
     for name in fixture_names() {
         let scanned = load_with(fixture(&name), &LoadOptions::default()).unwrap();
@@ -253,7 +253,7 @@ fn fake_loading_of_safetensors_reads_no_bytes() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("state_dict.safetensors");
     let eager = stowage::load(fixture("state_dict")).unwrap();
-    stowage::serialize::safetensors::save(&path, &eager).unwrap();
+    stowage::checkpoint::safetensors::save(&path, &eager).unwrap();
     let cuda: Device = "cuda:0".parse().unwrap();
     let options = LoadOptions::new()
         .with_mode(LoadMode::Fake)
@@ -276,7 +276,7 @@ fn safetensors_fixtures(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
         .filter_map(|name| {
             let path = dir.join(format!("{name}.safetensors"));
             let ckpt = stowage::load(fixture(&name)).unwrap();
-            stowage::serialize::safetensors::save(&path, &ckpt)
+            stowage::checkpoint::safetensors::save(&path, &ckpt)
                 .ok()
                 .map(|()| path)
         })

@@ -10,8 +10,8 @@ use std::path::PathBuf;
 
 use crate::common::{assert_manifest_eq, fixtures_dir, manifest, path_json, Hash};
 use serde_json::{json, Value as J};
-use stowage::serialize::pickle::{PickleError, Value};
-use stowage::serialize::{load, Format, ValueKind};
+use stowage::checkpoint::pickle::{PickleError, Value};
+use stowage::checkpoint::{load, Format, ValueKind};
 use stowage::{Checkpoint, Error};
 
 fn py2_dir() -> PathBuf {
@@ -204,7 +204,7 @@ fn a_tensor_past_its_storage_view_is_refused() {
         .position(|w| w == pattern)
         .unwrap();
     bytes[at + pattern.len() - 1] = 2;
-    let e = stowage::serialize::load_bytes(&bytes, &Default::default()).unwrap_err();
+    let e = stowage::checkpoint::load_bytes(&bytes, &Default::default()).unwrap_err();
     assert!(
         matches!(root_cause(&e), Error::OutOfStorage { .. }),
         "{e:?}"
@@ -215,7 +215,7 @@ fn a_tensor_past_its_storage_view_is_refused() {
 /// globals as Python 3 imports them.
 #[test]
 fn scan_reads_each_python2_file() {
-    use stowage::serialize::scan::{scan_path, Verdict};
+    use stowage::checkpoint::scan::{scan_path, Verdict};
     let report = scan_path(&py2_dir());
     assert_eq!(report.files.len(), 6);
     for f in &report.files {

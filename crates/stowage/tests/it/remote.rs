@@ -14,9 +14,9 @@ use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
 use crate::servers::Server;
+use stowage::checkpoint::zip::{ZipLimits, ZipReader};
+use stowage::checkpoint::{load_with, LoadMode, LoadOptions};
 use stowage::io::remote::{totals, RemoteError, Transfer};
-use stowage::serialize::zip::{ZipLimits, ZipReader};
-use stowage::serialize::{load_with, LoadMode, LoadOptions};
 use stowage::{Checkpoint, Error};
 
 /// One test at a time: they read the process-wide transfer totals.
@@ -197,7 +197,7 @@ fn dcp_folders_load_by_url() {
     let tensors = lazy.tensors().unwrap();
     let (_, t2) = tensors
         .iter()
-        .find(|(p, _)| stowage::serialize::dotted(p) == "t2")
+        .find(|(p, _)| stowage::checkpoint::dotted(p) == "t2")
         .unwrap();
     let before = totals();
     let bytes = common::tensor_bytes(&t2.tensor).unwrap();
@@ -206,7 +206,7 @@ fn dcp_folders_load_by_url() {
         .tensors()
         .unwrap()
         .into_iter()
-        .find(|(p, _)| stowage::serialize::dotted(p) == "t2")
+        .find(|(p, _)| stowage::checkpoint::dotted(p) == "t2")
         .unwrap();
     assert!(
         bytes == common::tensor_bytes(&l2.tensor).unwrap(),
@@ -370,7 +370,7 @@ fn records_placed_by_another_writer_load_eagerly_and_lazily() {
     let original = std::fs::read(common::fixture("views")).unwrap();
     let zip = ZipReader::new(original, &ZipLimits::default()).unwrap();
     let root = zip.root().to_owned();
-    let mut w = stowage::serialize::zip::ZipWriter::new(Vec::new(), "views", 16);
+    let mut w = stowage::checkpoint::zip::ZipWriter::new(Vec::new(), "views", 16);
     for e in zip.entries() {
         let name = e.name.strip_prefix(&format!("{root}/")).unwrap();
         w.write_record(name, &zip.read_to_vec(e).unwrap()).unwrap();
@@ -543,7 +543,7 @@ fn saves_to_s3_commit_only_whole_checkpoints() {
 
     let st = format!("s3://{}/saved/nested.safetensors", servers::BUCKET);
     let dense = common::load_fixture("params");
-    stowage::serialize::safetensors::save(&st, &dense).unwrap();
+    stowage::checkpoint::safetensors::save(&st, &dense).unwrap();
     let back = load_with(&st, &LoadOptions::from_env()).unwrap();
     assert_eq!(
         back.tensors().unwrap().len(),
@@ -757,7 +757,7 @@ fn dcp_items_by_url_are_fetched_concurrently() {
 /// server cannot list (plain HTTP), the error says so.
 #[test]
 fn folders_by_url_are_found_by_a_listing() {
-    use stowage::serialize::{folder_of, Folder};
+    use stowage::checkpoint::{folder_of, Folder};
     let _one = serial();
     let Some(server) = moto() else { return };
     let dir = common::fixtures_dir().join("dcp").join("hf");

@@ -12,9 +12,9 @@ use crate::common::{
     assert_manifest_eq, check_keys_match_sharing, describe, fixture, fixture_names, full_manifest,
     load_fixture, logical_bytes, manifest, sha256_hex, tensor_bytes, Hash,
 };
-use stowage::serialize::pickle::{Graph, Value};
-use stowage::serialize::zip::{ZipLimits, ZipReader};
-use stowage::serialize::{dotted, Checkpoint, LoadOptions, Object, PathKey, TensorObject};
+use stowage::checkpoint::pickle::{Graph, Value};
+use stowage::checkpoint::zip::{ZipLimits, ZipReader};
+use stowage::checkpoint::{dotted, Checkpoint, LoadOptions, Object, PathKey, TensorObject};
 use stowage::{DType, Device, Error, Kind, Tensor};
 
 /// Number of distinct storages the checkpoint's tensors view, plus those
@@ -57,7 +57,7 @@ fn every_fixture_round_trips() {
         save_ok(&out, &original, &name);
         let back =
             stowage::load(&out).unwrap_or_else(|e| panic!("{name}: reloading stowage's file: {e}"));
-        assert_eq!(back.format, stowage::serialize::Format::TorchZip);
+        assert_eq!(back.format, stowage::checkpoint::Format::TorchZip);
 
         // Tensors, values, sharing, flags, storage classes and locations.
         assert_manifest_eq(
@@ -95,9 +95,9 @@ fn every_fixture_round_trips() {
 /// rebuilds (and per bare storage), however many paths reach each.
 struct CountPersids(usize);
 
-impl stowage::serialize::pickle::Hooks for CountPersids {
+impl stowage::checkpoint::pickle::Hooks for CountPersids {
     type Ext = ();
-    type Error = stowage::serialize::pickle::PickleError;
+    type Error = stowage::checkpoint::pickle::PickleError;
     fn find_class(&mut self, _: &str, _: &str) -> Result<Value<()>, Self::Error> {
         Ok(Value::Ext(()))
     }
@@ -142,7 +142,7 @@ fn persids(path: &Path) -> usize {
     let entry = zip.find("data.pkl").expect("data.pkl");
     let pkl = zip.read_to_vec(entry).unwrap();
     let mut count = CountPersids(0);
-    stowage::serialize::pickle::unpickle(&pkl, &mut count, &Default::default()).unwrap();
+    stowage::checkpoint::pickle::unpickle(&pkl, &mut count, &Default::default()).unwrap();
     count.0
 }
 
@@ -306,7 +306,7 @@ fn a_meta_tensor_saves_without_storage() {
     );
 
     // A meta-loaded fixture, likewise: every tensor keeps its dtype, shape and stride.
-    let meta = stowage::serialize::load_with(
+    let meta = stowage::checkpoint::load_with(
         fixture("simple"),
         &LoadOptions::new().with_map_location(Device::META),
     )
@@ -387,10 +387,10 @@ fn save_is_crash_safe() {
     )
     .unwrap();
     let root = failing.root.as_node().unwrap();
-    if let stowage::serialize::pickle::Node::Dict(items) = failing.graph.get_mut(root) {
+    if let stowage::checkpoint::pickle::Node::Dict(items) = failing.graph.get_mut(root) {
         items.push((
-            stowage::serialize::pickle::Value::str("meta"),
-            stowage::serialize::pickle::Value::Ext(Object::Tensor(Box::new(TensorObject::new(
+            stowage::checkpoint::pickle::Value::str("meta"),
+            stowage::checkpoint::pickle::Value::Ext(Object::Tensor(Box::new(TensorObject::new(
                 meta,
             )))),
         ));
@@ -412,9 +412,9 @@ fn save_is_crash_safe() {
 
     // Same for the safetensors writer.
     let st = dir.path().join("model.safetensors");
-    stowage::serialize::safetensors::save(&st, &load_fixture("simple")).unwrap();
+    stowage::checkpoint::safetensors::save(&st, &load_fixture("simple")).unwrap();
     let st_before = std::fs::read(&st).unwrap();
-    assert!(stowage::serialize::safetensors::save(&st, &failing).is_err());
+    assert!(stowage::checkpoint::safetensors::save(&st, &failing).is_err());
     assert!(std::fs::read(&st).unwrap() == st_before);
     assert_eq!(temp_files(dir.path()), Vec::<String>::new());
 }
@@ -428,10 +428,10 @@ fn safetensors_can_hold(t: &TensorObject) -> bool {
 
 /// Saves `ckpt` to safetensors, reloads it, and checks every tensor by dotted name.
 fn check_safetensors(name: &str, ckpt: &Checkpoint, out: &Path) {
-    stowage::serialize::safetensors::save(out, ckpt)
+    stowage::checkpoint::safetensors::save(out, ckpt)
         .unwrap_or_else(|e| panic!("{name}: safetensors save: {e}"));
     let back = stowage::load(out).unwrap_or_else(|e| panic!("{name}: safetensors load: {e}"));
-    assert_eq!(back.format, stowage::serialize::Format::Safetensors);
+    assert_eq!(back.format, stowage::checkpoint::Format::Safetensors);
     let got = back.state_dict().unwrap();
     let want = ckpt.tensors().unwrap();
     let mut names: Vec<String> = want.iter().map(|(p, _)| dotted(p)).collect();
@@ -474,7 +474,7 @@ fn safetensors_round_trip_of_every_fixture() {
             None => check_safetensors(&name, &ckpt, &out),
             Some((bad_path, bad)) => {
                 refused.push(name.clone());
-                let err = stowage::serialize::safetensors::save(&out, &ckpt)
+                let err = stowage::checkpoint::safetensors::save(&out, &ckpt)
                     .expect_err("unsupported dtype");
                 match &err {
                     Error::AtPath { path, source } => {
@@ -531,20 +531,20 @@ fn safetensors_refuses_complex128_and_quantized_by_path() {
     let mut ckpt = Checkpoint::from_state_dict([("fine", ok)]);
     let root = ckpt.root.as_node().unwrap();
     let inner = ckpt.graph.dict(vec![(
-        stowage::serialize::pickle::Value::str("z"),
-        stowage::serialize::pickle::Value::Ext(Object::Tensor(Box::new(TensorObject::new(c)))),
+        stowage::checkpoint::pickle::Value::str("z"),
+        stowage::checkpoint::pickle::Value::Ext(Object::Tensor(Box::new(TensorObject::new(c)))),
     )]);
-    if let stowage::serialize::pickle::Node::Dict(items) = ckpt.graph.get_mut(root) {
+    if let stowage::checkpoint::pickle::Node::Dict(items) = ckpt.graph.get_mut(root) {
         items.push((
-            stowage::serialize::pickle::Value::Int(3),
-            stowage::serialize::pickle::Value::Node(inner),
+            stowage::checkpoint::pickle::Value::Int(3),
+            stowage::checkpoint::pickle::Value::Node(inner),
         ));
     }
     assert_eq!(
         ckpt.tensors().unwrap()[1].0,
         vec![PathKey::Index(3), PathKey::Key("z".into())]
     );
-    match stowage::serialize::safetensors::save(dir.path().join("c.safetensors"), &ckpt) {
+    match stowage::checkpoint::safetensors::save(dir.path().join("c.safetensors"), &ckpt) {
         Err(Error::AtPath { path, source }) => {
             assert_eq!(path, "3.z");
             assert!(
@@ -563,7 +563,7 @@ fn safetensors_refuses_complex128_and_quantized_by_path() {
 
     let q = load_fixture("quantized");
     let first = dotted(&q.tensors().unwrap()[0].0);
-    match stowage::serialize::safetensors::save(dir.path().join("q.safetensors"), &q) {
+    match stowage::checkpoint::safetensors::save(dir.path().join("q.safetensors"), &q) {
         Err(Error::AtPath { path, source }) => {
             assert_eq!(path, first);
             assert!(
@@ -579,7 +579,7 @@ fn safetensors_refuses_complex128_and_quantized_by_path() {
 fn root_tensor_is_named_tensor_in_safetensors() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("root.safetensors");
-    stowage::serialize::safetensors::save(&out, &load_fixture("root_tensor")).unwrap();
+    stowage::checkpoint::safetensors::save(&out, &load_fixture("root_tensor")).unwrap();
     let back = stowage::load(&out).unwrap();
     let sd = back.state_dict().unwrap();
     assert_eq!(sd.len(), 1);
@@ -592,7 +592,7 @@ fn safetensors_file_round_trips_through_torch_zip() {
     // safetensors → .pt → load: names, values, one storage each.
     let dir = tempfile::tempdir().unwrap();
     let st = dir.path().join("s.safetensors");
-    stowage::serialize::safetensors::save(&st, &load_fixture("new_dtypes")).unwrap();
+    stowage::checkpoint::safetensors::save(&st, &load_fixture("new_dtypes")).unwrap();
     let from_st = stowage::load(&st).unwrap();
     let pt = dir.path().join("s.pt");
     save_ok(&pt, &from_st, "safetensors → pt");
@@ -623,7 +623,7 @@ fn state_dict_metadata_survives_the_round_trip() {
             .get(&root)
             .unwrap_or_else(|| panic!("{name}: _metadata state lost"));
         let state = state.as_node().expect("state dict");
-        let stowage::serialize::pickle::Node::Dict(items) = back.graph.get(state) else {
+        let stowage::checkpoint::pickle::Node::Dict(items) = back.graph.get(state) else {
             panic!("state is not a dict")
         };
         let meta = items

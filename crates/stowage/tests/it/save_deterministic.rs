@@ -5,8 +5,8 @@
 
 use std::path::Path;
 
-use stowage::serialize::zip::{ZipLimits, ZipReader};
-use stowage::serialize::{save_to_writer, save_with, Checkpoint, SaveOptions};
+use stowage::checkpoint::zip::{ZipLimits, ZipReader};
+use stowage::checkpoint::{save_to_writer, save_with, Checkpoint, SaveOptions};
 use stowage::{DType, Tensor};
 
 /// Tensors of several sizes and dtypes, two views of one storage, and storages
@@ -75,7 +75,7 @@ fn saves_are_byte_identical_synced_or_not_and_in_memory() {
 
     let again = stowage::load(&path).unwrap();
     let (t, _) = &again.tensors().unwrap()[0];
-    assert_eq!(stowage::serialize::dotted(t), "big");
+    assert_eq!(stowage::checkpoint::dotted(t), "big");
     let out2 = dir.path().join("copy").join("model.pt");
     std::fs::create_dir_all(out2.parent().unwrap()).unwrap();
     save(&out2, &again, true);

@@ -1,4 +1,4 @@
-//! `stowage::serialize::scan` against PyTorch.
+//! `stowage::checkpoint::scan` against PyTorch.
 //!
 //! The globals a scan calls `decoded` or `unsafe` are exactly those
 //! `torch.serialization.get_unsafe_globals_in_checkpoint` lists (where it can
@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::Value as J;
-use stowage::serialize::scan::{allowed_names, scan_path, FileScan, ScanKind, Verdict};
+use stowage::checkpoint::scan::{allowed_names, scan_path, FileScan, ScanKind, Verdict};
 
 fn scan_dir() -> PathBuf {
     common::fixtures_dir().join("scan")

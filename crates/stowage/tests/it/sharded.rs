@@ -11,9 +11,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::Value as J;
-use stowage::serialize::sharded::{save_sharded, ShardFormat, ShardOptions};
-use stowage::serialize::LoadMode;
-use stowage::serialize::{dotted, load_with, Checkpoint, LoadOptions};
+use stowage::checkpoint::sharded::{save_sharded, ShardFormat, ShardOptions};
+use stowage::checkpoint::LoadMode;
+use stowage::checkpoint::{dotted, load_with, Checkpoint, LoadOptions};
 use stowage::{Device, Error};
 
 fn set_dir(kind: &str) -> PathBuf {
@@ -78,8 +78,8 @@ fn by_name(ckpt: &Checkpoint, name: &str) -> stowage::Tensor {
 fn hugging_face_sets_load_as_one_checkpoint() {
     for kind in ["safetensors", "bin"] {
         let dir = set_dir(kind);
-        let Ok(Some(stowage::serialize::Folder::Sharded(index))) =
-            stowage::serialize::folder_of(&dir, &stowage::LoadOptions::new())
+        let Ok(Some(stowage::checkpoint::Folder::Sharded(index))) =
+            stowage::checkpoint::folder_of(&dir, &stowage::LoadOptions::new())
         else {
             panic!("{} holds no sharded set", dir.display())
         };
@@ -122,7 +122,7 @@ fn every_load_mode_reads_a_set() {
         assert_matches_torch(kind, &lazy);
         // SAFETY: the fixtures are not written while the test runs.
         let mapped =
-            unsafe { stowage::serialize::load_mmap(&dir, &LoadOptions::default()) }.unwrap();
+            unsafe { stowage::checkpoint::load_mmap(&dir, &LoadOptions::default()) }.unwrap();
         assert_matches_torch(kind, &mapped);
         let meta = load_with(&dir, &LoadOptions::new().with_map_location(Device::META)).unwrap();
         let full = stowage::load(&dir).unwrap();
@@ -156,7 +156,7 @@ fn saved_sets_split_as_hugging_face_splits() {
         let out = tempfile::tempdir().unwrap();
         let options = ShardOptions::new()
             .with_format(format)
-            .with_max_shard_size(stowage::serialize::sharded::parse_size("1KB").unwrap())
+            .with_max_shard_size(stowage::checkpoint::sharded::parse_size("1KB").unwrap())
             .with_sync(false);
         let saved = save_sharded(out.path(), &ckpt, &options).unwrap();
         assert_eq!(saved.files.len(), 3);

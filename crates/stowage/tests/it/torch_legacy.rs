@@ -5,7 +5,7 @@ use crate::common::{
     assert_manifest_eq, check_keys_match_sharing, describe, expected_manifest, fixture,
     load_fixture, manifest, Hash, LEGACY_FIXTURES,
 };
-use stowage::serialize::{ByteOrder, Format, LoadOptions, PathKey};
+use stowage::checkpoint::{ByteOrder, Format, LoadOptions, PathKey};
 use stowage::{DType, Device, Error, Scalar};
 
 #[test]
@@ -121,7 +121,7 @@ fn legacy_views_sharing_and_parameter() {
 fn legacy_load_bytes_and_meta() {
     for name in LEGACY_FIXTURES {
         let bytes = std::fs::read(fixture(name)).unwrap();
-        let mem = stowage::serialize::load_bytes(&bytes, &LoadOptions::default()).unwrap();
+        let mem = stowage::checkpoint::load_bytes(&bytes, &LoadOptions::default()).unwrap();
         let file = load_fixture(name);
         assert_eq!(describe(&mem), describe(&file), "{name}");
         assert_manifest_eq(
@@ -131,7 +131,7 @@ fn legacy_load_bytes_and_meta() {
             &[],
         );
 
-        let meta = stowage::serialize::load_bytes(
+        let meta = stowage::checkpoint::load_bytes(
             &bytes,
             &LoadOptions::new().with_map_location(Device::META),
         )

@@ -9,8 +9,8 @@ use crate::common::{
     assert_manifest_eq, check_keys_match_sharing, describe, expected_manifest, fixture,
     fixture_names, load_fixture, manifest, Hash, LEGACY_FIXTURES,
 };
-use stowage::serialize::pickle::{Node, Value};
-use stowage::serialize::{
+use stowage::checkpoint::pickle::{Node, Value};
+use stowage::checkpoint::{
     ByteOrder, Checkpoint, Format, LoadOptions, Object, PathKey, TensorObject,
 };
 use stowage::{DType, Device, Error, Scalar, Tensor};
@@ -56,7 +56,7 @@ fn every_zip_fixture_matches_pytorch_manifest() {
 /// Python's `zipfile`).
 #[test]
 fn pytorch_places_each_record_where_the_guess_says() {
-    use stowage::serialize::zip::{Method, ZipLimits, ZipReader};
+    use stowage::checkpoint::zip::{Method, ZipLimits, ZipReader};
     let mut checked = 0;
     for name in zip_fixtures() {
         let zip = ZipReader::new(
@@ -86,7 +86,7 @@ fn load_bytes_equals_load() {
     for name in fixture_names() {
         let bytes = std::fs::read(fixture(&name)).unwrap();
         let from_file = load_fixture(&name);
-        let from_mem = stowage::serialize::load_bytes(&bytes, &LoadOptions::default())
+        let from_mem = stowage::checkpoint::load_bytes(&bytes, &LoadOptions::default())
             .unwrap_or_else(|e| panic!("{name}: load_bytes: {e}"));
         assert_eq!(from_mem.format, from_file.format, "{name}");
         assert_eq!(from_mem.byteorder, from_file.byteorder, "{name}");
@@ -119,7 +119,7 @@ fn load_bytes_equals_load() {
 fn meta_map_location_loads_every_fixture_without_data() {
     let options = LoadOptions::new().with_map_location(Device::META);
     for name in fixture_names() {
-        let ckpt = stowage::serialize::load_with(fixture(&name), &options)
+        let ckpt = stowage::checkpoint::load_with(fixture(&name), &options)
             .unwrap_or_else(|e| panic!("{name} on meta: {e}"));
         let got =
             manifest(&ckpt, Hash::None).unwrap_or_else(|e| panic!("{name}: manifest on meta: {e}"));
@@ -500,7 +500,7 @@ fn same_object_fixture_keeps_pythons_identity() {
     let at = |dotted: &str| -> &TensorObject {
         tensors
             .iter()
-            .find(|(p, _)| stowage::serialize::dotted(p) == dotted)
+            .find(|(p, _)| stowage::checkpoint::dotted(p) == dotted)
             .map(|(_, t)| *t)
             .unwrap_or_else(|| panic!("no tensor at {dotted}"))
     };
@@ -641,11 +641,11 @@ fn uint_and_float8_pair_shares_one_key() {
 
 /// The items of the dict at the root of a checkpoint made of this pickle alone.
 fn root_dict_items(pkl: &[u8]) -> stowage::Result<Vec<(String, i64)>> {
-    let mut z = stowage::serialize::zip::ZipWriter::new(Vec::new(), "archive", 64);
+    let mut z = stowage::checkpoint::zip::ZipWriter::new(Vec::new(), "archive", 64);
     z.write_record("data.pkl", pkl).unwrap();
     z.write_record("version", b"3\n").unwrap();
     let bytes = z.finish().unwrap();
-    let ckpt = stowage::serialize::load_bytes(&bytes, &Default::default())?;
+    let ckpt = stowage::checkpoint::load_bytes(&bytes, &Default::default())?;
     let Value::Node(id) = &ckpt.root else {
         panic!("root is not a node")
     };

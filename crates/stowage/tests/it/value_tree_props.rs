@@ -8,8 +8,8 @@ use std::sync::Arc;
 use crate::common::{describe, manifest, Hash};
 use num_bigint::BigInt;
 use proptest::prelude::*;
-use stowage::serialize::pickle::Value;
-use stowage::serialize::{
+use stowage::checkpoint::pickle::Value;
+use stowage::checkpoint::{
     load_bytes, save_to_writer, LoadOptions, Object, SaveOptions, TensorObject,
 };
 use stowage::{Checkpoint, DType, Device, Kind, Tensor};

@@ -15,8 +15,8 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{json, Map, Value as J};
 use sha2::{Digest, Sha256};
-use stowage::serialize::pickle::{Node, Value};
-use stowage::serialize::{Checkpoint, Object, PathKey, TensorObject};
+use stowage::checkpoint::pickle::{Node, Value};
+use stowage::checkpoint::{Checkpoint, Object, PathKey, TensorObject};
 use stowage::{Result, Tensor};
 
 /// The folder of the PyTorch-made fixtures.
@@ -233,7 +233,7 @@ pub fn quantization_json(t: &TensorObject) -> J {
             .map(|(_, x)| sha256_hex(&logical_bytes(&TensorObject::new(x.clone())).unwrap()))
     };
     match q {
-        stowage::serialize::Quantization::PerChannel { axis, .. } => json!({
+        stowage::checkpoint::Quantization::PerChannel { axis, .. } => json!({
             "qscheme": q.qscheme(),
             "axis": axis,
             "scales": hash("scales"),

@@ -1,0 +1,314 @@
+//! One DCP item: the bytes a `_StorageInfo` names, through its stream
+//! transforms, decoded as a `torch.save` archive or, in the `SAFETENSORS`
+//! serialization format, as one tensor of the safetensors blob that starts
+//! at the item's offset.
+
+use crate::io::ReadCost;
+use std::path::Path;
+use std::sync::Arc;
+
+use super::metadata::StorageInfo;
+use crate::checkpoint::format::torch_zip;
+use crate::checkpoint::options::{LoadMode, LoadOptions};
+use crate::checkpoint::pickle::Value;
+use crate::checkpoint::value::graph::{Checkpoint, Object};
+use crate::io::{Location, ReadAt};
+use crate::{Error, Result, Tensor};
+
+const ZIP_MAGIC: &[u8; 4] = b"PK\x03\x04";
+
+/// Room a `torch.save` archive needs beside its tensor's bytes (records'
+/// headers, the pickle, alignment): the most a compressed item may inflate
+/// to past its tensor.
+const ARCHIVE_OVERHEAD: u64 = 1 << 20;
+
+/// A data file of a DCP checkpoint: a local file or, with the `remote`
+/// feature, an object named by URL.
+pub(super) type Source = Arc<dyn ReadAt>;
+
+/// A data file, opened: read through `source`; an object in a store is
+/// kept as itself too, for batches of reads that span several files.
+#[derive(Clone)]
+pub(super) struct DataFile {
+    pub source: Source,
+    #[cfg(feature = "remote")]
+    pub remote: Option<Arc<crate::io::remote::RemoteObject>>,
+}
+
+/// Opens the data file `here`: a local file, or an object in a store (one
+/// ranged `GET` of its head; reads are then ranged requests), kept as itself
+/// too for batches of reads across objects.
+///
+/// # Errors
+/// Not found, refused, the store's error; without the file's name, which
+/// the caller gives with the item's.
+pub(super) fn open(here: &Location) -> Result<DataFile> {
+    let unnamed = |e: Error| match e {
+        Error::InFile { source, .. } => *source,
+        e => e,
+    };
+    #[cfg(feature = "remote")]
+    if let Some(object) = here.open_object().map_err(unnamed)? {
+        return Ok(DataFile {
+            source: object.clone(),
+            remote: Some(object),
+        });
+    }
+    Ok(DataFile {
+        source: here.open().map_err(unnamed)?,
+        #[cfg(feature = "remote")]
+        remote: None,
+    })
+}
+
+/// Checks that the item lies inside its file.
+pub(super) fn check_inside(file: &dyn ReadAt, info: &StorageInfo) -> Result<()> {
+    let len = file.len();
+    let inside = info
+        .offset
+        .checked_add(info.length)
+        .is_some_and(|end| end <= len);
+    if !inside {
+        return Err(Error::BadObject {
+            context: "DCP item",
+            expected: "bytes inside its file",
+            found: format!(
+                "offset {} length {} in a file of {len} bytes",
+                info.offset, info.length
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// The item's stored bytes, checked to lie inside its file.
+fn stored(file: &dyn ReadAt, info: &StorageInfo) -> Result<Vec<u8>> {
+    check_inside(file, info)?;
+    // Bounded by the file's size, checked above.
+    let mut bytes = vec![0; info.length as usize];
+    file.read_exact_at(&mut bytes, info.offset)
+        .map_err(Error::Io)?;
+    Ok(bytes)
+}
+
+/// Undoes the stream transforms, in the order PyTorch's reader applies them;
+/// no output past `limit` bytes (a decompression bomb stops there).
+fn untransform(bytes: Vec<u8>, transforms: &[String], limit: u64) -> Result<Vec<u8>> {
+    transforms
+        .iter()
+        .try_fold(bytes, |bytes, t| transform_from(bytes, t, limit))
+}
+
+/// One transform, named as `_extension.py` names them (`name/version`).
+fn transform_from(bytes: Vec<u8>, descriptor: &str, limit: u64) -> Result<Vec<u8>> {
+    let (name, version) = descriptor.split_once('/').unwrap_or((descriptor, "0"));
+    #[cfg(feature = "zstd")]
+    if name == "stream.zstd" && version.split('.').next() == Some("1") {
+        return unzstd(&bytes, limit);
+    }
+    let _ = (bytes, limit, name, version);
+    Err(Error::Unsupported {
+        what: format!("the DCP stream transform {descriptor:?}"),
+    })
+}
+
+#[cfg(feature = "zstd")]
+fn unzstd(bytes: &[u8], limit: u64) -> Result<Vec<u8>> {
+    use std::io::Read;
+    let mut out = Vec::new();
+    zstd::stream::read::Decoder::new(bytes)
+        .map_err(Error::Io)?
+        .take(limit.saturating_add(1))
+        .read_to_end(&mut out)
+        .map_err(Error::Io)?;
+    if out.len() as u64 > limit {
+        return Err(Error::LimitExceeded {
+            limit: "decompressed DCP item bytes",
+            value: out.len() as u64,
+            max: limit,
+        });
+    }
+    Ok(out)
+}
+
+/// The bytes of one item in its data file: the `ReadAt` a `torch.save`
+/// archive is read through, in place.
+struct Window {
+    file: Source,
+    start: u64,
+    len: u64,
+}
+
+impl ReadAt for Window {
+    fn len(&self) -> u64 {
+        self.len
+    }
+
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+        let inside = offset
+            .checked_add(buf.len() as u64)
+            .is_some_and(|end| end <= self.len);
+        if !inside {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        self.file.read_exact_at(buf, self.start + offset)
+    }
+
+    fn read_cost(&self) -> ReadCost {
+        self.file.read_cost()
+    }
+}
+
+/// The tensor a chunk's item holds (`nbytes`: the chunk's size in bytes), in
+/// `file` (at `path`). An untransformed archive in a local file is read in
+/// place and lazily: the tensor's storage reads its record from the data file
+/// on first use, so a caller can read it straight into its destination
+/// (`UntypedStorage::read_at`). An item in object storage is fetched whole,
+/// in one ranged request, since reading its archive's records one by one
+/// would cost a request each, unless its bytes were fetched `ahead`.
+pub(super) fn read_tensor(
+    file: &Source,
+    path: &Path,
+    info: &StorageInfo,
+    fqn: &str,
+    nbytes: u64,
+    ahead: Option<Vec<u8>>,
+    options: &LoadOptions,
+) -> Result<Tensor> {
+    check_inside(&**file, info)?;
+    // Remote: the whole item in one request, as PyTorch's default format
+    // (an archive) needs it all.
+    let fetched = match ahead {
+        Some(bytes) => Some(bytes),
+        None if file.read_cost() == ReadCost::Request => Some(stored(&**file, info)?),
+        None => None,
+    };
+    let mut head = [0u8; 4];
+    let is_archive = if let Some(bytes) = &fetched {
+        !info.transforms.is_empty() || bytes.starts_with(ZIP_MAGIC)
+    } else if info.transforms.is_empty() {
+        file.len() >= info.offset.saturating_add(4)
+            && file.read_exact_at(&mut head, info.offset).is_ok()
+            && &head == ZIP_MAGIC
+    } else {
+        true
+    };
+    if !is_archive {
+        // In the safetensors format every tensor item of a file starts at the
+        // one blob's header, and its length is its data's: the tensor is
+        // found through the header, in the file.
+        return read_safetensors(&**file, info.offset, fqn, nbytes);
+    }
+    if info.transforms.is_empty() && file.read_cost() != ReadCost::Request {
+        let window = Window {
+            file: Arc::clone(file),
+            start: info.offset,
+            len: info.length,
+        };
+        let lazy = options.clone().with_mode(LoadMode::Lazy);
+        let ckpt = torch_zip::load_lazy(window, path, &lazy)?;
+        return match &ckpt.root {
+            Value::Ext(Object::Tensor(t)) => t.resolved(),
+            _ => Err(Error::BadObject {
+                context: "DCP tensor item",
+                expected: "a saved tensor",
+                found: "another object".into(),
+            }),
+        };
+    }
+    let bytes = untransform(
+        match fetched {
+            Some(bytes) => bytes,
+            None => stored(&**file, info)?,
+        },
+        &info.transforms,
+        nbytes.saturating_add(ARCHIVE_OVERHEAD),
+    )?;
+    let ckpt = torch_zip::load(&bytes[..], options, None)?;
+    match &ckpt.root {
+        Value::Ext(Object::Tensor(t)) => t.resolved(),
+        _ => Err(Error::BadObject {
+            context: "DCP tensor item",
+            expected: "a saved tensor",
+            found: "another object".into(),
+        }),
+    }
+}
+
+/// A non-tensor item: the checkpoint its archive holds.
+pub(super) fn read_value(
+    file: &Source,
+    info: &StorageInfo,
+    ahead: Option<Vec<u8>>,
+    options: &LoadOptions,
+) -> Result<Checkpoint> {
+    let limit = options.max_storage_bytes.saturating_add(ARCHIVE_OVERHEAD);
+    let bytes = match ahead {
+        Some(bytes) => bytes,
+        None => stored(&**file, info)?,
+    };
+    let bytes = untransform(bytes, &info.transforms, limit)?;
+    torch_zip::load(&bytes[..], options, None)
+}
+
+#[cfg(feature = "safetensors")]
+fn read_safetensors(file: &dyn ReadAt, offset: u64, fqn: &str, nbytes: u64) -> Result<Tensor> {
+    /// The most bytes a safetensors header may have (the `safetensors` crate's limit).
+    const MAX_HEADER: u64 = 100_000_000;
+    use crate::layout::Layout;
+    let bad = |expected: &'static str, found: String| Error::BadObject {
+        context: "DCP safetensors item",
+        expected,
+        found,
+    };
+    let mut n = [0u8; 8];
+    file.read_exact_at(&mut n, offset).map_err(Error::Io)?;
+    let n = u64::from_le_bytes(n);
+    let data_start = offset
+        .checked_add(8)
+        .and_then(|s| s.checked_add(n))
+        .filter(|&s| n <= MAX_HEADER && s <= file.len())
+        .ok_or_else(|| {
+            bad(
+                "a safetensors header inside the file",
+                format!("{n} header bytes"),
+            )
+        })?;
+    let mut header = vec![0; n as usize];
+    file.read_exact_at(&mut header, offset + 8)
+        .map_err(Error::Io)?;
+    let header: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_slice(&header).map_err(|e| bad("a JSON header", e.to_string()))?;
+    let entry = header
+        .get(fqn)
+        .cloned()
+        .ok_or_else(|| bad("an entry for the tensor", "none".into()))?;
+    let entry: safetensors::tensor::TensorInfo =
+        serde_json::from_value(entry).map_err(|e| bad("a tensor entry", e.to_string()))?;
+    let dtype = crate::DType::from_safetensors(entry.dtype)
+        .ok_or_else(|| bad("a dtype stowage reads", format!("{:?}", entry.dtype)))?;
+    let (begin, end) = entry.data_offsets;
+    let (begin, end) = (begin as u64, end as u64);
+    let at = data_start
+        .checked_add(begin)
+        .filter(|_| end >= begin && end - begin == nbytes)
+        .filter(|&at| at.checked_add(nbytes).is_some_and(|e| e <= file.len()))
+        .ok_or_else(|| {
+            bad(
+                "the chunk's bytes inside the file",
+                format!("data offsets [{begin}, {end}) for {nbytes} bytes"),
+            )
+        })?;
+    let layout = Layout::contiguous(&entry.shape)?;
+    let tensor = Tensor::from_parts(crate::UntypedStorage::new(nbytes as usize)?, dtype, layout)?;
+    file.read_exact_at(&mut tensor.untyped_storage().bytes_mut()?, at)
+        .map_err(Error::Io)?;
+    Ok(tensor)
+}
+
+#[cfg(not(feature = "safetensors"))]
+fn read_safetensors(_: &dyn ReadAt, _: u64, _: &str, _: u64) -> Result<Tensor> {
+    Err(Error::Unsupported {
+        what: "DCP checkpoints in the safetensors format (stowage was built without its `safetensors` feature)".into(),
+    })
+}

@@ -1,0 +1,694 @@
+//! PyTorch Distributed Checkpoints (`torch.distributed.checkpoint`, DCP): a
+//! folder holding `.metadata` (what the state dict holds and where each piece
+//! is) and data files (`__0_0.distcp`, one or more per rank). Each tensor is
+//! stored as chunks, each a region of the whole tensor saved by one rank;
+//! every other value is one item.
+//!
+//! Read without `torch.distributed` and without running code:
+//! - `.metadata` is parsed by the pickle machine with hooks that know only
+//!   DCP's data classes ([`metadata`]);
+//! - each item is the `(file, offset, length)` its `_StorageInfo` names, after
+//!   its stream transforms (`stream.zstd/1`), and is either a `torch.save`
+//!   archive (the default format; read with the checkpoint allowlist) or, in
+//!   the `SAFETENSORS` serialization format, a tensor of a safetensors blob;
+//! - [`DcpCheckpoint::read_region`] reads any region of a tensor from the
+//!   chunks that intersect it (one tensor-parallel rank's part, say), and
+//!   [`DcpCheckpoint::read_tensor`] the whole tensor;
+//! - [`load`] assembles everything into one [`Checkpoint`] whose nesting is
+//!   the original state dict's (`planner_data`).
+
+pub(crate) mod hf;
+mod item;
+pub mod metadata;
+mod prefetch;
+mod write;
+
+pub use write::{save, ChunkPlan, DcpSaveOptions, PlannedChunk};
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use self::metadata::{Chunk, DcpMetadata, Item, ItemKind, TensorMeta};
+use crate::checkpoint::options::{LoadMode, LoadOptions};
+use crate::checkpoint::pickle::{Graph, Node, NodeId, Value};
+use crate::checkpoint::value::graph::{Checkpoint, Object, PathKey, StorageRecord, TensorObject};
+use crate::io::Location;
+use crate::storage::Fetch;
+use crate::{DType, Error, Result, Tensor, UntypedStorage};
+
+/// The metadata file's name.
+pub const METADATA_FILE: &str = ".metadata";
+
+/// An open DCP checkpoint: its parsed metadata, and its folder (a local
+/// path, or with the `remote` feature a URL) to read items from.
+#[derive(Clone, Debug)]
+pub struct DcpCheckpoint {
+    dir: Location,
+    metadata: DcpMetadata,
+    options: LoadOptions,
+    /// The data files opened so far, each opened once (one `HEAD` for an
+    /// object in a store), shared by clones.
+    files: Arc<Files>,
+    /// For lazy loads: the one tensor being read window by window, assembled
+    /// in a buffer reused from tensor to tensor (no fresh pages per tensor).
+    assembly: Arc<Mutex<Assembly>>,
+    /// For eager loads from object storage: the items of the tensors being
+    /// read, fetched ahead together ([`prefetch`]).
+    prefetched: Arc<prefetch::Prefetched>,
+}
+
+/// Data files by path, opened on first use.
+#[derive(Default)]
+struct Files(Mutex<HashMap<PathBuf, item::DataFile>>);
+
+impl std::fmt::Debug for Files {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let open = self.0.lock().map_or(0, |m| m.len());
+        write!(f, "Files({open} open)")
+    }
+}
+
+/// The tensor a lazy load is reading window by window.
+#[derive(Debug, Default)]
+struct Assembly {
+    /// Whose bytes `bytes` holds, if anyone's.
+    fqn: Option<String>,
+    bytes: Vec<u8>,
+}
+
+impl DcpCheckpoint {
+    /// Reads and checks `dir/.metadata`; no data file is read yet. `dir` may
+    /// be a URL (`s3://bucket/run/step-100`, feature `remote`): the metadata
+    /// and each item are then fetched with ranged requests, each item in one.
+    ///
+    /// # Errors
+    /// [`Error::InFile`] naming `.metadata`, wrapping I/O errors, a refused
+    /// global, a malformed pickle or a metadata that is not DCP's
+    /// ([`metadata::parse`]).
+    pub fn open(dir: impl AsRef<Path>, options: &LoadOptions) -> Result<DcpCheckpoint> {
+        Self::at(options.location(dir), options)
+    }
+
+    /// [`open`](Self::open) of the folder `dir`, wherever it is.
+    ///
+    /// # Errors
+    /// As [`open`](Self::open).
+    pub(crate) fn at(dir: Location, options: &LoadOptions) -> Result<DcpCheckpoint> {
+        let path = dir.join(METADATA_FILE);
+        let bytes = path.read_all(options.max_pickle_bytes)?;
+        let in_file = |e: Error| Error::InFile {
+            path: path.path(),
+            source: Box::new(e),
+        };
+        let metadata = metadata::parse(&bytes, &options.pickle_limits).map_err(in_file)?;
+        Ok(DcpCheckpoint {
+            dir,
+            metadata,
+            options: options.clone(),
+            files: Arc::default(),
+            assembly: Arc::default(),
+            prefetched: Arc::default(),
+        })
+    }
+
+    /// The data file `here`, opened on first use.
+    fn file(&self, here: &Location) -> Result<item::Source> {
+        Ok(self.data_file(here)?.source)
+    }
+
+    /// The data file `here`, opened on first use, as [`item::open`] gives it.
+    fn data_file(&self, here: &Location) -> Result<item::DataFile> {
+        let path = here.path();
+        let mut files = self.files.0.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(f) = files.get(&path) {
+            return Ok(f.clone());
+        }
+        let f = item::open(here)?;
+        files.insert(path, f.clone());
+        Ok(f)
+    }
+
+    /// The parsed metadata: every item, with its chunks and where they are.
+    pub fn metadata(&self) -> &DcpMetadata {
+        &self.metadata
+    }
+
+    /// The item named `fqn`.
+    fn item(&self, fqn: &str) -> Result<&Item> {
+        self.metadata
+            .items
+            .iter()
+            .find(|i| i.fqn == fqn)
+            .ok_or_else(|| Error::MissingRecord {
+                name: fqn.to_owned(),
+            })
+    }
+
+    fn tensor_meta(&self, fqn: &str) -> Result<&TensorMeta> {
+        match &self.item(fqn)?.kind {
+            ItemKind::Tensor(t) => Ok(t),
+            ItemKind::Bytes(_) => Err(Error::BadObject {
+                context: "DCP item",
+                expected: "a tensor",
+                found: format!("{fqn} is a value"),
+            }),
+        }
+    }
+
+    /// The whole tensor `fqn`, assembled from its chunks.
+    ///
+    /// # Errors
+    /// As [`read_region`](Self::read_region).
+    pub fn read_tensor(&self, fqn: &str) -> Result<Tensor> {
+        let size = self.tensor_meta(fqn)?.size.clone();
+        self.read_region(fqn, &vec![0; size.len()], &size)
+    }
+
+    /// The region of tensor `fqn` starting at `offsets` with extent `sizes`,
+    /// read from the stored chunks that intersect it (and only those).
+    ///
+    /// # Errors
+    /// [`Error::MissingRecord`] for an unknown name; [`Error::BadObject`] when
+    /// the region is outside the tensor, or the chunks overlap or leave part
+    /// of it uncovered; a chunk's errors ([`Error::InFile`] naming its file,
+    /// wrapping [`Error::AtPath`] naming the tensor).
+    pub fn read_region(&self, fqn: &str, offsets: &[usize], sizes: &[usize]) -> Result<Tensor> {
+        let meta = self.tensor_meta(fqn)?;
+        let inside = offsets.len() == meta.size.len()
+            && sizes.len() == meta.size.len()
+            && offsets
+                .iter()
+                .zip(sizes)
+                .zip(&meta.size)
+                .all(|((o, s), n)| o.checked_add(*s).is_some_and(|e| e <= *n));
+        if !inside {
+            return Err(Error::BadObject {
+                context: "DCP region",
+                expected: "a region inside the tensor",
+                found: format!(
+                    "{fqn}: offsets {offsets:?} sizes {sizes:?} of size {:?}",
+                    meta.size
+                ),
+            });
+        }
+        let device = self.options.map_location.unwrap_or_default();
+        let out = Tensor::zeros_on(sizes, meta.dtype, device)?;
+        let volume = |s: &[usize]| s.iter().try_fold(1usize, |a, &b| a.checked_mul(b));
+        let wanted = volume(sizes).ok_or(Error::SizeOverflow {
+            what: "DCP region",
+            detail: format!("{sizes:?}"),
+        })?;
+        let parts: Vec<(&Chunk, Vec<(usize, usize)>)> = meta
+            .chunks
+            .iter()
+            .filter_map(|c| intersect(c, offsets, sizes).map(|r| (c, r)))
+            .collect();
+        let regions: Vec<_> = parts.iter().map(|(_, r)| r.clone()).collect();
+        check_cover(fqn, &regions, wanted)?;
+        if device.is_meta() {
+            return Ok(out);
+        }
+        for (chunk, ranges) in parts {
+            let stored = self.read_chunk(fqn, meta.dtype, chunk)?;
+            let (mut src, mut dst) = (stored, out.clone());
+            for (d, &(lo, len)) in ranges.iter().enumerate() {
+                src = src.narrow(d as isize, (lo - chunk.offsets[d]) as isize, len)?;
+                dst = dst.narrow(d as isize, (lo - offsets[d]) as isize, len)?;
+            }
+            if src.is_contiguous() && dst.is_contiguous() {
+                // One read from the data file straight into the assembled
+                // tensor (the chunk's storage is read lazily, in place).
+                let es = meta.dtype.size();
+                let (from, to) = (src.storage_offset() * es, dst.storage_offset() * es);
+                let mut bytes = out.untyped_storage().bytes_mut()?;
+                let window = bytes
+                    .get_mut(to..to + src.nbytes())
+                    .ok_or(Error::StorageRange {
+                        offset: to,
+                        len: src.nbytes(),
+                        nbytes: out.nbytes(),
+                    })?;
+                src.untyped_storage().read_at(from, window)?;
+            } else {
+                dst.copy_(&src)?;
+            }
+        }
+        Ok(out)
+    }
+
+    /// Tensor `fqn` as the options' mode makes it: read now, a lazy storage
+    /// assembled on first use, or a fake storage.
+    fn tensor_in_mode(self: &Arc<Self>, fqn: &str, meta: &TensorMeta) -> Result<Tensor> {
+        let device = self.options.map_location.unwrap_or_default();
+        let mode = self.options.mode();
+        if !matches!(mode, LoadMode::Lazy | LoadMode::Fake) || device.is_meta() {
+            return self.read_tensor(fqn);
+        }
+        let nbytes = bytes_of(fqn, meta.dtype, &meta.size)?;
+        let layout = crate::layout::Layout::contiguous(&meta.size)?;
+        let storage = if mode == LoadMode::Fake {
+            UntypedStorage::new_fake(nbytes, device)
+        } else {
+            let (this, name) = (Arc::clone(self), fqn.to_owned());
+            let fetch: Fetch = Arc::new(move |offset: u64, dst: &mut [u8]| {
+                let mut held = this.assembly.lock().unwrap_or_else(|p| p.into_inner());
+                if held.fqn.as_deref() != Some(name.as_str()) {
+                    held.fqn = None;
+                    let mut bytes = std::mem::take(&mut held.bytes);
+                    if bytes.capacity() < nbytes {
+                        bytes = vec![0; nbytes];
+                        crate::storage::advise_huge_pages(&mut bytes);
+                    }
+                    bytes.resize(nbytes, 0);
+                    this.assemble_into(&name, &mut bytes)?;
+                    *held = Assembly {
+                        fqn: Some(name.clone()),
+                        bytes,
+                    };
+                }
+                let window = usize::try_from(offset)
+                    .ok()
+                    .and_then(|o| held.bytes.get(o..o.checked_add(dst.len())?))
+                    .ok_or(Error::StorageRange {
+                        offset: offset as usize,
+                        len: dst.len(),
+                        nbytes,
+                    })?;
+                dst.copy_from_slice(window);
+                if offset as usize + dst.len() >= nbytes {
+                    // The last window: the buffer stays for the next tensor.
+                    held.fqn = None;
+                }
+                Ok(())
+            });
+            UntypedStorage::lazy(nbytes, device, fetch)
+        };
+        Tensor::from_parts(storage, meta.dtype, layout)
+    }
+
+    /// The whole tensor `fqn`, contiguous, into `dst` (exactly its bytes).
+    /// Chunks that are blocks of whole rows (as `Shard(0)` and single chunks
+    /// are) are read from their records straight into place; others go
+    /// through [`read_region`](Self::read_region).
+    fn assemble_into(&self, fqn: &str, dst: &mut [u8]) -> Result<()> {
+        let meta = self.tensor_meta(fqn)?;
+        let rows = meta
+            .chunks
+            .iter()
+            .all(|c| c.sizes.get(1..) == meta.size.get(1..));
+        if !rows || meta.size.is_empty() {
+            let whole = self.read_tensor(fqn)?;
+            return whole.untyped_storage().read_at(0, dst);
+        }
+        let row_bytes = bytes_of(fqn, meta.dtype, &meta.size[1..])?;
+        let regions: Vec<_> = meta
+            .chunks
+            .iter()
+            .filter_map(|c| intersect(c, &vec![0; meta.size.len()], &meta.size))
+            .collect();
+        check_cover(fqn, &regions, meta.size.iter().product())?;
+        let total = dst.len();
+        for chunk in meta
+            .chunks
+            .iter()
+            .filter(|c| c.sizes.iter().all(|&n| n > 0))
+        {
+            let stored = self.read_chunk(fqn, meta.dtype, chunk)?;
+            let at = chunk.offsets[0] * row_bytes;
+            let len = chunk.sizes[0] * row_bytes;
+            let window = dst.get_mut(at..at + len).ok_or(Error::StorageRange {
+                offset: at,
+                len,
+                nbytes: total,
+            })?;
+            let from = stored.storage_offset() * meta.dtype.size();
+            if stored.is_contiguous() {
+                stored.untyped_storage().read_at(from, window)?;
+            } else {
+                stored.contiguous()?.untyped_storage().read_at(0, window)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// One stored chunk as a tensor of its own.
+    fn read_chunk(&self, fqn: &str, dtype: DType, chunk: &Chunk) -> Result<Tensor> {
+        let info = &chunk.storage;
+        let here = self.dir.join(&info.relative_path);
+        let file = here.path();
+        let in_file = |e: Error| Error::InFile {
+            path: file.clone(),
+            source: Box::new(Error::AtPath {
+                path: fqn.to_owned(),
+                source: Box::new(e),
+            }),
+        };
+        let nbytes = bytes_of(fqn, dtype, &chunk.sizes).map_err(in_file)?;
+        let source = self.file(&here).map_err(in_file)?;
+        let ahead = self.prefetched.take(&file, info.offset);
+        let tensor = item::read_tensor(
+            &source,
+            &file,
+            info,
+            fqn,
+            nbytes as u64,
+            ahead,
+            &self.options,
+        )
+        .map_err(in_file)?;
+        if tensor.dtype() != dtype || tensor.shape() != &chunk.sizes[..] {
+            return Err(in_file(Error::BadObject {
+                context: "DCP chunk",
+                expected: "a tensor of the chunk's dtype and size",
+                found: format!(
+                    "{} {:?} for {dtype} {:?}",
+                    tensor.dtype(),
+                    tensor.shape(),
+                    chunk.sizes
+                ),
+            }));
+        }
+        Ok(tensor)
+    }
+
+    /// A non-tensor item, as the checkpoint its `torch.save` archive holds.
+    ///
+    /// # Errors
+    /// [`Error::MissingRecord`] for an unknown name; the item's load errors
+    /// (a refused global among them) wrapped in [`Error::InFile`].
+    pub fn read_value(&self, fqn: &str) -> Result<Checkpoint> {
+        let ItemKind::Bytes(info) = &self.item(fqn)?.kind else {
+            return Err(Error::BadObject {
+                context: "DCP item",
+                expected: "a value",
+                found: format!("{fqn} is a tensor"),
+            });
+        };
+        let here = self.dir.join(&info.relative_path);
+        let file = here.path();
+        let in_file = |e: Error| Error::InFile {
+            path: file.clone(),
+            source: Box::new(Error::AtPath {
+                path: fqn.to_owned(),
+                source: Box::new(e),
+            }),
+        };
+        let source = self.file(&here).map_err(in_file)?;
+        let ahead = self.prefetched.take(&file, info.offset);
+        item::read_value(&source, info, ahead, &self.options).map_err(in_file)
+    }
+
+    /// Everything, as one checkpoint nested as the saved state dict was.
+    /// With the options' `lazy`, each tensor is assembled on first use (and a
+    /// window read of a storage not used yet, as a streaming save does,
+    /// assembles the tensor once and keeps it only until its last window is
+    /// read); with `fake` or a meta `map_location`, no tensor data is read.
+    /// Non-tensor values are read in every mode.
+    ///
+    /// # Errors
+    /// As [`read_tensor`](Self::read_tensor) and [`read_value`](Self::read_value).
+    pub fn to_checkpoint(&self) -> Result<Checkpoint> {
+        self.clone().into_checkpoint()
+    }
+
+    /// [`to_checkpoint`](Self::to_checkpoint), keeping `self` in lazy storages' readers.
+    pub(crate) fn into_checkpoint(self) -> Result<Checkpoint> {
+        let this = Arc::new(self);
+        let mut ckpt = Checkpoint::new();
+        let root = ckpt.graph.dict(Vec::new());
+        ckpt.root = Value::Node(root);
+        let items = &this.metadata.items;
+        let mut start = 0;
+        while start < items.len() {
+            let end = this.batch_end(items, start)?;
+            for item in &items[start..end] {
+                this.place_item(&mut ckpt, root, item)?;
+            }
+            start = end;
+        }
+        Ok(ckpt)
+    }
+
+    /// Reads `item` as the options' mode makes it and places it in `ckpt`
+    /// under the dict `root`, as the saved state dict nested it.
+    fn place_item(
+        self: &Arc<Self>,
+        ckpt: &mut Checkpoint,
+        root: NodeId,
+        item: &Item,
+    ) -> Result<()> {
+        let value = match &item.kind {
+            ItemKind::Tensor(meta) => {
+                let tensor = self.tensor_in_mode(&item.fqn, meta)?;
+                ckpt.storages.push(StorageRecord {
+                    key: item.fqn.clone(),
+                    storage: tensor.untyped_storage().clone(),
+                    dtype: Some(meta.dtype),
+                    location: tensor.device().to_string(),
+                });
+                let mut t = TensorObject::new(tensor);
+                t.tensor.requires_grad_(meta.requires_grad).ok();
+                Value::Ext(Object::Tensor(Box::new(t)))
+            }
+            ItemKind::Bytes(_) => {
+                let value = self.read_value(&item.fqn)?;
+                let v = transplant(&value, &value.root, ckpt);
+                ckpt.storages
+                    .extend(value.storages.iter().map(|s| StorageRecord {
+                        key: format!("{}/{}", item.fqn, s.key),
+                        ..s.clone()
+                    }));
+                v
+            }
+        };
+        place(&mut ckpt.graph, root, &item.path, value)
+    }
+}
+
+/// Loads the DCP checkpoint in folder `dir` as one checkpoint.
+///
+/// # Errors
+/// As [`DcpCheckpoint::open`] and [`DcpCheckpoint::to_checkpoint`].
+pub fn load(dir: &Path, options: &LoadOptions) -> Result<Checkpoint> {
+    DcpCheckpoint::open(dir, options)?.into_checkpoint()
+}
+
+/// The bytes of `sizes` elements of `dtype` (a tensor, a chunk, a row).
+fn bytes_of(fqn: &str, dtype: DType, sizes: &[usize]) -> Result<usize> {
+    sizes
+        .iter()
+        .try_fold(dtype.size(), |a, &b| a.checked_mul(b))
+        .ok_or(Error::SizeOverflow {
+            what: "DCP tensor",
+            detail: format!("{fqn}: {sizes:?}"),
+        })
+}
+
+/// The intersection of a chunk with a region, per dimension `(start, len)`;
+/// `None` when it is empty (a chunk of no elements intersects nothing).
+fn intersect(chunk: &Chunk, offsets: &[usize], sizes: &[usize]) -> Option<Vec<(usize, usize)>> {
+    let mut out = Vec::with_capacity(sizes.len());
+    for d in 0..sizes.len() {
+        let lo = chunk.offsets[d].max(offsets[d]);
+        let hi = (chunk.offsets[d] + chunk.sizes[d]).min(offsets[d] + sizes[d]);
+        if hi <= lo {
+            return None;
+        }
+        out.push((lo, hi - lo));
+    }
+    Some(out)
+}
+
+/// The chunks' parts must tile the region: pairwise disjoint, and as many
+/// elements together as the region holds.
+fn check_cover(fqn: &str, parts: &[Vec<(usize, usize)>], wanted: usize) -> Result<()> {
+    let mut covered = 0usize;
+    for (i, a) in parts.iter().enumerate() {
+        covered = covered.saturating_add(a.iter().map(|r| r.1).product());
+        for b in &parts[..i] {
+            let overlap = a
+                .iter()
+                .zip(b)
+                .all(|(x, y)| x.0.max(y.0) < (x.0 + x.1).min(y.0 + y.1));
+            if overlap {
+                return Err(Error::BadObject {
+                    context: "DCP chunks",
+                    expected: "chunks that do not overlap",
+                    found: format!("{fqn}: two chunks hold the same elements"),
+                });
+            }
+        }
+    }
+    if covered != wanted && wanted > 0 {
+        return Err(Error::BadObject {
+            context: "DCP chunks",
+            expected: "chunks covering the whole region",
+            found: format!("{fqn}: {covered} of {wanted} elements stored"),
+        });
+    }
+    Ok(())
+}
+
+/// Copies `root`, a value of `value`'s graph, into `into`'s graph (nodes, with their
+/// sharing and cycles; `OrderedDict` marks and `BUILD` state too).
+fn transplant(value: &Checkpoint, root: &Value<Object>, into: &mut Checkpoint) -> Value<Object> {
+    struct Copier<'a> {
+        src: &'a Checkpoint,
+        map: HashMap<NodeId, NodeId>,
+        pending: Vec<(NodeId, NodeId)>,
+    }
+    impl Copier<'_> {
+        fn value(&mut self, v: &Value<Object>, into: &mut Checkpoint) -> Value<Object> {
+            match v {
+                Value::Node(id) if self.src.graph.try_get(*id).is_some() => {
+                    let dst = *self.map.entry(*id).or_insert_with(|| {
+                        let d = into.graph.add(Node::Tuple(Vec::new()));
+                        self.pending.push((*id, d));
+                        d
+                    });
+                    Value::Node(dst)
+                }
+                other => other.clone(),
+            }
+        }
+        fn all(&mut self, v: &[Value<Object>], into: &mut Checkpoint) -> Vec<Value<Object>> {
+            v.iter().map(|x| self.value(x, into)).collect()
+        }
+    }
+    let mut c = Copier {
+        src: value,
+        map: HashMap::new(),
+        pending: Vec::new(),
+    };
+    let root = c.value(root, into);
+    while let Some((src, dst)) = c.pending.pop() {
+        let node = match value.graph.get(src) {
+            Node::Tuple(v) => Node::Tuple(c.all(v, into)),
+            Node::List(v) => Node::List(c.all(v, into)),
+            Node::Set(v) => Node::Set(c.all(v, into)),
+            Node::FrozenSet(v) => Node::FrozenSet(c.all(v, into)),
+            Node::Dict(d) => Node::Dict(
+                d.iter()
+                    .map(|(k, x)| (c.value(k, into), c.value(x, into)))
+                    .collect(),
+            ),
+            Node::ByteArray(b) => Node::ByteArray(b.clone()),
+        };
+        *into.graph.get_mut(dst) = node;
+        if value.ordered.contains(&src) {
+            into.ordered.insert(dst);
+        }
+        if let Some(state) = value.state.get(&src) {
+            let state = c.value(state, into);
+            into.state.insert(dst, state);
+        }
+    }
+    root
+}
+
+/// Puts `value` at `path` under the dict `root`, making the containers on the
+/// way: dicts, or lists where the next key is an index (as DCP's
+/// `unflatten_state_dict` does, padding with `None`).
+fn place(
+    graph: &mut Graph<Object>,
+    root: NodeId,
+    path: &[PathKey],
+    value: Value<Object>,
+) -> Result<()> {
+    let Some((last, parents)) = path.split_last() else {
+        return Err(Error::BadObject {
+            context: "DCP planner_data",
+            expected: "a non-empty path",
+            found: "an empty one".into(),
+        });
+    };
+    let key_value = |k: &PathKey| match k {
+        PathKey::Key(s) => Value::str(s),
+        PathKey::Index(i) => Value::Int(*i),
+    };
+    let clash = |k: &PathKey| Error::BadObject {
+        context: "DCP planner_data",
+        expected: "paths that nest",
+        found: format!("a value and a container at {k}"),
+    };
+    let mut node = root;
+    for (i, k) in parents.iter().enumerate() {
+        let next_is_index = matches!(path[i + 1], PathKey::Index(_));
+        let existing = slot(graph, node, k).map_err(|_| clash(k))?;
+        node = match existing {
+            Some(Value::Node(id)) => id,
+            Some(_) => return Err(clash(k)),
+            None => {
+                let child = if next_is_index {
+                    graph.list(Vec::new())
+                } else {
+                    graph.dict(Vec::new())
+                };
+                set(graph, node, k, key_value(k), Value::Node(child)).map_err(|_| clash(k))?;
+                child
+            }
+        };
+    }
+    set(graph, node, last, key_value(last), value).map_err(|_| clash(last))
+}
+
+/// The value at key `k` of container `node`, if any; `Err` when the key does
+/// not fit the container.
+fn slot(
+    graph: &Graph<Object>,
+    node: NodeId,
+    k: &PathKey,
+) -> std::result::Result<Option<Value<Object>>, ()> {
+    match (graph.get(node), k) {
+        (Node::Dict(d), _) => Ok(d
+            .iter()
+            .find(|(key, _)| key_matches(key, k))
+            .map(|(_, v)| v.clone())),
+        (Node::List(l), PathKey::Index(i)) => {
+            let i = usize::try_from(*i).map_err(|_| ())?;
+            Ok(l.get(i).filter(|v| !v.is_none()).cloned())
+        }
+        _ => Err(()),
+    }
+}
+
+fn set(
+    graph: &mut Graph<Object>,
+    node: NodeId,
+    k: &PathKey,
+    key: Value<Object>,
+    value: Value<Object>,
+) -> std::result::Result<(), ()> {
+    match (graph.get_mut(node), k) {
+        (Node::Dict(d), _) => {
+            match d.iter_mut().find(|(existing, _)| key_matches(existing, k)) {
+                Some((_, v)) => *v = value,
+                None => d.push((key, value)),
+            }
+            Ok(())
+        }
+        (Node::List(l), PathKey::Index(i)) => {
+            // Bounded: a list index comes from the metadata, which the pickle
+            // limits bound, but an index far past the list is still refused.
+            let i = usize::try_from(*i).map_err(|_| ())?;
+            if i > l.len() + 1_000_000 {
+                return Err(());
+            }
+            if l.len() <= i {
+                l.resize(i + 1, Value::None);
+            }
+            l[i] = value;
+            Ok(())
+        }
+        _ => Err(()),
+    }
+}
+
+fn key_matches(key: &Value<Object>, k: &PathKey) -> bool {
+    match (key, k) {
+        (Value::Str(s), PathKey::Key(t)) => **s == **t,
+        (Value::Int(i), PathKey::Index(j)) => i == j,
+        _ => false,
+    }
+}

@@ -1,0 +1,568 @@
+//! Saving a checkpoint as a DCP folder that `torch.distributed.checkpoint.load`
+//! reads, in one process or several, with any sharding of its own.
+//!
+//! The state dict is flattened as DCP flattens it (`_traverse.py`): dicts are
+//! walked (keys as `str(key)`), lists are walked when they hold tensors,
+//! dicts or such lists, and everything else is a leaf. Each tensor is split
+//! into `ranks` chunks along its first dimension (as `DTensor`'s `Shard(0)`
+//! splits it, `torch.chunk`'s sizes) and each chunk saved by `torch.save` into
+//! its rank's file `__{rank}_0.distcp`; every other leaf is one `torch.save`
+//! item in rank 0's file. `.metadata` is pickled as PyTorch pickles it
+//! (`NEWOBJ` and `BUILD` of the dataclasses).
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::Path;
+use std::sync::Arc;
+
+use super::metadata::StorageInfo;
+use super::{transplant, METADATA_FILE};
+use crate::checkpoint::format::torch_zip::save_to_writer;
+use crate::checkpoint::globals::allowlist::Global;
+use crate::checkpoint::options::SaveOptions;
+use crate::checkpoint::pickle::{Node, Pickler, Value, WriteError};
+use crate::checkpoint::value::graph::{Checkpoint, Object, PathKey, TensorObject, MAX_PATHS};
+use crate::{DType, Error, Result, Tensor};
+
+/// How to save a DCP checkpoint: `DcpSaveOptions::new().with_ranks(4)`.
+#[non_exhaustive]
+#[derive(Clone)]
+pub struct DcpSaveOptions {
+    pub(crate) ranks: usize,
+    pub(crate) sync: bool,
+    pub(crate) plan: Option<ChunkPlan>,
+}
+
+impl DcpSaveOptions {
+    /// The defaults: one rank's file, synced, rows split.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// How many ranks' files to write. Without a
+    /// [`with_plan`](Self::with_plan), each tensor is split over them along
+    /// its first dimension. 1 (the default) writes one file, as `dcp.save`
+    /// in a single process does.
+    pub fn with_ranks(mut self, ranks: usize) -> Self {
+        self.ranks = ranks;
+        self
+    }
+
+    /// Syncs the files before the folder replaces the old one (on by default).
+    pub fn with_sync(mut self, sync: bool) -> Self {
+        self.sync = sync;
+        self
+    }
+
+    /// The chunks to store each tensor as, given its name and shape (as a
+    /// sharded model's ranks hold it: columns for a row-parallel layer,
+    /// say). The chunks must tile the tensor, and name ranks below the
+    /// [`with_ranks`](Self::with_ranks) count.
+    pub fn with_plan(mut self, plan: ChunkPlan) -> Self {
+        self.plan = Some(plan);
+        self
+    }
+}
+
+/// Chooses the chunks of a tensor, given its dotted name and shape.
+pub type ChunkPlan = Arc<dyn Fn(&str, &[usize]) -> Vec<PlannedChunk> + Send + Sync>;
+
+/// One chunk of a [`ChunkPlan`]: a region of the tensor and the rank whose
+/// file stores it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlannedChunk {
+    /// The rank (`__{rank}_0.distcp`).
+    pub rank: usize,
+    /// Where the chunk starts in each dimension.
+    pub offsets: Vec<usize>,
+    /// Its extent in each dimension.
+    pub sizes: Vec<usize>,
+}
+
+impl std::fmt::Debug for DcpSaveOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DcpSaveOptions")
+            .field("ranks", &self.ranks)
+            .field("sync", &self.sync)
+            .field("plan", &self.plan.as_ref().map(|_| "…"))
+            .finish()
+    }
+}
+
+impl Default for DcpSaveOptions {
+    fn default() -> Self {
+        DcpSaveOptions {
+            ranks: 1,
+            sync: true,
+            plan: None,
+        }
+    }
+}
+
+/// The default plan: rows split over `ranks` with `torch.chunk`'s sizes (a
+/// 0-dim or empty tensor is one chunk on rank 0).
+fn rows_plan(shape: &[usize], ranks: usize) -> Vec<PlannedChunk> {
+    match shape.first() {
+        Some(&n) if n > 0 => chunk_rows(n, ranks)
+            .into_iter()
+            .enumerate()
+            .map(|(rank, (start, len))| {
+                let mut offsets = vec![0; shape.len()];
+                offsets[0] = start;
+                let mut sizes = shape.to_vec();
+                sizes[0] = len;
+                PlannedChunk {
+                    rank,
+                    offsets,
+                    sizes,
+                }
+            })
+            .collect(),
+        _ => vec![PlannedChunk {
+            rank: 0,
+            offsets: vec![0; shape.len()],
+            sizes: shape.to_vec(),
+        }],
+    }
+}
+
+/// Checks that a plan's chunks lie inside the tensor, name existing ranks,
+/// and tile it.
+fn check_plan(name: &str, shape: &[usize], ranks: usize, plan: &[PlannedChunk]) -> Result<()> {
+    let bad = |found: String| Error::BadObject {
+        context: "DCP chunk plan",
+        expected: "chunks inside the tensor, on ranks below `ranks`, tiling it",
+        found,
+    };
+    let mut regions = Vec::new();
+    for c in plan {
+        let inside = c.rank < ranks
+            && c.offsets.len() == shape.len()
+            && c.sizes.len() == shape.len()
+            && c.offsets
+                .iter()
+                .zip(&c.sizes)
+                .zip(shape)
+                .all(|((o, s), n)| o.checked_add(*s).is_some_and(|e| e <= *n));
+        if !inside {
+            return Err(bad(format!(
+                "{name}: {c:?} for shape {shape:?} and {ranks} ranks"
+            )));
+        }
+        if c.sizes.iter().all(|&n| n > 0) {
+            regions.push(
+                c.offsets
+                    .iter()
+                    .copied()
+                    .zip(c.sizes.iter().copied())
+                    .collect(),
+            );
+        }
+    }
+    let numel = shape.iter().try_fold(1usize, |a, &b| a.checked_mul(b));
+    super::check_cover(name, &regions, numel.unwrap_or(usize::MAX))
+}
+
+/// A leaf of the flattened state dict.
+enum Leaf<'a> {
+    Tensor(&'a TensorObject),
+    Value(Value<Object>),
+}
+
+/// DCP's flattening of the root dict.
+fn flatten(ckpt: &Checkpoint) -> Result<Vec<(Vec<PathKey>, Leaf<'_>)>> {
+    let Some(Node::Dict(_)) = ckpt.root.as_node().map(|id| ckpt.graph.get(id)) else {
+        return Err(Error::BadObject {
+            context: "DCP save",
+            expected: "a dict at the root (a state dict)",
+            found: "another object".into(),
+        });
+    };
+    let mut out = Vec::new();
+    let mut stack = vec![(Vec::new(), &ckpt.root)];
+    let mut budget = MAX_PATHS;
+    while let Some((path, v)) = stack.pop() {
+        budget = budget
+            .checked_sub(path.len() + 1)
+            .ok_or(Error::LimitExceeded {
+                limit: "paths walked",
+                value: MAX_PATHS as u64,
+                max: MAX_PATHS as u64,
+            })?;
+        let node = v.as_node().map(|id| ckpt.graph.get(id));
+        match (v, node) {
+            (_, Some(Node::Dict(d))) => {
+                for (k, x) in d.iter().rev() {
+                    let key = match k {
+                        Value::Str(s) => s.to_string(),
+                        Value::Int(i) => i.to_string(),
+                        _ => {
+                            return Err(Error::BadObject {
+                                context: "DCP save",
+                                expected: "string or integer dict keys",
+                                found: format!("another key under {path:?}"),
+                            })
+                        }
+                    };
+                    let mut p = path.clone();
+                    p.push(PathKey::Key(key));
+                    stack.push((p, x));
+                }
+            }
+            (_, Some(Node::List(l))) if !terminal(ckpt, l) => {
+                for (i, x) in l.iter().enumerate().rev() {
+                    let mut p = path.clone();
+                    p.push(PathKey::Index(i as i64));
+                    stack.push((p, x));
+                }
+            }
+            (Value::Ext(Object::Tensor(t)), _) => out.push((path, Leaf::Tensor(t))),
+            _ => out.push((path, Leaf::Value(v.clone()))),
+        }
+    }
+    Ok(out)
+}
+
+/// `_is_terminal` of a list: it holds no tensor, no dict, and no list that
+/// is itself not terminal (checked without recursion, each list once).
+fn terminal(ckpt: &Checkpoint, items: &[Value<Object>]) -> bool {
+    let mut seen = std::collections::HashSet::new();
+    let mut stack = vec![items];
+    while let Some(items) = stack.pop() {
+        for v in items {
+            match v {
+                Value::Ext(Object::Tensor(_)) => return false,
+                Value::Node(id) => match ckpt.graph.get(*id) {
+                    Node::Dict(_) => return false,
+                    Node::List(l) if seen.insert(*id) => stack.push(l),
+                    _ => {}
+                },
+                _ => {}
+            }
+        }
+    }
+    true
+}
+
+/// `torch.chunk(n, ranks)` sizes along a dimension of `n`: `ceil(n / ranks)`
+/// each, the last ones shorter or absent.
+fn chunk_rows(n: usize, ranks: usize) -> Vec<(usize, usize)> {
+    let step = n.div_ceil(ranks.max(1)).max(1);
+    (0..n).step_by(step).map(|s| (s, step.min(n - s))).collect()
+}
+
+/// One rank's data file, written in order.
+struct RankFile {
+    name: String,
+    out: BufWriter<File>,
+    at: u64,
+}
+
+impl RankFile {
+    fn put(&mut self, bytes: &[u8]) -> Result<StorageInfo> {
+        self.out.write_all(bytes)?;
+        let info = StorageInfo {
+            relative_path: self.name.clone(),
+            offset: self.at,
+            length: bytes.len() as u64,
+            transforms: Vec::new(),
+        };
+        self.at += bytes.len() as u64;
+        Ok(info)
+    }
+}
+
+/// A `torch.save` archive of `root` (PyTorch names the in-memory archive `archive`).
+fn archive(ckpt: &Checkpoint) -> Result<Vec<u8>> {
+    save_to_writer(Vec::new(), "archive", ckpt, &SaveOptions::default())
+}
+
+/// What `.metadata` records of one item.
+enum Entry {
+    Tensor {
+        dtype: DType,
+        size: Vec<usize>,
+        requires_grad: bool,
+        chunks: Vec<(Vec<usize>, Vec<usize>, StorageInfo)>,
+    },
+    Bytes(StorageInfo),
+}
+
+/// Saves `ckpt` (a dict at its root) as a DCP folder `dir`, replacing what
+/// was there as a whole (files other than DCP's stay).
+///
+/// # Errors
+/// [`Error::BadObject`] when the root is not a dict or a key is neither a
+/// string nor an integer; [`Error::NoData`] for meta tensors; what saving
+/// an item gives; I/O errors; all wrapped in [`Error::InFile`] naming `dir`.
+pub fn save(dir: &Path, ckpt: &Checkpoint, options: &DcpSaveOptions) -> Result<()> {
+    let leaves = flatten(ckpt)?;
+    let ranks = options.ranks.max(1);
+    let owned =
+        |name: &str| name == METADATA_FILE || (name.starts_with("__") && name.ends_with(".distcp"));
+    crate::io::replace_dir(dir, options.sync, owned, |staging| {
+        let mut files = (0..ranks)
+            .map(|r| {
+                let name = format!("__{r}_0.distcp");
+                Ok(RankFile {
+                    out: BufWriter::with_capacity(1 << 22, File::create(staging.join(&name))?),
+                    name,
+                    at: 0,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let mut entries = Vec::with_capacity(leaves.len());
+        for (path, leaf) in &leaves {
+            let at_path = |e: Error| Error::AtPath {
+                path: crate::checkpoint::value::graph::dotted(path),
+                source: Box::new(e),
+            };
+            let entry = (|| -> Result<Entry> {
+                Ok(match leaf {
+                    Leaf::Tensor(t) => {
+                        let tensor = t.resolved()?;
+                        let size = tensor.shape().to_vec();
+                        let name = crate::checkpoint::value::graph::dotted(path);
+                        let planned = match &options.plan {
+                            Some(plan) => plan(&name, &size),
+                            None => rows_plan(&size, ranks),
+                        };
+                        check_plan(&name, &size, ranks, &planned)?;
+                        let mut chunks = Vec::new();
+                        for c in planned {
+                            let mut view = tensor.clone();
+                            for (d, (&o, &n)) in c.offsets.iter().zip(&c.sizes).enumerate() {
+                                view = view.narrow(d as isize, o as isize, n)?;
+                            }
+                            // A compact copy: `torch.save` writes a view's whole storage.
+                            // A contiguous part is read as bytes, so a lazily loaded
+                            // source keeps nothing (streaming conversion stays bounded).
+                            let part = Tensor::empty(view.shape(), view.dtype())?;
+                            if view.is_contiguous() {
+                                let from = view.storage_offset() * view.element_size();
+                                let mut bytes = part.untyped_storage().bytes_mut()?;
+                                view.untyped_storage().read_at(from, &mut bytes)?;
+                            } else {
+                                part.copy_(&view)?;
+                            }
+                            let mut single = Checkpoint::new();
+                            single.root =
+                                Value::Ext(Object::Tensor(Box::new(TensorObject::new(part))));
+                            let bytes = archive(&single)?;
+                            chunks.push((c.offsets, c.sizes, files[c.rank].put(&bytes)?));
+                        }
+                        Entry::Tensor {
+                            dtype: tensor.dtype(),
+                            size,
+                            requires_grad: tensor.requires_grad(),
+                            chunks,
+                        }
+                    }
+                    Leaf::Value(v) => {
+                        let mut single = Checkpoint::new();
+                        single.root = transplant(ckpt, v, &mut single);
+                        Entry::Bytes(files[0].put(&archive(&single)?)?)
+                    }
+                })
+            })()
+            .map_err(at_path)?;
+            entries.push(entry);
+        }
+        for f in files {
+            let file = f.out.into_inner().map_err(|e| Error::Io(e.into_error()))?;
+            if options.sync {
+                file.sync_all()?;
+            }
+        }
+        let metadata = pickle_metadata(&leaves, &entries).map_err(Error::PickleWrite)?;
+        std::fs::write(staging.join(METADATA_FILE), metadata)?;
+        Ok(())
+    })
+}
+
+const MD: &str = "torch.distributed.checkpoint.metadata";
+
+/// The format version `FileSystemWriter` records (`CURRENT_DCP_VERSION`).
+const DCP_VERSION: &str = "1.0.0";
+
+type Written = std::result::Result<(), WriteError>;
+
+/// An instance of `module.class` as PyTorch pickles a dataclass: `NEWOBJ`
+/// of an empty tuple, then `BUILD` of a dict that `attrs` fills with key and
+/// value pairs.
+fn object<W: Write>(
+    p: &mut Pickler<W>,
+    module: &str,
+    class: &str,
+    attrs: impl FnOnce(&mut Pickler<W>) -> Written,
+) -> Written {
+    p.global_memoized(module, class)?;
+    p.tuple(0)?;
+    p.new_obj()?;
+    p.empty_dict()?;
+    p.mark()?;
+    attrs(p)?;
+    p.setitems()?;
+    p.build()
+}
+
+/// `torch.Size(dims)`.
+fn size<W: Write>(p: &mut Pickler<W>, dims: &[usize]) -> Written {
+    p.global_memoized("torch", "Size")?;
+    p.mark()?;
+    for &d in dims {
+        p.int(d as i64)?;
+    }
+    p.tuple_from_mark()?;
+    p.tuple(1)?;
+    p.reduce()
+}
+
+/// `TensorProperties` with the state its `__getstate__` gives: `(dtype,
+/// layout, requires_grad, memory format code, pin_memory)`.
+fn properties<W: Write>(p: &mut Pickler<W>, dtype: DType, requires_grad: bool) -> Written {
+    p.global_memoized(MD, "TensorProperties")?;
+    p.tuple(0)?;
+    p.new_obj()?;
+    p.mark()?;
+    let (module, name) = Global::DType(dtype).path();
+    p.global_memoized(module, name)?;
+    p.global_memoized("torch.serialization", "_get_layout")?;
+    p.str_memoized("torch.strided")?;
+    p.tuple(1)?;
+    p.reduce()?;
+    p.bool(requires_grad)?;
+    p.global_memoized(MD, "_MEM_FORMAT_ENCODING")?;
+    p.int(0)?; // TORCH_CONTIGUOUS_FORMAT
+    p.tuple(1)?;
+    p.reduce()?;
+    p.bool(false)?;
+    p.tuple_from_mark()?;
+    p.build()
+}
+
+fn key<W: Write>(p: &mut Pickler<W>, name: &str) -> Written {
+    p.str_memoized(name)
+}
+
+/// `MetadataIndex(fqn, offset)` → `_StorageInfo(relative_path, offset, length)`.
+fn storage_item<W: Write>(
+    p: &mut Pickler<W>,
+    fqn: &str,
+    offset: Option<&[usize]>,
+    index: Option<usize>,
+    s: &StorageInfo,
+) -> Written {
+    object(p, MD, "MetadataIndex", |p| {
+        key(p, "fqn")?;
+        p.str_memoized(fqn)?;
+        key(p, "offset")?;
+        match offset {
+            Some(o) => size(p, o)?,
+            None => p.none()?,
+        }
+        key(p, "index")?;
+        match index {
+            Some(i) => p.int(i as i64),
+            None => p.none(),
+        }
+    })?;
+    object(
+        p,
+        "torch.distributed.checkpoint.filesystem",
+        "_StorageInfo",
+        |p| {
+            key(p, "relative_path")?;
+            p.str_memoized(&s.relative_path)?;
+            key(p, "offset")?;
+            p.int(s.offset as i64)?;
+            key(p, "length")?;
+            p.int(s.length as i64)
+        },
+    )?;
+    p.setitem()
+}
+
+/// The `.metadata` pickle:
+/// `Metadata(state_dict_metadata, planner_data, storage_data, None, version)`.
+fn pickle_metadata(
+    leaves: &[(Vec<PathKey>, Leaf<'_>)],
+    entries: &[Entry],
+) -> std::result::Result<Vec<u8>, WriteError> {
+    let fqns: Vec<String> = leaves
+        .iter()
+        .map(|(path, _)| {
+            path.iter()
+                .map(|k| k.to_string())
+                .collect::<Vec<_>>()
+                .join(".")
+        })
+        .collect();
+    let mut p = Pickler::new(Vec::new())?;
+    object(&mut p, MD, "Metadata", |p| {
+        key(p, "state_dict_metadata")?;
+        p.empty_dict()?;
+        for (fqn, entry) in fqns.iter().zip(entries) {
+            p.str_memoized(fqn)?;
+            match entry {
+                Entry::Bytes(_) => object(p, MD, "BytesStorageMetadata", |_| Ok(()))?,
+                Entry::Tensor {
+                    dtype,
+                    size: dims,
+                    requires_grad,
+                    chunks,
+                } => object(p, MD, "TensorStorageMetadata", |p| {
+                    key(p, "properties")?;
+                    properties(p, *dtype, *requires_grad)?;
+                    key(p, "size")?;
+                    size(p, dims)?;
+                    key(p, "chunks")?;
+                    p.empty_list()?;
+                    for (offsets, sizes, _) in chunks {
+                        object(p, MD, "ChunkStorageMetadata", |p| {
+                            key(p, "offsets")?;
+                            size(p, offsets)?;
+                            key(p, "sizes")?;
+                            size(p, sizes)
+                        })?;
+                        p.append()?;
+                    }
+                    Ok(())
+                })?,
+            }
+            p.setitem()?;
+        }
+        key(p, "planner_data")?;
+        p.empty_dict()?;
+        for (fqn, (path, _)) in fqns.iter().zip(leaves) {
+            p.str_memoized(fqn)?;
+            p.mark()?;
+            for k in path {
+                match k {
+                    PathKey::Key(s) => p.str_memoized(s)?,
+                    PathKey::Index(i) => p.int(*i)?,
+                }
+            }
+            p.tuple_from_mark()?;
+            p.setitem()?;
+        }
+        key(p, "storage_data")?;
+        p.empty_dict()?;
+        for (fqn, entry) in fqns.iter().zip(entries) {
+            match entry {
+                Entry::Bytes(s) => storage_item(p, fqn, None, None, s)?,
+                Entry::Tensor { chunks, .. } => {
+                    for (i, (offsets, _, s)) in chunks.iter().enumerate() {
+                        storage_item(p, fqn, Some(offsets), Some(i), s)?;
+                    }
+                }
+            }
+        }
+        key(p, "storage_meta")?;
+        p.none()?;
+        key(p, "version")?;
+        p.str_memoized(DCP_VERSION)
+    })?;
+    p.stop()?;
+    Ok(p.finish())
+}

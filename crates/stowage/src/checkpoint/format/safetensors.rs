@@ -1,0 +1,476 @@
+//! safetensors files, through the `safetensors` crate.
+//!
+//! Reading: each tensor gets its own storage (safetensors has no sharing).
+//! Writing: every tensor of a checkpoint under its dotted path, as a
+//! contiguous copy, with the `__metadata__` map kept; dtypes safetensors
+//! cannot hold are refused naming the dtype and the path.
+//!
+//! Saving streams one tensor at a time into the file (through the crate's
+//! `serialize_to_file`); only non-contiguous or lazily conjugated tensors are
+//! copied up front. Loading reads the header alone and validates it as the
+//! crate does (`read_header`), then gives each tensor its storage: a
+//! view of the mapped file (no copy), a storage read on first use (lazy), or
+//! one its bytes are read straight into (one copy, a peak of the tensor bytes
+//! plus the header).
+
+use crate::io::ReadCost;
+use std::borrow::Cow;
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+use std::sync::Arc;
+
+use safetensors::tensor::{Dtype, Metadata, SafeTensorError, View};
+
+use crate::checkpoint::options::{LoadMode, LoadOptions, Progress, SaveOptions};
+use crate::checkpoint::pickle::Value;
+use crate::checkpoint::value::graph::{
+    dotted, ByteOrder, Checkpoint, Format, Object, StorageRecord, TensorObject,
+};
+use crate::io::ReadAt;
+use crate::layout::Layout;
+use crate::storage::{Fetch, MappedRecords};
+use crate::{DType, Error, Result, Tensor, UntypedStorage};
+
+fn to_dtype(d: Dtype) -> Result<DType> {
+    DType::from_safetensors(d).ok_or_else(|| Error::Unsupported {
+        what: format!("safetensors dtype {d:?}"),
+    })
+}
+
+fn from_dtype(d: DType) -> Option<Dtype> {
+    d.safetensors()
+}
+
+/// The largest header accepted, in bytes: the `safetensors` crate's own limit.
+const MAX_HEADER_SIZE: u64 = 100_000_000;
+
+/// Reads and validates a safetensors header, reading nothing of the data: the
+/// checks of the crate's `SafeTensors::read_metadata`, which wants a buffer of
+/// the whole file, made on the header alone. The crate's `Metadata`
+/// deserialises only if every tensor's offsets follow the last one's and span
+/// exactly its dtype and shape; then the data region must end where the file
+/// ends. The errors are the crate's, as `read_metadata` gives them.
+fn read_header<R: ReadAt>(source: &R) -> Result<(usize, Metadata)> {
+    let len = source.len();
+    if len < 8 {
+        return Err(SafeTensorError::HeaderTooSmall.into());
+    }
+    let mut head = [0u8; 8];
+    source.read_exact_at(&mut head, 0)?;
+    let n = u64::from_le_bytes(head);
+    if n > MAX_HEADER_SIZE {
+        return Err(SafeTensorError::HeaderTooLarge.into());
+    }
+    if n + 8 > len {
+        return Err(SafeTensorError::InvalidHeaderLength.into());
+    }
+    // `n` is at most MAX_HEADER_SIZE, so it fits a usize.
+    let n = n as usize;
+    let mut header = vec![0u8; n];
+    source.read_exact_at(&mut header, 8)?;
+    let text = std::str::from_utf8(&header).map_err(SafeTensorError::InvalidHeader)?;
+    let meta: Metadata =
+        serde_json::from_str(text).map_err(SafeTensorError::InvalidHeaderDeserialization)?;
+    if (n as u64 + 8).checked_add(meta.data_len() as u64) != Some(len) {
+        return Err(SafeTensorError::MetadataIncompleteBuffer.into());
+    }
+    Ok((n, meta))
+}
+
+/// Makes the fetcher of a lazily loaded tensor: its name, and where its bytes
+/// start in the file.
+pub(crate) type MakeFetch<'a> = &'a dyn Fn(&str, u64) -> Fetch;
+
+/// Loads a safetensors file. Each tensor's storage is, in order of preference:
+/// - with `mapped` (memory-mapped loading), a view of its bytes in the mapping:
+///   nothing is copied or read until touched;
+/// - with `lazy`, a storage that reads its bytes on first use;
+/// - else a storage its bytes are read straight into: the peak is the tensors'
+///   bytes and the header, not twice the file.
+pub(crate) fn load<R: ReadAt>(
+    source: &R,
+    options: &LoadOptions,
+    mut mapped: Option<MappedRecords>,
+    lazy: Option<MakeFetch<'_>>,
+) -> Result<Checkpoint> {
+    let (n, meta) = read_header(source)?;
+    let data_start = n + 8;
+    let mut ckpt = Checkpoint::new();
+    ckpt.format = Format::Safetensors;
+    ckpt.byteorder = ByteOrder::Little;
+    ckpt.safetensors_metadata = meta
+        .metadata()
+        .as_ref()
+        .map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect());
+    let device = options.map_location.unwrap_or_default();
+    let mut items = Vec::new();
+    // A remote source's tensors: their storages, offsets and names.
+    let mut batch: Vec<(UntypedStorage, u64, String)> = Vec::new();
+    // The file's order: by data offset.
+    for (i, name) in meta.offset_keys().into_iter().enumerate() {
+        let at_path = |e: Error| Error::AtPath {
+            path: name.clone(),
+            source: Box::new(e),
+        };
+        // `read_header` validated every entry: its offsets lie in the data
+        // region and span exactly its dtype and shape.
+        let info = meta.info(&name).ok_or_else(|| {
+            at_path(Error::BadObject {
+                context: "safetensors header",
+                expected: "an entry for every name",
+                found: "none".into(),
+            })
+        })?;
+        let dtype = to_dtype(info.dtype).map_err(at_path)?;
+        let (begin, end) = info.data_offsets;
+        let (nbytes, offset) = (end - begin, (data_start + begin) as u64);
+        let storage = if options.mode() == LoadMode::Fake && !device.is_meta() {
+            UntypedStorage::new_fake(nbytes, device)
+        } else if device.is_meta() {
+            UntypedStorage::new_on(nbytes, device).map_err(at_path)?
+        } else if let Some(s) = mapped
+            .as_mut()
+            .and_then(|m| m.storage(offset, nbytes, device))
+        {
+            s
+        } else if let Some(make) = lazy {
+            UntypedStorage::lazy(nbytes, device, make(&name, offset))
+        } else if source.read_cost() == ReadCost::Request {
+            // Read below, all at once: one request each would be a round trip each.
+            let storage = UntypedStorage::new_on(nbytes, device).map_err(at_path)?;
+            batch.push((storage.clone(), offset, name.clone()));
+            storage
+        } else {
+            let storage = UntypedStorage::new_on(nbytes, device).map_err(at_path)?;
+            source
+                .read_exact_at(&mut storage.bytes_mut()?, offset)
+                .map_err(|e| at_path(Error::Io(e)))?;
+            storage
+        };
+        let layout = Layout::contiguous(&info.shape).map_err(at_path)?;
+        let tensor = Tensor::from_parts(storage.clone(), dtype, layout).map_err(at_path)?;
+        ckpt.storages.push(StorageRecord {
+            key: i.to_string(),
+            storage,
+            dtype: Some(dtype),
+            location: device.to_string(),
+        });
+        items.push((
+            Value::str(&name),
+            Value::Ext(Object::Tensor(Box::new(TensorObject::new(tensor)))),
+        ));
+    }
+    read_batch(source, &batch)?;
+    let root = ckpt.graph.dict(items);
+    ckpt.root = Value::Node(root);
+    Ok(ckpt)
+}
+
+/// Reads each `(storage, offset, name)` of a remote source in one batch
+/// (coalesced, concurrent range requests); a failure names its tensor.
+fn read_batch<R: ReadAt>(source: &R, batch: &[(UntypedStorage, u64, String)]) -> Result<()> {
+    const PIECE: usize = 16 << 20;
+    let mut guards = Vec::with_capacity(batch.len());
+    for (storage, _, _) in batch {
+        guards.push(storage.bytes_mut()?);
+    }
+    let mut reads: Vec<(u64, &mut [u8])> = Vec::new();
+    let mut owner: Vec<usize> = Vec::new();
+    for (i, (bytes, (_, offset, _))) in guards.iter_mut().zip(batch).enumerate() {
+        for (k, piece) in bytes.chunks_mut(PIECE).enumerate() {
+            reads.push((offset + (k * PIECE) as u64, piece));
+            owner.push(i);
+        }
+    }
+    source
+        .read_batch_at(&mut reads)
+        .map_err(|(i, e)| Error::AtPath {
+            path: batch[owner[i]].2.clone(),
+            source: Box::new(Error::Io(e)),
+        })
+}
+
+/// A safetensors file whose storages read their bytes on first use, through
+/// the file they share. A later read names the file and the tensor, since it
+/// happens long after the load.
+pub(crate) fn load_lazy<R: ReadAt + 'static>(
+    file: R,
+    path: &Path,
+    options: &LoadOptions,
+) -> Result<Checkpoint> {
+    let file = Arc::new(file);
+    let path: Arc<Path> = Arc::from(path);
+    let make = |name: &str, offset: u64| -> Fetch {
+        let (file, path, name) = (file.clone(), path.clone(), name.to_owned());
+        Arc::new(move |from: u64, dst: &mut [u8]| {
+            let at = offset
+                .checked_add(from)
+                .ok_or_else(|| Error::Io(std::io::Error::from(std::io::ErrorKind::InvalidInput)));
+            at.and_then(|at| file.read_exact_at(dst, at).map_err(Error::Io))
+                .map_err(|e| Error::InFile {
+                    path: path.to_path_buf(),
+                    source: Box::new(Error::AtPath {
+                        path: name.clone(),
+                        source: Box::new(e),
+                    }),
+                })
+        })
+    };
+    load(&*file, options, None, Some(&make))
+}
+
+/// Writes every tensor of `ckpt` to a safetensors file at `path`, named by dotted path
+/// (a root tensor is named `tensor`), as contiguous copies, keeping `__metadata__`.
+/// Written to a temporary file and renamed into place.
+///
+/// # Errors
+/// [`Error::AtPath`] wrapping [`Error::DTypeUnsupported`] for a dtype safetensors cannot
+/// hold (complex128, quantized …) or [`Error::NoData`] for meta tensors; I/O errors.
+///
+/// A sparse or nested tensor ([`TensorKind`](crate::checkpoint::TensorKind))
+/// has no dense data of its own: its components are written instead, each
+/// under the tensor's dotted path and the component's name
+/// (`w.indices`, `w.values`; `w.crow_indices`, …; `w.buffer`, `w.sizes`,
+/// `w.strides`, `w.offsets`).
+pub fn save(path: impl AsRef<Path>, ckpt: &Checkpoint) -> Result<()> {
+    save_with(path.as_ref(), ckpt, &SaveOptions::default())
+}
+
+/// [`save`] with options: [`SaveOptions::with_sync`] and [`SaveOptions::with_progress`]
+/// (told each tensor's bytes as they are written); the alignment is the
+/// format's own (8 bytes). Each tensor's bytes are copied out of its storage
+/// while it is written, one tensor at a time; those of a lazily loaded
+/// storage not read yet come straight from its file and are not kept.
+///
+/// # Errors
+/// As [`save`].
+pub fn save_with(path: &Path, ckpt: &Checkpoint, options: &SaveOptions) -> Result<()> {
+    let mut views: Vec<(String, Contiguous)> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    // A sparse or nested tensor is written as its components, each under the
+    // tensor's name and the component's (`weight.indices`, `weight.values`).
+    let mut named: Vec<(String, Cow<'_, TensorObject>)> = Vec::new();
+    for (p, t) in ckpt.tensors()? {
+        let name = dotted(&p);
+        if t.kind.is_strided() {
+            named.push((name, Cow::Borrowed(t)));
+        } else {
+            for (component, x) in t.kind.components() {
+                let object = TensorObject::new(x.clone());
+                named.push((format!("{name}.{component}"), Cow::Owned(object)));
+            }
+        }
+    }
+    for (name, t) in &named {
+        let name = name.clone();
+        let at = |e: Error| Error::AtPath {
+            path: name.clone(),
+            source: Box::new(e),
+        };
+        let x = &t.tensor;
+        let dtype = match from_dtype(x.dtype()) {
+            Some(d) if t.quantization.is_none() => d,
+            _ => {
+                return Err(at(Error::DTypeUnsupported {
+                    op: "saving to safetensors",
+                    dtype: x.dtype(),
+                }))
+            }
+        };
+        if !seen.insert(name.clone()) {
+            return Err(Error::DuplicateName { name: name.clone() });
+        }
+        // Contiguous tensors are used as they are; others (and lazily conjugated or
+        // negated ones) are copied once here.
+        let tensor = t.resolved().and_then(|r| r.contiguous()).map_err(at)?;
+        if !tensor.has_data() {
+            return Err(at(Error::NoData {
+                op: "saving to safetensors",
+                device: tensor.device(),
+            }));
+        }
+        views.push((
+            name,
+            Contiguous {
+                dtype,
+                tensor,
+                failed: RefCell::new(None),
+                progress: options.progress.clone(),
+            },
+        ));
+    }
+    let meta: Option<HashMap<String, String>> = ckpt
+        .safetensors_metadata
+        .as_ref()
+        .map(|m: &BTreeMap<_, _>| m.clone().into_iter().collect());
+    #[cfg(feature = "remote")]
+    {
+        let here = options.location(path);
+        if here.local_path().is_none() {
+            // The crate writes only to a file: stage it, then write it
+            // whole (an upload committed only once complete).
+            let staged = tempfile::NamedTempFile::new().map_err(|e| Error::InFile {
+                path: path.to_owned(),
+                source: Box::new(Error::Io(e)),
+            })?;
+            let written = write_views(&views, meta, staged.path());
+            return here.create(options.sync, None, |w| {
+                written?;
+                let mut file = std::fs::File::open(staged.path())?;
+                std::io::copy(&mut file, w)?;
+                Ok(())
+            });
+        }
+    }
+    // A local file: the crate streams the tensors into it one at a time.
+    crate::io::write_atomically(path, options.sync, |tmp| write_views(&views, meta, tmp))
+}
+
+/// Streams the tensors into a safetensors file at `tmp`, one at a time.
+fn write_views(
+    views: &[(String, Contiguous)],
+    meta: Option<HashMap<String, String>>,
+    tmp: &Path,
+) -> Result<()> {
+    {
+        safetensors::tensor::serialize_to_file(
+            views.iter().map(|(n, v)| (n.as_str(), v)),
+            meta,
+            tmp,
+        )?;
+        match views
+            .iter()
+            .find_map(|(n, v)| Some((n, v.failed.borrow_mut().take()?)))
+        {
+            None => Ok(()),
+            Some((name, e)) => Err(Error::AtPath {
+                path: name.clone(),
+                source: Box::new(e),
+            }),
+        }
+    }
+}
+
+/// A contiguous tensor as the `safetensors` crate's `View`.
+struct Contiguous {
+    dtype: Dtype,
+    tensor: Tensor,
+    /// Set when the bytes could not be read while writing (the save then fails):
+    /// [`Error::StorageShrank`] when the storage no longer holds the tensor, else
+    /// what reading gave.
+    failed: RefCell<Option<Error>>,
+    progress: Option<Progress>,
+}
+
+impl View for &Contiguous {
+    fn dtype(&self) -> Dtype {
+        self.dtype
+    }
+    fn shape(&self) -> &[usize] {
+        self.tensor.shape()
+    }
+    fn data(&self) -> Cow<'_, [u8]> {
+        // The bytes sit behind the storage's lock, so they are handed over as a copy,
+        // one tensor at a time while the file is written. The crate does not check the
+        // length it gets, so a storage shrunk meanwhile gives zeros of the right length
+        // (keeping later tensors in place) and fails the save afterwards.
+        let start = self.tensor.storage_offset() * self.tensor.element_size();
+        let storage = self.tensor.untyped_storage();
+        let mut out = vec![0; self.tensor.nbytes()];
+        // Fresh pages, about to be written: huge ones fault 512 times less.
+        crate::storage::advise_huge_pages(&mut out);
+        if let Err(e) = storage.read_at(start, &mut out) {
+            *self.failed.borrow_mut() = Some(match e {
+                Error::StorageRange { nbytes, .. } => Error::StorageShrank {
+                    needed: start + out.len(),
+                    nbytes,
+                },
+                e => e,
+            });
+            out.fill(0);
+        }
+        if let Some(p) = &self.progress {
+            p.add(out.len() as u64);
+        }
+        Cow::Owned(out)
+    }
+    fn data_len(&self) -> usize {
+        self.tensor.nbytes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+    use safetensors::SafeTensors;
+
+    use super::*;
+
+    /// A small valid file: two tensors and a metadata map.
+    fn valid() -> Vec<u8> {
+        let header = br#"{"__metadata__":{"k":"v"},"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"U8","shape":[3],"data_offsets":[8,11]}}"#;
+        let mut f = (header.len() as u64).to_le_bytes().to_vec();
+        f.extend_from_slice(header);
+        f.extend_from_slice(&[1; 11]);
+        f
+    }
+
+    /// `read_header` accepts exactly what the crate's `read_metadata` accepts,
+    /// and reads the same header.
+    fn agrees(bytes: &[u8]) -> std::result::Result<(), TestCaseError> {
+        let ours = read_header(&bytes);
+        let theirs = SafeTensors::read_metadata(bytes);
+        match (&ours, &theirs) {
+            (Ok((n, a)), Ok((m, b))) => {
+                prop_assert_eq!(n, m);
+                prop_assert_eq!(a.offset_keys(), b.offset_keys());
+                prop_assert_eq!(a.data_len(), b.data_len());
+                prop_assert_eq!(a.metadata(), b.metadata());
+            }
+            (Err(_), Err(_)) => {}
+            _ => prop_assert!(
+                false,
+                "ours {:?}, the crate's {:?}",
+                ours.is_ok(),
+                theirs.is_ok()
+            ),
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn a_valid_header_reads() {
+        let (n, meta) = read_header(&valid()).unwrap();
+        assert_eq!(meta.offset_keys(), ["a", "b"]);
+        assert_eq!(n + 8 + meta.data_len(), valid().len());
+    }
+
+    proptest! {
+        #[test]
+        fn read_header_agrees_with_the_crate_on_mutations(
+            edits in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 0..4),
+            cut in any::<prop::sample::Index>(),
+            extend in 0usize..3,
+        ) {
+            let mut bytes = valid();
+            for (at, byte) in &edits {
+                let i = at.index(bytes.len());
+                bytes[i] = *byte;
+            }
+            match extend {
+                0 => bytes.truncate(cut.index(bytes.len() + 1)),
+                1 => bytes.push(0),
+                _ => {}
+            }
+            agrees(&bytes)?;
+        }
+
+        #[test]
+        fn read_header_agrees_with_the_crate_on_any_bytes(
+            bytes in proptest::collection::vec(any::<u8>(), 0..64),
+        ) {
+            agrees(&bytes)?;
+        }
+    }
+}

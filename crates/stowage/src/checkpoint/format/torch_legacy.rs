@@ -1,0 +1,292 @@
+//! The pre-1.6 single-stream format (`_use_new_zipfile_serialization=False`):
+//! a magic-number pickle, the protocol version, a `sys_info` dict, the object
+//! pickle, a pickled list of storage keys, then for each key an int64
+//! little-endian element count followed by the storage's bytes (always
+//! little-endian on disk).
+
+use num_bigint::BigInt;
+
+use crate::checkpoint::options::LoadOptions;
+use crate::checkpoint::pickle::{self, Graph, Hooks, Node, PickleError, Pickled, Value};
+use crate::checkpoint::torch::{finish_kinds, StorageSource, TorchHooks};
+use crate::checkpoint::value::graph::{check_views, ByteOrder, Checkpoint, Format};
+use crate::io::ReadAt;
+use crate::storage::MappedRecords;
+use crate::{DType, Device, Error, Result, UntypedStorage};
+
+/// The first bytes of a legacy file written with pickle protocol 2.
+pub(crate) const MAGIC_PREFIX: &[u8] = b"\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19";
+
+const MAGIC_NUMBER: u128 = 0x1950a86a20f9469cfc6c;
+const PROTOCOL_VERSION: i64 = 1001;
+
+/// Storages are allocated while the object pickle is read and filled from the stream after it.
+struct Pending {
+    storages: Vec<(String, UntypedStorage)>,
+    declared: u64,
+    file_len: u64,
+}
+
+impl StorageSource for Pending {
+    fn load(&mut self, key: &str, nbytes: usize, device: Device) -> Result<UntypedStorage> {
+        // Every byte of every storage is in the file: refuse claims larger than the file
+        // before allocating them.
+        self.declared = self.declared.saturating_add(nbytes as u64);
+        if !device.is_meta() && self.declared > self.file_len {
+            return Err(Error::RecordSize {
+                name: format!("storage {key}"),
+                expected: self.file_len,
+                found: self.declared,
+            });
+        }
+        let s = UntypedStorage::new_on(nbytes, device)?;
+        self.storages.push((key.to_owned(), s.clone()));
+        Ok(s)
+    }
+}
+
+/// Hooks for the small header pickles: no globals, no persistent ids.
+struct Plain;
+
+impl Hooks for Plain {
+    type Ext = ();
+    type Error = Error;
+    fn find_class(&mut self, module: &str, name: &str) -> Result<Value<()>> {
+        Err(Error::GlobalNotAllowed {
+            module: module.into(),
+            name: name.into(),
+        })
+    }
+    fn persistent_load(&mut self, _: &mut Graph<()>, _: Value<()>) -> Result<Value<()>> {
+        Err(Error::BadObject {
+            context: "legacy header",
+            expected: "plain data",
+            found: "a persistent id".into(),
+        })
+    }
+    fn reduce(&mut self, _: &mut Graph<()>, _: Value<()>, _: Value<()>) -> Result<Value<()>> {
+        Err(Error::BadObject {
+            context: "legacy header",
+            expected: "plain data",
+            found: "a call".into(),
+        })
+    }
+    fn build(&mut self, _: &mut Graph<()>, _: Value<()>, _: Value<()>) -> Result<Value<()>> {
+        Err(Error::BadObject {
+            context: "legacy header",
+            expected: "plain data",
+            found: "BUILD".into(),
+        })
+    }
+    fn new_obj(&mut self, _: &mut Graph<()>, _: Value<()>, _: Value<()>) -> Result<Value<()>> {
+        Err(Error::BadObject {
+            context: "legacy header",
+            expected: "plain data",
+            found: "NEWOBJ".into(),
+        })
+    }
+}
+
+/// Bytes of the file from `pos`, at most `n`.
+fn window<R: ReadAt>(source: &R, pos: u64, n: u64) -> Result<Vec<u8>> {
+    let n = n.min(source.len().saturating_sub(pos));
+    let mut buf = vec![0u8; n as usize];
+    source.read_exact_at(&mut buf, pos)?;
+    Ok(buf)
+}
+
+/// True when a failed read might succeed with more of the file.
+fn wants_more(e: &Error, have: u64, pos: u64, len: u64, max: u64) -> bool {
+    matches!(
+        e,
+        Error::Pickle(PickleError::Truncated { .. } | PickleError::NoStop { .. })
+    ) && have < len - pos
+        && have < max
+}
+
+/// Reads a header pickle (plain data only) at `*pos` and advances past it.
+fn header<R: ReadAt>(
+    source: &R,
+    pos: &mut u64,
+    options: &LoadOptions,
+    what: &'static str,
+) -> Result<Pickled<()>> {
+    let mut n: u64 = 1 << 12;
+    loop {
+        let buf = window(source, *pos, n)?;
+        match pickle::unpickle(&buf, &mut Plain, &options.pickle_limits) {
+            Err(e)
+                if wants_more(
+                    &e,
+                    buf.len() as u64,
+                    *pos,
+                    source.len(),
+                    options.max_pickle_bytes,
+                ) =>
+            {
+                n *= 4
+            }
+            Err(e) => {
+                return Err(Error::InRecord {
+                    name: what.into(),
+                    source: Box::new(e),
+                })
+            }
+            Ok(p) => {
+                *pos += p.consumed as u64;
+                return Ok(p);
+            }
+        }
+    }
+}
+
+/// Loads a legacy-format file. With `mapped` (memory-mapped loading), each storage
+/// whose bytes start at a multiple of its element size becomes a slice of the
+/// mapping; the others are copied.
+pub(crate) fn load<R: ReadAt>(
+    source: &R,
+    options: &LoadOptions,
+    mut mapped: Option<MappedRecords>,
+) -> Result<Checkpoint> {
+    let len = source.len();
+    let mut pos = 0u64;
+    let magic = header(source, &mut pos, options, "magic number")?;
+    if !matches!(&magic.root, Value::BigInt(b) if **b == BigInt::from(MAGIC_NUMBER)) {
+        return Err(Error::NotACheckpoint {
+            detail: "invalid magic number; corrupt file?".into(),
+        });
+    }
+    match header(source, &mut pos, options, "protocol version")?.root {
+        Value::Int(PROTOCOL_VERSION) => {}
+        other => {
+            return Err(Error::NotACheckpoint {
+                detail: format!("invalid protocol version: {other:?}"),
+            })
+        }
+    }
+    header(source, &mut pos, options, "sys_info")?;
+
+    // The object pickle: storages are allocated as it names them and filled afterwards.
+    let mut n: u64 = 1 << 16;
+    let (pickled, records, ordered, state, objects, pending) = loop {
+        let buf = window(source, pos, n)?;
+        let mut pending = Pending {
+            storages: Vec::new(),
+            declared: 0,
+            file_len: len,
+        };
+        let mut hooks = TorchHooks::new(&mut pending, options, ByteOrder::Little, true);
+        match pickle::unpickle(&buf, &mut hooks, &options.pickle_limits) {
+            Err(e) if wants_more(&e, buf.len() as u64, pos, len, options.max_pickle_bytes) => {
+                n *= 4
+            }
+            Err(e) => {
+                return Err(Error::InRecord {
+                    name: "object pickle".into(),
+                    source: Box::new(e),
+                })
+            }
+            Ok(mut p) => {
+                let objects = hooks.finish(&mut p)?;
+                let TorchHooks {
+                    records,
+                    ordered,
+                    state,
+                    ..
+                } = hooks;
+                break (p, records, ordered, state, objects, pending);
+            }
+        }
+    };
+    pos += pickled.consumed as u64;
+
+    let keys = header(source, &mut pos, options, "storage keys")?;
+    let key_list: Vec<String> = match &keys.root {
+        Value::Node(id) => match keys.graph.try_get(*id) {
+            Some(Node::List(items)) => items
+                .iter()
+                .map(|v| v.as_str().map(str::to_owned))
+                .collect::<Option<_>>(),
+            _ => None,
+        },
+        _ => None,
+    }
+    .ok_or(Error::BadObject {
+        context: "legacy storage keys",
+        expected: "a list of str",
+        found: "something else".into(),
+    })?;
+
+    for key in &key_list {
+        let (storage, dtype) = records
+            .iter()
+            .find(|r| &r.key == key)
+            .map(|r| (r.storage.clone(), r.dtype))
+            .ok_or_else(|| Error::MissingRecord {
+                name: format!("storage {key} (listed but never referenced)"),
+            })?;
+        let count_bytes = window(source, pos, 8)?;
+        let count = <[u8; 8]>::try_from(count_bytes.as_slice())
+            .map(u64::from_le_bytes)
+            .map_err(|_| Error::MissingRecord {
+                name: format!("storage {key} (file ends at offset {pos})"),
+            })?;
+        pos += 8;
+        let elem = dtype.map_or(1, DType::size) as u64;
+        let nbytes = count.saturating_mul(elem);
+        if nbytes != storage.nbytes() as u64 {
+            return Err(Error::RecordSize {
+                name: format!("storage {key}"),
+                expected: storage.nbytes() as u64,
+                found: nbytes,
+            });
+        }
+        if pos.checked_add(nbytes).is_none_or(|end| end > len) {
+            return Err(Error::RecordSize {
+                name: format!("storage {key}"),
+                expected: nbytes,
+                found: len.saturating_sub(pos),
+            });
+        }
+        let elem = dtype.map_or(1, DType::size) as u64;
+        let mapped_here = cfg!(target_endian = "little")
+            && storage.has_data()
+            && pos.is_multiple_of(elem)
+            && mapped.as_mut().is_some_and(|m| m.redirect(&storage, pos));
+        if !mapped_here && storage.has_data() {
+            let mut bytes = storage.bytes_mut()?;
+            source
+                .read_exact_at(&mut bytes, pos)
+                .map_err(|e| Error::InRecord {
+                    name: format!("storage {key}"),
+                    source: Box::new(Error::Io(e)),
+                })?;
+            if cfg!(target_endian = "big") {
+                if let Some(d) = dtype {
+                    crate::checkpoint::torch::byteswap(&mut bytes, d);
+                }
+            }
+        }
+        pos += nbytes;
+    }
+    if let Some(r) = records.iter().find(|r| !key_list.contains(&r.key)) {
+        return Err(Error::MissingRecord {
+            name: format!("storage {} (referenced but not listed)", r.key),
+        });
+    }
+    drop(pending);
+    let mut ckpt = check_views(Checkpoint {
+        format: Format::TorchLegacy,
+        byteorder: ByteOrder::Little,
+        graph: pickled.graph,
+        root: pickled.root,
+        storages: records,
+        ordered,
+        state,
+        safetensors_metadata: None,
+        objects,
+    })?;
+    // Sparse and nested tensors are checked once every storage's bytes are in.
+    finish_kinds(&mut ckpt)?;
+    Ok(ckpt)
+}

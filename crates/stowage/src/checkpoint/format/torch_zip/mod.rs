@@ -1,0 +1,322 @@
+//! The torch zip format (PyTorch 1.6 and later): a zip archive whose
+//! `data.pkl` pickles the object tree and whose `data/<key>` records hold the
+//! storages' bytes. Loading here ([`load`], [`load_lazy`]); saving in [`save`].
+
+mod parallel;
+mod save;
+mod source;
+
+use crate::io::ReadCost;
+use std::path::Path;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+
+pub use save::{save, save_to_writer, save_with};
+
+use self::source::ZipSource;
+use crate::checkpoint::options::LoadOptions;
+use crate::checkpoint::pickle::{self, Graph, Node, NodeId, Value};
+use crate::checkpoint::torch::{finish_kinds, TorchHooks};
+use crate::checkpoint::value::graph::{check_views, ByteOrder, Checkpoint, Format, Object};
+use crate::checkpoint::zip::{self, ZipLimits, ZipReader};
+use crate::io::ReadAt;
+use crate::storage::{Fetch, MappedRecords};
+use crate::{Error, Result};
+
+/// Makes the fetcher of a lazily loaded record.
+type MakeFetch<'z> = &'z dyn Fn(&zip::Entry) -> Fetch;
+
+pub(crate) fn load<R: ReadAt>(
+    source: R,
+    options: &LoadOptions,
+    mapped: Option<MappedRecords>,
+) -> Result<Checkpoint> {
+    let zip = ZipReader::new(source, &zip_limits(options))?;
+    load_zip_archive(&zip, options, mapped, None)
+}
+
+fn zip_limits(options: &LoadOptions) -> ZipLimits {
+    ZipLimits {
+        max_entries: options.max_records,
+        max_record_to_vec: options.max_pickle_bytes,
+    }
+}
+
+fn load_zip_archive<R: ReadAt>(
+    zip: &ZipReader<R>,
+    options: &LoadOptions,
+    mapped: Option<MappedRecords>,
+    lazy: Option<MakeFetch<'_>>,
+) -> Result<Checkpoint> {
+    // A TorchScript archive (`torch.jit.save`): its `__torch__` classes are
+    // inert objects, its code is never read, and the tensors of
+    // `constants.pkl` join the root (see `torchscript_constants`).
+    let constants = zip.find("constants.pkl");
+    let pkl_entry = zip.find("data.pkl").ok_or_else(|| Error::MissingRecord {
+        name: "data.pkl".into(),
+    })?;
+    let pkl = zip.read_to_vec(pkl_entry)?;
+    let byteorder = match zip.find("byteorder") {
+        None => ByteOrder::Little,
+        Some(e) => match zip.read_to_vec(e)?.as_slice() {
+            b"little" => ByteOrder::Little,
+            b"big" => ByteOrder::Big,
+            other => {
+                return Err(Error::BadObject {
+                    context: "byteorder record",
+                    expected: "'little' or 'big'",
+                    found: String::from_utf8_lossy(&other[..other.len().min(16)]).into_owned(),
+                })
+            }
+        },
+    };
+    let mut src = ZipSource {
+        mapped,
+        // A big-endian file's storages are byte-swapped as they are made, so they
+        // must be read then too.
+        deferred: (lazy.is_none() && byteorder == ByteOrder::Little).then(Vec::new),
+        lazy,
+        zip,
+        verify_crc: options.verify_crc,
+        dir: "data",
+    };
+    let mut hooks = TorchHooks::new(&mut src, options, byteorder, false);
+    hooks.foreign.torchscript = constants.is_some();
+    let pickled = pickle::unpickle(&pkl, &mut hooks, &options.pickle_limits).map_err(|e| {
+        Error::InRecord {
+            name: "data.pkl".into(),
+            source: Box::new(e),
+        }
+    })?;
+    let mut pickled = pickled;
+    let mut objects = hooks.finish(&mut pickled)?;
+    let (mut records, mut ordered, mut state) = (hooks.records, hooks.ordered, hooks.state);
+    if let Some(entry) = constants {
+        let pkl = zip.read_to_vec(entry)?;
+        src.dir = "constants";
+        let mut hooks = TorchHooks::new(&mut src, options, byteorder, false);
+        hooks.foreign.torchscript = true;
+        let mut c = pickle::unpickle(&pkl, &mut hooks, &options.pickle_limits).map_err(|e| {
+            Error::InRecord {
+                name: "constants.pkl".into(),
+                source: Box::new(e),
+            }
+        })?;
+        let c_objects = hooks.finish(&mut c)?;
+        for mut r in hooks.records {
+            r.key = format!("constants/{}", r.key);
+            records.push(r);
+        }
+        let offset = append_graph(&mut pickled.graph, c.graph, options.pickle_limits.max_nodes)?;
+        let (map, at) = (shift(offset), |id: NodeId| NodeId(id.0 + offset));
+        let mut c_root = c.root;
+        map(&mut c_root);
+        ordered.extend(hooks.ordered.into_iter().map(at));
+        for (id, mut v) in hooks.state {
+            map(&mut v);
+            state.insert(at(id), v);
+        }
+        for (id, mut o) in c_objects {
+            map(&mut o.args);
+            if let Some(s) = &mut o.state {
+                map(s);
+            }
+            objects.insert(at(id), o);
+        }
+        torchscript_constants(&mut pickled.graph, &mut pickled.root, c_root);
+    }
+    if let Some(deferred) = src.deferred.take() {
+        parallel::fill_parallel(zip, &deferred)?;
+    }
+    let mut ckpt = check_views(Checkpoint {
+        format: Format::TorchZip,
+        byteorder,
+        graph: pickled.graph,
+        root: pickled.root,
+        storages: records,
+        ordered,
+        state,
+        safetensors_metadata: None,
+        objects,
+    })?;
+    // Sparse and nested tensors are checked once every storage's bytes are in.
+    finish_kinds(&mut ckpt)?;
+    Ok(ckpt)
+}
+
+/// Moves a value of an appended graph by `offset` nodes (see [`append_graph`]).
+fn shift(offset: u32) -> impl Fn(&mut Value<Object>) {
+    move |v| {
+        if let Value::Node(id) = v {
+            *id = NodeId(id.0.saturating_add(offset));
+        }
+    }
+}
+
+/// Appends every node of `from` to `into`, each moved by the returned
+/// offset (`from`'s node `i` is `into`'s node `i + offset`).
+///
+/// # Errors
+/// When `into` would hold more nodes than the pickle limits allow.
+fn append_graph(into: &mut Graph<Object>, from: Graph<Object>, max_nodes: usize) -> Result<u32> {
+    if into.len().saturating_add(from.len()) > max_nodes.min(u32::MAX as usize - 1) {
+        return Err(Error::LimitExceeded {
+            limit: "pickle nodes (data.pkl and constants.pkl)",
+            value: into.len().saturating_add(from.len()) as u64,
+            max: max_nodes as u64,
+        });
+    }
+    let offset = into.len() as u32;
+    let move_by = shift(offset);
+    for (_, node) in from.iter() {
+        let mut node = node.clone();
+        node.values_mut().for_each(&move_by);
+        into.add(node);
+    }
+    Ok(offset)
+}
+
+/// A TorchScript archive's `constants.pkl` (a tuple of tensors, which the
+/// code names `CONSTANTS.c0` …) joins the root as its entry `"CONSTANTS"`
+/// when it is not empty: the root is a TorchScript module, an inert object.
+fn torchscript_constants(
+    graph: &mut Graph<Object>,
+    root: &mut Value<Object>,
+    constants: Value<Object>,
+) {
+    let empty = matches!(
+        constants.as_node().and_then(|id| graph.try_get(id)),
+        Some(Node::Tuple(t)) if t.is_empty()
+    );
+    if empty {
+        return;
+    }
+    let entry = (Value::str("CONSTANTS"), constants);
+    match root.as_node().and_then(|id| graph.try_get_mut(id)) {
+        Some(Node::Dict(d)) => d.push(entry),
+        _ => {
+            let id = graph.dict(vec![(Value::str("data"), root.clone()), entry]);
+            *root = Value::Node(id);
+        }
+    }
+}
+
+/// A torch zip archive whose storages read their records on first use, through
+/// the archive reader they share.
+/// A later read names the file and the record, since it happens long after the load.
+pub(crate) fn load_lazy<R: ReadAt + 'static>(
+    source: R,
+    path: &Path,
+    options: &LoadOptions,
+) -> Result<Checkpoint> {
+    let zip = Arc::new(ZipReader::new(source, &zip_limits(options))?);
+    let verify_crc = options.verify_crc;
+    let path: Arc<Path> = Arc::from(path);
+    let make = |entry: &zip::Entry| -> Fetch {
+        let (zip, entry, path) = (zip.clone(), entry.clone(), path.clone());
+        // A deflated record read in windows is inflated once and kept until its
+        // last window is read (windows come in order), not once per window.
+        let inflated: Mutex<Option<Arc<Vec<u8>>>> = Mutex::new(None);
+        // A remote stored record's data offset, once its local header is read.
+        let data_at: OnceLock<u64> = OnceLock::new();
+        Arc::new(move |from: u64, dst: &mut [u8]| {
+            let mut read = || -> Result<()> {
+                let stored = entry.method == zip::Method::Stored && !verify_crc;
+                if stored && zip.source().read_cost() == ReadCost::Request {
+                    read_remote_stored(&zip, &entry, &data_at, from, dst)?;
+                } else if from == 0 && dst.len() as u64 == entry.size {
+                    zip.read_into(&entry, dst)?;
+                    if verify_crc {
+                        zip.check_crc(&entry)?;
+                    }
+                } else if entry.method == zip::Method::Stored && !verify_crc {
+                    // A window of a stored record: one positional read, nothing kept.
+                    let at = zip.data_offset(&entry)?.saturating_add(from);
+                    zip.source().read_exact_at(dst, at)?;
+                } else {
+                    // Deflated (or CRC-checked) records are read whole, then cut.
+                    let mut kept = inflated.lock().unwrap_or_else(PoisonError::into_inner);
+                    let all = match &*kept {
+                        Some(all) => all.clone(),
+                        None => {
+                            let all = Arc::new(zip.read_to_vec(&entry)?);
+                            if verify_crc {
+                                zip.check_crc(&entry)?;
+                            }
+                            all
+                        }
+                    };
+                    let last = from.saturating_add(dst.len() as u64) >= entry.size;
+                    *kept = (!last).then(|| all.clone());
+                    drop(kept);
+                    let window = usize::try_from(from)
+                        .ok()
+                        .and_then(|f| all.get(f..f.checked_add(dst.len())?))
+                        .ok_or(Error::StorageRange {
+                            offset: from as usize,
+                            len: dst.len(),
+                            nbytes: Vec::len(&all),
+                        })?;
+                    dst.copy_from_slice(window);
+                }
+                Ok(())
+            };
+            read().map_err(|e| Error::InFile {
+                path: path.to_path_buf(),
+                source: Box::new(Error::InRecord {
+                    name: entry.name.clone(),
+                    source: Box::new(e),
+                }),
+            })
+        })
+    };
+    load_zip_archive(&zip, options, None, Some(&make))
+}
+
+/// Bytes `from..` of a stored record of a remote archive into `dst`. The
+/// first read fetches the record's local header in the same request as the
+/// data, read at the offset PyTorch's writer gives it
+/// ([`ZipReader::likely_data_offset`]), and keeps the offset the header
+/// gives in `data_at`; where the two differ, the data is read again there.
+fn read_remote_stored<R: ReadAt>(
+    zip: &ZipReader<R>,
+    entry: &zip::Entry,
+    data_at: &OnceLock<u64>,
+    from: u64,
+    dst: &mut [u8],
+) -> Result<()> {
+    let io = |(_, e): (usize, std::io::Error)| Error::Io(e);
+    let inside = from
+        .checked_add(dst.len() as u64)
+        .is_some_and(|end| end <= entry.compressed_size);
+    if !inside {
+        return Err(Error::StorageRange {
+            offset: from as usize,
+            len: dst.len(),
+            nbytes: entry.compressed_size as usize,
+        });
+    }
+    let at = match (data_at.get(), zip.likely_data_offset(entry)) {
+        (Some(&at), _) => at,
+        (None, Some(guess)) => {
+            let mut header = vec![0; ZipReader::<R>::local_header_len(entry)];
+            let mut reads = [
+                (entry.local_header_offset, &mut header[..]),
+                (guess.saturating_add(from), &mut *dst),
+            ];
+            zip.source().read_batch_at(&mut reads).map_err(io)?;
+            let actual = zip.data_offset_in(entry, &header)?;
+            let _ = data_at.set(actual);
+            if actual == guess {
+                return Ok(());
+            }
+            actual
+        }
+        (None, None) => {
+            let actual = zip.data_offset(entry)?;
+            let _ = data_at.set(actual);
+            actual
+        }
+    };
+    zip.source().read_exact_at(dst, at.saturating_add(from))?;
+    Ok(())
+}

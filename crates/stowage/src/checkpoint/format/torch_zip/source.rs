@@ -1,0 +1,105 @@
+//! Where a torch zip archive's storages come from: each record `data/<key>`
+//! becomes a storage, read now (small records), after the pickle on two
+//! threads (large stored records), on first use (lazy loads), or as a slice of
+//! the mapped file (memory-mapped loads).
+
+use super::MakeFetch;
+use crate::checkpoint::torch::StorageSource;
+use crate::checkpoint::zip::{self, Method, ZipReader};
+use crate::io::ReadAt;
+use crate::io::ReadCost;
+use crate::storage::MappedRecords;
+use crate::{Device, Error, Result, UntypedStorage};
+
+pub(super) struct ZipSource<'z, R: ReadAt> {
+    pub(super) zip: &'z ZipReader<R>,
+    pub(super) verify_crc: bool,
+    /// For memory-mapped loading: the mapped file and the ranges handed out so far.
+    pub(super) mapped: Option<MappedRecords>,
+    /// For lazy loading: makes each record's fetcher.
+    pub(super) lazy: Option<MakeFetch<'z>>,
+    /// Large stored records, read after the pickle on two threads into the storages
+    /// made for them (eager loads of little-endian files; `None` otherwise).
+    pub(super) deferred: Option<Vec<(UntypedStorage, zip::Entry)>>,
+    /// The folder of the records: `data` (`data.pkl`'s storages), or
+    /// `constants` (a TorchScript archive's `constants.pkl`).
+    pub(super) dir: &'static str,
+}
+
+/// Records at least this large are read after the pickle, two at a time.
+const DEFER_MIN: usize = 1 << 20;
+
+impl<R: ReadAt> StorageSource for ZipSource<'_, R> {
+    fn load(&mut self, key: &str, nbytes: usize, device: Device) -> Result<UntypedStorage> {
+        let name = format!("{}/{key}", self.dir);
+        let entry = self
+            .zip
+            .find(&name)
+            .ok_or_else(|| Error::MissingRecord { name: name.clone() })?;
+        if entry.size != nbytes as u64 {
+            return Err(Error::RecordSize {
+                name,
+                expected: nbytes as u64,
+                found: entry.size,
+            });
+        }
+        // A deflated record cannot expand more than deflate's maximum ratio; refuse
+        // impossible claims before allocating what they declare.
+        if entry.method == Method::Deflated
+            && entry.size
+                > entry
+                    .compressed_size
+                    .saturating_mul(1032)
+                    .saturating_add(1024)
+        {
+            return Err(Error::ImplausibleRecord {
+                name,
+                declared: entry.size,
+                compressed: entry.compressed_size,
+            });
+        }
+        // Meta and fake loads read nothing, but refuse what no load could read:
+        // the record's local header and data must lie in the file.
+        if device.is_meta() {
+            // A remote archive is not asked for every local header: its
+            // central directory already places each record in the object.
+            if self.zip.source().read_cost() == ReadCost::Request {
+                self.zip.check_fits(entry)?;
+            } else {
+                self.zip.data_offset(entry)?;
+            }
+            return UntypedStorage::new_on(nbytes, device);
+        }
+        if let Some(make) = self.lazy {
+            return Ok(UntypedStorage::lazy(nbytes, device, make(entry)));
+        }
+        if let (Some(m), Method::Stored) = (&mut self.mapped, entry.method) {
+            let start = self.zip.data_offset(entry)?;
+            if let Some(storage) = m.storage(start, nbytes, device) {
+                if self.verify_crc {
+                    self.zip.check_crc(entry)?;
+                }
+                return Ok(storage);
+            }
+        }
+        let storage = UntypedStorage::new_on(nbytes, device)?;
+        if let (Some(d), Method::Stored, false) =
+            (&mut self.deferred, entry.method, self.verify_crc)
+        {
+            // A remote archive's records all go in the batch: each read
+            // on its own would cost a round trip.
+            if nbytes >= DEFER_MIN || self.zip.source().read_cost() == ReadCost::Request {
+                d.push((storage.clone(), entry.clone()));
+                return Ok(storage);
+            }
+        }
+        {
+            let mut bytes = storage.bytes_mut()?;
+            self.zip.read_into(entry, &mut bytes)?;
+        }
+        if self.verify_crc {
+            self.zip.check_crc(entry)?;
+        }
+        Ok(storage)
+    }
+}

@@ -1,0 +1,365 @@
+//! How to load and save a checkpoint: the options every format's loader and
+//! writer reads, the one [`LoadMode`], and the progress callback.
+//!
+//! The options are built, never spelled out field by field, so that fields
+//! can be added without breaking callers: `LoadOptions::new()` (or
+//! `LoadOptions::default()`, the same and pure) and the `with_*` methods;
+//! [`LoadOptions::from_env`] and [`SaveOptions::from_env`] read the
+//! environment, only when asked.
+
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+use std::sync::Arc;
+
+use crate::checkpoint::pickle::Limits;
+use crate::Device;
+
+/// How a load reads the storages' bytes, decided once per load
+/// ([`LoadOptions::mode`]).
+#[non_exhaustive]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum LoadMode {
+    /// Every storage's bytes are read while loading (`torch.load`).
+    #[default]
+    Eager,
+    /// Each storage is read on first use (a torch zip archive, a safetensors
+    /// file or a distributed checkpoint; legacy-format files load eagerly).
+    /// Until then [`UntypedStorage::data_ptr`](crate::UntypedStorage::data_ptr) is 0.
+    Lazy,
+    /// No bytes are read: each storage has its size and reports its device
+    /// (after `map_location`/`location_map`) as a fake tensor's does; on
+    /// `meta` it is a meta storage. Records are still checked to be present
+    /// with the declared size. A `meta` [`LoadOptions::with_map_location`]
+    /// makes every load this mode.
+    Fake,
+    /// Storages over a private mapping of the file (`torch.load(mmap=True)`).
+    /// Only [`load_mmap`](crate::checkpoint::load_mmap) loads this way, since a mapping
+    /// needs its caller's promise that the file does not change; the safe
+    /// entry points refuse it.
+    Mapped,
+}
+
+/// How to load a checkpoint: `LoadOptions::new().with_mode(LoadMode::Lazy)`.
+#[non_exhaustive]
+#[derive(Clone, Debug)]
+pub struct LoadOptions {
+    pub(crate) mode: LoadMode,
+    pub(crate) map_location: Option<Device>,
+    pub(crate) location_map: HashMap<String, Device>,
+    pub(crate) pickle_limits: Limits,
+    pub(crate) max_pickle_bytes: u64,
+    pub(crate) max_records: usize,
+    pub(crate) max_storage_bytes: u64,
+    pub(crate) verify_crc: bool,
+    pub(crate) inert: bool,
+    pub(crate) allow_globals: HashSet<String>,
+    #[cfg(feature = "remote")]
+    pub(crate) remote: crate::io::remote::RemoteOptions,
+}
+
+impl Default for LoadOptions {
+    /// Eager, storages where they were saved, PyTorch's allowlist alone,
+    /// the default limits; reads no environment variable.
+    fn default() -> Self {
+        LoadOptions {
+            mode: LoadMode::Eager,
+            map_location: None,
+            location_map: HashMap::new(),
+            pickle_limits: Limits::default(),
+            max_pickle_bytes: 1 << 30,
+            max_records: 1 << 20,
+            max_storage_bytes: 1 << 40,
+            verify_crc: false,
+            inert: false,
+            allow_globals: HashSet::new(),
+            #[cfg(feature = "remote")]
+            remote: crate::io::remote::RemoteOptions::default(),
+        }
+    }
+}
+
+impl LoadOptions {
+    /// The defaults ([`Default`]).
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The defaults, with what the environment sets: the remote options'
+    /// `STOWAGE_REMOTE_*` variables (`io::remote::RemoteOptions::from_env`,
+    /// feature `remote`). The command line loads this way.
+    pub fn from_env() -> Self {
+        Self {
+            #[cfg(feature = "remote")]
+            remote: crate::io::remote::RemoteOptions::from_env(),
+            ..Self::default()
+        }
+    }
+
+    /// Loads in `mode` ([`LoadMode::Eager`] by default).
+    pub fn with_mode(mut self, mode: LoadMode) -> Self {
+        self.mode = mode;
+        self
+    }
+
+    /// Puts every storage on `device` (PyTorch's `map_location`); `meta`
+    /// reads no bytes at all. By default each storage keeps its recorded
+    /// location (bytes in host memory, device reported).
+    pub fn with_map_location(mut self, device: Device) -> Self {
+        self.map_location = Some(device);
+        self
+    }
+
+    /// Puts storages saved on `from` (`"cuda:0"`) on `to`, as PyTorch's
+    /// `map_location={"cuda:0": "cpu"}`; a
+    /// [`with_map_location`](Self::with_map_location) overrides it.
+    pub fn with_location(mut self, from: impl Into<String>, to: Device) -> Self {
+        self.location_map.insert(from.into(), to);
+        self
+    }
+
+    /// Limits on the pickle machine.
+    pub fn with_pickle_limits(mut self, limits: Limits) -> Self {
+        self.pickle_limits = limits;
+        self
+    }
+
+    /// Largest pickle (`data.pkl`) accepted, in bytes (default 1 GiB).
+    pub fn with_max_pickle_bytes(mut self, bytes: u64) -> Self {
+        self.max_pickle_bytes = bytes;
+        self
+    }
+
+    /// Most records in an archive (default 2^20).
+    pub fn with_max_records(mut self, records: usize) -> Self {
+        self.max_records = records;
+        self
+    }
+
+    /// Most bytes all the storages together may declare (default 1 TiB).
+    /// Records must also hold exactly what they declare, so a file cannot
+    /// claim more than it holds; this bounds fake, meta and lazy loads,
+    /// which read no records.
+    pub fn with_max_storage_bytes(mut self, bytes: u64) -> Self {
+        self.max_storage_bytes = bytes;
+        self
+    }
+
+    /// Verifies each record's CRC-32 while loading (PyTorch never does).
+    pub fn with_verify_crc(mut self, verify: bool) -> Self {
+        self.verify_crc = verify;
+        self
+    }
+
+    /// Never refuses a global: builds an inert object (module, name,
+    /// constructor arguments, `BUILD` state and appended items, see
+    /// [`InertObject`](crate::checkpoint::InertObject)) for each global outside
+    /// PyTorch's `weights_only` allowlist, and decodes the globals of
+    /// [`decoded`](crate::checkpoint::globals::decoded) as data. Nothing named by the file is
+    /// ever imported or called, with or without this option.
+    pub fn with_inert(mut self, inert: bool) -> Self {
+        self.inert = inert;
+        self
+    }
+
+    /// Accepts globals by name (`"argparse.Namespace"`), as PyTorch's
+    /// `torch.serialization.add_safe_globals`, but never calls them: one
+    /// that [`decoded`](crate::checkpoint::globals::decoded) lists is decoded as data; any other
+    /// is built as an inert object (PyTorch would call it; stowage cannot).
+    pub fn with_allow_globals<I, S>(mut self, names: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.allow_globals.extend(names.into_iter().map(Into::into));
+        self
+    }
+
+    /// Timeouts, retries, concurrency, coalescing and store configuration of
+    /// loads by URL (feature `remote`).
+    #[cfg(feature = "remote")]
+    pub fn with_remote(mut self, remote: crate::io::remote::RemoteOptions) -> Self {
+        self.remote = remote;
+        self
+    }
+
+    /// The location `path` names, its requests (in an object store) made
+    /// with these options' remote settings.
+    pub fn location(&self, path: impl AsRef<std::path::Path>) -> crate::io::Location {
+        let here = crate::io::Location::parse(path);
+        #[cfg(feature = "remote")]
+        let here = here.with_remote(&self.remote);
+        here
+    }
+
+    /// How this load reads bytes: the mode asked for, or [`LoadMode::Fake`]
+    /// whatever was asked where `map_location` is `meta` (nothing is read).
+    pub fn mode(&self) -> LoadMode {
+        if self.map_location.is_some_and(|d| d.is_meta()) {
+            LoadMode::Fake
+        } else {
+            self.mode
+        }
+    }
+
+    /// The device every storage is put on, if one is set.
+    pub fn map_location(&self) -> Option<Device> {
+        self.map_location
+    }
+
+    /// Whether globals outside the allowlist become inert objects.
+    pub fn inert(&self) -> bool {
+        self.inert
+    }
+
+    /// The globals accepted by name.
+    pub fn allow_globals(&self) -> &HashSet<String> {
+        &self.allow_globals
+    }
+
+    /// The limits on the pickle machine.
+    pub fn pickle_limits(&self) -> &Limits {
+        &self.pickle_limits
+    }
+
+    /// The remote options (feature `remote`).
+    #[cfg(feature = "remote")]
+    pub fn remote(&self) -> &crate::io::remote::RemoteOptions {
+        &self.remote
+    }
+}
+
+/// How to save a checkpoint: `SaveOptions::new().with_sync(false)`.
+#[non_exhaustive]
+#[derive(Clone, Debug)]
+pub struct SaveOptions {
+    pub(crate) alignment: u64,
+    pub(crate) sync: bool,
+    pub(crate) progress: Option<Progress>,
+    #[cfg(feature = "remote")]
+    pub(crate) remote: crate::io::remote::RemoteOptions,
+}
+
+impl Default for SaveOptions {
+    /// Records aligned to 64 bytes as PyTorch's, synced, no progress;
+    /// reads no environment variable.
+    fn default() -> Self {
+        SaveOptions {
+            alignment: 64,
+            sync: true,
+            progress: None,
+            #[cfg(feature = "remote")]
+            remote: crate::io::remote::RemoteOptions::default(),
+        }
+    }
+}
+
+impl SaveOptions {
+    /// The defaults ([`Default`]).
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The defaults, with the environment's `STOWAGE_REMOTE_*` variables
+    /// (feature `remote`), as [`LoadOptions::from_env`].
+    pub fn from_env() -> Self {
+        Self {
+            #[cfg(feature = "remote")]
+            remote: crate::io::remote::RemoteOptions::from_env(),
+            ..Self::default()
+        }
+    }
+
+    /// Alignment of each record's payload in a torch zip archive (PyTorch's
+    /// default is 64).
+    pub fn with_alignment(mut self, alignment: u64) -> Self {
+        self.alignment = alignment;
+        self
+    }
+
+    /// Makes the new file durable before it replaces the old one (on by
+    /// default): the temporary file is synced to the disk, renamed over the
+    /// target, and the folder synced, so that after a crash or power loss
+    /// the target holds either the old file or the whole new one. Off, the
+    /// rename still never exposes a partly written file to other processes,
+    /// but after a power loss the target may be empty, hold zeros, or hold
+    /// the old file (PyTorch's `torch.save` never syncs).
+    pub fn with_sync(mut self, sync: bool) -> Self {
+        self.sync = sync;
+        self
+    }
+
+    /// Tells `progress` the bytes of each storage (or each window of one)
+    /// as they are written.
+    pub fn with_progress(mut self, progress: Progress) -> Self {
+        self.progress = Some(progress);
+        self
+    }
+
+    /// Timeouts, retries and store configuration of saves to a URL (feature
+    /// `remote`).
+    #[cfg(feature = "remote")]
+    pub fn with_remote(mut self, remote: crate::io::remote::RemoteOptions) -> Self {
+        self.remote = remote;
+        self
+    }
+
+    /// The location `path` names, its requests (in an object store) made
+    /// with these options' remote settings.
+    pub fn location(&self, path: impl AsRef<std::path::Path>) -> crate::io::Location {
+        let here = crate::io::Location::parse(path);
+        #[cfg(feature = "remote")]
+        let here = here.with_remote(&self.remote);
+        here
+    }
+
+    /// Whether saves are synced before they replace the target.
+    pub fn sync(&self) -> bool {
+        self.sync
+    }
+}
+
+/// A progress callback: told the number of bytes of tensor data just
+/// written (by [`SaveOptions::with_progress`]), so a caller can drive a
+/// progress bar without the library knowing about one. The calls add up to
+/// the total the operation handles.
+#[derive(Clone)]
+pub struct Progress(Arc<dyn Fn(u64) + Send + Sync>);
+
+impl Progress {
+    /// A callback calling `f` with each increment, in bytes.
+    pub fn new(f: impl Fn(u64) + Send + Sync + 'static) -> Progress {
+        Progress(Arc::new(f))
+    }
+
+    /// Reports `bytes` more done.
+    pub fn add(&self, bytes: u64) {
+        (self.0)(bytes);
+    }
+}
+
+impl fmt::Debug for Progress {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Progress(..)")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_meta_map_location_makes_every_load_fake() {
+        for mode in [LoadMode::Eager, LoadMode::Lazy, LoadMode::Fake] {
+            let options = LoadOptions::new().with_mode(mode);
+            assert_eq!(options.mode(), mode);
+            assert_eq!(
+                options.with_map_location(Device::META).mode(),
+                LoadMode::Fake
+            );
+        }
+        let cpu = LoadOptions::new()
+            .with_mode(LoadMode::Lazy)
+            .with_map_location(Device::CPU);
+        assert_eq!(cpu.mode(), LoadMode::Lazy);
+    }
+}

@@ -1,0 +1,785 @@
+//! The PyTorch meaning of a checkpoint's pickle, for reading: the hooks that
+//! resolve allowed globals, turn persistent ids into storages (each key read
+//! once, so sharing is exactly PyTorch's), and rebuild tensors, Parameters,
+//! `OrderedDict`s, `torch.Size`, dtypes and devices.
+
+mod kinds;
+mod sparse;
+
+pub(crate) use kinds::finish as finish_kinds;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use num_complex::Complex64;
+
+use crate::checkpoint::globals::allowlist::{self, Global};
+use crate::checkpoint::options::{LoadMode, LoadOptions};
+use crate::checkpoint::pickle::{Graph, Hooks, Node, NodeId, Value};
+use crate::checkpoint::value::graph::{
+    ByteOrder, Construct, Object, StorageRecord, StorageRef, TensorObject,
+};
+use crate::checkpoint::value::kind::Quantization;
+use crate::layout::Layout;
+use crate::{DType, Device, Error, Result, Tensor, UntypedStorage};
+
+mod decode;
+
+pub(crate) use decode::Foreign;
+
+/// Where storage bytes come from while a pickle is read.
+pub(crate) trait StorageSource {
+    /// A storage of `nbytes` for record `key`, on `device` (meta: no bytes read).
+    fn load(&mut self, key: &str, nbytes: usize, device: Device) -> Result<UntypedStorage>;
+}
+
+/// PyTorch's `torch.load` semantics as pickle hooks.
+pub(crate) struct TorchHooks<'s, S: StorageSource> {
+    pub source: &'s mut S,
+    pub options: &'s LoadOptions,
+    pub byteorder: ByteOrder,
+    /// Element count is in the pid's 5th field; legacy pids have 6 fields.
+    pub legacy: bool,
+    pub cache: HashMap<Arc<str>, StorageRef>,
+    pub records: Vec<StorageRecord>,
+    /// Bytes declared by the storages read so far.
+    pub declared_bytes: u64,
+    pub ordered: HashSet<NodeId>,
+    pub state: HashMap<NodeId, Value<Object>>,
+    /// Globals outside the allowlist: inert objects and decoded data.
+    pub foreign: Foreign,
+    /// Legacy storage views by view key: (offset, size) in elements of the
+    /// root storage. See [`TorchHooks::view`].
+    pub views: HashMap<Arc<str>, (usize, usize)>,
+}
+
+impl<'s, S: StorageSource> TorchHooks<'s, S> {
+    pub fn new(
+        source: &'s mut S,
+        options: &'s LoadOptions,
+        byteorder: ByteOrder,
+        legacy: bool,
+    ) -> Self {
+        TorchHooks {
+            source,
+            options,
+            byteorder,
+            legacy,
+            cache: HashMap::new(),
+            records: Vec::new(),
+            declared_bytes: 0,
+            ordered: HashSet::new(),
+            state: HashMap::new(),
+            foreign: Foreign::default(),
+            views: HashMap::new(),
+        }
+    }
+}
+
+type V = Value<Object>;
+
+pub(super) fn bad(
+    context: &'static str,
+    expected: &'static str,
+    found: &V,
+    graph: &Graph<Object>,
+) -> Error {
+    let found = match found {
+        Value::Node(id) => graph.try_get(*id).map_or("node", |n| n.kind()).to_string(),
+        Value::Ext(o) => object_kind(o).to_string(),
+        Value::Str(s) => format!("str {s:?}"),
+        Value::Int(i) => format!("int {i}"),
+        other => format!("{other:?}").chars().take(40).collect(),
+    };
+    Error::BadObject {
+        context,
+        expected,
+        found,
+    }
+}
+
+fn object_kind(o: &Object) -> &'static str {
+    match o {
+        Object::Tensor(_) => "tensor",
+        Object::Storage(_) => "storage",
+        Object::DType(_) => "dtype",
+        Object::Device(_) => "device",
+        Object::Size(_) => "torch.Size",
+        Object::Complex(_) => "complex",
+        Object::QScheme(_) => "qscheme",
+        Object::Layout(_) => "layout",
+        Object::Global(_) => "class or function",
+        Object::NdArray(_) => "numpy array",
+        Object::NumpyScalar(_) => "numpy scalar",
+        Object::NumpyDType(_) => "numpy dtype",
+        Object::Data(d) => d.kind(),
+        Object::Class(_) => "class outside the allowlist",
+    }
+}
+
+/// The items of a tuple argument.
+pub(super) fn tuple_items<'g>(
+    graph: &'g Graph<Object>,
+    v: &V,
+    context: &'static str,
+) -> Result<&'g [V]> {
+    match v {
+        Value::Node(id) => match graph.try_get(*id) {
+            Some(Node::Tuple(items)) => Ok(items),
+            _ => Err(bad(context, "a tuple", v, graph)),
+        },
+        _ => Err(bad(context, "a tuple", v, graph)),
+    }
+}
+
+fn as_usize(graph: &Graph<Object>, v: &V, context: &'static str) -> Result<usize> {
+    match v {
+        Value::Int(i) if *i >= 0 => Ok(*i as usize),
+        _ => Err(bad(context, "a non-negative int", v, graph)),
+    }
+}
+
+/// A size or stride: a tuple of ints or a `torch.Size`.
+fn as_dims(graph: &Graph<Object>, v: &V, context: &'static str) -> Result<Vec<usize>> {
+    match v {
+        Value::Ext(Object::Size(s)) => Ok(s.clone()),
+        _ => tuple_items(graph, v, context)?
+            .iter()
+            .map(|x| as_usize(graph, x, context))
+            .collect(),
+    }
+}
+
+fn as_bool(graph: &Graph<Object>, v: &V, context: &'static str) -> Result<bool> {
+    match v {
+        Value::Bool(b) => Ok(*b),
+        Value::Int(i) => Ok(*i != 0),
+        _ => Err(bad(context, "a bool", v, graph)),
+    }
+}
+
+fn as_str<'v>(graph: &Graph<Object>, v: &'v V, context: &'static str) -> Result<&'v str> {
+    match v {
+        Value::Str(s) => Ok(s),
+        _ => Err(bad(context, "a str", v, graph)),
+    }
+}
+
+fn as_tensor(graph: &Graph<Object>, v: &V, context: &'static str) -> Result<TensorObject> {
+    match v {
+        Value::Ext(Object::Tensor(t)) => Ok((**t).clone()),
+        _ => Err(bad(context, "a tensor", v, graph)),
+    }
+}
+
+/// Swaps each element's bytes in place (complex: each half), as PyTorch's `byteswap`.
+pub(crate) fn byteswap(bytes: &mut [u8], dtype: DType) {
+    let unit = dtype.complex_part().unwrap_or(dtype).size();
+    if unit > 1 {
+        for chunk in bytes.chunks_exact_mut(unit) {
+            chunk.reverse();
+        }
+    }
+}
+
+impl<S: StorageSource> TorchHooks<'_, S> {
+    fn storage(&mut self, graph: &Graph<Object>, pid: &V) -> Result<StorageRef> {
+        let items = tuple_items(graph, pid, "persistent id")?;
+        let want = if self.legacy { 6 } else { 5 };
+        if items.len() != want && !(self.legacy && items.len() == 5) {
+            return Err(Error::BadObject {
+                context: "persistent id",
+                expected: "('storage', class, key, location, numel)",
+                found: format!("a {}-tuple", items.len()),
+            });
+        }
+        if as_str(graph, &items[0], "persistent id tag")? != "storage" {
+            return Err(bad("persistent id tag", "'storage'", &items[0], graph));
+        }
+        let dtype = match &items[1] {
+            Value::Ext(Object::Global(Global::Storage(d))) => *d,
+            other => {
+                return Err(bad(
+                    "persistent id storage class",
+                    "a storage class",
+                    other,
+                    graph,
+                ))
+            }
+        };
+        let key: Arc<str> = match &items[2] {
+            Value::Str(s) => s.clone(),
+            Value::Int(i) => Arc::from(i.to_string()),
+            other => return Err(bad("persistent id key", "a str", other, graph)),
+        };
+        let location = as_str(graph, &items[3], "persistent id location")?.to_owned();
+        let numel = as_usize(graph, &items[4], "persistent id numel")?;
+        let root = self.root_storage(key, dtype, location, numel)?;
+        match items.get(5) {
+            Some(view) if self.legacy && !view.is_none() => self.view(graph, view, root, numel),
+            _ => Ok(root),
+        }
+    }
+
+    /// A legacy storage view, `view_metadata = (view_key, offset, size)` in
+    /// elements of its root storage (what PyTorch ≤ 1.x wrote for a storage
+    /// whose `_root_storage()` was another). PyTorch loads it as a slice of
+    /// the root; here it is the root storage under the view's key, and
+    /// tensors on it are shifted by `offset` and held within `size`
+    /// ([`TorchHooks::rebuild`]). The first reference to a view key wins, as
+    /// in PyTorch.
+    fn view(
+        &mut self,
+        graph: &Graph<Object>,
+        view: &V,
+        root: StorageRef,
+        numel: usize,
+    ) -> Result<StorageRef> {
+        let items = tuple_items(graph, view, "storage view")?;
+        let [view_key, offset, size] = items else {
+            return Err(Error::BadObject {
+                context: "storage view",
+                expected: "(view_key, offset, size)",
+                found: format!("a {}-tuple", items.len()),
+            });
+        };
+        let view_key: Arc<str> = Arc::from(as_str(graph, view_key, "storage view key")?);
+        let offset = as_usize(graph, offset, "storage view offset")?;
+        let size = as_usize(graph, size, "storage view size")?;
+        if offset.checked_add(size).is_none_or(|end| end > numel) {
+            return Err(Error::BadObject {
+                context: "storage view",
+                expected: "a range inside its root storage",
+                found: format!("{size} elements from {offset} of {numel}"),
+            });
+        }
+        self.views.entry(view_key.clone()).or_insert((offset, size));
+        Ok(StorageRef {
+            key: view_key,
+            ..root
+        })
+    }
+
+    /// The storage of record `key`, read once (later references share it).
+    fn root_storage(
+        &mut self,
+        key: Arc<str>,
+        dtype: Option<DType>,
+        location: String,
+        numel: usize,
+    ) -> Result<StorageRef> {
+        if let Some(hit) = self.cache.get(&key) {
+            // PyTorch caches by key; a later reference's class is ignored (the first dtype wins).
+            return Ok(hit.clone());
+        }
+        let elem = dtype.map_or(1, DType::size);
+        let nbytes = numel.checked_mul(elem).ok_or_else(|| Error::SizeOverflow {
+            what: "storage bytes",
+            detail: format!("{numel} elements of {elem} bytes in storage {key}"),
+        })?;
+        self.declared_bytes = self.declared_bytes.saturating_add(nbytes as u64);
+        if self.declared_bytes > self.options.max_storage_bytes {
+            return Err(Error::LimitExceeded {
+                limit: "total storage bytes",
+                value: self.declared_bytes,
+                max: self.options.max_storage_bytes,
+            });
+        }
+        let device = match (
+            self.options.map_location,
+            self.options.location_map.get(&location),
+        ) {
+            (Some(d), _) | (None, Some(&d)) => d,
+            (None, None) => location.parse::<Device>().map_err(|_| Error::BadObject {
+                context: "storage location",
+                expected: "a device string",
+                found: location.clone(),
+            })?,
+        };
+        let in_storage = |e| Error::InStorage {
+            key: key.to_string(),
+            source: Box::new(e),
+        };
+        let storage = if self.options.mode() == LoadMode::Fake && !device.is_meta() {
+            // A fake storage: the record is checked like a meta load (present, with the
+            // declared size) and never read; the storage reports `device`.
+            self.source
+                .load(&key, nbytes, Device::META)
+                .map_err(in_storage)?;
+            UntypedStorage::new_fake(nbytes, device)
+        } else {
+            self.source.load(&key, nbytes, device).map_err(in_storage)?
+        };
+        if self.byteorder == ByteOrder::Big && storage.has_data() {
+            // PyTorch swaps typed (v2) storages by their dtype; untyped (v3) ones load as
+            // uint8 and are never swapped. stowage does the same (see docs/format.md).
+            if let Some(d) = dtype {
+                storage.with_bytes_mut("byteswap", |b| byteswap(b, d))?;
+            }
+        }
+        let r = StorageRef {
+            storage: storage.clone(),
+            dtype,
+            key: key.clone(),
+        };
+        self.records.push(StorageRecord {
+            key: key.to_string(),
+            storage,
+            dtype,
+            location,
+        });
+        self.cache.insert(key, r.clone());
+        Ok(r)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    /// A tensor from `(storage, storage_offset, size, stride)`, the first four
+    /// arguments of every rebuild function.
+    fn rebuild(
+        &self,
+        graph: &Graph<Object>,
+        layout_args: &[V],
+        requires_grad: Option<&V>,
+        dtype: Option<DType>,
+    ) -> Result<Tensor> {
+        let [storage, offset, size, stride] = layout_args else {
+            return Err(Error::BadObject {
+                context: "tensor rebuild",
+                expected: "(storage, storage_offset, size, stride)",
+                found: format!("{} arguments", layout_args.len()),
+            });
+        };
+        let s = match storage {
+            Value::Ext(Object::Storage(s)) => s,
+            other => return Err(bad("tensor storage", "a storage", other, graph)),
+        };
+        let dtype = dtype.or(s.dtype).unwrap_or(DType::UInt8);
+        let layout = Layout::new(
+            &as_dims(graph, size, "tensor size")?,
+            &as_dims(graph, stride, "tensor stride")?,
+            as_usize(graph, offset, "tensor storage offset")?,
+        )?;
+        let layout = match self.views.get(&s.key) {
+            // On a legacy storage view: within the view, shifted to its start.
+            Some(&(start, size)) => {
+                layout.check_fits(1, size)?;
+                let offset = layout
+                    .offset()
+                    .checked_add(start)
+                    .ok_or(Error::SizeOverflow {
+                        what: "storage offset",
+                        detail: format!("{} + {start}", layout.offset()),
+                    })?;
+                Layout::new(layout.shape(), layout.stride(), offset)?
+            }
+            None => layout,
+        };
+        // Checked against the storage by `check_views` once the graph is complete.
+        let mut t = Tensor::from_parts_unchecked(s.storage.clone(), dtype, layout);
+        if let Some(rg) = requires_grad {
+            t.requires_grad_(as_bool(graph, rg, "requires_grad")?)?;
+        }
+        Ok(t)
+    }
+
+    fn call(&mut self, graph: &mut Graph<Object>, f: &Global, args: &[V]) -> Result<V> {
+        let n = args.len();
+        let arity = |lo: usize, hi: usize, name: &'static str| {
+            if n < lo || n > hi {
+                Err(Error::BadObject {
+                    context: name,
+                    expected: "the documented arguments",
+                    found: format!("{n} arguments"),
+                })
+            } else {
+                Ok(())
+            }
+        };
+        let tensor = |t: Tensor, meta: Option<&V>| -> Result<V> {
+            let mut obj = TensorObject::new(t);
+            (obj.conj, obj.neg) = lazy_bits(graph, meta)?;
+            Ok(Value::Ext(Object::Tensor(Box::new(obj))))
+        };
+        Ok(match f {
+            Global::RebuildTensor => {
+                arity(4, 4, "_rebuild_tensor")?;
+                tensor(self.rebuild(graph, &args[..4], None, None)?, None)?
+            }
+            Global::RebuildTensorV2 => {
+                arity(6, 7, "_rebuild_tensor_v2")?;
+                let t = self.rebuild(graph, &args[..4], Some(&args[4]), None)?;
+                tensor(t, args.get(6))?
+            }
+            Global::RebuildTensorV3 => {
+                arity(7, 8, "_rebuild_tensor_v3")?;
+                let dtype = match &args[6] {
+                    Value::Ext(Object::DType(d)) => *d,
+                    other => return Err(bad("_rebuild_tensor_v3 dtype", "a dtype", other, graph)),
+                };
+                let t = self.rebuild(graph, &args[..4], Some(&args[4]), Some(dtype))?;
+                tensor(t, args.get(7))?
+            }
+            Global::RebuildQTensor => {
+                arity(7, 7, "_rebuild_qtensor")?;
+                let params = tuple_items(graph, &args[4], "quantizer params")?;
+                let scheme = match params.first() {
+                    Some(Value::Ext(Object::QScheme(q))) => *q,
+                    other => {
+                        return Err(bad(
+                            "quantizer params",
+                            "a qscheme",
+                            other.unwrap_or(&Value::None),
+                            graph,
+                        ))
+                    }
+                };
+                let mut t = self.rebuild(graph, &args[..4], Some(&args[5]), None)?;
+                t.requires_grad_(false)?;
+                let quantization = match (scheme, params.len()) {
+                    ("per_tensor_affine", 3) => {
+                        let scale = params[1]
+                            .as_f64()
+                            .ok_or_else(|| bad("quantizer scale", "a float", &params[1], graph))?;
+                        let zero_point = params[2].as_i64().ok_or_else(|| {
+                            bad("quantizer zero point", "an int", &params[2], graph)
+                        })?;
+                        Quantization::PerTensorAffine { scale, zero_point }
+                    }
+                    ("per_channel_affine" | "per_channel_affine_float_qparams", _) => {
+                        let float = scheme == "per_channel_affine_float_qparams";
+                        kinds::per_channel(graph, params, t.shape(), float)?
+                    }
+                    _ => {
+                        return Err(Error::Unsupported {
+                            what: format!("quantized tensors with qscheme {scheme}"),
+                        })
+                    }
+                };
+                let mut obj = TensorObject::new(t);
+                obj.quantization = Some(quantization);
+                Value::Ext(Object::Tensor(Box::new(obj)))
+            }
+            Global::RebuildParameter | Global::RebuildParameterWithState => {
+                arity(3, 4, "_rebuild_parameter")?;
+                let mut p = as_tensor(graph, &args[0], "parameter data")?;
+                p.tensor
+                    .requires_grad_(as_bool(graph, &args[1], "parameter requires_grad")?)?;
+                p.parameter = true;
+                if *f == Global::RebuildParameterWithState {
+                    p.state = python_state(graph, args.get(3));
+                }
+                Value::Ext(Object::Tensor(Box::new(p)))
+            }
+            Global::RebuildFromTypeV2 => {
+                arity(4, 4, "_rebuild_from_type_v2")?;
+                // A subclass resolves only where the options let its global in
+                // (inert loading, allowed globals); stowage keeps it as it resolved.
+                let (is_param, subclass) = match &args[1] {
+                    Value::Ext(Object::Global(Global::TensorClass)) => (false, None),
+                    Value::Ext(Object::Global(Global::ParameterClass)) => (true, None),
+                    other @ Value::Ext(Object::Global(_)) => {
+                        return Err(bad(
+                            "_rebuild_from_type_v2 type",
+                            "torch.Tensor, Parameter or a tensor subclass",
+                            other,
+                            graph,
+                        ))
+                    }
+                    other => (false, Some(other.clone())),
+                };
+                let inner = match &args[0] {
+                    Value::Ext(Object::Global(g)) => g.clone(),
+                    other => {
+                        return Err(bad(
+                            "_rebuild_from_type_v2 function",
+                            "a rebuild function",
+                            other,
+                            graph,
+                        ))
+                    }
+                };
+                let inner_args =
+                    tuple_items(graph, &args[2], "_rebuild_from_type_v2 args")?.to_vec();
+                let mut v = self.call(graph, &inner, &inner_args)?;
+                if let Value::Ext(Object::Tensor(t)) = &mut v {
+                    t.parameter |= is_param;
+                    t.subclass = subclass;
+                    t.state = python_state(graph, args.get(3)).or(t.state.take());
+                }
+                v
+            }
+            Global::OrderedDict | Global::Counter => {
+                let id = graph.dict(Vec::new());
+                if *f == Global::OrderedDict {
+                    self.ordered.insert(id);
+                }
+                if let Some(init) = args.first() {
+                    let pairs = match init {
+                        Value::Node(l) => graph
+                            .try_get(*l)
+                            .map(|n| n.values().cloned().collect::<Vec<_>>()),
+                        _ => None,
+                    }
+                    .ok_or_else(|| bad("OrderedDict argument", "a list of pairs", init, graph))?;
+                    let mut items = Vec::new();
+                    for p in &pairs {
+                        // Python 3 pickles each item as a tuple; Python 2's
+                        // `OrderedDict.__reduce__` gave two-item lists (`[[k, v], …]`),
+                        // which `OrderedDict(...)` accepts alike.
+                        let kv = match p {
+                            Value::Node(id) => match graph.try_get(*id) {
+                                Some(Node::Tuple(kv) | Node::List(kv)) if kv.len() == 2 => {
+                                    Some((kv[0].clone(), kv[1].clone()))
+                                }
+                                _ => None,
+                            },
+                            _ => None,
+                        };
+                        items.push(kv.ok_or_else(|| {
+                            bad("OrderedDict item", "a pair (tuple or list)", p, graph)
+                        })?);
+                    }
+                    if let Node::Dict(d) = graph.get_mut(id) {
+                        *d = items;
+                    }
+                }
+                Value::Node(id)
+            }
+            Global::Size => {
+                arity(0, 1, "torch.Size")?;
+                let dims = match args.first() {
+                    Some(v) => as_dims(graph, v, "torch.Size")?,
+                    None => Vec::new(),
+                };
+                Value::Ext(Object::Size(dims))
+            }
+            Global::Device => {
+                arity(1, 2, "torch.device")?;
+                let text = match (&args[0], args.get(1)) {
+                    (Value::Str(s), Some(Value::Int(i))) => format!("{s}:{i}"),
+                    (Value::Str(s), _) => s.to_string(),
+                    (other, _) => return Err(bad("torch.device", "a device string", other, graph)),
+                };
+                Value::Ext(Object::Device(text.parse()?))
+            }
+            Global::CodecsEncode => {
+                arity(2, 2, "_codecs.encode")?;
+                let s = as_str(graph, &args[0], "_codecs.encode text")?;
+                let enc = as_str(graph, &args[1], "_codecs.encode encoding")?;
+                let bytes: Vec<u8> = match enc {
+                    "latin1" | "latin-1" | "iso-8859-1" => s
+                        .chars()
+                        .map(|c| u8::try_from(c as u32))
+                        .collect::<std::result::Result<_, _>>()
+                        .map_err(|_| Error::BadObject {
+                            context: "_codecs.encode",
+                            expected: "latin-1 text",
+                            found: "a wider character".into(),
+                        })?,
+                    "utf-8" | "utf8" => s.as_bytes().to_vec(),
+                    other => {
+                        return Err(Error::Unsupported {
+                            what: format!("_codecs.encode with encoding {other:?}"),
+                        })
+                    }
+                };
+                Value::Bytes(bytes.into())
+            }
+            Global::Set | Global::ByteArray => {
+                let items: Vec<V> = match args.first() {
+                    Some(Value::Node(id)) => graph
+                        .try_get(*id)
+                        .map(|n| n.values().cloned().collect())
+                        .unwrap_or_default(),
+                    Some(Value::Bytes(b)) if *f == Global::ByteArray => {
+                        return Ok(Value::Node(graph.add(Node::ByteArray(b.to_vec()))));
+                    }
+                    Some(other) => {
+                        return Err(bad("set/bytearray argument", "a list", other, graph))
+                    }
+                    None => Vec::new(),
+                };
+                if *f == Global::ByteArray {
+                    let bytes = items
+                        .iter()
+                        .map(|v| v.as_i64().and_then(|i| u8::try_from(i).ok()))
+                        .collect::<Option<Vec<u8>>>();
+                    let bytes = bytes.ok_or(Error::BadObject {
+                        context: "bytearray",
+                        expected: "bytes",
+                        found: "other values".into(),
+                    })?;
+                    Value::Node(graph.add(Node::ByteArray(bytes)))
+                } else {
+                    Value::Node(graph.add(Node::Set(items)))
+                }
+            }
+            Global::Complex => {
+                let re = args.first().and_then(Value::as_f64).unwrap_or(0.0);
+                let im = args.get(1).and_then(Value::as_f64).unwrap_or(0.0);
+                Value::Ext(Object::Complex(Complex64::new(re, im)))
+            }
+            Global::GetLayout => {
+                arity(1, 1, "_get_layout")?;
+                Value::Ext(Object::Layout(
+                    as_str(graph, &args[0], "_get_layout")?.to_owned(),
+                ))
+            }
+            Global::UnsupportedRebuild("_rebuild_sparse_tensor") => sparse::sparse(graph, args)?,
+            Global::UnsupportedRebuild("_rebuild_nested_tensor") => kinds::nested(graph, args)?,
+            Global::UnsupportedRebuild("_rebuild_meta_tensor_no_storage") => {
+                kinds::meta_no_storage(graph, args)?
+            }
+            Global::UnsupportedRebuild("_rebuild_wrapper_subclass") => {
+                kinds::wrapper_subclass(graph, args)?
+            }
+            Global::UnsupportedRebuild(name) => {
+                return Err(Error::Unsupported {
+                    what: format!(
+                        "torch._utils.{name} (sparse, nested, meta-only or subclass tensors)"
+                    ),
+                })
+            }
+            other => {
+                return Err(Error::BadObject {
+                    context: "REDUCE",
+                    expected: "a callable",
+                    found: format!("{other:?}"),
+                });
+            }
+        })
+    }
+}
+
+/// The Python state `_rebuild_from_type_v2` and `_rebuild_parameter_with_state`
+/// set on a tensor, `None` when absent or an empty dict (`None` in Python too).
+fn python_state(graph: &Graph<Object>, state: Option<&V>) -> Option<V> {
+    match state? {
+        Value::None => None,
+        Value::Node(id) if matches!(graph.try_get(*id), Some(Node::Dict(d)) if d.is_empty()) => {
+            None
+        }
+        other => Some(other.clone()),
+    }
+}
+
+/// The optional metadata dict of `_rebuild_tensor_v2/_v3`: PyTorch's lazy
+/// `conj` and `neg` bits (`torch._C._get_tensor_metadata`). Other keys (custom
+/// backends' metadata) are refused rather than silently dropped.
+fn lazy_bits(graph: &Graph<Object>, meta: Option<&V>) -> Result<(bool, bool)> {
+    let (mut conj, mut neg) = (false, false);
+    let Some(meta) = meta else {
+        return Ok((conj, neg));
+    };
+    let items = match meta {
+        Value::Node(id) => match graph.try_get(*id) {
+            Some(Node::Dict(items)) => items,
+            _ => return Err(bad("tensor metadata", "a dict", meta, graph)),
+        },
+        _ => return Err(bad("tensor metadata", "a dict", meta, graph)),
+    };
+    for (k, v) in items {
+        match (k.as_str(), v.as_bool()) {
+            (Some("conj"), Some(b)) => conj = b,
+            (Some("neg"), Some(b)) => neg = b,
+            _ => {
+                return Err(Error::Unsupported {
+                    what: format!("tensor metadata entry {k:?}"),
+                })
+            }
+        }
+    }
+    Ok((conj, neg))
+}
+
+impl<S: StorageSource> Hooks for TorchHooks<'_, S> {
+    type Ext = Object;
+    type Error = Error;
+
+    fn find_class(&mut self, module: &str, name: &str) -> Result<V> {
+        let global = match allowlist::resolve(module, name) {
+            Ok(g) => g,
+            Err(refused) => return self.foreign_class(module, name, refused),
+        };
+        Ok(match global {
+            Global::DType(d) => Value::Ext(Object::DType(d)),
+            Global::QScheme(q) => Value::Ext(Object::QScheme(q)),
+            g => Value::Ext(Object::Global(g)),
+        })
+    }
+
+    fn persistent_load(&mut self, graph: &mut Graph<Object>, pid: V) -> Result<V> {
+        // Legacy files name a module's class as `('module', cls, source_file,
+        // source)`; PyTorch returns `cls`, its source only compared. Here the
+        // class was resolved like any global (inert loading or allowed by name).
+        if let Some(cls) = decode::legacy_module_class(graph, &pid) {
+            return Ok(cls);
+        }
+        let storage = self.storage(graph, &pid)?;
+        // The id tuple is read into the storage reference and kept nowhere.
+        graph.release(&pid);
+        Ok(Value::Ext(Object::Storage(storage)))
+    }
+
+    fn reduce(&mut self, graph: &mut Graph<Object>, callable: V, args: V) -> Result<V> {
+        let f = match &callable {
+            Value::Ext(Object::Global(g)) => g.clone(),
+            Value::Ext(Object::Class(c)) => {
+                return self.call_foreign(graph, &c.clone(), args, Construct::Call)
+            }
+            other => return Err(bad("REDUCE", "an allowed callable", other, graph)),
+        };
+        let items = tuple_items(graph, &args, "REDUCE arguments")?.to_vec();
+        let out = self.call(graph, &f, &items)?;
+        // Tensor rebuilds read their arguments (the storage, size and stride
+        // tuples, the hooks dict) into the tensor and keep none of them
+        // (`_rebuild_parameter_with_state` keeps its state: not released).
+        if matches!(
+            f,
+            Global::RebuildTensor
+                | Global::RebuildTensorV2
+                | Global::RebuildTensorV3
+                | Global::RebuildQTensor
+                | Global::RebuildParameter
+        ) {
+            drop(items);
+            graph.release(&args);
+        }
+        Ok(out)
+    }
+
+    fn build(&mut self, graph: &mut Graph<Object>, obj: V, state: V) -> Result<V> {
+        if let Some(v) = self.build_foreign(graph, &obj, state.clone())? {
+            return Ok(v);
+        }
+        match &obj {
+            Value::Node(id) if self.ordered.contains(id) => {
+                self.state.insert(*id, state);
+            }
+            // PyTorch sets Python attributes on tensors and Parameters; stowage has none to set.
+            Value::Ext(Object::Tensor(_)) => {}
+            other => {
+                return Err(bad(
+                    "BUILD",
+                    "an OrderedDict, tensor or Parameter",
+                    other,
+                    graph,
+                ))
+            }
+        }
+        Ok(obj)
+    }
+
+    fn new_obj(&mut self, graph: &mut Graph<Object>, cls: V, args: V) -> Result<V> {
+        match &cls {
+            Value::Ext(Object::Class(c)) => {
+                self.call_foreign(graph, &c.clone(), args, Construct::New)
+            }
+            _ => Err(bad("NEWOBJ", "an allowed class", &cls, graph)),
+        }
+    }
+
+    fn extend(&mut self, graph: &mut Graph<Object>, target: &V, items: Vec<V>) -> Result<bool> {
+        Ok(self.extend_foreign(graph, target, items))
+    }
+}

@@ -1,0 +1,555 @@
+//! Building a checkpoint in a few lines: [`CheckpointBuilder`] puts state
+//! dicts and plain values ([`PyValue`]) at dotted paths of a root dict, the
+//! shape of a training checkpoint (`{"model": …, "optimizer": …, "epoch": 3,
+//! "config": {…}}`), and [`build`](CheckpointBuilder::build) makes the
+//! [`Checkpoint`] that [`save`](crate::checkpoint::save) writes as `torch.save` would.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use num_complex::Complex64;
+
+use crate::checkpoint::pickle::Value;
+use crate::checkpoint::value::graph::{Checkpoint, Object, PathKey, StorageRecord, TensorObject};
+use crate::{DType, Device, Error, Result, Tensor};
+
+/// A Python value to put in a checkpoint, owned. Most Rust values convert into
+/// one with `into()`: integers, floats, `bool`, `&str`/`String`, `Vec`s,
+/// maps with string keys, `Option` (`None`), [`DType`], [`Device`],
+/// [`Tensor`], [`TensorObject`], [`Complex64`].
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub enum PyValue {
+    /// `None`.
+    None,
+    /// A `bool`.
+    Bool(bool),
+    /// An `int`.
+    Int(i64),
+    /// A `float`.
+    Float(f64),
+    /// A `complex`.
+    Complex(Complex64),
+    /// A `str`.
+    Str(String),
+    /// A `bytes`.
+    Bytes(Vec<u8>),
+    /// A `list`.
+    List(Vec<PyValue>),
+    /// A `tuple`.
+    Tuple(Vec<PyValue>),
+    /// A `dict`, in insertion order.
+    Dict(Vec<(PyValue, PyValue)>),
+    /// A `collections.OrderedDict` (what `state_dict()` returns).
+    OrderedDict(Vec<(PyValue, PyValue)>),
+    /// A dtype object (`torch.float16`).
+    DType(DType),
+    /// A `torch.device`.
+    Device(Device),
+    /// A `torch.Size`.
+    Size(Vec<usize>),
+    /// A tensor, or an `nn.Parameter` (`TensorObject::parameter`).
+    Tensor(Box<TensorObject>),
+}
+
+impl PyValue {
+    /// A `tuple` of the items.
+    pub fn tuple<T: Into<PyValue>>(items: impl IntoIterator<Item = T>) -> PyValue {
+        PyValue::Tuple(items.into_iter().map(Into::into).collect())
+    }
+
+    /// A `list` of the items.
+    pub fn list<T: Into<PyValue>>(items: impl IntoIterator<Item = T>) -> PyValue {
+        PyValue::List(items.into_iter().map(Into::into).collect())
+    }
+
+    /// A `dict` of the entries, in the order given.
+    pub fn dict<K: Into<PyValue>, V: Into<PyValue>>(
+        entries: impl IntoIterator<Item = (K, V)>,
+    ) -> PyValue {
+        PyValue::Dict(
+            entries
+                .into_iter()
+                .map(|(k, v)| (k.into(), v.into()))
+                .collect(),
+        )
+    }
+
+    /// A `bytes` value.
+    pub fn bytes(b: impl Into<Vec<u8>>) -> PyValue {
+        PyValue::Bytes(b.into())
+    }
+
+    /// A `torch.Size`.
+    pub fn size(dims: impl Into<Vec<usize>>) -> PyValue {
+        PyValue::Size(dims.into())
+    }
+
+    /// An `OrderedDict` of `name → tensor`: a state dict.
+    pub fn state_dict<S: Into<String>>(entries: impl IntoIterator<Item = (S, Tensor)>) -> PyValue {
+        PyValue::OrderedDict(
+            entries
+                .into_iter()
+                .map(|(k, t)| (PyValue::Str(k.into()), PyValue::from(t)))
+                .collect(),
+        )
+    }
+
+    /// The kind's name, as [`ValueKind::name`](crate::checkpoint::ValueKind::name) gives it.
+    pub fn kind_name(&self) -> &'static str {
+        match self {
+            PyValue::None => "none",
+            PyValue::Bool(_) => "bool",
+            PyValue::Int(_) => "int",
+            PyValue::Float(_) => "float",
+            PyValue::Complex(_) => "complex",
+            PyValue::Str(_) => "str",
+            PyValue::Bytes(_) => "bytes",
+            PyValue::List(_) => "list",
+            PyValue::Tuple(_) => "tuple",
+            PyValue::Dict(_) | PyValue::OrderedDict(_) => "dict",
+            PyValue::DType(_) => "dtype",
+            PyValue::Device(_) => "device",
+            PyValue::Size(_) => "size",
+            PyValue::Tensor(_) => "tensor",
+        }
+    }
+
+    fn matches(&self, key: &PathKey) -> bool {
+        match (self, key) {
+            (PyValue::Str(s), PathKey::Key(k)) => s == k,
+            (PyValue::Int(i), PathKey::Index(j)) => i == j,
+            _ => false,
+        }
+    }
+}
+
+macro_rules! from_int {
+    ($($t:ty),*) => {$(
+        impl From<$t> for PyValue {
+            fn from(v: $t) -> PyValue {
+                PyValue::Int(i64::from(v))
+            }
+        }
+    )*};
+}
+from_int!(i8, i16, i32, i64, u8, u16, u32);
+
+impl From<f64> for PyValue {
+    fn from(v: f64) -> PyValue {
+        PyValue::Float(v)
+    }
+}
+
+impl From<f32> for PyValue {
+    fn from(v: f32) -> PyValue {
+        PyValue::Float(f64::from(v))
+    }
+}
+
+impl From<bool> for PyValue {
+    fn from(v: bool) -> PyValue {
+        PyValue::Bool(v)
+    }
+}
+
+impl From<&str> for PyValue {
+    fn from(v: &str) -> PyValue {
+        PyValue::Str(v.to_owned())
+    }
+}
+
+impl From<String> for PyValue {
+    fn from(v: String) -> PyValue {
+        PyValue::Str(v)
+    }
+}
+
+impl From<Complex64> for PyValue {
+    fn from(v: Complex64) -> PyValue {
+        PyValue::Complex(v)
+    }
+}
+
+impl From<DType> for PyValue {
+    fn from(v: DType) -> PyValue {
+        PyValue::DType(v)
+    }
+}
+
+impl From<Device> for PyValue {
+    fn from(v: Device) -> PyValue {
+        PyValue::Device(v)
+    }
+}
+
+impl From<Tensor> for PyValue {
+    fn from(v: Tensor) -> PyValue {
+        PyValue::Tensor(Box::new(TensorObject::new(v)))
+    }
+}
+
+impl From<TensorObject> for PyValue {
+    fn from(v: TensorObject) -> PyValue {
+        PyValue::Tensor(Box::new(v))
+    }
+}
+
+impl From<()> for PyValue {
+    fn from((): ()) -> PyValue {
+        PyValue::None
+    }
+}
+
+impl<T: Into<PyValue>> From<Option<T>> for PyValue {
+    fn from(v: Option<T>) -> PyValue {
+        v.map_or(PyValue::None, Into::into)
+    }
+}
+
+impl<T: Into<PyValue>> From<Vec<T>> for PyValue {
+    fn from(v: Vec<T>) -> PyValue {
+        PyValue::list(v)
+    }
+}
+
+impl<T: Into<PyValue> + Clone> From<&[T]> for PyValue {
+    fn from(v: &[T]) -> PyValue {
+        PyValue::list(v.iter().cloned())
+    }
+}
+
+impl<K: Into<PyValue>, V: Into<PyValue>> From<BTreeMap<K, V>> for PyValue {
+    /// A `dict` in the map's (sorted) key order.
+    fn from(v: BTreeMap<K, V>) -> PyValue {
+        PyValue::dict(v)
+    }
+}
+
+impl<V: Into<PyValue>> From<HashMap<String, V>> for PyValue {
+    /// A `dict` with its keys sorted, so that the same map always saves the same bytes.
+    fn from(v: HashMap<String, V>) -> PyValue {
+        let mut entries: Vec<(String, V)> = v.into_iter().collect();
+        entries.sort_by(|a, b| a.0.cmp(&b.0));
+        PyValue::dict(entries)
+    }
+}
+
+/// Builds a checkpoint whose root is a `dict`: values and state dicts put at
+/// dotted paths, the dicts on the way made as needed.
+///
+/// ```
+/// use stowage::{Checkpoint, Tensor};
+/// let w = Tensor::from_slice(&[1.0f32, 2.0])?;
+/// let ckpt = Checkpoint::builder()
+///     .tensors("model", [("fc.weight", w)])
+///     .value("epoch", 3)
+///     .value("config.lr", 1e-3)
+///     .value("config.name", "gpt")
+///     .value("config.betas", stowage::checkpoint::PyValue::tuple([0.9, 0.999]))
+///     .build()?;
+/// assert_eq!(ckpt.get("config.name")?.as_str()?, "gpt");
+/// assert_eq!(ckpt.state_dict_at("model")?[0].0, "fc.weight");
+/// # Ok::<(), stowage::Error>(())
+/// ```
+#[derive(Debug, Default)]
+#[must_use]
+pub struct CheckpointBuilder {
+    root: Vec<(PyValue, PyValue)>,
+    error: Option<Error>,
+}
+
+impl CheckpointBuilder {
+    /// A builder of an empty root dict.
+    pub fn new() -> CheckpointBuilder {
+        CheckpointBuilder::default()
+    }
+
+    /// Puts `value` at a dotted path of string keys (`"config.lr"`), making
+    /// the dicts on the way; a value already there is replaced, keeping its
+    /// place, as Python's `d[k] = v` does.
+    pub fn value(self, path: &str, value: impl Into<PyValue>) -> CheckpointBuilder {
+        let keys: Vec<PathKey> = path.split('.').map(|k| PathKey::Key(k.into())).collect();
+        self.value_at(&keys, value)
+    }
+
+    /// Puts `value` at the given keys: [`PathKey::Key`] a string key,
+    /// [`PathKey::Index`] an integer key (or an existing list's index).
+    pub fn value_at(mut self, path: &[PathKey], value: impl Into<PyValue>) -> CheckpointBuilder {
+        if self.error.is_none() {
+            if let Err(e) = insert(&mut self.root, path, 0, value.into()) {
+                self.error = Some(e);
+            }
+        }
+        self
+    }
+
+    /// Puts a state dict (an `OrderedDict` of `name → tensor`, names kept
+    /// whole, dots and all, as `module.state_dict()` has them) at a dotted path.
+    pub fn tensors<S: Into<String>>(
+        self,
+        path: &str,
+        entries: impl IntoIterator<Item = (S, Tensor)>,
+    ) -> CheckpointBuilder {
+        self.value(path, PyValue::state_dict(entries))
+    }
+
+    /// The checkpoint. Tensors that share a storage share it in the
+    /// checkpoint (and in the file it is saved to); its storages are listed
+    /// in the order their first tensors appear. One tensor put at several
+    /// paths (clones of one [`Tensor`], [`Tensor::is_same`]) stays one object:
+    /// saved once, it loads in PyTorch as one (`a is b`).
+    ///
+    /// # Errors
+    /// The first error of the calls before: [`Error::ValueType`] when a path
+    /// goes through a value that is not a dict (or a list, by index),
+    /// [`Error::ValueNotFound`] for an empty key or a list index past the end.
+    pub fn build(self) -> Result<Checkpoint> {
+        if let Some(e) = self.error {
+            return Err(e);
+        }
+        let mut ckpt = Checkpoint::new();
+        ckpt.root = add(&mut ckpt, PyValue::Dict(self.root));
+        let mut seen = HashSet::new();
+        let mut storages = Vec::new();
+        for (_, t) in ckpt.tensors()? {
+            let s = t.tensor.untyped_storage();
+            if seen.insert(s.id()) {
+                storages.push(StorageRecord {
+                    key: storages.len().to_string(),
+                    storage: s.clone(),
+                    dtype: Some(t.tensor.dtype()),
+                    location: s.device().to_string(),
+                });
+            }
+        }
+        ckpt.storages = storages;
+        Ok(ckpt)
+    }
+}
+
+impl Checkpoint {
+    /// A [`CheckpointBuilder`]: a checkpoint of values and state dicts in a few lines.
+    pub fn builder() -> CheckpointBuilder {
+        CheckpointBuilder::new()
+    }
+}
+
+fn joined(path: &[PathKey]) -> String {
+    path.iter()
+        .map(|k| k.to_string())
+        .collect::<Vec<_>>()
+        .join(".")
+}
+
+/// Puts `value` at `full[depth..]` below the dict `entries` (`full[..depth]`
+/// led there), so that errors name the path from the root.
+fn insert(
+    entries: &mut Vec<(PyValue, PyValue)>,
+    full: &[PathKey],
+    depth: usize,
+    value: PyValue,
+) -> Result<()> {
+    let not_found = || Error::ValueNotFound {
+        path: joined(&full[..(depth + 1).min(full.len())]),
+    };
+    let key = match full.get(depth) {
+        Some(PathKey::Key(k)) if k.is_empty() => return Err(not_found()),
+        Some(key) => key,
+        None => return Err(not_found()),
+    };
+    let last = depth + 1 == full.len();
+    let i = match entries.iter().position(|(k, _)| k.matches(key)) {
+        Some(i) => i,
+        None => {
+            let k = match key {
+                PathKey::Key(k) => PyValue::Str(k.clone()),
+                PathKey::Index(i) => PyValue::Int(*i),
+            };
+            entries.push((k, PyValue::Dict(Vec::new())));
+            entries.len() - 1
+        }
+    };
+    let slot = &mut entries[i].1;
+    if last {
+        *slot = value;
+        return Ok(());
+    }
+    descend(slot, full, depth + 1, value)
+}
+
+/// Puts `value` at `full[depth..]` below the container `slot` (at `full[..depth]`).
+fn descend(slot: &mut PyValue, full: &[PathKey], depth: usize, value: PyValue) -> Result<()> {
+    match (slot, &full[depth]) {
+        (PyValue::Dict(entries) | PyValue::OrderedDict(entries), _) => {
+            insert(entries, full, depth, value)
+        }
+        (PyValue::List(items), PathKey::Index(i)) => {
+            let Some(item) = usize::try_from(*i).ok().and_then(|at| items.get_mut(at)) else {
+                return Err(Error::ValueNotFound {
+                    path: joined(&full[..=depth]),
+                });
+            };
+            if depth + 1 == full.len() {
+                *item = value;
+                Ok(())
+            } else {
+                descend(item, full, depth + 1, value)
+            }
+        }
+        (other, _) => Err(Error::ValueType {
+            path: joined(&full[..depth]),
+            expected: "dict",
+            found: other.kind_name(),
+        }),
+    }
+}
+
+/// Adds `v` to the checkpoint's graph, returning the value that refers to it.
+fn add(ckpt: &mut Checkpoint, v: PyValue) -> Value<Object> {
+    match v {
+        PyValue::None => Value::None,
+        PyValue::Bool(b) => Value::Bool(b),
+        PyValue::Int(i) => Value::Int(i),
+        PyValue::Float(f) => Value::Float(f),
+        PyValue::Complex(c) => Value::Ext(Object::Complex(c)),
+        PyValue::Str(s) => Value::str(&s),
+        PyValue::Bytes(b) => Value::bytes(&b),
+        PyValue::DType(d) => Value::Ext(Object::DType(d)),
+        PyValue::Device(d) => Value::Ext(Object::Device(d)),
+        PyValue::Size(s) => Value::Ext(Object::Size(s)),
+        PyValue::Tensor(t) => Value::Ext(Object::Tensor(t)),
+        PyValue::List(items) => {
+            let items: Vec<_> = items.into_iter().map(|x| add(ckpt, x)).collect();
+            Value::Node(ckpt.graph.list(items))
+        }
+        PyValue::Tuple(items) => {
+            let items: Vec<_> = items.into_iter().map(|x| add(ckpt, x)).collect();
+            Value::Node(ckpt.graph.tuple(items))
+        }
+        PyValue::Dict(entries) => Value::Node(add_dict(ckpt, entries)),
+        PyValue::OrderedDict(entries) => {
+            let id = add_dict(ckpt, entries);
+            ckpt.ordered.insert(id);
+            Value::Node(id)
+        }
+    }
+}
+
+fn add_dict(
+    ckpt: &mut Checkpoint,
+    entries: Vec<(PyValue, PyValue)>,
+) -> crate::checkpoint::pickle::NodeId {
+    let items: Vec<_> = entries
+        .into_iter()
+        .map(|(k, v)| (add(ckpt, k), add(ckpt, v)))
+        .collect();
+    ckpt.graph.dict(items)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checkpoint::ValueKind;
+
+    fn t(v: &[f32]) -> Tensor {
+        Tensor::from_slice(v).unwrap()
+    }
+
+    #[test]
+    fn a_training_checkpoint_in_a_few_lines() {
+        let w = t(&[1.0, 2.0, 3.0, 4.0]);
+        let ckpt = Checkpoint::builder()
+            .tensors("model", [("fc.weight", w.clone()), ("fc.bias", t(&[0.5]))])
+            .value("epoch", 3)
+            .value("config.lr", 1e-3)
+            .value("config.name", "gpt")
+            .value("config.layers", vec![1, 2])
+            .value("config.dtype", DType::BFloat16)
+            .value("config.dropout", None::<f64>)
+            .value("config.lr", 2e-3)
+            .build()
+            .unwrap();
+        assert_eq!(ckpt.get("epoch").unwrap().as_i64().unwrap(), 3);
+        assert_eq!(ckpt.get("config.lr").unwrap().as_f64().unwrap(), 2e-3);
+        assert_eq!(ckpt.get("config.name").unwrap().as_str().unwrap(), "gpt");
+        assert_eq!(ckpt.get("config.layers.1").unwrap().as_i64().unwrap(), 2);
+        assert_eq!(ckpt.get("config.layers.-1").unwrap().as_i64().unwrap(), 2);
+        assert_eq!(
+            ckpt.get("config.dtype").unwrap().as_dtype().unwrap(),
+            DType::BFloat16
+        );
+        assert!(ckpt.get("config.dropout").unwrap().is_none());
+        let keys: Vec<String> = ckpt
+            .get("config")
+            .unwrap()
+            .as_dict()
+            .unwrap()
+            .map(|(k, _)| k.as_str().unwrap().to_owned())
+            .collect();
+        // Replacing a value keeps its place.
+        assert_eq!(keys, ["lr", "name", "layers", "dtype", "dropout"]);
+        let fc = ckpt.get("model.fc.weight").unwrap().as_tensor().unwrap();
+        assert!(fc.tensor.untyped_storage().is_same(w.untyped_storage()));
+        let sd = ckpt.state_dict_at("model").unwrap();
+        let names: Vec<&str> = sd.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["fc.weight", "fc.bias"]);
+        assert_eq!(ckpt.storages.len(), 2);
+        assert_eq!(
+            ckpt.get("model").unwrap().kind(),
+            ValueKind::Dict,
+            "a state dict is a dict"
+        );
+        let model = ckpt.get("model").unwrap();
+        assert!(ckpt.ordered.contains(&model.raw().as_node().unwrap()));
+    }
+
+    #[test]
+    fn paths_through_other_values_are_refused() {
+        let e = Checkpoint::builder()
+            .value("config", 3)
+            .value("config.lr", 1e-3)
+            .build()
+            .unwrap_err();
+        assert!(
+            matches!(&e, Error::ValueType { path, expected: "dict", found: "int" } if path == "config"),
+            "{e:?}"
+        );
+        let e = Checkpoint::builder()
+            .value("a.b", 1)
+            .value("a.b.c.d", 1)
+            .build()
+            .unwrap_err();
+        assert!(
+            matches!(&e, Error::ValueType { path, found: "int", .. } if path == "a.b"),
+            "{e:?}"
+        );
+        let e = Checkpoint::builder().value("a..b", 1).build().unwrap_err();
+        assert!(matches!(e, Error::ValueNotFound { .. }), "{e:?}");
+        let e = Checkpoint::builder()
+            .value("l", vec![1, 2])
+            .value_at(&[PathKey::Key("l".into()), PathKey::Index(5)], 0)
+            .build()
+            .unwrap_err();
+        assert!(
+            matches!(&e, Error::ValueNotFound { path } if path == "l.5"),
+            "{e:?}"
+        );
+    }
+
+    #[test]
+    fn list_items_and_int_keys_can_be_set() {
+        let ckpt = Checkpoint::builder()
+            .value("l", vec![1, 2])
+            .value_at(&[PathKey::Key("l".into()), PathKey::Index(1)], "two")
+            .value_at(&[PathKey::Key("by_id".into()), PathKey::Index(7)], 0.5)
+            .build()
+            .unwrap();
+        assert_eq!(ckpt.get("l.1").unwrap().as_str().unwrap(), "two");
+        assert_eq!(ckpt.get("by_id.7").unwrap().as_f64().unwrap(), 0.5);
+        let e = ckpt.get("by_id.8").unwrap_err();
+        assert!(
+            matches!(&e, Error::ValueNotFound { path } if path == "by_id.8"),
+            "{e:?}"
+        );
+    }
+}

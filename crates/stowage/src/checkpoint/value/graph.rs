@@ -1,0 +1,815 @@
+//! What a checkpoint holds: a value graph (the pickle machine's arena) whose
+//! extension objects are PyTorch's ([`Object`]), plus the storages it views.
+//!
+//! The graph is kept as a graph, not copied into a tree, so sharing and even
+//! cycles survive, and a pickle that "doubles" a structure stays small.
+//! Walkers ([`Checkpoint::tensors`]) bound their work.
+
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+use std::sync::Arc;
+
+use num_complex::Complex64;
+
+use crate::checkpoint::globals::allowlist::Global;
+use crate::checkpoint::pickle::{Graph, Node, NodeId, Value};
+use crate::checkpoint::value::data::{ClassRef, NdArray, NumpyDType, NumpyScalar, PyData};
+use crate::checkpoint::value::kind::{Quantization, TensorKind};
+use crate::{DType, Device, Error, Result, Tensor, UntypedStorage};
+
+/// A PyTorch object inside a checkpoint's value graph.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub enum Object {
+    /// A tensor or `nn.Parameter` (boxed: values of the object graph stay small,
+    /// which matters for checkpoints of many tensors).
+    Tensor(Box<TensorObject>),
+    /// A storage reference (a `TypedStorage` with its dtype, or an `UntypedStorage`).
+    Storage(StorageRef),
+    /// A dtype object (`torch.float16`).
+    DType(DType),
+    /// A `torch.device`.
+    Device(Device),
+    /// A `torch.Size`.
+    Size(Vec<usize>),
+    /// A Python complex number.
+    Complex(Complex64),
+    /// A quantization scheme (`torch.per_tensor_affine`).
+    QScheme(&'static str),
+    /// A tensor layout object (`torch.strided`), by name.
+    Layout(String),
+    /// An allowed class or function, before it is called.
+    Global(Global),
+    /// A numpy array, decoded into a tensor of its own (not a checkpoint storage).
+    NdArray(Box<NdArray>),
+    /// A numpy scalar.
+    NumpyScalar(Box<NumpyScalar>),
+    /// A numpy dtype object.
+    NumpyDType(Box<NumpyDType>),
+    /// A `datetime`, `pathlib`, `slice`, `range` … value, decoded.
+    Data(Box<PyData>),
+    /// A global outside the allowlist named as a value, never imported (inert loading).
+    Class(Arc<ClassRef>),
+}
+
+impl Object {
+    /// Whether `torch.load(weights_only=True)` refuses this value, so that a
+    /// checkpoint holding it cannot be saved back as PyTorch's loader reads it.
+    pub fn weights_only_refuses(&self) -> bool {
+        matches!(
+            self,
+            Object::NdArray(_)
+                | Object::NumpyScalar(_)
+                | Object::NumpyDType(_)
+                | Object::Data(_)
+                | Object::Class(_)
+        )
+    }
+
+    /// `module.name` of the class of a value that
+    /// [`weights_only_refuses`](Self::weights_only_refuses), as errors name it.
+    pub fn class_name(&self) -> Option<String> {
+        Some(match self {
+            Object::NdArray(_) => "numpy.ndarray".into(),
+            Object::NumpyScalar(s) => format!("numpy.{}", s.dtype.name()),
+            Object::NumpyDType(_) => "numpy.dtype".into(),
+            Object::Data(d) => match &**d {
+                PyData::Path { class, .. } => format!("pathlib.{class}"),
+                PyData::Slice(_) | PyData::Range(_) | PyData::Type(_) => {
+                    format!("builtins.{}", d.kind())
+                }
+                _ => format!("datetime.{}", d.kind()),
+            },
+            Object::Class(c) => format!("{}.{}", c.module, c.name),
+            _ => return None,
+        })
+    }
+}
+
+/// How an inert object was made.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Construct {
+    /// `REDUCE` (or `INST`/`OBJ`): the global called with `args`.
+    Call,
+    /// `NEWOBJ` / `NEWOBJ_EX`: `cls.__new__(cls, *args)`.
+    New,
+}
+
+/// An object of a class stowage does not know, recorded instead of built
+/// (never imported, never called): what the pickle said to do with it.
+///
+/// In the checkpoint's graph the object is a dict node whose entries are what
+/// it holds, so paths, lookups and the tensor walk go through it: the keys of
+/// a dict `BUILD` state (of both dicts of a `(dict, slots)` state), `"state"`
+/// for any other state, the keys of items set on it (`SETITEMS`) and the
+/// indices of items appended to it (`APPENDS`), and `"args"` for the
+/// constructor arguments when there is no state or they are not empty (and no
+/// state key is named `"args"`).
+#[derive(Clone, Debug)]
+pub struct InertObject {
+    /// The global's module (`torch.nn.modules.linear`).
+    pub module: String,
+    /// The global's name (`Linear`).
+    pub name: String,
+    /// How the object was made.
+    pub construct: Construct,
+    /// The constructor arguments (a tuple).
+    pub args: Value<Object>,
+    /// The `BUILD` state, if one was set (the last one, if several were).
+    pub state: Option<Value<Object>>,
+}
+
+impl InertObject {
+    /// `module.name`.
+    pub fn qualified_name(&self) -> String {
+        format!("{}.{}", self.module, self.name)
+    }
+}
+
+/// A tensor in a checkpoint, with what PyTorch records beside the data.
+#[derive(Clone, Debug)]
+pub struct TensorObject {
+    /// The tensor: a view on one of the checkpoint's storages (a meta tensor
+    /// saved without storage: on a storage of its own without data). For a
+    /// sparse or nested tensor, a placeholder without data holding its dtype
+    /// and logical shape; its data is in [`kind`](Self::kind)'s components.
+    pub tensor: Tensor,
+    /// True for a `torch.nn.Parameter`.
+    pub parameter: bool,
+    /// The quantization parameters of a quantized tensor (per tensor or per channel).
+    pub quantization: Option<Quantization>,
+    /// PyTorch's lazy conjugation bit: the logical values are the conjugates of the stored ones.
+    pub conj: bool,
+    /// PyTorch's lazy negation bit: the logical values are the negatives of the stored ones.
+    pub neg: bool,
+    /// The layout and, for sparse and nested tensors, their component tensors
+    /// (then `tensor` is a placeholder without data: NOTE [tensor kinds] in `kind.rs`).
+    pub kind: TensorKind,
+    /// The tensor's class when `_rebuild_from_type_v2` named one other than
+    /// `torch.Tensor` and `Parameter` (a subclass), as the pickle resolved it.
+    pub subclass: Option<Value<Object>>,
+    /// The Python state `_rebuild_from_type_v2` restores on the tensor (its
+    /// `__dict__`: attributes set on it), when not empty; a value of the checkpoint's graph.
+    pub state: Option<Value<Object>>,
+}
+
+impl TensorObject {
+    /// A plain tensor object (not a Parameter, no quantization, no lazy bits).
+    pub fn new(tensor: Tensor) -> TensorObject {
+        TensorObject {
+            tensor,
+            parameter: false,
+            quantization: None,
+            conj: false,
+            neg: false,
+            kind: TensorKind::Strided,
+            subclass: None,
+            state: None,
+        }
+    }
+
+    /// A sparse or nested tensor object from its components and its logical
+    /// shape (dense for sparse, padded for nested): `tensor` becomes a
+    /// placeholder without data of that shape, with the dtype and device of
+    /// the `values` (or `buffer`) component (NOTE [tensor kinds] in `kind.rs`).
+    ///
+    /// Like `torch.sparse_coo_tensor(..., check_invariants=False)`, this does
+    /// not check the components against each other: loading the saved file
+    /// does (stowage's loader and PyTorch's alike).
+    ///
+    /// # Errors
+    /// [`Error::BadObject`] for [`TensorKind::Strided`] (use [`new`](Self::new));
+    /// [`Error::SizeOverflow`] for a shape whose bytes overflow.
+    pub fn with_kind(kind: TensorKind, shape: &[usize]) -> Result<TensorObject> {
+        let data = match &kind {
+            TensorKind::SparseCoo { values, .. } | TensorKind::SparseCompressed { values, .. } => {
+                values
+            }
+            TensorKind::Nested { buffer, .. } => buffer,
+            TensorKind::Strided => {
+                return Err(Error::BadObject {
+                    context: "TensorObject::with_kind",
+                    expected: "a sparse or nested kind",
+                    found: "strided".into(),
+                })
+            }
+        };
+        let (dtype, device) = (data.dtype(), data.device());
+        let nbytes = crate::layout::numel_of(shape)?
+            .checked_mul(dtype.size())
+            .ok_or_else(|| Error::SizeOverflow {
+                what: "placeholder bytes",
+                detail: format!("{shape:?} of {}", dtype.name()),
+            })?;
+        let tensor = Tensor::from_parts(
+            UntypedStorage::new_fake(nbytes, device),
+            dtype,
+            crate::layout::Layout::contiguous(shape)?,
+        )?;
+        Ok(TensorObject {
+            kind,
+            ..TensorObject::new(tensor)
+        })
+    }
+
+    /// Every tensor holding this tensor's data: `tensor` itself when strided,
+    /// else each component by its name ([`TensorKind::components`]); then the
+    /// per-channel quantization's `scales` and `zero_points`.
+    pub fn data_tensors(&self) -> Vec<(&'static str, &Tensor)> {
+        let mut out = if self.kind.is_strided() {
+            vec![("", &self.tensor)]
+        } else {
+            self.kind.components()
+        };
+        if let Some(Quantization::PerChannel {
+            scales,
+            zero_points,
+            ..
+        }) = &self.quantization
+        {
+            out.push(("scales", scales));
+            out.push(("zero_points", zero_points));
+        }
+        out
+    }
+
+    /// Python's `a is b` for the objects: the same tensor object
+    /// ([`Tensor::is_same`], NOTE [tensor identity]) with the same wrapping
+    /// (Parameter or not, quantization, lazy bits) and the same components
+    /// when sparse or nested. Saving writes such objects once and fetches the
+    /// others from the pickle's memo. A tensor carrying Python state or a
+    /// subclass is never the same as another (its state is not compared), so
+    /// it is written once per reference.
+    pub fn is_same(&self, other: &TensorObject) -> bool {
+        // Destructured so that a new field must be considered here.
+        let TensorObject {
+            tensor,
+            parameter,
+            quantization,
+            conj,
+            neg,
+            kind,
+            subclass,
+            state,
+        } = self;
+        let quantization_same = match (quantization, &other.quantization) {
+            (None, None) => true,
+            (
+                Some(Quantization::PerTensorAffine { scale, zero_point }),
+                Some(Quantization::PerTensorAffine {
+                    scale: s,
+                    zero_point: z,
+                }),
+            ) => scale.to_bits() == s.to_bits() && zero_point == z,
+            (
+                Some(Quantization::PerChannel {
+                    scales,
+                    zero_points,
+                    axis,
+                }),
+                Some(Quantization::PerChannel {
+                    scales: s,
+                    zero_points: z,
+                    axis: a,
+                }),
+            ) => scales.is_same(s) && zero_points.is_same(z) && axis == a,
+            _ => false,
+        };
+        let components_same = kind.layout_name() == other.kind.layout_name() && {
+            let (mine, theirs) = (kind.components(), other.kind.components());
+            mine.len() == theirs.len()
+                && mine
+                    .iter()
+                    .zip(&theirs)
+                    .all(|((n, a), (m, b))| n == m && a.is_same(b))
+        };
+        tensor.is_same(&other.tensor)
+            && *parameter == other.parameter
+            && quantization_same
+            && *conj == other.conj
+            && *neg == other.neg
+            && components_same
+            && subclass.is_none()
+            && state.is_none()
+            && other.subclass.is_none()
+            && other.state.is_none()
+    }
+
+    /// The logical values as a tensor: `tensor` itself, or a copy with the lazy
+    /// conjugation and negation applied (PyTorch's `resolve_conj().resolve_neg()`).
+    ///
+    /// # Errors
+    /// [`Error::NoData`] on meta; allocation failure.
+    pub fn resolved(&self) -> Result<Tensor> {
+        if !self.conj && !self.neg {
+            return Ok(self.tensor.clone());
+        }
+        let c = self.tensor.contiguous()?.deep_clone()?;
+        if self.neg {
+            c.mul_(-1.0)?;
+        }
+        if let (true, Some(part), true) = (self.conj, c.dtype().complex_part(), c.numel() > 0) {
+            let flat = c.reshape(&[-1])?.view_dtype(part)?;
+            flat.slice(0, Some(1), None, 2)?.mul_(-1.0)?;
+        }
+        Ok(c)
+    }
+}
+
+/// A storage as a pickle names it.
+#[derive(Clone, Debug)]
+pub struct StorageRef {
+    /// The bytes.
+    pub storage: UntypedStorage,
+    /// The legacy class's dtype, or `None` for `UntypedStorage`.
+    pub dtype: Option<DType>,
+    /// The checkpoint's key for it (`data/<key>`).
+    pub key: Arc<str>,
+}
+
+/// One storage of a checkpoint.
+#[derive(Clone, Debug)]
+pub struct StorageRecord {
+    /// The record key (`"0"`, or a pointer string in old files).
+    pub key: String,
+    /// The bytes (shared with every tensor viewing them).
+    pub storage: UntypedStorage,
+    /// The legacy class's dtype, or `None` for `UntypedStorage`.
+    pub dtype: Option<DType>,
+    /// The location tag written in the file (`cpu`, `cuda:0`).
+    pub location: String,
+}
+
+impl StorageRecord {
+    /// The class name PyTorch wrote for the storage (`FloatStorage`, `UntypedStorage`).
+    pub fn storage_type(&self) -> &'static str {
+        self.dtype
+            .and_then(DType::storage_class)
+            .unwrap_or("UntypedStorage")
+    }
+}
+
+/// Which container a checkpoint came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// The zip format of `torch.save` since PyTorch 1.6.
+    TorchZip,
+    /// The single-stream format (`_use_new_zipfile_serialization=False`, PyTorch < 1.6).
+    TorchLegacy,
+    /// A safetensors file.
+    Safetensors,
+}
+
+impl Format {
+    /// The name `inspect --json` reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::TorchZip => "torch-zip",
+            Format::TorchLegacy => "torch-legacy",
+            Format::Safetensors => "safetensors",
+        }
+    }
+}
+
+/// Byte order of the storages in a file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ByteOrder {
+    /// Least significant byte first.
+    Little,
+    /// Most significant byte first.
+    Big,
+}
+
+impl ByteOrder {
+    /// `"little"` or `"big"`, as the `byteorder` record spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            ByteOrder::Little => "little",
+            ByteOrder::Big => "big",
+        }
+    }
+}
+
+/// One step of a path from the root object to a value.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum PathKey {
+    /// A string dict key.
+    Key(String),
+    /// An integer dict key, or a list/tuple index.
+    Index(i64),
+}
+
+impl fmt::Display for PathKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PathKey::Key(k) => f.write_str(k),
+            PathKey::Index(i) => write!(f, "{i}"),
+        }
+    }
+}
+
+/// Joins a path with `.` (`model.layers.0.weight`); the empty path is `tensor`.
+pub fn dotted(path: &[PathKey]) -> String {
+    if path.is_empty() {
+        return "tensor".into();
+    }
+    path.iter()
+        .map(|k| k.to_string())
+        .collect::<Vec<_>>()
+        .join(".")
+}
+
+/// A loaded (or to-be-saved) checkpoint: the object graph and its storages.
+#[derive(Clone, Debug)]
+pub struct Checkpoint {
+    /// The container the checkpoint was read from.
+    pub format: Format,
+    /// The byte order the storages were stored in (they are native in memory).
+    pub byteorder: ByteOrder,
+    /// Every container node.
+    pub graph: Graph<Object>,
+    /// The saved object.
+    pub root: Value<Object>,
+    /// The storages, in the order the file lists them.
+    pub storages: Vec<StorageRecord>,
+    /// Dict nodes that are `collections.OrderedDict`s.
+    pub ordered: HashSet<NodeId>,
+    /// State set on objects by `BUILD` (an `OrderedDict`'s `_metadata`), keyed by node.
+    pub state: HashMap<NodeId, Value<Object>>,
+    /// The safetensors `__metadata__` map, for safetensors files.
+    pub safetensors_metadata: Option<std::collections::BTreeMap<String, String>>,
+    /// Inert objects ([`LoadOptions::inert`](crate::checkpoint::LoadOptions::inert)), keyed
+    /// by their dict node, whose entries are what each holds.
+    pub objects: HashMap<NodeId, InertObject>,
+}
+
+/// Most work a walk does before refusing: each value visited and each path
+/// step listed counts one (a shared structure can have exponentially many
+/// paths, and each listed path is copied).
+pub const MAX_PATHS: usize = 8_000_000;
+
+impl Checkpoint {
+    /// An empty checkpoint whose root is `None`.
+    pub fn new() -> Checkpoint {
+        Checkpoint {
+            format: Format::TorchZip,
+            byteorder: ByteOrder::Little,
+            graph: Graph::new(),
+            root: Value::None,
+            storages: Vec::new(),
+            ordered: HashSet::new(),
+            state: HashMap::new(),
+            safetensors_metadata: None,
+            objects: HashMap::new(),
+        }
+    }
+
+    /// A checkpoint holding an `OrderedDict` of `name → tensor` (a state dict).
+    pub fn from_state_dict<S: AsRef<str>>(
+        entries: impl IntoIterator<Item = (S, Tensor)>,
+    ) -> Checkpoint {
+        let mut c = Checkpoint::new();
+        let items: Vec<_> = entries
+            .into_iter()
+            .map(|(k, t)| {
+                (
+                    Value::str(k.as_ref()),
+                    Value::Ext(Object::Tensor(Box::new(TensorObject::new(t)))),
+                )
+            })
+            .collect();
+        let id = c.graph.dict(items);
+        c.ordered.insert(id);
+        c.root = Value::Node(id);
+        c
+    }
+
+    /// Every tensor with its path from the root, once per path, in pickle order.
+    ///
+    /// # Errors
+    /// [`Error::LimitExceeded`] past [`MAX_PATHS`] visits (a structure shared exponentially often).
+    pub fn tensors(&self) -> Result<Vec<(Vec<PathKey>, &TensorObject)>> {
+        self.tensors_from(&self.root)
+    }
+
+    /// Every tensor reachable from `start` (a value of this checkpoint) with
+    /// its path from `start`, as [`tensors`](Self::tensors) walks from the root.
+    pub(crate) fn tensors_from<'a>(
+        &'a self,
+        start: &'a Value<Object>,
+    ) -> Result<Vec<(Vec<PathKey>, &'a TensorObject)>> {
+        let mut out = Vec::new();
+        let mut path = Vec::new();
+        let mut on_path = HashSet::new();
+        let mut budget = MAX_PATHS;
+        let holds = self.nodes_holding_tensors();
+        self.walk(
+            start,
+            &mut path,
+            &mut on_path,
+            &mut budget,
+            &holds,
+            &mut out,
+        )?;
+        Ok(out)
+    }
+
+    /// For each node, whether a tensor is reachable from it, so walks skip the
+    /// rest (a memo-shared structure without tensors then costs nothing).
+    /// An iterative post-order search, linear in the graph's size.
+    fn nodes_holding_tensors(&self) -> Vec<bool> {
+        const NEW: u8 = 0;
+        const OPEN: u8 = 1;
+        const DONE: u8 = 2;
+        let n = self.graph.len();
+        let mut holds = vec![false; n];
+        let mut state = vec![NEW; n];
+        let children = |id: NodeId| -> (bool, Vec<NodeId>) {
+            let mut direct = false;
+            let mut kids = Vec::new();
+            for v in self.graph.get(id).values() {
+                match v {
+                    Value::Ext(Object::Tensor(_)) => direct = true,
+                    Value::Node(c) if c.index() < n => kids.push(*c),
+                    _ => {}
+                }
+            }
+            (direct, kids)
+        };
+        for (root, _) in self.graph.iter() {
+            if state[root.index()] != NEW {
+                continue;
+            }
+            state[root.index()] = OPEN;
+            let (direct, kids) = children(root);
+            holds[root.index()] = direct;
+            let mut stack = vec![(root, kids, 0usize)];
+            while let Some((id, kids, next)) = stack.last_mut() {
+                if let Some(&c) = kids.get(*next) {
+                    *next += 1;
+                    match state[c.index()] {
+                        NEW => {
+                            state[c.index()] = OPEN;
+                            let (direct, grand) = children(c);
+                            holds[c.index()] = direct;
+                            stack.push((c, grand, 0));
+                        }
+                        // A cycle back to an open ancestor adds nothing the ancestor lacks.
+                        OPEN => {}
+                        _ => holds[id.index()] |= holds[c.index()],
+                    }
+                } else {
+                    let done = *id;
+                    state[done.index()] = DONE;
+                    stack.pop();
+                    if let Some((parent, _, _)) = stack.last() {
+                        holds[parent.index()] |= holds[done.index()];
+                    }
+                }
+            }
+        }
+        holds
+    }
+
+    fn walk<'a>(
+        &'a self,
+        v: &'a Value<Object>,
+        path: &mut Vec<PathKey>,
+        on_path: &mut HashSet<NodeId>,
+        budget: &mut usize,
+        holds: &[bool],
+        out: &mut Vec<(Vec<PathKey>, &'a TensorObject)>,
+    ) -> Result<()> {
+        *budget = budget.checked_sub(1).ok_or(Error::LimitExceeded {
+            limit: "paths walked",
+            value: MAX_PATHS as u64 + 1,
+            max: MAX_PATHS as u64,
+        })?;
+        let id = match v {
+            Value::Ext(Object::Tensor(t)) => {
+                *budget = budget.checked_sub(path.len()).ok_or(Error::LimitExceeded {
+                    limit: "paths walked",
+                    value: (MAX_PATHS - *budget + path.len()) as u64,
+                    max: MAX_PATHS as u64,
+                })?;
+                out.push((path.clone(), t));
+                return Ok(());
+            }
+            Value::Node(id) if holds.get(id.index()).copied().unwrap_or(false) => *id,
+            _ => return Ok(()),
+        };
+        // A cycle (a list containing itself) is walked once.
+        if !on_path.insert(id) {
+            return Ok(());
+        }
+        match self.graph.get(id) {
+            Node::Dict(items) => {
+                for (k, v) in items {
+                    path.push(path_key(&self.graph, k));
+                    self.walk(v, path, on_path, budget, holds, out)?;
+                    path.pop();
+                }
+            }
+            Node::List(items) | Node::Tuple(items) => {
+                for (i, v) in items.iter().enumerate() {
+                    path.push(PathKey::Index(i as i64));
+                    self.walk(v, path, on_path, budget, holds, out)?;
+                    path.pop();
+                }
+            }
+            _ => {}
+        }
+        on_path.remove(&id);
+        Ok(())
+    }
+
+    /// Drops the nodes of the object graph that nothing reaches from the root or
+    /// from the state kept on `OrderedDict`s (a loader's leftovers: the argument
+    /// tuples of every rebuilt tensor), renumbering the rest. Loaders call this;
+    /// it matters for checkpoints of many tensors.
+    pub(crate) fn compact(&mut self) {
+        let mut roots: Vec<NodeId> = self.root.as_node().into_iter().collect();
+        roots.extend(self.state.keys().copied());
+        roots.extend(self.state.values().filter_map(Value::as_node));
+        for o in self.objects.values() {
+            roots.extend(o.args.as_node());
+            roots.extend(o.state.as_ref().and_then(Value::as_node));
+        }
+        // A tensor's Python state (`_rebuild_from_type_v2`) lives in the graph too.
+        let tensor_state = |v: &Value<Object>| match v {
+            Value::Ext(Object::Tensor(t)) => [&t.state, &t.subclass]
+                .into_iter()
+                .filter_map(|s| s.as_ref().and_then(Value::as_node))
+                .collect(),
+            _ => Vec::new(),
+        };
+        roots.extend(tensor_state(&self.root));
+        for (_, node) in self.graph.iter() {
+            roots.extend(node.values().flat_map(tensor_state));
+        }
+        let map = self.graph.compact(roots);
+        Graph::remap(&map, &mut self.root);
+        let remap_tensor = |v: &mut Value<Object>| {
+            if let Value::Ext(Object::Tensor(t)) = v {
+                for s in [&mut t.state, &mut t.subclass].into_iter().flatten() {
+                    Graph::remap(&map, s);
+                }
+            }
+        };
+        remap_tensor(&mut self.root);
+        for i in 0..self.graph.len() {
+            self.graph
+                .get_mut(NodeId(i as u32))
+                .values_mut()
+                .for_each(remap_tensor);
+        }
+        self.ordered = self
+            .ordered
+            .iter()
+            .filter_map(|id| map.get(id.index()).copied().flatten())
+            .collect();
+        self.state = std::mem::take(&mut self.state)
+            .into_iter()
+            .filter_map(|(id, mut v)| {
+                let id = map.get(id.index()).copied().flatten()?;
+                Graph::remap(&map, &mut v);
+                Some((id, v))
+            })
+            .collect();
+        self.objects = std::mem::take(&mut self.objects)
+            .into_iter()
+            .filter_map(|(id, mut o)| {
+                let id = map.get(id.index()).copied().flatten()?;
+                Graph::remap(&map, &mut o.args);
+                if let Some(s) = &mut o.state {
+                    Graph::remap(&map, s);
+                }
+                Some((id, o))
+            })
+            .collect();
+    }
+
+    /// The record key of the storage a tensor views, if it is one of this checkpoint's.
+    pub fn storage_key(&self, tensor: &Tensor) -> Option<&str> {
+        self.storages
+            .iter()
+            .find(|s| s.storage.is_same(tensor.untyped_storage()))
+            .map(|s| s.key.as_str())
+    }
+
+    /// The tensors as a flat state dict: `(dotted path, tensor)` in pickle order.
+    ///
+    /// # Errors
+    /// As [`tensors`](Self::tensors).
+    pub fn state_dict(&self) -> Result<Vec<(String, Tensor)>> {
+        Ok(self
+            .tensors()?
+            .into_iter()
+            .map(|(p, t)| (dotted(&p), t.tensor.clone()))
+            .collect())
+    }
+}
+
+impl Default for Checkpoint {
+    fn default() -> Self {
+        Checkpoint::new()
+    }
+}
+
+/// The path step for a dict key: strings and integers as themselves, anything else printed.
+pub(crate) fn path_key(graph: &Graph<Object>, k: &Value<Object>) -> PathKey {
+    match k {
+        Value::Str(s) => PathKey::Key(s.to_string()),
+        Value::Int(i) => PathKey::Index(*i),
+        Value::Bool(b) => PathKey::Key(if *b { "True" } else { "False" }.into()),
+        Value::None => PathKey::Key("None".into()),
+        Value::Float(f) => PathKey::Key(f.to_string()),
+        Value::BigInt(b) => PathKey::Key(b.to_string()),
+        Value::Node(id) => PathKey::Key(format!("{:?}", graph.get(*id).kind())),
+        other => PathKey::Key(format!("{other:?}")),
+    }
+}
+
+/// Checks that every tensor of a freshly read checkpoint lies inside its storage,
+/// naming the first that does not by its path (`AtPath`, then the storage key).
+pub(crate) fn check_views(mut ckpt: Checkpoint) -> Result<Checkpoint> {
+    match view_error(&ckpt) {
+        None => {
+            ckpt.compact();
+            Ok(ckpt)
+        }
+        Some(e) => Err(e),
+    }
+}
+
+/// Checks that `x` lies inside its storage; a packed dtype (`quint4x2`)
+/// needs a byte per `elements_per_byte` elements it reaches, as PyTorch sizes them.
+pub(crate) fn check_fits(x: &Tensor) -> Result<()> {
+    let per_byte = x.dtype().elements_per_byte();
+    if per_byte == 1 {
+        return x
+            .layout()
+            .check_fits(x.element_size(), x.untyped_storage().nbytes());
+    }
+    let needed = x.layout().reach()?.div_ceil(per_byte as u128);
+    let nbytes = x.untyped_storage().nbytes();
+    if needed > nbytes as u128 {
+        return Err(Error::OutOfStorage {
+            needed,
+            nbytes,
+            shape: x.shape().to_vec(),
+            stride: x.stride().to_vec(),
+            offset: x.storage_offset(),
+            element_size: x.element_size(),
+        });
+    }
+    Ok(())
+}
+
+fn view_error(ckpt: &Checkpoint) -> Option<Error> {
+    // The first tensor holding data outside its storage, as an `InStorage` error.
+    let fits = |t: &TensorObject| -> Option<Error> {
+        t.data_tensors().into_iter().find_map(|(_, x)| {
+            check_fits(x).err().map(|e| Error::InStorage {
+                key: ckpt.storage_key(x).unwrap_or("?").to_owned(),
+                source: Box::new(e),
+            })
+        })
+    };
+    let (bad, error) = ckpt
+        .graph
+        .iter()
+        .flat_map(|(_, node)| node.values())
+        .chain(std::iter::once(&ckpt.root))
+        .filter_map(|v| match v {
+            Value::Ext(Object::Tensor(t)) => Some(&**t),
+            _ => None,
+        })
+        .find_map(|t| fits(t).map(|e| (t, e)))?;
+    // The path, when a walk from the root reaches the tensor.
+    let path = ckpt.tensors().ok().and_then(|ts| {
+        ts.into_iter()
+            .find(|(_, t)| std::ptr::eq(*t, bad))
+            .map(|(p, _)| dotted(&p))
+    });
+    Some(match path {
+        Some(path) => Error::AtPath {
+            path,
+            source: Box::new(error),
+        },
+        None => error,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn graph_values_stay_small() {
+        // A checkpoint of many tensors holds several values per tensor (the rebuild
+        // arguments stay in the arena); boxing tensors keeps each value small.
+        let size = std::mem::size_of::<Value<Object>>();
+        assert!(size <= 40, "Value<Object> is {size} bytes");
+    }
+}

@@ -1,0 +1,21 @@
+//! The one model of the Python values a checkpoint holds, whatever format
+//! it came from:
+//! - `graph`: the loaded object graph, [`Checkpoint`](super::Checkpoint)
+//!   (the pickle machine's nodes, the storages, the side tables) and the
+//!   [`Object`](super::Object) leaves: tensors, storages, inert objects and
+//!   decoded data;
+//! - `kind`: the tensor kinds beside strided ones (sparse, nested,
+//!   quantized);
+//! - `data`: the Python data decoded from globals outside the allowlist
+//!   (numpy values, `datetime`, `pathlib`, class references), the types of
+//!   [`decoded`](super::decoded)'s table;
+//! - `access`: values read by path ([`ValueRef`](super::ValueRef)), and the
+//!   leaf walk;
+//! - `builder`: a checkpoint built from Rust values
+//!   ([`CheckpointBuilder`](super::CheckpointBuilder)).
+
+pub(crate) mod access;
+pub(crate) mod builder;
+pub(crate) mod data;
+pub(crate) mod graph;
+pub(crate) mod kind;
