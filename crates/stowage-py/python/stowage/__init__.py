@@ -1,0 +1,94 @@
+"""stowage: load PyTorch checkpoints without running their pickles.
+
+``stowage.load`` reads ``torch.save`` files (zip and legacy formats),
+safetensors files, Hugging Face sharded sets and PyTorch Distributed
+Checkpoint folders, on disk or by URL (``s3://``, ``gs://``, ``az://``,
+``http(s)://``), and returns what ``torch.load(src, weights_only=True)``
+returns, without torch's unpickler: a global the file names is never
+imported or called. Tensors that viewed one storage in the file view one
+storage after the load.
+
+torch is optional: ``framework="numpy"`` gives numpy arrays without importing
+it.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Iterable, Optional, Union
+
+from . import _stowage
+from ._objects import GlobalRef, InertObject
+from ._stowage import CorruptCheckpointError, StowageError, UnsafeGlobalError
+
+__version__: str = _stowage.__version__
+
+__all__ = [
+    "load",
+    "InertObject",
+    "GlobalRef",
+    "StowageError",
+    "UnsafeGlobalError",
+    "CorruptCheckpointError",
+    "__version__",
+]
+
+_FRAMEWORKS = ("torch", "numpy")
+
+
+def _adapter_for(framework: str) -> Any:
+    if framework == "torch":
+        from . import _torch
+
+        return _torch.Adapter()
+    if framework in ("numpy", "np"):
+        from . import _numpy
+
+        return _numpy.Adapter()
+    raise ValueError(
+        f"framework {framework!r}: stowage builds {', '.join(_FRAMEWORKS)} objects"
+    )
+
+
+def load(
+    src: Union[str, "os.PathLike[str]"],
+    *,
+    framework: str = "torch",
+    mmap: bool = False,
+    inert: bool = False,
+    allow_globals: Iterable[str] = (),
+    map_location: Optional[str] = None,
+) -> Any:
+    """Load a checkpoint as ``torch.load(src, weights_only=True)`` would.
+
+    ``src`` is a file (``.pt``, ``.bin``, ``.ckpt``, ``.safetensors``, ...), a
+    folder or ``*.index.json`` of a sharded set, a distributed checkpoint
+    folder, or a URL of any of these. The format is found from the content.
+
+    framework: ``"torch"`` (tensors, ``torch.nn.Parameter`` kept) or
+        ``"numpy"`` (``numpy.ndarray`` leaves; bfloat16 and float8 through
+        ``ml_dtypes``; torch is not imported).
+    mmap: map the file copy-on-write instead of reading it. As with
+        ``torch.load(mmap=True)``, the file must not be truncated or
+        written while the tensors live.
+    inert: load the globals outside the allowlist as ``InertObject``s
+        instead of refusing them; nothing is imported or called.
+    allow_globals: names (``"argparse.Namespace"``) to accept beside the
+        allowlist: the data types stowage decodes are rebuilt as data, any
+        other name as an ``InertObject``.
+    map_location: ``None`` or ``"cpu"``; ``"meta"`` for tensors without data.
+
+    Raises ``UnsafeGlobalError`` for a global outside the allowlist,
+    ``CorruptCheckpointError`` for a damaged file, ``FileNotFoundError`` and
+    ``OSError`` as Python's file functions do, ``StowageError`` otherwise.
+    """
+    if isinstance(allow_globals, str):
+        allow_globals = (allow_globals,)
+    return _stowage.load(
+        os.fspath(src),
+        _adapter_for(framework),
+        mmap=mmap,
+        inert=inert,
+        allow_globals=list(allow_globals),
+        map_location=map_location,
+    )

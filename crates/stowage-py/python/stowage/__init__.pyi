@@ -1,0 +1,62 @@
+import os
+from typing import Any, Iterable, Literal, Optional, Union
+
+__version__: str
+
+__all__ = [
+    "load",
+    "InertObject",
+    "GlobalRef",
+    "StowageError",
+    "UnsafeGlobalError",
+    "CorruptCheckpointError",
+    "__version__",
+]
+
+_Path = Union[str, "os.PathLike[str]"]
+
+def load(
+    src: _Path,
+    *,
+    framework: Literal["torch", "numpy", "np"] = "torch",
+    mmap: bool = False,
+    inert: bool = False,
+    allow_globals: Iterable[str] = (),
+    map_location: Optional[Literal["cpu", "meta"]] = None,
+) -> Any:
+    """Load a checkpoint as torch.load(src, weights_only=True) would, without torch's unpickler."""
+    ...
+
+class InertObject:
+    """An object of a class outside the allowlist, loaded with inert=True; never imported or called."""
+
+    module: str
+    name: str
+    args: Any
+    state: Any
+    def __init__(self, module: str, name: str, args: Any, state: Any) -> None: ...
+    @property
+    def qualified_name(self) -> str: ...
+
+class GlobalRef:
+    """A class or function the pickle names as a value, never imported."""
+
+    module: str
+    name: str
+    def __init__(self, module: str, name: str) -> None: ...
+
+class StowageError(Exception):
+    """Base class of every error stowage raises about a checkpoint."""
+
+    file: Optional[str]
+
+class UnsafeGlobalError(StowageError):
+    """A global outside PyTorch's weights_only allowlist; it was never imported or called."""
+
+    module: str
+    name: str
+
+class CorruptCheckpointError(StowageError):
+    """The file is damaged or not a checkpoint of the format it claims."""
+
+    entry: Optional[str]

@@ -1,0 +1,62 @@
+"""What the framework adapters share: the values that are the same in every
+framework (containers' state, inert objects, numpy values). The extension's
+walk (``src/convert.rs``) calls these methods, one per kind of leaf."""
+
+from __future__ import annotations
+
+import collections
+from typing import Any, Tuple
+
+import numpy as np
+
+from ._objects import GlobalRef, InertObject
+from ._stowage import StowageError
+
+
+class BaseAdapter:
+    def ordered_dict(self) -> "collections.OrderedDict[Any, Any]":
+        return collections.OrderedDict()
+
+    def set_state(self, obj: Any, state: Any) -> None:
+        # An OrderedDict's BUILD state is its __dict__ (a state dict's
+        # `_metadata`), as pickle's BUILD sets it.
+        if not isinstance(state, dict):
+            raise StowageError(f"the state of a {type(obj).__name__} is a {type(state).__name__}, not a dict")
+        for key, value in state.items():
+            setattr(obj, key, value)
+
+    def inert(self, module: str, name: str, args: Any, state: Any) -> InertObject:
+        return InertObject(module, name, args, state)
+
+    def global_ref(self, module: str, name: str) -> GlobalRef:
+        return GlobalRef(module, name)
+
+    @staticmethod
+    def _bytes_of(storage: Any) -> np.ndarray:
+        """The storage's bytes as a uint8 numpy array sharing them."""
+        return np.asarray(storage, dtype=np.uint8)
+
+    def ndarray(
+        self,
+        storage: Any,
+        code: str,
+        shape: Tuple[int, ...],
+        stride: Tuple[int, ...],
+        offset: int,
+        itemsize: int,
+    ) -> np.ndarray:
+        dtype = np.dtype(code)
+        data = self._bytes_of(storage)
+        return np.ndarray(
+            shape,
+            dtype=dtype,
+            buffer=data,
+            offset=offset * itemsize,
+            strides=tuple(s * itemsize for s in stride),
+        )
+
+    def numpy_scalar(self, code: str, value: Any) -> Any:
+        return np.dtype(code).type(value)
+
+    def numpy_dtype(self, code: str) -> np.dtype:
+        return np.dtype(code)

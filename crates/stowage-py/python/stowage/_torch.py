@@ -1,0 +1,76 @@
+"""The torch adapter: tensors on ``torch.UntypedStorage``s made from the
+loaded bytes without a copy (``torch.frombuffer``), one per storage of the
+file, so tensors that shared a storage share one again."""
+
+from __future__ import annotations
+
+from typing import Any, Optional, Tuple
+
+import numpy as np
+import torch
+
+from ._adapter import BaseAdapter
+
+
+def _torch_attr(name: str) -> Any:
+    return getattr(torch, name.removeprefix("torch."))
+
+
+class Adapter(BaseAdapter):
+    def storage(self, buffer: Any, nbytes: int, device: str) -> torch.UntypedStorage:
+        if buffer is None:
+            return torch.UntypedStorage(nbytes, device="meta")
+        if nbytes == 0:
+            return torch.UntypedStorage(0)
+        return torch.frombuffer(buffer, dtype=torch.uint8).untyped_storage()
+
+    def tensor(
+        self,
+        storage: torch.UntypedStorage,
+        dtype: str,
+        shape: Tuple[int, ...],
+        stride: Tuple[int, ...],
+        offset: int,
+        requires_grad: bool,
+        parameter: bool,
+    ) -> torch.Tensor:
+        t = torch.empty((0,), dtype=_torch_attr(dtype), device=storage.device)
+        t.set_(storage, offset, shape, stride)
+        if parameter:
+            return torch.nn.Parameter(t, requires_grad=requires_grad)
+        if requires_grad:
+            t.requires_grad_(True)
+        return t
+
+    def lazy_bits(self, t: torch.Tensor, conj: bool, neg: bool) -> torch.Tensor:
+        # As torch._utils._rebuild_tensor_v2 restores them.
+        # (Only the bits set: a conj bit, even False, asserts on a real dtype.)
+        bits = {name: True for name, on in (("conj", conj), ("neg", neg)) if on}
+        torch._C._set_tensor_metadata(t, bits)  # type: ignore[attr-defined]
+        return t
+
+    def storage_value(self, storage: torch.UntypedStorage, dtype: Optional[str]) -> Any:
+        if dtype is None:
+            return storage
+        return torch.storage.TypedStorage(wrap_storage=storage, dtype=_torch_attr(dtype), _internal=True)
+
+    def dtype(self, name: str) -> torch.dtype:
+        return _torch_attr(name)
+
+    def device(self, name: str) -> torch.device:
+        return torch.device(name)
+
+    def size(self, dims: Tuple[int, ...]) -> torch.Size:
+        return torch.Size(dims)
+
+    def qscheme(self, name: str) -> Any:
+        return _torch_attr(name)
+
+    def layout(self, name: str) -> Any:
+        return _torch_attr(name)
+
+    @staticmethod
+    def _bytes_of(storage: Any) -> np.ndarray:
+        if isinstance(storage, torch.UntypedStorage):
+            return torch.empty(0, dtype=torch.uint8).set_(storage).numpy()
+        return np.asarray(storage, dtype=np.uint8)

@@ -1,0 +1,285 @@
+//! A loaded checkpoint as Python objects, built by a framework adapter.
+//!
+//! The walk is here, in one pass over the object graph; what each leaf
+//! becomes is the adapter's (`stowage/_torch.py`, `stowage/_numpy.py`):
+//! the walk calls its methods (`storage`, `tensor`, `dtype`, …) and keeps
+//! Python's identities, so a container the pickle reaches twice is one
+//! Python object, and every tensor on one storage is built on one
+//! framework storage, made once from that storage's bytes.
+
+use std::collections::HashMap;
+
+use pyo3::call::PyCallArgs;
+use pyo3::exceptions::PyRecursionError;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyComplex, PyDict, PyFrozenSet, PyList, PySet, PyTuple};
+use stowage::checkpoint::pickle::{Node, NodeId, Value};
+use stowage::checkpoint::{Object, StorageRef, TensorKind, TensorObject};
+use stowage::{Checkpoint, Scalar, UntypedStorage};
+
+use crate::errors::StowageError;
+use crate::storage::StorageBuffer;
+
+/// Containers nested deeper than this are refused (Python's own recursion
+/// limit is 1000; this walk recurses once per level).
+const MAX_DEPTH: usize = 2000;
+
+pub struct Converter<'py, 'c> {
+    py: Python<'py>,
+    ckpt: &'c Checkpoint,
+    adapter: Bound<'py, PyAny>,
+    nodes: HashMap<NodeId, Py<PyAny>>,
+    storages: HashMap<usize, Py<PyAny>>,
+    path: Vec<String>,
+}
+
+impl<'py, 'c> Converter<'py, 'c> {
+    pub fn new(py: Python<'py>, ckpt: &'c Checkpoint, adapter: Bound<'py, PyAny>) -> Self {
+        Converter {
+            py,
+            ckpt,
+            adapter,
+            nodes: HashMap::new(),
+            storages: HashMap::new(),
+            path: Vec::new(),
+        }
+    }
+
+    /// The checkpoint's saved object.
+    pub fn root(&mut self) -> PyResult<Py<PyAny>> {
+        let root = &self.ckpt.root;
+        self.value(root)
+    }
+
+    fn here(&self) -> String {
+        if self.path.is_empty() {
+            "the root".to_owned()
+        } else {
+            self.path.join(".")
+        }
+    }
+
+    fn unsupported(&self, what: &str) -> PyErr {
+        StowageError::new_err(format!(
+            "{what} at {}: not yet converted to Python objects by stowage",
+            self.here()
+        ))
+    }
+
+    fn call(&self, method: &str, args: impl PyCallArgs<'py>) -> PyResult<Py<PyAny>> {
+        Ok(self.adapter.call_method1(method, args)?.unbind())
+    }
+
+    fn value(&mut self, v: &Value<Object>) -> PyResult<Py<PyAny>> {
+        let py = self.py;
+        Ok(match v {
+            Value::None => py.None(),
+            Value::Bool(b) => b.into_pyobject(py)?.to_owned().into_any().unbind(),
+            Value::Int(i) => i.into_pyobject(py)?.into_any().unbind(),
+            // Python parses the decimal digits: exact at any size.
+            Value::BigInt(i) => py
+                .get_type::<pyo3::types::PyInt>()
+                .call1((i.to_string(),))?
+                .unbind(),
+            Value::Float(f) => f.into_pyobject(py)?.into_any().unbind(),
+            Value::Str(s) => s.as_ref().into_pyobject(py)?.into_any().unbind(),
+            Value::Bytes(b) => PyBytes::new(py, b).into_any().unbind(),
+            Value::Node(id) => self.node(*id)?,
+            Value::Ext(o) => self.object(o)?,
+        })
+    }
+
+    fn node(&mut self, id: NodeId) -> PyResult<Py<PyAny>> {
+        if let Some(done) = self.nodes.get(&id) {
+            return Ok(done.clone_ref(self.py));
+        }
+        if self.path.len() >= MAX_DEPTH {
+            return Err(PyRecursionError::new_err(format!(
+                "containers nested deeper than {MAX_DEPTH} at {}",
+                self.here()
+            )));
+        }
+        let py = self.py;
+        let ckpt = self.ckpt;
+        if let Some(obj) = ckpt.objects.get(&id) {
+            let args = self.value(&obj.args)?;
+            let state = match &obj.state {
+                Some(s) => self.value(s)?,
+                None => py.None(),
+            };
+            let made = self.call(
+                "inert",
+                (obj.module.as_str(), obj.name.as_str(), args, state),
+            )?;
+            self.nodes.insert(id, made.clone_ref(py));
+            return Ok(made);
+        }
+        // A dangling id reads as an empty tuple, as the library's ValueRef does.
+        let Some(node) = ckpt.graph.try_get(id) else {
+            return Ok(PyTuple::empty(py).into_any().unbind());
+        };
+        match node {
+            Node::Dict(items) => {
+                let ordered = ckpt.ordered.contains(&id);
+                let dict: Bound<'py, PyAny> = if ordered {
+                    self.adapter.call_method0("ordered_dict")?
+                } else {
+                    PyDict::new(py).into_any()
+                };
+                // Entered before its items, so an item may be the dict itself.
+                self.nodes.insert(id, dict.clone().unbind());
+                for (k, v) in items {
+                    let key = self.value(k)?;
+                    self.path.push(key.bind(py).str()?.to_string());
+                    let value = self.value(v);
+                    self.path.pop();
+                    dict.set_item(key, value?)?;
+                }
+                if let Some(state) = ckpt.state.get(&id) {
+                    self.path.push("__dict__".into());
+                    let state = self.value(state);
+                    self.path.pop();
+                    self.adapter.call_method1("set_state", (&dict, state?))?;
+                }
+                Ok(dict.unbind())
+            }
+            Node::List(items) => {
+                let list = PyList::empty(py);
+                self.nodes.insert(id, list.clone().into_any().unbind());
+                for (i, v) in items.iter().enumerate() {
+                    self.path.push(i.to_string());
+                    let item = self.value(v);
+                    self.path.pop();
+                    list.append(item?)?;
+                }
+                Ok(list.into_any().unbind())
+            }
+            Node::Set(items) => {
+                let set = PySet::empty(py)?;
+                self.nodes.insert(id, set.clone().into_any().unbind());
+                for v in items {
+                    let item = self.value(v)?;
+                    set.add(item)?;
+                }
+                Ok(set.into_any().unbind())
+            }
+            Node::Tuple(items) | Node::FrozenSet(items) => {
+                let mut made = Vec::with_capacity(items.len());
+                for (i, v) in items.iter().enumerate() {
+                    self.path.push(i.to_string());
+                    let item = self.value(v);
+                    self.path.pop();
+                    made.push(item?);
+                }
+                let obj = if matches!(node, Node::Tuple(_)) {
+                    PyTuple::new(py, made)?.into_any().unbind()
+                } else {
+                    PyFrozenSet::new(py, made)?.into_any().unbind()
+                };
+                self.nodes.insert(id, obj.clone_ref(py));
+                Ok(obj)
+            }
+            Node::ByteArray(b) => {
+                let obj = pyo3::types::PyByteArray::new(py, b).into_any().unbind();
+                self.nodes.insert(id, obj.clone_ref(py));
+                Ok(obj)
+            }
+        }
+    }
+
+    fn object(&mut self, o: &Object) -> PyResult<Py<PyAny>> {
+        let py = self.py;
+        match o {
+            Object::Tensor(t) => self.tensor(t),
+            Object::Storage(StorageRef { storage, dtype, .. }) => {
+                let s = self.storage(storage)?;
+                self.call("storage_value", (s, dtype.map(|d| d.name())))
+            }
+            Object::DType(d) => self.call("dtype", (d.name(),)),
+            Object::Device(d) => self.call("device", (d.to_string(),)),
+            Object::Size(s) => self.call("size", (PyTuple::new(py, s)?,)),
+            Object::Complex(c) => Ok(PyComplex::from_doubles(py, c.re, c.im).into_any().unbind()),
+            Object::QScheme(name) => self.call("qscheme", (*name,)),
+            Object::Layout(name) => self.call("layout", (name.as_str(),)),
+            Object::Class(c) => self.call("global_ref", (c.module.as_str(), c.name.as_str())),
+            Object::NdArray(a) => {
+                let t = &a.tensor;
+                let storage = self.storage(t.untyped_storage())?;
+                self.call(
+                    "ndarray",
+                    (
+                        storage,
+                        a.dtype.code.as_str(),
+                        PyTuple::new(py, t.shape())?,
+                        PyTuple::new(py, t.stride())?,
+                        t.storage_offset(),
+                        t.dtype().size(),
+                    ),
+                )
+            }
+            Object::NumpyScalar(s) => {
+                let value = match s.value {
+                    Scalar::Bool(b) => b.into_pyobject(py)?.to_owned().into_any().unbind(),
+                    Scalar::Int(i) => i.into_pyobject(py)?.into_any().unbind(),
+                    Scalar::UInt(u) => u.into_pyobject(py)?.into_any().unbind(),
+                    Scalar::Float(f) => f.into_pyobject(py)?.into_any().unbind(),
+                    Scalar::Complex(c) => {
+                        PyComplex::from_doubles(py, c.re, c.im).into_any().unbind()
+                    }
+                };
+                self.call("numpy_scalar", (s.dtype.code.as_str(), value))
+            }
+            Object::NumpyDType(d) => self.call("numpy_dtype", (d.code.as_str(),)),
+            Object::Global(g) => Err(self.unsupported(&format!("the global {g:?} as a value"))),
+            Object::Data(d) => Err(self.unsupported(&format!("the value {d:?}"))),
+            other => Err(self.unsupported(&format!("the value {other:?}"))),
+        }
+    }
+
+    /// The framework storage for `storage`, made once per storage.
+    fn storage(&mut self, storage: &UntypedStorage) -> PyResult<Py<PyAny>> {
+        if let Some(done) = self.storages.get(&storage.id()) {
+            return Ok(done.clone_ref(self.py));
+        }
+        let device = storage.device().to_string();
+        let made = if storage.has_data() {
+            let buffer = Bound::new(self.py, StorageBuffer::new(storage.clone()))?;
+            self.call("storage", (buffer, storage.nbytes(), device))?
+        } else {
+            self.call("storage", (self.py.None(), storage.nbytes(), device))?
+        };
+        self.storages.insert(storage.id(), made.clone_ref(self.py));
+        Ok(made)
+    }
+
+    fn tensor(&mut self, t: &TensorObject) -> PyResult<Py<PyAny>> {
+        if !matches!(t.kind, TensorKind::Strided) {
+            return Err(self.unsupported("a sparse or nested tensor"));
+        }
+        if t.quantization.is_some() {
+            return Err(self.unsupported("a quantized tensor"));
+        }
+        if t.subclass.is_some() || t.state.is_some() {
+            return Err(self.unsupported("a tensor subclass or a tensor with attributes"));
+        }
+        let tensor = &t.tensor;
+        let storage = self.storage(tensor.untyped_storage())?;
+        let py = self.py;
+        let made = self.call(
+            "tensor",
+            (
+                storage,
+                tensor.dtype().name(),
+                PyTuple::new(py, tensor.shape())?,
+                PyTuple::new(py, tensor.stride())?,
+                tensor.storage_offset(),
+                tensor.requires_grad(),
+                t.parameter,
+            ),
+        )?;
+        if t.conj || t.neg {
+            return self.call("lazy_bits", (made, t.conj, t.neg));
+        }
+        Ok(made)
+    }
+}

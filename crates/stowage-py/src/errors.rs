@@ -1,0 +1,118 @@
+//! stowage's errors as Python exceptions: `StowageError` is the base, with
+//! `UnsafeGlobalError` (a global outside the allowlist) and
+//! `CorruptCheckpointError` (a file that is not what it says) below it; a
+//! missing file is `FileNotFoundError` and other I/O failures `OSError` with
+//! their errno, as Python's own file functions raise them.
+
+use pyo3::create_exception;
+use pyo3::exceptions::{PyException, PyFileNotFoundError, PyOSError};
+use pyo3::prelude::*;
+use stowage::Error;
+
+create_exception!(
+    _stowage,
+    StowageError,
+    PyException,
+    "Base class of every error stowage raises about a checkpoint."
+);
+create_exception!(
+    _stowage,
+    UnsafeGlobalError,
+    StowageError,
+    "The file names a global outside PyTorch's weights_only allowlist; it was never imported or called. `.module` and `.name` name it."
+);
+create_exception!(
+    _stowage,
+    CorruptCheckpointError,
+    StowageError,
+    "The file is damaged or not a checkpoint of the format it claims. `.file` names it and `.entry` the record or offset, where known."
+);
+
+/// The error the context wrappers (`InFile`, `InRecord`, …) hold, and the
+/// file and entry they name on the way down.
+fn innermost(mut e: &Error) -> (&Error, Option<String>, Option<String>) {
+    let (mut file, mut entry) = (None, None);
+    loop {
+        e = match e {
+            Error::InFile { path, source } => {
+                file.get_or_insert_with(|| path.display().to_string());
+                source
+            }
+            Error::InRecord { name, source } => {
+                entry.get_or_insert_with(|| name.clone());
+                source
+            }
+            Error::InStorage { key, source } => {
+                entry.get_or_insert_with(|| format!("storage {key}"));
+                source
+            }
+            Error::AtPath { source, .. } => source,
+            _ => return (e, file, entry),
+        }
+    }
+}
+
+/// Whether the error says the file's contents are wrong (rather than the
+/// request, the machine, or a refusal by policy).
+fn is_corrupt(e: &Error) -> bool {
+    matches!(
+        e,
+        Error::Pickle(_)
+            | Error::Zip(_)
+            | Error::BadObject { .. }
+            | Error::BadTensorKind { .. }
+            | Error::NotACheckpoint { .. }
+            | Error::MissingRecord { .. }
+            | Error::RecordSize { .. }
+            | Error::ImplausibleRecord { .. }
+            | Error::OutOfStorage { .. }
+            | Error::FileTooSmall { .. }
+            | Error::DuplicateName { .. }
+            | Error::ShardLacksTensor { .. }
+            | Error::Safetensors(_)
+    )
+}
+
+/// The Python exception for a stowage error; its message is the error's,
+/// with the file and entry it happened in.
+pub fn to_py(py: Python<'_>, e: Error) -> PyErr {
+    let message = e.to_string();
+    let (inner, file, entry) = innermost(&e);
+    let err = match inner {
+        Error::Io(io) if io.kind() == std::io::ErrorKind::NotFound => {
+            return PyFileNotFoundError::new_err((io.raw_os_error().unwrap_or(2), message));
+        }
+        Error::Io(io) => match io.raw_os_error() {
+            Some(errno) => return PyOSError::new_err((errno, message)),
+            None => return PyOSError::new_err(message),
+        },
+        Error::GlobalNotAllowed { module, name } => {
+            let err = UnsafeGlobalError::new_err(message);
+            let value = err.value(py);
+            let _ = value.setattr("module", module.as_str());
+            let _ = value.setattr("name", name.as_str());
+            err
+        }
+        e if is_corrupt(e) => {
+            let err = CorruptCheckpointError::new_err(message);
+            let value = err.value(py);
+            let _ = value.setattr("entry", entry.as_deref());
+            err
+        }
+        _ => StowageError::new_err(message),
+    };
+    let _ = err.value(py).setattr("file", file.as_deref());
+    err
+}
+
+/// Registers the exception classes in the module.
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    m.add("StowageError", py.get_type::<StowageError>())?;
+    m.add("UnsafeGlobalError", py.get_type::<UnsafeGlobalError>())?;
+    m.add(
+        "CorruptCheckpointError",
+        py.get_type::<CorruptCheckpointError>(),
+    )?;
+    Ok(())
+}

@@ -1,0 +1,80 @@
+//! `stowage._stowage`, the extension module of the `stowage` Python
+//! package: the Rust library's loaders behind a small Python surface. The
+//! package (`python/stowage/`) holds the public API, the per-framework
+//! adapters and the type stubs; this module only loads, walks and raises.
+//!
+//! The Rust library stays free of Python: everything PyO3 is here.
+
+// `unsafe` only where a storage's bytes are lent to Python (the buffer
+// protocol, `storage.rs`) and for the mapped load's promise (`load`).
+#![deny(unsafe_code)]
+#![deny(clippy::undocumented_unsafe_blocks)]
+
+mod convert;
+mod errors;
+mod storage;
+
+use std::path::PathBuf;
+use std::str::FromStr;
+
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use stowage::{Checkpoint, Device, LoadOptions};
+
+use crate::convert::Converter;
+
+/// Loads the checkpoint at `src` and builds it with `adapter`, a framework
+/// adapter of the package (`stowage._torch.Adapter`, `stowage._numpy.Adapter`).
+/// The file is read, parsed and checked with the GIL released; the Python
+/// objects are built after.
+#[pyfunction]
+#[pyo3(signature = (src, adapter, *, mmap = false, inert = false, allow_globals = Vec::new(), map_location = None))]
+fn load(
+    py: Python<'_>,
+    src: PathBuf,
+    adapter: Bound<'_, PyAny>,
+    mmap: bool,
+    inert: bool,
+    allow_globals: Vec<String>,
+    map_location: Option<String>,
+) -> PyResult<Py<PyAny>> {
+    let mut options = LoadOptions::new()
+        .with_inert(inert)
+        .with_allow_globals(allow_globals);
+    match map_location.as_deref() {
+        None | Some("cpu") => {}
+        Some("meta") => options = options.with_map_location(Device::META),
+        Some(other) => {
+            let device = Device::from_str(other)
+                .map_err(|e| PyValueError::new_err(format!("map_location {other:?}: {e}")))?;
+            return Err(PyValueError::new_err(format!(
+                "map_location {device}: stowage has no accelerator back end yet; load on \"cpu\" (the default) and move the tensors"
+            )));
+        }
+    }
+    let loaded: stowage::Result<Checkpoint> = py.detach(|| {
+        if mmap {
+            // SAFETY: the caller asked for a mapped load, whose contract
+            // (the file must not be truncated or written while its tensors
+            // live) the Python docs state, as torch.load(mmap=True)'s do.
+            #[allow(unsafe_code)]
+            unsafe {
+                stowage::load_mmap(&src, &options)
+            }
+        } else {
+            stowage::load_with(&src, &options)
+        }
+    });
+    let ckpt = loaded.map_err(|e| errors::to_py(py, e))?;
+    let root = Converter::new(py, &ckpt, adapter).root();
+    root
+}
+
+#[pymodule]
+fn _stowage(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add_class::<storage::StorageBuffer>()?;
+    errors::register(m)?;
+    m.add_function(wrap_pyfunction!(load, m)?)?;
+    Ok(())
+}

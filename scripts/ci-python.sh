@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Builds the Python package's wheel (crates/stowage-py, with maturin), installs
+# it into the PyTorch environment of scripts/torch-venv.sh, and runs its pytest
+# suite against real PyTorch, then checks its type stubs with mypy's stubtest.
+# usage: scripts/ci-python.sh   (STOWAGE_TORCH_PYTHON names the environment's
+# python; made with scripts/torch-venv.sh when unset)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+py="${STOWAGE_TORCH_PYTHON:-$(sh scripts/torch-venv.sh)}"
+if ! "$py" -c "import maturin, ml_dtypes, pytest, mypy" >/dev/null 2>&1; then
+  "$py" -m pip install --quiet maturin ml_dtypes pytest mypy >&2
+fi
+out=target/wheels
+rm -rf "$out"
+"$py" -m maturin build --quiet -m crates/stowage-py/Cargo.toml -i "$py" --out "$out" >&2
+"$py" -m pip install --quiet --force-reinstall --no-deps "$out"/stowage-*.whl
+# From the tests' folder, so `import stowage` is the installed wheel.
+(cd crates/stowage-py/tests && "$py" -m pytest -q -p no:cacheprovider .)
+(cd crates/stowage-py && "$py" -m mypy.stubtest stowage)
