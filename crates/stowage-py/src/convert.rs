@@ -17,7 +17,7 @@ use stowage::checkpoint::pickle::{Node, NodeId, Value};
 use stowage::checkpoint::{Object, StorageRef, TensorKind, TensorObject};
 use stowage::{Checkpoint, Scalar, UntypedStorage};
 
-use crate::errors::StowageError;
+use crate::errors::{self, StowageError};
 use crate::storage::StorageBuffer;
 
 /// Containers nested deeper than this are refused (Python's own recursion
@@ -243,7 +243,9 @@ impl<'py, 'c> Converter<'py, 'c> {
         }
         let device = storage.device().to_string();
         let made = if storage.has_data() {
-            let buffer = Bound::new(self.py, StorageBuffer::new(storage.clone()))?;
+            let buffer =
+                StorageBuffer::new(storage.clone()).map_err(|e| errors::to_py(self.py, e))?;
+            let buffer = Bound::new(self.py, buffer)?;
             self.call("storage", (buffer, storage.nbytes(), device))?
         } else {
             self.call("storage", (self.py.None(), storage.nbytes(), device))?
@@ -252,7 +254,8 @@ impl<'py, 'c> Converter<'py, 'c> {
         Ok(made)
     }
 
-    fn tensor(&mut self, t: &TensorObject) -> PyResult<Py<PyAny>> {
+    /// One tensor, on its framework storage.
+    pub fn tensor(&mut self, t: &TensorObject) -> PyResult<Py<PyAny>> {
         if !matches!(t.kind, TensorKind::Strided) {
             return Err(self.unsupported("a sparse or nested tensor"));
         }

@@ -12,6 +12,7 @@
 
 mod convert;
 mod errors;
+mod safe_open;
 mod storage;
 
 use std::path::PathBuf;
@@ -38,7 +39,7 @@ fn load(
     allow_globals: Vec<String>,
     map_location: Option<String>,
 ) -> PyResult<Py<PyAny>> {
-    let mut options = LoadOptions::new()
+    let mut options = LoadOptions::from_env()
         .with_inert(inert)
         .with_allow_globals(allow_globals);
     match map_location.as_deref() {
@@ -74,6 +75,7 @@ fn load(
 fn _stowage(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_class::<storage::StorageBuffer>()?;
+    m.add_class::<safe_open::SafeOpen>()?;
     errors::register(m)?;
     m.add_function(wrap_pyfunction!(load, m)?)?;
     Ok(())

@@ -12,22 +12,28 @@ use stowage::UntypedStorage;
 /// checkpoint that viewed this storage is built on this one buffer, so they
 /// share memory in Python as they did in the file.
 ///
-/// The object is the only owner of its storage: the checkpoint it came from
-/// is dropped once converted, and nothing here resizes, so the bytes stay
-/// where they are for as long as Python holds the object.
+/// The storage's bytes are in memory (a lazy storage is read when the
+/// buffer is made) and stay where they are while the object lives: it holds
+/// a handle, and nothing in this crate resizes a storage or writes to it
+/// from Rust, so Python's reads and writes through the buffer are the only
+/// accesses after it is made.
 #[pyclass(module = "stowage._stowage", name = "StorageBuffer", frozen)]
 pub struct StorageBuffer {
     storage: UntypedStorage,
-    /// Whether Python may write: false only for a backing without writable
-    /// bytes (none of a load's backings today, checked at creation).
-    writable: bool,
 }
 
 impl StorageBuffer {
-    /// Wraps `storage`, which must hold bytes (not meta).
-    pub fn new(storage: UntypedStorage) -> StorageBuffer {
-        let writable = storage.bytes_mut().is_ok();
-        StorageBuffer { storage, writable }
+    /// Wraps `storage`, reading it first if it is lazy.
+    ///
+    /// # Errors
+    /// `NoData` for a storage without bytes (meta), and what reading a lazy
+    /// storage's bytes fails with.
+    pub fn new(storage: UntypedStorage) -> stowage::Result<StorageBuffer> {
+        // Every backing with bytes is writable (heap, files and checkpoints
+        // mapped copy-on-write); taking the exclusive access once also
+        // moves a lazy storage into memory, where it then stays.
+        drop(storage.bytes_mut()?);
+        Ok(StorageBuffer { storage })
     }
 }
 
@@ -49,9 +55,6 @@ impl StorageBuffer {
         flags: c_int,
     ) -> PyResult<()> {
         let this = slf.get();
-        if !this.writable && (flags & ffi::PyBUF_WRITABLE) != 0 {
-            return Err(PyBufferError::new_err("the storage is read-only"));
-        }
         let len = this.storage.nbytes();
         // An empty storage has no address; any non-null pointer serves for
         // zero bytes.
@@ -71,7 +74,7 @@ impl StorageBuffer {
                 slf.as_ptr(),
                 ptr.cast(),
                 len,
-                c_int::from(!this.writable),
+                0, // writable
                 flags,
             )
         };

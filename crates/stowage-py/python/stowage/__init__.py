@@ -18,13 +18,18 @@ import os
 from typing import Any, Iterable, Optional, Union
 
 from . import _stowage
+from ._adapter import adapter_for
 from ._objects import GlobalRef, InertObject
+from ._safe_open import SafeOpen, TensorSlice
 from ._stowage import CorruptCheckpointError, StowageError, UnsafeGlobalError
 
 __version__: str = _stowage.__version__
 
 __all__ = [
     "load",
+    "safe_open",
+    "SafeOpen",
+    "TensorSlice",
     "InertObject",
     "GlobalRef",
     "StowageError",
@@ -32,23 +37,6 @@ __all__ = [
     "CorruptCheckpointError",
     "__version__",
 ]
-
-_FRAMEWORKS = ("torch", "numpy")
-
-
-def _adapter_for(framework: str) -> Any:
-    if framework == "torch":
-        from . import _torch
-
-        return _torch.Adapter()
-    if framework in ("numpy", "np"):
-        from . import _numpy
-
-        return _numpy.Adapter()
-    raise ValueError(
-        f"framework {framework!r}: stowage builds {', '.join(_FRAMEWORKS)} objects"
-    )
-
 
 def load(
     src: Union[str, "os.PathLike[str]"],
@@ -86,9 +74,26 @@ def load(
         allow_globals = (allow_globals,)
     return _stowage.load(
         os.fspath(src),
-        _adapter_for(framework),
+        adapter_for(framework),
         mmap=mmap,
         inert=inert,
         allow_globals=list(allow_globals),
         map_location=map_location,
     )
+
+
+def safe_open(
+    src: Union[str, "os.PathLike[str]"],
+    framework: str = "torch",
+    *,
+    inert: bool = False,
+    allow_globals: Iterable[str] = (),
+) -> SafeOpen:
+    """Open a checkpoint lazily, as ``safetensors.safe_open`` does, for any
+    format ``load`` reads: ``keys()``, ``get_tensor(name)`` (reading only
+    that tensor's storage), ``get_slice(name)[...]`` and ``metadata()``.
+
+        with stowage.safe_open("pytorch_model.bin") as f:
+            w = f.get_tensor("model.embed.weight")
+    """
+    return SafeOpen(src, framework, inert=inert, allow_globals=allow_globals)

@@ -1,10 +1,13 @@
 import os
-from typing import Any, Iterable, Literal, Optional, Union
+from typing import Any, Dict, Iterable, List, Literal, Optional, Union
 
 __version__: str
 
 __all__ = [
     "load",
+    "safe_open",
+    "SafeOpen",
+    "TensorSlice",
     "InertObject",
     "GlobalRef",
     "StowageError",
@@ -26,6 +29,42 @@ def load(
 ) -> Any:
     """Load a checkpoint as torch.load(src, weights_only=True) would, without torch's unpickler."""
     ...
+
+def safe_open(
+    src: _Path,
+    framework: Literal["torch", "numpy", "np"] = "torch",
+    *,
+    inert: bool = False,
+    allow_globals: Iterable[str] = (),
+) -> SafeOpen:
+    """Open a checkpoint lazily, as safetensors.safe_open does, for any format load reads."""
+    ...
+
+class TensorSlice:
+    def __init__(self, opened: SafeOpen, name: str) -> None: ...
+    def get_shape(self) -> List[int]: ...
+    def get_dtype(self) -> str: ...
+    def __getitem__(self, index: Any) -> Any: ...
+
+class SafeOpen:
+    def __init__(
+        self,
+        src: _Path,
+        framework: str = "torch",
+        *,
+        inert: bool = False,
+        allow_globals: Iterable[str] = (),
+    ) -> None: ...
+    def __enter__(self) -> SafeOpen: ...
+    def __exit__(self, *exc: Any) -> None: ...
+    def keys(self) -> List[str]: ...
+    def __contains__(self, name: str) -> bool: ...
+    def __len__(self) -> int: ...
+    def get_tensor(self, name: str) -> Any: ...
+    def get_slice(self, name: str) -> TensorSlice: ...
+    def metadata(self) -> Optional[Dict[str, Any]]: ...
+    @property
+    def format(self) -> str: ...
 
 class InertObject:
     """An object of a class outside the allowlist, loaded with inert=True; never imported or called."""

@@ -60,3 +60,20 @@ class BaseAdapter:
 
     def numpy_dtype(self, code: str) -> np.dtype:
         return np.dtype(code)
+
+
+FRAMEWORKS = ("torch", "numpy")
+
+
+def adapter_for(framework: str) -> BaseAdapter:
+    """The adapter that builds ``framework``'s objects (torch is imported
+    only for ``"torch"``)."""
+    if framework == "torch":
+        from . import _torch
+
+        return _torch.Adapter()
+    if framework in ("numpy", "np"):
+        from . import _numpy
+
+        return _numpy.Adapter()
+    raise ValueError(f"framework {framework!r}: stowage builds {', '.join(FRAMEWORKS)} objects")

@@ -1,0 +1,136 @@
+"""``stowage.safe_open``: safetensors' lazy, per-tensor API for every format."""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Dict, Iterable, List, Optional, Tuple, Union
+
+from . import _stowage
+from ._adapter import BaseAdapter, adapter_for
+
+_TENSOR = object()
+
+
+class _ValuesAdapter(BaseAdapter):
+    """Builds the non-tensor values only: tensors and storages become a
+    marker (no bytes are read), pruned afterwards."""
+
+    def storage(self, buffer: Any, nbytes: int, device: str) -> Any:
+        return _TENSOR
+
+    def tensor(self, *args: Any) -> Any:
+        return _TENSOR
+
+    def lazy_bits(self, t: Any, conj: bool, neg: bool) -> Any:
+        return t
+
+    def storage_value(self, storage: Any, dtype: Optional[str]) -> Any:
+        return _TENSOR
+
+    def dtype(self, name: str) -> str:
+        return name
+
+    def device(self, name: str) -> str:
+        return name
+
+    def size(self, dims: Tuple[int, ...]) -> Tuple[int, ...]:
+        return tuple(dims)
+
+    def qscheme(self, name: str) -> str:
+        return name
+
+    def layout(self, name: str) -> str:
+        return name
+
+    def ndarray(self, *args: Any) -> Any:
+        return _TENSOR
+
+
+def _prune(value: Any) -> Any:
+    if isinstance(value, dict):
+        out = type(value)()
+        for k, v in value.items():
+            if v is not _TENSOR:
+                v = _prune(v)
+                if not (isinstance(v, dict) and not v and value[k]):
+                    out[k] = v
+        return out
+    if isinstance(value, list):
+        return [_prune(v) for v in value if v is not _TENSOR]
+    if isinstance(value, tuple):
+        return tuple(_prune(v) for v in value if v is not _TENSOR)
+    return value
+
+
+class TensorSlice:
+    """``safe_open(...).get_slice(name)``: a tensor's dtype and shape without
+    its bytes; indexing it reads the tensor and returns the slice."""
+
+    def __init__(self, opened: "SafeOpen", name: str) -> None:
+        self._opened = opened
+        self._name = name
+        self._dtype, self._shape = opened._inner.tensor_info(name)
+
+    def get_shape(self) -> List[int]:
+        return list(self._shape)
+
+    def get_dtype(self) -> str:
+        return self._dtype
+
+    def __getitem__(self, index: Any) -> Any:
+        return self._opened.get_tensor(self._name)[index]
+
+
+class SafeOpen:
+    """A checkpoint opened lazily: the pickle or header is read now, each
+    tensor's storage when the tensor is first asked for."""
+
+    def __init__(
+        self,
+        src: Union[str, "os.PathLike[str]"],
+        framework: str = "torch",
+        *,
+        inert: bool = False,
+        allow_globals: Iterable[str] = (),
+    ) -> None:
+        if isinstance(allow_globals, str):
+            allow_globals = (allow_globals,)
+        self._inner = _stowage.SafeOpen(
+            os.fspath(src), adapter_for(framework), inert=inert, allow_globals=list(allow_globals)
+        )
+
+    def __enter__(self) -> "SafeOpen":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        return None
+
+    def keys(self) -> List[str]:
+        """The tensors' names: their paths joined with ``.``, in file order."""
+        return self._inner.keys()
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._inner
+
+    def __len__(self) -> int:
+        return len(self._inner)
+
+    def get_tensor(self, name: str) -> Any:
+        """The tensor ``name``; only its storage's bytes are read."""
+        return self._inner.get_tensor(name)
+
+    def get_slice(self, name: str) -> TensorSlice:
+        return TensorSlice(self, name)
+
+    def metadata(self) -> Optional[Dict[str, Any]]:
+        """A safetensors file's ``__metadata__``; for any other format, the
+        non-tensor values as a nested dict (tensors left out, no bytes read)."""
+        if self._inner.format() == "safetensors":
+            return self._inner.safetensors_metadata()
+        root = _prune(self._inner.root(_ValuesAdapter()))
+        return root if isinstance(root, dict) else {"": root}
+
+    @property
+    def format(self) -> str:
+        """``torch-zip``, ``torch-legacy`` or ``safetensors``."""
+        return self._inner.format()

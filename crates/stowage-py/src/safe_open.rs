@@ -1,0 +1,136 @@
+//! `stowage.safe_open`: a checkpoint opened lazily, each tensor read when
+//! asked for, as safetensors' `safe_open` does, for every format stowage
+//! reads (by URL too, with range requests).
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use pyo3::exceptions::PyKeyError;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use stowage::checkpoint::{dotted, PathKey, TensorObject};
+use stowage::{Checkpoint, LoadMode, LoadOptions};
+
+use crate::convert::Converter;
+use crate::errors;
+
+/// A lazily loaded checkpoint: the pickle (or header) is read when it is
+/// opened, each storage's bytes when a tensor on it is first asked for.
+#[pyclass(module = "stowage._stowage", name = "SafeOpen", frozen)]
+pub struct SafeOpen {
+    ckpt: Checkpoint,
+    adapter: Py<PyAny>,
+    /// Each tensor's dotted name, in the file's order, with its path.
+    names: Vec<(String, Vec<PathKey>)>,
+    by_name: HashMap<String, usize>,
+}
+
+impl SafeOpen {
+    fn tensor_object(&self, name: &str) -> PyResult<&TensorObject> {
+        let Some(&i) = self.by_name.get(name) else {
+            return Err(PyKeyError::new_err(format!("no tensor named {name:?}")));
+        };
+        let path = &self.names[i].1;
+        let value = self
+            .ckpt
+            .get_path(path)
+            .and_then(|v| v.as_tensor())
+            .map_err(|e| PyKeyError::new_err(e.to_string()))?;
+        Ok(value)
+    }
+}
+
+#[pymethods]
+impl SafeOpen {
+    #[new]
+    #[pyo3(signature = (src, adapter, *, inert = false, allow_globals = Vec::new()))]
+    fn new(
+        py: Python<'_>,
+        src: PathBuf,
+        adapter: Py<PyAny>,
+        inert: bool,
+        allow_globals: Vec<String>,
+    ) -> PyResult<SafeOpen> {
+        let options = LoadOptions::from_env()
+            .with_mode(LoadMode::Lazy)
+            .with_inert(inert)
+            .with_allow_globals(allow_globals);
+        let ckpt = py
+            .detach(|| stowage::load_with(&src, &options))
+            .map_err(|e| errors::to_py(py, e))?;
+        let mut names = Vec::new();
+        let mut by_name = HashMap::new();
+        for (path, _) in ckpt.tensors().map_err(|e| errors::to_py(py, e))? {
+            let name = dotted(&path);
+            // A tensor reached by two paths is listed at both; a name met
+            // twice (two paths that join alike) keeps its first.
+            if !by_name.contains_key(&name) {
+                by_name.insert(name.clone(), names.len());
+                names.push((name, path));
+            }
+        }
+        Ok(SafeOpen {
+            ckpt,
+            adapter,
+            names,
+            by_name,
+        })
+    }
+
+    /// The tensors' names, paths joined with `.`, in the file's order.
+    fn keys(&self) -> Vec<String> {
+        self.names.iter().map(|(n, _)| n.clone()).collect()
+    }
+
+    fn __contains__(&self, name: &str) -> bool {
+        self.by_name.contains_key(name)
+    }
+
+    fn __len__(&self) -> usize {
+        self.names.len()
+    }
+
+    /// One tensor, its storage's bytes read now (and only its storage's).
+    fn get_tensor(&self, py: Python<'_>, name: &str) -> PyResult<Py<PyAny>> {
+        let t = self.tensor_object(name)?;
+        let storage = t.tensor.untyped_storage();
+        if storage.has_data() {
+            py.detach(|| storage.bytes().map(drop))
+                .map_err(|e| errors::to_py(py, e))?;
+        }
+        Converter::new(py, &self.ckpt, self.adapter.bind(py).clone()).tensor(t)
+    }
+
+    /// `(dtype name, shape)` of a tensor, without reading its bytes.
+    fn tensor_info(&self, name: &str) -> PyResult<(String, Vec<usize>)> {
+        let t = self.tensor_object(name)?;
+        Ok((
+            t.tensor.dtype().name().to_owned(),
+            t.tensor.shape().to_vec(),
+        ))
+    }
+
+    /// The whole saved object, tensors built by `adapter` (the package's
+    /// `metadata()` passes one that leaves them out, reading no bytes).
+    fn root(&self, py: Python<'_>, adapter: Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        Converter::new(py, &self.ckpt, adapter).root()
+    }
+
+    /// A safetensors file's `__metadata__`, or `None`.
+    fn safetensors_metadata<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
+        let Some(meta) = &self.ckpt.safetensors_metadata else {
+            return Ok(None);
+        };
+        let dict = PyDict::new(py);
+        for (k, v) in meta {
+            dict.set_item(k, v)?;
+        }
+        Ok(Some(dict))
+    }
+
+    /// The file's container, as `inspect --json` names it: `torch-zip`,
+    /// `torch-legacy` or `safetensors`.
+    fn format(&self) -> &'static str {
+        self.ckpt.format.name()
+    }
+}
