@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""stowage.load against torch.load(weights_only=True), side by side.
+"""stowage.load against torch.load(weights_only=True), and stowage.save
+against torch.save, side by side.
 
 One .pt of --tensors float32 tensors, --size-mib in all, written by
 torch.save; each load runs in a fresh process (so neither side keeps the
@@ -25,7 +26,11 @@ LOADS = {
     "stowage.load": "import torch, stowage; t0 = time.perf_counter(); x = stowage.load(p)",
     "stowage.load mmap": "import torch, stowage; t0 = time.perf_counter(); x = stowage.load(p, mmap=True)",
     "stowage.load numpy": "import stowage; t0 = time.perf_counter(); x = stowage.load(p, framework='numpy')",
+    # Saves of the same tensors (loaded first, untimed), neither fsynced.
+    "torch.save": "import torch; x = torch.load(p, weights_only=True); t0 = time.perf_counter(); torch.save(x, p + '.out')",
+    "stowage.save": "import torch, stowage; x = torch.load(p, weights_only=True); t0 = time.perf_counter(); stowage.save(x, p + '.out', sync=False)",
 }
+BASELINE = {"torch.save": "torch.save", "stowage.save": "torch.save"}
 
 
 def one(code, path):
@@ -53,11 +58,12 @@ def main():
         for _ in range(args.rounds):
             for name, code in LOADS.items():
                 times[name].append(one(code, path))
-        base = statistics.median(times["torch.load"])
         print(f"{args.tensors} tensors, {args.size_mib} MiB, {args.rounds} rounds, medians:")
         for name, ts in times.items():
+            ref = BASELINE.get(name, "torch.load")
             m = statistics.median(ts)
-            print(f"  {name:20s} {m * 1000:9.1f} ms   {base / m:6.2f}x torch.load")
+            base = statistics.median(times[ref])
+            print(f"  {name:20s} {m * 1000:9.1f} ms   {base / m:6.2f}x {ref}")
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@
 mod convert;
 mod errors;
 mod safe_open;
+mod save;
 mod storage;
 
 use std::path::PathBuf;
@@ -78,5 +79,6 @@ fn _stowage(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<safe_open::SafeOpen>()?;
     errors::register(m)?;
     m.add_function(wrap_pyfunction!(load, m)?)?;
+    m.add_function(wrap_pyfunction!(save::save, m)?)?;
     Ok(())
 }

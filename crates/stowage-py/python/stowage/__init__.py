@@ -27,6 +27,7 @@ __version__: str = _stowage.__version__
 
 __all__ = [
     "load",
+    "save",
     "safe_open",
     "SafeOpen",
     "TensorSlice",
@@ -97,3 +98,25 @@ def safe_open(
             w = f.get_tensor("model.embed.weight")
     """
     return SafeOpen(src, framework, inert=inert, allow_globals=allow_globals)
+
+
+def save(obj: Any, dst: Union[str, "os.PathLike[str]"], *, sync: bool = True) -> None:
+    """Save ``obj`` as ``torch.save`` would, for ``torch.load(dst,
+    weights_only=True)`` to read back identical, sharing included.
+
+    ``obj`` holds ``torch.Tensor`` and ``numpy.ndarray`` leaves (saved as
+    tensors) inside dicts, ``OrderedDict``s, lists and tuples, beside
+    ``None``, bools, ints, floats, complex numbers, str, bytes, torch dtypes,
+    ``torch.Size`` and ``torch.device`` values. Tensors on one storage (and
+    arrays on one buffer) are written as one storage. A name ending in
+    ``.safetensors`` writes safetensors (tensors only, named by path);
+    anything else the torch zip format.
+
+    The file is written crash-safely: a temporary renamed over ``dst``
+    (fsynced first unless ``sync=False``), so ``dst`` is either the old file
+    or the whole new one. A value it cannot write raises ``TypeError``
+    naming its path and type, before anything is written.
+    """
+    from ._save import Encoder
+
+    _stowage.save(obj, os.fspath(dst), Encoder(), sync=sync)

@@ -5,6 +5,7 @@ __version__: str
 
 __all__ = [
     "load",
+    "save",
     "safe_open",
     "SafeOpen",
     "TensorSlice",
@@ -28,6 +29,10 @@ def load(
     map_location: Optional[Literal["cpu", "meta"]] = None,
 ) -> Any:
     """Load a checkpoint as torch.load(src, weights_only=True) would, without torch's unpickler."""
+    ...
+
+def save(obj: Any, dst: _Path, *, sync: bool = True) -> None:
+    """Save obj as torch.save would, for torch.load(dst, weights_only=True) to read back identical."""
     ...
 
 def safe_open(

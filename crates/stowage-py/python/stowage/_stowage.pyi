@@ -14,6 +14,7 @@ __all__ = [
     "UnsafeGlobalError",
     "CorruptCheckpointError",
     "load",
+    "save",
 ]
 
 @final
@@ -43,3 +44,5 @@ class SafeOpen:
     def root(self, adapter: Any) -> Any: ...
     def safetensors_metadata(self) -> Optional[Dict[str, str]]: ...
     def format(self) -> str: ...
+
+def save(obj: Any, dst: str, encoder: Any, *, sync: bool = True) -> None: ...

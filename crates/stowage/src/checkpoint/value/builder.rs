@@ -307,8 +307,21 @@ impl CheckpointBuilder {
         if let Some(e) = self.error {
             return Err(e);
         }
+        Checkpoint::from_value(PyValue::Dict(self.root))
+    }
+}
+
+impl Checkpoint {
+    /// A checkpoint whose saved object is `value`, of any kind (a dict, a
+    /// list, one tensor, …). Tensors share storages and objects as
+    /// [`CheckpointBuilder::build`] says.
+    ///
+    /// # Errors
+    /// [`Error::LimitExceeded`] when listing its tensors visits more than
+    /// [`MAX_PATHS`](crate::checkpoint::MAX_PATHS) values.
+    pub fn from_value(value: PyValue) -> Result<Checkpoint> {
         let mut ckpt = Checkpoint::new();
-        ckpt.root = add(&mut ckpt, PyValue::Dict(self.root));
+        ckpt.root = add(&mut ckpt, value);
         let mut seen = HashSet::new();
         let mut storages = Vec::new();
         for (_, t) in ckpt.tensors()? {

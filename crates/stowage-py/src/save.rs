@@ -1,0 +1,210 @@
+//! `stowage.save`: Python values, with torch tensors and numpy arrays, as a
+//! `torch.save` file or a safetensors file.
+//!
+//! One walk over the object here; what a framework object is (a tensor's
+//! storage, dtype and layout; a dtype, a `Size`, a device) the package's
+//! encoder says (`python/stowage/_save.py`), numbering the storages as it
+//! meets them, so tensors that shared one storage in Python share one in
+//! the file.
+
+use std::path::PathBuf;
+use std::str::FromStr;
+
+use num_complex::Complex64;
+use pyo3::buffer::PyBuffer;
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyBytes, PyComplex, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
+use stowage::checkpoint::{PyValue, TensorObject};
+use stowage::{Checkpoint, DType, Device, SaveOptions, Tensor, UntypedStorage};
+
+use crate::errors;
+
+/// Containers nested deeper than this are refused, as the loader does.
+const MAX_DEPTH: usize = 2000;
+
+struct Walk<'py> {
+    encoder: Bound<'py, PyAny>,
+    storages: Vec<UntypedStorage>,
+    path: Vec<String>,
+}
+
+impl<'py> Walk<'py> {
+    fn here(&self) -> String {
+        if self.path.is_empty() {
+            "the root".to_owned()
+        } else {
+            self.path.join(".")
+        }
+    }
+
+    fn refuse(&self, obj: &Bound<'py, PyAny>, why: &str) -> PyErr {
+        let ty = obj
+            .get_type()
+            .fully_qualified_name()
+            .map(|n| n.to_string())
+            .unwrap_or_else(|_| "?".into());
+        PyTypeError::new_err(format!("cannot save the {ty} at {}: {why}", self.here()))
+    }
+
+    fn items(&mut self, it: impl Iterator<Item = Bound<'py, PyAny>>) -> PyResult<Vec<PyValue>> {
+        it.enumerate()
+            .map(|(i, v)| {
+                self.path.push(i.to_string());
+                let out = self.value(&v);
+                self.path.pop();
+                out
+            })
+            .collect()
+    }
+
+    fn entries(&mut self, d: &Bound<'py, PyDict>) -> PyResult<Vec<(PyValue, PyValue)>> {
+        let mut out = Vec::with_capacity(d.len());
+        for (k, v) in d.iter() {
+            let key = self.value(&k)?;
+            self.path.push(k.str()?.to_string());
+            let value = self.value(&v);
+            self.path.pop();
+            out.push((key, value?));
+        }
+        Ok(out)
+    }
+
+    fn value(&mut self, obj: &Bound<'py, PyAny>) -> PyResult<PyValue> {
+        if self.path.len() >= MAX_DEPTH {
+            return Err(self.refuse(obj, &format!("nested deeper than {MAX_DEPTH}")));
+        }
+        if obj.is_none() {
+            return Ok(PyValue::None);
+        }
+        // Exact builtin types first: a subclass (torch.Size is a tuple,
+        // OrderedDict a dict, bool an int) is the encoder's to name.
+        if let Ok(b) = obj.cast_exact::<PyBool>() {
+            return Ok(PyValue::Bool(b.is_true()));
+        }
+        if obj.is_exact_instance_of::<PyInt>() {
+            return obj
+                .extract::<i64>()
+                .map(PyValue::Int)
+                .map_err(|_| self.refuse(obj, "an int past 64 bits"));
+        }
+        if let Ok(f) = obj.cast_exact::<PyFloat>() {
+            return Ok(PyValue::Float(f.value()));
+        }
+        if let Ok(c) = obj.cast_exact::<PyComplex>() {
+            return Ok(PyValue::Complex(Complex64::new(c.real(), c.imag())));
+        }
+        if let Ok(s) = obj.cast_exact::<PyString>() {
+            return Ok(PyValue::Str(s.to_str()?.to_owned()));
+        }
+        if let Ok(b) = obj.cast_exact::<PyBytes>() {
+            return Ok(PyValue::Bytes(b.as_bytes().to_vec()));
+        }
+        if let Ok(l) = obj.cast_exact::<PyList>() {
+            return Ok(PyValue::List(self.items(l.iter())?));
+        }
+        if let Ok(t) = obj.cast_exact::<PyTuple>() {
+            return Ok(PyValue::Tuple(self.items(t.iter())?));
+        }
+        if let Ok(d) = obj.cast_exact::<PyDict>() {
+            return Ok(PyValue::Dict(self.entries(d)?));
+        }
+        let encoded = self.encoder.call_method1("encode", (obj,))?;
+        if encoded.is_none() {
+            return Err(self.refuse(obj, "torch.load(weights_only=True) could not read it back"));
+        }
+        let kind: String = encoded.get_item(0)?.extract()?;
+        match kind.as_str() {
+            "ordered_dict" => {
+                let d = obj.cast::<PyDict>()?;
+                Ok(PyValue::OrderedDict(self.entries(d)?))
+            }
+            "dtype" => Ok(PyValue::DType(self.dtype(&encoded.get_item(1)?)?)),
+            "size" => Ok(PyValue::Size(encoded.get_item(1)?.extract()?)),
+            "device" => {
+                let name: String = encoded.get_item(1)?.extract()?;
+                let device = Device::from_str(&name)
+                    .map_err(|e| PyValueError::new_err(format!("device {name:?}: {e}")))?;
+                Ok(PyValue::Device(device))
+            }
+            "tensor" => self.tensor(&encoded),
+            other => Err(PyValueError::new_err(format!("encoder kind {other:?}"))),
+        }
+    }
+
+    fn dtype(&self, name: &Bound<'py, PyAny>) -> PyResult<DType> {
+        let name: String = name.extract()?;
+        DType::from_str(&name).map_err(|e| PyValueError::new_err(format!("{}: {e}", self.here())))
+    }
+
+    /// `("tensor", storage index, bytes or None, dtype, shape, stride,
+    /// offset, requires_grad, parameter)`; the bytes come with a storage's
+    /// first tensor only.
+    fn tensor(&mut self, e: &Bound<'py, PyAny>) -> PyResult<PyValue> {
+        let index: usize = e.get_item(1)?.extract()?;
+        let bytes = e.get_item(2)?;
+        if index == self.storages.len() {
+            let buffer = PyBuffer::<u8>::get(&bytes)?;
+            let data = buffer.to_vec(e.py())?;
+            let storage =
+                UntypedStorage::from_bytes(&data).map_err(|err| errors::to_py(e.py(), err))?;
+            self.storages.push(storage);
+        }
+        let Some(storage) = self.storages.get(index) else {
+            return Err(PyValueError::new_err(format!(
+                "storage {index} out of order"
+            )));
+        };
+        let dtype = self.dtype(&e.get_item(3)?)?;
+        let shape: Vec<usize> = e.get_item(4)?.extract()?;
+        let stride: Vec<usize> = e.get_item(5)?.extract()?;
+        let offset: usize = e.get_item(6)?.extract()?;
+        let requires_grad: bool = e.get_item(7)?.extract()?;
+        let parameter: bool = e.get_item(8)?.extract()?;
+        let py = e.py();
+        let mut t = Tensor::empty(&[0], dtype).map_err(|err| errors::to_py(py, err))?;
+        t.set_(storage, offset, &shape, &stride)
+            .map_err(|err| errors::to_py(py, err))?;
+        if requires_grad {
+            t.requires_grad_(true)
+                .map_err(|err| errors::to_py(py, err))?;
+        }
+        let mut obj = TensorObject::new(t);
+        obj.parameter = parameter;
+        Ok(PyValue::Tensor(Box::new(obj)))
+    }
+}
+
+/// Saves `obj` to `dst`: safetensors for a `.safetensors` name, else the
+/// torch zip format. The file is written crash-safely (a temporary renamed
+/// over `dst`) with the GIL released.
+#[pyfunction]
+#[pyo3(signature = (obj, dst, encoder, *, sync = true))]
+pub fn save(
+    py: Python<'_>,
+    obj: Bound<'_, PyAny>,
+    dst: PathBuf,
+    encoder: Bound<'_, PyAny>,
+    sync: bool,
+) -> PyResult<()> {
+    let mut walk = Walk {
+        encoder,
+        storages: Vec::new(),
+        path: Vec::new(),
+    };
+    let value = walk.value(&obj)?;
+    let ckpt = Checkpoint::from_value(value).map_err(|e| errors::to_py(py, e))?;
+    let safetensors = dst.extension().is_some_and(|e| e == "safetensors");
+    py.detach(|| {
+        if safetensors {
+            stowage::checkpoint::safetensors::save_with(
+                &dst,
+                &ckpt,
+                &SaveOptions::from_env().with_sync(sync),
+            )
+        } else {
+            stowage::save_with(&dst, &ckpt, &SaveOptions::from_env().with_sync(sync))
+        }
+    })
+    .map_err(|e| errors::to_py(py, e))
+}

@@ -1,0 +1,88 @@
+"""stowage.save, read back by torch.load(weights_only=True)."""
+
+import collections
+
+import numpy as np
+import pytest
+import torch
+
+import stowage
+from _compare import assert_same, sharing
+
+
+def test_save_then_torch_load_is_identical_sharing_included(tmp_path):
+    base = torch.arange(24, dtype=torch.float32)
+    model = torch.nn.Linear(3, 2)
+    obj = {
+        "base": base,
+        "view": base[4:16].view(3, 4),
+        "t": base.view(4, 6).t(),
+        "w": model.weight,
+        "bf": torch.ones(3, dtype=torch.bfloat16),
+        "ints": torch.arange(5),
+        "empty": torch.empty(0),
+        "scalar": torch.tensor(2.5),
+        "g": torch.ones(2, requires_grad=True),
+        "epoch": 7,
+        "cfg": {"lr": 0.1, "name": "x", "betas": (0.9, 0.99), "raw": b"\x01", "none": None, "c": 1 + 2j},
+        "dtype": torch.float16,
+        "size": torch.Size([2, 3]),
+        "device": torch.device("cpu"),
+        "sd": collections.OrderedDict([("a", torch.zeros(2)), ("b", torch.ones(2))]),
+        "list": [base[:3], [True, False]],
+    }
+    path = tmp_path / "out.pt"
+    stowage.save(obj, path)
+    back = torch.load(path, weights_only=True)
+    groups = assert_same(back, obj)
+    assert sharing(groups[0]) == sharing(groups[1])
+    assert back["view"].untyped_storage().data_ptr() == back["base"].untyped_storage().data_ptr()
+    assert type(back["w"]) is torch.nn.Parameter
+    # And stowage reads its own file back the same.
+    assert_same(stowage.load(path), obj)
+
+
+def test_torch_load_of_a_state_dict_loads_into_a_model(tmp_path):
+    model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU(), torch.nn.Linear(3, 1))
+    path = tmp_path / "sd.pt"
+    stowage.save(model.state_dict(), path)
+    other = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU(), torch.nn.Linear(3, 1))
+    other.load_state_dict(torch.load(path, weights_only=True))
+    x = torch.randn(2, 4)
+    assert torch.equal(model(x), other(x))
+
+
+def test_numpy_arrays_sharing_a_buffer_are_one_storage(tmp_path):
+    base = np.arange(12, dtype=np.float32)
+    obj = {"base": base, "view": base[2:8].reshape(2, 3), "strided": base[::3], "other": np.ones(2, np.int16)}
+    path = tmp_path / "np.pt"
+    stowage.save(obj, path)
+    back = torch.load(path, weights_only=True)
+    for k, a in obj.items():
+        assert np.array_equal(back[k].numpy(), a), k
+    ptr = back["base"].untyped_storage().data_ptr()
+    assert back["view"].untyped_storage().data_ptr() == ptr
+    assert back["strided"].untyped_storage().data_ptr() == ptr
+    assert back["other"].untyped_storage().data_ptr() != ptr
+
+
+def test_safetensors_by_extension(tmp_path):
+    from safetensors.torch import load_file
+
+    obj = {"a": torch.arange(6.0).view(2, 3), "b": torch.ones(2, dtype=torch.int64)}
+    path = tmp_path / "m.safetensors"
+    stowage.save(obj, path)
+    back = load_file(path)
+    assert set(back) == {"a", "b"}
+    assert torch.equal(back["a"], obj["a"]) and torch.equal(back["b"], obj["b"])
+
+
+def test_an_unsaveable_value_names_its_path_and_leaves_the_old_file(tmp_path):
+    path = tmp_path / "keep.pt"
+    torch.save({"old": torch.ones(1)}, path)
+    before = path.read_bytes()
+    with pytest.raises(TypeError, match=r"builtin_function_or_method at cfg\.fn"):
+        stowage.save({"cfg": {"fn": len}}, path)
+    with pytest.raises(TypeError, match="big"):
+        stowage.save({"big": 2**80}, path)
+    assert path.read_bytes() == before
