@@ -17,9 +17,12 @@
 //! listed once in the [`subcommands!`] invocation below.
 
 use std::error::Error as StdError;
+
+// How every error reads on one line (the library's, for its JSON too).
 use std::fmt;
 use std::io::{self, Write};
 use std::process::ExitCode;
+pub(crate) use stowage::one_line;
 
 use clap::{Parser, Subcommand};
 
@@ -182,25 +185,6 @@ impl fmt::Display for Failure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&one_line(&*self.error))
     }
-}
-
-/// An error and its causes on one line, `outer: cause: root cause`.
-///
-/// A cause whose message the line already holds is left out (many errors,
-/// `stowage::Error::Io` among them, print their source in their own
-/// message), and line breaks inside messages become spaces.
-fn one_line(error: &(dyn StdError + 'static)) -> String {
-    let mut line = error.to_string();
-    let mut cause = error.source();
-    while let Some(e) = cause {
-        let text = e.to_string();
-        if !line.contains(&text) {
-            line.push_str(": ");
-            line.push_str(&text);
-        }
-        cause = e.source();
-    }
-    line.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// Standard output that remembers whether the reader has gone away.

@@ -13,8 +13,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use serde_json::{json, Map, Value as Json};
-use stowage::checkpoint::scan::{scan_path, FileScan, GlobalUse, ScanReport, Verdict};
+use stowage::checkpoint::scan::{scan_path, FileScan, ScanReport, Verdict};
 
 use crate::{Context, Failure};
 
@@ -49,7 +48,7 @@ pub fn run(args: Args, _cx: &Context, out: &mut dyn Write) -> Result<ExitCode, F
         }
     }
     if args.json {
-        writeln!(out, "{}", to_json(&report))?;
+        writeln!(out, "{}", report.to_json())?;
     } else {
         write_text(&report, out)?;
     }
@@ -60,46 +59,6 @@ pub fn run(args: Args, _cx: &Context, out: &mut dyn Write) -> Result<ExitCode, F
     } else {
         0
     }))
-}
-
-fn global_json(g: &GlobalUse) -> Json {
-    json!({"module": g.module, "name": g.name, "verdict": g.verdict.as_str(), "count": g.count})
-}
-
-/// The contract's JSON, with each file's `kind` and `pickles` (record,
-/// protocol, opcode counts, globals) besides.
-fn to_json(report: &ScanReport) -> Json {
-    let files: Vec<Json> = report
-        .files
-        .iter()
-        .map(|f| {
-            let pickles: Vec<Json> = f
-                .pickles
-                .iter()
-                .map(|p| {
-                    let opcodes: Map<String, Json> = p
-                        .opcodes
-                        .iter()
-                        .map(|(name, n)| ((*name).to_owned(), json!(n)))
-                        .collect();
-                    json!({
-                        "record": p.record,
-                        "protocol": p.protocol,
-                        "opcodes": opcodes,
-                        "globals": p.globals.iter().map(global_json).collect::<Vec<_>>(),
-                    })
-                })
-                .collect();
-            json!({
-                "path": f.path.display().to_string(),
-                "kind": f.kind.map(|k| k.as_str()),
-                "globals": f.globals.iter().map(global_json).collect::<Vec<_>>(),
-                "pickles": pickles,
-                "error": f.error.as_ref().map(one_line),
-            })
-        })
-        .collect();
-    json!({ "files": files })
 }
 
 /// An error and its causes on one line.

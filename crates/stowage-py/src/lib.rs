@@ -72,6 +72,23 @@ fn load(
     root
 }
 
+/// Scans each path (a file, or a folder read recursively) without loading
+/// it: the JSON text of `stowage scan --json`, made by the same code.
+#[pyfunction]
+#[pyo3(signature = (*paths))]
+fn scan(py: Python<'_>, paths: &Bound<'_, pyo3::types::PyTuple>) -> PyResult<String> {
+    let paths: Vec<PathBuf> = paths.iter().map(|p| p.extract()).collect::<PyResult<_>>()?;
+    Ok(py.detach(|| {
+        let mut report = stowage::checkpoint::scan::ScanReport::default();
+        for path in &paths {
+            report
+                .files
+                .extend(stowage::checkpoint::scan::scan_path(path).files);
+        }
+        report.to_json().to_string()
+    }))
+}
+
 #[pymodule]
 fn _stowage(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
@@ -80,5 +97,6 @@ fn _stowage(m: &Bound<'_, PyModule>) -> PyResult<()> {
     errors::register(m)?;
     m.add_function(wrap_pyfunction!(load, m)?)?;
     m.add_function(wrap_pyfunction!(save::save, m)?)?;
+    m.add_function(wrap_pyfunction!(scan, m)?)?;
     Ok(())
 }

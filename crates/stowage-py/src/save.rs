@@ -144,10 +144,7 @@ impl<'py> Walk<'py> {
         let index: usize = e.get_item(1)?.extract()?;
         let bytes = e.get_item(2)?;
         if index == self.storages.len() {
-            let buffer = PyBuffer::<u8>::get(&bytes)?;
-            let data = buffer.to_vec(e.py())?;
-            let storage =
-                UntypedStorage::from_bytes(&data).map_err(|err| errors::to_py(e.py(), err))?;
+            let storage = storage_of(&bytes)?;
             self.storages.push(storage);
         }
         let Some(storage) = self.storages.get(index) else {
@@ -173,6 +170,28 @@ impl<'py> Walk<'py> {
         obj.parameter = parameter;
         Ok(PyValue::Tensor(Box::new(obj)))
     }
+}
+
+/// A storage over a Python buffer's bytes: in place when the buffer is one
+/// contiguous run (a torch storage's or a numpy array's memory), else a copy.
+fn storage_of(obj: &Bound<'_, PyAny>) -> PyResult<UntypedStorage> {
+    let py = obj.py();
+    let buffer = PyBuffer::<u8>::get(obj)?;
+    if !buffer.is_c_contiguous() {
+        let data = buffer.to_vec(py)?;
+        return UntypedStorage::from_bytes(&data).map_err(|e| errors::to_py(py, e));
+    }
+    let len = buffer.len_bytes();
+    let Some(ptr) = std::ptr::NonNull::new(buffer.buf_ptr().cast::<u8>()) else {
+        return UntypedStorage::from_bytes(&[]).map_err(|e| errors::to_py(py, e));
+    };
+    // SAFETY: a contiguous buffer's `len` bytes at `ptr` stay valid while
+    // the `PyBuffer` (the owner handed over) holds the export. The storage
+    // lives only for this save, which reads it (with the GIL released, as
+    // torch.save reads a tensor's memory); nothing in it writes there.
+    #[allow(unsafe_code)]
+    let storage = unsafe { UntypedStorage::from_external(ptr, len, Box::new(buffer)) };
+    Ok(storage)
 }
 
 /// Saves `obj` to `dst`: safetensors for a `.safetensors` name, else the

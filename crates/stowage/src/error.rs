@@ -840,6 +840,26 @@ impl std::fmt::Debug for Error {
     }
 }
 
+/// An error and its causes on one line, `outer: cause: root cause`: how the
+/// command line and the scan report's JSON write an error.
+///
+/// A cause whose message the line already holds is left out (many errors,
+/// [`Error::Io`] among them, print their source in their own message), and
+/// line breaks inside messages become spaces.
+pub fn one_line(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut line = error.to_string();
+    let mut cause = error.source();
+    while let Some(e) = cause {
+        let text = e.to_string();
+        if !line.contains(&text) {
+            line.push_str(": ");
+            line.push_str(&text);
+        }
+        cause = e.source();
+    }
+    line.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -95,7 +95,7 @@ pub use checkpoint::{
 pub use device::{Device, DeviceType};
 pub use dtype::{DType, Kind};
 pub use element::{Element, Scalar};
-pub use error::{Error, Result};
+pub use error::{one_line, Error, Result};
 /// The `half` crate, whose `f16` and `bf16` are the element types of
 /// `float16` and `bfloat16` tensors (`read::<half::f16>()`).
 pub use half;

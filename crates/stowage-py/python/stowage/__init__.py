@@ -14,8 +14,9 @@ it.
 
 from __future__ import annotations
 
+import json
 import os
-from typing import Any, Iterable, Optional, Union
+from typing import Any, Dict, Iterable, Optional, Union
 
 from . import _stowage
 from ._adapter import adapter_for
@@ -28,6 +29,7 @@ __version__: str = _stowage.__version__
 __all__ = [
     "load",
     "save",
+    "scan",
     "safe_open",
     "SafeOpen",
     "TensorSlice",
@@ -120,3 +122,18 @@ def save(obj: Any, dst: Union[str, "os.PathLike[str]"], *, sync: bool = True) ->
     from ._save import Encoder
 
     _stowage.save(obj, os.fspath(dst), Encoder(), sync=sync)
+
+
+def scan(*paths: Union[str, "os.PathLike[str]"]) -> Dict[str, Any]:
+    """Read every pickle in each file (folders recursively) without loading
+    anything, and name each global with its verdict: exactly the JSON of
+    ``stowage scan --json``, as a dict (``docs/cli-contract.md``)::
+
+        {"files": [{"path", "kind", "globals": [{"module", "name", "verdict",
+        "count"}], "pickles": [...], "error"}]}
+
+    A verdict is ``"allowed"`` (PyTorch's weights_only allowlist),
+    ``"decoded"`` (data stowage reads when allowed) or ``"unsafe"``. A file
+    it cannot read has its ``error`` set rather than raising.
+    """
+    return json.loads(_stowage.scan(*(os.fspath(p) for p in paths)))

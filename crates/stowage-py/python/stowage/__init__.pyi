@@ -6,6 +6,7 @@ __version__: str
 __all__ = [
     "load",
     "save",
+    "scan",
     "safe_open",
     "SafeOpen",
     "TensorSlice",
@@ -33,6 +34,10 @@ def load(
 
 def save(obj: Any, dst: _Path, *, sync: bool = True) -> None:
     """Save obj as torch.save would, for torch.load(dst, weights_only=True) to read back identical."""
+    ...
+
+def scan(*paths: _Path) -> Dict[str, Any]:
+    """The JSON of stowage scan --json, as a dict: every global each pickle names, with its verdict."""
     ...
 
 def safe_open(

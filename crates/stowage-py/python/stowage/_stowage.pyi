@@ -15,6 +15,7 @@ __all__ = [
     "CorruptCheckpointError",
     "load",
     "save",
+    "scan",
 ]
 
 @final
@@ -46,3 +47,4 @@ class SafeOpen:
     def format(self) -> str: ...
 
 def save(obj: Any, dst: str, encoder: Any, *, sync: bool = True) -> None: ...
+def scan(*paths: str) -> str: ...

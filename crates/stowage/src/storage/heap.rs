@@ -82,6 +82,9 @@ enum Owner {
         capacity: usize,
         free: unsafe fn(NonNull<u8>, usize),
     },
+    /// Memory another owner allocated (a Python buffer, say), kept alive by
+    /// `_keep` and released by it when it drops.
+    External { _keep: Box<dyn Send + Sync> },
 }
 
 /// Rebuilds and drops the `Vec<T>` of `capacity` elements whose buffer starts at `ptr`.
@@ -179,6 +182,23 @@ impl HeapBuffer {
         }
     }
 
+    /// A buffer over `len` bytes at `ptr` that `keep` owns.
+    ///
+    /// # Safety
+    /// `ptr` is valid for reads and writes of `len` bytes for as long as
+    /// `keep` lives.
+    pub(crate) unsafe fn external(
+        ptr: NonNull<u8>,
+        len: usize,
+        keep: Box<dyn Send + Sync>,
+    ) -> Self {
+        HeapBuffer {
+            ptr: if len == 0 { Self::dangling() } else { ptr },
+            len,
+            owner: Owner::External { _keep: keep },
+        }
+    }
+
     /// A buffer holding a copy of `bytes`.
     pub(crate) fn from_slice(bytes: &[u8]) -> Result<Self> {
         let mut buf = Self::zeroed(bytes.len())?;
@@ -209,7 +229,8 @@ impl HeapBuffer {
     pub(crate) fn as_slice(&self) -> &[u8] {
         // SAFETY: `ptr` is valid for `len` initialised bytes (zeroed at allocation, by
         // the kernel for a mapping that `self.owner` keeps alive, the elements of an
-        // adopted vector whose allocation `self.owner` frees only on drop,
+        // adopted vector whose allocation `self.owner` frees only on drop, external
+        // memory `self.owner` keeps alive (the promise of `external`),
         // or dangling with len 0), and the borrow of `self` keeps it alive and unaliased by writers.
         unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
     }
@@ -234,8 +255,9 @@ impl HeapBuffer {
 impl Drop for HeapBuffer {
     fn drop(&mut self) {
         match self.owner {
-            // A mapping unmaps itself when `self.owner` drops.
-            Owner::Map { .. } => {}
+            // A mapping unmaps itself when `self.owner` drops, and an
+            // external owner releases its memory likewise.
+            Owner::Map { .. } | Owner::External { .. } => {}
             Owner::Global if self.len != 0 => {
                 // SAFETY: `ptr` was returned by `alloc_zeroed` with exactly this layout
                 // (the layout was valid then, so it is valid now) and is freed once, here.
@@ -292,6 +314,32 @@ mod tests {
         b.as_mut_slice()[2 * LARGE - 1] = 9;
         let copy = HeapBuffer::from_slice(b.as_slice()).unwrap();
         assert_eq!(copy.as_slice()[2 * LARGE - 1], 9);
+    }
+
+    #[test]
+    fn external_memory_is_used_in_place_and_released_by_its_owner() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use std::sync::Arc;
+        struct Owner(Vec<u8>, Arc<AtomicBool>);
+        impl Drop for Owner {
+            fn drop(&mut self) {
+                self.1.store(true, Ordering::SeqCst);
+            }
+        }
+        let dropped = Arc::new(AtomicBool::new(false));
+        let mut owner = Box::new(Owner(vec![1, 2, 3, 4], dropped.clone()));
+        let ptr = NonNull::new(owner.0.as_mut_ptr()).unwrap();
+        // SAFETY: the vector's 4 bytes live as long as the owner, which the buffer holds.
+        let mut b = unsafe { HeapBuffer::external(ptr, 4, owner) };
+        assert_eq!(b.addr(), ptr.as_ptr() as usize);
+        b.as_mut_slice()[0] = 9;
+        assert_eq!(b.as_slice(), &[9, 2, 3, 4]);
+        b.resize(6).unwrap();
+        assert!(
+            dropped.load(Ordering::SeqCst),
+            "a resize releases the old memory"
+        );
+        assert_eq!(b.as_slice(), &[9, 2, 3, 4, 0, 0]);
     }
 
     #[test]

@@ -204,6 +204,26 @@ impl UntypedStorage {
         ))
     }
 
+    /// A cpu storage over `len` bytes at `ptr` that `owner` keeps alive,
+    /// without copying them (a buffer lent by Python, say): the storage holds
+    /// `owner` and drops it when the storage is dropped or resized, which
+    /// releases the memory. Until then the storage reads and writes the
+    /// bytes in place; changes made to them elsewhere meanwhile show through.
+    ///
+    /// # Safety
+    /// `ptr` must be valid for reads and writes of `len` bytes for as long as
+    /// `owner` lives, and nothing may write them while a borrow of the
+    /// storage's bytes ([`bytes`](Self::bytes)) is alive.
+    pub unsafe fn from_external(
+        ptr: std::ptr::NonNull<u8>,
+        len: usize,
+        owner: Box<dyn Send + Sync>,
+    ) -> Self {
+        // SAFETY: the caller's promise is `external`'s.
+        let buffer = unsafe { HeapBuffer::external(ptr, len, owner) };
+        Self::from_backing(Device::CPU, Backing::Heap(buffer))
+    }
+
     /// A cpu storage over the elements of `values`, without copying them: the
     /// storage owns the vector's allocation (and its alignment, `T`'s) from now
     /// on, and frees it as a `Vec<T>`.

@@ -36,6 +36,7 @@
 //! `max_pickle_bytes` (the largest pickle read), `max_records` and
 //! `pickle_limits`.
 
+mod json;
 mod torch_allowed;
 
 use std::fs::File;

@@ -1,0 +1,46 @@
+"""stowage.scan: the same JSON as `stowage scan --json`."""
+
+import json
+import os
+import pathlib
+import subprocess
+
+import pytest
+import torch
+
+import stowage
+
+ROOT = pathlib.Path(__file__).resolve().parents[3]
+
+
+def test_scan_names_unsafe_globals_and_clean_files(fixtures, tmp_path):
+    torch.save({"w": torch.ones(2)}, tmp_path / "clean.pt")
+    torch.save(torch.nn.Linear(2, 2), tmp_path / "module.pt")
+    report = stowage.scan(tmp_path / "clean.pt", tmp_path / "module.pt", fixtures / "hostile" / "os_system.pt")
+    files = {pathlib.Path(f["path"]).name: f for f in report["files"]}
+    assert all(g["verdict"] == "allowed" for g in files["clean.pt"]["globals"])
+    assert any(g["verdict"] == "unsafe" and g["module"].startswith("torch.nn") for g in files["module.pt"]["globals"])
+    assert any(
+        g["verdict"] == "unsafe" and (g["module"], g["name"]) in {("posix", "system"), ("os", "system")}
+        for g in files["os_system.pt"]["globals"]
+    ), files["os_system.pt"]["globals"]
+
+
+def test_an_unreadable_file_is_reported_not_raised(tmp_path):
+    report = stowage.scan(tmp_path / "absent.pt")
+    assert report["files"][0]["error"]
+
+
+def _cli():
+    for profile in ("debug", "release"):
+        exe = ROOT / "target" / profile / "stowage"
+        if exe.exists():
+            return exe
+    return None
+
+
+@pytest.mark.skipif(_cli() is None, reason="the stowage binary is not built (cargo build -p stowage-cli)")
+def test_scan_is_the_cli_json(fixtures):
+    paths = [fixtures / "state_dict.pt", fixtures / "hostile" / "os_system.pt", fixtures / "wild"]
+    run = subprocess.run([str(_cli()), "scan", "--json", *map(os.fspath, paths)], capture_output=True, text=True)
+    assert json.loads(run.stdout) == stowage.scan(*paths)
