@@ -69,8 +69,12 @@ def adapter_for(framework: str) -> BaseAdapter:
     """The adapter that builds ``framework``'s objects (torch is imported
     only for ``"torch"``)."""
     if framework == "torch":
-        from . import _torch
-
+        try:
+            from . import _torch
+        except ImportError as e:
+            raise ImportError(
+                f"framework='torch' needs torch ({e}); install it, or load with framework='numpy'"
+            ) from e
         return _torch.Adapter()
     if framework in ("numpy", "np"):
         from . import _numpy
