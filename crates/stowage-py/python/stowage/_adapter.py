@@ -14,6 +14,20 @@ from ._stowage import StowageError
 
 
 class BaseAdapter:
+    # Values outside torch, as plain Python: names and tuples. The torch
+    # adapter makes torch's objects of them instead.
+    def device(self, name: str) -> Any:
+        return name
+
+    def size(self, dims: Tuple[int, ...]) -> Any:
+        return tuple(dims)
+
+    def qscheme(self, name: str) -> Any:
+        return name
+
+    def layout(self, name: str) -> Any:
+        return name
+
     def ordered_dict(self) -> "collections.OrderedDict[Any, Any]":
         return collections.OrderedDict()
 

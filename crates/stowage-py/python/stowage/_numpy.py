@@ -101,14 +101,6 @@ class Adapter(BaseAdapter):
     def dtype(self, name: str) -> Any:
         return self._table.get(name, name)
 
-    def device(self, name: str) -> str:
-        return name
 
-    def size(self, dims: Tuple[int, ...]) -> Tuple[int, ...]:
-        return tuple(dims)
 
-    def qscheme(self, name: str) -> str:
-        return name
 
-    def layout(self, name: str) -> str:
-        return name

@@ -30,18 +30,6 @@ class _ValuesAdapter(BaseAdapter):
     def dtype(self, name: str) -> str:
         return name
 
-    def device(self, name: str) -> str:
-        return name
-
-    def size(self, dims: Tuple[int, ...]) -> Tuple[int, ...]:
-        return tuple(dims)
-
-    def qscheme(self, name: str) -> str:
-        return name
-
-    def layout(self, name: str) -> str:
-        return name
-
     def ndarray(self, *args: Any) -> Any:
         return _TENSOR
 
