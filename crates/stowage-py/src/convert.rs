@@ -14,7 +14,7 @@ use pyo3::exceptions::PyRecursionError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyComplex, PyDict, PyFrozenSet, PyList, PySet, PyTuple};
 use stowage::checkpoint::pickle::{Node, NodeId, Value};
-use stowage::checkpoint::{Object, StorageRef, TensorKind, TensorObject};
+use stowage::checkpoint::{Object, PyData, StorageRef, TensorKind, TensorObject, TimeZone};
 use stowage::{Checkpoint, Scalar, UntypedStorage};
 
 use crate::errors::{self, StowageError};
@@ -231,8 +231,56 @@ impl<'py, 'c> Converter<'py, 'c> {
             }
             Object::NumpyDType(d) => self.call("numpy_dtype", (d.code.as_str(),)),
             Object::Global(g) => Err(self.unsupported(&format!("the global {g:?} as a value"))),
-            Object::Data(d) => Err(self.unsupported(&format!("the value {d:?}"))),
+            Object::Data(d) => self.data(d),
             other => Err(self.unsupported(&format!("the value {other:?}"))),
+        }
+    }
+
+    /// Python's own data types (`datetime`, `pathlib`, …), made by the adapter.
+    fn data(&self, d: &PyData) -> PyResult<Py<PyAny>> {
+        match d {
+            PyData::DateTime(date, t) => {
+                let tz = self.timezone(t.tz.as_ref())?;
+                self.call(
+                    "datetime",
+                    (
+                        (date.year, date.month, date.day),
+                        (t.hour, t.minute, t.second, t.microsecond),
+                        t.fold,
+                        tz,
+                    ),
+                )
+            }
+            PyData::Date(date) => self.call("date", (date.year, date.month, date.day)),
+            PyData::Time(t) => {
+                let tz = self.timezone(t.tz.as_ref())?;
+                self.call(
+                    "time",
+                    ((t.hour, t.minute, t.second, t.microsecond), t.fold, tz),
+                )
+            }
+            PyData::TimeDelta(td) => self.call("timedelta", (td.days, td.seconds, td.microseconds)),
+            PyData::TimeZone(tz) => self.timezone(Some(tz)),
+            PyData::Path { class, path } => self.call("path", (*class, path.as_str())),
+            PyData::Slice([start, stop, step]) => self.call("slice", (*start, *stop, *step)),
+            PyData::Range([start, stop, step]) => self.call("range", (*start, *stop, *step)),
+            PyData::Type(name) => self.call("builtin_type", (*name,)),
+            other => Err(self.unsupported(&format!("the value {other:?}"))),
+        }
+    }
+
+    fn timezone(&self, tz: Option<&TimeZone>) -> PyResult<Py<PyAny>> {
+        match tz {
+            None => Ok(self.py.None()),
+            Some(z) => self.call(
+                "timezone",
+                (
+                    z.offset.days,
+                    z.offset.seconds,
+                    z.offset.microseconds,
+                    z.name.as_deref(),
+                ),
+            ),
         }
     }
 

@@ -4,8 +4,12 @@ walk (``src/convert.rs``) calls these methods, one per kind of leaf."""
 
 from __future__ import annotations
 
+import builtins
 import collections
-from typing import Any, Tuple
+import datetime as _dt
+import os
+import pathlib
+from typing import Any, Optional, Tuple
 
 import numpy as np
 
@@ -27,6 +31,45 @@ class BaseAdapter:
 
     def layout(self, name: str) -> Any:
         return name
+
+    # Python's data types, as the pickle held them (nothing is called but
+    # their constructors, with the decoded fields).
+    def datetime(
+        self, date: Tuple[int, int, int], time: Tuple[int, int, int, int], fold: bool, tz: Any
+    ) -> _dt.datetime:
+        return _dt.datetime(*date, *time, tzinfo=tz, fold=int(fold))
+
+    def date(self, year: int, month: int, day: int) -> _dt.date:
+        return _dt.date(year, month, day)
+
+    def time(self, time: Tuple[int, int, int, int], fold: bool, tz: Any) -> _dt.time:
+        return _dt.time(*time, tzinfo=tz, fold=int(fold))
+
+    def timedelta(self, days: int, seconds: int, microseconds: int) -> _dt.timedelta:
+        return _dt.timedelta(days=days, seconds=seconds, microseconds=microseconds)
+
+    def timezone(self, days: int, seconds: int, microseconds: int, name: Optional[str]) -> _dt.timezone:
+        offset = _dt.timedelta(days=days, seconds=seconds, microseconds=microseconds)
+        return _dt.timezone(offset) if name is None else _dt.timezone(offset, name)
+
+    def path(self, cls: str, path: str) -> pathlib.PurePath:
+        # `cls` is one of pathlib's six classes (stowage's table); a concrete
+        # path of the other system cannot be made here, so it is its pure form.
+        if cls == "WindowsPath" and os.name != "nt":
+            cls = "PureWindowsPath"
+        elif cls == "PosixPath" and os.name == "nt":
+            cls = "PurePosixPath"
+        return getattr(pathlib, cls)(path)
+
+    def slice(self, start: Optional[int], stop: Optional[int], step: Optional[int]) -> slice:
+        return builtins.slice(start, stop, step)
+
+    def range(self, start: int, stop: int, step: int) -> range:
+        return builtins.range(start, stop, step)
+
+    def builtin_type(self, name: str) -> type:
+        # `name` is from stowage's own table of builtin types, not the file's text.
+        return getattr(builtins, name)
 
     def ordered_dict(self) -> "collections.OrderedDict[Any, Any]":
         return collections.OrderedDict()
