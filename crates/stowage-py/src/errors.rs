@@ -28,8 +28,9 @@ create_exception!(
     "The file is damaged or not a checkpoint of the format it claims. `.file` names it and `.entry` the record or offset, where known."
 );
 
-/// The error the context wrappers (`InFile`, `InRecord`, …) hold, and the
-/// file and entry they name on the way down.
+/// The error the context wrappers (`InFile`, `InRecord`, …) hold, the file
+/// they name, and the most specific entry: the deepest record or storage
+/// named on the way down, or the record the error itself names.
 fn innermost(mut e: &Error) -> (&Error, Option<String>, Option<String>) {
     let (mut file, mut entry) = (None, None);
     loop {
@@ -39,14 +40,19 @@ fn innermost(mut e: &Error) -> (&Error, Option<String>, Option<String>) {
                 source
             }
             Error::InRecord { name, source } => {
-                entry.get_or_insert_with(|| name.clone());
+                entry = Some(name.clone());
                 source
             }
             Error::InStorage { key, source } => {
-                entry.get_or_insert_with(|| format!("storage {key}"));
+                entry = Some(format!("storage {key}"));
                 source
             }
             Error::AtPath { source, .. } => source,
+            Error::MissingRecord { name }
+            | Error::RecordSize { name, .. }
+            | Error::ImplausibleRecord { name, .. } => {
+                return (e, file, Some(name.clone()));
+            }
             _ => return (e, file, entry),
         }
     }
@@ -67,6 +73,7 @@ fn is_corrupt(e: &Error) -> bool {
             | Error::ImplausibleRecord { .. }
             | Error::OutOfStorage { .. }
             | Error::FileTooSmall { .. }
+            | Error::SizeOverflow { .. }
             | Error::DuplicateName { .. }
             | Error::ShardLacksTensor { .. }
             | Error::Safetensors(_)
