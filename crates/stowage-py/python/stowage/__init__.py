@@ -112,7 +112,9 @@ def save(obj: Any, dst: Union[str, "os.PathLike[str]"], *, sync: bool = True) ->
     ``torch.Size`` and ``torch.device`` values. Tensors on one storage (and
     arrays on one buffer) are written as one storage. A name ending in
     ``.safetensors`` writes safetensors (tensors only, named by path);
-    anything else the torch zip format.
+    anything else the torch zip format. An ``OrderedDict``'s attributes (a
+    state dict's ``_metadata``) are not written yet; ``load_state_dict``
+    does without them.
 
     The file is written crash-safely: a temporary renamed over ``dst``
     (fsynced first unless ``sync=False``), so ``dst`` is either the old file
