@@ -291,8 +291,8 @@ impl<'py, 'c> Converter<'py, 'c> {
         }
         let device = storage.device().to_string();
         let made = if storage.has_data() {
-            let buffer =
-                StorageBuffer::new(storage.clone()).map_err(|e| errors::to_py(self.py, e))?;
+            let buffer = StorageBuffer::new(storage.clone())
+                .map_err(|e| errors::to_py(self.py, errors::at_path(self.here(), e)))?;
             let buffer = Bound::new(self.py, buffer)?;
             self.call("storage", (buffer, storage.nbytes(), device))?
         } else {

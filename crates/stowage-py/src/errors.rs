@@ -80,6 +80,15 @@ fn is_corrupt(e: &Error) -> bool {
     )
 }
 
+/// `error` in the context of the value at `path` (`Error::AtPath`, which the
+/// message shows as `path: …`).
+pub fn at_path(path: String, error: Error) -> Error {
+    Error::AtPath {
+        path,
+        source: Box::new(error),
+    }
+}
+
 /// The Python exception for a stowage error; its message is the error's,
 /// with the file and entry it happened in.
 pub fn to_py(py: Python<'_>, e: Error) -> PyErr {
@@ -96,20 +105,27 @@ pub fn to_py(py: Python<'_>, e: Error) -> PyErr {
         Error::GlobalNotAllowed { module, name } => {
             let err = UnsafeGlobalError::new_err(message);
             let value = err.value(py);
-            let _ = value.setattr("module", module.as_str());
-            let _ = value.setattr("name", name.as_str());
+            if let Err(e) = value
+                .setattr("module", module.as_str())
+                .and_then(|()| value.setattr("name", name.as_str()))
+            {
+                return e;
+            }
             err
         }
         e if is_corrupt(e) => {
             let err = CorruptCheckpointError::new_err(message);
-            let value = err.value(py);
-            let _ = value.setattr("entry", entry.as_deref());
+            if let Err(e) = err.value(py).setattr("entry", entry.as_deref()) {
+                return e;
+            }
             err
         }
         _ => StowageError::new_err(message),
     };
-    let _ = err.value(py).setattr("file", file.as_deref());
-    err
+    match err.value(py).setattr("file", file.as_deref()) {
+        Ok(()) => err,
+        Err(e) => e,
+    }
 }
 
 /// Registers the exception classes in the module.

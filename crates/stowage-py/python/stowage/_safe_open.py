@@ -38,10 +38,13 @@ def _prune(value: Any) -> Any:
     if isinstance(value, dict):
         out = type(value)()
         for k, v in value.items():
-            if v is not _TENSOR:
-                v = _prune(v)
-                if not (isinstance(v, dict) and not v and value[k]):
-                    out[k] = v
+            if v is _TENSOR:
+                continue
+            pruned = _prune(v)
+            # A dict that held only tensors goes with them.
+            if isinstance(pruned, dict) and not pruned and v:
+                continue
+            out[k] = pruned
         return out
     if isinstance(value, list):
         return [_prune(v) for v in value if v is not _TENSOR]
