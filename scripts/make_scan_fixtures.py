@@ -104,7 +104,7 @@ def main():
     m = torch.jit.script(torch.nn.Linear(2, 2))
     torch.jit.save(m, os.path.join(OUT, "torchscript.pt"))
 
-    names = sorted(n for n in os.listdir(OUT) if n not in ("expected.json", "README.md"))
+    names = sorted(n for n in os.listdir(OUT) if n not in ("expected.json", "README.md", "field"))
     r = subprocess.run([sys.executable, os.path.join(HERE, "torch_scan_oracle.py")]
                        + [os.path.join(OUT, n) for n in names],
                        check=True, capture_output=True, text=True)

@@ -13,9 +13,12 @@ Prints one JSON object, for each file:
                                shorter table of its own, so a protocol 2
                                `commands.Popen` stays so for it while CPython's
                                unpickler imports `subprocess.Popen`),
-   "oracle": [...] | null,     the same set computed over every pickle of the file
-                               (zip *.pkl records, the five legacy sections, a bare
-                               pickle's first): each pickle is run by CPython's own
+   "oracle": [...] | null,     the same set computed over every pickle of the file,
+                               wherever it is (every zip member that CPython reads as
+                               a pickle, *.pkl ones always, and the members of zips
+                               inside it; the five legacy sections; the pickle of a
+                               .npy object array; a bare file's pickles back to back,
+                               to the first that is none): each pickle is run by CPython's own
                                pure-Python unpickler whose find_class only records
                                the name (mapped Python 2 -> 3 as CPython maps it)
                                and returns an inert stub, so nothing is imported or
@@ -28,6 +31,7 @@ import _compat_pickle
 import io
 import json
 import pickle
+import struct
 import sys
 import zipfile
 
@@ -70,15 +74,63 @@ class Tracer(pickle._Unpickler):
         return Stub()
 
 
-def pickles(path):
-    """The byte streams holding the file's pickles, each to run from its start."""
-    with open(path, "rb") as f:
-        data = f.read()
+def load_all(data, names, must):
+    """Runs the pickles of `data` back to back, to its end or the first that is
+    no pickle; `must`: the first has to be one (else its error is raised).
+    Names are kept only from pickles CPython read to their STOP."""
+    f = io.BytesIO(data)
+    first = True
+    while f.tell() < len(data) or first:
+        found = set()
+        try:
+            Tracer(f, found).load()
+        except Exception:
+            if first and must:
+                raise
+            return not first
+        names |= found
+        first = False
+    return True
+
+
+def member(data, z, info):
+    """A member's bytes; for one flagged as encrypted (which zipfile refuses),
+    its stored bytes when they are plain after all (their CRC-32 matches)."""
+    if not info.flag_bits & 0x41:
+        return z.read(info)
+    import zlib
+    at = info.header_offset
+    n, m = struct.unpack_from("<HH", data, at + 26)
+    raw = data[at + 30 + n + m:at + 30 + n + m + info.compress_size]
+    if info.compress_type == zipfile.ZIP_DEFLATED:
+        raw = zlib.decompress(raw, -15)
+    if zlib.crc32(raw) != info.CRC:
+        raise RuntimeError(f"{info.filename} is encrypted")
+    return raw
+
+
+def scan_bytes(name, data, names, must):
+    """The pickles of one file or zip member, judged by content."""
     if data.startswith(b"PK\x03\x04"):
         with zipfile.ZipFile(io.BytesIO(data)) as z:
             # By entry, not by name: a repeated name is read each time.
-            return [("zip", z.read(i)) for i in z.infolist() if i.filename.endswith(".pkl")]
-    return [("stream", data)]
+            for i in z.infolist():
+                if not i.is_dir():
+                    scan_bytes(i.filename, member(data, z, i), names, i.filename.endswith(".pkl"))
+    elif data.startswith(LEGACY_MAGIC):
+        f = io.BytesIO(data)
+        for _ in range(5):
+            Tracer(f, names).load()
+    elif data.startswith(b"\x93NUMPY"):
+        import numpy as np
+        f = io.BytesIO(data)
+        major, _ = np.lib.format.read_magic(f)
+        read = np.lib.format.read_array_header_1_0 if major == 1 else np.lib.format.read_array_header_2_0
+        dtype = read(f)[2]
+        if dtype.hasobject:
+            load_all(data[f.tell():], names, True)
+    else:
+        load_all(data, names, must)
 
 
 def cpython_name(full):
@@ -92,11 +144,8 @@ def cpython_name(full):
 
 def oracle(path):
     names = set()
-    for kind, data in pickles(path):
-        f = io.BytesIO(data)
-        count = 5 if data.startswith(LEGACY_MAGIC) else 1
-        for _ in range(count):
-            Tracer(f, names).load()
+    with open(path, "rb") as f:
+        scan_bytes(path, f.read(), names, True)
     allowed = set(wou._get_allowed_globals()) | set(wou._get_user_allowed_globals())
     return sorted(names - allowed)
 

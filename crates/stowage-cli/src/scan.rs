@@ -5,15 +5,17 @@
 //! Without `--json`, per file: `FILE: <kind>, N pickles, M globals (K unsafe)`
 //! then one line per global, `  <verdict>  module.name ×count`, and
 //! `FILE: error: …` where something could not be read (also on stderr, as
-//! `stowage: FILE: …`); then a summary line.
-//! Exit 0 when nothing is unsafe, 1 when something is, 2 when a file could
-//! not be read (this wins over 1: the scan is incomplete).
+//! `stowage: FILE: …`); a line naming the unsafe globals that only import a
+//! class (and that `--inert` reads the file); then a summary line.
+//! Exit 0 when nothing is unsafe, 1 when something is (with `--fail-on
+//! code`, only when something runs code), 2 when a file could not be read
+//! (this wins over 1: the scan is incomplete).
 
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use stowage::checkpoint::scan::{scan_path, FileScan, ScanReport, Verdict};
+use stowage::checkpoint::scan::{scan_path, FileScan, Risk, ScanReport, Verdict};
 
 use crate::{Context, Failure};
 
@@ -23,9 +25,23 @@ pub struct Args {
     /// Files or folders (scanned recursively) to read
     #[arg(required = true)]
     paths: Vec<PathBuf>,
-    /// Print one JSON object: {"files": [{"path", "globals": [{"module", "name", "verdict", "count"}], "error"}]}
+    /// Print one JSON object: {"files": [{"path", "globals": [{"module", "name", "verdict", "risk", "count"}], "error"}]}
     #[arg(long)]
     json: bool,
+    /// What exits 1: any unsafe global, or only one that runs code (an
+    /// unsafe global that only imports a class, as a whole-model save names
+    /// them, then exits 0)
+    #[arg(long, value_enum, default_value_t = FailOn::Unsafe)]
+    fail_on: FailOn,
+}
+
+/// `--fail-on`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum FailOn {
+    /// An unsafe global that runs commands or code (`"risk": "code"`)
+    Code,
+    /// Any unsafe global
+    Unsafe,
 }
 
 /// Runs `scan`.
@@ -52,9 +68,13 @@ pub fn run(args: Args, _cx: &Context, out: &mut dyn Write) -> Result<ExitCode, F
     } else {
         write_text(&report, out)?;
     }
+    let fails = match args.fail_on {
+        FailOn::Unsafe => report.is_unsafe(),
+        FailOn::Code => report.runs_code(),
+    };
     Ok(ExitCode::from(if report.has_errors() {
         2
-    } else if report.is_unsafe() {
+    } else if fails {
         1
     } else {
         0
@@ -91,6 +111,19 @@ fn write_file(f: &FileScan, out: &mut dyn Write) -> std::io::Result<()> {
                 g.module,
                 g.name,
                 g.count
+            )?;
+        }
+        let imports: Vec<String> = f
+            .globals
+            .iter()
+            .filter(|g| g.risk == Some(Risk::Import))
+            .map(|g| format!("{}.{}", g.module, g.name))
+            .collect();
+        if !imports.is_empty() {
+            writeln!(
+                out,
+                "  only imports, no code: {}; `stowage inspect --inert {path}` reads the file without importing them",
+                imports.join(", ")
             )?;
         }
     }

@@ -65,6 +65,13 @@ pub struct Disassembly {
     /// Why the walk stopped before `STOP`, if it did. The other fields hold
     /// what was found up to there.
     pub error: Option<PickleError>,
+    /// Where the frames (`FRAME`, protocol 4 and later) first disagree with
+    /// the opcodes, if they do: the offset of the opcode that runs past the
+    /// end of its frame, or of a `FRAME` that starts before the current one
+    /// ends. CPython's C unpickler reads across such a boundary and its
+    /// Python unpickler refuses it, so two readers of one stream can see
+    /// different opcodes; `pickle` itself never writes one.
+    pub frame_mismatch: Option<usize>,
 }
 
 impl Disassembly {
@@ -94,6 +101,8 @@ struct Walk<'l> {
     out: Disassembly,
     limits: &'l Limits,
     at: usize,
+    /// The end of the current frame, while one is being read.
+    frame_end: Option<usize>,
 }
 
 impl Walk<'_> {
@@ -290,6 +299,10 @@ impl Walk<'_> {
             }
             (op::FRAME, Operand::Uint(n)) => {
                 input.check_len(n)?;
+                if self.frame_end.is_some_and(|end| self.at < end) {
+                    self.out.frame_mismatch.get_or_insert(self.at);
+                }
+                self.frame_end = Some(input.pos.saturating_add(n as usize));
             }
             (op::READONLY_BUFFER, _) => {}
             // Every other opcode pushes one value that is not a string.
@@ -317,9 +330,11 @@ pub fn disassemble(data: &[u8], limits: &Limits) -> Disassembly {
             globals: Vec::new(),
             counts: Box::new([0; 256]),
             error: None,
+            frame_mismatch: None,
         },
         limits,
         at: 0,
+        frame_end: None,
     };
     let mut input = Input { data, pos: 0 };
     let error = loop {
@@ -343,6 +358,16 @@ pub fn disassemble(data: &[u8], limits: &Limits) -> Disassembly {
             .and_then(|arg| walk.step(code, arg, &input));
         if let Err(e) = step {
             break Some(e);
+        }
+        // An opcode must end within the frame it starts in (a frame's
+        // opcodes fill it exactly); the next one after it is unframed.
+        match walk.frame_end {
+            Some(end) if code != op::FRAME && input.pos > end => {
+                walk.out.frame_mismatch.get_or_insert(walk.at);
+                walk.frame_end = None;
+            }
+            Some(end) if input.pos == end => walk.frame_end = None,
+            _ => {}
         }
     };
     walk.out.consumed = if error.is_some() { walk.at } else { input.pos };
@@ -403,6 +428,37 @@ mod tests {
         ] {
             assert!(agrees_with_the_machine(data));
         }
+    }
+
+    #[test]
+    fn frames_that_disagree_with_the_opcodes_are_found() {
+        // PROTO 4, FRAME 6: BININT1 1, BININT1 2, TUPLE2, STOP, as pickle
+        // writes it (pickle.dumps((1, 2), protocol=4)).
+        let framed = |len: u8| {
+            let mut d = b"\x80\x04\x95".to_vec();
+            d.extend_from_slice(&[len, 0, 0, 0, 0, 0, 0, 0]);
+            d.extend_from_slice(b"K\x01K\x02\x86.");
+            d
+        };
+        let ok = disassemble(&framed(6), &Limits::default());
+        assert_eq!((ok.error, ok.frame_mismatch), (None, None));
+        // A frame of 3 bytes ends inside the second BININT1 (offset 13).
+        let d = disassemble(&framed(3), &Limits::default());
+        assert_eq!((d.error, d.frame_mismatch), (None, Some(13)));
+        // A string whose bytes run past the frame: the Python unpickler
+        // refuses it, the C one reads on.
+        let mut d = b"\x80\x04\x95\x04\x00\x00\x00\x00\x00\x00\x00".to_vec();
+        d.extend_from_slice(b"\x8c\x09os system\x94.");
+        assert_eq!(disassemble(&d, &Limits::default()).frame_mismatch, Some(11));
+        // A second FRAME before the first one ends.
+        let mut d = b"\x80\x04\x95\x0b\x00\x00\x00\x00\x00\x00\x00".to_vec();
+        d.extend_from_slice(b"\x95\x01\x00\x00\x00\x00\x00\x00\x00N.");
+        assert_eq!(disassemble(&d, &Limits::default()).frame_mismatch, Some(11));
+        // Frames back to back, and an unframed opcode after the last one.
+        let mut d = b"\x80\x04\x95\x02\x00\x00\x00\x00\x00\x00\x00K\x01".to_vec();
+        d.extend_from_slice(b"\x95\x02\x00\x00\x00\x00\x00\x00\x00K\x02\x86.");
+        let d = disassemble(&d, &Limits::default());
+        assert_eq!((d.error, d.frame_mismatch), (None, None));
     }
 
     #[test]

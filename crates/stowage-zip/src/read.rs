@@ -46,6 +46,10 @@ pub struct Entry {
     pub crc32: u32,
     /// Offset of the entry's local header.
     pub local_header_offset: u64,
+    /// The general-purpose flags mark the entry as encrypted (bit 0 or 6).
+    /// Only [`ZipReader::new_lenient`] lists such entries; reading one
+    /// succeeds when its data is in fact plain (its CRC-32 matches).
+    pub encrypted: bool,
 }
 
 /// A zip archive opened for reading.
@@ -86,16 +90,23 @@ impl<R: ReadAt> ZipReader<R> {
         Self::open(source, limits, false)
     }
 
-    /// Opens an archive as [`ZipReader::new`] does, but keeps entries whose
-    /// names repeat, as PyTorch's reader does (miniz): [`entries`](Self::entries)
-    /// lists every one, and [`find`](Self::find) gives the first. For readers
-    /// that must see everything an archive holds (`stowage scan`); a loader
-    /// should refuse such an archive.
-    pub fn new_with_duplicates(source: R, limits: &ZipLimits) -> Result<Self, ZipError> {
+    /// Opens an archive as a scanner must see it, for readers that must see
+    /// everything it holds (`stowage scan`); a loader should refuse what this
+    /// lets through:
+    /// - entries whose names repeat are all kept, as PyTorch's reader (miniz)
+    ///   reads them: [`entries`](Self::entries) lists every one, and
+    ///   [`find`](Self::find) gives the first;
+    /// - the entries need not share a root folder (PyTorch's layout);
+    ///   [`root`](Self::root) is then empty;
+    /// - entries whose flags say encrypted are listed, with
+    ///   [`Entry::encrypted`]: reading one succeeds only when its data is
+    ///   plain after all (its CRC-32 matches), and is
+    ///   [`ZipError::Encrypted`] otherwise.
+    pub fn new_lenient(source: R, limits: &ZipLimits) -> Result<Self, ZipError> {
         Self::open(source, limits, true)
     }
 
-    fn open(source: R, limits: &ZipLimits, duplicates: bool) -> Result<Self, ZipError> {
+    fn open(source: R, limits: &ZipLimits, lenient: bool) -> Result<Self, ZipError> {
         let len = source.len();
         let dir = locate_directory(&source, len)?;
         if dir.count > limits.max_entries as u64 {
@@ -127,9 +138,9 @@ impl<R: ReadAt> ZipReader<R> {
         let mut by_name = HashMap::with_capacity(entries.capacity());
         let mut pos = 0usize;
         while (entries.len() as u64) < dir.count {
-            let (entry, next) = parse_central_entry(&cd, pos, dir.offset, len)?;
+            let (entry, next) = parse_central_entry(&cd, pos, dir.offset, len, lenient)?;
             if by_name.contains_key(&entry.name) {
-                if !duplicates {
+                if !lenient {
                     return Err(ZipError::DuplicateEntry { name: entry.name });
                 }
             } else {
@@ -139,12 +150,15 @@ impl<R: ReadAt> ZipReader<R> {
             pos = next;
         }
         let first = entries.first().ok_or(ZipError::Empty)?;
-        let Some((root, _)) = first.name.split_once('/') else {
-            return Err(ZipError::NoRootFolder {
-                name: first.name.clone(),
-            });
+        let root = match first.name.split_once('/') {
+            Some((root, _)) => root.to_owned(),
+            None if lenient => String::new(),
+            None => {
+                return Err(ZipError::NoRootFolder {
+                    name: first.name.clone(),
+                })
+            }
         };
-        let root = root.to_owned();
         Ok(ZipReader {
             source,
             len,
@@ -165,10 +179,15 @@ impl<R: ReadAt> ZipReader<R> {
         &self.root
     }
 
-    /// The entry `<root>/<record>`, e.g. `find("data.pkl")` or `find("data/0")`.
+    /// The entry `<root>/<record>`, e.g. `find("data.pkl")` or `find("data/0")`
+    /// (`<record>` itself when the root is empty).
     pub fn find(&self, record: &str) -> Option<&Entry> {
-        let full = format!("{}/{}", self.root, record);
-        self.by_name.get(&full).and_then(|&i| self.entries.get(i))
+        let i = if self.root.is_empty() {
+            self.by_name.get(record)
+        } else {
+            self.by_name.get(&format!("{}/{}", self.root, record))
+        };
+        i.and_then(|&i| self.entries.get(i))
     }
 
     /// The underlying source.
@@ -344,7 +363,26 @@ impl<R: ReadAt> ZipReader<R> {
     /// Stored data is one positional read straight into `dst`. Deflate data is
     /// inflated into `dst` and must come to exactly `e.size` bytes; output
     /// never goes past `dst`, so a deflate bomb only costs its compressed size.
+    ///
+    /// An entry flagged as encrypted ([`Entry::encrypted`]) is read only when
+    /// its data is plain: it inflates (if deflated) and its CRC-32 matches.
     pub fn read_into(&self, e: &Entry, dst: &mut [u8]) -> Result<(), ZipError> {
+        if !e.encrypted {
+            return self.read_plain(e, dst);
+        }
+        let plain = self
+            .read_plain(e, dst)
+            .is_ok_and(|()| crc32fast::hash(dst) == e.crc32);
+        if plain {
+            Ok(())
+        } else {
+            Err(ZipError::Encrypted {
+                name: e.name.clone(),
+            })
+        }
+    }
+
+    fn read_plain(&self, e: &Entry, dst: &mut [u8]) -> Result<(), ZipError> {
         if dst.len() as u64 != e.size {
             return Err(ZipError::BufferSizeMismatch {
                 name: e.name.clone(),
@@ -372,6 +410,39 @@ impl<R: ReadAt> ZipReader<R> {
             }
         }
         Ok(())
+    }
+
+    /// The first `max` bytes of the entry's data (all of it when shorter),
+    /// decompressed; for a look at what a record holds without reading it
+    /// all. An entry flagged as encrypted is read whole, to tell whether its
+    /// data is plain ([`read_into`](Self::read_into)), within
+    /// [`ZipLimits::max_record_to_vec`].
+    pub fn read_head(&self, e: &Entry, max: usize) -> Result<Vec<u8>, ZipError> {
+        if e.encrypted {
+            let mut data = self.read_to_vec(e)?;
+            data.truncate(max);
+            return Ok(data);
+        }
+        let n = usize::try_from(e.size).map_or(max, |size| size.min(max));
+        let mut data = vec![0u8; n];
+        let offset = self.data_offset(e)?;
+        match e.method {
+            Method::Stored => {
+                check_stored_sizes(e)?;
+                self.source.read_exact_at(&mut data, offset)?;
+            }
+            Method::Deflated => {
+                let found = Inflater::new(&self.source, e, offset).fill(&mut data)?;
+                if found < n {
+                    return Err(ZipError::InflatesTooShort {
+                        name: e.name.clone(),
+                        expected: e.size,
+                        found: found as u64,
+                    });
+                }
+            }
+        }
+        Ok(data)
     }
 
     /// Reads the entry's data into a new vector, refusing entries larger than
@@ -539,6 +610,7 @@ fn parse_central_entry(
     pos: usize,
     cd_offset: u64,
     file_len: u64,
+    lenient: bool,
 ) -> Result<(Entry, usize), ZipError> {
     let at = cd_offset + pos as u64;
     let truncated = |needed: usize| ZipError::Truncated {
@@ -599,7 +671,8 @@ fn parse_central_entry(
     let compressed_size = widen(field32(20), "compressed size")?;
     let local_header_offset = widen(field32(42), "local header offset")?;
 
-    if flags & (FLAG_ENCRYPTED | FLAG_STRONG_ENCRYPTION) != 0 {
+    let encrypted = flags & (FLAG_ENCRYPTED | FLAG_STRONG_ENCRYPTION) != 0;
+    if encrypted && !lenient {
         return Err(ZipError::Encrypted { name });
     }
     let method = match method {
@@ -620,6 +693,7 @@ fn parse_central_entry(
         size,
         crc32: field32(16),
         local_header_offset,
+        encrypted,
     };
     if method == Method::Stored {
         check_stored_sizes(&entry)?;
@@ -1018,6 +1092,58 @@ mod tests {
     }
 
     #[test]
+    fn lenient_reads_any_layout_and_plain_data_flagged_encrypted() {
+        // No root folder, one entry flagged encrypted (bit 0) but stored
+        // plainly, one flagged strongly encrypted (bit 6) and deflated
+        // plainly, one truly encrypted (a ZipCrypto header and other bytes:
+        // its CRC-32 cannot match).
+        let mut flagged = Raw::stored("a.pkl", b"plain");
+        flagged.flags = 0x1;
+        let mut strong = Raw::deflated("dir/b.bin", &[7u8; 500]);
+        strong.flags = 0x40;
+        let mut locked = Raw::stored("c.pkl", b"secret");
+        locked.flags = 0x1;
+        locked.payload = vec![0x5a; 18];
+        locked.size = 18;
+        let data = build(&[flagged, strong, locked], false);
+        assert!(matches!(
+            open(&data),
+            Err(ZipError::NoRootFolder { .. } | ZipError::Encrypted { .. })
+        ));
+        let z = ZipReader::new_lenient(data.as_slice(), &ZipLimits::default()).unwrap();
+        assert_eq!(z.root(), "");
+        assert!(z.entries().iter().all(|e| e.encrypted));
+        assert_eq!(z.read_to_vec(z.find("a.pkl").unwrap()).unwrap(), b"plain");
+        assert_eq!(z.read_head(z.find("a.pkl").unwrap(), 3).unwrap(), b"pla");
+        assert_eq!(
+            z.read_to_vec(z.find("dir/b.bin").unwrap()).unwrap(),
+            [7u8; 500]
+        );
+        let err = z.read_to_vec(z.find("c.pkl").unwrap()).unwrap_err();
+        assert!(
+            matches!(&err, ZipError::Encrypted { name } if name == "c.pkl"),
+            "{err}"
+        );
+        let err = z.read_head(z.find("c.pkl").unwrap(), 4).unwrap_err();
+        assert!(matches!(err, ZipError::Encrypted { .. }), "{err}");
+    }
+
+    #[test]
+    fn read_head_reads_a_prefix() {
+        let data: Vec<u8> = (0..5000u32).map(|i| (i * 7) as u8).collect();
+        let bytes = build(
+            &[Raw::stored("z/s", &data), Raw::deflated("z/d", &data)],
+            false,
+        );
+        let zip = open(&bytes).unwrap();
+        for name in ["s", "d"] {
+            let e = zip.find(name).unwrap();
+            assert_eq!(zip.read_head(e, 100).unwrap(), &data[..100]);
+            assert_eq!(zip.read_head(e, 1 << 20).unwrap(), data);
+        }
+    }
+
+    #[test]
     fn refuses_unsupported_entries() {
         let mut bzip = Raw::stored("z/a", b"abc");
         bzip.method = 12;
@@ -1047,7 +1173,7 @@ mod tests {
         // Kept when asked for, as PyTorch's reader keeps them: `find` gives
         // the first.
         let data = build(&twice, false);
-        let z = ZipReader::new_with_duplicates(data.as_slice(), &ZipLimits::default()).unwrap();
+        let z = ZipReader::new_lenient(data.as_slice(), &ZipLimits::default()).unwrap();
         assert_eq!(z.entries().len(), 2);
         assert_eq!(z.read_to_vec(z.find("a").unwrap()).unwrap(), b"1");
         assert_eq!(z.read_to_vec(&z.entries()[1]).unwrap(), b"2");

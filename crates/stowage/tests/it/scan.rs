@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::Value as J;
-use stowage::checkpoint::scan::{allowed_names, scan_path, FileScan, ScanKind, Verdict};
+use stowage::checkpoint::scan::{allowed_names, scan_path, FileScan, Risk, ScanKind, Verdict};
 
 fn scan_dir() -> PathBuf {
     common::fixtures_dir().join("scan")
@@ -59,7 +59,10 @@ fn check(path: &Path, r: &J) {
         assert!(f.error.is_none(), "{}: {:?}", path.display(), f.error);
         assert_eq!(flagged(&f), expected, "{} (oracle)", path.display());
     }
-    if let Some(torch) = names(&r["torch_mapped"]) {
+    // PyTorch's own scan reads only `data.pkl`: the field corpus hides
+    // pickles elsewhere.
+    let field = path.parent().is_some_and(|p| p.ends_with("field"));
+    if let (Some(torch), false) = (names(&r["torch_mapped"]), field) {
         assert_eq!(flagged(&f), torch, "{} (torch)", path.display());
     }
 }
@@ -104,6 +107,104 @@ fn finds_what_pattern_matchers_miss() {
     );
 }
 
+fn field_dir() -> PathBuf {
+    scan_dir().join("field")
+}
+
+/// The field corpus (`fixtures/scan/field/`, issue 26 items 1-7): every
+/// pickle wherever it lies, equal to what CPython's own unpickler finds
+/// where it reads the file.
+#[test]
+fn field_corpus_finds_every_pickle() {
+    let text = std::fs::read_to_string(field_dir().join("expected.json")).unwrap();
+    let expected: serde_json::Map<String, J> = serde_json::from_str(&text).unwrap();
+    assert!(expected.len() >= 15);
+    for (name, r) in &expected {
+        let path = field_dir().join(name);
+        let f = scan_one(&path);
+        if let Some(oracle) = names(&r["oracle"]) {
+            if name != "truly_encrypted.zip" {
+                assert!(f.error.is_none(), "{name}: {:?}", f.error);
+            }
+            assert_eq!(flagged(&f), oracle, "{name}");
+        }
+        // Every one is flagged but the plain array; all but the whole model
+        // (classes to import) and the plain array run code.
+        let clean = ["plain.npy", "truly_encrypted.zip"].contains(&name.as_str());
+        assert_eq!(f.is_unsafe(), !clean, "{name}");
+        let code = !["plain.npy", "whole_model.pt", "truly_encrypted.zip"].contains(&name.as_str());
+        assert_eq!(f.runs_code(), code, "{name}");
+    }
+    let scan = |name: &str| scan_one(&field_dir().join(name));
+    // A zip of any layout is a zip, not a torch save.
+    assert_eq!(scan("root_pkl.zip").kind, Some(ScanKind::Zip));
+    assert_eq!(scan("data_txt.zip").kind, Some(ScanKind::TorchZip));
+    // Nested archives name their records through the outer one.
+    let f = scan("nested.zip");
+    assert_eq!(
+        f.pickles
+            .iter()
+            .map(|p| p.record.as_str())
+            .collect::<Vec<_>>(),
+        ["outer.zip!inner.pt!archive/data.pkl"]
+    );
+    // All six pickles back to back.
+    assert_eq!(scan("six_pickles.pkl").pickles.len(), 6);
+    // A frame that ends inside an opcode is malformed, and unsafe code.
+    let f = scan("frame_straddle.pkl");
+    assert_eq!(
+        flagged(&f),
+        BTreeSet::from(["<malformed>.FRAME".to_owned()])
+    );
+    assert_eq!(f.globals[0].risk, Some(Risk::Code));
+    // A cut pickle keeps what it called, with an error.
+    let f = scan("cut_exec.pkl");
+    assert_eq!(flagged(&f), BTreeSet::from(["builtins.exec".to_owned()]));
+    assert!(f.error.is_some());
+    // What is truly encrypted is an error naming the member.
+    let f = scan("truly_encrypted.zip");
+    let e = f.error.expect("an error").to_string();
+    assert!(e.contains("secret.pkl") && e.contains("encrypted"), "{e}");
+    // A .npy of plain elements holds no pickle; an object array's is read.
+    let f = scan("plain.npy");
+    assert_eq!(
+        (f.kind, f.pickles.len(), f.error.is_none()),
+        (Some(ScanKind::Npy), 0, true)
+    );
+    let f = scan("object.npy");
+    assert!(f
+        .globals
+        .iter()
+        .any(|g| g.name == "system" && g.risk == Some(Risk::Code)));
+    // Only imports, no code.
+    let f = scan("whole_model.pt");
+    assert!(f
+        .globals
+        .iter()
+        .filter(|g| g.verdict == Verdict::Unsafe)
+        .all(|g| g.risk == Some(Risk::Import)));
+}
+
+/// A folder is judged by content: a cut pickle and an object array under
+/// names that say nothing are found (they had made a folder scan "clean").
+#[test]
+fn folders_judge_files_by_content() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(field_dir().join("cut_exec.pkl"), dir.path().join("notes")).unwrap();
+    std::fs::copy(field_dir().join("object.npy"), dir.path().join("w.dat")).unwrap();
+    std::fs::copy(field_dir().join("plain.npy"), dir.path().join("plain.npy")).unwrap();
+    std::fs::write(dir.path().join("README.md"), "# weights\n").unwrap();
+    let report = scan_path(dir.path());
+    let found: Vec<_> = report
+        .files
+        .iter()
+        .map(|f| f.path.file_name().unwrap().to_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(found, ["notes", "plain.npy", "w.dat"]);
+    assert!(report.is_unsafe() && report.runs_code());
+    assert!(report.has_errors(), "the cut pickle is reported");
+}
+
 #[test]
 fn folders_are_scanned_recursively_and_links_do_not_loop() {
     let dir = tempfile::tempdir().unwrap();
@@ -112,14 +213,14 @@ fn folders_are_scanned_recursively_and_links_do_not_loop() {
     std::fs::copy(common::fixture("simple"), sub.join("model.bin")).unwrap();
     std::fs::copy(scan_dir().join("os_system.pt"), dir.path().join("x.pt")).unwrap();
     std::fs::write(dir.path().join("README.md"), "# not a pickle\n").unwrap();
-    // Text and numpy files whose first bytes are opcodes (`i`: INST,
-    // 0x93: STACK_GLOBAL) but which are no pickle.
+    // Text whose first byte is an opcode (`i`: INST) but which is no pickle.
     std::fs::write(dir.path().join("x.py"), "import os\nprint(1)\n").unwrap();
     std::fs::write(
-        dir.path().join("a.npy"),
-        b"\x93NUMPY\x01\x00v\x00{'descr': '<i8'}",
+        dir.path().join("CMakeLists.txt"),
+        "cmake_minimum_required(VERSION 3.10)\nproject(x)\n",
     )
     .unwrap();
+    std::fs::write(dir.path().join("notes.txt"), "cat\ndog\nRun it.\n").unwrap();
     std::os::unix::fs::symlink(dir.path(), sub.join("loop")).unwrap();
     std::os::unix::fs::symlink(dir.path().join("gone"), sub.join("dangling")).unwrap();
     let report = scan_path(dir.path());
@@ -164,12 +265,13 @@ fn every_fixture_agrees_with_live_torch() {
         common::fixtures_dir(),
         common::hostile_dir(),
         scan_dir(),
+        field_dir(),
         common::fixtures_dir().join("py2"),
     ] {
         for e in std::fs::read_dir(dir).unwrap() {
             let p = e.unwrap().path();
             let ext = p.extension().and_then(|e| e.to_str()).unwrap_or("");
-            if ["pt", "pkl", "distcp"].contains(&ext) {
+            if ["pt", "pkl", "distcp", "zip", "npz", "npy"].contains(&ext) {
                 files.push(p);
             }
         }

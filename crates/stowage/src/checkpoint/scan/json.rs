@@ -7,12 +7,18 @@ use super::{GlobalUse, ScanReport};
 use crate::error::one_line;
 
 fn global_json(g: &GlobalUse) -> Json {
-    json!({"module": g.module, "name": g.name, "verdict": g.verdict.as_str(), "count": g.count})
+    json!({
+        "module": g.module,
+        "name": g.name,
+        "verdict": g.verdict.as_str(),
+        "risk": g.risk.map(|r| r.as_str()),
+        "count": g.count,
+    })
 }
 
 impl ScanReport {
     /// The report as the contract's JSON: `{"files": [{"path", "kind",
-    /// "globals": [{"module", "name", "verdict", "count"}], "pickles":
+    /// "globals": [{"module", "name", "verdict", "risk", "count"}], "pickles":
     /// [{"record", "protocol", "opcodes", "globals"}], "error"}]}`.
     pub fn to_json(&self) -> Json {
         let files: Vec<Json> = self

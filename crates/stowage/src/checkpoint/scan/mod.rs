@@ -2,14 +2,17 @@
 //! them: what `picklescan` and `modelscan` do, with the static disassembler
 //! of [`pickle::disasm`](crate::checkpoint::pickle::disasm) instead of pattern matching.
 //!
-//! Every pickle in a file is read:
-//! - a torch zip archive (and a TorchScript archive): every record whose name
-//!   ends in `.pkl` (`data.pkl`, `constants.pkl`, `<name>/data.pkl`, …);
+//! Every pickle in a file is read, wherever it is, judged by content and
+//! never by name:
+//! - a zip archive, of any layout (a torch save, a TorchScript archive, a
+//!   `.npz`, a zip of anything): every member that holds a pickle, whatever
+//!   its name, and the members of archives inside it ([`archive`]);
 //! - the legacy format: its five pickles (magic number, protocol version,
 //!   `sys_info`, the object, the storage keys);
+//! - a `.npy` file: the pickle of an object array ([`npy`]); an array of
+//!   plain elements holds none;
 //! - any other file that is a pickle (`pickle.dump` output of any protocol):
-//!   the pickles at its start, back to back (the first must be one; up to
-//!   five, as `torch.load` reads a legacy stream).
+//!   the pickles back to back, to the end of the file ([`stream`]).
 //!
 //! Each global is named as Python 3 would import it (the Python 2 names are
 //! mapped as CPython's unpickler maps them; PyTorch's static
@@ -19,38 +22,49 @@
 //! [`Allowed`](Verdict::Allowed) by PyTorch's `weights_only` loader,
 //! [`Decoded`](Verdict::Decoded) as data by stowage
 //! ([`decoded`]), or [`Unsafe`](Verdict::Unsafe): under
-//! `torch.load(weights_only=False)` it would be imported and could run code. A
-//! `STACK_GLOBAL` whose operands are not string constants, and an extension
-//! code, are unsafe as such (named `<dynamic>.STACK_GLOBAL` and
-//! `<extension>.<code>`).
+//! `torch.load(weights_only=False)` it would be imported and could run code.
+//! An unsafe global also gets a [`Risk`]: [`Code`](Risk::Code) when it runs
+//! commands or code, [`Import`](Risk::Import) when it is some package's
+//! class or function. A `STACK_GLOBAL` whose operands are not string
+//! constants, an extension code, and frames that disagree with the opcodes
+//! are unsafe code as such (named `<dynamic>.STACK_GLOBAL`,
+//! `<extension>.<code>` and `<malformed>.FRAME`).
 //!
 //! Folders are scanned recursively, following symbolic links but entering
-//! each folder once (so a link loop ends). In a folder, files are listed
-//! when their content is a checkpoint or a pickle: a zip archive, the legacy
-//! stream, a safetensors file, or a stream whose first pickle reads to its
-//! `STOP` or that starts with `PROTO` and names a global before it breaks
-//! off; other files (text, images, `.npy`, JSON) are left out. (So a protocol
-//! 0 or 1 stream cut before its `STOP` is missed in a folder; named directly,
-//! it is listed with its globals and an error.) A file named directly is always listed, with an error
-//! when it is neither. Memory stays bounded by [`LoadOptions`]'
-//! `max_pickle_bytes` (the largest pickle read), `max_records` and
-//! `pickle_limits`.
+//! each folder once (so a link loop ends). In a folder, a file is listed
+//! when its content is a checkpoint, a `.npy` or a pickle: a zip archive, the
+//! legacy stream, a safetensors file, a `.npy`, or a stream whose first
+//! pickle reads to its `STOP`, or names a global with Python names and calls
+//! something before it breaks off (as a cut malicious pickle does), or
+//! starts with `PROTO` and names a global. Other files (text, images, JSON)
+//! are left out. A file that cannot be opened or read is always listed,
+//! with its error. A file named directly is always listed, with an error
+//! when it is none of these. Memory stays bounded by [`LoadOptions`]'
+//! `max_pickle_bytes` (the largest pickle read, and the compressed members
+//! held at once), `max_records` (zip members looked at, nested archives
+//! included; pickles back to back) and `pickle_limits`.
 
+mod archive;
 mod json;
+mod npy;
+mod risk;
+mod stream;
 mod torch_allowed;
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
+use self::stream::Trust;
 use self::torch_allowed::TORCH_ALLOWED;
 use crate::checkpoint::format::torch_legacy::MAGIC_PREFIX;
 use crate::checkpoint::globals::allowlist;
 use crate::checkpoint::globals::decoded;
 use crate::checkpoint::options::LoadOptions;
-use crate::checkpoint::pickle::{compat, disassemble, Disassembly, GlobalName, PickleError};
-use crate::checkpoint::zip::{ZipLimits, ZipReader};
+use crate::checkpoint::pickle::{disassemble, Disassembly};
 use crate::io::ReadAt;
-use crate::{Error, Result};
+use crate::Error;
+
+pub use self::risk::Risk;
 
 /// What a global would do, for PyTorch and for stowage.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -87,8 +101,23 @@ pub struct GlobalUse {
     pub name: String,
     /// What it would do.
     pub verdict: Verdict,
+    /// For an [`Unsafe`](Verdict::Unsafe) global, how dangerous it is.
+    pub risk: Option<Risk>,
     /// How many times it is named.
     pub count: u64,
+}
+
+impl GlobalUse {
+    fn new(module: String, name: String, verdict: Verdict, count: u64) -> GlobalUse {
+        let risk = (verdict == Verdict::Unsafe).then(|| risk::risk(&module, &name));
+        GlobalUse {
+            module,
+            name,
+            verdict,
+            risk,
+            count,
+        }
+    }
 }
 
 /// One pickle of a file.
@@ -107,9 +136,15 @@ pub struct PickleScan {
 
 /// What a file holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ScanKind {
-    /// A zip archive (`torch.save` since 1.6, or TorchScript).
+    /// A zip archive laid out as `torch.save` (since 1.6) or TorchScript
+    /// lays one out: a root folder holding `data.pkl` or `constants.pkl`.
     TorchZip,
+    /// Any other zip archive (a `.npz`, a zip of pickles).
+    Zip,
+    /// A numpy `.npy` file.
+    Npy,
     /// The legacy `torch.save` stream.
     TorchLegacy,
     /// A safetensors file: no pickle at all.
@@ -119,10 +154,13 @@ pub enum ScanKind {
 }
 
 impl ScanKind {
-    /// `"torch-zip"`, `"torch-legacy"`, `"safetensors"` or `"pickle"`.
+    /// `"torch-zip"`, `"zip"`, `"npy"`, `"torch-legacy"`, `"safetensors"`
+    /// or `"pickle"`.
     pub fn as_str(self) -> &'static str {
         match self {
             ScanKind::TorchZip => "torch-zip",
+            ScanKind::Zip => "zip",
+            ScanKind::Npy => "npy",
             ScanKind::TorchLegacy => "torch-legacy",
             ScanKind::Safetensors => "safetensors",
             ScanKind::Pickle => "pickle",
@@ -152,6 +190,11 @@ impl FileScan {
     pub fn is_unsafe(&self) -> bool {
         self.globals.iter().any(|g| g.verdict == Verdict::Unsafe)
     }
+
+    /// Whether any global is unsafe with [`Risk::Code`].
+    pub fn runs_code(&self) -> bool {
+        self.globals.iter().any(|g| g.risk == Some(Risk::Code))
+    }
 }
 
 /// The files a scan read, in the order found (a folder's entries by name).
@@ -165,6 +208,11 @@ impl ScanReport {
     /// Whether any file names an unsafe global.
     pub fn is_unsafe(&self) -> bool {
         self.files.iter().any(FileScan::is_unsafe)
+    }
+
+    /// Whether any file names an unsafe global with [`Risk::Code`].
+    pub fn runs_code(&self) -> bool {
+        self.files.iter().any(FileScan::runs_code)
     }
 
     /// Whether any file (or part of one) could not be read.
@@ -274,20 +322,10 @@ fn walk(
 
 /// Scans one file; `None` for a file in a folder that holds no pickle.
 fn scan_one(path: &Path, named: bool, options: &LoadOptions) -> Option<FileScan> {
-    let opened = File::open(path).map_err(Error::Io);
-    let mut scan = match opened {
-        Ok(file) => scan_source(&file, options, named),
-        Err(e) => FileScan {
-            path: PathBuf::new(),
-            kind: None,
-            pickles: Vec::new(),
-            globals: Vec::new(),
-            error: Some(e),
-        },
+    let mut scan = match File::open(path) {
+        Ok(file) => scan_source(&file, options, named)?,
+        Err(e) => FileScan::failed(Error::Io(e)),
     };
-    if !named && scan.kind.is_none() {
-        return None;
-    }
     scan.path = path.to_owned();
     Some(scan)
 }
@@ -295,97 +333,190 @@ fn scan_one(path: &Path, named: bool, options: &LoadOptions) -> Option<FileScan>
 /// Scans a checkpoint or pickle held in memory (its [`FileScan::path`] is
 /// empty).
 pub fn scan_bytes(bytes: &[u8], options: &LoadOptions) -> FileScan {
-    scan_source(bytes, options, true)
+    // A named source is always listed; the fallback is never taken.
+    scan_source(&bytes, options, true).unwrap_or_else(|| {
+        FileScan::failed(Error::NotACheckpoint {
+            detail: "neither a checkpoint nor a pickle".into(),
+        })
+    })
+}
+
+impl FileScan {
+    fn failed(error: Error) -> FileScan {
+        FileScan {
+            path: PathBuf::new(),
+            kind: None,
+            pickles: Vec::new(),
+            globals: Vec::new(),
+            error: Some(error),
+        }
+    }
+}
+
+/// What some bytes hold, told by their first bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Content {
+    Zip,
+    Legacy,
+    Npy,
+    Safetensors,
+    Pickle,
+}
+
+impl Content {
+    /// The format whose magic `head` starts with; `None` for no magic (a
+    /// pickle, or anything else). A safetensors header is only taken for
+    /// one by [`Content::confirm`].
+    fn of(head: &[u8]) -> Option<Content> {
+        if head.starts_with(b"PK\x03\x04") {
+            Some(Content::Zip)
+        } else if head.starts_with(MAGIC_PREFIX) {
+            Some(Content::Legacy)
+        } else if head.starts_with(npy::MAGIC) {
+            Some(Content::Npy)
+        } else if head.len() >= 9
+            && head[8] == b'{'
+            && head[..8].iter().rev().take(3).all(|&b| b == 0)
+        {
+            Some(Content::Safetensors)
+        } else {
+            None
+        }
+    }
+
+    /// `self`, or `None` for a safetensors look-alike whose header is not a
+    /// JSON object that fits in `source`: a pickle can start with eight
+    /// bytes that read as a small length and a `{` (`EMPTY_DICT`), and must
+    /// not pass for a file without pickles.
+    fn confirm(self, source: &dyn ReadAt) -> Option<Content> {
+        if self != Content::Safetensors {
+            return Some(self);
+        }
+        const MAX_HEADER: u64 = 100 << 20;
+        let mut n = [0u8; 8];
+        source.read_exact_at(&mut n, 0).ok()?;
+        let n = u64::from_le_bytes(n);
+        if n > MAX_HEADER || n.checked_add(8)? > source.len() {
+            return None;
+        }
+        let mut header = vec![0u8; n as usize];
+        source.read_exact_at(&mut header, 8).ok()?;
+        let json: serde_json::Value = serde_json::from_slice(&header).ok()?;
+        json.is_object().then_some(self)
+    }
+}
+
+/// One file's scan in progress, with what bounds it.
+struct Scanner<'o> {
+    options: &'o LoadOptions,
+    scan: FileScan,
+    /// Zip members looked at, nested archives included.
+    members: usize,
+    /// Bytes of compressed members held in memory to be scanned.
+    held: u64,
+    /// The top archive is laid out as a torch save.
+    torch_layout: bool,
+}
+
+impl Scanner<'_> {
+    fn disassemble(&self, data: &[u8]) -> Disassembly {
+        disassemble(data, &self.options.pickle_limits)
+    }
 }
 
 /// Scans the file `source` holds; `named`: asked for by name (not found in
-/// a folder).
-fn scan_source<R: ReadAt + ?Sized>(source: &R, options: &LoadOptions, named: bool) -> FileScan {
-    let mut scan = FileScan {
-        path: PathBuf::new(),
-        kind: None,
-        pickles: Vec::new(),
-        globals: Vec::new(),
-        error: None,
+/// a folder). `None` for a file found in a folder that holds no pickle.
+fn scan_source(source: &dyn ReadAt, options: &LoadOptions, named: bool) -> Option<FileScan> {
+    let mut s = Scanner {
+        options,
+        scan: FileScan {
+            path: PathBuf::new(),
+            kind: None,
+            pickles: Vec::new(),
+            globals: Vec::new(),
+            error: None,
+        },
+        members: 0,
+        held: 0,
+        torch_layout: false,
     };
     let mut head = [0u8; 16];
     let n = source.len().min(16) as usize;
     if let Err(e) = source.read_exact_at(&mut head[..n], 0) {
-        scan.error = Some(Error::Io(e));
-        return scan;
+        return Some(FileScan::failed(Error::Io(e)));
     }
-    let head = &head[..n];
-    let result = if head.starts_with(b"PK\x03\x04") {
-        scan.kind = Some(ScanKind::TorchZip);
-        scan_zip(source, options, &mut scan)
-    } else if head.starts_with(MAGIC_PREFIX) {
-        scan.kind = Some(ScanKind::TorchLegacy);
-        scan_stream(source, options, &mut scan, true)
-    } else if n >= 9 && head[8] == b'{' && !head.starts_with(b"\x80") {
-        scan.kind = Some(ScanKind::Safetensors);
-        Ok(())
-    } else {
-        // A stream whose first pickle breaks off is taken for a pickle (with
-        // an error) when it named a global and either was asked for by name
-        // or starts with `PROTO`; otherwise (text, images, `.npy` files in a
-        // folder) it is no pickle.
-        let result = scan_stream(source, options, &mut scan, false);
-        let proto = head.len() >= 2 && head[0] == 0x80 && head[1] <= 5;
-        let named_any = scan.pickles.iter().any(|p| !p.globals.is_empty());
-        if result.is_ok() || ((named || proto) && named_any) {
-            scan.kind = Some(ScanKind::Pickle);
-            result
-        } else {
-            scan.pickles.clear();
-            Err(Error::NotACheckpoint {
-                detail: "neither a checkpoint nor a pickle".into(),
+    let content = Content::of(&head[..n]).and_then(|c| c.confirm(source));
+    let result = match content {
+        Some(Content::Zip) => {
+            let r = s.scan_zip(source, "", 0);
+            s.scan.kind = Some(if s.torch_layout {
+                ScanKind::TorchZip
+            } else {
+                ScanKind::Zip
+            });
+            r
+        }
+        Some(Content::Legacy) => {
+            s.scan.kind = Some(ScanKind::TorchLegacy);
+            s.scan_legacy(source, "")
+        }
+        Some(Content::Npy) => {
+            s.scan.kind = Some(ScanKind::Npy);
+            npy::pickle_offset(source).and_then(|at| match at {
+                Some(at) => s
+                    .scan_pickles(source, at, Trust::Pickle, &pickle_name)
+                    .map(drop),
+                None => Ok(()),
             })
         }
+        Some(Content::Safetensors) => {
+            s.scan.kind = Some(ScanKind::Safetensors);
+            Ok(())
+        }
+        Some(Content::Pickle) | None => {
+            let proto = n >= 2 && head[0] == 0x80 && head[1] <= 5;
+            let trust = if named || proto {
+                Trust::Pickle
+            } else {
+                Trust::Maybe
+            };
+            match s.read_pickle(source, 0, trust) {
+                Err(e) => Err(e),
+                Ok(first) => {
+                    // Taken for a pickle when it is whole, or looks like one, or
+                    // names a global and starts with `PROTO` or was named.
+                    let named_any = !first.globals.is_empty();
+                    if first.error.is_none()
+                        || stream::looks_like_a_pickle(&first)
+                        || ((named || proto) && named_any)
+                    {
+                        s.scan.kind = Some(ScanKind::Pickle);
+                        s.scan_pickles(source, 0, Trust::Pickle, &pickle_name)
+                            .map(drop)
+                    } else if named {
+                        Err(Error::NotACheckpoint {
+                            detail: "neither a checkpoint nor a pickle".into(),
+                        })
+                    } else {
+                        return None;
+                    }
+                }
+            }
+        }
     };
+    let mut scan = s.scan;
     if let Err(e) = result {
         scan.error = Some(e);
     }
     scan.globals = merge(scan.pickles.iter().flat_map(|p| p.globals.iter()));
-    scan
+    Some(scan)
 }
 
-/// Adds the pickle `d` read from `record`; an error if it could not be
-/// walked to its end.
-fn add(scan: &mut FileScan, record: String, d: Disassembly) -> Result<()> {
-    let globals = d.globals.iter().map(|(g, count)| {
-        let (module, name) = match g {
-            GlobalName::Static { module, name } => {
-                let (m, n) = compat::fix_import(module, name);
-                (m.to_owned(), n.to_owned())
-            }
-            GlobalName::Dynamic => ("<dynamic>".to_owned(), "STACK_GLOBAL".to_owned()),
-            GlobalName::Extension(code) => ("<extension>".to_owned(), code.to_string()),
-        };
-        let verdict = match g {
-            GlobalName::Static { .. } => verdict(&module, &name),
-            _ => Verdict::Unsafe,
-        };
-        GlobalUse {
-            module,
-            name,
-            verdict,
-            count: *count,
-        }
-    });
-    let globals = merge(globals.collect::<Vec<_>>().iter());
-    let error = d.error.clone();
-    scan.pickles.push(PickleScan {
-        record: record.clone(),
-        protocol: d.protocol,
-        opcodes: d.opcodes().map(|(o, n)| (o.name, n)).collect(),
-        globals,
-    });
-    match error {
-        Some(e) => Err(Error::InRecord {
-            name: record,
-            source: Box::new(Error::Pickle(e)),
-        }),
-        None => Ok(()),
+/// The records of a bare pickle file: `pickle`, `pickle 2`, …
+fn pickle_name(i: usize) -> String {
+    match i {
+        1 => "pickle".to_owned(),
+        i => format!("pickle {i}"),
     }
 }
 
@@ -402,197 +533,6 @@ fn merge<'a>(uses: impl Iterator<Item = &'a GlobalUse>) -> Vec<GlobalUse> {
         }
     }
     out
-}
-
-/// Every `.pkl` record of a zip archive, or of each archive when several
-/// are stored back to back. Records are read whole, each at most
-/// `max_pickle_bytes`.
-fn scan_zip<R: ReadAt + ?Sized>(
-    source: &R,
-    options: &LoadOptions,
-    scan: &mut FileScan,
-) -> Result<()> {
-    let limits = ZipLimits {
-        max_entries: options.max_records,
-        max_record_to_vec: options.max_pickle_bytes,
-    };
-    // Every entry, those whose names repeat too: PyTorch loads such an
-    // archive (the first of each name), and a second `data.pkl` must not
-    // hide from a scan.
-    match ZipReader::new_with_duplicates(source, &limits) {
-        Ok(zip) => scan_archive(&zip, options, scan),
-        Err(e) => {
-            // Archives back to back (a distributed checkpoint's `.distcp`
-            // holds one `torch.save` output per item): each ends with its own
-            // end record.
-            let mut found = false;
-            let mut start = 0;
-            for end in archive_ends(source)? {
-                let part = Part {
-                    source,
-                    start,
-                    len: end - start,
-                };
-                if let Ok(zip) = ZipReader::new_with_duplicates(&part, &limits) {
-                    found = true;
-                    scan_archive(&zip, options, scan)?;
-                }
-                start = end;
-            }
-            if found {
-                Ok(())
-            } else {
-                Err(e.into())
-            }
-        }
-    }
-}
-
-/// Bytes `start..start + len` of a source.
-struct Part<'a, R: ?Sized> {
-    source: &'a R,
-    start: u64,
-    len: u64,
-}
-
-impl<R: ReadAt + ?Sized> ReadAt for Part<'_, R> {
-    fn len(&self) -> u64 {
-        self.len
-    }
-
-    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
-        match offset.checked_add(buf.len() as u64) {
-            Some(end) if end <= self.len => self.source.read_exact_at(buf, self.start + offset),
-            _ => Err(std::io::ErrorKind::UnexpectedEof.into()),
-        }
-    }
-}
-
-/// The end of each end-of-central-directory record in `source` (its
-/// signature, 18 more bytes and its comment), in file order, read in chunks.
-fn archive_ends<R: ReadAt + ?Sized>(source: &R) -> Result<Vec<u64>> {
-    const SIG: &[u8] = b"PK\x05\x06";
-    const CHUNK: u64 = 1 << 20;
-    let len = source.len();
-    let mut ends = Vec::new();
-    let mut pos = 0u64;
-    while pos < len {
-        let n = CHUNK.min(len - pos);
-        let mut buf = vec![0u8; n as usize];
-        source.read_exact_at(&mut buf, pos)?;
-        for i in buf
-            .windows(4)
-            .enumerate()
-            .filter(|(_, w)| *w == SIG)
-            .map(|(i, _)| i)
-        {
-            let at = pos + i as u64;
-            let mut comment = [0u8; 2];
-            if at + 22 <= len && source.read_exact_at(&mut comment, at + 20).is_ok() {
-                let end = at + 22 + u64::from(u16::from_le_bytes(comment));
-                if end <= len && ends.last().is_none_or(|&e| e <= at) {
-                    ends.push(end);
-                }
-            }
-        }
-        // Overlap by three bytes so a signature across chunks is found.
-        pos += if n == CHUNK { n - 3 } else { n };
-    }
-    Ok(ends)
-}
-
-/// Every `.pkl` record of an opened archive; every record is scanned even
-/// after one fails.
-fn scan_archive<R: ReadAt>(
-    zip: &ZipReader<R>,
-    options: &LoadOptions,
-    scan: &mut FileScan,
-) -> Result<()> {
-    let mut first_error = None;
-    for entry in zip.entries().iter().filter(|e| e.name.ends_with(".pkl")) {
-        let read = zip.read_to_vec(entry).map_err(|e| Error::InRecord {
-            name: entry.name.clone(),
-            source: Box::new(Error::Zip(e)),
-        });
-        let added = read.and_then(|data| {
-            let d = disassemble(&data, &options.pickle_limits);
-            add(scan, entry.name.clone(), d)
-        });
-        if let Err(e) = added {
-            first_error.get_or_insert(e);
-        }
-    }
-    first_error.map_or(Ok(()), Err)
-}
-
-/// The sections of the legacy stream.
-const LEGACY_SECTIONS: [&str; 5] = [
-    "magic number",
-    "protocol version",
-    "sys_info",
-    "object",
-    "storage keys",
-];
-
-/// The pickles at the start of a stream, back to back: the legacy format's
-/// five (`legacy`: each must be whole), or up to five of a bare pickle file
-/// (the first must be whole; the others are read while they are pickles).
-fn scan_stream<R: ReadAt + ?Sized>(
-    source: &R,
-    options: &LoadOptions,
-    scan: &mut FileScan,
-    legacy: bool,
-) -> Result<()> {
-    let len = source.len();
-    let mut pos = 0u64;
-    for (i, section) in LEGACY_SECTIONS.iter().enumerate() {
-        if pos >= len && (i > 0 && !legacy) {
-            break;
-        }
-        let d = read_pickle(source, pos, options)?;
-        let failed = d.error.is_some();
-        if failed && i > 0 && !legacy {
-            break;
-        }
-        pos += d.consumed as u64;
-        let record = match (legacy, i) {
-            (true, _) => (*section).to_owned(),
-            (false, 0) => "pickle".to_owned(),
-            (false, i) => format!("pickle {}", i + 1),
-        };
-        add(scan, record, d)?;
-    }
-    Ok(())
-}
-
-/// Disassembles the pickle at `pos`, reading a window of the file that
-/// grows (to at most `max_pickle_bytes`) while the pickle runs past it.
-fn read_pickle<R: ReadAt + ?Sized>(
-    source: &R,
-    pos: u64,
-    options: &LoadOptions,
-) -> Result<Disassembly> {
-    let left = source.len().saturating_sub(pos);
-    let max = left.min(options.max_pickle_bytes);
-    let mut n: u64 = 1 << 16;
-    loop {
-        let n_now = n.min(max);
-        let mut buf = vec![0u8; usize::try_from(n_now).unwrap_or(usize::MAX)];
-        source.read_exact_at(&mut buf, pos)?;
-        let d = disassemble(&buf, &options.pickle_limits);
-        let short = matches!(
-            d.error,
-            Some(
-                PickleError::Truncated { .. }
-                    | PickleError::NoStop { .. }
-                    | PickleError::UnterminatedLine { .. }
-            )
-        );
-        if !short || n_now >= max {
-            return Ok(d);
-        }
-        n = n.saturating_mul(4);
-    }
 }
 
 #[cfg(test)]

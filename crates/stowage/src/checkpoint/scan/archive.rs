@@ -1,0 +1,242 @@
+//! Zip archives: every member of every archive, whatever its name or
+//! layout, archives inside archives included.
+//!
+//! A loader keeps PyTorch's layout (one root folder, `data.pkl`); a scanner
+//! must not, since what matters is what any reader of the file could
+//! unpickle. So each member is judged by its content: a zip (scanned in
+//! turn, to [`MAX_DEPTH`]), the legacy stream, a `.npy` (the pickle of an
+//! object array), or a pickle (a member whose name ends in `.pkl` always;
+//! any other when its first bytes [look like one](super::stream::looks_like_a_pickle)).
+//! Tensor data, text and the like are left out after a look at their first
+//! [`SNIFF`] bytes.
+
+use super::npy;
+use super::stream::{Trust, SNIFF};
+use super::{Content, Scanner};
+use crate::checkpoint::zip::{Entry, Method, ZipLimits, ZipReader};
+use crate::io::ReadAt;
+use crate::{Error, Result};
+
+/// How deep archives inside archives are followed.
+pub(super) const MAX_DEPTH: usize = 4;
+
+impl Scanner<'_> {
+    /// Every member of the zip archive `source`, or of each archive when
+    /// several are stored back to back; records named `{prefix}{member}`.
+    pub(super) fn scan_zip(
+        &mut self,
+        source: &dyn ReadAt,
+        prefix: &str,
+        depth: usize,
+    ) -> Result<()> {
+        let limits = ZipLimits {
+            max_entries: self.options.max_records,
+            max_record_to_vec: self.options.max_pickle_bytes,
+        };
+        match ZipReader::new_lenient(source, &limits) {
+            Ok(zip) => self.scan_archive(&zip, prefix, depth),
+            Err(e) => {
+                // Archives back to back (a distributed checkpoint's `.distcp`
+                // holds one `torch.save` output per item): each ends with its
+                // own end record.
+                let mut found = false;
+                let mut start = 0;
+                for end in archive_ends(source)? {
+                    let part = Part {
+                        source,
+                        start,
+                        len: end - start,
+                    };
+                    if let Ok(zip) = ZipReader::new_lenient(&part as &dyn ReadAt, &limits) {
+                        found = true;
+                        self.scan_archive(&zip, prefix, depth)?;
+                    }
+                    start = end;
+                }
+                if found {
+                    Ok(())
+                } else {
+                    Err(e.into())
+                }
+            }
+        }
+    }
+
+    /// Every member of an opened archive; every member is looked at even
+    /// after one fails, and the first failure is returned.
+    fn scan_archive(
+        &mut self,
+        zip: &ZipReader<&dyn ReadAt>,
+        prefix: &str,
+        depth: usize,
+    ) -> Result<()> {
+        if depth == 0 && !zip.root().is_empty() {
+            self.torch_layout |=
+                zip.find("data.pkl").is_some() || zip.find("constants.pkl").is_some();
+        }
+        let mut first_error = None;
+        for entry in zip.entries() {
+            if entry.name.ends_with('/') && entry.size == 0 {
+                continue; // a folder
+            }
+            let name = format!("{prefix}{}", entry.name);
+            if let Err(e) = self.scan_member(zip, entry, &name, depth) {
+                let e = match e {
+                    e @ Error::InRecord { .. } => e,
+                    e => Error::InRecord {
+                        name: name.clone(),
+                        source: Box::new(e),
+                    },
+                };
+                first_error.get_or_insert(e);
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+
+    /// One member: a look at its first bytes, then, when it may hold a
+    /// pickle, all of it.
+    fn scan_member(
+        &mut self,
+        zip: &ZipReader<&dyn ReadAt>,
+        entry: &Entry,
+        name: &str,
+        depth: usize,
+    ) -> Result<()> {
+        self.members += 1;
+        if self.members > self.options.max_records {
+            return Err(Error::LimitExceeded {
+                limit: "max_records (zip members, nested archives included)",
+                value: self.members as u64,
+                max: self.options.max_records as u64,
+            });
+        }
+        let head = zip.read_head(entry, SNIFF)?;
+        let is_pkl = entry.name.ends_with(".pkl");
+        let content = match Content::of(&head) {
+            Some(c) => c,
+            None if is_pkl || super::stream::looks_like_a_pickle(&self.disassemble(&head)) => {
+                Content::Pickle
+            }
+            // Tensor data, text, a safetensors header: no pickle.
+            None => return Ok(()),
+        };
+        if content == Content::Safetensors {
+            return Ok(());
+        }
+        if content == Content::Zip && depth >= MAX_DEPTH {
+            return Err(Error::LimitExceeded {
+                limit: "zip archives inside zip archives",
+                value: depth as u64 + 1,
+                max: MAX_DEPTH as u64,
+            });
+        }
+        // A stored member is read where it lies; a deflated one (or one
+        // flagged as encrypted, which must be checked whole) is inflated
+        // into memory, within `max_pickle_bytes` held at a time in all.
+        if entry.method == Method::Stored && !entry.encrypted {
+            let part = Part {
+                source: *zip.source(),
+                start: zip.data_offset(entry)?,
+                len: entry.size,
+            };
+            return self.scan_content(&part, content, name, depth, is_pkl);
+        }
+        let held = self.held.saturating_add(entry.size);
+        if held > self.options.max_pickle_bytes {
+            return Err(Error::LimitExceeded {
+                limit: "max_pickle_bytes (compressed members held to scan)",
+                value: held,
+                max: self.options.max_pickle_bytes,
+            });
+        }
+        let data = zip.read_to_vec(entry)?;
+        self.held = held;
+        let result = self.scan_content(&data, content, name, depth, is_pkl);
+        self.held -= entry.size;
+        result
+    }
+
+    /// The pickles of a member whose content is `content`.
+    fn scan_content(
+        &mut self,
+        source: &dyn ReadAt,
+        content: Content,
+        name: &str,
+        depth: usize,
+        is_pkl: bool,
+    ) -> Result<()> {
+        let pickles = |i: usize| match i {
+            1 => name.to_owned(),
+            i => format!("{name} (pickle {i})"),
+        };
+        match content {
+            Content::Zip => self.scan_zip(source, &format!("{name}!"), depth + 1),
+            Content::Legacy => self.scan_legacy(source, &format!("{name}!")),
+            Content::Npy => match npy::pickle_offset(source)? {
+                Some(at) => self
+                    .scan_pickles(source, at, Trust::Pickle, &pickles)
+                    .map(drop),
+                None => Ok(()),
+            },
+            Content::Pickle => {
+                let trust = if is_pkl { Trust::Pickle } else { Trust::Maybe };
+                self.scan_pickles(source, 0, trust, &pickles).map(drop)
+            }
+            Content::Safetensors => Ok(()),
+        }
+    }
+}
+
+/// Bytes `start..start + len` of a source.
+pub(super) struct Part<'a> {
+    pub(super) source: &'a dyn ReadAt,
+    pub(super) start: u64,
+    pub(super) len: u64,
+}
+
+impl ReadAt for Part<'_> {
+    fn len(&self) -> u64 {
+        self.len
+    }
+
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+        match offset.checked_add(buf.len() as u64) {
+            Some(end) if end <= self.len => self.source.read_exact_at(buf, self.start + offset),
+            _ => Err(std::io::ErrorKind::UnexpectedEof.into()),
+        }
+    }
+}
+
+/// The end of each end-of-central-directory record in `source` (its
+/// signature, 18 more bytes and its comment), in file order, read in chunks.
+fn archive_ends(source: &dyn ReadAt) -> Result<Vec<u64>> {
+    const SIG: &[u8] = b"PK\x05\x06";
+    const CHUNK: u64 = 1 << 20;
+    let len = source.len();
+    let mut ends = Vec::new();
+    let mut pos = 0u64;
+    while pos < len {
+        let n = CHUNK.min(len - pos);
+        let mut buf = vec![0u8; n as usize];
+        source.read_exact_at(&mut buf, pos)?;
+        for i in buf
+            .windows(4)
+            .enumerate()
+            .filter(|(_, w)| *w == SIG)
+            .map(|(i, _)| i)
+        {
+            let at = pos + i as u64;
+            let mut comment = [0u8; 2];
+            if at + 22 <= len && source.read_exact_at(&mut comment, at + 20).is_ok() {
+                let end = at + 22 + u64::from(u16::from_le_bytes(comment));
+                if end <= len && ends.last().is_none_or(|&e| e <= at) {
+                    ends.push(end);
+                }
+            }
+        }
+        // Overlap by three bytes so a signature across chunks is found.
+        pos += if n == CHUNK { n - 3 } else { n };
+    }
+    Ok(ends)
+}
