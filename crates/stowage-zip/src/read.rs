@@ -424,25 +424,132 @@ impl<R: ReadAt> ZipReader<R> {
             return Ok(data);
         }
         let n = usize::try_from(e.size).map_or(max, |size| size.min(max));
+        if e.method == Method::Stored {
+            check_stored_sizes(e)?;
+            return self.read_stored_head(e, n);
+        }
         let mut data = vec![0u8; n];
         let offset = self.data_offset(e)?;
-        match e.method {
-            Method::Stored => {
-                check_stored_sizes(e)?;
-                self.source.read_exact_at(&mut data, offset)?;
-            }
-            Method::Deflated => {
-                let found = Inflater::new(&self.source, e, offset).fill(&mut data)?;
-                if found < n {
-                    return Err(ZipError::InflatesTooShort {
-                        name: e.name.clone(),
-                        expected: e.size,
-                        found: found as u64,
-                    });
-                }
-            }
+        let found = Inflater::new(&self.source, e, offset).fill(&mut data)?;
+        if found < n {
+            return Err(ZipError::InflatesTooShort {
+                name: e.name.clone(),
+                expected: e.size,
+                found: found as u64,
+            });
         }
         Ok(data)
+    }
+
+    /// [`read_head`](Self::read_head) of several entries, in their order,
+    /// each `(entry, max)` with its own `max`. Stored entries that lie close
+    /// together (a torch save's small records: `data.pkl`, `byteorder`,
+    /// `version`, …) are read in one read per group, so that a look at every
+    /// record does not cost a read each.
+    pub fn read_heads(&self, entries: &[(&Entry, usize)]) -> Vec<Result<Vec<u8>, ZipError>> {
+        /// Bytes between two entries' windows still read through.
+        const GAP: u64 = 4096;
+        /// The most one group's read spans.
+        const SPAN: u64 = 1 << 16;
+        let window = |&(e, max): &(&Entry, usize)| {
+            let n = e.size.min(max as u64);
+            let len = Self::local_header_len(e) as u64 + 128 + n;
+            (
+                e.local_header_offset,
+                e.local_header_offset.saturating_add(len).min(self.len),
+            )
+        };
+        let mut out: Vec<Option<Result<Vec<u8>, ZipError>>> =
+            entries.iter().map(|_| None).collect();
+        let mut grouped: Vec<usize> = (0..entries.len())
+            .filter(|&i| entries[i].0.method == Method::Stored && !entries[i].0.encrypted)
+            .collect();
+        grouped.sort_by_key(|&i| entries[i].0.local_header_offset);
+        let mut at = 0;
+        while at < grouped.len() {
+            let (start, mut end) = window(&entries[grouped[at]]);
+            let mut last = at + 1;
+            while last < grouped.len() {
+                let (s, e) = window(&entries[grouped[last]]);
+                if s > end.saturating_add(GAP) || e.saturating_sub(start) > SPAN {
+                    break;
+                }
+                end = end.max(e);
+                last += 1;
+            }
+            if last - at > 1 && start < end {
+                let mut buf = vec![0u8; (end - start) as usize];
+                // A failed group read leaves its entries to be read one by
+                // one, each with its own error.
+                if self.source.read_exact_at(&mut buf, start).is_ok() {
+                    for &i in &grouped[at..last] {
+                        let (e, max) = entries[i];
+                        out[i] = Some(self.head_from(e, max, &buf, start));
+                    }
+                }
+            }
+            at = last;
+        }
+        out.into_iter()
+            .zip(entries)
+            .map(|(head, &(e, max))| head.unwrap_or_else(|| self.read_head(e, max)))
+            .collect()
+    }
+
+    /// The head of the stored entry `e` out of `buf`, the file's bytes from
+    /// `start`; read apart when its extra field runs past what `buf` holds.
+    fn head_from(
+        &self,
+        e: &Entry,
+        max: usize,
+        buf: &[u8],
+        start: u64,
+    ) -> Result<Vec<u8>, ZipError> {
+        check_stored_sizes(e)?;
+        let n = usize::try_from(e.size).map_or(max, |size| size.min(max));
+        let at = (e.local_header_offset - start) as usize;
+        let header = buf.get(at..at + Self::local_header_len(e));
+        let Some(header) = header else {
+            return self.read_head(e, max);
+        };
+        let data = self.data_offset_from(e, header)?;
+        let from = (data - start) as usize;
+        match buf.get(from..from + n) {
+            Some(head) => Ok(head.to_vec()),
+            None => self.read_head(e, max),
+        }
+    }
+
+    /// The first `n` bytes of a stored entry, read with its local header in
+    /// one read when the header's extra field is short (as PyTorch's and
+    /// Python's writers make it): a scan looks at the start of every record.
+    fn read_stored_head(&self, e: &Entry, n: usize) -> Result<Vec<u8>, ZipError> {
+        /// Extra-field bytes read along with the header, past which a second
+        /// read is made (PyTorch's padding is under 64 + 4 bytes, zip64's 32).
+        const EXTRA_GUESS: u64 = 128;
+        let ofs = e.local_header_offset;
+        let header_len = Self::local_header_len(e);
+        let window = (header_len as u64 + EXTRA_GUESS + n as u64).min(self.len.saturating_sub(ofs));
+        if window < header_len as u64 {
+            return Err(ZipError::Truncated {
+                what: "local header",
+                offset: ofs,
+                needed: header_len as u64,
+                available: window,
+            });
+        }
+        let mut buf = vec![0u8; window as usize];
+        self.source.read_exact_at(&mut buf, ofs)?;
+        let data = self.data_offset_from(e, &buf[..header_len])?;
+        let start = (data - ofs) as usize;
+        if start + n <= buf.len() {
+            buf.copy_within(start..start + n, 0);
+            buf.truncate(n);
+            return Ok(buf);
+        }
+        let mut head = vec![0u8; n];
+        self.source.read_exact_at(&mut head, data)?;
+        Ok(head)
     }
 
     /// Reads the entry's data into a new vector, refusing entries larger than
@@ -1126,6 +1233,38 @@ mod tests {
         );
         let err = z.read_head(z.find("c.pkl").unwrap(), 4).unwrap_err();
         assert!(matches!(err, ZipError::Encrypted { .. }), "{err}");
+    }
+
+    #[test]
+    fn read_heads_reads_close_entries_together() {
+        let big: Vec<u8> = (0..100_000u32).map(|i| (i * 13) as u8).collect();
+        let entries = [
+            Raw::stored("z/a", b"first"),
+            Raw::stored("z/b", b"second"),
+            Raw::deflated("z/c", b"third, deflated"),
+            Raw::stored("z/big", &big),
+            Raw::stored("z/d", b"after the big one"),
+        ];
+        let bytes = build(&entries, false);
+        let zip = open(&bytes).unwrap();
+        let all: Vec<(&Entry, usize)> = zip.entries().iter().map(|e| (e, 8)).collect();
+        let heads = zip.read_heads(&all);
+        let heads: Vec<Vec<u8>> = heads.into_iter().map(Result::unwrap).collect();
+        assert_eq!(
+            heads,
+            [
+                &b"first"[..],
+                b"second",
+                b"third, d",
+                &big[..8],
+                b"after th"
+            ]
+            .map(<[u8]>::to_vec)
+        );
+        for &(e, _) in &all {
+            let whole = zip.read_heads(&[(e, 1 << 20)]);
+            assert_eq!(whole[0].as_ref().unwrap(), &zip.read_to_vec(e).unwrap());
+        }
     }
 
     #[test]

@@ -132,10 +132,14 @@ def scan(*paths: Union[str, "os.PathLike[str]"]) -> Dict[str, Any]:
     ``stowage scan --json``, as a dict (``docs/cli-contract.md``)::
 
         {"files": [{"path", "kind", "globals": [{"module", "name", "verdict",
-        "count"}], "pickles": [...], "error"}]}
+        "risk", "count"}], "pickles": [...], "error"}]}
 
     A verdict is ``"allowed"`` (PyTorch's weights_only allowlist),
-    ``"decoded"`` (data stowage reads when allowed) or ``"unsafe"``. A file
-    it cannot read has its ``error`` set rather than raising.
+    ``"decoded"`` (data stowage reads when allowed) or ``"unsafe"``; an
+    unsafe global's ``risk`` is ``"code"`` (it runs commands or code) or
+    ``"import"`` (a class torch.load would import, as a whole-model save
+    names them). Every pickle is read wherever it lies (any zip member, zips
+    inside zips, a .npy object array), judged by content. A file it cannot
+    read has its ``error`` set rather than raising.
     """
     return json.loads(_stowage.scan(*(os.fspath(p) for p in paths)))

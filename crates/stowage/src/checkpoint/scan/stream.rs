@@ -7,10 +7,30 @@ use crate::checkpoint::pickle::{compat, disassemble, Disassembly, GlobalName, Pi
 use crate::io::ReadAt;
 use crate::{Error, Result};
 
-/// The first window of a stream read to tell whether it is a pickle: small,
-/// since most data is told apart in its first bytes, and a scan looks at the
-/// start of every zip member.
-pub(super) const SNIFF: usize = 4096;
+/// The first bytes of a zip member read to tell whether it may hold a
+/// pickle: few, since almost all data meets a byte that is no opcode within
+/// them, and a scan looks at the start of every member (every tensor's
+/// record of a torch save).
+pub(super) const SNIFF: usize = 256;
+
+/// The first window of a stream that may be anything, read to tell whether
+/// it is a pickle.
+const FIRST_WINDOW: u64 = 4096;
+
+/// Whether the start of some data may be a pickle: a walk of `head` that
+/// [`looks_like_a_pickle`] already, or that runs to the end of `head`
+/// without meeting anything that is no pickle (`head` is only a start).
+pub(super) fn may_be_a_pickle(d: &Disassembly) -> bool {
+    looks_like_a_pickle(d)
+        || matches!(
+            d.error,
+            Some(
+                PickleError::Truncated { .. }
+                    | PickleError::NoStop { .. }
+                    | PickleError::UnterminatedLine { .. }
+            )
+        )
+}
 
 /// What a stream is taken for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -143,9 +163,13 @@ impl Scanner<'_> {
     ) -> Result<Disassembly> {
         let left = source.len().saturating_sub(pos);
         let max = left.min(self.options.max_pickle_bytes);
+        // A pickle of up to 16 MiB (a torch save's `data.pkl`) is read and
+        // walked once, whole; a longer stream (a file whose first pickle
+        // may be followed by gigabytes of other bytes) from 64 KiB up.
         let mut n: u64 = match trust {
+            Trust::Pickle if max <= 16 << 20 => max,
             Trust::Pickle => 1 << 16,
-            Trust::Maybe => SNIFF as u64,
+            Trust::Maybe => FIRST_WINDOW,
         };
         loop {
             let n_now = n.min(max);
