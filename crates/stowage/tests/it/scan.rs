@@ -311,3 +311,32 @@ fn allowed_names_are_pytorchs_allowlist() {
         "scripts/gen_torch_allowlist.py regenerates the table"
     );
 }
+
+/// A distributed checkpoint's `.metadata` is judged by DCP's own data
+/// classes (issue 26, item 20): a DCP folder scans clean; a pickle that
+/// names those classes beside something else stays unsafe, all of it.
+#[test]
+fn dcp_metadata_is_judged_by_dcps_classes() {
+    let report = scan_path(&common::fixtures_dir().join("dcp/one"));
+    assert_eq!(report.files.len(), 2);
+    assert!(!report.is_unsafe(), "{:?}", report.files[0].globals);
+    let md = &report
+        .files
+        .iter()
+        .find(|f| f.path.ends_with(".metadata"))
+        .unwrap();
+    assert!(md
+        .globals
+        .iter()
+        .any(|g| g.name == "Metadata" && g.verdict == Verdict::Decoded));
+    let mixed = b"\x80\x02ctorch.distributed.checkpoint.metadata\nMetadata\nq\x00cos\nsystem\nq\x01\x86q\x02.";
+    let f = stowage::checkpoint::scan::scan_bytes(mixed, &Default::default());
+    assert_eq!(
+        flagged(&f),
+        BTreeSet::from([
+            "os.system".to_owned(),
+            "torch.distributed.checkpoint.metadata.Metadata".to_owned()
+        ])
+    );
+    assert!(f.globals.iter().all(|g| g.verdict == Verdict::Unsafe));
+}

@@ -508,8 +508,33 @@ fn scan_source(source: &dyn ReadAt, options: &LoadOptions, named: bool) -> Optio
     if let Err(e) = result {
         scan.error = Some(e);
     }
+    if scan.kind == Some(ScanKind::Pickle) {
+        judge_dcp_metadata(&mut scan);
+    }
     scan.globals = merge(scan.pickles.iter().flat_map(|p| p.globals.iter()));
     Some(scan)
+}
+
+/// A distributed checkpoint's `.metadata` is judged by DCP's own data
+/// classes: a bare pickle that names `Metadata` and, outside the allowlist,
+/// only those classes is what stowage's DCP reader reads as data, so they
+/// are [`Verdict::Decoded`] there (as in no other file).
+fn judge_dcp_metadata(scan: &mut FileScan) {
+    use crate::checkpoint::format::dcp::metadata::is_metadata_class;
+    let uses = || scan.pickles.iter().flat_map(|p| p.globals.iter());
+    let names_metadata =
+        uses().any(|g| g.module == "torch.distributed.checkpoint.metadata" && g.name == "Metadata");
+    let only_metadata =
+        uses().all(|g| g.verdict != Verdict::Unsafe || is_metadata_class(&g.module, &g.name));
+    if !(names_metadata && only_metadata) {
+        return;
+    }
+    for g in scan.pickles.iter_mut().flat_map(|p| p.globals.iter_mut()) {
+        if g.verdict == Verdict::Unsafe {
+            g.verdict = Verdict::Decoded;
+            g.risk = None;
+        }
+    }
 }
 
 /// The records of a bare pickle file: `pickle`, `pickle 2`, …

@@ -93,6 +93,13 @@ const CLASSES: &[(&str, &str, Class)] = &[
     ("pathlib", "Path", Class::Path),
 ];
 
+/// Whether `module.name` is one of the data classes a `.metadata` pickle may
+/// name (read as data by this reader; `stowage scan` judges a DCP
+/// `.metadata` by them).
+pub(crate) fn is_metadata_class(module: &str, name: &str) -> bool {
+    CLASSES.iter().any(|(m, n, _)| *m == module && *n == name)
+}
+
 /// A value of the metadata pickle that is not a plain Python value.
 #[derive(Clone, Debug)]
 enum Md {
