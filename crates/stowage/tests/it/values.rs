@@ -293,3 +293,45 @@ fn deflated_records_read_in_windows() {
         assert_eq!(got[..16], want[8..24]);
     }
 }
+
+/// `collections.Counter` as `torch.load(weights_only=True)` reads it (issue
+/// 26, item 10): saved by real PyTorch, a mapping copied and an iterable
+/// counted, equal to what torch gives back.
+#[test]
+fn counters_read_as_torch_reads_them() {
+    let Some(py) = crate::common::torch_python() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("counter.pt");
+    let script = r#"
+import collections, json, sys, torch
+c = {"counts": collections.Counter("abca"), "given": collections.Counter({"x": 3, "y": -1}),
+     "w": torch.ones(2)}
+torch.save(c, sys.argv[1])
+back = torch.load(sys.argv[1], weights_only=True)
+print(json.dumps({k: dict(v) for k, v in back.items() if k != "w"}))
+"#;
+    let out = std::process::Command::new(py)
+        .args(["-c", script])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let torch: J = serde_json::from_slice(&out.stdout).unwrap();
+    let ckpt = stowage::load(&path).unwrap();
+    for name in ["counts", "given"] {
+        let mine: serde_json::Map<String, J> = ckpt
+            .get(name)
+            .unwrap()
+            .as_dict()
+            .unwrap()
+            .map(|(k, v)| (k.as_str().unwrap().to_owned(), J::from(v.as_i64().unwrap())))
+            .collect();
+        assert_eq!(J::Object(mine), torch[name], "{name}");
+    }
+}

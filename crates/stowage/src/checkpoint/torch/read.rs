@@ -3,6 +3,7 @@
 //! once, so sharing is exactly PyTorch's), and rebuild tensors, Parameters,
 //! `OrderedDict`s, `torch.Size`, dtypes and devices.
 
+mod counter;
 mod kinds;
 mod sparse;
 
@@ -508,11 +509,10 @@ impl<S: StorageSource> TorchHooks<'_, S> {
                 }
                 v
             }
-            Global::OrderedDict | Global::Counter => {
+            Global::Counter => Value::Node(counter::counter(graph, args)?),
+            Global::OrderedDict => {
                 let id = graph.dict(Vec::new());
-                if *f == Global::OrderedDict {
-                    self.ordered.insert(id);
-                }
+                self.ordered.insert(id);
                 if let Some(init) = args.first() {
                     let pairs = match init {
                         Value::Node(l) => graph
