@@ -554,3 +554,48 @@ fn path_keys(dotted: &str) -> Vec<stowage::checkpoint::PathKey> {
         .map(|k| stowage::checkpoint::PathKey::Key(k.into()))
         .collect()
 }
+
+/// A safetensors file with `__metadata__` says `"format": "pt"`, so that
+/// Hugging Face's loaders take it (issue 26, item 12):
+/// `huggingface_hub.load_torch_model(strict=True)` loads it into the module
+/// it came from.
+#[test]
+fn safetensors_with_metadata_load_in_huggingface_hub() {
+    let Some(py) = python() else {
+        skip("no python");
+        return;
+    };
+    let weight = stowage::Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0], &[2, 2]).unwrap();
+    let bias = stowage::Tensor::from_vec(vec![0.5f32, -0.5], &[2]).unwrap();
+    let mut ckpt = stowage::Checkpoint::from_state_dict([("weight", weight), ("bias", bias)]);
+    ckpt.safetensors_metadata = Some([("epoch".to_owned(), "3".to_owned())].into());
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("model.safetensors");
+    stowage::checkpoint::safetensors::save(&path, &ckpt).unwrap();
+    let script = r#"
+import json, sys, torch, huggingface_hub
+from safetensors import safe_open
+m = torch.nn.Linear(2, 2)
+huggingface_hub.load_torch_model(m, sys.argv[1], strict=True)
+with safe_open(sys.argv[1], "pt") as f:
+    meta = f.metadata()
+print(json.dumps({"weight": m.weight.flatten().tolist(), "bias": m.bias.tolist(), "meta": meta}))
+"#;
+    let out = Command::new(py)
+        .args(["-c", script])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let got: J = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(got["weight"], serde_json::json!([1.0, 2.0, 3.0, 4.0]));
+    assert_eq!(got["bias"], serde_json::json!([0.5, -0.5]));
+    assert_eq!(
+        got["meta"],
+        serde_json::json!({"epoch": "3", "format": "pt"})
+    );
+}

@@ -221,8 +221,9 @@ pub(crate) fn load_lazy<R: ReadAt + 'static>(
 }
 
 /// Writes every tensor of `ckpt` to a safetensors file at `path`, named by dotted path
-/// (a root tensor is named `tensor`), as contiguous copies, keeping `__metadata__`.
-/// Written to a temporary file and renamed into place.
+/// (a root tensor is named `tensor`), as contiguous copies, keeping `__metadata__`
+/// (with `"format": "pt"` added when it has no `format`, as Hugging Face's
+/// writers write it). Written to a temporary file and renamed into place.
 ///
 /// # Errors
 /// [`Error::AtPath`] wrapping [`Error::DTypeUnsupported`] for a dtype safetensors cannot
@@ -300,10 +301,18 @@ pub fn save_with(path: &Path, ckpt: &Checkpoint, options: &SaveOptions) -> Resul
             },
         ));
     }
-    let meta: Option<HashMap<String, String>> = ckpt
-        .safetensors_metadata
-        .as_ref()
-        .map(|m: &BTreeMap<_, _>| m.clone().into_iter().collect());
+    // Whenever `__metadata__` is written it says `"format": "pt"`, as
+    // Hugging Face's writers do: transformers and `huggingface_hub` refuse a
+    // file whose metadata lacks it. A format already given is kept.
+    let meta: Option<HashMap<String, String>> =
+        ckpt.safetensors_metadata
+            .as_ref()
+            .map(|m: &BTreeMap<_, _>| {
+                let mut m: HashMap<String, String> = m.clone().into_iter().collect();
+                m.entry("format".to_owned())
+                    .or_insert_with(|| "pt".to_owned());
+                m
+            });
     #[cfg(feature = "remote")]
     {
         let here = options.location(path);
