@@ -209,14 +209,19 @@ fn for_safetensors(
 
 /// Runs `convert`.
 pub fn run(args: Args, cx: &Context, out: &mut dyn Write) -> Result<ExitCode, Failure> {
-    let kind = match args.to {
-        Some(format) => Target::Folder(args.output.clone(), format),
-        None => target(&args.output).ok_or_else(|| {
-            Failure::usage(format!(
+    let kind = match (args.to, target(&args.output)) {
+        // A file's own name wins over `--to` of its format: `--to
+        // safetensors r.safetensors` is that file, not a folder of that name.
+        (Some(FolderFormat::Safetensors), Some(t @ Target::Safetensors))
+        | (Some(FolderFormat::Bin), Some(t @ Target::TorchZip)) => t,
+        (Some(format), _) => Target::Folder(args.output.clone(), format),
+        (None, Some(t)) => t,
+        (None, None) => {
+            return Err(Failure::usage(format!(
                 "convert: cannot tell the output format from {} (use .pt, .pth, .bin, .ckpt or .safetensors, an *.index.json name, or --to safetensors|bin|dcp for a folder)",
                 args.output.display()
-            ))
-        })?,
+            )))
+        }
     };
     let mut ckpt = cx.load(&args.input, false)?;
     if matches!(kind, Target::TorchZip) {

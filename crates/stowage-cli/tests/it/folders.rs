@@ -236,3 +236,33 @@ fn saved_by_sharing_is_logical_bytes_beyond_storage_bytes() {
         "{summary}"
     );
 }
+
+/// Two small traps (issue 26, item 20): `--to safetensors r.safetensors`
+/// writes that file, not a folder named so; safetensors outputs get the mode
+/// every new file gets (the umask's), as `.pt` outputs do.
+#[test]
+fn a_file_name_wins_over_to_and_outputs_follow_the_umask() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let input = fixtures().join("simple.pt");
+    let st = dir.path().join("r.safetensors");
+    ok(&stowage(&[
+        "convert".as_ref(),
+        input.as_os_str(),
+        "--to".as_ref(),
+        "safetensors".as_ref(),
+        st.as_os_str(),
+    ]));
+    assert!(st.is_file(), "{} is not a file", st.display());
+    let pt = dir.path().join("r.pt");
+    ok(&stowage(&[
+        "convert".as_ref(),
+        input.as_os_str(),
+        pt.as_os_str(),
+    ]));
+    let plain = dir.path().join("plain");
+    std::fs::write(&plain, b"").unwrap();
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&st), mode(&plain), "safetensors");
+    assert_eq!(mode(&pt), mode(&plain), ".pt");
+}

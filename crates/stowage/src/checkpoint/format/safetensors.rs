@@ -343,11 +343,16 @@ fn write_views(
     tmp: &Path,
 ) -> Result<()> {
     {
+        // The crate writes through a temporary file of its own, made with
+        // mode 0600, and renames it onto `tmp`: the file gets the mode a new
+        // file gets here (0666 less the umask), as every other output does.
+        let mode = std::fs::File::create(tmp)?.metadata()?.permissions();
         safetensors::tensor::serialize_to_file(
             views.iter().map(|(n, v)| (n.as_str(), v)),
             meta,
             tmp,
         )?;
+        std::fs::set_permissions(tmp, mode)?;
         match views
             .iter()
             .find_map(|(n, v)| Some((n, v.failed.borrow_mut().take()?)))
