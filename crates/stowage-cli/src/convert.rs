@@ -231,7 +231,10 @@ pub fn run(args: Args, cx: &Context, out: &mut dyn Write) -> Result<ExitCode, Fa
                 log::warn!("{}: dropped {n} values torch.load(weights_only=True) refuses (--drop-objects)", args.input.display());
             }
         } else if let Some((path, class)) = ckpt.unsaveable().map_err(Failure::input)?.into_iter().next() {
-            return Err(Failure::input(stowage::Error::NotSaveable { path, class }));
+            return Err(Failure::input(stowage::Error::InFile {
+                path: args.input.clone(),
+                source: Box::new(stowage::Error::NotSaveable { path, class }),
+            }));
         }
     }
     if let Target::Folder(dir, format) = kind {

@@ -183,8 +183,38 @@ impl From<io::Error> for Failure {
 
 impl fmt::Display for Failure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&one_line(&*self.error))
+        f.write_str(&one_line(&*self.error))?;
+        match hint(&*self.error) {
+            Some(hint) => write!(f, " ({hint})"),
+            None => Ok(()),
+        }
     }
+}
+
+/// What to do next about an error, in the command line's words: the
+/// library's errors name no flags.
+fn hint(error: &(dyn std::error::Error + 'static)) -> Option<String> {
+    let mut at: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(e) = at {
+        // A wrapper's cause is its `Box<Error>` field, seen as the box.
+        let ours = e
+            .downcast_ref::<stowage::Error>()
+            .or_else(|| e.downcast_ref::<Box<stowage::Error>>().map(|b| &**b));
+        match ours {
+            Some(stowage::Error::GlobalNotAllowed { .. }) => {
+                return Some(
+                    "`stowage scan` lists every global the file names; `--inert` reads it without importing or running anything"
+                        .into(),
+                );
+            }
+            Some(stowage::Error::NotSaveable { .. }) => {
+                return Some("--drop-objects leaves such values out".into());
+            }
+            _ => {}
+        }
+        at = e.source();
+    }
+    None
 }
 
 /// Standard output that remembers whether the reader has gone away.

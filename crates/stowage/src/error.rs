@@ -595,7 +595,10 @@ pub enum Error {
     /// A value PyTorch's `weights_only` loader refuses (an inert object, a
     /// numpy array, a `datetime` …), met while saving a torch checkpoint: it
     /// cannot be written so that `torch.load(weights_only=True)` reads it.
-    #[error("cannot save {class} at {path:?}: torch.load(weights_only=True) refuses it (drop such values first: Checkpoint::drop_objects)")]
+    ///
+    /// [`Checkpoint::drop_objects`](crate::Checkpoint::drop_objects) drops
+    /// such values first.
+    #[error("cannot save {class} at {path:?}: torch.load(weights_only=True) refuses it")]
     NotSaveable {
         /// The value's path, dotted (`""`: the root).
         path: String,

@@ -1333,3 +1333,32 @@ fn quiet_is_accepted_everywhere_and_no_bar_is_drawn_off_a_terminal() {
     let run = stowage(&[Path::new("inspect"), &file, Path::new("--json")]);
     assert_eq!(run.stderr, "", "{run:?}");
 }
+
+/// Errors say what to do next, in the command line's words (issue 26, items
+/// 11 and 18): a refused global names `stowage scan` and `--inert`; a value
+/// torch.load refuses names the file and `--drop-objects`, never the
+/// library's `Checkpoint::drop_objects`.
+#[test]
+fn errors_say_what_to_do_next() {
+    let model = fixtures().join("scan/whole_model.pt");
+    let run = stowage(&["inspect".as_ref(), model.as_os_str()]);
+    assert_eq!(run.code(), Some(2));
+    assert!(
+        run.stderr.contains("stowage scan") && run.stderr.contains("--inert"),
+        "{}",
+        run.stderr
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("w.pt");
+    let run = stowage(&[
+        "convert".as_ref(),
+        "--inert".as_ref(),
+        model.as_os_str(),
+        out.as_os_str(),
+    ]);
+    assert_ne!(run.code(), Some(0));
+    assert!(run.stderr.contains("whole_model.pt"), "{}", run.stderr);
+    assert!(run.stderr.contains("--drop-objects"), "{}", run.stderr);
+    assert!(!run.stderr.contains("Checkpoint::"), "{}", run.stderr);
+    assert!(!out.exists());
+}
