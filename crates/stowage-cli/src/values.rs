@@ -55,7 +55,15 @@ pub fn typed_json(v: &ValueRef<'_>) -> Map<String, Json> {
             Object::Complex(c) => json!([float_json(c.re), float_json(c.im)]),
             Object::QScheme(q) => json!(q),
             Object::Layout(l) => json!(l),
-            Object::Global(g) => json!(format!("{g:?}")),
+            // A class or function named as a value, not called: the
+            // contract's `type`, with its `module` and `name`.
+            Object::Global(g) => {
+                let (module, name) = g.path();
+                o.insert("module".into(), json!(module));
+                o.insert("name".into(), json!(name));
+                o.insert("type".into(), json!("type"));
+                Json::Null
+            }
             Object::Storage(s) => {
                 o.insert("storage_key".into(), json!(&*s.key));
                 Json::Null
@@ -77,6 +85,7 @@ pub fn typed_json(v: &ValueRef<'_>) -> Map<String, Json> {
             Object::Class(c) => {
                 o.insert("module".into(), json!(c.module));
                 o.insert("name".into(), json!(c.name));
+                o.insert("type".into(), json!("type"));
                 Json::Null
             }
             // Tensors are listed under "tensors", never as values.
@@ -87,7 +96,7 @@ pub fn typed_json(v: &ValueRef<'_>) -> Map<String, Json> {
         o.insert("module".into(), json!(obj.module));
         o.insert("name".into(), json!(obj.name));
     }
-    o.insert("type".into(), json!(kind.name()));
+    o.entry("type").or_insert_with(|| json!(kind.name()));
     o.insert("value".into(), value);
     o
 }
@@ -129,7 +138,12 @@ fn data_json(d: &PyData, o: &mut Map<String, Json>) -> Json {
         }
         PyData::Slice(s) => json!(s),
         PyData::Range(r) => json!(r),
-        PyData::Type(t) => json!(t),
+        PyData::Type(t) => {
+            o.insert("module".into(), json!("builtins"));
+            o.insert("name".into(), json!(t));
+            o.insert("type".into(), json!("type"));
+            Json::Null
+        }
         _ => json!(d.to_string()),
     }
 }

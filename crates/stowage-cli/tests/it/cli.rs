@@ -1362,3 +1362,25 @@ fn errors_say_what_to_do_next() {
     assert!(!run.stderr.contains("Checkpoint::"), "{}", run.stderr);
     assert!(!out.exists());
 }
+
+/// A class named as a value and never called is the contract's `type`, with
+/// `module` and `name` (issue 26, item 9): a builtin type, an allowed class,
+/// and (with `--inert`) a class outside the allowlist.
+#[test]
+fn classes_named_as_values_are_types() {
+    let file = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/types_as_values.pt");
+    let doc = parse(&stowage(&[
+        Path::new("inspect"),
+        Path::new("--inert"),
+        &file,
+        Path::new("--json"),
+    ]));
+    assert_eq!(
+        doc["values"],
+        serde_json::json!([
+            {"path": ["t"], "type": "type", "module": "builtins", "name": "list", "value": null},
+            {"path": ["g"], "type": "type", "module": "collections", "name": "OrderedDict", "value": null},
+            {"path": ["c"], "type": "type", "module": "torch.nn.modules.linear", "name": "Linear", "value": null},
+        ])
+    );
+}

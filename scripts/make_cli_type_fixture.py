@@ -1,0 +1,17 @@
+#!/usr/bin/env python3
+"""Regenerates crates/stowage-cli/tests/data/types_as_values.pt: classes
+named by a pickle as values, never called (a builtin type, an allowed class,
+a class outside the allowlist), as omegaconf's `object_type: builtins.list`
+saves one. For `inspect --json`'s `type` values (issue 26, item 9).
+
+usage: make_cli_type_fixture.py   (the python of scripts/torch-venv.sh)
+"""
+import collections
+import os
+
+import torch
+
+OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "crates", "stowage-cli",
+                   "tests", "data", "types_as_values.pt")
+os.makedirs(os.path.dirname(OUT), exist_ok=True)
+torch.save({"t": list, "g": collections.OrderedDict, "c": torch.nn.Linear}, OUT)
