@@ -1,8 +1,12 @@
 #!/usr/bin/env python3
-"""Regenerates crates/stowage-cli/tests/data/types_as_values.pt: classes
-named by a pickle as values, never called (a builtin type, an allowed class,
-a class outside the allowlist), as omegaconf's `object_type: builtins.list`
-saves one. For `inspect --json`'s `type` values (issue 26, item 9).
+"""Regenerates crates/stowage-cli/tests/data/:
+- types_as_values.pt: classes named by a pickle as values, never called (a
+  builtin type, an allowed class, a class outside the allowlist), as
+  omegaconf's `object_type: builtins.list` saves one; for `inspect --json`'s
+  `type` values (issue 26, item 9);
+- shared_object.pt: one object of a class outside the allowlist at three
+  paths, the pickle reusing it through its memo (as transformers'
+  `IntervalStrategy` members are); for `"objects"` (issue 26, item 8).
 
 usage: make_cli_type_fixture.py   (the python of scripts/torch-venv.sh)
 """
@@ -15,3 +19,13 @@ OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "crates", "
                    "tests", "data", "types_as_values.pt")
 os.makedirs(os.path.dirname(OUT), exist_ok=True)
 torch.save({"t": list, "g": collections.OrderedDict, "c": torch.nn.Linear}, OUT)
+
+
+class Strategy:  # pickled as __main__.Strategy
+    def __init__(self, name):
+        self.name = name
+
+
+s = Strategy("steps")
+torch.save({"eval": s, "save": s, "nested": {"log": s}, "w": torch.ones(2)},
+           os.path.join(os.path.dirname(OUT), "shared_object.pt"))

@@ -1384,3 +1384,36 @@ fn classes_named_as_values_are_types() {
         ])
     );
 }
+
+/// An inert object the pickle reuses through its memo is listed at every
+/// path that reaches it, as tensors are (issue 26, item 8).
+#[test]
+fn a_shared_object_is_listed_at_every_path() {
+    let file = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/shared_object.pt");
+    let doc = parse(&stowage(&[
+        Path::new("inspect"),
+        Path::new("--inert"),
+        &file,
+        Path::new("--json"),
+    ]));
+    let paths: Vec<_> = doc["objects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| {
+            assert_eq!(
+                (&o["module"], &o["name"]),
+                (&"__main__".into(), &"Strategy".into())
+            );
+            o["path"].clone()
+        })
+        .collect();
+    assert_eq!(
+        paths,
+        [
+            serde_json::json!(["eval"]),
+            serde_json::json!(["save"]),
+            serde_json::json!(["nested", "log"])
+        ]
+    );
+}

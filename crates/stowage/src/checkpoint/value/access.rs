@@ -645,16 +645,29 @@ impl<'c> ValueRef<'c> {
     }
 
     /// Every inert object below this value (this one included), with its
-    /// path, in pickle order; each object is listed once, at its first path.
-    /// Globals outside the allowlist named as values are listed too.
+    /// path, in pickle order; an object reachable by several paths (one the
+    /// pickle reuses through its memo) is listed once per path, as tensors
+    /// are, and an object holding itself is walked once. Globals outside the
+    /// allowlist named as values are listed too. Where a structure is shared
+    /// too often to list per path (past [`MAX_PATHS`] visits: a pickle can
+    /// share one exponentially often), each shared container is walked once,
+    /// at its first path, as [`leaves_once`](Self::leaves_once) walks.
     ///
     /// # Errors
-    /// [`Error::LimitExceeded`] past [`MAX_PATHS`] visits.
+    /// [`Error::LimitExceeded`] when even that walk exceeds [`MAX_PATHS`].
     pub fn objects(&self) -> Result<Vec<ValueRef<'c>>> {
         let mut out = Vec::new();
-        let mut seen = HashSet::new();
+        let mut on_path = HashSet::new();
         let mut budget = MAX_PATHS;
-        self.walk_leaves(&mut seen, true, true, &mut budget, &mut out)?;
+        let walked = self.walk_leaves(&mut on_path, false, true, &mut budget, &mut out);
+        if let Err(Error::LimitExceeded { .. }) = walked {
+            out.clear();
+            let mut seen = HashSet::new();
+            let mut budget = MAX_PATHS;
+            self.walk_leaves(&mut seen, true, true, &mut budget, &mut out)?;
+        } else {
+            walked?;
+        }
         out.retain(|v| v.kind() == ValueKind::Object);
         Ok(out)
     }
