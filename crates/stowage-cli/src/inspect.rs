@@ -15,7 +15,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use serde_json::{json, Value as Json};
@@ -47,8 +47,9 @@ pub fn run(args: Args, cx: &Context, out: &mut dyn Write) -> Result<ExitCode, Fa
     let ckpt = cx.load(&args.file, !args.json || args.no_hash)?;
     let rows = rows(&ckpt)?;
     let leaves = values::leaves(&ckpt, &args.file)?;
+    let format = container(cx, &args.file, &ckpt);
     if !args.json {
-        table(&ckpt, &rows, out)?;
+        table(&ckpt, format, &rows, out)?;
         values::tree(&ckpt, &leaves, TREE_LINES, out)?;
         objects_text(&ckpt, out)?;
         return Ok(ExitCode::SUCCESS);
@@ -107,7 +108,7 @@ pub fn run(args: Args, cx: &Context, out: &mut dyn Write) -> Result<ExitCode, Fa
         .map(|s| json!({"key": s.key, "nbytes": s.storage.nbytes(), "location": s.location, "storage_type": s.storage_type()}))
         .collect();
     let mut doc = json!({
-        "format": ckpt.format.name(),
+        "format": format,
         "byteorder": ckpt.byteorder.name(),
         "storages": storages,
         "tensors": tensors,
@@ -140,7 +141,35 @@ fn objects_text(ckpt: &Checkpoint, out: &mut dyn Write) -> Result<(), Failure> {
     Ok(())
 }
 
-fn table(ckpt: &Checkpoint, rows: &[Row<'_>], out: &mut dyn Write) -> std::io::Result<()> {
+/// The contract's name of what `file` is: a folder (local, or by a URL ending in `/`) by its
+/// layout (`dcp`, `dcp-hf`, `sharded-safetensors`, `sharded-bin`), a file by
+/// its own format.
+///
+/// A distributed checkpoint's `"item_format"` is not given: whether its items
+/// are torch archives or safetensors blobs is only known by reading one,
+/// which `inspect` without hashes does not do.
+fn container(cx: &Context, file: &Path, ckpt: &Checkpoint) -> &'static str {
+    use stowage::checkpoint::{folder_of, Folder, Format};
+    let text = file.to_string_lossy();
+    let url_folder = text.contains("://") && text.ends_with('/');
+    if !file.is_dir() && !url_folder {
+        return ckpt.format.name();
+    }
+    match folder_of(file, &cx.load_options()) {
+        Ok(Some(Folder::Dcp(_))) => "dcp",
+        Ok(Some(Folder::Ranks(_))) => "dcp-hf",
+        Ok(Some(Folder::Sharded(_))) if ckpt.format == Format::Safetensors => "sharded-safetensors",
+        Ok(Some(Folder::Sharded(_))) => "sharded-bin",
+        _ => ckpt.format.name(),
+    }
+}
+
+fn table(
+    ckpt: &Checkpoint,
+    format: &str,
+    rows: &[Row<'_>],
+    out: &mut dyn Write,
+) -> std::io::Result<()> {
     let mut by_key: HashMap<&str, Vec<String>> = HashMap::new();
     for r in rows {
         by_key.entry(&r.key).or_default().push(dotted(&r.path));
@@ -228,7 +257,7 @@ fn table(ckpt: &Checkpoint, rows: &[Row<'_>], out: &mut dyn Write) -> std::io::R
         human(logical),
         human(storage_bytes),
         human(logical.saturating_sub(storage_bytes)),
-        ckpt.format.name(),
+        format,
         ckpt.byteorder.name()
     )
 }

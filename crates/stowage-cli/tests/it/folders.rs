@@ -155,11 +155,12 @@ fn sets_convert_to_pt_and_by_index_name() {
 
 #[test]
 fn inspect_verify_and_bench_read_folders() {
+    // The contract's folder format names (issue 26, item 20).
     for (folder, format, tensors) in [
-        ("sharded/safetensors", "safetensors", 7),
-        ("sharded/bin", "torch-zip", 8),
-        ("dcp/four", "torch-zip", 5),
-        ("dcp/hf", "safetensors", 4),
+        ("sharded/safetensors", "sharded-safetensors", 7),
+        ("sharded/bin", "sharded-bin", 8),
+        ("dcp/four", "dcp", 5),
+        ("dcp/hf", "dcp-hf", 4),
     ] {
         let path = fixtures().join(folder);
         let json: Json = serde_json::from_str(&ok(&stowage(&[
@@ -169,6 +170,12 @@ fn inspect_verify_and_bench_read_folders() {
         ])))
         .unwrap();
         assert_eq!(json["format"], format, "{folder}");
+        let text = ok(&stowage(&["inspect".as_ref(), path.as_os_str()]));
+        let summary = text.lines().find(|l| l.contains(" tensors, ")).unwrap();
+        assert!(
+            summary.ends_with(&format!("({format}, little byte order)")),
+            "{summary}"
+        );
         assert_eq!(
             json["tensors"].as_array().unwrap().len(),
             tensors,
