@@ -15,7 +15,9 @@
 //!
 //! `--mmap` loads with [`stowage::checkpoint::load_mmap`]: a load counts as
 //! done when every storage is mapped (a view into one private mapping of the
-//! file) and every tensor built. The file must not change while it runs.
+//! file) and every tensor built. The file must not change while it runs. No
+//! bytes are read, so there is no bandwidth: `gb_per_s` is null, and the
+//! line says what was mapped.
 //!
 //! `load --baselines` also times, in the same rounds as the loads, a memory
 //! copy of as many bytes and a read of FILE, each into fresh memory (as a
@@ -229,7 +231,13 @@ pub fn run(args: Args, cx: &Context, out: &mut dyn Write) -> Result<ExitCode, Fa
     let base = baselines.map(|b| b.finish(&times));
     let min_s = times.iter().min().map_or(0.0, Duration::as_secs_f64);
     let median_s = median(&mut times);
-    let gb_per_s = bytes as f64 / median_s / 1e9;
+    // A mapped load reads no bytes (the pages come in when first touched):
+    // it has no bandwidth to report, only the time to map and build.
+    let gb_per_s = if args.mmap {
+        f64::NAN
+    } else {
+        bytes as f64 / median_s / 1e9
+    };
     let transfer = crate::remote::transfer_json();
     if args.json {
         let transfer = transfer.map_or(String::new(), |t| format!(", \"transfer\": {t}"));
@@ -242,6 +250,17 @@ pub fn run(args: Args, cx: &Context, out: &mut dyn Write) -> Result<ExitCode, Fa
             number(median_s),
             number(min_s),
             number(gb_per_s)
+        )?;
+    } else if args.mmap {
+        writeln!(
+            out,
+            "{} {}: {} in storages mapped (no bytes read), median {:.6} s, min {:.6} s ({} runs after a warm-up)",
+            args.op.name(),
+            args.file.display(),
+            human(bytes),
+            median_s,
+            min_s,
+            runs
         )?;
     } else {
         writeln!(

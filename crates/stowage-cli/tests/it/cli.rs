@@ -845,6 +845,22 @@ fn bench_mmap_times_the_memory_mapped_load() {
     assert_eq!(doc["op"], "load");
     assert_eq!(doc["bytes"], eager["bytes"]);
     assert!(doc["median_s"].as_f64().unwrap() > 0.0);
+    // No bytes are read: no bandwidth is claimed (issue 26, item 20).
+    assert!(doc["gb_per_s"].is_null(), "{doc}");
+    assert!(eager["gb_per_s"].is_number());
+    let text = stowage(&[
+        Path::new("bench"),
+        Path::new("load"),
+        &fixture("views.pt"),
+        Path::new("--mmap"),
+        Path::new("--repeat"),
+        Path::new("2"),
+    ]);
+    assert!(
+        text.stdout.contains("no bytes read") && !text.stdout.contains("GB/s"),
+        "{}",
+        text.stdout
+    );
     // A file that is not a checkpoint is refused as input, mapped or not.
     let bad = stowage(&[
         Path::new("bench"),
