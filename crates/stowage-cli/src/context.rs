@@ -47,12 +47,30 @@ impl Context {
     /// # Errors
     /// The load's error, naming the file once.
     pub fn load(&self, file: &Path, metadata_only: bool) -> Result<Checkpoint, Failure> {
+        self.load_as(file, metadata_only, self.inert)
+    }
+
+    /// [`load`](Self::load) lazily and inertly, whatever `--inert` says (for
+    /// `convert --state-dict`, which reads whole-module saves).
+    ///
+    /// # Errors
+    /// The load's error, naming the file once.
+    pub fn load_inert(&self, file: &Path) -> Result<Checkpoint, Failure> {
+        self.load_as(file, false, true)
+    }
+
+    fn load_as(
+        &self,
+        file: &Path,
+        metadata_only: bool,
+        inert: bool,
+    ) -> Result<Checkpoint, Failure> {
         let mode = if metadata_only {
             LoadMode::Fake
         } else {
             LoadMode::Lazy
         };
-        let options = self.load_options().with_mode(mode);
+        let options = self.load_options().with_inert(inert).with_mode(mode);
         let bar = progress::fetching(file, format!("reading {}", file.display()));
         let loaded = stowage::checkpoint::load_with(file, &options).map_err(Failure::input);
         bar.finish_and_clear();

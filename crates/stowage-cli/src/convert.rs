@@ -69,6 +69,12 @@ pub struct Args {
     /// list item or the root becomes None
     #[arg(long)]
     drop_objects: bool,
+    /// Write what `model.state_dict()` gives for an nn.Module saved whole
+    /// (`torch.save(model)`): its parameters and persistent buffers, named as
+    /// PyTorch names them (`fc1.weight`). Reads IN inertly (nothing is
+    /// imported or run)
+    #[arg(long)]
+    state_dict: bool,
 }
 
 /// A folder OUT's layout.
@@ -223,7 +229,18 @@ pub fn run(args: Args, cx: &Context, out: &mut dyn Write) -> Result<ExitCode, Fa
             )))
         }
     };
-    let mut ckpt = cx.load(&args.input, false)?;
+    let mut ckpt = if args.state_dict {
+        let whole = cx.load_inert(&args.input)?;
+        let entries = whole.root_value().module_state_dict().map_err(|e| {
+            Failure::input(stowage::Error::InFile {
+                path: args.input.clone(),
+                source: Box::new(e),
+            })
+        })?;
+        Checkpoint::from_state_dict(entries)
+    } else {
+        cx.load(&args.input, false)?
+    };
     if matches!(kind, Target::TorchZip) {
         if args.drop_objects {
             let n = ckpt.drop_objects();
@@ -236,6 +253,24 @@ pub fn run(args: Args, cx: &Context, out: &mut dyn Write) -> Result<ExitCode, Fa
                 source: Box::new(stowage::Error::NotSaveable { path, class }),
             }));
         }
+    }
+    // A conversion that would write nothing is an error, never an empty file.
+    let holds_nothing = ckpt.tensors().map_err(Failure::input)?.is_empty()
+        && ckpt
+            .leaves()
+            .map_err(Failure::input)?
+            .iter()
+            .all(|v| v.is_none() || v.is_empty().unwrap_or(false));
+    if holds_nothing {
+        return Err(Failure::msg(format!(
+            "convert: {} would write nothing: no tensors and no values are left{}",
+            args.input.display(),
+            if args.drop_objects {
+                " after --drop-objects (for an nn.Module saved whole, --state-dict gives its weights)"
+            } else {
+                ""
+            }
+        )));
     }
     if let Target::Folder(dir, format) = kind {
         return to_folder(&args, &ckpt, &dir, format, out);

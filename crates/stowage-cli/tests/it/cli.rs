@@ -1433,3 +1433,45 @@ fn a_shared_object_is_listed_at_every_path() {
         ]
     );
 }
+
+/// Weights out of a `torch.save(model)` file (issue 26, item 15):
+/// `--state-dict` writes `model.state_dict()`'s names; a conversion that
+/// would write nothing is an error, not an empty file.
+#[test]
+fn convert_state_dict_and_nothing_to_write() {
+    let model = fixtures().join("scan/whole_model.pt");
+    let dir = tempfile::tempdir().unwrap();
+    // A .pt keeps the order (a safetensors file sorts its names).
+    let out = dir.path().join("w.pt");
+    let run = stowage(&[
+        "convert".as_ref(),
+        "--state-dict".as_ref(),
+        model.as_os_str(),
+        out.as_os_str(),
+    ]);
+    assert_eq!(run.code(), Some(0), "{run:?}");
+    let doc = parse(&stowage(&[Path::new("inspect"), &out, Path::new("--json")]));
+    let names: Vec<_> = doc["tensors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["path"][0].as_str().unwrap().to_owned())
+        .collect();
+    // nn.Sequential(nn.Linear(3, 2), nn.ReLU()).state_dict()
+    assert_eq!(names, ["0.weight", "0.bias"]);
+    let empty = dir.path().join("empty.pt");
+    let run = stowage(&[
+        "convert".as_ref(),
+        "--inert".as_ref(),
+        "--drop-objects".as_ref(),
+        model.as_os_str(),
+        empty.as_os_str(),
+    ]);
+    assert_eq!(run.code(), Some(1), "{run:?}");
+    assert!(
+        run.stderr.contains("would write nothing") && run.stderr.contains("--state-dict"),
+        "{}",
+        run.stderr
+    );
+    assert!(!empty.exists());
+}

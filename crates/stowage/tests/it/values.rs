@@ -335,3 +335,72 @@ print(json.dumps({k: dict(v) for k, v in back.items() if k != "w"}))
         assert_eq!(J::Object(mine), torch[name], "{name}");
     }
 }
+
+/// The weights of an `nn.Module` saved whole (issue 26, item 15): exactly
+/// the names, order and tensors `model.state_dict()` gives in PyTorch
+/// (parameters, persistent buffers, children; a non-persistent buffer and a
+/// `None` child left out, tied weights under both names).
+#[test]
+fn a_whole_module_reads_as_its_state_dict() {
+    let Some(py) = crate::common::torch_python() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("model.pt");
+    let script = r#"
+import json, sys, torch, torch.nn as nn
+torch.manual_seed(0)
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(3, 4)
+        self.bn = nn.BatchNorm1d(4)
+        self.fc2 = nn.Linear(4, 4)
+        self.fc2.weight = self.fc1.weight if False else self.fc2.weight
+        self.head = nn.Sequential(nn.Linear(4, 2), nn.ReLU())
+        self.tied = self.head[0]
+        self.gone = None
+        self.register_buffer("scale", torch.arange(2.0))
+        self.register_buffer("tmp", torch.zeros(3), persistent=False)
+        self.register_parameter("unused", None)
+m = Net()
+torch.save(m, sys.argv[1])
+print(json.dumps([[k, v.flatten().double().tolist()] for k, v in m.state_dict().items()]))
+"#;
+    let out = std::process::Command::new(py)
+        .args(["-c", script])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let torch: Vec<(String, Vec<f64>)> = serde_json::from_slice(&out.stdout).unwrap();
+    let ckpt = stowage::load_with(&path, &LoadOptions::default().with_inert(true)).unwrap();
+    let mine: Vec<(String, Vec<f64>)> = ckpt
+        .root_value()
+        .module_state_dict()
+        .unwrap()
+        .into_iter()
+        .map(|(k, t)| {
+            let t = t.to_dtype(DType::Float64).unwrap();
+            (k, t.to_vec::<f64>().unwrap())
+        })
+        .collect();
+    // As f32: serde_json's parse of the shortest decimal may miss the last bit.
+    let f32s = |v: Vec<(String, Vec<f64>)>| -> Vec<(String, Vec<f32>)> {
+        v.into_iter()
+            .map(|(k, x)| (k, x.into_iter().map(|x| x as f32).collect()))
+            .collect()
+    };
+    assert_eq!(f32s(mine), f32s(torch));
+    // Anything else is refused, naming what it found.
+    let e = stowage::load(crate::common::fixture("simple"))
+        .unwrap()
+        .root_value()
+        .module_state_dict()
+        .unwrap_err();
+    assert!(matches!(e, Error::ValueType { .. }), "{e}");
+}

@@ -11,6 +11,7 @@
 //!   [`decoded`](super::decoded)'s table;
 //! - `access`: values read by path ([`ValueRef`](super::ValueRef)), and the
 //!   leaf walk;
+//! - `module`: an `nn.Module` saved whole read as its state dict;
 //! - `builder`: a checkpoint built from Rust values
 //!   ([`CheckpointBuilder`](super::CheckpointBuilder)).
 
@@ -19,3 +20,4 @@ pub(crate) mod builder;
 pub(crate) mod data;
 pub(crate) mod graph;
 pub(crate) mod kind;
+pub(crate) mod module;
