@@ -97,7 +97,10 @@ impl Scanner<'_> {
         let members: Vec<&Entry> = zip
             .entries()
             .iter()
-            .filter(|e| !(e.name.ends_with('/') && e.size == 0) && !storage(e))
+            .filter(|e| {
+                let folder = e.name.ends_with('/') && e.size == 0;
+                !folder && !storage(e)
+            })
             .collect();
         self.members += members.len();
         if self.members > self.options.max_records {
