@@ -26,6 +26,16 @@ def test_scan_names_unsafe_globals_and_clean_files(fixtures, tmp_path):
     ), files["os_system.pt"]["globals"]
 
 
+def test_unsafe_globals_say_whether_they_run_code(fixtures, tmp_path):
+    torch.save(torch.nn.Linear(2, 2), tmp_path / "module.pt")
+    report = stowage.scan(tmp_path / "module.pt", fixtures / "hostile" / "os_system.pt")
+    module, evil = report["files"]
+    risks = {g["risk"] for g in module["globals"] if g["verdict"] == "unsafe"}
+    assert risks == {"import"}
+    assert all(g["risk"] is None for g in module["globals"] if g["verdict"] != "unsafe")
+    assert any(g["risk"] == "code" and g["name"] == "system" for g in evil["globals"])
+
+
 def test_an_unreadable_file_is_reported_not_raised(tmp_path):
     report = stowage.scan(tmp_path / "absent.pt")
     assert report["files"][0]["error"]
