@@ -11,8 +11,9 @@
 //!
 //! A folder (local, or a URL ending in `/`) is a sharded set (each shard
 //! verified as a file, then the index against the shards), a distributed
-//! checkpoint (its metadata, then every item read and every tensor
-//! assembled), or the ranks' files of its Hugging Face layout (each verified
+//! checkpoint (its metadata, every item's CRC-32s where the item is a torch
+//! archive as stored, then every item read and every tensor assembled), or
+//! the ranks' files of its Hugging Face layout (each verified
 //! as a file, then their pieces checked to tile each tensor).
 //!
 //! Output, one line each: `FILE: <defect>`, `FILE: warning: …` (accepted by
@@ -178,6 +179,9 @@ fn verify_folder(dir: &Path, report: &mut Report<'_>) -> Result<(), Failure> {
         }
     }
     report.file = folder_name;
+    if let Folder::Dcp(here) = &folder {
+        verify_dcp_items(dir, here, report)?;
+    }
     let bar = progress::spinner(format!("checking {}", dir.display()));
     // The files were read above: the folder loads fake (a set's index
     // against its shards, the ranks' pieces tiling each tensor); a
@@ -192,6 +196,90 @@ fn verify_folder(dir: &Path, report: &mut Report<'_>) -> Result<(), Failure> {
         report.defect(&crate::one_line(&e))?;
     }
     Ok(())
+}
+
+/// The CRC-32s of every item of a distributed checkpoint that is a torch
+/// archive as stored (no transform): each is a `torch.save` output inside a
+/// data file, whose records a load reads without checking them. Items
+/// stored through a transform (`stream.zstd`) are decoded by the load,
+/// which checks a zstd frame's checksum where the frame has one.
+fn verify_dcp_items(dir: &Path, here: &Location, report: &mut Report<'_>) -> Result<(), Failure> {
+    use std::collections::HashMap;
+    use stowage::checkpoint::dcp::{metadata::ItemKind, DcpCheckpoint};
+    let Ok(dcp) = DcpCheckpoint::open(dir, &report.options) else {
+        return Ok(()); // the load below reports why
+    };
+    let mut files: HashMap<String, Option<Box<dyn ReadAt>>> = HashMap::new();
+    let mut seen = HashSet::new();
+    for item in &dcp.metadata().items {
+        let infos: Vec<_> = match &item.kind {
+            ItemKind::Tensor(t) => t.chunks.iter().map(|c| &c.storage).collect(),
+            ItemKind::Bytes(info) => vec![info],
+        };
+        for info in infos {
+            if !info.transforms.is_empty()
+                || !seen.insert((info.relative_path.clone(), info.offset))
+            {
+                continue;
+            }
+            let file = files
+                .entry(info.relative_path.clone())
+                .or_insert_with(|| {
+                    here.join(&info.relative_path)
+                        .open()
+                        .ok()
+                        .map(|f| Box::new(f) as Box<dyn ReadAt>)
+                });
+            let Some(file) = file else { continue }; // the load reports it
+            let part = Part {
+                source: &**file,
+                start: info.offset,
+                len: info.length.min(file.len().saturating_sub(info.offset)),
+            };
+            let mut magic = [0u8; 4];
+            if part.read_exact_at(&mut magic, 0).is_err() || &magic != b"PK\x03\x04" {
+                continue; // a safetensors blob: no checksums to check
+            }
+            let Ok(zip) = ZipReader::new(&part, &ZipLimits::default()) else {
+                continue; // the load reports an archive it cannot open
+            };
+            for entry in zip.entries() {
+                match zip.check_crc(entry) {
+                    Ok(()) | Err(ZipError::CrcNotRecorded { .. }) => {}
+                    Err(e) => report.defect(&format!(
+                        "{}: item {} (bytes {}..+{}): record {}: {}",
+                        info.relative_path,
+                        item.fqn,
+                        info.offset,
+                        info.length,
+                        entry.name,
+                        crate::one_line(&e)
+                    ))?,
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Bytes `start..start + len` of a source.
+struct Part<'a> {
+    source: &'a dyn ReadAt,
+    start: u64,
+    len: u64,
+}
+
+impl ReadAt for Part<'_> {
+    fn len(&self) -> u64 {
+        self.len
+    }
+
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        match offset.checked_add(buf.len() as u64) {
+            Some(end) if end <= self.len => self.source.read_exact_at(buf, self.start + offset),
+            _ => Err(io::ErrorKind::UnexpectedEof.into()),
+        }
+    }
 }
 
 /// Whether opening failed because the file or object does not exist (a

@@ -273,3 +273,53 @@ fn a_file_name_wins_over_to_and_outputs_follow_the_umask() {
     assert_eq!(mode(&st), mode(&plain), "safetensors");
     assert_eq!(mode(&pt), mode(&plain), ".pt");
 }
+
+/// Four bytes overwritten inside an item of a `.distcp` file are a defect,
+/// as they are in a `.pth` (issue 26, item 17): every item's records have
+/// their CRC-32s checked.
+#[test]
+fn verify_finds_a_corrupted_dcp_item() {
+    use stowage::checkpoint::dcp::{metadata::ItemKind, DcpCheckpoint};
+    use stowage::checkpoint::zip::{ZipLimits, ZipReader};
+    let dir = tempfile::tempdir().unwrap();
+    for e in std::fs::read_dir(fixtures().join("dcp/one")).unwrap() {
+        let p = e.unwrap().path();
+        std::fs::copy(&p, dir.path().join(p.file_name().unwrap())).unwrap();
+    }
+    assert_eq!(
+        ok(&stowage(&["verify".as_ref(), dir.path().as_os_str()])).trim(),
+        "ok"
+    );
+    let dcp = DcpCheckpoint::open(dir.path(), &Default::default()).unwrap();
+    let info = dcp
+        .metadata()
+        .items
+        .iter()
+        .find_map(|i| match &i.kind {
+            ItemKind::Tensor(t) => Some(t.chunks[0].storage.clone()),
+            ItemKind::Bytes(_) => None,
+        })
+        .unwrap();
+    let file = dir.path().join(&info.relative_path);
+    let mut bytes = std::fs::read(&file).unwrap();
+    let item = &bytes[info.offset as usize..(info.offset + info.length) as usize];
+    let zip = ZipReader::new(item, &ZipLimits::default()).unwrap();
+    let data = zip
+        .entries()
+        .iter()
+        .find(|e| e.name.contains("/data/") && e.size >= 4)
+        .unwrap();
+    let at = (info.offset + zip.data_offset(data).unwrap()) as usize;
+    for b in &mut bytes[at..at + 4] {
+        *b ^= 0xff;
+    }
+    std::fs::write(&file, &bytes).unwrap();
+    let out = stowage(&["verify".as_ref(), dir.path().as_os_str()]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stdout));
+    let report = text(&out.stdout);
+    assert!(
+        report.contains(&info.relative_path) && report.contains("crc-32 mismatch"),
+        "{report}"
+    );
+    assert!(report.trim_end().ends_with("1 defect"), "{report}");
+}
