@@ -75,6 +75,10 @@ pub struct Args {
     /// imported or run)
     #[arg(long)]
     state_dict: bool,
+    /// Keep only the value at this dotted path (`model`, `state_dict`), its
+    /// paths relative to it: a training checkpoint's weights
+    #[arg(long, value_name = "PATH")]
+    select: Option<String>,
 }
 
 /// A folder OUT's layout.
@@ -114,6 +118,21 @@ fn target(path: &Path) -> Option<Target> {
     }
 }
 
+/// The checkpoint holding only the value at the dotted `path` of `ckpt`,
+/// and the storages its tensors use.
+fn select(ckpt: &Checkpoint, path: &str) -> Result<Checkpoint, stowage::Error> {
+    let root = ckpt.get(path)?.raw().clone();
+    let mut out = ckpt.clone();
+    out.root = root;
+    let used: std::collections::HashSet<usize> = out
+        .tensors()?
+        .iter()
+        .flat_map(|(_, t)| t.data_tensors().into_iter().map(|(_, x)| x.untyped_storage().id()))
+        .collect();
+    out.storages.retain(|s| used.contains(&s.storage.id()));
+    Ok(out)
+}
+
 /// How many names a note lists before `… (N in all)`.
 const LISTED: usize = 8;
 
@@ -134,6 +153,49 @@ fn key(path: &[PathKey]) -> String {
     }
 }
 
+/// The checkpoint's values as safetensors metadata: each leaf as JSON under
+/// its dotted path, beside the metadata the input already had (or none of
+/// them, with `drop_values`), and the note saying so; `place` names where
+/// they go in that note.
+fn store_values(
+    ckpt: &Checkpoint,
+    input: &Path,
+    drop_values: bool,
+    place: &str,
+) -> Result<(BTreeMap<String, String>, Option<String>), Failure> {
+    let leaves = crate::values::leaves(ckpt, input)?;
+    let names: Vec<String> = leaves.iter().map(|l| key(l.path())).collect();
+    let mut metadata: BTreeMap<String, String> =
+        ckpt.safetensors_metadata.clone().unwrap_or_default();
+    if leaves.is_empty() {
+        return Ok((metadata, None));
+    }
+    if drop_values {
+        let note = format!(
+            "dropped {} non-tensor values (--drop-values): {}",
+            leaves.len(),
+            listed(&names)
+        );
+        return Ok((metadata, Some(note)));
+    }
+    for (leaf, name) in leaves.iter().zip(&names) {
+        let text = serde_json::Value::Object(typed_json(leaf)).to_string();
+        // An index's metadata holds `total_size` of its own.
+        let taken = place != "__metadata__" && name == "total_size";
+        if metadata.insert(name.clone(), text).is_some() || taken {
+            return Err(Failure::usage(format!(
+                "convert: the value {name} and the input's metadata entry of that name would collide (use --drop-values)"
+            )));
+        }
+    }
+    let note = format!(
+        "stored {} non-tensor values in {place} as JSON under their dotted paths: {}",
+        leaves.len(),
+        listed(&names)
+    );
+    Ok((metadata, Some(note)))
+}
+
 /// The checkpoint to write as safetensors: its values put in `__metadata__`
 /// (or dropped), and the notes to print once it is written: the values
 /// stored or dropped, and each group of tensors sharing a storage.
@@ -143,32 +205,8 @@ fn for_safetensors(
     drop_values: bool,
 ) -> Result<(Checkpoint, Vec<String>), Failure> {
     let mut notes = Vec::new();
-    let leaves = crate::values::leaves(ckpt, input)?;
-    let names: Vec<String> = leaves.iter().map(|l| key(l.path())).collect();
-    let mut metadata: BTreeMap<String, String> =
-        ckpt.safetensors_metadata.clone().unwrap_or_default();
-    if !leaves.is_empty() && drop_values {
-        notes.push(format!(
-            "dropped {} non-tensor values (--drop-values): {}",
-            leaves.len(),
-            listed(&names)
-        ));
-    } else if !leaves.is_empty() {
-        for (leaf, name) in leaves.iter().zip(&names) {
-            let text = serde_json::Value::Object(typed_json(leaf)).to_string();
-            if metadata.insert(name.clone(), text).is_some() {
-                return Err(Failure::usage(format!(
-                    "convert: the value {name} and the input's __metadata__ entry of that name would collide (use --drop-values)"
-                )));
-            }
-        }
-        notes.push(format!(
-            "stored {} non-tensor values in __metadata__ as JSON under their dotted paths: {}",
-            leaves.len(),
-            listed(&names)
-        ));
-    }
-    drop(leaves);
+    let (metadata, note) = store_values(ckpt, input, drop_values, "__metadata__")?;
+    notes.extend(note);
     let mut groups: HashMap<usize, Vec<String>> = HashMap::new();
     let mut order = Vec::new();
     for (path, t) in ckpt.tensors().map_err(Failure::input)? {
@@ -253,6 +291,14 @@ pub fn run(args: Args, cx: &Context, out: &mut dyn Write) -> Result<ExitCode, Fa
                 source: Box::new(stowage::Error::NotSaveable { path, class }),
             }));
         }
+    }
+    if let Some(path) = &args.select {
+        ckpt = select(&ckpt, path).map_err(|e| {
+            Failure::input(stowage::Error::InFile {
+                path: args.input.clone(),
+                source: Box::new(e),
+            })
+        })?;
     }
     // A conversion that would write nothing is an error, never an empty file.
     let holds_nothing = ckpt.tensors().map_err(Failure::input)?.is_empty()
@@ -364,17 +410,18 @@ fn to_folder(
                 bar.finish_and_clear();
                 Failure::usage(format!("convert: --max-shard-size: {e}"))
             })?;
-            // A set holds a state dict: refuse to drop values silently.
-            let leaves = crate::values::leaves(ckpt, &args.input)?;
-            if !leaves.is_empty() && !args.drop_values {
-                bar.finish_and_clear();
-                let names: Vec<String> = leaves.iter().map(|l| key(l.path())).collect();
-                return Err(Failure::usage(format!(
-                    "convert: a sharded set holds only tensors; {} non-tensor values would be lost: {} (use --drop-values, or convert to .pt or --to dcp)",
-                    names.len(),
-                    listed(&names)
-                )));
-            }
+            // A set holds a state dict: its values go into the index's
+            // metadata, as a single file keeps them in `__metadata__`.
+            let (metadata, note) = store_values(
+                ckpt,
+                &args.input,
+                args.drop_values,
+                "the set's metadata (the index's, or the one shard's __metadata__)",
+            )
+                .inspect_err(|_| bar.finish_and_clear())?;
+            let mut with_values = ckpt.clone();
+            with_values.safetensors_metadata = (!metadata.is_empty()).then_some(metadata);
+            let ckpt = &with_values;
             let options = ShardOptions::new()
                 .with_format(match format {
                     FolderFormat::Bin => ShardFormat::Bin,
@@ -390,11 +437,9 @@ fn to_folder(
                     human(saved.total_size),
                     dir.display()
                 );
-                if !leaves.is_empty() {
-                    line.push_str(&format!(
-                        "\ndropped {} non-tensor values (--drop-values)",
-                        leaves.len()
-                    ));
+                if let Some(note) = &note {
+                    line.push('\n');
+                    line.push_str(note);
                 }
                 line
             })

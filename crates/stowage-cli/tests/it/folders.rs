@@ -38,20 +38,35 @@ fn a_dcp_checkpoint_becomes_a_sharded_set_and_back() {
     let tmp = tempfile::tempdir().unwrap();
     let dcp = fixtures().join("dcp/four");
     let set = tmp.path().join("set");
-    // A set holds only tensors: the values are named, not dropped silently.
-    let refused = stowage_convert(&[
+    // A set holds a state dict; the values go into the index's metadata, as
+    // a single file keeps them in `__metadata__` (issue 26, item 13).
+    let kept = tmp.path().join("kept");
+    let said = ok(&stowage_convert(&[
         dcp.as_os_str(),
-        set.as_os_str(),
+        kept.as_os_str(),
         "--to".as_ref(),
         "safetensors".as_ref(),
-    ]);
-    assert_eq!(refused.status.code(), Some(2));
-    let err = text(&refused.stderr);
-    assert!(
-        err.contains("epoch") && err.contains("--drop-values"),
-        "{err}"
-    );
-    assert!(!set.exists());
+        "--max-shard-size".as_ref(),
+        "200B".as_ref(),
+    ]));
+    assert!(said.contains("stored 5 non-tensor values"), "{said}");
+    let index: Json = serde_json::from_str(
+        &std::fs::read_to_string(kept.join("model.safetensors.index.json")).unwrap(),
+    )
+    .unwrap();
+    let epoch: Json = serde_json::from_str(index["metadata"]["epoch"].as_str().unwrap()).unwrap();
+    assert_eq!(epoch, serde_json::json!({"type": "int", "value": 3}));
+    assert!(index["metadata"]["total_size"].is_number());
+    // The same to .bin shards, one of them: an index keeps the values.
+    let bin = tmp.path().join("bin");
+    ok(&stowage_convert(&[
+        dcp.as_os_str(),
+        bin.as_os_str(),
+        "--to".as_ref(),
+        "bin".as_ref(),
+    ]));
+    let index = std::fs::read_to_string(bin.join("pytorch_model.bin.index.json")).unwrap();
+    assert!(index.contains("epoch"), "{index}");
 
     let said = ok(&stowage_convert(&[
         dcp.as_os_str(),
@@ -322,4 +337,57 @@ fn verify_finds_a_corrupted_dcp_item() {
         "{report}"
     );
     assert!(report.trim_end().ends_with("1 defect"), "{report}");
+}
+
+/// `convert --select PATH` keeps the subtree at a dotted path, its paths
+/// relative to it, and only the storages it uses (issue 26, item 13).
+#[test]
+fn convert_select_keeps_a_subtree() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dcp = fixtures().join("dcp/four");
+    let out = tmp.path().join("model.pt");
+    ok(&stowage_convert(&[
+        dcp.as_os_str(),
+        out.as_os_str(),
+        "--select".as_ref(),
+        "model".as_ref(),
+    ]));
+    let doc: Json = serde_json::from_str(&ok(&stowage(&[
+        "inspect".as_ref(),
+        out.as_os_str(),
+        "--json".as_ref(),
+    ])))
+    .unwrap();
+    let names: Vec<_> = doc["tensors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["path"].clone())
+        .collect();
+    assert_eq!(names.len(), 5);
+    assert!(names.contains(&serde_json::json!(["w"])), "{names:?}");
+    assert_eq!(doc["values"], serde_json::json!([]));
+    let config = tmp.path().join("config.pt");
+    ok(&stowage_convert(&[
+        dcp.as_os_str(),
+        config.as_os_str(),
+        "--select".as_ref(),
+        "config".as_ref(),
+    ]));
+    let doc: Json = serde_json::from_str(&ok(&stowage(&[
+        "inspect".as_ref(),
+        config.as_os_str(),
+        "--json".as_ref(),
+    ])))
+    .unwrap();
+    assert_eq!(doc["storages"], serde_json::json!([]));
+    assert_eq!(doc["values"][0]["path"], serde_json::json!(["lr"]));
+    let missing = stowage_convert(&[
+        dcp.as_os_str(),
+        config.as_os_str(),
+        "--select".as_ref(),
+        "nope".as_ref(),
+    ]);
+    assert_eq!(missing.status.code(), Some(2));
+    assert!(text(&missing.stderr).contains("nope"));
 }

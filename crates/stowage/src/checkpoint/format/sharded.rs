@@ -349,8 +349,12 @@ pub struct SavedSet {
 /// folder `dir` (made if missing). The set's files already in `dir` (shards
 /// and index of the same kind) are replaced as a whole; other files stay.
 ///
-/// Non-tensor values are not written (a set holds a state dict). In
-/// safetensors shards each tensor is a contiguous copy; in `.bin` shards,
+/// Non-tensor values are not written (a set holds a state dict); the
+/// checkpoint's safetensors metadata (where a converter puts its values, as
+/// JSON under their dotted paths) is kept: in the index's `metadata`, beside
+/// `total_size`, or in the one safetensors shard's `__metadata__` when there
+/// is no index (a single `.bin` shard with metadata to keep gets an index).
+/// In safetensors shards each tensor is a contiguous copy; in `.bin` shards,
 /// tensors sharing a storage share it in their shard.
 ///
 /// # Errors
@@ -367,7 +371,9 @@ pub fn save_sharded(dir: &Path, ckpt: &Checkpoint, options: &ShardOptions) -> Re
             n => format.file_name(&format!("-{:05}-of-{n:05}", i + 1)),
         })
         .collect();
-    let index_name = (count > 1).then(|| format.index_name());
+    let kept = ckpt.safetensors_metadata.clone().unwrap_or_default();
+    let bin_with_metadata = format == ShardFormat::Bin && !kept.is_empty();
+    let index_name = (count > 1 || bin_with_metadata).then(|| format.index_name());
     crate::io::replace_dir(
         dir,
         options.sync,
@@ -422,8 +428,13 @@ pub fn save_sharded(dir: &Path, ckpt: &Checkpoint, options: &ShardOptions) -> Re
                             .map(move |&i| (tensor_names[i].clone(), Json::String(file.clone())))
                     })
                     .collect();
+                let mut metadata: serde_json::Map<String, Json> = kept
+                    .iter()
+                    .map(|(k, v)| (k.clone(), Json::String(v.clone())))
+                    .collect();
+                metadata.insert("total_size".into(), plan.total_size.into());
                 let index = serde_json::json!({
-                    "metadata": {"total_size": plan.total_size},
+                    "metadata": metadata,
                     "weight_map": weight_map,
                 });
                 let mut text =
