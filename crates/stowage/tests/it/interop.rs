@@ -561,10 +561,6 @@ fn path_keys(dotted: &str) -> Vec<stowage::checkpoint::PathKey> {
 /// it came from.
 #[test]
 fn safetensors_with_metadata_load_in_huggingface_hub() {
-    let Some(py) = python() else {
-        skip("no python");
-        return;
-    };
     let weight = stowage::Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0], &[2, 2]).unwrap();
     let bias = stowage::Tensor::from_vec(vec![0.5f32, -0.5], &[2]).unwrap();
     let mut ckpt = stowage::Checkpoint::from_state_dict([("weight", weight), ("bias", bias)]);
@@ -581,17 +577,10 @@ with safe_open(sys.argv[1], "pt") as f:
     meta = f.metadata()
 print(json.dumps({"weight": m.weight.flatten().tolist(), "bias": m.bias.tolist(), "meta": meta}))
 "#;
-    let out = Command::new(py)
-        .args(["-c", script])
-        .arg(&path)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let got: J = serde_json::from_slice(&out.stdout).unwrap();
+    let Some(out) = common::run_torch_script(script, &[path.as_os_str()]) else {
+        return;
+    };
+    let got: J = serde_json::from_slice(&out).unwrap();
     assert_eq!(got["weight"], serde_json::json!([1.0, 2.0, 3.0, 4.0]));
     assert_eq!(got["bias"], serde_json::json!([0.5, -0.5]));
     assert_eq!(

@@ -299,9 +299,6 @@ fn deflated_records_read_in_windows() {
 /// counted, equal to what torch gives back.
 #[test]
 fn counters_read_as_torch_reads_them() {
-    let Some(py) = crate::common::torch_python() else {
-        return;
-    };
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("counter.pt");
     let script = r#"
@@ -312,17 +309,10 @@ torch.save(c, sys.argv[1])
 back = torch.load(sys.argv[1], weights_only=True)
 print(json.dumps({k: dict(v) for k, v in back.items() if k != "w"}))
 "#;
-    let out = std::process::Command::new(py)
-        .args(["-c", script])
-        .arg(&path)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let torch: J = serde_json::from_slice(&out.stdout).unwrap();
+    let Some(out) = crate::common::run_torch_script(script, &[path.as_os_str()]) else {
+        return;
+    };
+    let torch: J = serde_json::from_slice(&out).unwrap();
     let ckpt = stowage::load(&path).unwrap();
     for name in ["counts", "given"] {
         let mine: serde_json::Map<String, J> = ckpt
@@ -342,9 +332,6 @@ print(json.dumps({k: dict(v) for k, v in back.items() if k != "w"}))
 /// `None` child left out, tied weights under both names).
 #[test]
 fn a_whole_module_reads_as_its_state_dict() {
-    let Some(py) = crate::common::torch_python() else {
-        return;
-    };
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("model.pt");
     let script = r#"
@@ -367,17 +354,10 @@ m = Net()
 torch.save(m, sys.argv[1])
 print(json.dumps([[k, v.flatten().double().tolist()] for k, v in m.state_dict().items()]))
 "#;
-    let out = std::process::Command::new(py)
-        .args(["-c", script])
-        .arg(&path)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let torch: Vec<(String, Vec<f64>)> = serde_json::from_slice(&out.stdout).unwrap();
+    let Some(out) = crate::common::run_torch_script(script, &[path.as_os_str()]) else {
+        return;
+    };
+    let torch: Vec<(String, Vec<f64>)> = serde_json::from_slice(&out).unwrap();
     let ckpt = stowage::load_with(&path, &LoadOptions::default().with_inert(true)).unwrap();
     let mine: Vec<(String, Vec<f64>)> = ckpt
         .root_value()

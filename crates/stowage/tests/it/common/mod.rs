@@ -493,3 +493,21 @@ pub fn torch_python() -> Option<PathBuf> {
     }
     found
 }
+
+/// Runs the Python `script` with `args` in the PyTorch environment
+/// ([`torch_python`]) and gives its stdout, or `None` without one; a failed
+/// script fails the test with its stderr.
+pub fn run_torch_script(script: &str, args: &[&std::ffi::OsStr]) -> Option<Vec<u8>> {
+    let py = torch_python()?;
+    let out = std::process::Command::new(py)
+        .args(["-c", script])
+        .args(args)
+        .output()
+        .expect("the PyTorch environment's python runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Some(out.stdout)
+}
