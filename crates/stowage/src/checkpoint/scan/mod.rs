@@ -6,13 +6,13 @@
 //! never by name:
 //! - a zip archive, of any layout (a torch save, a TorchScript archive, a
 //!   `.npz`, a zip of anything): every member that holds a pickle, whatever
-//!   its name, and the members of archives inside it ([`archive`]);
+//!   its name, and the members of archives inside it (`archive.rs`);
 //! - the legacy format: its five pickles (magic number, protocol version,
 //!   `sys_info`, the object, the storage keys);
-//! - a `.npy` file: the pickle of an object array ([`npy`]); an array of
+//! - a `.npy` file: the pickle of an object array (`npy.rs`); an array of
 //!   plain elements holds none;
 //! - any other file that is a pickle (`pickle.dump` output of any protocol):
-//!   the pickles back to back, to the end of the file ([`stream`]).
+//!   the pickles back to back, to the end of the file (`stream.rs`).
 //!
 //! Each global is named as Python 3 would import it (the Python 2 names are
 //! mapped as CPython's unpickler maps them; PyTorch's static
@@ -222,7 +222,7 @@ impl ScanReport {
 }
 
 /// The verdict on the global `module.name`, named as Python 3 imports it
-/// (apply [`compat::fix_import`] to a name as written first).
+/// (apply [`compat::fix_import`](crate::checkpoint::pickle::compat::fix_import) to a name as written first).
 ///
 /// [`Verdict::Allowed`] is decided by PyTorch's own list
 /// ([`allowed_names`]); [`Verdict::Decoded`] by what stowage reads as data:
