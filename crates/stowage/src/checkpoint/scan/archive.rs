@@ -156,12 +156,9 @@ impl Scanner<'_> {
             None if is_pkl || super::stream::may_be_a_pickle(&self.disassemble(head)) => {
                 Content::Pickle
             }
-            // Tensor data, text, a safetensors header: no pickle.
+            // Tensor data, text: no pickle.
             None => return Ok(()),
         };
-        if content == Content::Safetensors {
-            return Ok(());
-        }
         if content == Content::Zip && depth >= MAX_DEPTH {
             return Err(Error::LimitExceeded {
                 limit: "zip archives inside zip archives",
@@ -221,11 +218,13 @@ impl Scanner<'_> {
                     .map(drop),
                 None => Ok(()),
             },
-            Content::Pickle => {
+            // A safetensors look-alike whose header is no JSON object may be
+            // a pickle made to pass for one.
+            Content::Safetensors if Content::Safetensors.confirm(source).is_some() => Ok(()),
+            Content::Pickle | Content::Safetensors => {
                 let trust = if is_pkl { Trust::Pickle } else { Trust::Maybe };
                 self.scan_pickles(source, 0, trust, &pickles).map(drop)
             }
-            Content::Safetensors => Ok(()),
         }
     }
 }

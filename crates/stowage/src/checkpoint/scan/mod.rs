@@ -653,6 +653,24 @@ mod tests {
     }
 
     #[test]
+    fn a_pickle_made_to_look_like_safetensors_is_read() {
+        // LONG1 of 7 bytes whose last is `{` (so the first 8 bytes read as
+        // a small length and byte 8 opens a JSON header), POP, then a call
+        // of os.system.
+        let mut data = b"\x8a\x07\x00\x00\x00\x00\x00\x00{0".to_vec();
+        data.extend_from_slice(b"cos\nsystem\n(S'ls'\ntR.");
+        let s = scan_bytes(&data, &LoadOptions::default());
+        assert_eq!(s.kind, Some(ScanKind::Pickle));
+        assert!(s.runs_code(), "{:?}", s.globals);
+        // The same as a member of a zip.
+        let mut zip = crate::checkpoint::zip::ZipWriter::new(Vec::new(), "x", 64);
+        zip.write_record("weights.bin", &data).unwrap();
+        let bytes = zip.finish().unwrap();
+        let s = scan_bytes(&bytes, &LoadOptions::default());
+        assert!(s.runs_code(), "{:?} {:?}", s.globals, s.error);
+    }
+
+    #[test]
     fn not_a_pickle_is_an_error() {
         let s = scan_bytes(b"hello world\n", &LoadOptions::default());
         assert!(matches!(s.error, Some(Error::NotACheckpoint { .. })));
