@@ -301,15 +301,14 @@ pub fn run(args: Args, cx: &Context, out: &mut dyn Write) -> Result<ExitCode, Fa
         })?;
     }
     // A conversion that would write nothing is an error, never an empty file.
+    // Nothing: no tensor, and a root that is None or an empty container (a
+    // dict of empty dicts is still a structure `torch.load` gives back).
+    let root = ckpt.root_value();
     let holds_nothing = ckpt.tensors().map_err(Failure::input)?.is_empty()
-        && ckpt
-            .leaves()
-            .map_err(Failure::input)?
-            .iter()
-            .all(|v| v.is_none() || v.is_empty().unwrap_or(false));
+        && (root.is_none() || root.is_empty().unwrap_or(false));
     if holds_nothing {
         return Err(Failure::msg(format!(
-            "convert: {} would write nothing: no tensors and no values are left{}",
+            "convert: {} would write nothing: no tensors and no values are left (the root is empty){}",
             args.input.display(),
             if args.drop_objects {
                 " after --drop-objects (for an nn.Module saved whole, --state-dict gives its weights)"
