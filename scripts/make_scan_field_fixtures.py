@@ -14,7 +14,6 @@ inert tracer.
 """
 import argparse
 import io
-import json
 import os
 import pickle
 import struct
@@ -24,9 +23,12 @@ import zipfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.dont_write_bytecode = True
+sys.path.insert(0, HERE)
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
+
+from make_scan_fixtures import record_answers  # noqa: E402
 
 OUT = os.path.join(HERE, "..", "crates", "stowage", "tests", "fixtures", "scan", "field")
 
@@ -51,10 +53,14 @@ def write(name, data):
 
 
 def zip_of(members, method=zipfile.ZIP_STORED):
+    """A zip of `members` (name, bytes), dated 1980-01-01 so that the bytes
+    are the same at every run."""
     b = io.BytesIO()
     with zipfile.ZipFile(b, "w", method) as z:
         for name, data in members:
-            z.writestr(name, data)
+            info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
+            info.compress_type = method
+            z.writestr(info, data)
     return b.getvalue()
 
 
@@ -138,16 +144,8 @@ def main():
     torch.manual_seed(0)
     write("whole_model.pt", saved(torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.ReLU())))
 
-    names = sorted(n for n in os.listdir(OUT) if n not in ("expected.json", "README.md"))
-    r = subprocess.run([sys.executable, os.path.join(HERE, "torch_scan_oracle.py")]
-                       + [os.path.join(OUT, n) for n in names],
-                       check=True, capture_output=True, text=True)
-    answers = {os.path.basename(k): v for k, v in json.loads(r.stdout).items()}
-    with open(os.path.join(OUT, "expected.json"), "w") as f:
-        json.dump(answers, f, indent=1, sort_keys=True)
-        f.write("\n")
-    for n in names:
-        print(n, answers[n]["oracle"], answers[n]["oracle_error"])
+    for n, r in record_answers(OUT).items():
+        print(n, r["oracle"], r["oracle_error"])
 
 
 def zipfile_members(data):

@@ -104,16 +104,23 @@ def main():
     m = torch.jit.script(torch.nn.Linear(2, 2))
     torch.jit.save(m, os.path.join(OUT, "torchscript.pt"))
 
-    names = sorted(n for n in os.listdir(OUT) if n not in ("expected.json", "README.md", "field"))
+    for n, r in record_answers(OUT).items():
+        print(n, r["torch"], r["oracle"], r["oracle_error"])
+
+
+def record_answers(out):
+    """Runs torch_scan_oracle.py (in a process of its own) on every file of
+    `out` and writes its answers to `out`/expected.json; returns them."""
+    names = sorted(n for n in os.listdir(out)
+                   if n not in ("expected.json", "README.md") and os.path.isfile(os.path.join(out, n)))
     r = subprocess.run([sys.executable, os.path.join(HERE, "torch_scan_oracle.py")]
-                       + [os.path.join(OUT, n) for n in names],
+                       + [os.path.join(out, n) for n in names],
                        check=True, capture_output=True, text=True)
     answers = {os.path.basename(k): v for k, v in json.loads(r.stdout).items()}
-    with open(os.path.join(OUT, "expected.json"), "w") as f:
+    with open(os.path.join(out, "expected.json"), "w") as f:
         json.dump(answers, f, indent=1, sort_keys=True)
         f.write("\n")
-    for n in names:
-        print(n, answers[n]["torch"], answers[n]["oracle"], answers[n]["oracle_error"])
+    return answers
 
 
 if __name__ == "__main__":

@@ -251,27 +251,21 @@ pub fn run(args: Args, cx: &Context, out: &mut dyn Write) -> Result<ExitCode, Fa
             number(min_s),
             number(gb_per_s)
         )?;
-    } else if args.mmap {
-        writeln!(
-            out,
-            "{} {}: {} in storages mapped (no bytes read), median {:.6} s, min {:.6} s ({} runs after a warm-up)",
-            args.op.name(),
-            args.file.display(),
-            human(bytes),
-            median_s,
-            min_s,
-            runs
-        )?;
     } else {
+        // A mapped load reads nothing: it says what was mapped, not a rate.
+        let (mapped, rate) = if args.mmap {
+            (" mapped (no bytes read)", String::new())
+        } else {
+            ("", format!(", {gb_per_s:.3} GB/s"))
+        };
         writeln!(
             out,
-            "{} {}: {} in storages, median {:.6} s, min {:.6} s, {:.3} GB/s ({} runs after a warm-up)",
+            "{} {}: {} in storages{mapped}, median {:.6} s, min {:.6} s{rate} ({} runs after a warm-up)",
             args.op.name(),
             args.file.display(),
             human(bytes),
             median_s,
             min_s,
-            gb_per_s,
             runs
         )?;
         if let Some(b) = base {

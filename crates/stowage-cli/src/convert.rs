@@ -155,14 +155,19 @@ fn key(path: &[PathKey]) -> String {
 
 /// The checkpoint's values as safetensors metadata: each leaf as JSON under
 /// its dotted path, beside the metadata the input already had (or none of
-/// them, with `drop_values`), and the note saying so; `place` names where
-/// they go in that note.
+/// them, with `drop_values`), and the note saying so; `for_set`: for a
+/// sharded set, whose index's metadata holds `total_size` of its own.
 fn store_values(
     ckpt: &Checkpoint,
     input: &Path,
     drop_values: bool,
-    place: &str,
+    for_set: bool,
 ) -> Result<(BTreeMap<String, String>, Option<String>), Failure> {
+    let place = if for_set {
+        "the set's metadata (the index's, or the one shard's __metadata__)"
+    } else {
+        "__metadata__"
+    };
     let leaves = crate::values::leaves(ckpt, input)?;
     let names: Vec<String> = leaves.iter().map(|l| key(l.path())).collect();
     let mut metadata: BTreeMap<String, String> =
@@ -180,8 +185,7 @@ fn store_values(
     }
     for (leaf, name) in leaves.iter().zip(&names) {
         let text = serde_json::Value::Object(typed_json(leaf)).to_string();
-        // An index's metadata holds `total_size` of its own.
-        let taken = place != "__metadata__" && name == "total_size";
+        let taken = for_set && name == "total_size";
         if metadata.insert(name.clone(), text).is_some() || taken {
             return Err(Failure::usage(format!(
                 "convert: the value {name} and the input's metadata entry of that name would collide (use --drop-values)"
@@ -205,7 +209,7 @@ fn for_safetensors(
     drop_values: bool,
 ) -> Result<(Checkpoint, Vec<String>), Failure> {
     let mut notes = Vec::new();
-    let (metadata, note) = store_values(ckpt, input, drop_values, "__metadata__")?;
+    let (metadata, note) = store_values(ckpt, input, drop_values, false)?;
     notes.extend(note);
     let mut groups: HashMap<usize, Vec<String>> = HashMap::new();
     let mut order = Vec::new();
@@ -267,17 +271,27 @@ pub fn run(args: Args, cx: &Context, out: &mut dyn Write) -> Result<ExitCode, Fa
             )))
         }
     };
+    let in_input = |e: stowage::Error| {
+        Failure::input(stowage::Error::InFile {
+            path: args.input.clone(),
+            source: Box::new(e),
+        })
+    };
+    // `--select` first, so that what is left out is neither converted nor
+    // refused; `--state-dict` reads the module at the selected path.
     let mut ckpt = if args.state_dict {
         let whole = cx.load_inert(&args.input)?;
-        let entries = whole.root_value().module_state_dict().map_err(|e| {
-            Failure::input(stowage::Error::InFile {
-                path: args.input.clone(),
-                source: Box::new(e),
-            })
-        })?;
-        Checkpoint::from_state_dict(entries)
+        let module = match &args.select {
+            Some(path) => whole.get(path).map_err(in_input)?,
+            None => whole.root_value(),
+        };
+        Checkpoint::from_state_dict(module.module_state_dict().map_err(in_input)?)
     } else {
-        cx.load(&args.input, false)?
+        let ckpt = cx.load(&args.input, false)?;
+        match &args.select {
+            Some(path) => select(&ckpt, path).map_err(in_input)?,
+            None => ckpt,
+        }
     };
     if matches!(kind, Target::TorchZip) {
         if args.drop_objects {
@@ -286,19 +300,8 @@ pub fn run(args: Args, cx: &Context, out: &mut dyn Write) -> Result<ExitCode, Fa
                 log::warn!("{}: dropped {n} values torch.load(weights_only=True) refuses (--drop-objects)", args.input.display());
             }
         } else if let Some((path, class)) = ckpt.unsaveable().map_err(Failure::input)?.into_iter().next() {
-            return Err(Failure::input(stowage::Error::InFile {
-                path: args.input.clone(),
-                source: Box::new(stowage::Error::NotSaveable { path, class }),
-            }));
+            return Err(in_input(stowage::Error::NotSaveable { path, class }));
         }
-    }
-    if let Some(path) = &args.select {
-        ckpt = select(&ckpt, path).map_err(|e| {
-            Failure::input(stowage::Error::InFile {
-                path: args.input.clone(),
-                source: Box::new(e),
-            })
-        })?;
     }
     // A conversion that would write nothing is an error, never an empty file.
     // Nothing: no tensor, and a root that is None or an empty container (a
@@ -411,12 +414,7 @@ fn to_folder(
             })?;
             // A set holds a state dict: its values go into the index's
             // metadata, as a single file keeps them in `__metadata__`.
-            let (metadata, note) = store_values(
-                ckpt,
-                &args.input,
-                args.drop_values,
-                "the set's metadata (the index's, or the one shard's __metadata__)",
-            )
+            let (metadata, note) = store_values(ckpt, &args.input, args.drop_values, true)
                 .inspect_err(|_| bar.finish_and_clear())?;
             let mut with_values = ckpt.clone();
             with_values.safetensors_metadata = (!metadata.is_empty()).then_some(metadata);

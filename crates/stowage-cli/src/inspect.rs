@@ -150,9 +150,7 @@ fn objects_text(ckpt: &Checkpoint, out: &mut dyn Write) -> Result<(), Failure> {
 /// which `inspect` without hashes does not do.
 fn container(cx: &Context, file: &Path, ckpt: &Checkpoint) -> &'static str {
     use stowage::checkpoint::{folder_of, Folder, Format};
-    let text = file.to_string_lossy();
-    let url_folder = text.contains("://") && text.ends_with('/');
-    if !file.is_dir() && !url_folder {
+    if !stowage::io::Location::parse(file).is_folder() {
         return ckpt.format.name();
     }
     match folder_of(file, &cx.load_options()) {

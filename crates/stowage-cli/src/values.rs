@@ -59,10 +59,7 @@ pub fn typed_json(v: &ValueRef<'_>) -> Map<String, Json> {
             // contract's `type`, with its `module` and `name`.
             Object::Global(g) => {
                 let (module, name) = g.path();
-                o.insert("module".into(), json!(module));
-                o.insert("name".into(), json!(name));
-                o.insert("type".into(), json!("type"));
-                Json::Null
+                type_json(&mut o, module, name)
             }
             Object::Storage(s) => {
                 o.insert("storage_key".into(), json!(&*s.key));
@@ -82,12 +79,7 @@ pub fn typed_json(v: &ValueRef<'_>) -> Map<String, Json> {
             }
             Object::NumpyDType(d) => json!(d.name()),
             Object::Data(d) => data_json(d, &mut o),
-            Object::Class(c) => {
-                o.insert("module".into(), json!(c.module));
-                o.insert("name".into(), json!(c.name));
-                o.insert("type".into(), json!("type"));
-                Json::Null
-            }
+            Object::Class(c) => type_json(&mut o, &c.module, &c.name),
             // Tensors are listed under "tensors", never as values.
             _ => Json::Null,
         },
@@ -138,14 +130,18 @@ fn data_json(d: &PyData, o: &mut Map<String, Json>) -> Json {
         }
         PyData::Slice(s) => json!(s),
         PyData::Range(r) => json!(r),
-        PyData::Type(t) => {
-            o.insert("module".into(), json!("builtins"));
-            o.insert("name".into(), json!(t));
-            o.insert("type".into(), json!("type"));
-            Json::Null
-        }
+        PyData::Type(t) => type_json(o, "builtins", t),
         _ => json!(d.to_string()),
     }
+}
+
+/// A class or function named as a value, never called: the contract's
+/// `type`, with its `module` and `name`; its `value` is null.
+fn type_json(o: &mut Map<String, Json>, module: &str, name: &str) -> Json {
+    o.insert("type".into(), json!("type"));
+    o.insert("module".into(), json!(module));
+    o.insert("name".into(), json!(name));
+    Json::Null
 }
 
 /// One entry of `inspect --json`'s `"objects"`: path, module, name.

@@ -27,7 +27,7 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use stowage::io::{Location, ReadAt};
+use stowage::io::{Location, ReadAt, Window};
 use stowage::checkpoint::zip::{Entry, ZipError, ZipLimits, ZipReader};
 use stowage::checkpoint::{detect_format, Format, LoadMode, LoadOptions};
 use stowage::{Checkpoint, Error};
@@ -231,11 +231,11 @@ fn verify_dcp_items(dir: &Path, here: &Location, report: &mut Report<'_>) -> Res
                         .map(|f| Box::new(f) as Box<dyn ReadAt>)
                 });
             let Some(file) = file else { continue }; // the load reports it
-            let part = Part {
-                source: &**file,
-                start: info.offset,
-                len: info.length.min(file.len().saturating_sub(info.offset)),
-            };
+            let part = Window::new(
+                &**file,
+                info.offset,
+                info.length.min(file.len().saturating_sub(info.offset)),
+            );
             let mut magic = [0u8; 4];
             if part.read_exact_at(&mut magic, 0).is_err() || &magic != b"PK\x03\x04" {
                 continue; // a safetensors blob: no checksums to check
@@ -260,26 +260,6 @@ fn verify_dcp_items(dir: &Path, here: &Location, report: &mut Report<'_>) -> Res
         }
     }
     Ok(())
-}
-
-/// Bytes `start..start + len` of a source.
-struct Part<'a> {
-    source: &'a dyn ReadAt,
-    start: u64,
-    len: u64,
-}
-
-impl ReadAt for Part<'_> {
-    fn len(&self) -> u64 {
-        self.len
-    }
-
-    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-        match offset.checked_add(buf.len() as u64) {
-            Some(end) if end <= self.len => self.source.read_exact_at(buf, self.start + offset),
-            _ => Err(io::ErrorKind::UnexpectedEof.into()),
-        }
-    }
 }
 
 /// Whether opening failed because the file or object does not exist (a

@@ -87,7 +87,7 @@ mod read_at;
 mod write;
 
 pub use read::{Entry, Method, ZipReader};
-pub use read_at::{ReadAt, ReadCost};
+pub use read_at::{ReadAt, ReadCost, Window};
 pub use write::ZipWriter;
 
 /// Bounds applied when opening and reading an archive.

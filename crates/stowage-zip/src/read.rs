@@ -21,6 +21,10 @@ use crate::ReadAt;
 const INFLATE_CHUNK: usize = 64 * 1024;
 /// Stored data read at a time when computing a CRC.
 const CRC_CHUNK: usize = 1024 * 1024;
+/// Extra-field bytes read along with a local header when a record's first
+/// bytes are read with it (PyTorch's padding is under 64 + 4 bytes, zip64's
+/// 32): past them, the data is read apart.
+const EXTRA_GUESS: u64 = 128;
 
 /// How an entry's data is compressed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -453,7 +457,7 @@ impl<R: ReadAt> ZipReader<R> {
         const SPAN: u64 = 1 << 16;
         let window = |&(e, max): &(&Entry, usize)| {
             let n = e.size.min(max as u64);
-            let len = Self::local_header_len(e) as u64 + 128 + n;
+            let len = Self::local_header_len(e) as u64 + EXTRA_GUESS + n;
             (
                 e.local_header_offset,
                 e.local_header_offset.saturating_add(len).min(self.len),
@@ -497,7 +501,7 @@ impl<R: ReadAt> ZipReader<R> {
     }
 
     /// The head of the stored entry `e` out of `buf`, the file's bytes from
-    /// `start`; read apart when its extra field runs past what `buf` holds.
+    /// `start`; read apart when its header or data runs past what `buf` holds.
     fn head_from(
         &self,
         e: &Entry,
@@ -507,48 +511,58 @@ impl<R: ReadAt> ZipReader<R> {
     ) -> Result<Vec<u8>, ZipError> {
         check_stored_sizes(e)?;
         let n = usize::try_from(e.size).map_or(max, |size| size.min(max));
-        let at = (e.local_header_offset - start) as usize;
-        let header = buf.get(at..at + Self::local_header_len(e));
-        let Some(header) = header else {
-            return self.read_head(e, max);
-        };
-        let data = self.data_offset_from(e, header)?;
-        let from = (data - start) as usize;
-        match buf.get(from..from + n) {
-            Some(head) => Ok(head.to_vec()),
-            None => self.read_head(e, max),
+        match self.head_in(e, n, buf, start)? {
+            Some(head) => Ok(head),
+            None => self.read_stored_head(e, n),
         }
+    }
+
+    /// The first `n` bytes of the stored entry `e` out of `buf`, the file's
+    /// bytes from `start`, its local header checked; `None` when `buf` does
+    /// not hold the header and those bytes.
+    fn head_in(
+        &self,
+        e: &Entry,
+        n: usize,
+        buf: &[u8],
+        start: u64,
+    ) -> Result<Option<Vec<u8>>, ZipError> {
+        let Some(at) = e.local_header_offset.checked_sub(start) else {
+            return Ok(None);
+        };
+        let at = at as usize;
+        let Some(header) = buf.get(at..at + Self::local_header_len(e)) else {
+            return Ok(None);
+        };
+        let from = (self.data_offset_from(e, header)? - start) as usize;
+        Ok(buf.get(from..from + n).map(<[u8]>::to_vec))
     }
 
     /// The first `n` bytes of a stored entry, read with its local header in
     /// one read when the header's extra field is short (as PyTorch's and
     /// Python's writers make it): a scan looks at the start of every record.
     fn read_stored_head(&self, e: &Entry, n: usize) -> Result<Vec<u8>, ZipError> {
-        /// Extra-field bytes read along with the header, past which a second
-        /// read is made (PyTorch's padding is under 64 + 4 bytes, zip64's 32).
-        const EXTRA_GUESS: u64 = 128;
         let ofs = e.local_header_offset;
-        let header_len = Self::local_header_len(e);
-        let window = (header_len as u64 + EXTRA_GUESS + n as u64).min(self.len.saturating_sub(ofs));
-        if window < header_len as u64 {
+        let header_len = Self::local_header_len(e) as u64;
+        let window = (header_len + EXTRA_GUESS + n as u64).min(self.len.saturating_sub(ofs));
+        if window < header_len {
             return Err(ZipError::Truncated {
                 what: "local header",
                 offset: ofs,
-                needed: header_len as u64,
+                needed: header_len,
                 available: window,
             });
         }
         let mut buf = vec![0u8; window as usize];
         self.source.read_exact_at(&mut buf, ofs)?;
-        let data = self.data_offset_from(e, &buf[..header_len])?;
-        let start = (data - ofs) as usize;
-        if start + n <= buf.len() {
-            buf.copy_within(start..start + n, 0);
-            buf.truncate(n);
-            return Ok(buf);
+        if let Some(head) = self.head_in(e, n, &buf, ofs)? {
+            return Ok(head);
         }
         let mut head = vec![0u8; n];
-        self.source.read_exact_at(&mut head, data)?;
+        self.source.read_exact_at(
+            &mut head,
+            self.data_offset_from(e, &buf[..header_len as usize])?,
+        )?;
         Ok(head)
     }
 

@@ -129,3 +129,60 @@ macro_rules! forward_read_at {
 }
 
 forward_read_at!(Arc<T>, Box<T>, &T);
+
+/// The bytes `start..start + len` of another source, read through it in
+/// place: an archive stored inside a file (a distributed checkpoint's item,
+/// a zip inside a zip), read as a source of its own. Reads past `len` fail
+/// as past the end of a file do; the read cost is the source's.
+#[derive(Clone, Debug)]
+pub struct Window<R> {
+    source: R,
+    start: u64,
+    len: u64,
+}
+
+impl<R: ReadAt> Window<R> {
+    /// The `len` bytes of `source` from `start`.
+    pub fn new(source: R, start: u64, len: u64) -> Self {
+        Window { source, start, len }
+    }
+}
+
+impl<R: ReadAt> ReadAt for Window<R> {
+    fn len(&self) -> u64 {
+        self.len
+    }
+
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        let inside = offset
+            .checked_add(buf.len() as u64)
+            .is_some_and(|end| end <= self.len);
+        if !inside {
+            return Err(io::ErrorKind::UnexpectedEof.into());
+        }
+        self.source.read_exact_at(buf, self.start + offset)
+    }
+
+    fn read_cost(&self) -> ReadCost {
+        self.source.read_cost()
+    }
+}
+
+#[cfg(test)]
+mod window_tests {
+    use super::*;
+
+    #[test]
+    fn a_window_reads_inside_its_bounds_only() {
+        let data: Vec<u8> = (0..100).collect();
+        let w = Window::new(data.as_slice(), 10, 20);
+        assert_eq!(w.len(), 20);
+        let mut buf = [0u8; 5];
+        w.read_exact_at(&mut buf, 15).unwrap();
+        assert_eq!(buf, [25, 26, 27, 28, 29]);
+        assert_eq!(
+            w.read_exact_at(&mut buf, 16).unwrap_err().kind(),
+            io::ErrorKind::UnexpectedEof
+        );
+    }
+}

@@ -26,4 +26,4 @@ pub use location::Location;
 pub(crate) use output::{preallocate, Output};
 // Defined beside the zip container, its first reader, which knows nothing of
 // stowage; the readers of every other format share them from here.
-pub use stowage_zip::{ReadAt, ReadCost};
+pub use stowage_zip::{ReadAt, ReadCost, Window};

@@ -397,11 +397,13 @@ pub fn save_sharded(dir: &Path, ckpt: &Checkpoint, options: &ShardOptions) -> Re
                 let path = staging.join(name);
                 match format {
                     ShardFormat::Safetensors => {
-                        let mut meta = std::collections::BTreeMap::new();
-                        if count == 1 {
-                            meta.extend(ckpt.safetensors_metadata.clone().unwrap_or_default());
-                        }
-                        meta.insert("format".to_owned(), "pt".to_owned());
+                        // Every shard has `__metadata__` (which the save gives
+                        // `"format": "pt"`); a lone shard keeps the checkpoint's.
+                        let meta = if count == 1 {
+                            kept.clone()
+                        } else {
+                            Default::default()
+                        };
                         part.format = Format::Safetensors;
                         part.safetensors_metadata = Some(meta);
                         save_safetensors(&path, &part)?;

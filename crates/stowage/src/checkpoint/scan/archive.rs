@@ -16,7 +16,7 @@ use super::npy;
 use super::stream::{Trust, SNIFF};
 use super::{Content, Scanner};
 use crate::checkpoint::zip::{Entry, Method, ZipLimits, ZipReader};
-use crate::io::ReadAt;
+use crate::io::{ReadAt, Window};
 use crate::{Error, Result};
 
 /// The largest `.pkl` member read along with its neighbours.
@@ -47,11 +47,7 @@ impl Scanner<'_> {
                 let mut found = false;
                 let mut start = 0;
                 for end in archive_ends(source)? {
-                    let part = Part {
-                        source,
-                        start,
-                        len: end - start,
-                    };
+                    let part = Window::new(source, start, end - start);
                     if let Ok(zip) = ZipReader::new_lenient(&part as &dyn ReadAt, &limits) {
                         found = true;
                         self.scan_archive(&zip, prefix, depth)?;
@@ -174,11 +170,7 @@ impl Scanner<'_> {
             return self.scan_content(&head, content, name, depth, is_pkl);
         }
         if entry.method == Method::Stored && !entry.encrypted {
-            let part = Part {
-                source: *zip.source(),
-                start: zip.data_offset(entry)?,
-                len: entry.size,
-            };
+            let part = Window::new(*zip.source(), zip.data_offset(entry)?, entry.size);
             return self.scan_content(&part, content, name, depth, is_pkl);
         }
         let held = self.held.saturating_add(entry.size);
@@ -213,9 +205,7 @@ impl Scanner<'_> {
             Content::Zip => self.scan_zip(source, &format!("{name}!"), depth + 1),
             Content::Legacy => self.scan_legacy(source, &format!("{name}!")),
             Content::Npy => match npy::pickle_offset(source)? {
-                Some(at) => self
-                    .scan_pickles(source, at, Trust::Pickle, &pickles)
-                    .map(drop),
+                Some(at) => self.scan_pickles(source, at, Trust::Pickle, &pickles, None),
                 None => Ok(()),
             },
             // A safetensors look-alike whose header is no JSON object may be
@@ -223,28 +213,8 @@ impl Scanner<'_> {
             Content::Safetensors if Content::Safetensors.confirm(source).is_some() => Ok(()),
             Content::Pickle | Content::Safetensors => {
                 let trust = if is_pkl { Trust::Pickle } else { Trust::Maybe };
-                self.scan_pickles(source, 0, trust, &pickles).map(drop)
+                self.scan_pickles(source, 0, trust, &pickles, None)
             }
-        }
-    }
-}
-
-/// Bytes `start..start + len` of a source.
-pub(super) struct Part<'a> {
-    pub(super) source: &'a dyn ReadAt,
-    pub(super) start: u64,
-    pub(super) len: u64,
-}
-
-impl ReadAt for Part<'_> {
-    fn len(&self) -> u64 {
-        self.len
-    }
-
-    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
-        match offset.checked_add(buf.len() as u64) {
-            Some(end) if end <= self.len => self.source.read_exact_at(buf, self.start + offset),
-            _ => Err(std::io::ErrorKind::UnexpectedEof.into()),
         }
     }
 }

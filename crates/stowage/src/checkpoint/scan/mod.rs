@@ -463,9 +463,7 @@ fn scan_source(source: &dyn ReadAt, options: &LoadOptions, named: bool) -> Optio
         Some(Content::Npy) => {
             s.scan.kind = Some(ScanKind::Npy);
             npy::pickle_offset(source).and_then(|at| match at {
-                Some(at) => s
-                    .scan_pickles(source, at, Trust::Pickle, &pickle_name)
-                    .map(drop),
+                Some(at) => s.scan_pickles(source, at, Trust::Pickle, &pickle_name, None),
                 None => Ok(()),
             })
         }
@@ -491,8 +489,7 @@ fn scan_source(source: &dyn ReadAt, options: &LoadOptions, named: bool) -> Optio
                         || ((named || proto) && named_any)
                     {
                         s.scan.kind = Some(ScanKind::Pickle);
-                        s.scan_pickles(source, 0, Trust::Pickle, &pickle_name)
-                            .map(drop)
+                        s.scan_pickles(source, 0, Trust::Pickle, &pickle_name, Some(first))
                     } else if named {
                         Err(Error::NotACheckpoint {
                             detail: "neither a checkpoint nor a pickle".into(),

@@ -79,7 +79,6 @@ const CODE: &[(&str, &str)] = &[
     ("numpy.f2py", "*"),
     ("numpy.distutils", "*"),
     ("torch.serialization", "load"),
-    ("torch.load", "*"),
     ("torch.hub", "*"),
     ("torch._inductor.codecache", "*"),
     ("torch.utils.cpp_extension", "*"),

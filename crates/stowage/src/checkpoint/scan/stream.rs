@@ -21,15 +21,21 @@ const FIRST_WINDOW: u64 = 4096;
 /// [`looks_like_a_pickle`] already, or that runs to the end of `head`
 /// without meeting anything that is no pickle (`head` is only a start).
 pub(super) fn may_be_a_pickle(d: &Disassembly) -> bool {
-    looks_like_a_pickle(d)
-        || matches!(
-            d.error,
-            Some(
-                PickleError::Truncated { .. }
-                    | PickleError::NoStop { .. }
-                    | PickleError::UnterminatedLine { .. }
-            )
+    looks_like_a_pickle(d) || cut_short(d)
+}
+
+/// Whether the walk of `d` stopped only because its bytes ended (an
+/// argument, a line or the `STOP` past them), not at something no pickle
+/// holds.
+fn cut_short(d: &Disassembly) -> bool {
+    matches!(
+        d.error,
+        Some(
+            PickleError::Truncated { .. }
+                | PickleError::NoStop { .. }
+                | PickleError::UnterminatedLine { .. }
         )
+    )
 }
 
 /// What a stream is taken for.
@@ -66,15 +72,7 @@ pub(super) fn looks_like_a_pickle(d: &Disassembly) -> bool {
     ]
     .iter()
     .any(|&o| d.count(o) > 0);
-    let cut = matches!(
-        d.error,
-        Some(
-            PickleError::Truncated { .. }
-                | PickleError::NoStop { .. }
-                | PickleError::UnterminatedLine { .. }
-        )
-    );
-    named && (d.error.is_none() || (calls && cut))
+    named && (d.error.is_none() || (calls && cut_short(d)))
 }
 
 /// A dotted Python name (`os`, `torch.nn.modules.linear`, `Outer.Inner`).
@@ -115,22 +113,28 @@ impl Scanner<'_> {
     /// reads them all). Reading stops at the first that is no pickle; a
     /// break in the first is an error when `trust` is [`Trust::Pickle`], and
     /// later ones are read while they are pickles. Records are named
-    /// `name(1)`, `name(2)`, … Returns whether a pickle was found
-    /// (for [`Trust::Maybe`]: whether the first [`looks_like_a_pickle`]).
+    /// `name(1)`, `name(2)`, … Data that may be anything
+    /// ([`Trust::Maybe`]) whose first pickle does not [`looks_like_a_pickle`]
+    /// adds nothing. `first`: the first pickle, when the caller has already
+    /// read it.
     pub(super) fn scan_pickles(
         &mut self,
         source: &dyn ReadAt,
         start: u64,
         trust: Trust,
         name: &dyn Fn(usize) -> String,
-    ) -> Result<bool> {
+        mut first: Option<Disassembly>,
+    ) -> Result<()> {
         let len = source.len();
         let mut pos = start;
         let mut i = 0;
         while pos < len || i == 0 {
-            let d = self.read_pickle(source, pos, if i == 0 { trust } else { Trust::Maybe })?;
+            let d = match first.take() {
+                Some(d) => d,
+                None => self.read_pickle(source, pos, if i == 0 { trust } else { Trust::Maybe })?,
+            };
             if i == 0 && trust == Trust::Maybe && !looks_like_a_pickle(&d) {
-                return Ok(false);
+                return Ok(());
             }
             if i > 0 && d.error.is_some() {
                 break;
@@ -146,7 +150,7 @@ impl Scanner<'_> {
             i += 1;
             self.add(name(i), d)?;
         }
-        Ok(true)
+        Ok(())
     }
 
     /// Disassembles the pickle at `pos`, reading a window of the source that

@@ -12,7 +12,7 @@ use crate::checkpoint::format::torch_zip;
 use crate::checkpoint::options::{LoadMode, LoadOptions};
 use crate::checkpoint::pickle::Value;
 use crate::checkpoint::value::graph::{Checkpoint, Object};
-use crate::io::{Location, ReadAt};
+use crate::io::{Location, ReadAt, Window};
 use crate::{Error, Result, Tensor};
 
 const ZIP_MAGIC: &[u8; 4] = b"PK\x03\x04";
@@ -131,34 +131,6 @@ fn unzstd(bytes: &[u8], limit: u64) -> Result<Vec<u8>> {
     Ok(out)
 }
 
-/// The bytes of one item in its data file: the `ReadAt` a `torch.save`
-/// archive is read through, in place.
-struct Window {
-    file: Source,
-    start: u64,
-    len: u64,
-}
-
-impl ReadAt for Window {
-    fn len(&self) -> u64 {
-        self.len
-    }
-
-    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
-        let inside = offset
-            .checked_add(buf.len() as u64)
-            .is_some_and(|end| end <= self.len);
-        if !inside {
-            return Err(std::io::ErrorKind::UnexpectedEof.into());
-        }
-        self.file.read_exact_at(buf, self.start + offset)
-    }
-
-    fn read_cost(&self) -> ReadCost {
-        self.file.read_cost()
-    }
-}
-
 /// The tensor a chunk's item holds (`nbytes`: the chunk's size in bytes), in
 /// `file` (at `path`). An untransformed archive in a local file is read in
 /// place and lazily: the tensor's storage reads its record from the data file
@@ -200,11 +172,7 @@ pub(super) fn read_tensor(
         return read_safetensors(&**file, info.offset, fqn, nbytes);
     }
     if info.transforms.is_empty() && file.read_cost() != ReadCost::Request {
-        let window = Window {
-            file: Arc::clone(file),
-            start: info.offset,
-            len: info.length,
-        };
+        let window = Window::new(Arc::clone(file), info.offset, info.length);
         let lazy = options.clone().with_mode(LoadMode::Lazy);
         let ckpt = torch_zip::load_lazy(window, path, &lazy)?;
         return match &ckpt.root {
