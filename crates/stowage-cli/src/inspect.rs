@@ -114,6 +114,10 @@ pub fn run(args: Args, cx: &Context, out: &mut dyn Write) -> Result<ExitCode, Fa
         "tensors": tensors,
         "values": leaves.iter().map(values::value_json).collect::<Vec<_>>(),
     });
+    if format == "dcp" {
+        // The items' own format, which the load read from the first tensor item.
+        doc["item_format"] = json!(ckpt.format.name());
+    }
     let objects = ckpt.objects().map_err(Failure::input)?;
     if cx.globals_given() || !objects.is_empty() {
         doc["objects"] = objects.iter().map(values::object_json).collect();
@@ -142,22 +146,24 @@ fn objects_text(ckpt: &Checkpoint, out: &mut dyn Write) -> Result<(), Failure> {
 }
 
 /// The contract's name of what `file` is: a folder (local, or by a URL ending in `/`) by its
-/// layout (`dcp`, `dcp-hf`, `sharded-safetensors`, `sharded-bin`), a file by
-/// its own format.
-///
-/// A distributed checkpoint's `"item_format"` is not given: whether its items
-/// are torch archives or safetensors blobs is only known by reading one,
-/// which `inspect` without hashes does not do.
+/// layout (`dcp`, `dcp-hf`, `sharded-safetensors`, `sharded-bin`), a sharded
+/// set's `*.index.json` as its folder, a file by its own format. A
+/// distributed checkpoint's items' format is the loaded checkpoint's
+/// ([`DcpCheckpoint::item_format`](stowage::checkpoint::dcp::DcpCheckpoint::item_format)).
 fn container(cx: &Context, file: &Path, ckpt: &Checkpoint) -> &'static str {
     use stowage::checkpoint::{folder_of, Folder, Format};
+    let sharded = || match ckpt.format {
+        Format::Safetensors => "sharded-safetensors",
+        _ => "sharded-bin",
+    };
     if !stowage::io::Location::parse(file).is_folder() {
-        return ckpt.format.name();
+        let index = file.to_str().is_some_and(|f| f.ends_with(".index.json"));
+        return if index { sharded() } else { ckpt.format.name() };
     }
     match folder_of(file, &cx.load_options()) {
         Ok(Some(Folder::Dcp(_))) => "dcp",
         Ok(Some(Folder::Ranks(_))) => "dcp-hf",
-        Ok(Some(Folder::Sharded(_))) if ckpt.format == Format::Safetensors => "sharded-safetensors",
-        Ok(Some(Folder::Sharded(_))) => "sharded-bin",
+        Ok(Some(Folder::Sharded(_))) => sharded(),
         _ => ckpt.format.name(),
     }
 }

@@ -128,8 +128,9 @@ impl SafeOpen {
         Ok(Some(dict))
     }
 
-    /// The file's container, as `inspect --json` names it: `torch-zip`,
-    /// `torch-legacy` or `safetensors`.
+    /// The file's format, as `inspect --json` names a file's: `torch-zip`,
+    /// `torchscript`, `torch-legacy` or `safetensors` (for a DCP directory,
+    /// its items' format).
     fn format(&self) -> &'static str {
         self.ckpt.format.name()
     }

@@ -176,6 +176,12 @@ fn inspect_verify_and_bench_read_folders() {
         ("sharded/bin", "sharded-bin", 8),
         ("dcp/four", "dcp", 5),
         ("dcp/hf", "dcp-hf", 4),
+        (
+            "sharded/safetensors/model.safetensors.index.json",
+            "sharded-safetensors",
+            7,
+        ),
+        ("sharded/bin/pytorch_model.bin.index.json", "sharded-bin", 8),
     ] {
         let path = fixtures().join(folder);
         let json: Json = serde_json::from_str(&ok(&stowage(&[
@@ -211,6 +217,23 @@ fn inspect_verify_and_bench_read_folders() {
         ])))
         .unwrap();
         assert_eq!(bench["op"], "load");
+    }
+    // A DCP directory's items' format, read from its first tensor item.
+    for (folder, items) in [
+        ("dcp/four", "torch-zip"),
+        ("dcp/zstd", "torch-zip"),
+        ("dcp/safetensors", "safetensors"),
+    ] {
+        let path = fixtures().join(folder);
+        let json: Json = serde_json::from_str(&ok(&stowage(&[
+            "inspect".as_ref(),
+            path.as_os_str(),
+            "--json".as_ref(),
+            "--no-hash".as_ref(),
+        ])))
+        .unwrap();
+        assert_eq!(json["format"], "dcp", "{folder}");
+        assert_eq!(json["item_format"], items, "{folder}");
     }
     let overlap = fixtures().join("dcp/hostile/overlap");
     let out = stowage(&["verify".as_ref(), overlap.as_os_str()]);

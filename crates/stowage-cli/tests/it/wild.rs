@@ -326,6 +326,7 @@ fn check_torchscript(stem: &str) {
         String::from_utf8_lossy(&out.stderr)
     );
     let got: Json = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(got["format"], "torchscript", "{stem}");
     // A TorchScript archive records no Parameter class: `parameter` is not compared.
     let t = ["path", "dtype", "shape", "requires_grad", "sha256"];
     assert_eq!(

@@ -123,5 +123,6 @@ class SafeOpen:
 
     @property
     def format(self) -> str:
-        """``torch-zip``, ``torch-legacy`` or ``safetensors``."""
+        """``torch-zip``, ``torchscript``, ``torch-legacy`` or ``safetensors``
+        (for a DCP directory, its items' format)."""
         return self._inner.format()

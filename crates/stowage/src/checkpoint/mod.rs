@@ -147,7 +147,7 @@ fn load_file(here: &Location, options: &LoadOptions) -> Result<Checkpoint> {
     };
     if options.mode() == LoadMode::Lazy {
         match detect_format(&source) {
-            Ok(Format::TorchZip) => {
+            Ok(Format::TorchZip | Format::TorchScript) => {
                 return torch_zip::load_lazy(source, &here.path(), options).map_err(in_file)
             }
             #[cfg(feature = "safetensors")]
@@ -217,7 +217,9 @@ unsafe fn load_mmap_file(path: &Path, options: &LoadOptions) -> Result<Checkpoin
     let records = MappedRecords::new(map);
     let reader = records.reader();
     let loaded = match detect_format(&reader) {
-        Ok(Format::TorchZip) => torch_zip::load(reader, options, Some(records)),
+        Ok(Format::TorchZip | Format::TorchScript) => {
+            torch_zip::load(reader, options, Some(records))
+        }
         Ok(Format::TorchLegacy) => torch_legacy::load(&reader, options, Some(records)),
         Ok(Format::Safetensors) => load_safetensors(&reader, options, Some(records)),
         Err(e) => Err(e),
@@ -279,7 +281,7 @@ pub fn detect_format<R: ReadAt>(source: &R) -> Result<Format> {
 
 pub(crate) fn load_from<R: ReadAt>(source: R, options: &LoadOptions) -> Result<Checkpoint> {
     match detect_format(&source)? {
-        Format::TorchZip => torch_zip::load(source, options, None),
+        Format::TorchZip | Format::TorchScript => torch_zip::load(source, options, None),
         Format::TorchLegacy => torch_legacy::load(&source, options, None),
         Format::Safetensors => load_safetensors(&source, options, None),
     }

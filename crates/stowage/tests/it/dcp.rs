@@ -14,7 +14,7 @@ use serde_json::Value as J;
 use stowage::checkpoint::dcp::DcpCheckpoint;
 use stowage::checkpoint::pickle::{Node, Value};
 use stowage::checkpoint::LoadMode;
-use stowage::checkpoint::{Checkpoint, LoadOptions, Object, PathKey};
+use stowage::checkpoint::{Checkpoint, Format, LoadOptions, Object, PathKey};
 use stowage::{Device, Error, Tensor};
 
 fn dir(name: &str) -> PathBuf {
@@ -115,6 +115,23 @@ fn every_pytorch_layout_reads_as_pytorch_reads_it() {
     for name in ["one", "zstd", "safetensors", "four", "hf"] {
         let ckpt = stowage::load(dir(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
         assert_matches_torch(name, &ckpt);
+    }
+}
+
+/// The metadata does not say whether the items are `torch.save` archives or
+/// safetensors blobs; the first tensor item's bytes do, and a loaded
+/// checkpoint carries the answer (`inspect`'s `"item_format"`).
+#[test]
+fn the_items_format_is_read_from_the_first_tensor_item() {
+    for (name, want) in [
+        ("one", Format::TorchZip),
+        ("zstd", Format::TorchZip),
+        ("four", Format::TorchZip),
+        ("safetensors", Format::Safetensors),
+    ] {
+        let dcp = DcpCheckpoint::open(dir(name), &LoadOptions::default()).unwrap();
+        assert_eq!(dcp.item_format().unwrap(), want, "{name}");
+        assert_eq!(stowage::load(dir(name)).unwrap().format, want, "{name}");
     }
 }
 

@@ -11,7 +11,7 @@ use crate::common::{
 };
 use stowage::checkpoint::pickle::{Node, Value};
 use stowage::checkpoint::{
-    ByteOrder, Checkpoint, Format, LoadOptions, Object, PathKey, TensorObject,
+    ByteOrder, Checkpoint, Format, LoadMode, LoadOptions, Object, PathKey, TensorObject,
 };
 use stowage::{DType, Device, Error, Scalar, Tensor};
 
@@ -679,4 +679,29 @@ fn ordered_dict_items_may_be_python2_lists() {
     let triple = b"\x80\x02ccollections\nOrderedDict\n](](U\x01aK\x01K\x02ee\x85R.";
     let err = root_dict_items(triple).unwrap_err().to_string();
     assert!(err.contains("OrderedDict item"), "{err}");
+}
+
+/// A TorchScript archive begins as any torch zip, so `detect_format` says
+/// `TorchZip`; loaded, the checkpoint says `TorchScript` (it holds
+/// `constants.pkl` beside `data.pkl`), in every load mode.
+#[test]
+fn a_torchscript_archive_loads_as_torchscript() {
+    let wild = common::fixtures_dir().join("wild");
+    for stem in ["torchscript", "torchscript_traced", "torchscript_typed"] {
+        let path = wild.join(format!("{stem}.pt"));
+        let bytes = std::fs::read(&path).unwrap();
+        assert_eq!(
+            stowage::checkpoint::detect_format(&bytes).unwrap(),
+            Format::TorchZip,
+            "{stem}"
+        );
+        for mode in [LoadMode::Eager, LoadMode::Lazy, LoadMode::Fake] {
+            let options = LoadOptions::new().with_mode(mode);
+            let ckpt = stowage::checkpoint::load_with(&path, &options).unwrap();
+            assert_eq!(ckpt.format, Format::TorchScript, "{stem} {mode:?}");
+            assert_eq!(ckpt.format.name(), "torchscript");
+        }
+    }
+    // A plain torch.save archive stays TorchZip.
+    assert_eq!(load_fixture(&zip_fixtures()[0]).format, Format::TorchZip);
 }

@@ -354,6 +354,11 @@ impl StorageRecord {
 pub enum Format {
     /// The zip format of `torch.save` since PyTorch 1.6.
     TorchZip,
+    /// A TorchScript archive (`torch.jit.save`): a torch zip holding
+    /// `constants.pkl` and code beside `data.pkl`. Its bytes begin as any
+    /// torch zip's, so [`detect_format`](crate::checkpoint::detect_format)
+    /// says [`TorchZip`](Format::TorchZip); a loaded checkpoint says which.
+    TorchScript,
     /// The single-stream format (`_use_new_zipfile_serialization=False`, PyTorch < 1.6).
     TorchLegacy,
     /// A safetensors file.
@@ -365,6 +370,7 @@ impl Format {
     pub fn name(self) -> &'static str {
         match self {
             Format::TorchZip => "torch-zip",
+            Format::TorchScript => "torchscript",
             Format::TorchLegacy => "torch-legacy",
             Format::Safetensors => "safetensors",
         }

@@ -81,6 +81,26 @@ pub(super) fn check_inside(file: &dyn ReadAt, info: &StorageInfo) -> Result<()> 
     Ok(())
 }
 
+/// Whether the item is a `torch.save` archive rather than a tensor of a
+/// safetensors blob: a transformed item always is (PyTorch's writer
+/// transforms only archives); otherwise its first bytes say.
+///
+/// # Errors
+/// The item is not inside its file; I/O errors.
+pub(super) fn is_archive(file: &dyn ReadAt, info: &StorageInfo) -> Result<bool> {
+    if !info.transforms.is_empty() {
+        return Ok(true);
+    }
+    check_inside(file, info)?;
+    if info.length < 4 {
+        return Ok(false);
+    }
+    let mut head = [0u8; 4];
+    file.read_exact_at(&mut head, info.offset)
+        .map_err(Error::Io)?;
+    Ok(&head == ZIP_MAGIC)
+}
+
 /// The item's stored bytes, checked to lie inside its file.
 fn stored(file: &dyn ReadAt, info: &StorageInfo) -> Result<Vec<u8>> {
     check_inside(file, info)?;
@@ -155,15 +175,9 @@ pub(super) fn read_tensor(
         None if file.read_cost() == ReadCost::Request => Some(stored(&**file, info)?),
         None => None,
     };
-    let mut head = [0u8; 4];
-    let is_archive = if let Some(bytes) = &fetched {
-        !info.transforms.is_empty() || bytes.starts_with(ZIP_MAGIC)
-    } else if info.transforms.is_empty() {
-        file.len() >= info.offset.saturating_add(4)
-            && file.read_exact_at(&mut head, info.offset).is_ok()
-            && &head == ZIP_MAGIC
-    } else {
-        true
+    let is_archive = match &fetched {
+        Some(bytes) => !info.transforms.is_empty() || bytes.starts_with(ZIP_MAGIC),
+        None => is_archive(&**file, info)?,
     };
     if !is_archive {
         // In the safetensors format every tensor item of a file starts at the

@@ -32,7 +32,9 @@ use std::sync::{Arc, Mutex};
 use self::metadata::{Chunk, DcpMetadata, Item, ItemKind, TensorMeta};
 use crate::checkpoint::options::{LoadMode, LoadOptions};
 use crate::checkpoint::pickle::{Graph, Node, NodeId, Value};
-use crate::checkpoint::value::graph::{Checkpoint, Object, PathKey, StorageRecord, TensorObject};
+use crate::checkpoint::value::graph::{
+    Checkpoint, Format, Object, PathKey, StorageRecord, TensorObject,
+};
 use crate::io::Location;
 use crate::storage::Fetch;
 use crate::{DType, Error, Result, Tensor, UntypedStorage};
@@ -143,6 +145,40 @@ impl DcpCheckpoint {
             .ok_or_else(|| Error::MissingRecord {
                 name: fqn.to_owned(),
             })
+    }
+
+    /// The format the tensor items were written in: [`Format::TorchZip`],
+    /// a `torch.save` archive each (DCP's default), or
+    /// [`Format::Safetensors`] (`SerializationFormat.SAFETENSORS`). The
+    /// metadata does not say, so the first bytes of the first tensor item are
+    /// read (for an object in a store, from the head block fetched when it
+    /// was opened, when the item lies in it). Values are archives in either
+    /// format, and a checkpoint without tensors is [`Format::TorchZip`].
+    ///
+    /// # Errors
+    /// [`Error::InFile`] naming the data file: it cannot be opened or read,
+    /// or the item is not inside it.
+    pub fn item_format(&self) -> Result<Format> {
+        let first = self.metadata.items.iter().find_map(|i| match &i.kind {
+            ItemKind::Tensor(t) => t.chunks.first().map(|c| &c.storage),
+            ItemKind::Bytes(_) => None,
+        });
+        let Some(info) = first else {
+            return Ok(Format::TorchZip);
+        };
+        let here = self.dir.join(&info.relative_path);
+        let archive = self
+            .file(&here)
+            .and_then(|file| item::is_archive(&*file, info))
+            .map_err(|e| Error::InFile {
+                path: here.path(),
+                source: Box::new(e),
+            })?;
+        Ok(if archive {
+            Format::TorchZip
+        } else {
+            Format::Safetensors
+        })
     }
 
     fn tensor_meta(&self, fqn: &str) -> Result<&TensorMeta> {
@@ -416,6 +452,7 @@ impl DcpCheckpoint {
     pub(crate) fn into_checkpoint(self) -> Result<Checkpoint> {
         let this = Arc::new(self);
         let mut ckpt = Checkpoint::new();
+        ckpt.format = this.item_format()?;
         let root = ckpt.graph.dict(Vec::new());
         ckpt.root = Value::Node(root);
         let items = &this.metadata.items;

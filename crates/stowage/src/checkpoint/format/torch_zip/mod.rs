@@ -128,7 +128,11 @@ fn load_zip_archive<R: ReadAt>(
         parallel::fill_parallel(zip, &deferred)?;
     }
     let mut ckpt = check_views(Checkpoint {
-        format: Format::TorchZip,
+        format: if constants.is_some() {
+            Format::TorchScript
+        } else {
+            Format::TorchZip
+        },
         byteorder,
         graph: pickled.graph,
         root: pickled.root,
