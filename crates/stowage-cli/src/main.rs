@@ -6,8 +6,10 @@
 //! (`stowage::warn`, through the `log` facade) print as
 //! `stowage: warning: <message>` ([`logger`]).
 //!
-//! Exit statuses: 0 success; 1 the command failed; 2 a usage error (clap's
-//! own status for those) or an input that could not be read. A reader that
+//! Exit statuses, as the contract gives them: 0 success; 1 the command ran
+//! and the answer is "no" (`diff` found differences, `verify` a defect); 2
+//! a usage error (clap's own status for those), an input that could not be
+//! read or was refused, or any other failure (OUT cannot be written). A reader that
 //! goes away (`stowage demo | head`) is not an error: output stops and the
 //! status is 0.
 //!
@@ -109,31 +111,31 @@ struct Cli {
     allow_global: Vec<String>,
 }
 
-/// Exit status 1: the command ran and failed.
-const FAILED: u8 = 1;
-/// Exit status 2: bad usage, or an input that could not be read.
-const USAGE_OR_INPUT: u8 = 2;
+/// Exit status 2: a usage error, an input that could not be read or was
+/// refused, or any other failure. Status 1 is kept for an answer of "no"
+/// (`diff` found differences, `verify` a defect), which the subcommands
+/// return as their [`ExitCode`]: a script reading 1 as "differs" must never
+/// see it for a command that did not run to its answer.
+const FAILED: u8 = 2;
 
-/// An error that ends a subcommand, with the exit status it calls for.
+/// An error that ends a subcommand: printed once on stderr, exit status 2.
 ///
-/// `?` converts [`stowage::Error`] (status 2 for I/O errors on a file, 1
-/// otherwise) and [`io::Error`] (an error writing the output: status 1).
+/// `?` converts [`stowage::Error`] and [`io::Error`] (an error writing the
+/// output).
 #[derive(Debug)]
 pub struct Failure {
-    status: u8,
     error: Box<dyn StdError + Send + Sync + 'static>,
 }
 
 impl Failure {
-    /// An input that could not be read or was refused: exit status 2.
+    /// An input that could not be read or was refused.
     pub fn input(error: stowage::Error) -> Failure {
         Failure {
-            status: USAGE_OR_INPUT,
             error: Box::new(error),
         }
     }
 
-    /// An error concerning the tensor at `path`: exit status 2.
+    /// An error concerning the tensor at `path`.
     pub fn at(path: &[stowage::checkpoint::PathKey], error: stowage::Error) -> Failure {
         let path = stowage::checkpoint::dotted(path);
         Failure::input(stowage::Error::AtPath {
@@ -142,18 +144,14 @@ impl Failure {
         })
     }
 
-    /// A usage error (exit status 2) with the message `message`.
+    /// A usage error with the message `message`.
     pub fn usage(message: impl Into<String>) -> Failure {
-        Failure {
-            status: USAGE_OR_INPUT,
-            error: message.into().into(),
-        }
+        Failure::msg(message)
     }
 
-    /// A failure with exit status 1 and the message `message`.
+    /// A failure with the message `message`.
     pub fn msg(message: impl Into<String>) -> Failure {
         Failure {
-            status: FAILED,
             error: message.into().into(),
         }
     }
@@ -161,21 +159,13 @@ impl Failure {
 
 impl From<stowage::Error> for Failure {
     fn from(error: stowage::Error) -> Failure {
-        let status = match &error {
-            stowage::Error::Io(_) => USAGE_OR_INPUT,
-            _ => FAILED,
-        };
-        Failure {
-            status,
-            error: Box::new(error),
-        }
+        Failure::input(error)
     }
 }
 
 impl From<io::Error> for Failure {
     fn from(error: io::Error) -> Failure {
         Failure {
-            status: FAILED,
             error: Box::new(error),
         }
     }
@@ -265,7 +255,7 @@ fn main() -> ExitCode {
             // Help and version go to stdout with status 0, usage errors to
             // stderr with status 2. A closed stream is no reason to panic.
             let _ = e.print();
-            return ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(USAGE_OR_INPUT));
+            return ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(FAILED));
         }
     };
     let mut out = Stdout {
@@ -280,7 +270,7 @@ fn main() -> ExitCode {
         Ok(status) => status,
         Err(failure) => {
             let _ = writeln!(io::stderr().lock(), "stowage: {failure}");
-            ExitCode::from(failure.status)
+            ExitCode::from(FAILED)
         }
     }
 }
@@ -309,9 +299,6 @@ mod tests {
         let io = stowage::Error::Io(io::Error::new(io::ErrorKind::NotFound, "not found"));
         let f = Failure::from(io);
         assert_eq!(f.to_string(), "not found");
-        assert_eq!(f.status, USAGE_OR_INPUT);
-        let other = Failure::from(stowage::Error::NotResizable);
-        assert_eq!(other.status, FAILED);
     }
 
     struct Closed;

@@ -715,7 +715,7 @@ fn an_error_names_the_file_once() {
     for out in ["missing/out.pt", "missing/out.safetensors"] {
         let out = dir.join(out);
         let run = stowage(&[Path::new("convert"), &fixture("simple.pt"), &out]);
-        assert_eq!(run.code(), Some(1), "{run:?}");
+        assert_eq!(run.code(), Some(2), "{run:?}");
         assert_one_error_line(&run, "out.");
         let named = out.display().to_string();
         assert_eq!(run.stderr.matches(named.as_str()).count(), 1, "{run:?}");
@@ -1467,7 +1467,7 @@ fn convert_state_dict_and_nothing_to_write() {
         model.as_os_str(),
         empty.as_os_str(),
     ]);
-    assert_eq!(run.code(), Some(1), "{run:?}");
+    assert_eq!(run.code(), Some(2), "{run:?}");
     assert!(
         run.stderr.contains("would write nothing") && run.stderr.contains("--state-dict"),
         "{}",
