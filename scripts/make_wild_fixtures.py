@@ -136,8 +136,9 @@ class Walker:
         elif isinstance(v, datetime.timedelta):
             self.value(path, "timedelta", value=[v.days, v.seconds, v.microseconds])
         elif isinstance(v, datetime.timezone):
-            name = v.tzname(None) if v.__reduce__()[1][1:] else None
-            self.value(path, "timezone", name=name, value=iso_offset(v.utcoffset(None)))
+            offset = v.utcoffset(None).total_seconds()
+            named = {"name": v.tzname(None)} if v.__reduce__()[1][1:] else {}
+            self.value(path, "timezone", value=int(offset) if offset.is_integer() else offset, **named)
         elif isinstance(v, pathlib.PurePath):
             self.value(path, "path", **{"class": type(v).__name__}, value=str(v))
         elif isinstance(v, slice):

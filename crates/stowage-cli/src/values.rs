@@ -115,14 +115,23 @@ fn scalar_json(s: Scalar) -> Json {
 
 /// A decoded `datetime`, `pathlib`, `slice` … value as JSON: ISO 8601 text
 /// for dates and times, `[days, seconds, microseconds]` for a timedelta, the
-/// UTC offset (`+02:00`, with `name`) for a time zone, the text (with
+/// UTC offset in seconds (with `name` when it has one) for a time zone, the text (with
 /// `class`) for a path, `[start, stop, step]` for a slice or range.
 fn data_json(d: &PyData, o: &mut Map<String, Json>) -> Json {
     match d {
         PyData::TimeDelta(t) => json!([t.days, t.seconds, t.microseconds]),
         PyData::TimeZone(tz) => {
-            o.insert("name".into(), json!(tz.name));
-            json!(d.to_string())
+            if let Some(name) = &tz.name {
+                o.insert("name".into(), json!(name));
+            }
+            // `utcoffset().total_seconds()`: whole seconds as an integer.
+            let d = &tz.offset;
+            let us = (d.days * 86_400 + d.seconds) * 1_000_000 + d.microseconds;
+            if us % 1_000_000 == 0 {
+                json!(us / 1_000_000)
+            } else {
+                json!(us as f64 / 1e6)
+            }
         }
         PyData::Path { class, path } => {
             o.insert("class".into(), json!(class));
