@@ -18,7 +18,9 @@
 //!
 //! Output, one line each: `FILE: <defect>`, `FILE: warning: …` (accepted by
 //! PyTorch, worth knowing: a CRC-32 not recorded, a misaligned record),
-//! `FILE: note: …` (harmless: a record never referenced); then `ok` or
+//! `FILE: note: …` (harmless: a record never referenced); then
+//! `checked: …` (what was checked: files, records' CRC-32s, DCP items,
+//! tensors and storages); then `ok` or
 //! `N defects`. Exit 0 without defects, 1 with, 2 when the file cannot be
 //! opened or read at all.
 
@@ -59,6 +61,61 @@ struct Report<'o> {
     options: LoadOptions,
     file: String,
     defects: usize,
+    checked: Checked,
+}
+
+/// What `verify` checked, said on the line before its verdict: a bare `ok`
+/// would not tell a CRC-checked archive from a file barely opened.
+#[derive(Debug, Default)]
+struct Checked {
+    /// Files opened and checked on their own (a set's shards, a DCP's data files).
+    files: usize,
+    /// Zip records whose structure and CRC-32 were checked.
+    records: usize,
+    /// DCP items read, and of those, decoded through a stream transform.
+    items: usize,
+    decoded: usize,
+    /// A sharded set's index, checked against this many shards.
+    index_of: Option<usize>,
+    /// What the last full load found, when one succeeded: tensors inside
+    /// their storages.
+    loaded: Option<(usize, usize)>,
+}
+
+impl Checked {
+    /// `checked: 1 file, 9 records' CRC-32s, 5 tensors in 3 storages`.
+    fn line(&self) -> String {
+        let n = |count: usize, one: &str, many: &str| {
+            format!("{count} {}", if count == 1 { one } else { many })
+        };
+        let mut parts = vec![n(self.files, "file", "files")];
+        if let Some(shards) = self.index_of {
+            parts.push(format!("the index against {}", n(shards, "shard", "shards")));
+        }
+        if self.records > 0 {
+            parts.push(format!("{}' CRC-32s", n(self.records, "record", "records")));
+        }
+        if self.items > 0 {
+            let mut items = n(self.items, "DCP item", "DCP items");
+            if self.decoded > 0 {
+                items += &format!(" ({} through zstd)", self.decoded);
+            }
+            parts.push(items);
+        }
+        if let Some((tensors, storages)) = self.loaded {
+            parts.push(format!(
+                "{} in {}",
+                n(tensors, "tensor", "tensors"),
+                n(storages, "storage", "storages")
+            ));
+        }
+        format!("checked: {}", parts.join(", "))
+    }
+
+    /// A load's tensors and storages, as the last full load found them.
+    fn loaded(&mut self, ckpt: &Checkpoint) {
+        self.loaded = Some((ckpt.tensors().map_or(0, |t| t.len()), ckpt.storages.len()));
+    }
 }
 
 impl Report<'_> {
@@ -85,12 +142,15 @@ pub fn run(args: Args, cx: &Context, out: &mut dyn Write) -> Result<ExitCode, Fa
         options: cx.load_options(),
         file: path.display().to_string(),
         defects: 0,
+        checked: Checked::default(),
     };
     if is_dir {
         verify_folder(path, &mut report)?;
     } else {
         verify_file(path, &mut report)?;
     }
+    let checked = report.checked.line();
+    writeln!(report.out, "{checked}")?;
     match report.defects {
         0 => writeln!(report.out, "ok")?,
         1 => writeln!(report.out, "1 defect")?,
@@ -126,6 +186,7 @@ fn verify_source(
     source: Box<dyn ReadAt>,
     report: &mut Report<'_>,
 ) -> Result<(), Failure> {
+    report.checked.files += 1;
     let format = detect_format(&source).ok();
     if let Some(Format::TorchZip) = format {
         verify_zip(path, source, report)?;
@@ -133,8 +194,9 @@ fn verify_source(
         let bar = progress::spinner(format!("checking {}", path.display()));
         let loaded = load(path, format, &report.options);
         bar.finish_and_clear();
-        if let Err(e) = loaded {
-            report.defect(&e)?;
+        match loaded {
+            Ok(ckpt) => report.checked.loaded(&ckpt),
+            Err(e) => report.defect(&e)?,
         }
     }
     Ok(())
@@ -169,18 +231,31 @@ fn verify_folder(dir: &Path, report: &mut Report<'_>) -> Result<(), Failure> {
             }
         }
     }
+    if let Folder::Sharded(_) = &folder {
+        report.checked.index_of = Some(shards.len());
+    }
     let folder_name = std::mem::take(&mut report.file);
+    // The names of the files found defective, so that the folder's load
+    // stopping at one of them is not counted again, nor blamed on the folder.
+    let mut defective: Vec<String> = Vec::new();
     for shard in &shards {
         report.file = shard.to_string();
+        let before = report.defects;
         match shard.open() {
             Ok(source) => verify_source(&shard.path(), Box::new(source), report)?,
             Err(e) if is_not_found(&e) => report.defect("missing: the set's index names it")?,
             Err(e) => return Err(Failure::input(e)),
         }
+        match shard.file_name() {
+            Some(name) if report.defects > before && !name.is_empty() => {
+                defective.push(name.to_owned());
+            }
+            _ => {}
+        }
     }
     report.file = folder_name;
     if let Folder::Dcp(here) = &folder {
-        verify_dcp_items(dir, here, report)?;
+        verify_dcp_items(dir, here, report, &mut defective)?;
     }
     let bar = progress::spinner(format!("checking {}", dir.display()));
     // The files were read above: the folder loads fake (a set's index
@@ -192,18 +267,36 @@ fn verify_folder(dir: &Path, report: &mut Report<'_>) -> Result<(), Failure> {
     };
     let loaded = stowage::checkpoint::load_with(dir, &options);
     bar.finish_and_clear();
-    if let Err(e) = loaded {
-        report.defect(&crate::one_line(&e))?;
+    match loaded {
+        Ok(ckpt) => report.checked.loaded(&ckpt),
+        Err(e) => {
+            let e = crate::one_line(&e);
+            match defective.iter().find(|name| e.contains(name.as_str())) {
+                Some(name) => report.note(&format!(
+                    "loading the folder stops at {name}, whose defect is listed above: {e}"
+                ))?,
+                None => report.defect(&e)?,
+            }
+        }
     }
     Ok(())
 }
 
 /// The CRC-32s of every item of a distributed checkpoint that is a torch
-/// archive as stored (no transform): each is a `torch.save` output inside a
-/// data file, whose records a load reads without checking them. Items
-/// stored through a transform (`stream.zstd`) are decoded by the load,
-/// which checks a zstd frame's checksum where the frame has one.
-fn verify_dcp_items(dir: &Path, here: &Location, report: &mut Report<'_>) -> Result<(), Failure> {
+/// archive: each is a `torch.save` output inside a data file, whose records
+/// a load reads without checking them. An untransformed item is checked in
+/// place; one stored through a transform (`stream.zstd`) is decoded first,
+/// which checks each zstd frame's checksum where the frame has one, and
+/// then its archive's CRC-32s, which catch what a frame without a checksum
+/// lets through. A safetensors blob has no checksums: the load reads it.
+///
+/// The data files found defective are added to `defective`.
+fn verify_dcp_items(
+    dir: &Path,
+    here: &Location,
+    report: &mut Report<'_>,
+    defective: &mut Vec<String>,
+) -> Result<(), Failure> {
     use std::collections::HashMap;
     use stowage::checkpoint::dcp::{metadata::ItemKind, DcpCheckpoint};
     let Ok(dcp) = DcpCheckpoint::open(dir, &report.options) else {
@@ -211,17 +304,32 @@ fn verify_dcp_items(dir: &Path, here: &Location, report: &mut Report<'_>) -> Res
     };
     let mut files: HashMap<String, Option<Box<dyn ReadAt>>> = HashMap::new();
     let mut seen = HashSet::new();
+    let mut data_files = HashSet::new();
     for item in &dcp.metadata().items {
         let infos: Vec<_> = match &item.kind {
             ItemKind::Tensor(t) => t.chunks.iter().map(|c| &c.storage).collect(),
             ItemKind::Bytes(info) => vec![info],
         };
-        for info in infos {
-            if !info.transforms.is_empty()
-                || !seen.insert((info.relative_path.clone(), info.offset))
-            {
+        for (chunk, info) in infos.into_iter().enumerate() {
+            if !seen.insert((info.relative_path.clone(), info.offset)) {
                 continue;
             }
+            data_files.insert(info.relative_path.clone());
+            let at = format!(
+                "{}: item {} (bytes {}..+{})",
+                info.relative_path, item.fqn, info.offset, info.length
+            );
+            let before = report.defects;
+            if !info.transforms.is_empty() {
+                match dcp.item_bytes(&item.fqn, chunk) {
+                    Ok(bytes) => {
+                        report.checked.items += 1;
+                        report.checked.decoded += 1;
+                        check_item_archive(&bytes[..], true, &at, report)?;
+                    }
+                    Err(e) => report.defect(&format!("{at}: {}", crate::one_line(&e)))?,
+                }
+            } else {
             let file = files
                 .entry(info.relative_path.clone())
                 .or_insert_with(|| {
@@ -230,33 +338,54 @@ fn verify_dcp_items(dir: &Path, here: &Location, report: &mut Report<'_>) -> Res
                         .ok()
                         .map(|f| Box::new(f) as Box<dyn ReadAt>)
                 });
-            let Some(file) = file else { continue }; // the load reports it
-            let part = Window::new(
-                &**file,
-                info.offset,
-                info.length.min(file.len().saturating_sub(info.offset)),
-            );
-            let mut magic = [0u8; 4];
-            if part.read_exact_at(&mut magic, 0).is_err() || &magic != b"PK\x03\x04" {
-                continue; // a safetensors blob: no checksums to check
+                let Some(file) = file else { continue }; // the load reports it
+                report.checked.items += 1;
+                let part = Window::new(
+                    &**file,
+                    info.offset,
+                    info.length.min(file.len().saturating_sub(info.offset)),
+                );
+                check_item_archive(&part, false, &at, report)?;
             }
-            let Ok(zip) = ZipReader::new(&part, &ZipLimits::default()) else {
-                continue; // the load reports an archive it cannot open
-            };
-            for entry in zip.entries() {
-                match zip.check_crc(entry) {
-                    Ok(()) | Err(ZipError::CrcNotRecorded { .. }) => {}
-                    Err(e) => report.defect(&format!(
-                        "{}: item {} (bytes {}..+{}): record {}: {}",
-                        info.relative_path,
-                        item.fqn,
-                        info.offset,
-                        info.length,
-                        entry.name,
-                        crate::one_line(&e)
-                    ))?,
-                }
+            if report.defects > before && !defective.contains(&info.relative_path) {
+                defective.push(info.relative_path.clone());
             }
+        }
+    }
+    report.checked.files += data_files.len();
+    Ok(())
+}
+
+/// The CRC-32s of one DCP item's archive (`at`: where it is, for the
+/// report). An item that does not begin as a zip is a safetensors blob,
+/// which has no checksums, unless it was `decoded` from a transform: only
+/// archives are transformed.
+fn check_item_archive<R: ReadAt>(
+    item: R,
+    decoded: bool,
+    at: &str,
+    report: &mut Report<'_>,
+) -> Result<(), Failure> {
+    let mut magic = [0u8; 4];
+    if item.read_exact_at(&mut magic, 0).is_err() || &magic != b"PK\x03\x04" {
+        if decoded {
+            report.defect(&format!("{at}: decoded, it is not a torch.save archive"))?;
+        }
+        return Ok(());
+    }
+    let zip = match ZipReader::new(item, &ZipLimits::default()) {
+        Ok(zip) => zip,
+        Err(e) => return Ok(report.defect(&format!("{at}: zip: {}", crate::one_line(&e)))?),
+    };
+    for entry in zip.entries() {
+        report.checked.records += 1;
+        match zip.check_crc(entry) {
+            Ok(()) | Err(ZipError::CrcNotRecorded { .. }) => {}
+            Err(e) => report.defect(&format!(
+                "{at}: record {}: {}",
+                entry.name,
+                crate::one_line(&e)
+            ))?,
         }
     }
     Ok(())
@@ -324,6 +453,7 @@ fn verify_zip<R: ReadAt>(path: &Path, file: R, report: &mut Report<'_>) -> Resul
     for entry in zip.entries() {
         let offset = zip.data_offset(entry).ok();
         let crc = zip.check_crc(entry);
+        report.checked.records += 1;
         bar.inc(entry.compressed_size);
         match crc {
             Ok(()) => {}
@@ -364,6 +494,7 @@ fn verify_zip<R: ReadAt>(path: &Path, file: R, report: &mut Report<'_>) -> Resul
             return Ok(());
         }
     };
+    report.checked.loaded(&ckpt);
     // A fake load checks the shapes of sparse and nested tensors; their index
     // values are checked as PyTorch's loader checks them by a lazy load, which
     // reads only the records of those components.

@@ -119,10 +119,8 @@ fn a_dcp_checkpoint_becomes_a_sharded_set_and_back() {
         "same"
     );
     for folder in [&set, &back, &dcp] {
-        assert_eq!(
-            ok(&stowage(&["verify".as_ref(), folder.as_os_str()])).trim(),
-            "ok"
-        );
+        let report = ok(&stowage(&["verify".as_ref(), folder.as_os_str()]));
+        assert_eq!(report.lines().last(), Some("ok"), "{report}");
     }
 }
 
@@ -202,10 +200,18 @@ fn inspect_verify_and_bench_read_folders() {
             tensors,
             "{folder}"
         );
-        assert_eq!(
-            ok(&stowage(&["verify".as_ref(), path.as_os_str()])).trim(),
-            "ok",
-            "{folder}"
+        let verified = ok(&stowage(&["verify".as_ref(), path.as_os_str()]));
+        let lines: Vec<&str> = verified.lines().collect();
+        assert_eq!(lines.last(), Some(&"ok"), "{folder}");
+        // What was checked, before the verdict: every file, and the tensors.
+        let checked = lines[lines.len() - 2];
+        assert!(checked.starts_with("checked: "), "{checked}");
+        assert!(
+            checked.ends_with(&format!(
+                "{tensors} tensors in {} storages",
+                json["storages"].as_array().unwrap().len()
+            )),
+            "{folder}: {checked}"
         );
         let bench: Json = serde_json::from_str(&ok(&stowage(&[
             "bench".as_ref(),
@@ -325,8 +331,10 @@ fn verify_finds_a_corrupted_dcp_item() {
         std::fs::copy(&p, dir.path().join(p.file_name().unwrap())).unwrap();
     }
     assert_eq!(
-        ok(&stowage(&["verify".as_ref(), dir.path().as_os_str()])).trim(),
-        "ok"
+        ok(&stowage(&["verify".as_ref(), dir.path().as_os_str()]))
+            .lines()
+            .last(),
+        Some("ok")
     );
     let dcp = DcpCheckpoint::open(dir.path(), &Default::default()).unwrap();
     let info = dcp
@@ -413,4 +421,95 @@ fn convert_select_keeps_a_subtree() {
     ]);
     assert_eq!(missing.status.code(), Some(2));
     assert!(text(&missing.stderr).contains("nope"));
+}
+
+/// A copy of the fixture folder `name`.
+fn copy_fixture(name: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for e in std::fs::read_dir(fixtures().join(name)).unwrap() {
+        let p = e.unwrap().path();
+        std::fs::copy(&p, dir.path().join(p.file_name().unwrap())).unwrap();
+    }
+    dir
+}
+
+/// A zstd-compressed item (`_extension.ZStandard`) is decoded and its
+/// archive's CRC-32s checked: four bytes overwritten inside it are one
+/// defect naming the file and the item, and the load stopping at it again
+/// is a note, not a second defect (issue 26, item 17).
+#[test]
+fn verify_decodes_zstd_items_and_checks_their_archives() {
+    use stowage::checkpoint::dcp::{metadata::ItemKind, DcpCheckpoint};
+    let dir = copy_fixture("dcp/zstd");
+    let report = ok(&stowage(&["verify".as_ref(), dir.path().as_os_str()]));
+    let checked = report.lines().rev().nth(1).unwrap();
+    assert!(checked.contains("DCP items (8 through zstd)"), "{checked}");
+    let dcp = DcpCheckpoint::open(dir.path(), &Default::default()).unwrap();
+    let (fqn, info) = dcp
+        .metadata()
+        .items
+        .iter()
+        .find_map(|i| match &i.kind {
+            ItemKind::Tensor(t) if t.chunks[0].storage.length > 64 => {
+                Some((i.fqn.clone(), t.chunks[0].storage.clone()))
+            }
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(info.transforms, ["stream.zstd/1"]);
+    let file = dir.path().join(&info.relative_path);
+    let mut bytes = std::fs::read(&file).unwrap();
+    let at = (info.offset + info.length / 2) as usize;
+    for b in &mut bytes[at..at + 4] {
+        *b ^= 0x5a;
+    }
+    std::fs::write(&file, &bytes).unwrap();
+    let out = stowage(&["verify".as_ref(), dir.path().as_os_str()]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stdout));
+    let report = text(&out.stdout);
+    let defects: Vec<&str> = report
+        .lines()
+        .filter(|l| !l.contains(": note: ") && !l.starts_with("checked: "))
+        .collect();
+    assert_eq!(defects.len(), 2, "one defect, then the count: {report}");
+    assert!(
+        defects[0].contains(&info.relative_path) && defects[0].contains(&format!("item {fqn} ")),
+        "{report}"
+    );
+    assert_eq!(defects[1], "1 defect", "{report}");
+}
+
+/// A sharded set with a shard missing, or with a shard whose header is
+/// broken: the shard's defect is listed once, under the shard, and the
+/// set's load stopping at it is a note, not a defect of the index.
+#[test]
+fn verify_of_a_set_blames_the_shard_once() {
+    let missing = copy_fixture("sharded/safetensors");
+    std::fs::remove_file(missing.path().join("model-00002-of-00003.safetensors")).unwrap();
+    let broken = copy_fixture("sharded/safetensors");
+    let shard = broken.path().join("model-00002-of-00003.safetensors");
+    let mut bytes = std::fs::read(&shard).unwrap();
+    bytes[8] = b'!'; // the JSON header's first byte
+    std::fs::write(&shard, &bytes).unwrap();
+    for dir in [&missing, &broken] {
+        let out = stowage(&["verify".as_ref(), dir.path().as_os_str()]);
+        assert_eq!(out.status.code(), Some(1), "{}", text(&out.stdout));
+        let report = text(&out.stdout);
+        let lines: Vec<&str> = report.lines().collect();
+        assert_eq!(lines.last(), Some(&"1 defect"), "{report}");
+        let defects: Vec<&&str> = lines
+            .iter()
+            .filter(|l| !l.contains(": note: ") && !l.starts_with("checked: "))
+            .collect();
+        assert_eq!(defects.len(), 2, "{report}");
+        assert!(
+            defects[0].contains("model-00002-of-00003.safetensors: "),
+            "{report}"
+        );
+        assert!(
+            lines.iter().any(|l| l
+                .contains(": note: loading the folder stops at model-00002-of-00003.safetensors")),
+            "{report}"
+        );
+    }
 }

@@ -20,7 +20,7 @@ const ZIP_MAGIC: &[u8; 4] = b"PK\x03\x04";
 /// Room a `torch.save` archive needs beside its tensor's bytes (records'
 /// headers, the pickle, alignment): the most a compressed item may inflate
 /// to past its tensor.
-const ARCHIVE_OVERHEAD: u64 = 1 << 20;
+pub(super) const ARCHIVE_OVERHEAD: u64 = 1 << 20;
 
 /// A data file of a DCP checkpoint: a local file or, with the `remote`
 /// feature, an object named by URL.
@@ -109,6 +109,12 @@ fn stored(file: &dyn ReadAt, info: &StorageInfo) -> Result<Vec<u8>> {
     file.read_exact_at(&mut bytes, info.offset)
         .map_err(Error::Io)?;
     Ok(bytes)
+}
+
+/// The item's stored bytes with its stream transforms undone, no more than
+/// `limit` bytes.
+pub(super) fn decoded(file: &dyn ReadAt, info: &StorageInfo, limit: u64) -> Result<Vec<u8>> {
+    untransform(stored(file, info)?, &info.transforms, limit)
 }
 
 /// Undoes the stream transforms, in the order PyTorch's reader applies them;
@@ -226,10 +232,9 @@ pub(super) fn read_value(
 ) -> Result<Checkpoint> {
     let limit = options.max_storage_bytes.saturating_add(ARCHIVE_OVERHEAD);
     let bytes = match ahead {
-        Some(bytes) => bytes,
-        None => stored(&**file, info)?,
+        Some(bytes) => untransform(bytes, &info.transforms, limit)?,
+        None => decoded(&**file, info, limit)?,
     };
-    let bytes = untransform(bytes, &info.transforms, limit)?;
     torch_zip::load(&bytes[..], options, None)
 }
 
@@ -293,4 +298,31 @@ fn read_safetensors(_: &dyn ReadAt, _: u64, _: &str, _: u64) -> Result<Tensor> {
     Err(Error::Unsupported {
         what: "DCP checkpoints in the safetensors format (stowage was built without its `safetensors` feature)".into(),
     })
+}
+
+#[cfg(all(test, feature = "zstd"))]
+mod tests {
+    use super::*;
+
+    /// A zstd frame with a content checksum (PyTorch's writers add none, but
+    /// other writers may) is checked as it is decoded: a frame whose data
+    /// decodes but whose checksum disagrees is refused.
+    #[test]
+    fn a_zstd_frame_checksum_is_checked() {
+        let data: Vec<u8> = (0..4096u32).map(|i| (i * 7 % 251) as u8).collect();
+        let mut encoder = zstd::stream::Encoder::new(Vec::new(), 3).unwrap();
+        encoder.include_checksum(true).unwrap();
+        std::io::Write::write_all(&mut encoder, &data).unwrap();
+        let mut frame = encoder.finish().unwrap();
+        let transforms = ["stream.zstd/1".to_owned()];
+        assert_eq!(
+            untransform(frame.clone(), &transforms, 1 << 20).unwrap(),
+            data
+        );
+        // The checksum is the frame's last four bytes.
+        let n = frame.len();
+        frame[n - 1] ^= 0xff;
+        let err = untransform(frame, &transforms, 1 << 20).unwrap_err();
+        assert!(err.to_string().contains("checksum"), "{err}");
+    }
 }

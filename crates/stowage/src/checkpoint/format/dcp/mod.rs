@@ -181,6 +181,46 @@ impl DcpCheckpoint {
         })
     }
 
+    /// The stored bytes of item `fqn` (of its chunk `chunk` for a tensor;
+    /// `0` for a value) as PyTorch's reader sees them: its stream transforms
+    /// undone (`stream.zstd`: each frame decoded, its content checksum
+    /// checked where it has one). A tensor chunk's bytes are a `torch.save`
+    /// archive, or in the safetensors format its file's one blob, from the
+    /// start; a value's are an archive. At most 1 MiB beyond the chunk's
+    /// tensor bytes are decoded (a value's: beyond the load options' storage
+    /// limit, [`LoadOptions::with_max_storage_bytes`]). `verify` checks the
+    /// archives' CRC-32s through it.
+    ///
+    /// # Errors
+    /// [`Error::MissingRecord`]: no such item or chunk. [`Error::InFile`]
+    /// naming the data file and the item: it cannot be opened or read, the
+    /// item is not inside it, a transform fails or is unknown, or the
+    /// decoded bytes pass the limit.
+    pub fn item_bytes(&self, fqn: &str, chunk: usize) -> Result<Vec<u8>> {
+        let missing = || Error::MissingRecord {
+            name: format!("{fqn} (chunk {chunk})"),
+        };
+        let (info, limit) = match &self.item(fqn)?.kind {
+            ItemKind::Tensor(t) => {
+                let c = t.chunks.get(chunk).ok_or_else(missing)?;
+                (&c.storage, bytes_of(fqn, t.dtype, &c.sizes)? as u64)
+            }
+            ItemKind::Bytes(info) if chunk == 0 => (info, self.options.max_storage_bytes),
+            ItemKind::Bytes(_) => return Err(missing()),
+        };
+        let here = self.dir.join(&info.relative_path);
+        let limit = limit.saturating_add(item::ARCHIVE_OVERHEAD);
+        self.file(&here)
+            .and_then(|file| item::decoded(&*file, info, limit))
+            .map_err(|e| Error::InFile {
+                path: here.path(),
+                source: Box::new(Error::AtPath {
+                    path: fqn.to_owned(),
+                    source: Box::new(e),
+                }),
+            })
+    }
+
     fn tensor_meta(&self, fqn: &str) -> Result<&TensorMeta> {
         match &self.item(fqn)?.kind {
             ItemKind::Tensor(t) => Ok(t),
