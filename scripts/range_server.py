@@ -7,6 +7,8 @@ Serves the files of a folder on 127.0.0.1 only (HEAD and GET, with single
   /forbidden/NAME   403 for every request
   /slow/NAME        HEAD answers at once; GET waits --slow seconds first
   /short/NAME       GET sends half the bytes it declares, then closes
+  /norange/NAME     Range ignored: 200 and the whole file, without ETag or
+                    Accept-Ranges, as `python -m http.server` answers
   /NAME             the file, as is
 
 With --hold SECONDS every ranged GET waits that long before it answers,
@@ -64,7 +66,7 @@ def main():
         def target(self):
             path = self.path.split("?", 1)[0].lstrip("/")
             mode = ""
-            for m in ("forbidden", "slow", "short"):
+            for m in ("forbidden", "slow", "short", "norange"):
                 if path.startswith(m + "/"):
                     mode, path = m, path[len(m) + 1:]
             full = os.path.realpath(os.path.join(root, path))
@@ -88,7 +90,7 @@ def main():
             size = os.path.getsize(full)
             start, end = 0, size - 1
             status = 200
-            rng = self.headers.get("Range")
+            rng = None if mode == "norange" else self.headers.get("Range")
             if rng:
                 m = re.fullmatch(r"bytes=(\d*)-(\d*)", rng.strip())
                 if not m:
@@ -112,9 +114,10 @@ def main():
             n = end - start + 1
             self.send_response(status)
             self.send_header("Content-Length", str(n))
-            self.send_header("Accept-Ranges", "bytes")
             self.send_header("Last-Modified", "Tue, 01 Dec 2026 00:00:00 GMT")
-            self.send_header("ETag", f'"{size}"')
+            if mode != "norange":
+                self.send_header("Accept-Ranges", "bytes")
+                self.send_header("ETag", f'"{size}"')
             if status == 206:
                 self.send_header("Content-Range", f"bytes {start}-{end}/{size}")
             self.end_headers()

@@ -22,11 +22,17 @@ pub fn transfer_json() -> Option<Json> {
     {
         let t = stowage::io::remote::totals();
         (t.requests > 0).then(|| {
-            json!({
+            let mut doc = json!({
                 "requests": t.requests,
                 "bytes_received": t.bytes_received,
                 "bytes_sent": t.bytes_sent,
-            })
+            });
+            // Said only when it happened: objects fetched whole because
+            // their server ignores `Range`.
+            if t.whole_gets > 0 {
+                doc["whole_gets"] = json!(t.whole_gets);
+            }
+            doc
         })
     }
     #[cfg(not(feature = "remote"))]

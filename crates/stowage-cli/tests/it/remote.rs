@@ -436,3 +436,46 @@ fn a_server_stopping_in_the_middle_of_an_eager_load_is_an_error() {
         "a file was left"
     );
 }
+
+/// A URL on a server that ignores `Range` (`python -m http.server`, played
+/// by `range_server.py`'s `/norange/`): `inspect` lists it as its local
+/// file, and `"transfer"` says the object was fetched whole; past
+/// `STOWAGE_REMOTE_MAX_WHOLE_GET` it is one error naming the limit, exit 2.
+#[test]
+fn a_server_without_range_is_read_whole_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = fixtures().join("params.pt");
+    std::fs::copy(&file, dir.path().join("params.pt")).unwrap();
+    let Some(server) = servers::range_server(dir.path(), &[]) else {
+        return;
+    };
+    let url = format!("{}/norange/params.pt", server.endpoint());
+    let run = stowage(None, &[], &["inspect", "--json", &url]);
+    assert!(run.status.success(), "{}", text(&run.stderr));
+    let mut got: Json = serde_json::from_slice(&run.stdout).unwrap();
+    let transfer = got.as_object_mut().unwrap().remove("transfer").unwrap();
+    assert_eq!(transfer["whole_gets"], 1, "{transfer}");
+    assert_eq!(
+        transfer["bytes_received"],
+        std::fs::metadata(&file).unwrap().len(),
+        "{transfer}"
+    );
+    let local = stowage(None, &[], &["inspect", "--json", file.to_str().unwrap()]);
+    let want: Json = serde_json::from_slice(&local.stdout).unwrap();
+    assert_eq!(got, want);
+
+    let run = stowage(
+        None,
+        &[("STOWAGE_REMOTE_MAX_WHOLE_GET", "100")],
+        &["inspect", "--json", &url],
+    );
+    let err = text(&run.stderr);
+    assert_eq!(run.status.code(), Some(2), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains(&url)
+            && err.contains("ignores Range")
+            && err.contains("STOWAGE_REMOTE_MAX_WHOLE_GET"),
+        "{err}"
+    );
+}

@@ -26,6 +26,13 @@
 //! stays synchronous: a tokio runtime kept inside this module runs the
 //! requests.
 //!
+//! A server that ignores `Range` (Python's `http.server`) answers the first
+//! ranged `GET` with the whole object (`200`, not `206`). That answer is
+//! kept when the object is at most [`RemoteOptions::with_max_whole_get`]
+//! bytes (1 GiB by default) and every read is then served from memory; a
+//! larger object is refused, naming the limit. [`Transfer::whole_gets`]
+//! counts the objects read so.
+//!
 //! Transfers are counted per object ([`RemoteObject::transfer`]) and for the
 //! whole process ([`totals`]).
 
@@ -53,6 +60,8 @@ const TAIL_BLOCK: u64 = 256 << 10;
 const MAX_REQUEST: u64 = 16 << 20;
 /// Reads of a batch closer than this are fetched in one request, by default.
 const COALESCE_GAP: u64 = 64 << 10;
+/// Largest object fetched whole from a server that ignores `Range`, by default.
+const MAX_WHOLE_GET: u64 = 1 << 30;
 /// Size of each part of a multipart upload (S3's minimum is 5 MiB).
 const PART_SIZE: usize = 16 << 20;
 
@@ -94,6 +103,9 @@ pub struct RemoteOptions {
     /// larger than this is still one request). Default 16 MiB. Bounds the
     /// memory in flight: about `concurrency × max_request`.
     pub(crate) max_request: u64,
+    /// Largest object fetched whole, in one `GET`, from a server that ignores
+    /// `Range` requests. Default 1 GiB.
+    pub(crate) max_whole_get: u64,
     /// More `object_store` configuration, as `(key, value)` pairs
     /// (`("aws_endpoint", "http://127.0.0.1:9000")`), applied after the environment;
     /// a key the URL's store does not know makes opening fail, naming it.
@@ -102,7 +114,8 @@ pub struct RemoteOptions {
 
 impl Default for RemoteOptions {
     /// A minute a request, 5 s to connect, 3 retries within 30 s, 16
-    /// requests in flight, 64 KiB gaps coalesced, 16 MiB requests at most.
+    /// requests in flight, 64 KiB gaps coalesced, 16 MiB requests at most,
+    /// objects of up to 1 GiB fetched whole from a server without `Range`.
     fn default() -> Self {
         RemoteOptions {
             timeout: Duration::from_secs(60),
@@ -112,6 +125,7 @@ impl Default for RemoteOptions {
             concurrency: 16,
             coalesce_gap: COALESCE_GAP,
             max_request: MAX_REQUEST,
+            max_whole_get: MAX_WHOLE_GET,
             store_options: Vec::new(),
         }
     }
@@ -164,6 +178,14 @@ impl RemoteOptions {
         self
     }
 
+    /// Largest object fetched whole, in one `GET` held in memory, from a
+    /// server that ignores `Range` requests (it answers a ranged `GET` with
+    /// the whole object); a larger one is refused. Default 1 GiB.
+    pub fn with_max_whole_get(mut self, bytes: u64) -> Self {
+        self.max_whole_get = bytes;
+        self
+    }
+
     /// More `object_store` configuration, as `(key, value)` pairs
     /// (`("aws_endpoint", "http://127.0.0.1:9000")`), applied after the environment;
     /// a key the URL's store does not know makes opening fail, naming it.
@@ -186,8 +208,9 @@ impl RemoteOptions {
     /// The defaults, with `STOWAGE_REMOTE_TIMEOUT` (seconds, fractions allowed),
     /// `STOWAGE_REMOTE_CONNECT_TIMEOUT`, `STOWAGE_REMOTE_RETRIES`,
     /// `STOWAGE_REMOTE_RETRY_TIMEOUT`, `STOWAGE_REMOTE_CONCURRENCY`,
-    /// `STOWAGE_REMOTE_COALESCE_GAP` and `STOWAGE_REMOTE_MAX_REQUEST` (bytes)
-    /// read from the environment where set and valid.
+    /// `STOWAGE_REMOTE_COALESCE_GAP`, `STOWAGE_REMOTE_MAX_REQUEST` and
+    /// `STOWAGE_REMOTE_MAX_WHOLE_GET` (bytes) read from the environment where
+    /// set and valid.
     pub fn from_env() -> Self {
         let secs = |name: &str| {
             std::env::var(name)
@@ -211,6 +234,8 @@ impl RemoteOptions {
             max_request: count("STOWAGE_REMOTE_MAX_REQUEST")
                 .filter(|&n| n > 0)
                 .map_or(d.max_request, |n| n as u64),
+            max_whole_get: count("STOWAGE_REMOTE_MAX_WHOLE_GET")
+                .map_or(d.max_whole_get, |n| n as u64),
             store_options: d.store_options,
         }
     }
@@ -247,6 +272,19 @@ pub enum RemoteFailure {
     PastEnd {
         /// The object's length.
         len: u64,
+    },
+    /// The server ignores `Range` requests (it answered a ranged `GET` with
+    /// the whole object), and the object is larger than a whole `GET` may
+    /// fetch ([`RemoteOptions::with_max_whole_get`]).
+    #[error(
+        "the server ignores Range requests, and the object ({len} bytes) is larger than the \
+         {max} bytes fetched whole from such a server (STOWAGE_REMOTE_MAX_WHOLE_GET)"
+    )]
+    NoRange {
+        /// The object's length, as the server gave it.
+        len: u64,
+        /// The limit.
+        max: u64,
     },
     /// The runtime that runs the requests could not be started.
     #[error("could not start the I/O runtime: {0}")]
@@ -302,6 +340,9 @@ pub struct Transfer {
     pub bytes_received: u64,
     /// Bytes sent (uploads).
     pub bytes_sent: u64,
+    /// Objects fetched whole because their server ignores `Range` requests
+    /// (each in the one `GET` that opened it).
+    pub whole_gets: u64,
 }
 
 #[derive(Default)]
@@ -309,6 +350,7 @@ struct Counters {
     requests: AtomicU64,
     received: AtomicU64,
     sent: AtomicU64,
+    whole_gets: AtomicU64,
 }
 
 impl Counters {
@@ -317,6 +359,7 @@ impl Counters {
             requests: self.requests.load(Ordering::Relaxed),
             bytes_received: self.received.load(Ordering::Relaxed),
             bytes_sent: self.sent.load(Ordering::Relaxed),
+            whole_gets: self.whole_gets.load(Ordering::Relaxed),
         }
     }
 }
@@ -325,6 +368,7 @@ static TOTALS: Counters = Counters {
     requests: AtomicU64::new(0),
     received: AtomicU64::new(0),
     sent: AtomicU64::new(0),
+    whole_gets: AtomicU64::new(0),
 };
 
 /// What every remote object of this process has transferred so far.
@@ -484,6 +528,9 @@ pub struct RemoteObject {
     max_request: u64,
     head: OnceLock<Bytes>,
     tail: OnceLock<Bytes>,
+    /// The whole object, when its server ignores `Range`: every read is
+    /// served from it.
+    whole: Option<Bytes>,
     counters: Counters,
 }
 
@@ -515,13 +562,26 @@ impl RemoteObject {
         let failed = |failure: RemoteFailure| in_url(url, fail(url, None, failure));
         let (store, path) = open_store(url, options).map_err(failed)?;
         let counters = Counters::default();
-        let (len, e_tag, first) = block_on(first_block(&*store, &path, &counters))
-            .map_err(failed)?
-            .map_err(|(range, e)| in_url(url, fail(url, range, e.into())))?;
+        let first = block_on(first_block(
+            &*store,
+            &path,
+            &counters,
+            options.max_whole_get,
+        ))
+        .map_err(failed)?
+        .map_err(|(range, e)| in_url(url, fail(url, range, e)))?;
         let head = OnceLock::new();
-        if let Some(bytes) = first.filter(|b| b.len() as u64 == len.min(HEAD_BLOCK)) {
-            let _ = head.set(bytes);
-        }
+        let (len, e_tag, whole) = match first {
+            First::Head { bytes, len, e_tag } => {
+                // A short block is kept only when it is the whole object.
+                if bytes.len() as u64 == len.min(HEAD_BLOCK) {
+                    let _ = head.set(bytes);
+                }
+                (len, e_tag, None)
+            }
+            First::Empty { len, e_tag } => (len, e_tag, None),
+            First::Whole { bytes, e_tag } => (bytes.len() as u64, e_tag, Some(bytes)),
+        };
         Ok(RemoteObject {
             store,
             path,
@@ -533,6 +593,7 @@ impl RemoteObject {
             max_request: options.max_request.max(1),
             head,
             tail: OnceLock::new(),
+            whole,
             counters,
         })
     }
@@ -593,6 +654,10 @@ impl RemoteObject {
 
     /// The cached head or tail block holding `range`, fetched on first use.
     fn cached(&self, range: &Range<u64>) -> io::Result<Option<&[u8]>> {
+        if let Some(whole) = &self.whole {
+            // Checked against the length, which is the whole's.
+            return Ok(whole.get(range.start as usize..range.end as usize));
+        }
         let head_end = self.len.min(HEAD_BLOCK);
         let tail_start = self.len.saturating_sub(TAIL_BLOCK);
         let (cell, start, end) = if range.end <= head_end {
@@ -625,20 +690,34 @@ impl RemoteObject {
     }
 }
 
+/// What opening an object fetched.
+enum First {
+    /// Its head block (all of it when shorter), its length and ETag.
+    Head {
+        bytes: Bytes,
+        len: u64,
+        e_tag: Option<String>,
+    },
+    /// An empty object, from a `HEAD`.
+    Empty { len: u64, e_tag: Option<String> },
+    /// The whole object: the server ignored `Range`.
+    Whole { bytes: Bytes, e_tag: Option<String> },
+}
+
 /// Opens an object with one ranged `GET` of its head block: the object's
 /// length (from the answer's `Content-Range`), its ETag and the block every
 /// format's detection reads, in one request rather than a `HEAD` and a
 /// `GET`. An empty object cannot answer a range (416): then, and only then,
-/// a `HEAD` gives its length.
+/// a `HEAD` gives its length. A server that ignores `Range` answers with
+/// the whole object: then one plain `GET` brings it, if it is at most
+/// `max_whole` bytes (its `Content-Length` says so before any is read).
 /// A failure names the range asked for (none for the `HEAD`).
 async fn first_block(
     store: &dyn ObjectStore,
     path: &ObjectPath,
     counters: &Counters,
-) -> std::result::Result<
-    (u64, Option<String>, Option<Bytes>),
-    (Option<Range<u64>>, object_store::Error),
-> {
+    max_whole: u64,
+) -> std::result::Result<First, (Option<Range<u64>>, RemoteFailure)> {
     let range = 0..HEAD_BLOCK;
     let options = object_store::GetOptions {
         range: Some(object_store::GetRange::Bounded(range.clone())),
@@ -648,16 +727,23 @@ async fn first_block(
         Ok(got) => got,
         Err(e) if range_refused(&e) => {
             count(Some(counters), 2, 0, 0);
-            let meta = store.head(path).await.map_err(|e| (None, e))?;
-            return Ok((meta.size, meta.e_tag, None));
+            let meta = store.head(path).await.map_err(|e| (None, e.into()))?;
+            return Ok(First::Empty {
+                len: meta.size,
+                e_tag: meta.e_tag,
+            });
+        }
+        Err(e) if range_ignored(&e) => {
+            count(Some(counters), 1, 0, 0);
+            return whole_object(store, path, counters, max_whole).await;
         }
         Err(e @ object_store::Error::NotFound { .. }) => {
             count(Some(counters), 1, 0, 0);
-            return Err((None, e));
+            return Err((None, e.into()));
         }
         Err(e) => {
             count(Some(counters), 1, 0, 0);
-            return Err((Some(range), e));
+            return Err((Some(range), e.into()));
         }
     };
     let (len, e_tag) = (got.meta.size, got.meta.e_tag.clone());
@@ -668,7 +754,75 @@ async fn first_block(
         bytes.as_ref().map_or(0, |b| b.len() as u64),
         0,
     );
-    Ok((len, e_tag, Some(bytes.map_err(|e| (Some(range), e))?)))
+    Ok(First::Head {
+        bytes: bytes.map_err(|e| (Some(range), e.into()))?,
+        len,
+        e_tag,
+    })
+}
+
+/// The whole object, in one plain `GET`, from a server that ignores
+/// `Range`; refused before its body is read when its `Content-Length` is
+/// past `max`, and never read past `max` whatever the body brings.
+async fn whole_object(
+    store: &dyn ObjectStore,
+    path: &ObjectPath,
+    counters: &Counters,
+    max: u64,
+) -> std::result::Result<First, (Option<Range<u64>>, RemoteFailure)> {
+    let got = store.get(path).await;
+    count(Some(counters), 1, 0, 0);
+    let got = got.map_err(|e| (None, e.into()))?;
+    let (len, e_tag) = (got.meta.size, got.meta.e_tag.clone());
+    if len > max {
+        return Err((None, RemoteFailure::NoRange { len, max }));
+    }
+    // `len` is at most `max`, and `max` bytes were allowed in memory.
+    let mut body = Vec::with_capacity(len as usize);
+    let mut stream = got.into_stream();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|e| (None, e.into()))?;
+        count(Some(counters), 0, chunk.len() as u64, 0);
+        if (body.len() + chunk.len()) as u64 > max {
+            return Err((None, RemoteFailure::NoRange { len, max }));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    if body.len() as u64 != len {
+        return Err((
+            None,
+            RemoteFailure::ShortRange {
+                expected: len,
+                found: body.len() as u64,
+            },
+        ));
+    }
+    for c in [counters, &TOTALS] {
+        c.whole_gets.fetch_add(1, Ordering::Relaxed);
+    }
+    Ok(First::Whole {
+        bytes: Bytes::from(body),
+        e_tag,
+    })
+}
+
+/// Whether the store answered a range request with the whole object (HTTP
+/// 200, not 206: a server without `Range` support). `object_store`'s HTTP
+/// store says so as `NotSupported` ("Range request not supported"), its
+/// other stores as a generic error ("non-partial response"); only the text
+/// tells them from other failures.
+fn range_ignored(e: &object_store::Error) -> bool {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(c) = cause {
+        let text = c.to_string();
+        if text.contains("Range request not supported")
+            || text.contains("non-partial response when range requested")
+        {
+            return true;
+        }
+        cause = c.source();
+    }
+    false
 }
 
 /// Whether the store refused a range as not satisfiable (HTTP 416: the
@@ -756,7 +910,10 @@ impl ReadAt for RemoteObject {
     }
 
     fn read_cost(&self) -> super::ReadCost {
-        super::ReadCost::Request
+        match self.whole {
+            Some(_) => super::ReadCost::Local,
+            None => super::ReadCost::Request,
+        }
     }
 
     fn read_batch_at(
@@ -788,10 +945,22 @@ pub(crate) fn read_batches(
                 .map_err(|e| (o, i, e))?;
         }
     }
+    // An object fetched whole (its server ignores `Range`) is read from memory.
+    for (object, reads) in batch.iter_mut() {
+        if let Some(whole) = &object.whole {
+            for (offset, buf) in reads.iter_mut() {
+                let from = *offset as usize; // checked against the length above
+                buf.copy_from_slice(&whole[from..from + buf.len()]);
+            }
+        }
+    }
     let objects: Vec<&RemoteObject> = batch.iter().map(|(object, _)| *object).collect();
     let requests: Vec<Vec<Request>> = batch
         .iter()
         .map(|(object, reads)| {
+            if object.whole.is_some() {
+                return Vec::new();
+            }
             let spans: Vec<(u64, usize)> = reads.iter().map(|(o, b)| (*o, b.len())).collect();
             coalesce(&spans, object.coalesce_gap, object.max_request)
         })

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use crate::servers::Server;
 use stowage::checkpoint::zip::{ZipLimits, ZipReader};
 use stowage::checkpoint::{load_with, LoadMode, LoadOptions};
-use stowage::io::remote::{totals, RemoteError, Transfer};
+use stowage::io::remote::{totals, RemoteError, RemoteFailure, RemoteOptions, Transfer};
 use stowage::{Checkpoint, Error};
 
 /// One test at a time: they read the process-wide transfer totals.
@@ -48,6 +48,7 @@ fn delta(before: Transfer) -> Transfer {
         requests: now.requests - before.requests,
         bytes_received: now.bytes_received - before.bytes_received,
         bytes_sent: now.bytes_sent - before.bytes_sent,
+        whole_gets: now.whole_gets - before.whole_gets,
     }
 }
 
@@ -838,5 +839,78 @@ fn an_object_replaced_during_a_lazy_load_is_an_error() {
     assert!(
         e.to_string().contains("changed while it was being read"),
         "{e}"
+    );
+}
+
+/// A server that ignores `Range` (`python -m http.server`, played by
+/// `range_server.py`'s `/norange/`) answers the first ranged `GET` with the
+/// whole object: each object is then fetched whole, in one more `GET`, and
+/// read from memory, within the limit (the transfer's `whole_gets` counts
+/// them); an object past the limit is refused, naming the limit (issue 26,
+/// item 19).
+#[test]
+fn servers_without_range_support_are_read_with_one_whole_get() {
+    let _one = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let set = common::fixtures_dir().join("sharded/safetensors");
+    for entry in std::fs::read_dir(&set).unwrap() {
+        let p = entry.unwrap().path();
+        std::fs::copy(&p, dir.path().join(p.file_name().unwrap())).unwrap();
+    }
+    std::fs::copy(common::fixture("params"), dir.path().join("params.pt")).unwrap();
+    let Some(server) = servers::range_server(dir.path(), &[]) else {
+        return;
+    };
+    let base = format!("{}/norange", server.endpoint());
+    let remote = RemoteOptions::default()
+        .with_retries(0)
+        .with_timeout(Duration::from_secs(10));
+    let opts = |mode| {
+        LoadOptions::new()
+            .with_mode(mode)
+            .with_remote(remote.clone())
+    };
+
+    // The set by its index: the index and three shards, each fetched whole once.
+    let local = load_with(&set, &LoadOptions::new()).unwrap();
+    let before = totals();
+    let by_index = load_with(
+        format!("{base}/model.safetensors.index.json"),
+        &opts(LoadMode::Eager),
+    )
+    .unwrap();
+    let spent = delta(before);
+    assert_same(&by_index, &local, true, "the set without Range");
+    assert_eq!(spent.whole_gets, 4, "{spent:?}");
+    assert_eq!(spent.requests, 2 * spent.whole_gets, "{spent:?}");
+    let on_disk: u64 = std::fs::read_dir(&set)
+        .unwrap()
+        .map(|e| e.unwrap().metadata().unwrap().len())
+        .sum::<u64>()
+        - std::fs::metadata(set.join("expected.json")).unwrap().len();
+    assert_eq!(spent.bytes_received, on_disk, "{spent:?}");
+
+    // A torch zip archive, lazily: its reads come from the object in memory.
+    let local = load_with(common::fixture("params"), &opts(LoadMode::Lazy)).unwrap();
+    let before = totals();
+    let lazy = load_with(format!("{base}/params.pt"), &opts(LoadMode::Lazy)).unwrap();
+    assert_same(&lazy, &local, true, "a lazy load without Range");
+    let spent = delta(before);
+    assert_eq!((spent.whole_gets, spent.requests), (1, 2), "{spent:?}");
+
+    // Past the limit: refused before the body is read, naming the limit.
+    let small = LoadOptions::new().with_remote(remote.clone().with_max_whole_get(1000));
+    let url = format!("{base}/params.pt");
+    let err = load_with(&url, &small).unwrap_err();
+    let text = err.to_string();
+    assert!(text.contains(&url), "{text}");
+    assert!(
+        text.contains("ignores Range") && text.contains("STOWAGE_REMOTE_MAX_WHOLE_GET"),
+        "{text}"
+    );
+    let failure = remote_error(&err).map(|r| &r.failure);
+    assert!(
+        matches!(failure, Some(RemoteFailure::NoRange { max: 1000, .. })),
+        "{err:?}"
     );
 }
