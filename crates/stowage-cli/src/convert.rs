@@ -14,8 +14,10 @@
 //! - the non-tensor values (`epoch`, `config.lr`, …) go into the file's
 //!   `__metadata__` map, one entry per leaf, under its dotted path, as the
 //!   JSON object `inspect --json` lists it without the path
-//!   (`{"type": "float", "value": 0.001}`); `--drop-values` leaves them out.
-//!   Either way stdout names them;
+//!   (`{"type": "float", "value": 0.001}`); the library keeps the structure
+//!   itself (nesting, key types, the values) in `stowage.tree` and rebuilds
+//!   it on reading. `--drop-values` leaves the values out and writes the
+//!   tensors flat. Either way stdout names them;
 //! - tensors that share a storage (tied weights) are written as separate
 //!   copies, and stdout names each group;
 //! - a sparse or nested tensor has no dense data of its own: its components
@@ -186,7 +188,10 @@ fn store_values(
     for (leaf, name) in leaves.iter().zip(&names) {
         let text = serde_json::Value::Object(typed_json(leaf)).to_string();
         let taken = for_set && name == "total_size";
-        if metadata.insert(name.clone(), text).is_some() || taken {
+        // An entry that already says the same (a file stowage wrote, read
+        // back) is the value itself, not a collision.
+        let before = metadata.insert(name.clone(), text.clone());
+        if before.is_some_and(|b| b != text) || taken {
             return Err(Failure::usage(format!(
                 "convert: the value {name} and the input's metadata entry of that name would collide (use --drop-values)"
             )));
@@ -250,7 +255,13 @@ fn for_safetensors(
             listed(&kinds)
         ));
     }
-    let mut ckpt = ckpt.clone();
+    // Without the values, nothing of the structure but the tensors' names
+    // is written (the library keeps a nested checkpoint's values in the file).
+    let mut ckpt = if drop_values {
+        ckpt.tensors_only().map_err(Failure::input)?
+    } else {
+        ckpt.clone()
+    };
     ckpt.safetensors_metadata = (!metadata.is_empty()).then_some(metadata);
     Ok((ckpt, notes))
 }

@@ -1482,3 +1482,56 @@ fn convert_state_dict_and_nothing_to_write() {
     );
     assert!(!empty.exists());
 }
+
+/// `.pt` → `.safetensors` → `.pt` keeps the structure (issue 26, item 16):
+/// the safetensors file lists what the `.pt` does, nested paths and values
+/// alike, and so does the `.pt` made back from it, which a second
+/// conversion to `.safetensors` writes again without a collision. With
+/// `--drop-values` the tensors are flat, under their dotted names.
+#[test]
+fn convert_to_safetensors_and_back_keeps_the_structure() {
+    let dir = TempDir::new("roundtrip-structure");
+    let pt = training(&dir, "train.pt", 3, 1e-3, &[1.0, 2.0], false);
+    let (st, back, again, flat) = (
+        dir.join("train.safetensors"),
+        dir.join("back.pt"),
+        dir.join("again.safetensors"),
+        dir.join("flat.safetensors"),
+    );
+    for (from, to) in [(&pt, &st), (&st, &back), (&back, &again)] {
+        let run = stowage(&[Path::new("convert"), from, to]);
+        assert_eq!(run.code(), Some(0), "{run:?}");
+    }
+    let listing = |file: &Path| {
+        let doc = parse(&stowage(&[Path::new("inspect"), file, Path::new("--json")]));
+        let paths: Vec<Json> = doc["tensors"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["path"].clone())
+            .collect();
+        (paths, doc["values"].clone())
+    };
+    let want = listing(&pt);
+    assert_eq!(
+        want.0,
+        [
+            serde_json::json!(["model", "embed"]),
+            serde_json::json!(["model", "head"])
+        ]
+    );
+    for file in [&st, &back, &again] {
+        assert_eq!(listing(file), want, "{}", file.display());
+    }
+    let run = stowage(&[Path::new("convert"), Path::new("--drop-values"), &pt, &flat]);
+    assert_eq!(run.code(), Some(0), "{run:?}");
+    let (paths, values) = listing(&flat);
+    assert_eq!(
+        paths,
+        [
+            serde_json::json!(["model.embed"]),
+            serde_json::json!(["model.head"])
+        ]
+    );
+    assert_eq!(values, serde_json::json!([]));
+}

@@ -588,3 +588,85 @@ print(json.dumps({"weight": m.weight.flatten().tolist(), "bias": m.bias.tolist()
         serde_json::json!({"epoch": "3", "format": "pt"})
     );
 }
+
+/// `.pt` → `.safetensors` → `.pt` gives back what PyTorch saved (issue 26,
+/// item 16): a training checkpoint made by `torch.save` (nested dicts, an
+/// `OrderedDict` state dict, int keys, lists and tuples, ints past 64 bits,
+/// NaN, bytes, a dtype, a `torch.Size`, a complex, empty containers) is
+/// saved as safetensors by stowage, loaded back and saved as `.pt`; PyTorch
+/// finds the two `.pt` files equal, and reads the safetensors file as any
+/// other (flat names, `safetensors.torch.load_file`).
+#[test]
+fn pt_to_safetensors_and_back_keeps_structure_and_values() {
+    let dir = tempfile::tempdir().unwrap();
+    let (orig, st, back) = (
+        dir.path().join("train.pt"),
+        dir.path().join("train.safetensors"),
+        dir.path().join("back.pt"),
+    );
+    let make = r#"
+import collections, sys, torch
+sd = collections.OrderedDict([("fc.weight", torch.arange(6.).reshape(2, 3)), ("fc.bias", torch.ones(2))])
+torch.save({
+    "model": sd,
+    "optimizer": {"state": {0: {"step": torch.tensor(3.), "exp_avg": torch.zeros(2)}},
+                  "param_groups": [{"lr": 1e-3, "betas": (0.9, 0.999), "params": [0, 1], "foreign": None}]},
+    "epoch": 7, "name": "run-1", "big": 2**70, "nan": float("nan"), "flags": [True, False],
+    "blob": b"\x00\x01", "dt": torch.float16, "shape": torch.Size([2, 3]), "c": 1 + 2j,
+    "empty": {}, "t": (), "layers": [torch.full((2,), 5.0), {"inner": torch.eye(2)}],
+}, sys.argv[1])
+"#;
+    if common::run_torch_script(make, &[orig.as_os_str()]).is_none() {
+        return;
+    }
+    let ckpt = stowage::load(&orig).unwrap();
+    stowage::checkpoint::safetensors::save(&st, &ckpt).unwrap();
+    let read = stowage::load(&st).unwrap();
+    assert_eq!(
+        read.get("optimizer.param_groups.0.lr")
+            .unwrap()
+            .as_f64()
+            .unwrap(),
+        1e-3
+    );
+    assert!(
+        read.safetensors_metadata
+            .as_ref()
+            .is_none_or(|m| !m.contains_key(stowage::checkpoint::safetensors::TREE_KEY)),
+        "the structure's entry is consumed by the load"
+    );
+    stowage::save(&back, &read).unwrap();
+    let compare = r#"
+import math, sys, torch
+from safetensors.torch import load_file
+a, b = torch.load(sys.argv[1]), torch.load(sys.argv[2])
+def eq(x, y, p):
+    assert type(x) is type(y), (p, type(x), type(y))
+    if isinstance(x, dict):
+        assert list(x) == list(y), (p, list(x), list(y))
+        for k in x:
+            eq(x[k], y[k], f"{p}.{k}")
+    elif isinstance(x, (list, tuple)):
+        assert len(x) == len(y), p
+        for i, (u, v) in enumerate(zip(x, y)):
+            eq(u, v, f"{p}.{i}")
+    elif isinstance(x, torch.Tensor):
+        assert x.dtype == y.dtype and torch.equal(x, y), p
+    elif isinstance(x, float) and math.isnan(x):
+        assert math.isnan(y), p
+    else:
+        assert x == y, (p, x, y)
+eq(a, b, "")
+flat = load_file(sys.argv[3])
+print(",".join(sorted(flat)))
+"#;
+    let out = common::run_torch_script(
+        compare,
+        &[orig.as_os_str(), back.as_os_str(), st.as_os_str()],
+    )
+    .unwrap();
+    assert_eq!(
+        String::from_utf8(out).unwrap().trim(),
+        "layers.0,layers.1.inner,model.fc.bias,model.fc.weight,optimizer.state.0.exp_avg,optimizer.state.0.step"
+    );
+}

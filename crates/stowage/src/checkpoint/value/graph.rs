@@ -714,6 +714,33 @@ impl Checkpoint {
             .map(|(p, t)| (dotted(&p), t.tensor.clone()))
             .collect())
     }
+
+    /// The tensors alone, kinds and all, in a flat dict under their dotted
+    /// paths, as a safetensors file holds them: the values and the nesting
+    /// are left out, the storages and the safetensors metadata kept
+    /// (`convert --drop-values`).
+    ///
+    /// # Errors
+    /// As [`tensors`](Self::tensors).
+    pub fn tensors_only(&self) -> Result<Checkpoint> {
+        let mut out = Checkpoint {
+            format: self.format,
+            byteorder: self.byteorder,
+            storages: self.storages.clone(),
+            safetensors_metadata: self.safetensors_metadata.clone(),
+            ..Checkpoint::new()
+        };
+        let items: Vec<_> = self
+            .tensors()?
+            .into_iter()
+            .map(|(p, t)| {
+                let name = Value::str(&dotted(&p));
+                (name, Value::Ext(Object::Tensor(Box::new(t.clone()))))
+            })
+            .collect();
+        out.root = Value::Node(out.graph.dict(items));
+        Ok(out)
+    }
 }
 
 impl Default for Checkpoint {

@@ -32,6 +32,9 @@ use crate::layout::Layout;
 use crate::storage::{Fetch, MappedRecords};
 use crate::{DType, Error, Result, Tensor, UntypedStorage};
 
+mod tree;
+pub use tree::TREE_KEY;
+
 fn to_dtype(d: Dtype) -> Result<DType> {
     DType::from_safetensors(d).ok_or_else(|| Error::Unsupported {
         what: format!("safetensors dtype {d:?}"),
@@ -164,6 +167,8 @@ pub(crate) fn load<R: ReadAt>(
     read_batch(source, &batch)?;
     let root = ckpt.graph.dict(items);
     ckpt.root = Value::Node(root);
+    // A file stowage wrote from a nested checkpoint: its structure back.
+    tree::restore(&mut ckpt)?;
     Ok(ckpt)
 }
 
@@ -304,15 +309,25 @@ pub fn save_with(path: &Path, ckpt: &Checkpoint, options: &SaveOptions) -> Resul
     // Whenever `__metadata__` is written it says `"format": "pt"`, as
     // Hugging Face's writers do: transformers and `huggingface_hub` refuse a
     // file whose metadata lacks it. A format already given is kept.
-    let meta: Option<HashMap<String, String>> =
-        ckpt.safetensors_metadata
-            .as_ref()
-            .map(|m: &BTreeMap<_, _>| {
-                let mut m: HashMap<String, String> = m.clone().into_iter().collect();
-                m.entry("format".to_owned())
-                    .or_insert_with(|| "pt".to_owned());
-                m
-            });
+    // A checkpoint that is not a flat map of tensors keeps its structure
+    // and values in one more entry (`tree`); an entry of that name the
+    // checkpoint carries is replaced, or dropped for a flat one.
+    let tree = tree::record(ckpt)?;
+    let mut meta: Option<HashMap<String, String>> = ckpt
+        .safetensors_metadata
+        .as_ref()
+        .map(|m: &BTreeMap<_, _>| m.clone().into_iter().collect());
+    if let Some(m) = &mut meta {
+        m.remove(TREE_KEY);
+    }
+    if let Some(tree) = tree {
+        meta.get_or_insert_with(HashMap::new)
+            .insert(TREE_KEY.to_owned(), tree);
+    }
+    if let Some(m) = &mut meta {
+        m.entry("format".to_owned())
+            .or_insert_with(|| "pt".to_owned());
+    }
     #[cfg(feature = "remote")]
     {
         let here = options.location(path);
@@ -347,11 +362,15 @@ fn write_views(
         // mode 0600, and renames it onto `tmp`: the file gets the mode a new
         // file gets here (0666 less the umask), as every other output does.
         let mode = std::fs::File::create(tmp)?.metadata()?.permissions();
+        let several = meta.as_ref().is_some_and(|m| m.len() > 1);
         safetensors::tensor::serialize_to_file(
             views.iter().map(|(n, v)| (n.as_str(), v)),
             meta,
             tmp,
         )?;
+        if several {
+            sort_metadata(tmp)?;
+        }
         std::fs::set_permissions(tmp, mode)?;
         match views
             .iter()
@@ -364,6 +383,59 @@ fn write_views(
             }),
         }
     }
+}
+
+/// Puts the header's `__metadata__` entries in the order of their keys, in
+/// place. The crate takes the metadata as a `HashMap` and writes it in the
+/// map's iteration order, which differs from process to process, and has no
+/// way to be given an order; without this the same checkpoint would not
+/// save to the same bytes. The entries and their text are the crate's, so
+/// the header keeps its length.
+fn sort_metadata(file: &Path) -> Result<()> {
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(file)?;
+    let mut n = [0u8; 8];
+    f.read_exact_at(&mut n, 0)?;
+    let n = u64::from_le_bytes(n);
+    let mut header = vec![
+        0u8;
+        usize::try_from(n).map_err(|_| Error::SizeOverflow {
+            what: "safetensors header",
+            detail: n.to_string(),
+        })?
+    ];
+    f.read_exact_at(&mut header, 8)?;
+    let bad = |e: serde_json::Error| Error::BadObject {
+        context: "safetensors header just written",
+        expected: "JSON",
+        found: e.to_string(),
+    };
+    let parsed: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_slice(&header).map_err(bad)?;
+    let mut sorted = serde_json::Map::new();
+    for (k, v) in &parsed {
+        let v = match (k.as_str(), v) {
+            ("__metadata__", serde_json::Value::Object(m)) => {
+                let by_key: BTreeMap<&String, &serde_json::Value> = m.iter().collect();
+                let mut m = serde_json::Map::new();
+                for (k, v) in by_key {
+                    m.insert(k.clone(), v.clone());
+                }
+                serde_json::Value::Object(m)
+            }
+            _ => v.clone(),
+        };
+        sorted.insert(k.clone(), v);
+    }
+    let mut text = serde_json::to_vec(&sorted).map_err(bad)?;
+    if text.len() as u64 > n {
+        return Ok(()); // cannot happen: the same entries, as the crate writes them
+    }
+    text.resize(header.len(), b' ');
+    std::os::unix::fs::FileExt::write_all_at(&f, &text, 8)?;
+    Ok(())
 }
 
 /// A contiguous tensor as the `safetensors` crate's `View`.

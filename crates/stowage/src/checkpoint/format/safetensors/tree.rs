@@ -1,0 +1,551 @@
+//! A checkpoint's structure kept in the safetensors files stowage writes, so
+//! that `.pt` → `.safetensors` → `.pt` gives back what was saved: nested
+//! dicts, lists and tuples, their key types and order, `OrderedDict`s, and
+//! the values beside the tensors.
+//!
+//! A safetensors file holds a flat map of names to tensors and a flat map of
+//! strings (`__metadata__`). A checkpoint that is not already such a map (a
+//! dict of `str` keys to dense tensors) is saved with one more metadata
+//! entry, [`TREE_KEY`], holding its structure as JSON:
+//!
+//! ```text
+//! {"version": 1, "root": NODE}
+//! NODE := {"tensor": NAME}                 a tensor, by its name in the file
+//!       | {"dict": [[NODE, NODE], …], "ordered": true?}   keys, values, in order
+//!       | {"list": [NODE, …]} | {"tuple": […]} | {"set": […]} | {"frozenset": […]}
+//!       | null | true | false | INTEGER | FLOAT | STRING     None, bool, int, float, str
+//!       | {"int": "DECIMAL"}                an int beyond 64 bits
+//!       | {"float": "nan" | "inf" | "-inf"}
+//!       | {"bytes": HEX} | {"bytearray": HEX}
+//!       | {"complex": [RE, IM]}             each a FLOAT or one of the strings above
+//!       | {"dtype": NAME} | {"device": TEXT} | {"size": [INTEGER, …]}
+//!       | {"lost": KIND}                    a value JSON cannot hold here (an ndarray, a datetime …)
+//! ```
+//!
+//! Loading a file that has it rebuilds that structure around the file's
+//! tensors; a `lost` value is left out of its dict (`None` in a list or
+//! tuple). Files from elsewhere have no such entry and stay flat, as every
+//! reader reads them. A sparse or nested tensor, written as its components,
+//! comes back as a dict of them (`{"indices": …, "values": …}`), and an
+//! inert object (read with `inert`) as the dict of what it holds, the paths
+//! its tensors were written under.
+
+use std::collections::HashMap;
+use std::str::FromStr;
+use std::sync::Arc;
+
+use num_bigint::BigInt;
+use num_complex::Complex64;
+use serde_json::{json, Value as Json};
+
+use crate::checkpoint::pickle::{Node, NodeId, Value};
+use crate::checkpoint::value::graph::{dotted, path_key, Checkpoint, Object, PathKey};
+use crate::{DType, Device, Error, Result};
+
+/// The `__metadata__` entry holding the structure.
+pub const TREE_KEY: &str = "stowage.tree";
+
+/// The version of the JSON this module writes and reads.
+const VERSION: u64 = 1;
+
+/// Whether `ckpt` is what a safetensors file holds without help: a dict of
+/// `str` keys to dense tensors (an `OrderedDict` state dict among them).
+fn is_flat(ckpt: &Checkpoint) -> bool {
+    let Value::Node(id) = &ckpt.root else {
+        return false;
+    };
+    match ckpt.graph.try_get(*id) {
+        Some(Node::Dict(items)) => items.iter().all(|(k, v)| {
+            matches!(k, Value::Str(_))
+                && matches!(v, Value::Ext(Object::Tensor(t)) if t.kind.is_strided())
+        }),
+        _ => false,
+    }
+}
+
+/// The JSON of `ckpt`'s structure for [`TREE_KEY`], naming each tensor as
+/// the safetensors writer does (its dotted path); `None` for a checkpoint a
+/// safetensors file holds as it is ([`is_flat`]).
+///
+/// # Errors
+/// [`Error::LimitExceeded`] for a structure shared too often to write out
+/// (the walk visits each path, as [`Checkpoint::tensors`] does).
+pub(crate) fn record(ckpt: &Checkpoint) -> Result<Option<String>> {
+    if is_flat(ckpt) {
+        return Ok(None);
+    }
+    let mut walk = Record {
+        ckpt,
+        path: Vec::new(),
+        on_path: Vec::new(),
+        budget: crate::checkpoint::value::graph::MAX_PATHS,
+    };
+    let root = walk.node(&ckpt.root)?;
+    Ok(Some(json!({"version": VERSION, "root": root}).to_string()))
+}
+
+struct Record<'c> {
+    ckpt: &'c Checkpoint,
+    path: Vec<PathKey>,
+    on_path: Vec<NodeId>,
+    budget: usize,
+}
+
+impl Record<'_> {
+    fn node(&mut self, v: &Value<Object>) -> Result<Json> {
+        self.budget = self.budget.checked_sub(1).ok_or(Error::LimitExceeded {
+            limit: "values recorded in the safetensors structure",
+            value: crate::checkpoint::value::graph::MAX_PATHS as u64 + 1,
+            max: crate::checkpoint::value::graph::MAX_PATHS as u64,
+        })?;
+        Ok(match v {
+            Value::None => Json::Null,
+            Value::Bool(b) => json!(b),
+            Value::Int(i) => json!(i),
+            Value::BigInt(b) => json!({"int": b.to_string()}),
+            Value::Float(f) => float(*f),
+            Value::Str(s) => json!(&**s),
+            Value::Bytes(b) => json!({"bytes": hex(b)}),
+            Value::Ext(x) => self.object(x),
+            Value::Node(id) => return self.container(*id),
+        })
+    }
+
+    fn object(&self, x: &Object) -> Json {
+        match x {
+            Object::Tensor(t) if t.kind.is_strided() => json!({"tensor": dotted(&self.path)}),
+            // Written as its components, each under the tensor's name and the
+            // component's: it comes back as a dict of them.
+            Object::Tensor(t) => {
+                let name = dotted(&self.path);
+                let items: Vec<Json> = t
+                    .kind
+                    .components()
+                    .into_iter()
+                    .map(|(c, _)| json!([c, {"tensor": format!("{name}.{c}")}]))
+                    .collect();
+                json!({ "dict": items })
+            }
+            Object::DType(d) => json!({"dtype": d.name()}),
+            Object::Device(d) => json!({"device": d.to_string()}),
+            Object::Size(s) => json!({ "size": s }),
+            Object::Complex(c) => json!({"complex": [float(c.re), float(c.im)]}),
+            other => json!({"lost": lost_kind(other)}),
+        }
+    }
+
+    fn container(&mut self, id: NodeId) -> Result<Json> {
+        // A container holding itself cannot be written out as a tree.
+        if self.on_path.contains(&id) {
+            return Ok(json!({"lost": "cycle"}));
+        }
+        let Some(node) = self.ckpt.graph.try_get(id) else {
+            return Ok(json!({"tuple": []}));
+        };
+        self.on_path.push(id);
+        let json = match node {
+            Node::Dict(items) => {
+                let mut out = Vec::with_capacity(items.len());
+                for (k, v) in items {
+                    let key = self.node(k)?;
+                    self.path.push(path_key(&self.ckpt.graph, k));
+                    let value = self.node(v);
+                    self.path.pop();
+                    out.push(json!([key, value?]));
+                }
+                if self.ckpt.ordered.contains(&id) {
+                    json!({"dict": out, "ordered": true})
+                } else {
+                    json!({ "dict": out })
+                }
+            }
+            Node::List(items) | Node::Tuple(items) => {
+                let mut out = Vec::with_capacity(items.len());
+                for (i, v) in items.iter().enumerate() {
+                    self.path.push(PathKey::Index(i as i64));
+                    let value = self.node(v);
+                    self.path.pop();
+                    out.push(value?);
+                }
+                json!({ node.kind(): out })
+            }
+            Node::Set(items) | Node::FrozenSet(items) => {
+                // Tensors are never looked for in sets (the writer does not
+                // write them): only values.
+                let mut out = Vec::with_capacity(items.len());
+                for v in items {
+                    out.push(self.node(v)?);
+                }
+                json!({ node.kind(): out })
+            }
+            Node::ByteArray(b) => json!({"bytearray": hex(b)}),
+        };
+        self.on_path.pop();
+        Ok(json)
+    }
+}
+
+/// What a value JSON cannot hold here is, in the contract's `type` words.
+fn lost_kind(x: &Object) -> &'static str {
+    match x {
+        Object::Tensor(_) => "tensor",
+        Object::Storage(_) => "storage",
+        Object::NdArray(_) => "ndarray",
+        Object::NumpyScalar(_) => "numpy_scalar",
+        Object::NumpyDType(_) => "numpy_dtype",
+        Object::Data(d) => d.kind(),
+        Object::QScheme(_) => "qscheme",
+        Object::Layout(_) => "layout",
+        Object::Global(_) | Object::Class(_) => "type",
+        _ => "value",
+    }
+}
+
+fn float(f: f64) -> Json {
+    if f.is_nan() {
+        json!({"float": "nan"})
+    } else if f.is_infinite() {
+        json!({"float": if f > 0.0 { "inf" } else { "-inf" }})
+    } else {
+        json!(f)
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Rebuilds the structure [`TREE_KEY`] records around the tensors of `ckpt`,
+/// a safetensors file just read (its root the flat dict of its tensors), and
+/// takes the entry out of its metadata. Nothing changes when the entry is
+/// absent.
+///
+/// # Errors
+/// [`Error::BadObject`] naming [`TREE_KEY`]: the entry is not this JSON, or
+/// names a tensor the file does not hold, or leaves one of the file's
+/// tensors out (the file was changed after stowage wrote it).
+pub(crate) fn restore(ckpt: &mut Checkpoint) -> Result<()> {
+    let Some(text) = ckpt
+        .safetensors_metadata
+        .as_mut()
+        .and_then(|m| m.remove(TREE_KEY))
+    else {
+        return Ok(());
+    };
+    if ckpt
+        .safetensors_metadata
+        .as_ref()
+        .is_some_and(|m| m.is_empty())
+    {
+        ckpt.safetensors_metadata = None;
+    }
+    let bad = |expected: &'static str, found: String| Error::BadObject {
+        context: "safetensors metadata entry stowage.tree",
+        expected,
+        found,
+    };
+    let tree: Json = serde_json::from_str(&text).map_err(|e| bad("JSON", e.to_string()))?;
+    match tree.get("version").and_then(Json::as_u64) {
+        Some(VERSION) => {}
+        other => return Err(bad("version 1", format!("{other:?}"))),
+    }
+    let root = tree
+        .get("root")
+        .ok_or_else(|| bad("a root", "none".into()))?;
+    // The file's tensors, by name, each to be placed once.
+    let mut tensors: HashMap<Arc<str>, Value<Object>> = HashMap::new();
+    if let Value::Node(id) = &ckpt.root {
+        if let Some(Node::Dict(items)) = ckpt.graph.try_get(*id) {
+            for (k, v) in items {
+                if let Value::Str(name) = k {
+                    tensors.insert(name.clone(), v.clone());
+                }
+            }
+        }
+    }
+    let mut build = Build {
+        ckpt,
+        tensors,
+        depth: 0,
+    };
+    let root = build
+        .node(root)
+        .map_err(|e| bad("the structure stowage writes", e))?
+        .unwrap_or(Value::None);
+    if let Some(name) = build.tensors.keys().next() {
+        return Err(bad(
+            "every tensor of the file placed",
+            format!("{name:?} is not"),
+        ));
+    }
+    ckpt.root = root;
+    ckpt.compact();
+    Ok(())
+}
+
+/// Deepest nesting rebuilt (as the unpickler bounds its stack).
+const MAX_DEPTH: usize = 10_000;
+
+struct Build<'c> {
+    ckpt: &'c mut Checkpoint,
+    tensors: HashMap<Arc<str>, Value<Object>>,
+    depth: usize,
+}
+
+/// What went wrong rebuilding, for [`Error::BadObject`]'s `found`.
+type Found = String;
+
+impl Build<'_> {
+    /// The value `j` records; `None` for a value recorded as `lost`.
+    fn node(&mut self, j: &Json) -> std::result::Result<Option<Value<Object>>, Found> {
+        self.depth += 1;
+        if self.depth > MAX_DEPTH {
+            return Err(format!("nesting deeper than {MAX_DEPTH}"));
+        }
+        let v = self.value(j);
+        self.depth -= 1;
+        v
+    }
+
+    fn value(&mut self, j: &Json) -> std::result::Result<Option<Value<Object>>, Found> {
+        let one = |o: &serde_json::Map<String, Json>| -> Option<(String, Json)> {
+            let mut it = o.iter().filter(|(k, _)| *k != "ordered");
+            let (k, v) = it.next()?;
+            it.next().is_none().then(|| (k.clone(), v.clone()))
+        };
+        Ok(Some(match j {
+            Json::Null => Value::None,
+            Json::Bool(b) => Value::Bool(*b),
+            Json::Number(n) => match (n.as_i64(), n.as_f64()) {
+                (Some(i), _) if !n.is_f64() => Value::Int(i),
+                (_, Some(f)) if n.is_f64() => Value::Float(f),
+                _ => Value::int(BigInt::from_str(&n.to_string()).map_err(|e| e.to_string())?),
+            },
+            Json::String(s) => Value::str(s),
+            Json::Array(_) => return Err("an array where a node was expected".into()),
+            Json::Object(o) => {
+                let (kind, body) = one(o).ok_or_else(|| format!("the node {j}"))?;
+                if kind == "lost" {
+                    return Ok(None);
+                }
+                self.tagged(&kind, &body, o.get("ordered") == Some(&Json::Bool(true)))?
+            }
+        }))
+    }
+
+    fn tagged(
+        &mut self,
+        kind: &str,
+        body: &Json,
+        ordered: bool,
+    ) -> std::result::Result<Value<Object>, Found> {
+        let text = || body.as_str().ok_or_else(|| format!("{kind}: {body}"));
+        let items = || body.as_array().ok_or_else(|| format!("{kind}: {body}"));
+        Ok(match kind {
+            "tensor" => {
+                let name = text()?;
+                self.tensors.remove(name).ok_or_else(|| {
+                    format!("the tensor {name:?}, which the file does not hold (or names twice)")
+                })?
+            }
+            "dict" => {
+                let mut out = Vec::new();
+                for pair in items()? {
+                    let Some([k, v]) = pair.as_array().map(Vec::as_slice) else {
+                        return Err(format!("a dict item {pair}"));
+                    };
+                    // An item whose key or value was lost is left out.
+                    if let (Some(k), Some(v)) = (self.node(k)?, self.node(v)?) {
+                        out.push((k, v));
+                    }
+                }
+                let id = self.ckpt.graph.dict(out);
+                if ordered {
+                    self.ckpt.ordered.insert(id);
+                }
+                Value::Node(id)
+            }
+            "list" | "tuple" | "set" | "frozenset" => {
+                let mut out = Vec::new();
+                for x in items()? {
+                    // A value recorded as lost holds its place in a sequence.
+                    out.push(self.node(x)?.unwrap_or(Value::None));
+                }
+                let node = match kind {
+                    "list" => Node::List(out),
+                    "tuple" => Node::Tuple(out),
+                    "set" => Node::Set(out),
+                    _ => Node::FrozenSet(out),
+                };
+                Value::Node(self.ckpt.graph.add(node))
+            }
+            "int" => Value::int(BigInt::from_str(text()?).map_err(|e| format!("int: {e}"))?),
+            "float" => Value::Float(match text()? {
+                "nan" => f64::NAN,
+                "inf" => f64::INFINITY,
+                "-inf" => f64::NEG_INFINITY,
+                other => return Err(format!("float: {other:?}")),
+            }),
+            "bytes" => Value::bytes(&unhex(text()?)?),
+            "bytearray" => Value::Node(self.ckpt.graph.add(Node::ByteArray(unhex(text()?)?))),
+            "complex" => {
+                let part = |j: &Json| match float_of(j) {
+                    Some(f) => Ok(f),
+                    None => Err(format!("complex: {body}")),
+                };
+                match items()?.as_slice() {
+                    [re, im] => Value::Ext(Object::Complex(Complex64::new(part(re)?, part(im)?))),
+                    _ => return Err(format!("complex: {body}")),
+                }
+            }
+            "dtype" => Value::Ext(Object::DType(
+                DType::from_str(text()?).map_err(|e| e.to_string())?,
+            )),
+            "device" => Value::Ext(Object::Device(
+                Device::from_str(text()?).map_err(|e| e.to_string())?,
+            )),
+            "size" => {
+                let dims: Option<Vec<usize>> = items()?
+                    .iter()
+                    .map(|d| d.as_u64().and_then(|d| usize::try_from(d).ok()))
+                    .collect();
+                Value::Ext(Object::Size(dims.ok_or_else(|| format!("size: {body}"))?))
+            }
+            other => return Err(format!("a node of kind {other:?}")),
+        })
+    }
+}
+
+/// A float as [`float`] writes it.
+fn float_of(j: &Json) -> Option<f64> {
+    match j {
+        Json::Number(n) => n.as_f64(),
+        Json::Object(o) => match o.get("float")?.as_str()? {
+            "nan" => Some(f64::NAN),
+            "inf" => Some(f64::INFINITY),
+            "-inf" => Some(f64::NEG_INFINITY),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+fn unhex(text: &str) -> std::result::Result<Vec<u8>, Found> {
+    if !text.len().is_multiple_of(2) {
+        return Err(format!("hex of odd length: {text:?}"));
+    }
+    (0..text.len())
+        .step_by(2)
+        .map(|i| {
+            text.get(i..i + 2)
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+                .ok_or_else(|| format!("hex: {text:?}"))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checkpoint::value::data::{PyData, TimeDelta};
+    use crate::checkpoint::value::graph::TensorObject;
+    use crate::Tensor;
+
+    fn tensor(v: f32) -> Value<Object> {
+        let t = Tensor::from_vec(vec![v], &[1]).unwrap();
+        Value::Ext(Object::Tensor(Box::new(TensorObject::new(t))))
+    }
+
+    /// What a safetensors load of a file whose tensors are `names` gives: a
+    /// flat dict, with `tree` as the metadata entry.
+    fn loaded(names: &[&str], tree: &str) -> Checkpoint {
+        let mut c = Checkpoint::new();
+        let items = names
+            .iter()
+            .map(|n| (Value::str(n), tensor(1.0)))
+            .collect::<Vec<_>>();
+        c.root = Value::Node(c.graph.dict(items));
+        c.safetensors_metadata = Some([(TREE_KEY.to_owned(), tree.to_owned())].into());
+        c
+    }
+
+    #[test]
+    fn a_flat_state_dict_needs_no_tree() {
+        let c = Checkpoint::from_state_dict([("a.b", Tensor::from_vec(vec![1f32], &[1]).unwrap())]);
+        assert_eq!(record(&c).unwrap(), None);
+    }
+
+    /// A value JSON cannot hold here is left out of its dict and holds its
+    /// place in a list as `None`; a container holding itself is cut where it
+    /// repeats.
+    #[test]
+    fn lost_values_and_cycles() {
+        let mut c = Checkpoint::new();
+        let delta = TimeDelta {
+            days: 1,
+            seconds: 0,
+            microseconds: 0,
+        };
+        let lost = Value::Ext(Object::Data(Box::new(PyData::TimeDelta(delta))));
+        let list = c.graph.list(vec![lost.clone(), Value::Int(3)]);
+        let looped = c.graph.list(Vec::new());
+        if let Some(Node::List(items)) = c.graph.try_get_mut(looped) {
+            items.push(Value::Node(looped));
+        }
+        let root = c.graph.dict(vec![
+            (Value::str("when"), lost),
+            (Value::str("seq"), Value::Node(list)),
+            (Value::str("loop"), Value::Node(looped)),
+            (Value::str("w"), tensor(2.0)),
+        ]);
+        c.root = Value::Node(root);
+        let tree = record(&c).unwrap().unwrap();
+        assert!(tree.contains(r#"{"lost":"timedelta"}"#), "{tree}");
+        let mut back = loaded(&["w"], &tree);
+        restore(&mut back).unwrap();
+        let root = back.root_value();
+        let keys: Vec<&str> = root
+            .as_dict()
+            .unwrap()
+            .map(|(k, _)| k.as_str().unwrap())
+            .collect();
+        assert_eq!(keys, ["seq", "loop", "w"]);
+        let seq = back.get("seq").unwrap();
+        assert!(seq.get("0").unwrap().is_none());
+        assert_eq!(seq.get("1").unwrap().as_i64().unwrap(), 3);
+        assert_eq!(back.get("loop").unwrap().len().unwrap(), 1);
+    }
+
+    /// A tree that is not stowage's, or does not match the file's tensors,
+    /// is refused naming the entry.
+    #[test]
+    fn a_tree_that_does_not_fit_is_refused() {
+        for (names, tree, found) in [
+            (&["w"][..], "not json", "JSON"),
+            (&["w"][..], r#"{"version":2,"root":null}"#, "version"),
+            (
+                &["w"][..],
+                r#"{"version":1,"root":{"tensor":"x"}}"#,
+                "\"x\"",
+            ),
+            (
+                &["w", "v"][..],
+                r#"{"version":1,"root":{"tensor":"w"}}"#,
+                "\"v\" is not",
+            ),
+            (
+                &["w"][..],
+                r#"{"version":1,"root":{"list":[{"tensor":"w"},{"tensor":"w"}]}}"#,
+                "names twice",
+            ),
+            (&["w"][..], r#"{"version":1,"root":{"what":1}}"#, "\"what\""),
+        ] {
+            let mut c = loaded(names, tree);
+            let err = restore(&mut c).unwrap_err().to_string();
+            assert!(
+                err.contains(TREE_KEY) && err.contains(found),
+                "{tree}: {err}"
+            );
+        }
+    }
+}
