@@ -190,6 +190,8 @@ impl Tensor {
         self.check_data(OP)?;
         let bytes = self.storage.bytes_mut()?;
         let range = self.typed_range::<T>(OP, &bytes)?;
+        // Write access counts as a write (the guard may change any element).
+        self.storage.bump_version();
         Ok(WriteGuard {
             bytes,
             range,

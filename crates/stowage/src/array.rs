@@ -191,6 +191,8 @@ impl Tensor {
         let shape = self.stride_shape()?;
         ArrayViewMut::from_shape(shape.clone(), elements_mut::<T>(&mut bytes, &range))
             .map_err(|e| self.view_error(OP, &e))?;
+        // Write access counts as a write (the view may change any element).
+        self.storage.bump_version();
         Ok(ArrayWrite {
             bytes,
             range,

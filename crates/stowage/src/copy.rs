@@ -447,6 +447,7 @@ impl Tensor {
         assert_no_partial_overlap("copy_", self, src)?;
         let sl = src.expanded_for(self.shape())?.layout;
         copy_into(self, src, &sl)?;
+        self.storage.bump_version();
         Ok(self)
     }
 
@@ -466,7 +467,9 @@ impl Tensor {
         self.check_inplace("fill_")?;
         self.check_data("fill_")?;
         check_value(self.dtype, value, Path::Fill)?;
-        self.fill_unchecked(value)
+        self.fill_unchecked(value)?;
+        self.storage.bump_version();
+        Ok(self)
     }
 
     /// [`fill_`](Self::fill_) without the range check: values are cast as

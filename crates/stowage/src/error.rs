@@ -534,6 +534,24 @@ pub enum Error {
         /// What the tensor is in the graph.
         role: crate::autograd::GradRole,
     },
+    /// Backward reached an operation whose saved tensor has been written in
+    /// place since it was saved (PyTorch's version check of saved tensors).
+    #[error(
+        "one of the variables needed for gradient computation has been modified by an inplace operation: a {} tensor of shape {shape:?}, saved by {op}, is at version {version}; expected version {expected} instead",
+        dtype.name()
+    )]
+    SavedTensorModified {
+        /// The recorded operation that saved it (`MulBackward0`).
+        op: &'static str,
+        /// The saved tensor's dtype.
+        dtype: DType,
+        /// The saved tensor's shape.
+        shape: Vec<usize>,
+        /// Its storage's version now.
+        version: u64,
+        /// Its storage's version when it was saved.
+        expected: u64,
+    },
     /// An I/O error. The file it concerned is named once, by the
     /// [`Error::InFile`] around it.
     #[error("{0}")]

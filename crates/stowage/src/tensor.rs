@@ -431,7 +431,9 @@ impl Tensor {
         self.storage.with_bytes_mut("set", |b| {
             self.layout.check_fits(es, b.len())?;
             element::write(self.dtype, v, &mut b[off..off + es])
-        })?
+        })??;
+        self.storage.bump_version();
+        Ok(())
     }
 
     fn element_offset(&self, index: &[isize]) -> Result<usize> {

@@ -24,6 +24,9 @@ pub(crate) enum Backward {
     Sub { operands: [(Vec<usize>, DType); 2] },
     /// `a * b`.
     Mul { a: Tensor, b: Tensor },
+    /// `a *= b` in place where `b` does not require grad: only `a`'s
+    /// gradient, which needs `b` alone (`a`'s old values are gone).
+    MulBy { b: Tensor },
     /// `a / b`.
     Div { a: Tensor, b: Tensor },
     /// `-x`.
@@ -71,6 +74,47 @@ impl Backward {
         matches!(self, Backward::View { .. } | Backward::AsStrided { .. })
     }
 
+    /// The tensors the formula reads for the inputs `needs` says require
+    /// grad, whose versions the node keeps (as PyTorch saves `self` for
+    /// `self * other` only when `other` requires grad).
+    pub(crate) fn saved(&self, needs: &[bool]) -> Vec<&Tensor> {
+        let need = |i: usize| needs.get(i).copied().unwrap_or(false);
+        // The first operand's gradient reads the second, and the other way.
+        let crossed = |a, b| {
+            let mut out = Vec::new();
+            if need(0) {
+                out.push(b);
+            }
+            if need(1) {
+                out.push(a);
+            }
+            out
+        };
+        match self {
+            Backward::Mul { a, b }
+            | Backward::Mm { a, b }
+            | Backward::Dot { a, b }
+            | Backward::Bmm { a, b } => crossed(a, b),
+            // `g / b`, and `-g · a / b²`.
+            Backward::Div { a, b } if need(1) => vec![a, b],
+            Backward::Div { b, .. } if need(0) => vec![b],
+            Backward::Div { .. } => Vec::new(),
+            Backward::Mv { mat, vec } => crossed(mat, vec),
+            Backward::MulBy { b } => vec![b],
+            Backward::Pow { x, .. } | Backward::Log { x } | Backward::Relu { x } => vec![x],
+            Backward::Exp { out } => vec![out],
+            Backward::Add { .. }
+            | Backward::Sub { .. }
+            | Backward::Neg
+            | Backward::Scale(_)
+            | Backward::Sum { .. }
+            | Backward::Cast { .. }
+            | Backward::Identity
+            | Backward::View { .. }
+            | Backward::AsStrided { .. } => Vec::new(),
+        }
+    }
+
     /// The gradients of the inputs from `g`, the gradient of the output;
     /// `None` where `needs` says an input does not require grad.
     pub(crate) fn apply(&self, g: &Tensor, needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
@@ -98,6 +142,7 @@ impl Backward {
                         .sum_to_size(b.shape())
                 },
             ),
+            Backward::MulBy { b } => one(g.mul(b)?.to_dtype(g.dtype())?),
             Backward::Neg => one(g.neg()?),
             Backward::Scale(s) => one(g.mul(*s)?),
             // d/dx x⁰ is 0 everywhere, also at x = 0 where the general

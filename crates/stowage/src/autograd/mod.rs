@@ -35,11 +35,20 @@
 //! # Differences from PyTorch
 //! - The graph is kept after `backward` (PyTorch's `retain_graph=True`), so
 //!   calling `backward` twice accumulates twice instead of failing.
-//! - In-place writes to any tensor that requires grad are refused while
-//!   recording: to leaves and views of leaves as in PyTorch, and to computed
-//!   tensors too, because stowage does not record in-place operations.
-//! - Saved tensors carry no version counter: writing (under [`no_grad`]) to a
-//!   tensor a recorded operation saved falsifies later gradients silently.
+//! - In-place arithmetic (`add_`, `mul_`) on a computed tensor is recorded as
+//!   PyTorch records it: the tensor's history becomes the operation's node
+//!   (`AddBackward0`, `MulBackward0`) on top of what it was, so backward
+//!   differentiates through the write. Writes to leaves and views of leaves
+//!   are refused, as in PyTorch. stowage also refuses, while recording, an
+//!   in-place write to a view of a computed tensor (PyTorch rebases the
+//!   base's history through `CopySlices`), an in-place operation other than
+//!   `add_` and `mul_` on a tensor that requires grad, and one that would
+//!   make a tensor that does not require grad require it.
+//! - Every storage counts the in-place writes made through tensors (its
+//!   *version*, [`Tensor::version`]; PyTorch counts per tensor and its views,
+//!   stowage per storage). A recorded operation notes the version of each
+//!   tensor it saves, and backward refuses one written since, naming it, as
+//!   PyTorch does: writing to a saved tensor never falsifies a gradient.
 //! - Arithmetic is implemented for floating-point dtypes (`float64` and
 //!   `float32` natively; half and 8-bit floats are computed in `float32`).
 //!   Higher-order gradients are not recorded.
@@ -113,8 +122,15 @@ pub enum GradRole {
     Leaf,
     /// A view of a leaf that requires grad.
     ViewOfLeaf,
-    /// A tensor computed from others (stowage does not record in-place operations).
+    /// A tensor computed from others, for an operation stowage does not
+    /// record in place (all but `add_` and `mul_`).
     Computed,
+    /// A view of a tensor computed from others (PyTorch rebases the base's
+    /// history through `CopySlices`; stowage does not yet).
+    ViewOfComputed,
+    /// A tensor that does not require grad, written in place with one that
+    /// does (it would have to start requiring grad in place).
+    NoGrad,
 }
 
 impl std::fmt::Display for GradRole {
@@ -122,7 +138,15 @@ impl std::fmt::Display for GradRole {
         f.write_str(match self {
             GradRole::Leaf => "a leaf Variable",
             GradRole::ViewOfLeaf => "a view of a leaf Variable",
-            GradRole::Computed => "a tensor with history (stowage records no in-place operation)",
+            GradRole::Computed => {
+                "a tensor with history (stowage records add_ and mul_ in place, not this operation)"
+            }
+            GradRole::ViewOfComputed => {
+                "a view of a tensor with history (stowage does not rebase a base's history through a view)"
+            }
+            GradRole::NoGrad => {
+                "a tensor that does not require grad, given an operand that does (use the out-of-place operation),"
+            }
         })
     }
 }
@@ -131,29 +155,102 @@ impl std::fmt::Display for GradRole {
 pub(crate) struct AutogradMeta {
     /// The accumulated gradient of a leaf (never set on computed tensors).
     grad: Mutex<Option<Tensor>>,
-    /// How this tensor was computed; `None` on leaves.
-    grad_fn: Option<Node>,
+    /// How this tensor was computed; `None` on leaves. An in-place operation
+    /// replaces it with its own node, whose input is the node it replaced.
+    grad_fn: Mutex<Option<Arc<Node>>>,
 }
 
-/// One recorded operation: its backward formula and the inputs it sends
-/// gradients to (`None` for inputs that do not require grad).
+/// Where a recorded operation sends an input's gradient: the node that
+/// computed the input, as it was when the operation was recorded (a later
+/// in-place write does not change what an earlier operation used), or the
+/// leaf that accumulates it.
+#[derive(Clone)]
+pub(crate) enum Edge {
+    Leaf(Arc<AutogradMeta>),
+    Node(Arc<Node>),
+}
+
+/// One recorded operation: its backward formula, the inputs it sends
+/// gradients to (`None` for inputs that do not require grad), and the
+/// version of each tensor it saved when it saved it.
 pub(crate) struct Node {
     pub(crate) name: &'static str,
     pub(crate) backward: Backward,
-    pub(crate) inputs: Vec<Option<Arc<AutogradMeta>>>,
+    pub(crate) inputs: Vec<Option<Edge>>,
+    saved_versions: Vec<u64>,
+}
+
+impl Node {
+    fn new(name: &'static str, backward: Backward, inputs: &[&Tensor]) -> Node {
+        let inputs: Vec<Option<Edge>> = inputs.iter().map(|t| t.edge()).collect();
+        let saved_versions = backward
+            .saved(&needs(&inputs))
+            .iter()
+            .map(|t| t.version())
+            .collect();
+        Node {
+            name,
+            backward,
+            inputs,
+            saved_versions,
+        }
+    }
+
+    /// Which inputs require grad.
+    pub(crate) fn needs(&self) -> Vec<bool> {
+        needs(&self.inputs)
+    }
+
+    /// Refuses a backward through this node when a tensor it saved has been
+    /// written in place since (PyTorch's check of a saved variable's version).
+    pub(crate) fn check_saved(&self) -> Result<()> {
+        for (t, &expected) in self
+            .backward
+            .saved(&self.needs())
+            .iter()
+            .zip(&self.saved_versions)
+        {
+            let version = t.version();
+            if version != expected {
+                return Err(Error::SavedTensorModified {
+                    op: self.name,
+                    dtype: t.dtype(),
+                    shape: t.shape().to_vec(),
+                    version,
+                    expected,
+                });
+            }
+        }
+        Ok(())
+    }
 }
 
 impl AutogradMeta {
     fn leaf() -> Arc<AutogradMeta> {
         Arc::new(AutogradMeta {
             grad: Mutex::new(None),
-            grad_fn: None,
+            grad_fn: Mutex::new(None),
+        })
+    }
+
+    fn computed(node: Node) -> Arc<AutogradMeta> {
+        Arc::new(AutogradMeta {
+            grad: Mutex::new(None),
+            grad_fn: Mutex::new(Some(Arc::new(node))),
         })
     }
 
     fn grad_slot(&self) -> MutexGuard<'_, Option<Tensor>> {
         // A panic elsewhere while holding the lock leaves a valid `Option`.
         self.grad.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The node that computed the tensor now; `None` on leaves.
+    pub(crate) fn grad_fn(&self) -> Option<Arc<Node>> {
+        self.grad_fn
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 }
 
@@ -172,14 +269,7 @@ pub(crate) fn record(
     {
         return out;
     }
-    out.autograd = Some(Arc::new(AutogradMeta {
-        grad: Mutex::new(None),
-        grad_fn: Some(Node {
-            name,
-            backward: backward(),
-            inputs: inputs.iter().map(|t| t.autograd.clone()).collect(),
-        }),
-    }));
+    out.autograd = Some(AutogradMeta::computed(Node::new(name, backward(), inputs)));
     out
 }
 
@@ -206,7 +296,7 @@ impl Tensor {
                 return Err(Error::GradNotFloat { dtype: self.dtype })
             }
             (true, None) => self.autograd = Some(AutogradMeta::leaf()),
-            (false, Some(m)) if m.grad_fn.is_some() => return Err(Error::NotALeaf),
+            (false, Some(m)) if m.grad_fn().is_some() => return Err(Error::NotALeaf),
             (false, _) => self.autograd = None,
         }
         Ok(self)
@@ -231,10 +321,23 @@ impl Tensor {
     /// The name of the operation that computed this tensor (`"MulBackward0"`),
     /// as PyTorch prints `grad_fn=<MulBackward0>`; `None` on leaves.
     pub fn grad_fn_name(&self) -> Option<&'static str> {
-        self.autograd
-            .as_ref()
-            .and_then(|m| m.grad_fn.as_ref())
-            .map(|n| n.name)
+        self.autograd.as_ref()?.grad_fn().map(|n| n.name)
+    }
+
+    /// How many in-place writes this tensor's storage has had (PyTorch's
+    /// `t._version`, counted per storage; see [`crate::autograd`]).
+    pub fn version(&self) -> u64 {
+        self.storage.version()
+    }
+
+    /// Where a recorded operation sends this tensor's gradient; `None` when
+    /// it does not require grad.
+    pub(crate) fn edge(&self) -> Option<Edge> {
+        let meta = self.autograd.as_ref()?;
+        Some(match meta.grad_fn() {
+            None => Edge::Leaf(Arc::clone(meta)),
+            Some(node) => Edge::Node(node),
+        })
     }
 
     /// The accumulated gradient of a leaf (`t.grad`): a tensor on its own
@@ -254,7 +357,7 @@ impl Tensor {
     /// tensor that does not require grad.
     pub fn set_grad(&self, grad: Option<Tensor>) -> Result<()> {
         let meta = self.autograd.as_ref().ok_or(Error::NoGradFn)?;
-        if meta.grad_fn.is_some() {
+        if meta.grad_fn().is_some() {
             return Err(Error::NotALeaf);
         }
         if let Some(g) = &grad {
@@ -334,7 +437,8 @@ impl Tensor {
         Ok(())
     }
 
-    /// Refuses an in-place write while recording to a tensor that requires grad.
+    /// Refuses an in-place write while recording to a tensor that requires
+    /// grad, for an operation stowage does not record in place.
     pub(crate) fn check_inplace(&self, op: &'static str) -> Result<()> {
         let Some(meta) = &self.autograd else {
             return Ok(());
@@ -342,12 +446,61 @@ impl Tensor {
         if !is_grad_enabled() {
             return Ok(());
         }
-        let role = match &meta.grad_fn {
+        let role = match meta.grad_fn() {
             None => GradRole::Leaf,
-            Some(node) if view_of_leaf(node) => GradRole::ViewOfLeaf,
+            Some(node) if view_of_leaf(&node) => GradRole::ViewOfLeaf,
+            Some(node) if node.backward.is_view() => GradRole::ViewOfComputed,
             Some(_) => GradRole::Computed,
         };
         Err(Error::InPlaceRequiresGrad { op, role })
+    }
+
+    /// Whether in-place arithmetic on this tensor with `operand` is to be
+    /// recorded ([`record_inplace`](Self::record_inplace) after the write):
+    /// while recording, on a computed tensor that is not a view. Refuses the
+    /// writes PyTorch refuses (to a leaf, or a view of one) and those stowage
+    /// does not record ([`GradRole`]).
+    pub(crate) fn check_inplace_arith(
+        &self,
+        op: &'static str,
+        operand: Option<&Tensor>,
+    ) -> Result<bool> {
+        if !is_grad_enabled() {
+            return Ok(false);
+        }
+        let Some(meta) = &self.autograd else {
+            return match operand {
+                Some(t) if t.requires_grad() => Err(Error::InPlaceRequiresGrad {
+                    op,
+                    role: GradRole::NoGrad,
+                }),
+                _ => Ok(false),
+            };
+        };
+        let role = match meta.grad_fn() {
+            None => GradRole::Leaf,
+            Some(node) if view_of_leaf(&node) => GradRole::ViewOfLeaf,
+            Some(node) if node.backward.is_view() => GradRole::ViewOfComputed,
+            Some(_) => return Ok(true),
+        };
+        Err(Error::InPlaceRequiresGrad { op, role })
+    }
+
+    /// Records an in-place operation on this computed tensor, once it has
+    /// written: its history becomes `backward`'s node, whose first input is
+    /// the history it had ([`check_inplace_arith`](Self::check_inplace_arith)
+    /// said it records). Operations recorded earlier keep the node they used.
+    pub(crate) fn record_inplace(
+        &self,
+        name: &'static str,
+        backward: Backward,
+        operand: Option<&Tensor>,
+    ) {
+        let Some(meta) = &self.autograd else { return };
+        let mut inputs = vec![self];
+        inputs.extend(operand);
+        let node = Node::new(name, backward, &inputs);
+        *meta.grad_fn.lock().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(node));
     }
 
     /// A fresh leaf's autograd state when this tensor requires grad (for
@@ -357,18 +510,22 @@ impl Tensor {
     }
 }
 
+fn needs(inputs: &[Option<Edge>]) -> Vec<bool> {
+    inputs.iter().map(Option::is_some).collect()
+}
+
 /// Whether `node` is a chain of views ending at a leaf.
-fn view_of_leaf(mut node: &Node) -> bool {
+fn view_of_leaf(node: &Arc<Node>) -> bool {
+    let mut node = Arc::clone(node);
     loop {
         if !node.backward.is_view() {
             return false;
         }
-        match node.inputs.first() {
-            Some(Some(input)) => match &input.grad_fn {
-                None => return true,
-                Some(next) => node = next,
-            },
+        let next = match node.inputs.first() {
+            Some(Some(Edge::Leaf(_))) => return true,
+            Some(Some(Edge::Node(next))) => Arc::clone(next),
             _ => return false,
-        }
+        };
+        node = next;
     }
 }

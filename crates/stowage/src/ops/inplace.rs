@@ -14,6 +14,7 @@ use num_complex::{Complex, Complex32, Complex64};
 use super::kernel;
 use super::promote::{can_cast, result_type};
 use super::Arith;
+use crate::autograd::Backward;
 use crate::element::{self, Scalar};
 use crate::overlap::{assert_no_internal_overlap, assert_no_partial_overlap};
 use crate::{DType, Error, Kind, Operand, Result, Tensor};
@@ -29,7 +30,11 @@ impl Tensor {
     /// shape; [`Error::PartialOverlap`] when `other` shares part of `self`'s
     /// memory and [`Error::InternalOverlap`] when `self` is expanded (PyTorch's
     /// overlap rule: `a.add_(a)` is allowed); [`Error::NoData`] on meta;
-    /// [`Error::InPlaceRequiresGrad`] while recording gradients for `self`.
+    /// [`Error::InPlaceRequiresGrad`] while recording gradients, for a leaf
+    /// that requires grad or a view of one (as in PyTorch), a view of a
+    /// computed tensor, or a `self` that does not require grad with an
+    /// `other` that does. On a computed tensor the write is recorded, as in
+    /// PyTorch ([`crate::autograd`]).
     pub fn add_<'a>(&self, other: impl Into<Operand<'a>>) -> Result<&Self> {
         self.binary_("add_", Arith::Add, other.into(), add)
     }
@@ -44,7 +49,8 @@ impl Tensor {
 
     /// `self = f(self, other)` element by element, for `arith` (whose float
     /// kernel serves contiguous `float32`/`float64` tensors), after PyTorch's
-    /// checks: cast rule, kernel, overlap, broadcast.
+    /// checks: cast rule, kernel, overlap, broadcast. The write counts in the
+    /// storage's version; on a computed tensor it is recorded.
     fn binary_(
         &self,
         op: &'static str,
@@ -52,7 +58,61 @@ impl Tensor {
         other: Operand<'_>,
         f: fn(Scalar, Scalar, DType) -> Scalar,
     ) -> Result<&Self> {
-        self.check_inplace(op)?;
+        let operand = match other {
+            Operand::Tensor(t) => Some(t),
+            Operand::Scalar(_) => None,
+        };
+        let record = self.check_inplace_arith(op, operand)?;
+        // Complex gradients need conjugates the backward formulas do not take.
+        if record && self.dtype.is_complex() {
+            return Err(Error::DTypeUnsupported {
+                op: "gradients of complex arithmetic",
+                dtype: self.dtype,
+            });
+        }
+        // `a *= b` with `b` requiring grad needs `a`'s values from before.
+        let original = match (record, arith, operand) {
+            (true, Arith::Mul, Some(b)) if b.requires_grad() => Some(self.detach().deep_clone()?),
+            _ => None,
+        };
+        self.write_binary(op, arith, other, f)?;
+        if record {
+            let (name, backward) = match (arith, other) {
+                (Arith::Mul, Operand::Tensor(b)) => (
+                    "MulBackward0",
+                    match original {
+                        Some(a) => Backward::Mul { a, b: b.detach() },
+                        None => Backward::MulBy { b: b.detach() },
+                    },
+                ),
+                (Arith::Mul, Operand::Scalar(s)) => ("MulBackward0", Backward::Scale(s.to_f64())),
+                (_, Operand::Tensor(b)) => (
+                    "AddBackward0",
+                    Backward::Add {
+                        operands: [
+                            (self.shape().to_vec(), self.dtype),
+                            (b.shape().to_vec(), b.dtype),
+                        ],
+                    },
+                ),
+                (_, Operand::Scalar(_)) => ("AddBackward0", Backward::Identity),
+            };
+            // Recorded before the version moves: an operand that is `self`
+            // (`y.mul_(y)`) is then seen as written since it was saved.
+            self.record_inplace(name, backward, operand);
+        }
+        self.storage.bump_version();
+        Ok(self)
+    }
+
+    /// The write of [`binary_`](Self::binary_), after its checks.
+    fn write_binary(
+        &self,
+        op: &'static str,
+        arith: Arith,
+        other: Operand<'_>,
+        f: fn(Scalar, Scalar, DType) -> Scalar,
+    ) -> Result<&Self> {
         self.check_data(op)?;
         let result = result_type(op, self, &other)?;
         if !can_cast(result, self.dtype) {

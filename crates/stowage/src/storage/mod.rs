@@ -118,6 +118,10 @@ struct StorageImpl {
     data: RwLock<Backing>,
     /// Creation order: two storages are locked lowest rank first.
     rank: u64,
+    /// In-place writes through tensors so far (PyTorch's version counter,
+    /// kept per storage): a recorded operation notes it for each tensor it
+    /// saves, and backward refuses a saved tensor written since.
+    version: std::sync::atomic::AtomicU64,
 }
 
 /// The next storage's rank. A std atomic also under loom: the order of
@@ -167,6 +171,7 @@ impl UntypedStorage {
                 device,
                 data: RwLock::new(backing),
                 rank: NEXT_RANK.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+                version: std::sync::atomic::AtomicU64::new(0),
             }),
         }
     }
@@ -323,6 +328,22 @@ impl UntypedStorage {
     /// True when `self` and `other` are handles to the same storage.
     pub fn is_same(&self, other: &UntypedStorage) -> bool {
         Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
+    /// How many in-place writes tensors on this storage have made
+    /// (PyTorch's `tensor._version`, here counted per storage: every view
+    /// and detached handle of a tensor shares it, as in PyTorch).
+    pub fn version(&self) -> u64 {
+        self.inner
+            .version
+            .load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Counts one in-place write.
+    pub(crate) fn bump_version(&self) {
+        self.inner
+            .version
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
     }
 
     /// A number identifying this storage among live storages (stable while any handle lives).

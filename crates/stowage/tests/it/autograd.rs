@@ -436,6 +436,15 @@ fn in_place_writes_to_what_requires_grad_are_refused_while_recording() {
     assert_eq!(role(v.zero_().map(|_| ())), Some(GradRole::ViewOfLeaf));
     let y = x.mul(2.0).unwrap();
     assert_eq!(role(y.copy_(&x).map(|_| ())), Some(GradRole::Computed));
+    // Arithmetic on a view of a computed tensor is not recorded (PyTorch's
+    // CopySlices), nor one that would start a tensor requiring grad.
+    let yv = y.narrow(0, 0, 1).unwrap();
+    assert_eq!(
+        role(yv.add_(1.0).map(|_| ())),
+        Some(GradRole::ViewOfComputed)
+    );
+    let plain = Tensor::zeros(&[2, 2], DType::Float32).unwrap();
+    assert_eq!(role(plain.add_(&x).map(|_| ())), Some(GradRole::NoGrad));
     assert_eq!(values(&x.to_dtype(DType::Float64).unwrap()), [1.0; 4]);
     // Under no_grad (an optimiser step) the leaf may be written.
     {
@@ -789,4 +798,116 @@ fn zero_dim_operands_promote_by_category_and_gradients_follow() {
     ));
     let _off = stowage::autograd::no_grad();
     assert!(c.mul(2.0).is_ok());
+}
+
+/// In-place arithmetic on a computed tensor is differentiated through, as in
+/// PyTorch (issue 26, item 21), and a saved tensor written since it was
+/// saved makes backward fail, as PyTorch's version counter does; each case
+/// against PyTorch's own answer.
+#[test]
+fn in_place_arithmetic_on_computed_tensors_follows_pytorch() {
+    let script = r#"
+import json, torch
+out = {}
+def leaf(v):
+    return torch.tensor(v, dtype=torch.float64, requires_grad=True)
+x = leaf([1., 2., 3.])
+y = x * 2; y.add_(1); (y * y).sum().backward()
+out["add_"] = x.grad.tolist()
+x, w = leaf([1., 2., 3.]), leaf([4., 5., 6.])
+y = x * 2; y.mul_(w); y.sum().backward()
+out["mul_tensor"] = [x.grad.tolist(), w.grad.tolist()]
+x, z = leaf([1., 2., 3.]), leaf([0.5])
+y = x * 2; y.mul_(3.0); y.add_(z); (y * x).sum().backward()
+out["chain"] = [x.grad.tolist(), z.grad.tolist()]
+x = leaf([1., 2., 3.])
+y = x * 2; before = y * 3; y.add_(10); before.sum().backward()
+out["earlier"] = x.grad.tolist()
+def fails(f):
+    try:
+        f()
+        return None
+    except RuntimeError as e:
+        return "modified by an inplace operation" in str(e)
+x = leaf([1., 2.])
+y = x.exp(); y.add_(1)
+out["exp_saved"] = fails(lambda: y.sum().backward())
+w = leaf([1., 2.])
+y = w * w
+with torch.no_grad():
+    w.add_(1)
+out["optimiser_step"] = fails(lambda: y.sum().backward())
+print(json.dumps(out))
+"#;
+    let Some(answer) = common::run_torch_script(script, &[]) else {
+        return;
+    };
+    let want: serde_json::Value = serde_json::from_slice(&answer).unwrap();
+    let leaf = |v: &[f64]| {
+        Tensor::from_slice(v)
+            .unwrap()
+            .with_requires_grad(true)
+            .unwrap()
+    };
+    let grad = |t: &Tensor| serde_json::json!(values(&t.grad().unwrap()));
+
+    let x = leaf(&[1., 2., 3.]);
+    let y = x.mul(2.0).unwrap();
+    y.add_(1.0).unwrap();
+    assert_eq!(y.grad_fn_name(), Some("AddBackward0"));
+    y.mul(&y).unwrap().sum().unwrap().backward().unwrap();
+    assert_eq!(grad(&x), want["add_"]);
+
+    let (x, w) = (leaf(&[1., 2., 3.]), leaf(&[4., 5., 6.]));
+    let y = x.mul(2.0).unwrap();
+    y.mul_(&w).unwrap();
+    y.sum().unwrap().backward().unwrap();
+    assert_eq!(serde_json::json!([grad(&x), grad(&w)]), want["mul_tensor"]);
+
+    let (x, z) = (leaf(&[1., 2., 3.]), leaf(&[0.5]));
+    let y = x.mul(2.0).unwrap();
+    y.mul_(3.0).unwrap();
+    y.add_(&z).unwrap();
+    y.mul(&x).unwrap().sum().unwrap().backward().unwrap();
+    assert_eq!(serde_json::json!([grad(&x), grad(&z)]), want["chain"]);
+
+    // An operation recorded before the write keeps the history it used.
+    let x = leaf(&[1., 2., 3.]);
+    let y = x.mul(2.0).unwrap();
+    let before = y.mul(3.0).unwrap();
+    y.add_(10.0).unwrap();
+    before.sum().unwrap().backward().unwrap();
+    assert_eq!(grad(&x), want["earlier"]);
+
+    let modified = |r: stowage::Result<()>| match r {
+        Err(e @ Error::SavedTensorModified { .. }) => {
+            assert!(
+                e.to_string().contains("modified by an inplace operation"),
+                "{e}"
+            );
+            Some(true)
+        }
+        Err(e) => panic!("{e}"),
+        Ok(()) => None,
+    };
+    // exp saves its output, which the write changed.
+    let x = leaf(&[1., 2.]);
+    let y = x.exp().unwrap();
+    y.add_(1.0).unwrap();
+    assert_eq!(y.version(), 1);
+    assert_eq!(
+        serde_json::json!(modified(y.sum().unwrap().backward())),
+        want["exp_saved"]
+    );
+    // An optimiser step under no_grad between forward and backward.
+    let w = leaf(&[1., 2.]);
+    let y = w.mul(&w).unwrap();
+    {
+        let _g = autograd::no_grad();
+        w.add_(1.0).unwrap();
+    }
+    assert_eq!(
+        serde_json::json!(modified(y.sum().unwrap().backward())),
+        want["optimiser_step"]
+    );
 }
