@@ -431,9 +431,12 @@ impl Tensor {
     /// shares part of `self`'s memory, [`Error::InternalOverlap`] when `self`
     /// is expanded (PyTorch's overlap rule);
     /// [`Error::NoData`] on meta; [`Error::InPlaceRequiresGrad`] while recording
-    /// gradients for `self` (see [`crate::autograd`]).
+    /// gradients, for a leaf that requires grad or a view of one, or a `self`
+    /// that does not require grad with a `src` that does (see
+    /// [`crate::autograd`]). On a computed tensor the copy is recorded
+    /// (`CopyBackwards`), as in PyTorch.
     pub fn copy_(&self, src: &Tensor) -> Result<&Self> {
-        self.check_inplace("copy_")?;
+        let record = self.check_inplace_arith("copy_", Some(src))?;
         self.check_data("copy_")?;
         src.check_data("copy_")?;
         // ATen's `copy_` returns early on the same data in the same layout and dtype.
@@ -447,6 +450,10 @@ impl Tensor {
         assert_no_partial_overlap("copy_", self, src)?;
         let sl = src.expanded_for(self.shape())?.layout;
         copy_into(self, src, &sl)?;
+        if record {
+            let src_of = (src.shape().to_vec(), src.dtype);
+            self.record_inplace("CopyBackwards", Backward::Copy { src: src_of }, Some(src));
+        }
         self.storage.bump_version();
         Ok(self)
     }
@@ -461,13 +468,23 @@ impl Tensor {
     /// into `uint8`, `1e6` into `float16`, a complex value with an imaginary
     /// part into a real dtype); [`Error::NoData`] on meta;
     /// [`Error::DTypeUnsupported`] for dtypes without values;
-    /// [`Error::InPlaceRequiresGrad`] while recording gradients for `self`.
+    /// [`Error::InPlaceRequiresGrad`] while recording gradients for a leaf
+    /// that requires grad or a view of one; on a computed tensor the write
+    /// is recorded (`FillBackward0`), as in PyTorch.
     pub fn fill_(&self, value: impl Into<Scalar>) -> Result<&Self> {
-        let value = value.into();
-        self.check_inplace("fill_")?;
-        self.check_data("fill_")?;
+        self.fill_recorded("fill_", "FillBackward0", value.into())
+    }
+
+    /// [`fill_`](Self::fill_) as the operation `op`, recorded as `name` on a
+    /// computed tensor.
+    fn fill_recorded(&self, op: &'static str, name: &'static str, value: Scalar) -> Result<&Self> {
+        let record = self.check_inplace_arith(op, None)?;
+        self.check_data(op)?;
         check_value(self.dtype, value, Path::Fill)?;
         self.fill_unchecked(value)?;
+        if record {
+            self.record_inplace(name, Backward::Fill, None);
+        }
         self.storage.bump_version();
         Ok(self)
     }
@@ -501,7 +518,7 @@ impl Tensor {
     /// # Errors
     /// As [`fill_`](Self::fill_).
     pub fn zero_(&self) -> Result<&Self> {
-        self.fill_(Scalar::Int(0))
+        self.fill_recorded("zero_", "ZeroBackward0", Scalar::Int(0))
     }
 }
 

@@ -61,10 +61,24 @@ pub(crate) enum Backward {
     Cast { from: DType },
     /// A copy of the same shape (`contiguous`, `clone`, `to(device)`).
     Identity,
+    /// `fill_`/`zero_` in place: the old values get no gradient.
+    Fill,
+    /// `self.copy_(src)` in place: the old values get no gradient, `src`
+    /// (of this shape and dtype) the gradient reduced to it.
+    Copy { src: (Vec<usize>, DType) },
     /// A view of an input of `shape`, described by a layout function.
     View { shape: Vec<usize>, view: ViewFn },
     /// `as_strided` of an input at `input` in the storage, to `output`.
     AsStrided { input: Layout, output: Layout },
+    /// An in-place operation (`inner`) through a view of
+    /// a base of `shape`: the base's gradient goes on as it is, except the
+    /// view's region (`view` of the base's layout), which goes through
+    /// `inner`'s formula; the operand gets `inner`'s second gradient.
+    CopySlices {
+        shape: Vec<usize>,
+        view: ViewFn,
+        inner: Box<Backward>,
+    },
 }
 
 impl Backward {
@@ -103,6 +117,7 @@ impl Backward {
             Backward::MulBy { b } => vec![b],
             Backward::Pow { x, .. } | Backward::Log { x } | Backward::Relu { x } => vec![x],
             Backward::Exp { out } => vec![out],
+            Backward::CopySlices { inner, .. } => inner.saved(&[true, need(1)]),
             Backward::Add { .. }
             | Backward::Sub { .. }
             | Backward::Neg
@@ -110,6 +125,8 @@ impl Backward {
             | Backward::Sum { .. }
             | Backward::Cast { .. }
             | Backward::Identity
+            | Backward::Fill
+            | Backward::Copy { .. }
             | Backward::View { .. }
             | Backward::AsStrided { .. } => Vec::new(),
         }
@@ -186,9 +203,31 @@ impl Backward {
             ),
             Backward::Cast { from } => one(g.to_dtype(*from)?),
             Backward::Identity => one(g.clone()),
+            Backward::Fill => one(Tensor::zeros_like(g)?),
+            Backward::Copy { src } => two(need, || Tensor::zeros_like(g), || reduced(g, src)),
             Backward::View { shape, view } => one(kernel::scatter_view(g, shape, &**view)?),
             Backward::AsStrided { input, output } => {
                 one(kernel::scatter_strided(g, input, output)?)
+            }
+            Backward::CopySlices {
+                shape, view, inner, ..
+            } => {
+                // A fresh contiguous copy of the base's gradient, whose view
+                // region is replaced by what `inner` makes of it.
+                let result = Tensor::zeros(shape, g.dtype())?;
+                result.copy_(g)?;
+                let region = Tensor {
+                    layout: view(&result.layout)?,
+                    ..result.detach()
+                };
+                let mut grads = inner
+                    .apply(&region.contiguous()?, &[true, need(1)])?
+                    .into_iter();
+                match grads.next().flatten() {
+                    Some(g0) => region.copy_(&g0)?,
+                    None => region.zero_()?,
+                };
+                Ok(vec![Some(result), grads.next().flatten()])
             }
         }
     }

@@ -38,12 +38,13 @@
 //! - In-place arithmetic (`add_`, `mul_`) on a computed tensor is recorded as
 //!   PyTorch records it: the tensor's history becomes the operation's node
 //!   (`AddBackward0`, `MulBackward0`) on top of what it was, so backward
-//!   differentiates through the write. Writes to leaves and views of leaves
-//!   are refused, as in PyTorch. stowage also refuses, while recording, an
-//!   in-place write to a view of a computed tensor (PyTorch rebases the
-//!   base's history through `CopySlices`), an in-place operation other than
-//!   `add_` and `mul_` on a tensor that requires grad, and one that would
-//!   make a tensor that does not require grad require it.
+//!   differentiates through the write; through a view of a computed tensor
+//!   the base's history becomes a `CopySlices` node, as in PyTorch. Writes
+//!   to leaves and views of leaves are refused, as in PyTorch. stowage also
+//!   refuses, while recording, an in-place operation other than `add_` and
+//!   `mul_` on a tensor that requires grad (and either on an `as_strided`
+//!   view of a computed tensor), and one that would make a tensor that does
+//!   not require grad require it.
 //! - Every storage counts the in-place writes made through tensors (its
 //!   *version*, [`Tensor::version`]; PyTorch counts per tensor and its views,
 //!   stowage per storage). A recorded operation notes the version of each
@@ -55,6 +56,7 @@
 
 mod backward;
 mod engine;
+mod inplace;
 
 use std::cell::Cell;
 use std::marker::PhantomData;
@@ -125,8 +127,9 @@ pub enum GradRole {
     /// A tensor computed from others, for an operation stowage does not
     /// record in place (all but `add_` and `mul_`).
     Computed,
-    /// A view of a tensor computed from others (PyTorch rebases the base's
-    /// history through `CopySlices`; stowage does not yet).
+    /// A view of a tensor computed from others, for a write stowage does not
+    /// record through a view (all but `add_` and `mul_`, and any write to an
+    /// `as_strided` view).
     ViewOfComputed,
     /// A tensor that does not require grad, written in place with one that
     /// does (it would have to start requiring grad in place).
@@ -142,7 +145,7 @@ impl std::fmt::Display for GradRole {
                 "a tensor with history (stowage records add_ and mul_ in place, not this operation)"
             }
             GradRole::ViewOfComputed => {
-                "a view of a tensor with history (stowage does not rebase a base's history through a view)"
+                "a view of a tensor with history (stowage records add_ and mul_ through views made by view operations, not this one)"
             }
             GradRole::NoGrad => {
                 "a tensor that does not require grad, given an operand that does (use the out-of-place operation),"
@@ -158,6 +161,9 @@ pub(crate) struct AutogradMeta {
     /// How this tensor was computed; `None` on leaves. An in-place operation
     /// replaces it with its own node, whose input is the node it replaced.
     grad_fn: Mutex<Option<Arc<Node>>>,
+    /// For a view of a computed tensor: the base, which an in-place write
+    /// through the view rebases.
+    view_of: Option<inplace::ViewOf>,
 }
 
 /// Where a recorded operation sends an input's gradient: the node that
@@ -182,7 +188,11 @@ pub(crate) struct Node {
 
 impl Node {
     fn new(name: &'static str, backward: Backward, inputs: &[&Tensor]) -> Node {
-        let inputs: Vec<Option<Edge>> = inputs.iter().map(|t| t.edge()).collect();
+        Node::on(name, backward, inputs.iter().map(|t| t.edge()).collect())
+    }
+
+    /// A node sending its inputs' gradients along `inputs`.
+    fn on(name: &'static str, backward: Backward, inputs: Vec<Option<Edge>>) -> Node {
         let saved_versions = backward
             .saved(&needs(&inputs))
             .iter()
@@ -230,14 +240,20 @@ impl AutogradMeta {
         Arc::new(AutogradMeta {
             grad: Mutex::new(None),
             grad_fn: Mutex::new(None),
+            view_of: None,
         })
     }
 
-    fn computed(node: Node) -> Arc<AutogradMeta> {
+    fn computed(node: Arc<Node>, view_of: Option<inplace::ViewOf>) -> Arc<AutogradMeta> {
         Arc::new(AutogradMeta {
             grad: Mutex::new(None),
-            grad_fn: Mutex::new(Some(Arc::new(node))),
+            grad_fn: Mutex::new(Some(node)),
+            view_of,
         })
+    }
+
+    fn set_grad_fn(&self, node: Arc<Node>) {
+        *self.grad_fn.lock().unwrap_or_else(|e| e.into_inner()) = Some(node);
     }
 
     fn grad_slot(&self) -> MutexGuard<'_, Option<Tensor>> {
@@ -245,8 +261,13 @@ impl AutogradMeta {
         self.grad.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The node that computed the tensor now; `None` on leaves.
+    /// The node that computed the tensor now; `None` on leaves. A view of a
+    /// computed tensor whose base was written in place since gets a node on
+    /// the base's new history first.
     pub(crate) fn grad_fn(&self) -> Option<Arc<Node>> {
+        if let Some(view) = &self.view_of {
+            view.refresh(self);
+        }
         self.grad_fn
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -269,7 +290,9 @@ pub(crate) fn record(
     {
         return out;
     }
-    out.autograd = Some(AutogradMeta::computed(Node::new(name, backward(), inputs)));
+    let node = Arc::new(Node::new(name, backward(), inputs));
+    let view_of = inplace::ViewOf::of(&node, inputs);
+    out.autograd = Some(AutogradMeta::computed(node, view_of));
     out
 }
 
@@ -435,72 +458,6 @@ impl Tensor {
             });
         }
         Ok(())
-    }
-
-    /// Refuses an in-place write while recording to a tensor that requires
-    /// grad, for an operation stowage does not record in place.
-    pub(crate) fn check_inplace(&self, op: &'static str) -> Result<()> {
-        let Some(meta) = &self.autograd else {
-            return Ok(());
-        };
-        if !is_grad_enabled() {
-            return Ok(());
-        }
-        let role = match meta.grad_fn() {
-            None => GradRole::Leaf,
-            Some(node) if view_of_leaf(&node) => GradRole::ViewOfLeaf,
-            Some(node) if node.backward.is_view() => GradRole::ViewOfComputed,
-            Some(_) => GradRole::Computed,
-        };
-        Err(Error::InPlaceRequiresGrad { op, role })
-    }
-
-    /// Whether in-place arithmetic on this tensor with `operand` is to be
-    /// recorded ([`record_inplace`](Self::record_inplace) after the write):
-    /// while recording, on a computed tensor that is not a view. Refuses the
-    /// writes PyTorch refuses (to a leaf, or a view of one) and those stowage
-    /// does not record ([`GradRole`]).
-    pub(crate) fn check_inplace_arith(
-        &self,
-        op: &'static str,
-        operand: Option<&Tensor>,
-    ) -> Result<bool> {
-        if !is_grad_enabled() {
-            return Ok(false);
-        }
-        let Some(meta) = &self.autograd else {
-            return match operand {
-                Some(t) if t.requires_grad() => Err(Error::InPlaceRequiresGrad {
-                    op,
-                    role: GradRole::NoGrad,
-                }),
-                _ => Ok(false),
-            };
-        };
-        let role = match meta.grad_fn() {
-            None => GradRole::Leaf,
-            Some(node) if view_of_leaf(&node) => GradRole::ViewOfLeaf,
-            Some(node) if node.backward.is_view() => GradRole::ViewOfComputed,
-            Some(_) => return Ok(true),
-        };
-        Err(Error::InPlaceRequiresGrad { op, role })
-    }
-
-    /// Records an in-place operation on this computed tensor, once it has
-    /// written: its history becomes `backward`'s node, whose first input is
-    /// the history it had ([`check_inplace_arith`](Self::check_inplace_arith)
-    /// said it records). Operations recorded earlier keep the node they used.
-    pub(crate) fn record_inplace(
-        &self,
-        name: &'static str,
-        backward: Backward,
-        operand: Option<&Tensor>,
-    ) {
-        let Some(meta) = &self.autograd else { return };
-        let mut inputs = vec![self];
-        inputs.extend(operand);
-        let node = Node::new(name, backward, &inputs);
-        *meta.grad_fn.lock().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(node));
     }
 
     /// A fresh leaf's autograd state when this tensor requires grad (for

@@ -435,12 +435,15 @@ fn in_place_writes_to_what_requires_grad_are_refused_while_recording() {
     let v = x.t().unwrap().narrow(0, 0, 1).unwrap();
     assert_eq!(role(v.zero_().map(|_| ())), Some(GradRole::ViewOfLeaf));
     let y = x.mul(2.0).unwrap();
-    assert_eq!(role(y.copy_(&x).map(|_| ())), Some(GradRole::Computed));
-    // Arithmetic on a view of a computed tensor is not recorded (PyTorch's
-    // CopySlices), nor one that would start a tensor requiring grad.
+    assert_eq!(role(y.set(&[0, 0], 2.0)), Some(GradRole::Computed));
+    // Element writes through a view of a computed tensor are not recorded,
+    // nor is any write through an `as_strided` view, nor one that would
+    // start a tensor requiring grad.
     let yv = y.narrow(0, 0, 1).unwrap();
+    assert_eq!(role(yv.set(&[0, 0], 1.0)), Some(GradRole::ViewOfComputed));
+    let strided = y.as_strided(&[2], &[1], 0).unwrap();
     assert_eq!(
-        role(yv.add_(1.0).map(|_| ())),
+        role(strided.add_(1.0).map(|_| ())),
         Some(GradRole::ViewOfComputed)
     );
     let plain = Tensor::zeros(&[2, 2], DType::Float32).unwrap();
@@ -910,4 +913,125 @@ print(json.dumps(out))
         serde_json::json!(modified(y.sum().unwrap().backward())),
         want["optimiser_step"]
     );
+}
+
+/// In-place arithmetic through a view of a computed tensor rebases the
+/// base, as PyTorch's `CopySlices` does: the base's gradient passes the
+/// view's region through the operation, other views of the base see the
+/// write, and views of views reach the same base; against PyTorch.
+#[test]
+fn in_place_arithmetic_through_views_follows_pytorch() {
+    let script = r#"
+import json, torch
+out = {}
+def leaf(v):
+    return torch.tensor(v, dtype=torch.float64, requires_grad=True)
+x = leaf([[1., 2., 3.], [4., 5., 6.]])
+y = x * 2; v = y.narrow(0, 0, 1); v.mul_(3); (y * y).sum().backward()
+out["narrow"] = [x.grad.flatten().tolist(), type(y.grad_fn).__name__, type(v.grad_fn).__name__]
+x, w = leaf([[1., 2., 3.], [4., 5., 6.]]), leaf([[1., 2.], [3., 4.], [5., 6.]])
+y = x * 2; v = y.t(); v.add_(w); (y * x).sum().backward()
+out["t_add"] = [x.grad.flatten().tolist(), w.grad.flatten().tolist()]
+x = leaf([1., 2., 3., 4.])
+y = x * 2; a = y.narrow(0, 0, 2); b = y.narrow(0, 1, 2); a.mul_(5); (b * b).sum().backward()
+out["other_view"] = x.grad.tolist()
+x, w = leaf([[1., 2., 3.], [4., 5., 6.]]), leaf([7., 8.])
+y = x * 3; v = y.select(0, 1).narrow(0, 1, 2); v.mul_(w); (y * y).sum().backward()
+out["nested"] = [x.grad.flatten().tolist(), w.grad.tolist()]
+x = leaf([1., 2., 3.])
+y = x * 2; y.zero_(); name = type(y.grad_fn).__name__; (y + x).sum().backward()
+out["zero_"] = [x.grad.tolist(), name]
+x, w = leaf([1., 2., 3.]), leaf([4.])
+y = x * 2; y.copy_(w); name = type(y.grad_fn).__name__; (y * y).sum().backward()
+out["copy_"] = [x.grad.tolist(), w.grad.tolist(), name]
+x = leaf([[1., 2.], [3., 4.]])
+y = x * 2; y.narrow(0, 0, 1).fill_(7); (y * y).sum().backward()
+out["fill_view"] = x.grad.flatten().tolist()
+print(json.dumps(out))
+"#;
+    let Some(answer) = common::run_torch_script(script, &[]) else {
+        return;
+    };
+    let want: serde_json::Value = serde_json::from_slice(&answer).unwrap();
+    let leaf = |v: Vec<f64>, shape: &[usize]| {
+        Tensor::from_vec(v, shape)
+            .unwrap()
+            .with_requires_grad(true)
+            .unwrap()
+    };
+    let grad = |t: &Tensor| values(&t.grad().unwrap());
+    let want_of = |key: &str, i: usize| -> Vec<f64> {
+        let w = if key == "other_view" {
+            &want[key]
+        } else {
+            &want[key][i]
+        };
+        serde_json::from_value(w.clone()).unwrap()
+    };
+    let close = |a: &[f64], b: &[f64]| {
+        a.len() == b.len()
+            && a.iter()
+                .zip(b)
+                .all(|(x, y)| (x - y).abs() <= 1e-12 * (1.0 + y.abs()))
+    };
+    let x23 = || leaf(vec![1., 2., 3., 4., 5., 6.], &[2, 3]);
+
+    let x = x23();
+    let y = x.mul(2.0).unwrap();
+    let v = y.narrow(0, 0, 1).unwrap();
+    v.mul_(3.0).unwrap();
+    assert_eq!(y.grad_fn_name(), want["narrow"][1].as_str());
+    assert_eq!(v.grad_fn_name(), want["narrow"][2].as_str());
+    y.mul(&y).unwrap().sum().unwrap().backward().unwrap();
+    assert!(close(&grad(&x), &want_of("narrow", 0)), "{:?}", grad(&x));
+
+    let (x, w) = (x23(), leaf(vec![1., 2., 3., 4., 5., 6.], &[3, 2]));
+    let y = x.mul(2.0).unwrap();
+    let v = y.t().unwrap();
+    v.add_(&w).unwrap();
+    y.mul(&x).unwrap().sum().unwrap().backward().unwrap();
+    assert!(close(&grad(&x), &want_of("t_add", 0)), "{:?}", grad(&x));
+    assert!(close(&grad(&w), &want_of("t_add", 1)), "{:?}", grad(&w));
+
+    let x = leaf(vec![1., 2., 3., 4.], &[4]);
+    let y = x.mul(2.0).unwrap();
+    let (a, b) = (y.narrow(0, 0, 2).unwrap(), y.narrow(0, 1, 2).unwrap());
+    a.mul_(5.0).unwrap();
+    b.mul(&b).unwrap().sum().unwrap().backward().unwrap();
+    assert!(
+        close(&grad(&x), &want_of("other_view", 0)),
+        "{:?}",
+        grad(&x)
+    );
+
+    let (x, w) = (x23(), leaf(vec![7., 8.], &[2]));
+    let y = x.mul(3.0).unwrap();
+    let v = y.select(0, 1).unwrap().narrow(0, 1, 2).unwrap();
+    v.mul_(&w).unwrap();
+    y.mul(&y).unwrap().sum().unwrap().backward().unwrap();
+    assert!(close(&grad(&x), &want_of("nested", 0)), "{:?}", grad(&x));
+    assert!(close(&grad(&w), &want_of("nested", 1)), "{:?}", grad(&w));
+
+    // fill_, zero_ and copy_ on computed tensors, and through a view.
+    let x = leaf(vec![1., 2., 3.], &[3]);
+    let y = x.mul(2.0).unwrap();
+    y.zero_().unwrap();
+    assert_eq!(y.grad_fn_name(), want["zero_"][1].as_str());
+    y.add(&x).unwrap().sum().unwrap().backward().unwrap();
+    assert!(close(&grad(&x), &want_of("zero_", 0)), "{:?}", grad(&x));
+
+    let (x, w) = (leaf(vec![1., 2., 3.], &[3]), leaf(vec![4.], &[1]));
+    let y = x.mul(2.0).unwrap();
+    y.copy_(&w).unwrap();
+    assert_eq!(y.grad_fn_name(), want["copy_"][2].as_str());
+    y.mul(&y).unwrap().sum().unwrap().backward().unwrap();
+    assert!(close(&grad(&x), &want_of("copy_", 0)), "{:?}", grad(&x));
+    assert!(close(&grad(&w), &want_of("copy_", 1)), "{:?}", grad(&w));
+
+    let x = leaf(vec![1., 2., 3., 4.], &[2, 2]);
+    let y = x.mul(2.0).unwrap();
+    y.narrow(0, 0, 1).unwrap().fill_(7.0).unwrap();
+    y.mul(&y).unwrap().sum().unwrap().backward().unwrap();
+    let fill_view: Vec<f64> = serde_json::from_value(want["fill_view"].clone()).unwrap();
+    assert!(close(&grad(&x), &fill_view), "{:?}", grad(&x));
 }
