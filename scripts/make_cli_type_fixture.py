@@ -6,7 +6,10 @@
   `type` values (issue 26, item 9);
 - shared_object.pt: one object of a class outside the allowlist at three
   paths, the pickle reusing it through its memo (as transformers'
-  `IntervalStrategy` members are); for `"objects"` (issue 26, item 8).
+  `IntervalStrategy` members are); for `"objects"` (issue 26, item 8);
+- objects_a.pt and objects_b.pt: the same paths holding inert objects of
+  other classes (`nn.ReLU` against `nn.GELU`), and a module against the
+  plain dict of what it holds; for `diff`'s `object` kind (issue 26, item 14).
 
 usage: make_cli_type_fixture.py   (the python of scripts/torch-venv.sh)
 """
@@ -29,3 +32,16 @@ class Strategy:  # pickled as __main__.Strategy
 s = Strategy("steps")
 torch.save({"eval": s, "save": s, "nested": {"log": s}, "w": torch.ones(2)},
            os.path.join(os.path.dirname(OUT), "shared_object.pt"))
+
+
+class Box:  # pickled as __main__.Box
+    def __init__(self, weight):
+        self.weight = weight
+
+
+w = torch.arange(4.0)
+box = Box(w)
+torch.save({"act": torch.nn.ReLU(), "box": box, "w": w},
+           os.path.join(os.path.dirname(OUT), "objects_a.pt"))
+torch.save({"act": torch.nn.GELU(), "box": {"weight": w}, "w": w},
+           os.path.join(os.path.dirname(OUT), "objects_b.pt"))

@@ -26,7 +26,9 @@
 //! a non-tensor value, with `a` and `b` each `{"type", "value"}` as `inspect
 //! --json` lists values (`{"type": "tensor", "value": null}` for a tensor); a
 //! value present on one side only is `missing_in_a`/`missing_in_b` with the
-//! other side `null`.
+//! other side `null`; and `object` for inert objects of different classes at
+//! one path (or an object against a plain container), `a` and `b` each
+//! `{"module", "name"}` or `null`.
 //!
 //! Exit 0 when nothing differs, 1 when something does (one line per
 //! difference, or one JSON object with `--json`), 2 when either file cannot be
@@ -44,7 +46,7 @@ use stowage::layout::Layout;
 use stowage::checkpoint::{dotted, PathKey, TensorObject, ValueRef};
 use stowage::{Checkpoint, DType, Kind, Scalar, Tensor, UntypedStorage};
 
-use self::values::{compare_values, value_words};
+use self::values::{compare_objects, compare_values, value_words, Class};
 use crate::data::Reader;
 use crate::listing::{path_json, rows};
 use crate::values::float_json;
@@ -133,6 +135,12 @@ enum What {
     Value {
         a: Option<Json>,
         b: Option<Json>,
+    },
+    /// Inert objects of different classes at one path, or an object on one
+    /// side and a plain container on the other (`None` there).
+    Object {
+        a: Option<Class>,
+        b: Option<Class>,
     },
     /// `paths` share one storage in `side` but are not grouped that way in
     /// the other file, where they fall into `other`.
@@ -332,6 +340,7 @@ fn compare(a: &Checkpoint, b: &Checkpoint, options: Options) -> Result<Vec<Diffe
         (&by_path_a, &by_path_b),
         options.tolerance,
     ));
+    differences.extend(compare_objects(a, b).map_err(Failure::input)?);
     if !options.ignore_sharing {
         differences.extend(sharing(&common));
     }
@@ -595,6 +604,15 @@ fn difference_json(d: &Difference) -> Json {
                 _ => "value",
             }
         }
+        What::Object { a, b } => {
+            let class = |c: &Option<Class>| match c {
+                Some((module, name)) => json!({"module": module, "name": name}),
+                None => Json::Null,
+            };
+            o.insert("a".into(), class(a));
+            o.insert("b".into(), class(b));
+            "object"
+        }
         What::Sharing { side, paths, other } => {
             o.insert("shared_in".into(), json!(side.name().to_lowercase()));
             o.insert(
@@ -662,6 +680,13 @@ fn difference_line(d: &Difference) -> String {
                 b.as_ref().map_or_else(String::new, value_words)
             ),
         },
+        What::Object { a, b } => {
+            let class = |c: &Option<Class>| match c {
+                Some((module, name)) => format!("an object {module}.{name}"),
+                None => "a plain container".to_owned(),
+            };
+            format!("{path}: {} in A, {} in B", class(a), class(b))
+        }
         What::Sharing { side, paths, other } => {
             let there = other
                 .iter()

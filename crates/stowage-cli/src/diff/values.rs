@@ -1,10 +1,12 @@
 //! The non-tensor half of `diff`: every leaf (`inspect --json`'s `"values"`)
-//! compared by path, floats within the tolerance when one is given.
+//! compared by path, floats within the tolerance when one is given; and the
+//! classes of the inert objects (`inspect --json`'s `"objects"`), by path.
 
 use std::collections::HashMap;
 
 use serde_json::{json, Value as Json};
 use stowage::checkpoint::{dotted, PathKey, ValueKind, ValueRef};
+use stowage::Checkpoint;
 
 use super::{Difference, Tolerance, What};
 use crate::values::typed_json;
@@ -53,7 +55,9 @@ pub(super) fn compare_values(
         let b = match index_b.get(la.path()) {
             Some(&j) => {
                 let lb = &leaves_b[j];
-                if same_value(la, lb, tolerance) {
+                // Two inert objects: their classes, compared by `compare_objects`.
+                let objects = la.kind() == ValueKind::Object && lb.kind() == ValueKind::Object;
+                if objects || same_value(la, lb, tolerance) {
                     continue;
                 }
                 Some(Json::Object(typed_json(lb)))
@@ -80,6 +84,82 @@ pub(super) fn compare_values(
         });
     }
     differences
+}
+
+/// An inert object's class, as `"objects"` lists it.
+pub(super) type Class = (String, String);
+
+/// Differences of kind `object`: a path holding inert objects of different
+/// classes on the two sides, or an inert object on one side and a plain
+/// container on the other (a leaf there is a `value` difference, and a
+/// missing path the object's contents' `missing_in_*`).
+///
+/// # Errors
+/// A structure shared too often to list its objects.
+pub(super) fn compare_objects(
+    a: &Checkpoint,
+    b: &Checkpoint,
+) -> Result<Vec<Difference>, stowage::Error> {
+    let classes = |c: &Checkpoint| -> Result<Vec<(Vec<PathKey>, Class)>, stowage::Error> {
+        Ok(c.objects()?
+            .iter()
+            .map(|o| {
+                let (m, n) = o.class().unwrap_or_default();
+                (o.path().to_vec(), (m.to_owned(), n.to_owned()))
+            })
+            .collect())
+    };
+    let (oa, ob) = (classes(a)?, classes(b)?);
+    let index = |os: &[(Vec<PathKey>, Class)]| -> HashMap<Vec<PathKey>, Class> {
+        let mut m = HashMap::new();
+        for (p, c) in os {
+            m.entry(p.clone()).or_insert_with(|| c.clone());
+        }
+        m
+    };
+    let (ia, ib) = (index(&oa), index(&ob));
+    // The other side holds a container (not a leaf, not nothing) at `path`.
+    let container = |c: &Checkpoint, path: &[PathKey]| {
+        c.get_path(path).is_ok_and(|v| {
+            matches!(
+                v.kind(),
+                ValueKind::Dict | ValueKind::List | ValueKind::Tuple | ValueKind::Set | ValueKind::FrozenSet
+            )
+        })
+    };
+    let mut out = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for (path, class) in &oa {
+        if !seen.insert(path.clone()) {
+            continue;
+        }
+        let other = match ib.get(path) {
+            Some(theirs) if theirs == class => continue,
+            Some(theirs) => Some(theirs.clone()),
+            None if container(b, path) => None,
+            None => continue,
+        };
+        out.push(Difference {
+            path: path.clone(),
+            kind: What::Object {
+                a: Some(class.clone()),
+                b: other,
+            },
+        });
+    }
+    for (path, class) in &ob {
+        if ia.contains_key(path) || !seen.insert(path.clone()) || !container(a, path) {
+            continue;
+        }
+        out.push(Difference {
+            path: path.clone(),
+            kind: What::Object {
+                a: None,
+                b: Some(class.clone()),
+            },
+        });
+    }
+    Ok(out)
 }
 
 /// Whether two leaves are the same: same type and value, floats (and complex

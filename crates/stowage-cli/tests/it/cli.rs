@@ -1535,3 +1535,39 @@ fn convert_to_safetensors_and_back_keeps_the_structure() {
     );
     assert_eq!(values, serde_json::json!([]));
 }
+
+/// `diff`'s `object` kind (issue 26, item 14): inert objects of different
+/// classes at one path, and an object against the plain dict of what it
+/// holds, each one difference naming the classes; what they hold is
+/// compared by path as everywhere else.
+#[test]
+fn diff_names_objects_of_other_classes() {
+    let data = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data");
+    let (a, b) = (data.join("objects_a.pt"), data.join("objects_b.pt"));
+    let run = stowage(&[
+        Path::new("diff"),
+        Path::new("--inert"),
+        &a,
+        &b,
+        Path::new("--json"),
+    ]);
+    assert_eq!(run.code(), Some(1), "{run:?}");
+    let doc = parse(&run);
+    let objects: Vec<&Json> = doc["differences"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| d["kind"] == "object")
+        .collect();
+    let activation =
+        |name: &str| serde_json::json!({"module": "torch.nn.modules.activation", "name": name});
+    assert_eq!(
+        objects,
+        [
+            &serde_json::json!({"path": ["act"], "kind": "object", "a": activation("ReLU"), "b": activation("GELU")}),
+            &serde_json::json!({"path": ["box"], "kind": "object", "a": {"module": "__main__", "name": "Box"}, "b": null}),
+        ]
+    );
+    let run = stowage(&[Path::new("diff"), Path::new("--inert"), &a, &a]);
+    assert_eq!(run.code(), Some(0), "{run:?}");
+}
