@@ -178,16 +178,28 @@ fn table(
     for r in rows {
         by_key.entry(&r.key).or_default().push(dotted(&r.path));
     }
+    // How often each name is in its storage's group (once, unless two
+    // paths print alike).
+    let mut times: HashMap<(&str, &str), usize> = HashMap::new();
+    for (key, names) in &by_key {
+        for n in names {
+            *times.entry((*key, n.as_str())).or_default() += 1;
+        }
+    }
     let header = ["path", "dtype", "shape", "stride", "offset", "storage", "shared with"];
     let mut lines: Vec<[String; 7]> = Vec::new();
     for r in rows {
         let t = &r.object.tensor;
         let name = dotted(&r.path);
-        let others: Vec<&str> = by_key[r.key.as_str()].iter().filter(|p| **p != name).map(String::as_str).collect();
-        let shared = match others.len() {
+        // The first two others and how many there are, without walking the
+        // group per row (FSDP's flat parameters: tens of thousands of views
+        // of one storage would make the table quadratic).
+        let group = &by_key[r.key.as_str()];
+        let first: Vec<&str> = group.iter().filter(|p| **p != name).take(2).map(String::as_str).collect();
+        let shared = match group.len() - times[&(r.key.as_str(), name.as_str())] {
             0 => "-".to_string(),
-            1..=2 => others.join(", "),
-            n => format!("{}, … ({n} tensors)", others[..2].join(", ")),
+            1..=2 => first.join(", "),
+            n => format!("{}, … ({n} tensors)", first.join(", ")),
         };
         let mut dtype = t.dtype().name().to_string();
         if r.object.parameter {
