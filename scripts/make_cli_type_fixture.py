@@ -9,10 +9,14 @@
   `IntervalStrategy` members are); for `"objects"` (issue 26, item 8);
 - objects_a.pt and objects_b.pt: the same paths holding inert objects of
   other classes (`nn.ReLU` against `nn.GELU`), and a module against the
-  plain dict of what it holds; for `diff`'s `object` kind (issue 26, item 14).
+  plain dict of what it holds; for `diff`'s `object` kind (issue 26, item 14);
+- empty_containers.pt: an empty container of every type the contract lists
+  by its container and `class` (defaultdict, Counter, Namespace, deque, set,
+  frozenset) beside plain empty ones (issue 26, item 14).
 
 usage: make_cli_type_fixture.py   (the python of scripts/torch-venv.sh)
 """
+import argparse
 import collections
 import os
 
@@ -45,3 +49,8 @@ torch.save({"act": torch.nn.ReLU(), "box": box, "w": w},
            os.path.join(os.path.dirname(OUT), "objects_a.pt"))
 torch.save({"act": torch.nn.GELU(), "box": {"weight": w}, "w": w},
            os.path.join(os.path.dirname(OUT), "objects_b.pt"))
+
+torch.save({
+    "dd": collections.defaultdict(int), "c": collections.Counter(), "ns": argparse.Namespace(),
+    "dq": collections.deque(), "s": set(), "fs": frozenset(), "d": {}, "l": [], "t": (),
+}, os.path.join(os.path.dirname(OUT), "empty_containers.pt"))

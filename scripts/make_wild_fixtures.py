@@ -146,21 +146,26 @@ class Walker:
         elif isinstance(v, range):
             self.value(path, "range", value=[v.start, v.stop, v.step])
         elif isinstance(v, argparse.Namespace):
-            self.container(vars(v), path, "dict")
+            self.container(vars(v), path, "dict", "argparse.Namespace")
+        elif isinstance(v, (collections.defaultdict, collections.Counter)):
+            self.container(v, path, "dict", f"collections.{type(v).__name__}")
         elif isinstance(v, dict):
             self.container(v, path, "dict")
-        elif isinstance(v, (list, collections.deque)):
+        elif isinstance(v, collections.deque):
+            self.container(list(v), path, "list", "collections.deque")
+        elif isinstance(v, list):
             self.container(list(v), path, "list")
         elif isinstance(v, tuple):
             self.container(v, path, "tuple")
         elif isinstance(v, (set, frozenset)):
-            self.container(list(v), path, type(v).__name__)
+            self.container(list(v), path, "list", type(v).__name__)
         else:
             self.obj(v, path)
 
-    def container(self, v, path, typ):
+    def container(self, v, path, typ, cls=None):
         if len(v) == 0:
-            self.value(path, typ, value=[])
+            # A type JSON lacks is listed as its container, with `class`.
+            self.value(path, typ, value=[], **({"class": cls} if cls else {}))
             return
         items = v.items() if isinstance(v, dict) else enumerate(v)
         for k, x in items:

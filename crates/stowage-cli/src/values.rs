@@ -88,6 +88,14 @@ pub fn typed_json(v: &ValueRef<'_>) -> Map<String, Json> {
         o.insert("module".into(), json!(obj.module));
         o.insert("name".into(), json!(obj.name));
     }
+    // A container of a type JSON and the model lack: listed as its dict or
+    // list, with `class` naming the Python type.
+    if let Some(class) = v.container_class() {
+        o.insert("class".into(), json!(class));
+        if matches!(kind, ValueKind::Set | ValueKind::FrozenSet) {
+            o.insert("type".into(), json!("list"));
+        }
+    }
     o.entry("type").or_insert_with(|| json!(kind.name()));
     o.insert("value".into(), value);
     o

@@ -1571,3 +1571,49 @@ fn diff_names_objects_of_other_classes() {
     let run = stowage(&[Path::new("diff"), Path::new("--inert"), &a, &a]);
     assert_eq!(run.code(), Some(0), "{run:?}");
 }
+
+/// An empty container of a type JSON and stowage's model lack is listed as
+/// its dict or list with `class` naming the Python type, as the contract
+/// says (issue 26, item 14); plain empty containers have no `class`.
+#[test]
+fn empty_containers_of_other_types_name_their_class() {
+    let file = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/empty_containers.pt");
+    let run = stowage(&[
+        Path::new("inspect"),
+        Path::new("--inert"),
+        &file,
+        Path::new("--json"),
+    ]);
+    assert_eq!(run.code(), Some(0), "{run:?}");
+    let doc = parse(&run);
+    let got: Vec<(String, String, Option<String>)> = doc["values"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| {
+            (
+                v["path"][0].as_str().unwrap().to_owned(),
+                v["type"].as_str().unwrap().to_owned(),
+                v["class"].as_str().map(str::to_owned),
+            )
+        })
+        .collect();
+    let want = [
+        ("dd", "dict", Some("collections.defaultdict")),
+        ("c", "dict", Some("collections.Counter")),
+        ("ns", "dict", Some("argparse.Namespace")),
+        ("dq", "list", Some("collections.deque")),
+        ("s", "list", Some("set")),
+        ("fs", "list", Some("frozenset")),
+        ("d", "dict", None),
+        ("l", "list", None),
+        ("t", "tuple", None),
+    ]
+    .map(|(p, t, c)| (p.to_owned(), t.to_owned(), c.map(str::to_owned)));
+    assert_eq!(got, want);
+    assert!(doc["values"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|v| v["value"] == serde_json::json!([])));
+}

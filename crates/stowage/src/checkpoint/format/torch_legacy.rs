@@ -168,7 +168,7 @@ pub(crate) fn load<R: ReadAt>(
 
     // The object pickle: storages are allocated as it names them and filled afterwards.
     let mut n: u64 = 1 << 16;
-    let (pickled, records, ordered, state, objects, pending) = loop {
+    let (pickled, records, ordered, classes, state, objects, pending) = loop {
         let buf = window(source, pos, n)?;
         let mut pending = Pending {
             storages: Vec::new(),
@@ -191,10 +191,11 @@ pub(crate) fn load<R: ReadAt>(
                 let TorchHooks {
                     records,
                     ordered,
+                    classes,
                     state,
                     ..
                 } = hooks;
-                break (p, records, ordered, state, objects, pending);
+                break (p, records, ordered, classes, state, objects, pending);
             }
         }
     };
@@ -282,6 +283,7 @@ pub(crate) fn load<R: ReadAt>(
         root: pickled.root,
         storages: records,
         ordered,
+        classes,
         state,
         safetensors_metadata: None,
         objects,

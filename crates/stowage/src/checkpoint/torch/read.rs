@@ -46,6 +46,8 @@ pub(crate) struct TorchHooks<'s, S: StorageSource> {
     /// Bytes declared by the storages read so far.
     pub declared_bytes: u64,
     pub ordered: HashSet<NodeId>,
+    /// Containers of a Python type the model lacks, by `Checkpoint::classes`' names.
+    pub classes: HashMap<NodeId, &'static str>,
     pub state: HashMap<NodeId, Value<Object>>,
     /// Globals outside the allowlist: inert objects and decoded data.
     pub foreign: Foreign,
@@ -70,6 +72,7 @@ impl<'s, S: StorageSource> TorchHooks<'s, S> {
             records: Vec::new(),
             declared_bytes: 0,
             ordered: HashSet::new(),
+            classes: HashMap::new(),
             state: HashMap::new(),
             foreign: Foreign::default(),
             views: HashMap::new(),
@@ -509,7 +512,11 @@ impl<S: StorageSource> TorchHooks<'_, S> {
                 }
                 v
             }
-            Global::Counter => Value::Node(counter::counter(graph, args)?),
+            Global::Counter => {
+                let id = counter::counter(graph, args)?;
+                self.classes.insert(id, "collections.Counter");
+                Value::Node(id)
+            }
             Global::OrderedDict => {
                 let id = graph.dict(Vec::new());
                 self.ordered.insert(id);

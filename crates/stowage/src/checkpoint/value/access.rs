@@ -448,6 +448,22 @@ impl<'c> ValueRef<'c> {
         }
     }
 
+    /// The Python type of a container the model holds as a plain dict or
+    /// list, as Python writes the type: `collections.defaultdict`,
+    /// `collections.Counter`, `argparse.Namespace`, `collections.deque`,
+    /// and `set` or `frozenset`; `None` for any other value.
+    pub fn container_class(&self) -> Option<&'static str> {
+        let id = self.value.as_node()?;
+        if let Some(class) = self.ckpt.classes.get(&id) {
+            return Some(class);
+        }
+        match self.node()? {
+            Node::Set(_) => Some("set"),
+            Node::FrozenSet(_) => Some("frozenset"),
+            _ => None,
+        }
+    }
+
     /// The items of a list or tuple (also a set or frozenset, in their
     /// order), each with its index as its last path key.
     ///

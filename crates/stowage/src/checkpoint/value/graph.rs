@@ -440,6 +440,11 @@ pub struct Checkpoint {
     pub storages: Vec<StorageRecord>,
     /// Dict nodes that are `collections.OrderedDict`s.
     pub ordered: HashSet<NodeId>,
+    /// Container nodes read from a Python type the model holds as a plain
+    /// dict or list, by the type's name: `collections.defaultdict`,
+    /// `collections.Counter`, `argparse.Namespace` (dicts) and
+    /// `collections.deque` (lists). `inspect --json` names it as `class`.
+    pub classes: HashMap<NodeId, &'static str>,
     /// State set on objects by `BUILD` (an `OrderedDict`'s `_metadata`), keyed by node.
     pub state: HashMap<NodeId, Value<Object>>,
     /// The safetensors `__metadata__` map, for safetensors files.
@@ -464,6 +469,7 @@ impl Checkpoint {
             root: Value::None,
             storages: Vec::new(),
             ordered: HashSet::new(),
+            classes: HashMap::new(),
             state: HashMap::new(),
             safetensors_metadata: None,
             objects: HashMap::new(),
@@ -673,6 +679,11 @@ impl Checkpoint {
             .ordered
             .iter()
             .filter_map(|id| map.get(id.index()).copied().flatten())
+            .collect();
+        self.classes = self
+            .classes
+            .iter()
+            .filter_map(|(id, c)| Some((map.get(id.index()).copied().flatten()?, *c)))
             .collect();
         self.state = std::mem::take(&mut self.state)
             .into_iter()

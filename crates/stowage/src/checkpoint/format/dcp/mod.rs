@@ -656,6 +656,9 @@ fn transplant(value: &Checkpoint, root: &Value<Object>, into: &mut Checkpoint) -
         if value.ordered.contains(&src) {
             into.ordered.insert(dst);
         }
+        if let Some(class) = value.classes.get(&src) {
+            into.classes.insert(dst, class);
+        }
         if let Some(state) = value.state.get(&src) {
             let state = c.value(state, into);
             into.state.insert(dst, state);

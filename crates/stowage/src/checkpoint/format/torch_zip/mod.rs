@@ -90,6 +90,7 @@ fn load_zip_archive<R: ReadAt>(
     let mut pickled = pickled;
     let mut objects = hooks.finish(&mut pickled)?;
     let (mut records, mut ordered, mut state) = (hooks.records, hooks.ordered, hooks.state);
+    let mut classes = hooks.classes;
     if let Some(entry) = constants {
         let pkl = zip.read_to_vec(entry)?;
         src.dir = "constants";
@@ -111,6 +112,7 @@ fn load_zip_archive<R: ReadAt>(
         let mut c_root = c.root;
         map(&mut c_root);
         ordered.extend(hooks.ordered.into_iter().map(at));
+        classes.extend(hooks.classes.into_iter().map(|(id, c)| (at(id), c)));
         for (id, mut v) in hooks.state {
             map(&mut v);
             state.insert(at(id), v);
@@ -138,6 +140,7 @@ fn load_zip_archive<R: ReadAt>(
         root: pickled.root,
         storages: records,
         ordered,
+        classes,
         state,
         safetensors_metadata: None,
         objects,

@@ -305,6 +305,11 @@ impl<S: StorageSource> TorchHooks<'_, S> {
             }
             Decoded::Namespace | Decoded::DefaultDict => {
                 let id = graph.dict(Vec::new());
+                let name = match kind {
+                    Decoded::Namespace => "argparse.Namespace",
+                    _ => "collections.defaultdict",
+                };
+                self.classes.insert(id, name);
                 if kind == Decoded::Namespace {
                     self.foreign.pending.insert(
                         id,
@@ -323,7 +328,9 @@ impl<S: StorageSource> TorchHooks<'_, S> {
                     None => Vec::new(),
                 };
                 self.charge(init.len())?;
-                Value::Node(graph.list(init))
+                let id = graph.list(init);
+                self.classes.insert(id, "collections.deque");
+                Value::Node(id)
             }
             Decoded::FrozenSet => {
                 let init = match a.first() {
