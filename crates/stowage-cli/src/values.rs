@@ -133,12 +133,10 @@ fn data_json(d: &PyData, o: &mut Map<String, Json>) -> Json {
                 o.insert("name".into(), json!(name));
             }
             // `utcoffset().total_seconds()`: whole seconds as an integer.
-            let d = &tz.offset;
-            let us = (d.days * 86_400 + d.seconds) * 1_000_000 + d.microseconds;
-            if us % 1_000_000 == 0 {
-                json!(us / 1_000_000)
-            } else {
-                json!(us as f64 / 1e6)
+            let us = tz.offset.total_microseconds();
+            match (us % 1_000_000, i64::try_from(us / 1_000_000)) {
+                (0, Ok(secs)) => json!(secs),
+                _ => float_json(us as f64 / 1e6),
             }
         }
         PyData::Path { class, path } => {

@@ -327,16 +327,13 @@ fn verify_dcp_items(
                         report.checked.decoded += 1;
                         check_item_archive(&bytes[..], true, &at, report)?;
                     }
-                    Err(e) => report.defect(&format!("{at}: {}", crate::one_line(&e)))?,
+                    // `at` names the file and the item the error wraps itself in.
+                    Err(e) => report.defect(&format!("{at}: {}", crate::one_line(unwrapped(&e))))?,
                 }
             } else {
-            let file = files
-                .entry(info.relative_path.clone())
-                .or_insert_with(|| {
-                    here.join(&info.relative_path)
-                        .open()
-                        .ok()
-                        .map(|f| Box::new(f) as Box<dyn ReadAt>)
+                let file = files.entry(info.relative_path.clone()).or_insert_with(|| {
+                    let opened = here.join(&info.relative_path).open().ok();
+                    opened.map(|f| Box::new(f) as Box<dyn ReadAt>)
                 });
                 let Some(file) = file else { continue }; // the load reports it
                 report.checked.items += 1;
@@ -375,7 +372,10 @@ fn check_item_archive<R: ReadAt>(
     }
     let zip = match ZipReader::new(item, &ZipLimits::default()) {
         Ok(zip) => zip,
-        Err(e) => return Ok(report.defect(&format!("{at}: zip: {}", crate::one_line(&e)))?),
+        Err(e) => {
+            report.defect(&format!("{at}: zip: {}", crate::one_line(&e)))?;
+            return Ok(());
+        }
     };
     for entry in zip.entries() {
         report.checked.records += 1;
@@ -389,6 +389,14 @@ fn check_item_archive<R: ReadAt>(
         }
     }
     Ok(())
+}
+
+/// `e` without the file and tensor path it is wrapped in.
+fn unwrapped(mut e: &Error) -> &Error {
+    while let Error::InFile { source, .. } | Error::AtPath { source, .. } = e {
+        e = source;
+    }
+    e
 }
 
 /// Whether opening failed because the file or object does not exist (a

@@ -35,16 +35,18 @@
 //! # Differences from PyTorch
 //! - The graph is kept after `backward` (PyTorch's `retain_graph=True`), so
 //!   calling `backward` twice accumulates twice instead of failing.
-//! - In-place arithmetic (`add_`, `mul_`) on a computed tensor is recorded as
-//!   PyTorch records it: the tensor's history becomes the operation's node
-//!   (`AddBackward0`, `MulBackward0`) on top of what it was, so backward
-//!   differentiates through the write; through a view of a computed tensor
-//!   the base's history becomes a `CopySlices` node, as in PyTorch. Writes
-//!   to leaves and views of leaves are refused, as in PyTorch. stowage also
-//!   refuses, while recording, an in-place operation other than `add_` and
-//!   `mul_` on a tensor that requires grad (and either on an `as_strided`
-//!   view of a computed tensor), and one that would make a tensor that does
-//!   not require grad require it.
+//! - In-place writes (`add_`, `mul_`, `copy_`, `fill_`, `zero_`) to a
+//!   computed tensor are recorded as PyTorch records them: the tensor's
+//!   history becomes the operation's node (`AddBackward0`, `CopyBackwards`,
+//!   …) on top of what it was, so backward differentiates through the write;
+//!   through a view of a computed tensor the base's history becomes a
+//!   `CopySlices` node (module `inplace`). Writes to leaves and views of
+//!   leaves are refused, as in PyTorch. stowage also refuses, while
+//!   recording, element writes (`set`, `write`, `as_array_view_mut`) to a
+//!   tensor that requires grad, any write through an `as_strided` view of a
+//!   computed tensor, and a write that would make a tensor that does not
+//!   require grad start requiring it (a handle's autograd state is its own,
+//!   and an in-place operation takes `&self`).
 //! - Every storage counts the in-place writes made through tensors (its
 //!   *version*, [`Tensor::version`]; PyTorch counts per tensor and its views,
 //!   stowage per storage). A recorded operation notes the version of each

@@ -812,27 +812,29 @@ async fn whole_object(
 /// other stores as a generic error ("non-partial response"); only the text
 /// tells them from other failures.
 fn range_ignored(e: &object_store::Error) -> bool {
-    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(e);
-    while let Some(c) = cause {
-        let text = c.to_string();
-        if text.contains("Range request not supported")
-            || text.contains("non-partial response when range requested")
-        {
-            return true;
-        }
-        cause = c.source();
-    }
-    false
+    says(
+        e,
+        &[
+            "Range request not supported",
+            "non-partial response when range requested",
+        ],
+    )
 }
 
 /// Whether the store refused a range as not satisfiable (HTTP 416: the
 /// object is empty). `object_store` reports it as a generic error whose
 /// text carries the status.
 fn range_refused(e: &object_store::Error) -> bool {
+    says(e, &["416", "Range Not Satisfiable"])
+}
+
+/// Whether `e` or one of its causes has one of `texts` in its message:
+/// `object_store` reports some answers only as text.
+fn says(e: &object_store::Error, texts: &[&str]) -> bool {
     let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(e);
     while let Some(c) = cause {
         let text = c.to_string();
-        if text.contains("416") || text.contains("Range Not Satisfiable") {
+        if texts.iter().any(|t| text.contains(t)) {
             return true;
         }
         cause = c.source();

@@ -10,6 +10,15 @@ use stowage::autograd::{self, GradRole};
 use stowage::checkpoint::dotted;
 use stowage::{DType, Error, Tensor};
 
+/// Whether `a` and `b` agree element by element to 1e-12, relatively (the
+/// float64 answers of PyTorch and stowage differ only in rounding).
+fn close(a: &[f64], b: &[f64]) -> bool {
+    a.len() == b.len()
+        && a.iter()
+            .zip(b)
+            .all(|(x, y)| (x - y).abs() <= 1e-12 * (1.0 + y.abs()))
+}
+
 /// Deterministic values in [-1, 1) (a 64-bit LCG), so failures reproduce.
 fn noise(n: usize, seed: u64) -> Vec<f64> {
     let mut s = seed
@@ -638,11 +647,6 @@ fn gradients_match_pytorch() {
         )
         .unwrap();
     loss.backward().unwrap();
-    let close = |a: &[f64], b: &[f64]| {
-        a.iter()
-            .zip(b)
-            .all(|(x, y)| (x - y).abs() <= 1e-12 * (1.0 + y.abs()))
-    };
     assert!(close(&values(&loss), &values(&get("loss"))));
     for (p, n) in params.iter().zip(["w1", "b1", "w2", "b2"]) {
         let expected = get(&format!("grads.{n}"));
@@ -967,12 +971,6 @@ print(json.dumps(out))
             &want[key][i]
         };
         serde_json::from_value(w.clone()).unwrap()
-    };
-    let close = |a: &[f64], b: &[f64]| {
-        a.len() == b.len()
-            && a.iter()
-                .zip(b)
-                .all(|(x, y)| (x - y).abs() <= 1e-12 * (1.0 + y.abs()))
     };
     let x23 = || leaf(vec![1., 2., 3., 4., 5., 6.], &[2, 3]);
 

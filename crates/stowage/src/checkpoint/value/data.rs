@@ -110,6 +110,15 @@ pub struct TimeDelta {
     pub microseconds: i64,
 }
 
+impl TimeDelta {
+    /// The whole span in microseconds (Python's `td // timedelta(microseconds=1)`),
+    /// wide enough for any fields a pickle gives.
+    pub fn total_microseconds(&self) -> i128 {
+        (i128::from(self.days) * 86_400 + i128::from(self.seconds)) * 1_000_000
+            + i128::from(self.microseconds)
+    }
+}
+
 /// A `datetime.timezone`: a fixed offset from UTC and an optional name.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TimeZone {
@@ -196,7 +205,7 @@ impl PyData {
 }
 
 fn offset_text(f: &mut fmt::Formatter<'_>, d: &TimeDelta) -> fmt::Result {
-    let total = (d.days * 86_400 + d.seconds) * 1_000_000 + d.microseconds;
+    let total = d.total_microseconds();
     let sign = if total < 0 { '-' } else { '+' };
     let us = total.unsigned_abs();
     let (secs, micros) = (us / 1_000_000, us % 1_000_000);

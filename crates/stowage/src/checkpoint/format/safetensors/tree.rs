@@ -308,11 +308,6 @@ impl Build<'_> {
     }
 
     fn value(&mut self, j: &Json) -> std::result::Result<Option<Value<Object>>, Found> {
-        let one = |o: &serde_json::Map<String, Json>| -> Option<(String, Json)> {
-            let mut it = o.iter().filter(|(k, _)| *k != "ordered");
-            let (k, v) = it.next()?;
-            it.next().is_none().then(|| (k.clone(), v.clone()))
-        };
         Ok(Some(match j {
             Json::Null => Value::None,
             Json::Bool(b) => Value::Bool(*b),
@@ -324,11 +319,11 @@ impl Build<'_> {
             Json::String(s) => Value::str(s),
             Json::Array(_) => return Err("an array where a node was expected".into()),
             Json::Object(o) => {
-                let (kind, body) = one(o).ok_or_else(|| format!("the node {j}"))?;
+                let (kind, body) = tag(o).ok_or_else(|| format!("the node {}", brief(j)))?;
                 if kind == "lost" {
                     return Ok(None);
                 }
-                self.tagged(&kind, &body, o.get("ordered") == Some(&Json::Bool(true)))?
+                self.tagged(kind, body, o.get("ordered") == Some(&Json::Bool(true)))?
             }
         }))
     }
@@ -339,8 +334,14 @@ impl Build<'_> {
         body: &Json,
         ordered: bool,
     ) -> std::result::Result<Value<Object>, Found> {
-        let text = || body.as_str().ok_or_else(|| format!("{kind}: {body}"));
-        let items = || body.as_array().ok_or_else(|| format!("{kind}: {body}"));
+        let text = || {
+            body.as_str()
+                .ok_or_else(|| format!("{kind}: {}", brief(body)))
+        };
+        let items = || {
+            body.as_array()
+                .ok_or_else(|| format!("{kind}: {}", brief(body)))
+        };
         Ok(match kind {
             "tensor" => {
                 let name = text()?;
@@ -352,7 +353,7 @@ impl Build<'_> {
                 let mut out = Vec::new();
                 for pair in items()? {
                     let Some([k, v]) = pair.as_array().map(Vec::as_slice) else {
-                        return Err(format!("a dict item {pair}"));
+                        return Err(format!("a dict item {}", brief(pair)));
                     };
                     // An item whose key or value was lost is left out.
                     if let (Some(k), Some(v)) = (self.node(k)?, self.node(v)?) {
@@ -391,11 +392,11 @@ impl Build<'_> {
             "complex" => {
                 let part = |j: &Json| match float_of(j) {
                     Some(f) => Ok(f),
-                    None => Err(format!("complex: {body}")),
+                    None => Err(format!("complex: {}", brief(body))),
                 };
                 match items()?.as_slice() {
                     [re, im] => Value::Ext(Object::Complex(Complex64::new(part(re)?, part(im)?))),
-                    _ => return Err(format!("complex: {body}")),
+                    _ => return Err(format!("complex: {}", brief(body))),
                 }
             }
             "dtype" => Value::Ext(Object::DType(
@@ -409,10 +410,30 @@ impl Build<'_> {
                     .iter()
                     .map(|d| d.as_u64().and_then(|d| usize::try_from(d).ok()))
                     .collect();
-                Value::Ext(Object::Size(dims.ok_or_else(|| format!("size: {body}"))?))
+                Value::Ext(Object::Size(
+                    dims.ok_or_else(|| format!("size: {}", brief(body)))?,
+                ))
             }
             other => return Err(format!("a node of kind {other:?}")),
         })
+    }
+}
+
+/// A node's one tag and its body (`{"dict": […], "ordered": true}` has the
+/// tag `dict`); `None` for an object with no tag or more than one.
+fn tag(o: &serde_json::Map<String, Json>) -> Option<(&str, &Json)> {
+    let mut it = o.iter().filter(|(k, _)| *k != "ordered");
+    let (k, v) = it.next()?;
+    it.next().is_none().then_some((k.as_str(), v))
+}
+
+/// At most 80 characters of `j`'s JSON, for an error (a node can hold a
+/// whole checkpoint's structure).
+fn brief(j: &Json) -> String {
+    let text = j.to_string();
+    match text.char_indices().nth(80) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text,
     }
 }
 
