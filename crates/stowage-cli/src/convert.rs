@@ -27,6 +27,7 @@
 //!   Quantized tensors (per tensor or per channel) and meta tensors are
 //!   refused, naming the tensor.
 
+use stowage::{CheckpointError, ErrorContext};
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -283,10 +284,7 @@ pub fn run(args: Args, cx: &Context, out: &mut dyn Write) -> Result<ExitCode, Fa
         }
     };
     let in_input = |e: stowage::Error| {
-        Failure::input(stowage::Error::InFile {
-            path: args.input.clone(),
-            source: Box::new(e),
-        })
+        Failure::input(e.in_file(args.input.clone()))
     };
     // `--select` first, so that what is left out is neither converted nor
     // refused; `--state-dict` reads the module at the selected path.
@@ -311,7 +309,7 @@ pub fn run(args: Args, cx: &Context, out: &mut dyn Write) -> Result<ExitCode, Fa
                 log::warn!("{}: dropped {n} values torch.load(weights_only=True) refuses (--drop-objects)", args.input.display());
             }
         } else if let Some((path, class)) = ckpt.unsaveable().map_err(Failure::input)?.into_iter().next() {
-            return Err(in_input(stowage::Error::NotSaveable { path, class }));
+            return Err(in_input(stowage::Error::Checkpoint(CheckpointError::NotSaveable { path, class })));
         }
     }
     // A conversion that would write nothing is an error, never an empty file.
@@ -362,7 +360,7 @@ pub fn run(args: Args, cx: &Context, out: &mut dyn Write) -> Result<ExitCode, Fa
     bar.finish_and_clear();
     written.map_err(|e| match e {
         // An input the target format cannot hold is refused input (exit 2).
-        e @ (stowage::Error::AtPath { .. } | stowage::Error::NotSaveable { .. }) => Failure::input(e),
+        e @ (stowage::Error::AtPath { .. } | stowage::Error::Checkpoint(CheckpointError::NotSaveable { .. })) => Failure::input(e),
         // So is an input that could not be read while writing (a lazily
         // loaded storage whose file or server failed): exit 2.
         stowage::Error::InFile { ref source, .. }
@@ -372,10 +370,7 @@ pub fn run(args: Args, cx: &Context, out: &mut dyn Write) -> Result<ExitCode, Fa
         }
         // The library names the file it was writing; naming it again would repeat it.
         e @ stowage::Error::InFile { .. } => Failure::from(e),
-        e => Failure::from(stowage::Error::InFile {
-            path: args.output.clone(),
-            source: Box::new(e),
-        }),
+        e => Failure::from(e.in_file(args.output.clone())),
     })?;
     for note in notes {
         writeln!(out, "{note}")?;
@@ -395,10 +390,7 @@ fn to_folder(
     use stowage::checkpoint::sharded::{parse_size, save_sharded, ShardFormat, ShardOptions};
     let in_dir = |e: stowage::Error| match e {
         e @ stowage::Error::InFile { .. } => Failure::from(e),
-        e => Failure::from(stowage::Error::InFile {
-            path: dir.to_owned(),
-            source: Box::new(e),
-        }),
+        e => Failure::from(e.in_file(dir.to_owned())),
     };
     let bar = progress::spinner(format!("writing {}", dir.display()));
     let written = match format {

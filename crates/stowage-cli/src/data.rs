@@ -5,6 +5,7 @@
 
 use sha2::{Digest, Sha256};
 use stowage::checkpoint::TensorObject;
+use stowage::StorageError;
 use stowage::Tensor;
 
 /// Bytes read at a time.
@@ -28,14 +29,14 @@ impl Reader {
     /// A reader of `object`'s logical elements.
     ///
     /// # Errors
-    /// [`stowage::Error::NoData`] for meta tensors; what making a copy gave.
+    /// [`StorageError::NoData`](stowage::StorageError::NoData) for meta tensors; what making a copy gave.
     pub fn new(object: &TensorObject) -> Result<Reader, stowage::Error> {
         let t = &object.tensor;
         if !t.has_data() {
-            return Err(stowage::Error::NoData {
+            return Err(stowage::Error::Storage(StorageError::NoData {
                 op: "reading tensor bytes",
                 device: t.device(),
-            });
+            }));
         }
         let tensor = if !object.conj && !object.neg && t.is_contiguous() {
             t.clone()
@@ -78,7 +79,7 @@ impl Reader {
 /// [`WINDOW`] bytes (see [`Reader`]).
 ///
 /// # Errors
-/// What reading gave (meta tensors: [`stowage::Error::NoData`]), or `f`'s error.
+/// What reading gave (meta tensors: [`StorageError::NoData`](stowage::StorageError::NoData)), or `f`'s error.
 pub fn for_each_window<E: From<stowage::Error>>(
     object: &TensorObject,
     mut f: impl FnMut(&[u8]) -> Result<(), E>,

@@ -276,6 +276,7 @@ fn gradient_storage(page: &mut Page<'_>) -> Result<(), Failure> {
 
 #[cfg(test)]
 mod tests {
+    use stowage::{StorageError, TensorError};
     use super::*;
 
     #[test]
@@ -295,9 +296,9 @@ mod tests {
         assert_eq!(py_tuple(&[]), "()");
         assert_eq!(py_tuple(&[4]), "(4,)");
         assert_eq!(py_tuple(&[3, 4]), "(3, 4)");
-        assert_eq!(stowage::Error::NotResizable.name(), "NotResizable");
+        assert_eq!(stowage::Error::Storage(StorageError::NotResizable).name(), "NotResizable");
         assert_eq!(
-            stowage::Error::NotAScalar { numel: 2 }.name(),
+            stowage::Error::Tensor(TensorError::NotAScalar { numel: 2 }).name(),
             "NotAScalar"
         );
     }

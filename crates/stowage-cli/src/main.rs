@@ -19,6 +19,7 @@
 //! listed once in the [`subcommands!`] invocation below.
 
 use std::error::Error as StdError;
+use stowage::CheckpointError;
 
 // How every error reads on one line (the library's, for its JSON too).
 use std::fmt;
@@ -138,10 +139,7 @@ impl Failure {
     /// An error concerning the tensor at `path`.
     pub fn at(path: &[stowage::checkpoint::PathKey], error: stowage::Error) -> Failure {
         let path = stowage::checkpoint::dotted(path);
-        Failure::input(stowage::Error::AtPath {
-            path,
-            source: Box::new(error),
-        })
+        Failure::input(stowage::ErrorContext::at_path(error, path))
     }
 
     /// A usage error with the message `message`.
@@ -191,13 +189,13 @@ fn hint(error: &(dyn std::error::Error + 'static)) -> Option<String> {
             .downcast_ref::<stowage::Error>()
             .or_else(|| e.downcast_ref::<Box<stowage::Error>>().map(|b| &**b));
         match ours {
-            Some(stowage::Error::GlobalNotAllowed { .. }) => {
+            Some(stowage::Error::Checkpoint(CheckpointError::GlobalNotAllowed { .. })) => {
                 return Some(
                     "`stowage scan` lists every global the file names; `--inert` reads it without importing or running anything"
                         .into(),
                 );
             }
-            Some(stowage::Error::NotSaveable { .. }) => {
+            Some(stowage::Error::Checkpoint(CheckpointError::NotSaveable { .. })) => {
                 return Some("--drop-objects leaves such values out".into());
             }
             _ => {}

@@ -2,6 +2,7 @@
 //! (`{"path": …, "type": …, "value": …}`) and a short tree for people.
 
 use std::io::Write;
+use stowage::CheckpointError;
 
 use serde_json::{json, Map, Value as Json};
 use stowage::checkpoint::pickle::Value;
@@ -368,7 +369,7 @@ pub fn leaves<'c>(
     file: &std::path::Path,
 ) -> Result<Vec<ValueRef<'c>>, crate::Failure> {
     match ckpt.leaves() {
-        Err(stowage::Error::LimitExceeded { .. }) => {
+        Err(stowage::Error::Checkpoint(CheckpointError::LimitExceeded { .. })) => {
             log::warn!(
                 "{}: values are shared too often to list once per path; each shared container is listed once, at its first path",
                 file.display()

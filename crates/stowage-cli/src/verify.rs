@@ -24,6 +24,7 @@
 //! `N defects`. Exit 0 without defects, 1 with, 2 when the file cannot be
 //! opened or read at all.
 
+use stowage::ErrorContext;
 use std::collections::HashSet;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -164,10 +165,7 @@ pub fn run(args: Args, cx: &Context, out: &mut dyn Write) -> Result<ExitCode, Fa
 }
 
 fn unreadable(path: &Path, e: io::Error) -> Failure {
-    Failure::input(Error::InFile {
-        path: path.to_owned(),
-        source: Box::new(Error::Io(e)),
-    })
+    Failure::input(Error::Io(e).in_file(path.to_owned()))
 }
 
 /// One checkpoint file.

@@ -8,6 +8,7 @@
 //! framework storage, made once from that storage's bytes.
 
 use std::collections::HashMap;
+use stowage::ErrorContext;
 
 use pyo3::call::PyCallArgs;
 use pyo3::exceptions::PyRecursionError;
@@ -292,7 +293,7 @@ impl<'py, 'c> Converter<'py, 'c> {
         let device = storage.device().to_string();
         let made = if storage.has_data() {
             let buffer = StorageBuffer::new(storage.clone())
-                .map_err(|e| errors::to_py(self.py, errors::at_path(self.here(), e)))?;
+                .map_err(|e| errors::to_py(self.py, e.at_path(self.here())))?;
             let buffer = Bound::new(self.py, buffer)?;
             self.call("storage", (buffer, storage.nbytes(), device))?
         } else {

@@ -8,6 +8,7 @@ use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyFileNotFoundError, PyOSError};
 use pyo3::prelude::*;
 use stowage::Error;
+use stowage::{CheckpointError, FormatError, StorageError, TensorError};
 
 create_exception!(
     _stowage,
@@ -48,9 +49,9 @@ fn innermost(mut e: &Error) -> (&Error, Option<String>, Option<String>) {
                 source
             }
             Error::AtPath { source, .. } => source,
-            Error::MissingRecord { name }
-            | Error::RecordSize { name, .. }
-            | Error::ImplausibleRecord { name, .. } => {
+            Error::Format(FormatError::MissingRecord { name })
+            | Error::Format(FormatError::RecordSize { name, .. })
+            | Error::Format(FormatError::ImplausibleRecord { name, .. }) => {
                 return (e, file, Some(name.clone()));
             }
             _ => return (e, file, entry),
@@ -59,34 +60,15 @@ fn innermost(mut e: &Error) -> (&Error, Option<String>, Option<String>) {
 }
 
 /// Whether the error says the file's contents are wrong (rather than the
-/// request, the machine, or a refusal by policy).
+/// request, the machine, or a refusal by policy): the format domain, and a
+/// tensor layout the file declares that its own bytes cannot hold.
 fn is_corrupt(e: &Error) -> bool {
     matches!(
         e,
-        Error::Pickle(_)
-            | Error::Zip(_)
-            | Error::BadObject { .. }
-            | Error::BadTensorKind { .. }
-            | Error::NotACheckpoint { .. }
-            | Error::MissingRecord { .. }
-            | Error::RecordSize { .. }
-            | Error::ImplausibleRecord { .. }
-            | Error::OutOfStorage { .. }
-            | Error::FileTooSmall { .. }
-            | Error::SizeOverflow { .. }
-            | Error::DuplicateName { .. }
-            | Error::ShardLacksTensor { .. }
-            | Error::Safetensors(_)
+        Error::Format(_)
+            | Error::Storage(StorageError::OutOfStorage { .. } | StorageError::FileTooSmall { .. })
+            | Error::Tensor(TensorError::SizeOverflow { .. })
     )
-}
-
-/// `error` in the context of the value at `path` (`Error::AtPath`, which the
-/// message shows as `path: …`).
-pub fn at_path(path: String, error: Error) -> Error {
-    Error::AtPath {
-        path,
-        source: Box::new(error),
-    }
 }
 
 /// The Python exception for a stowage error; its message is the error's,
@@ -102,7 +84,7 @@ pub fn to_py(py: Python<'_>, e: Error) -> PyErr {
             Some(errno) => return PyOSError::new_err((errno, message)),
             None => return PyOSError::new_err(message),
         },
-        Error::GlobalNotAllowed { module, name } => {
+        Error::Checkpoint(CheckpointError::GlobalNotAllowed { module, name }) => {
             let err = UnsafeGlobalError::new_err(message);
             let value = err.value(py);
             if let Err(e) = value

@@ -20,6 +20,7 @@
 //! drop a guard before writing to the same storage on the same thread: a
 //! write (or a second guard) taken while one is held waits for it forever.
 
+use crate::error::{StorageError, TensorError};
 use std::marker::PhantomData;
 use std::ops::{Deref, DerefMut, Range};
 
@@ -92,16 +93,16 @@ impl Tensor {
     /// (see the [module documentation](crate::access)).
     ///
     /// # Errors
-    /// [`Error::NoData`] on meta; [`Error::DTypeUnsupported`] for dtypes without
-    /// values (bits, packed float4); [`Error::OutOfStorage`] when the storage
+    /// [`StorageError::NoData`] on meta; [`TensorError::DTypeUnsupported`] for dtypes without
+    /// values (bits, packed float4); [`StorageError::OutOfStorage`] when the storage
     /// shrank below the layout.
     pub fn to_vec<T: Element>(&self) -> Result<Vec<T>> {
         let (dtype, es, n) = (self.dtype, self.element_size(), self.numel());
         if !dtype.has_scalar_values() {
-            return Err(Error::DTypeUnsupported {
+            return Err(Error::Tensor(TensorError::DTypeUnsupported {
                 op: "to_vec",
                 dtype,
-            });
+            }));
         }
         // PyTorch's name for the operation, as `scalars()` reports it.
         self.storage.with_bytes("tolist", |bytes| {
@@ -148,10 +149,10 @@ impl Tensor {
     /// ```
     ///
     /// # Errors
-    /// [`Error::DTypeMismatch`] unless the dtype is `T`'s;
-    /// [`Error::NotContiguous`] for a non-contiguous tensor; [`Error::NoData`]
-    /// on meta and for fake tensors; [`Error::OutOfStorage`] when the storage
-    /// shrank below the layout; [`Error::Misaligned`] when the elements'
+    /// [`TensorError::DTypeMismatch`] unless the dtype is `T`'s;
+    /// [`TensorError::NotContiguous`] for a non-contiguous tensor; [`StorageError::NoData`]
+    /// on meta and for fake tensors; [`StorageError::OutOfStorage`] when the storage
+    /// shrank below the layout; [`StorageError::Misaligned`] when the elements'
     /// address is not aligned for `T` (never for storages stowage allocates,
     /// possible for a storage over part of a mapped file).
     pub fn read<T: Element + Pod>(&self) -> Result<ReadGuard<'_, T>> {
@@ -181,7 +182,7 @@ impl Tensor {
     /// ```
     ///
     /// # Errors
-    /// As [`read`](Self::read); [`Error::InPlaceRequiresGrad`] while recording
+    /// As [`read`](Self::read); [`TensorError::InPlaceRequiresGrad`] while recording
     /// gradients for this tensor (see [`crate::autograd`]).
     pub fn write<T: Element + Pod>(&self) -> Result<WriteGuard<'_, T>> {
         const OP: &str = "write";
@@ -202,18 +203,18 @@ impl Tensor {
     /// Checks that the dtype is `T`'s and, when asked, that the tensor is contiguous.
     pub(crate) fn check_typed<T: Element>(&self, op: &'static str, contiguous: bool) -> Result<()> {
         if self.dtype != T::DTYPE {
-            return Err(Error::DTypeMismatch {
+            return Err(Error::Tensor(TensorError::DTypeMismatch {
                 op,
                 expected: T::DTYPE,
                 found: self.dtype,
-            });
+            }));
         }
         if contiguous && !self.is_contiguous() {
-            return Err(Error::NotContiguous {
+            return Err(Error::Tensor(TensorError::NotContiguous {
                 op,
                 shape: self.shape().to_vec(),
                 stride: self.stride().to_vec(),
-            });
+            }));
         }
         Ok(())
     }
@@ -232,12 +233,12 @@ impl Tensor {
         let address = (bytes.as_ptr() as usize).wrapping_add(range.start);
         let align = std::mem::align_of::<T>();
         if address % align != 0 {
-            return Err(Error::Misaligned {
+            return Err(Error::Storage(StorageError::Misaligned {
                 op,
                 dtype: self.dtype,
                 address,
                 align,
-            });
+            }));
         }
         Ok(range)
     }
@@ -256,10 +257,10 @@ fn output<T: Element>(n: usize) -> Vec<T> {
 
 /// `src`, elements of `dtype` in native order, converted to `T` as PyTorch casts.
 fn convert<T: Element>(dtype: DType, src: &[u8]) -> Result<Vec<T>> {
-    let unsupported = Error::DTypeUnsupported {
+    let unsupported = Error::Tensor(TensorError::DTypeUnsupported {
         op: "to_vec",
         dtype,
-    };
+    });
     Ok(match dtype.info().repr {
         Repr::F64 => map(src, T::from_f64),
         Repr::F32 => map(src, |x: f32| T::from_f64(x.into())),
@@ -347,6 +348,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::{StorageError, TensorError};
     use crate::{Device, Scalar};
     use half::{bf16, f16};
     use num_complex::Complex32;
@@ -377,7 +379,7 @@ mod tests {
         let bits = Tensor::zeros(&[2], DType::Bits8).unwrap();
         assert!(matches!(
             bits.to_vec::<u8>(),
-            Err(Error::DTypeUnsupported { .. })
+            Err(Error::Tensor(TensorError::DTypeUnsupported { .. }))
         ));
     }
 
@@ -415,14 +417,14 @@ mod tests {
         assert_eq!(&*row.read::<f32>().unwrap(), &[3., 4., 5.]);
         assert!(matches!(
             t.read::<f64>(),
-            Err(Error::DTypeMismatch {
+            Err(Error::Tensor(TensorError::DTypeMismatch {
                 expected: DType::Float64,
                 found: DType::Float32,
                 ..
-            })
+            }))
         ));
         match t.t().unwrap().read::<f32>() {
-            Err(Error::NotContiguous { shape, stride, .. }) => {
+            Err(Error::Tensor(TensorError::NotContiguous { shape, stride, .. })) => {
                 assert_eq!((shape, stride), (vec![3, 2], vec![1, 3]));
             }
             other => panic!("{:?}", other.map(|g| g.to_vec())),
@@ -430,12 +432,15 @@ mod tests {
         let m = Tensor::zeros_on(&[2], DType::Float32, Device::META).unwrap();
         assert!(matches!(
             m.read::<f32>(),
-            Err(Error::NoData {
+            Err(Error::Storage(StorageError::NoData {
                 device: Device::META,
                 ..
-            })
+            }))
         ));
-        assert!(matches!(m.write::<f32>(), Err(Error::NoData { .. })));
+        assert!(matches!(
+            m.write::<f32>(),
+            Err(Error::Storage(StorageError::NoData { .. }))
+        ));
         let empty = t.narrow(1, 3, 0).unwrap();
         assert!(empty.read::<f32>().unwrap().is_empty());
     }
@@ -455,7 +460,7 @@ mod tests {
         grad.requires_grad_(true).unwrap();
         assert!(matches!(
             grad.write::<f32>(),
-            Err(Error::InPlaceRequiresGrad { .. })
+            Err(Error::Tensor(TensorError::InPlaceRequiresGrad { .. }))
         ));
         assert_eq!(&*grad.read::<f32>().unwrap(), &[0.0, 0.0]);
     }
@@ -469,7 +474,7 @@ mod tests {
         assert_eq!(t.read::<f16>().unwrap()[99], f16::from_f32(99.0));
         assert!(matches!(
             Tensor::from_vec(vec![1u8, 2], &[3]),
-            Err(Error::ShapeMismatch { numel: 2, .. })
+            Err(Error::Tensor(TensorError::ShapeMismatch { numel: 2, .. }))
         ));
     }
 }

@@ -31,7 +31,7 @@
 //! overlap, so an expanded tensor's zero strides stay zero strides. A mutable
 //! view of a tensor whose elements overlap (an expanded dimension, an
 //! overlapping `as_strided`) would alias itself, which ndarray refuses;
-//! [`Tensor::as_array_view_mut`] then returns [`Error::OverlappingElements`].
+//! [`Tensor::as_array_view_mut`] then returns [`StorageError::OverlappingElements`].
 //!
 //! Element types: those of [`Element`] that are plain old data: `f64`,
 //! `f32`, [`half::f16`], [`half::bf16`], the integers and
@@ -51,6 +51,7 @@
 //! //         then Tensor::<B, D>::from_data(tensor_data, &device)
 //! ```
 
+use crate::error::{StorageError, TensorError};
 use std::marker::PhantomData;
 use std::ops::Range;
 
@@ -140,9 +141,9 @@ impl Tensor {
     /// documentation](crate::array).
     ///
     /// # Errors
-    /// [`Error::DTypeMismatch`] unless the dtype is `T`'s; [`Error::NoData`]
-    /// on meta and for fake tensors; [`Error::OutOfStorage`] when the storage
-    /// shrank below the layout; [`Error::Misaligned`] when the elements are
+    /// [`TensorError::DTypeMismatch`] unless the dtype is `T`'s; [`StorageError::NoData`]
+    /// on meta and for fake tensors; [`StorageError::OutOfStorage`] when the storage
+    /// shrank below the layout; [`StorageError::Misaligned`] when the elements are
     /// not aligned for `T` (never for storages stowage allocates).
     pub fn as_array_view<T: Element + Pod>(&self) -> Result<ArrayRead<'_, T>> {
         const OP: &str = "as_array_view";
@@ -178,8 +179,8 @@ impl Tensor {
     ///
     /// # Errors
     /// As [`as_array_view`](Self::as_array_view);
-    /// [`Error::OverlappingElements`] when elements share memory (an expanded
-    /// dimension); [`Error::InPlaceRequiresGrad`] while recording gradients
+    /// [`StorageError::OverlappingElements`] when elements share memory (an expanded
+    /// dimension); [`TensorError::InPlaceRequiresGrad`] while recording gradients
     /// for this tensor.
     pub fn as_array_view_mut<T: Element + Pod>(&self) -> Result<ArrayWrite<'_, T>> {
         const OP: &str = "as_array_view_mut";
@@ -209,9 +210,11 @@ impl Tensor {
     pub fn to_ndarray<T: Element>(&self) -> Result<ArrayD<T>> {
         let values = self.to_vec::<T>()?;
         let numel = values.len();
-        ArrayD::from_shape_vec(IxDyn(self.shape()), values).map_err(|_| Error::ShapeMismatch {
-            shape: self.shape().iter().map(|&s| s as isize).collect(),
-            numel,
+        ArrayD::from_shape_vec(IxDyn(self.shape()), values).map_err(|_| {
+            Error::Tensor(TensorError::ShapeMismatch {
+                shape: self.shape().iter().map(|&s| s as isize).collect(),
+                numel,
+            })
         })
     }
 
@@ -226,10 +229,10 @@ impl Tensor {
         // Strides of dimensions that are stepped lie within the storage, so
         // they fit in `isize`, which ndarray reads them as.
         if strides.iter().any(|&s| isize::try_from(s).is_err()) {
-            return Err(Error::SizeOverflow {
+            return Err(Error::Tensor(TensorError::SizeOverflow {
                 what: "ndarray strides",
                 detail: format!("{:?}", self.stride()),
-            });
+            }));
         }
         Ok(IxDyn(self.shape()).strides(IxDyn(&strides)))
     }
@@ -237,16 +240,16 @@ impl Tensor {
     /// ndarray's refusal of this tensor's layout, as a stowage error.
     fn view_error(&self, op: &'static str, e: &ShapeError) -> Error {
         if e.kind() == ErrorKind::Unsupported {
-            Error::OverlappingElements {
+            Error::Storage(StorageError::OverlappingElements {
                 op,
                 shape: self.shape().to_vec(),
                 stride: self.stride().to_vec(),
-            }
+            })
         } else {
-            Error::SizeOverflow {
+            Error::Tensor(TensorError::SizeOverflow {
                 what: "ndarray view",
                 detail: format!("{e} (shape {:?}, stride {:?})", self.shape(), self.stride()),
-            }
+            })
         }
     }
 }
@@ -261,7 +264,7 @@ impl<T: Element, D: Dimension> TryFrom<Array<T, D>> for Tensor {
     /// copied once into a contiguous tensor.
     ///
     /// # Errors
-    /// [`Error::SizeOverflow`] only for layouts no array can have.
+    /// [`TensorError::SizeOverflow`] only for layouts no array can have.
     fn try_from(array: Array<T, D>) -> Result<Tensor> {
         let shape = array.shape().to_vec();
         let dense = contiguous_strides(&shape);
@@ -289,6 +292,7 @@ impl<T: Element, D: Dimension> TryFrom<Array<T, D>> for Tensor {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::{StorageError, TensorError};
     use crate::{DType, Device};
     use half::f16;
     use ndarray::{s, Array2, Array3};
@@ -340,12 +344,12 @@ mod tests {
         let x = grid(2, 2);
         assert!(matches!(
             x.as_array_view::<f64>(),
-            Err(Error::DTypeMismatch { .. })
+            Err(Error::Tensor(TensorError::DTypeMismatch { .. }))
         ));
         let m = x.to_device(Device::META).unwrap();
         assert!(matches!(
             m.as_array_view::<f32>(),
-            Err(Error::NoData { .. })
+            Err(Error::Storage(StorageError::NoData { .. }))
         ));
     }
 
@@ -367,7 +371,7 @@ mod tests {
         assert!(
             matches!(
                 &refused,
-                Some(Error::OverlappingElements { shape, stride, .. })
+                Some(Error::Storage(StorageError::OverlappingElements { shape, stride, .. }))
                     if shape == &[2, 4] && stride == &[0, 1]
             ),
             "{refused:?}"

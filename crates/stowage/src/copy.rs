@@ -10,6 +10,7 @@
 //! re-checks both layouts against the bytes it is given, since a storage
 //! may have been resized after a view was made.
 
+use crate::error::{StorageError, TensorError};
 use bytemuck::Pod;
 
 use crate::autograd::{record, Backward};
@@ -89,7 +90,7 @@ const TILE: usize = 512;
 /// element size `es`, non-overlapping buffers.
 ///
 /// # Errors
-/// [`Error::OutOfStorage`] when a layout does not fit its bytes.
+/// [`StorageError::OutOfStorage`] when a layout does not fit its bytes.
 pub(crate) fn copy_strided(
     dst: &mut [u8],
     dl: &Layout,
@@ -312,9 +313,11 @@ impl Tensor {
         let nbytes = layout
             .storage_elements()?
             .checked_mul(dtype.size())
-            .ok_or_else(|| Error::SizeOverflow {
-                what: "tensor bytes",
-                detail: format!("{:?} of {dtype}", self.shape()),
+            .ok_or_else(|| {
+                Error::Tensor(TensorError::SizeOverflow {
+                    what: "tensor bytes",
+                    detail: format!("{:?} of {dtype}", self.shape()),
+                })
             })?;
         // Meta results and copies of fake tensors carry metadata only; a meta tensor
         // cannot leave meta (there is nothing to copy), a fake one stays fake.
@@ -322,10 +325,10 @@ impl Tensor {
             UntypedStorage::new_on(nbytes, device)?
         } else if !self.has_data() {
             if self.is_meta() {
-                return Err(Error::NoData {
+                return Err(Error::Storage(StorageError::NoData {
                     op: "copy out of a meta tensor",
                     device: self.device(),
-                });
+                }));
             }
             UntypedStorage::new_fake(nbytes, device)
         } else {
@@ -347,7 +350,7 @@ impl Tensor {
     /// `self` when already contiguous, else a row-major copy.
     ///
     /// # Errors
-    /// [`Error::NoData`] on meta when a copy is needed; allocation failure.
+    /// [`StorageError::NoData`] on meta when a copy is needed; allocation failure.
     pub fn contiguous(&self) -> Result<Tensor> {
         if self.is_contiguous() {
             return Ok(self.clone());
@@ -378,7 +381,7 @@ impl Tensor {
     /// The values converted to `dtype` (`self` when the dtype is already `dtype`).
     ///
     /// # Errors
-    /// [`Error::DTypeUnsupported`] for dtypes without values; [`Error::NoData`] on meta.
+    /// [`TensorError::DTypeUnsupported`] for dtypes without values; [`StorageError::NoData`] on meta.
     pub fn to_dtype(&self, dtype: DType) -> Result<Tensor> {
         if dtype == self.dtype {
             return Ok(self.clone());
@@ -392,7 +395,7 @@ impl Tensor {
     /// This tensor on `device` (`self` when already there). To meta keeps only metadata.
     ///
     /// # Errors
-    /// [`Error::NoData`] when leaving meta; allocation failure.
+    /// [`StorageError::NoData`] when leaving meta; allocation failure.
     pub fn to_device(&self, device: Device) -> Result<Tensor> {
         if device == self.device() {
             return Ok(self.clone());
@@ -404,16 +407,16 @@ impl Tensor {
     }
 
     /// `self` expanded to `out`, the shape a write into another tensor has
-    /// (a view, detached), or PyTorch's errors: [`Error::SizeMismatch`] when
-    /// the shapes do not broadcast, [`Error::BroadcastOutput`] when they
+    /// (a view, detached), or PyTorch's errors: [`TensorError::SizeMismatch`] when
+    /// the shapes do not broadcast, [`TensorError::BroadcastOutput`] when they
     /// broadcast to another shape than `out`.
     pub(crate) fn expanded_for(&self, out: &[usize]) -> Result<Tensor> {
         let broadcast = broadcast_shapes(out, self.shape())?;
         if broadcast != out {
-            return Err(Error::BroadcastOutput {
+            return Err(Error::Tensor(TensorError::BroadcastOutput {
                 output: out.to_vec(),
                 broadcast,
-            });
+            }));
         }
         let sizes: Vec<isize> = out.iter().map(|&s| s as isize).collect();
         Ok(Tensor {
@@ -426,11 +429,11 @@ impl Tensor {
     /// Every view of `self`'s storage sees the new values.
     ///
     /// # Errors
-    /// [`Error::SizeMismatch`] or [`Error::BroadcastOutput`] when `src` does
-    /// not broadcast to `self`'s shape; [`Error::PartialOverlap`] when `src`
-    /// shares part of `self`'s memory, [`Error::InternalOverlap`] when `self`
+    /// [`TensorError::SizeMismatch`] or [`TensorError::BroadcastOutput`] when `src` does
+    /// not broadcast to `self`'s shape; [`TensorError::PartialOverlap`] when `src`
+    /// shares part of `self`'s memory, [`TensorError::InternalOverlap`] when `self`
     /// is expanded (PyTorch's overlap rule);
-    /// [`Error::NoData`] on meta; [`Error::InPlaceRequiresGrad`] while recording
+    /// [`StorageError::NoData`] on meta; [`TensorError::InPlaceRequiresGrad`] while recording
     /// gradients, for a leaf that requires grad or a view of one, or a `self`
     /// that does not require grad with a `src` that does (see
     /// [`crate::autograd`]). On a computed tensor the copy is recorded
@@ -464,11 +467,11 @@ impl Tensor {
     /// dtype, as c10 allows).
     ///
     /// # Errors
-    /// [`Error::ValueOverflow`] for a value out of the dtype's range (`300`
+    /// [`TensorError::ValueOverflow`] for a value out of the dtype's range (`300`
     /// into `uint8`, `1e6` into `float16`, a complex value with an imaginary
-    /// part into a real dtype); [`Error::NoData`] on meta;
-    /// [`Error::DTypeUnsupported`] for dtypes without values;
-    /// [`Error::InPlaceRequiresGrad`] while recording gradients for a leaf
+    /// part into a real dtype); [`StorageError::NoData`] on meta;
+    /// [`TensorError::DTypeUnsupported`] for dtypes without values;
+    /// [`TensorError::InPlaceRequiresGrad`] while recording gradients for a leaf
     /// that requires grad or a view of one; on a computed tensor the write
     /// is recorded (`FillBackward0`), as in PyTorch.
     pub fn fill_(&self, value: impl Into<Scalar>) -> Result<&Self> {
@@ -525,6 +528,7 @@ impl Tensor {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::{StorageError, TensorError};
 
     fn grid(r: usize, c: usize) -> Tensor {
         Tensor::arange(0.0, (r * c) as f64, 1.0, DType::Float32)
@@ -625,7 +629,10 @@ mod tests {
         let t = grid(3, 3);
         let before = t.to_vec::<f32>().unwrap();
         let e = t.copy_(&t.t().unwrap()).unwrap_err();
-        assert!(matches!(e, Error::PartialOverlap { op: "copy_" }));
+        assert!(matches!(
+            e,
+            Error::Tensor(TensorError::PartialOverlap { op: "copy_" })
+        ));
         assert_eq!(
             e.to_string(),
             "unsupported operation: some elements of the input tensor and the written-to \
@@ -636,11 +643,17 @@ mod tests {
         let flat = Tensor::arange(0.0, 5.0, 1.0, DType::Int64).unwrap();
         let tail = flat.narrow(0, 1, 4).unwrap();
         let shifted = tail.copy_(&flat.narrow(0, 0, 4).unwrap());
-        assert!(matches!(shifted, Err(Error::PartialOverlap { .. })));
+        assert!(matches!(
+            shifted,
+            Err(Error::Tensor(TensorError::PartialOverlap { .. }))
+        ));
         assert_eq!(flat.to_vec::<i64>().unwrap(), vec![0, 1, 2, 3, 4]);
         // A 0-dim view of the destination is part of it.
         let scalar = flat.copy_(&flat.select(0, 0).unwrap());
-        assert!(matches!(scalar, Err(Error::PartialOverlap { .. })));
+        assert!(matches!(
+            scalar,
+            Err(Error::Tensor(TensorError::PartialOverlap { .. }))
+        ));
         // Disjoint parts, the same view twice, full overlap through view(dtype).
         flat.narrow(0, 0, 2)
             .unwrap()
@@ -676,7 +689,10 @@ mod tests {
         let e = wide
             .copy_(&Tensor::ones(&[3], DType::Float32).unwrap())
             .unwrap_err();
-        assert!(matches!(e, Error::InternalOverlap { op: "copy_" }));
+        assert!(matches!(
+            e,
+            Error::Tensor(TensorError::InternalOverlap { op: "copy_" })
+        ));
         assert_eq!(
             e.to_string(),
             "unsupported operation: more than one element of the written-to tensor refers \
@@ -776,7 +792,10 @@ mod tests {
     fn shrunk_storage_is_an_error_not_a_panic() {
         let t = Tensor::ones(&[4], DType::Float32).unwrap();
         t.untyped_storage().resize_(4).unwrap();
-        assert!(matches!(t.fill_(1.0), Err(Error::OutOfStorage { .. })));
+        assert!(matches!(
+            t.fill_(1.0),
+            Err(Error::Storage(StorageError::OutOfStorage { .. }))
+        ));
         assert!(t.deep_clone().is_err());
     }
 }

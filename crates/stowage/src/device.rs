@@ -3,6 +3,7 @@
 //! stowage keeps the bytes of every non-meta storage in host memory; a
 //! storage tagged `cuda:0` still reports `cuda:0` (see the crate docs).
 
+use crate::error::TensorError;
 use std::fmt;
 use std::str::FromStr;
 
@@ -97,7 +98,7 @@ impl FromStr for Device {
     type Err = Error;
     /// Parses a PyTorch device string: `cpu`, `meta`, `cuda`, `cuda:0`, `xpu:1`.
     fn from_str(s: &str) -> Result<Self, Error> {
-        let bad = || Error::InvalidDevice { text: s.to_owned() };
+        let bad = || Error::Tensor(TensorError::InvalidDevice { text: s.to_owned() });
         let (name, index) = match s.split_once(':') {
             Some((n, i)) => {
                 let digits_ok = !i.is_empty() && i.bytes().all(|b| b.is_ascii_digit());

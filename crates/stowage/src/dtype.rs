@@ -8,6 +8,7 @@
 //! and the integer representation of quantized dtypes. Every lookup in the
 //! crate derives from that table, so the facts cannot drift apart.
 
+use crate::error::TensorError;
 use std::fmt;
 use std::str::FromStr;
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -400,7 +401,7 @@ impl FromStr for DType {
             .iter()
             .find(|d| d.name == bare || d.aliases.contains(&bare))
             .map(|d| d.dtype)
-            .ok_or_else(|| Error::UnknownDType { name: s.to_owned() })
+            .ok_or_else(|| Error::Tensor(TensorError::UnknownDType { name: s.to_owned() }))
     }
 }
 
@@ -425,12 +426,12 @@ pub fn default_dtype() -> DType {
 /// float64, float32, float16 and bfloat16.
 ///
 /// # Errors
-/// [`Error::DefaultDType`] for any other dtype, with PyTorch's message
+/// [`TensorError::DefaultDType`] for any other dtype, with PyTorch's message
 /// ("only floating-point types are supported as the default type", or
 /// "couldn't find storage object Float8_e5m2Storage" for the newer floats).
 pub fn set_default_dtype(dtype: DType) -> Result<()> {
     if !dtype.is_floating_point() || dtype.storage_class().is_none() {
-        return Err(Error::DefaultDType { dtype });
+        return Err(Error::Tensor(TensorError::DefaultDType { dtype }));
     }
     DEFAULT_DTYPE.store(dtype as u8, Ordering::SeqCst);
     Ok(())

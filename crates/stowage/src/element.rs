@@ -8,6 +8,7 @@
 //! `f32` (PyTorch's `Half`, `BFloat16` and float8 types convert from `float`,
 //! so a `float64` value is rounded to `f32` first, as PyTorch does).
 
+use crate::error::TensorError;
 use half::{bf16, f16};
 use num_complex::{Complex, Complex32, Complex64};
 
@@ -104,13 +105,13 @@ impl From<Complex64> for Scalar {
 /// Reads the element of `dtype` held in `bytes` (exactly `dtype.size()` bytes, native order).
 ///
 /// # Errors
-/// [`Error::DTypeUnsupported`] for dtypes without scalar values (bits, packed fp4).
+/// [`TensorError::DTypeUnsupported`] for dtypes without scalar values (bits, packed fp4).
 pub fn read(dtype: DType, bytes: &[u8]) -> Result<Scalar> {
     if !dtype.has_scalar_values() {
-        return Err(Error::DTypeUnsupported {
+        return Err(Error::Tensor(TensorError::DTypeUnsupported {
             op: "reading an element",
             dtype,
-        });
+        }));
     }
     Ok(read_repr(dtype.info().repr, bytes))
 }
@@ -152,13 +153,13 @@ fn read_repr(repr: Repr, b: &[u8]) -> Scalar {
 /// (exactly `dtype.size()` bytes, native order).
 ///
 /// # Errors
-/// [`Error::DTypeUnsupported`] for dtypes without scalar values.
+/// [`TensorError::DTypeUnsupported`] for dtypes without scalar values.
 pub fn write(dtype: DType, value: Scalar, out: &mut [u8]) -> Result<()> {
     if !dtype.has_scalar_values() {
-        return Err(Error::DTypeUnsupported {
+        return Err(Error::Tensor(TensorError::DTypeUnsupported {
             op: "writing an element",
             dtype,
-        });
+        }));
     }
     write_repr(dtype.info().repr, value, out);
     Ok(())
@@ -361,6 +362,7 @@ element! {
 mod tests {
     use super::*;
     use crate::dtype::DTYPES;
+    use crate::error::TensorError;
 
     #[test]
     fn every_numeric_dtype_round_trips_small_integers() {
@@ -407,7 +409,7 @@ mod tests {
     fn bits_have_no_values() {
         assert!(matches!(
             read(DType::Bits8, &[0]),
-            Err(Error::DTypeUnsupported { .. })
+            Err(Error::Tensor(TensorError::DTypeUnsupported { .. }))
         ));
         assert!(write(DType::Bits16, Scalar::Int(1), &mut [0, 0]).is_err());
     }

@@ -5,7 +5,7 @@
 //! A fake tensor's storage has a size and no bytes, like a meta storage, but
 //! reports the device it pretends to be on. Every view and shape operation
 //! works and propagates the fakeness (copies of fake tensors are fake, on any
-//! device); every data access is [`Error::NoData`](crate::Error::NoData).
+//! device); every data access is [`StorageError::NoData`](crate::StorageError::NoData).
 //! Checkpoints load as fake with
 //! [`LoadMode::Fake`](crate::checkpoint::LoadMode::Fake).
 
@@ -15,7 +15,7 @@ impl Tensor {
     /// A contiguous fake tensor of `shape` and `dtype` that pretends to be on `device`.
     ///
     /// # Errors
-    /// [`Error::SizeOverflow`](crate::Error::SizeOverflow) when the byte count overflows.
+    /// [`TensorError::SizeOverflow`](crate::TensorError::SizeOverflow) when the byte count overflows.
     pub fn fake(shape: &[usize], dtype: DType, device: Device) -> Result<Tensor> {
         let (layout, nbytes) = Tensor::contiguous_bytes(shape, dtype)?;
         Ok(Tensor::from_parts_unchecked(
@@ -47,6 +47,7 @@ impl Tensor {
 
 #[cfg(test)]
 mod tests {
+    use crate::error::StorageError;
     use crate::{DType, Device, Error, Tensor};
 
     #[test]
@@ -72,7 +73,10 @@ mod tests {
             .unwrap();
         assert!(v.is_fake());
         assert_eq!((v.shape(), v.storage_offset()), (&[12][..], 12));
-        assert!(matches!(v.get(&[0]), Err(Error::NoData { .. })));
+        assert!(matches!(
+            v.get(&[0]),
+            Err(Error::Storage(StorageError::NoData { .. }))
+        ));
         assert!(f.fill_(1.0).is_err() && f.to_vec::<f32>().is_err());
         assert!(f.to_device(Device::CPU).unwrap().is_fake());
         assert!(f.deep_clone().unwrap().is_fake());
@@ -92,7 +96,7 @@ mod tests {
         let m = Tensor::zeros_on(&[2], DType::Float32, Device::META).unwrap();
         assert!(matches!(
             m.to_device(Device::CPU),
-            Err(Error::NoData { .. })
+            Err(Error::Storage(StorageError::NoData { .. }))
         ));
         assert!(m.to_device("cuda:0".parse().unwrap()).is_err());
     }

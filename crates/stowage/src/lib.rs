@@ -47,7 +47,7 @@
 //! Devices other than `cpu` and `meta` (`cuda:0`, `mps`, …) are recorded and
 //! reported, but their bytes live in host memory: stowage has no accelerator
 //! back end yet. Meta storages have a size and no bytes; every data access
-//! on them is [`Error::NoData`].
+//! on them is [`StorageError::NoData`].
 //!
 //! See `docs/pytorch-users.md` for a map from PyTorch calls to stowage calls.
 
@@ -95,7 +95,9 @@ pub use checkpoint::{
 pub use device::{Device, DeviceType};
 pub use dtype::{DType, Kind};
 pub use element::{Element, Scalar};
-pub use error::{one_line, Error, Result};
+pub use error::{
+    one_line, CheckpointError, Error, ErrorContext, FormatError, Result, StorageError, TensorError,
+};
 /// The `half` crate, whose `f16` and `bf16` are the element types of
 /// `float16` and `bfloat16` tensors (`read::<half::f16>()`).
 pub use half;

@@ -5,6 +5,7 @@
 
 use crate::dtype::ValueRange;
 use crate::element::Scalar;
+use crate::error::TensorError;
 use crate::{DType, Error, Result};
 
 /// The dtype PyTorch reads and writes a quantized dtype's elements through
@@ -91,10 +92,10 @@ pub(crate) fn overflows(value: Scalar, range: Range) -> bool {
 /// Checks that `value` may be written into an element of `dtype` along `path`.
 pub(crate) fn check_value(dtype: DType, value: Scalar, path: Path) -> Result<()> {
     if !dtype.has_scalar_values() {
-        return Err(Error::DTypeUnsupported {
+        return Err(Error::Tensor(TensorError::DTypeUnsupported {
             op: "writing an element",
             dtype,
-        });
+        }));
     }
     let target = interpret(dtype);
     let range = range(target);
@@ -104,13 +105,13 @@ pub(crate) fn check_value(dtype: DType, value: Scalar, path: Path) -> Result<()>
             // torch.tensor: complex values only go into complex and bool elements.
             if let Scalar::Complex(_) = value {
                 if !target.is_complex() && target != DType::Bool {
-                    return Err(Error::ComplexNotReal { integer });
+                    return Err(Error::Tensor(TensorError::ComplexNotReal { integer }));
                 }
             }
             if integer && overflows(value, range) {
-                return Err(Error::ValueOverflow {
+                return Err(Error::Tensor(TensorError::ValueOverflow {
                     type_name: target.name(),
-                });
+                }));
             }
         }
         Path::Set | Path::Fill => {
@@ -120,9 +121,9 @@ pub(crate) fn check_value(dtype: DType, value: Scalar, path: Path) -> Result<()>
                 _ => true,
             };
             if checked && overflows(value, range) {
-                return Err(Error::ValueOverflow {
+                return Err(Error::Tensor(TensorError::ValueOverflow {
                     type_name: target.cpp_name(),
-                });
+                }));
             }
         }
     }

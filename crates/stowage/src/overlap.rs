@@ -10,6 +10,7 @@
 //!
 //! `fill_` and single-element writes are not checked, as in PyTorch.
 
+use crate::error::TensorError;
 use crate::layout::MemOverlap;
 use crate::{Error, Result, Tensor};
 
@@ -64,11 +65,11 @@ fn status(a: &Tensor, b: &Tensor) -> Status {
 /// ATen's `assert_no_internal_overlap` for the output `out` of `op`.
 ///
 /// # Errors
-/// [`Error::InternalOverlap`] when `out` is expanded (a dimension of size
+/// [`TensorError::InternalOverlap`] when `out` is expanded (a dimension of size
 /// above 1 with stride 0).
 pub(crate) fn assert_no_internal_overlap(op: &'static str, out: &Tensor) -> Result<()> {
     if out.layout.internal_overlap() == MemOverlap::Yes {
-        return Err(Error::InternalOverlap { op });
+        return Err(Error::Tensor(TensorError::InternalOverlap { op }));
     }
     Ok(())
 }
@@ -76,14 +77,14 @@ pub(crate) fn assert_no_internal_overlap(op: &'static str, out: &Tensor) -> Resu
 /// ATen's `assert_no_partial_overlap` for the output `out` of `op` and one of its inputs.
 ///
 /// # Errors
-/// [`Error::PartialOverlap`] when the two share part of their memory.
+/// [`TensorError::PartialOverlap`] when the two share part of their memory.
 pub(crate) fn assert_no_partial_overlap(
     op: &'static str,
     out: &Tensor,
     input: &Tensor,
 ) -> Result<()> {
     if status(out, input) == Status::Partial {
-        return Err(Error::PartialOverlap { op });
+        return Err(Error::Tensor(TensorError::PartialOverlap { op }));
     }
     Ok(())
 }

@@ -19,6 +19,7 @@
 //! second time, so PyTorch loads `{"a": t, "b": t}` with `a is b`; loading
 //! keeps it, as the unpickler's memo hands out clones of one handle.
 
+use crate::error::{StorageError, TensorError};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -29,7 +30,7 @@ use crate::overflow::{check_value, Path};
 use crate::{DType, Device, Error, Result, UntypedStorage};
 
 /// Why `arange(start, end, step)` gives no sequence, in PyTorch's words
-/// (the message of [`Error::ArangeRange`]).
+/// (the message of [`TensorError::ArangeRange`]).
 pub(crate) fn arange_problem(start: f64, end: f64, step: f64) -> String {
     if step == 0.0 {
         "arange: step must be nonzero".to_owned()
@@ -88,7 +89,7 @@ impl Tensor {
     /// A tensor over `storage` with the given dtype and layout, checked to fit.
     ///
     /// # Errors
-    /// [`Error::OutOfStorage`] when the layout reaches past the storage's end.
+    /// [`StorageError::OutOfStorage`] when the layout reaches past the storage's end.
     pub fn from_parts(storage: UntypedStorage, dtype: DType, layout: Layout) -> Result<Tensor> {
         layout.check_fits(dtype.size(), storage.nbytes())?;
         Ok(Tensor {
@@ -103,21 +104,19 @@ impl Tensor {
     /// The row-major layout of `shape` and its size in bytes, checked for overflow.
     pub(crate) fn contiguous_bytes(shape: &[usize], dtype: DType) -> Result<(Layout, usize)> {
         let layout = Layout::contiguous(shape)?;
-        let nbytes =
-            layout
-                .numel()
-                .checked_mul(dtype.size())
-                .ok_or_else(|| Error::SizeOverflow {
-                    what: "tensor bytes",
-                    detail: format!("shape {shape:?} of {dtype}"),
-                })?;
+        let nbytes = layout.numel().checked_mul(dtype.size()).ok_or_else(|| {
+            Error::Tensor(TensorError::SizeOverflow {
+                what: "tensor bytes",
+                detail: format!("shape {shape:?} of {dtype}"),
+            })
+        })?;
         Ok((layout, nbytes))
     }
 
     /// A new contiguous tensor of zeros on `device` (no bytes on meta).
     ///
     /// # Errors
-    /// [`Error::SizeOverflow`] or an allocation failure.
+    /// [`TensorError::SizeOverflow`] or an allocation failure.
     pub fn zeros_on(shape: &[usize], dtype: DType, device: Device) -> Result<Tensor> {
         let (layout, nbytes) = Self::contiguous_bytes(shape, dtype)?;
         let storage = UntypedStorage::new_on(nbytes, device)?;
@@ -149,8 +148,8 @@ impl Tensor {
     /// `torch.full(shape, value, dtype=dtype)`.
     ///
     /// # Errors
-    /// As [`zeros_on`](Self::zeros_on); [`Error::DTypeUnsupported`] for dtypes without
-    /// values; [`Error::ValueOverflow`] for a value out of the dtype's range, as
+    /// As [`zeros_on`](Self::zeros_on); [`TensorError::DTypeUnsupported`] for dtypes without
+    /// values; [`TensorError::ValueOverflow`] for a value out of the dtype's range, as
     /// [`fill_`](Self::fill_).
     pub fn full(shape: &[usize], value: impl Into<Scalar>, dtype: DType) -> Result<Tensor> {
         let t = Self::zeros(shape, dtype)?;
@@ -179,9 +178,11 @@ impl Tensor {
         let nbytes = layout
             .storage_elements()?
             .checked_mul(other.dtype.size())
-            .ok_or_else(|| Error::SizeOverflow {
-                what: "tensor bytes",
-                detail: format!("shape {:?} of {}", other.shape(), other.dtype),
+            .ok_or_else(|| {
+                Error::Tensor(TensorError::SizeOverflow {
+                    what: "tensor bytes",
+                    detail: format!("shape {:?} of {}", other.shape(), other.dtype),
+                })
             })?;
         let storage = UntypedStorage::new_on(nbytes, other.device())?;
         Ok(Tensor {
@@ -205,8 +206,8 @@ impl Tensor {
     /// `torch.ones_like(t)`: ones, laid out as [`zeros_like`](Self::zeros_like).
     ///
     /// # Errors
-    /// As [`zeros_on`](Self::zeros_on); [`Error::DTypeUnsupported`] for dtypes
-    /// without values; [`Error::NoData`] on meta.
+    /// As [`zeros_on`](Self::zeros_on); [`TensorError::DTypeUnsupported`] for dtypes
+    /// without values; [`StorageError::NoData`] on meta.
     pub fn ones_like(other: &Tensor) -> Result<Tensor> {
         let t = Self::zeros_like(other)?;
         if t.has_data() {
@@ -218,14 +219,14 @@ impl Tensor {
     /// `torch.arange(start, end, step, dtype=dtype)`: `ceil((end - start) / step)` values.
     ///
     /// # Errors
-    /// [`Error::ArangeRange`] for a zero step, bounds that are not finite, a range
+    /// [`TensorError::ArangeRange`] for a zero step, bounds that are not finite, a range
     /// of the wrong sign or too many values.
     pub fn arange(start: f64, end: f64, step: f64, dtype: DType) -> Result<Tensor> {
         let n = ((end - start) / step).ceil();
         let finite = start.is_finite() && end.is_finite() && step.is_finite();
         let inconsistent = (step > 0.0 && end < start) || (step < 0.0 && end > start);
         if step == 0.0 || !finite || inconsistent || n > usize::MAX as f64 {
-            return Err(Error::ArangeRange { start, end, step });
+            return Err(Error::Tensor(TensorError::ArangeRange { start, end, step }));
         }
         let t = Self::zeros(&[n as usize], dtype)?;
         let es = dtype.size();
@@ -265,14 +266,14 @@ impl Tensor {
     /// ```
     ///
     /// # Errors
-    /// [`Error::ShapeMismatch`] when `shape` does not hold `values.len()` elements.
+    /// [`TensorError::ShapeMismatch`] when `shape` does not hold `values.len()` elements.
     pub fn from_vec<T: Element>(values: Vec<T>, shape: &[usize]) -> Result<Tensor> {
         let numel = layout::numel_of(shape)?;
         if numel != values.len() {
-            return Err(Error::ShapeMismatch {
+            return Err(Error::Tensor(TensorError::ShapeMismatch {
                 shape: shape.iter().map(|&s| s as isize).collect(),
                 numel: values.len(),
-            });
+            }));
         }
         let layout = Layout::contiguous(shape)?;
         Self::from_parts(UntypedStorage::from_vec(values), T::DTYPE, layout)
@@ -381,9 +382,9 @@ impl Tensor {
     /// Puts this tensor onto `storage` with a new offset, shape and stride (PyTorch's `set_`).
     ///
     /// # Errors
-    /// [`Error::OutOfStorage`] when the layout reaches past the storage's end;
-    /// [`Error::StrideLengthMismatch`] for mismatched shape and stride lengths;
-    /// [`Error::InPlaceRequiresGrad`] while recording gradients for this tensor.
+    /// [`StorageError::OutOfStorage`] when the layout reaches past the storage's end;
+    /// [`TensorError::StrideLengthMismatch`] for mismatched shape and stride lengths;
+    /// [`TensorError::InPlaceRequiresGrad`] while recording gradients for this tensor.
     pub fn set_(
         &mut self,
         storage: &UntypedStorage,
@@ -402,8 +403,8 @@ impl Tensor {
     /// The element at `index` (one index per dimension, negatives count from the end).
     ///
     /// # Errors
-    /// [`Error::DimCountMismatch`] for the wrong number of indices, [`Error::IndexOutOfRange`],
-    /// [`Error::NoData`] on meta.
+    /// [`TensorError::DimCountMismatch`] for the wrong number of indices, [`TensorError::IndexOutOfRange`],
+    /// [`StorageError::NoData`] on meta.
     pub fn get(&self, index: &[isize]) -> Result<Scalar> {
         let off = self.element_offset(index)? * self.element_size();
         let es = self.element_size();
@@ -419,8 +420,8 @@ impl Tensor {
     /// `bfloat16` and the 8-bit floats round it (to infinity).
     ///
     /// # Errors
-    /// As [`get`](Self::get); [`Error::ValueOverflow`] for a value out of
-    /// range (`300` into `uint8`); [`Error::InPlaceRequiresGrad`] while
+    /// As [`get`](Self::get); [`TensorError::ValueOverflow`] for a value out of
+    /// range (`300` into `uint8`); [`TensorError::InPlaceRequiresGrad`] while
     /// recording gradients for this tensor (see [`crate::autograd`]).
     pub fn set(&self, index: &[isize], value: impl Into<Scalar>) -> Result<()> {
         self.check_inplace("set")?;
@@ -438,12 +439,12 @@ impl Tensor {
 
     fn element_offset(&self, index: &[isize]) -> Result<usize> {
         if index.len() != self.dim() {
-            return Err(Error::DimCountMismatch {
+            return Err(Error::Tensor(TensorError::DimCountMismatch {
                 op: "index",
                 what: "indices",
                 ndim: self.dim(),
                 given: index.len(),
-            });
+            }));
         }
         let mut off = self.storage_offset();
         for (d, (&i, (&size, &stride))) in index
@@ -456,13 +457,13 @@ impl Tensor {
         Ok(off)
     }
 
-    /// [`Error::NoData`] for `op` unless the storage holds bytes.
+    /// [`StorageError::NoData`] for `op` unless the storage holds bytes.
     pub(crate) fn check_data(&self, op: &'static str) -> Result<()> {
         if !self.has_data() {
-            return Err(Error::NoData {
+            return Err(Error::Storage(StorageError::NoData {
                 op,
                 device: self.device(),
-            });
+            }));
         }
         Ok(())
     }
@@ -470,12 +471,12 @@ impl Tensor {
     /// The value of a one-element tensor.
     ///
     /// # Errors
-    /// [`Error::NotAScalar`] unless there is exactly one element; [`Error::NoData`] on meta.
+    /// [`TensorError::NotAScalar`] unless there is exactly one element; [`StorageError::NoData`] on meta.
     pub fn item(&self) -> Result<Scalar> {
         if self.numel() != 1 {
-            return Err(Error::NotAScalar {
+            return Err(Error::Tensor(TensorError::NotAScalar {
                 numel: self.numel(),
-            });
+            }));
         }
         let off = self.layout.offsets().next().unwrap_or(0) * self.element_size();
         let es = self.element_size();
@@ -505,6 +506,7 @@ impl Tensor {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::{StorageError, TensorError};
 
     #[test]
     fn identity_is_the_handle_while_the_handles_agree() {
@@ -546,11 +548,11 @@ mod tests {
         assert!(t.untyped_storage().is_same(&s2));
         assert!(matches!(
             t.set_(&s2, 1, &[3], &[1]),
-            Err(Error::OutOfStorage {
+            Err(Error::Storage(StorageError::OutOfStorage {
                 needed: 16,
                 nbytes: 12,
                 ..
-            })
+            }))
         ));
     }
 
@@ -569,7 +571,10 @@ mod tests {
             Tensor::scalar(7i32).unwrap().item().unwrap(),
             Scalar::Int(7)
         );
-        assert!(matches!(v.item(), Err(Error::NotAScalar { numel: 6 })));
+        assert!(matches!(
+            v.item(),
+            Err(Error::Tensor(TensorError::NotAScalar { numel: 6 }))
+        ));
     }
 
     /// `t[i] = v` as PyTorch: integers and float32 refuse out-of-range values,
@@ -587,7 +592,9 @@ mod tests {
         let f = Tensor::zeros(&[2], DType::Float32).unwrap();
         assert!(matches!(
             f.set(&[1], 1e300),
-            Err(Error::ValueOverflow { type_name: "float" })
+            Err(Error::Tensor(TensorError::ValueOverflow {
+                type_name: "float"
+            }))
         ));
         let h = Tensor::zeros(&[2], DType::Float16).unwrap();
         h.set(&[0], 1e6).unwrap();
@@ -598,12 +605,16 @@ mod tests {
         let c = |re, im| Scalar::Complex(num_complex::Complex64::new(re, im));
         assert!(matches!(
             f.set(&[0], c(1.0, 1.0)),
-            Err(Error::ValueOverflow { type_name: "float" })
+            Err(Error::Tensor(TensorError::ValueOverflow {
+                type_name: "float"
+            }))
         ));
         f.set(&[0], c(1.0, 0.0)).unwrap();
         assert!(matches!(
             i.set(&[0], f64::NAN),
-            Err(Error::ValueOverflow { type_name: "int" })
+            Err(Error::Tensor(TensorError::ValueOverflow {
+                type_name: "int"
+            }))
         ));
         let bf = Tensor::zeros(&[1], DType::BFloat16).unwrap();
         bf.set(&[0], 1e300).unwrap();
@@ -671,7 +682,10 @@ mod tests {
     fn meta_tensors_have_shape_but_no_data() {
         let m = Tensor::zeros_on(&[2, 3], DType::Float32, Device::META).unwrap();
         assert_eq!(m.untyped_storage().nbytes(), 24);
-        assert!(matches!(m.get(&[0, 0]), Err(Error::NoData { .. })));
+        assert!(matches!(
+            m.get(&[0, 0]),
+            Err(Error::Storage(StorageError::NoData { .. }))
+        ));
         assert!(m.to_vec::<f32>().is_err());
         assert_eq!(m.data_ptr(), 0);
     }

@@ -5,6 +5,7 @@
 //! through all of them. `reshape` and `flatten` fall back to a copy only when
 //! the strides cannot express the new shape, as in PyTorch.
 
+use crate::error::TensorError;
 use std::sync::Arc;
 
 use crate::autograd::{record, Backward};
@@ -58,13 +59,13 @@ impl Tensor {
                     let mut all = f(base)?;
                     let size = all.len();
                     // The base has this tensor's shape, so it has as many pieces.
-                    (i < size)
-                        .then(|| all.swap_remove(i))
-                        .ok_or(Error::IndexOutOfRange {
+                    (i < size).then(|| all.swap_remove(i)).ok_or(Error::Tensor(
+                        TensorError::IndexOutOfRange {
                             index: i as isize,
                             dim: 0,
                             size,
-                        })
+                        },
+                    ))
                 })
             })
             .collect())
@@ -90,7 +91,7 @@ impl Tensor {
     /// The same elements under `shape` (one size may be -1), sharing the storage.
     ///
     /// # Errors
-    /// [`Error::ShapeMismatch`], or [`Error::ViewIncompatible`] when the strides
+    /// [`TensorError::ShapeMismatch`], or [`TensorError::ViewIncompatible`] when the strides
     /// cannot express it (use [`reshape`](Self::reshape)).
     pub fn view(&self, shape: &[isize]) -> Result<Tensor> {
         let shape = shape.to_vec();
@@ -100,12 +101,14 @@ impl Tensor {
     /// Like [`view`](Self::view), but copies when a view is impossible.
     ///
     /// # Errors
-    /// [`Error::ShapeMismatch`]; allocation failure.
+    /// [`TensorError::ShapeMismatch`]; allocation failure.
     pub fn reshape(&self, shape: &[isize]) -> Result<Tensor> {
         match self.layout.view(shape) {
             Ok(_) => self.view(shape),
             // A copy, then PyTorch's `_unsafe_view` of it (`UnsafeViewBackward0`).
-            Err(Error::ViewIncompatible { .. }) => self.contiguous()?.unsafe_view(shape),
+            Err(Error::Tensor(TensorError::ViewIncompatible { .. })) => {
+                self.contiguous()?.unsafe_view(shape)
+            }
             Err(e) => Err(e),
         }
     }
@@ -113,7 +116,7 @@ impl Tensor {
     /// `length` elements of `dim` from `start`.
     ///
     /// # Errors
-    /// [`Error::DimOutOfRange`], [`Error::NarrowOutOfRange`].
+    /// [`TensorError::DimOutOfRange`], [`TensorError::NarrowOutOfRange`].
     pub fn narrow(&self, dim: isize, start: isize, length: usize) -> Result<Tensor> {
         self.view_with("SliceBackward0", move |l| l.narrow(dim, start, length))
     }
@@ -121,7 +124,7 @@ impl Tensor {
     /// The sub-tensor at `index` of `dim`, with that dimension removed.
     ///
     /// # Errors
-    /// [`Error::DimOutOfRange`], [`Error::IndexOutOfRange`].
+    /// [`TensorError::DimOutOfRange`], [`TensorError::IndexOutOfRange`].
     pub fn select(&self, dim: isize, index: isize) -> Result<Tensor> {
         self.view_with("SelectBackward0", move |l| l.select(dim, index))
     }
@@ -137,7 +140,7 @@ impl Tensor {
     /// Python slicing `t[:, start:stop:step]` on `dim`; `None` bounds are open.
     ///
     /// # Errors
-    /// [`Error::DimOutOfRange`], [`Error::ZeroArgument`] for step 0.
+    /// [`TensorError::DimOutOfRange`], [`TensorError::ZeroArgument`] for step 0.
     pub fn slice(
         &self,
         dim: isize,
@@ -151,7 +154,7 @@ impl Tensor {
     /// Swaps two dimensions.
     ///
     /// # Errors
-    /// [`Error::DimOutOfRange`].
+    /// [`TensorError::DimOutOfRange`].
     pub fn transpose(&self, dim0: isize, dim1: isize) -> Result<Tensor> {
         self.view_with("TransposeBackward0", move |l| l.transpose(dim0, dim1))
     }
@@ -159,24 +162,24 @@ impl Tensor {
     /// Transpose of a tensor of at most 2 dimensions.
     ///
     /// # Errors
-    /// [`Error::TooManyDims`] for more than 2 dimensions.
+    /// [`TensorError::TooManyDims`] for more than 2 dimensions.
     pub fn t(&self) -> Result<Tensor> {
         match self.dim() {
             // Recorded as PyTorch's `TBackward0`, also when nothing moves.
             0 | 1 => self.view_with("TBackward0", |l| Ok(l.clone())),
             2 => self.view_with("TBackward0", |l| l.transpose(0, 1)),
-            ndim => Err(Error::TooManyDims {
+            ndim => Err(Error::Tensor(TensorError::TooManyDims {
                 op: "t",
                 max: 2,
                 ndim,
-            }),
+            })),
         }
     }
 
     /// Reorders dimensions.
     ///
     /// # Errors
-    /// [`Error::DimCountMismatch`], [`Error::DimOutOfRange`] or [`Error::RepeatedDim`]
+    /// [`TensorError::DimCountMismatch`], [`TensorError::DimOutOfRange`] or [`TensorError::RepeatedDim`]
     /// unless `dims` is a permutation.
     pub fn permute(&self, dims: &[isize]) -> Result<Tensor> {
         let dims = dims.to_vec();
@@ -186,7 +189,7 @@ impl Tensor {
     /// Broadcasts to `sizes` with stride-0 dimensions (-1 keeps a size).
     ///
     /// # Errors
-    /// [`Error::ExpandIncompatible`], [`Error::SizeOverflow`].
+    /// [`TensorError::ExpandIncompatible`], [`TensorError::SizeOverflow`].
     pub fn expand(&self, sizes: &[isize]) -> Result<Tensor> {
         let sizes = sizes.to_vec();
         self.view_with("ExpandBackward0", move |l| l.expand(&sizes))
@@ -202,7 +205,7 @@ impl Tensor {
     /// Removes `dim` if its size is 1.
     ///
     /// # Errors
-    /// [`Error::DimOutOfRange`].
+    /// [`TensorError::DimOutOfRange`].
     pub fn squeeze_dim(&self, dim: isize) -> Result<Tensor> {
         self.view_with("SqueezeBackward1", move |l| l.squeeze_dim(dim))
     }
@@ -210,7 +213,7 @@ impl Tensor {
     /// Inserts a size-1 dimension at `dim`.
     ///
     /// # Errors
-    /// [`Error::DimOutOfRange`].
+    /// [`TensorError::DimOutOfRange`].
     pub fn unsqueeze(&self, dim: isize) -> Result<Tensor> {
         self.view_with("UnsqueezeBackward0", move |l| l.unsqueeze(dim))
     }
@@ -218,7 +221,7 @@ impl Tensor {
     /// Merges dimensions `start_dim..=end_dim` (a view when possible, else a copy).
     ///
     /// # Errors
-    /// [`Error::DimOutOfRange`], [`Error::DimOrder`].
+    /// [`TensorError::DimOutOfRange`], [`TensorError::DimOrder`].
     pub fn flatten(&self, start_dim: isize, end_dim: isize) -> Result<Tensor> {
         if self.dim() > 0 && self.layout.flatten_shape(start_dim, end_dim)?.len() == self.dim() {
             return Ok(self.clone());
@@ -229,8 +232,8 @@ impl Tensor {
     /// Splits dimension `dim` into `sizes` (one may be -1), as a view.
     ///
     /// # Errors
-    /// [`Error::DimOutOfRange`], [`Error::ZeroDimTensor`], [`Error::ZeroArgument`]
-    /// for no sizes, [`Error::ShapeMismatch`].
+    /// [`TensorError::DimOutOfRange`], [`TensorError::ZeroDimTensor`], [`TensorError::ZeroArgument`]
+    /// for no sizes, [`TensorError::ShapeMismatch`].
     pub fn unflatten(&self, dim: isize, sizes: &[isize]) -> Result<Tensor> {
         self.view(&self.layout.unflatten_shape(dim, sizes)?)
     }
@@ -238,7 +241,7 @@ impl Tensor {
     /// A view with explicit size, stride and storage offset, checked against the storage.
     ///
     /// # Errors
-    /// [`Error::StrideLengthMismatch`]; [`Error::OutOfStorage`] when it reaches
+    /// [`TensorError::StrideLengthMismatch`]; [`StorageError::OutOfStorage`](crate::StorageError::OutOfStorage) when it reaches
     /// past the storage's end.
     pub fn as_strided(
         &self,
@@ -264,7 +267,7 @@ impl Tensor {
     /// by the ratio of element sizes and must be contiguous when the sizes differ.
     ///
     /// # Errors
-    /// [`Error::ViewDType`] naming the rule that fails.
+    /// [`TensorError::ViewDType`] naming the rule that fails.
     pub fn view_dtype(&self, dtype: DType) -> Result<Tensor> {
         // Not differentiable in PyTorch, even to the same dtype: the view
         // does not require grad.
@@ -282,7 +285,7 @@ impl Tensor {
     /// The diagonal of `dim1` × `dim2` shifted by `offset`, as the last dimension.
     ///
     /// # Errors
-    /// [`Error::DimOutOfRange`], [`Error::RepeatedDim`] for identical dims.
+    /// [`TensorError::DimOutOfRange`], [`TensorError::RepeatedDim`] for identical dims.
     pub fn diagonal(&self, offset: isize, dim1: isize, dim2: isize) -> Result<Tensor> {
         self.view_with("DiagonalBackward0", move |l| l.diagonal(offset, dim1, dim2))
     }
@@ -290,7 +293,7 @@ impl Tensor {
     /// Sliding windows of `size` every `step` along `dim`, as a new last dimension.
     ///
     /// # Errors
-    /// [`Error::DimOutOfRange`], [`Error::WindowTooLarge`], [`Error::ZeroArgument`] for step 0.
+    /// [`TensorError::DimOutOfRange`], [`TensorError::WindowTooLarge`], [`TensorError::ZeroArgument`] for step 0.
     pub fn unfold(&self, dim: isize, size: usize, step: usize) -> Result<Tensor> {
         self.view_with("UnfoldBackward0", move |l| l.unfold(dim, size, step))
     }
@@ -298,7 +301,7 @@ impl Tensor {
     /// Pieces of `split_size` along `dim`.
     ///
     /// # Errors
-    /// [`Error::DimOutOfRange`], [`Error::ZeroSplitSize`].
+    /// [`TensorError::DimOutOfRange`], [`TensorError::ZeroSplitSize`].
     pub fn split(&self, split_size: usize, dim: isize) -> Result<Vec<Tensor>> {
         self.pieces("SplitBackward0", move |l| l.split(split_size, dim))
     }
@@ -306,7 +309,7 @@ impl Tensor {
     /// `chunks` nearly equal pieces along `dim`.
     ///
     /// # Errors
-    /// [`Error::DimOutOfRange`], [`Error::ZeroArgument`] for 0 chunks.
+    /// [`TensorError::DimOutOfRange`], [`TensorError::ZeroArgument`] for 0 chunks.
     pub fn chunk(&self, chunks: usize, dim: isize) -> Result<Vec<Tensor>> {
         self.pieces("SplitBackward0", move |l| l.chunk(chunks, dim))
     }
@@ -314,7 +317,7 @@ impl Tensor {
     /// Every slice along `dim`, with the dimension removed.
     ///
     /// # Errors
-    /// [`Error::DimOutOfRange`].
+    /// [`TensorError::DimOutOfRange`].
     pub fn unbind(&self, dim: isize) -> Result<Vec<Tensor>> {
         self.pieces("UnbindBackward0", move |l| l.unbind(dim))
     }
@@ -324,6 +327,7 @@ impl Tensor {
 mod tests {
     use super::*;
     use crate::element::Scalar;
+    use crate::error::StorageError;
 
     fn base() -> Tensor {
         Tensor::arange(0.0, 24.0, 1.0, DType::Float32)
@@ -391,7 +395,7 @@ mod tests {
         assert_eq!(d.to_vec::<f32>().unwrap(), vec![0.0, 7.0, 14.0, 21.0]);
         assert!(matches!(
             b.as_strided(&[4], &[7], 3),
-            Err(Error::OutOfStorage { .. })
+            Err(Error::Storage(StorageError::OutOfStorage { .. }))
         ));
         assert!(b.as_strided(&[2], &[usize::MAX], 0).is_err());
     }

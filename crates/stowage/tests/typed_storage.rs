@@ -13,6 +13,7 @@
 use std::panic::Location;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
+use stowage::{StorageError, TensorError};
 
 use num_complex::Complex64;
 use stowage::checkpoint::pickle::{Node, Value};
@@ -57,13 +58,13 @@ fn call(args: Vec<PyArg>) -> StorageCall {
 
 fn problem(r: stowage::Result<TypedStorage>) -> (StorageConstructor, StorageArgProblem, String) {
     match r {
-        Err(e @ Error::StorageArguments { .. }) => {
+        Err(e @ Error::Storage(StorageError::StorageArguments { .. })) => {
             let msg = e.to_string();
             match e {
-                Error::StorageArguments {
+                Error::Storage(StorageError::StorageArguments {
                     constructor,
                     problem,
-                } => (constructor, problem, msg),
+                }) => (constructor, problem, msg),
                 _ => unreachable!(),
             }
         }
@@ -491,12 +492,18 @@ fn every_class_refuses_what_pytorch_refuses() {
     let e = LegacyStorageClass::FloatStorage
         .new(LegacyArgs::Call(call(vec![PyArg::Int(-1)])))
         .unwrap_err();
-    assert!(matches!(e, Error::NegativeSize { size: -1 }), "{e}");
+    assert!(
+        matches!(e, Error::Tensor(TensorError::NegativeSize { size: -1 })),
+        "{e}"
+    );
     // Sizes beyond the address space are errors, not panics.
     let e = LegacyStorageClass::DoubleStorage
         .new(LegacyArgs::Size(usize::MAX / 4))
         .unwrap_err();
-    assert!(matches!(e, Error::SizeOverflow { .. }), "{e}");
+    assert!(
+        matches!(e, Error::Tensor(TensorError::SizeOverflow { .. })),
+        "{e}"
+    );
     assert!(LegacyStorageClass::ByteStorage
         .new(LegacyArgs::Size(usize::MAX))
         .is_err());
@@ -784,7 +791,7 @@ fn elements_sizes_and_bytes() {
     assert!(!c.untyped().is_same(&u));
     assert!(matches!(
         s.resize_(usize::MAX),
-        Err(Error::SizeOverflow { .. })
+        Err(Error::Tensor(TensorError::SizeOverflow { .. }))
     ));
 
     // copy_ copies bytes, not values (torch.FloatStorage(2).copy_(torch.IntStorage(2))).
@@ -810,11 +817,11 @@ fn elements_sizes_and_bytes() {
         .unwrap();
     assert!(matches!(
         f.copy_(&three),
-        Err(Error::StorageSizeMismatch {
+        Err(Error::Storage(StorageError::StorageSizeMismatch {
             dst: 8,
             src: 12,
             ..
-        })
+        }))
     ));
 
     // Conversions copy (PyTorch's storage.double() …).
@@ -845,7 +852,10 @@ fn elements_sizes_and_bytes() {
         m.tolist().unwrap_err(),
         m.fill_(1).map(|_| ()).unwrap_err(),
     ] {
-        assert!(matches!(e, Error::NoData { .. }), "{e}");
+        assert!(
+            matches!(e, Error::Storage(StorageError::NoData { .. })),
+            "{e}"
+        );
     }
 
     // Shared memory, through the untyped storage.
@@ -933,7 +943,7 @@ fn values_are_checked_as_pytorch_checks_them() {
     // Dtypes without values.
     assert!(matches!(
         TypedStorage::from_data(&[Scalar::Int(1)], DType::Bits8, Device::CPU),
-        Err(Error::DTypeUnsupported { .. })
+        Err(Error::Tensor(TensorError::DTypeUnsupported { .. }))
     ));
 
     // storage[i] = v and fill_(v): c10's checked_convert, named as C++ types.

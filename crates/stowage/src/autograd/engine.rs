@@ -10,6 +10,7 @@
 //! gradient's own. Before a node's formula runs, the tensors it saved are
 //! checked to be unwritten since ([`Node::check_saved`]).
 
+use crate::error::TensorError;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
@@ -33,7 +34,7 @@ fn key(edge: &Edge) -> Key {
 /// Backward from `root` (which requires grad) with `grad` as its gradient.
 pub(super) fn run(root: &Tensor, grad: Tensor) -> Result<()> {
     let Some(root) = root.edge() else {
-        return Err(crate::Error::NoGradFn);
+        return Err(crate::Error::Tensor(TensorError::NoGradFn));
     };
     let _no_grad = no_grad();
 

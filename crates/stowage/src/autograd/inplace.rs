@@ -13,6 +13,7 @@
 //!   new history, and gets a node on it too (PyTorch does this by the views'
 //!   version counter).
 
+use crate::error::TensorError;
 use std::sync::{Arc, Mutex};
 
 use super::backward::{Backward, ViewFn};
@@ -135,7 +136,7 @@ impl Tensor {
             return Ok(());
         }
         let role = role(meta).unwrap_or(GradRole::Computed);
-        Err(Error::InPlaceRequiresGrad { op, role })
+        Err(Error::Tensor(TensorError::InPlaceRequiresGrad { op, role }))
     }
 
     /// Whether in-place arithmetic on this tensor with `operand` is to be
@@ -153,17 +154,19 @@ impl Tensor {
         }
         let Some(meta) = &self.autograd else {
             return match operand {
-                Some(t) if t.requires_grad() => Err(Error::InPlaceRequiresGrad {
-                    op,
-                    role: GradRole::NoGrad,
-                }),
+                Some(t) if t.requires_grad() => {
+                    Err(Error::Tensor(TensorError::InPlaceRequiresGrad {
+                        op,
+                        role: GradRole::NoGrad,
+                    }))
+                }
                 _ => Ok(false),
             };
         };
         match role(meta) {
             None => Ok(true),
             Some(GradRole::ViewOfComputed) if meta.view_of.is_some() => Ok(true),
-            Some(role) => Err(Error::InPlaceRequiresGrad { op, role }),
+            Some(role) => Err(Error::Tensor(TensorError::InPlaceRequiresGrad { op, role })),
         }
     }
 

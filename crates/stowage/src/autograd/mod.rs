@@ -60,6 +60,7 @@ mod backward;
 mod engine;
 mod inplace;
 
+use crate::error::TensorError;
 use std::cell::Cell;
 use std::marker::PhantomData;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -224,13 +225,13 @@ impl Node {
         {
             let version = t.version();
             if version != expected {
-                return Err(Error::SavedTensorModified {
+                return Err(Error::Tensor(TensorError::SavedTensorModified {
                     op: self.name,
                     dtype: t.dtype(),
                     shape: t.shape().to_vec(),
                     version,
                     expected,
-                });
+                }));
             }
         }
         Ok(())
@@ -312,16 +313,20 @@ impl Tensor {
     /// Sets `requires_grad` on a leaf (`t.requires_grad_()`).
     ///
     /// # Errors
-    /// [`Error::GradNotFloat`] for dtypes without gradients; [`Error::NotALeaf`]
+    /// [`TensorError::GradNotFloat`] for dtypes without gradients; [`TensorError::NotALeaf`]
     /// when clearing it on a computed tensor (use [`detach`](Self::detach)).
     pub fn requires_grad_(&mut self, requires_grad: bool) -> Result<&mut Self> {
         match (requires_grad, &self.autograd) {
             (true, Some(_)) => {}
             (true, None) if !can_require_grad(self.dtype) => {
-                return Err(Error::GradNotFloat { dtype: self.dtype })
+                return Err(Error::Tensor(TensorError::GradNotFloat {
+                    dtype: self.dtype,
+                }))
             }
             (true, None) => self.autograd = Some(AutogradMeta::leaf()),
-            (false, Some(m)) if m.grad_fn().is_some() => return Err(Error::NotALeaf),
+            (false, Some(m)) if m.grad_fn().is_some() => {
+                return Err(Error::Tensor(TensorError::NotALeaf))
+            }
             (false, _) => self.autograd = None,
         }
         Ok(self)
@@ -377,13 +382,16 @@ impl Tensor {
     /// `zero_grad(set_to_none=True)`).
     ///
     /// # Errors
-    /// [`Error::GradMismatch`] when `grad`'s shape or dtype differs;
-    /// [`Error::NotALeaf`] on a computed tensor; [`Error::NoGradFn`] on a
+    /// [`TensorError::GradMismatch`] when `grad`'s shape or dtype differs;
+    /// [`TensorError::NotALeaf`] on a computed tensor; [`TensorError::NoGradFn`] on a
     /// tensor that does not require grad.
     pub fn set_grad(&self, grad: Option<Tensor>) -> Result<()> {
-        let meta = self.autograd.as_ref().ok_or(Error::NoGradFn)?;
+        let meta = self
+            .autograd
+            .as_ref()
+            .ok_or(Error::Tensor(TensorError::NoGradFn))?;
         if meta.grad_fn().is_some() {
-            return Err(Error::NotALeaf);
+            return Err(Error::Tensor(TensorError::NotALeaf));
         }
         if let Some(g) = &grad {
             self.check_grad("set_grad", g)?;
@@ -396,7 +404,7 @@ impl Tensor {
     /// (`zero_grad(set_to_none=False)`); nothing when it has none.
     ///
     /// # Errors
-    /// [`Error::NoData`] on meta.
+    /// [`StorageError::NoData`](crate::StorageError::NoData) on meta.
     pub fn zero_grad(&self) -> Result<()> {
         if let Some(g) = self.grad() {
             g.zero_()?;
@@ -419,17 +427,17 @@ impl Tensor {
     /// leaf it was computed from, and adds it to their [`grad`](Self::grad)s.
     ///
     /// # Errors
-    /// [`Error::NoGradFn`] when it does not require grad;
-    /// [`Error::BackwardNonScalar`] for more than one element (use
+    /// [`TensorError::NoGradFn`] when it does not require grad;
+    /// [`TensorError::BackwardNonScalar`] for more than one element (use
     /// [`backward_with`](Self::backward_with)); errors of the backward formulas.
     pub fn backward(&self) -> Result<()> {
         if self.autograd.is_none() {
-            return Err(Error::NoGradFn);
+            return Err(Error::Tensor(TensorError::NoGradFn));
         }
         if self.numel() != 1 {
-            return Err(Error::BackwardNonScalar {
+            return Err(Error::Tensor(TensorError::BackwardNonScalar {
                 shape: self.shape().to_vec(),
-            });
+            }));
         }
         let ones = Tensor::ones(self.shape(), self.dtype)?;
         engine::run(self, ones)
@@ -439,11 +447,11 @@ impl Tensor {
     /// `t.backward(gradient)`, a vector-Jacobian product).
     ///
     /// # Errors
-    /// As [`backward`](Self::backward), and [`Error::GradMismatch`] when
+    /// As [`backward`](Self::backward), and [`TensorError::GradMismatch`] when
     /// `gradient`'s shape or dtype differs.
     pub fn backward_with(&self, gradient: &Tensor) -> Result<()> {
         if self.autograd.is_none() {
-            return Err(Error::NoGradFn);
+            return Err(Error::Tensor(TensorError::NoGradFn));
         }
         self.check_grad("backward", gradient)?;
         engine::run(self, gradient.detach())
@@ -451,13 +459,13 @@ impl Tensor {
 
     fn check_grad(&self, op: &'static str, g: &Tensor) -> Result<()> {
         if g.shape() != self.shape() || g.dtype != self.dtype {
-            return Err(Error::GradMismatch {
+            return Err(Error::Tensor(TensorError::GradMismatch {
                 op,
                 expected: self.shape().to_vec(),
                 expected_dtype: self.dtype,
                 found: g.shape().to_vec(),
                 found_dtype: g.dtype,
-            });
+            }));
         }
         Ok(())
     }

@@ -4,6 +4,7 @@
 //! local directory or a prefix in an object store, read through the same
 //! `exists` and `list`.
 
+use crate::error::ErrorContext;
 use std::path::Path;
 
 use crate::checkpoint::format::dcp;
@@ -123,11 +124,5 @@ pub(crate) fn folder_at(here: &Location) -> Result<Option<Folder>> {
             }
         ),
     };
-    Err(Error::InFile {
-        path: here.path(),
-        source: Box::new(Error::Io(std::io::Error::new(
-            std::io::ErrorKind::NotFound,
-            why,
-        ))),
-    })
+    Err(Error::Io(std::io::Error::new(std::io::ErrorKind::NotFound, why)).in_file(here.path()))
 }

@@ -45,6 +45,7 @@ pub use format::safetensors;
 pub use format::{dcp, sharded};
 pub use globals::decoded;
 
+use crate::error::{CheckpointError, ErrorContext, FormatError};
 use std::fs::File;
 use std::path::Path;
 
@@ -91,14 +92,14 @@ pub fn load(path: impl AsRef<Path>) -> Result<Checkpoint> {
 /// Loads a checkpoint with options, in their [`LoadMode`].
 ///
 /// # Errors
-/// As [`load`]; [`Error::Unsupported`] for [`LoadMode::Mapped`], which only
+/// As [`load`]; [`CheckpointError::Unsupported`] for [`LoadMode::Mapped`], which only
 /// [`load_mmap`] loads.
 pub fn load_with(path: impl AsRef<Path>, options: &LoadOptions) -> Result<Checkpoint> {
     let path = path.as_ref();
     if options.mode() == LoadMode::Mapped {
-        return Err(Error::Unsupported {
+        return Err(Error::Checkpoint(CheckpointError::Unsupported {
             what: "LoadMode::Mapped in a safe load: a mapped load is `unsafe fn load_mmap`".into(),
-        });
+        }));
     }
     load_at(&options.location(path), options, &|file| {
         load_file(file, options)
@@ -141,10 +142,7 @@ fn load_set(
 /// each read is a request).
 fn load_file(here: &Location, options: &LoadOptions) -> Result<Checkpoint> {
     let source = here.open()?;
-    let in_file = |e: Error| Error::InFile {
-        path: here.path(),
-        source: Box::new(e),
-    };
+    let in_file = |e: Error| e.in_file(here.path());
     if options.mode() == LoadMode::Lazy {
         match detect_format(&source) {
             Ok(Format::TorchZip | Format::TorchScript) => {
@@ -207,10 +205,7 @@ pub unsafe fn load_mmap(path: impl AsRef<Path>, options: &LoadOptions) -> Result
 /// As [`load_mmap`].
 #[allow(unsafe_code)] // Only to pass the caller's promise on to the mapping.
 unsafe fn load_mmap_file(path: &Path, options: &LoadOptions) -> Result<Checkpoint> {
-    let in_file = |e: Error| Error::InFile {
-        path: path.to_owned(),
-        source: Box::new(e),
-    };
+    let in_file = |e: Error| e.in_file(path.to_owned());
     let file = File::open(path).map_err(|e| in_file(Error::Io(e)))?;
     // SAFETY: the caller promises the file is neither truncated nor written meanwhile.
     let map = unsafe { MappedFile::private(&file) }.map_err(|e| in_file(Error::Io(e)))?;
@@ -238,8 +233,8 @@ pub fn load_bytes(bytes: &[u8], options: &LoadOptions) -> Result<Checkpoint> {
 /// The kind of checkpoint `source` holds, from its content (never its name).
 ///
 /// # Errors
-/// [`Error::NotACheckpoint`] for empty or unrecognised files and the `PYTORCH1`
-/// preview format, [`Error::Unsupported`] for PyTorch ≤ 0.3 tar files, I/O errors.
+/// [`FormatError::NotACheckpoint`] for empty or unrecognised files and the `PYTORCH1`
+/// preview format, [`CheckpointError::Unsupported`] for PyTorch ≤ 0.3 tar files, I/O errors.
 pub fn detect_format<R: ReadAt>(source: &R) -> Result<Format> {
     let len = source.len();
     let mut head = [0u8; 16];
@@ -250,9 +245,9 @@ pub fn detect_format<R: ReadAt>(source: &R) -> Result<Format> {
         return Ok(Format::TorchZip);
     }
     if head.starts_with(b"PYTORCH1") {
-        return Err(Error::NotACheckpoint {
+        return Err(Error::Format(FormatError::NotACheckpoint {
             detail: "an unsupported archive format from the preview release (PYTORCH1)".into(),
-        });
+        }));
     }
     if head.starts_with(torch_legacy::MAGIC_PREFIX) {
         return Ok(Format::TorchLegacy);
@@ -261,22 +256,22 @@ pub fn detect_format<R: ReadAt>(source: &R) -> Result<Format> {
         let mut ustar = [0u8; 5];
         source.read_exact_at(&mut ustar, 257)?;
         if &ustar == b"ustar" {
-            return Err(Error::Unsupported {
+            return Err(Error::Checkpoint(CheckpointError::Unsupported {
                 what: "the tar checkpoint format of PyTorch 0.3 and older".into(),
-            });
+            }));
         }
     }
     if n >= 9 && head[8] == b'{' {
         return Ok(Format::Safetensors);
     }
     if len == 0 {
-        return Err(Error::NotACheckpoint {
+        return Err(Error::Format(FormatError::NotACheckpoint {
             detail: "the file is empty".into(),
-        });
+        }));
     }
-    Err(Error::NotACheckpoint {
+    Err(Error::Format(FormatError::NotACheckpoint {
         detail: format!("unrecognised leading bytes {:02x?}", &head[..n.min(8)]),
-    })
+    }))
 }
 
 pub(crate) fn load_from<R: ReadAt>(source: R, options: &LoadOptions) -> Result<Checkpoint> {
@@ -297,8 +292,8 @@ fn load_safetensors<R: ReadAt>(
     #[cfg(not(feature = "safetensors"))]
     {
         let _ = (source, options, mapped);
-        Err(Error::Unsupported {
+        Err(Error::Checkpoint(CheckpointError::Unsupported {
             what: "safetensors files (stowage was built without its `safetensors` feature)".into(),
-        })
+        }))
     }
 }

@@ -3,6 +3,7 @@
 //! crash or a power loss leaves either the earlier file or the whole new one.
 //! A later save removes what a killed process left behind.
 
+use crate::error::ErrorContext;
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};
 
@@ -52,10 +53,7 @@ pub(crate) fn write_atomically(
     sync: bool,
     write: impl FnOnce(&Path) -> Result<()>,
 ) -> Result<()> {
-    let in_file = |e: Error| Error::InFile {
-        path: path.to_owned(),
-        source: Box::new(e),
-    };
+    let in_file = |e: Error| e.in_file(path.to_owned());
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_owned(),
         _ => PathBuf::from("."),

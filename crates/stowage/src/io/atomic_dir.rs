@@ -8,6 +8,7 @@
 //! two renames (the old folder aside, the new one in place), so a crash between
 //! them leaves the target missing and the old set under its aside name.
 
+use crate::error::{CheckpointError, ErrorContext, StorageError};
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};
 
@@ -20,7 +21,7 @@ use crate::{Error, Result};
 /// On failure the staging folder is removed and `dir` is untouched.
 ///
 /// Errors come wrapped in [`Error::InFile`] naming `dir`; a `dir` in an
-/// object store is [`Error::Unsupported`] (a store has no folder to stage
+/// object store is [`CheckpointError::Unsupported`] (a store has no folder to stage
 /// and exchange in one step).
 pub(crate) fn replace_dir(
     dir: &Path,
@@ -28,16 +29,13 @@ pub(crate) fn replace_dir(
     replaced: impl Fn(&str) -> bool,
     write: impl FnOnce(&Path) -> Result<()>,
 ) -> Result<()> {
-    let in_dir = |e: Error| Error::InFile {
-        path: dir.to_owned(),
-        source: Box::new(e),
-    };
+    let in_dir = |e: Error| e.in_file(dir.to_owned());
     if super::Location::parse(dir).local_path().is_none() {
-        return Err(in_dir(Error::Unsupported {
+        return Err(in_dir(Error::Checkpoint(CheckpointError::Unsupported {
             what: "saving a folder (a sharded set, a distributed checkpoint) to object \
                    storage: save it to a local folder, then upload its files"
                 .into(),
-        }));
+        })));
     }
     let parent = match dir.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_owned(),
@@ -108,8 +106,10 @@ fn swap(a: &Path, b: &Path) -> Result<()> {
     use std::ffi::CString;
     use std::os::unix::ffi::OsStrExt;
     let c = |p: &Path| {
-        CString::new(p.as_os_str().as_bytes()).map_err(|_| Error::NulInName {
-            name: p.display().to_string(),
+        CString::new(p.as_os_str().as_bytes()).map_err(|_| {
+            Error::Storage(StorageError::NulInName {
+                name: p.display().to_string(),
+            })
         })
     };
     let (ca, cb) = (c(a)?, c(b)?);
@@ -199,7 +199,7 @@ mod tests {
             |_| true,
             |s| {
                 fs::write(s.join("shard"), "half").unwrap();
-                Err(Error::NotResizable)
+                Err(Error::Storage(StorageError::NotResizable))
             },
         )
         .unwrap_err();
@@ -240,7 +240,7 @@ mod tests {
         assert!(!called);
         assert!(
             matches!(&err, Error::InFile { path, source }
-            if path == url && matches!(&**source, Error::Unsupported { .. })),
+            if path == url && matches!(&**source, Error::Checkpoint(CheckpointError::Unsupported { .. }))),
             "{err:?}"
         );
         // Nothing was made locally under the URL's text either.

@@ -8,6 +8,7 @@
 //! string is a URL. Where the kind of store matters to a reader, it asks
 //! for the [`ReadCost`] of a source, not for its kind.
 
+use crate::error::{CheckpointError, ErrorContext};
 use std::fmt;
 use std::fs::File;
 use std::io;
@@ -161,10 +162,7 @@ impl Location {
     pub fn open(&self) -> Result<Arc<dyn ReadAt>> {
         match &self.kind {
             Kind::Local(p) => {
-                let in_file = |e: io::Error| Error::InFile {
-                    path: p.clone(),
-                    source: Box::new(Error::Io(e)),
-                };
+                let in_file = |e: io::Error| Error::Io(e).in_file(p.clone());
                 let file = File::open(p).map_err(in_file)?;
                 if file.metadata().map_err(in_file)?.is_dir() {
                     return Err(in_file(io::Error::other("is a directory")));
@@ -221,10 +219,7 @@ impl Location {
     pub fn list(&self) -> Result<Vec<String>> {
         match &self.kind {
             Kind::Local(p) => {
-                let entries = std::fs::read_dir(p).map_err(|e| Error::InFile {
-                    path: p.clone(),
-                    source: Box::new(Error::Io(e)),
-                })?;
+                let entries = std::fs::read_dir(p).map_err(|e| Error::Io(e).in_file(p.clone()))?;
                 let mut names: Vec<String> = entries
                     .flatten()
                     .filter(|e| e.file_type().is_ok_and(|t| !t.is_dir()))
@@ -275,21 +270,18 @@ impl Location {
     /// index or a metadata file, never a tensor's data).
     ///
     /// # Errors
-    /// As [`open`](Self::open); [`Error::LimitExceeded`] past `max`; a
+    /// As [`open`](Self::open); [`CheckpointError::LimitExceeded`] past `max`; a
     /// failed read, naming the location.
     pub fn read_all(&self, max: u64) -> Result<Vec<u8>> {
         let source = self.open()?;
-        let in_file = |e: Error| Error::InFile {
-            path: self.path(),
-            source: Box::new(e),
-        };
+        let in_file = |e: Error| e.in_file(self.path());
         let len = source.len();
         if len > max {
-            return Err(in_file(Error::LimitExceeded {
+            return Err(in_file(Error::Checkpoint(CheckpointError::LimitExceeded {
                 limit: "file size",
                 value: len,
                 max,
-            }));
+            })));
         }
         let mut bytes = vec![0; len as usize];
         source

@@ -36,6 +36,7 @@
 //! Transfers are counted per object ([`RemoteObject::transfer`]) and for the
 //! whole process ([`totals`]).
 
+use crate::error::ErrorContext;
 use std::future::Future;
 use std::io;
 use std::ops::Range;
@@ -854,10 +855,7 @@ fn fail(url: &str, range: Option<Range<u64>>, failure: RemoteFailure) -> io::Err
 
 /// An I/O error on `url`, as the loaders report it.
 fn in_url(url: &str, e: io::Error) -> Error {
-    Error::InFile {
-        path: url.into(),
-        source: Box::new(Error::Io(e)),
-    }
+    Error::Io(e).in_file(url)
 }
 
 /// One request of a batch: the bytes it fetches and the reads it serves.
@@ -1063,10 +1061,7 @@ pub(crate) fn upload(
             let _ = block_on(parts.abort());
             Err(match e {
                 e @ Error::InFile { .. } => e,
-                e => Error::InFile {
-                    path: url.into(),
-                    source: Box::new(e),
-                },
+                e => e.in_file(url),
             })
         }
     }

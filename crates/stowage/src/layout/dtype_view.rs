@@ -2,18 +2,19 @@
 //! size, and the rules a layout must meet for it ([`DTypeViewProblem`]).
 
 use super::Layout;
+use crate::error::TensorError;
 use crate::{Error, Result};
 
 impl Layout {
     /// The layout under a dtype of `new_size`-byte elements, as PyTorch's `view(dtype)`.
     ///
     /// # Errors
-    /// [`Error::ViewDType`] naming the rule that fails; [`Error::SizeOverflow`].
+    /// [`TensorError::ViewDType`] naming the rule that fails; [`TensorError::SizeOverflow`].
     pub fn view_dtype(&self, old_size: usize, new_size: usize) -> Result<Layout> {
         if old_size == new_size {
             return Ok(self.clone());
         }
-        let bad = |problem| Error::ViewDType { problem };
+        let bad = |problem| Error::Tensor(TensorError::ViewDType { problem });
         let n = self.ndim();
         if n == 0 {
             return Err(bad(DTypeViewProblem::ZeroDim));
@@ -26,9 +27,11 @@ impl Layout {
         let mut l = self.clone();
         if new_size < old_size {
             let r = old_size / new_size;
-            let overflow = || Error::SizeOverflow {
-                what: "view(dtype) layout",
-                detail: format!("{self:?} with elements split {r} ways"),
+            let overflow = || {
+                Error::Tensor(TensorError::SizeOverflow {
+                    what: "view(dtype) layout",
+                    detail: format!("{self:?} with elements split {r} ways"),
+                })
             };
             for s in &mut l.stride[..n - 1] {
                 *s = s.checked_mul(r).ok_or_else(overflow)?;
@@ -128,6 +131,7 @@ impl std::fmt::Display for DTypeViewProblem {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::TensorError;
 
     #[test]
     fn view_dtype_rules() {
@@ -142,9 +146,9 @@ mod tests {
         let e = bytes.transpose(0, 1).unwrap().view_dtype(1, 2).unwrap_err();
         assert!(matches!(
             e,
-            Error::ViewDType {
+            Error::Tensor(TensorError::ViewDType {
                 problem: DTypeViewProblem::LastStride { stride: 8 }
-            }
+            })
         ));
         assert_eq!(
             e.to_string(),
@@ -161,13 +165,13 @@ mod tests {
         let stepped = Layout::new(&[2, 2], &[3, 1], 0).unwrap();
         assert!(matches!(
             stepped.view_dtype(1, 2),
-            Err(Error::ViewDType {
+            Err(Error::Tensor(TensorError::ViewDType {
                 problem: DTypeViewProblem::Stride {
                     dim: 0,
                     stride: 3,
                     ratio: 2
                 }
-            })
+            }))
         ));
     }
 }

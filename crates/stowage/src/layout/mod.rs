@@ -28,6 +28,7 @@ pub use strided_index::Offsets;
 pub(crate) use strided_index::StridedIndex;
 pub(crate) use view::expand_problem;
 
+use crate::error::{StorageError, TensorError};
 use crate::{Error, Result};
 
 /// Shape, stride and storage offset of a tensor. Strides and offset count elements.
@@ -42,7 +43,7 @@ impl Layout {
     /// A row-major layout of `shape` at offset 0.
     ///
     /// # Errors
-    /// [`Error::SizeOverflow`] when the element count does not fit in `usize`.
+    /// [`TensorError::SizeOverflow`] when the element count does not fit in `usize`.
     pub fn contiguous(shape: &[usize]) -> Result<Layout> {
         numel_of(shape)?;
         Ok(Layout {
@@ -55,14 +56,14 @@ impl Layout {
     /// A layout from its parts.
     ///
     /// # Errors
-    /// [`Error::StrideLengthMismatch`] when shape and stride lengths differ,
-    /// [`Error::SizeOverflow`] when the element count or reach overflows.
+    /// [`TensorError::StrideLengthMismatch`] when shape and stride lengths differ,
+    /// [`TensorError::SizeOverflow`] when the element count or reach overflows.
     pub fn new(shape: &[usize], stride: &[usize], offset: usize) -> Result<Layout> {
         if shape.len() != stride.len() {
-            return Err(Error::StrideLengthMismatch {
+            return Err(Error::Tensor(TensorError::StrideLengthMismatch {
                 shape_len: shape.len(),
                 stride_len: stride.len(),
-            });
+            }));
         }
         numel_of(shape)?;
         let l = Layout {
@@ -119,9 +120,11 @@ impl Layout {
         if self.numel() == 0 {
             return Ok(0);
         }
-        let overflow = || Error::SizeOverflow {
-            what: "layout reach",
-            detail: format!("{self:?}"),
+        let overflow = || {
+            Error::Tensor(TensorError::SizeOverflow {
+                what: "layout reach",
+                detail: format!("{self:?}"),
+            })
         };
         let mut max = self.offset as u128 + 1;
         for (&size, &stride) in self.shape.iter().zip(&self.stride) {
@@ -136,36 +139,40 @@ impl Layout {
     /// The index of the last storage element reached plus one, as `usize`.
     ///
     /// # Errors
-    /// [`Error::SizeOverflow`] when it exceeds `usize`.
+    /// [`TensorError::SizeOverflow`] when it exceeds `usize`.
     pub fn storage_elements(&self) -> Result<usize> {
         let r = self.reach()?;
-        usize::try_from(r).map_err(|_| Error::SizeOverflow {
-            what: "layout reach",
-            detail: format!("{self:?}"),
+        usize::try_from(r).map_err(|_| {
+            Error::Tensor(TensorError::SizeOverflow {
+                what: "layout reach",
+                detail: format!("{self:?}"),
+            })
         })
     }
 
     /// Checks that every element lies within a storage of `nbytes` bytes holding `element_size`-byte elements.
     ///
     /// # Errors
-    /// [`Error::OutOfStorage`] naming the bytes needed and held.
+    /// [`StorageError::OutOfStorage`] naming the bytes needed and held.
     pub fn check_fits(&self, element_size: usize, nbytes: usize) -> Result<()> {
         let needed = self
             .reach()?
             .checked_mul(element_size as u128)
-            .ok_or_else(|| Error::SizeOverflow {
-                what: "layout bytes",
-                detail: format!("{self:?} with {element_size}-byte elements"),
+            .ok_or_else(|| {
+                Error::Tensor(TensorError::SizeOverflow {
+                    what: "layout bytes",
+                    detail: format!("{self:?} with {element_size}-byte elements"),
+                })
             })?;
         if needed > nbytes as u128 {
-            return Err(Error::OutOfStorage {
+            return Err(Error::Storage(StorageError::OutOfStorage {
                 needed,
                 nbytes,
                 shape: self.shape.clone(),
                 stride: self.stride.clone(),
                 offset: self.offset,
                 element_size,
-            });
+            }));
         }
         Ok(())
     }
@@ -184,6 +191,7 @@ impl Layout {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::StorageError;
 
     fn l(shape: &[usize], stride: &[usize], offset: usize) -> Layout {
         Layout::new(shape, stride, offset).unwrap()
@@ -195,7 +203,10 @@ mod tests {
         assert!(t.check_fits(4, 32).is_ok());
         assert!(matches!(
             t.check_fits(4, 31),
-            Err(Error::OutOfStorage { needed: 32, .. })
+            Err(Error::Storage(StorageError::OutOfStorage {
+                needed: 32,
+                ..
+            }))
         ));
         assert!(l(&[0, 5], &[5, 1], 100).check_fits(4, 0).is_ok());
         assert!(Layout::contiguous(&[usize::MAX, 2]).is_err());

@@ -2,18 +2,19 @@
 //! `split_with_sizes`, `chunk` and `unbind`, each piece a view.
 
 use super::Layout;
+use crate::error::TensorError;
 use crate::{Error, Result};
 
 impl Layout {
     /// Pieces of `split_size` along `dim` (the last may be smaller).
     ///
     /// # Errors
-    /// [`Error::DimOutOfRange`], [`Error::ZeroSplitSize`] for a split size of 0 on a non-empty dimension.
+    /// [`TensorError::DimOutOfRange`], [`TensorError::ZeroSplitSize`] for a split size of 0 on a non-empty dimension.
     pub fn split(&self, split_size: usize, dim: isize) -> Result<Vec<Layout>> {
         let d = self.wrap_dim(dim)?;
         let size = self.shape.get(d).copied().unwrap_or(1);
         if split_size == 0 && size != 0 {
-            return Err(Error::ZeroSplitSize { size });
+            return Err(Error::Tensor(TensorError::ZeroSplitSize { size }));
         }
         let pieces = if split_size == 0 {
             1
@@ -31,7 +32,7 @@ impl Layout {
     /// Pieces of the given sizes along `dim`; they must add up to the dimension's size.
     ///
     /// # Errors
-    /// [`Error::DimOutOfRange`], [`Error::SplitSizesMismatch`].
+    /// [`TensorError::DimOutOfRange`], [`TensorError::SplitSizesMismatch`].
     pub fn split_with_sizes(&self, sizes: &[usize], dim: isize) -> Result<Vec<Layout>> {
         let d = self.wrap_dim(dim)?;
         let total: usize = sizes
@@ -39,11 +40,11 @@ impl Layout {
             .try_fold(0usize, |a, &s| a.checked_add(s))
             .unwrap_or(usize::MAX);
         if total != self.shape[d] {
-            return Err(Error::SplitSizesMismatch {
+            return Err(Error::Tensor(TensorError::SplitSizesMismatch {
                 sizes: sizes.to_vec(),
                 dim: d,
                 size: self.shape[d],
-            });
+            }));
         }
         let mut start = 0;
         sizes
@@ -59,13 +60,13 @@ impl Layout {
     /// `chunks` nearly equal pieces along `dim`, as PyTorch's `chunk`.
     ///
     /// # Errors
-    /// [`Error::DimOutOfRange`], [`Error::ZeroArgument`] for 0 chunks.
+    /// [`TensorError::DimOutOfRange`], [`TensorError::ZeroArgument`] for 0 chunks.
     pub fn chunk(&self, chunks: usize, dim: isize) -> Result<Vec<Layout>> {
         if chunks == 0 {
-            return Err(Error::ZeroArgument {
+            return Err(Error::Tensor(TensorError::ZeroArgument {
                 op: "chunk",
                 what: "chunks",
-            });
+            }));
         }
         let d = self.wrap_dim(dim)?;
         let size = self.shape[d];
@@ -78,7 +79,7 @@ impl Layout {
     /// Every index of `dim`, each with that dimension removed.
     ///
     /// # Errors
-    /// [`Error::DimOutOfRange`].
+    /// [`TensorError::DimOutOfRange`].
     pub fn unbind(&self, dim: isize) -> Result<Vec<Layout>> {
         let d = self.wrap_dim(dim)?;
         (0..self.shape.get(d).copied().unwrap_or(0))

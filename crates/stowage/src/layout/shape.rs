@@ -1,17 +1,18 @@
 //! Free functions on shapes and dimensions: wrapping negative dimensions and
 //! indices, element counts, row-major strides, `-1` inference, broadcasting.
 
+use crate::error::TensorError;
 use crate::{Error, Result};
 
 /// Wraps a possibly negative dimension into `0..ndim` (0-dim tensors accept -1 and 0, as PyTorch).
 ///
 /// # Errors
-/// [`Error::DimOutOfRange`].
+/// [`TensorError::DimOutOfRange`].
 pub fn wrap_dim(dim: isize, ndim: usize) -> Result<usize> {
     let n = ndim.max(1) as isize;
     let d = if dim < 0 { dim + n } else { dim };
     if d < 0 || d >= n {
-        return Err(Error::DimOutOfRange { dim, ndim });
+        return Err(Error::Tensor(TensorError::DimOutOfRange { dim, ndim }));
     }
     Ok(d as usize)
 }
@@ -19,7 +20,7 @@ pub fn wrap_dim(dim: isize, ndim: usize) -> Result<usize> {
 /// Wraps a possibly negative index into `0..size`.
 ///
 /// # Errors
-/// [`Error::IndexOutOfRange`].
+/// [`TensorError::IndexOutOfRange`].
 pub fn wrap_index(index: isize, dim: usize, size: usize) -> Result<usize> {
     let i = if index < 0 {
         index.checked_add_unsigned(size).unwrap_or(-1)
@@ -27,7 +28,11 @@ pub fn wrap_index(index: isize, dim: usize, size: usize) -> Result<usize> {
         index
     };
     if i < 0 || i as usize >= size {
-        return Err(Error::IndexOutOfRange { index, dim, size });
+        return Err(Error::Tensor(TensorError::IndexOutOfRange {
+            index,
+            dim,
+            size,
+        }));
     }
     Ok(i as usize)
 }
@@ -35,14 +40,16 @@ pub fn wrap_index(index: isize, dim: usize, size: usize) -> Result<usize> {
 /// The element count of `shape`, checked.
 ///
 /// # Errors
-/// [`Error::SizeOverflow`].
+/// [`TensorError::SizeOverflow`].
 pub fn numel_of(shape: &[usize]) -> Result<usize> {
     shape
         .iter()
         .try_fold(1usize, |acc, &s| acc.checked_mul(s))
-        .ok_or_else(|| Error::SizeOverflow {
-            what: "element count",
-            detail: format!("shape {shape:?}"),
+        .ok_or_else(|| {
+            Error::Tensor(TensorError::SizeOverflow {
+                what: "element count",
+                detail: format!("shape {shape:?}"),
+            })
         })
 }
 
@@ -59,13 +66,15 @@ pub fn contiguous_strides(shape: &[usize]) -> Vec<usize> {
 /// Resolves one `-1` in `shape` against `numel` elements.
 ///
 /// # Errors
-/// [`Error::ShapeMismatch`] when the sizes cannot hold exactly `numel` elements,
-/// [`Error::NegativeSize`] for sizes below -1, [`Error::MultipleInferredDims`]
+/// [`TensorError::ShapeMismatch`] when the sizes cannot hold exactly `numel` elements,
+/// [`TensorError::NegativeSize`] for sizes below -1, [`TensorError::MultipleInferredDims`]
 /// for a second -1.
 pub fn infer_shape(shape: &[isize], numel: usize) -> Result<Vec<usize>> {
-    let mismatch = || Error::ShapeMismatch {
-        shape: shape.to_vec(),
-        numel,
+    let mismatch = || {
+        Error::Tensor(TensorError::ShapeMismatch {
+            shape: shape.to_vec(),
+            numel,
+        })
     };
     let mut infer = None;
     let mut known: usize = 1;
@@ -73,11 +82,11 @@ pub fn infer_shape(shape: &[isize], numel: usize) -> Result<Vec<usize>> {
         match s {
             -1 if infer.is_none() => infer = Some(i),
             -1 => {
-                return Err(Error::MultipleInferredDims {
+                return Err(Error::Tensor(TensorError::MultipleInferredDims {
                     shape: shape.to_vec(),
-                })
+                }))
             }
-            s if s < 0 => return Err(Error::NegativeSize { size: s as i64 }),
+            s if s < 0 => return Err(Error::Tensor(TensorError::NegativeSize { size: s as i64 })),
             s => known = known.checked_mul(s as usize).ok_or_else(mismatch)?,
         }
     }
@@ -98,7 +107,7 @@ pub fn infer_shape(shape: &[isize], numel: usize) -> Result<Vec<usize>> {
 /// The shape two shapes broadcast to (NumPy rules, PyTorch's `infer_size`).
 ///
 /// # Errors
-/// [`Error::SizeMismatch`] at the first dimension from the right where the
+/// [`TensorError::SizeMismatch`] at the first dimension from the right where the
 /// sizes differ and neither is 1, numbered in the broadcast shape.
 pub fn broadcast_shapes(a: &[usize], b: &[usize]) -> Result<Vec<usize>> {
     let n = a.len().max(b.len());
@@ -111,7 +120,7 @@ pub fn broadcast_shapes(a: &[usize], b: &[usize]) -> Result<Vec<usize>> {
             (x, y) if x == y => x,
             (1, y) => y,
             (x, 1) => x,
-            (a, b) => return Err(Error::SizeMismatch { a, b, dim: i }),
+            (a, b) => return Err(Error::Tensor(TensorError::SizeMismatch { a, b, dim: i })),
         };
     }
     Ok(out)
@@ -120,6 +129,7 @@ pub fn broadcast_shapes(a: &[usize], b: &[usize]) -> Result<Vec<usize>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::TensorError;
 
     #[test]
     fn dims_wrap_like_pytorch() {
@@ -127,10 +137,13 @@ mod tests {
         assert_eq!(wrap_dim(-1, 0).unwrap(), 0);
         assert!(matches!(
             wrap_dim(3, 3),
-            Err(Error::DimOutOfRange { dim: 3, ndim: 3 })
+            Err(Error::Tensor(TensorError::DimOutOfRange {
+                dim: 3,
+                ndim: 3
+            }))
         ));
         assert_eq!(
-            Error::DimOutOfRange { dim: 2, ndim: 2 }.to_string(),
+            Error::Tensor(TensorError::DimOutOfRange { dim: 2, ndim: 2 }).to_string(),
             "dimension out of range (expected to be in range of [-2, 1], but got 2)"
         );
         assert!(wrap_index(isize::MIN, 0, 4).is_err());

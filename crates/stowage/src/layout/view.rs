@@ -5,6 +5,7 @@
 
 use super::shape::{infer_shape, numel_of, wrap_dim, wrap_index};
 use super::Layout;
+use crate::error::TensorError;
 use crate::{Error, Result};
 
 /// `offset + index * stride`, checked.
@@ -12,9 +13,11 @@ fn advance(offset: usize, index: usize, stride: usize) -> Result<usize> {
     index
         .checked_mul(stride)
         .and_then(|d| offset.checked_add(d))
-        .ok_or_else(|| Error::SizeOverflow {
-            what: "storage offset",
-            detail: format!("{offset} + {index} * {stride}"),
+        .ok_or_else(|| {
+            Error::Tensor(TensorError::SizeOverflow {
+                what: "storage offset",
+                detail: format!("{offset} + {index} * {stride}"),
+            })
         })
 }
 
@@ -22,7 +25,7 @@ impl Layout {
     /// The same elements under a new shape, without copying (one size may be -1).
     ///
     /// # Errors
-    /// [`Error::ShapeMismatch`] for a wrong element count, [`Error::ViewIncompatible`]
+    /// [`TensorError::ShapeMismatch`] for a wrong element count, [`TensorError::ViewIncompatible`]
     /// when the strides cannot express the new shape (then `reshape` copies).
     pub fn view(&self, shape: &[isize]) -> Result<Layout> {
         let new_shape = infer_shape(shape, self.numel())?;
@@ -32,22 +35,22 @@ impl Layout {
                 stride,
                 offset: self.offset,
             }),
-            None => Err(Error::ViewIncompatible {
+            None => Err(Error::Tensor(TensorError::ViewIncompatible {
                 shape: new_shape,
                 size: self.shape.clone(),
                 stride: self.stride.clone(),
-            }),
+            })),
         }
     }
 
     /// `length` elements of `dim` starting at `start` (negative counts from the end).
     ///
     /// # Errors
-    /// [`Error::ZeroDimTensor`] on a 0-dim layout, [`Error::DimOutOfRange`],
-    /// [`Error::NarrowOutOfRange`] when the range leaves the dimension.
+    /// [`TensorError::ZeroDimTensor`] on a 0-dim layout, [`TensorError::DimOutOfRange`],
+    /// [`TensorError::NarrowOutOfRange`] when the range leaves the dimension.
     pub fn narrow(&self, dim: isize, start: isize, length: usize) -> Result<Layout> {
         if self.shape.is_empty() {
-            return Err(Error::ZeroDimTensor { op: "narrow" });
+            return Err(Error::Tensor(TensorError::ZeroDimTensor { op: "narrow" }));
         }
         let d = self.wrap_dim(dim)?;
         let size = self.shape[d];
@@ -57,11 +60,11 @@ impl Layout {
             start
         };
         if s < 0 || s as usize > size || length > size - s as usize {
-            return Err(Error::NarrowOutOfRange {
+            return Err(Error::Tensor(TensorError::NarrowOutOfRange {
                 start,
                 length,
                 size,
-            });
+            }));
         }
         let mut l = self.clone();
         l.offset = advance(l.offset, s as usize, self.stride[d])?;
@@ -72,8 +75,8 @@ impl Layout {
     /// Python slicing `[start:stop:step]` along `dim`; `None` bounds are open, bounds clamp.
     ///
     /// # Errors
-    /// [`Error::ZeroDimTensor`] on a 0-dim layout, [`Error::DimOutOfRange`],
-    /// [`Error::ZeroArgument`] for a step of 0.
+    /// [`TensorError::ZeroDimTensor`] on a 0-dim layout, [`TensorError::DimOutOfRange`],
+    /// [`TensorError::ZeroArgument`] for a step of 0.
     pub fn slice(
         &self,
         dim: isize,
@@ -82,14 +85,14 @@ impl Layout {
         step: usize,
     ) -> Result<Layout> {
         if self.shape.is_empty() {
-            return Err(Error::ZeroDimTensor { op: "slice" });
+            return Err(Error::Tensor(TensorError::ZeroDimTensor { op: "slice" }));
         }
         let d = self.wrap_dim(dim)?;
         if step == 0 {
-            return Err(Error::ZeroArgument {
+            return Err(Error::Tensor(TensorError::ZeroArgument {
                 op: "slice",
                 what: "step",
-            });
+            }));
         }
         let size = self.shape[d] as isize;
         let clamp = |v: isize| (if v < 0 { v + size } else { v }).clamp(0, size) as usize;
@@ -105,11 +108,11 @@ impl Layout {
     /// Removes `dim`, keeping the elements at `index` (negative counts from the end).
     ///
     /// # Errors
-    /// [`Error::ZeroDimTensor`] on 0-dim layouts, [`Error::DimOutOfRange`],
-    /// [`Error::IndexOutOfRange`].
+    /// [`TensorError::ZeroDimTensor`] on 0-dim layouts, [`TensorError::DimOutOfRange`],
+    /// [`TensorError::IndexOutOfRange`].
     pub fn select(&self, dim: isize, index: isize) -> Result<Layout> {
         if self.ndim() == 0 {
-            return Err(Error::ZeroDimTensor { op: "select" });
+            return Err(Error::Tensor(TensorError::ZeroDimTensor { op: "select" }));
         }
         let d = self.wrap_dim(dim)?;
         let i = wrap_index(index, d, self.shape[d])?;
@@ -123,7 +126,7 @@ impl Layout {
     /// Swaps two dimensions.
     ///
     /// # Errors
-    /// [`Error::DimOutOfRange`].
+    /// [`TensorError::DimOutOfRange`].
     pub fn transpose(&self, dim0: isize, dim1: isize) -> Result<Layout> {
         let mut l = self.clone();
         if self.ndim() == 0 {
@@ -140,17 +143,17 @@ impl Layout {
     /// Reorders the dimensions: dimension `i` of the result is `dims[i]` of this layout.
     ///
     /// # Errors
-    /// [`Error::DimCountMismatch`], [`Error::DimOutOfRange`] or [`Error::RepeatedDim`]
+    /// [`TensorError::DimCountMismatch`], [`TensorError::DimOutOfRange`] or [`TensorError::RepeatedDim`]
     /// unless `dims` is a permutation of the dimensions.
     pub fn permute(&self, dims: &[isize]) -> Result<Layout> {
         let n = self.ndim();
         if dims.len() != n {
-            return Err(Error::DimCountMismatch {
+            return Err(Error::Tensor(TensorError::DimCountMismatch {
                 op: "permute",
                 what: "dims",
                 ndim: n,
                 given: dims.len(),
-            });
+            }));
         }
         let mut seen = vec![false; n];
         let mut l = Layout {
@@ -161,10 +164,10 @@ impl Layout {
         for &d in dims {
             let d = wrap_dim(d, n)?;
             if std::mem::replace(&mut seen[d], true) {
-                return Err(Error::RepeatedDim {
+                return Err(Error::Tensor(TensorError::RepeatedDim {
                     op: "permute",
                     dim: d,
-                });
+                }));
             }
             l.shape.push(self.shape[d]);
             l.stride.push(self.stride[d]);
@@ -175,14 +178,16 @@ impl Layout {
     /// Broadcasts to `sizes` (-1 keeps a size); expanded dimensions get stride 0.
     ///
     /// # Errors
-    /// [`Error::ExpandIncompatible`] for fewer sizes than dimensions, a
+    /// [`TensorError::ExpandIncompatible`] for fewer sizes than dimensions, a
     /// non-singleton size that would change, a -1 for a new dimension or a
-    /// size below -1; [`Error::SizeOverflow`].
+    /// size below -1; [`TensorError::SizeOverflow`].
     pub fn expand(&self, sizes: &[isize]) -> Result<Layout> {
         let (n, old) = (sizes.len(), self.ndim());
-        let incompatible = || Error::ExpandIncompatible {
-            sizes: sizes.to_vec(),
-            shape: self.shape.clone(),
+        let incompatible = || {
+            Error::Tensor(TensorError::ExpandIncompatible {
+                sizes: sizes.to_vec(),
+                shape: self.shape.clone(),
+            })
         };
         if n < old {
             return Err(incompatible());
@@ -238,7 +243,7 @@ impl Layout {
     /// Removes `dim` if its size is 1 (otherwise returns the same layout).
     ///
     /// # Errors
-    /// [`Error::DimOutOfRange`].
+    /// [`TensorError::DimOutOfRange`].
     pub fn squeeze_dim(&self, dim: isize) -> Result<Layout> {
         let mut l = self.clone();
         if self.ndim() == 0 {
@@ -256,7 +261,7 @@ impl Layout {
     /// Inserts a dimension of size 1 at `dim` (which may equal `ndim`).
     ///
     /// # Errors
-    /// [`Error::DimOutOfRange`].
+    /// [`TensorError::DimOutOfRange`].
     pub fn unsqueeze(&self, dim: isize) -> Result<Layout> {
         let d = wrap_dim(dim, self.ndim() + 1)?;
         let stride = if d >= self.ndim() {
@@ -273,18 +278,18 @@ impl Layout {
     /// The shape of `flatten(start_dim, end_dim)`.
     ///
     /// # Errors
-    /// [`Error::DimOutOfRange`], [`Error::DimOrder`] when start comes after end.
+    /// [`TensorError::DimOutOfRange`], [`TensorError::DimOrder`] when start comes after end.
     pub fn flatten_shape(&self, start_dim: isize, end_dim: isize) -> Result<Vec<isize>> {
         if self.ndim() == 0 {
             return Ok(vec![1]);
         }
         let (s, e) = (self.wrap_dim(start_dim)?, self.wrap_dim(end_dim)?);
         if s > e {
-            return Err(Error::DimOrder {
+            return Err(Error::Tensor(TensorError::DimOrder {
                 op: "flatten",
                 start: s,
                 end: e,
-            });
+            }));
         }
         let mid: usize = self.shape[s..=e].iter().product();
         let mut out: Vec<isize> = self.shape[..s].iter().map(|&x| x as isize).collect();
@@ -296,18 +301,20 @@ impl Layout {
     /// The shape of `unflatten(dim, sizes)` (one size may be -1).
     ///
     /// # Errors
-    /// [`Error::DimOutOfRange`], [`Error::ZeroDimTensor`], [`Error::ZeroArgument`]
-    /// for no sizes, [`Error::ShapeMismatch`].
+    /// [`TensorError::DimOutOfRange`], [`TensorError::ZeroDimTensor`], [`TensorError::ZeroArgument`]
+    /// for no sizes, [`TensorError::ShapeMismatch`].
     pub fn unflatten_shape(&self, dim: isize, sizes: &[isize]) -> Result<Vec<isize>> {
         let d = self.wrap_dim(dim)?;
         if self.ndim() == 0 {
-            return Err(Error::ZeroDimTensor { op: "unflatten" });
+            return Err(Error::Tensor(TensorError::ZeroDimTensor {
+                op: "unflatten",
+            }));
         }
         if sizes.is_empty() {
-            return Err(Error::ZeroArgument {
+            return Err(Error::Tensor(TensorError::ZeroArgument {
                 op: "unflatten",
                 what: "len(sizes)",
-            });
+            }));
         }
         let inner = infer_shape(sizes, self.shape[d])?;
         let mut out: Vec<isize> = self.shape[..d].iter().map(|&x| x as isize).collect();
@@ -319,15 +326,15 @@ impl Layout {
     /// The diagonal of dimensions `dim1` and `dim2`, shifted by `offset`, appended as the last dimension.
     ///
     /// # Errors
-    /// [`Error::DimOutOfRange`], [`Error::RepeatedDim`] for identical dims.
+    /// [`TensorError::DimOutOfRange`], [`TensorError::RepeatedDim`] for identical dims.
     pub fn diagonal(&self, offset: isize, dim1: isize, dim2: isize) -> Result<Layout> {
         let (a, b) = (self.wrap_dim(dim1)?, self.wrap_dim(dim2)?);
         // Below 2 dimensions both wrap to dimension 0.
         if a == b {
-            return Err(Error::RepeatedDim {
+            return Err(Error::Tensor(TensorError::RepeatedDim {
                 op: "diagonal",
                 dim: a,
-            });
+            }));
         }
         let (sa, sb) = (self.shape[a] as isize, self.shape[b] as isize);
         let len = if offset >= 0 {
@@ -358,7 +365,7 @@ impl Layout {
     /// Windows of `size` elements every `step` along `dim`, as a new last dimension.
     ///
     /// # Errors
-    /// [`Error::DimOutOfRange`], [`Error::WindowTooLarge`], [`Error::ZeroArgument`] for a step of 0.
+    /// [`TensorError::DimOutOfRange`], [`TensorError::WindowTooLarge`], [`TensorError::ZeroArgument`] for a step of 0.
     pub fn unfold(&self, dim: isize, size: usize, step: usize) -> Result<Layout> {
         let d = self.wrap_dim(dim)?;
         let (dsize, dstride) = if self.ndim() == 0 {
@@ -367,17 +374,17 @@ impl Layout {
             (self.shape[d], self.stride[d])
         };
         if size > dsize {
-            return Err(Error::WindowTooLarge {
+            return Err(Error::Tensor(TensorError::WindowTooLarge {
                 dim: d,
                 size,
                 max: dsize,
-            });
+            }));
         }
         if step == 0 {
-            return Err(Error::ZeroArgument {
+            return Err(Error::Tensor(TensorError::ZeroArgument {
                 op: "unfold",
                 what: "step",
-            });
+            }));
         }
         let mut l = self.clone();
         if self.ndim() > 0 {
@@ -391,7 +398,7 @@ impl Layout {
 }
 
 /// Why `shape` does not expand to `sizes`, in PyTorch's words (the message
-/// of [`Error::ExpandIncompatible`]): the first rule that fails, checked
+/// of [`TensorError::ExpandIncompatible`]): the first rule that fails, checked
 /// from the last dimension as [`Layout::expand`] does.
 pub(crate) fn expand_problem(sizes: &[isize], shape: &[usize]) -> String {
     let (n, old) = (sizes.len(), shape.len());
@@ -467,6 +474,7 @@ fn compute_stride(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::TensorError;
 
     #[test]
     fn contiguous_and_views() {
@@ -476,11 +484,14 @@ mod tests {
         let t = base.transpose(0, 1).unwrap();
         assert_eq!((t.shape(), t.stride()), (&[6, 4][..], &[1, 6][..]));
         assert!(!t.is_contiguous());
-        assert!(matches!(t.view(&[24]), Err(Error::ViewIncompatible { .. })));
+        assert!(matches!(
+            t.view(&[24]),
+            Err(Error::Tensor(TensorError::ViewIncompatible { .. }))
+        ));
         assert_eq!(base.view(&[2, -1, 3]).unwrap().stride(), &[12, 3, 1]);
         assert!(matches!(
             base.view(&[5, -1]),
-            Err(Error::ShapeMismatch { .. })
+            Err(Error::Tensor(TensorError::ShapeMismatch { .. }))
         ));
         let row = base.select(0, 1).unwrap();
         assert_eq!((row.shape(), row.offset()), (&[6][..], 6));
@@ -541,11 +552,11 @@ mod tests {
         );
         assert!(matches!(
             base.narrow(0, 2, 2),
-            Err(Error::NarrowOutOfRange {
+            Err(Error::Tensor(TensorError::NarrowOutOfRange {
                 start: 2,
                 length: 2,
                 size: 3
-            })
+            }))
         ));
         assert_eq!(
             msg(base.narrow(0, -4, 1)),
@@ -553,36 +564,36 @@ mod tests {
         );
         assert!(matches!(
             base.unfold(0, 4, 1),
-            Err(Error::WindowTooLarge {
+            Err(Error::Tensor(TensorError::WindowTooLarge {
                 dim: 0,
                 size: 4,
                 max: 3
-            })
+            }))
         ));
         assert!(matches!(
             base.diagonal(0, 1, -1),
-            Err(Error::RepeatedDim {
+            Err(Error::Tensor(TensorError::RepeatedDim {
                 op: "diagonal",
                 dim: 1
-            })
+            }))
         ));
         assert!(matches!(
             base.flatten_shape(1, 0),
-            Err(Error::DimOrder {
+            Err(Error::Tensor(TensorError::DimOrder {
                 op: "flatten",
                 start: 1,
                 end: 0
-            })
+            }))
         ));
         assert!(matches!(
             base.view(&[-1, -1]),
-            Err(Error::MultipleInferredDims { .. })
+            Err(Error::Tensor(TensorError::MultipleInferredDims { .. }))
         ));
         assert_eq!(msg(base.view(&[-3])), "invalid shape dimension -3");
         let scalar = Layout::contiguous(&[]).unwrap();
         assert!(matches!(
             scalar.select(0, 0),
-            Err(Error::ZeroDimTensor { op: "select" })
+            Err(Error::Tensor(TensorError::ZeroDimTensor { op: "select" }))
         ));
         // PyTorch: "narrow() cannot be applied to a 0-dim tensor." (and slice()).
         assert_eq!(

@@ -9,6 +9,7 @@
 //! (double precision, or the integer or complex value), rounded once to
 //! `self`'s dtype.
 
+use crate::error::TensorError;
 use num_complex::{Complex, Complex32, Complex64};
 
 use super::kernel;
@@ -23,14 +24,14 @@ impl Tensor {
     /// In place `self += other` (a tensor broadcast to `self`'s shape, or a scalar).
     ///
     /// # Errors
-    /// [`Error::ResultTypeCast`] when the result type cannot be stored in `self`'s
-    /// dtype (as PyTorch refuses `int_tensor.add_(0.5)`), [`Error::NoPromotion`]
-    /// for dtypes PyTorch does not promote, [`Error::SizeMismatch`] or
-    /// [`Error::BroadcastOutput`] when `other` does not broadcast to `self`'s
-    /// shape; [`Error::PartialOverlap`] when `other` shares part of `self`'s
-    /// memory and [`Error::InternalOverlap`] when `self` is expanded (PyTorch's
-    /// overlap rule: `a.add_(a)` is allowed); [`Error::NoData`] on meta;
-    /// [`Error::InPlaceRequiresGrad`] while recording gradients, for a leaf
+    /// [`TensorError::ResultTypeCast`] when the result type cannot be stored in `self`'s
+    /// dtype (as PyTorch refuses `int_tensor.add_(0.5)`), [`TensorError::NoPromotion`]
+    /// for dtypes PyTorch does not promote, [`TensorError::SizeMismatch`] or
+    /// [`TensorError::BroadcastOutput`] when `other` does not broadcast to `self`'s
+    /// shape; [`TensorError::PartialOverlap`] when `other` shares part of `self`'s
+    /// memory and [`TensorError::InternalOverlap`] when `self` is expanded (PyTorch's
+    /// overlap rule: `a.add_(a)` is allowed); [`StorageError::NoData`](crate::StorageError::NoData) on meta;
+    /// [`TensorError::InPlaceRequiresGrad`] while recording gradients, for a leaf
     /// that requires grad or a view of one (as in PyTorch), a view of a
     /// computed tensor, or a `self` that does not require grad with an
     /// `other` that does. On a computed tensor the write is recorded, as in
@@ -65,10 +66,10 @@ impl Tensor {
         let record = self.check_inplace_arith(op, operand)?;
         // Complex gradients need conjugates the backward formulas do not take.
         if record && self.dtype.is_complex() {
-            return Err(Error::DTypeUnsupported {
+            return Err(Error::Tensor(TensorError::DTypeUnsupported {
                 op: "gradients of complex arithmetic",
                 dtype: self.dtype,
-            });
+            }));
         }
         // `a *= b` with `b` requiring grad needs `a`'s values from before.
         let original = match (record, arith, operand) {
@@ -116,11 +117,11 @@ impl Tensor {
         self.check_data(op)?;
         let result = result_type(op, self, &other)?;
         if !can_cast(result, self.dtype) {
-            return Err(Error::ResultTypeCast {
+            return Err(Error::Tensor(TensorError::ResultTypeCast {
                 op,
                 result,
                 output: self.dtype,
-            });
+            }));
         }
         let one_element = match other {
             Operand::Tensor(t) => t.numel() == 1,
@@ -305,6 +306,7 @@ fn c10_div<T: num_traits::Float>(x: Complex<T>, y: Complex<T>) -> Complex<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::TensorError;
 
     #[test]
     fn arithmetic_in_place() {
@@ -399,10 +401,16 @@ mod tests {
         let before = a.to_vec::<f32>().unwrap();
         let tail = a.narrow(0, 1, 5).unwrap();
         let shifted = tail.add_(&a.narrow(0, 0, 5).unwrap());
-        assert!(matches!(shifted, Err(Error::PartialOverlap { op: "add_" })));
+        assert!(matches!(
+            shifted,
+            Err(Error::Tensor(TensorError::PartialOverlap { op: "add_" }))
+        ));
         let m = a.view(&[2, 3]).unwrap();
         let row = m.mul_(&m.select(0, 0).unwrap());
-        assert!(matches!(row, Err(Error::PartialOverlap { op: "mul_" })));
+        assert!(matches!(
+            row,
+            Err(Error::Tensor(TensorError::PartialOverlap { op: "mul_" }))
+        ));
         assert!(a.add_(&a.select(0, 0).unwrap()).is_err());
         let sq = a.narrow(0, 0, 4).unwrap().view(&[2, 2]).unwrap();
         assert!(sq.add_(&sq.t().unwrap()).is_err());
@@ -413,12 +421,12 @@ mod tests {
             .unwrap();
         assert!(matches!(
             wide.add_(1.0),
-            Err(Error::InternalOverlap { op: "add_" })
+            Err(Error::Tensor(TensorError::InternalOverlap { op: "add_" }))
         ));
         let ones = Tensor::ones(&[3], DType::Float32).unwrap();
         assert!(matches!(
             wide.mul_(&ones),
-            Err(Error::InternalOverlap { .. })
+            Err(Error::Tensor(TensorError::InternalOverlap { .. }))
         ));
     }
 
@@ -466,11 +474,11 @@ mod tests {
         let e = i.add_(0.5).unwrap_err();
         assert!(matches!(
             e,
-            Error::ResultTypeCast {
+            Error::Tensor(TensorError::ResultTypeCast {
                 op: "add_",
                 result: DType::Float32,
                 output: DType::Int64
-            }
+            })
         ));
         assert_eq!(
             e.to_string(),
@@ -479,10 +487,10 @@ mod tests {
         let f = Tensor::ones(&[2], DType::Float32).unwrap();
         assert!(matches!(
             i.mul_(&f),
-            Err(Error::ResultTypeCast {
+            Err(Error::Tensor(TensorError::ResultTypeCast {
                 result: DType::Float32,
                 ..
-            })
+            }))
         ));
         let b = Tensor::ones(&[2], DType::Bool).unwrap();
         assert!(b.add_(1i64).is_err());
@@ -495,7 +503,10 @@ mod tests {
         assert_eq!(h.to_vec::<f32>().unwrap(), vec![2.0, 2.0]);
         // Dtypes PyTorch does not promote with others.
         let e8 = Tensor::zeros(&[2], DType::Float8E4M3Fn).unwrap();
-        assert!(matches!(e8.add_(&f), Err(Error::NoPromotion { .. })));
+        assert!(matches!(
+            e8.add_(&f),
+            Err(Error::Tensor(TensorError::NoPromotion { .. }))
+        ));
         // Kernels PyTorch lacks: float8 and uint16 addition, float8 times a
         // scalar; uint16 multiplies, float8 multiplies by a tensor.
         let refused = |r: Result<&Tensor>| r.unwrap_err().to_string();
@@ -510,7 +521,10 @@ mod tests {
         e8.mul_(&Tensor::ones(&[2], DType::Float8E4M3Fn).unwrap())
             .unwrap();
         let u16t = Tensor::ones(&[2], DType::UInt16).unwrap();
-        assert!(matches!(u16t.add_(&i), Err(Error::NoPromotion { .. })));
+        assert!(matches!(
+            u16t.add_(&i),
+            Err(Error::Tensor(TensorError::NoPromotion { .. }))
+        ));
         assert_eq!(
             refused(u16t.add_(3i64)),
             "\"add_stub\" not implemented for 'UInt16'"

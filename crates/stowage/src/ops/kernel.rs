@@ -6,6 +6,7 @@
 //! other floating dtype, whose results are converted back (as PyTorch computes
 //! half precision in `float32`). Matrix products go through `matrixmultiply`.
 
+use crate::error::TensorError;
 use bytemuck::Pod;
 use num_traits::{Float, Zero};
 
@@ -214,10 +215,10 @@ pub(crate) fn from_values<T: Real>(v: Vec<T>, shape: &[usize], dtype: DType) -> 
     let bytes: &[u8] = bytemuck::cast_slice(&v);
     t.storage.with_bytes_mut("arithmetic", |b| {
         if b.len() != bytes.len() {
-            return Err(Error::ShapeMismatch {
+            return Err(Error::Tensor(TensorError::ShapeMismatch {
                 shape: shape.iter().map(|&s| s as isize).collect(),
                 numel: v.len(),
-            });
+            }));
         }
         b.copy_from_slice(bytes);
         Ok(())
@@ -349,14 +350,14 @@ pub(crate) fn has_product(dtype: DType, mm: bool) -> bool {
 /// precision.
 ///
 /// # Errors
-/// [`Error::DTypeUnsupported`] for a dtype without a product; [`Error::NoData`] on meta.
+/// [`TensorError::DTypeUnsupported`] for a dtype without a product; [`StorageError::NoData`](crate::StorageError::NoData) on meta.
 pub(crate) fn mm(a: &Tensor, b: &Tensor) -> Result<Tensor> {
     let (&[m, k], &[_, n]) = (a.shape(), b.shape()) else {
-        return Err(Error::ShapeIncompatible {
+        return Err(Error::Tensor(TensorError::ShapeIncompatible {
             op: "mm",
             expected: a.shape().to_vec(),
             found: b.shape().to_vec(),
-        });
+        }));
     };
     let dtype = a.dtype();
     match dtype.kind() {
@@ -385,7 +386,10 @@ pub(crate) fn mm(a: &Tensor, b: &Tensor) -> Result<Tensor> {
             out.copy_(&Tensor::from_vec(c, &[m, n])?)?;
             Ok(out)
         }
-        _ => Err(Error::DTypeUnsupported { op: "mm", dtype }),
+        _ => Err(Error::Tensor(TensorError::DTypeUnsupported {
+            op: "mm",
+            dtype,
+        })),
     }
 }
 
@@ -424,11 +428,11 @@ pub(crate) fn scatter_view(
     let base = Layout::contiguous(input_shape)?;
     let l = view(&base)?;
     if l.shape() != g.shape() {
-        return Err(Error::ShapeIncompatible {
+        return Err(Error::Tensor(TensorError::ShapeIncompatible {
             op: "view backward",
             expected: l.shape().to_vec(),
             found: g.shape().to_vec(),
-        });
+        }));
     }
     with_real!(g.dtype(), T => {
         let gv = values::<T>(g)?;

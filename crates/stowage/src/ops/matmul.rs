@@ -6,6 +6,7 @@
 
 use super::{kernel, scalar_type_name};
 use crate::autograd::{record, Backward};
+use crate::error::TensorError;
 use crate::layout::broadcast_shapes;
 use crate::{Error, Result, Tensor};
 
@@ -14,26 +15,26 @@ fn sizes(shape: &[usize]) -> Vec<isize> {
     shape.iter().map(|&s| s as isize).collect()
 }
 
-/// [`Error::NotImplementedFor`] naming PyTorch's kernel `op` unless it takes
-/// `a`'s dtype (the 8-bit floats only for `mm`); [`Error::DTypeUnsupported`]
+/// [`TensorError::NotImplementedFor`] naming PyTorch's kernel `op` unless it takes
+/// `a`'s dtype (the 8-bit floats only for `mm`); [`TensorError::DTypeUnsupported`]
 /// for complex products that would record gradients (the backward formulas
 /// take no conjugates).
 fn check_product(op: &'static str, a: &Tensor, b: &Tensor) -> Result<()> {
     let dtype = a.dtype();
     if !kernel::has_product(dtype, op == "addmm_impl_cpu_") {
-        return Err(Error::NotImplementedFor {
+        return Err(Error::Tensor(TensorError::NotImplementedFor {
             op,
             type_name: scalar_type_name(dtype),
-        });
+        }));
     }
     if dtype.is_complex()
         && crate::autograd::is_grad_enabled()
         && (a.requires_grad() || b.requires_grad())
     {
-        return Err(Error::DTypeUnsupported {
+        return Err(Error::Tensor(TensorError::DTypeUnsupported {
             op: "gradients of complex matrix products",
             dtype,
-        });
+        }));
     }
     Ok(())
 }
@@ -52,17 +53,20 @@ impl Tensor {
     /// Both operands must have the same dtype, which the product keeps.
     ///
     /// # Errors
-    /// [`Error::MatmulZeroDim`] for a 0-dim operand; [`Error::DotDTypes`],
-    /// [`Error::DotSizes`], [`Error::MvSizes`], [`Error::MvDTypes`],
-    /// [`Error::MatmulShapes`], [`Error::MatmulDTypes`], [`Error::BmmShapes`],
-    /// [`Error::ScalarTypeMismatch`] or [`Error::SizeMismatch`] where the
+    /// [`TensorError::MatmulZeroDim`] for a 0-dim operand; [`TensorError::DotDTypes`],
+    /// [`TensorError::DotSizes`], [`TensorError::MvSizes`], [`TensorError::MvDTypes`],
+    /// [`TensorError::MatmulShapes`], [`TensorError::MatmulDTypes`], [`TensorError::BmmShapes`],
+    /// [`TensorError::ScalarTypeMismatch`] or [`TensorError::SizeMismatch`] where the
     /// operands do not fit, each with PyTorch's message;
-    /// [`Error::NotImplementedFor`] for dtypes without a product (bool,
-    /// `uint16`/`uint32`/`uint64`, …); [`Error::NoData`] on meta.
+    /// [`TensorError::NotImplementedFor`] for dtypes without a product (bool,
+    /// `uint16`/`uint32`/`uint64`, …); [`StorageError::NoData`](crate::StorageError::NoData) on meta.
     pub fn matmul(&self, other: &Tensor) -> Result<Tensor> {
         let (d1, d2) = (self.dim(), other.dim());
         match (d1, d2) {
-            (0, _) | (_, 0) => Err(Error::MatmulZeroDim { dim1: d1, dim2: d2 }),
+            (0, _) | (_, 0) => Err(Error::Tensor(TensorError::MatmulZeroDim {
+                dim1: d1,
+                dim2: d2,
+            })),
             (1, 1) => self.dot(other),
             (2, 1) => self.mv(other),
             // ATen's `t1.unsqueeze(0).mm(t2).squeeze_(0)`.
@@ -91,10 +95,10 @@ impl Tensor {
     /// The product of two matrices of one dtype (`torch.mm`).
     ///
     /// # Errors
-    /// [`Error::NotAMatrix`] unless both are 2-D; [`Error::MatmulShapes`] when
-    /// the inner sizes differ; [`Error::MatmulDTypes`] for two dtypes;
-    /// [`Error::NotImplementedFor`] for bool, `uint16`/`uint32`/`uint64`,
-    /// `complex32`, quantized and bits dtypes; [`Error::NoData`] on meta.
+    /// [`TensorError::NotAMatrix`] unless both are 2-D; [`TensorError::MatmulShapes`] when
+    /// the inner sizes differ; [`TensorError::MatmulDTypes`] for two dtypes;
+    /// [`TensorError::NotImplementedFor`] for bool, `uint16`/`uint32`/`uint64`,
+    /// `complex32`, quantized and bits dtypes; [`StorageError::NoData`](crate::StorageError::NoData) on meta.
     pub fn mm(&self, other: &Tensor) -> Result<Tensor> {
         let (&[m, k], &[k2, n]) = (self.shape(), other.shape()) else {
             let (arg, operand) = if self.dim() != 2 {
@@ -102,24 +106,24 @@ impl Tensor {
             } else {
                 ("mat2", other)
             };
-            return Err(Error::NotAMatrix {
+            return Err(Error::Tensor(TensorError::NotAMatrix {
                 op: "mm",
                 arg,
                 ndim: operand.dim(),
-            });
+            }));
         };
         if k != k2 {
-            return Err(Error::MatmulShapes {
+            return Err(Error::Tensor(TensorError::MatmulShapes {
                 op: "mm",
                 mat1: [m, k],
                 mat2: [k2, n],
-            });
+            }));
         }
         if self.dtype != other.dtype {
-            return Err(Error::MatmulDTypes {
+            return Err(Error::Tensor(TensorError::MatmulDTypes {
                 mat1: self.dtype,
                 mat2: other.dtype,
-            });
+            }));
         }
         check_product("addmm_impl_cpu_", self, other)?;
         let out = kernel::mm(self, other)?;
@@ -134,14 +138,14 @@ impl Tensor {
     /// The dot product of two vectors of one dtype and size, as a 0-dim tensor.
     pub(crate) fn dot(&self, other: &Tensor) -> Result<Tensor> {
         if self.dtype != other.dtype {
-            return Err(Error::DotDTypes {
+            return Err(Error::Tensor(TensorError::DotDTypes {
                 a: self.dtype,
                 b: other.dtype,
-            });
+            }));
         }
         let (n, n2) = (self.numel(), other.numel());
         if n != n2 {
-            return Err(Error::DotSizes { a: n, b: n2 });
+            return Err(Error::Tensor(TensorError::DotSizes { a: n, b: n2 }));
         }
         check_product("dot", self, other)?;
         let row = self.detach().reshape(&[1, n as isize])?;
@@ -158,23 +162,23 @@ impl Tensor {
     /// The product of a matrix (`self`) and a vector of one dtype.
     pub(crate) fn mv(&self, vec: &Tensor) -> Result<Tensor> {
         let (&[m, k], n) = (self.shape(), vec.numel()) else {
-            return Err(Error::NotAMatrix {
+            return Err(Error::Tensor(TensorError::NotAMatrix {
                 op: "mv",
                 arg: "self",
                 ndim: self.dim(),
-            });
+            }));
         };
         if k != n {
-            return Err(Error::MvSizes {
+            return Err(Error::Tensor(TensorError::MvSizes {
                 mat: [m, k],
                 vec: n,
-            });
+            }));
         }
         if self.dtype != vec.dtype {
-            return Err(Error::MvDTypes {
+            return Err(Error::Tensor(TensorError::MvDTypes {
                 mat: self.dtype,
                 vec: vec.dtype,
-            });
+            }));
         }
         check_product("addmv_impl_cpu", self, vec)?;
         let column = vec.detach().reshape(&[n as isize, 1])?;
@@ -188,23 +192,23 @@ impl Tensor {
     /// The products of two stacks of matrices (`[b, n, k]` and `[b, k, m]`).
     pub(crate) fn bmm(&self, other: &Tensor) -> Result<Tensor> {
         let (&[b, n, k], &[b2, k2, m]) = (self.shape(), other.shape()) else {
-            return Err(Error::ShapeIncompatible {
+            return Err(Error::Tensor(TensorError::ShapeIncompatible {
                 op: "bmm",
                 expected: self.shape().to_vec(),
                 found: other.shape().to_vec(),
-            });
+            }));
         };
         if (b2, k2) != (b, k) {
-            return Err(Error::BmmShapes {
+            return Err(Error::Tensor(TensorError::BmmShapes {
                 expected: [b, k],
                 found: [b2, k2],
-            });
+            }));
         }
         if self.dtype != other.dtype {
-            return Err(Error::ScalarTypeMismatch {
+            return Err(Error::Tensor(TensorError::ScalarTypeMismatch {
                 expected: self.dtype,
                 found: other.dtype,
-            });
+            }));
         }
         check_product("bmm", self, other)?;
         let out = Tensor::zeros_on(&[b, n, m], self.dtype, self.device())?;
@@ -260,6 +264,7 @@ impl Tensor {
 
 #[cfg(test)]
 mod tests {
+    use crate::error::TensorError;
     use crate::{DType, Error, Tensor};
 
     fn ones(shape: &[usize], dtype: DType) -> Tensor {
@@ -297,11 +302,11 @@ mod tests {
         // The shapes are checked before the dtypes, the dimensions first.
         assert!(matches!(
             float.matmul(&long),
-            Err(Error::MatmulDTypes { .. })
+            Err(Error::Tensor(TensorError::MatmulDTypes { .. }))
         ));
         assert!(matches!(
             long.matmul(&long),
-            Err(Error::MatmulShapes { .. })
+            Err(Error::Tensor(TensorError::MatmulShapes { .. }))
         ));
         let cube = ones(&[2, 2, 3], f32s);
         assert_eq!(
@@ -337,10 +342,10 @@ mod tests {
         c.requires_grad_(true).unwrap();
         assert!(matches!(
             c.matmul(&c),
-            Err(Error::DTypeUnsupported {
+            Err(Error::Tensor(TensorError::DTypeUnsupported {
                 dtype: DType::Complex64,
                 ..
-            })
+            }))
         ));
         let b = ones(&[2, 2], DType::Bool);
         assert_eq!(

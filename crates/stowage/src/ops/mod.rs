@@ -12,7 +12,7 @@
 //! the default dtype. Floating results go through the float kernels
 //! ([`kernel`]); integer, bool and complex ones through the element loop of
 //! [`inplace`], integers wrapping as in C++. Unary operations and reductions
-//! take floating tensors only ([`Error::DTypeUnsupported`]). The in-place
+//! take floating tensors only ([`TensorError::DTypeUnsupported`]). The in-place
 //! `add_` and `mul_` ([`inplace`]) compute in any dtype with values, under
 //! PyTorch's in-place casting rule.
 
@@ -23,6 +23,7 @@ mod matmul;
 mod operand;
 mod promote;
 
+use crate::error::TensorError;
 use inplace::Gathered;
 use kernel::{BinOp, UnOp};
 pub use operand::Operand;
@@ -36,7 +37,10 @@ use crate::{DType, Error, Kind, Result, Scalar, Tensor};
 /// be floating (those kernels compute in floating point only).
 fn result_dtype(op: &'static str, a: DType) -> Result<DType> {
     if !a.is_floating_point() {
-        return Err(Error::DTypeUnsupported { op, dtype: a });
+        return Err(Error::Tensor(TensorError::DTypeUnsupported {
+            op,
+            dtype: a,
+        }));
     }
     Ok(a)
 }
@@ -154,7 +158,7 @@ impl Arith {
         }
     }
 
-    /// [`Error::NotImplementedFor`] unless PyTorch's CPU kernel computes in
+    /// [`TensorError::NotImplementedFor`] unless PyTorch's CPU kernel computes in
     /// `dtype`. A second operand of one element takes the scalar kernel,
     /// which multiplies and divides reduced-precision floats only for
     /// `float16` and `bfloat16` (`mul_cpu_reduced_float`, `div_cpu_reduced_float`).
@@ -167,10 +171,10 @@ impl Arith {
             _ => (self.stub(), false),
         };
         if reduced_scalar || !self.takes(dtype) {
-            return Err(Error::NotImplementedFor {
+            return Err(Error::Tensor(TensorError::NotImplementedFor {
                 op,
                 type_name: scalar_type_name(dtype),
-            });
+            }));
         }
         Ok(())
     }
@@ -228,16 +232,18 @@ impl Tensor {
                 Operand::Scalar(s) => matches!(s, Scalar::Bool(_)),
             };
             if self.dtype == DType::Bool || other_bool {
-                return Err(Error::BoolSubtraction {
+                return Err(Error::Tensor(TensorError::BoolSubtraction {
                     both: self.dtype == DType::Bool && other_bool,
-                });
+                }));
             }
         }
         let mut dtype = promote::result_type(name, self, &other).map_err(|e| match e {
-            Error::NotImplementedFor { type_name, .. } => Error::NotImplementedFor {
-                op: op.stub(),
-                type_name,
-            },
+            Error::Tensor(TensorError::NotImplementedFor { type_name, .. }) => {
+                Error::Tensor(TensorError::NotImplementedFor {
+                    op: op.stub(),
+                    type_name,
+                })
+            }
             e => e,
         })?;
         if matches!(op, Arith::Div) && matches!(dtype.kind(), Kind::Int | Kind::Bool) {
@@ -253,10 +259,10 @@ impl Tensor {
             && crate::autograd::is_grad_enabled()
             && (self.requires_grad() || other.requires_grad())
         {
-            return Err(Error::DTypeUnsupported {
+            return Err(Error::Tensor(TensorError::DTypeUnsupported {
                 op: "gradients of complex arithmetic",
                 dtype,
-            });
+            }));
         }
         let out = if dtype.is_floating_point() {
             kernel::binary(kernel_op, self, &other, dtype)?
@@ -288,12 +294,12 @@ impl Tensor {
     /// `self + other`, broadcasting (`torch.add`).
     ///
     /// # Errors
-    /// [`Error::SizeMismatch`] when the shapes do not broadcast;
-    /// [`Error::NoPromotion`] for dtypes PyTorch does not promote;
-    /// [`Error::NotImplementedFor`] for a result dtype PyTorch has no kernel
-    /// for (`uint16` addition, the 8-bit floats, …); [`Error::BoolSubtraction`]
-    /// for `-` with a bool operand; [`Error::DTypeUnsupported`] for complex
-    /// results that would need gradients; [`Error::NoData`] on meta.
+    /// [`TensorError::SizeMismatch`] when the shapes do not broadcast;
+    /// [`TensorError::NoPromotion`] for dtypes PyTorch does not promote;
+    /// [`TensorError::NotImplementedFor`] for a result dtype PyTorch has no kernel
+    /// for (`uint16` addition, the 8-bit floats, …); [`TensorError::BoolSubtraction`]
+    /// for `-` with a bool operand; [`TensorError::DTypeUnsupported`] for complex
+    /// results that would need gradients; [`StorageError::NoData`](crate::StorageError::NoData) on meta.
     pub fn add<'a>(&self, other: impl Into<Operand<'a>>) -> Result<Tensor> {
         self.binary(Arith::Add, other.into())
     }
@@ -344,7 +350,7 @@ impl Tensor {
     /// `-self` (`torch.neg`).
     ///
     /// # Errors
-    /// [`Error::DTypeUnsupported`] for non-floating dtypes; [`Error::NoData`] on meta.
+    /// [`TensorError::DTypeUnsupported`] for non-floating dtypes; [`StorageError::NoData`](crate::StorageError::NoData) on meta.
     pub fn neg(&self) -> Result<Tensor> {
         self.unary(UnOp::Neg, "NegBackward0")
     }
@@ -393,7 +399,7 @@ impl Tensor {
     /// The sum over `dims` (`t.sum(dims, keepdim)`); `keepdim` leaves them as size 1.
     ///
     /// # Errors
-    /// [`Error::DimOutOfRange`]; [`Error::RepeatedDim`] for a repeated
+    /// [`TensorError::DimOutOfRange`]; [`TensorError::RepeatedDim`] for a repeated
     /// dimension; as [`neg`](Self::neg).
     pub fn sum_dims(&self, dims: &[isize], keepdim: bool) -> Result<Tensor> {
         self.reduce(dims, keepdim, false, "SumBackward1")
@@ -428,10 +434,10 @@ impl Tensor {
         for &d in dims {
             let d = wrap_dim(d, self.dim())?;
             if wrapped.contains(&d) {
-                return Err(Error::RepeatedDim {
+                return Err(Error::Tensor(TensorError::RepeatedDim {
                     op: if mean { "mean" } else { "sum" },
                     dim: d,
-                });
+                }));
             }
             wrapped.push(d);
         }
@@ -463,15 +469,17 @@ impl Tensor {
     /// (`t.sum_to_size(shape)`): how a broadcast operand's gradient is reduced.
     ///
     /// # Errors
-    /// [`Error::ShapeIncompatible`] when `shape` does not broadcast to `self`'s shape.
+    /// [`TensorError::ShapeIncompatible`] when `shape` does not broadcast to `self`'s shape.
     pub fn sum_to_size(&self, shape: &[usize]) -> Result<Tensor> {
         if self.shape() == shape {
             return Ok(self.clone());
         }
-        let mismatch = || Error::ShapeIncompatible {
-            op: "sum_to_size",
-            expected: self.shape().to_vec(),
-            found: shape.to_vec(),
+        let mismatch = || {
+            Error::Tensor(TensorError::ShapeIncompatible {
+                op: "sum_to_size",
+                expected: self.shape().to_vec(),
+                found: shape.to_vec(),
+            })
         };
         let lead = self.dim().checked_sub(shape.len()).ok_or_else(mismatch)?;
         let mut dims: Vec<isize> = (0..lead as isize).collect();

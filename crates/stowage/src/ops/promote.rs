@@ -9,6 +9,7 @@
 //! [`can_cast`] is `torch.can_cast`, the rule in-place operations apply.
 
 use crate::element::Scalar;
+use crate::error::TensorError;
 use crate::{DType, Error, Kind, Operand, Result, Tensor};
 
 /// `torch.promote_types(a, b)`, or `None` where PyTorch refuses: quantized,
@@ -76,7 +77,7 @@ const PROMOTE: [[DType; 13]; 13] = {
 };
 
 /// Why c10's `promoteTypes` refuses `a` and `b`, in its words (the message
-/// of [`Error::NoPromotion`]), checking as it does: quantized, then bits,
+/// of [`TensorError::NoPromotion`]), checking as it does: quantized, then bits,
 /// then 8-bit floats, then the wide unsigned integers.
 pub(crate) fn promotion_problem(a: DType, b: DType) -> String {
     use super::scalar_type_name as name;
@@ -96,12 +97,12 @@ pub(crate) fn promotion_problem(a: DType, b: DType) -> String {
     }
 }
 
-/// [`promote_types`], or [`Error::NoPromotion`] naming `op`.
+/// [`promote_types`], or [`TensorError::NoPromotion`] naming `op`.
 ///
 /// # Errors
-/// [`Error::NoPromotion`] where PyTorch refuses to promote.
+/// [`TensorError::NoPromotion`] where PyTorch refuses to promote.
 pub(crate) fn promote(op: &'static str, a: DType, b: DType) -> Result<DType> {
-    promote_types(a, b).ok_or(Error::NoPromotion { op, a, b })
+    promote_types(a, b).ok_or(Error::Tensor(TensorError::NoPromotion { op, a, b }))
 }
 
 /// `torch.can_cast(from, to)`: no complex into a non-complex dtype, no
@@ -115,21 +116,21 @@ pub(crate) fn can_cast(from: DType, to: DType) -> bool {
 
 /// The complex dtype with `d`'s precision (c10's `toComplexType`). That of
 /// `bfloat16` is c10's `BComplex32`, which has no kernels (and no dtype in
-/// stowage): [`Error::NotImplementedFor`]; the 8-bit floats have none
-/// ([`Error::NoComplexType`]).
+/// stowage): [`TensorError::NotImplementedFor`]; the 8-bit floats have none
+/// ([`TensorError::NoComplexType`]).
 fn complex_of(op: &'static str, d: DType) -> Result<DType> {
     Ok(match d {
         DType::Float64 => DType::Complex128,
         DType::Float16 => DType::Complex32,
         DType::BFloat16 => {
-            return Err(Error::NotImplementedFor {
+            return Err(Error::Tensor(TensorError::NotImplementedFor {
                 op,
                 type_name: "BComplex32",
-            })
+            }))
         }
         DType::Float32 => DType::Complex64,
         d if d.is_complex() => d,
-        dtype => return Err(Error::NoComplexType { dtype }),
+        dtype => return Err(Error::Tensor(TensorError::NoComplexType { dtype })),
     })
 }
 
@@ -171,7 +172,7 @@ fn combine(op: &'static str, higher: Option<DType>, lower: Option<DType>) -> Res
 /// `torch.result_type(t, other)`: the dtype `t ∘ other` computes in.
 ///
 /// # Errors
-/// [`Error::NoPromotion`] where PyTorch refuses to promote.
+/// [`TensorError::NoPromotion`] where PyTorch refuses to promote.
 pub(crate) fn result_type(op: &'static str, t: &Tensor, other: &Operand<'_>) -> Result<DType> {
     // The three tiers of c10's `ResultTypeState`: dimensioned tensors, 0-dim tensors, numbers.
     let mut tiers: [Option<DType>; 3] = [None; 3];

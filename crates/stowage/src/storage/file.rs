@@ -6,6 +6,7 @@
 //! (copy-on-write, `MAP_PRIVATE`): the storage can be written, the file never
 //! changes, and a file shorter than `nbytes` is an error. Neither can be resized.
 
+use crate::error::{ErrorContext, StorageError};
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
@@ -36,17 +37,14 @@ impl UntypedStorage {
     ///
     /// # Errors
     /// [`Error::InFile`] around [`Error::Io`] when it cannot be opened, grown or mapped;
-    /// [`Error::FileTooSmall`] when `shared` is false and the file is shorter than `nbytes`.
+    /// [`StorageError::FileTooSmall`] when `shared` is false and the file is shorter than `nbytes`.
     pub unsafe fn from_file(
         path: impl AsRef<Path>,
         shared: bool,
         nbytes: usize,
     ) -> Result<UntypedStorage> {
         let path = path.as_ref();
-        let io = |e| Error::InFile {
-            path: path.to_owned(),
-            source: Box::new(Error::Io(e)),
-        };
+        let io = |e| Error::Io(e).in_file(path.to_owned());
         let file: File = if shared {
             OpenOptions::new()
                 .read(true)
@@ -62,11 +60,11 @@ impl UntypedStorage {
         let size = file.metadata().map_err(io)?.len();
         if (size as u128) < nbytes as u128 {
             if !shared {
-                return Err(Error::FileTooSmall {
+                return Err(Error::Storage(StorageError::FileTooSmall {
                     path: path.to_owned(),
                     size,
                     nbytes,
-                });
+                }));
             }
             file.set_len(nbytes as u64).map_err(io)?;
         }

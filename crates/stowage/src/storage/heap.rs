@@ -20,6 +20,7 @@
 //! as `T` never fail, and the copy kernels fall back to byte copies where a
 //! wider element type would be misaligned.
 
+use crate::error::{StorageError, TensorError};
 use std::alloc::{self, Layout};
 use std::ptr::NonNull;
 
@@ -109,9 +110,11 @@ unsafe impl Sync for HeapBuffer {}
 
 impl HeapBuffer {
     fn layout(len: usize) -> Result<Layout> {
-        Layout::from_size_align(len, ALIGN).map_err(|_| Error::SizeOverflow {
-            what: "storage allocation",
-            detail: format!("{len} bytes"),
+        Layout::from_size_align(len, ALIGN).map_err(|_| {
+            Error::Tensor(TensorError::SizeOverflow {
+                what: "storage allocation",
+                detail: format!("{len} bytes"),
+            })
         })
     }
 
@@ -125,15 +128,16 @@ impl HeapBuffer {
             });
         }
         if len >= LARGE {
-            let mut map =
-                MmapMut::map_anon(len).map_err(|_| Error::AllocationFailed { nbytes: len })?;
+            let mut map = MmapMut::map_anon(len)
+                .map_err(|_| Error::Storage(StorageError::AllocationFailed { nbytes: len }))?;
             #[cfg(target_os = "linux")]
             {
                 // Only a hint: without transparent huge pages the mapping still works.
                 let _ = map.advise(memmap2::Advice::HugePage);
             }
-            let ptr =
-                NonNull::new(map.as_mut_ptr()).ok_or(Error::AllocationFailed { nbytes: len })?;
+            let ptr = NonNull::new(map.as_mut_ptr()).ok_or(Error::Storage(
+                StorageError::AllocationFailed { nbytes: len },
+            ))?;
             // Mappings are page-aligned, so ALIGN holds.
             return Ok(HeapBuffer {
                 ptr,
@@ -144,7 +148,9 @@ impl HeapBuffer {
         let layout = Self::layout(len)?;
         // SAFETY: `layout` has a non-zero size (checked above) and a valid alignment.
         let raw = unsafe { alloc::alloc_zeroed(layout) };
-        let ptr = NonNull::new(raw).ok_or(Error::AllocationFailed { nbytes: len })?;
+        let ptr = NonNull::new(raw).ok_or(Error::Storage(StorageError::AllocationFailed {
+            nbytes: len,
+        }))?;
         Ok(HeapBuffer {
             ptr,
             len,

@@ -3,6 +3,7 @@
 //! them). Loading a checkpoint with
 //! [`LoadMode::Lazy`](crate::checkpoint::LoadMode::Lazy) makes them.
 
+use crate::error::StorageError;
 use std::sync::Arc;
 
 use super::heap::HeapBuffer;
@@ -39,18 +40,18 @@ impl UntypedStorage {
     /// storages copy from their bytes.
     ///
     /// # Errors
-    /// [`Error::StorageRange`](crate::Error::StorageRange) when the range is
-    /// not inside the storage, [`Error::NoData`](crate::Error::NoData) on
+    /// [`StorageError::StorageRange`] when the range is
+    /// not inside the storage, [`StorageError::NoData`] on
     /// meta, what reading the file gave.
     pub fn read_at(&self, offset: usize, dst: &mut [u8]) -> Result<()> {
         let guard = self.read_lock();
         let nbytes = guard.nbytes();
         if !matches!(offset.checked_add(dst.len()), Some(end) if end <= nbytes) {
-            return Err(crate::Error::StorageRange {
+            return Err(crate::Error::Storage(StorageError::StorageRange {
                 offset,
                 len: dst.len(),
                 nbytes,
-            });
+            }));
         }
         if let Backing::Lazy(lazy) = &*guard {
             return (lazy.fetch)(offset as u64, dst);

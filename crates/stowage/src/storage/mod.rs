@@ -27,6 +27,7 @@ mod pinned;
 #[cfg(feature = "shm")]
 mod shm;
 
+use crate::error::StorageError;
 use std::fmt;
 use std::ops::{Deref, DerefMut};
 use std::sync::PoisonError;
@@ -179,7 +180,7 @@ impl UntypedStorage {
     /// `nbytes` zero bytes on the cpu.
     ///
     /// # Errors
-    /// [`Error::AllocationFailed`] or [`Error::SizeOverflow`] when the memory cannot be had.
+    /// [`StorageError::AllocationFailed`] or [`TensorError::SizeOverflow`](crate::TensorError::SizeOverflow) when the memory cannot be had.
     pub fn new(nbytes: usize) -> Result<Self> {
         Self::new_on(nbytes, Device::CPU)
     }
@@ -320,7 +321,7 @@ impl UntypedStorage {
 
     /// A storage of `nbytes` that reports `device` but holds no bytes: a fake
     /// storage, for planning over tensors without their data. Data access is
-    /// [`Error::NoData`].
+    /// [`StorageError::NoData`].
     pub fn new_fake(nbytes: usize, device: Device) -> UntypedStorage {
         Self::from_backing(device, Backing::Meta { nbytes })
     }
@@ -354,7 +355,7 @@ impl UntypedStorage {
     /// Shared access to the bytes.
     ///
     /// # Errors
-    /// [`Error::NoData`] for a storage without bytes (meta).
+    /// [`StorageError::NoData`] for a storage without bytes (meta).
     pub fn bytes(&self) -> Result<BytesRef<'_>> {
         let guard = self.data_read()?;
         match guard.bytes() {
@@ -366,7 +367,7 @@ impl UntypedStorage {
     /// Exclusive access to the bytes. Every view of this storage sees the writes.
     ///
     /// # Errors
-    /// [`Error::NoData`] for a storage without bytes (meta).
+    /// [`StorageError::NoData`] for a storage without bytes (meta).
     pub fn bytes_mut(&self) -> Result<BytesMut<'_>> {
         let mut guard = self.data_write()?;
         match guard.bytes_mut() {
@@ -376,10 +377,10 @@ impl UntypedStorage {
     }
 
     pub(crate) fn no_data(&self, op: &'static str) -> Error {
-        Error::NoData {
+        Error::Storage(StorageError::NoData {
             op,
             device: self.device(),
-        }
+        })
     }
 
     /// Runs `f` on the bytes under the shared lock.
@@ -404,7 +405,7 @@ impl UntypedStorage {
     /// Sets every byte to `value`.
     ///
     /// # Errors
-    /// [`Error::NoData`] on meta.
+    /// [`StorageError::NoData`] on meta.
     pub fn fill_(&self, value: u8) -> Result<&Self> {
         self.with_bytes_mut("fill_", |b| b.fill(value))?;
         Ok(self)
@@ -413,15 +414,15 @@ impl UntypedStorage {
     /// Copies `src`'s bytes into this storage; the sizes must be equal.
     ///
     /// # Errors
-    /// [`Error::StorageSizeMismatch`] when the sizes differ, [`Error::NoData`] on meta.
+    /// [`StorageError::StorageSizeMismatch`] when the sizes differ, [`StorageError::NoData`] on meta.
     pub fn copy_(&self, src: &UntypedStorage) -> Result<&Self> {
         let (dst_n, src_n) = (self.nbytes(), src.nbytes());
         if dst_n != src_n {
-            return Err(Error::StorageSizeMismatch {
+            return Err(Error::Storage(StorageError::StorageSizeMismatch {
                 op: "copy_",
                 dst: dst_n,
                 src: src_n,
-            });
+            }));
         }
         if self.is_same(src) {
             return Ok(self);
@@ -432,11 +433,11 @@ impl UntypedStorage {
                 d.copy_from_slice(s);
                 Ok(())
             } else {
-                Err(Error::StorageSizeMismatch {
+                Err(Error::Storage(StorageError::StorageSizeMismatch {
                     op: "copy_",
                     dst: d.len(),
                     src: s.len(),
-                })
+                }))
             }
         })??;
         Ok(self)
@@ -460,7 +461,7 @@ impl UntypedStorage {
     /// The bytes as a list (PyTorch's `tolist()`).
     ///
     /// # Errors
-    /// [`Error::NoData`] on meta.
+    /// [`StorageError::NoData`] on meta.
     pub fn tolist(&self) -> Result<Vec<u8>> {
         self.with_bytes("tolist", |b| b.to_vec())
     }
@@ -468,7 +469,7 @@ impl UntypedStorage {
     /// The byte at `index` (negative counts from the end).
     ///
     /// # Errors
-    /// [`Error::IndexOutOfRange`], [`Error::NoData`].
+    /// [`TensorError::IndexOutOfRange`](crate::TensorError::IndexOutOfRange), [`StorageError::NoData`].
     pub fn get(&self, index: isize) -> Result<u8> {
         self.with_bytes("__getitem__", |b| {
             let i = crate::layout::wrap_index(index, 0, b.len())?;
@@ -479,7 +480,7 @@ impl UntypedStorage {
     /// Sets the byte at `index`.
     ///
     /// # Errors
-    /// [`Error::IndexOutOfRange`], [`Error::NoData`].
+    /// [`TensorError::IndexOutOfRange`](crate::TensorError::IndexOutOfRange), [`StorageError::NoData`].
     pub fn set(&self, index: isize, value: u8) -> Result<()> {
         self.with_bytes_mut("__setitem__", |b| {
             let i = crate::layout::wrap_index(index, 0, b.len())?;
@@ -493,17 +494,19 @@ impl UntypedStorage {
     /// Meta storages change their recorded size.
     ///
     /// # Errors
-    /// [`Error::NotResizable`] for backings that cannot change size; allocation failure.
+    /// [`StorageError::NotResizable`] for backings that cannot change size; allocation failure.
     pub fn resize_(&self, nbytes: usize) -> Result<&Self> {
         match &mut *self.data_write()? {
             Backing::Heap(h) => h.resize(nbytes)?,
             Backing::Meta { nbytes: n } => *n = nbytes,
             // Mapped, shared and pinned bytes cannot move (PyTorch: not resizable).
             #[cfg(feature = "pinned")]
-            Backing::Pinned(_) => return Err(Error::NotResizable),
+            Backing::Pinned(_) => return Err(Error::Storage(StorageError::NotResizable)),
             #[cfg(feature = "shm")]
-            Backing::Shm(_) => return Err(Error::NotResizable),
-            Backing::File(_) | Backing::Mapped(_) => return Err(Error::NotResizable),
+            Backing::Shm(_) => return Err(Error::Storage(StorageError::NotResizable)),
+            Backing::File(_) | Backing::Mapped(_) => {
+                return Err(Error::Storage(StorageError::NotResizable))
+            }
             // `data_write` has read the bytes already.
             Backing::Lazy(_) => return Err(self.no_data("resize_")),
         }
@@ -522,7 +525,7 @@ impl UntypedStorage {
     /// Moving to meta drops the bytes; moving off meta is an error (there is nothing to copy).
     ///
     /// # Errors
-    /// [`Error::NoData`] when leaving meta; allocation failure.
+    /// [`StorageError::NoData`] when leaving meta; allocation failure.
     pub fn to(&self, device: Device) -> Result<UntypedStorage> {
         if device == self.device() {
             return Ok(self.clone());
@@ -602,6 +605,7 @@ impl fmt::Debug for UntypedStorage {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::{StorageError, TensorError};
 
     #[test]
     fn basic_api() {
@@ -617,13 +621,20 @@ mod tests {
         h.set(-1, 9).unwrap();
         assert_eq!(s.get(3).unwrap(), 9);
         assert_eq!(c.get(3).unwrap(), 7);
-        assert!(matches!(s.get(4), Err(Error::IndexOutOfRange { .. })));
+        assert!(matches!(
+            s.get(4),
+            Err(Error::Tensor(TensorError::IndexOutOfRange { .. }))
+        ));
         c.copy_(&s).unwrap();
         assert_eq!(c.tolist().unwrap(), vec![7, 7, 7, 9]);
         let wrong = UntypedStorage::new(3).unwrap();
         assert!(matches!(
             wrong.copy_(&s),
-            Err(Error::StorageSizeMismatch { dst: 3, src: 4, .. })
+            Err(Error::Storage(StorageError::StorageSizeMismatch {
+                dst: 3,
+                src: 4,
+                ..
+            }))
         ));
     }
 
@@ -657,7 +668,10 @@ mod tests {
         let m = UntypedStorage::new_on(8, Device::META).unwrap();
         assert_eq!(m.nbytes(), 8);
         assert_eq!(m.data_ptr(), 0);
-        assert!(matches!(m.tolist(), Err(Error::NoData { .. })));
+        assert!(matches!(
+            m.tolist(),
+            Err(Error::Storage(StorageError::NoData { .. }))
+        ));
         assert!(m.fill_(1).is_err());
         assert!(m.bytes().is_err());
         assert!(m.cpu().is_err());

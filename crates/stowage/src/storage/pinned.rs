@@ -9,6 +9,7 @@
 
 use super::heap::HeapBuffer;
 use super::{Backing, UntypedStorage};
+use crate::error::StorageError;
 use crate::{Error, Result};
 
 /// A heap buffer whose pages are locked in RAM while it lives.
@@ -22,11 +23,11 @@ impl PinnedBuffer {
             let rc = unsafe { libc::mlock(buf.as_slice().as_ptr().cast(), buf.len()) };
             if rc != 0 {
                 let source = std::io::Error::last_os_error();
-                return Err(Error::PinFailed {
+                return Err(Error::Storage(StorageError::PinFailed {
                     nbytes: buf.len(),
                     limit: memlock_limit(),
                     source,
-                });
+                }));
             }
         }
         Ok(PinnedBuffer(buf))
@@ -71,14 +72,14 @@ impl UntypedStorage {
     /// A copy of this storage in page-locked memory (PyTorch's `pin_memory()`).
     ///
     /// # Errors
-    /// [`Error::NotPinnable`] for a storage that is not on the cpu (PyTorch: "cannot pin …
-    /// only CPU memory can be pinned"), [`Error::NoData`] without bytes, and
-    /// [`Error::PinFailed`] with the lock limit when the kernel refuses.
+    /// [`StorageError::NotPinnable`] for a storage that is not on the cpu (PyTorch: "cannot pin …
+    /// only CPU memory can be pinned"), [`StorageError::NoData`] without bytes, and
+    /// [`StorageError::PinFailed`] with the lock limit when the kernel refuses.
     pub fn pin_memory(&self) -> Result<UntypedStorage> {
         if !self.device().is_cpu() {
-            return Err(Error::NotPinnable {
+            return Err(Error::Storage(StorageError::NotPinnable {
                 device: self.device(),
-            });
+            }));
         }
         let copy = self.with_bytes("pin_memory", HeapBuffer::from_slice)??;
         Ok(Self::from_backing(

@@ -15,6 +15,7 @@
 //!
 //! Compiled with the `shm` feature (on by default).
 
+use crate::error::StorageError;
 use std::ffi::CString;
 use std::fs::File;
 use std::os::fd::{FromRawFd, OwnedFd};
@@ -70,16 +71,18 @@ pub struct SharedMemoryHandle {
 }
 
 fn os_error(what: &str) -> Error {
-    Error::SharedMemory {
+    Error::Storage(StorageError::SharedMemory {
         name: what.to_owned(),
         source: std::io::Error::last_os_error(),
-    }
+    })
 }
 
 /// Creates (`create`) or opens a shared-memory object named `name`, read-write.
 fn shm_open(name: &str, create: bool) -> Result<File> {
-    let c = CString::new(name).map_err(|_| Error::NulInName {
-        name: name.to_owned(),
+    let c = CString::new(name).map_err(|_| {
+        Error::Storage(StorageError::NulInName {
+            name: name.to_owned(),
+        })
     })?;
     let flags = libc::O_RDWR
         | if create {
@@ -120,9 +123,11 @@ unsafe fn map_shared(file: &File, nbytes: usize, what: &str) -> Result<Option<me
     // SAFETY: the object is `nbytes` long; the caller accepts the cross-process contract.
     unsafe { MmapOptions::new().len(nbytes).map_mut(file) }
         .map(Some)
-        .map_err(|e| Error::SharedMemory {
-            name: what.to_owned(),
-            source: e,
+        .map_err(|e| {
+            Error::Storage(StorageError::SharedMemory {
+                name: what.to_owned(),
+                source: e,
+            })
         })
 }
 
@@ -132,8 +137,8 @@ impl UntypedStorage {
     /// or file-backed) storages and storages without bytes are left as they are.
     ///
     /// # Errors
-    /// [`Error::SharedMemory`] when the shared-memory object cannot be created or mapped;
-    /// [`Error::ShareMemoryNotCpu`] for a meta storage, as PyTorch refuses it
+    /// [`StorageError::SharedMemory`] when the shared-memory object cannot be created or mapped;
+    /// [`StorageError::ShareMemoryNotCpu`] for a meta storage, as PyTorch refuses it
     /// (`_share_fd_: only available on CPU`).
     pub fn share_memory_(&self) -> Result<&Self> {
         self.share_memory_with(SharingStrategy::default())
@@ -146,12 +151,12 @@ impl UntypedStorage {
     pub fn share_memory_with(&self, strategy: SharingStrategy) -> Result<&Self> {
         // PyTorch passes meta storages on to the CPU sharing functions, which refuse them.
         if self.device().is_meta() {
-            return Err(Error::ShareMemoryNotCpu {
+            return Err(Error::Storage(StorageError::ShareMemoryNotCpu {
                 op: match strategy {
                     SharingStrategy::FileDescriptor => "_share_fd_",
                     SharingStrategy::FileSystem => "_share_filename_",
                 },
-            });
+            }));
         }
         let mut guard = self.data_write()?;
         let bytes = match &*guard {
@@ -175,11 +180,12 @@ impl UntypedStorage {
             }
         };
         let made = (|| {
-            file.set_len(nbytes as u64)
-                .map_err(|e| Error::SharedMemory {
+            file.set_len(nbytes as u64).map_err(|e| {
+                Error::Storage(StorageError::SharedMemory {
                     name: name.clone(),
                     source: e,
-                })?;
+                })
+            })?;
             // SAFETY: the object was created exclusively just now; nobody else maps it yet.
             let mut map = unsafe { map_shared(&file, nbytes, &name)? };
             if let Some(m) = map.as_mut() {
@@ -216,7 +222,7 @@ impl UntypedStorage {
     /// How another process can reach this storage's bytes, for a shared-memory storage.
     ///
     /// # Errors
-    /// [`Error::SharedMemory`] when the descriptor cannot be duplicated.
+    /// [`StorageError::SharedMemory`] when the descriptor cannot be duplicated.
     pub fn shared_memory_handle(&self) -> Result<Option<SharedMemoryHandle>> {
         let guard = self.read_lock();
         let Backing::Shm(bytes) = &*guard else {
@@ -225,9 +231,11 @@ impl UntypedStorage {
         let Some(info) = bytes.extra::<ShmInfo>() else {
             return Ok(None);
         };
-        let fd = info.file.try_clone().map_err(|e| Error::SharedMemory {
-            name: "descriptor".into(),
-            source: e,
+        let fd = info.file.try_clone().map_err(|e| {
+            Error::Storage(StorageError::SharedMemory {
+                name: "descriptor".into(),
+                source: e,
+            })
         })?;
         Ok(Some(SharedMemoryHandle {
             name: info.name.clone(),
@@ -246,7 +254,7 @@ impl UntypedStorage {
     /// and the object must be at least `nbytes` long.
     ///
     /// # Errors
-    /// [`Error::SharedMemory`] when the object cannot be opened or mapped.
+    /// [`StorageError::SharedMemory`] when the object cannot be opened or mapped.
     pub unsafe fn from_shared_name(name: &str, nbytes: usize) -> Result<UntypedStorage> {
         let file = shm_open(name, false)?;
         // SAFETY: the caller's contract.
@@ -269,7 +277,7 @@ impl UntypedStorage {
     /// As [`from_shared_name`](Self::from_shared_name).
     ///
     /// # Errors
-    /// [`Error::SharedMemory`] when the object cannot be mapped.
+    /// [`StorageError::SharedMemory`] when the object cannot be mapped.
     pub unsafe fn from_shared_fd(fd: OwnedFd, nbytes: usize) -> Result<UntypedStorage> {
         let file = File::from(fd);
         // SAFETY: the caller's contract.

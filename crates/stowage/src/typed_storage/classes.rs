@@ -2,6 +2,7 @@
 //! the default dtype and `Storage`.
 
 use super::*;
+use crate::error::StorageError;
 
 /// `a == b` for strings, in a constant context.
 pub(super) const fn str_eq(a: &str, b: &str) -> bool {
@@ -115,15 +116,17 @@ impl LegacyStorageClass {
     /// `_get_dtype_from_pickle_storage_type`, which takes bare names only.
     ///
     /// # Errors
-    /// [`Error::UnknownStorageType`] for any other name
+    /// [`StorageError::UnknownStorageType`] for any other name
     /// (PyTorch: `pickle storage type "X" is not recognized`).
     pub fn from_name(name: &str) -> Result<LegacyStorageClass> {
         Self::ALL
             .iter()
             .copied()
             .find(|c| c.name() == name)
-            .ok_or_else(|| Error::UnknownStorageType {
-                name: name.to_owned(),
+            .ok_or_else(|| {
+                Error::Storage(StorageError::UnknownStorageType {
+                    name: name.to_owned(),
+                })
             })
     }
 
@@ -265,14 +268,14 @@ impl LegacyClass {
     /// elements is `nbytes / element_size`, rounded down).
     ///
     /// # Errors
-    /// [`Error::StorageArguments`] with PyTorch's message for each call PyTorch
+    /// [`StorageError::StorageArguments`] with PyTorch's message for each call PyTorch
     /// refuses, checked in PyTorch's order: a `device` or `dtype` keyword,
     /// more than one positional argument, a positional argument that is
     /// neither an int nor a sequence, positional arguments with `wrap_storage`,
     /// a `wrap_storage` that is not an `UntypedStorage`, a `wrap_storage` on
     /// another device type than the class's. A negative size is
-    /// [`Error::NegativeSize`]; values that do not fit the dtype are
-    /// [`Error::ValueOverflow`] or [`Error::ComplexNotReal`]; allocation failures as
+    /// [`TensorError::NegativeSize`](crate::TensorError::NegativeSize); values that do not fit the dtype are
+    /// [`TensorError::ValueOverflow`](crate::TensorError::ValueOverflow) or [`TensorError::ComplexNotReal`](crate::TensorError::ComplexNotReal); allocation failures as
     /// [`UntypedStorage::new_on`].
     // `__new__` of a legacy class returns a `TypedStorage`, never the class: so does this.
     #[allow(clippy::new_ret_no_self)]
@@ -283,9 +286,11 @@ impl LegacyClass {
     }
 
     pub(super) fn call(self, call: StorageCall) -> Result<TypedStorage> {
-        let refuse = |problem| Error::StorageArguments {
-            constructor: StorageConstructor::Legacy(self),
-            problem,
+        let refuse = |problem| {
+            Error::Storage(StorageError::StorageArguments {
+                constructor: StorageConstructor::Legacy(self),
+                problem,
+            })
         };
         if call.device.is_some() {
             return Err(refuse(StorageArgProblem::DeviceGiven));

@@ -15,7 +15,7 @@
 //!   `LegacyStorageClass::FloatStorage.new(LegacyArgs::Size(3))` for
 //!   `torch.FloatStorage(3)`) accepts exactly what PyTorch accepts (nothing, a
 //!   size, a sequence of values, or `wrap_storage=`) and refuses the rest with
-//!   PyTorch's messages ([`Error::StorageArguments`]). The result is a plain
+//!   PyTorch's messages ([`StorageError::StorageArguments`](crate::StorageError::StorageArguments)). The result is a plain
 //!   `TypedStorage` of the class's dtype on the class's device, never an
 //!   instance of the class, as in PyTorch.
 //! - The dtype ↔ class map is the `storage_class` column of

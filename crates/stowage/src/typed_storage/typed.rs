@@ -1,6 +1,7 @@
 //! [`TypedStorage`]: an untyped storage handle and a dtype; and `tensor.storage()`.
 
 use super::*;
+use crate::error::{StorageError, TensorError};
 
 /// PyTorch's `torch.TypedStorage` (deprecated): an [`UntypedStorage`] handle
 /// and a [`DType`]. Sizes and indices count elements.
@@ -49,8 +50,8 @@ impl TypedStorage {
     /// `torch.TypedStorage(size, dtype=dtype, device=device)`: `size` zeroed elements. Warns.
     ///
     /// # Errors
-    /// [`Error::QuantizedStorageDevice`] for a quantized dtype on CUDA,
-    /// [`Error::SizeOverflow`] when `size * element_size` overflows, allocation failure.
+    /// [`StorageError::QuantizedStorageDevice`] for a quantized dtype on CUDA,
+    /// [`TensorError::SizeOverflow`] when `size * element_size` overflows, allocation failure.
     #[track_caller]
     pub fn new(size: usize, dtype: DType, device: Device) -> Result<TypedStorage> {
         deprecated();
@@ -62,10 +63,10 @@ impl TypedStorage {
     /// converted as `torch.tensor(data, dtype=dtype)` converts them. Warns.
     ///
     /// # Errors
-    /// [`Error::ValueOverflow`] for a value outside an integer dtype's range,
-    /// [`Error::ComplexNotReal`] for a complex value into a real dtype,
-    /// [`Error::DTypeUnsupported`] for dtypes without values (bits),
-    /// [`Error::QuantizedStorageDevice`], allocation failure.
+    /// [`TensorError::ValueOverflow`] for a value outside an integer dtype's range,
+    /// [`TensorError::ComplexNotReal`] for a complex value into a real dtype,
+    /// [`TensorError::DTypeUnsupported`] for dtypes without values (bits),
+    /// [`StorageError::QuantizedStorageDevice`], allocation failure.
     #[track_caller]
     pub fn from_data(data: &[Scalar], dtype: DType, device: Device) -> Result<TypedStorage> {
         deprecated();
@@ -86,7 +87,7 @@ impl TypedStorage {
     /// the [`default_dtype`] is used, without `device` the cpu. Warns.
     ///
     /// # Errors
-    /// [`Error::StorageArguments`] (header `TypedStorage.__init__ received an
+    /// [`StorageError::StorageArguments`] (header `TypedStorage.__init__ received an
     /// invalid combination of arguments`) for: positional arguments with
     /// `wrap_storage`, `wrap_storage` without `dtype`, `wrap_storage` with
     /// `device`, a `wrap_storage` that is not an `UntypedStorage`, an argument
@@ -100,9 +101,11 @@ impl TypedStorage {
 
     /// `TypedStorage.__init__` without the warning.
     pub(super) fn init(call: StorageCall) -> Result<TypedStorage> {
-        let refuse = |problem| Error::StorageArguments {
-            constructor: StorageConstructor::TypedStorage,
-            problem,
+        let refuse = |problem| {
+            Error::Storage(StorageError::StorageArguments {
+                constructor: StorageConstructor::TypedStorage,
+                problem,
+            })
         };
         if let Some(wrap) = call.wrap_storage {
             if !call.args.is_empty() {
@@ -127,7 +130,8 @@ impl TypedStorage {
         match call.args.as_slice() {
             [] => Self::alloc(0, dtype, device),
             [PyArg::Int(n)] => {
-                let n = usize::try_from(*n).map_err(|_| Error::NegativeSize { size: *n })?;
+                let n = usize::try_from(*n)
+                    .map_err(|_| Error::Tensor(TensorError::NegativeSize { size: *n }))?;
                 Self::alloc(n, dtype, device)
             }
             [PyArg::Sequence(values)] => Self::from_values(values, dtype, device),
@@ -139,11 +143,12 @@ impl TypedStorage {
     }
 
     pub(super) fn bytes_for(size: usize, dtype: DType) -> Result<usize> {
-        size.checked_mul(dtype.size())
-            .ok_or_else(|| Error::SizeOverflow {
+        size.checked_mul(dtype.size()).ok_or_else(|| {
+            Error::Tensor(TensorError::SizeOverflow {
                 what: "typed storage bytes",
                 detail: format!("{size} elements of {dtype}"),
             })
+        })
     }
 
     pub(super) fn alloc(size: usize, dtype: DType, device: Device) -> Result<TypedStorage> {
@@ -263,9 +268,9 @@ impl TypedStorage {
     /// elements read as their integer representation. Warns.
     ///
     /// # Errors
-    /// [`Error::StorageIndexOutOfRange`] (PyTorch: "index 3 out of range for
-    /// storage of size 3"), [`Error::NoData`] without bytes (meta),
-    /// [`Error::DTypeUnsupported`] for dtypes without values.
+    /// [`StorageError::StorageIndexOutOfRange`] (PyTorch: "index 3 out of range for
+    /// storage of size 3"), [`StorageError::NoData`] without bytes (meta),
+    /// [`TensorError::DTypeUnsupported`] for dtypes without values.
     #[track_caller]
     pub fn get(&self, index: isize) -> Result<Scalar> {
         deprecated();
@@ -280,10 +285,10 @@ impl TypedStorage {
     /// Writes `value`, converted to the dtype, at `index`. Warns.
     ///
     /// # Errors
-    /// [`Error::IndexOutOfRange`] (PyTorch indexes a tensor here: "index 5 is
-    /// out of bounds for dimension 0 with size 2"), [`Error::ValueOverflow`]
-    /// for a value the element type cannot hold, [`Error::NoData`],
-    /// [`Error::DTypeUnsupported`].
+    /// [`TensorError::IndexOutOfRange`] (PyTorch indexes a tensor here: "index 5 is
+    /// out of bounds for dimension 0 with size 2"), [`TensorError::ValueOverflow`]
+    /// for a value the element type cannot hold, [`StorageError::NoData`],
+    /// [`TensorError::DTypeUnsupported`].
     #[track_caller]
     pub fn set(&self, index: isize, value: impl Into<Scalar>) -> Result<()> {
         deprecated();
@@ -299,7 +304,7 @@ impl TypedStorage {
     /// Every element, in order. Warns.
     ///
     /// # Errors
-    /// [`Error::NoData`] without bytes, [`Error::DTypeUnsupported`] for dtypes without values.
+    /// [`StorageError::NoData`] without bytes, [`TensorError::DTypeUnsupported`] for dtypes without values.
     #[track_caller]
     pub fn tolist(&self) -> Result<Vec<Scalar>> {
         deprecated();
@@ -314,8 +319,8 @@ impl TypedStorage {
     /// Sets every element to `value`. Warns.
     ///
     /// # Errors
-    /// [`Error::ValueOverflow`] for a value the element type cannot hold,
-    /// [`Error::NoData`], [`Error::DTypeUnsupported`].
+    /// [`TensorError::ValueOverflow`] for a value the element type cannot hold,
+    /// [`StorageError::NoData`], [`TensorError::DTypeUnsupported`].
     #[track_caller]
     pub fn fill_(&self, value: impl Into<Scalar>) -> Result<&Self> {
         deprecated();
@@ -336,7 +341,7 @@ impl TypedStorage {
     /// byte size) into this storage; no dtype conversion, as in PyTorch. Warns.
     ///
     /// # Errors
-    /// [`Error::StorageSizeMismatch`] when the byte sizes differ, [`Error::NoData`].
+    /// [`StorageError::StorageSizeMismatch`] when the byte sizes differ, [`StorageError::NoData`].
     #[track_caller]
     pub fn copy_(&self, source: &impl CopySource) -> Result<&Self> {
         deprecated();
@@ -358,7 +363,7 @@ impl TypedStorage {
     /// keeping the common prefix and zero-filling growth. Warns.
     ///
     /// # Errors
-    /// [`Error::SizeOverflow`], [`Error::NotResizable`], allocation failure.
+    /// [`TensorError::SizeOverflow`], [`StorageError::NotResizable`], allocation failure.
     #[track_caller]
     pub fn resize_(&self, size: usize) -> Result<&Self> {
         deprecated();
@@ -419,16 +424,16 @@ impl TypedStorage {
     /// This storage on `device` (itself when already there, else a copy). Warns.
     ///
     /// # Errors
-    /// [`Error::QuantizedStorageDevice`] for quantized dtypes, whatever the
+    /// [`StorageError::QuantizedStorageDevice`] for quantized dtypes, whatever the
     /// device (PyTorch: "Cannot create CUDA storage with quantized dtype");
     /// as [`UntypedStorage::to`].
     #[track_caller]
     pub fn to(&self, device: Device) -> Result<TypedStorage> {
         deprecated();
         if self.dtype.kind() == Kind::Quantized {
-            return Err(Error::QuantizedStorageDevice {
+            return Err(Error::Storage(StorageError::QuantizedStorageDevice {
                 device: device.kind,
-            });
+            }));
         }
         Ok(Self::internal(self.storage.to(device)?, self.dtype))
     }
@@ -441,9 +446,9 @@ impl TypedStorage {
     pub fn cuda(&self) -> Result<TypedStorage> {
         deprecated();
         if self.dtype.kind() == Kind::Quantized {
-            return Err(Error::QuantizedStorageDevice {
+            return Err(Error::Storage(StorageError::QuantizedStorageDevice {
                 device: DeviceType::Cuda,
-            });
+            }));
         }
         Ok(Self::internal(
             self.storage.to(Device::cuda(0))?,
@@ -455,17 +460,17 @@ impl TypedStorage {
     /// `storage.double()`, `storage.half()`, …; always a copy). Warns.
     ///
     /// # Errors
-    /// [`Error::DTypeUnsupported`] from or to a quantized dtype or a dtype
-    /// without values; [`Error::NoData`]; allocation failure.
+    /// [`TensorError::DTypeUnsupported`] from or to a quantized dtype or a dtype
+    /// without values; [`StorageError::NoData`]; allocation failure.
     #[track_caller]
     pub fn to_dtype(&self, dtype: DType) -> Result<TypedStorage> {
         deprecated();
         for d in [self.dtype, dtype] {
             if d.kind() == Kind::Quantized || !d.has_scalar_values() {
-                return Err(Error::DTypeUnsupported {
+                return Err(Error::Tensor(TensorError::DTypeUnsupported {
                     op: "storage dtype conversion",
                     dtype: d,
-                });
+                }));
             }
         }
         let values = self.storage.with_bytes("to", |b| {
@@ -487,14 +492,16 @@ impl TypedStorage {
     /// The legacy class name PyTorch pickles this storage as (`"FloatStorage"`). Warns.
     ///
     /// # Errors
-    /// [`Error::NoLegacyStorageClass`] for dtypes without a class (PyTorch's
+    /// [`StorageError::NoLegacyStorageClass`] for dtypes without a class (PyTorch's
     /// `KeyError: dtype torch.uint16 is not recognized`).
     #[track_caller]
     pub fn pickle_storage_type(&self) -> Result<&'static str> {
         deprecated();
         LegacyStorageClass::for_dtype(self.dtype)
             .map(LegacyStorageClass::name)
-            .ok_or(Error::NoLegacyStorageClass { dtype: self.dtype })
+            .ok_or(Error::Storage(StorageError::NoLegacyStorageClass {
+                dtype: self.dtype,
+            }))
     }
 
     /// The legacy class of this storage's dtype and device, if PyTorch has one
@@ -531,9 +538,9 @@ pub(crate) fn c10_name(dtype: DType) -> String {
 /// Checks that a new storage of `dtype` may live on `device`.
 pub(super) fn check_device(dtype: DType, device: Device) -> Result<()> {
     if dtype.kind() == Kind::Quantized && device.is_cuda() {
-        return Err(Error::QuantizedStorageDevice {
+        return Err(Error::Storage(StorageError::QuantizedStorageDevice {
             device: DeviceType::Cuda,
-        });
+        }));
     }
     Ok(())
 }
@@ -547,7 +554,10 @@ pub(super) fn wrap_storage_index(index: isize, size: usize) -> Result<usize> {
     };
     match usize::try_from(i) {
         Ok(i) if i < size => Ok(i),
-        _ => Err(Error::StorageIndexOutOfRange { index, size }),
+        _ => Err(Error::Storage(StorageError::StorageIndexOutOfRange {
+            index,
+            size,
+        })),
     }
 }
 

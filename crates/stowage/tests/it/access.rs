@@ -147,7 +147,7 @@ fn reads_are_the_elements_in_order() {
 #[test]
 fn misaligned_mapped_elements_are_refused_by_views_and_copied_by_to_vec() {
     use stowage::checkpoint::{load_mmap, LoadOptions};
-    use stowage::Error;
+    use stowage::{Error, StorageError};
 
     let mut header = br#"{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},"b":{"dtype":"F32","shape":[2],"data_offsets":[1,9]}}"#.to_vec();
     while !header.len().is_multiple_of(8) {
@@ -173,20 +173,23 @@ fn misaligned_mapped_elements_are_refused_by_views_and_copied_by_to_vec() {
     assert!(b.untyped_storage().is_shared(), "a mapped record");
     assert_eq!(b.data_ptr() % 2, 1, "the record starts at an odd address");
     match b.read::<f32>() {
-        Err(Error::Misaligned {
+        Err(Error::Storage(StorageError::Misaligned {
             dtype,
             address,
             align,
             ..
-        }) => assert_eq!((dtype, address, align), (DType::Float32, b.data_ptr(), 4)),
+        })) => assert_eq!((dtype, address, align), (DType::Float32, b.data_ptr(), 4)),
         Err(e) => panic!("{e}"),
         Ok(_) => panic!("a misaligned &[f32]"),
     }
-    assert!(matches!(b.write::<f32>(), Err(Error::Misaligned { .. })));
+    assert!(matches!(
+        b.write::<f32>(),
+        Err(Error::Storage(StorageError::Misaligned { .. }))
+    ));
     #[cfg(feature = "ndarray")]
     assert!(matches!(
         b.as_array_view::<f32>(),
-        Err(Error::Misaligned { .. })
+        Err(Error::Storage(StorageError::Misaligned { .. }))
     ));
     assert_eq!(b.to_vec::<f32>().unwrap(), [1.5, -2.0]);
     assert_eq!(b.to_vec::<f64>().unwrap(), [1.5, -2.0]);

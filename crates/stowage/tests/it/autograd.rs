@@ -5,6 +5,7 @@
 //! fixture it wrote (`scripts/make_autograd_fixture.py`).
 
 use crate::common;
+use stowage::TensorError;
 
 use stowage::autograd::{self, GradRole};
 use stowage::checkpoint::dotted;
@@ -387,7 +388,9 @@ fn backward_with_an_explicit_gradient() {
         .with_requires_grad(true)
         .unwrap();
     let y = x.pow(2.0).unwrap();
-    assert!(matches!(y.backward(), Err(Error::BackwardNonScalar { shape }) if shape == [3]));
+    assert!(
+        matches!(y.backward(), Err(Error::Tensor(TensorError::BackwardNonScalar { shape })) if shape == [3])
+    );
     y.backward_with(&Tensor::from_slice(&[1.0f64, 0.1, 0.01]).unwrap())
         .unwrap();
     let g = values(&x.grad().unwrap());
@@ -396,10 +399,13 @@ fn backward_with_an_explicit_gradient() {
     }
     assert!(matches!(
         y.backward_with(&Tensor::ones(&[2], DType::Float64).unwrap()),
-        Err(Error::GradMismatch { expected, found, .. }) if expected == [3] && found == [2]
+        Err(Error::Tensor(TensorError::GradMismatch { expected, found, .. })) if expected == [3] && found == [2]
     ));
     let plain = Tensor::ones(&[1], DType::Float64).unwrap();
-    assert!(matches!(plain.backward(), Err(Error::NoGradFn)));
+    assert!(matches!(
+        plain.backward(),
+        Err(Error::Tensor(TensorError::NoGradFn))
+    ));
 }
 
 #[test]
@@ -407,9 +413,9 @@ fn requires_grad_rules() {
     let mut i = Tensor::zeros(&[2], DType::Int64).unwrap();
     assert!(matches!(
         i.requires_grad_(true),
-        Err(Error::GradNotFloat {
+        Err(Error::Tensor(TensorError::GradNotFloat {
             dtype: DType::Int64
-        })
+        }))
     ));
     let x = Tensor::ones(&[2], DType::Float32)
         .unwrap()
@@ -418,7 +424,10 @@ fn requires_grad_rules() {
     assert!(x.is_leaf() && x.requires_grad() && x.grad_fn_name().is_none());
     let mut y = x.mul(2.0).unwrap();
     assert!(!y.is_leaf() && y.requires_grad());
-    assert!(matches!(y.requires_grad_(false), Err(Error::NotALeaf)));
+    assert!(matches!(
+        y.requires_grad_(false),
+        Err(Error::Tensor(TensorError::NotALeaf))
+    ));
     let d = y.detach();
     assert!(!d.requires_grad() && d.is_leaf() && d.shares_storage_with(&y));
     // Integer results never require grad.
@@ -435,7 +444,7 @@ fn in_place_writes_to_what_requires_grad_are_refused_while_recording() {
         .with_requires_grad(true)
         .unwrap();
     let role = |r: stowage::Result<()>| match r {
-        Err(Error::InPlaceRequiresGrad { role, .. }) => Some(role),
+        Err(Error::Tensor(TensorError::InPlaceRequiresGrad { role, .. })) => Some(role),
         _ => None,
     };
     assert_eq!(role(x.add_(1.0).map(|_| ())), Some(GradRole::Leaf));
@@ -798,10 +807,10 @@ fn zero_dim_operands_promote_by_category_and_gradients_follow() {
     c.requires_grad_(true).unwrap();
     assert!(matches!(
         c.mul(2.0),
-        Err(Error::DTypeUnsupported {
+        Err(Error::Tensor(TensorError::DTypeUnsupported {
             dtype: DType::Complex64,
             ..
-        })
+        }))
     ));
     let _off = stowage::autograd::no_grad();
     assert!(c.mul(2.0).is_ok());
@@ -887,7 +896,7 @@ print(json.dumps(out))
     assert_eq!(grad(&x), want["earlier"]);
 
     let modified = |r: stowage::Result<()>| match r {
-        Err(e @ Error::SavedTensorModified { .. }) => {
+        Err(e @ Error::Tensor(TensorError::SavedTensorModified { .. })) => {
             assert!(
                 e.to_string().contains("modified by an inplace operation"),
                 "{e}"

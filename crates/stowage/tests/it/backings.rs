@@ -5,6 +5,7 @@
 use std::path::PathBuf;
 #[cfg(feature = "shm")]
 use std::process::Command;
+use stowage::StorageError;
 
 #[cfg(feature = "shm")]
 use stowage::storage::SharingStrategy;
@@ -30,7 +31,10 @@ fn shared_file_mapping_writes_reach_the_file_and_grow_it() {
         let mut t = Tensor::zeros(&[0], DType::Float32).unwrap();
         t.set_(&s, 1, &[1], &[1]).unwrap();
         t.fill_(1.0).unwrap();
-        assert!(matches!(s.resize_(16), Err(Error::NotResizable)));
+        assert!(matches!(
+            s.resize_(16),
+            Err(Error::Storage(StorageError::NotResizable))
+        ));
     }
     // Dropped: the file stays, grown, with the write.
     assert_eq!(std::fs::read(&path).unwrap(), [1, 2, 3, 4, 0, 0, 128, 63]);
@@ -51,11 +55,11 @@ fn private_file_mapping_never_changes_the_file() {
     assert_eq!(std::fs::read(&path).unwrap(), [9; 16]);
     // SAFETY: as above.
     match unsafe { UntypedStorage::from_file(&path, false, 17) } {
-        Err(Error::FileTooSmall {
+        Err(Error::Storage(StorageError::FileTooSmall {
             size: 16,
             nbytes: 17,
             ..
-        }) => {}
+        })) => {}
         other => panic!("{other:?}"),
     }
     // SAFETY: as above.
@@ -79,7 +83,10 @@ fn share_memory_keeps_identity_and_views_and_leaves_nothing_behind() {
         let s = t.untyped_storage().clone();
         s.share_memory_with(strategy).unwrap();
         assert!(s.is_shared() && !s.resizable());
-        assert!(matches!(s.resize_(4), Err(Error::NotResizable)));
+        assert!(matches!(
+            s.resize_(4),
+            Err(Error::Storage(StorageError::NotResizable))
+        ));
         // Views made before sharing see the moved bytes.
         assert_eq!(row.to_vec::<f32>().unwrap(), [2.0, 3.0]);
         row.fill_(7.0).unwrap();
@@ -159,16 +166,19 @@ fn pinned_memory_is_a_locked_copy_or_a_clear_refusal() {
             assert_ne!(p.data_ptr(), s.data_ptr());
             assert_eq!(p.tolist().unwrap(), [1, 2, 3]);
         }
-        Err(Error::PinFailed { nbytes: 3, .. }) => {}
+        Err(Error::Storage(StorageError::PinFailed { nbytes: 3, .. })) => {}
         Err(e) => panic!("{e:?}"),
     }
     let on_cuda = s.to("cuda:0".parse().unwrap()).unwrap();
     assert!(matches!(
         on_cuda.pin_memory(),
-        Err(Error::NotPinnable { .. })
+        Err(Error::Storage(StorageError::NotPinnable { .. }))
     ));
     let meta = UntypedStorage::new_on(4, Device::META).unwrap();
-    assert!(matches!(meta.pin_memory(), Err(Error::NotPinnable { .. })));
+    assert!(matches!(
+        meta.pin_memory(),
+        Err(Error::Storage(StorageError::NotPinnable { .. }))
+    ));
 }
 
 #[test]
@@ -182,20 +192,32 @@ fn meta_storages_refuse_every_data_access() {
     ];
     assert_eq!(views[3].stride(), &[0, 3, 1]);
     for v in &views {
-        assert!(matches!(v.to_vec::<f32>(), Err(Error::NoData { .. })));
-        assert!(matches!(v.fill_(1.0), Err(Error::NoData { .. })));
+        assert!(matches!(
+            v.to_vec::<f32>(),
+            Err(Error::Storage(StorageError::NoData { .. }))
+        ));
+        assert!(matches!(
+            v.fill_(1.0),
+            Err(Error::Storage(StorageError::NoData { .. }))
+        ));
     }
     let s = m.untyped_storage();
-    assert!(matches!(s.tolist(), Err(Error::NoData { .. })));
+    assert!(matches!(
+        s.tolist(),
+        Err(Error::Storage(StorageError::NoData { .. }))
+    ));
     assert!(matches!(
         s.copy_(&UntypedStorage::new(24).unwrap()),
-        Err(Error::NoData { .. })
+        Err(Error::Storage(StorageError::NoData { .. }))
     ));
     // PyTorch refuses to share a meta storage, naming its strategy's function.
     #[cfg(feature = "shm")]
     {
         let e = s.share_memory_().unwrap_err();
-        assert!(matches!(e, Error::ShareMemoryNotCpu { op: "_share_fd_" }));
+        assert!(matches!(
+            e,
+            Error::Storage(StorageError::ShareMemoryNotCpu { op: "_share_fd_" })
+        ));
         assert_eq!(e.to_string(), "_share_fd_: only available on CPU");
         let e = s
             .share_memory_with(SharingStrategy::FileSystem)

@@ -6,6 +6,7 @@
 //! `dcp_to_torch_save` then `torch.load`); hostile variants must be refused.
 
 use crate::common;
+use stowage::{CheckpointError, FormatError};
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -259,17 +260,17 @@ fn root_cause(e: &Error) -> &Error {
 fn hostile_checkpoints_are_refused_clearly() {
     let e = hostile("os_system");
     assert!(
-        matches!(root_cause(&e), Error::GlobalNotAllowed { module, name } if module == "os" && name == "system"),
+        matches!(root_cause(&e), Error::Checkpoint(CheckpointError::GlobalNotAllowed { module, name }) if module == "os" && name == "system"),
         "{e}"
     );
     let e = hostile("past_end");
     assert!(
         matches!(
             root_cause(&e),
-            Error::BadObject {
+            Error::Format(FormatError::BadObject {
                 context: "DCP item",
                 ..
-            }
+            })
         ),
         "{e}"
     );
@@ -281,10 +282,10 @@ fn hostile_checkpoints_are_refused_clearly() {
     assert!(
         matches!(
             root_cause(&e),
-            Error::BadObject {
+            Error::Format(FormatError::BadObject {
                 context: "DCP chunks",
                 ..
-            }
+            })
         ),
         "{e}"
     );
@@ -294,10 +295,10 @@ fn hostile_checkpoints_are_refused_clearly() {
     assert!(
         matches!(
             root_cause(&e),
-            Error::LimitExceeded {
+            Error::Checkpoint(CheckpointError::LimitExceeded {
                 limit: "decompressed DCP item bytes",
                 ..
-            }
+            })
         ),
         "{e}"
     );

@@ -4,6 +4,7 @@
 //! and memo-shared structures built in code.
 
 use crate::common;
+use stowage::{CheckpointError, FormatError, StorageError, TensorError};
 
 use std::any::Any;
 use std::path::{Path, PathBuf};
@@ -111,36 +112,36 @@ type Check = fn(&Error) -> bool;
 
 const EXPECTED: &[(&str, &str, Check)] = &[
     ("empty.pt", "NotACheckpoint", |e| {
-        matches!(e, Error::NotACheckpoint { .. })
+        matches!(e, Error::Format(FormatError::NotACheckpoint { .. }))
     }),
     ("not_a_checkpoint.pt", "NotACheckpoint", |e| {
-        matches!(e, Error::NotACheckpoint { .. })
+        matches!(e, Error::Format(FormatError::NotACheckpoint { .. }))
     }),
     ("truncated.pt", "Zip(NotZip)", |e| {
-        matches!(e, Error::Zip(ZipError::NotZip { .. }))
+        matches!(e, Error::Format(FormatError::Zip(ZipError::NotZip { .. })))
     }),
     (
         "legacy_truncated.pt",
         "InRecord(object pickle, Pickle(NoStop | Truncated))",
         |e| {
             matches!(e, Error::InRecord { name, source } if name == "object pickle"
-            && matches!(**source, Error::Pickle(PickleError::NoStop { .. } | PickleError::Truncated { .. })))
+            && matches!(**source, Error::Format(FormatError::Pickle(PickleError::NoStop { .. } | PickleError::Truncated { .. }))))
         },
     ),
     (
         "missing_record.pt",
         "InRecord(data.pkl, InStorage(0, MissingRecord(data/0)))",
-        |e| matches!(in_storage0(e), Some(Error::MissingRecord { name }) if name == "data/0"),
+        |e| matches!(in_storage0(e), Some(Error::Format(FormatError::MissingRecord { name })) if name == "data/0"),
     ),
     (
         "short_record.pt",
         "InStorage(0, RecordSize(data/0, expected 48, found 20))",
-        |e| matches!(in_storage0(e), Some(Error::RecordSize { name, expected: 48, found: 20 }) if name == "data/0"),
+        |e| matches!(in_storage0(e), Some(Error::Format(FormatError::RecordSize { name, expected: 48, found: 20 })) if name == "data/0"),
     ),
     (
         "bad_byteorder.pt",
         "BadObject(byteorder record, found middle)",
-        |e| matches!(e, Error::BadObject { context: "byteorder record", found, .. } if found == "middle"),
+        |e| matches!(e, Error::Format(FormatError::BadObject { context: "byteorder record", found, .. }) if found == "middle"),
     ),
     (
         "view_past_end.pt",
@@ -148,12 +149,12 @@ const EXPECTED: &[(&str, &str, Check)] = &[
         |e| {
             matches!(
                 in_storage0(e),
-                Some(Error::OutOfStorage {
+                Some(Error::Storage(StorageError::OutOfStorage {
                     needed: 40,
                     nbytes: 24,
                     offset: 4,
                     ..
-                })
+                }))
             )
         },
     ),
@@ -163,14 +164,17 @@ const EXPECTED: &[(&str, &str, Check)] = &[
         |e| {
             matches!(
                 in_storage0(e),
-                Some(Error::OutOfStorage { nbytes: 16, .. } | Error::SizeOverflow { .. })
+                Some(
+                    Error::Storage(StorageError::OutOfStorage { nbytes: 16, .. })
+                        | Error::Tensor(TensorError::SizeOverflow { .. })
+                )
             )
         },
     ),
     (
         "view_negative_size.pt",
         "InRecord(data.pkl, BadObject(tensor size, int -2))",
-        |e| matches!(in_pickle(e), Some(Error::BadObject { context: "tensor size", found, .. }) if found.contains("-2")),
+        |e| matches!(in_pickle(e), Some(Error::Format(FormatError::BadObject { context: "tensor size", found, .. })) if found.contains("-2")),
     ),
     (
         "absurd_numel.pt",
@@ -178,10 +182,10 @@ const EXPECTED: &[(&str, &str, Check)] = &[
         |e| {
             matches!(
                 in_pickle(e),
-                Some(Error::SizeOverflow {
+                Some(Error::Tensor(TensorError::SizeOverflow {
                     what: "storage bytes",
                     ..
-                })
+                }))
             )
         },
     ),
@@ -191,29 +195,31 @@ const EXPECTED: &[(&str, &str, Check)] = &[
         |e| {
             matches!(
                 in_storage0(e),
-                Some(Error::Zip(ZipError::InflatesTooLarge { expected: 48, .. }))
+                Some(Error::Format(FormatError::Zip(
+                    ZipError::InflatesTooLarge { expected: 48, .. }
+                )))
             )
         },
     ),
     (
         "deflate_bomb_huge_size.pt",
         "InStorage(0, ImplausibleRecord(data/0, declared 2**40))",
-        |e| matches!(in_storage0(e), Some(Error::ImplausibleRecord { name, declared, .. }) if name == "data/0" && *declared == 1 << 40),
+        |e| matches!(in_storage0(e), Some(Error::Format(FormatError::ImplausibleRecord { name, declared, .. })) if name == "data/0" && *declared == 1 << 40),
     ),
     (
         "os_system.pt",
         "GlobalNotAllowed(os.system)",
-        |e| matches!(in_pickle(e), Some(Error::GlobalNotAllowed { module, name }) if module == "os" && name == "system"),
+        |e| matches!(in_pickle(e), Some(Error::Checkpoint(CheckpointError::GlobalNotAllowed { module, name })) if module == "os" && name == "system"),
     ),
     (
         "builtins_eval.pt",
         "GlobalNotAllowed(builtins.eval)",
-        |e| matches!(in_pickle(e), Some(Error::GlobalNotAllowed { module, name }) if module == "builtins" && name == "eval"),
+        |e| matches!(in_pickle(e), Some(Error::Checkpoint(CheckpointError::GlobalNotAllowed { module, name })) if module == "builtins" && name == "eval"),
     ),
     (
         "custom_class.pt",
         "GlobalNotAllowed(__main__.MyModule)",
-        |e| matches!(in_pickle(e), Some(Error::GlobalNotAllowed { module, name }) if module == "__main__" && name == "MyModule"),
+        |e| matches!(in_pickle(e), Some(Error::Checkpoint(CheckpointError::GlobalNotAllowed { module, name })) if module == "__main__" && name == "MyModule"),
     ),
     (
         "deep_nesting.pt",
@@ -221,10 +227,12 @@ const EXPECTED: &[(&str, &str, Check)] = &[
         |e| {
             matches!(
                 in_pickle(e),
-                Some(Error::Pickle(PickleError::LimitExceeded {
-                    limit: "max_depth",
-                    ..
-                }))
+                Some(Error::Format(FormatError::Pickle(
+                    PickleError::LimitExceeded {
+                        limit: "max_depth",
+                        ..
+                    }
+                )))
             )
         },
     ),
@@ -234,10 +242,12 @@ const EXPECTED: &[(&str, &str, Check)] = &[
         |e| {
             matches!(
                 in_pickle(e),
-                Some(Error::Pickle(PickleError::UnknownOpcode {
-                    byte: 0xff,
-                    offset: 14
-                }))
+                Some(Error::Format(FormatError::Pickle(
+                    PickleError::UnknownOpcode {
+                        byte: 0xff,
+                        offset: 14
+                    }
+                )))
             )
         },
     ),
@@ -584,7 +594,13 @@ fn memo_doubling_over_a_tensor_is_refused_quickly_in_bounded_memory() {
     let r = within("tensors() of 2**40 paths to one tensor", LIMIT, move || {
         ckpt.tensors().map(|t| t.len())
     });
-    assert!(matches!(r, Err(Error::LimitExceeded { .. })), "{r:?}");
+    assert!(
+        matches!(
+            r,
+            Err(Error::Checkpoint(CheckpointError::LimitExceeded { .. }))
+        ),
+        "{r:?}"
+    );
     if let (Some(before), Some(after)) = (before, peak_rss_kib()) {
         assert!(
             after.saturating_sub(before) < 1 << 20,

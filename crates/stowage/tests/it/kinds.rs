@@ -9,6 +9,7 @@
 //! passes, unless `STOWAGE_REQUIRE_TORCH` is set.
 
 use crate::common;
+use stowage::FormatError;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -307,7 +308,9 @@ fn malformed_kinds_give_typed_errors() {
         assert_eq!(expected(name)["weights_only"], json!(false), "{name}");
         let e = load(name).err().unwrap_or_else(|| panic!("{name} loaded"));
         match root_cause(&e) {
-            Error::BadTensorKind { layout: l, .. } => assert_eq!(*l, layout, "{name}: {e}"),
+            Error::Format(FormatError::BadTensorKind { layout: l, .. }) => {
+                assert_eq!(*l, layout, "{name}: {e}")
+            }
             other => panic!("{name}: {other:?}"),
         }
     }

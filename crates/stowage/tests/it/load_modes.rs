@@ -1,6 +1,7 @@
 //! Memory-mapped, meta and fake loading of checkpoints written by real PyTorch.
 
 use crate::common;
+use stowage::StorageError;
 
 use crate::common::{
     assert_manifest_eq, describe, expected_manifest, fixture, fixture_names, full_manifest,
@@ -39,7 +40,10 @@ fn mmap_storages_are_slices_of_the_file_and_writes_stay_private() {
         storage.is_shared(),
         "PyTorch reports mapped storages as shared"
     );
-    assert!(matches!(storage.resize_(8), Err(Error::NotResizable)));
+    assert!(matches!(
+        storage.resize_(8),
+        Err(Error::Storage(StorageError::NotResizable))
+    ));
     // Every view shares the one mapped storage, and a write is seen by the others
     // but never reaches the file (copy-on-write).
     let tensors = ckpt.tensors().unwrap();
@@ -97,7 +101,10 @@ fn fake_loading_keeps_metadata_reads_no_bytes_and_pretends_a_device() {
         for (_, t) in ckpt.tensors().unwrap() {
             assert!(t.tensor.is_fake(), "{name}");
             assert_eq!(t.tensor.device(), cuda);
-            assert!(matches!(t.tensor.scalars(), Err(Error::NoData { .. })));
+            assert!(matches!(
+                t.tensor.scalars(),
+                Err(Error::Storage(StorageError::NoData { .. }))
+            ));
         }
     }
 }
@@ -265,7 +272,13 @@ fn fake_loading_of_safetensors_reads_no_bytes() {
     for ((name, t), (_, r)) in tensors.iter().zip(reread.state_dict().unwrap()) {
         assert!(t.is_fake() && t.device() == cuda, "{name}");
         assert_eq!((t.shape(), t.dtype()), (r.shape(), r.dtype()), "{name}");
-        assert!(matches!(t.scalars(), Err(Error::NoData { .. })), "{name}");
+        assert!(
+            matches!(
+                t.scalars(),
+                Err(Error::Storage(StorageError::NoData { .. }))
+            ),
+            "{name}"
+        );
     }
 }
 

@@ -7,6 +7,7 @@
 //! PyTorch refuses, for the same reason.
 
 use std::path::PathBuf;
+use stowage::{CheckpointError, FormatError, StorageError};
 
 use crate::common::{assert_manifest_eq, fixtures_dir, manifest, path_json, Hash};
 use serde_json::{json, Value as J};
@@ -132,10 +133,10 @@ fn a_python2_str_that_is_not_utf8_is_refused_as_pytorch_refuses_it() {
     assert!(
         matches!(
             root_cause(&e),
-            Error::Pickle(PickleError::BadText {
+            Error::Format(FormatError::Pickle(PickleError::BadText {
                 what: "utf-8 (a Python 2 str)",
                 ..
-            })
+            }))
         ),
         "{e:?}"
     );
@@ -152,7 +153,7 @@ fn copy_reg_reconstructor_is_refused_as_pytorch_refuses_it() {
     assert!(answer["full"].get("error").is_none());
     let e = load_py2("py2_copy_reg").unwrap_err();
     match root_cause(&e) {
-        Error::GlobalNotAllowed { module, name } => {
+        Error::Checkpoint(CheckpointError::GlobalNotAllowed { module, name }) => {
             assert_eq!(
                 (module.as_str(), name.as_str()),
                 ("copy_reg", "_reconstructor")
@@ -206,7 +207,10 @@ fn a_tensor_past_its_storage_view_is_refused() {
     bytes[at + pattern.len() - 1] = 2;
     let e = stowage::checkpoint::load_bytes(&bytes, &Default::default()).unwrap_err();
     assert!(
-        matches!(root_cause(&e), Error::OutOfStorage { .. }),
+        matches!(
+            root_cause(&e),
+            Error::Storage(StorageError::OutOfStorage { .. })
+        ),
         "{e:?}"
     );
 }

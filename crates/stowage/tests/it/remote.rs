@@ -562,20 +562,7 @@ fn saves_to_s3_commit_only_whole_checkpoints() {
 
 /// The [`RemoteError`] inside a load's error.
 fn remote_error(e: &Error) -> Option<&RemoteError> {
-    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(e);
-    while let Some(c) = cause {
-        if let Some(io) = c.downcast_ref::<std::io::Error>() {
-            if let Some(r) = io.get_ref().and_then(|r| r.downcast_ref::<RemoteError>()) {
-                return Some(r);
-            }
-        }
-        if let Some(Error::InFile { source, .. }) = c.downcast_ref::<Error>() {
-            cause = Some(&**source);
-            continue;
-        }
-        cause = c.source();
-    }
-    None
+    e.remote()
 }
 
 #[test]

@@ -4,6 +4,7 @@
 //! what PyTorch refuses to save is refused. Plus the safetensors writer.
 
 use crate::common;
+use stowage::{CheckpointError, StorageError, TensorError};
 
 use std::collections::HashSet;
 use std::path::Path;
@@ -274,7 +275,7 @@ fn one_storage_as_two_dtypes_is_refused() {
     let err =
         stowage::save(&out, &ckpt).expect_err("PyTorch refuses one storage saved as two types");
     match common::in_file(&err, &out) {
-        Error::SaveConflict { first, second, .. } => {
+        Error::Checkpoint(CheckpointError::SaveConflict { first, second, .. }) => {
             assert_eq!((*first, *second), (DType::Float32, DType::Int32))
         }
         other => panic!("expected SaveConflict, got {other:?}"),
@@ -345,7 +346,10 @@ fn saving_a_fake_tensor_is_no_data() {
     let out = dir.path().join("fake.pt");
     let err = stowage::save(&out, &ckpt).expect_err("fake tensors have no bytes to save");
     assert!(
-        matches!(common::in_file(&err, &out), Error::NoData { .. }),
+        matches!(
+            common::in_file(&err, &out),
+            Error::Storage(StorageError::NoData { .. })
+        ),
         "{err:?}"
     );
 }
@@ -397,7 +401,10 @@ fn save_is_crash_safe() {
     }
     let err = stowage::save(&out, &failing).expect_err("fake tensor");
     assert!(
-        matches!(common::in_file(&err, &out), Error::NoData { .. }),
+        matches!(
+            common::in_file(&err, &out),
+            Error::Storage(StorageError::NoData { .. })
+        ),
         "{err:?}"
     );
     assert!(
@@ -484,7 +491,7 @@ fn safetensors_round_trip_of_every_fixture() {
                             "{name}: the error names the first unsupported tensor"
                         );
                         match &**source {
-                            Error::DTypeUnsupported { dtype, .. } => {
+                            Error::Tensor(TensorError::DTypeUnsupported { dtype, .. }) => {
                                 assert_eq!(*dtype, bad.tensor.dtype(), "{name}")
                             }
                             other => panic!(
@@ -550,10 +557,10 @@ fn safetensors_refuses_complex128_and_quantized_by_path() {
             assert!(
                 matches!(
                     *source,
-                    Error::DTypeUnsupported {
+                    Error::Tensor(TensorError::DTypeUnsupported {
                         dtype: DType::Complex128,
                         ..
-                    }
+                    })
                 ),
                 "{source:?}"
             );
@@ -567,7 +574,7 @@ fn safetensors_refuses_complex128_and_quantized_by_path() {
         Err(Error::AtPath { path, source }) => {
             assert_eq!(path, first);
             assert!(
-                matches!(*source, Error::DTypeUnsupported { .. }),
+                matches!(*source, Error::Tensor(TensorError::DTypeUnsupported { .. })),
                 "{source:?}"
             );
         }

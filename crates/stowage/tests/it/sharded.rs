@@ -5,6 +5,7 @@
 //! Face's writer splits, replace an older set as a whole, and load in Python.
 
 use crate::common;
+use stowage::FormatError;
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -244,7 +245,7 @@ fn hostile_indexes_are_refused() {
     fs::write(&index, moved).unwrap();
     let err = stowage::load(out.path()).unwrap_err();
     assert!(
-        matches!(common::in_file(&err, &index), Error::ShardLacksTensor { name, .. } if name == "norm.weight"),
+        matches!(common::in_file(&err, &index), Error::Format(FormatError::ShardLacksTensor { name, .. }) if name == "norm.weight"),
         "{err}"
     );
 
@@ -256,7 +257,10 @@ fn hostile_indexes_are_refused() {
     .unwrap();
     let err = stowage::load(out.path()).unwrap_err();
     assert!(
-        matches!(common::in_file(&err, &index), Error::BadObject { .. }),
+        matches!(
+            common::in_file(&err, &index),
+            Error::Format(FormatError::BadObject { .. })
+        ),
         "{err}"
     );
 

@@ -6,6 +6,7 @@ use crate::common::{
     load_fixture, manifest, Hash, LEGACY_FIXTURES,
 };
 use stowage::checkpoint::{ByteOrder, Format, LoadOptions, PathKey};
+use stowage::StorageError;
 use stowage::{DType, Device, Error, Scalar};
 
 #[test]
@@ -147,7 +148,7 @@ fn legacy_load_bytes_and_meta() {
                 assert!(
                     matches!(
                         t.tensor.get(&vec![0; t.tensor.dim()]),
-                        Err(Error::NoData { .. })
+                        Err(Error::Storage(StorageError::NoData { .. }))
                     ),
                     "{name}: {p:?}"
                 );

@@ -4,6 +4,7 @@
 //! behaviours each fixture exists for.
 
 use crate::common;
+use stowage::{StorageError, TensorError};
 
 use crate::common::{
     assert_manifest_eq, check_keys_match_sharing, describe, expected_manifest, fixture,
@@ -133,7 +134,10 @@ fn meta_map_location_loads_every_fixture_without_data() {
         for r in &ckpt.storages {
             assert!(r.storage.is_meta(), "{name}: storage {} is not meta", r.key);
             assert!(
-                matches!(r.storage.bytes(), Err(Error::NoData { .. })),
+                matches!(
+                    r.storage.bytes(),
+                    Err(Error::Storage(StorageError::NoData { .. }))
+                ),
                 "{name}: storage {} has bytes",
                 r.key
             );
@@ -146,14 +150,17 @@ fn meta_map_location_loads_every_fixture_without_data() {
             let index = vec![0isize; x.dim()];
             if x.numel() > 0 {
                 match x.get(&index) {
-                    Err(Error::NoData { device, .. }) => assert_eq!(device, Device::META),
+                    Err(Error::Storage(StorageError::NoData { device, .. })) => {
+                        assert_eq!(device, Device::META)
+                    }
                     other => panic!("{name}: {path:?}: get on meta gave {other:?}"),
                 }
             }
             assert!(
                 matches!(
                     x.to_vec::<f64>(),
-                    Err(Error::NoData { .. }) | Err(Error::DTypeUnsupported { .. })
+                    Err(Error::Storage(StorageError::NoData { .. }))
+                        | Err(Error::Tensor(TensorError::DTypeUnsupported { .. }))
                 ) || x.numel() == 0
             );
         }

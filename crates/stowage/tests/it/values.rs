@@ -8,6 +8,7 @@ use crate::common::{fixture, fixtures_dir, load_fixture, path_json};
 use serde_json::Value as J;
 use stowage::checkpoint::LoadMode;
 use stowage::checkpoint::{LoadOptions, PathKey, ValueKind};
+use stowage::{CheckpointError, StorageError};
 use stowage::{DType, Error};
 
 #[test]
@@ -104,24 +105,28 @@ fn a_training_checkpoint_reads_through_get() {
 fn lookups_fail_with_typed_errors_naming_the_path() {
     let ckpt = load_fixture("training_checkpoint");
     match ckpt.get("config.nope") {
-        Err(Error::ValueNotFound { path }) => assert_eq!(path, "config.nope"),
+        Err(Error::Checkpoint(CheckpointError::ValueNotFound { path })) => {
+            assert_eq!(path, "config.nope")
+        }
         other => panic!("{other:?}"),
     }
     match ckpt.get("optimizer.param_groups.5.lr") {
-        Err(Error::ValueNotFound { path }) => assert_eq!(path, "optimizer.param_groups.5.lr"),
+        Err(Error::Checkpoint(CheckpointError::ValueNotFound { path })) => {
+            assert_eq!(path, "optimizer.param_groups.5.lr")
+        }
         other => panic!("{other:?}"),
     }
     match ckpt.get("epoch").unwrap().as_str() {
-        Err(Error::ValueType {
+        Err(Error::Checkpoint(CheckpointError::ValueType {
             path,
             expected,
             found,
-        }) => assert_eq!((path.as_str(), expected, found), ("epoch", "str", "int")),
+        })) => assert_eq!((path.as_str(), expected, found), ("epoch", "str", "int")),
         other => panic!("{other:?}"),
     }
     let e = ckpt.get("config.huge").unwrap().as_i64().unwrap_err();
     assert!(
-        matches!(&e, Error::ValueType { path, found: "int", .. } if path == "config.huge"),
+        matches!(&e, Error::Checkpoint(CheckpointError::ValueType { path, found: "int", .. }) if path == "config.huge"),
         "{e:?}"
     );
     assert!(ckpt.get("config").unwrap().as_tensor().is_err());
@@ -188,7 +193,7 @@ fn lazy_storages_read_in_windows_without_loading() {
     let mut past = [0u8; 4];
     assert!(matches!(
         s.read_at(want.len() - 2, &mut past),
-        Err(Error::StorageRange { .. })
+        Err(Error::Storage(StorageError::StorageRange { .. }))
     ));
     // A loaded storage copies from its bytes.
     let e = eager
@@ -382,5 +387,8 @@ print(json.dumps([[k, v.flatten().double().tolist()] for k, v in m.state_dict().
         .root_value()
         .module_state_dict()
         .unwrap_err();
-    assert!(matches!(e, Error::ValueType { .. }), "{e}");
+    assert!(
+        matches!(e, Error::Checkpoint(CheckpointError::ValueType { .. })),
+        "{e}"
+    );
 }

@@ -5,6 +5,7 @@
 
 use stowage::layout::{DTypeViewProblem, Layout};
 use stowage::{DType, Device, Error, Result, Scalar, Tensor, UntypedStorage};
+use stowage::{StorageError, TensorError};
 
 /// `torch.arange(12.).view(3, 4)`.
 fn grid() -> Tensor {
@@ -239,7 +240,10 @@ fn a_gradient_has_a_storage_of_its_own() -> Result<()> {
     assert!(t.data_ptr() != grad.data_ptr() && !t.shares_storage_with(&grad));
     assert!(matches!(
         t.add_(1.0),
-        Err(Error::InPlaceRequiresGrad { op: "add_", .. })
+        Err(Error::Tensor(TensorError::InPlaceRequiresGrad {
+            op: "add_",
+            ..
+        }))
     ));
     {
         let _no_grad = stowage::autograd::no_grad();
@@ -272,7 +276,7 @@ fn meta_tensors_have_a_shape_and_no_data() -> Result<()> {
         (&[2][..], &[3][..], 1)
     );
     let no_data = |r: Result<()>, op: &str| match r {
-        Err(Error::NoData { op: o, device }) => {
+        Err(Error::Storage(StorageError::NoData { op: o, device })) => {
             assert_eq!(device, Device::META);
             assert_eq!(o, op);
         }
@@ -285,12 +289,15 @@ fn meta_tensors_have_a_shape_and_no_data() -> Result<()> {
     no_data(z.untyped_storage().fill_(0).map(drop), "fill_");
     assert!(matches!(
         z.untyped_storage().bytes(),
-        Err(Error::NoData { .. })
+        Err(Error::Storage(StorageError::NoData { .. }))
     ));
-    assert!(matches!(z.fill_(1.0), Err(Error::NoData { .. })));
+    assert!(matches!(
+        z.fill_(1.0),
+        Err(Error::Storage(StorageError::NoData { .. }))
+    ));
     assert!(matches!(
         z.to_device(Device::CPU),
-        Err(Error::NoData { .. })
+        Err(Error::Storage(StorageError::NoData { .. }))
     ));
     // Moving to meta keeps the metadata and drops the bytes.
     let m = grid().to_device(Device::META)?;
@@ -309,13 +316,13 @@ fn devices_are_recorded_and_bytes_stay_on_the_host() -> Result<()> {
     assert!(g.to_string().ends_with(", device='cuda:0')"));
     assert!(matches!(
         "cuda:01".parse::<Device>(),
-        Err(Error::InvalidDevice { text }) if text == "cuda:01"
+        Err(Error::Tensor(TensorError::InvalidDevice { text })) if text == "cuda:01"
     ));
     assert_eq!("float32".parse::<DType>()?, DType::Float32);
     assert_eq!("torch.half".parse::<DType>()?, DType::Float16);
     assert!(matches!(
         "float128".parse::<DType>(),
-        Err(Error::UnknownDType { name }) if name == "float128"
+        Err(Error::Tensor(TensorError::UnknownDType { name })) if name == "float128"
     ));
     Ok(())
 }
@@ -329,25 +336,40 @@ fn dimensions_out_of_range() {
     let b = grid();
     assert!(matches!(
         b.select(2, 0),
-        Err(Error::DimOutOfRange { dim: 2, ndim: 2 })
+        Err(Error::Tensor(TensorError::DimOutOfRange {
+            dim: 2,
+            ndim: 2
+        }))
     ));
     assert!(matches!(
         b.transpose(0, -3),
-        Err(Error::DimOutOfRange { dim: -3, ndim: 2 })
+        Err(Error::Tensor(TensorError::DimOutOfRange {
+            dim: -3,
+            ndim: 2
+        }))
     ));
     assert!(matches!(
         b.narrow(5, 0, 1),
-        Err(Error::DimOutOfRange { dim: 5, ndim: 2 })
+        Err(Error::Tensor(TensorError::DimOutOfRange {
+            dim: 5,
+            ndim: 2
+        }))
     ));
     // unsqueeze accepts ndim + 1 positions.
     assert!(matches!(
         b.unsqueeze(3),
-        Err(Error::DimOutOfRange { dim: 3, ndim: 3 })
+        Err(Error::Tensor(TensorError::DimOutOfRange {
+            dim: 3,
+            ndim: 3
+        }))
     ));
     assert!(b.unsqueeze(2).is_ok() && b.unsqueeze(-3).is_ok());
     assert!(matches!(
         b.permute(&[0, 2]),
-        Err(Error::DimOutOfRange { dim: 2, ndim: 2 })
+        Err(Error::Tensor(TensorError::DimOutOfRange {
+            dim: 2,
+            ndim: 2
+        }))
     ));
     let e = b.select(2, 0).unwrap_err();
     assert_eq!(
@@ -361,53 +383,53 @@ fn indices_out_of_range() {
     let b = grid();
     assert!(matches!(
         b.select(0, 3),
-        Err(Error::IndexOutOfRange {
+        Err(Error::Tensor(TensorError::IndexOutOfRange {
             index: 3,
             dim: 0,
             size: 3
-        })
+        }))
     ));
     assert!(matches!(
         b.index(-4),
-        Err(Error::IndexOutOfRange {
+        Err(Error::Tensor(TensorError::IndexOutOfRange {
             index: -4,
             dim: 0,
             size: 3
-        })
+        }))
     ));
     assert!(matches!(
         b.get(&[0, 4]),
-        Err(Error::IndexOutOfRange {
+        Err(Error::Tensor(TensorError::IndexOutOfRange {
             index: 4,
             dim: 1,
             size: 4
-        })
+        }))
     ));
     assert!(matches!(
         b.set(&[isize::MIN, 0], 1.0),
-        Err(Error::IndexOutOfRange {
+        Err(Error::Tensor(TensorError::IndexOutOfRange {
             index: isize::MIN,
             dim: 0,
             size: 3
-        })
+        }))
     ));
     assert!(matches!(
         b.untyped_storage().get(48),
-        Err(Error::IndexOutOfRange {
+        Err(Error::Tensor(TensorError::IndexOutOfRange {
             index: 48,
             dim: 0,
             size: 48
-        })
+        }))
     ));
     assert_eq!(b.untyped_storage().get(-1).ok(), Some(65)); // 11.0 is 0x41300000
     assert!(matches!(
         b.get(&[0]),
-        Err(Error::DimCountMismatch {
+        Err(Error::Tensor(TensorError::DimCountMismatch {
             op: "index",
             ndim: 2,
             given: 1,
             ..
-        })
+        }))
     ));
     assert_eq!(
         b.select(0, 3).unwrap_err().to_string(),
@@ -419,11 +441,11 @@ fn indices_out_of_range() {
 fn view_on_incompatible_strides() {
     let t = grid().t().unwrap();
     match t.view(&[12]) {
-        Err(Error::ViewIncompatible {
+        Err(Error::Tensor(TensorError::ViewIncompatible {
             shape,
             size,
             stride,
-        }) => {
+        })) => {
             assert_eq!((shape, size, stride), (vec![12], vec![4, 3], vec![1, 4]));
         }
         other => panic!("expected ViewIncompatible, got {other:?}"),
@@ -435,9 +457,9 @@ fn view_on_incompatible_strides() {
     // A dtype view needs a unit last stride.
     assert!(matches!(
         t.view_dtype(DType::UInt8),
-        Err(Error::ViewDType {
+        Err(Error::Tensor(TensorError::ViewDType {
             problem: DTypeViewProblem::LastStride { stride: 4 }
-        })
+        }))
     ));
 }
 
@@ -445,15 +467,21 @@ fn view_on_incompatible_strides() {
 fn shape_mismatch() {
     let b = grid();
     match b.view(&[5, -1]) {
-        Err(Error::ShapeMismatch { shape, numel }) => assert_eq!((shape, numel), (vec![5, -1], 12)),
+        Err(Error::Tensor(TensorError::ShapeMismatch { shape, numel })) => {
+            assert_eq!((shape, numel), (vec![5, -1], 12))
+        }
         other => panic!("expected ShapeMismatch, got {other:?}"),
     }
     match b.view(&[5]) {
-        Err(Error::ShapeMismatch { shape, numel }) => assert_eq!((shape, numel), (vec![5], 12)),
+        Err(Error::Tensor(TensorError::ShapeMismatch { shape, numel })) => {
+            assert_eq!((shape, numel), (vec![5], 12))
+        }
         other => panic!("expected ShapeMismatch, got {other:?}"),
     }
     match Tensor::from_vec(vec![1.0f32; 5], &[2, 3]) {
-        Err(Error::ShapeMismatch { shape, numel }) => assert_eq!((shape, numel), (vec![2, 3], 5)),
+        Err(Error::Tensor(TensorError::ShapeMismatch { shape, numel })) => {
+            assert_eq!((shape, numel), (vec![2, 3], 5))
+        }
         other => panic!("expected ShapeMismatch, got {other:?}"),
     }
     assert_eq!(
@@ -462,19 +490,22 @@ fn shape_mismatch() {
     );
     assert!(matches!(
         b.view(&[-1, -1]),
-        Err(Error::MultipleInferredDims { .. })
+        Err(Error::Tensor(TensorError::MultipleInferredDims { .. }))
     ));
     assert!(matches!(
         b.view(&[-2, 6]),
-        Err(Error::NegativeSize { size: -2 })
+        Err(Error::Tensor(TensorError::NegativeSize { size: -2 }))
     ));
     assert!(matches!(
         b.expand(&[3, 5]),
-        Err(Error::ExpandIncompatible { .. })
+        Err(Error::Tensor(TensorError::ExpandIncompatible { .. }))
     ));
     let a = Tensor::zeros(&[2, 3], DType::Float32).unwrap();
     let e = a.copy_(&b).unwrap_err();
-    assert!(matches!(e, Error::SizeMismatch { a: 3, b: 4, dim: 1 }));
+    assert!(matches!(
+        e,
+        Error::Tensor(TensorError::SizeMismatch { a: 3, b: 4, dim: 1 })
+    ));
     assert_eq!(
         e.to_string(),
         "The size of tensor a (3) must match the size of tensor b (4) at non-singleton dimension 1"
@@ -493,14 +524,14 @@ fn shape_mismatch() {
 fn layouts_past_the_end_of_the_storage() {
     let b = grid(); // 12 float32 elements, 48 bytes
     match b.as_strided(&[4], &[7], 3) {
-        Err(Error::OutOfStorage {
+        Err(Error::Storage(StorageError::OutOfStorage {
             needed,
             nbytes,
             shape,
             stride,
             offset,
             element_size,
-        }) => {
+        })) => {
             // offset 3 + 3 * 7 + 1 = 25 elements reached, 100 bytes.
             assert_eq!((needed, nbytes), (100, 48));
             assert_eq!(
@@ -514,22 +545,22 @@ fn layouts_past_the_end_of_the_storage() {
     assert!(b.as_strided(&[4], &[1], 8).is_ok());
     assert!(matches!(
         b.as_strided(&[4], &[1], 9),
-        Err(Error::OutOfStorage {
+        Err(Error::Storage(StorageError::OutOfStorage {
             needed: 52,
             nbytes: 48,
             ..
-        })
+        }))
     ));
     let mut t = Tensor::ones(&[3], DType::Float32).unwrap();
     let s = t.untyped_storage().deep_clone().unwrap();
     match t.set_(&s, 1, &[3], &[1]) {
-        Err(Error::OutOfStorage {
+        Err(Error::Storage(StorageError::OutOfStorage {
             needed,
             nbytes,
             offset,
             element_size,
             ..
-        }) => {
+        })) => {
             assert_eq!((needed, nbytes, offset, element_size), (16, 12, 1, 4));
         }
         other => panic!("expected OutOfStorage, got {other:?}"),
@@ -544,12 +575,12 @@ fn layouts_past_the_end_of_the_storage() {
     let mut d = Tensor::zeros(&[0], DType::Float64).unwrap();
     assert!(matches!(
         d.set_(&s, 0, &[3], &[1]),
-        Err(Error::OutOfStorage {
+        Err(Error::Storage(StorageError::OutOfStorage {
             needed: 24,
             nbytes: 12,
             element_size: 8,
             ..
-        })
+        }))
     ));
     assert!(matches!(
         Tensor::from_parts(
@@ -557,41 +588,48 @@ fn layouts_past_the_end_of_the_storage() {
             DType::Float32,
             Layout::new(&[13], &[1], 0).unwrap()
         ),
-        Err(Error::OutOfStorage {
+        Err(Error::Storage(StorageError::OutOfStorage {
             needed: 52,
             nbytes: 12,
             ..
-        })
+        }))
     ));
     // Shape and stride of different lengths.
     assert!(matches!(
         t.set_(&s, 0, &[3], &[1, 1]),
-        Err(Error::StrideLengthMismatch {
+        Err(Error::Tensor(TensorError::StrideLengthMismatch {
             shape_len: 1,
             stride_len: 2
-        })
+        }))
     ));
     // A storage shrunk under a view: reads check the layout again.
     let v = grid();
     v.untyped_storage().resize_(8).unwrap();
     assert!(matches!(
         v.get(&[2, 3]),
-        Err(Error::OutOfStorage { nbytes: 8, .. })
+        Err(Error::Storage(StorageError::OutOfStorage { nbytes: 8, .. }))
     ));
-    assert!(matches!(v.to_vec::<f32>(), Err(Error::OutOfStorage { .. })));
+    assert!(matches!(
+        v.to_vec::<f32>(),
+        Err(Error::Storage(StorageError::OutOfStorage { .. }))
+    ));
 }
 
 #[test]
 fn sizes_that_overflow() {
     match Tensor::zeros(&[usize::MAX, 2], DType::Float32) {
-        Err(Error::SizeOverflow { what, .. }) => assert_eq!(what, "element count"),
+        Err(Error::Tensor(TensorError::SizeOverflow { what, .. })) => {
+            assert_eq!(what, "element count")
+        }
         other => panic!(
             "expected SizeOverflow, got {:?}",
             other.map(|t| t.shape().to_vec())
         ),
     }
     match Tensor::zeros(&[usize::MAX / 2], DType::Float32) {
-        Err(Error::SizeOverflow { what, .. }) => assert_eq!(what, "tensor bytes"),
+        Err(Error::Tensor(TensorError::SizeOverflow { what, .. })) => {
+            assert_eq!(what, "tensor bytes")
+        }
         other => panic!(
             "expected SizeOverflow, got {:?}",
             other.map(|t| t.shape().to_vec())
@@ -600,72 +638,78 @@ fn sizes_that_overflow() {
     let b = grid();
     assert!(matches!(
         b.view(&[isize::MAX, 2]),
-        Err(Error::ShapeMismatch { .. })
+        Err(Error::Tensor(TensorError::ShapeMismatch { .. }))
     ));
     assert!(matches!(
         b.index(0).unwrap().expand(&[isize::MAX, isize::MAX, 4]),
-        Err(Error::SizeOverflow { .. })
+        Err(Error::Tensor(TensorError::SizeOverflow { .. }))
     ));
     // A stride reaching past every address is caught, in 128-bit arithmetic.
     match b.as_strided(&[2], &[usize::MAX], 0) {
-        Err(Error::OutOfStorage { needed, .. }) => assert_eq!(needed, (1u128 << 64) * 4),
+        Err(Error::Storage(StorageError::OutOfStorage { needed, .. })) => {
+            assert_eq!(needed, (1u128 << 64) * 4)
+        }
         other => panic!("expected OutOfStorage, got {other:?}"),
     }
     assert!(matches!(
         Layout::new(&[usize::MAX, 2], &[usize::MAX, 1], 0),
-        Err(Error::SizeOverflow { .. })
+        Err(Error::Tensor(TensorError::SizeOverflow { .. }))
     ));
     assert!(matches!(
         UntypedStorage::new(usize::MAX),
-        Err(Error::AllocationFailed { .. }) | Err(Error::SizeOverflow { .. })
+        Err(Error::Storage(StorageError::AllocationFailed { .. }))
+            | Err(Error::Tensor(TensorError::SizeOverflow { .. }))
     ));
 }
 
 #[test]
 fn other_typed_errors() {
     let b = grid();
-    assert!(matches!(b.item(), Err(Error::NotAScalar { numel: 12 })));
+    assert!(matches!(
+        b.item(),
+        Err(Error::Tensor(TensorError::NotAScalar { numel: 12 }))
+    ));
     assert!(matches!(
         b.slice(0, None, None, 0),
-        Err(Error::ZeroArgument {
+        Err(Error::Tensor(TensorError::ZeroArgument {
             op: "slice",
             what: "step",
-        })
+        }))
     ));
     assert!(matches!(
         Tensor::zeros(&[2, 2, 2], DType::Float32).unwrap().t(),
-        Err(Error::TooManyDims {
+        Err(Error::Tensor(TensorError::TooManyDims {
             op: "t",
             max: 2,
             ndim: 3
-        })
+        }))
     ));
     assert!(matches!(
         b.permute(&[0, 0]),
-        Err(Error::RepeatedDim {
+        Err(Error::Tensor(TensorError::RepeatedDim {
             op: "permute",
             dim: 0
-        })
+        }))
     ));
     let small = UntypedStorage::new(3).unwrap();
     assert!(matches!(
         small.copy_(b.untyped_storage()),
-        Err(Error::StorageSizeMismatch {
+        Err(Error::Storage(StorageError::StorageSizeMismatch {
             op: "copy_",
             dst: 3,
             src: 48
-        })
+        }))
     ));
     assert!(matches!(
         Tensor::ones(&[2], DType::Bits8),
-        Err(Error::DTypeUnsupported {
+        Err(Error::Tensor(TensorError::DTypeUnsupported {
             dtype: DType::Bits8,
             ..
-        })
+        }))
     ));
     assert!(matches!(
         Tensor::arange(0.0, 1.0, 0.0, DType::Float32),
-        Err(Error::ArangeRange { step: 0.0, .. })
+        Err(Error::Tensor(TensorError::ArangeRange { step: 0.0, .. }))
     ));
 }
 

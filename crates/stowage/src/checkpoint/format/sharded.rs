@@ -24,6 +24,7 @@
 //! replaced in one step (`io::replace_dir`): a failed save leaves the previous
 //! set usable.
 
+use crate::error::{ErrorContext, FormatError};
 use std::collections::{HashMap, HashSet};
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -138,13 +139,15 @@ impl Default for ShardOptions {
 /// are powers of 1000, `KiB`, `MiB`, `GiB`, `TiB` of 1024, case-insensitive.
 ///
 /// # Errors
-/// [`Error::BadObject`] naming the text when it is not such a size.
+/// [`FormatError::BadObject`] naming the text when it is not such a size.
 pub fn parse_size(text: &str) -> Result<u64> {
     let t = text.trim();
-    let bad = || Error::BadObject {
-        context: "shard size",
-        expected: "a number of bytes, or a number with KB, MB, GB, TB, KiB, MiB, GiB or TiB",
-        found: format!("{text:?}"),
+    let bad = || {
+        Error::Format(FormatError::BadObject {
+            context: "shard size",
+            expected: "a number of bytes, or a number with KB, MB, GB, TB, KiB, MiB, GiB or TiB",
+            found: format!("{text:?}"),
+        })
     };
     if let Ok(n) = t.parse::<u64>() {
         return Ok(n);
@@ -190,15 +193,17 @@ impl ShardIndex {
     /// Parses an index file's text.
     ///
     /// # Errors
-    /// [`Error::BadObject`] when the text is not JSON of the index's shape, or
+    /// [`FormatError::BadObject`] when the text is not JSON of the index's shape, or
     /// when a shard is named by anything but a plain file name in the index's
     /// folder (a path with a separator or `..` is refused, so an index can
     /// never make a load read outside its folder).
     pub fn parse(text: &str) -> Result<ShardIndex> {
-        let bad = |expected: &'static str, found: String| Error::BadObject {
-            context: "sharded set index",
-            expected,
-            found,
+        let bad = |expected: &'static str, found: String| {
+            Error::Format(FormatError::BadObject {
+                context: "sharded set index",
+                expected,
+                found,
+            })
         };
         let json: Json = serde_json::from_str(text)
             .map_err(|e| bad("a JSON object", format!("invalid JSON ({e})")))?;
@@ -268,17 +273,14 @@ fn kind(v: &Json) -> &'static str {
 /// # Errors
 /// The index's errors ([`ShardIndex::parse`]) wrapped in
 /// [`Error::InFile`] naming it; a shard's errors as `load_shard` gives them;
-/// [`Error::ShardLacksTensor`] when a shard lacks a tensor the index puts in
-/// it; [`Error::DuplicateName`] when two shards hold one name.
+/// [`FormatError::ShardLacksTensor`] when a shard lacks a tensor the index puts in
+/// it; [`FormatError::DuplicateName`] when two shards hold one name.
 pub(crate) fn load_indexed(
     index: &Location,
     text: &str,
     load_shard: impl Fn(&Location) -> Result<Checkpoint>,
 ) -> Result<Checkpoint> {
-    let in_index = |e: Error| Error::InFile {
-        path: index.path(),
-        source: Box::new(e),
-    };
+    let in_index = |e: Error| e.in_file(index.path());
     let parsed = ShardIndex::parse(text).map_err(in_index)?;
     let dir = index.parent();
     let mut expected: HashMap<&str, Vec<&str>> = HashMap::new();
@@ -292,10 +294,7 @@ pub(crate) fn load_indexed(
         let here = dir.join(file);
         let path = here.path();
         let shard = load_shard(&here)?;
-        let in_shard = |e: Error| Error::InFile {
-            path: path.clone(),
-            source: Box::new(e),
-        };
+        let in_shard = |e: Error| e.in_file(path.clone());
         if i == 0 {
             merged.format = shard.format;
             merged.byteorder = shard.byteorder;
@@ -305,16 +304,16 @@ pub(crate) fn load_indexed(
         let held: HashSet<String> = tensors.iter().map(|(p, _)| dotted(p)).collect();
         for name in &expected[file] {
             if !held.contains(*name) {
-                return Err(in_index(Error::ShardLacksTensor {
+                return Err(in_index(Error::Format(FormatError::ShardLacksTensor {
                     name: (*name).to_owned(),
                     shard: file.to_owned(),
-                }));
+                })));
             }
         }
         for (path, t) in tensors {
             let name = dotted(&path);
             if !names.insert(name.clone()) {
-                return Err(in_shard(Error::DuplicateName { name }));
+                return Err(in_shard(Error::Format(FormatError::DuplicateName { name })));
             }
             items.push((
                 Value::str(&name),
@@ -461,9 +460,9 @@ fn save_safetensors(path: &Path, part: &Checkpoint) -> Result<()> {
 
 #[cfg(not(feature = "safetensors"))]
 fn save_safetensors(_: &Path, _: &Checkpoint) -> Result<()> {
-    Err(Error::Unsupported {
+    Err(Error::Checkpoint(crate::CheckpointError::Unsupported {
         what: "safetensors files (stowage was built without its `safetensors` feature)".into(),
-    })
+    }))
 }
 
 /// The shards: indices into the tensor list, and the data size of the set.
@@ -481,7 +480,9 @@ fn plan(tensors: &[(Vec<PathKey>, &TensorObject)], options: &ShardOptions) -> Re
     let mut seen = HashSet::new();
     for n in &names {
         if !seen.insert(n.as_str()) {
-            return Err(Error::DuplicateName { name: n.clone() });
+            return Err(Error::Format(FormatError::DuplicateName {
+                name: n.clone(),
+            }));
         }
     }
     let max = options.max_shard_size;
@@ -534,6 +535,7 @@ fn plan(tensors: &[(Vec<PathKey>, &TensorObject)], options: &ShardOptions) -> Re
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::FormatError;
 
     #[test]
     fn sizes_in_hugging_face_notation() {
@@ -577,7 +579,10 @@ mod tests {
             "not json",
         ] {
             assert!(
-                matches!(ShardIndex::parse(bad), Err(Error::BadObject { .. })),
+                matches!(
+                    ShardIndex::parse(bad),
+                    Err(Error::Format(FormatError::BadObject { .. }))
+                ),
                 "{bad}"
             );
         }

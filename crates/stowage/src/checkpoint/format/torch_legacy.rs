@@ -4,6 +4,7 @@
 //! little-endian element count followed by the storage's bytes (always
 //! little-endian on disk).
 
+use crate::error::{CheckpointError, ErrorContext, FormatError};
 use num_bigint::BigInt;
 
 use crate::checkpoint::options::LoadOptions;
@@ -33,11 +34,11 @@ impl StorageSource for Pending {
         // before allocating them.
         self.declared = self.declared.saturating_add(nbytes as u64);
         if !device.is_meta() && self.declared > self.file_len {
-            return Err(Error::RecordSize {
+            return Err(Error::Format(FormatError::RecordSize {
                 name: format!("storage {key}"),
                 expected: self.file_len,
                 found: self.declared,
-            });
+            }));
         }
         let s = UntypedStorage::new_on(nbytes, device)?;
         self.storages.push((key.to_owned(), s.clone()));
@@ -52,38 +53,38 @@ impl Hooks for Plain {
     type Ext = ();
     type Error = Error;
     fn find_class(&mut self, module: &str, name: &str) -> Result<Value<()>> {
-        Err(Error::GlobalNotAllowed {
+        Err(Error::Checkpoint(CheckpointError::GlobalNotAllowed {
             module: module.into(),
             name: name.into(),
-        })
+        }))
     }
     fn persistent_load(&mut self, _: &mut Graph<()>, _: Value<()>) -> Result<Value<()>> {
-        Err(Error::BadObject {
+        Err(Error::Format(FormatError::BadObject {
             context: "legacy header",
             expected: "plain data",
             found: "a persistent id".into(),
-        })
+        }))
     }
     fn reduce(&mut self, _: &mut Graph<()>, _: Value<()>, _: Value<()>) -> Result<Value<()>> {
-        Err(Error::BadObject {
+        Err(Error::Format(FormatError::BadObject {
             context: "legacy header",
             expected: "plain data",
             found: "a call".into(),
-        })
+        }))
     }
     fn build(&mut self, _: &mut Graph<()>, _: Value<()>, _: Value<()>) -> Result<Value<()>> {
-        Err(Error::BadObject {
+        Err(Error::Format(FormatError::BadObject {
             context: "legacy header",
             expected: "plain data",
             found: "BUILD".into(),
-        })
+        }))
     }
     fn new_obj(&mut self, _: &mut Graph<()>, _: Value<()>, _: Value<()>) -> Result<Value<()>> {
-        Err(Error::BadObject {
+        Err(Error::Format(FormatError::BadObject {
             context: "legacy header",
             expected: "plain data",
             found: "NEWOBJ".into(),
-        })
+        }))
     }
 }
 
@@ -99,7 +100,9 @@ fn window<R: ReadAt>(source: &R, pos: u64, n: u64) -> Result<Vec<u8>> {
 fn wants_more(e: &Error, have: u64, pos: u64, len: u64, max: u64) -> bool {
     matches!(
         e,
-        Error::Pickle(PickleError::Truncated { .. } | PickleError::NoStop { .. })
+        Error::Format(FormatError::Pickle(
+            PickleError::Truncated { .. } | PickleError::NoStop { .. }
+        ))
     ) && have < len - pos
         && have < max
 }
@@ -126,12 +129,7 @@ fn header<R: ReadAt>(
             {
                 n *= 4
             }
-            Err(e) => {
-                return Err(Error::InRecord {
-                    name: what.into(),
-                    source: Box::new(e),
-                })
-            }
+            Err(e) => return Err(e.in_entry(what)),
             Ok(p) => {
                 *pos += p.consumed as u64;
                 return Ok(p);
@@ -152,16 +150,16 @@ pub(crate) fn load<R: ReadAt>(
     let mut pos = 0u64;
     let magic = header(source, &mut pos, options, "magic number")?;
     if !matches!(&magic.root, Value::BigInt(b) if **b == BigInt::from(MAGIC_NUMBER)) {
-        return Err(Error::NotACheckpoint {
+        return Err(Error::Format(FormatError::NotACheckpoint {
             detail: "invalid magic number; corrupt file?".into(),
-        });
+        }));
     }
     match header(source, &mut pos, options, "protocol version")?.root {
         Value::Int(PROTOCOL_VERSION) => {}
         other => {
-            return Err(Error::NotACheckpoint {
+            return Err(Error::Format(FormatError::NotACheckpoint {
                 detail: format!("invalid protocol version: {other:?}"),
-            })
+            }))
         }
     }
     header(source, &mut pos, options, "sys_info")?;
@@ -180,12 +178,7 @@ pub(crate) fn load<R: ReadAt>(
             Err(e) if wants_more(&e, buf.len() as u64, pos, len, options.max_pickle_bytes) => {
                 n *= 4
             }
-            Err(e) => {
-                return Err(Error::InRecord {
-                    name: "object pickle".into(),
-                    source: Box::new(e),
-                })
-            }
+            Err(e) => return Err(e.in_entry("object pickle")),
             Ok(mut p) => {
                 let objects = hooks.finish(&mut p)?;
                 let TorchHooks {
@@ -212,42 +205,46 @@ pub(crate) fn load<R: ReadAt>(
         },
         _ => None,
     }
-    .ok_or(Error::BadObject {
+    .ok_or(Error::Format(FormatError::BadObject {
         context: "legacy storage keys",
         expected: "a list of str",
         found: "something else".into(),
-    })?;
+    }))?;
 
     for key in &key_list {
         let (storage, dtype) = records
             .iter()
             .find(|r| &r.key == key)
             .map(|r| (r.storage.clone(), r.dtype))
-            .ok_or_else(|| Error::MissingRecord {
-                name: format!("storage {key} (listed but never referenced)"),
+            .ok_or_else(|| {
+                Error::Format(FormatError::MissingRecord {
+                    name: format!("storage {key} (listed but never referenced)"),
+                })
             })?;
         let count_bytes = window(source, pos, 8)?;
         let count = <[u8; 8]>::try_from(count_bytes.as_slice())
             .map(u64::from_le_bytes)
-            .map_err(|_| Error::MissingRecord {
-                name: format!("storage {key} (file ends at offset {pos})"),
+            .map_err(|_| {
+                Error::Format(FormatError::MissingRecord {
+                    name: format!("storage {key} (file ends at offset {pos})"),
+                })
             })?;
         pos += 8;
         let elem = dtype.map_or(1, DType::size) as u64;
         let nbytes = count.saturating_mul(elem);
         if nbytes != storage.nbytes() as u64 {
-            return Err(Error::RecordSize {
+            return Err(Error::Format(FormatError::RecordSize {
                 name: format!("storage {key}"),
                 expected: storage.nbytes() as u64,
                 found: nbytes,
-            });
+            }));
         }
         if pos.checked_add(nbytes).is_none_or(|end| end > len) {
-            return Err(Error::RecordSize {
+            return Err(Error::Format(FormatError::RecordSize {
                 name: format!("storage {key}"),
                 expected: nbytes,
                 found: len.saturating_sub(pos),
-            });
+            }));
         }
         let elem = dtype.map_or(1, DType::size) as u64;
         let mapped_here = cfg!(target_endian = "little")
@@ -258,10 +255,7 @@ pub(crate) fn load<R: ReadAt>(
             let mut bytes = storage.bytes_mut()?;
             source
                 .read_exact_at(&mut bytes, pos)
-                .map_err(|e| Error::InRecord {
-                    name: format!("storage {key}"),
-                    source: Box::new(Error::Io(e)),
-                })?;
+                .map_err(|e| Error::Io(e).in_entry(format!("storage {key}")))?;
             if cfg!(target_endian = "big") {
                 if let Some(d) = dtype {
                     crate::checkpoint::torch::byteswap(&mut bytes, d);
@@ -271,9 +265,9 @@ pub(crate) fn load<R: ReadAt>(
         pos += nbytes;
     }
     if let Some(r) = records.iter().find(|r| !key_list.contains(&r.key)) {
-        return Err(Error::MissingRecord {
+        return Err(Error::Format(FormatError::MissingRecord {
             name: format!("storage {} (referenced but not listed)", r.key),
-        });
+        }));
     }
     drop(pending);
     let mut ckpt = check_views(Checkpoint {

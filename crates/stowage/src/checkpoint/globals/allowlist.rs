@@ -17,6 +17,7 @@
 //! named by the dtype table, [`crate::dtype::DTYPES`].
 
 use crate::dtype::DTYPES;
+use crate::error::CheckpointError;
 use crate::{DType, Error, Result};
 
 /// What an allowed global stands for.
@@ -190,7 +191,7 @@ pub const MODULE_ALIASES: &[(&str, &str)] = &[
 /// names only, as `str(torch.float32)` gives them).
 ///
 /// # Errors
-/// [`Error::GlobalNotAllowed`] for anything outside PyTorch's default allowlist.
+/// [`CheckpointError::GlobalNotAllowed`] for anything outside PyTorch's default allowlist.
 pub fn resolve(module: &str, name: &str) -> Result<Global> {
     let canonical = MODULE_ALIASES
         .iter()
@@ -215,9 +216,11 @@ pub fn resolve(module: &str, name: &str) -> Result<Global> {
             .map(|d| Global::DType(d.dtype)),
         _ => None,
     };
-    found.ok_or_else(|| Error::GlobalNotAllowed {
-        module: module.to_owned(),
-        name: name.to_owned(),
+    found.ok_or_else(|| {
+        Error::Checkpoint(CheckpointError::GlobalNotAllowed {
+            module: module.to_owned(),
+            name: name.to_owned(),
+        })
     })
 }
 
@@ -241,6 +244,7 @@ fn legacy_tensor_class_in(module: &str, name: &str) -> Option<Global> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::CheckpointError;
 
     #[test]
     fn allows_what_pytorch_allows() {
@@ -295,7 +299,7 @@ mod tests {
             ("torch.nn", "Linear"),
         ] {
             match resolve(m, n) {
-                Err(Error::GlobalNotAllowed { module, name }) => {
+                Err(Error::Checkpoint(CheckpointError::GlobalNotAllowed { module, name })) => {
                     assert_eq!((module.as_str(), name.as_str()), (m, n))
                 }
                 other => panic!("{m}.{n}: {other:?}"),

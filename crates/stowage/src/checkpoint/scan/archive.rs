@@ -16,6 +16,7 @@ use super::npy;
 use super::stream::{Trust, SNIFF};
 use super::{Content, Scanner};
 use crate::checkpoint::zip::{Entry, Method, ZipLimits, ZipReader};
+use crate::error::{CheckpointError, ErrorContext};
 use crate::io::{ReadAt, Window};
 use crate::{Error, Result};
 
@@ -100,11 +101,11 @@ impl Scanner<'_> {
             .collect();
         self.members += members.len();
         if self.members > self.options.max_records {
-            return Err(Error::LimitExceeded {
+            return Err(Error::Checkpoint(CheckpointError::LimitExceeded {
                 limit: "max_records (zip members, nested archives included)",
                 value: self.members as u64,
                 max: self.options.max_records as u64,
-            });
+            }));
         }
         // A small `.pkl` is read whole with its neighbours; any other member
         // its first bytes.
@@ -125,10 +126,7 @@ impl Scanner<'_> {
             if let Err(e) = scanned {
                 let e = match e {
                     e @ Error::InRecord { .. } => e,
-                    e => Error::InRecord {
-                        name: name.clone(),
-                        source: Box::new(e),
-                    },
+                    e => e.in_entry(name.clone()),
                 };
                 first_error.get_or_insert(e);
             }
@@ -156,11 +154,11 @@ impl Scanner<'_> {
             None => return Ok(()),
         };
         if content == Content::Zip && depth >= MAX_DEPTH {
-            return Err(Error::LimitExceeded {
+            return Err(Error::Checkpoint(CheckpointError::LimitExceeded {
                 limit: "zip archives inside zip archives",
                 value: depth as u64 + 1,
                 max: MAX_DEPTH as u64,
-            });
+            }));
         }
         // A stored member is read where it lies; a deflated one (or one
         // flagged as encrypted, which must be checked whole) is inflated
@@ -175,11 +173,11 @@ impl Scanner<'_> {
         }
         let held = self.held.saturating_add(entry.size);
         if held > self.options.max_pickle_bytes {
-            return Err(Error::LimitExceeded {
+            return Err(Error::Checkpoint(CheckpointError::LimitExceeded {
                 limit: "max_pickle_bytes (compressed members held to scan)",
                 value: held,
                 max: self.options.max_pickle_bytes,
-            });
+            }));
         }
         let data = zip.read_to_vec(entry)?;
         self.held = held;

@@ -51,6 +51,7 @@ mod risk;
 mod stream;
 mod torch_allowed;
 
+use crate::error::FormatError;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
@@ -335,9 +336,9 @@ fn scan_one(path: &Path, named: bool, options: &LoadOptions) -> Option<FileScan>
 pub fn scan_bytes(bytes: &[u8], options: &LoadOptions) -> FileScan {
     // A named source is always listed; the fallback is never taken.
     scan_source(&bytes, options, true).unwrap_or_else(|| {
-        FileScan::failed(Error::NotACheckpoint {
+        FileScan::failed(Error::Format(FormatError::NotACheckpoint {
             detail: "neither a checkpoint nor a pickle".into(),
-        })
+        }))
     })
 }
 
@@ -491,9 +492,9 @@ fn scan_source(source: &dyn ReadAt, options: &LoadOptions, named: bool) -> Optio
                         s.scan.kind = Some(ScanKind::Pickle);
                         s.scan_pickles(source, 0, Trust::Pickle, &pickle_name, Some(first))
                     } else if named {
-                        Err(Error::NotACheckpoint {
+                        Err(Error::Format(FormatError::NotACheckpoint {
                             detail: "neither a checkpoint nor a pickle".into(),
-                        })
+                        }))
                     } else {
                         return None;
                     }
@@ -560,6 +561,7 @@ fn merge<'a>(uses: impl Iterator<Item = &'a GlobalUse>) -> Vec<GlobalUse> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::FormatError;
 
     #[test]
     fn verdicts() {
@@ -670,7 +672,10 @@ mod tests {
     #[test]
     fn not_a_pickle_is_an_error() {
         let s = scan_bytes(b"hello world\n", &LoadOptions::default());
-        assert!(matches!(s.error, Some(Error::NotACheckpoint { .. })));
+        assert!(matches!(
+            s.error,
+            Some(Error::Format(FormatError::NotACheckpoint { .. }))
+        ));
         assert!(s.kind.is_none());
         let s = scan_bytes(b"", &LoadOptions::default());
         assert!(s.error.is_some());

@@ -11,6 +11,7 @@
 //! Written here because the `npy` crates parse the header to read the
 //! elements and refuse object arrays, which is the one case a scanner needs.
 
+use crate::error::FormatError;
 use crate::io::ReadAt;
 use crate::{Error, Result};
 
@@ -24,8 +25,10 @@ const MAX_HEADER: u64 = 1 << 20;
 /// Where the pickle of an object array starts, or `None` for an array of
 /// plain elements.
 pub(super) fn pickle_offset(source: &dyn ReadAt) -> Result<Option<u64>> {
-    let bad = |detail: String| Error::NotACheckpoint {
-        detail: format!(".npy header: {detail}"),
+    let bad = |detail: String| {
+        Error::Format(FormatError::NotACheckpoint {
+            detail: format!(".npy header: {detail}"),
+        })
     };
     let mut fixed = [0u8; 12];
     let n = source.len().min(12) as usize;

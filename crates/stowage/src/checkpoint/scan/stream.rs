@@ -4,6 +4,7 @@
 use super::{merge, verdict, GlobalUse, PickleScan, Scanner, Verdict};
 use crate::checkpoint::pickle::opcode as op;
 use crate::checkpoint::pickle::{compat, disassemble, Disassembly, GlobalName, PickleError};
+use crate::error::{CheckpointError, ErrorContext, FormatError};
 use crate::io::ReadAt;
 use crate::{Error, Result};
 
@@ -140,11 +141,11 @@ impl Scanner<'_> {
                 break;
             }
             if i >= self.options.max_records {
-                return Err(Error::LimitExceeded {
+                return Err(Error::Checkpoint(CheckpointError::LimitExceeded {
                     limit: "max_records (pickles back to back)",
                     value: i as u64 + 1,
                     max: self.options.max_records as u64,
-                });
+                }));
             }
             pos += d.consumed.max(1) as u64;
             i += 1;
@@ -236,10 +237,7 @@ impl Scanner<'_> {
             globals,
         });
         match error {
-            Some(e) => Err(Error::InRecord {
-                name: record,
-                source: Box::new(Error::Pickle(e)),
-            }),
+            Some(e) => Err(Error::Format(FormatError::Pickle(e)).in_entry(record)),
             None => Ok(()),
         }
     }

@@ -9,6 +9,7 @@ mod sparse;
 
 pub(crate) use kinds::finish as finish_kinds;
 
+use crate::error::{CheckpointError, ErrorContext, FormatError, TensorError};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
@@ -95,11 +96,11 @@ pub(super) fn bad(
         Value::Int(i) => format!("int {i}"),
         other => format!("{other:?}").chars().take(40).collect(),
     };
-    Error::BadObject {
+    Error::Format(FormatError::BadObject {
         context,
         expected,
         found,
-    }
+    })
 }
 
 fn object_kind(o: &Object) -> &'static str {
@@ -191,11 +192,11 @@ impl<S: StorageSource> TorchHooks<'_, S> {
         let items = tuple_items(graph, pid, "persistent id")?;
         let want = if self.legacy { 6 } else { 5 };
         if items.len() != want && !(self.legacy && items.len() == 5) {
-            return Err(Error::BadObject {
+            return Err(Error::Format(FormatError::BadObject {
                 context: "persistent id",
                 expected: "('storage', class, key, location, numel)",
                 found: format!("a {}-tuple", items.len()),
-            });
+            }));
         }
         if as_str(graph, &items[0], "persistent id tag")? != "storage" {
             return Err(bad("persistent id tag", "'storage'", &items[0], graph));
@@ -241,21 +242,21 @@ impl<S: StorageSource> TorchHooks<'_, S> {
     ) -> Result<StorageRef> {
         let items = tuple_items(graph, view, "storage view")?;
         let [view_key, offset, size] = items else {
-            return Err(Error::BadObject {
+            return Err(Error::Format(FormatError::BadObject {
                 context: "storage view",
                 expected: "(view_key, offset, size)",
                 found: format!("a {}-tuple", items.len()),
-            });
+            }));
         };
         let view_key: Arc<str> = Arc::from(as_str(graph, view_key, "storage view key")?);
         let offset = as_usize(graph, offset, "storage view offset")?;
         let size = as_usize(graph, size, "storage view size")?;
         if offset.checked_add(size).is_none_or(|end| end > numel) {
-            return Err(Error::BadObject {
+            return Err(Error::Format(FormatError::BadObject {
                 context: "storage view",
                 expected: "a range inside its root storage",
                 found: format!("{size} elements from {offset} of {numel}"),
-            });
+            }));
         }
         self.views.entry(view_key.clone()).or_insert((offset, size));
         Ok(StorageRef {
@@ -277,42 +278,42 @@ impl<S: StorageSource> TorchHooks<'_, S> {
             return Ok(hit.clone());
         }
         let elem = dtype.map_or(1, DType::size);
-        let nbytes = numel.checked_mul(elem).ok_or_else(|| Error::SizeOverflow {
-            what: "storage bytes",
-            detail: format!("{numel} elements of {elem} bytes in storage {key}"),
+        let nbytes = numel.checked_mul(elem).ok_or_else(|| {
+            Error::Tensor(TensorError::SizeOverflow {
+                what: "storage bytes",
+                detail: format!("{numel} elements of {elem} bytes in storage {key}"),
+            })
         })?;
         self.declared_bytes = self.declared_bytes.saturating_add(nbytes as u64);
         if self.declared_bytes > self.options.max_storage_bytes {
-            return Err(Error::LimitExceeded {
+            return Err(Error::Checkpoint(CheckpointError::LimitExceeded {
                 limit: "total storage bytes",
                 value: self.declared_bytes,
                 max: self.options.max_storage_bytes,
-            });
+            }));
         }
         let device = match (
             self.options.map_location,
             self.options.location_map.get(&location),
         ) {
             (Some(d), _) | (None, Some(&d)) => d,
-            (None, None) => location.parse::<Device>().map_err(|_| Error::BadObject {
-                context: "storage location",
-                expected: "a device string",
-                found: location.clone(),
+            (None, None) => location.parse::<Device>().map_err(|_| {
+                Error::Format(FormatError::BadObject {
+                    context: "storage location",
+                    expected: "a device string",
+                    found: location.clone(),
+                })
             })?,
-        };
-        let in_storage = |e| Error::InStorage {
-            key: key.to_string(),
-            source: Box::new(e),
         };
         let storage = if self.options.mode() == LoadMode::Fake && !device.is_meta() {
             // A fake storage: the record is checked like a meta load (present, with the
             // declared size) and never read; the storage reports `device`.
             self.source
                 .load(&key, nbytes, Device::META)
-                .map_err(in_storage)?;
+                .in_storage(&*key)?;
             UntypedStorage::new_fake(nbytes, device)
         } else {
-            self.source.load(&key, nbytes, device).map_err(in_storage)?
+            self.source.load(&key, nbytes, device).in_storage(&*key)?
         };
         if self.byteorder == ByteOrder::Big && storage.has_data() {
             // PyTorch swaps typed (v2) storages by their dtype; untyped (v3) ones load as
@@ -347,11 +348,11 @@ impl<S: StorageSource> TorchHooks<'_, S> {
         dtype: Option<DType>,
     ) -> Result<Tensor> {
         let [storage, offset, size, stride] = layout_args else {
-            return Err(Error::BadObject {
+            return Err(Error::Format(FormatError::BadObject {
                 context: "tensor rebuild",
                 expected: "(storage, storage_offset, size, stride)",
                 found: format!("{} arguments", layout_args.len()),
-            });
+            }));
         };
         let s = match storage {
             Value::Ext(Object::Storage(s)) => s,
@@ -367,13 +368,12 @@ impl<S: StorageSource> TorchHooks<'_, S> {
             // On a legacy storage view: within the view, shifted to its start.
             Some(&(start, size)) => {
                 layout.check_fits(1, size)?;
-                let offset = layout
-                    .offset()
-                    .checked_add(start)
-                    .ok_or(Error::SizeOverflow {
+                let offset = layout.offset().checked_add(start).ok_or(Error::Tensor(
+                    TensorError::SizeOverflow {
                         what: "storage offset",
                         detail: format!("{} + {start}", layout.offset()),
-                    })?;
+                    },
+                ))?;
                 Layout::new(layout.shape(), layout.stride(), offset)?
             }
             None => layout,
@@ -390,11 +390,11 @@ impl<S: StorageSource> TorchHooks<'_, S> {
         let n = args.len();
         let arity = |lo: usize, hi: usize, name: &'static str| {
             if n < lo || n > hi {
-                Err(Error::BadObject {
+                Err(Error::Format(FormatError::BadObject {
                     context: name,
                     expected: "the documented arguments",
                     found: format!("{n} arguments"),
-                })
+                }))
             } else {
                 Ok(())
             }
@@ -454,9 +454,9 @@ impl<S: StorageSource> TorchHooks<'_, S> {
                         kinds::per_channel(graph, params, t.shape(), float)?
                     }
                     _ => {
-                        return Err(Error::Unsupported {
+                        return Err(Error::Checkpoint(CheckpointError::Unsupported {
                             what: format!("quantized tensors with qscheme {scheme}"),
-                        })
+                        }))
                     }
                 };
                 let mut obj = TensorObject::new(t);
@@ -578,16 +578,18 @@ impl<S: StorageSource> TorchHooks<'_, S> {
                         .chars()
                         .map(|c| u8::try_from(c as u32))
                         .collect::<std::result::Result<_, _>>()
-                        .map_err(|_| Error::BadObject {
-                            context: "_codecs.encode",
-                            expected: "latin-1 text",
-                            found: "a wider character".into(),
+                        .map_err(|_| {
+                            Error::Format(FormatError::BadObject {
+                                context: "_codecs.encode",
+                                expected: "latin-1 text",
+                                found: "a wider character".into(),
+                            })
                         })?,
                     "utf-8" | "utf8" => s.as_bytes().to_vec(),
                     other => {
-                        return Err(Error::Unsupported {
+                        return Err(Error::Checkpoint(CheckpointError::Unsupported {
                             what: format!("_codecs.encode with encoding {other:?}"),
-                        })
+                        }))
                     }
                 };
                 Value::Bytes(bytes.into())
@@ -611,11 +613,11 @@ impl<S: StorageSource> TorchHooks<'_, S> {
                         .iter()
                         .map(|v| v.as_i64().and_then(|i| u8::try_from(i).ok()))
                         .collect::<Option<Vec<u8>>>();
-                    let bytes = bytes.ok_or(Error::BadObject {
+                    let bytes = bytes.ok_or(Error::Format(FormatError::BadObject {
                         context: "bytearray",
                         expected: "bytes",
                         found: "other values".into(),
-                    })?;
+                    }))?;
                     Value::Node(graph.add(Node::ByteArray(bytes)))
                 } else {
                     Value::Node(graph.add(Node::Set(items)))
@@ -641,18 +643,18 @@ impl<S: StorageSource> TorchHooks<'_, S> {
                 kinds::wrapper_subclass(graph, args)?
             }
             Global::UnsupportedRebuild(name) => {
-                return Err(Error::Unsupported {
+                return Err(Error::Checkpoint(CheckpointError::Unsupported {
                     what: format!(
                         "torch._utils.{name} (sparse, nested, meta-only or subclass tensors)"
                     ),
-                })
+                }))
             }
             other => {
-                return Err(Error::BadObject {
+                return Err(Error::Format(FormatError::BadObject {
                     context: "REDUCE",
                     expected: "a callable",
                     found: format!("{other:?}"),
-                });
+                }));
             }
         })
     }
@@ -690,9 +692,9 @@ fn lazy_bits(graph: &Graph<Object>, meta: Option<&V>) -> Result<(bool, bool)> {
             (Some("conj"), Some(b)) => conj = b,
             (Some("neg"), Some(b)) => neg = b,
             _ => {
-                return Err(Error::Unsupported {
+                return Err(Error::Checkpoint(CheckpointError::Unsupported {
                     what: format!("tensor metadata entry {k:?}"),
-                })
+                }))
             }
         }
     }

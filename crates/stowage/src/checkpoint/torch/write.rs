@@ -16,6 +16,7 @@
 //! `TorchHooks` for tensors, storages and PyTorch's other objects; every
 //! global's name comes from the allowlist's table ([`Global::path`]).
 
+use crate::error::{CheckpointError, FormatError, StorageError, TensorError};
 use std::collections::HashMap;
 
 use crate::checkpoint::globals::allowlist::Global;
@@ -35,27 +36,29 @@ impl From<WriteError> for Error {
     fn from(e: WriteError) -> Error {
         match e {
             WriteError::Io(e) => Error::Io(e),
-            WriteError::DanglingNode { id } => Error::BadObject {
+            WriteError::DanglingNode { id } => Error::Format(FormatError::BadObject {
                 context: "saving",
                 expected: "a node of the checkpoint's graph",
                 found: format!("node {id}"),
-            },
-            WriteError::Cycle { id } => Error::Unsupported {
+            }),
+            WriteError::Cycle { id } => Error::Checkpoint(CheckpointError::Unsupported {
                 what: format!("a tuple or set that contains itself (node {id})"),
-            },
-            WriteError::TooDeep { depth, max } => Error::LimitExceeded {
-                limit: "nesting depth when saving",
-                value: depth as u64,
-                max: max as u64,
-            },
-            WriteError::Refused { kind } => Error::Unsupported {
+            }),
+            WriteError::TooDeep { depth, max } => {
+                Error::Checkpoint(CheckpointError::LimitExceeded {
+                    limit: "nesting depth when saving",
+                    value: depth as u64,
+                    max: max as u64,
+                })
+            }
+            WriteError::Refused { kind } => Error::Checkpoint(CheckpointError::Unsupported {
                 what: format!("saving a {kind} (PyTorch's loader refuses it)"),
-            },
+            }),
             e @ (WriteError::TooLong { .. }
             | WriteError::NewlineInGlobal { .. }
-            | WriteError::MemoFull { .. }) => Error::PickleWrite(e),
+            | WriteError::MemoFull { .. }) => Error::Checkpoint(CheckpointError::PickleWrite(e)),
             // `WriteError` is non-exhaustive (another crate's).
-            e => Error::PickleWrite(e),
+            e => Error::Checkpoint(CheckpointError::PickleWrite(e)),
         }
     }
 }
@@ -69,7 +72,10 @@ pub(crate) type Storages = Vec<(UntypedStorage, Option<DType>)>;
 /// many tensors view it.
 pub(crate) fn pickle_checkpoint(ckpt: &Checkpoint) -> Result<(Vec<u8>, Storages)> {
     if let Some((path, class)) = ckpt.unsaveable()?.into_iter().next() {
-        return Err(Error::NotSaveable { path, class });
+        return Err(Error::Checkpoint(CheckpointError::NotSaveable {
+            path,
+            class,
+        }));
     }
     let mut p = Pickler::new(Vec::new())?;
     let mut hooks = TorchHooks {
@@ -129,9 +135,11 @@ fn ints(p: &mut P, xs: &[usize]) -> Result<()> {
         p.mark()?;
     }
     for &x in xs {
-        let x = i64::try_from(x).map_err(|_| Error::SizeOverflow {
-            what: "size when saving",
-            detail: x.to_string(),
+        let x = i64::try_from(x).map_err(|_| {
+            Error::Tensor(TensorError::SizeOverflow {
+                what: "size when saving",
+                detail: x.to_string(),
+            })
         })?;
         p.int(x)?;
     }
@@ -151,10 +159,10 @@ impl TorchHooks<'_> {
     /// The persistent id of a storage viewed as `dtype` (`None`: untyped).
     fn persid(&mut self, p: &mut P, storage: &UntypedStorage, dtype: Option<DType>) -> Result<()> {
         if !storage.has_data() {
-            return Err(Error::NoData {
+            return Err(Error::Storage(StorageError::NoData {
                 op: "saving a storage",
                 device: storage.device(),
-            });
+            }));
         }
         let index = match self.keys.get(&storage.id()) {
             Some(&i) => {
@@ -162,11 +170,11 @@ impl TorchHooks<'_> {
                 let first = self.storages[i].1.unwrap_or(DType::UInt8);
                 let now = dtype.unwrap_or(DType::UInt8);
                 if first != now {
-                    return Err(Error::SaveConflict {
+                    return Err(Error::Checkpoint(CheckpointError::SaveConflict {
                         key: i.to_string(),
                         first,
                         second: now,
-                    });
+                    }));
                 }
                 i
             }
@@ -179,11 +187,11 @@ impl TorchHooks<'_> {
         let nbytes = storage.nbytes();
         let numel = match dtype {
             Some(d) if !nbytes.is_multiple_of(d.size()) => {
-                return Err(Error::StorageSizeMismatch {
+                return Err(Error::Storage(StorageError::StorageSizeMismatch {
                     op: "saving a typed storage",
                     dst: nbytes - nbytes % d.size(),
                     src: nbytes,
-                })
+                }))
             }
             Some(d) => nbytes / d.size(),
             None => nbytes,
@@ -229,10 +237,10 @@ impl TorchHooks<'_> {
                 None => global(p, &Global::TensorClass)?,
                 Some(Value::Ext(Object::Global(g))) => global(p, g)?,
                 Some(_) => {
-                    return Err(Error::Unsupported {
+                    return Err(Error::Checkpoint(CheckpointError::Unsupported {
                         what: "saving a tensor subclass whose class is not an allowed global"
                             .into(),
-                    })
+                    }))
                 }
             }
         }
@@ -328,9 +336,12 @@ impl TorchHooks<'_> {
     /// without a general value writer: a dict of names to scalars, strings,
     /// dtypes, devices and sizes.
     fn python_state(&mut self, p: &mut P, state: &Value<Object>) -> Result<()> {
-        let unsupported = || Error::Unsupported {
-            what: "saving a tensor attribute other than a scalar, string, dtype, device or size"
-                .into(),
+        let unsupported = || {
+            Error::Checkpoint(CheckpointError::Unsupported {
+                what:
+                    "saving a tensor attribute other than a scalar, string, dtype, device or size"
+                        .into(),
+            })
         };
         let items = match state {
             Value::Node(id) => match self.ckpt.graph.try_get(*id) {
@@ -489,10 +500,10 @@ impl TorchHooks<'_> {
             }
             Object::Global(g) => global(p, g)?,
             other => {
-                return Err(Error::NotSaveable {
+                return Err(Error::Checkpoint(CheckpointError::NotSaveable {
                     path: String::new(),
                     class: other.class_name().unwrap_or_default(),
-                })
+                }))
             }
         }
         Ok(())

@@ -14,6 +14,7 @@
 //! the root. [`Checkpoint::get_path`] takes the keys one by one instead, for
 //! keys that a dotted path cannot spell.
 
+use crate::error::CheckpointError;
 use std::collections::HashSet;
 use std::fmt;
 
@@ -260,11 +261,11 @@ impl<'c> ValueRef<'c> {
     }
 
     fn wrong(&self, expected: &'static str) -> Error {
-        Error::ValueType {
+        Error::Checkpoint(CheckpointError::ValueType {
             path: joined(&self.path),
             expected,
             found: self.kind().name(),
-        }
+        })
     }
 
     /// True for `None`.
@@ -275,7 +276,7 @@ impl<'c> ValueRef<'c> {
     /// The boolean.
     ///
     /// # Errors
-    /// [`Error::ValueType`] when the value is not a `bool`.
+    /// [`CheckpointError::ValueType`] when the value is not a `bool`.
     pub fn as_bool(&self) -> Result<bool> {
         self.value.as_bool().ok_or_else(|| self.wrong("bool"))
     }
@@ -284,8 +285,8 @@ impl<'c> ValueRef<'c> {
     /// one-element integer tensor (an optimizer's `step`), as `item()`.
     ///
     /// # Errors
-    /// [`Error::ValueType`] when the value is not an `int` or such a tensor,
-    /// or one beyond 64 bits; a tensor's read error ([`Error::NoData`] for a
+    /// [`CheckpointError::ValueType`] when the value is not an `int` or such a tensor,
+    /// or one beyond 64 bits; a tensor's read error ([`StorageError::NoData`](crate::StorageError::NoData) for a
     /// meta or fake one).
     pub fn as_i64(&self) -> Result<i64> {
         match self.value {
@@ -318,7 +319,7 @@ impl<'c> ValueRef<'c> {
     /// one-element real tensor gives its element (`item()`).
     ///
     /// # Errors
-    /// [`Error::ValueType`] when the value is neither a `float`, an `int`
+    /// [`CheckpointError::ValueType`] when the value is neither a `float`, an `int`
     /// that fits in 64 bits, nor such a tensor; a tensor's read error.
     pub fn as_f64(&self) -> Result<f64> {
         match self.value {
@@ -335,7 +336,7 @@ impl<'c> ValueRef<'c> {
     /// The complex number.
     ///
     /// # Errors
-    /// [`Error::ValueType`] when the value is not a `complex`.
+    /// [`CheckpointError::ValueType`] when the value is not a `complex`.
     pub fn as_complex(&self) -> Result<Complex64> {
         match self.value {
             Value::Ext(Object::Complex(c)) => Ok(*c),
@@ -346,7 +347,7 @@ impl<'c> ValueRef<'c> {
     /// The string.
     ///
     /// # Errors
-    /// [`Error::ValueType`] when the value is not a `str`.
+    /// [`CheckpointError::ValueType`] when the value is not a `str`.
     pub fn as_str(&self) -> Result<&'c str> {
         self.value.as_str().ok_or_else(|| self.wrong("str"))
     }
@@ -354,7 +355,7 @@ impl<'c> ValueRef<'c> {
     /// The bytes of a `bytes` or `bytearray`.
     ///
     /// # Errors
-    /// [`Error::ValueType`] for any other value.
+    /// [`CheckpointError::ValueType`] for any other value.
     pub fn as_bytes(&self) -> Result<&'c [u8]> {
         match (self.value, self.node()) {
             (Value::Bytes(b), _) => Ok(b),
@@ -366,7 +367,7 @@ impl<'c> ValueRef<'c> {
     /// The dtype of a dtype object (`torch.float16`).
     ///
     /// # Errors
-    /// [`Error::ValueType`] when the value is not a dtype.
+    /// [`CheckpointError::ValueType`] when the value is not a dtype.
     pub fn as_dtype(&self) -> Result<DType> {
         match self.value {
             Value::Ext(Object::DType(d)) => Ok(*d),
@@ -377,7 +378,7 @@ impl<'c> ValueRef<'c> {
     /// The device of a `torch.device`.
     ///
     /// # Errors
-    /// [`Error::ValueType`] when the value is not a device.
+    /// [`CheckpointError::ValueType`] when the value is not a device.
     pub fn as_device(&self) -> Result<Device> {
         match self.value {
             Value::Ext(Object::Device(d)) => Ok(*d),
@@ -388,7 +389,7 @@ impl<'c> ValueRef<'c> {
     /// The sizes of a `torch.Size`.
     ///
     /// # Errors
-    /// [`Error::ValueType`] when the value is not a `torch.Size`.
+    /// [`CheckpointError::ValueType`] when the value is not a `torch.Size`.
     pub fn as_size(&self) -> Result<&'c [usize]> {
         match self.value {
             Value::Ext(Object::Size(s)) => Ok(s),
@@ -399,7 +400,7 @@ impl<'c> ValueRef<'c> {
     /// The tensor object (with its Parameter flag, quantization and lazy bits).
     ///
     /// # Errors
-    /// [`Error::ValueType`] when the value is not a tensor.
+    /// [`CheckpointError::ValueType`] when the value is not a tensor.
     pub fn as_tensor(&self) -> Result<&'c TensorObject> {
         match self.value {
             Value::Ext(Object::Tensor(t)) => Ok(t),
@@ -410,7 +411,7 @@ impl<'c> ValueRef<'c> {
     /// The numpy array (its elements as a tensor of the matching dtype).
     ///
     /// # Errors
-    /// [`Error::ValueType`] when the value is not a numpy array.
+    /// [`CheckpointError::ValueType`] when the value is not a numpy array.
     pub fn as_ndarray(&self) -> Result<&'c NdArray> {
         match self.value {
             Value::Ext(Object::NdArray(a)) => Ok(a),
@@ -421,7 +422,7 @@ impl<'c> ValueRef<'c> {
     /// A decoded `datetime`, `pathlib`, `slice`, `range` … value.
     ///
     /// # Errors
-    /// [`Error::ValueType`] for any other value.
+    /// [`CheckpointError::ValueType`] for any other value.
     pub fn as_data(&self) -> Result<&'c PyData> {
         match self.value {
             Value::Ext(Object::Data(d)) => Ok(d),
@@ -468,7 +469,7 @@ impl<'c> ValueRef<'c> {
     /// order), each with its index as its last path key.
     ///
     /// # Errors
-    /// [`Error::ValueType`] for any other value.
+    /// [`CheckpointError::ValueType`] for any other value.
     pub fn as_list(&self) -> Result<impl ExactSizeIterator<Item = ValueRef<'c>> + '_> {
         let items: &'c [Value<Object>] = match (self.value, self.node()) {
             (_, Some(Node::List(v) | Node::Tuple(v) | Node::Set(v) | Node::FrozenSet(v))) => v,
@@ -486,7 +487,7 @@ impl<'c> ValueRef<'c> {
     /// value as handles, the value's path ending with the key.
     ///
     /// # Errors
-    /// [`Error::ValueType`] for any other value.
+    /// [`CheckpointError::ValueType`] for any other value.
     pub fn as_dict(
         &self,
     ) -> Result<impl ExactSizeIterator<Item = (ValueRef<'c>, ValueRef<'c>)> + '_> {
@@ -502,7 +503,7 @@ impl<'c> ValueRef<'c> {
     /// The number of items of a container (dict entries, list items …).
     ///
     /// # Errors
-    /// [`Error::ValueType`] when the value is not a container.
+    /// [`CheckpointError::ValueType`] when the value is not a container.
     pub fn len(&self) -> Result<usize> {
         match (self.value, self.node()) {
             (_, Some(Node::Dict(d))) => Ok(d.len()),
@@ -526,7 +527,7 @@ impl<'c> ValueRef<'c> {
     /// The value at a dotted path below this one (see NOTE [dotted paths]).
     ///
     /// # Errors
-    /// [`Error::ValueNotFound`] naming the whole path when a step finds nothing.
+    /// [`CheckpointError::ValueNotFound`] naming the whole path when a step finds nothing.
     pub fn get(&self, path: &str) -> Result<ValueRef<'c>> {
         let mut here = self.clone();
         let mut rest = path;
@@ -534,9 +535,9 @@ impl<'c> ValueRef<'c> {
             let Some((next, after)) = here.step_dotted(rest) else {
                 let mut full = here.path.clone();
                 full.extend(rest.split('.').map(|k| PathKey::Key(k.to_owned())));
-                return Err(Error::ValueNotFound {
+                return Err(Error::Checkpoint(CheckpointError::ValueNotFound {
                     path: joined(&full),
-                });
+                }));
             };
             here = next;
             rest = after;
@@ -549,16 +550,16 @@ impl<'c> ValueRef<'c> {
     /// index (negative from the end).
     ///
     /// # Errors
-    /// [`Error::ValueNotFound`] naming the path up to the step that found nothing.
+    /// [`CheckpointError::ValueNotFound`] naming the path up to the step that found nothing.
     pub fn get_path(&self, path: &[PathKey]) -> Result<ValueRef<'c>> {
         let mut here = self.clone();
         for key in path {
             here = here.step(key).ok_or_else(|| {
                 let mut full = here.path.clone();
                 full.push(key.clone());
-                Error::ValueNotFound {
+                Error::Checkpoint(CheckpointError::ValueNotFound {
                     path: joined(&full),
-                }
+                })
             })?;
         }
         Ok(here)
@@ -618,7 +619,7 @@ impl<'c> ValueRef<'c> {
     /// tensor value itself is named `""`).
     ///
     /// # Errors
-    /// [`Error::LimitExceeded`] past [`MAX_PATHS`] visits.
+    /// [`CheckpointError::LimitExceeded`] past [`MAX_PATHS`] visits.
     pub fn state_dict(&self) -> Result<Vec<(String, Tensor)>> {
         Ok(self
             .ckpt
@@ -636,7 +637,7 @@ impl<'c> ValueRef<'c> {
     /// itself is walked once.
     ///
     /// # Errors
-    /// [`Error::LimitExceeded`] past [`MAX_PATHS`] visits (a structure shared exponentially often).
+    /// [`CheckpointError::LimitExceeded`] past [`MAX_PATHS`] visits (a structure shared exponentially often).
     pub fn leaves(&self) -> Result<Vec<ValueRef<'c>>> {
         let mut out = Vec::new();
         let mut on_path = HashSet::new();
@@ -651,7 +652,7 @@ impl<'c> ValueRef<'c> {
     /// which [`leaves`](Self::leaves) refuses).
     ///
     /// # Errors
-    /// [`Error::LimitExceeded`] past [`MAX_PATHS`] visits (path steps counted).
+    /// [`CheckpointError::LimitExceeded`] past [`MAX_PATHS`] visits (path steps counted).
     pub fn leaves_once(&self) -> Result<Vec<ValueRef<'c>>> {
         let mut out = Vec::new();
         let mut seen = HashSet::new();
@@ -670,13 +671,13 @@ impl<'c> ValueRef<'c> {
     /// at its first path, as [`leaves_once`](Self::leaves_once) walks.
     ///
     /// # Errors
-    /// [`Error::LimitExceeded`] when even that walk exceeds [`MAX_PATHS`].
+    /// [`CheckpointError::LimitExceeded`] when even that walk exceeds [`MAX_PATHS`].
     pub fn objects(&self) -> Result<Vec<ValueRef<'c>>> {
         let mut out = Vec::new();
         let mut on_path = HashSet::new();
         let mut budget = MAX_PATHS;
         let walked = self.walk_leaves(&mut on_path, false, true, &mut budget, &mut out);
-        if let Err(Error::LimitExceeded { .. }) = walked {
+        if let Err(Error::Checkpoint(CheckpointError::LimitExceeded { .. })) = walked {
             out.clear();
             let mut seen = HashSet::new();
             let mut budget = MAX_PATHS;
@@ -698,10 +699,12 @@ impl<'c> ValueRef<'c> {
         budget: &mut usize,
         out: &mut Vec<ValueRef<'c>>,
     ) -> Result<()> {
-        let over = || Error::LimitExceeded {
-            limit: "paths walked",
-            value: MAX_PATHS as u64 + 1,
-            max: MAX_PATHS as u64,
+        let over = || {
+            Error::Checkpoint(CheckpointError::LimitExceeded {
+                limit: "paths walked",
+                value: MAX_PATHS as u64 + 1,
+                max: MAX_PATHS as u64,
+            })
         };
         *budget = budget.checked_sub(1 + self.path.len()).ok_or_else(over)?;
         let kind = self.kind();
@@ -761,7 +764,7 @@ impl Checkpoint {
     /// ```
     ///
     /// # Errors
-    /// [`Error::ValueNotFound`] naming the path when a step finds nothing.
+    /// [`CheckpointError::ValueNotFound`] naming the path when a step finds nothing.
     pub fn get(&self, path: &str) -> Result<ValueRef<'_>> {
         self.root_value().get(path)
     }
@@ -770,8 +773,8 @@ impl Checkpoint {
     /// `get(path)?.as_tensor()?.tensor`.
     ///
     /// # Errors
-    /// [`Error::ValueNotFound`] naming the path up to the step that found
-    /// nothing; [`Error::ValueType`] when the value there is not a tensor.
+    /// [`CheckpointError::ValueNotFound`] naming the path up to the step that found
+    /// nothing; [`CheckpointError::ValueType`] when the value there is not a tensor.
     pub fn tensor(&self, path: &str) -> Result<&Tensor> {
         let value = self.get(path)?;
         Ok(&value.as_tensor()?.tensor)
@@ -780,7 +783,7 @@ impl Checkpoint {
     /// The value at the given keys from the root (see [`ValueRef::get_path`]).
     ///
     /// # Errors
-    /// [`Error::ValueNotFound`] naming the path up to the step that found nothing.
+    /// [`CheckpointError::ValueNotFound`] naming the path up to the step that found nothing.
     pub fn get_path(&self, path: &[PathKey]) -> Result<ValueRef<'_>> {
         self.root_value().get_path(path)
     }
@@ -791,7 +794,7 @@ impl Checkpoint {
     /// `state_dict_at("")` is [`state_dict`](Self::state_dict).
     ///
     /// # Errors
-    /// As [`get`](Self::get), and [`Error::LimitExceeded`] past [`MAX_PATHS`] visits.
+    /// As [`get`](Self::get), and [`CheckpointError::LimitExceeded`] past [`MAX_PATHS`] visits.
     pub fn state_dict_at(&self, path: &str) -> Result<Vec<(String, Tensor)>> {
         let base = self.get(path)?;
         if path.is_empty() {
@@ -829,7 +832,7 @@ impl Checkpoint {
     /// each shared one once: what a torch checkpoint cannot hold.
     ///
     /// # Errors
-    /// [`Error::LimitExceeded`] past [`MAX_PATHS`] visits.
+    /// [`CheckpointError::LimitExceeded`] past [`MAX_PATHS`] visits.
     pub fn unsaveable(&self) -> Result<Vec<(String, String)>> {
         let mut out = Vec::new();
         let mut seen = HashSet::new();

@@ -4,6 +4,7 @@
 //! "config": {…}}`), and [`build`](CheckpointBuilder::build) makes the
 //! [`Checkpoint`] that [`save`](crate::checkpoint::save) writes as `torch.save` would.
 
+use crate::error::CheckpointError;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use num_complex::Complex64;
@@ -300,9 +301,9 @@ impl CheckpointBuilder {
     /// saved once, it loads in PyTorch as one (`a is b`).
     ///
     /// # Errors
-    /// The first error of the calls before: [`Error::ValueType`] when a path
+    /// The first error of the calls before: [`CheckpointError::ValueType`] when a path
     /// goes through a value that is not a dict (or a list, by index),
-    /// [`Error::ValueNotFound`] for an empty key or a list index past the end.
+    /// [`CheckpointError::ValueNotFound`] for an empty key or a list index past the end.
     pub fn build(self) -> Result<Checkpoint> {
         if let Some(e) = self.error {
             return Err(e);
@@ -317,7 +318,7 @@ impl Checkpoint {
     /// [`CheckpointBuilder::build`] says.
     ///
     /// # Errors
-    /// [`Error::LimitExceeded`] when listing its tensors visits more than
+    /// [`CheckpointError::LimitExceeded`] when listing its tensors visits more than
     /// [`MAX_PATHS`](crate::checkpoint::MAX_PATHS) values.
     pub fn from_value(value: PyValue) -> Result<Checkpoint> {
         let mut ckpt = Checkpoint::new();
@@ -362,8 +363,10 @@ fn insert(
     depth: usize,
     value: PyValue,
 ) -> Result<()> {
-    let not_found = || Error::ValueNotFound {
-        path: joined(&full[..(depth + 1).min(full.len())]),
+    let not_found = || {
+        Error::Checkpoint(CheckpointError::ValueNotFound {
+            path: joined(&full[..(depth + 1).min(full.len())]),
+        })
     };
     let key = match full.get(depth) {
         Some(PathKey::Key(k)) if k.is_empty() => return Err(not_found()),
@@ -398,9 +401,9 @@ fn descend(slot: &mut PyValue, full: &[PathKey], depth: usize, value: PyValue) -
         }
         (PyValue::List(items), PathKey::Index(i)) => {
             let Some(item) = usize::try_from(*i).ok().and_then(|at| items.get_mut(at)) else {
-                return Err(Error::ValueNotFound {
+                return Err(Error::Checkpoint(CheckpointError::ValueNotFound {
                     path: joined(&full[..=depth]),
-                });
+                }));
             };
             if depth + 1 == full.len() {
                 *item = value;
@@ -409,11 +412,11 @@ fn descend(slot: &mut PyValue, full: &[PathKey], depth: usize, value: PyValue) -
                 descend(item, full, depth + 1, value)
             }
         }
-        (other, _) => Err(Error::ValueType {
+        (other, _) => Err(Error::Checkpoint(CheckpointError::ValueType {
             path: joined(&full[..depth]),
             expected: "dict",
             found: other.kind_name(),
-        }),
+        })),
     }
 }
 
@@ -463,6 +466,7 @@ fn add_dict(
 mod tests {
     use super::*;
     use crate::checkpoint::ValueKind;
+    use crate::error::CheckpointError;
 
     fn t(v: &[f32]) -> Tensor {
         Tensor::from_slice(v).unwrap()
@@ -524,7 +528,7 @@ mod tests {
             .build()
             .unwrap_err();
         assert!(
-            matches!(&e, Error::ValueType { path, expected: "dict", found: "int" } if path == "config"),
+            matches!(&e, Error::Checkpoint(CheckpointError::ValueType { path, expected: "dict", found: "int" }) if path == "config"),
             "{e:?}"
         );
         let e = Checkpoint::builder()
@@ -533,18 +537,21 @@ mod tests {
             .build()
             .unwrap_err();
         assert!(
-            matches!(&e, Error::ValueType { path, found: "int", .. } if path == "a.b"),
+            matches!(&e, Error::Checkpoint(CheckpointError::ValueType { path, found: "int", .. }) if path == "a.b"),
             "{e:?}"
         );
         let e = Checkpoint::builder().value("a..b", 1).build().unwrap_err();
-        assert!(matches!(e, Error::ValueNotFound { .. }), "{e:?}");
+        assert!(
+            matches!(e, Error::Checkpoint(CheckpointError::ValueNotFound { .. })),
+            "{e:?}"
+        );
         let e = Checkpoint::builder()
             .value("l", vec![1, 2])
             .value_at(&[PathKey::Key("l".into()), PathKey::Index(5)], 0)
             .build()
             .unwrap_err();
         assert!(
-            matches!(&e, Error::ValueNotFound { path } if path == "l.5"),
+            matches!(&e, Error::Checkpoint(CheckpointError::ValueNotFound { path }) if path == "l.5"),
             "{e:?}"
         );
     }
@@ -561,7 +568,7 @@ mod tests {
         assert_eq!(ckpt.get("by_id.7").unwrap().as_f64().unwrap(), 0.5);
         let e = ckpt.get("by_id.8").unwrap_err();
         assert!(
-            matches!(&e, Error::ValueNotFound { path } if path == "by_id.8"),
+            matches!(&e, Error::Checkpoint(CheckpointError::ValueNotFound { path }) if path == "by_id.8"),
             "{e:?}"
         );
     }

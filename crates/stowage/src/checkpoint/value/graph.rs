@@ -5,6 +5,7 @@
 //! cycles survive, and a pickle that "doubles" a structure stays small.
 //! Walkers ([`Checkpoint::tensors`]) bound their work.
 
+use crate::error::{CheckpointError, ErrorContext, FormatError, StorageError, TensorError};
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::sync::Arc;
@@ -178,8 +179,8 @@ impl TensorObject {
     /// does (stowage's loader and PyTorch's alike).
     ///
     /// # Errors
-    /// [`Error::BadObject`] for [`TensorKind::Strided`] (use [`new`](Self::new));
-    /// [`Error::SizeOverflow`] for a shape whose bytes overflow.
+    /// [`FormatError::BadObject`] for [`TensorKind::Strided`] (use [`new`](Self::new));
+    /// [`TensorError::SizeOverflow`] for a shape whose bytes overflow.
     pub fn with_kind(kind: TensorKind, shape: &[usize]) -> Result<TensorObject> {
         let data = match &kind {
             TensorKind::SparseCoo { values, .. } | TensorKind::SparseCompressed { values, .. } => {
@@ -187,19 +188,21 @@ impl TensorObject {
             }
             TensorKind::Nested { buffer, .. } => buffer,
             TensorKind::Strided => {
-                return Err(Error::BadObject {
+                return Err(Error::Format(FormatError::BadObject {
                     context: "TensorObject::with_kind",
                     expected: "a sparse or nested kind",
                     found: "strided".into(),
-                })
+                }))
             }
         };
         let (dtype, device) = (data.dtype(), data.device());
         let nbytes = crate::layout::numel_of(shape)?
             .checked_mul(dtype.size())
-            .ok_or_else(|| Error::SizeOverflow {
-                what: "placeholder bytes",
-                detail: format!("{shape:?} of {}", dtype.name()),
+            .ok_or_else(|| {
+                Error::Tensor(TensorError::SizeOverflow {
+                    what: "placeholder bytes",
+                    detail: format!("{shape:?} of {}", dtype.name()),
+                })
             })?;
         let tensor = Tensor::from_parts(
             UntypedStorage::new_fake(nbytes, device),
@@ -299,7 +302,7 @@ impl TensorObject {
     /// conjugation and negation applied (PyTorch's `resolve_conj().resolve_neg()`).
     ///
     /// # Errors
-    /// [`Error::NoData`] on meta; allocation failure.
+    /// [`StorageError::NoData`] on meta; allocation failure.
     pub fn resolved(&self) -> Result<Tensor> {
         if !self.conj && !self.neg {
             return Ok(self.tensor.clone());
@@ -499,7 +502,7 @@ impl Checkpoint {
     /// Every tensor with its path from the root, once per path, in pickle order.
     ///
     /// # Errors
-    /// [`Error::LimitExceeded`] past [`MAX_PATHS`] visits (a structure shared exponentially often).
+    /// [`CheckpointError::LimitExceeded`] past [`MAX_PATHS`] visits (a structure shared exponentially often).
     pub fn tensors(&self) -> Result<Vec<(Vec<PathKey>, &TensorObject)>> {
         self.tensors_from(&self.root)
     }
@@ -592,18 +595,23 @@ impl Checkpoint {
         holds: &[bool],
         out: &mut Vec<(Vec<PathKey>, &'a TensorObject)>,
     ) -> Result<()> {
-        *budget = budget.checked_sub(1).ok_or(Error::LimitExceeded {
-            limit: "paths walked",
-            value: MAX_PATHS as u64 + 1,
-            max: MAX_PATHS as u64,
-        })?;
+        *budget =
+            budget
+                .checked_sub(1)
+                .ok_or(Error::Checkpoint(CheckpointError::LimitExceeded {
+                    limit: "paths walked",
+                    value: MAX_PATHS as u64 + 1,
+                    max: MAX_PATHS as u64,
+                }))?;
         let id = match v {
             Value::Ext(Object::Tensor(t)) => {
-                *budget = budget.checked_sub(path.len()).ok_or(Error::LimitExceeded {
-                    limit: "paths walked",
-                    value: (MAX_PATHS - *budget + path.len()) as u64,
-                    max: MAX_PATHS as u64,
-                })?;
+                *budget = budget.checked_sub(path.len()).ok_or(Error::Checkpoint(
+                    CheckpointError::LimitExceeded {
+                        limit: "paths walked",
+                        value: (MAX_PATHS - *budget + path.len()) as u64,
+                        max: MAX_PATHS as u64,
+                    },
+                ))?;
                 out.push((path.clone(), t));
                 return Ok(());
             }
@@ -798,14 +806,14 @@ pub(crate) fn check_fits(x: &Tensor) -> Result<()> {
     let needed = x.layout().reach()?.div_ceil(per_byte as u128);
     let nbytes = x.untyped_storage().nbytes();
     if needed > nbytes as u128 {
-        return Err(Error::OutOfStorage {
+        return Err(Error::Storage(StorageError::OutOfStorage {
             needed,
             nbytes,
             shape: x.shape().to_vec(),
             stride: x.stride().to_vec(),
             offset: x.storage_offset(),
             element_size: x.element_size(),
-        });
+        }));
     }
     Ok(())
 }
@@ -814,10 +822,9 @@ fn view_error(ckpt: &Checkpoint) -> Option<Error> {
     // The first tensor holding data outside its storage, as an `InStorage` error.
     let fits = |t: &TensorObject| -> Option<Error> {
         t.data_tensors().into_iter().find_map(|(_, x)| {
-            check_fits(x).err().map(|e| Error::InStorage {
-                key: ckpt.storage_key(x).unwrap_or("?").to_owned(),
-                source: Box::new(e),
-            })
+            check_fits(x)
+                .err()
+                .map(|e| e.in_storage(ckpt.storage_key(x).unwrap_or("?").to_owned()))
         })
     };
     let (bad, error) = ckpt
@@ -837,10 +844,7 @@ fn view_error(ckpt: &Checkpoint) -> Option<Error> {
             .map(|(p, _)| dotted(&p))
     });
     Some(match path {
-        Some(path) => Error::AtPath {
-            path,
-            source: Box::new(error),
-        },
+        Some(path) => error.at_path(path),
         None => error,
     })
 }

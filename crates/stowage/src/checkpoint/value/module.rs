@@ -11,6 +11,7 @@
 //! module's `get_extra_state` (`_extra_state`) runs its class's code, and is
 //! not followed.
 
+use crate::error::CheckpointError;
 use std::collections::HashSet;
 
 use super::access::ValueRef;
@@ -24,7 +25,7 @@ impl<'c> ValueRef<'c> {
     /// then each child module under `name.`.
     ///
     /// # Errors
-    /// [`Error::ValueType`] when this is not an inert object holding
+    /// [`CheckpointError::ValueType`] when this is not an inert object holding
     /// `_parameters`, `_buffers` and `_modules`, or one of them holds other
     /// than tensors (and `None`).
     pub fn module_state_dict(&self) -> Result<Vec<(String, Tensor)>> {
@@ -40,10 +41,12 @@ impl<'c> ValueRef<'c> {
         on_path: &mut HashSet<NodeId>,
         out: &mut Vec<(String, Tensor)>,
     ) -> Result<()> {
-        let not_a_module = || Error::ValueType {
-            path: prefix.trim_end_matches('.').to_owned(),
-            expected: "an nn.Module (an inert object with _parameters, _buffers and _modules)",
-            found: self.kind().name(),
+        let not_a_module = || {
+            Error::Checkpoint(CheckpointError::ValueType {
+                path: prefix.trim_end_matches('.').to_owned(),
+                expected: "an nn.Module (an inert object with _parameters, _buffers and _modules)",
+                found: self.kind().name(),
+            })
         };
         if self.as_object().is_none() {
             return Err(not_a_module());

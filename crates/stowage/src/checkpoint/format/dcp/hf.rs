@@ -7,6 +7,7 @@
 //! no `.metadata`: a tensor's shape is the extent of its chunks, which must
 //! tile it.
 
+use crate::error::{ErrorContext, FormatError, TensorError};
 use crate::io::Location;
 use std::collections::HashMap;
 
@@ -48,7 +49,7 @@ struct Piece {
 /// mode, and assembles each tensor from its pieces.
 ///
 /// # Errors
-/// A file's load errors; [`Error::BadObject`] when `DCP_SHARDING_INFO` is not
+/// A file's load errors; [`FormatError::BadObject`] when `DCP_SHARDING_INFO` is not
 /// the expected JSON, when a tensor's pieces disagree in dtype or rank, or do
 /// not tile its extent.
 pub(crate) fn load(
@@ -58,10 +59,7 @@ pub(crate) fn load(
     let mut order: Vec<String> = Vec::new();
     let mut pieces: HashMap<String, Vec<Piece>> = HashMap::new();
     for file in files {
-        let in_file = |e: Error| Error::InFile {
-            path: file.path(),
-            source: Box::new(e),
-        };
+        let in_file = |e: Error| e.in_file(file.path());
         let shard = load_file(file)?;
         let info = sharding_info(&shard).map_err(in_file)?;
         for (path, t) in shard.tensors().map_err(in_file)? {
@@ -70,11 +68,11 @@ pub(crate) fn load(
             let offsets = match info.get(&name) {
                 Some(o) if o.len() == tensor.dim() => o.clone(),
                 Some(o) => {
-                    return Err(in_file(Error::BadObject {
+                    return Err(in_file(Error::Format(FormatError::BadObject {
                         context: "DCP_SHARDING_INFO",
                         expected: "one offset per dimension",
                         found: format!("{name}: {o:?} for shape {:?}", tensor.shape()),
-                    }))
+                    })))
                 }
                 None => vec![0; tensor.dim()],
             };
@@ -119,10 +117,12 @@ fn sharding_info(shard: &Checkpoint) -> Result<HashMap<String, Vec<usize>>> {
     else {
         return Ok(HashMap::new());
     };
-    let bad = |found: String| Error::BadObject {
-        context: "DCP_SHARDING_INFO",
-        expected: "a JSON map of {\"saved_offsets\": [ints]}",
-        found,
+    let bad = |found: String| {
+        Error::Format(FormatError::BadObject {
+            context: "DCP_SHARDING_INFO",
+            expected: "a JSON map of {\"saved_offsets\": [ints]}",
+            found,
+        })
     };
     let json: serde_json::Value = serde_json::from_str(text).map_err(|e| bad(e.to_string()))?;
     let serde_json::Value::Object(map) = json else {
@@ -154,7 +154,7 @@ fn assemble(name: &str, parts: &[Piece]) -> Result<Tensor> {
     let mut regions = Vec::with_capacity(parts.len());
     for p in parts {
         if p.tensor.dtype() != dtype || p.tensor.dim() != dim {
-            return Err(Error::BadObject {
+            return Err(Error::Format(FormatError::BadObject {
                 context: "DCP_SHARDING_INFO",
                 expected: "pieces of one dtype and rank",
                 found: format!(
@@ -163,14 +163,16 @@ fn assemble(name: &str, parts: &[Piece]) -> Result<Tensor> {
                     p.tensor.shape(),
                     first.shape()
                 ),
-            });
+            }));
         }
         let mut region = Vec::with_capacity(dim);
         for ((extent, &o), &n) in size.iter_mut().zip(&p.offsets).zip(p.tensor.shape()) {
-            let end = o.checked_add(n).ok_or(Error::SizeOverflow {
-                what: "DCP piece",
-                detail: format!("{name}: offsets {:?}", p.offsets),
-            })?;
+            let end = o
+                .checked_add(n)
+                .ok_or(Error::Tensor(TensorError::SizeOverflow {
+                    what: "DCP piece",
+                    detail: format!("{name}: offsets {:?}", p.offsets),
+                }))?;
             *extent = (*extent).max(end);
             region.push((o, n));
         }
@@ -181,19 +183,20 @@ fn assemble(name: &str, parts: &[Piece]) -> Result<Tensor> {
     let wanted = size
         .iter()
         .try_fold(1usize, |a, &b| a.checked_mul(b))
-        .ok_or(Error::SizeOverflow {
+        .ok_or(Error::Tensor(TensorError::SizeOverflow {
             what: "DCP tensor",
             detail: format!("{name}: {size:?}"),
-        })?;
+        }))?;
     check_cover(name, &regions, wanted)?;
     if parts.iter().any(|p| !p.tensor.untyped_storage().has_data()) {
         // A fake load: the whole tensor's storage is fake too.
-        let nbytes = wanted
-            .checked_mul(dtype.size())
-            .ok_or(Error::SizeOverflow {
-                what: "DCP tensor",
-                detail: format!("{name}: {size:?}"),
-            })?;
+        let nbytes =
+            wanted
+                .checked_mul(dtype.size())
+                .ok_or(Error::Tensor(TensorError::SizeOverflow {
+                    what: "DCP tensor",
+                    detail: format!("{name}: {size:?}"),
+                }))?;
         let storage = crate::UntypedStorage::new_fake(nbytes, first.device());
         return Tensor::from_parts(storage, dtype, crate::layout::Layout::contiguous(&size)?);
     }

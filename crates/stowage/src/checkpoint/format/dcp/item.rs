@@ -3,6 +3,7 @@
 //! serialization format, as one tensor of the safetensors blob that starts
 //! at the item's offset.
 
+use crate::error::{CheckpointError, FormatError};
 use crate::io::ReadCost;
 use std::path::Path;
 use std::sync::Arc;
@@ -69,14 +70,14 @@ pub(super) fn check_inside(file: &dyn ReadAt, info: &StorageInfo) -> Result<()> 
         .checked_add(info.length)
         .is_some_and(|end| end <= len);
     if !inside {
-        return Err(Error::BadObject {
+        return Err(Error::Format(FormatError::BadObject {
             context: "DCP item",
             expected: "bytes inside its file",
             found: format!(
                 "offset {} length {} in a file of {len} bytes",
                 info.offset, info.length
             ),
-        });
+        }));
     }
     Ok(())
 }
@@ -133,9 +134,9 @@ fn transform_from(bytes: Vec<u8>, descriptor: &str, limit: u64) -> Result<Vec<u8
         return unzstd(&bytes, limit);
     }
     let _ = (bytes, limit, name, version);
-    Err(Error::Unsupported {
+    Err(Error::Checkpoint(CheckpointError::Unsupported {
         what: format!("the DCP stream transform {descriptor:?}"),
-    })
+    }))
 }
 
 #[cfg(feature = "zstd")]
@@ -148,11 +149,11 @@ fn unzstd(bytes: &[u8], limit: u64) -> Result<Vec<u8>> {
         .read_to_end(&mut out)
         .map_err(Error::Io)?;
     if out.len() as u64 > limit {
-        return Err(Error::LimitExceeded {
+        return Err(Error::Checkpoint(CheckpointError::LimitExceeded {
             limit: "decompressed DCP item bytes",
             value: out.len() as u64,
             max: limit,
-        });
+        }));
     }
     Ok(out)
 }
@@ -197,11 +198,11 @@ pub(super) fn read_tensor(
         let ckpt = torch_zip::load_lazy(window, path, &lazy)?;
         return match &ckpt.root {
             Value::Ext(Object::Tensor(t)) => t.resolved(),
-            _ => Err(Error::BadObject {
+            _ => Err(Error::Format(FormatError::BadObject {
                 context: "DCP tensor item",
                 expected: "a saved tensor",
                 found: "another object".into(),
-            }),
+            })),
         };
     }
     let bytes = untransform(
@@ -215,11 +216,11 @@ pub(super) fn read_tensor(
     let ckpt = torch_zip::load(&bytes[..], options, None)?;
     match &ckpt.root {
         Value::Ext(Object::Tensor(t)) => t.resolved(),
-        _ => Err(Error::BadObject {
+        _ => Err(Error::Format(FormatError::BadObject {
             context: "DCP tensor item",
             expected: "a saved tensor",
             found: "another object".into(),
-        }),
+        })),
     }
 }
 
@@ -243,10 +244,12 @@ fn read_safetensors(file: &dyn ReadAt, offset: u64, fqn: &str, nbytes: u64) -> R
     /// The most bytes a safetensors header may have (the `safetensors` crate's limit).
     const MAX_HEADER: u64 = 100_000_000;
     use crate::layout::Layout;
-    let bad = |expected: &'static str, found: String| Error::BadObject {
-        context: "DCP safetensors item",
-        expected,
-        found,
+    let bad = |expected: &'static str, found: String| {
+        Error::Format(FormatError::BadObject {
+            context: "DCP safetensors item",
+            expected,
+            found,
+        })
     };
     let mut n = [0u8; 8];
     file.read_exact_at(&mut n, offset).map_err(Error::Io)?;
@@ -295,9 +298,9 @@ fn read_safetensors(file: &dyn ReadAt, offset: u64, fqn: &str, nbytes: u64) -> R
 
 #[cfg(not(feature = "safetensors"))]
 fn read_safetensors(_: &dyn ReadAt, _: u64, _: &str, _: u64) -> Result<Tensor> {
-    Err(Error::Unsupported {
+    Err(Error::Checkpoint(CheckpointError::Unsupported {
         what: "DCP checkpoints in the safetensors format (stowage was built without its `safetensors` feature)".into(),
-    })
+    }))
 }
 
 #[cfg(all(test, feature = "zstd"))]

@@ -8,6 +8,7 @@
 //! and any other global is refused. (PyTorch itself reads this file with a
 //! plain `pickle.load`.)
 
+use crate::error::{CheckpointError, FormatError};
 use std::collections::HashMap;
 
 use crate::checkpoint::globals::allowlist::{self, Global};
@@ -118,11 +119,11 @@ enum Md {
 type V = Value<Md>;
 
 fn bad(context: &'static str, expected: &'static str, found: impl Into<String>) -> Error {
-    Error::BadObject {
+    Error::Format(FormatError::BadObject {
         context,
         expected,
         found: found.into(),
-    }
+    })
 }
 
 struct MetadataHooks;
@@ -168,10 +169,10 @@ impl Hooks for MetadataHooks {
         match allowlist::resolve(module, name) {
             Ok(Global::DType(d)) => Ok(Value::Ext(Md::DType(d))),
             Ok(g @ (Global::Size | Global::GetLayout)) => Ok(Value::Ext(Md::Global(g))),
-            _ => Err(Error::GlobalNotAllowed {
+            _ => Err(Error::Checkpoint(CheckpointError::GlobalNotAllowed {
                 module: module.to_owned(),
                 name: name.to_owned(),
-            }),
+            })),
         }
     }
 
@@ -442,11 +443,11 @@ fn path_key(v: &V) -> Result<PathKey> {
 /// Parses a `.metadata` file's bytes.
 ///
 /// # Errors
-/// [`Error::GlobalNotAllowed`] for a global outside the DCP data classes;
-/// [`Error::Pickle`] for a malformed pickle or one past `limits`;
-/// [`Error::BadObject`] when the objects are not a DCP `Metadata` (a chunk
+/// [`CheckpointError::GlobalNotAllowed`] for a global outside the DCP data classes;
+/// [`FormatError::Pickle`] for a malformed pickle or one past `limits`;
+/// [`FormatError::BadObject`] when the objects are not a DCP `Metadata` (a chunk
 /// outside its tensor, a storage file outside the folder, a chunk without
-/// storage …); [`Error::SizeOverflow`] for sizes past `usize`.
+/// storage …); [`TensorError::SizeOverflow`](crate::TensorError::SizeOverflow) for sizes past `usize`.
 pub fn parse(bytes: &[u8], limits: &Limits) -> Result<DcpMetadata> {
     let p = unpickle(bytes, &mut MetadataHooks, limits)?;
     let (graph, root) = (&p.graph, &p.root);

@@ -25,6 +25,7 @@ mod write;
 
 pub use write::{save, ChunkPlan, DcpSaveOptions, PlannedChunk};
 
+use crate::error::{ErrorContext, FormatError, StorageError, TensorError};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -99,10 +100,7 @@ impl DcpCheckpoint {
     pub(crate) fn at(dir: Location, options: &LoadOptions) -> Result<DcpCheckpoint> {
         let path = dir.join(METADATA_FILE);
         let bytes = path.read_all(options.max_pickle_bytes)?;
-        let in_file = |e: Error| Error::InFile {
-            path: path.path(),
-            source: Box::new(e),
-        };
+        let in_file = |e: Error| e.in_file(path.path());
         let metadata = metadata::parse(&bytes, &options.pickle_limits).map_err(in_file)?;
         Ok(DcpCheckpoint {
             dir,
@@ -142,8 +140,10 @@ impl DcpCheckpoint {
             .items
             .iter()
             .find(|i| i.fqn == fqn)
-            .ok_or_else(|| Error::MissingRecord {
-                name: fqn.to_owned(),
+            .ok_or_else(|| {
+                Error::Format(FormatError::MissingRecord {
+                    name: fqn.to_owned(),
+                })
             })
     }
 
@@ -170,10 +170,7 @@ impl DcpCheckpoint {
         let archive = self
             .file(&here)
             .and_then(|file| item::is_archive(&*file, info))
-            .map_err(|e| Error::InFile {
-                path: here.path(),
-                source: Box::new(e),
-            })?;
+            .map_err(|e| e.in_file(here.path()))?;
         Ok(if archive {
             Format::TorchZip
         } else {
@@ -192,13 +189,15 @@ impl DcpCheckpoint {
     /// archives' CRC-32s through it.
     ///
     /// # Errors
-    /// [`Error::MissingRecord`]: no such item or chunk. [`Error::InFile`]
+    /// [`FormatError::MissingRecord`]: no such item or chunk. [`Error::InFile`]
     /// naming the data file and the item: it cannot be opened or read, the
     /// item is not inside it, a transform fails or is unknown, or the
     /// decoded bytes pass the limit.
     pub fn item_bytes(&self, fqn: &str, chunk: usize) -> Result<Vec<u8>> {
-        let missing = || Error::MissingRecord {
-            name: format!("{fqn} (chunk {chunk})"),
+        let missing = || {
+            Error::Format(FormatError::MissingRecord {
+                name: format!("{fqn} (chunk {chunk})"),
+            })
         };
         let (info, limit) = match &self.item(fqn)?.kind {
             ItemKind::Tensor(t) => {
@@ -212,23 +211,18 @@ impl DcpCheckpoint {
         let limit = limit.saturating_add(item::ARCHIVE_OVERHEAD);
         self.file(&here)
             .and_then(|file| item::decoded(&*file, info, limit))
-            .map_err(|e| Error::InFile {
-                path: here.path(),
-                source: Box::new(Error::AtPath {
-                    path: fqn.to_owned(),
-                    source: Box::new(e),
-                }),
-            })
+            .at_path(fqn)
+            .in_file(here.path())
     }
 
     fn tensor_meta(&self, fqn: &str) -> Result<&TensorMeta> {
         match &self.item(fqn)?.kind {
             ItemKind::Tensor(t) => Ok(t),
-            ItemKind::Bytes(_) => Err(Error::BadObject {
+            ItemKind::Bytes(_) => Err(Error::Format(FormatError::BadObject {
                 context: "DCP item",
                 expected: "a tensor",
                 found: format!("{fqn} is a value"),
-            }),
+            })),
         }
     }
 
@@ -245,7 +239,7 @@ impl DcpCheckpoint {
     /// read from the stored chunks that intersect it (and only those).
     ///
     /// # Errors
-    /// [`Error::MissingRecord`] for an unknown name; [`Error::BadObject`] when
+    /// [`FormatError::MissingRecord`] for an unknown name; [`FormatError::BadObject`] when
     /// the region is outside the tensor, or the chunks overlap or leave part
     /// of it uncovered; a chunk's errors ([`Error::InFile`] naming its file,
     /// wrapping [`Error::AtPath`] naming the tensor).
@@ -259,22 +253,22 @@ impl DcpCheckpoint {
                 .zip(&meta.size)
                 .all(|((o, s), n)| o.checked_add(*s).is_some_and(|e| e <= *n));
         if !inside {
-            return Err(Error::BadObject {
+            return Err(Error::Format(FormatError::BadObject {
                 context: "DCP region",
                 expected: "a region inside the tensor",
                 found: format!(
                     "{fqn}: offsets {offsets:?} sizes {sizes:?} of size {:?}",
                     meta.size
                 ),
-            });
+            }));
         }
         let device = self.options.map_location.unwrap_or_default();
         let out = Tensor::zeros_on(sizes, meta.dtype, device)?;
         let volume = |s: &[usize]| s.iter().try_fold(1usize, |a, &b| a.checked_mul(b));
-        let wanted = volume(sizes).ok_or(Error::SizeOverflow {
+        let wanted = volume(sizes).ok_or(Error::Tensor(TensorError::SizeOverflow {
             what: "DCP region",
             detail: format!("{sizes:?}"),
-        })?;
+        }))?;
         let parts: Vec<(&Chunk, Vec<(usize, usize)>)> = meta
             .chunks
             .iter()
@@ -298,13 +292,13 @@ impl DcpCheckpoint {
                 let es = meta.dtype.size();
                 let (from, to) = (src.storage_offset() * es, dst.storage_offset() * es);
                 let mut bytes = out.untyped_storage().bytes_mut()?;
-                let window = bytes
-                    .get_mut(to..to + src.nbytes())
-                    .ok_or(Error::StorageRange {
+                let window = bytes.get_mut(to..to + src.nbytes()).ok_or(Error::Storage(
+                    StorageError::StorageRange {
                         offset: to,
                         len: src.nbytes(),
                         nbytes: out.nbytes(),
-                    })?;
+                    },
+                ))?;
                 src.untyped_storage().read_at(from, window)?;
             } else {
                 dst.copy_(&src)?;
@@ -346,11 +340,11 @@ impl DcpCheckpoint {
                 let window = usize::try_from(offset)
                     .ok()
                     .and_then(|o| held.bytes.get(o..o.checked_add(dst.len())?))
-                    .ok_or(Error::StorageRange {
+                    .ok_or(Error::Storage(StorageError::StorageRange {
                         offset: offset as usize,
                         len: dst.len(),
                         nbytes,
-                    })?;
+                    }))?;
                 dst.copy_from_slice(window);
                 if offset as usize + dst.len() >= nbytes {
                     // The last window: the buffer stays for the next tensor.
@@ -393,11 +387,13 @@ impl DcpCheckpoint {
             let stored = self.read_chunk(fqn, meta.dtype, chunk)?;
             let at = chunk.offsets[0] * row_bytes;
             let len = chunk.sizes[0] * row_bytes;
-            let window = dst.get_mut(at..at + len).ok_or(Error::StorageRange {
-                offset: at,
-                len,
-                nbytes: total,
-            })?;
+            let window =
+                dst.get_mut(at..at + len)
+                    .ok_or(Error::Storage(StorageError::StorageRange {
+                        offset: at,
+                        len,
+                        nbytes: total,
+                    }))?;
             let from = stored.storage_offset() * meta.dtype.size();
             if stored.is_contiguous() {
                 stored.untyped_storage().read_at(from, window)?;
@@ -413,13 +409,7 @@ impl DcpCheckpoint {
         let info = &chunk.storage;
         let here = self.dir.join(&info.relative_path);
         let file = here.path();
-        let in_file = |e: Error| Error::InFile {
-            path: file.clone(),
-            source: Box::new(Error::AtPath {
-                path: fqn.to_owned(),
-                source: Box::new(e),
-            }),
-        };
+        let in_file = |e: Error| e.at_path(fqn).in_file(&file);
         let nbytes = bytes_of(fqn, dtype, &chunk.sizes).map_err(in_file)?;
         let source = self.file(&here).map_err(in_file)?;
         let ahead = self.prefetched.take(&file, info.offset);
@@ -434,7 +424,7 @@ impl DcpCheckpoint {
         )
         .map_err(in_file)?;
         if tensor.dtype() != dtype || tensor.shape() != &chunk.sizes[..] {
-            return Err(in_file(Error::BadObject {
+            return Err(in_file(Error::Format(FormatError::BadObject {
                 context: "DCP chunk",
                 expected: "a tensor of the chunk's dtype and size",
                 found: format!(
@@ -443,7 +433,7 @@ impl DcpCheckpoint {
                     tensor.shape(),
                     chunk.sizes
                 ),
-            }));
+            })));
         }
         Ok(tensor)
     }
@@ -451,25 +441,19 @@ impl DcpCheckpoint {
     /// A non-tensor item, as the checkpoint its `torch.save` archive holds.
     ///
     /// # Errors
-    /// [`Error::MissingRecord`] for an unknown name; the item's load errors
+    /// [`FormatError::MissingRecord`] for an unknown name; the item's load errors
     /// (a refused global among them) wrapped in [`Error::InFile`].
     pub fn read_value(&self, fqn: &str) -> Result<Checkpoint> {
         let ItemKind::Bytes(info) = &self.item(fqn)?.kind else {
-            return Err(Error::BadObject {
+            return Err(Error::Format(FormatError::BadObject {
                 context: "DCP item",
                 expected: "a value",
                 found: format!("{fqn} is a tensor"),
-            });
+            }));
         };
         let here = self.dir.join(&info.relative_path);
         let file = here.path();
-        let in_file = |e: Error| Error::InFile {
-            path: file.clone(),
-            source: Box::new(Error::AtPath {
-                path: fqn.to_owned(),
-                source: Box::new(e),
-            }),
-        };
+        let in_file = |e: Error| e.at_path(fqn).in_file(&file);
         let source = self.file(&here).map_err(in_file)?;
         let ahead = self.prefetched.take(&file, info.offset);
         item::read_value(&source, info, ahead, &self.options).map_err(in_file)
@@ -556,10 +540,10 @@ fn bytes_of(fqn: &str, dtype: DType, sizes: &[usize]) -> Result<usize> {
     sizes
         .iter()
         .try_fold(dtype.size(), |a, &b| a.checked_mul(b))
-        .ok_or(Error::SizeOverflow {
+        .ok_or(Error::Tensor(TensorError::SizeOverflow {
             what: "DCP tensor",
             detail: format!("{fqn}: {sizes:?}"),
-        })
+        }))
 }
 
 /// The intersection of a chunk with a region, per dimension `(start, len)`;
@@ -589,20 +573,20 @@ fn check_cover(fqn: &str, parts: &[Vec<(usize, usize)>], wanted: usize) -> Resul
                 .zip(b)
                 .all(|(x, y)| x.0.max(y.0) < (x.0 + x.1).min(y.0 + y.1));
             if overlap {
-                return Err(Error::BadObject {
+                return Err(Error::Format(FormatError::BadObject {
                     context: "DCP chunks",
                     expected: "chunks that do not overlap",
                     found: format!("{fqn}: two chunks hold the same elements"),
-                });
+                }));
             }
         }
     }
     if covered != wanted && wanted > 0 {
-        return Err(Error::BadObject {
+        return Err(Error::Format(FormatError::BadObject {
             context: "DCP chunks",
             expected: "chunks covering the whole region",
             found: format!("{fqn}: {covered} of {wanted} elements stored"),
-        });
+        }));
     }
     Ok(())
 }
@@ -677,20 +661,22 @@ fn place(
     value: Value<Object>,
 ) -> Result<()> {
     let Some((last, parents)) = path.split_last() else {
-        return Err(Error::BadObject {
+        return Err(Error::Format(FormatError::BadObject {
             context: "DCP planner_data",
             expected: "a non-empty path",
             found: "an empty one".into(),
-        });
+        }));
     };
     let key_value = |k: &PathKey| match k {
         PathKey::Key(s) => Value::str(s),
         PathKey::Index(i) => Value::Int(*i),
     };
-    let clash = |k: &PathKey| Error::BadObject {
-        context: "DCP planner_data",
-        expected: "paths that nest",
-        found: format!("a value and a container at {k}"),
+    let clash = |k: &PathKey| {
+        Error::Format(FormatError::BadObject {
+            context: "DCP planner_data",
+            expected: "paths that nest",
+            found: format!("a value and a container at {k}"),
+        })
     };
     let mut node = root;
     for (i, k) in parents.iter().enumerate() {

@@ -7,6 +7,8 @@
 //! if larger), so the bytes held ahead stay bounded whatever the
 //! checkpoint's size.
 
+#[cfg(feature = "remote")]
+use crate::error::ErrorContext;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
@@ -125,13 +127,7 @@ impl DcpCheckpoint {
         let (end, by_file) = self.plan_batch(items, start, budget);
         // Every file's items, fetched together: at most `concurrency`
         // requests in flight across the files.
-        let in_file = |file: &Location, fqn: &str, e: Error| Error::InFile {
-            path: file.path(),
-            source: Box::new(Error::AtPath {
-                path: fqn.to_owned(),
-                source: Box::new(e),
-            }),
-        };
+        let in_file = |file: &Location, fqn: &str, e: Error| e.at_path(fqn).in_file(file.path());
         let mut objects = Vec::with_capacity(by_file.len());
         let mut bufs: Vec<Vec<Vec<u8>>> = Vec::with_capacity(by_file.len());
         for (file, list) in &by_file {

@@ -10,6 +10,7 @@
 //! item in rank 0's file. `.metadata` is pickled as PyTorch pickles it
 //! (`NEWOBJ` and `BUILD` of the dataclasses).
 
+use crate::error::{CheckpointError, ErrorContext, FormatError};
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::Path;
@@ -129,10 +130,12 @@ fn rows_plan(shape: &[usize], ranks: usize) -> Vec<PlannedChunk> {
 /// Checks that a plan's chunks lie inside the tensor, name existing ranks,
 /// and tile it.
 fn check_plan(name: &str, shape: &[usize], ranks: usize, plan: &[PlannedChunk]) -> Result<()> {
-    let bad = |found: String| Error::BadObject {
-        context: "DCP chunk plan",
-        expected: "chunks inside the tensor, on ranks below `ranks`, tiling it",
-        found,
+    let bad = |found: String| {
+        Error::Format(FormatError::BadObject {
+            context: "DCP chunk plan",
+            expected: "chunks inside the tensor, on ranks below `ranks`, tiling it",
+            found,
+        })
     };
     let mut regions = Vec::new();
     for c in plan {
@@ -172,23 +175,23 @@ enum Leaf<'a> {
 /// DCP's flattening of the root dict.
 fn flatten(ckpt: &Checkpoint) -> Result<Vec<(Vec<PathKey>, Leaf<'_>)>> {
     let Some(Node::Dict(_)) = ckpt.root.as_node().map(|id| ckpt.graph.get(id)) else {
-        return Err(Error::BadObject {
+        return Err(Error::Format(FormatError::BadObject {
             context: "DCP save",
             expected: "a dict at the root (a state dict)",
             found: "another object".into(),
-        });
+        }));
     };
     let mut out = Vec::new();
     let mut stack = vec![(Vec::new(), &ckpt.root)];
     let mut budget = MAX_PATHS;
     while let Some((path, v)) = stack.pop() {
-        budget = budget
-            .checked_sub(path.len() + 1)
-            .ok_or(Error::LimitExceeded {
+        budget = budget.checked_sub(path.len() + 1).ok_or(Error::Checkpoint(
+            CheckpointError::LimitExceeded {
                 limit: "paths walked",
                 value: MAX_PATHS as u64,
                 max: MAX_PATHS as u64,
-            })?;
+            },
+        ))?;
         let node = v.as_node().map(|id| ckpt.graph.get(id));
         match (v, node) {
             (_, Some(Node::Dict(d))) => {
@@ -197,11 +200,11 @@ fn flatten(ckpt: &Checkpoint) -> Result<Vec<(Vec<PathKey>, Leaf<'_>)>> {
                         Value::Str(s) => s.to_string(),
                         Value::Int(i) => i.to_string(),
                         _ => {
-                            return Err(Error::BadObject {
+                            return Err(Error::Format(FormatError::BadObject {
                                 context: "DCP save",
                                 expected: "string or integer dict keys",
                                 found: format!("another key under {path:?}"),
-                            })
+                            }))
                         }
                     };
                     let mut p = path.clone();
@@ -292,8 +295,8 @@ enum Entry {
 /// was there as a whole (files other than DCP's stay).
 ///
 /// # Errors
-/// [`Error::BadObject`] when the root is not a dict or a key is neither a
-/// string nor an integer; [`Error::NoData`] for meta tensors; what saving
+/// [`FormatError::BadObject`] when the root is not a dict or a key is neither a
+/// string nor an integer; [`StorageError::NoData`](crate::StorageError::NoData) for meta tensors; what saving
 /// an item gives; I/O errors; all wrapped in [`Error::InFile`] naming `dir`.
 pub fn save(dir: &Path, ckpt: &Checkpoint, options: &DcpSaveOptions) -> Result<()> {
     let leaves = flatten(ckpt)?;
@@ -313,10 +316,7 @@ pub fn save(dir: &Path, ckpt: &Checkpoint, options: &DcpSaveOptions) -> Result<(
             .collect::<Result<Vec<_>>>()?;
         let mut entries = Vec::with_capacity(leaves.len());
         for (path, leaf) in &leaves {
-            let at_path = |e: Error| Error::AtPath {
-                path: crate::checkpoint::value::graph::dotted(path),
-                source: Box::new(e),
-            };
+            let at_path = |e: Error| e.at_path(crate::checkpoint::value::graph::dotted(path));
             let entry = (|| -> Result<Entry> {
                 Ok(match leaf {
                     Leaf::Tensor(t) => {
@@ -374,7 +374,8 @@ pub fn save(dir: &Path, ckpt: &Checkpoint, options: &DcpSaveOptions) -> Result<(
                 file.sync_all()?;
             }
         }
-        let metadata = pickle_metadata(&leaves, &entries).map_err(Error::PickleWrite)?;
+        let metadata = pickle_metadata(&leaves, &entries)
+            .map_err(|e| Error::Checkpoint(CheckpointError::PickleWrite(e)))?;
         std::fs::write(staging.join(METADATA_FILE), metadata)?;
         Ok(())
     })

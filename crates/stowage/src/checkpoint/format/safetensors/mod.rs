@@ -13,6 +13,7 @@
 //! one its bytes are read straight into (one copy, a peak of the tensor bytes
 //! plus the header).
 
+use crate::error::{CheckpointError, ErrorContext, FormatError, StorageError, TensorError};
 use crate::io::ReadCost;
 use std::borrow::Cow;
 use std::cell::RefCell;
@@ -36,8 +37,10 @@ mod tree;
 pub use tree::TREE_KEY;
 
 fn to_dtype(d: Dtype) -> Result<DType> {
-    DType::from_safetensors(d).ok_or_else(|| Error::Unsupported {
-        what: format!("safetensors dtype {d:?}"),
+    DType::from_safetensors(d).ok_or_else(|| {
+        Error::Checkpoint(CheckpointError::Unsupported {
+            what: format!("safetensors dtype {d:?}"),
+        })
     })
 }
 
@@ -112,18 +115,15 @@ pub(crate) fn load<R: ReadAt>(
     let mut batch: Vec<(UntypedStorage, u64, String)> = Vec::new();
     // The file's order: by data offset.
     for (i, name) in meta.offset_keys().into_iter().enumerate() {
-        let at_path = |e: Error| Error::AtPath {
-            path: name.clone(),
-            source: Box::new(e),
-        };
+        let at_path = |e: Error| e.at_path(name.clone());
         // `read_header` validated every entry: its offsets lie in the data
         // region and span exactly its dtype and shape.
         let info = meta.info(&name).ok_or_else(|| {
-            at_path(Error::BadObject {
+            at_path(Error::Format(FormatError::BadObject {
                 context: "safetensors header",
                 expected: "an entry for every name",
                 found: "none".into(),
-            })
+            }))
         })?;
         let dtype = to_dtype(info.dtype).map_err(at_path)?;
         let (begin, end) = info.data_offsets;
@@ -190,10 +190,7 @@ fn read_batch<R: ReadAt>(source: &R, batch: &[(UntypedStorage, u64, String)]) ->
     }
     source
         .read_batch_at(&mut reads)
-        .map_err(|(i, e)| Error::AtPath {
-            path: batch[owner[i]].2.clone(),
-            source: Box::new(Error::Io(e)),
-        })
+        .map_err(|(i, e)| Error::Io(e).at_path(batch[owner[i]].2.clone()))
 }
 
 /// A safetensors file whose storages read their bytes on first use, through
@@ -213,13 +210,8 @@ pub(crate) fn load_lazy<R: ReadAt + 'static>(
                 .checked_add(from)
                 .ok_or_else(|| Error::Io(std::io::Error::from(std::io::ErrorKind::InvalidInput)));
             at.and_then(|at| file.read_exact_at(dst, at).map_err(Error::Io))
-                .map_err(|e| Error::InFile {
-                    path: path.to_path_buf(),
-                    source: Box::new(Error::AtPath {
-                        path: name.clone(),
-                        source: Box::new(e),
-                    }),
-                })
+                .at_path(name.as_str())
+                .in_file(&*path)
         })
     };
     load(&*file, options, None, Some(&make))
@@ -231,8 +223,8 @@ pub(crate) fn load_lazy<R: ReadAt + 'static>(
 /// writers write it). Written to a temporary file and renamed into place.
 ///
 /// # Errors
-/// [`Error::AtPath`] wrapping [`Error::DTypeUnsupported`] for a dtype safetensors cannot
-/// hold (complex128, quantized …) or [`Error::NoData`] for meta tensors; I/O errors.
+/// [`Error::AtPath`] wrapping [`TensorError::DTypeUnsupported`] for a dtype safetensors cannot
+/// hold (complex128, quantized …) or [`StorageError::NoData`] for meta tensors; I/O errors.
 ///
 /// A sparse or nested tensor ([`TensorKind`](crate::checkpoint::TensorKind))
 /// has no dense data of its own: its components are written instead, each
@@ -270,31 +262,30 @@ pub fn save_with(path: &Path, ckpt: &Checkpoint, options: &SaveOptions) -> Resul
     }
     for (name, t) in &named {
         let name = name.clone();
-        let at = |e: Error| Error::AtPath {
-            path: name.clone(),
-            source: Box::new(e),
-        };
+        let at = |e: Error| e.at_path(name.clone());
         let x = &t.tensor;
         let dtype = match from_dtype(x.dtype()) {
             Some(d) if t.quantization.is_none() => d,
             _ => {
-                return Err(at(Error::DTypeUnsupported {
+                return Err(at(Error::Tensor(TensorError::DTypeUnsupported {
                     op: "saving to safetensors",
                     dtype: x.dtype(),
-                }))
+                })))
             }
         };
         if !seen.insert(name.clone()) {
-            return Err(Error::DuplicateName { name: name.clone() });
+            return Err(Error::Format(FormatError::DuplicateName {
+                name: name.clone(),
+            }));
         }
         // Contiguous tensors are used as they are; others (and lazily conjugated or
         // negated ones) are copied once here.
         let tensor = t.resolved().and_then(|r| r.contiguous()).map_err(at)?;
         if !tensor.has_data() {
-            return Err(at(Error::NoData {
+            return Err(at(Error::Storage(StorageError::NoData {
                 op: "saving to safetensors",
                 device: tensor.device(),
-            }));
+            })));
         }
         views.push((
             name,
@@ -334,10 +325,8 @@ pub fn save_with(path: &Path, ckpt: &Checkpoint, options: &SaveOptions) -> Resul
         if here.local_path().is_none() {
             // The crate writes only to a file: stage it, then write it
             // whole (an upload committed only once complete).
-            let staged = tempfile::NamedTempFile::new().map_err(|e| Error::InFile {
-                path: path.to_owned(),
-                source: Box::new(Error::Io(e)),
-            })?;
+            let staged = tempfile::NamedTempFile::new()
+                .map_err(|e| Error::Io(e).in_file(path.to_owned()))?;
             let written = write_views(&views, meta, staged.path());
             return here.create(options.sync, None, |w| {
                 written?;
@@ -377,10 +366,7 @@ fn write_views(
             .find_map(|(n, v)| Some((n, v.failed.borrow_mut().take()?)))
         {
             None => Ok(()),
-            Some((name, e)) => Err(Error::AtPath {
-                path: name.clone(),
-                source: Box::new(e),
-            }),
+            Some((name, e)) => Err(e.at_path(name.clone())),
         }
     }
 }
@@ -399,18 +385,21 @@ fn sort_metadata(file: &Path) -> Result<()> {
     let mut n = [0u8; 8];
     f.read_exact_at(&mut n, 0)?;
     let n = u64::from_le_bytes(n);
-    let mut header = vec![
-        0u8;
-        usize::try_from(n).map_err(|_| Error::SizeOverflow {
-            what: "safetensors header",
-            detail: n.to_string(),
-        })?
-    ];
+    let mut header =
+        vec![
+            0u8;
+            usize::try_from(n).map_err(|_| Error::Tensor(TensorError::SizeOverflow {
+                what: "safetensors header",
+                detail: n.to_string(),
+            }))?
+        ];
     f.read_exact_at(&mut header, 8)?;
-    let bad = |e: serde_json::Error| Error::BadObject {
-        context: "safetensors header just written",
-        expected: "JSON",
-        found: e.to_string(),
+    let bad = |e: serde_json::Error| {
+        Error::Format(FormatError::BadObject {
+            context: "safetensors header just written",
+            expected: "JSON",
+            found: e.to_string(),
+        })
     };
     let parsed: serde_json::Map<String, serde_json::Value> =
         serde_json::from_slice(&header).map_err(bad)?;
@@ -443,7 +432,7 @@ struct Contiguous {
     dtype: Dtype,
     tensor: Tensor,
     /// Set when the bytes could not be read while writing (the save then fails):
-    /// [`Error::StorageShrank`] when the storage no longer holds the tensor, else
+    /// [`StorageError::StorageShrank`] when the storage no longer holds the tensor, else
     /// what reading gave.
     failed: RefCell<Option<Error>>,
     progress: Option<Progress>,
@@ -468,10 +457,12 @@ impl View for &Contiguous {
         crate::storage::advise_huge_pages(&mut out);
         if let Err(e) = storage.read_at(start, &mut out) {
             *self.failed.borrow_mut() = Some(match e {
-                Error::StorageRange { nbytes, .. } => Error::StorageShrank {
-                    needed: start + out.len(),
-                    nbytes,
-                },
+                Error::Storage(StorageError::StorageRange { nbytes, .. }) => {
+                    Error::Storage(StorageError::StorageShrank {
+                        needed: start + out.len(),
+                        nbytes,
+                    })
+                }
                 e => e,
             });
             out.fill(0);

@@ -30,6 +30,7 @@
 //! inert object (read with `inert`) as the dict of what it holds, the paths
 //! its tensors were written under.
 
+use crate::error::{CheckpointError, FormatError};
 use std::collections::HashMap;
 use std::str::FromStr;
 use std::sync::Arc;
@@ -68,7 +69,7 @@ fn is_flat(ckpt: &Checkpoint) -> bool {
 /// safetensors file holds as it is ([`is_flat`]).
 ///
 /// # Errors
-/// [`Error::LimitExceeded`] for a structure shared too often to write out
+/// [`CheckpointError::LimitExceeded`] for a structure shared too often to write out
 /// (the walk visits each path, as [`Checkpoint::tensors`] does).
 pub(crate) fn record(ckpt: &Checkpoint) -> Result<Option<String>> {
     if is_flat(ckpt) {
@@ -93,11 +94,13 @@ struct Record<'c> {
 
 impl Record<'_> {
     fn node(&mut self, v: &Value<Object>) -> Result<Json> {
-        self.budget = self.budget.checked_sub(1).ok_or(Error::LimitExceeded {
-            limit: "values recorded in the safetensors structure",
-            value: crate::checkpoint::value::graph::MAX_PATHS as u64 + 1,
-            max: crate::checkpoint::value::graph::MAX_PATHS as u64,
-        })?;
+        self.budget = self.budget.checked_sub(1).ok_or(Error::Checkpoint(
+            CheckpointError::LimitExceeded {
+                limit: "values recorded in the safetensors structure",
+                value: crate::checkpoint::value::graph::MAX_PATHS as u64 + 1,
+                max: crate::checkpoint::value::graph::MAX_PATHS as u64,
+            },
+        ))?;
         Ok(match v {
             Value::None => Json::Null,
             Value::Bool(b) => json!(b),
@@ -221,7 +224,7 @@ fn hex(bytes: &[u8]) -> String {
 /// absent.
 ///
 /// # Errors
-/// [`Error::BadObject`] naming [`TREE_KEY`]: the entry is not this JSON, or
+/// [`FormatError::BadObject`] naming [`TREE_KEY`]: the entry is not this JSON, or
 /// names a tensor the file does not hold, or leaves one of the file's
 /// tensors out (the file was changed after stowage wrote it).
 pub(crate) fn restore(ckpt: &mut Checkpoint) -> Result<()> {
@@ -239,10 +242,12 @@ pub(crate) fn restore(ckpt: &mut Checkpoint) -> Result<()> {
     {
         ckpt.safetensors_metadata = None;
     }
-    let bad = |expected: &'static str, found: String| Error::BadObject {
-        context: "safetensors metadata entry stowage.tree",
-        expected,
-        found,
+    let bad = |expected: &'static str, found: String| {
+        Error::Format(FormatError::BadObject {
+            context: "safetensors metadata entry stowage.tree",
+            expected,
+            found,
+        })
     };
     let tree: Json = serde_json::from_str(&text).map_err(|e| bad("JSON", e.to_string()))?;
     match tree.get("version").and_then(Json::as_u64) {
@@ -292,7 +297,7 @@ struct Build<'c> {
     depth: usize,
 }
 
-/// What went wrong rebuilding, for [`Error::BadObject`]'s `found`.
+/// What went wrong rebuilding, for [`FormatError::BadObject`]'s `found`.
 type Found = String;
 
 impl Build<'_> {

@@ -6,6 +6,7 @@ mod parallel;
 mod save;
 mod source;
 
+use crate::error::{CheckpointError, ErrorContext, FormatError, StorageError};
 use crate::io::ReadCost;
 use std::path::Path;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
@@ -51,8 +52,10 @@ fn load_zip_archive<R: ReadAt>(
     // inert objects, its code is never read, and the tensors of
     // `constants.pkl` join the root (see `torchscript_constants`).
     let constants = zip.find("constants.pkl");
-    let pkl_entry = zip.find("data.pkl").ok_or_else(|| Error::MissingRecord {
-        name: "data.pkl".into(),
+    let pkl_entry = zip.find("data.pkl").ok_or_else(|| {
+        Error::Format(FormatError::MissingRecord {
+            name: "data.pkl".into(),
+        })
     })?;
     let pkl = zip.read_to_vec(pkl_entry)?;
     let byteorder = match zip.find("byteorder") {
@@ -61,11 +64,11 @@ fn load_zip_archive<R: ReadAt>(
             b"little" => ByteOrder::Little,
             b"big" => ByteOrder::Big,
             other => {
-                return Err(Error::BadObject {
+                return Err(Error::Format(FormatError::BadObject {
                     context: "byteorder record",
                     expected: "'little' or 'big'",
                     found: String::from_utf8_lossy(&other[..other.len().min(16)]).into_owned(),
-                })
+                }))
             }
         },
     };
@@ -81,12 +84,8 @@ fn load_zip_archive<R: ReadAt>(
     };
     let mut hooks = TorchHooks::new(&mut src, options, byteorder, false);
     hooks.foreign.torchscript = constants.is_some();
-    let pickled = pickle::unpickle(&pkl, &mut hooks, &options.pickle_limits).map_err(|e| {
-        Error::InRecord {
-            name: "data.pkl".into(),
-            source: Box::new(e),
-        }
-    })?;
+    let pickled = pickle::unpickle(&pkl, &mut hooks, &options.pickle_limits)
+        .map_err(|e| e.in_entry("data.pkl"))?;
     let mut pickled = pickled;
     let mut objects = hooks.finish(&mut pickled)?;
     let (mut records, mut ordered, mut state) = (hooks.records, hooks.ordered, hooks.state);
@@ -96,12 +95,8 @@ fn load_zip_archive<R: ReadAt>(
         src.dir = "constants";
         let mut hooks = TorchHooks::new(&mut src, options, byteorder, false);
         hooks.foreign.torchscript = true;
-        let mut c = pickle::unpickle(&pkl, &mut hooks, &options.pickle_limits).map_err(|e| {
-            Error::InRecord {
-                name: "constants.pkl".into(),
-                source: Box::new(e),
-            }
-        })?;
+        let mut c = pickle::unpickle(&pkl, &mut hooks, &options.pickle_limits)
+            .map_err(|e| e.in_entry("constants.pkl"))?;
         let c_objects = hooks.finish(&mut c)?;
         for mut r in hooks.records {
             r.key = format!("constants/{}", r.key);
@@ -166,11 +161,11 @@ fn shift(offset: u32) -> impl Fn(&mut Value<Object>) {
 /// When `into` would hold more nodes than the pickle limits allow.
 fn append_graph(into: &mut Graph<Object>, from: Graph<Object>, max_nodes: usize) -> Result<u32> {
     if into.len().saturating_add(from.len()) > max_nodes.min(u32::MAX as usize - 1) {
-        return Err(Error::LimitExceeded {
+        return Err(Error::Checkpoint(CheckpointError::LimitExceeded {
             limit: "pickle nodes (data.pkl and constants.pkl)",
             value: into.len().saturating_add(from.len()) as u64,
             max: max_nodes as u64,
-        });
+        }));
     }
     let offset = into.len() as u32;
     let move_by = shift(offset);
@@ -258,22 +253,16 @@ pub(crate) fn load_lazy<R: ReadAt + 'static>(
                     let window = usize::try_from(from)
                         .ok()
                         .and_then(|f| all.get(f..f.checked_add(dst.len())?))
-                        .ok_or(Error::StorageRange {
+                        .ok_or(Error::Storage(StorageError::StorageRange {
                             offset: from as usize,
                             len: dst.len(),
                             nbytes: Vec::len(&all),
-                        })?;
+                        }))?;
                     dst.copy_from_slice(window);
                 }
                 Ok(())
             };
-            read().map_err(|e| Error::InFile {
-                path: path.to_path_buf(),
-                source: Box::new(Error::InRecord {
-                    name: entry.name.clone(),
-                    source: Box::new(e),
-                }),
-            })
+            read().in_entry(entry.name.as_str()).in_file(&*path)
         })
     };
     load_zip_archive(&zip, options, None, Some(&make))
@@ -296,11 +285,11 @@ fn read_remote_stored<R: ReadAt>(
         .checked_add(dst.len() as u64)
         .is_some_and(|end| end <= entry.compressed_size);
     if !inside {
-        return Err(Error::StorageRange {
+        return Err(Error::Storage(StorageError::StorageRange {
             offset: from as usize,
             len: dst.len(),
             nbytes: entry.compressed_size as usize,
-        });
+        }));
     }
     let at = match (data_at.get(), zip.likely_data_offset(entry)) {
         (Some(&at), _) => at,

@@ -2,6 +2,7 @@
 //! storages they fill.
 
 use crate::checkpoint::zip::{self, ZipReader};
+use crate::error::ErrorContext;
 use crate::io::ReadAt;
 use crate::io::ReadCost;
 use crate::storage::BytesMut;
@@ -50,10 +51,7 @@ pub(super) fn fill_parallel<R: ReadAt>(
         for (buf, offset, record) in part.iter_mut() {
             source
                 .read_exact_at(buf, *offset)
-                .map_err(|e| Error::InRecord {
-                    name: deferred[*record].1.name.clone(),
-                    source: Box::new(Error::Io(e)),
-                })?;
+                .map_err(|e| Error::Io(e).in_entry(deferred[*record].1.name.clone()))?;
         }
         Ok(())
     };
@@ -157,8 +155,5 @@ fn read_batch<R: ReadAt>(
     }
     zip.source()
         .read_batch_at(&mut reads)
-        .map_err(|(i, e)| Error::InRecord {
-            name: deferred[record_of[i]].1.name.clone(),
-            source: Box::new(Error::Io(e)),
-        })
+        .map_err(|(i, e)| Error::Io(e).in_entry(deferred[record_of[i]].1.name.clone()))
 }

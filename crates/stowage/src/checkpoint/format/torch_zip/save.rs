@@ -3,6 +3,7 @@
 //! `.storage_alignment`, `byteorder`, `data/0..N`, `version`,
 //! `.data/serialization_id`), written crash-safely.
 
+use crate::error::ErrorContext;
 use std::io::{BufWriter, Write};
 use std::path::Path;
 
@@ -153,7 +154,7 @@ fn write_windows<W: Write>(
 /// [`BufWriter`](std::io::BufWriter).
 ///
 /// # Errors
-/// [`Error::SaveConflict`] when one storage is viewed as two dtypes, [`Error::NoData`]
+/// [`CheckpointError::SaveConflict`](crate::CheckpointError::SaveConflict) when one storage is viewed as two dtypes, [`StorageError::NoData`](crate::StorageError::NoData)
 /// for meta tensors, I/O errors.
 pub fn save_to_writer<W: Write>(
     w: W,
@@ -199,10 +200,7 @@ pub fn save(path: impl AsRef<Path>, ckpt: &Checkpoint) -> Result<()> {
 /// As [`save`].
 pub fn save_with(path: &Path, ckpt: &Checkpoint, options: &SaveOptions) -> Result<()> {
     let stem = archive_name(path);
-    let in_file = |e: Error| Error::InFile {
-        path: path.to_owned(),
-        source: Box::new(e),
-    };
+    let in_file = |e: Error| e.in_file(path.to_owned());
     let plan = Plan::new(ckpt, options).map_err(in_file)?;
     let len = plan
         .archive_len(&stem, options.alignment)

@@ -6,6 +6,7 @@
 use super::MakeFetch;
 use crate::checkpoint::torch::StorageSource;
 use crate::checkpoint::zip::{self, Method, ZipReader};
+use crate::error::FormatError;
 use crate::io::ReadAt;
 use crate::io::ReadCost;
 use crate::storage::MappedRecords;
@@ -35,13 +36,13 @@ impl<R: ReadAt> StorageSource for ZipSource<'_, R> {
         let entry = self
             .zip
             .find(&name)
-            .ok_or_else(|| Error::MissingRecord { name: name.clone() })?;
+            .ok_or_else(|| Error::Format(FormatError::MissingRecord { name: name.clone() }))?;
         if entry.size != nbytes as u64 {
-            return Err(Error::RecordSize {
+            return Err(Error::Format(FormatError::RecordSize {
                 name,
                 expected: nbytes as u64,
                 found: entry.size,
-            });
+            }));
         }
         // A deflated record cannot expand more than deflate's maximum ratio; refuse
         // impossible claims before allocating what they declare.
@@ -52,11 +53,11 @@ impl<R: ReadAt> StorageSource for ZipSource<'_, R> {
                     .saturating_mul(1032)
                     .saturating_add(1024)
         {
-            return Err(Error::ImplausibleRecord {
+            return Err(Error::Format(FormatError::ImplausibleRecord {
                 name,
                 declared: entry.size,
                 compressed: entry.compressed_size,
-            });
+            }));
         }
         // Meta and fake loads read nothing, but refuse what no load could read:
         // the record's local header and data must lie in the file.

@@ -3,6 +3,7 @@
 //! any other iterable, each element counted (`Counter("abca")`, `Counter([1,
 //! True])` is `{1: 2}`); from nothing, empty.
 
+use crate::error::FormatError;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -45,10 +46,12 @@ fn key(v: &Value<Object>) -> Option<CountKey> {
 
 /// The dict node of `Counter(*args)`.
 pub(super) fn counter(graph: &mut Graph<Object>, args: &[Value<Object>]) -> Result<NodeId> {
-    let bad = |found: String| Error::BadObject {
-        context: "collections.Counter",
-        expected: "a mapping or an iterable of hashable values",
-        found,
+    let bad = |found: String| {
+        Error::Format(FormatError::BadObject {
+            context: "collections.Counter",
+            expected: "a mapping or an iterable of hashable values",
+            found,
+        })
     };
     if args.len() > 1 {
         return Err(bad(format!("{} arguments", args.len())));
@@ -79,11 +82,11 @@ fn count(
     let mut out: Vec<(Value<Object>, i64)> = Vec::new();
     for v in values {
         let Some(k) = key(&v) else {
-            return Err(Error::BadObject {
+            return Err(Error::Format(FormatError::BadObject {
                 context: "collections.Counter",
                 expected: "hashable values to count",
                 found: format!("{} (unhashable here)", kind_name(&v)),
-            });
+            }));
         };
         match at.get(&k) {
             Some(&i) => out[i].1 += 1,

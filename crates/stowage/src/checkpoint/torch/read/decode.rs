@@ -13,6 +13,7 @@ mod numpy;
 #[cfg(test)]
 mod tests;
 
+use crate::error::{CheckpointError, FormatError};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -55,7 +56,7 @@ fn data(d: PyData) -> V {
 }
 
 fn unsupported(what: String) -> Error {
-    Error::Unsupported { what }
+    Error::Checkpoint(CheckpointError::Unsupported { what })
 }
 
 /// The bytes of a `bytes` value, or of a Python 2 `str` the machine read as text.
@@ -193,11 +194,11 @@ impl<S: StorageSource> TorchHooks<'_, S> {
         self.foreign.copied = self.foreign.copied.saturating_add(n);
         let max = self.options.pickle_limits.max_nodes;
         if self.foreign.copied > max {
-            return Err(Error::LimitExceeded {
+            return Err(Error::Checkpoint(CheckpointError::LimitExceeded {
                 limit: "values copied into decoded or inert objects",
                 value: self.foreign.copied as u64,
                 max: max as u64,
-            });
+            }));
         }
         Ok(())
     }
@@ -348,11 +349,11 @@ impl<S: StorageSource> TorchHooks<'_, S> {
                     _ => 6,
                 };
                 if b.len() != want {
-                    return Err(Error::BadObject {
+                    return Err(Error::Format(FormatError::BadObject {
                         context: "packed date or time",
                         expected: "the bytes CPython packs",
                         found: format!("{} bytes", b.len()),
-                    });
+                    }));
                 }
                 let date = Date {
                     year: u16::from(b[0]) << 8 | u16::from(b[1]),
@@ -663,11 +664,11 @@ impl<S: StorageSource> TorchHooks<'_, S> {
                     continue;
                 }
                 _ => {
-                    return Err(Error::BadObject {
+                    return Err(Error::Format(FormatError::BadObject {
                         context: "numpy array",
                         expected: "a BUILD state",
                         found: "none".into(),
-                    })
+                    }))
                 }
             };
             self.foreign.resolved.insert(id, v);

@@ -6,7 +6,7 @@
 //! Components are checked as PyTorch's `weights_only` loader checks them
 //! (`_validate_loaded_sparse_tensors`, which always runs there; the bounds of
 //! `_nested_view_from_buffer`; the lengths `_rebuild_qtensor` checks), so a
-//! hostile file gives [`Error::BadTensorKind`], never a view outside its data.
+//! hostile file gives [`FormatError::BadTensorKind`], never a view outside its data.
 //! Shapes are checked when each tensor is rebuilt; the values of indices and
 //! nested metadata by [`finish`] once the load has every storage's bytes (a
 //! legacy file's follow its pickle), as PyTorch validates sparse tensors at
@@ -17,6 +17,7 @@ use super::{as_bool, as_dims, as_tensor, bad, V};
 use crate::checkpoint::pickle::{Graph, NodeId};
 use crate::checkpoint::value::graph::{Checkpoint, Object, TensorObject};
 use crate::checkpoint::value::kind::{Quantization, TensorKind};
+use crate::error::{FormatError, TensorError};
 use crate::layout::Layout;
 use crate::{DType, Device, Error, Result, Tensor, UntypedStorage};
 
@@ -26,12 +27,12 @@ pub(super) fn broken(
     found: i64,
     bound: i64,
 ) -> Error {
-    Error::BadTensorKind {
+    Error::Format(FormatError::BadTensorKind {
         layout,
         invariant,
         found,
         bound,
-    }
+    })
 }
 
 pub(super) fn int(x: usize) -> i64 {
@@ -50,11 +51,11 @@ pub(super) fn object(kind: TensorKind, shape: &[usize]) -> Result<V> {
 pub(super) fn nested(graph: &Graph<Object>, args: &[V]) -> Result<V> {
     const L: &str = "nested";
     let [buffer, sizes, strides, offsets] = args else {
-        return Err(Error::BadObject {
+        return Err(Error::Format(FormatError::BadObject {
             context: "_rebuild_nested_tensor",
             expected: "(buffer, sizes, strides, storage_offsets)",
             found: format!("{} arguments", args.len()),
-        });
+        }));
     };
     let buffer = as_tensor(graph, buffer, "nested buffer")?.tensor;
     let sizes = as_tensor(graph, sizes, "nested sizes")?.tensor;
@@ -62,11 +63,11 @@ pub(super) fn nested(graph: &Graph<Object>, args: &[V]) -> Result<V> {
     let offsets = as_tensor(graph, offsets, "nested offsets")?.tensor;
     for t in [&sizes, &strides, &offsets] {
         if t.dtype() != DType::Int64 {
-            return Err(Error::BadObject {
+            return Err(Error::Format(FormatError::BadObject {
                 context: "nested tensor metadata",
                 expected: "int64 tensors",
                 found: t.dtype().name().to_owned(),
-            });
+            }));
         }
     }
     if buffer.dim() != 1 {
@@ -162,7 +163,7 @@ fn nested_shape(
 /// nested tensor's padded shape.
 ///
 /// # Errors
-/// [`Error::BadTensorKind`] for a component that breaks an invariant.
+/// [`FormatError::BadTensorKind`] for a component that breaks an invariant.
 pub(crate) fn finish(ckpt: &mut Checkpoint) -> Result<()> {
     let fix = |v: &mut V| -> Result<()> {
         let V::Ext(Object::Tensor(t)) = v else {
@@ -199,11 +200,11 @@ pub(crate) fn finish(ckpt: &mut Checkpoint) -> Result<()> {
 /// meta tensor (its storage holds no bytes), as `torch.empty_strided` makes it.
 pub(super) fn meta_no_storage(graph: &Graph<Object>, args: &[V]) -> Result<V> {
     let [dtype, size, stride, requires_grad] = args else {
-        return Err(Error::BadObject {
+        return Err(Error::Format(FormatError::BadObject {
             context: "_rebuild_meta_tensor_no_storage",
             expected: "(dtype, size, stride, requires_grad)",
             found: format!("{} arguments", args.len()),
-        });
+        }));
     };
     let dtype = match dtype {
         V::Ext(Object::DType(d)) => *d,
@@ -217,9 +218,11 @@ pub(super) fn meta_no_storage(graph: &Graph<Object>, args: &[V]) -> Result<V> {
     let nbytes = usize::try_from(layout.reach()?)
         .ok()
         .and_then(|n| n.checked_mul(dtype.size()))
-        .ok_or_else(|| Error::SizeOverflow {
-            what: "meta tensor bytes",
-            detail: format!("{layout:?}"),
+        .ok_or_else(|| {
+            Error::Tensor(TensorError::SizeOverflow {
+                what: "meta tensor bytes",
+                detail: format!("{layout:?}"),
+            })
         })?;
     let mut t = Tensor::from_parts(
         UntypedStorage::new_fake(nbytes, Device::META),
@@ -241,11 +244,11 @@ pub(super) fn per_channel(
     float_qparams: bool,
 ) -> Result<Quantization> {
     let [_, scales, zero_points, axis] = params else {
-        return Err(Error::BadObject {
+        return Err(Error::Format(FormatError::BadObject {
             context: "per-channel quantizer params",
             expected: "(qscheme, scales, zero_points, axis)",
             found: format!("{} items", params.len()),
-        });
+        }));
     };
     let axis_v = axis
         .as_i64()
@@ -317,11 +320,11 @@ pub(super) fn per_channel(
 /// class the options let in gets here; stowage gives a tensor without data.
 pub(super) fn wrapper_subclass(graph: &Graph<Object>, args: &[V]) -> Result<V> {
     let [cls, dtype, size, stride, offset, _layout, device, requires_grad] = args else {
-        return Err(Error::BadObject {
+        return Err(Error::Format(FormatError::BadObject {
             context: "_rebuild_wrapper_subclass",
             expected: "(cls, dtype, size, stride, storage_offset, layout, device, requires_grad)",
             found: format!("{} arguments", args.len()),
-        });
+        }));
     };
     if let V::Ext(Object::Global(_)) = cls {
         return Err(bad(
@@ -359,9 +362,11 @@ pub(super) fn wrapper_subclass(graph: &Graph<Object>, args: &[V]) -> Result<V> {
     let nbytes = usize::try_from(layout.reach()?)
         .ok()
         .and_then(|n| n.checked_mul(dtype.size()))
-        .ok_or_else(|| Error::SizeOverflow {
-            what: "wrapper subclass bytes",
-            detail: format!("{layout:?}"),
+        .ok_or_else(|| {
+            Error::Tensor(TensorError::SizeOverflow {
+                what: "wrapper subclass bytes",
+                detail: format!("{layout:?}"),
+            })
         })?;
     let mut t = Tensor::from_parts(UntypedStorage::new_fake(nbytes, device), dtype, layout)?;
     t.requires_grad_(as_bool(

@@ -9,6 +9,7 @@ use super::{as_bool, as_dims, as_tensor, bad, tuple_items, V};
 use crate::checkpoint::pickle::Graph;
 use crate::checkpoint::value::graph::Object;
 use crate::checkpoint::value::kind::{CompressedLayout, TensorKind};
+use crate::error::{CheckpointError, FormatError};
 use crate::layout::numel_of;
 use crate::{DType, Error, Result, Tensor};
 
@@ -16,11 +17,11 @@ use crate::{DType, Error, Result, Tensor};
 /// loaded (fake or meta loads check shapes only).
 fn index_values(t: &Tensor) -> Result<Option<Vec<i64>>> {
     if !matches!(t.dtype(), DType::Int64 | DType::Int32) {
-        return Err(Error::BadObject {
+        return Err(Error::Format(FormatError::BadObject {
             context: "sparse index tensor",
             expected: "an int64 or int32 tensor",
             found: t.dtype().name().to_owned(),
-        });
+        }));
     }
     if !t.has_data() {
         return Ok(None);
@@ -31,11 +32,11 @@ fn index_values(t: &Tensor) -> Result<Option<Vec<i64>>> {
 /// `_rebuild_sparse_tensor(layout, data)`.
 pub(super) fn sparse(graph: &Graph<Object>, args: &[V]) -> Result<V> {
     let [layout, data] = args else {
-        return Err(Error::BadObject {
+        return Err(Error::Format(FormatError::BadObject {
             context: "_rebuild_sparse_tensor",
             expected: "(layout, data)",
             found: format!("{} arguments", args.len()),
-        });
+        }));
     };
     let name = match layout {
         V::Ext(Object::Layout(name)) => name.as_str(),
@@ -52,8 +53,10 @@ pub(super) fn sparse(graph: &Graph<Object>, args: &[V]) -> Result<V> {
     if name == "torch.sparse_coo" || name == "sparse_coo" {
         return coo(graph, data);
     }
-    let layout = CompressedLayout::from_name(name).ok_or_else(|| Error::Unsupported {
-        what: format!("sparse layout {name}"),
+    let layout = CompressedLayout::from_name(name).ok_or_else(|| {
+        Error::Checkpoint(CheckpointError::Unsupported {
+            what: format!("sparse layout {name}"),
+        })
     })?;
     compressed(graph, layout, data)
 }
@@ -64,11 +67,11 @@ fn coo(graph: &Graph<Object>, data: &[V]) -> Result<V> {
         [i, v, s] => (i, v, s, None),
         [i, v, s, c] => (i, v, s, Some(c)),
         _ => {
-            return Err(Error::BadObject {
+            return Err(Error::Format(FormatError::BadObject {
                 context: "sparse COO data",
                 expected: "(indices, values, size[, is_coalesced])",
                 found: format!("{} items", data.len()),
-            })
+            }))
         }
     };
     let indices = as_tensor(graph, indices, "sparse COO indices")?.tensor;
@@ -79,11 +82,11 @@ fn coo(graph: &Graph<Object>, data: &[V]) -> Result<V> {
         Some(c) => Some(as_bool(graph, c, "sparse COO is_coalesced")?),
     };
     if indices.dtype() != DType::Int64 {
-        return Err(Error::BadObject {
+        return Err(Error::Format(FormatError::BadObject {
             context: "sparse COO indices",
             expected: "an int64 tensor",
             found: indices.dtype().name().to_owned(),
-        });
+        }));
     }
     let (&[sparse_dim, nnz], Some((&nnz_v, dense))) =
         (indices.shape(), values.shape().split_first())
@@ -132,22 +135,22 @@ fn coo(graph: &Graph<Object>, data: &[V]) -> Result<V> {
 fn compressed(graph: &Graph<Object>, layout: CompressedLayout, data: &[V]) -> Result<V> {
     let l = layout.name();
     let [ci, pi, values, size] = data else {
-        return Err(Error::BadObject {
+        return Err(Error::Format(FormatError::BadObject {
             context: "sparse compressed data",
             expected: "(compressed_indices, plain_indices, values, size)",
             found: format!("{} items", data.len()),
-        });
+        }));
     };
     let ci = as_tensor(graph, ci, "sparse compressed indices")?.tensor;
     let pi = as_tensor(graph, pi, "sparse plain indices")?.tensor;
     let values = as_tensor(graph, values, "sparse compressed values")?.tensor;
     let size = as_dims(graph, size, "sparse compressed size")?;
     if ci.dtype() != pi.dtype() {
-        return Err(Error::BadObject {
+        return Err(Error::Format(FormatError::BadObject {
             context: "sparse compressed indices",
             expected: "compressed and plain indices of one dtype",
             found: format!("{} and {}", ci.dtype().name(), pi.dtype().name()),
-        });
+        }));
     }
     let batch = ci
         .dim()

@@ -6,6 +6,7 @@ use crate::checkpoint::pickle::{Graph, Value};
 use crate::checkpoint::torch::read::{bad, tuple_items, StorageSource, TorchHooks, V};
 use crate::checkpoint::value::data::{NdArray, NumpyDType};
 use crate::checkpoint::value::graph::Object;
+use crate::error::{FormatError, TensorError};
 use crate::layout::Layout;
 use crate::{Error, Result, Scalar, Tensor, UntypedStorage};
 
@@ -83,16 +84,18 @@ impl<S: StorageSource> TorchHooks<'_, S> {
         let numel = shape
             .iter()
             .try_fold(1usize, |n, &d| n.checked_mul(d))
-            .ok_or_else(|| Error::SizeOverflow {
-                what: "ndarray elements",
-                detail: format!("{shape:?}"),
+            .ok_or_else(|| {
+                Error::Tensor(TensorError::SizeOverflow {
+                    what: "ndarray elements",
+                    detail: format!("{shape:?}"),
+                })
             })?;
         if numel.checked_mul(torch.size()) != Some(raw.len()) {
-            return Err(Error::BadObject {
+            return Err(Error::Format(FormatError::BadObject {
                 context: "ndarray data",
                 expected: "shape × element size bytes",
                 found: format!("{} bytes for shape {shape:?}", raw.len()),
-            });
+            }));
         }
         let mut bytes = raw.to_vec();
         if dtype.big_endian() {

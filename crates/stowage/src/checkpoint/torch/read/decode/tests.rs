@@ -2,6 +2,7 @@ use super::*;
 use crate::checkpoint::options::LoadOptions;
 use crate::checkpoint::pickle::unpickle;
 use crate::checkpoint::value::graph::{ByteOrder, Checkpoint};
+use crate::error::{CheckpointError, FormatError};
 use crate::Device;
 use crate::Scalar;
 use crate::{Tensor, UntypedStorage};
@@ -52,7 +53,9 @@ struct NoStorage;
 
 impl StorageSource for NoStorage {
     fn load(&mut self, key: &str, _: usize, _: Device) -> Result<UntypedStorage> {
-        Err(Error::MissingRecord { name: key.into() })
+        Err(Error::Format(FormatError::MissingRecord {
+            name: key.into(),
+        }))
     }
 }
 
@@ -133,7 +136,7 @@ fn big_endian_arrays_are_swapped_to_native() {
     // Without the names allowed (or --inert), refused as PyTorch refuses them.
     assert!(matches!(
         read(BIG_ENDIAN, &LoadOptions::default()),
-        Err(Error::GlobalNotAllowed { .. })
+        Err(Error::Checkpoint(CheckpointError::GlobalNotAllowed { .. }))
     ));
 }
 
@@ -174,7 +177,7 @@ fn object_arrays_are_refused_or_inert() {
     ]);
     assert!(matches!(
         read(OBJECT_ARRAY, &options),
-        Err(Error::Unsupported { .. })
+        Err(Error::Checkpoint(CheckpointError::Unsupported { .. }))
     ));
     let c = read(OBJECT_ARRAY, &inert()).unwrap();
     let o = c.root_value();

@@ -1,23 +1,16 @@
-//! The one error type of stowage.
-//!
-//! Variants carry the numbers and names a caller needs (what was asked, what
-//! the limit was), never pre-formatted prose. Context wrappers
-//! ([`Error::InFile`], [`Error::AtPath`]) name the file and the object path
-//! an error arose under.
+//! Errors of tensors: shapes, dimensions, dtypes, views, arithmetic and gradients.
 
-use crate::{DType, Device};
+use crate::DType;
 
-/// Result alias used across stowage.
-pub type Result<T, E = Error> = std::result::Result<T, E>;
-
-/// Everything that can go wrong in stowage.
+/// A tensor operation's arguments or state that PyTorch refuses: a shape,
+/// a dimension, a dtype, a view, an operation's operands, a gradient.
 ///
-/// `Debug` prints the message, as `Display` does, so that
-/// `fn main() -> stowage::Result<()>` reports an error as a person reads
-/// it; `{:#?}` puts the variant's name ([`Error::name`]) before it.
+/// Messages follow PyTorch's own where PyTorch has one.
+///
+/// Part of [`Error`](crate::Error), as [`Error::Tensor`](crate::Error::Tensor).
 #[derive(thiserror::Error, strum::IntoStaticStr)]
 #[non_exhaustive]
-pub enum Error {
+pub enum TensorError {
     /// A dimension index outside `[-ndim, ndim - 1]` (0-dim tensors accept -1 and 0).
     #[error("dimension out of range (expected to be in range of [{}, {}], but got {dim})", -(*ndim.max(&1) as i64), (*ndim.max(&1) as i64) - 1)]
     DimOutOfRange {
@@ -64,7 +57,6 @@ pub enum Error {
         /// The tensor's stride.
         stride: Vec<usize>,
     },
-    // --- tensor arguments ---
     /// A size below -1 in a shape (only -1 may be negative: it is inferred).
     #[error("invalid shape dimension {size}")]
     NegativeSize {
@@ -169,12 +161,6 @@ pub enum Error {
     BoolSubtraction {
         /// True when both operands are bool.
         both: bool,
-    },
-    /// `share_memory_` of a meta storage: only CPU bytes go into shared memory.
-    #[error("{op}: only available on CPU")]
-    ShareMemoryNotCpu {
-        /// PyTorch's function for the strategy (`_share_fd_`, `_share_filename_`).
-        op: &'static str,
     },
     /// `matmul` of a 0-dim operand.
     #[error("both arguments to matmul need to be at least 1D, but they are {dim1}D and {dim2}D")]
@@ -363,29 +349,6 @@ pub enum Error {
         /// The tensor's dtype.
         output: DType,
     },
-    /// A name with a NUL byte where the operating system takes a C string.
-    #[error("name {name:?} contains a NUL byte")]
-    NulInName {
-        /// The name given.
-        name: String,
-    },
-    // --- end of tensor arguments ---
-    /// A layout reaching past the end of its storage.
-    #[error("layout needs {needed} bytes but the storage holds {nbytes} (shape {shape:?}, stride {stride:?}, offset {offset}, {element_size}-byte elements)")]
-    OutOfStorage {
-        /// Bytes the layout reaches (offset + furthest element + 1, times element size).
-        needed: u128,
-        /// Bytes the storage holds.
-        nbytes: usize,
-        /// Shape of the layout.
-        shape: Vec<usize>,
-        /// Stride of the layout, in elements.
-        stride: Vec<usize>,
-        /// Storage offset, in elements.
-        offset: usize,
-        /// Element size in bytes.
-        element_size: usize,
-    },
     /// A size whose byte count does not fit in memory addresses.
     #[error("size overflow: {what} ({detail})")]
     SizeOverflow {
@@ -393,16 +356,6 @@ pub enum Error {
         what: &'static str,
         /// The numbers involved.
         detail: String,
-    },
-    /// Storage sizes that must agree differ.
-    #[error("{op}: size mismatch: destination has {dst} bytes, source has {src}")]
-    StorageSizeMismatch {
-        /// The operation.
-        op: &'static str,
-        /// Destination size in bytes.
-        dst: usize,
-        /// Source size in bytes.
-        src: usize,
     },
     /// An operation a dtype does not support.
     #[error("{op} is not supported for dtype {dtype}")]
@@ -433,31 +386,6 @@ pub enum Error {
         /// The tensor's strides, in elements.
         stride: Vec<usize>,
     },
-    /// A typed view of elements whose address is not a multiple of the
-    /// element type's alignment (a storage over part of a mapped file, say).
-    #[error("{op}: the {dtype} elements start at address {address:#x}, which is not aligned to {align} bytes")]
-    Misaligned {
-        /// The operation.
-        op: &'static str,
-        /// The tensor's dtype.
-        dtype: DType,
-        /// The address of the first element.
-        address: usize,
-        /// The alignment the element type needs, in bytes.
-        align: usize,
-    },
-    /// A mutable view of a tensor some of whose elements share memory (an
-    /// expanded dimension, an overlapping `as_strided`): a mutable view would
-    /// alias itself.
-    #[error("{op}: the elements of a tensor of shape {shape:?} and stride {stride:?} overlap, so it has no mutable view")]
-    OverlappingElements {
-        /// The operation.
-        op: &'static str,
-        /// The tensor's shape.
-        shape: Vec<usize>,
-        /// The tensor's strides, in elements.
-        stride: Vec<usize>,
-    },
     /// A dtype name PyTorch does not have.
     #[error("unknown dtype {name:?}")]
     UnknownDType {
@@ -469,23 +397,6 @@ pub enum Error {
     InvalidDevice {
         /// The text given.
         text: String,
-    },
-    /// Data access on a storage that has no bytes (meta device, fake tensors).
-    #[error("{op}: not available for '{device}' device type (the storage has no data)")]
-    NoData {
-        /// The operation.
-        op: &'static str,
-        /// The storage's device.
-        device: Device,
-    },
-    /// Resizing a storage whose backing cannot change size.
-    #[error("Trying to resize storage that is not resizable")]
-    NotResizable,
-    /// An allocation the system refused.
-    #[error("failed to allocate {nbytes} bytes")]
-    AllocationFailed {
-        /// The size requested.
-        nbytes: usize,
     },
     /// `item()` on a tensor with other than one element.
     #[error("a tensor with {numel} elements cannot be converted to a scalar")]
@@ -552,252 +463,6 @@ pub enum Error {
         /// Its storage's version when it was saved.
         expected: u64,
     },
-    /// An I/O error. The file it concerned is named once, by the
-    /// [`Error::InFile`] around it.
-    #[error("{0}")]
-    Io(#[from] std::io::Error),
-    /// Two tensors would be saved under one name (a safetensors file names
-    /// each tensor once).
-    #[error("two tensors are saved under the name {name:?}")]
-    DuplicateName {
-        /// The name.
-        name: String,
-    },
-    /// A shard of a sharded set lacks a tensor its index puts in it.
-    #[error("the index puts tensor {name:?} in shard {shard:?}, which does not hold it")]
-    ShardLacksTensor {
-        /// The tensor's name.
-        name: String,
-        /// The shard's file name.
-        shard: String,
-    },
-    /// A storage shrank while a save was reading it.
-    #[error("the storage changed size while the file was written: the tensor needs {needed} bytes, the storage holds {nbytes}")]
-    StorageShrank {
-        /// Bytes the tensor needs.
-        needed: usize,
-        /// Bytes the storage held.
-        nbytes: usize,
-    },
-    /// A shared-memory object (named as `shm_open` names it, or described where
-    /// it has no name) could not be created, opened, sized or mapped.
-    #[error("shared memory {name}: {source}")]
-    SharedMemory {
-        /// The object's name, or what was being done.
-        name: String,
-        /// The underlying error.
-        source: std::io::Error,
-    },
-    /// A pickle the machine could not read.
-    #[error("pickle: {0}")]
-    Pickle(#[from] crate::checkpoint::pickle::PickleError),
-    /// A value the pickle writer could not write (a string longer than protocol 2
-    /// holds, a global with a newline, a full memo).
-    #[error("pickle: {0}")]
-    PickleWrite(crate::checkpoint::pickle::WriteError),
-    /// A zip archive that could not be read or written.
-    #[error("zip: {0}")]
-    Zip(#[from] crate::checkpoint::zip::ZipError),
-    /// A safetensors file the `safetensors` crate refused.
-    #[cfg(feature = "safetensors")]
-    #[error("safetensors: {0}")]
-    Safetensors(#[from] safetensors::SafeTensorError),
-    /// A global outside PyTorch's `weights_only` allowlist; nothing was constructed.
-    #[error("refused global {module}.{name}: not in PyTorch's weights_only allowlist, so it is never constructed")]
-    GlobalNotAllowed {
-        /// The module named.
-        module: String,
-        /// The name within it.
-        name: String,
-    },
-    /// A value PyTorch's `weights_only` loader refuses (an inert object, a
-    /// numpy array, a `datetime` …), met while saving a torch checkpoint: it
-    /// cannot be written so that `torch.load(weights_only=True)` reads it.
-    ///
-    /// [`Checkpoint::drop_objects`](crate::Checkpoint::drop_objects) drops
-    /// such values first.
-    #[error("cannot save {class} at {path:?}: torch.load(weights_only=True) refuses it")]
-    NotSaveable {
-        /// The value's path, dotted (`""`: the root).
-        path: String,
-        /// Its class, `module.name`.
-        class: String,
-    },
-    /// A pickle object of the wrong shape where PyTorch expects another.
-    #[error("{context}: expected {expected}, found {found}")]
-    BadObject {
-        /// Where in the checkpoint's meaning.
-        context: &'static str,
-        /// What was expected.
-        expected: &'static str,
-        /// What was found.
-        found: String,
-    },
-    /// A sparse, nested or per-channel quantized tensor whose components break
-    /// an invariant PyTorch's loader checks (`_validate_loaded_sparse_tensors`,
-    /// `_nested_view_from_buffer`, `_rebuild_qtensor`).
-    #[error("{layout} tensor: {invariant} (found {found}, bound {bound})")]
-    BadTensorKind {
-        /// The tensor's layout or scheme (`sparse_coo`, `nested`, `per_channel_affine`).
-        layout: &'static str,
-        /// The invariant broken, as PyTorch states it (`0 <= index < size`).
-        invariant: &'static str,
-        /// The offending value.
-        found: i64,
-        /// The bound it had to respect.
-        bound: i64,
-    },
-    /// Something PyTorch can write that stowage recognises but does not support.
-    #[error("unsupported: {what}")]
-    Unsupported {
-        /// What it is.
-        what: String,
-    },
-    /// A file that is not a checkpoint stowage reads.
-    #[error("not a checkpoint: {detail}")]
-    NotACheckpoint {
-        /// Why.
-        detail: String,
-    },
-    /// A record the checkpoint references but does not hold.
-    #[error("missing record {name}")]
-    MissingRecord {
-        /// The record's name.
-        name: String,
-    },
-    /// A record whose size is not what the pickle declares.
-    #[error("record {name} holds {found} bytes, expected {expected}")]
-    RecordSize {
-        /// The record's name.
-        name: String,
-        /// Bytes expected.
-        expected: u64,
-        /// Bytes found (or claimed).
-        found: u64,
-    },
-    /// A deflated record declaring more bytes than its compressed data can expand to.
-    #[error("record {name} declares {declared} bytes, more than its {compressed} compressed bytes can inflate to")]
-    ImplausibleRecord {
-        /// The record's name.
-        name: String,
-        /// Bytes the archive declares.
-        declared: u64,
-        /// Compressed bytes present.
-        compressed: u64,
-    },
-    /// A resource limit that protects against hostile input.
-    #[error("limit exceeded: {limit} reached {value} (at most {max})")]
-    LimitExceeded {
-        /// The limit.
-        limit: &'static str,
-        /// The count that went past it (where counting stopped).
-        value: u64,
-        /// The limit's value.
-        max: u64,
-    },
-    /// One storage saved as two dtypes (PyTorch refuses this too).
-    #[error("cannot save multiple tensors or storages that view the same data as different types (storage {key}: {first} and {second})")]
-    SaveConflict {
-        /// The storage's key.
-        key: String,
-        /// The dtype it was first saved as.
-        first: DType,
-        /// The conflicting dtype.
-        second: DType,
-    },
-    /// An error in a file.
-    #[error("{}: {source}", path.display())]
-    InFile {
-        /// The file.
-        path: std::path::PathBuf,
-        /// What went wrong.
-        source: Box<Error>,
-    },
-    /// An error in a record of an archive.
-    #[error("record {name}: {source}")]
-    InRecord {
-        /// The record.
-        name: String,
-        /// What went wrong.
-        source: Box<Error>,
-    },
-    /// An error in a storage of a checkpoint.
-    #[error("storage {key}: {source}")]
-    InStorage {
-        /// The storage key.
-        key: String,
-        /// What went wrong.
-        source: Box<Error>,
-    },
-    /// An error at an object path (`model.layers.0.weight`).
-    #[error("{path}: {source}")]
-    AtPath {
-        /// The dotted path.
-        path: String,
-        /// What went wrong.
-        source: Box<Error>,
-    },
-    /// A file shorter than the private mapping asked of it (PyTorch's `from_file` words).
-    #[error("file {} size {size} is smaller than the required mapping size {nbytes}", path.display())]
-    FileTooSmall {
-        /// The file.
-        path: std::path::PathBuf,
-        /// Its size in bytes.
-        size: u64,
-        /// The bytes asked for.
-        nbytes: usize,
-    },
-    /// `pin_memory` of a storage that is not in host memory.
-    #[error("cannot pin a '{device}' storage: only CPU memory can be pinned")]
-    NotPinnable {
-        /// The storage's device.
-        device: Device,
-    },
-    /// The kernel refused to lock pages in memory.
-    #[error("could not pin {nbytes} bytes in memory (locked-memory limit {}): {source}", limit.map_or("unlimited".to_string(), |l| format!("{l} bytes")))]
-    PinFailed {
-        /// The bytes asked for.
-        nbytes: usize,
-        /// The process's `RLIMIT_MEMLOCK` soft limit, if finite.
-        limit: Option<u64>,
-        /// The error `mlock` gave.
-        source: std::io::Error,
-    },
-    /// A storage constructor called with arguments PyTorch refuses
-    /// (`torch.FloatStorage(1, 2)`, `TypedStorage(wrap_storage=s)` without a dtype, …).
-    #[error("{}\n{problem}", constructor.expected_forms())]
-    StorageArguments {
-        /// The constructor called.
-        constructor: crate::typed_storage::StorageConstructor,
-        /// What was wrong.
-        problem: crate::typed_storage::StorageArgProblem,
-    },
-    /// A typed-storage element index outside `[-size, size - 1]`.
-    #[error("index {index} out of range for storage of size {size}")]
-    StorageIndexOutOfRange {
-        /// The index asked for.
-        index: isize,
-        /// The storage's size in elements.
-        size: usize,
-    },
-    /// A quantized typed storage asked to live on a device other than the cpu.
-    #[error("Cannot create {} storage with quantized dtype", device.name().to_uppercase())]
-    QuantizedStorageDevice {
-        /// The device type asked for.
-        device: crate::DeviceType,
-    },
-    /// A dtype without a legacy storage class where one is needed (PyTorch's `KeyError`).
-    #[error("dtype {dtype} is not recognized")]
-    NoLegacyStorageClass {
-        /// The dtype.
-        dtype: DType,
-    },
-    /// A name that is not one of the 17 legacy storage classes.
-    #[error("pickle storage type \"{name}\" is not recognized")]
-    UnknownStorageType {
-        /// The name given.
-        name: String,
-    },
     /// A value outside what the element type can hold (c10's `checked_convert`).
     #[error("value cannot be converted to type {type_name} without overflow")]
     ValueOverflow {
@@ -816,85 +481,6 @@ pub enum Error {
         /// The dtype given.
         dtype: DType,
     },
-    /// Nothing at a path of a checkpoint's object ([`Checkpoint::get`](crate::Checkpoint::get)).
-    #[error("no value at {path:?}")]
-    ValueNotFound {
-        /// The dotted path asked for (`""` is the root).
-        path: String,
-    },
-    /// A value of another kind than the one asked for.
-    #[error("value at {path:?}: expected {expected}, found {found}")]
-    ValueType {
-        /// The dotted path of the value (`""` is the root).
-        path: String,
-        /// The kind asked for (`int`, `dict`, ...).
-        expected: &'static str,
-        /// The value's kind.
-        found: &'static str,
-    },
-    /// A byte range that does not lie inside a storage.
-    #[error("bytes {offset}..+{len} are outside the storage of {nbytes} bytes")]
-    StorageRange {
-        /// The first byte asked for.
-        offset: usize,
-        /// How many bytes were asked for.
-        len: usize,
-        /// The storage's size.
-        nbytes: usize,
-    },
 }
 
-impl Error {
-    /// The variant's name (`"InFile"`, `"OutOfStorage"`), for a program
-    /// that reports or counts errors by kind.
-    pub fn name(&self) -> &'static str {
-        self.into()
-    }
-}
-
-impl std::fmt::Debug for Error {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if f.alternate() {
-            write!(f, "Error::{}: ", self.name())?;
-        }
-        std::fmt::Display::fmt(self, f)
-    }
-}
-
-/// An error and its causes on one line, `outer: cause: root cause`: how the
-/// command line and the scan report's JSON write an error.
-///
-/// A cause whose message the line already holds is left out (many errors,
-/// [`Error::Io`] among them, print their source in their own message), and
-/// line breaks inside messages become spaces.
-pub fn one_line(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut line = error.to_string();
-    let mut cause = error.source();
-    while let Some(e) = cause {
-        let text = e.to_string();
-        if !line.contains(&text) {
-            line.push_str(": ");
-            line.push_str(&text);
-        }
-        cause = e.source();
-    }
-    line.split_whitespace().collect::<Vec<_>>().join(" ")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn debug_is_the_message_and_alternate_debug_names_the_variant() {
-        let e = Error::InFile {
-            path: "x.pt".into(),
-            source: Box::new(Error::NotAScalar { numel: 2 }),
-        };
-        // What `fn main() -> stowage::Result<()>` prints after "Error: ".
-        assert_eq!(format!("{e:?}"), e.to_string());
-        assert!(e.to_string().starts_with("x.pt: "), "{e}");
-        assert_eq!(format!("{e:#?}"), format!("Error::InFile: {e}"));
-        assert_eq!(e.name(), "InFile");
-    }
-}
+crate::error::debug_is_display!(TensorError);

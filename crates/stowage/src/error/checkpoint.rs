@@ -1,0 +1,82 @@
+//! Errors of checkpoints' values and policies: what stowage refuses to do.
+
+use crate::DType;
+
+/// A well-formed checkpoint that stowage refuses or cannot serve as asked:
+/// a global outside the allowlist, a limit against hostile input, a value
+/// that cannot be saved, a path with no value, something unsupported.
+///
+/// Part of [`Error`](crate::Error), as [`Error::Checkpoint`](crate::Error::Checkpoint).
+#[derive(thiserror::Error, strum::IntoStaticStr)]
+#[non_exhaustive]
+pub enum CheckpointError {
+    /// A value the pickle writer could not write (a string longer than protocol 2
+    /// holds, a global with a newline, a full memo).
+    #[error("pickle: {0}")]
+    PickleWrite(crate::checkpoint::pickle::WriteError),
+    /// A global outside PyTorch's `weights_only` allowlist; nothing was constructed.
+    #[error("refused global {module}.{name}: not in PyTorch's weights_only allowlist, so it is never constructed")]
+    GlobalNotAllowed {
+        /// The module named.
+        module: String,
+        /// The name within it.
+        name: String,
+    },
+    /// A value PyTorch's `weights_only` loader refuses (an inert object, a
+    /// numpy array, a `datetime` …), met while saving a torch checkpoint: it
+    /// cannot be written so that `torch.load(weights_only=True)` reads it.
+    ///
+    /// [`Checkpoint::drop_objects`](crate::Checkpoint::drop_objects) drops
+    /// such values first.
+    #[error("cannot save {class} at {path:?}: torch.load(weights_only=True) refuses it")]
+    NotSaveable {
+        /// The value's path, dotted (`""`: the root).
+        path: String,
+        /// Its class, `module.name`.
+        class: String,
+    },
+    /// Something PyTorch can write that stowage recognises but does not support.
+    #[error("unsupported: {what}")]
+    Unsupported {
+        /// What it is.
+        what: String,
+    },
+    /// A resource limit that protects against hostile input.
+    #[error("limit exceeded: {limit} reached {value} (at most {max})")]
+    LimitExceeded {
+        /// The limit.
+        limit: &'static str,
+        /// The count that went past it (where counting stopped).
+        value: u64,
+        /// The limit's value.
+        max: u64,
+    },
+    /// One storage saved as two dtypes (PyTorch refuses this too).
+    #[error("cannot save multiple tensors or storages that view the same data as different types (storage {key}: {first} and {second})")]
+    SaveConflict {
+        /// The storage's key.
+        key: String,
+        /// The dtype it was first saved as.
+        first: DType,
+        /// The conflicting dtype.
+        second: DType,
+    },
+    /// Nothing at a path of a checkpoint's object ([`Checkpoint::get`](crate::Checkpoint::get)).
+    #[error("no value at {path:?}")]
+    ValueNotFound {
+        /// The dotted path asked for (`""` is the root).
+        path: String,
+    },
+    /// A value of another kind than the one asked for.
+    #[error("value at {path:?}: expected {expected}, found {found}")]
+    ValueType {
+        /// The dotted path of the value (`""` is the root).
+        path: String,
+        /// The kind asked for (`int`, `dict`, ...).
+        expected: &'static str,
+        /// The value's kind.
+        found: &'static str,
+    },
+}
+
+crate::error::debug_is_display!(CheckpointError);
