@@ -34,7 +34,7 @@ fn remove_stale_temporaries(dir: &Path, name: &str) {
 
 /// Whether a process with this id exists (`kill(pid, 0)`; a process we may not
 /// signal exists too).
-fn process_exists(pid: i32) -> bool {
+pub(super) fn process_exists(pid: i32) -> bool {
     if pid <= 0 {
         return true;
     }

@@ -1,12 +1,23 @@
-//! Crash-safe replacement of a set of files in a folder (a sharded checkpoint):
-//! the new set is written into a staging folder beside the target, the target's
-//! other files are carried over into it (hard links, or copies), and the two
-//! folders are swapped in one step, so a failed or interrupted save leaves the
-//! previous set whole and usable.
+//! Crash-safe replacement of a set of files in a folder (a sharded checkpoint,
+//! a distributed checkpoint): the new set is written into a staging folder
+//! beside the target, the target's other regular files are linked into it
+//! (hard links, or copies), and the two folders are exchanged in one step, so
+//! a failed or interrupted save leaves the previous set whole and usable.
 //!
-//! On Linux the swap is `renameat2(RENAME_EXCHANGE)`, atomic. Elsewhere it is
-//! two renames (the old folder aside, the new one in place), so a crash between
-//! them leaves the target missing and the old set under its aside name.
+//! A save never moves or deletes what it did not write. The target's folders
+//! (`tokenizer/`) and other entries stay where they are until the exchange has
+//! happened; then they are moved back from the previous folder into the new
+//! one. A failed exchange leaves them untouched. A save killed after the
+//! exchange leaves them in its staging folder, and the next save to the same
+//! target moves them back before it starts (as it removes what killed saves
+//! left behind), so nothing is lost.
+//!
+//! On Linux the exchange is `renameat2(RENAME_EXCHANGE)`, atomic. Elsewhere,
+//! or where the filesystem lacks it (NFS), it is two renames (the old folder
+//! aside, the new one in place); a crash between them leaves the target
+//! missing and the old folder under its aside name, which the next save puts
+//! back first. A symlinked target stays a symlink: the folder it points to is
+//! replaced.
 
 use crate::error::{CheckpointError, ErrorContext, StorageError};
 use std::fs::{self, File};
@@ -14,11 +25,22 @@ use std::path::{Path, PathBuf};
 
 use crate::{Error, Result};
 
+/// What a staging folder's name holds after the target's name: `.{name}{STAGING}{pid}-{serial}`.
+const STAGING: &str = ".stowage-tmp-";
+
+/// The suffix of the previous folder put aside by [`swap_by_renames`].
+const ASIDE: &str = ".old";
+
 /// Has `write` fill a fresh staging folder with the new set, then puts that
-/// folder at `dir` in one step. Entries of an existing `dir` for which
-/// `replaced(name)` is false are carried over into the staging folder first
-/// (files hard-linked or copied, folders moved), so only the set changes.
-/// On failure the staging folder is removed and `dir` is untouched.
+/// folder at `dir` in one step. The regular files of an existing `dir` for
+/// which `replaced(name)` is false are linked (or copied) into the staging
+/// folder first; its folders and other entries are moved into the new folder
+/// after the exchange, so only the set changes. On failure the staging folder
+/// (which holds only what this save wrote, and links or copies) is removed
+/// and `dir` is untouched.
+///
+/// With `sync`, every file of the new set and the folders are synced before
+/// the exchange, and a failed sync is an error.
 ///
 /// Errors come wrapped in [`Error::InFile`] naming `dir`; a `dir` in an
 /// object store is [`CheckpointError::Unsupported`] (a store has no folder to stage
@@ -29,7 +51,7 @@ pub(crate) fn replace_dir(
     replaced: impl Fn(&str) -> bool,
     write: impl FnOnce(&Path) -> Result<()>,
 ) -> Result<()> {
-    let in_dir = |e: Error| e.in_file(dir.to_owned());
+    let in_dir = |e: Error| e.in_file(dir);
     if super::Location::parse(dir).local_path().is_none() {
         return Err(in_dir(Error::Checkpoint(CheckpointError::Unsupported {
             what: "saving a folder (a sharded set, a distributed checkpoint) to object \
@@ -37,65 +59,160 @@ pub(crate) fn replace_dir(
                 .into(),
         })));
     }
-    let parent = match dir.parent() {
+    let target = resolve(dir).map_err(in_dir)?;
+    let parent = match target.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_owned(),
         _ => PathBuf::from("."),
     };
-    let name = dir
+    let name = target
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
+    recover(&parent, &name, &target, &replaced).map_err(in_dir)?;
     static SAVES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let serial = SAVES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let staging = parent.join(format!(
-        ".{name}.stowage-tmp-{}-{serial}",
-        std::process::id()
-    ));
+    let staging = parent.join(format!(".{name}{STAGING}{}-{serial}", std::process::id()));
     fs::create_dir(&staging).map_err(|e| in_dir(Error::Io(e)))?;
     let result = (|| {
         write(&staging)?;
-        let exists = dir.is_dir();
+        let exists = target.is_dir();
         if exists {
-            carry_over(dir, &staging, &replaced)?;
+            link_files(&target, &staging, &replaced)?;
         }
         if sync {
-            sync_dir(&staging);
+            sync_tree(&staging)?;
         }
+        fault::at(fault::Step::Exchange)?;
         if exists {
-            swap(&staging, dir)?;
-            // `staging` now holds the previous set.
-            let _ = fs::remove_dir_all(&staging);
+            swap(&staging, &target)?;
         } else {
-            fs::rename(&staging, dir).map_err(Error::Io)?;
+            fs::rename(&staging, &target).map_err(Error::Io)?;
         }
-        if sync {
-            sync_dir(&parent);
-        }
-        Ok(())
+        Ok(exists)
     })();
-    if result.is_err() {
+    let exchanged = match result {
+        Ok(exchanged) => exchanged,
+        Err(e) => {
+            let _ = fs::remove_dir_all(&staging);
+            return Err(in_dir(e));
+        }
+    };
+    if exchanged {
+        // `staging` now holds the previous folder: the old set, the
+        // originals of the files linked, and the folders that go back.
+        fault::at(fault::Step::MoveBack).map_err(in_dir)?;
+        move_back(&staging, &target, &replaced).map_err(|e| in_dir(e.in_file(&staging)))?;
         let _ = fs::remove_dir_all(&staging);
     }
-    result.map_err(in_dir)
+    if sync {
+        sync_dir(&parent).map_err(in_dir)?;
+    }
+    Ok(())
 }
 
-/// Puts every entry of `from` that is not `replaced` into `into`: files as hard
-/// links (copies where links fail), folders and other entries by rename.
-fn carry_over(from: &Path, into: &Path, replaced: &impl Fn(&str) -> bool) -> Result<()> {
+/// The folder a save to `dir` replaces: `dir` itself, or the folder a
+/// symlink at `dir` points to (so that the link stays a link).
+fn resolve(dir: &Path) -> Result<PathBuf> {
+    match fs::symlink_metadata(dir) {
+        Ok(m) if m.file_type().is_symlink() => fs::canonicalize(dir).map_err(Error::Io),
+        _ => Ok(dir.to_owned()),
+    }
+}
+
+/// Puts back what saves to `parent/name` that were killed (their process no
+/// longer exists) left in their staging folders: a previous folder put aside
+/// while the target is missing becomes the target again; the entries of a
+/// staging folder that are not the set's and that the target lacks (its
+/// folders, moved out by the exchange) are moved back into the target. A
+/// staging folder is then removed when all that is left in it is the set's
+/// files and files the target also holds; anything else stays.
+fn recover(
+    parent: &Path,
+    name: &str,
+    target: &Path,
+    replaced: &impl Fn(&str) -> bool,
+) -> Result<()> {
+    let prefix = format!(".{name}{STAGING}");
+    let Ok(entries) = fs::read_dir(parent) else {
+        return Ok(());
+    };
+    let mut stale: Vec<(PathBuf, bool)> = Vec::new();
+    for entry in entries.flatten() {
+        let file = entry.file_name();
+        let Some(rest) = file.to_str().and_then(|f| f.strip_prefix(&prefix)) else {
+            continue;
+        };
+        let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<i32>().ok()) else {
+            continue;
+        };
+        let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+        if is_dir && pid != std::process::id() as i32 && !super::atomic::process_exists(pid) {
+            stale.push((entry.path(), rest.ends_with(ASIDE)));
+        }
+    }
+    // Asides first: the target itself may be among them.
+    stale.sort_by_key(|(_, aside)| !aside);
+    for (folder, aside) in stale {
+        if aside && fs::symlink_metadata(target).is_err() {
+            fs::rename(&folder, target).map_err(Error::Io)?;
+            continue;
+        }
+        if !target.is_dir() {
+            continue;
+        }
+        move_back(&folder, target, replaced).map_err(|e| e.in_file(&folder))?;
+        if only_copies_left(&folder, target, replaced) {
+            let _ = fs::remove_dir_all(&folder);
+        }
+    }
+    Ok(())
+}
+
+/// Whether everything in `folder` is one of the set's files, or a regular
+/// file whose name `target` also holds (a link or copy made by a save).
+fn only_copies_left(folder: &Path, target: &Path, replaced: &impl Fn(&str) -> bool) -> bool {
+    let Ok(entries) = fs::read_dir(folder) else {
+        return false;
+    };
+    entries.flatten().all(|entry| {
+        let name = entry.file_name();
+        let is_file = entry.file_type().is_ok_and(|t| t.is_file());
+        is_file && (name.to_str().is_some_and(replaced) || target.join(&name).is_file())
+    })
+}
+
+/// Hard-links (copies where links fail) into `into` every regular file of
+/// `from` that is not `replaced` and that `into` lacks. Nothing of `from`
+/// moves.
+fn link_files(from: &Path, into: &Path, replaced: &impl Fn(&str) -> bool) -> Result<()> {
     for entry in fs::read_dir(from).map_err(Error::Io)? {
         let entry = entry.map_err(Error::Io)?;
         let file_name = entry.file_name();
-        if file_name.to_str().is_some_and(replaced) || into.join(&file_name).exists() {
+        let dst = into.join(&file_name);
+        if file_name.to_str().is_some_and(replaced) || fs::symlink_metadata(&dst).is_ok() {
             continue;
         }
-        let (src, dst) = (entry.path(), into.join(&file_name));
         if entry.file_type().map_err(Error::Io)?.is_file() {
+            let src = entry.path();
             if fs::hard_link(&src, &dst).is_err() {
                 fs::copy(&src, &dst).map_err(Error::Io)?;
             }
-        } else {
-            fs::rename(&src, &dst).map_err(Error::Io)?;
         }
+    }
+    Ok(())
+}
+
+/// Moves into `into` every entry of `from` that is not `replaced` and that
+/// `into` lacks (the folders and other entries a save does not link).
+fn move_back(from: &Path, into: &Path, replaced: &impl Fn(&str) -> bool) -> Result<()> {
+    for entry in fs::read_dir(from).map_err(Error::Io)? {
+        let entry = entry.map_err(Error::Io)?;
+        let file_name = entry.file_name();
+        let dst = into.join(&file_name);
+        if file_name.to_str().is_some_and(replaced) || fs::symlink_metadata(&dst).is_ok() {
+            continue;
+        }
+        fs::rename(entry.path(), &dst).map_err(Error::Io)?;
     }
     Ok(())
 }
@@ -112,6 +229,9 @@ fn swap(a: &Path, b: &Path) -> Result<()> {
             })
         })
     };
+    if fault::at(fault::Step::NoExchange).is_err() {
+        return swap_by_renames(a, b);
+    }
     let (ca, cb) = (c(a)?, c(b)?);
     // SAFETY: both pointers are valid NUL-terminated strings that outlive the
     // call; `renameat2` reads them and touches no other memory of ours.
@@ -143,9 +263,10 @@ fn swap(a: &Path, b: &Path) -> Result<()> {
 /// `b` aside, `a` to `b`, the old `b` to `a`: not atomic (see the module docs).
 fn swap_by_renames(a: &Path, b: &Path) -> Result<()> {
     let mut aside = a.as_os_str().to_owned();
-    aside.push(".old");
+    aside.push(ASIDE);
     let aside = PathBuf::from(aside);
     fs::rename(b, &aside).map_err(Error::Io)?;
+    fault::at(fault::Step::BetweenRenames)?;
     if let Err(e) = fs::rename(a, b) {
         let _ = fs::rename(&aside, b);
         return Err(Error::Io(e));
@@ -153,15 +274,198 @@ fn swap_by_renames(a: &Path, b: &Path) -> Result<()> {
     fs::rename(&aside, a).map_err(Error::Io)
 }
 
-fn sync_dir(dir: &Path) {
-    if let Ok(d) = File::open(dir) {
-        let _ = d.sync_all();
+/// Syncs a folder's entries (a rename or a new file is durable only then).
+fn sync_dir(dir: &Path) -> Result<()> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(Error::Io)
+}
+
+/// Syncs every regular file of `dir` (the set's index and `.metadata`
+/// included: they must be on disk before the folder that names them is
+/// exchanged in), then `dir` itself.
+fn sync_tree(dir: &Path) -> Result<()> {
+    for entry in fs::read_dir(dir).map_err(Error::Io)? {
+        let entry = entry.map_err(Error::Io)?;
+        if entry.file_type().map_err(Error::Io)?.is_file() {
+            File::open(entry.path())
+                .and_then(|f| f.sync_all())
+                .map_err(|e| Error::Io(e).in_file(entry.path()))?;
+        }
+    }
+    sync_dir(dir)
+}
+
+/// Faults injected at exact steps, for the tests: what an operator sees
+/// when the exchange fails (EIO) or the process is killed there.
+mod fault {
+    /// A step of [`replace_dir`](super::replace_dir).
+    #[cfg_attr(not(test), allow(dead_code))]
+    #[derive(Clone, Copy, PartialEq, Eq, Debug)]
+    pub(super) enum Step {
+        /// Just before the exchange: the error is the exchange's.
+        Exchange,
+        /// After the exchange, before the target's folders are moved back:
+        /// the save stops there as a kill would stop it.
+        MoveBack,
+        /// Between the two renames that stand in for an exchange.
+        BetweenRenames,
+        /// The filesystem has no `RENAME_EXCHANGE` (EINVAL): two renames.
+        NoExchange,
+    }
+
+    #[cfg(test)]
+    thread_local! {
+        pub(super) static AT: std::cell::RefCell<Vec<Step>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+
+    /// An I/O error (EIO) when the tests asked for one at `step`.
+    pub(super) fn at(step: Step) -> crate::Result<()> {
+        #[cfg(test)]
+        if AT.with(|at| at.borrow().contains(&step)) {
+            return Err(crate::Error::Io(std::io::Error::from_raw_os_error(
+                libc::EIO,
+            )));
+        }
+        let _ = step;
+        Ok(())
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A folder as a user keeps one: the set, a file beside it and a folder.
+    fn model_folder(root: &Path) -> PathBuf {
+        let dir = root.join("model");
+        fs::create_dir(&dir).unwrap();
+        fs::write(dir.join("config.json"), "{}").unwrap();
+        fs::write(dir.join("old-shard"), "old").unwrap();
+        fs::create_dir(dir.join("tokenizer")).unwrap();
+        fs::write(dir.join("tokenizer/vocab.txt"), "a b c").unwrap();
+        dir
+    }
+
+    fn names(dir: &Path) -> Vec<String> {
+        let mut names: Vec<_> = fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        names
+    }
+
+    fn save(dir: &Path, shard: &str, faults: &[fault::Step]) -> Result<()> {
+        fault::AT.with(|at| *at.borrow_mut() = faults.to_vec());
+        let result = replace_dir(
+            dir,
+            true,
+            |n| n.ends_with("shard"),
+            |s| fs::write(s.join(shard), "new").map_err(Error::Io),
+        );
+        fault::AT.with(|at| at.borrow_mut().clear());
+        result
+    }
+
+    /// Renames what this process left in `root` as if a process that no
+    /// longer exists had left it (a killed save).
+    fn as_if_killed(root: &Path) {
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let dead = child.id();
+        child.wait().unwrap();
+        let ours = format!("{STAGING}{}-", std::process::id());
+        for entry in fs::read_dir(root).unwrap() {
+            let name = entry.unwrap().file_name().into_string().unwrap();
+            if name.contains(&ours) {
+                let new = name.replace(&ours, &format!("{STAGING}{dead}-"));
+                fs::rename(root.join(&name), root.join(new)).unwrap();
+            }
+        }
+    }
+
+    #[test]
+    fn a_failed_exchange_moves_and_deletes_nothing_of_the_users() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = model_folder(root.path());
+        let err = save(&dir, "new-shard", &[fault::Step::Exchange]).unwrap_err();
+        assert!(
+            matches!(&err, Error::InFile { path, .. } if path == &dir),
+            "{err:?}"
+        );
+        assert_eq!(names(&dir), ["config.json", "old-shard", "tokenizer"]);
+        assert_eq!(
+            fs::read_to_string(dir.join("tokenizer/vocab.txt")).unwrap(),
+            "a b c"
+        );
+        assert_eq!(
+            names(root.path()),
+            ["model"],
+            "the staging folder is removed"
+        );
+    }
+
+    #[test]
+    fn a_save_killed_after_the_exchange_is_made_whole_by_the_next_save() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = model_folder(root.path());
+        save(&dir, "new-shard", &[fault::Step::MoveBack]).unwrap_err();
+        // What a kill at that step leaves: the new set in place, the user's
+        // folder still in the previous folder.
+        assert_eq!(names(&dir), ["config.json", "new-shard"]);
+        as_if_killed(root.path());
+        save(&dir, "newer-shard", &[]).unwrap();
+        assert_eq!(names(&dir), ["config.json", "newer-shard", "tokenizer"]);
+        assert_eq!(
+            fs::read_to_string(dir.join("tokenizer/vocab.txt")).unwrap(),
+            "a b c"
+        );
+        assert_eq!(
+            names(root.path()),
+            ["model"],
+            "the killed save's folder is gone"
+        );
+    }
+
+    #[test]
+    fn two_renames_killed_between_them_are_put_back_by_the_next_save() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = model_folder(root.path());
+        let faults = [fault::Step::NoExchange, fault::Step::BetweenRenames];
+        save(&dir, "new-shard", &faults).unwrap_err();
+        assert!(
+            !dir.exists(),
+            "the target is aside, as a kill there leaves it"
+        );
+        as_if_killed(root.path());
+        save(&dir, "newer-shard", &[]).unwrap();
+        assert_eq!(names(&dir), ["config.json", "newer-shard", "tokenizer"]);
+        assert_eq!(names(root.path()), ["model"]);
+    }
+
+    #[test]
+    fn two_renames_keep_the_users_folders() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = model_folder(root.path());
+        save(&dir, "new-shard", &[fault::Step::NoExchange]).unwrap();
+        assert_eq!(names(&dir), ["config.json", "new-shard", "tokenizer"]);
+        assert_eq!(names(root.path()), ["model"]);
+    }
+
+    #[test]
+    fn a_symlinked_target_stays_a_symlink() {
+        let root = tempfile::tempdir().unwrap();
+        let real = model_folder(root.path());
+        let link = root.path().join("latest");
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        save(&link, "new-shard", &[]).unwrap();
+        assert!(fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink());
+        assert_eq!(names(&real), ["config.json", "new-shard", "tokenizer"]);
+        assert_eq!(names(root.path()), ["latest", "model"]);
+    }
 
     #[test]
     fn replaces_the_set_and_keeps_other_files() {
