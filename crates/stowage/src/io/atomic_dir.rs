@@ -428,6 +428,29 @@ mod tests {
     }
 
     #[test]
+    fn a_save_killed_before_the_exchange_leaves_nothing_after_the_next_save() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = model_folder(root.path());
+        // What a kill while writing leaves: a staging folder holding part of
+        // the new set and a link to the user's file.
+        let staging = root
+            .path()
+            .join(format!(".model{STAGING}{}-0", std::process::id()));
+        fs::create_dir(&staging).unwrap();
+        fs::write(staging.join("new-shard"), "half").unwrap();
+        fs::hard_link(dir.join("config.json"), staging.join("config.json")).unwrap();
+        as_if_killed(root.path());
+        save(&dir, "newer-shard", &[]).unwrap();
+        assert_eq!(names(&dir), ["config.json", "newer-shard", "tokenizer"]);
+        assert_eq!(fs::read_to_string(dir.join("config.json")).unwrap(), "{}");
+        assert_eq!(
+            names(root.path()),
+            ["model"],
+            "the killed save's folder is gone"
+        );
+    }
+
+    #[test]
     fn two_renames_killed_between_them_are_put_back_by_the_next_save() {
         let root = tempfile::tempdir().unwrap();
         let dir = model_folder(root.path());

@@ -108,8 +108,9 @@ const RECURSION: &[(&str, &str)] = &[("autograd", "tensor"), ("autograd", "ops")
 /// of this one.
 const EXTERNAL: &[&str] = &["checkpoint/pickle", "checkpoint/zip"];
 
-/// `error.rs` names every module's error types (`#[from]`), by design: it is
-/// the one error enum, below everything else, and only names types.
+/// `error/` names other modules' types in its variants (dtypes, devices, the
+/// typed-storage constructors), by design: it is the one error type, below
+/// everything else, and only names types.
 const EXEMPT: &[&str] = &["error"];
 
 fn src() -> PathBuf {
