@@ -10,31 +10,42 @@ use std::path::{Path, PathBuf};
 use super::output;
 use crate::{Error, Result};
 
+/// What a temporary's name holds after its target's name:
+/// `.{name}{TEMPORARY}{pid}-{serial}`, for a file's save and a folder's.
+pub(super) const TEMPORARY: &str = ".stowage-tmp-";
+
 /// Removes the temporary files of saves to `dir/name` that a process which no
 /// longer exists left behind (killed in the middle of a save). Temporaries of
 /// live processes, this one included, may belong to saves in progress and stay.
 fn remove_stale_temporaries(dir: &Path, name: &str) {
-    let prefix = format!(".{name}.stowage-tmp-");
-    let Ok(entries) = fs::read_dir(dir) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let file = entry.file_name();
-        let Some(rest) = file.to_str().and_then(|f| f.strip_prefix(&prefix)) else {
-            continue;
-        };
-        let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<i32>().ok()) else {
-            continue;
-        };
-        if pid != std::process::id() as i32 && !process_exists(pid) {
-            let _ = fs::remove_file(entry.path());
-        }
+    for (entry, _) in stale_temporaries(dir, name) {
+        let _ = fs::remove_file(entry.path());
     }
+}
+
+/// The entries of `dir` named as the temporaries of saves to `dir/name`
+/// (`.{name}.stowage-tmp-{pid}-…`) whose process no longer exists, each with
+/// what follows the prefix. A file's save and a folder's name their
+/// temporaries alike.
+pub(super) fn stale_temporaries(dir: &Path, name: &str) -> Vec<(fs::DirEntry, String)> {
+    let prefix = format!(".{name}{TEMPORARY}");
+    let Ok(entries) = fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|entry| {
+            let file = entry.file_name();
+            let rest = file.to_str()?.strip_prefix(&prefix)?.to_owned();
+            let pid = rest.split('-').next()?.parse::<i32>().ok()?;
+            (pid != std::process::id() as i32 && !process_exists(pid)).then_some((entry, rest))
+        })
+        .collect()
 }
 
 /// Whether a process with this id exists (`kill(pid, 0)`; a process we may not
 /// signal exists too).
-pub(super) fn process_exists(pid: i32) -> bool {
+fn process_exists(pid: i32) -> bool {
     if pid <= 0 {
         return true;
     }
@@ -66,10 +77,7 @@ pub(crate) fn write_atomically(
     // the process id lets a later save recognise what a killed process left.
     static SAVES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let serial = SAVES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let tmp = dir.join(format!(
-        ".{name}.stowage-tmp-{}-{serial}",
-        std::process::id()
-    ));
+    let tmp = dir.join(format!(".{name}{TEMPORARY}{}-{serial}", std::process::id()));
     let result = (|| {
         write(&tmp)?;
         if sync {

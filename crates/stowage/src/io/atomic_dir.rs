@@ -25,8 +25,9 @@ use std::path::{Path, PathBuf};
 
 use crate::{Error, Result};
 
-/// What a staging folder's name holds after the target's name: `.{name}{STAGING}{pid}-{serial}`.
-const STAGING: &str = ".stowage-tmp-";
+/// What a staging folder's name holds after the target's name:
+/// `.{name}{STAGING}{pid}-{serial}`, as a file's save names its temporary.
+const STAGING: &str = super::atomic::TEMPORARY;
 
 /// The suffix of the previous folder put aside by [`swap_by_renames`].
 const ASIDE: &str = ".old";
@@ -132,24 +133,11 @@ fn recover(
     target: &Path,
     replaced: &impl Fn(&str) -> bool,
 ) -> Result<()> {
-    let prefix = format!(".{name}{STAGING}");
-    let Ok(entries) = fs::read_dir(parent) else {
-        return Ok(());
-    };
-    let mut stale: Vec<(PathBuf, bool)> = Vec::new();
-    for entry in entries.flatten() {
-        let file = entry.file_name();
-        let Some(rest) = file.to_str().and_then(|f| f.strip_prefix(&prefix)) else {
-            continue;
-        };
-        let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<i32>().ok()) else {
-            continue;
-        };
-        let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
-        if is_dir && pid != std::process::id() as i32 && !super::atomic::process_exists(pid) {
-            stale.push((entry.path(), rest.ends_with(ASIDE)));
-        }
-    }
+    let mut stale: Vec<(PathBuf, bool)> = super::atomic::stale_temporaries(parent, name)
+        .into_iter()
+        .filter(|(entry, _)| entry.file_type().is_ok_and(|t| t.is_dir()))
+        .map(|(entry, rest)| (entry.path(), rest.ends_with(ASIDE)))
+        .collect();
     // Asides first: the target itself may be among them.
     stale.sort_by_key(|(_, aside)| !aside);
     for (folder, aside) in stale {
