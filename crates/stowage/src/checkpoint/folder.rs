@@ -61,7 +61,12 @@ pub fn folder_of(path: &Path, options: &LoadOptions) -> Result<Option<Folder>> {
 }
 
 /// [`folder_of`] a location.
+///
+/// The folder is opened once, and the locations found are read relative to
+/// that handle ([`Location::anchored`]): a load reads one version of the
+/// folder even while a save replaces it.
 pub(crate) fn folder_at(here: &Location) -> Result<Option<Folder>> {
+    let here = &here.anchored();
     if !here.is_folder() {
         let index = here.file_name().is_some_and(|n| n.ends_with(".index.json"));
         return Ok(index.then(|| Folder::Sharded(here.clone())));
@@ -125,4 +130,71 @@ pub(crate) fn folder_at(here: &Location) -> Result<Option<Folder>> {
         ),
     };
     Err(Error::Io(std::io::Error::new(std::io::ErrorKind::NotFound, why)).in_file(here.path()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checkpoint::format::sharded::{self, ShardOptions};
+    use crate::checkpoint::Checkpoint;
+    use crate::{CheckpointError, Tensor};
+
+    /// A state dict of four tensors, every element `value`.
+    fn state(value: f32) -> Checkpoint {
+        Checkpoint::from_state_dict(
+            ["a", "b", "c", "d"].map(|n| (n, Tensor::from_vec(vec![value; 64], &[64]).unwrap())),
+        )
+    }
+
+    fn values(ckpt: &Checkpoint) -> Vec<f32> {
+        ckpt.state_dict()
+            .unwrap()
+            .iter()
+            .flat_map(|(_, t)| t.to_vec::<f32>().unwrap())
+            .collect()
+    }
+
+    /// issue 27, item 1, in the forced window: the index read, then the set
+    /// replaced by a save, then the shards opened. The load gives the old
+    /// set whole or a clear error, never shards of both versions (8 old
+    /// tensors and 42 new, as the campaign saw).
+    #[test]
+    fn a_set_replaced_between_its_index_and_its_shards_is_never_mixed() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("model");
+        // Two tensors a shard: 2 shards, named alike in both versions, so a
+        // load that opened them by name would read the new ones under the
+        // old index.
+        let small = ShardOptions::new().with_max_shard_size(512);
+        sharded::save_sharded(&dir, &state(1.0), &small).unwrap();
+        let options = LoadOptions::default();
+        let Some(Folder::Sharded(index)) = folder_of(&dir, &options).unwrap() else {
+            panic!("a sharded set");
+        };
+        let text = index.read_all(sharded::MAX_INDEX_BYTES).unwrap();
+        sharded::save_sharded(&dir, &state(2.0), &small).unwrap();
+        let load_shard = |f: &Location| crate::checkpoint::load_file(f, &options);
+        match sharded::load_indexed(&index, &String::from_utf8_lossy(&text), load_shard) {
+            Ok(ckpt) => assert_eq!(values(&ckpt), vec![1.0; 256]),
+            Err(e) => assert!(
+                matches!(e.root(), Error::Checkpoint(CheckpointError::FolderReplaced { folder }) if folder == &dir),
+                "{e}"
+            ),
+        }
+        assert_eq!(values(&crate::load(&dir).unwrap()), vec![2.0; 256]);
+    }
+
+    /// A set whose shards were opened before the save (a lazy load holds
+    /// them) keeps reading its own version after the folder is replaced.
+    #[test]
+    fn shards_opened_before_a_replace_keep_their_version() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("model");
+        let small = ShardOptions::new().with_max_shard_size(512);
+        sharded::save_sharded(&dir, &state(1.0), &small).unwrap();
+        let lazy = LoadOptions::default().with_mode(crate::LoadMode::Lazy);
+        let old = crate::load_with(&dir, &lazy).unwrap();
+        sharded::save_sharded(&dir, &state(2.0), &small).unwrap();
+        assert_eq!(values(&old), vec![1.0; 256]);
+    }
 }

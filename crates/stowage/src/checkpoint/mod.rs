@@ -46,7 +46,6 @@ pub use format::{dcp, sharded};
 pub use globals::decoded;
 
 use crate::error::{CheckpointError, ErrorContext, FormatError};
-use std::fs::File;
 use std::path::Path;
 
 use folder::folder_at;
@@ -195,7 +194,7 @@ pub unsafe fn load_mmap(path: impl AsRef<Path>, options: &LoadOptions) -> Result
         // SAFETY: the caller promises that no file of the checkpoint (the
         // file, or every file of its folder or set) is truncated or written
         // meanwhile.
-        unsafe { load_mmap_file(&file.path(), options) }
+        unsafe { load_mmap_file(file, options) }
     })
 }
 
@@ -204,9 +203,9 @@ pub unsafe fn load_mmap(path: impl AsRef<Path>, options: &LoadOptions) -> Result
 /// # Safety
 /// As [`load_mmap`].
 #[allow(unsafe_code)] // Only to pass the caller's promise on to the mapping.
-unsafe fn load_mmap_file(path: &Path, options: &LoadOptions) -> Result<Checkpoint> {
-    let in_file = |e: Error| e.in_file(path.to_owned());
-    let file = File::open(path).map_err(|e| in_file(Error::Io(e)))?;
+unsafe fn load_mmap_file(here: &Location, options: &LoadOptions) -> Result<Checkpoint> {
+    let in_file = |e: Error| e.in_file(here.path());
+    let file = here.open_file()?;
     // SAFETY: the caller promises the file is neither truncated nor written meanwhile.
     let map = unsafe { MappedFile::private(&file) }.map_err(|e| in_file(Error::Io(e)))?;
     let records = MappedRecords::new(map);

@@ -77,6 +77,21 @@ pub enum CheckpointError {
         /// The value's kind.
         found: &'static str,
     },
+    /// A folder replaced (a save exchanged it) while a load was reading
+    /// it, after the files the load still needed were gone: nothing of the
+    /// new version was read.
+    #[error("the folder {} was replaced while it was being read (a save exchanged it); nothing of the new version was read: load it again", folder.display())]
+    FolderReplaced {
+        /// The folder, as it was named when the load opened it.
+        folder: std::path::PathBuf,
+    },
+    /// A source that is no regular file (a FIFO, a device, a socket):
+    /// checkpoints are read by position, from files or from memory.
+    #[error("{what}, not a regular file: a checkpoint is read from a regular file (by position) or from memory")]
+    NotARegularFile {
+        /// What it is (`a FIFO`, `a character device`, …).
+        what: &'static str,
+    },
 }
 
 crate::error::debug_is_display!(CheckpointError);

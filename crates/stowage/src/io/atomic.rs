@@ -14,6 +14,41 @@ use crate::{Error, Result};
 /// `.{name}{TEMPORARY}{pid}-{serial}`, for a file's save and a folder's.
 pub(super) const TEMPORARY: &str = ".stowage-tmp-";
 
+/// The start of the names of the temporaries of saves to `name`:
+/// `.{name}{TEMPORARY}`, then `{pid}-{serial}`. A name too long for the
+/// temporary's whole name to fit in a file name's 255 bytes (`NAME_MAX`)
+/// is cut, and a hash of the whole name stands for the rest, so two long
+/// names sharing a beginning never share temporaries.
+pub(super) fn temporary_prefix(name: &str) -> String {
+    const NAME_MAX: usize = 255;
+    // What may follow: a pid (10 digits), '-', a serial (20 digits), and a
+    // folder save's ".old".
+    const TAIL: usize = 10 + 1 + 20 + 4;
+    let full = format!(".{name}{TEMPORARY}");
+    if full.len() + TAIL <= NAME_MAX {
+        return full;
+    }
+    // '.', the cut name, '~' and 16 hex digits, then TEMPORARY.
+    let mut cut = NAME_MAX - TAIL - TEMPORARY.len() - 1 - 1 - 16;
+    while !name.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!(
+        ".{}~{:016x}{TEMPORARY}",
+        &name[..cut],
+        fnv1a(name.as_bytes())
+    )
+}
+
+/// FNV-1a, 64 bits: a hash that stays the same across builds and Rust
+/// releases (std's `DefaultHasher` promises neither), for naming only.
+/// Written here: a name's few bytes need no hashing crate.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
 /// Removes the temporary files of saves to `dir/name` that a process which no
 /// longer exists left behind (killed in the middle of a save). Temporaries of
 /// live processes, this one included, may belong to saves in progress and stay.
@@ -24,11 +59,11 @@ fn remove_stale_temporaries(dir: &Path, name: &str) {
 }
 
 /// The entries of `dir` named as the temporaries of saves to `dir/name`
-/// (`.{name}.stowage-tmp-{pid}-…`) whose process no longer exists, each with
-/// what follows the prefix. A file's save and a folder's name their
+/// ([`temporary_prefix`] then `{pid}-…`) whose process no longer exists, each
+/// with what follows the prefix. A file's save and a folder's name their
 /// temporaries alike.
 pub(super) fn stale_temporaries(dir: &Path, name: &str) -> Vec<(fs::DirEntry, String)> {
-    let prefix = format!(".{name}{TEMPORARY}");
+    let prefix = temporary_prefix(name);
     let Ok(entries) = fs::read_dir(dir) else {
         return Vec::new();
     };
@@ -77,7 +112,11 @@ pub(crate) fn write_atomically(
     // the process id lets a later save recognise what a killed process left.
     static SAVES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let serial = SAVES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let tmp = dir.join(format!(".{name}{TEMPORARY}{}-{serial}", std::process::id()));
+    let tmp = dir.join(format!(
+        "{}{}-{serial}",
+        temporary_prefix(&name),
+        std::process::id()
+    ));
     let result = (|| {
         write(&tmp)?;
         if sync {
@@ -92,9 +131,10 @@ pub(crate) fn write_atomically(
         output::release_in_background(replaced);
         remove_stale_temporaries(&dir, &name);
         if sync {
-            if let Ok(d) = File::open(&dir) {
-                let _ = d.sync_all();
-            }
+            // The rename is durable only once the folder is synced.
+            File::open(&dir)
+                .and_then(|d| d.sync_all())
+                .map_err(Error::Io)?;
         }
         Ok(())
     })();
@@ -102,4 +142,33 @@ pub(crate) fn write_atomically(
         let _ = fs::remove_file(&tmp);
     }
     result.map_err(in_file)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_temporarys_name_fits_in_a_file_name_for_the_longest_target() {
+        let longest = format!("{}.pt", "m".repeat(252));
+        let other = format!("{}.pt", "m".repeat(251) + "n");
+        for name in [&longest, &other] {
+            let tmp = format!("{}{}-{}.old", temporary_prefix(name), u32::MAX, u64::MAX);
+            assert!(tmp.len() <= 255, "{} bytes", tmp.len());
+        }
+        assert_ne!(temporary_prefix(&longest), temporary_prefix(&other));
+        assert_eq!(temporary_prefix("model.pt"), ".model.pt.stowage-tmp-");
+        // Cut on a character boundary.
+        let wide = "é".repeat(127);
+        assert!(temporary_prefix(&wide).len() < 255);
+    }
+
+    #[test]
+    fn a_file_named_with_255_bytes_is_saved() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(format!("{}.pt", "m".repeat(252)));
+        write_atomically(&path, true, |tmp| fs::write(tmp, b"x").map_err(Error::Io)).unwrap();
+        assert_eq!(fs::read(&path).unwrap(), b"x");
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
 }

@@ -25,10 +25,6 @@ use std::path::{Path, PathBuf};
 
 use crate::{Error, Result};
 
-/// What a staging folder's name holds after the target's name:
-/// `.{name}{STAGING}{pid}-{serial}`, as a file's save names its temporary.
-const STAGING: &str = super::atomic::TEMPORARY;
-
 /// The suffix of the previous folder put aside by [`swap_by_renames`].
 const ASIDE: &str = ".old";
 
@@ -72,7 +68,11 @@ pub(crate) fn replace_dir(
     recover(&parent, &name, &target, &replaced).map_err(in_dir)?;
     static SAVES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let serial = SAVES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let staging = parent.join(format!(".{name}{STAGING}{}-{serial}", std::process::id()));
+    let staging = parent.join(format!(
+        "{}{}-{serial}",
+        super::atomic::temporary_prefix(&name),
+        std::process::id()
+    ));
     fs::create_dir(&staging).map_err(|e| in_dir(Error::Io(e)))?;
     let result = (|| {
         write(&staging)?;
@@ -323,6 +323,7 @@ mod fault {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::io::atomic::TEMPORARY as STAGING;
 
     /// A folder as a user keeps one: the set, a file beside it and a folder.
     fn model_folder(root: &Path) -> PathBuf {

@@ -7,13 +7,25 @@
 //! through it (`open`, `exists`, `list`, `join`) and never asks whether a
 //! string is a URL. Where the kind of store matters to a reader, it asks
 //! for the [`ReadCost`] of a source, not for its kind.
+//!
+//! A local folder that a load reads several files of (a sharded set, a
+//! distributed checkpoint) is opened once ([`Location::anchored`]), and
+//! every file in it is then opened relative to that handle (`openat`), never
+//! by its path again. A save that replaces the folder meanwhile exchanges
+//! the folder at the path, not the one the load holds, so the load reads
+//! wholly the version it started on, or stops with
+//! [`CheckpointError::FolderReplaced`] where that version's files are
+//! already gone; never files of both.
 
 use crate::error::{CheckpointError, ErrorContext};
 use std::fmt;
 use std::fs::File;
 use std::io;
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+
+use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 
 use super::{ReadAt, ReadCost};
 use crate::{Error, Result};
@@ -26,8 +38,9 @@ pub struct Location {
 
 #[derive(Clone)]
 enum Kind {
-    /// A path in the local file system.
-    Local(PathBuf),
+    /// A path in the local file system, and the folder handle it is read
+    /// relative to, where one was opened ([`Location::anchored`]).
+    Local(PathBuf, Option<Anchor>),
     /// A URL in an object store (`s3://bucket/key`; a folder ends in `/`),
     /// with the options its requests are made with.
     #[cfg(feature = "remote")]
@@ -35,6 +48,99 @@ enum Kind {
         url: String,
         options: super::remote::RemoteOptions,
     },
+}
+
+/// An opened local folder, and a path relative to it.
+#[derive(Clone)]
+struct Anchor {
+    /// The folder, opened once.
+    dir: Arc<OwnedFd>,
+    /// Its path when it was opened: what the path names now may be another
+    /// folder (a save exchanged it).
+    dir_path: PathBuf,
+    /// The path inside it (`.` for the folder itself).
+    rel: PathBuf,
+}
+
+impl Anchor {
+    /// Opens `rel` inside the folder, with `flags`.
+    fn open(&self, flags: OFlags) -> io::Result<OwnedFd> {
+        Ok(rustix::fs::openat(
+            &*self.dir,
+            &self.rel,
+            flags | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?)
+    }
+
+    /// The type of what `rel` names inside the folder.
+    fn file_type(&self) -> io::Result<FileType> {
+        let stat = rustix::fs::statat(&*self.dir, &self.rel, AtFlags::empty())?;
+        Ok(FileType::from_raw_mode(stat.st_mode))
+    }
+
+    /// Whether the folder at `dir_path` is no longer the one opened (a save
+    /// exchanged it, or it is gone).
+    fn replaced(&self) -> bool {
+        let (Ok(held), Ok(now)) = (
+            rustix::fs::fstat(&*self.dir),
+            rustix::fs::stat(&self.dir_path),
+        ) else {
+            return true;
+        };
+        (held.st_dev, held.st_ino) != (now.st_dev, now.st_ino)
+    }
+
+    /// `error`, or [`CheckpointError::FolderReplaced`] where a file was not
+    /// found because the folder was replaced since it was opened.
+    fn explain(&self, error: io::Error) -> Error {
+        if error.kind() == io::ErrorKind::NotFound && self.replaced() {
+            return Error::Checkpoint(CheckpointError::FolderReplaced {
+                folder: self.dir_path.clone(),
+            });
+        }
+        Error::Io(error)
+    }
+}
+
+/// Opens the local file `path` for positional reads, refusing what is no
+/// regular file (a folder, a FIFO, a device, a socket) before reading a
+/// byte. The open never blocks: a FIFO is opened without waiting for a
+/// writer, then refused.
+///
+/// # Errors
+/// The open's [`Error::Io`], or [`CheckpointError::NotARegularFile`]; the
+/// caller names the file.
+pub(crate) fn open_regular(path: &Path) -> Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)?;
+    regular(&file)?;
+    Ok(file)
+}
+
+/// Whether an opened file is a regular file; what it is, if not.
+fn regular(file: &File) -> Result<()> {
+    use std::os::unix::fs::FileTypeExt;
+    let kind = file.metadata()?.file_type();
+    let what = if kind.is_file() {
+        return Ok(());
+    } else if kind.is_dir() {
+        return Err(Error::Io(io::Error::other("is a directory")));
+    } else if kind.is_fifo() {
+        "a FIFO"
+    } else if kind.is_char_device() {
+        "a character device"
+    } else if kind.is_block_device() {
+        "a block device"
+    } else if kind.is_socket() {
+        "a socket"
+    } else {
+        "not a file"
+    };
+    Err(Error::Checkpoint(CheckpointError::NotARegularFile { what }))
 }
 
 impl Location {
@@ -54,7 +160,48 @@ impl Location {
             };
         }
         Location {
-            kind: Kind::Local(path.to_owned()),
+            kind: Kind::Local(path.to_owned(), None),
+        }
+    }
+
+    /// This location, read from now on through one handle of its local
+    /// folder: a folder is opened once, a file through its folder, and
+    /// every location [`join`](Self::join)ed to the result opens relative
+    /// to that handle. A location in an object store is returned as it is
+    /// (an object is read at the version it was opened at, by its ETag).
+    ///
+    /// A folder that cannot be opened (missing, say) gives the location as
+    /// it is, so that its first read names the problem and the file.
+    pub(crate) fn anchored(&self) -> Location {
+        let Kind::Local(path, None) = &self.kind else {
+            return self.clone();
+        };
+        let (dir_path, rel) = if path.is_dir() {
+            (path.clone(), PathBuf::from("."))
+        } else {
+            let dir = match path.parent() {
+                Some(d) if !d.as_os_str().is_empty() => d.to_owned(),
+                _ => PathBuf::from("."),
+            };
+            let Some(name) = path.file_name() else {
+                return self.clone();
+            };
+            (dir, PathBuf::from(name))
+        };
+        let Ok(dir) = rustix::fs::open(
+            &dir_path,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        ) else {
+            return self.clone();
+        };
+        let anchor = Anchor {
+            dir: Arc::new(dir),
+            dir_path,
+            rel,
+        };
+        Location {
+            kind: Kind::Local(path.clone(), Some(anchor)),
         }
     }
 
@@ -71,7 +218,7 @@ impl Location {
     /// The location as the path errors name: the local path, or the URL.
     pub fn path(&self) -> PathBuf {
         match &self.kind {
-            Kind::Local(p) => p.clone(),
+            Kind::Local(p, _) => p.clone(),
             #[cfg(feature = "remote")]
             Kind::Remote { url, .. } => PathBuf::from(url),
         }
@@ -81,7 +228,7 @@ impl Location {
     /// folder's URL (ending in `/`) has none.
     pub fn file_name(&self) -> Option<&str> {
         match &self.kind {
-            Kind::Local(p) => p.file_name()?.to_str(),
+            Kind::Local(p, _) => p.file_name()?.to_str(),
             #[cfg(feature = "remote")]
             Kind::Remote { url, .. } => url
                 .rsplit_once('/')
@@ -93,7 +240,13 @@ impl Location {
     /// The location of `name` inside this folder (`name` may hold `/`).
     pub fn join(&self, name: &str) -> Location {
         let kind = match &self.kind {
-            Kind::Local(p) => Kind::Local(p.join(name)),
+            Kind::Local(p, anchor) => Kind::Local(
+                p.join(name),
+                anchor.as_ref().map(|a| Anchor {
+                    rel: a.rel.join(name),
+                    ..a.clone()
+                }),
+            ),
             #[cfg(feature = "remote")]
             Kind::Remote { url, options } => Kind::Remote {
                 url: format!("{}/{name}", url.trim_end_matches('/')),
@@ -107,10 +260,24 @@ impl Location {
     /// names to (a relative local path with no folder gives `.`).
     pub fn parent(&self) -> Location {
         let kind = match &self.kind {
-            Kind::Local(p) => Kind::Local(match p.parent() {
-                Some(d) if !d.as_os_str().is_empty() => d.to_owned(),
-                _ => PathBuf::from("."),
-            }),
+            Kind::Local(p, anchor) => Kind::Local(
+                match p.parent() {
+                    Some(d) if !d.as_os_str().is_empty() => d.to_owned(),
+                    _ => PathBuf::from("."),
+                },
+                // Inside the folder the handle holds, the parent keeps it.
+                anchor.as_ref().and_then(|a| {
+                    let rel = a.rel.parent()?;
+                    Some(Anchor {
+                        rel: if rel.as_os_str().is_empty() {
+                            PathBuf::from(".")
+                        } else {
+                            rel.to_owned()
+                        },
+                        ..a.clone()
+                    })
+                }),
+            ),
             #[cfg(feature = "remote")]
             Kind::Remote { url, options } => Kind::Remote {
                 url: match url.trim_end_matches('/').rsplit_once('/') {
@@ -126,7 +293,7 @@ impl Location {
     /// The local path, where this is one: what can be memory-mapped.
     pub fn local_path(&self) -> Option<&Path> {
         match &self.kind {
-            Kind::Local(p) => Some(p),
+            Kind::Local(p, _) => Some(p),
             #[cfg(feature = "remote")]
             Kind::Remote { .. } => None,
         }
@@ -136,7 +303,8 @@ impl Location {
     /// `/` (an object store has no folders of its own, only prefixes).
     pub fn is_folder(&self) -> bool {
         match &self.kind {
-            Kind::Local(p) => p.is_dir(),
+            Kind::Local(_, Some(a)) => a.file_type().is_ok_and(|t| t == FileType::Directory),
+            Kind::Local(p, None) => p.is_dir(),
             #[cfg(feature = "remote")]
             Kind::Remote { url, .. } => url.ends_with('/'),
         }
@@ -146,7 +314,7 @@ impl Location {
     /// before opening it.
     pub fn read_cost(&self) -> ReadCost {
         match &self.kind {
-            Kind::Local(_) => ReadCost::Local,
+            Kind::Local(..) => ReadCost::Local,
             #[cfg(feature = "remote")]
             Kind::Remote { .. } => ReadCost::Request,
         }
@@ -161,19 +329,41 @@ impl Location {
     /// error.
     pub fn open(&self) -> Result<Arc<dyn ReadAt>> {
         match &self.kind {
-            Kind::Local(p) => {
-                let in_file = |e: io::Error| Error::Io(e).in_file(p.clone());
-                let file = File::open(p).map_err(in_file)?;
-                if file.metadata().map_err(in_file)?.is_dir() {
-                    return Err(in_file(io::Error::other("is a directory")));
-                }
-                Ok(Arc::new(file))
-            }
+            Kind::Local(..) => Ok(Arc::new(self.open_file()?)),
             #[cfg(feature = "remote")]
             Kind::Remote { url, options } => Ok(Arc::new(super::remote::RemoteObject::open_with(
                 url, options,
             )?)),
         }
+    }
+
+    /// The local file here, opened for reading (relative to the folder's
+    /// handle where there is one): what a mapped load maps.
+    ///
+    /// # Errors
+    /// As [`open`](Self::open); [`CheckpointError::Unsupported`] for an
+    /// object in a store.
+    pub(crate) fn open_file(&self) -> Result<File> {
+        let (p, anchor) = match &self.kind {
+            Kind::Local(p, anchor) => (p, anchor),
+            #[cfg(feature = "remote")]
+            Kind::Remote { .. } => {
+                return Err(Error::Checkpoint(CheckpointError::Unsupported {
+                    what: "a local file's handle for an object in a store".into(),
+                })
+                .in_file(self.path()))
+            }
+        };
+        let file = match anchor {
+            // Non-blocking, as `open_regular` opens: a FIFO never blocks.
+            Some(a) => File::from(
+                a.open(OFlags::RDONLY | OFlags::NONBLOCK)
+                    .map_err(|e| a.explain(e).in_file(p.clone()))?,
+            ),
+            None => return open_regular(p).in_file(p.clone()),
+        };
+        regular(&file).in_file(p.clone())?;
+        Ok(file)
     }
 
     /// The object here, opened as itself for batches of reads that span
@@ -185,7 +375,7 @@ impl Location {
     #[cfg(feature = "remote")]
     pub(crate) fn open_object(&self) -> Result<Option<Arc<super::remote::RemoteObject>>> {
         match &self.kind {
-            Kind::Local(_) => Ok(None),
+            Kind::Local(..) => Ok(None),
             Kind::Remote { url, options } => Ok(Some(Arc::new(
                 super::remote::RemoteObject::open_with(url, options)?,
             ))),
@@ -198,7 +388,8 @@ impl Location {
     /// Only a store's failure other than not-found, naming the location.
     pub fn exists(&self) -> Result<bool> {
         match &self.kind {
-            Kind::Local(p) => Ok(p.is_file()),
+            Kind::Local(_, Some(a)) => Ok(a.file_type().is_ok_and(|t| t == FileType::RegularFile)),
+            Kind::Local(p, None) => Ok(p.is_file()),
             #[cfg(feature = "remote")]
             Kind::Remote { .. } => match self.open() {
                 Ok(_) => Ok(true),
@@ -218,7 +409,30 @@ impl Location {
     /// server).
     pub fn list(&self) -> Result<Vec<String>> {
         match &self.kind {
-            Kind::Local(p) => {
+            Kind::Local(p, Some(a)) => {
+                let in_dir = |e: io::Error| a.explain(e).in_file(p.clone());
+                let dir = a.open(OFlags::RDONLY | OFlags::DIRECTORY).map_err(in_dir)?;
+                let mut names = Vec::new();
+                for entry in rustix::fs::Dir::read_from(&dir).map_err(|e| in_dir(e.into()))? {
+                    let entry = entry.map_err(|e| in_dir(e.into()))?;
+                    let Ok(name) = entry.file_name().to_str() else {
+                        continue;
+                    };
+                    if name == "." || name == ".." {
+                        continue;
+                    }
+                    let is_dir = match entry.file_type() {
+                        FileType::Unknown => self.join(name).is_folder(),
+                        t => t == FileType::Directory,
+                    };
+                    if !is_dir {
+                        names.push(name.to_owned());
+                    }
+                }
+                names.sort();
+                Ok(names)
+            }
+            Kind::Local(p, None) => {
                 let entries = std::fs::read_dir(p).map_err(|e| Error::Io(e).in_file(p.clone()))?;
                 let mut names: Vec<String> = entries
                     .flatten()
@@ -250,7 +464,7 @@ impl Location {
         write: impl FnOnce(&mut dyn io::Write) -> Result<()>,
     ) -> Result<()> {
         match &self.kind {
-            Kind::Local(p) => super::write_atomically(p, sync, |tmp| {
+            Kind::Local(p, _) => super::write_atomically(p, sync, |tmp| {
                 let file = File::create(tmp)?;
                 if let Some(len) = len {
                     super::preallocate(&file, len)?;
@@ -294,7 +508,7 @@ impl Location {
 impl fmt::Display for Location {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.kind {
-            Kind::Local(p) => p.display().fmt(f),
+            Kind::Local(p, _) => p.display().fmt(f),
             #[cfg(feature = "remote")]
             Kind::Remote { url, .. } => f.write_str(url),
         }
@@ -342,6 +556,43 @@ mod tests {
             Location::parse("x.pt").parent().join("y").path(),
             Path::new("./y")
         );
+    }
+
+    /// issue 27, item 6: a FIFO is refused at once (the open never waits
+    /// for a writer), and a device is no "empty file".
+    #[test]
+    fn what_is_no_regular_file_is_refused_without_blocking() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("pipe");
+        let made = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap();
+        assert!(made.success());
+        for (path, what) in [
+            (fifo.clone(), "a FIFO"),
+            ("/dev/zero".into(), "a character device"),
+        ] {
+            let (tx, rx) = std::sync::mpsc::channel();
+            let (p, p2) = (path.clone(), path.clone());
+            std::thread::spawn(move || {
+                let plain = Location::parse(&p).open().err();
+                let anchored = Location::parse(&p).anchored().open().err();
+                let _ = tx.send((plain, anchored));
+            });
+            let (plain, anchored) = rx
+                .recv_timeout(std::time::Duration::from_secs(10))
+                .unwrap_or_else(|_| panic!("opening {} blocked", p2.display()));
+            for err in [plain, anchored] {
+                let err = err.expect("refused");
+                assert!(
+                    matches!(&err, Error::InFile { path: named, source }
+                        if named == &path
+                        && matches!(&**source, Error::Checkpoint(CheckpointError::NotARegularFile { what: w }) if *w == what)),
+                    "{err:?}"
+                );
+            }
+        }
     }
 
     #[cfg(feature = "remote")]

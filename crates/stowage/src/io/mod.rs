@@ -22,6 +22,7 @@ pub mod remote;
 
 pub(crate) use atomic::write_atomically;
 pub(crate) use atomic_dir::replace_dir;
+pub(crate) use location::open_regular;
 pub use location::Location;
 pub(crate) use output::{preallocate, Output};
 // Defined beside the zip container, its first reader, which knows nothing of

@@ -475,3 +475,43 @@ fn chunks_as_planned_read_back_in_stowage_and_pytorch() {
         String::from_utf8_lossy(&run.stderr)
     );
 }
+
+/// A state dict of two tensors, every element `value`.
+fn two_tensors(value: f32) -> Checkpoint {
+    Checkpoint::from_state_dict([
+        ("a", Tensor::from_vec(vec![value; 64], &[64]).unwrap()),
+        ("b", Tensor::from_vec(vec![value; 64], &[64]).unwrap()),
+    ])
+}
+
+/// issue 27, item 1: a DCP opened before a save replaces its folder reads
+/// its own version, through the folder it opened, or stops with a clear
+/// error; it never reads the new version's data at the old metadata's
+/// offsets (which gave values of neither version).
+#[test]
+fn a_dcp_replaced_while_open_is_read_whole_or_refused() {
+    let out = tempfile::tempdir().unwrap();
+    let dir = out.path().join("step");
+    let options = stowage::checkpoint::dcp::DcpSaveOptions::new().with_ranks(2);
+    stowage::checkpoint::dcp::save(&dir, &two_tensors(1.0), &options).unwrap();
+    let old = DcpCheckpoint::open(&dir, &LoadOptions::default()).unwrap();
+    // The new version lays its items out otherwise (one rank), so reading it
+    // at the old offsets would give neither version.
+    let one_rank = stowage::checkpoint::dcp::DcpSaveOptions::new().with_ranks(1);
+    stowage::checkpoint::dcp::save(&dir, &two_tensors(2.0), &one_rank).unwrap();
+    for name in ["a", "b"] {
+        match old.read_tensor(name) {
+            Ok(t) => assert_eq!(t.to_vec::<f32>().unwrap(), vec![1.0; 64], "{name}"),
+            Err(e) => assert!(
+                matches!(e.root(), Error::Checkpoint(CheckpointError::FolderReplaced { folder }) if folder == &dir),
+                "{name}: {e}"
+            ),
+        }
+    }
+    // A load that starts now reads the new version whole.
+    let new = stowage::load(&dir).unwrap();
+    assert_eq!(
+        new.tensor("a").unwrap().to_vec::<f32>().unwrap(),
+        vec![2.0; 64]
+    );
+}

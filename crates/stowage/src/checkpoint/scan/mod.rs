@@ -52,7 +52,6 @@ mod stream;
 mod torch_allowed;
 
 use crate::error::FormatError;
-use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use self::stream::Trust;
@@ -323,9 +322,9 @@ fn walk(
 
 /// Scans one file; `None` for a file in a folder that holds no pickle.
 fn scan_one(path: &Path, named: bool, options: &LoadOptions) -> Option<FileScan> {
-    let mut scan = match File::open(path) {
+    let mut scan = match crate::io::open_regular(path) {
         Ok(file) => scan_source(&file, options, named)?,
-        Err(e) => FileScan::failed(Error::Io(e)),
+        Err(e) => FileScan::failed(e),
     };
     scan.path = path.to_owned();
     Some(scan)

@@ -98,6 +98,8 @@ impl DcpCheckpoint {
     /// # Errors
     /// As [`open`](Self::open).
     pub(crate) fn at(dir: Location, options: &LoadOptions) -> Result<DcpCheckpoint> {
+        // Every file through one handle of the folder: one version of it.
+        let dir = dir.anchored();
         let path = dir.join(METADATA_FILE);
         let bytes = path.read_all(options.max_pickle_bytes)?;
         let in_file = |e: Error| e.in_file(path.path());
