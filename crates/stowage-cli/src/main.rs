@@ -245,8 +245,49 @@ fn run(cli: Cli, out: &mut dyn Write) -> Result<ExitCode, Failure> {
     Ok(status)
 }
 
+/// Set, in the signal handler itself, when SIGINT, SIGTERM or SIGHUP
+/// arrives: from then on the process ends by that signal, never otherwise.
+static SIGNALLED: std::sync::LazyLock<std::sync::Arc<std::sync::atomic::AtomicBool>> =
+    std::sync::LazyLock::new(Default::default);
+
+/// SIGINT, SIGTERM and SIGHUP end the process as they would anyway, but
+/// only after the temporaries of a save in progress are removed (and, after
+/// a folder's exchange, the target's own folders put back), so an
+/// interrupted `convert` leaves nothing behind. A `SIGKILL` cannot be
+/// caught: the next save to the same target removes what it left.
+fn end_cleanly_on_signals() {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    const SIGNALS: [i32; 3] = [SIGINT, SIGTERM, SIGHUP];
+    for signal in SIGNALS {
+        if signal_hook::flag::register(signal, SIGNALLED.clone()).is_err() {
+            return;
+        }
+    }
+    let Ok(mut signals) = signal_hook::iterator::Signals::new(SIGNALS) else {
+        return;
+    };
+    std::thread::spawn(move || {
+        if let Some(signal) = signals.forever().next() {
+            stowage::io::remove_temporaries();
+            // Ended by the signal itself, as without this handler.
+            let _ = signal_hook::low_level::emulate_default_handler(signal);
+            std::process::exit(128 + signal);
+        }
+    });
+}
+
+/// Once a signal has arrived, the thread that ends the process by it does:
+/// the command neither reports the save it interrupted as failed nor ends
+/// with a status of its own.
+fn wait_if_signalled() {
+    while SIGNALLED.load(std::sync::atomic::Ordering::SeqCst) {
+        std::thread::park();
+    }
+}
+
 fn main() -> ExitCode {
     logger::install();
+    end_cleanly_on_signals();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
@@ -261,6 +302,7 @@ fn main() -> ExitCode {
         closed: false,
     };
     let result = run(cli, &mut out);
+    wait_if_signalled();
     if out.closed {
         return ExitCode::SUCCESS;
     }

@@ -513,3 +513,107 @@ fn verify_of_a_set_blames_the_shard_once() {
         );
     }
 }
+
+/// `stowage convert ARGS` under strace, which sends `signal` to it at its
+/// `when`-th call of `syscall` (the call is made; the signal arrives as it
+/// returns).
+fn convert_signalled(
+    args: &[std::ffi::OsString],
+    syscall: &str,
+    when: u32,
+    signal: &str,
+) -> Output {
+    Command::new("strace")
+        .args(["-f", "-qq", "-o", "/dev/null", "-e"])
+        .arg(format!("trace={syscall}"))
+        .arg("-e")
+        .arg(format!("inject={syscall}:signal={signal}:when={when}"))
+        .arg(env!("CARGO_BIN_EXE_stowage"))
+        .arg("convert")
+        .args(args)
+        .output()
+        .expect("strace runs (the Debian package strace; .ci/run installs it)")
+}
+
+/// The names in `dir`, sorted.
+fn names(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    names
+}
+
+/// issue 27, item 3: a save ended by SIGINT or SIGTERM (sent at an exact
+/// step) leaves no temporary file or staging folder, and the target as it
+/// was, the user's files beside the set included.
+#[test]
+fn a_convert_ended_by_a_signal_leaves_no_temporaries() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dcp = fixtures().join("dcp/four");
+    let set = tmp.path().join("set");
+    let to_set = |out: &Path| -> Vec<std::ffi::OsString> {
+        [
+            dcp.as_os_str(),
+            out.as_os_str(),
+            "--to".as_ref(),
+            "safetensors".as_ref(),
+            "--max-shard-size".as_ref(),
+            "200B".as_ref(),
+            "--drop-values".as_ref(),
+        ]
+        .map(|a: &std::ffi::OsStr| a.to_owned())
+        .to_vec()
+    };
+    ok(&stowage_convert(&to_set(&set)));
+    std::fs::write(set.join("config.json"), "{}").unwrap();
+    std::fs::create_dir(set.join("tokenizer")).unwrap();
+    std::fs::write(set.join("tokenizer/vocab.txt"), "a b c").unwrap();
+    let before: Vec<(String, Vec<u8>)> = names(&set)
+        .into_iter()
+        .filter(|n| n != "tokenizer")
+        .map(|n| (n.clone(), std::fs::read(set.join(&n)).unwrap()))
+        .collect();
+    // The steps, as `strace -e trace=rename,renameat,renameat2` shows them:
+    // each shard is written by the safetensors crate into a temporary of
+    // its own, renamed (`renameat`) to stowage's temporary, renamed
+    // (`rename`) into the staging folder; then the staging folder is
+    // exchanged with the set (`renameat2`).
+    let one = tmp.path().join("one.safetensors");
+    let one_args: Vec<std::ffi::OsString> = vec![
+        dcp.clone().into(),
+        one.clone().into(),
+        "--drop-values".into(),
+    ];
+    for (args, syscall, when, signal, number) in [
+        // While the set's second shard is put in the staging folder.
+        (to_set(&set), "rename", 2, "SIGINT", 2),
+        // Just after the exchange: the set is new, the user's folder is
+        // still in the previous folder.
+        (to_set(&set), "renameat2", 1, "SIGTERM", 15),
+        // A single file, as the crate's temporary becomes stowage's.
+        (one_args, "renameat", 1, "SIGTERM", 15),
+    ] {
+        let out = convert_signalled(&args, syscall, when, signal);
+        // Ended by the signal, as strace passes it on (by the signal
+        // itself, or as the exit status 128 + its number).
+        use std::os::unix::process::ExitStatusExt;
+        assert!(
+            out.status.signal() == Some(number) || out.status.code() == Some(128 + number),
+            "{signal} at {syscall}: {:?} {}{}",
+            out.status,
+            text(&out.stdout),
+            text(&out.stderr)
+        );
+        assert_eq!(names(tmp.path()), ["set"], "{signal} at {syscall}");
+    }
+    assert_eq!(names(tmp.path()), ["set"], "no temporary, no single file");
+    for (name, bytes) in &before {
+        assert_eq!(&std::fs::read(set.join(name)).unwrap(), bytes, "{name}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(set.join("tokenizer/vocab.txt")).unwrap(),
+        "a b c"
+    );
+}

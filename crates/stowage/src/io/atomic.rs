@@ -8,6 +8,7 @@ use std::fs::{self, File};
 use std::path::{Path, PathBuf};
 
 use super::output;
+use super::pending::Pending;
 use crate::{Error, Result};
 
 /// What a temporary's name holds after its target's name:
@@ -49,12 +50,46 @@ fn fnv1a(bytes: &[u8]) -> u64 {
     })
 }
 
+/// The suffix of a scratch folder beside a temporary file
+/// ([`in_scratch_folder`]).
+const SCRATCH: &str = ".d";
+
+/// Has `write` write the file `tmp` (a save's temporary) at a path inside a
+/// scratch folder beside it (`{tmp}.d`), then moves the file to `tmp` and
+/// removes the folder: for a writer that makes temporary files of its own
+/// beside the file it writes (the `safetensors` crate does), so that none
+/// of them is left beside the target when the save is ended midway (the
+/// folder is then removed, [`super::remove_temporaries`]) or fails.
+pub(crate) fn in_scratch_folder(tmp: &Path, write: impl FnOnce(&Path) -> Result<()>) -> Result<()> {
+    let mut scratch = tmp.as_os_str().to_owned();
+    scratch.push(SCRATCH);
+    let scratch = PathBuf::from(scratch);
+    fs::create_dir(&scratch)?;
+    let pending = Pending::new({
+        let scratch = scratch.clone();
+        move || {
+            let _ = fs::remove_dir_all(&scratch);
+        }
+    });
+    let file = scratch.join("data");
+    let result = write(&file).and_then(|()| pending.step(|| Ok(fs::rename(&file, tmp)?)));
+    let _ = fs::remove_dir_all(&scratch);
+    drop(pending);
+    result
+}
+
 /// Removes the temporary files of saves to `dir/name` that a process which no
 /// longer exists left behind (killed in the middle of a save). Temporaries of
 /// live processes, this one included, may belong to saves in progress and stay.
 fn remove_stale_temporaries(dir: &Path, name: &str) {
-    for (entry, _) in stale_temporaries(dir, name) {
-        let _ = fs::remove_file(entry.path());
+    for (entry, rest) in stale_temporaries(dir, name) {
+        if rest.ends_with(SCRATCH) {
+            let _ = fs::remove_dir_all(entry.path());
+        } else {
+            // A folder here is a folder save's staging folder, which may
+            // hold what is not ours: never removed from here.
+            let _ = fs::remove_file(entry.path());
+        }
     }
 }
 
@@ -117,6 +152,13 @@ pub(crate) fn write_atomically(
         temporary_prefix(&name),
         std::process::id()
     ));
+    // Undone (the temporary removed) if the process is ended meanwhile.
+    let pending = Pending::new({
+        let tmp = tmp.clone();
+        move || {
+            let _ = fs::remove_file(&tmp);
+        }
+    });
     let result = (|| {
         write(&tmp)?;
         if sync {
@@ -127,7 +169,7 @@ pub(crate) fn write_atomically(
         // The file being replaced is closed on another thread, which is where the
         // kernel then frees its pages and blocks (tenths of a second per GiB).
         let replaced = output::open_replaced(path);
-        fs::rename(&tmp, path).map_err(Error::Io)?;
+        pending.step(|| fs::rename(&tmp, path).map_err(Error::Io))?;
         output::release_in_background(replaced);
         remove_stale_temporaries(&dir, &name);
         if sync {

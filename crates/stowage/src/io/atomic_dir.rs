@@ -22,7 +22,10 @@
 use crate::error::{CheckpointError, ErrorContext, StorageError};
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
+use super::pending::Pending;
 use crate::{Error, Result};
 
 /// The suffix of the previous folder put aside by [`swap_by_renames`].
@@ -45,7 +48,7 @@ const ASIDE: &str = ".old";
 pub(crate) fn replace_dir(
     dir: &Path,
     sync: bool,
-    replaced: impl Fn(&str) -> bool,
+    replaced: impl Fn(&str) -> bool + Send + Sync + 'static,
     write: impl FnOnce(&Path) -> Result<()>,
 ) -> Result<()> {
     let in_dir = |e: Error| e.in_file(dir);
@@ -73,28 +76,49 @@ pub(crate) fn replace_dir(
         super::atomic::temporary_prefix(&name),
         std::process::id()
     ));
+    let replaced = Arc::new(replaced);
     fs::create_dir(&staging).map_err(|e| in_dir(Error::Io(e)))?;
+    // Undone if the process is ended meanwhile: before the exchange the
+    // staging folder holds only what this save wrote (and links or
+    // copies), after it the previous folder, whose own entries go back.
+    let exchanged = Arc::new(AtomicBool::new(false));
+    let pending = Pending::new({
+        let (staging, target, replaced) = (staging.clone(), target.clone(), replaced.clone());
+        let exchanged = exchanged.clone();
+        move || {
+            let ours_only = !exchanged.load(Ordering::Acquire)
+                || (move_back(&staging, &target, &*replaced).is_ok()
+                    && only_copies_left(&staging, &target, &*replaced));
+            if ours_only {
+                let _ = fs::remove_dir_all(&staging);
+            }
+        }
+    });
     let result = (|| {
         write(&staging)?;
         let exists = target.is_dir();
         if exists {
-            link_files(&target, &staging, &replaced)?;
+            link_files(&target, &staging, &*replaced)?;
         }
         if sync {
             sync_tree(&staging)?;
         }
         fault::at(fault::Step::Exchange)?;
-        if exists {
-            swap(&staging, &target)?;
-        } else {
-            fs::rename(&staging, &target).map_err(Error::Io)?;
-        }
-        Ok(exists)
+        pending.step(|| {
+            if exists {
+                swap(&staging, &target)?;
+                exchanged.store(true, Ordering::Release);
+            } else {
+                fs::rename(&staging, &target).map_err(Error::Io)?;
+            }
+            Ok(exists)
+        })
     })();
     let exchanged = match result {
         Ok(exchanged) => exchanged,
         Err(e) => {
-            let _ = fs::remove_dir_all(&staging);
+            // Unless the undo already did it (the process is being ended).
+            let _ = pending.step(|| Ok(fs::remove_dir_all(&staging)));
             return Err(in_dir(e));
         }
     };
@@ -102,9 +126,15 @@ pub(crate) fn replace_dir(
         // `staging` now holds the previous folder: the old set, the
         // originals of the files linked, and the folders that go back.
         fault::at(fault::Step::MoveBack).map_err(in_dir)?;
-        move_back(&staging, &target, &replaced).map_err(|e| in_dir(e.in_file(&staging)))?;
-        let _ = fs::remove_dir_all(&staging);
+        pending
+            .step(|| {
+                move_back(&staging, &target, &*replaced)?;
+                let _ = fs::remove_dir_all(&staging);
+                Ok(())
+            })
+            .map_err(|e| in_dir(e.in_file(&staging)))?;
     }
+    drop(pending);
     if sync {
         sync_dir(&parent).map_err(in_dir)?;
     }

@@ -8,7 +8,9 @@
 //! container reads through them) and re-exported here.
 //!
 //! Writing: `write_atomically` and its helpers make every save crash-safe
-//! (a temporary sibling, synced, renamed over the target).
+//! (a temporary sibling, synced, renamed over the target), and
+//! [`remove_temporaries`] undoes the saves in progress for a process that
+//! is being ended.
 
 #[allow(unsafe_code)] // `kill(pid, 0)`.
 mod atomic;
@@ -17,14 +19,16 @@ mod atomic_dir;
 mod location;
 #[allow(unsafe_code)] // `fallocate`, `sync_file_range`.
 mod output;
+mod pending;
 #[cfg(feature = "remote")]
 pub mod remote;
 
-pub(crate) use atomic::write_atomically;
+pub(crate) use atomic::{in_scratch_folder, write_atomically};
 pub(crate) use atomic_dir::replace_dir;
 pub(crate) use location::open_regular;
 pub use location::Location;
 pub(crate) use output::{preallocate, Output};
+pub use pending::remove_temporaries;
 // Defined beside the zip container, its first reader, which knows nothing of
 // stowage; the readers of every other format share them from here.
 pub use stowage_zip::{ReadAt, ReadCost, Window};

@@ -376,7 +376,7 @@ pub fn save_sharded(dir: &Path, ckpt: &Checkpoint, options: &ShardOptions) -> Re
     crate::io::replace_dir(
         dir,
         options.sync,
-        |n| format.owns(n),
+        move |n| format.owns(n),
         |staging| {
             for (shard, name) in plan.shards.iter().zip(&names) {
                 let mut part = Checkpoint::new();

@@ -352,11 +352,15 @@ fn write_views(
         // file gets here (0666 less the umask), as every other output does.
         let mode = std::fs::File::create(tmp)?.metadata()?.permissions();
         let several = meta.as_ref().is_some_and(|m| m.len() > 1);
-        safetensors::tensor::serialize_to_file(
-            views.iter().map(|(n, v)| (n.as_str(), v)),
-            meta,
-            tmp,
-        )?;
+        // Its temporary goes into a scratch folder of ours, so that a save
+        // ended midway leaves none of the crate's files beside ours.
+        crate::io::in_scratch_folder(tmp, |file| {
+            Ok(safetensors::tensor::serialize_to_file(
+                views.iter().map(|(n, v)| (n.as_str(), v)),
+                meta,
+                file,
+            )?)
+        })?;
         if several {
             sort_metadata(tmp)?;
         }
