@@ -20,17 +20,17 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let options = if mode % 2 == 0 {
-        LoadOptions::new().with_inert(true)
+        LoadOptions::default().with_inert(true)
     } else {
-        LoadOptions::new()
+        LoadOptions::default()
             .with_allow_globals(decoded::DECODED.iter().map(|(m, n, _)| format!("{m}.{n}")))
     };
     let Ok(mut ckpt) = load_bytes(file, &options) else {
         return;
     };
     common::walk(&ckpt);
-    let _ = ckpt.leaves_once();
-    let _ = ckpt.objects();
+    let _ = ckpt.root_value().leaves_once();
+    let _ = ckpt.root_value().objects();
     let _ = ckpt.unsaveable();
     ckpt.drop_objects();
     assert!(matches!(ckpt.unsaveable().as_deref(), Ok([]) | Err(_)));

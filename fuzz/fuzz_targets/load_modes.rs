@@ -41,7 +41,7 @@ fuzz_target!(|data: &[u8]| {
     if std::fs::write(path, file).is_err() {
         return;
     }
-    let options = LoadOptions::new();
+    let options = LoadOptions::default();
     let loaded = match mode % 6 {
         0 | 5 => {
             let options = options.with_verify_crc(mode % 6 == 5);

@@ -63,7 +63,7 @@ impl Hooks for Record {
 }
 
 fuzz_target!(|data: &[u8]| {
-    let options = LoadOptions::new().with_max_pickle_bytes(1 << 20);
+    let options = LoadOptions::default().with_max_pickle_bytes(1 << 20);
     let scan = scan_bytes(data, &options);
     for p in &scan.pickles {
         for g in &p.globals {

@@ -212,7 +212,7 @@ pub fn run(args: Args, cx: &Context, out: &mut dyn Write) -> Result<ExitCode, Fa
         }
         Op::Save => {
             let target = TempFile(temp_path(&args.file));
-            let options = stowage::checkpoint::SaveOptions::new().with_sync(!args.no_sync);
+            let options = stowage::checkpoint::SaveOptions::default().with_sync(!args.no_sync);
             let save = |ckpt: &Checkpoint| {
                 stowage::checkpoint::save_with(&target.0, ckpt, &options).map_err(Failure::from)
             };

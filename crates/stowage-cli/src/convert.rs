@@ -345,7 +345,7 @@ pub fn run(args: Args, cx: &Context, out: &mut dyn Write) -> Result<ExitCode, Fa
     };
     let bar = progress::bytes(total, format!("writing {}", args.output.display()));
     let tick = bar.clone();
-    let options = SaveOptions::new().with_progress(Progress::new(move |n| tick.inc(n))).with_sync(!args.no_sync);
+    let options = SaveOptions::default().with_progress(Progress::new(move |n| tick.inc(n))).with_sync(!args.no_sync);
     let mut notes = Vec::new();
     let written = match kind {
         Target::TorchZip | Target::Folder(..) => {
@@ -399,7 +399,7 @@ fn to_folder(
                 bar.finish_and_clear();
                 return Err(Failure::usage("convert: --ranks must be at least 1"));
             }
-            let options = DcpSaveOptions::new()
+            let options = DcpSaveOptions::default()
                 .with_ranks(args.ranks)
                 .with_sync(!args.no_sync);
             dcp::save(dir, ckpt, &options).map(|()| {
@@ -422,7 +422,7 @@ fn to_folder(
             let mut with_values = ckpt.clone();
             with_values.safetensors_metadata = (!metadata.is_empty()).then_some(metadata);
             let ckpt = &with_values;
-            let options = ShardOptions::new()
+            let options = ShardOptions::default()
                 .with_format(match format {
                     FolderFormat::Bin => ShardFormat::Bin,
                     _ => ShardFormat::Safetensors,

@@ -118,7 +118,7 @@ pub fn run(args: Args, cx: &Context, out: &mut dyn Write) -> Result<ExitCode, Fa
         // The items' own format, which the load read from the first tensor item.
         doc["item_format"] = json!(ckpt.format.name());
     }
-    let objects = ckpt.objects().map_err(Failure::input)?;
+    let objects = ckpt.root_value().objects().map_err(Failure::input)?;
     if cx.globals_given() || !objects.is_empty() {
         doc["objects"] = objects.iter().map(values::object_json).collect();
     }
@@ -129,7 +129,7 @@ pub fn run(args: Args, cx: &Context, out: &mut dyn Write) -> Result<ExitCode, Fa
 
 /// The inert objects (`--inert`), one line each, at most [`TREE_LINES`].
 fn objects_text(ckpt: &Checkpoint, out: &mut dyn Write) -> Result<(), Failure> {
-    let objects = ckpt.objects().map_err(Failure::input)?;
+    let objects = ckpt.root_value().objects().map_err(Failure::input)?;
     if objects.is_empty() {
         return Ok(());
     }

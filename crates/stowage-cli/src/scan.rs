@@ -51,7 +51,7 @@ enum FailOn {
 pub fn run(args: Args, _cx: &Context, out: &mut dyn Write) -> Result<ExitCode, Failure> {
     let mut report = ScanReport::default();
     for path in &args.paths {
-        report.files.extend(scan_path(path).files);
+        report.files.extend(scan_path(path, &stowage::LoadOptions::default()).files);
     }
     for f in report.files.iter().filter(|f| f.error.is_some()) {
         if let Some(e) = &f.error {

@@ -306,8 +306,15 @@ pub fn tree(
         let mut taken = 1;
         // A short list or tuple of scalars: its parent, on one line.
         if let Some((_, parent_path)) = path.split_last() {
-            if let Some(line) = ckpt.get_path(parent_path).ok().as_ref().and_then(inline) {
+            if let Some(line) = ckpt
+                .root_value()
+                .get_path(parent_path)
+                .ok()
+                .as_ref()
+                .and_then(inline)
+            {
                 let n = ckpt
+                    .root_value()
                     .get_path(parent_path)
                     .and_then(|p| p.len())
                     .unwrap_or(1);
@@ -368,13 +375,15 @@ pub fn leaves<'c>(
     ckpt: &'c stowage::Checkpoint,
     file: &std::path::Path,
 ) -> Result<Vec<ValueRef<'c>>, crate::Failure> {
-    match ckpt.leaves() {
+    match ckpt.root_value().leaves() {
         Err(stowage::Error::Checkpoint(CheckpointError::LimitExceeded { .. })) => {
             log::warn!(
                 "{}: values are shared too often to list once per path; each shared container is listed once, at its first path",
                 file.display()
             );
-            ckpt.leaves_once().map_err(crate::Failure::input)
+            ckpt.root_value()
+                .leaves_once()
+                .map_err(crate::Failure::input)
         }
         other => other.map_err(crate::Failure::input),
     }

@@ -81,9 +81,9 @@ fn scan(py: Python<'_>, paths: &Bound<'_, pyo3::types::PyTuple>) -> PyResult<Str
     Ok(py.detach(|| {
         let mut report = stowage::checkpoint::scan::ScanReport::default();
         for path in &paths {
-            report
-                .files
-                .extend(stowage::checkpoint::scan::scan_path(path).files);
+            report.files.extend(
+                stowage::checkpoint::scan::scan_path(path, &stowage::LoadOptions::default()).files,
+            );
         }
         report.to_json().to_string()
     }))

@@ -33,6 +33,7 @@ impl SafeOpen {
         let path = &self.names[i].1;
         let value = self
             .ckpt
+            .root_value()
             .get_path(path)
             .and_then(|v| v.as_tensor())
             .map_err(|e| PyKeyError::new_err(e.to_string()))?;

@@ -21,7 +21,7 @@ fn main() -> stowage::Result<()> {
 
     // Lazy: each storage is read when the writer reaches it, and not kept.
     let options =
-        stowage::checkpoint::LoadOptions::new().with_mode(stowage::checkpoint::LoadMode::Lazy);
+        stowage::checkpoint::LoadOptions::default().with_mode(stowage::checkpoint::LoadMode::Lazy);
     let ckpt = stowage::checkpoint::load_with(&input, &options)?;
 
     let mut by_storage: HashMap<usize, Vec<String>> = HashMap::new();
@@ -35,7 +35,7 @@ fn main() -> stowage::Result<()> {
     for names in by_storage.values().filter(|n| n.len() > 1) {
         println!("tied (written as copies): {}", names.join(", "));
     }
-    for leaf in ckpt.leaves()? {
+    for leaf in ckpt.root_value().leaves()? {
         println!(
             "not a tensor, not written: {}",
             stowage::checkpoint::dotted(leaf.path())

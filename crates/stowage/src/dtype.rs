@@ -38,7 +38,7 @@ pub enum Kind {
 
 /// How an element is laid out in bytes, which drives element reads and writes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Repr {
+pub(crate) enum Repr {
     /// IEEE binary64.
     F64,
     /// IEEE binary32.
@@ -47,7 +47,7 @@ pub enum Repr {
     F16,
     /// bfloat16 (`half::bf16`).
     BF16,
-    /// A sub-16-bit float format, decoded exactly by [`MiniFloat`].
+    /// A sub-16-bit float format, decoded exactly by `MiniFloat`.
     Mini(MiniFloat),
     /// Two's complement signed integer of the element size.
     Signed,
@@ -129,7 +129,7 @@ macro_rules! dtypes {
             /// What the values are.
             pub kind: Kind,
             /// How an element is encoded.
-            pub repr: Repr,
+            pub(crate) repr: Repr,
             /// The legacy storage class (`"FloatStorage"`), for dtypes PyTorch gave one.
             pub storage_class: Option<&'static str>,
             /// The safetensors dtype, for dtypes safetensors can hold.
@@ -292,7 +292,7 @@ dtypes! {
 
 impl DType {
     /// This dtype's row of [`DTYPES`].
-    pub fn info(self) -> &'static DTypeInfo {
+    pub(crate) fn info(self) -> &'static DTypeInfo {
         // The table lists the variants in declaration order.
         &DTYPES[self as usize]
     }
@@ -314,7 +314,7 @@ impl DType {
     }
     /// The dtype of a legacy storage class name (`"FloatStorage"`, also with a
     /// module prefix such as `torch.cuda.FloatStorage`).
-    pub fn from_storage_class(class: &str) -> Option<DType> {
+    pub(crate) fn from_storage_class(class: &str) -> Option<DType> {
         let name = class.rsplit('.').next().unwrap_or(class);
         DTYPES
             .iter()
@@ -336,17 +336,17 @@ impl DType {
             .map(|d| d.dtype)
     }
     /// The C++ element type as c10 names it in its messages (`"int"`, `"c10::Half"`).
-    pub fn cpp_name(self) -> &'static str {
+    pub(crate) fn cpp_name(self) -> &'static str {
         self.info().cpp_name
     }
     /// The values an element holds, as c10 checks values written into it
     /// (for complex dtypes, each part's range).
-    pub fn value_range(self) -> ValueRange {
+    pub(crate) fn value_range(self) -> ValueRange {
         self.info().range
     }
     /// The dtype of each part of a complex dtype (`complex64` → `float32`, as
     /// `torch.view_as_real`); `None` for the others.
-    pub fn complex_part(self) -> Option<DType> {
+    pub(crate) fn complex_part(self) -> Option<DType> {
         match self.info().repr {
             Repr::Complex(part) => Some(part),
             _ => None,
@@ -409,13 +409,23 @@ impl FromStr for DType {
 // The default dtype: process-wide, as PyTorch's
 // ---------------------------------------------------------------------------
 
+/// c10's name of a scalar type: the dtype name with a capital first letter
+/// (`Float8_e5m2`), as PyTorch's storage-object lookup spells it.
+pub(crate) fn c10_name(dtype: DType) -> String {
+    let mut chars = dtype.name().chars();
+    chars
+        .next()
+        .map(|c| c.to_ascii_uppercase().to_string() + chars.as_str())
+        .unwrap_or_default()
+}
+
 static DEFAULT_DTYPE: AtomicU8 = AtomicU8::new(DType::Float32 as u8);
 
 /// The process's default floating-point dtype (PyTorch's `torch.get_default_dtype()`),
 /// `float32` until [`set_default_dtype`] changes it. It is the dtype plain
-/// numbers promote to ([`Operand`](crate::Operand)), names
-/// [`Storage`](crate::Storage)'s class, and is the dtype of
-/// [`TypedStorage::construct`](crate::TypedStorage::construct) calls without one.
+/// numbers promote to ([`Operand`](crate::Operand)), and, with the
+/// `typed-storage` feature, names `Storage`'s class and is the dtype of
+/// `TypedStorage::construct` calls without one.
 pub fn default_dtype() -> DType {
     let i = DEFAULT_DTYPE.load(Ordering::SeqCst) as usize;
     DTYPES.get(i).map_or(DType::Float32, |row| row.dtype)

@@ -106,7 +106,7 @@ impl From<Complex64> for Scalar {
 ///
 /// # Errors
 /// [`TensorError::DTypeUnsupported`] for dtypes without scalar values (bits, packed fp4).
-pub fn read(dtype: DType, bytes: &[u8]) -> Result<Scalar> {
+pub(crate) fn read(dtype: DType, bytes: &[u8]) -> Result<Scalar> {
     if !dtype.has_scalar_values() {
         return Err(Error::Tensor(TensorError::DTypeUnsupported {
             op: "reading an element",
@@ -154,7 +154,7 @@ fn read_repr(repr: Repr, b: &[u8]) -> Scalar {
 ///
 /// # Errors
 /// [`TensorError::DTypeUnsupported`] for dtypes without scalar values.
-pub fn write(dtype: DType, value: Scalar, out: &mut [u8]) -> Result<()> {
+pub(crate) fn write(dtype: DType, value: Scalar, out: &mut [u8]) -> Result<()> {
     if !dtype.has_scalar_values() {
         return Err(Error::Tensor(TensorError::DTypeUnsupported {
             op: "writing an element",

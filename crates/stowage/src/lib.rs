@@ -85,8 +85,12 @@ mod overlap;
 pub mod storage;
 mod sync;
 mod tensor;
+/// PyTorch's deprecated typed storages (`torch.FloatStorage`, `TypedStorage`),
+/// with the feature `typed-storage`.
+#[cfg(feature = "typed-storage")]
 pub mod typed_storage;
 mod view;
+#[cfg(feature = "typed-storage")]
 pub mod warn;
 
 pub use checkpoint::{
@@ -108,4 +112,5 @@ pub use ndarray;
 pub use ops::Operand;
 pub use storage::UntypedStorage;
 pub use tensor::Tensor;
+#[cfg(feature = "typed-storage")]
 pub use typed_storage::{LegacyArgs, LegacyClass, LegacyStorageClass, Storage, TypedStorage};

@@ -17,8 +17,7 @@
 //! `float8_e8m0fnu` is unsigned and has no mantissa and no subnormals: the
 //! byte `e` is `2^(e - 127)`, so `0x00` is `2^-127`, not zero.
 //! `float4_e2m1fn` holds `±{0, 0.5, 1, 1.5, 2, 3, 4, 6}`; PyTorch's
-//! `float4_e2m1fn_x2` stores the first of each pair in the low nibble
-//! ([`f4x2_pack`], [`f4x2_unpack`]).
+//! `float4_e2m1fn_x2` stores the first of each pair in the low nibble.
 //!
 //! Each format is one declarative `Format` record (a `const`); a single
 //! generic decoder and encoder interpret it. Decoding is exact (every value
@@ -415,17 +414,6 @@ impl MiniFloat {
     }
 }
 
-/// Packs two `float4_e2m1fn` codes into one `float4_e2m1fn_x2` byte: the
-/// first element in the low nibble, as PyTorch stores them.
-pub const fn f4x2_pack(first: u8, second: u8) -> u8 {
-    (first & 0x0F) | (second << 4)
-}
-
-/// Splits a `float4_e2m1fn_x2` byte into its two codes, first element first.
-pub const fn f4x2_unpack(byte: u8) -> [u8; 2] {
-    [byte & 0x0F, byte >> 4]
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -651,8 +639,10 @@ mod tests {
             MiniFloat::F4E2M1Fn.from_f32(-2.0),
         );
         assert_eq!((a, b), (0x3, 0xC));
-        assert_eq!(f4x2_pack(a, b), 0xC3);
-        assert_eq!(f4x2_unpack(0xC3), [a, b]);
+        // The first of a pair in the low nibble, as PyTorch packs them.
+        let packed = a | (b << 4);
+        assert_eq!(packed, 0xC3);
+        assert_eq!([packed & 0x0F, packed >> 4], [a, b]);
         assert_eq!(MiniFloat::F4E2M1Fn.to_f32(0xC3), 1.5); // high nibble ignored
     }
 

@@ -19,6 +19,8 @@ pub(crate) fn interpret(dtype: DType) -> DType {
 pub(crate) enum Path {
     /// `torch.tensor(data, dtype=…)` (constructing from data): integer dtypes
     /// are range-checked and named as dtypes (`int8`); floats are not checked.
+    /// Taken by typed storages only.
+    #[cfg_attr(not(feature = "typed-storage"), allow(dead_code))]
     Store,
     /// `storage[i] = v`: c10's `checked_convert` for integers, float32 and the
     /// complex floats, named as C++ types (`int8_t`).

@@ -18,10 +18,8 @@ use stowage::{StorageError, TensorError};
 use num_complex::Complex64;
 use stowage::checkpoint::pickle::{Node, Value};
 use stowage::checkpoint::{Checkpoint, Object};
-use stowage::dtype::DTYPES;
-use stowage::typed_storage::{
-    default_dtype, set_default_dtype, PyArg, StorageArgProblem, StorageCall, StorageConstructor,
-};
+use stowage::dtype::{default_dtype, set_default_dtype, DTYPES};
+use stowage::typed_storage::{PyArg, StorageArgProblem, StorageCall, StorageConstructor};
 use stowage::warn::{self, Route, Warning, WarningKind};
 use stowage::{
     DType, Device, DeviceType, Error, LegacyArgs, LegacyClass, LegacyStorageClass, Scalar, Storage,

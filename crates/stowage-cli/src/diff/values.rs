@@ -101,7 +101,7 @@ pub(super) fn compare_objects(
     b: &Checkpoint,
 ) -> Result<Vec<Difference>, stowage::Error> {
     let classes = |c: &Checkpoint| -> Result<Vec<(Vec<PathKey>, Class)>, stowage::Error> {
-        Ok(c.objects()?
+        Ok(c.root_value().objects()?
             .iter()
             .map(|o| {
                 let (m, n) = o.class().unwrap_or_default();
@@ -120,7 +120,7 @@ pub(super) fn compare_objects(
     let (ia, ib) = (index(&oa), index(&ob));
     // The other side holds a container (not a leaf, not nothing) at `path`.
     let container = |c: &Checkpoint, path: &[PathKey]| {
-        c.get_path(path).is_ok_and(|v| {
+        c.root_value().get_path(path).is_ok_and(|v| {
             matches!(
                 v.kind(),
                 ValueKind::Dict | ValueKind::List | ValueKind::Tuple | ValueKind::Set | ValueKind::FrozenSet

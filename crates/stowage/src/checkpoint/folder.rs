@@ -135,7 +135,7 @@ pub(crate) fn folder_at(here: &Location) -> Result<Option<Folder>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::checkpoint::format::sharded::{self, ShardOptions};
+    use crate::checkpoint::format::sharded::{self, ShardFormat, ShardOptions};
     use crate::checkpoint::Checkpoint;
     use crate::{CheckpointError, Tensor};
 
@@ -165,7 +165,9 @@ mod tests {
         // Two tensors a shard: 2 shards, named alike in both versions, so a
         // load that opened them by name would read the new ones under the
         // old index.
-        let small = ShardOptions::new().with_max_shard_size(512);
+        let small = ShardOptions::default()
+            .with_format(ShardFormat::Bin)
+            .with_max_shard_size(512);
         sharded::save_sharded(&dir, &state(1.0), &small).unwrap();
         let options = LoadOptions::default();
         let Some(Folder::Sharded(index)) = folder_of(&dir, &options).unwrap() else {
@@ -190,7 +192,9 @@ mod tests {
     fn shards_opened_before_a_replace_keep_their_version() {
         let root = tempfile::tempdir().unwrap();
         let dir = root.path().join("model");
-        let small = ShardOptions::new().with_max_shard_size(512);
+        let small = ShardOptions::default()
+            .with_format(ShardFormat::Bin)
+            .with_max_shard_size(512);
         sharded::save_sharded(&dir, &state(1.0), &small).unwrap();
         let lazy = LoadOptions::default().with_mode(crate::LoadMode::Lazy);
         let old = crate::load_with(&dir, &lazy).unwrap();

@@ -2,7 +2,7 @@
 //! writer reads, the one [`LoadMode`], and the progress callback.
 //!
 //! The options are built, never spelled out field by field, so that fields
-//! can be added without breaking callers: `LoadOptions::new()` (or
+//! can be added without breaking callers: `LoadOptions::default()` (or
 //! `LoadOptions::default()`, the same and pure) and the `with_*` methods;
 //! [`LoadOptions::from_env`] and [`SaveOptions::from_env`] read the
 //! environment, only when asked.
@@ -39,7 +39,7 @@ pub enum LoadMode {
     Mapped,
 }
 
-/// How to load a checkpoint: `LoadOptions::new().with_mode(LoadMode::Lazy)`.
+/// How to load a checkpoint: `LoadOptions::default().with_mode(LoadMode::Lazy)`.
 #[non_exhaustive]
 #[derive(Clone, Debug)]
 pub struct LoadOptions {
@@ -79,11 +79,6 @@ impl Default for LoadOptions {
 }
 
 impl LoadOptions {
-    /// The defaults ([`Default`]).
-    pub fn new() -> Self {
-        Self::default()
-    }
-
     /// The defaults, with what the environment sets: the remote options'
     /// `STOWAGE_REMOTE_*` variables (`io::remote::RemoteOptions::from_env`,
     /// feature `remote`). The command line loads this way.
@@ -201,26 +196,6 @@ impl LoadOptions {
         }
     }
 
-    /// The device every storage is put on, if one is set.
-    pub fn map_location(&self) -> Option<Device> {
-        self.map_location
-    }
-
-    /// Whether globals outside the allowlist become inert objects.
-    pub fn inert(&self) -> bool {
-        self.inert
-    }
-
-    /// The globals accepted by name.
-    pub fn allow_globals(&self) -> &HashSet<String> {
-        &self.allow_globals
-    }
-
-    /// The limits on the pickle machine.
-    pub fn pickle_limits(&self) -> &Limits {
-        &self.pickle_limits
-    }
-
     /// The remote options (feature `remote`).
     #[cfg(feature = "remote")]
     pub fn remote(&self) -> &crate::io::remote::RemoteOptions {
@@ -228,7 +203,7 @@ impl LoadOptions {
     }
 }
 
-/// How to save a checkpoint: `SaveOptions::new().with_sync(false)`.
+/// How to save a checkpoint: `SaveOptions::default().with_sync(false)`.
 #[non_exhaustive]
 #[derive(Clone, Debug)]
 pub struct SaveOptions {
@@ -254,11 +229,6 @@ impl Default for SaveOptions {
 }
 
 impl SaveOptions {
-    /// The defaults ([`Default`]).
-    pub fn new() -> Self {
-        Self::default()
-    }
-
     /// The defaults, with the environment's `STOWAGE_REMOTE_*` variables
     /// (feature `remote`), as [`LoadOptions::from_env`].
     pub fn from_env() -> Self {
@@ -305,16 +275,11 @@ impl SaveOptions {
 
     /// The location `path` names, its requests (in an object store) made
     /// with these options' remote settings.
-    pub fn location(&self, path: impl AsRef<std::path::Path>) -> crate::io::Location {
+    pub(crate) fn location(&self, path: impl AsRef<std::path::Path>) -> crate::io::Location {
         let here = crate::io::Location::parse(path);
         #[cfg(feature = "remote")]
         let here = here.with_remote(&self.remote);
         here
-    }
-
-    /// Whether saves are synced before they replace the target.
-    pub fn sync(&self) -> bool {
-        self.sync
     }
 }
 
@@ -350,14 +315,14 @@ mod tests {
     #[test]
     fn a_meta_map_location_makes_every_load_fake() {
         for mode in [LoadMode::Eager, LoadMode::Lazy, LoadMode::Fake] {
-            let options = LoadOptions::new().with_mode(mode);
+            let options = LoadOptions::default().with_mode(mode);
             assert_eq!(options.mode(), mode);
             assert_eq!(
                 options.with_map_location(Device::META).mode(),
                 LoadMode::Fake
             );
         }
-        let cpu = LoadOptions::new()
+        let cpu = LoadOptions::default()
             .with_mode(LoadMode::Lazy)
             .with_map_location(Device::CPU);
         assert_eq!(cpu.mode(), LoadMode::Lazy);

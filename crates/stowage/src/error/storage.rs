@@ -132,6 +132,7 @@ pub enum StorageError {
         /// The error `mlock` gave.
         source: std::io::Error,
     },
+    #[cfg(feature = "typed-storage")]
     /// A storage constructor called with arguments PyTorch refuses
     /// (`torch.FloatStorage(1, 2)`, `TypedStorage(wrap_storage=s)` without a dtype, …).
     #[error("{}\n{problem}", constructor.expected_forms())]
@@ -141,6 +142,7 @@ pub enum StorageError {
         /// What was wrong.
         problem: crate::typed_storage::StorageArgProblem,
     },
+    #[cfg(feature = "typed-storage")]
     /// A typed-storage element index outside `[-size, size - 1]`.
     #[error("index {index} out of range for storage of size {size}")]
     StorageIndexOutOfRange {
@@ -149,18 +151,21 @@ pub enum StorageError {
         /// The storage's size in elements.
         size: usize,
     },
+    #[cfg(feature = "typed-storage")]
     /// A quantized typed storage asked to live on a device other than the cpu.
     #[error("Cannot create {} storage with quantized dtype", device.name().to_uppercase())]
     QuantizedStorageDevice {
         /// The device type asked for.
         device: crate::DeviceType,
     },
+    #[cfg(feature = "typed-storage")]
     /// A dtype without a legacy storage class where one is needed (PyTorch's `KeyError`).
     #[error("dtype {dtype} is not recognized")]
     NoLegacyStorageClass {
         /// The dtype.
         dtype: DType,
     },
+    #[cfg(feature = "typed-storage")]
     /// A name that is not one of the 17 legacy storage classes.
     #[error("pickle storage type \"{name}\" is not recognized")]
     UnknownStorageType {

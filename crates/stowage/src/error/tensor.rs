@@ -476,7 +476,7 @@ pub enum TensorError {
         integer: bool,
     },
     /// A default dtype PyTorch refuses (only float64, float32, float16 and bfloat16 may be).
-    #[error("{}", if dtype.is_floating_point() { format!("couldn't find storage object {}Storage", crate::typed_storage::c10_name(*dtype)) } else { "only floating-point types are supported as the default type".to_owned() })]
+    #[error("{}", if dtype.is_floating_point() { format!("couldn't find storage object {}Storage", crate::dtype::c10_name(*dtype)) } else { "only floating-point types are supported as the default type".to_owned() })]
     DefaultDType {
         /// The dtype given.
         dtype: DType,

@@ -60,6 +60,7 @@ const SCRATCH: &str = ".d";
 /// beside the file it writes (the `safetensors` crate does), so that none
 /// of them is left beside the target when the save is ended midway (the
 /// folder is then removed, [`super::remove_temporaries`]) or fails.
+#[cfg(feature = "safetensors")]
 pub(crate) fn in_scratch_folder(tmp: &Path, write: impl FnOnce(&Path) -> Result<()>) -> Result<()> {
     let mut scratch = tmp.as_os_str().to_owned();
     scratch.push(SCRATCH);

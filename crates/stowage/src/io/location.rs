@@ -291,7 +291,7 @@ impl Location {
     }
 
     /// The local path, where this is one: what can be memory-mapped.
-    pub fn local_path(&self) -> Option<&Path> {
+    pub(crate) fn local_path(&self) -> Option<&Path> {
         match &self.kind {
             Kind::Local(p, _) => Some(p),
             #[cfg(feature = "remote")]
@@ -407,7 +407,7 @@ impl Location {
     /// [`Error::InFile`] naming the folder: a local folder that cannot be
     /// read, or a store that cannot or will not list (a plain `http(s)://`
     /// server).
-    pub fn list(&self) -> Result<Vec<String>> {
+    pub(crate) fn list(&self) -> Result<Vec<String>> {
         match &self.kind {
             Kind::Local(p, Some(a)) => {
                 let in_dir = |e: io::Error| a.explain(e).in_file(p.clone());

@@ -23,7 +23,9 @@ mod pending;
 #[cfg(feature = "remote")]
 pub mod remote;
 
-pub(crate) use atomic::{in_scratch_folder, write_atomically};
+#[cfg(feature = "safetensors")]
+pub(crate) use atomic::in_scratch_folder;
+pub(crate) use atomic::write_atomically;
 pub(crate) use atomic_dir::replace_dir;
 pub(crate) use location::open_regular;
 pub use location::Location;

@@ -368,7 +368,7 @@ pub(super) fn legacy_class_of(dtype: DType, device: Device) -> Option<LegacyClas
 // ---------------------------------------------------------------------------
 
 /// The `torch.Storage` of PyTorch: the legacy class of the default dtype
-/// (`FloatStorage` unless [`set_default_dtype`] changed it).
+/// (`FloatStorage` unless [`set_default_dtype`](crate::dtype::set_default_dtype) changed it).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Storage;
 

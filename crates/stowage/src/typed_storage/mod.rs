@@ -51,7 +51,7 @@ use std::panic::Location;
 use num_complex::Complex64;
 
 use crate::checkpoint::{StorageRecord, StorageRef};
-use crate::dtype::{Kind, DTYPES};
+use crate::dtype::{default_dtype, Kind, DTYPES};
 use crate::element::{self, Scalar};
 use crate::overflow::*;
 use crate::{warn, DType, Device, DeviceType, Error, Result, Tensor, UntypedStorage};
@@ -70,7 +70,6 @@ mod typed;
 
 /// The default dtype lives with the dtypes; re-exported where PyTorch users of
 /// `torch.Storage` look for it.
-pub use crate::dtype::{default_dtype, set_default_dtype};
 pub use args::*;
 pub use classes::*;
 pub use typed::*;

@@ -84,7 +84,7 @@ impl TypedStorage {
 
     /// `torch.TypedStorage(*args, wrap_storage=…, dtype=…, device=…)`, any
     /// call, checked as PyTorch's `TypedStorage.__init__`. Without `dtype`
-    /// the [`default_dtype`] is used, without `device` the cpu. Warns.
+    /// the [`default_dtype`](crate::dtype::default_dtype) is used, without `device` the cpu. Warns.
     ///
     /// # Errors
     /// [`StorageError::StorageArguments`] (header `TypedStorage.__init__ received an
@@ -523,16 +523,6 @@ impl TypedStorage {
             LegacyClass::path,
         )
     }
-}
-
-/// c10's name of a scalar type: the dtype name with a capital first letter
-/// (`Float8_e5m2`), as PyTorch's storage-object lookup spells it.
-pub(crate) fn c10_name(dtype: DType) -> String {
-    let mut chars = dtype.name().chars();
-    chars
-        .next()
-        .map(|c| c.to_ascii_uppercase().to_string() + chars.as_str())
-        .unwrap_or_default()
 }
 
 /// Checks that a new storage of `dtype` may live on `device`.

@@ -201,7 +201,7 @@ fn meta_loading_reads_no_data() {
     }
     let dcp = DcpCheckpoint::open(
         out.path(),
-        &LoadOptions::new().with_map_location(Device::META),
+        &LoadOptions::default().with_map_location(Device::META),
     )
     .unwrap();
     let t: Tensor = dcp.read_tensor("model.w").unwrap();
@@ -211,9 +211,11 @@ fn meta_loading_reads_no_data() {
 
 #[test]
 fn lazy_and_fake_loads() {
-    let lazy =
-        stowage::checkpoint::load_with(dir("four"), &LoadOptions::new().with_mode(LoadMode::Lazy))
-            .unwrap();
+    let lazy = stowage::checkpoint::load_with(
+        dir("four"),
+        &LoadOptions::default().with_mode(LoadMode::Lazy),
+    )
+    .unwrap();
     let (_, w) = lazy
         .tensors()
         .unwrap()
@@ -237,9 +239,11 @@ fn lazy_and_fake_loads() {
             fs::write(f.path(), b"").unwrap();
         }
     }
-    let fake =
-        stowage::checkpoint::load_with(out.path(), &LoadOptions::new().with_mode(LoadMode::Fake))
-            .unwrap();
+    let fake = stowage::checkpoint::load_with(
+        out.path(),
+        &LoadOptions::default().with_mode(LoadMode::Fake),
+    )
+    .unwrap();
     let t = &fake.tensors().unwrap()[0].1.tensor;
     assert!(!t.untyped_storage().has_data());
 }
@@ -307,7 +311,12 @@ fn hostile_checkpoints_are_refused_clearly() {
 #[test]
 fn a_dcp_folder_is_not_mistaken_for_anything_else() {
     use stowage::checkpoint::{folder_of, Folder};
-    let is_dcp = |p: &Path| matches!(folder_of(p, &LoadOptions::new()), Ok(Some(Folder::Dcp(_))));
+    let is_dcp = |p: &Path| {
+        matches!(
+            folder_of(p, &LoadOptions::default()),
+            Ok(Some(Folder::Dcp(_)))
+        )
+    };
     assert!(is_dcp(&dir("one")));
     assert!(!is_dcp(Path::new(env!("CARGO_MANIFEST_DIR"))));
 }
@@ -316,7 +325,7 @@ fn a_dcp_folder_is_not_mistaken_for_anything_else() {
 fn resave(name: &str, ranks: usize) -> tempfile::TempDir {
     let ckpt = stowage::load(dir(name)).unwrap();
     let out = tempfile::tempdir().unwrap();
-    let options = stowage::checkpoint::dcp::DcpSaveOptions::new()
+    let options = stowage::checkpoint::dcp::DcpSaveOptions::default()
         .with_ranks(ranks)
         .with_sync(false);
     stowage::checkpoint::dcp::save(out.path(), &ckpt, &options).unwrap();
@@ -402,7 +411,7 @@ fn columns() -> stowage::checkpoint::dcp::ChunkPlan {
 fn chunks_as_planned_read_back_in_stowage_and_pytorch() {
     let ckpt = stowage::load(dir("four")).unwrap();
     let out = tempfile::tempdir().unwrap();
-    let options = stowage::checkpoint::dcp::DcpSaveOptions::new()
+    let options = stowage::checkpoint::dcp::DcpSaveOptions::default()
         .with_ranks(2)
         .with_sync(false)
         .with_plan(columns());
@@ -447,7 +456,7 @@ fn chunks_as_planned_read_back_in_stowage_and_pytorch() {
                     }]
                 }
             });
-        let options = stowage::checkpoint::dcp::DcpSaveOptions::new()
+        let options = stowage::checkpoint::dcp::DcpSaveOptions::default()
             .with_ranks(2)
             .with_sync(false)
             .with_plan(plan);
@@ -492,12 +501,12 @@ fn two_tensors(value: f32) -> Checkpoint {
 fn a_dcp_replaced_while_open_is_read_whole_or_refused() {
     let out = tempfile::tempdir().unwrap();
     let dir = out.path().join("step");
-    let options = stowage::checkpoint::dcp::DcpSaveOptions::new().with_ranks(2);
+    let options = stowage::checkpoint::dcp::DcpSaveOptions::default().with_ranks(2);
     stowage::checkpoint::dcp::save(&dir, &two_tensors(1.0), &options).unwrap();
     let old = DcpCheckpoint::open(&dir, &LoadOptions::default()).unwrap();
     // The new version lays its items out otherwise (one rank), so reading it
     // at the old offsets would give neither version.
-    let one_rank = stowage::checkpoint::dcp::DcpSaveOptions::new().with_ranks(1);
+    let one_rank = stowage::checkpoint::dcp::DcpSaveOptions::default().with_ranks(1);
     stowage::checkpoint::dcp::save(&dir, &two_tensors(2.0), &one_rank).unwrap();
     for name in ["a", "b"] {
         match old.read_tensor(name) {

@@ -312,8 +312,8 @@ fn hostile_files_give_the_same_errors_from_memory() {
 
 #[test]
 fn hostile_files_on_meta_and_with_crc_checks() {
-    let meta = LoadOptions::new().with_map_location(Device::META);
-    let crc = LoadOptions::new().with_verify_crc(true);
+    let meta = LoadOptions::default().with_map_location(Device::META);
+    let crc = LoadOptions::default().with_verify_crc(true);
     for (name, want, check) in EXPECTED {
         let bytes = std::fs::read(hostile(name)).unwrap();
         // On meta no record bytes are read: the two deflate bombs declare sizes that
@@ -369,7 +369,7 @@ fn deep_nesting_builds_and_drops_without_recursion_when_limits_allow() {
     // limit is raised must build, walk and drop it without overflowing a 2 MiB stack.
     let bytes = std::fs::read(hostile("deep_nesting.pt")).unwrap();
     let limits = stowage::checkpoint::pickle::Limits::default().with_max_depth(200_000);
-    let options = LoadOptions::new().with_pickle_limits(limits);
+    let options = LoadOptions::default().with_pickle_limits(limits);
     assert_eq!(
         load_mem("deep_nesting.pt with max_depth 200000", bytes, options).expect("builds"),
         0

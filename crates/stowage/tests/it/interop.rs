@@ -514,7 +514,13 @@ fn pytorch_loads_what_the_builder_makes() {
     );
     let theirs: J = serde_json::from_slice(&out.stdout).unwrap();
     // Every value as Python sees it, and as stowage walks it.
-    let ours: Vec<J> = ckpt.leaves().unwrap().iter().map(leaf_json).collect();
+    let ours: Vec<J> = ckpt
+        .root_value()
+        .leaves()
+        .unwrap()
+        .iter()
+        .map(leaf_json)
+        .collect();
     assert_eq!(theirs["values"], J::Array(ours));
     let some = |path: &str| {
         theirs["values"]

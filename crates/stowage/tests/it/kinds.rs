@@ -257,8 +257,9 @@ fn a_subclass_is_refused_like_pytorch_refuses_it() {
 fn a_subclass_loads_inertly_or_when_allowed_keeping_its_class() {
     let path = kinds_dir().join("subclass.pt");
     let want = expected("subclass");
-    let inert = stowage::checkpoint::LoadOptions::new().with_inert(true);
-    let allowed = stowage::checkpoint::LoadOptions::new().with_allow_globals(["__main__.Tagged"]);
+    let inert = stowage::checkpoint::LoadOptions::default().with_inert(true);
+    let allowed =
+        stowage::checkpoint::LoadOptions::default().with_allow_globals(["__main__.Tagged"]);
     for opts in [inert, allowed] {
         let ckpt = stowage::checkpoint::load_with(&path, &opts).unwrap();
         let tensors = ckpt.tensors().unwrap();

@@ -86,7 +86,7 @@ fn mmap_refuses_hostile_files_like_the_eager_loader() {
 #[test]
 fn fake_loading_keeps_metadata_reads_no_bytes_and_pretends_a_device() {
     let cuda: Device = "cuda:1".parse().unwrap();
-    let options = LoadOptions::new()
+    let options = LoadOptions::default()
         .with_mode(LoadMode::Fake)
         .with_location("cpu", cuda);
     for name in fixture_names() {
@@ -111,7 +111,7 @@ fn fake_loading_keeps_metadata_reads_no_bytes_and_pretends_a_device() {
 
 #[test]
 fn location_maps_and_map_location_place_storages() {
-    let options = LoadOptions::new().with_location("cpu", "cuda:0".parse().unwrap());
+    let options = LoadOptions::default().with_location("cpu", "cuda:0".parse().unwrap());
     let ckpt = load_with(fixture("simple"), &options).unwrap();
     assert!(ckpt
         .storages
@@ -157,7 +157,7 @@ fn legacy_files_are_mapped_where_alignment_allows() {
 }
 
 fn lazy_options() -> LoadOptions {
-    LoadOptions::new().with_mode(LoadMode::Lazy)
+    LoadOptions::default().with_mode(LoadMode::Lazy)
 }
 
 #[test]
@@ -216,7 +216,7 @@ fn a_lazy_storage_whose_file_shrank_gives_an_error_on_touch() {
 fn total_storage_bytes_are_limited_even_when_nothing_is_read() {
     for meta in [false, true] {
         let options = {
-            let options = LoadOptions::new().with_max_storage_bytes(100);
+            let options = LoadOptions::default().with_max_storage_bytes(100);
             match meta {
                 true => options.with_map_location(Device::META),
                 false => options,
@@ -241,7 +241,7 @@ fn total_storage_bytes_are_limited_even_when_nothing_is_read() {
 #[test]
 fn the_memo_scan_changes_nothing_a_load_returns() {
     let limits = stowage::checkpoint::pickle::Limits::default().with_scan_memo(false);
-    let every = LoadOptions::new().with_pickle_limits(limits);
+    let every = LoadOptions::default().with_pickle_limits(limits);
     for name in fixture_names() {
         let scanned = load_with(fixture(&name), &LoadOptions::default()).unwrap();
         let stored = load_with(fixture(&name), &every).unwrap();
@@ -262,7 +262,7 @@ fn fake_loading_of_safetensors_reads_no_bytes() {
     let eager = stowage::load(fixture("state_dict")).unwrap();
     stowage::checkpoint::safetensors::save(&path, &eager).unwrap();
     let cuda: Device = "cuda:0".parse().unwrap();
-    let options = LoadOptions::new()
+    let options = LoadOptions::default()
         .with_mode(LoadMode::Fake)
         .with_map_location(cuda);
     let fake = load_with(&path, &options).unwrap();

@@ -35,7 +35,8 @@ fn root_cause(e: &Error) -> &Error {
 /// The non-tensor leaves in the contract's `values` form (what
 /// `torch_manifest.values_manifest` lists).
 fn values(ckpt: &Checkpoint) -> Vec<J> {
-    ckpt.leaves()
+    ckpt.root_value()
+        .leaves()
         .unwrap()
         .iter()
         .filter(|v| v.kind() != ValueKind::Tensor)
@@ -220,7 +221,7 @@ fn a_tensor_past_its_storage_view_is_refused() {
 #[test]
 fn scan_reads_each_python2_file() {
     use stowage::checkpoint::scan::{scan_path, Verdict};
-    let report = scan_path(&py2_dir());
+    let report = scan_path(&py2_dir(), &stowage::LoadOptions::default());
     assert_eq!(report.files.len(), 6);
     for f in &report.files {
         assert!(f.error.is_none(), "{}: {:?}", f.path.display(), f.error);

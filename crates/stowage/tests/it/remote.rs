@@ -322,7 +322,7 @@ fn load_options_carry_the_remote_options() {
     );
 
     let with_store = |store_options: Vec<(String, String)>| {
-        LoadOptions::new().with_remote(
+        LoadOptions::default().with_remote(
             defaults
                 .clone()
                 .with_store_options(store_options)
@@ -552,7 +552,7 @@ fn saves_to_s3_commit_only_whole_checkpoints() {
     );
 
     // A save that fails (fake tensors have no bytes) leaves nothing under the key.
-    let fake = LoadOptions::new().with_mode(LoadMode::Fake);
+    let fake = LoadOptions::default().with_mode(LoadMode::Fake);
     let hollow = load_with(common::fixture("params"), &fake).unwrap();
     let failed = format!("s3://{}/failed/params.pt", servers::BUCKET);
     let err = stowage::save(&failed, &hollow).unwrap_err();
@@ -657,7 +657,7 @@ fn assert_in_flight_bound(
 ) {
     use stowage::io::remote::RemoteOptions;
     for concurrency in [1, concurrency] {
-        let options = LoadOptions::new().with_remote(
+        let options = LoadOptions::default().with_remote(
             RemoteOptions::from_env()
                 .with_concurrency(concurrency)
                 .with_max_request(max_request),
@@ -853,13 +853,13 @@ fn servers_without_range_support_are_read_with_one_whole_get() {
         .with_retries(0)
         .with_timeout(Duration::from_secs(10));
     let opts = |mode| {
-        LoadOptions::new()
+        LoadOptions::default()
             .with_mode(mode)
             .with_remote(remote.clone())
     };
 
     // The set by its index: the index and three shards, each fetched whole once.
-    let local = load_with(&set, &LoadOptions::new()).unwrap();
+    let local = load_with(&set, &LoadOptions::default()).unwrap();
     let before = totals();
     let by_index = load_with(
         format!("{base}/model.safetensors.index.json"),
@@ -886,7 +886,7 @@ fn servers_without_range_support_are_read_with_one_whole_get() {
     assert_eq!((spent.whole_gets, spent.requests), (1, 2), "{spent:?}");
 
     // Past the limit: refused before the body is read, naming the limit.
-    let small = LoadOptions::new().with_remote(remote.clone().with_max_whole_get(1000));
+    let small = LoadOptions::default().with_remote(remote.clone().with_max_whole_get(1000));
     let url = format!("{base}/params.pt");
     let err = load_with(&url, &small).unwrap_err();
     let text = err.to_string();

@@ -309,7 +309,7 @@ fn a_meta_tensor_saves_without_storage() {
     // A meta-loaded fixture, likewise: every tensor keeps its dtype, shape and stride.
     let meta = stowage::checkpoint::load_with(
         fixture("simple"),
-        &LoadOptions::new().with_map_location(Device::META),
+        &LoadOptions::default().with_map_location(Device::META),
     )
     .unwrap();
     stowage::save(&out, &meta).unwrap();

@@ -33,7 +33,7 @@ fn checkpoint() -> Checkpoint {
 }
 
 fn save(path: &Path, ckpt: &Checkpoint, sync: bool) {
-    let options = SaveOptions::new().with_sync(sync);
+    let options = SaveOptions::default().with_sync(sync);
     save_with(path, ckpt, &options).unwrap();
 }
 

@@ -28,7 +28,7 @@ fn scan_dir() -> PathBuf {
 }
 
 fn scan_one(path: &Path) -> FileScan {
-    let mut report = scan_path(path);
+    let mut report = scan_path(path, &stowage::LoadOptions::default());
     assert_eq!(report.files.len(), 1, "{}", path.display());
     report.files.remove(0)
 }
@@ -194,7 +194,7 @@ fn folders_judge_files_by_content() {
     std::fs::copy(field_dir().join("object.npy"), dir.path().join("w.dat")).unwrap();
     std::fs::copy(field_dir().join("plain.npy"), dir.path().join("plain.npy")).unwrap();
     std::fs::write(dir.path().join("README.md"), "# weights\n").unwrap();
-    let report = scan_path(dir.path());
+    let report = scan_path(dir.path(), &stowage::LoadOptions::default());
     let found: Vec<_> = report
         .files
         .iter()
@@ -223,7 +223,7 @@ fn folders_are_scanned_recursively_and_links_do_not_loop() {
     std::fs::write(dir.path().join("notes.txt"), "cat\ndog\nRun it.\n").unwrap();
     std::os::unix::fs::symlink(dir.path(), sub.join("loop")).unwrap();
     std::os::unix::fs::symlink(dir.path().join("gone"), sub.join("dangling")).unwrap();
-    let report = scan_path(dir.path());
+    let report = scan_path(dir.path(), &stowage::LoadOptions::default());
     let found: Vec<_> = report
         .files
         .iter()
@@ -236,9 +236,15 @@ fn folders_are_scanned_recursively_and_links_do_not_loop() {
     assert!(report.is_unsafe());
     assert!(!report.has_errors());
     // A file named directly is listed even when it is no pickle.
-    let report = scan_path(&dir.path().join("README.md"));
+    let report = scan_path(
+        &dir.path().join("README.md"),
+        &stowage::LoadOptions::default(),
+    );
     assert!(report.has_errors());
-    let report = scan_path(&dir.path().join("missing.pt"));
+    let report = scan_path(
+        &dir.path().join("missing.pt"),
+        &stowage::LoadOptions::default(),
+    );
     assert!(report.has_errors());
 }
 
@@ -317,7 +323,10 @@ fn allowed_names_are_pytorchs_allowlist() {
 /// names those classes beside something else stays unsafe, all of it.
 #[test]
 fn dcp_metadata_is_judged_by_dcps_classes() {
-    let report = scan_path(&common::fixtures_dir().join("dcp/one"));
+    let report = scan_path(
+        &common::fixtures_dir().join("dcp/one"),
+        &stowage::LoadOptions::default(),
+    );
     assert_eq!(report.files.len(), 2);
     assert!(!report.is_unsafe(), "{:?}", report.files[0].globals);
     let md = &report

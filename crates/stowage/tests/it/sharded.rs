@@ -80,7 +80,7 @@ fn hugging_face_sets_load_as_one_checkpoint() {
     for kind in ["safetensors", "bin"] {
         let dir = set_dir(kind);
         let Ok(Some(stowage::checkpoint::Folder::Sharded(index))) =
-            stowage::checkpoint::folder_of(&dir, &stowage::LoadOptions::new())
+            stowage::checkpoint::folder_of(&dir, &stowage::LoadOptions::default())
         else {
             panic!("{} holds no sharded set", dir.display())
         };
@@ -119,13 +119,17 @@ fn sharing_inside_a_bin_shard_is_kept() {
 fn every_load_mode_reads_a_set() {
     for kind in ["safetensors", "bin"] {
         let dir = set_dir(kind);
-        let lazy = load_with(&dir, &LoadOptions::new().with_mode(LoadMode::Lazy)).unwrap();
+        let lazy = load_with(&dir, &LoadOptions::default().with_mode(LoadMode::Lazy)).unwrap();
         assert_matches_torch(kind, &lazy);
         // SAFETY: the fixtures are not written while the test runs.
         let mapped =
             unsafe { stowage::checkpoint::load_mmap(&dir, &LoadOptions::default()) }.unwrap();
         assert_matches_torch(kind, &mapped);
-        let meta = load_with(&dir, &LoadOptions::new().with_map_location(Device::META)).unwrap();
+        let meta = load_with(
+            &dir,
+            &LoadOptions::default().with_map_location(Device::META),
+        )
+        .unwrap();
         let full = stowage::load(&dir).unwrap();
         let shapes = |c: &Checkpoint| {
             c.tensors()
@@ -155,7 +159,7 @@ fn saved_sets_split_as_hugging_face_splits() {
     ] {
         let ckpt = stowage::load(set_dir(kind)).unwrap();
         let out = tempfile::tempdir().unwrap();
-        let options = ShardOptions::new()
+        let options = ShardOptions::default()
             .with_format(format)
             .with_max_shard_size(stowage::checkpoint::sharded::parse_size("1KB").unwrap())
             .with_sync(false);
@@ -190,7 +194,7 @@ fn a_new_set_replaces_the_old_one_whole_and_a_failed_one_changes_nothing() {
     fs::create_dir(&dir).unwrap();
     fs::write(dir.join("config.json"), "{}").unwrap();
     let ckpt = stowage::load(set_dir("safetensors")).unwrap();
-    let small = ShardOptions::new()
+    let small = ShardOptions::default()
         .with_max_shard_size(1000)
         .with_sync(false);
     save_sharded(&dir, &ckpt, &small).unwrap();
@@ -287,7 +291,7 @@ fn python_reads_the_sets_stowage_writes() {
     ] {
         let ckpt = stowage::load(set_dir(kind)).unwrap();
         let out = tempfile::tempdir().unwrap();
-        let options = ShardOptions::new()
+        let options = ShardOptions::default()
             .with_format(format)
             .with_max_shard_size(1000)
             .with_sync(false);

@@ -134,7 +134,7 @@ fn legacy_load_bytes_and_meta() {
 
         let meta = stowage::checkpoint::load_bytes(
             &bytes,
-            &LoadOptions::new().with_map_location(Device::META),
+            &LoadOptions::default().with_map_location(Device::META),
         )
         .unwrap_or_else(|e| panic!("{name} on meta: {e}"));
         assert_manifest_eq(

@@ -118,7 +118,7 @@ fn load_bytes_equals_load() {
 
 #[test]
 fn meta_map_location_loads_every_fixture_without_data() {
-    let options = LoadOptions::new().with_map_location(Device::META);
+    let options = LoadOptions::default().with_map_location(Device::META);
     for name in fixture_names() {
         let ckpt = stowage::checkpoint::load_with(fixture(&name), &options)
             .unwrap_or_else(|e| panic!("{name} on meta: {e}"));
@@ -703,7 +703,7 @@ fn a_torchscript_archive_loads_as_torchscript() {
             "{stem}"
         );
         for mode in [LoadMode::Eager, LoadMode::Lazy, LoadMode::Fake] {
-            let options = LoadOptions::new().with_mode(mode);
+            let options = LoadOptions::default().with_mode(mode);
             let ckpt = stowage::checkpoint::load_with(&path, &options).unwrap();
             assert_eq!(ckpt.format, Format::TorchScript, "{stem} {mode:?}");
             assert_eq!(ckpt.format.name(), "torchscript");

@@ -56,6 +56,7 @@ fn a_training_checkpoint_reads_through_get() {
     // An integer dict key, by dotted path and by keys.
     assert_eq!(ckpt.get("config.7").unwrap().as_str().unwrap(), "int key");
     let by_keys = ckpt
+        .root_value()
         .get_path(&[PathKey::Key("config".into()), PathKey::Index(7)])
         .unwrap();
     assert_eq!(by_keys.as_str().unwrap(), "int key");
@@ -148,6 +149,7 @@ fn the_leaf_walk_lists_what_python_sees() {
         panic!("not a list")
     };
     let found: Vec<(J, &str)> = ckpt
+        .root_value()
         .leaves()
         .unwrap()
         .iter()
@@ -163,7 +165,7 @@ fn the_leaf_walk_lists_what_python_sees() {
 #[test]
 fn lazy_storages_read_in_windows_without_loading() {
     let eager = load_fixture("training_checkpoint");
-    let options = LoadOptions::new().with_mode(LoadMode::Lazy);
+    let options = LoadOptions::default().with_mode(LoadMode::Lazy);
     let lazy = stowage::checkpoint::load_with(fixture("training_checkpoint"), &options).unwrap();
     let s = lazy
         .get("model.weight")
@@ -214,14 +216,14 @@ fn lazy_checkpoints_save_window_by_window_and_report_progress() {
     use std::sync::atomic::{AtomicU64, Ordering};
     use std::sync::Arc;
     use stowage::checkpoint::{Progress, SaveOptions};
-    let options = LoadOptions::new().with_mode(LoadMode::Lazy);
+    let options = LoadOptions::default().with_mode(LoadMode::Lazy);
     let (dir_a, dir_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     for name in ["training_checkpoint", "views", "nested"] {
         let eager = load_fixture(name);
         let lazy = stowage::checkpoint::load_with(fixture(name), &options).unwrap();
         let done = Arc::new(AtomicU64::new(0));
         let counter = done.clone();
-        let save = SaveOptions::new()
+        let save = SaveOptions::default()
             .with_progress(Progress::new(move |n| {
                 counter.fetch_add(n, Ordering::Relaxed);
             }))
@@ -270,7 +272,7 @@ fn lazy_checkpoints_save_window_by_window_and_report_progress() {
 #[test]
 fn deflated_records_read_in_windows() {
     let eager = load_fixture("deflated_records");
-    let options = LoadOptions::new().with_mode(LoadMode::Lazy);
+    let options = LoadOptions::default().with_mode(LoadMode::Lazy);
     let lazy = stowage::checkpoint::load_with(fixture("deflated_records"), &options).unwrap();
     for name in ["ramp", "steps"] {
         let storage = |c: &stowage::Checkpoint| {

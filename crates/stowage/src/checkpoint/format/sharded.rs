@@ -86,7 +86,7 @@ impl ShardFormat {
     }
 }
 
-/// How to save a sharded set: `ShardOptions::new().with_format(ShardFormat::Bin)`.
+/// How to save a sharded set: `ShardOptions::default().with_format(ShardFormat::Bin)`.
 #[non_exhaustive]
 #[derive(Clone, Debug)]
 pub struct ShardOptions {
@@ -96,11 +96,6 @@ pub struct ShardOptions {
 }
 
 impl ShardOptions {
-    /// The defaults ([`Default`]).
-    pub fn new() -> Self {
-        Self::default()
-    }
-
     /// The shards' file kind (safetensors by default).
     pub fn with_format(mut self, format: ShardFormat) -> Self {
         self.format = format;

@@ -252,15 +252,10 @@ pub fn allowed_names() -> &'static [&'static str] {
     TORCH_ALLOWED
 }
 
-/// Scans a file, or a folder recursively, with default limits.
-pub fn scan_path(path: &Path) -> ScanReport {
-    scan_path_with(path, &LoadOptions::default())
-}
-
 /// Scans a file, or a folder recursively, with the limits of `options`
 /// (`pickle_limits`, `max_pickle_bytes`, `max_records`). A path that cannot
 /// be read is listed as a file with an error.
-pub fn scan_path_with(path: &Path, options: &LoadOptions) -> ScanReport {
+pub fn scan_path(path: &Path, options: &LoadOptions) -> ScanReport {
     let mut report = ScanReport::default();
     let mut seen = Vec::new();
     walk(path, true, options, &mut seen, &mut report);

@@ -780,14 +780,6 @@ impl Checkpoint {
         Ok(&value.as_tensor()?.tensor)
     }
 
-    /// The value at the given keys from the root (see [`ValueRef::get_path`]).
-    ///
-    /// # Errors
-    /// [`CheckpointError::ValueNotFound`] naming the path up to the step that found nothing.
-    pub fn get_path(&self, path: &[PathKey]) -> Result<ValueRef<'_>> {
-        self.root_value().get_path(path)
-    }
-
     /// The tensors under the value at a dotted path, as a flat state dict
     /// named relative to it: `state_dict_at("model")` of
     /// `{"model": {"fc.weight": w}, "epoch": 3}` is `[("fc.weight", w)]`.
@@ -801,30 +793,6 @@ impl Checkpoint {
             return self.state_dict();
         }
         base.state_dict()
-    }
-
-    /// Every non-tensor leaf of the checkpoint with its path (see [`ValueRef::leaves`]).
-    ///
-    /// # Errors
-    /// As [`ValueRef::leaves`].
-    pub fn leaves(&self) -> Result<Vec<ValueRef<'_>>> {
-        self.root_value().leaves()
-    }
-
-    /// Every non-tensor leaf, each shared container walked once (see [`ValueRef::leaves_once`]).
-    ///
-    /// # Errors
-    /// As [`ValueRef::leaves_once`].
-    pub fn leaves_once(&self) -> Result<Vec<ValueRef<'_>>> {
-        self.root_value().leaves_once()
-    }
-
-    /// Every inert object with its path (see [`ValueRef::objects`]).
-    ///
-    /// # Errors
-    /// As [`ValueRef::objects`].
-    pub fn objects(&self) -> Result<Vec<ValueRef<'_>>> {
-        self.root_value().objects()
     }
 
     /// Each value that `torch.load(weights_only=True)` refuses (inert

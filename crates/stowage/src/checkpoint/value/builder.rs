@@ -96,7 +96,7 @@ impl PyValue {
     }
 
     /// The kind's name, as [`ValueKind::name`](crate::checkpoint::ValueKind::name) gives it.
-    pub fn kind_name(&self) -> &'static str {
+    pub(crate) fn kind_name(&self) -> &'static str {
         match self {
             PyValue::None => "none",
             PyValue::Bool(_) => "bool",
@@ -260,11 +260,6 @@ pub struct CheckpointBuilder {
 }
 
 impl CheckpointBuilder {
-    /// A builder of an empty root dict.
-    pub fn new() -> CheckpointBuilder {
-        CheckpointBuilder::default()
-    }
-
     /// Puts `value` at a dotted path of string keys (`"config.lr"`), making
     /// the dicts on the way; a value already there is replaced, keeping its
     /// place, as Python's `d[k] = v` does.
@@ -344,7 +339,7 @@ impl Checkpoint {
 impl Checkpoint {
     /// A [`CheckpointBuilder`]: a checkpoint of values and state dicts in a few lines.
     pub fn builder() -> CheckpointBuilder {
-        CheckpointBuilder::new()
+        CheckpointBuilder::default()
     }
 }
 

@@ -2,7 +2,7 @@
 //! form is data, as stowage decodes it ([`crate::checkpoint::globals::decoded`] names each global):
 //! numpy arrays, scalars and dtypes, the `datetime` and `pathlib` types,
 //! `slice` and `range`; and the class references of inert loading
-//! ([`LoadOptions::inert`](crate::checkpoint::LoadOptions::inert); the inert objects
+//! ([`LoadOptions::with_inert`](crate::checkpoint::LoadOptions::with_inert); the inert objects
 //! themselves are [`InertObject`](crate::checkpoint::InertObject)s). Nothing here was
 //! imported or called to be made.
 
@@ -261,7 +261,7 @@ impl fmt::Display for PyData {
 }
 
 /// A global outside the allowlist named as a value (a class or function
-/// object, not called), under [`LoadOptions::inert`](crate::checkpoint::LoadOptions::inert).
+/// object, not called), under [`LoadOptions::with_inert`](crate::checkpoint::LoadOptions::with_inert).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct ClassRef {
     /// The module.

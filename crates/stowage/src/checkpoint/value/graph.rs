@@ -452,7 +452,7 @@ pub struct Checkpoint {
     pub state: HashMap<NodeId, Value<Object>>,
     /// The safetensors `__metadata__` map, for safetensors files.
     pub safetensors_metadata: Option<std::collections::BTreeMap<String, String>>,
-    /// Inert objects ([`LoadOptions::inert`](crate::checkpoint::LoadOptions::inert)), keyed
+    /// Inert objects ([`LoadOptions::with_inert`](crate::checkpoint::LoadOptions::with_inert)), keyed
     /// by their dict node, whose entries are what each holds.
     pub objects: HashMap<NodeId, InertObject>,
 }

@@ -49,18 +49,18 @@ impl CompressedLayout {
     }
 
     /// True when rows are compressed (CSR, BSR); false for columns (CSC, BSC).
-    pub fn compresses_rows(self) -> bool {
+    pub(crate) fn compresses_rows(self) -> bool {
         matches!(self, CompressedLayout::Csr | CompressedLayout::Bsr)
     }
 
     /// True for the block layouts (BSR, BSC).
-    pub fn is_blocked(self) -> bool {
+    pub(crate) fn is_blocked(self) -> bool {
         matches!(self, CompressedLayout::Bsr | CompressedLayout::Bsc)
     }
 
     /// The names PyTorch gives the compressed and plain indices
     /// (`crow_indices`/`col_indices`, or `ccol_indices`/`row_indices`).
-    pub fn index_names(self) -> (&'static str, &'static str) {
+    pub(crate) fn index_names(self) -> (&'static str, &'static str) {
         if self.compresses_rows() {
             ("crow_indices", "col_indices")
         } else {

@@ -14,8 +14,9 @@
 //! - [`DcpCheckpoint::read_region`] reads any region of a tensor from the
 //!   chunks that intersect it (one tensor-parallel rank's part, say), and
 //!   [`DcpCheckpoint::read_tensor`] the whole tensor;
-//! - [`load`] assembles everything into one [`Checkpoint`] whose nesting is
-//!   the original state dict's (`planner_data`).
+//! - [`DcpCheckpoint::to_checkpoint`] (and [`crate::load`] of the folder)
+//!   assembles everything into one [`Checkpoint`] whose nesting is the
+//!   original state dict's (`planner_data`).
 
 pub(crate) mod hf;
 mod item;
@@ -527,14 +528,6 @@ impl DcpCheckpoint {
         };
         place(&mut ckpt.graph, root, &item.path, value)
     }
-}
-
-/// Loads the DCP checkpoint in folder `dir` as one checkpoint.
-///
-/// # Errors
-/// As [`DcpCheckpoint::open`] and [`DcpCheckpoint::to_checkpoint`].
-pub fn load(dir: &Path, options: &LoadOptions) -> Result<Checkpoint> {
-    DcpCheckpoint::open(dir, options)?.into_checkpoint()
 }
 
 /// The bytes of `sizes` elements of `dtype` (a tensor, a chunk, a row).

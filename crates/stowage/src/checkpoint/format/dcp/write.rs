@@ -25,7 +25,7 @@ use crate::checkpoint::pickle::{Node, Pickler, Value, WriteError};
 use crate::checkpoint::value::graph::{Checkpoint, Object, PathKey, TensorObject, MAX_PATHS};
 use crate::{DType, Error, Result, Tensor};
 
-/// How to save a DCP checkpoint: `DcpSaveOptions::new().with_ranks(4)`.
+/// How to save a DCP checkpoint: `DcpSaveOptions::default().with_ranks(4)`.
 #[non_exhaustive]
 #[derive(Clone)]
 pub struct DcpSaveOptions {
@@ -35,11 +35,6 @@ pub struct DcpSaveOptions {
 }
 
 impl DcpSaveOptions {
-    /// The defaults: one rank's file, synced, rows split.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
     /// How many ranks' files to write. Without a
     /// [`with_plan`](Self::with_plan), each tensor is split over them along
     /// its first dimension. 1 (the default) writes one file, as `dcp.save`

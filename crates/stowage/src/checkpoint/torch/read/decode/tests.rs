@@ -80,7 +80,7 @@ fn read(hex: &str, options: &LoadOptions) -> Result<Checkpoint> {
 }
 
 fn inert() -> LoadOptions {
-    LoadOptions::new().with_inert(true)
+    LoadOptions::default().with_inert(true)
 }
 
 fn f32s(t: &Tensor) -> Vec<f32> {
@@ -120,7 +120,7 @@ fn a_dtype_the_memo_copies_before_its_build_is_resolved() {
 
 #[test]
 fn big_endian_arrays_are_swapped_to_native() {
-    let options = LoadOptions::new().with_allow_globals([
+    let options = LoadOptions::default().with_allow_globals([
         "numpy.core.multiarray._reconstruct",
         "numpy._core.multiarray._reconstruct",
         "numpy.ndarray",
@@ -154,6 +154,7 @@ fn inert_objects_record_state_items_and_slots() {
     assert_eq!(c.get("slotted.b.0").unwrap().as_i64().unwrap(), 2);
     assert_eq!(c.get("plain.x").unwrap().as_i64().unwrap(), 1);
     let objects: Vec<_> = c
+        .root_value()
         .objects()
         .unwrap()
         .iter()
@@ -170,7 +171,7 @@ fn inert_objects_record_state_items_and_slots() {
 
 #[test]
 fn object_arrays_are_refused_or_inert() {
-    let options = LoadOptions::new().with_allow_globals([
+    let options = LoadOptions::default().with_allow_globals([
         "numpy._core.multiarray._reconstruct",
         "numpy.ndarray",
         "numpy.dtype",
