@@ -327,6 +327,14 @@ pub fn save_with(path: &Path, ckpt: &Checkpoint, options: &SaveOptions) -> Resul
             // whole (an upload committed only once complete).
             let staged = tempfile::NamedTempFile::new()
                 .map_err(|e| Error::Io(e).in_file(path.to_owned()))?;
+            // Removed if the process is ended meanwhile (`tempfile` removes
+            // it when dropped, which an ended process never gets to).
+            let _pending = crate::io::Pending::new({
+                let staged = staged.path().to_owned();
+                move || {
+                    let _ = std::fs::remove_file(&staged);
+                }
+            });
             let written = write_views(&views, meta, staged.path());
             return here.create(options.sync, None, |w| {
                 written?;
