@@ -3,7 +3,8 @@
 //! the data paths run too. Tensors over 1 MiB are skipped to keep each
 //! execution fast.
 
-use stowage::checkpoint::{load_bytes, Checkpoint, LoadOptions};
+use stowage::checkpoint::load_bytes;
+use stowage::{Checkpoint, LoadOptions};
 
 const MAX_TENSOR_BYTES: usize = 1 << 20;
 

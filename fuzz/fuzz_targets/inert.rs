@@ -10,7 +10,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use stowage::checkpoint::{decoded, load_bytes, save_to_writer, LoadOptions, SaveOptions};
+use stowage::checkpoint::{decoded, load_bytes, save_to_writer};
+use stowage::{LoadOptions, SaveOptions};
 
 #[path = "common.rs"]
 mod common;

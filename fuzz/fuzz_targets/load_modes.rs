@@ -17,7 +17,7 @@ use std::path::PathBuf;
 use std::sync::OnceLock;
 
 use libfuzzer_sys::fuzz_target;
-use stowage::checkpoint::{load_mmap, load_with, LoadMode, LoadOptions};
+use stowage::{load_mmap, load_with, LoadMode, LoadOptions};
 use stowage::Device;
 
 #[path = "common.rs"]

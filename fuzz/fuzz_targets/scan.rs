@@ -15,7 +15,7 @@ use stowage::checkpoint::pickle::{
     disassemble, read::Hooks, unpickle, GlobalName, Graph, Limits, PickleError, Value,
 };
 use stowage::checkpoint::scan::{scan_bytes, Verdict};
-use stowage::checkpoint::LoadOptions;
+use stowage::LoadOptions;
 
 /// Records every class the machine looks up, and accepts everything.
 #[derive(Default)]

@@ -13,7 +13,7 @@
 //! the rename stays), which is what `torch.save` does. `bytes` is
 //! the sum of the storages' sizes; `gb_per_s` is `bytes / median_s / 1e9`.
 //!
-//! `--mmap` loads with [`stowage::checkpoint::load_mmap`]: a load counts as
+//! `--mmap` loads with [`stowage::load_mmap`]: a load counts as
 //! done when every storage is mapped (a view into one private mapping of the
 //! file) and every tensor built. The file must not change while it runs. No
 //! bytes are read, so there is no bandwidth: `gb_per_s` is null, and the
@@ -162,9 +162,9 @@ pub fn run(args: Args, cx: &Context, out: &mut dyn Write) -> Result<ExitCode, Fa
         if args.mmap {
             // SAFETY: the benchmark only reads FILE; the help and the module docs say it
             // must not be modified or truncated while the benchmark runs.
-            unsafe { stowage::checkpoint::load_mmap(path, &options) }.map_err(Failure::input)
+            unsafe { stowage::load_mmap(path, &options) }.map_err(Failure::input)
         } else {
-            stowage::checkpoint::load_with(path, &options).map_err(Failure::input)
+            stowage::load_with(path, &options).map_err(Failure::input)
         }
     };
     let runs = u64::from(args.repeat);
@@ -212,9 +212,9 @@ pub fn run(args: Args, cx: &Context, out: &mut dyn Write) -> Result<ExitCode, Fa
         }
         Op::Save => {
             let target = TempFile(temp_path(&args.file));
-            let options = stowage::checkpoint::SaveOptions::default().with_sync(!args.no_sync);
+            let options = stowage::SaveOptions::default().with_sync(!args.no_sync);
             let save = |ckpt: &Checkpoint| {
-                stowage::checkpoint::save_with(&target.0, ckpt, &options).map_err(Failure::from)
+                stowage::save_with(&target.0, ckpt, &options).map_err(Failure::from)
             };
             save(&ckpt)?;
             bar.inc(1);

@@ -4,8 +4,8 @@
 
 use std::path::Path;
 
-use stowage::checkpoint::{LoadMode, LoadOptions};
 use stowage::Checkpoint;
+use stowage::{LoadMode, LoadOptions};
 
 use crate::{progress, Failure};
 
@@ -72,7 +72,7 @@ impl Context {
         };
         let options = self.load_options().with_inert(inert).with_mode(mode);
         let bar = progress::fetching(file, format!("reading {}", file.display()));
-        let loaded = stowage::checkpoint::load_with(file, &options).map_err(Failure::input);
+        let loaded = stowage::load_with(file, &options).map_err(Failure::input);
         bar.finish_and_clear();
         loaded
     }

@@ -33,7 +33,8 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use stowage::checkpoint::{dotted, PathKey, Progress, SaveOptions};
+use stowage::checkpoint::{dotted, PathKey, Progress};
+use stowage::SaveOptions;
 use stowage::Checkpoint;
 
 use crate::values::typed_json;
@@ -349,7 +350,7 @@ pub fn run(args: Args, cx: &Context, out: &mut dyn Write) -> Result<ExitCode, Fa
     let mut notes = Vec::new();
     let written = match kind {
         Target::TorchZip | Target::Folder(..) => {
-            stowage::checkpoint::save_with(&args.output, &ckpt, &options)
+            stowage::save_with(&args.output, &ckpt, &options)
         }
         Target::Safetensors => {
             let (ckpt, said) = for_safetensors(&ckpt, &args.input, args.drop_values)?;

@@ -32,7 +32,8 @@ use std::process::ExitCode;
 
 use stowage::io::{Location, ReadAt, Window};
 use stowage::checkpoint::zip::{Entry, ZipError, ZipLimits, ZipReader};
-use stowage::checkpoint::{detect_format, Format, LoadMode, LoadOptions};
+use stowage::checkpoint::{detect_format, Format};
+use stowage::{LoadMode, LoadOptions};
 use stowage::{Checkpoint, Error};
 
 use crate::{progress, Context, Failure};
@@ -263,7 +264,7 @@ fn verify_folder(dir: &Path, report: &mut Report<'_>) -> Result<(), Failure> {
         Folder::Dcp(_) => options,
         _ => options.with_mode(LoadMode::Fake),
     };
-    let loaded = stowage::checkpoint::load_with(dir, &options);
+    let loaded = stowage::load_with(dir, &options);
     bar.finish_and_clear();
     match loaded {
         Ok(ckpt) => report.checked.loaded(&ckpt),
@@ -413,7 +414,7 @@ fn load(path: &Path, format: Option<Format>, options: &LoadOptions) -> Result<Ch
         Some(Format::TorchZip | Format::Safetensors) => options.clone().with_mode(LoadMode::Fake),
         _ => options.clone(),
     };
-    match stowage::checkpoint::load_with(path, &options) {
+    match stowage::load_with(path, &options) {
         Ok(ckpt) => Ok(ckpt),
         Err(Error::InFile { source, .. }) => Err(crate::one_line(&*source)),
         Err(e) => Err(crate::one_line(&e)),
@@ -507,7 +508,7 @@ fn verify_zip<R: ReadAt>(path: &Path, file: R, report: &mut Report<'_>) -> Resul
     let kinds = ckpt.tensors().map(|ts| ts.iter().any(|(_, t)| !t.kind.is_strided())).unwrap_or(false);
     if kinds {
         let options = report.options.clone().with_mode(LoadMode::Lazy);
-        if let Err(e) = stowage::checkpoint::load_with(path, &options) {
+        if let Err(e) = stowage::load_with(path, &options) {
             let e = match e {
                 Error::InFile { source, .. } => crate::one_line(&*source),
                 e => crate::one_line(&e),

@@ -20,8 +20,9 @@ use std::time::Duration;
 use criterion::{criterion_group, criterion_main, Criterion, SamplingMode, Throughput};
 use stowage::checkpoint::pickle::{unpickle, Graph, Hooks, Limits, PickleError, Value};
 use stowage::checkpoint::zip::{ZipLimits, ZipReader};
-use stowage::checkpoint::{load_bytes, save_to_writer, Checkpoint, LoadOptions, SaveOptions};
+use stowage::checkpoint::{load_bytes, save_to_writer};
 use stowage::Tensor;
+use stowage::{Checkpoint, LoadOptions, SaveOptions};
 
 /// Entries in the state dict.
 const ENTRIES: usize = 100_000;

@@ -20,9 +20,8 @@ fn main() -> stowage::Result<()> {
         .unwrap_or_else(|| std::env::temp_dir().join("stowage-example.safetensors"));
 
     // Lazy: each storage is read when the writer reaches it, and not kept.
-    let options =
-        stowage::checkpoint::LoadOptions::default().with_mode(stowage::checkpoint::LoadMode::Lazy);
-    let ckpt = stowage::checkpoint::load_with(&input, &options)?;
+    let options = stowage::LoadOptions::default().with_mode(stowage::LoadMode::Lazy);
+    let ckpt = stowage::load_with(&input, &options)?;
 
     let mut by_storage: HashMap<usize, Vec<String>> = HashMap::new();
     for (path, t) in ckpt.tensors()? {

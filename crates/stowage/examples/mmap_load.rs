@@ -18,7 +18,7 @@ fn main() -> stowage::Result<()> {
         });
     let start = Instant::now();
     // SAFETY: nothing truncates or writes the file while the checkpoint lives.
-    let ckpt = unsafe { stowage::checkpoint::load_mmap(&path, &Default::default()) }?;
+    let ckpt = unsafe { stowage::load_mmap(&path, &Default::default()) }?;
     let tensors = ckpt.tensors()?;
     let bytes: usize = ckpt.storages.iter().map(|s| s.storage.nbytes()).sum();
     println!(

@@ -10,8 +10,9 @@
 
 use std::time::Instant;
 
-use stowage::checkpoint::{dotted, load_with, LoadMode, LoadOptions};
+use stowage::checkpoint::dotted;
 use stowage::io::remote::totals;
+use stowage::{load_with, LoadMode, LoadOptions};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);

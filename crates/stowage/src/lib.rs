@@ -69,10 +69,10 @@ pub mod array;
 pub mod autograd;
 pub mod checkpoint;
 mod copy;
-pub mod device;
+mod device;
 mod display;
-pub mod dtype;
-pub mod element;
+mod dtype;
+mod element;
 mod error;
 mod fake;
 pub mod io;
@@ -82,7 +82,7 @@ mod ops;
 mod overflow;
 mod overlap;
 #[allow(unsafe_code)] // Owns every backing's raw memory.
-pub mod storage;
+mod storage;
 mod sync;
 mod tensor;
 /// PyTorch's deprecated typed storages (`torch.FloatStorage`, `TypedStorage`),
@@ -93,11 +93,12 @@ mod view;
 #[cfg(feature = "typed-storage")]
 pub mod warn;
 
-pub use checkpoint::{
-    load, load_mmap, load_with, save, save_with, Checkpoint, LoadMode, LoadOptions, SaveOptions,
-};
+pub use checkpoint::entry::{load, load_mmap, load_with};
+pub use checkpoint::format::torch_zip::{save, save_with};
+pub use checkpoint::options::{LoadMode, LoadOptions, SaveOptions};
+pub use checkpoint::value::graph::Checkpoint;
 pub use device::{Device, DeviceType};
-pub use dtype::{DType, Kind};
+pub use dtype::{default_dtype, set_default_dtype, DType, DTypeInfo, Kind, ValueRange, DTYPES};
 pub use element::{Element, Scalar};
 pub use error::{
     one_line, CheckpointError, Error, ErrorContext, FormatError, Result, StorageError, TensorError,
@@ -110,7 +111,9 @@ pub use half;
 #[cfg(feature = "ndarray")]
 pub use ndarray;
 pub use ops::Operand;
-pub use storage::UntypedStorage;
+pub use storage::{BytesMut, BytesRef, UntypedStorage, ALIGN};
+#[cfg(feature = "shm")]
+pub use storage::{SharedMemoryHandle, SharingStrategy};
 pub use tensor::Tensor;
 #[cfg(feature = "typed-storage")]
 pub use typed_storage::{LegacyArgs, LegacyClass, LegacyStorageClass, Storage, TypedStorage};

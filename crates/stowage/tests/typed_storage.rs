@@ -17,10 +17,11 @@ use stowage::{StorageError, TensorError};
 
 use num_complex::Complex64;
 use stowage::checkpoint::pickle::{Node, Value};
-use stowage::checkpoint::{Checkpoint, Object};
-use stowage::dtype::{default_dtype, set_default_dtype, DTYPES};
+use stowage::checkpoint::Object;
 use stowage::typed_storage::{PyArg, StorageArgProblem, StorageCall, StorageConstructor};
 use stowage::warn::{self, Route, Warning, WarningKind};
+use stowage::Checkpoint;
+use stowage::{default_dtype, set_default_dtype, DTYPES};
 use stowage::{
     DType, Device, DeviceType, Error, LegacyArgs, LegacyClass, LegacyStorageClass, Scalar, Storage,
     Tensor, TypedStorage, UntypedStorage,

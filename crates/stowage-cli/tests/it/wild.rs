@@ -257,7 +257,7 @@ fn convert_inert_whole_module_extracts_every_tensor() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let st = stowage::checkpoint::load(dir.path().join("weights.safetensors")).unwrap();
+    let st = stowage::load(dir.path().join("weights.safetensors")).unwrap();
     let mut names: Vec<String> = st
         .state_dict()
         .unwrap()
@@ -348,7 +348,7 @@ fn check_torchscript(stem: &str) {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let st = stowage::checkpoint::load(dir.path().join("weights.safetensors")).unwrap();
+    let st = stowage::load(dir.path().join("weights.safetensors")).unwrap();
     let mut names: Vec<String> = st
         .state_dict()
         .unwrap()

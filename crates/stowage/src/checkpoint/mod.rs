@@ -11,7 +11,7 @@
 //!   [`ValueRef`], values read by path; [`CheckpointBuilder`]);
 //!   `globals/`, the two tables of the globals a pickle may name (allowed,
 //!   and [`decoded`] as data); `options` ([`LoadOptions`], [`LoadMode`],
-//!   [`SaveOptions`]); and `torch/`, PyTorch's meaning of a pickle: how
+//!   [`SaveOptions`](crate::SaveOptions)); and `torch/`, PyTorch's meaning of a pickle: how
 //!   persistent ids become storages, and how tensors are rebuilt on them
 //!   and pickled back;
 //! - the formats, `format/`, one module each with the same shape (load, and
@@ -25,13 +25,14 @@
 //! Loading never runs code: a global outside PyTorch's `weights_only`
 //! allowlist is an error.
 
+pub(crate) mod entry;
 mod folder;
-mod format;
+pub(crate) mod format;
 mod globals;
-mod options;
+pub(crate) mod options;
 pub mod scan;
 mod torch;
-mod value;
+pub(crate) mod value;
 
 // The generic pickle machine is its own crate; `Checkpoint` exposes its
 // values, so it stays reachable here.
@@ -46,64 +47,29 @@ pub use format::{dcp, sharded};
 pub use globals::decoded;
 
 use crate::error::{CheckpointError, ErrorContext, FormatError};
-use std::path::Path;
 
 use folder::folder_at;
 pub use folder::{folder_of, Folder};
-pub use format::torch_zip::{save, save_to_writer, save_with};
+pub use format::torch_zip::save_to_writer;
 use format::{torch_legacy, torch_zip};
 pub use globals::allowlist::Global;
-pub use options::{LoadMode, LoadOptions, Progress, SaveOptions};
+pub use options::Progress;
+pub(crate) use options::{LoadMode, LoadOptions};
 pub use value::access::{ValueKind, ValueRef};
 pub use value::builder::{CheckpointBuilder, PyValue};
 pub use value::data::{
     ClassRef, Date, NdArray, NumpyDType, NumpyScalar, PyData, TimeDelta, TimeOfDay, TimeZone,
 };
+pub(crate) use value::graph::Checkpoint;
 pub use value::graph::{
-    dotted, ByteOrder, Checkpoint, Construct, Format, InertObject, Object, PathKey, StorageRecord,
-    StorageRef, TensorObject, MAX_PATHS,
+    dotted, ByteOrder, Construct, Format, InertObject, Object, PathKey, StorageRecord, StorageRef,
+    TensorObject, MAX_PATHS,
 };
 pub use value::kind::{CompressedLayout, Quantization, TensorKind};
 
 use crate::io::{Location, ReadAt};
 use crate::storage::{MappedFile, MappedRecords};
 use crate::{Error, Result};
-
-/// Loads a checkpoint (torch zip, torch legacy or safetensors, detected by
-/// content), or a Hugging Face sharded set (an `*.index.json`, or a folder
-/// holding one, or holding a single `model.safetensors`/`pytorch_model.bin`)
-/// as one checkpoint ([`sharded`]), or a PyTorch Distributed Checkpoint
-/// folder (holding `.metadata`, or the ranks' files of its Hugging Face
-/// layout) with its chunks assembled ([`dcp`]); [`folder_of`] tells which.
-///
-/// With the `remote` feature, `path` may be a URL (`s3://bucket/key.pt`,
-/// `gs://…`, `az://…`, `http(s)://…`, `file://…`): the object is read with
-/// range requests (`stowage::io::remote::RemoteObject`), a sharded set by
-/// the URL of its index, and any folder by its URL ending in `/`.
-///
-/// # Errors
-/// [`Error::InFile`] wrapping what went wrong: I/O, an unknown format, a
-/// refused global, a missing or short record, a tensor past its storage.
-pub fn load(path: impl AsRef<Path>) -> Result<Checkpoint> {
-    load_with(path, &LoadOptions::default())
-}
-
-/// Loads a checkpoint with options, in their [`LoadMode`].
-///
-/// # Errors
-/// As [`load`]; [`CheckpointError::Unsupported`] for [`LoadMode::Mapped`], which only
-/// [`load_mmap`] loads.
-pub fn load_with(path: impl AsRef<Path>, options: &LoadOptions) -> Result<Checkpoint> {
-    let path = path.as_ref();
-    if options.mode() == LoadMode::Mapped {
-        return Err(Error::Checkpoint(CheckpointError::Unsupported {
-            what: "LoadMode::Mapped in a safe load: a mapped load is `unsafe fn load_mmap`".into(),
-        }));
-    }
-    load_at(&options.location(path), options, &|file| {
-        load_file(file, options)
-    })
-}
 
 /// Loads what `here` holds: the checkpoint its folder or index names
 /// ([`folder_of`]), each file through `load_one`, or `here` itself as a
@@ -157,47 +123,6 @@ fn load_file(here: &Location, options: &LoadOptions) -> Result<Checkpoint> {
     load_from(source, options).map_err(in_file)
 }
 
-/// Loads a checkpoint memory-mapped ([`LoadMode::Mapped`], whatever mode
-/// `options` asks for, unless it is [`LoadMode::Fake`], which reads
-/// nothing and maps nothing), as `torch.load(mmap=True)`: the file is
-/// mapped once, privately (copy-on-write, PyTorch's default `MAP_PRIVATE`), and
-/// each stored record of a torch zip archive becomes a storage over its part of
-/// the mapping, so nothing is read until it is touched and writes never reach
-/// the file. Such storages report [`UntypedStorage::is_shared`](crate::UntypedStorage::is_shared) (as PyTorch's
-/// do) and cannot be resized. Deflated records, and records that would overlap
-/// another, are copied. Legacy-format files (which PyTorch refuses to map) are
-/// mapped too, storage by storage where the bytes start at a multiple of the
-/// element size, else copied. Each tensor of a safetensors file becomes a
-/// storage over its bytes in the mapping.
-///
-/// # Safety
-/// The storages' bytes are the file's pages: while any storage of the
-/// checkpoint lives, the file must not be truncated (reads would fault) or
-/// written by anyone.
-///
-/// # Errors
-/// As [`load`].
-#[allow(unsafe_code)] // Only to pass the caller's promise on to the mapping.
-pub unsafe fn load_mmap(path: impl AsRef<Path>, options: &LoadOptions) -> Result<Checkpoint> {
-    let path = path.as_ref();
-    let options = match options.mode() {
-        LoadMode::Fake => return load_with(path, options),
-        _ => &options.clone().with_mode(LoadMode::Mapped),
-    };
-    let here = options.location(path);
-    if here.local_path().is_none() {
-        // An object in a store cannot be mapped: it is read as an eager
-        // `load_with` reads it.
-        return load_with(path, &options.clone().with_mode(LoadMode::Eager));
-    }
-    load_at(&here, options, &|file| {
-        // SAFETY: the caller promises that no file of the checkpoint (the
-        // file, or every file of its folder or set) is truncated or written
-        // meanwhile.
-        unsafe { load_mmap_file(file, options) }
-    })
-}
-
 /// [`load_mmap`] of one file.
 ///
 /// # Safety
@@ -224,7 +149,7 @@ unsafe fn load_mmap_file(here: &Location, options: &LoadOptions) -> Result<Check
 /// Loads a checkpoint held in memory (PyTorch's `torch.load(io.BytesIO(...))`).
 ///
 /// # Errors
-/// As [`load`], without the file name.
+/// As [`load`](crate::load), without the file name.
 pub fn load_bytes(bytes: &[u8], options: &LoadOptions) -> Result<Checkpoint> {
     load_from(bytes, options)
 }

@@ -33,7 +33,7 @@ pub enum LoadMode {
     /// makes every load this mode.
     Fake,
     /// Storages over a private mapping of the file (`torch.load(mmap=True)`).
-    /// Only [`load_mmap`](crate::checkpoint::load_mmap) loads this way, since a mapping
+    /// Only [`load_mmap`](crate::load_mmap) loads this way, since a mapping
     /// needs its caller's promise that the file does not change; the safe
     /// entry points refuse it.
     Mapped,

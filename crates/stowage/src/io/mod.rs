@@ -30,9 +30,9 @@ pub(crate) use atomic_dir::replace_dir;
 pub(crate) use location::open_regular;
 pub use location::Location;
 pub(crate) use output::{preallocate, Output};
+pub use pending::remove_temporaries;
 #[cfg(all(feature = "remote", feature = "safetensors"))]
 pub(crate) use pending::Pending;
-pub use pending::remove_temporaries;
 // Defined beside the zip container, its first reader, which knows nothing of
 // stowage; the readers of every other format share them from here.
 pub use stowage_zip::{ReadAt, ReadCost, Window};

@@ -9,7 +9,7 @@ use std::fmt::Debug;
 use half::{bf16, f16};
 use num_complex::{Complex32, Complex64};
 use proptest::prelude::*;
-use stowage::dtype::DTYPES;
+use stowage::DTYPES;
 use stowage::{DType, Element, Tensor};
 
 /// Every dtype whose elements have values.
@@ -146,7 +146,7 @@ fn reads_are_the_elements_in_order() {
 #[cfg(feature = "safetensors")]
 #[test]
 fn misaligned_mapped_elements_are_refused_by_views_and_copied_by_to_vec() {
-    use stowage::checkpoint::{load_mmap, LoadOptions};
+    use stowage::{load_mmap, LoadOptions};
     use stowage::{Error, StorageError};
 
     let mut header = br#"{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},"b":{"dtype":"F32","shape":[2],"data_offsets":[1,9]}}"#.to_vec();

@@ -59,7 +59,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ),
     (
         "checkpoint entry points",
-        &["checkpoint", "checkpoint/folder"],
+        &["checkpoint", "checkpoint/entry", "checkpoint/folder"],
     ),
     ("typed storages", &["typed_storage"]),
 ];
@@ -75,10 +75,10 @@ const ROOT_ITEMS: &[(&str, &str)] = &[
     ("Scalar", "element"),
     ("Error", "error"),
     ("Result", "error"),
-    ("load", "checkpoint"),
+    ("load", "checkpoint/entry"),
     ("save", "checkpoint/format/torch_zip"),
-    ("load_with", "checkpoint"),
-    ("load_mmap", "checkpoint"),
+    ("load_with", "checkpoint/entry"),
+    ("load_mmap", "checkpoint/entry"),
     ("save_with", "checkpoint/format/torch_zip"),
     ("LoadMode", "checkpoint/options"),
     ("LoadOptions", "checkpoint/options"),

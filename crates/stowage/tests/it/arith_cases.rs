@@ -65,7 +65,7 @@ fn same(got: Scalar, want: Scalar) -> bool {
 fn arithmetic_is_pytorchs_for_every_pair_of_operand_kinds() {
     let json: J = serde_json::from_str(include_str!("../fixtures/arith_cases.json")).unwrap();
     assert_eq!(json["default_dtype"], "float32");
-    assert_eq!(stowage::dtype::default_dtype(), DType::Float32);
+    assert_eq!(stowage::default_dtype(), DType::Float32);
     let operands = json["operands"].as_object().unwrap();
     let cases = json["cases"].as_array().unwrap();
     let mut wrong = Vec::new();

@@ -796,10 +796,7 @@ fn zero_dim_operands_promote_by_category_and_gradients_follow() {
         vec![2, 2]
     );
     assert_eq!(longs.add(1i64).unwrap().dtype(), DType::Int64);
-    assert_eq!(
-        longs.add(0.5).unwrap().dtype(),
-        stowage::dtype::default_dtype()
-    );
+    assert_eq!(longs.add(0.5).unwrap().dtype(), stowage::default_dtype());
     // Complex arithmetic computes, but would need conjugates to record
     // gradients: refused rather than wrong.
     let mut c = Tensor::ones(&[2], DType::Complex64).unwrap();

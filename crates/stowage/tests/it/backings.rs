@@ -8,7 +8,7 @@ use std::process::Command;
 use stowage::StorageError;
 
 #[cfg(feature = "shm")]
-use stowage::storage::SharingStrategy;
+use stowage::SharingStrategy;
 use stowage::{DType, Device, Error, Tensor, UntypedStorage};
 
 fn temp_dir() -> tempfile::TempDir {

@@ -90,9 +90,9 @@ fn saving_over_a_memory_mapped_checkpoint_leaves_the_mapping_valid() {
     let dir = tempfile::tempdir().unwrap();
     let target = dir.path().join("model.pt");
     stowage::save(&target, &small()).unwrap();
-    let opts = stowage::checkpoint::LoadOptions::default();
+    let opts = stowage::LoadOptions::default();
     // SAFETY: the file is replaced by rename (a new file), never truncated or written.
-    let mapped = unsafe { stowage::checkpoint::load_mmap(&target, &opts) }.unwrap();
+    let mapped = unsafe { stowage::load_mmap(&target, &opts) }.unwrap();
     let replacement =
         Checkpoint::from_state_dict([("w", Tensor::zeros(&[1], DType::Float32).unwrap())]);
     stowage::save(&target, &replacement).unwrap();

@@ -14,8 +14,9 @@ use std::path::{Path, PathBuf};
 use serde_json::Value as J;
 use stowage::checkpoint::dcp::DcpCheckpoint;
 use stowage::checkpoint::pickle::{Node, Value};
-use stowage::checkpoint::LoadMode;
-use stowage::checkpoint::{Checkpoint, Format, LoadOptions, Object, PathKey};
+use stowage::checkpoint::{Format, Object, PathKey};
+use stowage::LoadMode;
+use stowage::{Checkpoint, LoadOptions};
 use stowage::{Device, Error, Tensor};
 
 fn dir(name: &str) -> PathBuf {
@@ -211,7 +212,7 @@ fn meta_loading_reads_no_data() {
 
 #[test]
 fn lazy_and_fake_loads() {
-    let lazy = stowage::checkpoint::load_with(
+    let lazy = stowage::load_with(
         dir("four"),
         &LoadOptions::default().with_mode(LoadMode::Lazy),
     )
@@ -239,7 +240,7 @@ fn lazy_and_fake_loads() {
             fs::write(f.path(), b"").unwrap();
         }
     }
-    let fake = stowage::checkpoint::load_with(
+    let fake = stowage::load_with(
         out.path(),
         &LoadOptions::default().with_mode(LoadMode::Fake),
     )

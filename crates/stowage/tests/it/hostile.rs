@@ -15,7 +15,8 @@ use std::time::{Duration, Instant};
 use proptest::prelude::*;
 use stowage::checkpoint::pickle::{PickleError, Value};
 use stowage::checkpoint::zip::{ZipError, ZipWriter};
-use stowage::checkpoint::{Checkpoint, LoadOptions, Object, TensorObject};
+use stowage::checkpoint::{Object, TensorObject};
+use stowage::{Checkpoint, LoadOptions};
 use stowage::{DType, Device, Error, Tensor};
 
 /// How long any one hostile load may take (debug build, loaded machine).

@@ -17,7 +17,8 @@ use std::process::Command;
 use crate::common::{sha256_hex, tensor_bytes};
 use serde_json::{json, Map, Value as J};
 use stowage::checkpoint::pickle::{Node, Value};
-use stowage::checkpoint::{Checkpoint, Object, PathKey, Quantization, TensorKind, TensorObject};
+use stowage::checkpoint::{Object, PathKey, Quantization, TensorKind, TensorObject};
+use stowage::Checkpoint;
 use stowage::{Error, Tensor};
 
 fn kinds_dir() -> PathBuf {
@@ -257,11 +258,10 @@ fn a_subclass_is_refused_like_pytorch_refuses_it() {
 fn a_subclass_loads_inertly_or_when_allowed_keeping_its_class() {
     let path = kinds_dir().join("subclass.pt");
     let want = expected("subclass");
-    let inert = stowage::checkpoint::LoadOptions::default().with_inert(true);
-    let allowed =
-        stowage::checkpoint::LoadOptions::default().with_allow_globals(["__main__.Tagged"]);
+    let inert = stowage::LoadOptions::default().with_inert(true);
+    let allowed = stowage::LoadOptions::default().with_allow_globals(["__main__.Tagged"]);
     for opts in [inert, allowed] {
-        let ckpt = stowage::checkpoint::load_with(&path, &opts).unwrap();
+        let ckpt = stowage::load_with(&path, &opts).unwrap();
         let tensors = ckpt.tensors().unwrap();
         assert_eq!(tensors.len(), 1);
         let (_, t) = &tensors[0];

@@ -7,7 +7,7 @@ use crate::common::{
     assert_manifest_eq, describe, expected_manifest, fixture, fixture_names, full_manifest,
     manifest, Hash,
 };
-use stowage::checkpoint::{load_mmap, load_with, LoadMode, LoadOptions};
+use stowage::{load_mmap, load_with, LoadMode, LoadOptions};
 use stowage::{Device, Error};
 
 fn mmap(name: &str) -> stowage::Checkpoint {

@@ -12,7 +12,8 @@ use stowage::{CheckpointError, FormatError, StorageError};
 use crate::common::{assert_manifest_eq, fixtures_dir, manifest, path_json, Hash};
 use serde_json::{json, Value as J};
 use stowage::checkpoint::pickle::{PickleError, Value};
-use stowage::checkpoint::{load, Format, ValueKind};
+use stowage::checkpoint::{Format, ValueKind};
+use stowage::load;
 use stowage::{Checkpoint, Error};
 
 fn py2_dir() -> PathBuf {

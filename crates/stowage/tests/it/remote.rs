@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 
 use crate::servers::Server;
 use stowage::checkpoint::zip::{ZipLimits, ZipReader};
-use stowage::checkpoint::{load_with, LoadMode, LoadOptions};
 use stowage::io::remote::{totals, RemoteError, RemoteFailure, RemoteOptions, Transfer};
+use stowage::{load_with, LoadMode, LoadOptions};
 use stowage::{Checkpoint, Error};
 
 /// One test at a time: they read the process-wide transfer totals.

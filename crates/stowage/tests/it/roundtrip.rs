@@ -15,7 +15,8 @@ use crate::common::{
 };
 use stowage::checkpoint::pickle::{Graph, Value};
 use stowage::checkpoint::zip::{ZipLimits, ZipReader};
-use stowage::checkpoint::{dotted, Checkpoint, LoadOptions, Object, PathKey, TensorObject};
+use stowage::checkpoint::{dotted, Object, PathKey, TensorObject};
+use stowage::{Checkpoint, LoadOptions};
 use stowage::{DType, Device, Error, Kind, Tensor};
 
 /// Number of distinct storages the checkpoint's tensors view, plus those
@@ -307,7 +308,7 @@ fn a_meta_tensor_saves_without_storage() {
     );
 
     // A meta-loaded fixture, likewise: every tensor keeps its dtype, shape and stride.
-    let meta = stowage::checkpoint::load_with(
+    let meta = stowage::load_with(
         fixture("simple"),
         &LoadOptions::default().with_map_location(Device::META),
     )

@@ -5,8 +5,9 @@
 
 use std::path::Path;
 
+use stowage::checkpoint::save_to_writer;
 use stowage::checkpoint::zip::{ZipLimits, ZipReader};
-use stowage::checkpoint::{save_to_writer, save_with, Checkpoint, SaveOptions};
+use stowage::{save_with, Checkpoint, SaveOptions};
 use stowage::{DType, Tensor};
 
 /// Tensors of several sizes and dtypes, two views of one storage, and storages

@@ -12,9 +12,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::Value as J;
+use stowage::checkpoint::dotted;
 use stowage::checkpoint::sharded::{save_sharded, ShardFormat, ShardOptions};
-use stowage::checkpoint::LoadMode;
-use stowage::checkpoint::{dotted, load_with, Checkpoint, LoadOptions};
+use stowage::LoadMode;
+use stowage::{load_with, Checkpoint, LoadOptions};
 use stowage::{Device, Error};
 
 fn set_dir(kind: &str) -> PathBuf {
@@ -122,8 +123,7 @@ fn every_load_mode_reads_a_set() {
         let lazy = load_with(&dir, &LoadOptions::default().with_mode(LoadMode::Lazy)).unwrap();
         assert_matches_torch(kind, &lazy);
         // SAFETY: the fixtures are not written while the test runs.
-        let mapped =
-            unsafe { stowage::checkpoint::load_mmap(&dir, &LoadOptions::default()) }.unwrap();
+        let mapped = unsafe { stowage::load_mmap(&dir, &LoadOptions::default()) }.unwrap();
         assert_matches_torch(kind, &mapped);
         let meta = load_with(
             &dir,

@@ -5,7 +5,8 @@ use crate::common::{
     assert_manifest_eq, check_keys_match_sharing, describe, expected_manifest, fixture,
     load_fixture, manifest, Hash, LEGACY_FIXTURES,
 };
-use stowage::checkpoint::{ByteOrder, Format, LoadOptions, PathKey};
+use stowage::checkpoint::{ByteOrder, Format, PathKey};
+use stowage::LoadOptions;
 use stowage::StorageError;
 use stowage::{DType, Device, Error, Scalar};
 

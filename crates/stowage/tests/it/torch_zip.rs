@@ -11,9 +11,8 @@ use crate::common::{
     fixture_names, load_fixture, manifest, Hash, LEGACY_FIXTURES,
 };
 use stowage::checkpoint::pickle::{Node, Value};
-use stowage::checkpoint::{
-    ByteOrder, Checkpoint, Format, LoadMode, LoadOptions, Object, PathKey, TensorObject,
-};
+use stowage::checkpoint::{ByteOrder, Format, Object, PathKey, TensorObject};
+use stowage::{Checkpoint, LoadMode, LoadOptions};
 use stowage::{DType, Device, Error, Scalar, Tensor};
 
 fn zip_fixtures() -> Vec<String> {
@@ -120,7 +119,7 @@ fn load_bytes_equals_load() {
 fn meta_map_location_loads_every_fixture_without_data() {
     let options = LoadOptions::default().with_map_location(Device::META);
     for name in fixture_names() {
-        let ckpt = stowage::checkpoint::load_with(fixture(&name), &options)
+        let ckpt = stowage::load_with(fixture(&name), &options)
             .unwrap_or_else(|e| panic!("{name} on meta: {e}"));
         let got =
             manifest(&ckpt, Hash::None).unwrap_or_else(|e| panic!("{name}: manifest on meta: {e}"));
@@ -704,7 +703,7 @@ fn a_torchscript_archive_loads_as_torchscript() {
         );
         for mode in [LoadMode::Eager, LoadMode::Lazy, LoadMode::Fake] {
             let options = LoadOptions::default().with_mode(mode);
-            let ckpt = stowage::checkpoint::load_with(&path, &options).unwrap();
+            let ckpt = stowage::load_with(&path, &options).unwrap();
             assert_eq!(ckpt.format, Format::TorchScript, "{stem} {mode:?}");
             assert_eq!(ckpt.format.name(), "torchscript");
         }

@@ -9,10 +9,9 @@ use crate::common::{describe, manifest, Hash};
 use num_bigint::BigInt;
 use proptest::prelude::*;
 use stowage::checkpoint::pickle::Value;
-use stowage::checkpoint::{
-    load_bytes, save_to_writer, LoadOptions, Object, SaveOptions, TensorObject,
-};
+use stowage::checkpoint::{load_bytes, save_to_writer, Object, TensorObject};
 use stowage::{Checkpoint, DType, Device, Kind, Tensor};
+use stowage::{LoadOptions, SaveOptions};
 
 #[derive(Clone, Debug)]
 enum Key {

@@ -6,8 +6,9 @@
 
 use crate::common::{fixture, fixtures_dir, load_fixture, path_json};
 use serde_json::Value as J;
-use stowage::checkpoint::LoadMode;
-use stowage::checkpoint::{LoadOptions, PathKey, ValueKind};
+use stowage::checkpoint::{PathKey, ValueKind};
+use stowage::LoadMode;
+use stowage::LoadOptions;
 use stowage::{CheckpointError, StorageError};
 use stowage::{DType, Error};
 
@@ -166,7 +167,7 @@ fn the_leaf_walk_lists_what_python_sees() {
 fn lazy_storages_read_in_windows_without_loading() {
     let eager = load_fixture("training_checkpoint");
     let options = LoadOptions::default().with_mode(LoadMode::Lazy);
-    let lazy = stowage::checkpoint::load_with(fixture("training_checkpoint"), &options).unwrap();
+    let lazy = stowage::load_with(fixture("training_checkpoint"), &options).unwrap();
     let s = lazy
         .get("model.weight")
         .unwrap()
@@ -215,12 +216,13 @@ fn lazy_storages_read_in_windows_without_loading() {
 fn lazy_checkpoints_save_window_by_window_and_report_progress() {
     use std::sync::atomic::{AtomicU64, Ordering};
     use std::sync::Arc;
-    use stowage::checkpoint::{Progress, SaveOptions};
+    use stowage::checkpoint::Progress;
+    use stowage::SaveOptions;
     let options = LoadOptions::default().with_mode(LoadMode::Lazy);
     let (dir_a, dir_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     for name in ["training_checkpoint", "views", "nested"] {
         let eager = load_fixture(name);
-        let lazy = stowage::checkpoint::load_with(fixture(name), &options).unwrap();
+        let lazy = stowage::load_with(fixture(name), &options).unwrap();
         let done = Arc::new(AtomicU64::new(0));
         let counter = done.clone();
         let save = SaveOptions::default()
@@ -229,8 +231,8 @@ fn lazy_checkpoints_save_window_by_window_and_report_progress() {
             }))
             .with_sync(false);
         let (a, b) = (dir_a.path().join("c.pt"), dir_b.path().join("c.pt"));
-        stowage::checkpoint::save_with(&a, &lazy, &save).unwrap();
-        stowage::checkpoint::save_with(&b, &eager, &SaveOptions::default()).unwrap();
+        stowage::save_with(&a, &lazy, &save).unwrap();
+        stowage::save_with(&b, &eager, &SaveOptions::default()).unwrap();
         assert!(
             std::fs::read(&a).unwrap() == std::fs::read(&b).unwrap(),
             "{name}"
@@ -273,7 +275,7 @@ fn lazy_checkpoints_save_window_by_window_and_report_progress() {
 fn deflated_records_read_in_windows() {
     let eager = load_fixture("deflated_records");
     let options = LoadOptions::default().with_mode(LoadMode::Lazy);
-    let lazy = stowage::checkpoint::load_with(fixture("deflated_records"), &options).unwrap();
+    let lazy = stowage::load_with(fixture("deflated_records"), &options).unwrap();
     for name in ["ramp", "steps"] {
         let storage = |c: &stowage::Checkpoint| {
             c.get(name)

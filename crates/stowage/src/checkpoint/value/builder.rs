@@ -2,7 +2,7 @@
 //! dicts and plain values ([`PyValue`]) at dotted paths of a root dict, the
 //! shape of a training checkpoint (`{"model": …, "optimizer": …, "epoch": 3,
 //! "config": {…}}`), and [`build`](CheckpointBuilder::build) makes the
-//! [`Checkpoint`] that [`save`](crate::checkpoint::save) writes as `torch.save` would.
+//! [`Checkpoint`] that [`save`](crate::save) writes as `torch.save` would.
 
 use crate::error::CheckpointError;
 use std::collections::{BTreeMap, HashMap, HashSet};

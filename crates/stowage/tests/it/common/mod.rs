@@ -16,7 +16,8 @@ use std::path::{Path, PathBuf};
 use serde_json::{json, Map, Value as J};
 use sha2::{Digest, Sha256};
 use stowage::checkpoint::pickle::{Node, Value};
-use stowage::checkpoint::{Checkpoint, Object, PathKey, TensorObject};
+use stowage::checkpoint::{Object, PathKey, TensorObject};
+use stowage::Checkpoint;
 use stowage::{Result, Tensor};
 
 /// The folder of the PyTorch-made fixtures.
