@@ -299,15 +299,18 @@ fn sync_dir(dir: &Path) -> Result<()> {
         .map_err(Error::Io)
 }
 
-/// Syncs every regular file of `dir` (the set's index and `.metadata`
-/// included: they must be on disk before the folder that names them is
-/// exchanged in), then `dir` itself.
+/// Syncs the data of every regular file of `dir` (the set's index and
+/// `.metadata` included: they must be on disk before the folder that names
+/// them is exchanged in), then `dir` itself, whose sync makes the names
+/// durable. `fdatasync`, not `fsync`: a shard its own save already synced
+/// has since only been renamed, which the folder's sync covers, and `fsync`
+/// would flush its inode (the rename's new change time) once more.
 fn sync_tree(dir: &Path) -> Result<()> {
     for entry in fs::read_dir(dir).map_err(Error::Io)? {
         let entry = entry.map_err(Error::Io)?;
         if entry.file_type().map_err(Error::Io)?.is_file() {
             File::open(entry.path())
-                .and_then(|f| f.sync_all())
+                .and_then(|f| f.sync_data())
                 .map_err(|e| Error::Io(e).in_file(entry.path()))?;
         }
     }
