@@ -1,8 +1,8 @@
 //! The non-tensor values of a checkpoint, first-class: lookups by path
-//! ([`Checkpoint::get`], [`Checkpoint::get_path`]), a borrowed handle with
+//! ([`Checkpoint::get`], [`ValueRef::get_path`]), a borrowed handle with
 //! typed accessors ([`ValueRef`]), the tensors under one key as a state dict
 //! ([`Checkpoint::state_dict_at`]), and a walk over every non-tensor leaf
-//! ([`Checkpoint::leaves`]).
+//! ([`ValueRef::leaves`], from [`Checkpoint::root_value`]).
 //!
 //! NOTE [dotted paths]: a dotted path (`"config.lr"`, `"model.layers.0.weight"`)
 //! goes down dict string keys, integer dict keys and list/tuple indices. A
@@ -11,7 +11,7 @@
 //! `.` or the end) wins; only when no string key matches is the next segment
 //! read as an integer key. A list or tuple takes the next segment as an
 //! index, negative ones counting from the end as in Python. The empty path is
-//! the root. [`Checkpoint::get_path`] takes the keys one by one instead, for
+//! the root. [`ValueRef::get_path`] takes the keys one by one instead, for
 //! keys that a dotted path cannot spell.
 
 use crate::error::CheckpointError;
