@@ -154,6 +154,14 @@ mod tests {
             .collect()
     }
 
+    /// `.bin` shards of two of [`state`]'s tensors each: 2 shards, named
+    /// alike whatever the values.
+    fn two_tensors_a_shard() -> ShardOptions {
+        ShardOptions::default()
+            .with_format(ShardFormat::Bin)
+            .with_max_shard_size(512)
+    }
+
     /// issue 27, item 1, in the forced window: the index read, then the set
     /// replaced by a save, then the shards opened. The load gives the old
     /// set whole or a clear error, never shards of both versions (8 old
@@ -165,9 +173,7 @@ mod tests {
         // Two tensors a shard: 2 shards, named alike in both versions, so a
         // load that opened them by name would read the new ones under the
         // old index.
-        let small = ShardOptions::default()
-            .with_format(ShardFormat::Bin)
-            .with_max_shard_size(512);
+        let small = two_tensors_a_shard();
         sharded::save_sharded(&dir, &state(1.0), &small).unwrap();
         let options = LoadOptions::default();
         let Some(Folder::Sharded(index)) = folder_of(&dir, &options).unwrap() else {
@@ -192,9 +198,7 @@ mod tests {
     fn shards_opened_before_a_replace_keep_their_version() {
         let root = tempfile::tempdir().unwrap();
         let dir = root.path().join("model");
-        let small = ShardOptions::default()
-            .with_format(ShardFormat::Bin)
-            .with_max_shard_size(512);
+        let small = two_tensors_a_shard();
         sharded::save_sharded(&dir, &state(1.0), &small).unwrap();
         let lazy = LoadOptions::default().with_mode(crate::LoadMode::Lazy);
         let old = crate::load_with(&dir, &lazy).unwrap();

@@ -86,10 +86,9 @@ pub(crate) fn replace_dir(
         let (staging, target, replaced) = (staging.clone(), target.clone(), replaced.clone());
         let exchanged = exchanged.clone();
         move || {
-            let ours_only = !exchanged.load(Ordering::Acquire)
-                || (move_back(&staging, &target, &*replaced).is_ok()
-                    && only_copies_left(&staging, &target, &*replaced));
-            if ours_only {
+            if exchanged.load(Ordering::Acquire) {
+                let _ = put_back(&staging, &target, &*replaced);
+            } else {
                 let _ = fs::remove_dir_all(&staging);
             }
         }
@@ -175,13 +174,21 @@ fn recover(
             fs::rename(&folder, target).map_err(Error::Io)?;
             continue;
         }
-        if !target.is_dir() {
-            continue;
+        if target.is_dir() {
+            put_back(&folder, target, replaced).map_err(|e| e.in_file(&folder))?;
         }
-        move_back(&folder, target, replaced).map_err(|e| e.in_file(&folder))?;
-        if only_copies_left(&folder, target, replaced) {
-            let _ = fs::remove_dir_all(&folder);
-        }
+    }
+    Ok(())
+}
+
+/// Moves what `folder` (a staging folder after the exchange, or a killed
+/// save's) holds of the target's own back into `target`, then removes
+/// `folder` if only the set's files and copies of the target's files are
+/// left in it; anything else stays.
+fn put_back(folder: &Path, target: &Path, replaced: &impl Fn(&str) -> bool) -> Result<()> {
+    move_back(folder, target, replaced)?;
+    if only_copies_left(folder, target, replaced) {
+        let _ = fs::remove_dir_all(folder);
     }
     Ok(())
 }
@@ -203,13 +210,7 @@ fn only_copies_left(folder: &Path, target: &Path, replaced: &impl Fn(&str) -> bo
 /// `from` that is not `replaced` and that `into` lacks. Nothing of `from`
 /// moves.
 fn link_files(from: &Path, into: &Path, replaced: &impl Fn(&str) -> bool) -> Result<()> {
-    for entry in fs::read_dir(from).map_err(Error::Io)? {
-        let entry = entry.map_err(Error::Io)?;
-        let file_name = entry.file_name();
-        let dst = into.join(&file_name);
-        if file_name.to_str().is_some_and(replaced) || fs::symlink_metadata(&dst).is_ok() {
-            continue;
-        }
+    for (entry, dst) in carried(from, into, replaced)? {
         if entry.file_type().map_err(Error::Io)?.is_file() {
             let src = entry.path();
             if fs::hard_link(&src, &dst).is_err() {
@@ -223,16 +224,30 @@ fn link_files(from: &Path, into: &Path, replaced: &impl Fn(&str) -> bool) -> Res
 /// Moves into `into` every entry of `from` that is not `replaced` and that
 /// `into` lacks (the folders and other entries a save does not link).
 fn move_back(from: &Path, into: &Path, replaced: &impl Fn(&str) -> bool) -> Result<()> {
+    for (entry, dst) in carried(from, into, replaced)? {
+        fs::rename(entry.path(), &dst).map_err(Error::Io)?;
+    }
+    Ok(())
+}
+
+/// The entries of `from` that are not the set's (`replaced`) and that
+/// `into` lacks, each with its path in `into`: what a save carries between
+/// the target and its staging folder.
+fn carried(
+    from: &Path,
+    into: &Path,
+    replaced: &impl Fn(&str) -> bool,
+) -> Result<Vec<(fs::DirEntry, PathBuf)>> {
+    let mut out = Vec::new();
     for entry in fs::read_dir(from).map_err(Error::Io)? {
         let entry = entry.map_err(Error::Io)?;
         let file_name = entry.file_name();
         let dst = into.join(&file_name);
-        if file_name.to_str().is_some_and(replaced) || fs::symlink_metadata(&dst).is_ok() {
-            continue;
+        if !file_name.to_str().is_some_and(replaced) && fs::symlink_metadata(&dst).is_err() {
+            out.push((entry, dst));
         }
-        fs::rename(entry.path(), &dst).map_err(Error::Io)?;
     }
-    Ok(())
+    Ok(out)
 }
 
 /// Exchanges the folders `a` and `b`.
@@ -369,6 +384,16 @@ mod tests {
         dir
     }
 
+    /// The user's folder and its file are in `dir`, and nothing but `dir`
+    /// is left beside it (no staging folder, no aside).
+    fn users_files_kept(root: &Path, dir: &Path) {
+        assert_eq!(
+            fs::read_to_string(dir.join("tokenizer/vocab.txt")).unwrap(),
+            "a b c"
+        );
+        assert_eq!(names(root), ["model"], "nothing left beside the target");
+    }
+
     fn names(dir: &Path) -> Vec<String> {
         let mut names: Vec<_> = fs::read_dir(dir)
             .unwrap()
@@ -416,15 +441,7 @@ mod tests {
             "{err:?}"
         );
         assert_eq!(names(&dir), ["config.json", "old-shard", "tokenizer"]);
-        assert_eq!(
-            fs::read_to_string(dir.join("tokenizer/vocab.txt")).unwrap(),
-            "a b c"
-        );
-        assert_eq!(
-            names(root.path()),
-            ["model"],
-            "the staging folder is removed"
-        );
+        users_files_kept(root.path(), &dir);
     }
 
     #[test]
@@ -438,15 +455,7 @@ mod tests {
         as_if_killed(root.path());
         save(&dir, "newer-shard", &[]).unwrap();
         assert_eq!(names(&dir), ["config.json", "newer-shard", "tokenizer"]);
-        assert_eq!(
-            fs::read_to_string(dir.join("tokenizer/vocab.txt")).unwrap(),
-            "a b c"
-        );
-        assert_eq!(
-            names(root.path()),
-            ["model"],
-            "the killed save's folder is gone"
-        );
+        users_files_kept(root.path(), &dir);
     }
 
     #[test]
@@ -485,7 +494,7 @@ mod tests {
         as_if_killed(root.path());
         save(&dir, "newer-shard", &[]).unwrap();
         assert_eq!(names(&dir), ["config.json", "newer-shard", "tokenizer"]);
-        assert_eq!(names(root.path()), ["model"]);
+        users_files_kept(root.path(), &dir);
     }
 
     #[test]
