@@ -59,49 +59,23 @@ pub fn run(args: Args, cx: &Context, out: &mut dyn Write) -> Result<ExitCode, Fa
     } else {
         rows.iter().filter(|r| !r.is_container()).map(|r| r.object.tensor.nbytes() as u64).sum()
     };
+    // Every tensor is hashed before anything is printed: a read that fails
+    // leaves stdout empty. The hashes are the only per-tensor state kept;
+    // each entry is made and printed in turn (the document is never held
+    // whole: a checkpoint of millions of views prints hundreds of MB).
     let bar = progress::bytes(total, format!("hashing {}", args.file.display()));
-    let tensors = rows
+    let hashes = rows
         .iter()
         .map(|r| {
-            let t = &r.object.tensor;
-            if r.is_container() {
-                // No storage of its own: the components carry the storage fields.
-                return Ok(json!({
-                    "path": path_json(&r.path),
-                    "layout": r.object.kind.layout_name(),
-                    "dtype": t.dtype().name(),
-                    "shape": t.shape(),
-                    "requires_grad": t.requires_grad(),
-                    "parameter": r.object.parameter,
-                }));
+            if r.is_container() || !r.object.tensor.has_data() {
+                return Ok(None);
             }
-            let sha = if !t.has_data() {
-                Json::Null
-            } else {
-                let sha = data::sha256(&r.object, |n| bar.inc(n));
-                Json::String(sha.map_err(|e| Failure::at(&r.path, e))?)
-            };
-            let mut entry = json!({
-                "path": path_json(&r.path),
-                "dtype": t.dtype().name(),
-                "shape": t.shape(),
-                "stride": t.stride(),
-                "storage_offset": t.storage_offset(),
-                "storage_key": r.key,
-                "storage_nbytes": t.untyped_storage().nbytes(),
-                "requires_grad": t.requires_grad(),
-                "parameter": r.object.parameter,
-                "sha256": sha,
-            });
-            // A subclass (loaded inertly or allowed by name): its class, never constructed.
-            if let Some(Value::Ext(Object::Class(c))) = &r.object.subclass {
-                entry["class"] = json!(format!("{}.{}", c.module, c.name));
-            }
-            Ok(entry)
+            let sha = data::digest(&r.object, |n| bar.inc(n));
+            sha.map(Some).map_err(|e| Failure::at(&r.path, e))
         })
         .collect::<Result<Vec<_>, Failure>>();
     bar.finish_and_clear();
-    let tensors = tensors?;
+    let hashes = hashes?;
     let storages: Vec<Json> = ckpt
         .storages
         .iter()
@@ -111,7 +85,8 @@ pub fn run(args: Args, cx: &Context, out: &mut dyn Write) -> Result<ExitCode, Fa
         "format": format,
         "byteorder": ckpt.byteorder.name(),
         "storages": storages,
-        "tensors": tensors,
+        // Printed entry by entry below.
+        "tensors": Json::Null,
         "values": leaves.iter().map(values::value_json).collect::<Vec<_>>(),
     });
     if format == "dcp" {
@@ -123,8 +98,64 @@ pub fn run(args: Args, cx: &Context, out: &mut dyn Write) -> Result<ExitCode, Fa
         doc["objects"] = objects.iter().map(values::object_json).collect();
     }
     crate::remote::add_transfer(&mut doc);
-    writeln!(out, "{doc}")?;
+    let Json::Object(members) = doc else { unreachable!("built as an object") };
+    // The members in alphabetical order, as serde_json prints a map.
+    out.write_all(b"{")?;
+    for (i, (key, value)) in members.iter().enumerate() {
+        if i > 0 {
+            out.write_all(b",")?;
+        }
+        serde_json::to_writer(&mut *out, key).map_err(std::io::Error::from)?;
+        out.write_all(b":")?;
+        if key == "tensors" {
+            out.write_all(b"[")?;
+            for (j, (r, sha)) in rows.iter().zip(&hashes).enumerate() {
+                if j > 0 {
+                    out.write_all(b",")?;
+                }
+                let sha = sha.as_ref().map(data::hex);
+                serde_json::to_writer(&mut *out, &tensor_json(r, sha.as_deref())).map_err(std::io::Error::from)?;
+            }
+            out.write_all(b"]")?;
+        } else {
+            serde_json::to_writer(&mut *out, value).map_err(std::io::Error::from)?;
+        }
+    }
+    out.write_all(b"}\n")?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// A row's entry in `"tensors"`, with its hash (`None`: null).
+fn tensor_json(r: &Row<'_>, sha: Option<&str>) -> Json {
+    let t = &r.object.tensor;
+    if r.is_container() {
+        // No storage of its own: the components carry the storage fields.
+        return json!({
+            "path": path_json(&r.path),
+            "layout": r.object.kind.layout_name(),
+            "dtype": t.dtype().name(),
+            "shape": t.shape(),
+            "requires_grad": t.requires_grad(),
+            "parameter": r.object.parameter,
+        });
+    }
+    let mut entry = json!({
+        "path": path_json(&r.path),
+        "dtype": t.dtype().name(),
+        "shape": t.shape(),
+        "stride": t.stride(),
+        "storage_offset": t.storage_offset(),
+        "storage_key": r.key,
+        "storage_nbytes": t.untyped_storage().nbytes(),
+        "requires_grad": t.requires_grad(),
+        "parameter": r.object.parameter,
+        "sha256": sha,
+    });
+    // A subclass (loaded inertly or allowed by name): its class, never constructed.
+    if let Some(Value::Ext(Object::Class(c))) = &r.object.subclass {
+        entry["class"] = json!(format!("{}.{}", c.module, c.name));
+    }
+    entry
 }
 
 /// The inert objects (`--inert`), one line each, at most [`TREE_LINES`].
@@ -174,33 +205,18 @@ fn table(
     rows: &[Row<'_>],
     out: &mut dyn Write,
 ) -> std::io::Result<()> {
-    let mut by_key: HashMap<&str, Vec<String>> = HashMap::new();
-    for r in rows {
-        by_key.entry(&r.key).or_default().push(dotted(&r.path));
-    }
-    // How often each name is in its storage's group (once, unless two
-    // paths print alike).
+    let names: Vec<String> = rows.iter().map(|r| dotted(&r.path)).collect();
+    // Each storage's rows, and how often each name is in its storage's
+    // group (once, unless two paths print alike).
+    let mut groups: HashMap<&str, Vec<usize>> = HashMap::new();
     let mut times: HashMap<(&str, &str), usize> = HashMap::new();
-    for (key, names) in &by_key {
-        for n in names {
-            *times.entry((*key, n.as_str())).or_default() += 1;
-        }
+    for (i, (r, name)) in rows.iter().zip(&names).enumerate() {
+        groups.entry(&r.key).or_default().push(i);
+        *times.entry((&r.key, name)).or_default() += 1;
     }
-    let header = ["path", "dtype", "shape", "stride", "offset", "storage", "shared with"];
-    let mut lines: Vec<[String; 7]> = Vec::new();
-    for r in rows {
+    let cells = |i: usize| -> [String; 7] {
+        let (r, name) = (&rows[i], &names[i]);
         let t = &r.object.tensor;
-        let name = dotted(&r.path);
-        // The first two others and how many there are, without walking the
-        // group per row (FSDP's flat parameters: tens of thousands of views
-        // of one storage would make the table quadratic).
-        let group = &by_key[r.key.as_str()];
-        let first: Vec<&str> = group.iter().filter(|p| **p != name).take(2).map(String::as_str).collect();
-        let shared = match group.len() - times[&(r.key.as_str(), name.as_str())] {
-            0 => "-".to_string(),
-            1..=2 => first.join(", "),
-            n => format!("{}, … ({n} tensors)", first.join(", ")),
-        };
         let mut dtype = t.dtype().name().to_string();
         if r.object.parameter {
             dtype.push_str(" (param)");
@@ -220,25 +236,38 @@ fn table(
                 }
                 _ => format!("{:?}", t.shape()),
             };
-            lines.push([name, dtype, shape, "-".into(), "-".into(), "-".into(), "-".into()]);
-            continue;
+            return [name.clone(), dtype, shape, "-".into(), "-".into(), "-".into(), "-".into()];
         }
         if t.is_meta() {
             dtype.push_str(" [meta]");
         }
-        lines.push([
-            name,
+        // The first two others and how many there are, without walking the
+        // group per row (FSDP's flat parameters: tens of thousands of views
+        // of one storage would make the table quadratic).
+        let group = &groups[&*r.key];
+        let first: Vec<&str> =
+            group.iter().map(|&j| names[j].as_str()).filter(|p| p != name).take(2).collect();
+        let shared = match group.len() - times[&(&*r.key, name.as_str())] {
+            0 => "-".to_string(),
+            1..=2 => first.join(", "),
+            n => format!("{}, … ({n} tensors)", first.join(", ")),
+        };
+        [
+            name.clone(),
             dtype,
             format!("{:?}", t.shape()),
             format!("{:?}", t.stride()),
             t.storage_offset().to_string(),
             format!("{} ({})", r.key, human(t.untyped_storage().nbytes() as u64)),
             shared,
-        ]);
-    }
+        ]
+    };
+    // Two passes over the rows, the cells made in each rather than held: the
+    // widths, then the lines (a checkpoint may hold millions of tensors).
+    let header = ["path", "dtype", "shape", "stride", "offset", "storage", "shared with"];
     let mut width = header.map(str::len);
-    for l in &lines {
-        for (w, c) in width.iter_mut().zip(l) {
+    for i in 0..rows.len() {
+        for (w, c) in width.iter_mut().zip(cells(i)) {
             *w = (*w).max(c.chars().count());
         }
     }
@@ -246,8 +275,8 @@ fn table(
         cells.iter().zip(width).map(|(c, w)| format!("{c:<w$}")).collect::<Vec<_>>().join("  ").trim_end().to_string()
     };
     writeln!(out, "{}", row(&header))?;
-    for l in &lines {
-        writeln!(out, "{}", row(&l.each_ref().map(String::as_str)))?;
+    for i in 0..rows.len() {
+        writeln!(out, "{}", row(&cells(i).each_ref().map(String::as_str)))?;
     }
     // Sharing saves what the tensors' own bytes would take beyond the
     // storages: tied weights save a copy; disjoint slices of one storage

@@ -4,6 +4,7 @@
 
 use std::borrow::Cow;
 use std::collections::HashMap;
+use std::ops::Deref;
 
 use serde_json::{json, Value as Json};
 use stowage::checkpoint::{PathKey, TensorObject};
@@ -17,9 +18,30 @@ pub struct Row<'c> {
     pub path: Vec<PathKey>,
     /// The tensor object (a component of a sparse or nested tensor: a plain
     /// tensor object made for it).
-    pub object: Cow<'c, TensorObject>,
+    pub object: RowObject<'c>,
     /// The storage's record key.
-    pub key: String,
+    pub key: Cow<'c, str>,
+}
+
+/// A row's tensor object: the checkpoint's own, or one made for a component.
+/// Boxed when made: a row stays a few words, whatever a tensor object holds
+/// (a checkpoint of millions of tensors has as many rows).
+pub enum RowObject<'c> {
+    /// A tensor object of the checkpoint.
+    Of(&'c TensorObject),
+    /// A plain tensor object made for a component of a sparse or nested tensor.
+    Made(Box<TensorObject>),
+}
+
+impl Deref for RowObject<'_> {
+    type Target = TensorObject;
+
+    fn deref(&self) -> &TensorObject {
+        match self {
+            RowObject::Of(o) => o,
+            RowObject::Made(o) => o,
+        }
+    }
 }
 
 impl Row<'_> {
@@ -46,15 +68,15 @@ pub fn rows(ckpt: &Checkpoint) -> Result<Vec<Row<'_>>, Failure> {
     // without data) is keyed `@0`, `@1`, … in order of appearance: the same
     // on every run, and equal exactly for tensors on one storage.
     let unrecorded = std::cell::RefCell::new(HashMap::<usize, usize>::new());
-    let key_of = |t: &stowage::Tensor| {
+    let key_of = |t: &stowage::Tensor| -> Cow<'_, str> {
         let id = t.untyped_storage().id();
         keys.get(&id).map_or_else(
             || {
                 let mut u = unrecorded.borrow_mut();
                 let n = u.len();
-                format!("@{}", u.entry(id).or_insert(n))
+                Cow::Owned(format!("@{}", u.entry(id).or_insert(n)))
             },
-            |k| k.to_string(),
+            |k| Cow::Borrowed(*k),
         )
     };
     let mut out = Vec::new();
@@ -68,7 +90,7 @@ pub fn rows(ckpt: &Checkpoint) -> Result<Vec<Row<'_>>, Failure> {
                 p.push(PathKey::Key(name.to_owned()));
                 Row {
                     path: p,
-                    object: Cow::Owned(TensorObject::new(t.clone())),
+                    object: RowObject::Made(Box::new(TensorObject::new(t.clone()))),
                     key: key_of(t),
                 }
             })
@@ -76,7 +98,7 @@ pub fn rows(ckpt: &Checkpoint) -> Result<Vec<Row<'_>>, Failure> {
         out.push(Row {
             key: key_of(&object.tensor),
             path,
-            object: Cow::Borrowed(object),
+            object: RowObject::Of(object),
         });
         out.extend(components);
     }

@@ -17,7 +17,9 @@
 //! decode), it goes on, so globals after that point are still listed. It stops
 //! only where the stream cannot be walked: an unknown opcode, an argument past
 //! the end, no `STOP`, an unsupported protocol, or one of the [`Limits`]
-//! (memo entries, stack items and marks, distinct globals as `max_nodes`).
+//! (memo entries, counted as the unpickler counts them: with
+//! [`Limits::scan_memo`] only those read back; stack items and marks;
+//! distinct globals as `max_nodes`).
 //!
 //! Memory is bounded by the input: strings are kept once each (shared between
 //! stack and memo), and everything else is one word per stack item.
@@ -27,6 +29,7 @@ use std::rc::Rc;
 use super::opcode::{self as op, OpInfo};
 use super::operand::{index_line, Input, Operand};
 use super::read::text::{escape_decode, raw_unicode_escape};
+use super::scan::{memo_plan, MemoPlan};
 use super::{Limits, Map, PickleError};
 
 /// A global as a pickle names it.
@@ -97,6 +100,12 @@ struct Walk<'l> {
     stack: Vec<Sym>,
     marks: Vec<usize>,
     memo: Map<u64, Sym>,
+    /// The memo entries the pickle reads back, when known
+    /// ([`Limits::scan_memo`]): only those are stored, as the unpickler
+    /// stores them, so both count the same entries against `max_memo`.
+    plan: Option<MemoPlan>,
+    /// `MEMOIZE`s walked: the next one's index when a plan is followed.
+    memoized: u64,
     index: Map<GlobalName, usize>,
     out: Disassembly,
     limits: &'l Limits,
@@ -160,6 +169,9 @@ impl Walk<'_> {
 
     fn memo_put(&mut self, index: u64) -> Result<(), PickleError> {
         let v = self.top();
+        if self.plan.as_ref().is_some_and(|p| !p.read.contains(&index)) {
+            return Ok(());
+        }
         if !self.memo.contains_key(&index) {
             self.limit("max_memo", self.memo.len() + 1, self.limits.max_memo)?;
         }
@@ -255,7 +267,14 @@ impl Walk<'_> {
                 }
             }
             (op::BINPUT | op::LONG_BINPUT, Operand::Uint(i)) => self.memo_put(i)?,
-            (op::MEMOIZE, _) => self.memo_put(self.memo.len() as u64)?,
+            (op::MEMOIZE, _) => {
+                let index = match self.plan {
+                    Some(_) => self.memoized,
+                    None => self.memo.len() as u64,
+                };
+                self.memo_put(index)?;
+                self.memoized += 1;
+            }
             (op::MARK, _) => {
                 self.limit("max_stack", self.marks.len() + 1, self.limits.max_stack)?;
                 self.marks.push(self.stack.len());
@@ -323,6 +342,12 @@ pub fn disassemble(data: &[u8], limits: &Limits) -> Disassembly {
         stack: Vec::new(),
         marks: Vec::new(),
         memo: Map::default(),
+        plan: if limits.scan_memo {
+            memo_plan(data)
+        } else {
+            None
+        },
+        memoized: 0,
         index: Map::default(),
         out: Disassembly {
             protocol: 0,
@@ -525,18 +550,40 @@ mod tests {
                 ..
             })
         ));
-        let limits = Limits {
-            max_memo: 1,
+        // Memo entries count as the unpickler counts them: with `scan_memo`
+        // (the default) only those read back, so a pickle that memoizes
+        // each of a million tensors' tuples and reads few back is walked
+        // whole, as it is loaded; without it, every entry.
+        let max_memo = |n, scan_memo| Limits {
+            max_memo: n,
+            scan_memo,
             ..Limits::default()
         };
-        let d = disassemble(b"Nq\x00q\x00q\x01.", &limits);
-        assert!(matches!(
-            d.error,
-            Some(PickleError::LimitExceeded {
-                limit: "max_memo",
-                ..
-            })
-        ));
+        let memo_exceeded = |d: Disassembly| {
+            matches!(
+                d.error,
+                Some(PickleError::LimitExceeded {
+                    limit: "max_memo",
+                    ..
+                })
+            )
+        };
+        let unread = b"Nq\x00q\x00q\x01q\x02.";
+        assert!(memo_exceeded(disassemble(unread, &max_memo(1, false))));
+        assert_eq!(disassemble(unread, &max_memo(1, true)).error, None);
+        let read_back = b"Nq\x00q\x01h\x00h\x01.";
+        assert!(memo_exceeded(disassemble(read_back, &max_memo(1, true))));
+        assert_eq!(disassemble(read_back, &max_memo(2, true)).error, None);
+        // MEMOIZE numbers entries by count, also when unread ones are skipped:
+        // the string memoized second is fetched by `h\x01` and names the global.
+        let memoized = b"\x80\x04N\x94\x8c\x01m\x94\x8c\x01f\x94h\x01h\x02\x93.";
+        let d = disassemble(memoized, &max_memo(2, true));
+        assert_eq!(d.error, None);
+        let named = GlobalName::Static {
+            module: "m".into(),
+            name: "f".into(),
+        };
+        assert_eq!(d.globals, vec![(named, 1)]);
     }
 
     /// Every CPython fixture walks to its end, and the globals match what

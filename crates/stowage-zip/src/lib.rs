@@ -102,7 +102,9 @@ pub struct ZipLimits {
 impl Default for ZipLimits {
     fn default() -> Self {
         ZipLimits {
-            max_entries: 1_000_000,
+            // 2^20: stowage's loader, verifier and scanner share this bound
+            // (a state dict of a million tensors has a million records).
+            max_entries: 1 << 20,
             max_record_to_vec: 1 << 30,
         }
     }

@@ -67,7 +67,8 @@ impl Default for LoadOptions {
             location_map: HashMap::new(),
             pickle_limits: Limits::default(),
             max_pickle_bytes: 1 << 30,
-            max_records: 1 << 20,
+            // One bound on records for loading, `verify` and `scan`.
+            max_records: crate::checkpoint::zip::ZipLimits::default().max_entries,
             max_storage_bytes: 1 << 40,
             verify_crc: false,
             inert: false,

@@ -349,3 +349,72 @@ fn dcp_metadata_is_judged_by_dcps_classes() {
     );
     assert!(f.globals.iter().all(|g| g.verdict == Verdict::Unsafe));
 }
+
+/// A bare pickle (protocol 2) that memoizes `puts` ints in one list and
+/// reads `gets` of them back into it.
+fn memo_pickle(puts: u32, gets: u32) -> Vec<u8> {
+    let mut p = b"\x80\x02".to_vec();
+    p.extend(memo_pickle_body(puts, gets));
+    p
+}
+
+/// [`memo_pickle`] without its `PROTO`, as protocol 1 writes it.
+fn memo_pickle_body(puts: u32, gets: u32) -> Vec<u8> {
+    let mut p = b"]q\x00(".to_vec();
+    for i in 1..=puts {
+        p.extend_from_slice(b"K\x01r");
+        p.extend_from_slice(&i.to_le_bytes());
+    }
+    for i in 1..=gets {
+        p.push(b'j');
+        p.extend_from_slice(&i.to_le_bytes());
+    }
+    p.extend_from_slice(b"ccollections\nOrderedDict\n)Re.");
+    p
+}
+
+/// A scan counts memo entries as a load does (only those read back), also
+/// when the pickle is longer than the window it starts reading with: a
+/// state dict of a million tensors memoizes a million tuples, which the
+/// loader reads and the scan must too.
+#[test]
+fn scan_counts_memo_entries_as_the_loader_does() {
+    use stowage::checkpoint::pickle::Limits;
+    let options =
+        stowage::LoadOptions::default().with_pickle_limits(Limits::default().with_max_memo(1000));
+    let dir = tempfile::tempdir().unwrap();
+    let scan = |name: &str, pickle: Vec<u8>| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, pickle).unwrap();
+        let mut report = scan_path(&path, &options);
+        report.files.remove(0)
+    };
+    // 3,000 entries (15 KB, past the first window), none read back.
+    let unread = scan("unread.pkl", memo_pickle(3000, 0));
+    assert!(unread.error.is_none(), "{:?}", unread.error);
+    assert_eq!(flagged(&unread), BTreeSet::new());
+    // 1,001 read back: over the limit, as for the loader.
+    let read = scan("read.pkl", memo_pickle(3000, 1001));
+    let error = read.error.expect("over max_memo");
+    assert!(error.to_string().contains("max_memo"), "{error}");
+    // The same pickle under the default limits.
+    let mut report = scan_path(
+        &dir.path().join("read.pkl"),
+        &stowage::LoadOptions::default(),
+    );
+    let default = report.files.remove(0);
+    assert!(default.error.is_none(), "{:?}", default.error);
+    // Found in a folder, without `PROTO`, it is read a growing window at a
+    // time: a window that ends before its `STOP` holds more entries than
+    // the limit, yet the pickle, read whole, does not.
+    let folder = tempfile::tempdir().unwrap();
+    std::fs::write(folder.path().join("state"), memo_pickle_body(3000, 0)).unwrap();
+    let report = scan_path(folder.path(), &options);
+    assert_eq!(report.files.len(), 1, "the pickle was left out");
+    assert!(
+        report.files[0].error.is_none(),
+        "{:?}",
+        report.files[0].error
+    );
+    assert_eq!(report.files[0].kind, Some(ScanKind::Pickle));
+}

@@ -60,7 +60,7 @@ use crate::checkpoint::format::torch_legacy::MAGIC_PREFIX;
 use crate::checkpoint::globals::allowlist;
 use crate::checkpoint::globals::decoded;
 use crate::checkpoint::options::LoadOptions;
-use crate::checkpoint::pickle::{disassemble, Disassembly};
+use crate::checkpoint::pickle::{disassemble, Disassembly, PickleError};
 use crate::io::ReadAt;
 use crate::Error;
 
@@ -485,6 +485,11 @@ fn scan_source(source: &dyn ReadAt, options: &LoadOptions, named: bool) -> Optio
                     {
                         s.scan.kind = Some(ScanKind::Pickle);
                         s.scan_pickles(source, 0, Trust::Pickle, &pickle_name, Some(first))
+                    } else if let (true, Some(e @ PickleError::LimitExceeded { .. })) =
+                        (named || proto, &first.error)
+                    {
+                        // A pickle past a limit before it named anything.
+                        Err(Error::Format(FormatError::Pickle(e.clone())))
                     } else if named {
                         Err(Error::Format(FormatError::NotACheckpoint {
                             detail: "neither a checkpoint nor a pickle".into(),

@@ -188,6 +188,12 @@ impl Scanner<'_> {
                 Some(PickleError::NoStop { .. } | PickleError::UnterminatedLine { .. }) => {
                     Some(n_now.saturating_mul(4))
                 }
+                // A window that ends before the pickle's `STOP` has no memo
+                // plan, so every entry counted: the whole pickle, walked as
+                // the loader walks it, may hold to the limit.
+                Some(PickleError::LimitExceeded {
+                    limit: "max_memo", ..
+                }) => Some(n_now.saturating_mul(4)),
                 _ => None,
             };
             match next {
