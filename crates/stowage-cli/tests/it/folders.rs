@@ -617,3 +617,64 @@ fn a_convert_ended_by_a_signal_leaves_no_temporaries() {
         "a b c"
     );
 }
+
+/// A conversion whose tensor does not fit in the memory the process may use
+/// fails with one line naming the tensor and the bytes it could not have,
+/// exit 2, and leaves no output and no temporary (an aborted process would
+/// leave both its temporary and the caller without a reason).
+#[test]
+fn a_tensor_too_large_for_memory_is_an_error_that_leaves_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let input = tmp.path().join("big.safetensors");
+    // One float32 tensor of 512 MiB, its bytes a hole in a sparse file.
+    let header = br#"{"w":{"dtype":"F32","shape":[134217728],"data_offsets":[0,536870912]}}"#;
+    let mut bytes = (header.len() as u64).to_le_bytes().to_vec();
+    bytes.extend_from_slice(header);
+    std::fs::write(&input, &bytes).unwrap();
+    let file = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&input)
+        .unwrap();
+    file.set_len(bytes.len() as u64 + (1 << 29)).unwrap();
+    let out_dir = tempfile::tempdir().unwrap();
+    for (out, to) in [
+        ("one.safetensors", None),
+        ("set", Some("safetensors")),
+        ("dcp", Some("dcp")),
+        ("one.pt", None),
+    ] {
+        let target = out_dir.path().join(out);
+        // 256 MiB of address space: the program runs, the tensor cannot be held.
+        let mut cmd = Command::new("bash");
+        cmd.arg("-c")
+            .arg(r#"ulimit -v 262144 && exec "$0" "$@""#)
+            .arg(env!("CARGO_BIN_EXE_stowage"))
+            .args(["convert", "--no-sync"])
+            .arg(&input)
+            .arg(&target);
+        if let Some(to) = to {
+            cmd.args(["--to", to]);
+        }
+        let run = cmd.output().unwrap();
+        let err = text(&run.stderr);
+        // Converting to `.pt` writes from the lazily loaded file, a window at
+        // a time: it needs no room for the tensor, and succeeds.
+        if out == "one.pt" {
+            assert!(run.status.success(), "{out}: {err}");
+            std::fs::remove_file(&target).unwrap();
+            continue;
+        }
+        assert_eq!(run.status.code(), Some(2), "{out}: {err}");
+        assert_eq!(err.lines().count(), 1, "{out}: {err}");
+        assert!(
+            err.contains("failed to allocate 536870912 bytes"),
+            "{out}: {err}"
+        );
+        assert!(err.contains("w: "), "{out}: names the tensor: {err}");
+        assert_eq!(
+            names(out_dir.path()),
+            Vec::<String>::new(),
+            "{out}: left behind"
+        );
+    }
+}

@@ -63,6 +63,30 @@ pub(crate) fn advise_huge_pages(bytes: &mut [u8]) {
     let _ = bytes;
 }
 
+/// `len` zero bytes in a `Vec`, or [`StorageError::AllocationFailed`] when
+/// the allocator refuses them: `vec![0; len]` would abort the process, and
+/// with it any save in progress, leaving its temporary behind. Large ones
+/// are [advised](advise_huge_pages) to use huge pages, as they are about to
+/// be written.
+pub(crate) fn zeroed_bytes(len: usize) -> Result<Vec<u8>> {
+    let failed = || Error::Storage(StorageError::AllocationFailed { nbytes: len });
+    if len == 0 {
+        return Ok(Vec::new());
+    }
+    let layout = alloc::Layout::array::<u8>(len).map_err(|_| failed())?;
+    // SAFETY: `layout` has a non-zero size (checked above).
+    let raw = unsafe { alloc::alloc_zeroed(layout) };
+    if raw.is_null() {
+        return Err(failed());
+    }
+    // SAFETY: `raw` comes from the global allocator with the layout of
+    // `[u8; len]` (alignment 1), as a `Vec<u8>` of capacity `len` allocates,
+    // and all `len` bytes are initialised (zeroed). The `Vec` owns it now.
+    let mut bytes = unsafe { Vec::from_raw_parts(raw, len, len) };
+    advise_huge_pages(&mut bytes);
+    Ok(bytes)
+}
+
 /// An owned, aligned, initialised byte buffer.
 pub(crate) struct HeapBuffer {
     ptr: NonNull<u8>,

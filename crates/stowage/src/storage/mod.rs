@@ -35,7 +35,7 @@ use std::sync::PoisonError;
 use crate::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 pub use heap::ALIGN;
-pub(crate) use heap::{advise_huge_pages, HeapBuffer};
+pub(crate) use heap::{advise_huge_pages, zeroed_bytes, HeapBuffer};
 pub(crate) use lazy::Fetch;
 use lazy::LazyBytes;
 pub(crate) use mapped::{MappedBytes, MappedFile, MappedRecords};

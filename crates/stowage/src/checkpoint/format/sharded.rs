@@ -389,28 +389,41 @@ pub fn save_sharded(dir: &Path, ckpt: &Checkpoint, options: &ShardOptions) -> Re
                 part.ordered.insert(root);
                 part.root = Value::Node(root);
                 let path = staging.join(name);
-                match format {
-                    ShardFormat::Safetensors => {
-                        // Every shard has `__metadata__` (which the save gives
-                        // `"format": "pt"`); a lone shard keeps the checkpoint's.
-                        let meta = if count == 1 {
-                            kept.clone()
-                        } else {
-                            Default::default()
-                        };
-                        part.format = Format::Safetensors;
-                        part.safetensors_metadata = Some(meta);
-                        save_safetensors(&path, &part)?;
+                // Errors name the shard as the set will hold it, not the
+                // staging folder it is written in.
+                let as_named = |e: Error| match e {
+                    Error::InFile { path: p, source } if p == path => Error::InFile {
+                        path: name.into(),
+                        source,
+                    },
+                    e => e,
+                };
+                (|| -> Result<()> {
+                    match format {
+                        ShardFormat::Safetensors => {
+                            // Every shard has `__metadata__` (which the save gives
+                            // `"format": "pt"`); a lone shard keeps the checkpoint's.
+                            let meta = if count == 1 {
+                                kept.clone()
+                            } else {
+                                Default::default()
+                            };
+                            part.format = Format::Safetensors;
+                            part.safetensors_metadata = Some(meta);
+                            save_safetensors(&path, &part)?;
+                        }
+                        ShardFormat::Bin => save_with(
+                            &path,
+                            &part,
+                            &SaveOptions {
+                                sync: options.sync,
+                                ..Default::default()
+                            },
+                        )?,
                     }
-                    ShardFormat::Bin => save_with(
-                        &path,
-                        &part,
-                        &SaveOptions {
-                            sync: options.sync,
-                            ..Default::default()
-                        },
-                    )?,
-                }
+                    Ok(())
+                })()
+                .map_err(as_named)?;
             }
             if let Some(index_name) = &index_name {
                 let tensor_names = &plan.names;

@@ -91,7 +91,7 @@ impl Hooks for Plain {
 /// Bytes of the file from `pos`, at most `n`.
 fn window<R: ReadAt>(source: &R, pos: u64, n: u64) -> Result<Vec<u8>> {
     let n = n.min(source.len().saturating_sub(pos));
-    let mut buf = vec![0u8; n as usize];
+    let mut buf = crate::storage::zeroed_bytes(n as usize)?;
     source.read_exact_at(&mut buf, pos)?;
     Ok(buf)
 }

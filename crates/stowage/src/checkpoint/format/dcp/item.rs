@@ -106,7 +106,7 @@ pub(super) fn is_archive(file: &dyn ReadAt, info: &StorageInfo) -> Result<bool> 
 fn stored(file: &dyn ReadAt, info: &StorageInfo) -> Result<Vec<u8>> {
     check_inside(file, info)?;
     // Bounded by the file's size, checked above.
-    let mut bytes = vec![0; info.length as usize];
+    let mut bytes = crate::storage::zeroed_bytes(info.length as usize)?;
     file.read_exact_at(&mut bytes, info.offset)
         .map_err(Error::Io)?;
     Ok(bytes)

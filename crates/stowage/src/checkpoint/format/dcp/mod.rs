@@ -330,8 +330,7 @@ impl DcpCheckpoint {
                     held.fqn = None;
                     let mut bytes = std::mem::take(&mut held.bytes);
                     if bytes.capacity() < nbytes {
-                        bytes = vec![0; nbytes];
-                        crate::storage::advise_huge_pages(&mut bytes);
+                        bytes = crate::storage::zeroed_bytes(nbytes)?;
                     }
                     bytes.resize(nbytes, 0);
                     this.assemble_into(&name, &mut bytes)?;

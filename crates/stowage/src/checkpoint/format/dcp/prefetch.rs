@@ -144,7 +144,9 @@ impl DcpCheckpoint {
                 super::item::check_inside(&*opened.source, info)
                     .map_err(|e| in_file(file, fqn, e))?;
                 // Bounded by the file's size, checked above.
-                held.push(vec![0u8; info.length as usize]);
+                let bytes = crate::storage::zeroed_bytes(info.length as usize)
+                    .map_err(|e| in_file(file, fqn, e))?;
+                held.push(bytes);
             }
             objects.push((file, list, object));
             bufs.push(held);

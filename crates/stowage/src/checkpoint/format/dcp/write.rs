@@ -257,22 +257,43 @@ struct RankFile {
 }
 
 impl RankFile {
-    fn put(&mut self, bytes: &[u8]) -> Result<StorageInfo> {
-        self.out.write_all(bytes)?;
+    /// Writes one item, a `torch.save` archive of `ckpt` (PyTorch names the
+    /// in-memory archive `archive`), straight into the file: no copy of it
+    /// is held, so memory stays that of the largest tensor chunk.
+    fn put(&mut self, ckpt: &Checkpoint) -> Result<StorageInfo> {
+        let mut counted = Counted {
+            inner: &mut self.out,
+            written: 0,
+        };
+        save_to_writer(&mut counted, "archive", ckpt, &SaveOptions::default())?;
+        let length = counted.written;
         let info = StorageInfo {
             relative_path: self.name.clone(),
             offset: self.at,
-            length: bytes.len() as u64,
+            length,
             transforms: Vec::new(),
         };
-        self.at += bytes.len() as u64;
+        self.at += length;
         Ok(info)
     }
 }
 
-/// A `torch.save` archive of `root` (PyTorch names the in-memory archive `archive`).
-fn archive(ckpt: &Checkpoint) -> Result<Vec<u8>> {
-    save_to_writer(Vec::new(), "archive", ckpt, &SaveOptions::default())
+/// A writer that counts the bytes written through it.
+struct Counted<W> {
+    inner: W,
+    written: u64,
+}
+
+impl<W: Write> Write for Counted<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.written += n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
 }
 
 /// What `.metadata` records of one item.
@@ -343,8 +364,7 @@ pub fn save(dir: &Path, ckpt: &Checkpoint, options: &DcpSaveOptions) -> Result<(
                             let mut single = Checkpoint::new();
                             single.root =
                                 Value::Ext(Object::Tensor(Box::new(TensorObject::new(part))));
-                            let bytes = archive(&single)?;
-                            chunks.push((c.offsets, c.sizes, files[c.rank].put(&bytes)?));
+                            chunks.push((c.offsets, c.sizes, files[c.rank].put(&single)?));
                         }
                         Entry::Tensor {
                             dtype: tensor.dtype(),
@@ -356,7 +376,7 @@ pub fn save(dir: &Path, ckpt: &Checkpoint, options: &DcpSaveOptions) -> Result<(
                     Leaf::Value(v) => {
                         let mut single = Checkpoint::new();
                         single.root = transplant(ckpt, v, &mut single);
-                        Entry::Bytes(files[0].put(&archive(&single)?)?)
+                        Entry::Bytes(files[0].put(&single)?)
                     }
                 })
             })()

@@ -464,9 +464,15 @@ impl View for &Contiguous {
         // (keeping later tensors in place) and fails the save afterwards.
         let start = self.tensor.storage_offset() * self.tensor.element_size();
         let storage = self.tensor.untyped_storage();
-        let mut out = vec![0; self.tensor.nbytes()];
-        // Fresh pages, about to be written: huge ones fault 512 times less.
-        crate::storage::advise_huge_pages(&mut out);
+        let mut out = match crate::storage::zeroed_bytes(self.tensor.nbytes()) {
+            Ok(out) => out,
+            Err(e) => {
+                // The save fails afterwards (its temporary removed); the
+                // crate writes whatever it is given meanwhile.
+                *self.failed.borrow_mut() = Some(e);
+                return Cow::Borrowed(&[]);
+            }
+        };
         if let Err(e) = storage.read_at(start, &mut out) {
             *self.failed.borrow_mut() = Some(match e {
                 Error::Storage(StorageError::StorageRange { nbytes, .. }) => {

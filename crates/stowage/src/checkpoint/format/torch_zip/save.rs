@@ -130,8 +130,7 @@ fn write_windows<W: Write>(
     progress: Option<&Progress>,
 ) -> Result<()> {
     let len = storage.nbytes();
-    let mut buf = vec![0u8; len.min(WINDOW)];
-    crate::storage::advise_huge_pages(&mut buf);
+    let mut buf = crate::storage::zeroed_bytes(len.min(WINDOW))?;
     let mut at = 0;
     while at < len {
         let n = (len - at).min(WINDOW);
