@@ -312,28 +312,45 @@ fn an_interrupted_upload_leaves_no_object() {
     // 96 MiB: six 16 MiB parts.
     assert!(servers::torch_checkpoint(&file, 24, 4), "torch.save failed");
     let url = format!("s3://{}/upload/big.pt", servers::BUCKET);
-    let mut child = Command::new(env!("CARGO_BIN_EXE_stowage"))
-        .envs(servers::s3_env(server))
-        .args(["convert", file.to_str().unwrap(), &url])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    // Kill it once its multipart upload has begun.
-    let start = Instant::now();
-    while !servers::upload_in_progress(server, "upload/") {
-        assert!(start.elapsed() < Duration::from_secs(60), "no upload began");
-        assert!(
-            child.try_wait().unwrap().is_none(),
-            "convert ended before it could be interrupted"
-        );
-        std::thread::sleep(Duration::from_millis(2));
+    // Ended by SIGTERM, the upload is aborted (its parts are billed until
+    // then); killed outright, it cannot be, and only no object is promised.
+    for signal in ["TERM", "KILL"] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_stowage"))
+            .envs(servers::s3_env(server))
+            .args(["convert", file.to_str().unwrap(), &url])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        // Interrupt it once its multipart upload has begun.
+        let start = Instant::now();
+        while !servers::upload_in_progress(server, "upload/") {
+            assert!(start.elapsed() < Duration::from_secs(60), "no upload began");
+            assert!(
+                child.try_wait().unwrap().is_none(),
+                "convert ended before it could be interrupted"
+            );
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        let finished = child.try_wait().unwrap().is_some();
+        let sent = Command::new("kill")
+            .args([format!("-{signal}"), child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+        let status = child.wait().unwrap();
+        assert!(!finished, "convert ended before it could be interrupted");
+        use std::os::unix::process::ExitStatusExt;
+        let number = if signal == "TERM" { 15 } else { 9 };
+        assert_eq!(status.signal(), Some(number), "SIG{signal}: {status:?}");
+        assert!(servers::keys(server, "upload/").is_empty(), "SIG{signal}");
+        if signal == "TERM" {
+            assert!(
+                !servers::upload_in_progress(server, "upload/"),
+                "SIGTERM left its multipart upload pending"
+            );
+        }
     }
-    let finished = child.try_wait().unwrap().is_some();
-    child.kill().unwrap();
-    child.wait().unwrap();
-    assert!(!finished, "convert ended before it could be interrupted");
-    assert!(servers::keys(server, "upload/").is_empty());
     // Run to the end, the same convert leaves the whole object.
     let run = stowage(
         Some(server),

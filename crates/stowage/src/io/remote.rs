@@ -47,11 +47,15 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures::StreamExt;
+use object_store::multipart::MultipartStore;
 use object_store::path::Path as ObjectPath;
 use object_store::{ClientConfigKey, ClientOptions, ObjectStore, ObjectStoreScheme, RetryConfig};
 
 use super::ReadAt;
+
+mod upload;
 use crate::{Error, Result};
+pub(crate) use upload::upload;
 
 /// Bytes kept from the head of an object.
 const HEAD_BLOCK: u64 = 64 << 10;
@@ -425,6 +429,19 @@ fn open_store(
     url: &str,
     options: &RemoteOptions,
 ) -> std::result::Result<(Arc<dyn ObjectStore>, ObjectPath), RemoteFailure> {
+    open_with_parts(url, options).map(|(store, _, path)| (store, path))
+}
+
+/// A cloud store's handle on its multipart uploads by id, which an upload
+/// needs to be aborted from another thread ([`upload`]).
+type Parts = Option<Arc<dyn MultipartStore>>;
+
+/// [`open_store`], with the store's [`MultipartStore`] for a cloud store
+/// (S3, GCS, Azure); `None` for the others (`http(s)://`, `file://`).
+fn open_with_parts(
+    url: &str,
+    options: &RemoteOptions,
+) -> std::result::Result<(Arc<dyn ObjectStore>, Parts, ObjectPath), RemoteFailure> {
     let parsed = url::Url::parse(url)?;
     let (scheme, path) = ObjectStoreScheme::parse(&parsed).map_err(object_store::Error::from)?;
     // `az://container/dir/file`: the Azure builder takes the container from
@@ -457,10 +474,12 @@ fn open_store(
                 b = b.with_config(key.to_ascii_lowercase().parse::<$key>()?, value);
             }
             let b = reapply_env_client(b, $prefix, |b, k, v| b.with_config(<$key>::Client(k), v));
-            Arc::new(b.build()?) as Arc<dyn ObjectStore>
+            let store = Arc::new(b.build()?);
+            let parts: Parts = Some(store.clone());
+            (store as Arc<dyn ObjectStore>, parts)
         }};
     }
-    let store: Arc<dyn ObjectStore> = match scheme {
+    let (store, parts): (Arc<dyn ObjectStore>, Parts) = match scheme {
         ObjectStoreScheme::AmazonS3 => cloud!(
             object_store::aws::AmazonS3Builder,
             object_store::aws::AmazonS3ConfigKey,
@@ -487,14 +506,14 @@ fn open_store(
             for (key, value) in &options.store_options {
                 b = b.with_config(key.to_ascii_lowercase().parse()?, value);
             }
-            Arc::new(b.build()?)
+            (Arc::new(b.build()?), None)
         }
         _ => {
             // `file://` (and the crate's `memory://`, which holds nothing here).
-            Arc::new(object_store::local::LocalFileSystem::new())
+            (Arc::new(object_store::local::LocalFileSystem::new()), None)
         }
     };
-    Ok((store, path))
+    Ok((store, parts, path))
 }
 
 /// Sets again the client options (`AWS_ALLOW_HTTP`, `AWS_TIMEOUT`, …) that the
@@ -1019,82 +1038,6 @@ pub fn list(url: &str, options: &RemoteOptions) -> Result<Vec<String>> {
         .collect();
     names.sort();
     Ok(names)
-}
-
-/// Writes an object with a multipart upload that `write` fills, committed
-/// only once `write` has succeeded: a failed or interrupted save leaves no
-/// object under `url` (and an earlier one untouched). Errors come wrapped in
-/// [`Error::InFile`] naming the URL.
-pub(crate) fn upload(
-    url: &str,
-    options: &RemoteOptions,
-    write: impl FnOnce(&mut dyn io::Write) -> Result<()>,
-) -> Result<()> {
-    let failed = |failure: RemoteFailure| in_url(url, fail(url, None, failure));
-    let (store, path) = open_store(url, options).map_err(failed)?;
-    let rt = runtime().map_err(failed)?;
-    count(None, 1, 0, 0);
-    let started = block_on(store.put_multipart(&path))
-        .map_err(failed)?
-        .map_err(|e| failed(e.into()))?;
-    let mut out = Upload {
-        parts: object_store::WriteMultipart::new_with_chunk_size(started, PART_SIZE),
-        rt,
-        url,
-        written: 0,
-    };
-    let written = write(&mut out);
-    let (parts, total) = (out.parts, out.written);
-    match written {
-        Ok(()) => {
-            // The parts (at least one), then the request that completes the upload.
-            let n = total.div_ceil(PART_SIZE as u64).max(1);
-            count(None, n + 1, 0, total);
-            block_on(parts.finish())
-                .map_err(failed)?
-                .map_err(|e| failed(e.into()))?;
-            Ok(())
-        }
-        Err(e) => {
-            // Best effort: the upload was never completed, so nothing is
-            // visible under the key either way; aborting frees its parts.
-            let _ = block_on(parts.abort());
-            Err(match e {
-                e @ Error::InFile { .. } => e,
-                e => e.in_file(url),
-            })
-        }
-    }
-}
-
-/// The `Write` end of a multipart upload: parts go out as they fill, a
-/// bounded number at once.
-struct Upload<'a> {
-    parts: object_store::WriteMultipart,
-    rt: &'static tokio::runtime::Runtime,
-    url: &'a str,
-    /// Bytes written so far.
-    written: u64,
-}
-
-impl io::Write for Upload<'_> {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        {
-            let _enter = self.rt.enter();
-            self.parts.write(buf);
-        }
-        self.written += buf.len() as u64;
-        let url = self.url;
-        match block_on(self.parts.wait_for_capacity(4)) {
-            Ok(Ok(())) => Ok(buf.len()),
-            Ok(Err(e)) => Err(fail(url, None, e.into())),
-            Err(failure) => Err(fail(url, None, failure)),
-        }
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
 }
 
 #[cfg(test)]
