@@ -678,3 +678,61 @@ fn a_tensor_too_large_for_memory_is_an_error_that_leaves_nothing() {
         );
     }
 }
+
+/// A folder that is a mount point (a volume mounted at the checkpoint's
+/// folder) cannot be renamed, so its set is replaced file by file inside it:
+/// the save succeeds, the user's files stay, the set is whole and nothing is
+/// left behind. The mount is a tmpfs in a user and mount namespace of its own
+/// (`unshare -Urm`), where the whole scenario runs; skipped where the kernel
+/// allows none.
+#[test]
+fn a_mount_point_is_a_folder_target() {
+    if !Command::new("unshare")
+        .args(["-Urm", "true"])
+        .status()
+        .is_ok_and(|s| s.success())
+    {
+        eprintln!("skipped: no user and mount namespaces here (unshare -Urm)");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let mnt = tmp.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let dcp = fixtures().join("dcp/four");
+    let script = r#"
+        set -e
+        stowage=$1 dcp=$2 mnt=$3
+        mount -t tmpfs none "$mnt"
+        mkdir "$mnt/tokenizer" && echo vocab > "$mnt/tokenizer/vocab.txt" && echo '{}' > "$mnt/config.json"
+        "$stowage" convert -q --drop-values --to safetensors --max-shard-size 200B "$dcp" "$mnt" > /dev/null
+        ls -A "$mnt" | tr '\n' ' '; echo
+        "$stowage" convert -q --drop-values --to safetensors "$dcp" "$mnt" > /dev/null
+        ls -A "$mnt" | tr '\n' ' '; echo
+        cat "$mnt/tokenizer/vocab.txt"
+        "$stowage" verify "$mnt" | tail -n 1
+        "$stowage" diff "$mnt" "$dcp" | tail -n 1
+    "#;
+    let out = Command::new("unshare")
+        .args(["-Urm", "bash", "-c", script, "bash"])
+        .arg(env!("CARGO_BIN_EXE_stowage"))
+        .arg(&dcp)
+        .arg(&mnt)
+        .output()
+        .unwrap();
+    let lines = ok(&out);
+    let lines: Vec<&str> = lines.lines().collect();
+    assert_eq!(
+        lines,
+        [
+            "config.json model-00001-of-00003.safetensors model-00002-of-00003.safetensors \
+             model-00003-of-00003.safetensors model.safetensors.index.json tokenizer ",
+            "config.json model.safetensors tokenizer ",
+            "vocab",
+            "ok",
+            // The 5 values were dropped (`--drop-values`); no tensor differs.
+            "5 differences",
+        ],
+        "{}",
+        text(&out.stderr)
+    );
+}

@@ -17,7 +17,8 @@
 //! aside, the new one in place); a crash between them leaves the target
 //! missing and the old folder under its aside name, which the next save puts
 //! back first. A symlinked target stays a symlink: the folder it points to is
-//! replaced.
+//! replaced. A target that is a mount point cannot be exchanged; its set is
+//! replaced file by file inside it (`in_place`, which says what differs).
 
 use crate::error::{CheckpointError, ErrorContext, StorageError};
 use std::fs::{self, File};
@@ -27,6 +28,8 @@ use std::sync::Arc;
 
 use super::pending::Pending;
 use crate::{Error, Result};
+
+mod in_place;
 
 /// The suffix of the previous folder put aside by [`swap_by_renames`].
 const ASIDE: &str = ".old";
@@ -68,6 +71,13 @@ pub(crate) fn replace_dir(
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
+    // A mount point cannot be exchanged: its set is replaced in place.
+    if target.is_dir()
+        && (in_place::is_mount_point(&target, &parent)
+            || fault::at(fault::Step::MountPoint).is_err())
+    {
+        return in_place::replace(&target, sync, Arc::new(replaced), write).map_err(in_dir);
+    }
     recover(&parent, &name, &target, &replaced).map_err(in_dir)?;
     static SAVES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let serial = SAVES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -348,6 +358,10 @@ mod fault {
         BetweenRenames,
         /// The filesystem has no `RENAME_EXCHANGE` (EINVAL): two renames.
         NoExchange,
+        /// The target is taken for a mount point: its set is replaced in place.
+        MountPoint,
+        /// Before each file of a set replaced in place is renamed into it.
+        Install,
     }
 
     #[cfg(test)]
@@ -495,6 +509,58 @@ mod tests {
         save(&dir, "newer-shard", &[]).unwrap();
         assert_eq!(names(&dir), ["config.json", "newer-shard", "tokenizer"]);
         users_files_kept(root.path(), &dir);
+    }
+
+    #[test]
+    fn a_mount_point_has_its_set_replaced_in_place() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = model_folder(root.path());
+        fs::write(dir.join("other-shard"), "old").unwrap();
+        save(&dir, "old-shard", &[fault::Step::MountPoint]).unwrap();
+        // The set's files the new set lacks are gone, the user's stay, and
+        // nothing is left inside the target or beside it.
+        assert_eq!(names(&dir), ["config.json", "old-shard", "tokenizer"]);
+        assert_eq!(fs::read_to_string(dir.join("old-shard")).unwrap(), "new");
+        users_files_kept(root.path(), &dir);
+    }
+
+    #[test]
+    fn a_mount_point_save_stopped_midway_is_finished_by_the_next_save() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = model_folder(root.path());
+        // Stopped before its first rename, once the staged set is marked whole.
+        let faults = [fault::Step::MountPoint, fault::Step::Install];
+        save(&dir, "new-shard", &faults).unwrap_err();
+        assert_eq!(fs::read_to_string(dir.join("old-shard")).unwrap(), "old");
+        as_if_killed(&dir);
+        // The next save installs the stopped one's set first, then its own.
+        fault::AT.with(|at| *at.borrow_mut() = vec![fault::Step::MountPoint]);
+        let mut seen = Vec::new();
+        replace_dir(
+            &dir,
+            true,
+            |n| n.ends_with("shard"),
+            |s| {
+                seen = names(s.parent().unwrap());
+                fs::write(s.join("newer-shard"), "newer").map_err(Error::Io)
+            },
+        )
+        .unwrap();
+        fault::AT.with(|at| at.borrow_mut().clear());
+        assert!(seen.contains(&"new-shard".to_owned()), "{seen:?}");
+        assert!(!seen.contains(&"old-shard".to_owned()), "{seen:?}");
+        assert_eq!(names(&dir), ["config.json", "newer-shard", "tokenizer"]);
+        users_files_kept(root.path(), &dir);
+        // Stopped before its set was marked whole: the next save drops it.
+        fs::create_dir(format!(
+            "{}{}-9",
+            in_place::staging_prefix(&dir).display(),
+            std::process::id()
+        ))
+        .unwrap();
+        as_if_killed(&dir);
+        save(&dir, "last-shard", &[fault::Step::MountPoint]).unwrap();
+        assert_eq!(names(&dir), ["config.json", "last-shard", "tokenizer"]);
     }
 
     #[test]
