@@ -76,16 +76,11 @@ pub fn run(args: Args, cx: &Context, out: &mut dyn Write) -> Result<ExitCode, Fa
         .collect::<Result<Vec<_>, Failure>>();
     bar.finish_and_clear();
     let hashes = hashes?;
-    let storages: Vec<Json> = ckpt
-        .storages
-        .iter()
-        .map(|s| json!({"key": s.key, "nbytes": s.storage.nbytes(), "location": s.location, "storage_type": s.storage_type()}))
-        .collect();
     let mut doc = json!({
         "format": format,
         "byteorder": ckpt.byteorder.name(),
-        "storages": storages,
-        // Printed entry by entry below.
+        // These two are printed entry by entry below.
+        "storages": Json::Null,
         "tensors": Json::Null,
         "values": leaves.iter().map(values::value_json).collect::<Vec<_>>(),
     });
@@ -107,22 +102,35 @@ pub fn run(args: Args, cx: &Context, out: &mut dyn Write) -> Result<ExitCode, Fa
         }
         serde_json::to_writer(&mut *out, key).map_err(std::io::Error::from)?;
         out.write_all(b":")?;
-        if key == "tensors" {
-            out.write_all(b"[")?;
-            for (j, (r, sha)) in rows.iter().zip(&hashes).enumerate() {
-                if j > 0 {
-                    out.write_all(b",")?;
-                }
+        if key == "storages" {
+            let entries = ckpt.storages.iter().map(|s| {
+                json!({"key": s.key, "nbytes": s.storage.nbytes(), "location": s.location, "storage_type": s.storage_type()})
+            });
+            json_array(out, entries)?;
+        } else if key == "tensors" {
+            let entries = rows.iter().zip(&hashes).map(|(r, sha)| {
                 let sha = sha.as_ref().map(data::hex);
-                serde_json::to_writer(&mut *out, &tensor_json(r, sha.as_deref())).map_err(std::io::Error::from)?;
-            }
-            out.write_all(b"]")?;
+                tensor_json(r, sha.as_deref())
+            });
+            json_array(out, entries)?;
         } else {
             serde_json::to_writer(&mut *out, value).map_err(std::io::Error::from)?;
         }
     }
     out.write_all(b"}\n")?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Prints a JSON array of `entries`, each made and printed in turn.
+fn json_array(out: &mut dyn Write, entries: impl Iterator<Item = Json>) -> std::io::Result<()> {
+    out.write_all(b"[")?;
+    for (i, entry) in entries.enumerate() {
+        if i > 0 {
+            out.write_all(b",")?;
+        }
+        serde_json::to_writer(&mut *out, &entry)?;
+    }
+    out.write_all(b"]")
 }
 
 /// A row's entry in `"tensors"`, with its hash (`None`: null).

@@ -411,8 +411,8 @@ fn a_sparse_tensor_built_from_components_saves() {
     let indices = Tensor::from_vec(vec![0i64, 1, 2, 0], &[2, 2]).unwrap();
     let values = Tensor::from_slice(&[5.0f32, -1.5]).unwrap();
     let kind = TensorKind::SparseCoo {
-        indices: indices.clone(),
-        values: values.clone(),
+        indices: Box::new(indices.clone()),
+        values: Box::new(values.clone()),
         coalesced: Some(true),
     };
     let obj = TensorObject::with_kind(kind, &[3, 4]).unwrap();

@@ -71,6 +71,9 @@ impl CompressedLayout {
 
 /// How a tensor's elements are held: PyTorch's `layout`, with the component
 /// tensors of the layouts that are not strided (see NOTE [tensor kinds]).
+/// The components are boxed: a strided tensor, by far the most common, then
+/// carries a few words for its kind, not four tensors' room (a checkpoint
+/// may hold millions of tensor objects).
 #[derive(Clone, Debug, Default)]
 #[non_exhaustive]
 pub enum TensorKind {
@@ -81,9 +84,9 @@ pub enum TensorKind {
     /// `values` (`[nnz, *dense_dims]`), as `t._indices()`, `t._values()`.
     SparseCoo {
         /// The indices, one column per stored element.
-        indices: Tensor,
+        indices: Box<Tensor>,
         /// The stored elements.
-        values: Tensor,
+        values: Box<Tensor>,
         /// `t.is_coalesced()` as saved (`None`: a file older than the flag).
         coalesced: Option<bool>,
     },
@@ -93,23 +96,23 @@ pub enum TensorKind {
         /// Which of CSR, CSC, BSR, BSC.
         layout: CompressedLayout,
         /// Offsets into `plain_indices`, one more than the compressed dimension.
-        compressed_indices: Tensor,
+        compressed_indices: Box<Tensor>,
         /// The plain-dimension index of each stored element (or block).
-        plain_indices: Tensor,
+        plain_indices: Box<Tensor>,
         /// The stored elements (or blocks).
-        values: Tensor,
+        values: Box<Tensor>,
     },
     /// A nested tensor (`torch.nested`, strided layout): tensors of different
     /// shapes viewing one flat `buffer`, as `_rebuild_nested_tensor` takes them.
     Nested {
         /// The flat buffer (`nt.values()`).
-        buffer: Tensor,
+        buffer: Box<Tensor>,
         /// int64 `[n, ndim]`: each tensor's shape (`nt._nested_tensor_size()`).
-        sizes: Tensor,
+        sizes: Box<Tensor>,
         /// int64 `[n, ndim]`: each tensor's strides.
-        strides: Tensor,
+        strides: Box<Tensor>,
         /// int64 `[n]`: each tensor's offset into `buffer`, in elements.
-        offsets: Tensor,
+        offsets: Box<Tensor>,
     },
 }
 
@@ -184,9 +187,9 @@ pub enum Quantization {
     /// scale and zero point per index of dimension `axis`.
     PerChannel {
         /// `t.q_per_channel_scales()`, `[size[axis]]`.
-        scales: Tensor,
+        scales: Box<Tensor>,
         /// `t.q_per_channel_zero_points()`, `[size[axis]]`.
-        zero_points: Tensor,
+        zero_points: Box<Tensor>,
         /// `t.q_per_channel_axis()`.
         axis: usize,
     },

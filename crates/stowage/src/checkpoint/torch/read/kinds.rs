@@ -92,10 +92,10 @@ pub(super) fn nested(graph: &Graph<Object>, args: &[V]) -> Result<V> {
     shape.extend(padded);
     object(
         TensorKind::Nested {
-            buffer,
-            sizes,
-            strides,
-            offsets,
+            buffer: Box::new(buffer),
+            sizes: Box::new(sizes),
+            strides: Box::new(strides),
+            offsets: Box::new(offsets),
         },
         &shape,
     )
@@ -307,8 +307,8 @@ pub(super) fn per_channel(
         }
     }
     Ok(Quantization::PerChannel {
-        scales,
-        zero_points,
+        scales: Box::new(scales),
+        zero_points: Box::new(zero_points),
         axis,
     })
 }

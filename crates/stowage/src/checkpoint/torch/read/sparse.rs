@@ -124,8 +124,8 @@ fn coo(graph: &Graph<Object>, data: &[V]) -> Result<V> {
     }
     object(
         TensorKind::SparseCoo {
-            indices,
-            values,
+            indices: Box::new(indices),
+            values: Box::new(values),
             coalesced,
         },
         &size,
@@ -233,9 +233,9 @@ fn compressed(graph: &Graph<Object>, layout: CompressedLayout, data: &[V]) -> Re
     object(
         TensorKind::SparseCompressed {
             layout,
-            compressed_indices: ci,
-            plain_indices: pi,
-            values,
+            compressed_indices: Box::new(ci),
+            plain_indices: Box::new(pi),
+            values: Box::new(values),
         },
         &size,
     )
