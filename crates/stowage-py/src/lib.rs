@@ -89,6 +89,28 @@ fn scan(py: Python<'_>, paths: &Bound<'_, pyo3::types::PyTuple>) -> PyResult<Str
     }))
 }
 
+/// Runs the command line `args` in this process (`stowage_cli::run_in_process`):
+/// its exit status (0, or 1 for an answer of "no") and its standard output.
+/// A failure raises the exception its error maps to, with the message the
+/// binary prints; refused arguments raise `ValueError`.
+#[pyfunction]
+fn cli(py: Python<'_>, args: Vec<String>) -> PyResult<(u8, Py<pyo3::types::PyBytes>)> {
+    use stowage_cli::Outcome;
+    match py.detach(|| stowage_cli::run_in_process(args)) {
+        Outcome::Answered { status, stdout } => {
+            Ok((status, pyo3::types::PyBytes::new(py, &stdout).unbind()))
+        }
+        Outcome::Usage(message) => Err(pyo3::exceptions::PyValueError::new_err(message)),
+        Outcome::Failed { message, error } => Err(match error.downcast::<stowage::Error>() {
+            Ok(e) => errors::to_py(py, *e),
+            Err(error) => match error.downcast::<std::io::Error>() {
+                Ok(e) => PyErr::from(*e),
+                Err(_) => errors::StowageError::new_err(message),
+            },
+        }),
+    }
+}
+
 #[pymodule]
 fn _stowage(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
@@ -98,5 +120,6 @@ fn _stowage(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(load, m)?)?;
     m.add_function(wrap_pyfunction!(save::save, m)?)?;
     m.add_function(wrap_pyfunction!(scan, m)?)?;
+    m.add_function(wrap_pyfunction!(cli, m)?)?;
     Ok(())
 }

@@ -30,6 +30,9 @@ __all__ = [
     "load",
     "save",
     "scan",
+    "inspect",
+    "diff",
+    "convert",
     "safe_open",
     "SafeOpen",
     "TensorSlice",
@@ -143,3 +146,91 @@ def scan(*paths: Union[str, "os.PathLike[str]"]) -> Dict[str, Any]:
     read has its ``error`` set rather than raising.
     """
     return json.loads(_stowage.scan(*(os.fspath(p) for p in paths)))
+
+
+def _cli(args: list) -> tuple:
+    """Runs ``stowage ARGS`` in this process (the command line's own code):
+    its exit status and standard output; a failure raises as ``load`` does."""
+    return _stowage.cli([str(a) for a in args])
+
+
+def inspect(
+    src: Union[str, "os.PathLike[str]"],
+    *,
+    hashes: bool = True,
+    inert: bool = False,
+) -> Dict[str, Any]:
+    """What a checkpoint holds: exactly the JSON of ``stowage inspect
+    --json``, as a dict (``docs/cli-contract.md``)::
+
+        {"format", "byteorder", "storages": [{"key", "nbytes", "location",
+        "storage_type"}], "tensors": [{"path", "dtype", "shape", "stride",
+        "storage_offset", "storage_key", "storage_nbytes", "requires_grad",
+        "parameter", "sha256"}], "values": [{"path", "type", "value"}]}
+
+    ``hashes=False`` reads only the pickle and the archive's directory (no
+    tensor bytes; every ``sha256`` is None). ``inert=True`` reads a file that
+    names globals outside PyTorch's allowlist without importing them, and
+    lists them under ``"objects"``.
+    """
+    args = ["inspect", "--json"]
+    if not hashes:
+        args.append("--no-hash")
+    if inert:
+        args.append("--inert")
+    _, out = _cli([*args, "--", os.fspath(src)])
+    return json.loads(out)
+
+
+def diff(
+    a: Union[str, "os.PathLike[str]"],
+    b: Union[str, "os.PathLike[str]"],
+    *,
+    atol: float = 0.0,
+    rtol: float = 0.0,
+) -> Dict[str, Any]:
+    """Compares two checkpoints tensor by tensor (presence, dtype, shape,
+    values, storage sharing) and value by value: exactly the JSON of
+    ``stowage diff --json``, as a dict, ``{"same": bool, "differences":
+    [...]}``. Elements are compared bit for bit unless ``atol`` or ``rtol``
+    is given; then floating and complex elements match as in
+    ``torch.allclose``.
+    """
+    args = ["diff", "--json"]
+    if atol:
+        args += ["--atol", repr(float(atol))]
+    if rtol:
+        args += ["--rtol", repr(float(rtol))]
+    _, out = _cli([*args, "--", os.fspath(a), os.fspath(b)])
+    return json.loads(out)
+
+
+def convert(
+    src: Union[str, "os.PathLike[str]"],
+    dst: Union[str, "os.PathLike[str]"],
+    *,
+    to: Optional[str] = None,
+    max_shard_size: Optional[str] = None,
+    inert: bool = False,
+    drop_values: bool = False,
+    drop_objects: bool = False,
+) -> None:
+    """``stowage convert``: rewrites ``src`` as ``dst``, whose extension names
+    the format (``.pt``, ``.pth``, ``.bin``, ``.ckpt``: torch zip;
+    ``.safetensors``), keeping sharing; or, with ``to="safetensors"``,
+    ``"bin"`` or ``"dcp"``, as a folder (a Hugging Face sharded set of at
+    most ``max_shard_size`` per shard, ``"5GB"`` by default, or a distributed
+    checkpoint). The same options, and the same results, as the command.
+    """
+    args = ["convert"]
+    if to is not None:
+        args += ["--to", to]
+    if max_shard_size is not None:
+        args += ["--max-shard-size", max_shard_size]
+    if inert:
+        args.append("--inert")
+    if drop_values:
+        args.append("--drop-values")
+    if drop_objects:
+        args.append("--drop-objects")
+    _cli([*args, "--", os.fspath(src), os.fspath(dst)])

@@ -7,6 +7,9 @@ __all__ = [
     "load",
     "save",
     "scan",
+    "inspect",
+    "diff",
+    "convert",
     "safe_open",
     "SafeOpen",
     "TensorSlice",
@@ -38,6 +41,27 @@ def save(obj: Any, dst: _Path, *, sync: bool = True) -> None:
 
 def scan(*paths: _Path) -> Dict[str, Any]:
     """The JSON of stowage scan --json, as a dict: every global each pickle names, with its verdict."""
+    ...
+
+def inspect(src: _Path, *, hashes: bool = True, inert: bool = False) -> Dict[str, Any]:
+    """The JSON of stowage inspect --json, as a dict: storages, tensors, values (and objects)."""
+    ...
+
+def diff(a: _Path, b: _Path, *, atol: float = 0.0, rtol: float = 0.0) -> Dict[str, Any]:
+    """The JSON of stowage diff --json, as a dict: {"same": bool, "differences": [...]}."""
+    ...
+
+def convert(
+    src: _Path,
+    dst: _Path,
+    *,
+    to: Optional[str] = None,
+    max_shard_size: Optional[str] = None,
+    inert: bool = False,
+    drop_values: bool = False,
+    drop_objects: bool = False,
+) -> None:
+    """stowage convert: src rewritten as dst (format by extension, or a folder with to=)."""
     ...
 
 def safe_open(

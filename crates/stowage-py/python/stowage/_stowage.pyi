@@ -16,6 +16,7 @@ __all__ = [
     "load",
     "save",
     "scan",
+    "cli",
 ]
 
 @final
@@ -48,3 +49,4 @@ class SafeOpen:
 
 def save(obj: Any, dst: str, encoder: Any, *, sync: bool = True) -> None: ...
 def scan(*paths: str) -> str: ...
+def cli(args: List[str]) -> Tuple[int, bytes]: ...

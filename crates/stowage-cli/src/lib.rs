@@ -1,0 +1,461 @@
+//! `stowage`: the command line of the stowage library, as a library: the
+//! binary's `main` calls [`main`], and a program that runs a command in its
+//! own process (the Python package's `inspect`, `diff` and `convert`) calls
+//! [`run_in_process`], so both print the same output from one
+//! implementation.
+//!
+//! [`main`] is thin, as in ripgrep and candle: parse the arguments, run the
+//! command, turn the outcome into an exit status, and print an error once, as
+//! one line on stderr (`stowage: <error>: <cause>`). The library's warnings
+//! (`stowage::warn`, through the `log` facade) print as
+//! `stowage: warning: <message>`.
+//!
+//! Exit statuses, as the contract gives them: 0 success; 1 the command ran
+//! and the answer is "no" (`diff` found differences, `verify` a defect); 2
+//! a usage error (clap's own status for those), an input that could not be
+//! read or was refused, or any other failure (OUT cannot be written). A reader that
+//! goes away (`stowage demo | head`) is not an error: output stops and the
+//! status is 0.
+//!
+//! Each subcommand is one module with a `clap::Args` struct named `Args` and
+//! `fn run(args: Args, cx: &Context, out: &mut dyn Write) -> Result<ExitCode, Failure>`
+//! (the [`Context`] holds the parsed global options),
+//! listed once in the `subcommands!` invocation below.
+
+use std::error::Error as StdError;
+use stowage::CheckpointError;
+
+// How every error reads on one line (the library's, for its JSON too).
+use std::fmt;
+use std::io::{self, Write};
+use std::process::ExitCode;
+pub(crate) use stowage::one_line;
+
+use clap::{Parser, Subcommand};
+
+pub use context::Context;
+
+mod context;
+mod data;
+mod listing;
+mod logger;
+mod progress;
+mod remote;
+mod values;
+
+/// Declares the subcommand modules, the [`Command`] enum and its dispatch.
+///
+/// Each entry is `Variant(module)`, preceded by its doc comment (the
+/// command's help line); adding a subcommand is one entry plus its module.
+macro_rules! subcommands {
+    ($($(#[$attr:meta])* $variant:ident($module:ident)),+ $(,)?) => {
+        $(mod $module;)+
+
+        /// The subcommands.
+        #[derive(Debug, Subcommand)]
+        enum Command {
+            $($(#[$attr])* $variant($module::Args),)+
+        }
+
+        impl Command {
+            /// Runs the subcommand in `cx`, writing its output to `out`.
+            fn run(self, cx: &Context, out: &mut dyn Write) -> Result<ExitCode, Failure> {
+                match self {
+                    $(Command::$variant(args) => $module::run(args, cx, out),)+
+                }
+            }
+        }
+    };
+}
+
+/// The kinds of checkpoint a command reads, for each input's help text:
+/// `#[arg(help = concat!("The checkpoint: ", inputs!()))]`.
+macro_rules! inputs {
+    () => {
+        "a torch zip, torch legacy or safetensors file (detected by content), a folder or \
+         *.index.json of a sharded set, a distributed checkpoint folder, or a URL (s3://, gs://, \
+         az://, http(s)://, file://; a folder's URL ends in /)"
+    };
+}
+
+subcommands! {
+    /// Walk through PyTorch's storage model, step by step, with the PyTorch code for each step
+    Demo(demo),
+    /// List what a checkpoint holds: tensors, dtypes, layouts and storage sharing
+    Inspect(inspect),
+    /// Rewrite a checkpoint as torch zip (.pt, .pth, .bin) or safetensors (.safetensors), keeping sharing
+    Convert(convert),
+    /// Compare two checkpoints tensor by tensor: presence, dtype, shape, values and storage sharing
+    Diff(diff),
+    /// Check a checkpoint without trusting it: archive, CRCs, records, tensor bounds, allowed globals
+    Verify(verify),
+    /// List the globals every pickle in each file names, with a verdict: allowed, decoded or unsafe
+    Scan(scan),
+    /// Time the library's load of a checkpoint, or its save of what the checkpoint holds
+    Bench(bench),
+}
+
+/// PyTorch's tensor storage model and checkpoint format, without libtorch.
+#[derive(Debug, Parser)]
+#[command(name = "stowage", version, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+    /// Draw no progress bars (they are drawn on stderr, only when it is a terminal)
+    #[arg(long, short, global = true)]
+    quiet: bool,
+    /// Never refuse a global: build an inert object (module, name, arguments,
+    /// state) for each one outside PyTorch's weights_only allowlist, and decode
+    /// the known data types (numpy, argparse.Namespace, datetime, pathlib …).
+    /// Nothing is ever imported or called
+    #[arg(long, global = true)]
+    inert: bool,
+    /// Accept MODULE.NAME as PyTorch's add_safe_globals would (repeatable):
+    /// decoded as data when stowage knows it, else an inert object; never called
+    #[arg(long = "allow-global", value_name = "MODULE.NAME", global = true)]
+    allow_global: Vec<String>,
+}
+
+/// Exit status 2: a usage error, an input that could not be read or was
+/// refused, or any other failure. Status 1 is kept for an answer of "no"
+/// (`diff` found differences, `verify` a defect), which the subcommands
+/// return as their [`ExitCode`]: a script reading 1 as "differs" must never
+/// see it for a command that did not run to its answer.
+const FAILED: u8 = 2;
+
+/// An error that ends a subcommand: printed once on stderr, exit status 2.
+///
+/// `?` converts [`stowage::Error`] and [`io::Error`] (an error writing the
+/// output).
+#[derive(Debug)]
+pub struct Failure {
+    error: Box<dyn StdError + Send + Sync + 'static>,
+}
+
+impl Failure {
+    /// An input that could not be read or was refused.
+    pub fn input(error: stowage::Error) -> Failure {
+        Failure {
+            error: Box::new(error),
+        }
+    }
+
+    /// An error concerning the tensor at `path`.
+    pub fn at(path: &[stowage::checkpoint::PathKey], error: stowage::Error) -> Failure {
+        let path = stowage::checkpoint::dotted(path);
+        Failure::input(stowage::ErrorContext::at_path(error, path))
+    }
+
+    /// A usage error with the message `message`.
+    pub fn usage(message: impl Into<String>) -> Failure {
+        Failure::msg(message)
+    }
+
+    /// A failure with the message `message`.
+    pub fn msg(message: impl Into<String>) -> Failure {
+        Failure {
+            error: message.into().into(),
+        }
+    }
+}
+
+impl From<stowage::Error> for Failure {
+    fn from(error: stowage::Error) -> Failure {
+        Failure::input(error)
+    }
+}
+
+impl From<io::Error> for Failure {
+    fn from(error: io::Error) -> Failure {
+        Failure {
+            error: Box::new(error),
+        }
+    }
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&one_line(&*self.error))?;
+        match hint(&*self.error) {
+            Some(hint) => write!(f, " ({hint})"),
+            None => Ok(()),
+        }
+    }
+}
+
+/// What to do next about an error, in the command line's words: the
+/// library's errors name no flags.
+fn hint(error: &(dyn std::error::Error + 'static)) -> Option<String> {
+    let mut at: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(e) = at {
+        // A wrapper's cause is its `Box<Error>` field, seen as the box.
+        let ours = e
+            .downcast_ref::<stowage::Error>()
+            .or_else(|| e.downcast_ref::<Box<stowage::Error>>().map(|b| &**b));
+        match ours {
+            Some(stowage::Error::Checkpoint(CheckpointError::GlobalNotAllowed { .. })) => {
+                return Some(
+                    "`stowage scan` lists every global the file names; `--inert` reads it without importing or running anything"
+                        .into(),
+                );
+            }
+            Some(stowage::Error::Checkpoint(CheckpointError::NotSaveable { .. })) => {
+                return Some("--drop-objects leaves such values out".into());
+            }
+            _ => {}
+        }
+        at = e.source();
+    }
+    None
+}
+
+/// Standard output that remembers whether the reader has gone away.
+struct Stdout<W> {
+    inner: W,
+    closed: bool,
+}
+
+impl<W: Write> Stdout<W> {
+    fn note<T>(&mut self, result: io::Result<T>) -> io::Result<T> {
+        if let Err(e) = &result {
+            if e.kind() == io::ErrorKind::BrokenPipe {
+                self.closed = true;
+            }
+        }
+        result
+    }
+}
+
+impl<W: Write> Write for Stdout<W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let result = self.inner.write(buf);
+        self.note(result)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        let result = self.inner.flush();
+        self.note(result)
+    }
+}
+
+/// Runs the parsed command line, writing to `out`.
+///
+/// # Errors
+/// The subcommand's [`Failure`], or a failure to flush the output.
+fn run(cli: Cli, out: &mut dyn Write) -> Result<ExitCode, Failure> {
+    progress::set_quiet(cli.quiet);
+    let cx = Context::new(cli.inert, cli.allow_global);
+    let status = cli.command.run(&cx, out)?;
+    out.flush()?;
+    Ok(status)
+}
+
+/// Set, in the signal handler itself, when SIGINT, SIGTERM or SIGHUP
+/// arrives: from then on the process ends by that signal, never otherwise.
+static SIGNALLED: std::sync::LazyLock<std::sync::Arc<std::sync::atomic::AtomicBool>> =
+    std::sync::LazyLock::new(Default::default);
+
+/// SIGINT, SIGTERM and SIGHUP end the process as they would anyway, but
+/// only after the temporaries of a save in progress are removed (and, after
+/// a folder's exchange, the target's own folders put back), so an
+/// interrupted `convert` leaves nothing behind. A `SIGKILL` cannot be
+/// caught: the next save to the same target removes what it left.
+fn end_cleanly_on_signals() {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    const SIGNALS: [i32; 3] = [SIGINT, SIGTERM, SIGHUP];
+    for signal in SIGNALS {
+        if signal_hook::flag::register(signal, SIGNALLED.clone()).is_err() {
+            return;
+        }
+    }
+    let Ok(mut signals) = signal_hook::iterator::Signals::new(SIGNALS) else {
+        return;
+    };
+    std::thread::spawn(move || {
+        if let Some(signal) = signals.forever().next() {
+            stowage::io::remove_temporaries();
+            // Ended by the signal itself, as without this handler.
+            let _ = signal_hook::low_level::emulate_default_handler(signal);
+            std::process::exit(128 + signal);
+        }
+    });
+}
+
+/// Once a signal has arrived, the thread that ends the process by it does:
+/// the command neither reports the save it interrupted as failed nor ends
+/// with a status of its own.
+fn wait_if_signalled() {
+    while SIGNALLED.load(std::sync::atomic::Ordering::SeqCst) {
+        std::thread::park();
+    }
+}
+
+/// The `stowage` command line: parses the process's arguments, runs the
+/// command, prints its error once on stderr, and returns the exit status.
+/// Installs the warning logger and the handlers of SIGINT, SIGTERM and
+/// SIGHUP that undo a save in progress before the process ends.
+pub fn main() -> ExitCode {
+    logger::install();
+    end_cleanly_on_signals();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            // Help and version go to stdout with status 0, usage errors to
+            // stderr with status 2. A closed stream is no reason to panic.
+            let _ = e.print();
+            return ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(FAILED));
+        }
+    };
+    let mut out = Stdout {
+        inner: io::BufWriter::new(io::stdout().lock()),
+        closed: false,
+    };
+    let result = run(cli, &mut out);
+    wait_if_signalled();
+    if out.closed {
+        return ExitCode::SUCCESS;
+    }
+    match result {
+        Ok(status) => status,
+        Err(failure) => {
+            let _ = writeln!(io::stderr().lock(), "stowage: {failure}");
+            ExitCode::from(FAILED)
+        }
+    }
+}
+
+/// How a command run by [`run_in_process`] ended.
+#[derive(Debug)]
+pub enum Outcome {
+    /// It ran to its answer: its exit status (0, or 1 for an answer of
+    /// "no": `diff` found differences, `verify` a defect) and what it printed.
+    Answered {
+        /// The exit status.
+        status: u8,
+        /// Its standard output.
+        stdout: Vec<u8>,
+    },
+    /// The arguments were refused (the exit status 2, with clap's message).
+    Usage(String),
+    /// It failed (exit status 2): the error the binary prints as
+    /// `stowage: <message>`.
+    Failed {
+        /// The one-line message, with the command line's hint.
+        message: String,
+        /// The error itself: a `stowage::Error` or an `std::io::Error` where
+        /// it was one, for a caller that maps errors to its own types.
+        error: Box<dyn StdError + Send + Sync + 'static>,
+    },
+}
+
+/// Runs the command line `args` (without the program's name:
+/// `["inspect", "--json", "model.pt"]`) in this process, its output
+/// captured: what the binary prints for them, and how it would exit. No
+/// progress bar is drawn, no signal handler or logger is installed.
+pub fn run_in_process<I, T>(args: I) -> Outcome
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    let argv = std::iter::once(std::ffi::OsString::from("stowage"))
+        .chain(args.into_iter().map(Into::into));
+    let mut cli = match Cli::try_parse_from(argv) {
+        Ok(cli) => cli,
+        Err(e) => return Outcome::Usage(e.to_string().trim_end().to_owned()),
+    };
+    cli.quiet = true;
+    let mut stdout = Vec::new();
+    match run(cli, &mut stdout) {
+        Ok(status) => Outcome::Answered {
+            // `ExitCode` cannot be read back, only compared: the
+            // subcommands answer 0, 1, or 2 (`scan` with an unreadable file).
+            status: (0..=FAILED)
+                .find(|&code| status == ExitCode::from(code))
+                .unwrap_or(FAILED),
+            stdout,
+        },
+        Err(failure) => Outcome::Failed {
+            message: failure.to_string(),
+            error: failure.error,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug)]
+    struct Wrapped(io::Error);
+    impl fmt::Display for Wrapped {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("reading model.pt")
+        }
+    }
+    impl StdError for Wrapped {
+        fn source(&self) -> Option<&(dyn StdError + 'static)> {
+            Some(&self.0)
+        }
+    }
+
+    #[test]
+    fn error_chain_is_one_line_without_repeats() {
+        let e = Wrapped(io::Error::new(io::ErrorKind::NotFound, "no such\nfile"));
+        assert_eq!(one_line(&e), "reading model.pt: no such file");
+        let io = stowage::Error::Io(io::Error::new(io::ErrorKind::NotFound, "not found"));
+        let f = Failure::from(io);
+        assert_eq!(f.to_string(), "not found");
+    }
+
+    struct Closed;
+    impl Write for Closed {
+        fn write(&mut self, _: &[u8]) -> io::Result<usize> {
+            Err(io::ErrorKind::BrokenPipe.into())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_closed_reader_is_noticed() {
+        let mut out = Stdout {
+            inner: Closed,
+            closed: false,
+        };
+        let cli = Cli::try_parse_from(["stowage", "demo"]).unwrap();
+        assert!(run(cli, &mut out).is_err());
+        assert!(out.closed);
+    }
+
+    #[test]
+    fn a_command_run_in_process_prints_what_the_binary_prints() {
+        let Outcome::Answered { status, stdout } = run_in_process(["demo"]) else {
+            panic!("demo failed");
+        };
+        assert_eq!(status, 0);
+        assert!(String::from_utf8(stdout).unwrap().contains(">>> "));
+        assert!(matches!(
+            run_in_process(["nosuchcommand"]),
+            Outcome::Usage(_)
+        ));
+        let Outcome::Failed { message, error } = run_in_process(["inspect", "/nonexistent.pt"])
+        else {
+            panic!("a missing file was read");
+        };
+        assert!(message.contains("/nonexistent.pt"), "{message}");
+        let error = error
+            .downcast::<stowage::Error>()
+            .expect("the library's error");
+        assert!(
+            matches!(error.root(), stowage::Error::Io(e) if e.kind() == io::ErrorKind::NotFound)
+        );
+    }
+
+    #[test]
+    fn clap_definition_is_valid() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+        let e = Cli::try_parse_from(["stowage", "nosuchcommand"]).unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+    }
+}
