@@ -117,7 +117,14 @@ impl<'py> Walk<'py> {
         match kind.as_str() {
             "ordered_dict" => {
                 let d = obj.cast::<PyDict>()?;
-                Ok(PyValue::OrderedDict(self.entries(d)?))
+                let dict = PyValue::OrderedDict(self.entries(d)?);
+                // `("ordered_dict", attributes or None)`.
+                let state = encoded.get_item(1)?;
+                if state.is_none() {
+                    return Ok(dict);
+                }
+                let state = self.value(&state)?;
+                Ok(PyValue::WithState(Box::new(dict), Box::new(state)))
             }
             "dtype" => Ok(PyValue::DType(self.dtype(&encoded.get_item(1)?)?)),
             "size" => Ok(PyValue::Size(encoded.get_item(1)?.extract()?)),

@@ -52,6 +52,25 @@ def test_torch_load_of_a_state_dict_loads_into_a_model(tmp_path):
     assert torch.equal(model(x), other(x))
 
 
+def test_a_state_dicts_metadata_is_saved_as_torch_saves_it(tmp_path):
+    # `_metadata` holds each module's version, which load_state_dict hands to
+    # _load_from_state_dict (BatchNorm upgrades old files by it).
+    model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.BatchNorm1d(3))
+    sd = model.state_dict()
+    stowage.save(sd, tmp_path / "sd.pt")
+    torch.save(sd, tmp_path / "torch.pt")
+    back = torch.load(tmp_path / "sd.pt", weights_only=True)
+    assert back._metadata == sd._metadata == torch.load(tmp_path / "torch.pt", weights_only=True)._metadata
+    assert isinstance(back._metadata, collections.OrderedDict)
+    # Inside a training checkpoint, and through stowage's own load.
+    stowage.save({"model": sd, "step": 3}, tmp_path / "ckpt.pt")
+    assert torch.load(tmp_path / "ckpt.pt", weights_only=True)["model"]._metadata == sd._metadata
+    assert stowage.load(tmp_path / "ckpt.pt")["model"]._metadata == sd._metadata
+    # A plain OrderedDict gets no state.
+    stowage.save(collections.OrderedDict(w=torch.ones(1)), tmp_path / "plain.pt")
+    assert not hasattr(torch.load(tmp_path / "plain.pt", weights_only=True), "_metadata")
+
+
 def test_numpy_arrays_sharing_a_buffer_are_one_storage(tmp_path):
     base = np.arange(12, dtype=np.float32)
     obj = {"base": base, "view": base[2:8].reshape(2, 3), "strided": base[::3], "other": np.ones(2, np.int16)}

@@ -116,8 +116,8 @@ def save(obj: Any, dst: Union[str, "os.PathLike[str]"], *, sync: bool = True) ->
     arrays on one buffer) are written as one storage. A name ending in
     ``.safetensors`` writes safetensors (tensors only, named by path);
     anything else the torch zip format. An ``OrderedDict``'s attributes (a
-    state dict's ``_metadata``) are not written yet; ``load_state_dict``
-    does without them.
+    state dict's ``_metadata``, which ``load_state_dict`` reads for each
+    module's version) are written as ``torch.save`` writes them.
 
     The file is written crash-safely: a temporary renamed over ``dst``
     (fsynced first unless ``sync=False``), so ``dst`` is either the old file

@@ -50,7 +50,9 @@ class Encoder:
             if isinstance(obj, torch.device):
                 return ("device", str(obj))
         if isinstance(obj, collections.OrderedDict):
-            return ("ordered_dict",)
+            # Its attributes (a state dict's `_metadata`), which torch.save
+            # pickles as the state BUILD sets on it.
+            return ("ordered_dict", dict(vars(obj)) or None)
         if isinstance(obj, np.ndarray):
             return self._ndarray(obj)
         return None

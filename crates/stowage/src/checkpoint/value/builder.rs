@@ -50,6 +50,11 @@ pub enum PyValue {
     Size(Vec<usize>),
     /// A tensor, or an `nn.Parameter` (`TensorObject::parameter`).
     Tensor(Box<TensorObject>),
+    /// A container with the state `BUILD` sets on it: an `OrderedDict`'s
+    /// `__dict__` (a state dict's `{"_metadata": …}`, which
+    /// `load_state_dict` reads for each module's version), as `torch.save`
+    /// pickles it. The state of a value that is not a container is dropped.
+    WithState(Box<PyValue>, Box<PyValue>),
 }
 
 impl PyValue {
@@ -112,6 +117,7 @@ impl PyValue {
             PyValue::Device(_) => "device",
             PyValue::Size(_) => "size",
             PyValue::Tensor(_) => "tensor",
+            PyValue::WithState(v, _) => v.kind_name(),
         }
     }
 
@@ -394,6 +400,7 @@ fn descend(slot: &mut PyValue, full: &[PathKey], depth: usize, value: PyValue) -
         (PyValue::Dict(entries) | PyValue::OrderedDict(entries), _) => {
             insert(entries, full, depth, value)
         }
+        (PyValue::WithState(inner, _), _) => descend(inner, full, depth, value),
         (PyValue::List(items), PathKey::Index(i)) => {
             let Some(item) = usize::try_from(*i).ok().and_then(|at| items.get_mut(at)) else {
                 return Err(Error::Checkpoint(CheckpointError::ValueNotFound {
@@ -442,6 +449,14 @@ fn add(ckpt: &mut Checkpoint, v: PyValue) -> Value<Object> {
             let id = add_dict(ckpt, entries);
             ckpt.ordered.insert(id);
             Value::Node(id)
+        }
+        PyValue::WithState(value, state) => {
+            let value = add(ckpt, *value);
+            if let Value::Node(id) = value {
+                let state = add(ckpt, *state);
+                ckpt.state.insert(id, state);
+            }
+            value
         }
     }
 }
@@ -513,6 +528,29 @@ mod tests {
         );
         let model = ckpt.get("model").unwrap();
         assert!(ckpt.ordered.contains(&model.raw().as_node().unwrap()));
+    }
+
+    #[test]
+    fn a_state_dicts_metadata_is_saved_as_build_state() {
+        // `module.state_dict()`: an OrderedDict with `_metadata` set on it.
+        let metadata = PyValue::OrderedDict(vec![("".into(), PyValue::dict([("version", 1)]))]);
+        let sd = PyValue::WithState(
+            Box::new(PyValue::state_dict([("w", t(&[1.0]))])),
+            Box::new(PyValue::dict([("_metadata", metadata)])),
+        );
+        let ckpt = Checkpoint::builder().value("model", sd).build().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.pt");
+        crate::save(&path, &ckpt).unwrap();
+        let back = crate::load(&path).unwrap();
+        let model = back.get("model").unwrap().raw().as_node().unwrap();
+        assert!(back.ordered.contains(&model));
+        let state = back.state.get(&model).expect("the state is kept");
+        let Value::Node(state) = state else {
+            panic!("a dict state: {state:?}")
+        };
+        let version = back.graph.get(*state);
+        assert!(format!("{version:?}").contains("_metadata"), "{version:?}");
     }
 
     #[test]
