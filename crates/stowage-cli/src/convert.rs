@@ -420,7 +420,14 @@ fn to_folder(
             // metadata, as a single file keeps them in `__metadata__`.
             let (metadata, note) = store_values(ckpt, &args.input, args.drop_values, true)
                 .inspect_err(|_| bar.finish_and_clear())?;
-            let mut with_values = ckpt.clone();
+            // Without the values, nothing of the structure but the tensors'
+            // names is written (the library keeps a nested checkpoint's
+            // structure and values in the set).
+            let mut with_values = if args.drop_values {
+                ckpt.tensors_only().map_err(Failure::input)?
+            } else {
+                ckpt.clone()
+            };
             with_values.safetensors_metadata = (!metadata.is_empty()).then_some(metadata);
             let ckpt = &with_values;
             let options = ShardOptions::default()

@@ -177,6 +177,71 @@ fn saved_sets_split_as_hugging_face_splits() {
     }
 }
 
+/// A training checkpoint (nested dicts, an optimizer's state, values) saved
+/// as a set loads back as what was saved, as one safetensors file does: in
+/// several shards and in one, in safetensors and in `.bin` shards. Its
+/// tensors alone (`tensors_only`) make a flat set.
+#[test]
+fn a_nested_checkpoint_saved_as_a_set_loads_back_whole() {
+    let ckpt = stowage::load(common::fixtures_dir().join("training_checkpoint.pt")).unwrap();
+    let leaves = |c: &Checkpoint| {
+        let mut out: Vec<String> = c
+            .root_value()
+            .leaves()
+            .unwrap()
+            .iter()
+            .map(|v| format!("{} {:?}", dotted(v.path()), v.kind()))
+            .collect();
+        out.sort();
+        out
+    };
+    let want = leaves(&ckpt);
+    assert!(want.iter().any(|l| l.starts_with("epoch ")), "{want:?}");
+    for (format, size, files) in [
+        (ShardFormat::Safetensors, "100B", 3),
+        (ShardFormat::Safetensors, "5GB", 1),
+        (ShardFormat::Bin, "5GB", 1),
+    ] {
+        let out = tempfile::tempdir().unwrap();
+        let options = ShardOptions::default()
+            .with_format(format)
+            .with_max_shard_size(stowage::checkpoint::sharded::parse_size(size).unwrap())
+            .with_sync(false);
+        let saved = save_sharded(out.path(), &ckpt, &options).unwrap();
+        assert_eq!(saved.files.len(), files, "{format:?} {size}");
+        let back = stowage::load(out.path()).unwrap();
+        assert_eq!(leaves(&back), want, "{format:?} {size}");
+        assert_eq!(
+            back.get("epoch").unwrap().as_i64().unwrap(),
+            ckpt.get("epoch").unwrap().as_i64().unwrap()
+        );
+        let w = |c: &Checkpoint| {
+            let t = c
+                .get("model.weight")
+                .unwrap()
+                .as_tensor()
+                .unwrap()
+                .tensor
+                .clone();
+            t.to_vec::<f32>().unwrap()
+        };
+        assert_eq!(w(&back), w(&ckpt), "{format:?} {size}");
+    }
+    // The tensors alone: a flat set, named by dotted path, nothing else.
+    let out = tempfile::tempdir().unwrap();
+    let options = ShardOptions::default()
+        .with_max_shard_size(100)
+        .with_sync(false);
+    save_sharded(out.path(), &ckpt.tensors_only().unwrap(), &options).unwrap();
+    let index = index_json(out.path(), ShardFormat::Safetensors);
+    assert!(index["metadata"]
+        .get(stowage::checkpoint::safetensors::TREE_KEY)
+        .is_none());
+    let flat = stowage::load(out.path()).unwrap();
+    assert!(flat.get("epoch").is_err());
+    assert!(flat.get("model.weight").is_ok());
+}
+
 #[test]
 fn one_shard_is_a_single_file_without_index() {
     let ckpt = stowage::load(set_dir("safetensors")).unwrap();

@@ -325,6 +325,18 @@ pub(crate) fn load_indexed(
     let root = merged.graph.dict(items);
     merged.ordered.insert(root);
     merged.root = Value::Node(root);
+    // A set stowage wrote from a nested checkpoint: its structure back.
+    #[cfg(feature = "safetensors")]
+    {
+        use crate::checkpoint::format::safetensors::{restore_tree, TREE_KEY};
+        if let Some(Json::String(tree)) = parsed.metadata.get(TREE_KEY) {
+            merged
+                .safetensors_metadata
+                .get_or_insert_with(Default::default)
+                .insert(TREE_KEY.to_owned(), tree.clone());
+            restore_tree(&mut merged).map_err(in_index)?;
+        }
+    }
     Ok(merged)
 }
 
@@ -343,11 +355,16 @@ pub struct SavedSet {
 /// folder `dir` (made if missing). The set's files already in `dir` (shards
 /// and index of the same kind) are replaced as a whole; other files stay.
 ///
-/// Non-tensor values are not written (a set holds a state dict); the
-/// checkpoint's safetensors metadata (where a converter puts its values, as
-/// JSON under their dotted paths) is kept: in the index's `metadata`, beside
-/// `total_size`, or in the one safetensors shard's `__metadata__` when there
-/// is no index (a single `.bin` shard with metadata to keep gets an index).
+/// A set holds a flat map of tensors. A checkpoint that is not one (a
+/// training checkpoint, with nested dicts and values) also has its
+/// structure and values kept, as `safetensors::save` keeps them in one
+/// file (the entry `stowage.tree`, `TREE_KEY`), and a load of the set gives
+/// that checkpoint back; pass [`Checkpoint::tensors_only`] to write the
+/// tensors alone. The checkpoint's safetensors metadata (where a converter
+/// puts its values, as JSON under their dotted paths, for other readers) is
+/// kept too. Both go in the index's `metadata`, beside `total_size`, or in
+/// the one safetensors shard's `__metadata__` when there is no index (a
+/// single `.bin` shard with metadata to keep gets an index).
 /// In safetensors shards each tensor is a contiguous copy; in `.bin` shards,
 /// tensors sharing a storage share it in their shard.
 ///
@@ -365,7 +382,19 @@ pub fn save_sharded(dir: &Path, ckpt: &Checkpoint, options: &ShardOptions) -> Re
             n => format.file_name(&format!("-{:05}-of-{n:05}", i + 1)),
         })
         .collect();
-    let kept = ckpt.safetensors_metadata.clone().unwrap_or_default();
+    #[cfg_attr(not(feature = "safetensors"), allow(unused_mut))]
+    let mut kept = ckpt.safetensors_metadata.clone().unwrap_or_default();
+    // A nested checkpoint's structure and values, kept as a single
+    // safetensors file keeps them, so that the set loads back as what was
+    // saved: in the index's metadata, or the lone shard's.
+    #[cfg(feature = "safetensors")]
+    {
+        use crate::checkpoint::format::safetensors::{record_tree, TREE_KEY};
+        match record_tree(ckpt)? {
+            Some(tree) => kept.insert(TREE_KEY.to_owned(), tree),
+            None => kept.remove(TREE_KEY),
+        };
+    }
     let bin_with_metadata = format == ShardFormat::Bin && !kept.is_empty();
     let index_name = (count > 1 || bin_with_metadata).then(|| format.index_name());
     crate::io::replace_dir(

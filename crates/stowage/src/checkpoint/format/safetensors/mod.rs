@@ -35,6 +35,7 @@ use crate::{DType, Error, Result, Tensor, UntypedStorage};
 
 mod tree;
 pub use tree::TREE_KEY;
+pub(crate) use tree::{record as record_tree, restore as restore_tree};
 
 fn to_dtype(d: Dtype) -> Result<DType> {
     DType::from_safetensors(d).ok_or_else(|| {
@@ -301,16 +302,15 @@ pub fn save_with(path: &Path, ckpt: &Checkpoint, options: &SaveOptions) -> Resul
     // Hugging Face's writers do: transformers and `huggingface_hub` refuse a
     // file whose metadata lacks it. A format already given is kept.
     // A checkpoint that is not a flat map of tensors keeps its structure
-    // and values in one more entry (`tree`); an entry of that name the
-    // checkpoint carries is replaced, or dropped for a flat one.
+    // and values in one more entry (`tree`), replacing an entry of that
+    // name the checkpoint carries. A flat one keeps the entry it carries:
+    // a sharded set's lone shard carries its set's structure (a loaded
+    // checkpoint never does: the load rebuilds the structure and drops it).
     let tree = tree::record(ckpt)?;
     let mut meta: Option<HashMap<String, String>> = ckpt
         .safetensors_metadata
         .as_ref()
         .map(|m: &BTreeMap<_, _>| m.clone().into_iter().collect());
-    if let Some(m) = &mut meta {
-        m.remove(TREE_KEY);
-    }
     if let Some(tree) = tree {
         meta.get_or_insert_with(HashMap::new)
             .insert(TREE_KEY.to_owned(), tree);
