@@ -74,7 +74,8 @@ def test_convert_writes_what_torch_reads_back(tmp_path):
     stowage.convert(tmp_path / "m.safetensors", tmp_path / "back.pt")
     back = torch.load(tmp_path / "back.pt", weights_only=True)
     assert torch.equal(back["w"], base)
-    stowage.convert(tmp_path / "m.pt", tmp_path / "set", to="safetensors", max_shard_size="16B")
+    said = stowage.convert(tmp_path / "m.pt", tmp_path / "set", to="safetensors", max_shard_size="16B")
+    assert said.startswith("wrote 2 shards"), said
     assert (tmp_path / "set" / "model.safetensors.index.json").exists()
     # The set holds separate copies of the two views: only sharing differs.
     kinds = {d["kind"] for d in stowage.diff(tmp_path / "set", tmp_path / "m.pt")["differences"]}

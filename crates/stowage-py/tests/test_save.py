@@ -1,6 +1,7 @@
 """stowage.save, read back by torch.load(weights_only=True)."""
 
 import collections
+import json
 
 import numpy as np
 import pytest
@@ -105,3 +106,36 @@ def test_an_unsaveable_value_names_its_path_and_leaves_the_old_file(tmp_path):
     with pytest.raises(TypeError, match="big"):
         stowage.save({"big": 2**80}, path)
     assert path.read_bytes() == before
+
+
+def test_folders_sharded_sets_and_distributed_checkpoints(tmp_path):
+    from safetensors.torch import load_file
+
+    model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.Linear(3, 2))
+    sd = model.state_dict()
+    stowage.save(sd, tmp_path / "set", to="safetensors", max_shard_size="60B")
+    index = json.loads((tmp_path / "set" / "model.safetensors.index.json").read_text())
+    shards = sorted(set(index["weight_map"].values()))
+    assert len(shards) > 1
+    got = {}
+    for shard in shards:
+        got.update(load_file(tmp_path / "set" / shard))
+    assert got.keys() == sd.keys() and all(torch.equal(got[k], sd[k]) for k in sd)
+    # A training checkpoint keeps its structure and values in the set.
+    ckpt = {"model": sd, "epoch": 3, "lr": [0.1, 0.01]}
+    stowage.save(ckpt, tmp_path / "bin", to="bin")
+    back = stowage.load(tmp_path / "bin")
+    assert back["epoch"] == 3 and back["lr"] == [0.1, 0.01]
+    assert all(torch.equal(back["model"][k], sd[k]) for k in sd)
+    # DCP: PyTorch's own converter reads it back.
+    from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
+
+    stowage.save(ckpt, tmp_path / "dcp", to="dcp")
+    dcp_to_torch_save(tmp_path / "dcp", tmp_path / "from_dcp.pt")
+    viaTorch = torch.load(tmp_path / "from_dcp.pt", weights_only=True)
+    assert viaTorch["epoch"] == 3
+    assert all(torch.equal(viaTorch["model"][k], sd[k]) for k in sd)
+    with pytest.raises(ValueError):
+        stowage.save(sd, tmp_path / "x", to="zip")
+    with pytest.raises(ValueError):
+        stowage.save(sd, tmp_path / "x.pt", max_shard_size="1GB")

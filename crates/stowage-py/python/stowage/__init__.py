@@ -105,7 +105,14 @@ def safe_open(
     return SafeOpen(src, framework, inert=inert, allow_globals=allow_globals)
 
 
-def save(obj: Any, dst: Union[str, "os.PathLike[str]"], *, sync: bool = True) -> None:
+def save(
+    obj: Any,
+    dst: Union[str, "os.PathLike[str]"],
+    *,
+    sync: bool = True,
+    to: Optional[str] = None,
+    max_shard_size: Optional[str] = None,
+) -> None:
     """Save ``obj`` as ``torch.save`` would, for ``torch.load(dst,
     weights_only=True)`` to read back identical, sharing included.
 
@@ -119,14 +126,21 @@ def save(obj: Any, dst: Union[str, "os.PathLike[str]"], *, sync: bool = True) ->
     state dict's ``_metadata``, which ``load_state_dict`` reads for each
     module's version) are written as ``torch.save`` writes them.
 
+    ``to`` writes a folder instead: ``"safetensors"`` or ``"bin"``, a
+    Hugging Face sharded set (shards of at most ``max_shard_size``, ``"5GB"``
+    by default, and its index; a nested checkpoint keeps its structure and
+    values there, as in one safetensors file); ``"dcp"``, a distributed
+    checkpoint that ``torch.distributed.checkpoint.load`` reads.
+
     The file is written crash-safely: a temporary renamed over ``dst``
     (fsynced first unless ``sync=False``), so ``dst`` is either the old file
-    or the whole new one. A value it cannot write raises ``TypeError``
-    naming its path and type, before anything is written.
+    or the whole new one; a folder's set is replaced as a whole, the folder's
+    other files kept. A value it cannot write raises ``TypeError`` naming its
+    path and type, before anything is written.
     """
     from ._save import Encoder
 
-    _stowage.save(obj, os.fspath(dst), Encoder(), sync=sync)
+    _stowage.save(obj, os.fspath(dst), Encoder(), sync=sync, to=to, max_shard_size=max_shard_size)
 
 
 def scan(*paths: Union[str, "os.PathLike[str]"]) -> Dict[str, Any]:
@@ -214,13 +228,15 @@ def convert(
     inert: bool = False,
     drop_values: bool = False,
     drop_objects: bool = False,
-) -> None:
+) -> str:
     """``stowage convert``: rewrites ``src`` as ``dst``, whose extension names
     the format (``.pt``, ``.pth``, ``.bin``, ``.ckpt``: torch zip;
     ``.safetensors``), keeping sharing; or, with ``to="safetensors"``,
     ``"bin"`` or ``"dcp"``, as a folder (a Hugging Face sharded set of at
     most ``max_shard_size`` per shard, ``"5GB"`` by default, or a distributed
-    checkpoint). The same options, and the same results, as the command.
+    checkpoint). The same options, and the same results, as the command;
+    returns what it prints (what was written, and the values stored,
+    dropped or tied).
     """
     args = ["convert"]
     if to is not None:
@@ -233,4 +249,5 @@ def convert(
         args.append("--drop-values")
     if drop_objects:
         args.append("--drop-objects")
-    _cli([*args, "--", os.fspath(src), os.fspath(dst)])
+    _, out = _cli([*args, "--", os.fspath(src), os.fspath(dst)])
+    return out.decode()

@@ -35,8 +35,15 @@ def load(
     """Load a checkpoint as torch.load(src, weights_only=True) would, without torch's unpickler."""
     ...
 
-def save(obj: Any, dst: _Path, *, sync: bool = True) -> None:
-    """Save obj as torch.save would, for torch.load(dst, weights_only=True) to read back identical."""
+def save(
+    obj: Any,
+    dst: _Path,
+    *,
+    sync: bool = True,
+    to: Optional[str] = None,
+    max_shard_size: Optional[str] = None,
+) -> None:
+    """Save obj as torch.save would, for torch.load(dst, weights_only=True) to read back identical; to= writes a sharded set or a DCP folder."""
     ...
 
 def scan(*paths: _Path) -> Dict[str, Any]:
@@ -60,8 +67,8 @@ def convert(
     inert: bool = False,
     drop_values: bool = False,
     drop_objects: bool = False,
-) -> None:
-    """stowage convert: src rewritten as dst (format by extension, or a folder with to=)."""
+) -> str:
+    """stowage convert: src rewritten as dst (format by extension, or a folder with to=); what it prints."""
     ...
 
 def safe_open(
