@@ -102,6 +102,98 @@ impl SafeOpen {
         Converter::new(py, &self.ckpt, self.adapter.bind(py).clone()).tensor(t)
     }
 
+    /// The part of a tensor that `ranges` select, one `(start, len, step)`
+    /// per leading dimension (the others whole), reading only the bytes it
+    /// covers: each run of elements adjacent in the storage is one read.
+    /// `None` where that does not pay (a tensor with lazy bits, quantized,
+    /// sparse or nested, or a selection whose runs would cover most of
+    /// the storage anyway): the caller then reads the tensor whole.
+    fn read_slice(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        ranges: Vec<(usize, usize, usize)>,
+    ) -> PyResult<Option<Py<PyAny>>> {
+        let t = self.tensor_object(name)?;
+        let tensor = &t.tensor;
+        let plain = t.kind.is_strided()
+            && t.quantization.is_none()
+            && t.subclass.is_none()
+            && t.state.is_none()
+            && !t.conj
+            && !t.neg
+            && tensor.has_data()
+            && tensor.dtype().elements_per_byte() == 1;
+        if !plain || ranges.len() > tensor.dim() {
+            return Ok(None);
+        }
+        let (mut shape, mut stride) = (tensor.shape().to_vec(), tensor.stride().to_vec());
+        let mut offset = tensor.storage_offset();
+        for (d, &(start, len, step)) in ranges.iter().enumerate() {
+            let fits = step > 0 && (len == 0 || start + (len - 1) * step < shape[d]);
+            if !fits {
+                return Err(pyo3::exceptions::PyIndexError::new_err(format!(
+                    "{name}: dimension {d} of size {} has no elements {start}..+{len} by {step}",
+                    shape[d]
+                )));
+            }
+            offset += start * stride[d];
+            shape[d] = len;
+            stride[d] *= step;
+        }
+        let size = tensor.element_size();
+        let numel: usize = shape.iter().product();
+        // Runs: the innermost dimensions that lie back to back in the
+        // storage are read together.
+        let mut run = 1;
+        let mut outer = shape.len();
+        while outer > 0 && stride[outer - 1] == run {
+            run *= shape[outer - 1];
+            outer -= 1;
+        }
+        let runs = numel.checked_div(run).unwrap_or(0);
+        let storage = tensor.untyped_storage();
+        // Many small reads cost more than one whole read: read the storage
+        // whole when the runs are small and cover much of it.
+        if runs > 1 && (run * size < 4096 && numel * size * 4 > storage.nbytes()) {
+            return Ok(None);
+        }
+        let view = tensor
+            .as_strided(&shape, &stride, offset)
+            .map_err(|e| errors::to_py(py, e))?;
+        let mut bytes = vec![0u8; numel * size];
+        let read = py.detach(|| -> stowage::Result<()> {
+            if numel == 0 {
+                return Ok(());
+            }
+            let mut index = vec![0usize; outer];
+            for chunk in bytes.chunks_mut(run * size) {
+                let at: usize =
+                    offset + index.iter().zip(&stride).map(|(i, s)| i * s).sum::<usize>();
+                storage.read_at(at * size, chunk)?;
+                // The next run: the outer index, as an odometer.
+                for d in (0..outer).rev() {
+                    index[d] += 1;
+                    if index[d] < shape[d] {
+                        break;
+                    }
+                    index[d] = 0;
+                }
+            }
+            Ok(())
+        });
+        read.map_err(|e| errors::to_py(py, e))?;
+        let part = stowage::UntypedStorage::from_bytes(&bytes).map_err(|e| errors::to_py(py, e))?;
+        let mut out =
+            stowage::Tensor::empty(&[0], view.dtype()).map_err(|e| errors::to_py(py, e))?;
+        let contiguous: Vec<usize> = contiguous_strides(&shape);
+        out.set_(&part, 0, &shape, &contiguous)
+            .map_err(|e| errors::to_py(py, e))?;
+        let object = TensorObject::new(out);
+        let mut converter = Converter::new(py, &self.ckpt, self.adapter.bind(py).clone());
+        converter.tensor(&object).map(Some)
+    }
+
     /// `(dtype name, shape)` of a tensor, without reading its bytes.
     fn tensor_info(&self, name: &str) -> PyResult<(String, Vec<usize>)> {
         let t = self.tensor_object(name)?;
@@ -135,4 +227,13 @@ impl SafeOpen {
     fn format(&self) -> &'static str {
         self.ckpt.format.name()
     }
+}
+
+/// Row-major strides, in elements, of `shape`.
+fn contiguous_strides(shape: &[usize]) -> Vec<usize> {
+    let mut strides = vec![1; shape.len()];
+    for d in (0..shape.len().saturating_sub(1)).rev() {
+        strides[d] = strides[d + 1] * shape[d + 1].max(1);
+    }
+    strides
 }

@@ -1,5 +1,7 @@
 """stowage.safe_open: safetensors' lazy API over every format."""
 
+import os
+
 import numpy as np
 import pytest
 import torch
@@ -52,3 +54,59 @@ def test_safe_open_refuses_unsafe_globals_unless_inert(tmp_path):
     with stowage.safe_open(path, inert=True) as f:
         names = f.keys()
         assert any(n.endswith("weight") for n in names), names
+
+
+INDICES = [
+    (slice(0, 2),),
+    (slice(1, 7, 3),),
+    (3,),
+    (-1,),
+    (slice(None), slice(0, 5)),
+    (slice(2, 6), slice(1, 9, 2)),
+    (5, slice(None, None, 4)),
+    (slice(4, 4),),
+    (slice(None), 2),
+    (Ellipsis, 1),  # not a range: read whole, then indexed
+]
+
+
+@pytest.mark.parametrize("kind", ["pt", "safetensors"])
+def test_get_slice_gives_what_indexing_the_tensor_gives(tmp_path, kind):
+    from safetensors.torch import save_file
+
+    w = torch.arange(8 * 10, dtype=torch.float32).view(8, 10)
+    view = w.t()  # not contiguous in its storage
+    path = tmp_path / f"m.{kind}"
+    if kind == "pt":
+        torch.save({"w": w, "t": view, "b": torch.arange(6, dtype=torch.bfloat16)}, path)
+    else:
+        save_file({"w": w, "t": view.contiguous(), "b": torch.arange(6, dtype=torch.bfloat16)}, path)
+    with stowage.safe_open(path) as f:
+        for name, full in (("w", w), ("t", view)):
+            s = f.get_slice(name)
+            for index in INDICES:
+                got, want = s[index], full[index]
+                assert got.shape == want.shape and torch.equal(got, want), (name, index)
+        assert torch.equal(f.get_slice("b")[1:4], torch.arange(6, dtype=torch.bfloat16)[1:4])
+        with pytest.raises(IndexError):
+            f.get_slice("w")[8]
+    with stowage.safe_open(path, framework="numpy") as f:
+        assert np.array_equal(f.get_slice("w")[2:4, ::3], w.numpy()[2:4, ::3])
+
+
+def _read_bytes() -> int:
+    with open("/proc/self/io") as io:
+        return next(int(line.split()[1]) for line in io if line.startswith("rchar:"))
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/io"), reason="needs Linux's /proc/self/io")
+def test_get_slice_reads_only_the_bytes_it_covers(tmp_path):
+    w = torch.randn(1024, 16384)  # 64 MiB
+    torch.save({"w": w}, tmp_path / "big.pt")
+    with stowage.safe_open(tmp_path / "big.pt") as f:
+        before = _read_bytes()
+        rows = f.get_slice("w")[100:104]
+        read = _read_bytes() - before
+    assert torch.equal(rows, w[100:104])
+    # Four rows are 256 KiB; the tensor is 64 MiB.
+    assert read < 4 << 20, read

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from typing import Any, Dict, Iterable, List, Optional, Tuple, Union
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 from . import _stowage
 from ._adapter import BaseAdapter, adapter_for
@@ -55,7 +55,11 @@ def _prune(value: Any) -> Any:
 
 class TensorSlice:
     """``safe_open(...).get_slice(name)``: a tensor's dtype and shape without
-    its bytes; indexing it reads the tensor and returns the slice."""
+    its bytes. Indexing it with integers and slices (``[0:2, ::2]``, ``[3]``)
+    reads only the bytes the selection covers, a run of adjacent elements
+    at a time, from the file or by range requests from a URL; any other
+    index (a negative step, ``...``, ``None``, an array) reads the tensor
+    and indexes it."""
 
     def __init__(self, opened: "SafeOpen", name: str) -> None:
         self._opened = opened
@@ -69,7 +73,41 @@ class TensorSlice:
         return self._dtype
 
     def __getitem__(self, index: Any) -> Any:
+        ranges = _ranges(index, self._shape)
+        if ranges is not None:
+            picked, squeeze = ranges
+            part = self._opened._inner.read_slice(self._name, picked)
+            if part is not None:
+                # Integer indices drop their dimension, as in torch and numpy.
+                return part[tuple(0 if s else slice(None) for s in squeeze)] if any(squeeze) else part
         return self._opened.get_tensor(self._name)[index]
+
+
+def _ranges(index: Any, shape: Sequence[int]) -> Optional[Tuple[List[Tuple[int, int, int]], List[bool]]]:
+    """``(start, len, step)`` per leading dimension and, for each, whether an
+    integer picked it; ``None`` for an index of any other kind."""
+    items = index if isinstance(index, tuple) else (index,)
+    if len(items) > len(shape):
+        return None
+    picked: List[Tuple[int, int, int]] = []
+    squeeze: List[bool] = []
+    for item, dim in zip(items, shape):
+        if isinstance(item, bool) or not isinstance(item, (int, slice)):
+            return None
+        if isinstance(item, int):
+            i = item + dim if item < 0 else item
+            if not 0 <= i < dim:
+                raise IndexError(f"index {item} is out of bounds for dimension of size {dim}")
+            picked.append((i, 1, 1))
+            squeeze.append(True)
+            continue
+        start, stop, step = item.indices(dim)
+        if step <= 0:
+            return None
+        length = max(0, (stop - start + step - 1) // step)
+        picked.append((start, length, step) if length else (0, 0, 1))
+        squeeze.append(False)
+    return picked, squeeze
 
 
 class SafeOpen:
