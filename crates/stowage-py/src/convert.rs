@@ -15,7 +15,9 @@ use pyo3::exceptions::PyRecursionError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyComplex, PyDict, PyFrozenSet, PyList, PySet, PyTuple};
 use stowage::checkpoint::pickle::{Node, NodeId, Value};
-use stowage::checkpoint::{Object, PyData, StorageRef, TensorKind, TensorObject, TimeZone};
+use stowage::checkpoint::{
+    Object, PyData, Quantization, StorageRef, TensorKind, TensorObject, TimeZone,
+};
 use stowage::{Checkpoint, Scalar, UntypedStorage};
 
 use crate::errors::{self, StowageError};
@@ -303,18 +305,61 @@ impl<'py, 'c> Converter<'py, 'c> {
         Ok(made)
     }
 
+    /// A quantized tensor, as `torch._utils._rebuild_qtensor` makes it: its
+    /// storage, and the quantizer's parameters in torch's order,
+    /// `(qscheme, scale, zero_point)` or `(qscheme, scales, zero_points,
+    /// axis)`, the per-channel ones tensors.
+    fn quantized(&mut self, t: &TensorObject, q: &Quantization) -> PyResult<Py<PyAny>> {
+        let py = self.py;
+        let params = match q {
+            Quantization::PerTensorAffine { scale, zero_point } => {
+                (q.qscheme(), *scale, *zero_point)
+                    .into_pyobject(py)?
+                    .into_any()
+                    .unbind()
+            }
+            Quantization::PerChannel {
+                scales,
+                zero_points,
+                axis,
+            } => {
+                let scales = self.tensor(&TensorObject::new((**scales).clone()))?;
+                let zero_points = self.tensor(&TensorObject::new((**zero_points).clone()))?;
+                (q.qscheme(), scales, zero_points, *axis)
+                    .into_pyobject(py)?
+                    .into_any()
+                    .unbind()
+            }
+            _ => return Err(self.unsupported("a quantization scheme")),
+        };
+        let tensor = &t.tensor;
+        let storage = self.storage(tensor.untyped_storage())?;
+        self.call(
+            "quantized",
+            (
+                storage,
+                tensor.dtype().name(),
+                PyTuple::new(py, tensor.shape())?,
+                PyTuple::new(py, tensor.stride())?,
+                tensor.storage_offset(),
+                tensor.requires_grad(),
+                params,
+            ),
+        )
+    }
+
     /// One tensor, on its framework storage.
     pub fn tensor(&mut self, t: &TensorObject) -> PyResult<Py<PyAny>> {
         if !matches!(t.kind, TensorKind::Strided) {
             return Err(self.unsupported("a sparse or nested tensor"));
         }
-        if t.quantization.is_some() {
-            return Err(self.unsupported("a quantized tensor"));
-        }
         if t.subclass.is_some() || t.state.is_some() {
             return Err(self.unsupported("a tensor subclass or a tensor with attributes"));
         }
         let tensor = &t.tensor;
+        if let Some(q) = &t.quantization {
+            return self.quantized(t, q);
+        }
         let storage = self.storage(tensor.untyped_storage())?;
         let py = self.py;
         let made = self.call(

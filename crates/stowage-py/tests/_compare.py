@@ -14,6 +14,15 @@ def same_bytes(a, b):
         return True
     if a.is_meta or b.is_meta:
         return True
+    if b.is_quantized:
+        assert a.is_quantized and a.qscheme() == b.qscheme()
+        if b.qscheme() == torch.per_tensor_affine:
+            assert (a.q_scale(), a.q_zero_point()) == (b.q_scale(), b.q_zero_point())
+        else:
+            assert a.q_per_channel_axis() == b.q_per_channel_axis()
+            assert torch.equal(a.q_per_channel_scales(), b.q_per_channel_scales())
+            assert torch.equal(a.q_per_channel_zero_points(), b.q_per_channel_zero_points())
+        return torch.equal(a.int_repr(), b.int_repr())
     a = a.detach().resolve_conj().resolve_neg().contiguous().reshape(-1)
     b = b.detach().resolve_conj().resolve_neg().contiguous().reshape(-1)
     return torch.equal(a.view(torch.uint8), b.view(torch.uint8))
@@ -36,6 +45,12 @@ def assert_same(a, b, path="root", groups=None):
         if b.untyped_storage().nbytes():
             groups[0].setdefault(storage_key(b), set()).add(path)
             groups[1].setdefault(storage_key(a), set()).add(path)
+    elif isinstance(b, (torch.storage.TypedStorage, torch.UntypedStorage)):
+        # A storage saved on its own (legacy files): its type, dtype and bytes.
+        if isinstance(b, torch.storage.TypedStorage):
+            assert a.dtype == b.dtype, f"{path}: dtype {a.dtype} vs {b.dtype}"
+            a, b = a.untyped(), b.untyped()
+        assert bytes(a) == bytes(b), f"{path}: bytes"
     elif isinstance(b, dict):
         assert list(a.keys()) == list(b.keys()), f"{path}: keys"
         for k in b:

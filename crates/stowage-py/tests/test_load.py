@@ -35,10 +35,7 @@ ALL = [p.name for p in sorted(FIXTURES_DIR.glob("*.pt"))]
 
 # What the package does not build yet, each refused with a StowageError
 # that says so (the Rust library reads them; their Python form is to come).
-NOT_YET = {
-    "quantized.pt": "a quantized tensor",
-    "legacy_classes.pt": "a quantized tensor",
-}
+NOT_YET: dict = {}
 
 
 def load_or_not_yet(name, **kw):

@@ -82,6 +82,9 @@ class BaseAdapter:
         for key, value in state.items():
             setattr(obj, key, value)
 
+    def quantized(self, *args: Any) -> Any:
+        raise StowageError("a quantized tensor has no numpy form; load with framework='torch'")
+
     def inert(self, module: str, name: str, args: Any, state: Any) -> InertObject:
         return InertObject(module, name, args, state)
 

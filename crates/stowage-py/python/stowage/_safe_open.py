@@ -21,6 +21,9 @@ class _ValuesAdapter(BaseAdapter):
     def tensor(self, *args: Any) -> Any:
         return _TENSOR
 
+    def quantized(self, *args: Any) -> Any:
+        return _TENSOR
+
     def lazy_bits(self, t: Any, conj: bool, neg: bool) -> Any:
         return t
 

@@ -42,6 +42,31 @@ class Adapter(BaseAdapter):
             t.requires_grad_(True)
         return t
 
+    def quantized(
+        self,
+        storage: torch.UntypedStorage,
+        dtype: str,
+        shape: Tuple[int, ...],
+        stride: Tuple[int, ...],
+        offset: int,
+        requires_grad: bool,
+        params: Tuple[Any, ...],
+    ) -> torch.Tensor:
+        # As torch._utils._rebuild_qtensor makes it: an empty quantized
+        # tensor with the quantizer, then set to the storage.
+        qdtype = _torch_attr(dtype)
+        typed = torch.storage.TypedStorage(wrap_storage=storage, dtype=qdtype, _internal=True)
+        if params[0] == "per_tensor_affine":
+            t = torch._empty_affine_quantized(shape, scale=params[1], zero_point=params[2], dtype=qdtype)
+        else:
+            scales, zero_points, axis = params[1:]
+            t = torch._empty_per_channel_affine_quantized(
+                shape, scales=scales, zero_points=zero_points, axis=axis, dtype=qdtype
+            )
+        t.set_(typed, offset, shape, stride)
+        t.requires_grad = requires_grad
+        return t
+
     def lazy_bits(self, t: torch.Tensor, conj: bool, neg: bool) -> torch.Tensor:
         # As torch._utils._rebuild_tensor_v2 restores them.
         # (Only the bits set: a conj bit, even False, asserts on a real dtype.)
@@ -50,9 +75,10 @@ class Adapter(BaseAdapter):
         return t
 
     def storage_value(self, storage: torch.UntypedStorage, dtype: Optional[str]) -> Any:
-        if dtype is None:
-            return storage
-        return torch.storage.TypedStorage(wrap_storage=storage, dtype=_torch_attr(dtype), _internal=True)
+        # torch.load gives every storage saved as a value as a TypedStorage,
+        # an UntypedStorage as one of uint8 (serialization.py's `_load`).
+        typed = torch.uint8 if dtype is None else _torch_attr(dtype)
+        return torch.storage.TypedStorage(wrap_storage=storage, dtype=typed, _internal=True)
 
     def dtype(self, name: str) -> torch.dtype:
         return _torch_attr(name)
