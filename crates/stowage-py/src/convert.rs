@@ -348,10 +348,63 @@ impl<'py, 'c> Converter<'py, 'c> {
         )
     }
 
+    /// A sparse or nested tensor, from its components, as
+    /// `torch._utils._rebuild_sparse_tensor` and `_rebuild_nested_tensor`
+    /// make it: `sparse_coo(indices, values, size, coalesced)`,
+    /// `sparse_compressed(layout, compressed_indices, plain_indices, values,
+    /// size)`, `nested(buffer, sizes, strides, offsets)`.
+    fn of_kind(&mut self, t: &TensorObject) -> PyResult<Py<PyAny>> {
+        let py = self.py;
+        let mut part = |x: &stowage::Tensor| self.tensor(&TensorObject::new(x.clone()));
+        let size = t.tensor.shape().to_vec();
+        let (method, args) = match &t.kind {
+            TensorKind::SparseCoo {
+                indices,
+                values,
+                coalesced,
+            } => {
+                let args = (part(indices)?, part(values)?, size, *coalesced);
+                ("sparse_coo", args.into_pyobject(py)?.into_any())
+            }
+            TensorKind::SparseCompressed {
+                layout,
+                compressed_indices,
+                plain_indices,
+                values,
+            } => {
+                let args = (
+                    layout.name(),
+                    part(compressed_indices)?,
+                    part(plain_indices)?,
+                    part(values)?,
+                    size,
+                );
+                ("sparse_compressed", args.into_pyobject(py)?.into_any())
+            }
+            TensorKind::Nested {
+                buffer,
+                sizes,
+                strides,
+                offsets,
+            } => {
+                let args = (part(buffer)?, part(sizes)?, part(strides)?, part(offsets)?);
+                ("nested", args.into_pyobject(py)?.into_any())
+            }
+            _ => return Err(self.unsupported("a tensor of this layout")),
+        };
+        let made = self
+            .adapter
+            .call_method1(method, args.cast_into::<PyTuple>()?)?;
+        if t.tensor.requires_grad() {
+            made.call_method1("requires_grad_", (true,))?;
+        }
+        Ok(made.unbind())
+    }
+
     /// One tensor, on its framework storage.
     pub fn tensor(&mut self, t: &TensorObject) -> PyResult<Py<PyAny>> {
         if !matches!(t.kind, TensorKind::Strided) {
-            return Err(self.unsupported("a sparse or nested tensor"));
+            return self.of_kind(t);
         }
         if t.subclass.is_some() || t.state.is_some() {
             return Err(self.unsupported("a tensor subclass or a tensor with attributes"));

@@ -14,6 +14,12 @@ def same_bytes(a, b):
         return True
     if a.is_meta or b.is_meta:
         return True
+    if b.is_nested:
+        assert a.is_nested
+        return all(same_bytes(x, y) for x, y in zip(a.unbind(), b.unbind()))
+    if b.layout != torch.strided:
+        assert a.layout == b.layout, f"layout {a.layout} vs {b.layout}"
+        return same_bytes(a.to_dense(), b.to_dense())
     if b.is_quantized:
         assert a.is_quantized and a.qscheme() == b.qscheme()
         if b.qscheme() == torch.per_tensor_affine:
@@ -42,7 +48,8 @@ def assert_same(a, b, path="root", groups=None):
         assert a.requires_grad == b.requires_grad, f"{path}: requires_grad"
         assert a.is_conj() == b.is_conj() and a.is_neg() == b.is_neg(), f"{path}: lazy bits"
         assert same_bytes(a, b), f"{path}: values"
-        if b.untyped_storage().nbytes():
+        # Sparse tensors have no storage of their own (their components do).
+        if (b.layout == torch.strided or b.is_nested) and b.untyped_storage().nbytes():
             groups[0].setdefault(storage_key(b), set()).add(path)
             groups[1].setdefault(storage_key(a), set()).add(path)
     elif isinstance(b, (torch.storage.TypedStorage, torch.UntypedStorage)):

@@ -338,3 +338,19 @@ def test_paths_may_be_pathlike_or_str(fixtures):
     a = stowage.load(path)
     b = stowage.load(os.fspath(path))
     assert_same(a, b)
+
+
+KINDS = ["sparse_coo", "sparse_compressed", "sparse_edge_cases", "sparse_legacy_format",
+         "nested", "quantized_per_channel", "quantized_packed", "meta"]
+
+
+@pytest.mark.parametrize("name", KINDS)
+def test_sparse_nested_and_quantized_tensors_load_as_torch_loads_them(name):
+    path = FIXTURES_DIR / "kinds" / f"{name}.pt"
+    expected, refused = torch_loads(path)
+    if refused is not None:
+        pytest.skip(f"torch.load(weights_only=True) refuses it: {refused!r:.80}")
+    assert_same(stowage.load(path), expected)
+    if name != "meta":
+        with pytest.raises(stowage.StowageError, match="no numpy form"):
+            stowage.load(path, framework="numpy")

@@ -85,6 +85,15 @@ class BaseAdapter:
     def quantized(self, *args: Any) -> Any:
         raise StowageError("a quantized tensor has no numpy form; load with framework='torch'")
 
+    def sparse_coo(self, *args: Any) -> Any:
+        raise StowageError("a sparse tensor has no numpy form; load with framework='torch'")
+
+    def sparse_compressed(self, *args: Any) -> Any:
+        raise StowageError("a sparse tensor has no numpy form; load with framework='torch'")
+
+    def nested(self, *args: Any) -> Any:
+        raise StowageError("a nested tensor has no numpy form; load with framework='torch'")
+
     def inert(self, module: str, name: str, args: Any, state: Any) -> InertObject:
         return InertObject(module, name, args, state)
 

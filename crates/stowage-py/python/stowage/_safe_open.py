@@ -24,6 +24,15 @@ class _ValuesAdapter(BaseAdapter):
     def quantized(self, *args: Any) -> Any:
         return _TENSOR
 
+    def sparse_coo(self, *args: Any) -> Any:
+        return _TENSOR
+
+    def sparse_compressed(self, *args: Any) -> Any:
+        return _TENSOR
+
+    def nested(self, *args: Any) -> Any:
+        return _TENSOR
+
     def lazy_bits(self, t: Any, conj: bool, neg: bool) -> Any:
         return t
 

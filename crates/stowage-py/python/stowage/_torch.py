@@ -67,6 +67,18 @@ class Adapter(BaseAdapter):
         t.requires_grad = requires_grad
         return t
 
+    # Sparse and nested tensors, as torch._utils rebuilds them.
+    def sparse_coo(self, indices: Any, values: Any, size: Any, coalesced: Optional[bool]) -> torch.Tensor:
+        return torch.sparse_coo_tensor(indices, values, size, check_invariants=False, is_coalesced=coalesced)
+
+    def sparse_compressed(self, layout: str, compressed: Any, plain: Any, values: Any, size: Any) -> torch.Tensor:
+        return torch.sparse_compressed_tensor(
+            compressed, plain, values, size, layout=_torch_attr(layout), check_invariants=False
+        )
+
+    def nested(self, buffer: Any, sizes: Any, strides: Any, offsets: Any) -> torch.Tensor:
+        return torch._nested_view_from_buffer(buffer, sizes, strides, offsets)
+
     def lazy_bits(self, t: torch.Tensor, conj: bool, neg: bool) -> torch.Tensor:
         # As torch._utils._rebuild_tensor_v2 restores them.
         # (Only the bits set: a conj bit, even False, asserts on a real dtype.)
