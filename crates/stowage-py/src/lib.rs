@@ -15,6 +15,7 @@ mod errors;
 mod safe_open;
 mod save;
 mod storage;
+mod warnings;
 
 use std::path::PathBuf;
 use std::str::FromStr;
@@ -114,6 +115,7 @@ fn cli(py: Python<'_>, args: Vec<String>) -> PyResult<(u8, Py<pyo3::types::PyByt
 #[pymodule]
 fn _stowage(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    warnings::install();
     m.add_class::<storage::StorageBuffer>()?;
     m.add_class::<safe_open::SafeOpen>()?;
     errors::register(m)?;

@@ -100,3 +100,11 @@ def test_failures_raise_the_library_exceptions(tmp_path):
     dash = tmp_path / "-dash.pt"
     torch.save({"w": torch.ones(1)}, dash)
     assert stowage.inspect(dash)["tensors"][0]["path"] == ["w"]
+
+
+def test_what_convert_drops_is_a_python_warning(tmp_path):
+    torch.save({"w": torch.ones(2), "model": torch.nn.Linear(2, 2)}, tmp_path / "mixed.pt")
+    with pytest.warns(UserWarning, match=r"dropped 1 values"):
+        stowage.convert(tmp_path / "mixed.pt", tmp_path / "w.pt", inert=True, drop_objects=True)
+    back = torch.load(tmp_path / "w.pt", weights_only=True)
+    assert list(back) == ["w"]
