@@ -29,7 +29,7 @@ use std::rc::Rc;
 use super::opcode::{self as op, OpInfo};
 use super::operand::{index_line, Input, Operand};
 use super::read::text::{escape_decode, raw_unicode_escape};
-use super::scan::{memo_plan, MemoPlan};
+use super::scan::{memo_plan, memoize_index, MemoPlan};
 use super::{Limits, Map, PickleError};
 
 /// A global as a pickle names it.
@@ -268,10 +268,7 @@ impl Walk<'_> {
             }
             (op::BINPUT | op::LONG_BINPUT, Operand::Uint(i)) => self.memo_put(i)?,
             (op::MEMOIZE, _) => {
-                let index = match self.plan {
-                    Some(_) => self.memoized,
-                    None => self.memo.len() as u64,
-                };
+                let index = memoize_index(self.plan.as_ref(), self.memoized, self.memo.len());
                 self.memo_put(index)?;
                 self.memoized += 1;
             }

@@ -348,10 +348,8 @@ impl<X: Clone + std::fmt::Debug> Machine<'_, X> {
                 return Ok(());
             }
             (op::MEMOIZE, _) => {
-                let index = match self.plan {
-                    Some(_) => self.memoized,
-                    None => self.memo.len() as u64,
-                };
+                let index =
+                    super::scan::memoize_index(self.plan.as_ref(), self.memoized, self.memo.len());
                 self.memo_put(index)?;
                 self.memoized += 1;
                 return Ok(());

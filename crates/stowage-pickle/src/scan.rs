@@ -28,6 +28,17 @@ pub(crate) struct MemoPlan {
     pub(crate) read: Set<u64>,
 }
 
+/// The index `MEMOIZE` stores under: Python's `len(memo)`. Under a plan only
+/// `MEMOIZE`s wrote entries (a plan excludes `PUT`s), though not all were
+/// stored, so the count of those walked (`memoized`) stands for it;
+/// without one, the entries stored (`stored`).
+pub(crate) fn memoize_index(plan: Option<&MemoPlan>, memoized: u64, stored: usize) -> u64 {
+    match plan {
+        Some(_) => memoized,
+        None => stored as u64,
+    }
+}
+
 /// The plan for the pickle at the start of `data`, or `None` when the stream
 /// cannot be walked to its `STOP` or mixes `MEMOIZE` with `PUT`s.
 ///

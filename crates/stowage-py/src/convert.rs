@@ -332,10 +332,21 @@ impl<'py, 'c> Converter<'py, 'c> {
             }
             _ => return Err(self.unsupported("a quantization scheme")),
         };
-        let tensor = &t.tensor;
+        self.on_storage("quantized", &t.tensor, params)
+    }
+
+    /// Calls the adapter's `method` with a tensor's view of its storage,
+    /// `(storage, dtype, shape, stride, offset, requires_grad, last)`.
+    fn on_storage(
+        &mut self,
+        method: &str,
+        tensor: &stowage::Tensor,
+        last: impl IntoPyObject<'py>,
+    ) -> PyResult<Py<PyAny>> {
         let storage = self.storage(tensor.untyped_storage())?;
+        let py = self.py;
         self.call(
-            "quantized",
+            method,
             (
                 storage,
                 tensor.dtype().name(),
@@ -343,7 +354,7 @@ impl<'py, 'c> Converter<'py, 'c> {
                 PyTuple::new(py, tensor.stride())?,
                 tensor.storage_offset(),
                 tensor.requires_grad(),
-                params,
+                last,
             ),
         )
     }
@@ -409,24 +420,10 @@ impl<'py, 'c> Converter<'py, 'c> {
         if t.subclass.is_some() || t.state.is_some() {
             return Err(self.unsupported("a tensor subclass or a tensor with attributes"));
         }
-        let tensor = &t.tensor;
         if let Some(q) = &t.quantization {
             return self.quantized(t, q);
         }
-        let storage = self.storage(tensor.untyped_storage())?;
-        let py = self.py;
-        let made = self.call(
-            "tensor",
-            (
-                storage,
-                tensor.dtype().name(),
-                PyTuple::new(py, tensor.shape())?,
-                PyTuple::new(py, tensor.stride())?,
-                tensor.storage_offset(),
-                tensor.requires_grad(),
-                t.parameter,
-            ),
-        )?;
+        let made = self.on_storage("tensor", &t.tensor, t.parameter)?;
         if t.conj || t.neg {
             return self.call("lazy_bits", (made, t.conj, t.neg));
         }

@@ -208,7 +208,10 @@ impl Parts<'_> {
                 Ok(())
             }
             Ok(Ok(Err(e))) => Err(fail(url, None, e.into())),
-            Ok(Err(joined)) => Err(io::Error::other(joined)),
+            Ok(Err(joined)) => Err(io::Error::other(format!(
+                "{url}: the upload of part {} ended without a result: {joined}",
+                self.done.len() + 1
+            ))),
             Err(failure) => Err(fail(url, None, failure)),
         }
     }
