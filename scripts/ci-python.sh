@@ -10,6 +10,15 @@ py="${STOWAGE_TORCH_PYTHON:-$(sh scripts/torch-venv.sh)}"
 if ! "$py" -c "import maturin, ml_dtypes, pytest, mypy" >/dev/null 2>&1; then
   "$py" -m pip install --quiet maturin ml_dtypes pytest mypy >&2
 fi
+# JAX and MLX for framework="jax"/"mlx" (tests/test_frameworks.py). MLX's
+# Linux wheels are CPU-only and x86-64/aarch64 with glibc 2.35 or newer;
+# where none fits, its tests skip, and say so.
+if ! "$py" -c "import jax" >/dev/null 2>&1; then
+  "$py" -m pip install --quiet jax >&2
+fi
+if ! "$py" -c "import mlx.core" >/dev/null 2>&1; then
+  "$py" -m pip install --quiet 'mlx[cpu]' >&2 || echo "ci-python: no MLX wheel for this machine; its tests skip" >&2
+fi
 out=target/wheels
 rm -rf "$out"
 "$py" -m maturin build --quiet -m crates/stowage-py/Cargo.toml -i "$py" --out "$out" >&2

@@ -21,7 +21,7 @@ use stowage::checkpoint::{
 use stowage::{Checkpoint, Scalar, UntypedStorage};
 
 use crate::errors::{self, StowageError};
-use crate::storage::StorageBuffer;
+use crate::storage::{PendingStorage, StorageBuffer};
 
 /// Containers nested deeper than this are refused (Python's own recursion
 /// limit is 1000; this walk recurses once per level).
@@ -34,6 +34,9 @@ pub struct Converter<'py, 'c> {
     nodes: HashMap<NodeId, Py<PyAny>>,
     storages: HashMap<usize, Py<PyAny>>,
     path: Vec<String>,
+    /// A lazy load: storages with bytes go to the adapter unread
+    /// (`lazy_storage`), to be read on first use.
+    lazy: bool,
 }
 
 impl<'py, 'c> Converter<'py, 'c> {
@@ -45,7 +48,15 @@ impl<'py, 'c> Converter<'py, 'c> {
             nodes: HashMap::new(),
             storages: HashMap::new(),
             path: Vec::new(),
+            lazy: false,
         }
+    }
+
+    /// Hands the adapter each storage unread, as a `PendingStorage`, to be
+    /// read on first use (`stowage.load(lazy=True)`).
+    pub fn lazy(mut self) -> Self {
+        self.lazy = true;
+        self
     }
 
     /// The checkpoint's saved object.
@@ -293,7 +304,11 @@ impl<'py, 'c> Converter<'py, 'c> {
             return Ok(done.clone_ref(self.py));
         }
         let device = storage.device().to_string();
-        let made = if storage.has_data() {
+        let made = if storage.has_data() && self.lazy {
+            let pending = PendingStorage::new(storage.clone(), self.here());
+            let pending = Bound::new(self.py, pending)?;
+            self.call("lazy_storage", (pending, storage.nbytes(), device))?
+        } else if storage.has_data() {
             let buffer = StorageBuffer::new(storage.clone())
                 .map_err(|e| errors::to_py(self.py, e.at_path(self.here())))?;
             let buffer = Bound::new(self.py, buffer)?;

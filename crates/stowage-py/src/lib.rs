@@ -22,7 +22,7 @@ use std::str::FromStr;
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use stowage::{Checkpoint, Device, LoadOptions};
+use stowage::{Checkpoint, Device, LoadMode, LoadOptions};
 
 use crate::convert::Converter;
 
@@ -31,12 +31,14 @@ use crate::convert::Converter;
 /// The file is read, parsed and checked with the GIL released; the Python
 /// objects are built after.
 #[pyfunction]
-#[pyo3(signature = (src, adapter, *, mmap = false, inert = false, allow_globals = Vec::new(), map_location = None))]
+#[pyo3(signature = (src, adapter, *, mmap = false, lazy = false, inert = false, allow_globals = Vec::new(), map_location = None))]
+#[allow(clippy::too_many_arguments)] // Python's keyword arguments, one each.
 fn load(
     py: Python<'_>,
     src: PathBuf,
     adapter: Bound<'_, PyAny>,
     mmap: bool,
+    lazy: bool,
     inert: bool,
     allow_globals: Vec<String>,
     map_location: Option<String>,
@@ -44,6 +46,14 @@ fn load(
     let mut options = LoadOptions::from_env()
         .with_inert(inert)
         .with_allow_globals(allow_globals);
+    if lazy && mmap {
+        return Err(PyValueError::new_err(
+            "mmap=True and lazy=True: choose one (a mapped load already reads each page on first use)",
+        ));
+    }
+    if lazy {
+        options = options.with_mode(LoadMode::Lazy);
+    }
     match map_location.as_deref() {
         None | Some("cpu") => {}
         Some("meta") => options = options.with_map_location(Device::META),
@@ -69,8 +79,11 @@ fn load(
         }
     });
     let ckpt = loaded.map_err(|e| errors::to_py(py, e))?;
-    let root = Converter::new(py, &ckpt, adapter).root();
-    root
+    let mut converter = Converter::new(py, &ckpt, adapter);
+    if lazy {
+        converter = converter.lazy();
+    }
+    converter.root()
 }
 
 /// Scans each path (a file, or a folder read recursively) without loading
@@ -117,6 +130,7 @@ fn _stowage(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     warnings::install();
     m.add_class::<storage::StorageBuffer>()?;
+    m.add_class::<storage::PendingStorage>()?;
     m.add_class::<safe_open::SafeOpen>()?;
     errors::register(m)?;
     m.add_function(wrap_pyfunction!(load, m)?)?;

@@ -37,6 +37,37 @@ impl StorageBuffer {
     }
 }
 
+/// A storage of a lazy load (`stowage.load(lazy=True)`), not read yet:
+/// [`read`](PendingStorage::read) reads its bytes (once; the storage keeps
+/// them) and gives the [`StorageBuffer`] the adapter builds on.
+#[pyclass(module = "stowage._stowage", name = "PendingStorage", frozen)]
+pub struct PendingStorage {
+    storage: UntypedStorage,
+    /// The first tensor path that reached it, for the error of a failed read.
+    path: String,
+}
+
+impl PendingStorage {
+    pub fn new(storage: UntypedStorage, path: String) -> PendingStorage {
+        PendingStorage { storage, path }
+    }
+}
+
+#[pymethods]
+impl PendingStorage {
+    /// Reads the storage's bytes, the GIL released.
+    fn read(&self, py: Python<'_>) -> PyResult<StorageBuffer> {
+        let storage = self.storage.clone();
+        py.detach(|| StorageBuffer::new(storage))
+            .map_err(|e| crate::errors::to_py(py, stowage::ErrorContext::at_path(e, &self.path)))
+    }
+
+    /// The size in bytes.
+    fn __len__(&self) -> usize {
+        self.storage.nbytes()
+    }
+}
+
 #[pymethods]
 #[allow(unsafe_code)] // The buffer protocol hands CPython a raw pointer.
 impl StorageBuffer {

@@ -65,3 +65,12 @@ def test_a_missing_object_is_an_error(s3):
     with pytest.raises(FileNotFoundError) as info:
         stowage.load(f"{s3}/absent.pt")
     assert "absent.pt" in str(info.value)
+
+
+def test_a_lazy_load_by_url_reads_on_use(s3, fixtures):
+    expected = torch.load(fixtures / "views.pt", weights_only=True)
+    got = stowage.load(f"{s3}/views.pt", lazy=True)
+    from test_lazy import lazies, loaded
+
+    assert lazies(got) and not any(t.is_loaded for t in lazies(got))
+    assert_same(loaded(got), expected)

@@ -20,6 +20,7 @@ from typing import Any, Dict, Iterable, Optional, Union
 
 from . import _stowage
 from ._adapter import adapter_for
+from ._lazy import LazyAdapter, LazyTensor
 from ._objects import GlobalRef, InertObject
 from ._safe_open import SafeOpen, TensorSlice
 from ._stowage import CorruptCheckpointError, StowageError, UnsafeGlobalError
@@ -36,6 +37,7 @@ __all__ = [
     "safe_open",
     "SafeOpen",
     "TensorSlice",
+    "LazyTensor",
     "InertObject",
     "GlobalRef",
     "StowageError",
@@ -49,6 +51,7 @@ def load(
     *,
     framework: str = "torch",
     mmap: bool = False,
+    lazy: bool = False,
     inert: bool = False,
     allow_globals: Iterable[str] = (),
     map_location: Optional[str] = None,
@@ -61,10 +64,18 @@ def load(
 
     framework: ``"torch"`` (tensors, ``torch.nn.Parameter`` kept) or
         ``"numpy"`` (``numpy.ndarray`` leaves; bfloat16 and float8 through
-        ``ml_dtypes``; torch is not imported).
+        ``ml_dtypes``; torch is not imported), ``"jax"`` (``jax.Array``
+        leaves) or ``"mlx"`` (``mlx.core.array`` leaves), where those are
+        installed: copies of the numpy views, since their arrays are
+        immutable, so sharing is not kept there.
     mmap: map the file copy-on-write instead of reading it. As with
         ``torch.load(mmap=True)``, the file must not be truncated or
         written while the tensors live.
+    lazy: read each storage on first use, from the file or the URL: every
+        tensor is a ``LazyTensor`` (shape, dtype and strides known without
+        a read) that ``load()`` or any use turns into the framework's
+        tensor, on a storage shared with the other views of it and read at
+        most once. Not with ``mmap`` (a mapping is already read on use).
     inert: load the globals outside the allowlist as ``InertObject``s
         instead of refusing them; nothing is imported or called.
     allow_globals: names (``"argparse.Namespace"``) to accept beside the
@@ -78,10 +89,14 @@ def load(
     """
     if isinstance(allow_globals, str):
         allow_globals = (allow_globals,)
+    adapter: Any = adapter_for(framework)
+    if lazy:
+        adapter = LazyAdapter(adapter)
     return _stowage.load(
         os.fspath(src),
-        adapter_for(framework),
+        adapter,
         mmap=mmap,
+        lazy=lazy,
         inert=inert,
         allow_globals=list(allow_globals),
         map_location=map_location,

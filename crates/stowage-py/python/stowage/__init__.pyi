@@ -1,5 +1,5 @@
 import os
-from typing import Any, Dict, Iterable, List, Literal, Optional, Union
+from typing import Any, Dict, Iterable, List, Literal, Optional, Tuple, Union
 
 __version__: str
 
@@ -13,6 +13,7 @@ __all__ = [
     "safe_open",
     "SafeOpen",
     "TensorSlice",
+    "LazyTensor",
     "InertObject",
     "GlobalRef",
     "StowageError",
@@ -21,13 +22,16 @@ __all__ = [
     "__version__",
 ]
 
+from ._lazy import LazyTensor as LazyTensor
+
 _Path = Union[str, "os.PathLike[str]"]
 
 def load(
     src: _Path,
     *,
-    framework: Literal["torch", "numpy", "np"] = "torch",
+    framework: Literal["torch", "numpy", "np", "jax", "mlx"] = "torch",
     mmap: bool = False,
+    lazy: bool = False,
     inert: bool = False,
     allow_globals: Iterable[str] = (),
     map_location: Optional[Literal["cpu", "meta"]] = None,

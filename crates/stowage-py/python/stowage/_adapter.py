@@ -131,7 +131,7 @@ class BaseAdapter:
         return np.dtype(code)
 
 
-FRAMEWORKS = ("torch", "numpy")
+FRAMEWORKS = ("torch", "numpy", "jax", "mlx")
 
 
 def adapter_for(framework: str) -> BaseAdapter:
@@ -149,4 +149,14 @@ def adapter_for(framework: str) -> BaseAdapter:
         from . import _numpy
 
         return _numpy.Adapter()
+    if framework in ("jax", "mlx"):
+        # Imported only when asked for; each is an optional package.
+        import importlib
+
+        try:
+            module = importlib.import_module(f"._{framework}", __package__)
+        except ImportError as e:
+            raise ImportError(f"framework={framework!r} needs {framework} ({e}); install it") from e
+        adapter: BaseAdapter = module.Adapter()
+        return adapter
     raise ValueError(f"framework {framework!r}: stowage builds {', '.join(FRAMEWORKS)} objects")

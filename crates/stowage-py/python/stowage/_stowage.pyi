@@ -9,6 +9,7 @@ __version__: str
 __all__ = [
     "__version__",
     "StorageBuffer",
+    "PendingStorage",
     "SafeOpen",
     "StowageError",
     "UnsafeGlobalError",
@@ -23,11 +24,17 @@ __all__ = [
 class StorageBuffer:
     def __len__(self) -> int: ...
 
+@final
+class PendingStorage:
+    def read(self) -> StorageBuffer: ...
+    def __len__(self) -> int: ...
+
 def load(
     src: str,
     adapter: Any,
     *,
     mmap: bool = False,
+    lazy: bool = False,
     inert: bool = False,
     allow_globals: List[str] = ...,
     map_location: Optional[str] = None,
