@@ -16,44 +16,65 @@ from ._adapter import BaseAdapter
 from ._stowage import StowageError
 
 
+_NUMPY = {
+    "bool": np.bool_,
+    "uint8": np.uint8,
+    "int8": np.int8,
+    "int16": np.int16,
+    "uint16": np.uint16,
+    "int32": np.int32,
+    "uint32": np.uint32,
+    "int64": np.int64,
+    "uint64": np.uint64,
+    "float16": np.float16,
+    "float32": np.float32,
+    "float64": np.float64,
+    "complex64": np.complex64,
+    "complex128": np.complex128,
+}
+
+# ml_dtypes' types, by torch's names. ml_dtypes is imported only when one is
+# met: its import alone takes most of a second.
+_ML_DTYPES = (
+    "bfloat16",
+    "float8_e4m3fn",
+    "float8_e5m2",
+    "float8_e4m3fnuz",
+    "float8_e5m2fnuz",
+    "float8_e8m0fnu",
+)
+
+
 def _dtypes() -> Dict[str, np.dtype]:
+    return {name: np.dtype(t) for name, t in _NUMPY.items()}
+
+
+def _ml_dtype(name: str) -> Optional[np.dtype]:
+    if name not in _ML_DTYPES:
+        return None
     import ml_dtypes
 
-    table = {
-        "bool": np.bool_,
-        "uint8": np.uint8,
-        "int8": np.int8,
-        "int16": np.int16,
-        "uint16": np.uint16,
-        "int32": np.int32,
-        "uint32": np.uint32,
-        "int64": np.int64,
-        "uint64": np.uint64,
-        "float16": np.float16,
-        "float32": np.float32,
-        "float64": np.float64,
-        "complex64": np.complex64,
-        "complex128": np.complex128,
-        "bfloat16": ml_dtypes.bfloat16,
-        "float8_e4m3fn": ml_dtypes.float8_e4m3fn,
-        "float8_e5m2": ml_dtypes.float8_e5m2,
-        "float8_e4m3fnuz": ml_dtypes.float8_e4m3fnuz,
-        "float8_e5m2fnuz": ml_dtypes.float8_e5m2fnuz,
-    }
-    if hasattr(ml_dtypes, "float8_e8m0fnu"):
-        table["float8_e8m0fnu"] = ml_dtypes.float8_e8m0fnu
-    return {name: np.dtype(t) for name, t in table.items()}
+    t = getattr(ml_dtypes, name, None)  # float8_e8m0fnu: ml_dtypes 0.5 and later
+    return None if t is None else np.dtype(t)
 
 
 class Adapter(BaseAdapter):
     def __init__(self) -> None:
         self._table = _dtypes()
 
+    def _lookup(self, name: str) -> Optional[np.dtype]:
+        found = self._table.get(name)
+        if found is None:
+            found = _ml_dtype(name)
+            if found is not None:
+                self._table[name] = found
+        return found
+
     def _numpy_dtype(self, name: str) -> np.dtype:
-        try:
-            return self._table[name]
-        except KeyError:
-            raise StowageError(f"torch.{name} has no numpy dtype; load with framework='torch'") from None
+        found = self._lookup(name)
+        if found is None:
+            raise StowageError(f"torch.{name} has no numpy dtype; load with framework='torch'")
+        return found
 
     def storage(self, buffer: Any, nbytes: int, device: str) -> Optional[np.ndarray]:
         if buffer is None:
@@ -99,7 +120,8 @@ class Adapter(BaseAdapter):
         return storage.view(self._numpy_dtype(dtype))
 
     def dtype(self, name: str) -> Any:
-        return self._table.get(name, name)
+        found = self._lookup(name)
+        return name if found is None else found
 
 
 

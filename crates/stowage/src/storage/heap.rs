@@ -9,9 +9,14 @@
 //! (`memmap2::MmapMut::map_anon`): the kernel hands out zero pages lazily,
 //! so nothing is written twice (the global allocator's `alloc_zeroed` with
 //! an alignment above 16 is `posix_memalign` followed by a `memset` of every
-//! page), and transparent huge pages are requested (`MADV_HUGEPAGE`), which
-//! cuts page-fault cost by a factor of about 500 per byte where the kernel
-//! grants them. Smaller buffers come from the global allocator.
+//! page). Smaller buffers come from the global allocator.
+//!
+//! A storage's mapping asks nothing of transparent huge pages: the kernel's
+//! own policy applies, as it does to PyTorch's allocator. Asking
+//! (`MADV_HUGEPAGE`) made the first load of a process 5-10 times slower on
+//! the virtual machines this is measured on, whose free 2 MiB blocks have
+//! been handed back to the host and fault in there again page by page
+//! (`docs/performance.md`, "Huge pages and the first load").
 //!
 //! A buffer can also adopt a `Vec<T>` ([`HeapBuffer::adopt`], behind
 //! `Tensor::from_vec`): it keeps the vector's allocation, so nothing is
@@ -154,11 +159,6 @@ impl HeapBuffer {
         if len >= LARGE {
             let mut map = MmapMut::map_anon(len)
                 .map_err(|_| Error::Storage(StorageError::AllocationFailed { nbytes: len }))?;
-            #[cfg(target_os = "linux")]
-            {
-                // Only a hint: without transparent huge pages the mapping still works.
-                let _ = map.advise(memmap2::Advice::HugePage);
-            }
             let ptr = NonNull::new(map.as_mut_ptr()).ok_or(Error::Storage(
                 StorageError::AllocationFailed { nbytes: len },
             ))?;
