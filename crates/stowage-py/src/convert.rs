@@ -52,6 +52,12 @@ impl<'py, 'c> Converter<'py, 'c> {
         }
     }
 
+    /// Names what it builds `path` in errors (a tensor asked for by name).
+    pub fn at(mut self, path: &str) -> Self {
+        self.path.push(path.to_owned());
+        self
+    }
+
     /// Hands the adapter each storage unread, as a `PendingStorage`, to be
     /// read on first use (`stowage.load(lazy=True)`).
     pub fn lazy(mut self) -> Self {
@@ -304,17 +310,23 @@ impl<'py, 'c> Converter<'py, 'c> {
             return Ok(done.clone_ref(self.py));
         }
         let device = storage.device().to_string();
-        let made = if storage.has_data() && self.lazy {
-            let pending = PendingStorage::new(storage.clone(), self.here());
+        // The size and whether there are bytes take the storage's lock,
+        // which another thread holds while it reads a lazy storage: waited
+        // for with the GIL released, as is the read itself.
+        let (has_data, nbytes) = self.py.detach(|| (storage.has_data(), storage.nbytes()));
+        let made = if has_data && self.lazy {
+            let pending = PendingStorage::new(storage.clone(), nbytes, self.here());
             let pending = Bound::new(self.py, pending)?;
-            self.call("lazy_storage", (pending, storage.nbytes(), device))?
-        } else if storage.has_data() {
-            let buffer = StorageBuffer::new(storage.clone())
+            self.call("lazy_storage", (pending, nbytes, device))?
+        } else if has_data {
+            let buffer = self
+                .py
+                .detach(|| StorageBuffer::new(storage.clone()))
                 .map_err(|e| errors::to_py(self.py, e.at_path(self.here())))?;
             let buffer = Bound::new(self.py, buffer)?;
-            self.call("storage", (buffer, storage.nbytes(), device))?
+            self.call("storage", (buffer, nbytes, device))?
         } else {
-            self.call("storage", (self.py.None(), storage.nbytes(), device))?
+            self.call("storage", (self.py.None(), nbytes, device))?
         };
         self.storages.insert(storage.id(), made.clone_ref(self.py));
         Ok(made)

@@ -94,12 +94,10 @@ impl SafeOpen {
     /// One tensor, its storage's bytes read now (and only its storage's).
     fn get_tensor(&self, py: Python<'_>, name: &str) -> PyResult<Py<PyAny>> {
         let t = self.tensor_object(name)?;
-        let storage = t.tensor.untyped_storage();
-        if storage.has_data() {
-            py.detach(|| storage.bytes().map(drop))
-                .map_err(|e| errors::to_py(py, e))?;
-        }
-        Converter::new(py, &self.ckpt, self.adapter.bind(py).clone()).tensor(t)
+        // The walk reads the storage, the GIL released.
+        Converter::new(py, &self.ckpt, self.adapter.bind(py).clone())
+            .at(name)
+            .tensor(t)
     }
 
     /// The part of a tensor that `ranges` select, one `(start, len, step)`
@@ -116,13 +114,17 @@ impl SafeOpen {
     ) -> PyResult<Option<Py<PyAny>>> {
         let t = self.tensor_object(name)?;
         let tensor = &t.tensor;
+        // Both take the storage's lock, which a thread reading it holds:
+        // waited for with the GIL released.
+        let (has_data, storage_nbytes) =
+            py.detach(|| (tensor.has_data(), tensor.untyped_storage().nbytes()));
         let plain = t.kind.is_strided()
             && t.quantization.is_none()
             && t.subclass.is_none()
             && t.state.is_none()
             && !t.conj
             && !t.neg
-            && tensor.has_data()
+            && has_data
             && tensor.dtype().elements_per_byte() == 1;
         if !plain || ranges.len() > tensor.dim() {
             return Ok(None);
@@ -155,7 +157,7 @@ impl SafeOpen {
         let storage = tensor.untyped_storage();
         // Many small reads cost more than one whole read: read the storage
         // whole when the runs are small and cover much of it.
-        if runs > 1 && (run * size < 4096 && numel * size * 4 > storage.nbytes()) {
+        if runs > 1 && (run * size < 4096 && numel * size * 4 > storage_nbytes) {
             return Ok(None);
         }
         let view = tensor
@@ -203,10 +205,11 @@ impl SafeOpen {
         ))
     }
 
-    /// The whole saved object, tensors built by `adapter` (the package's
-    /// `metadata()` passes one that leaves them out, reading no bytes).
+    /// The whole saved object, its storages handed to `adapter` unread
+    /// (`lazy_storage`): the package's `metadata()` passes one that leaves
+    /// the tensors out, so no tensor byte is read.
     fn root(&self, py: Python<'_>, adapter: Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
-        Converter::new(py, &self.ckpt, adapter).root()
+        Converter::new(py, &self.ckpt, adapter).lazy().root()
     }
 
     /// A safetensors file's `__metadata__`, or `None`.

@@ -263,3 +263,54 @@ pub fn save(
     })
     .map_err(|e| errors::to_py(py, e))
 }
+
+/// Writes one data file of a distributed checkpoint (`stowage.dcp`'s
+/// `StorageWriter.write_data`, or its `.metadata`) at `dst`, a path or URL,
+/// whole or not at all: each item either `bytes`, stored as they are, or an
+/// object saved as `torch.save` saves it (a tensor chunk), back to back.
+/// Returns each item's `(offset, length)` in the file. `new_encoder` makes
+/// the encoder of each item (an archive numbers its own storages).
+#[pyfunction]
+#[pyo3(signature = (dst, items, new_encoder, *, sync = true))]
+pub fn write_items(
+    py: Python<'_>,
+    dst: PathBuf,
+    items: Vec<Bound<'_, PyAny>>,
+    new_encoder: Bound<'_, PyAny>,
+    sync: bool,
+) -> PyResult<Vec<(u64, u64)>> {
+    use stowage::checkpoint::dcp::{self, DataItem};
+    enum Owned {
+        Archive(Box<Checkpoint>),
+        Bytes(Vec<u8>),
+    }
+    let mut owned = Vec::with_capacity(items.len());
+    for (i, obj) in items.iter().enumerate() {
+        if let Ok(bytes) = obj.cast::<PyBytes>() {
+            owned.push(Owned::Bytes(bytes.as_bytes().to_vec()));
+            continue;
+        }
+        let mut walk = Walk {
+            encoder: new_encoder.call0()?,
+            storages: Vec::new(),
+            path: vec![format!("item {i}")],
+        };
+        let value = walk.value(obj)?;
+        let ckpt = Checkpoint::from_value(value).map_err(|e| errors::to_py(py, e))?;
+        owned.push(Owned::Archive(Box::new(ckpt)));
+    }
+    let location = stowage::io::Location::parse(&dst)
+        .with_remote(&stowage::io::remote::RemoteOptions::from_env());
+    py.detach(|| {
+        let items: Vec<DataItem<'_>> = owned
+            .iter()
+            .map(|o| match o {
+                Owned::Archive(c) => DataItem::Archive(c),
+                Owned::Bytes(b) => DataItem::Bytes(b),
+            })
+            .collect();
+        dcp::write_items(&location, &items, sync)
+    })
+    .map(|infos| infos.iter().map(|i| (i.offset, i.length)).collect())
+    .map_err(|e| errors::to_py(py, e))
+}

@@ -43,13 +43,18 @@ impl StorageBuffer {
 #[pyclass(module = "stowage._stowage", name = "PendingStorage", frozen)]
 pub struct PendingStorage {
     storage: UntypedStorage,
+    nbytes: usize,
     /// The first tensor path that reached it, for the error of a failed read.
     path: String,
 }
 
 impl PendingStorage {
-    pub fn new(storage: UntypedStorage, path: String) -> PendingStorage {
-        PendingStorage { storage, path }
+    pub fn new(storage: UntypedStorage, nbytes: usize, path: String) -> PendingStorage {
+        PendingStorage {
+            storage,
+            nbytes,
+            path,
+        }
     }
 }
 
@@ -64,7 +69,7 @@ impl PendingStorage {
 
     /// The size in bytes.
     fn __len__(&self) -> usize {
-        self.storage.nbytes()
+        self.nbytes
     }
 }
 

@@ -110,3 +110,17 @@ def test_get_slice_reads_only_the_bytes_it_covers(tmp_path):
     assert torch.equal(rows, w[100:104])
     # Four rows are 256 KiB; the tensor is 64 MiB.
     assert read < 4 << 20, read
+
+
+def test_metadata_reads_no_tensor_bytes(tmp_path):
+    path = tmp_path / "ckpt.pt"
+    torch.save({"w": torch.ones(4 << 20), "epoch": 3, "cfg": {"lr": 0.1}}, path)
+
+    def rchar():
+        with open("/proc/self/io") as f:
+            return int(next(line for line in f if line.startswith("rchar:")).split()[1])
+
+    with stowage.safe_open(path) as f:
+        before = rchar()
+        assert f.metadata() == {"epoch": 3, "cfg": {"lr": 0.1}}
+        assert rchar() - before < 1 << 20

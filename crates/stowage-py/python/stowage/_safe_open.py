@@ -18,6 +18,9 @@ class _ValuesAdapter(BaseAdapter):
     def storage(self, buffer: Any, nbytes: int, device: str) -> Any:
         return _TENSOR
 
+    def lazy_storage(self, pending: Any, nbytes: int, device: str) -> Any:
+        return _TENSOR  # never read
+
     def tensor(self, *args: Any) -> Any:
         return _TENSOR
 

@@ -16,6 +16,7 @@ __all__ = [
     "CorruptCheckpointError",
     "load",
     "save",
+    "write_items",
     "scan",
     "cli",
 ]
@@ -66,3 +67,5 @@ def save(
 ) -> None: ...
 def scan(*paths: str) -> str: ...
 def cli(args: List[str]) -> Tuple[int, bytes]: ...
+
+def write_items(dst: str, items: List[Any], new_encoder: Any, *, sync: bool = True) -> List[Tuple[int, int]]: ...

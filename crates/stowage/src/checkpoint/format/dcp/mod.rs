@@ -24,7 +24,7 @@ pub mod metadata;
 mod prefetch;
 mod write;
 
-pub use write::{save, ChunkPlan, DcpSaveOptions, PlannedChunk};
+pub use write::{save, write_items, ChunkPlan, DataItem, DcpSaveOptions, PlannedChunk};
 
 use crate::error::{ErrorContext, FormatError, StorageError, TensorError};
 use std::collections::HashMap;

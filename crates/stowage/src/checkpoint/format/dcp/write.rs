@@ -23,6 +23,7 @@ use crate::checkpoint::globals::allowlist::Global;
 use crate::checkpoint::options::SaveOptions;
 use crate::checkpoint::pickle::{Node, Pickler, Value, WriteError};
 use crate::checkpoint::value::graph::{Checkpoint, Object, PathKey, TensorObject, MAX_PATHS};
+use crate::io::Location;
 use crate::{DType, Error, Result, Tensor};
 
 /// How to save a DCP checkpoint: `DcpSaveOptions::default().with_ranks(4)`.
@@ -294,6 +295,68 @@ impl<W: Write> Write for Counted<W> {
     fn flush(&mut self) -> std::io::Result<()> {
         self.inner.flush()
     }
+}
+
+/// One item of a data file written by [`write_items`].
+#[non_exhaustive]
+#[derive(Clone, Copy)]
+pub enum DataItem<'a> {
+    /// A checkpoint saved as `torch.save` saves it: an archive of its own
+    /// (a tensor chunk, as `FileSystemWriter` stores it).
+    Archive(&'a Checkpoint),
+    /// Bytes stored as they are (DCP's `BYTE_IO` items, or a whole file
+    /// such as `.metadata`).
+    Bytes(&'a [u8]),
+}
+
+/// Writes `items` back to back as the data file at `location` (a local
+/// path or an object-store URL), whole or not at all: a local file through a
+/// temporary renamed over it, an object by a multipart upload committed only
+/// when every item is written. Returns where each item lies, as
+/// `.metadata` records it (`relative_path` is the file's name).
+///
+/// This is a [`StorageWriter`]'s `write_data` for one rank: each rank writes
+/// its own file; the coordinator writes `.metadata` (one [`DataItem::Bytes`])
+/// only after every rank's file is complete, so a failure never leaves a
+/// `.metadata` that names missing data.
+///
+/// [`StorageWriter`]: https://pytorch.org/docs/stable/distributed.checkpoint.html
+///
+/// # Errors
+/// What saving an item gives, naming its index; the file system's or the
+/// store's errors, naming `location`.
+pub fn write_items(
+    location: &Location,
+    items: &[DataItem<'_>],
+    sync: bool,
+) -> Result<Vec<StorageInfo>> {
+    let name = location.file_name().unwrap_or_default().to_owned();
+    let mut infos = Vec::with_capacity(items.len());
+    location.create(sync, None, |out| {
+        let mut counted = Counted {
+            inner: BufWriter::with_capacity(1 << 22, out),
+            written: 0,
+        };
+        for (i, item) in items.iter().enumerate() {
+            let offset = counted.written;
+            match item {
+                DataItem::Archive(ckpt) => {
+                    save_to_writer(&mut counted, "archive", ckpt, &SaveOptions::default())
+                        .map_err(|e| e.in_entry(format!("item {i}")))?;
+                }
+                DataItem::Bytes(bytes) => counted.write_all(bytes)?,
+            }
+            infos.push(StorageInfo {
+                relative_path: name.clone(),
+                offset,
+                length: counted.written - offset,
+                transforms: Vec::new(),
+            });
+        }
+        counted.inner.flush()?;
+        Ok(())
+    })?;
+    Ok(infos)
 }
 
 /// What `.metadata` records of one item.

@@ -1,0 +1,298 @@
+"""stowage as ``torch.distributed.checkpoint``'s storage layer.
+
+``StorageReader(src)`` serves any checkpoint stowage reads to
+``torch.distributed.checkpoint.load``: a distributed checkpoint folder, a
+``.pt``/``.bin``/``.ckpt`` file, a ``.safetensors`` file or a Hugging Face
+sharded set, on disk or by URL. DCP's planner decides which rank needs which
+part of which tensor; the reader reads only those bytes::
+
+    import torch.distributed.checkpoint as dcp
+    from stowage.dcp import StorageReader
+
+    state = model.state_dict()           # sharded as this job shards it
+    dcp.load(state, storage_reader=StorageReader("pytorch_model.bin"))
+
+For a source that is not a distributed checkpoint, the reader makes DCP's
+``Metadata`` from the file: one chunk per tensor, named by its path joined
+with ``.`` (as ``model.state_dict()`` names it), and one bytes item per
+other value. Those values are read by stowage, with PyTorch's allowlist (or
+``inert``/``allow_globals``), before DCP's planner sees them: the planner
+``torch.load``s bytes items, so what it gets is stowage's re-encoding of
+values already read safely, never the file's own pickle.
+
+``StorageWriter(dst)`` is ``torch.distributed.checkpoint.save``'s way out
+through stowage: each rank writes its own data file (``__{rank}_0.distcp``,
+each tensor chunk as ``torch.save`` saves it, as ``FileSystemWriter`` lays
+it out) whole or not at all, to a folder or an object-store prefix
+(multipart uploads); the coordinator writes ``.metadata`` last, once every
+rank's file is complete, so a failed save never leaves a ``.metadata`` that
+names missing data. PyTorch's ``FileSystemReader`` reads the result, at any
+world size.
+
+Importing this module imports torch; ``import stowage`` does not.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import os
+import pickle
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple, Union
+
+import torch
+from torch.distributed.checkpoint import StorageReader as _StorageReader
+from torch.distributed.checkpoint import StorageWriter as _StorageWriter
+from torch.distributed.checkpoint.filesystem import CURRENT_DCP_VERSION, _StorageInfo, _StoragePrefix
+from torch.distributed.checkpoint.metadata import (
+    BytesStorageMetadata,
+    ChunkStorageMetadata,
+    Metadata,
+    TensorProperties,
+    TensorStorageMetadata,
+)
+from torch.distributed.checkpoint.planner import (
+    LoadItemType,
+    LoadPlan,
+    LoadPlanner,
+    ReadItem,
+    SavePlan,
+    SavePlanner,
+    WriteItemType,
+)
+from torch.distributed.checkpoint.storage import WriteResult
+from torch.futures import Future
+
+from . import _stowage
+from ._safe_open import SafeOpen
+from ._stowage import StowageError
+
+__all__ = ["StorageReader", "StorageWriter"]
+
+_METADATA = ".metadata"
+
+
+def _join(folder: str, name: str) -> str:
+    return f"{folder.rstrip('/')}/{name}" if "://" in folder else os.path.join(folder, name)
+
+
+def _flat_values(values: Any, prefix: str = "") -> Iterator[Tuple[str, Any]]:
+    """The non-tensor leaves of ``values`` by their DCP names: dict keys
+    joined with ``.``, as ``flatten_state_dict`` names them."""
+    if isinstance(values, dict):
+        for key, value in values.items():
+            name = f"{prefix}.{key}" if prefix else str(key)
+            if isinstance(value, dict) and value:
+                yield from _flat_values(value, name)
+            else:
+                yield name, value
+    elif prefix:
+        yield prefix, values
+
+
+class StorageReader(_StorageReader):
+    """A ``torch.distributed.checkpoint.StorageReader`` over stowage.
+
+    src: a path or URL of anything ``stowage.load`` reads.
+    concurrency: how many tensor reads each rank has in flight (threads; the
+        reads release the GIL).
+    inert, allow_globals: as for ``stowage.load``, for a file whose values
+        name classes outside PyTorch's allowlist.
+    """
+
+    def __init__(
+        self,
+        src: Union[str, "os.PathLike[str]"],
+        *,
+        concurrency: int = 8,
+        inert: bool = False,
+        allow_globals: Iterable[str] = (),
+    ) -> None:
+        super().__init__()
+        if concurrency < 1:
+            raise ValueError(f"concurrency {concurrency}: at least 1")
+        self.src = os.fspath(src)
+        self.concurrency = concurrency
+        self._inert = inert
+        self._allow_globals = tuple(allow_globals)
+        self._opened: Optional[SafeOpen] = None
+        self._values: Optional[Dict[str, Any]] = None
+
+    def _open(self) -> SafeOpen:
+        if self._opened is None:
+            self._opened = SafeOpen(self.src, "torch", inert=self._inert, allow_globals=self._allow_globals)
+        return self._opened
+
+    def _value_table(self) -> Dict[str, Any]:
+        if self._values is None:
+            opened = self._open()
+            # A safetensors file's metadata is its header's strings, not values.
+            values = {} if opened.format == "safetensors" else opened.metadata()
+            self._values = dict(_flat_values(values))
+        return self._values
+
+    def reset(self, checkpoint_id: Union[str, "os.PathLike[str]", None] = None) -> None:
+        if checkpoint_id is not None:
+            self.src = os.fspath(checkpoint_id)
+        self._opened = None
+        self._values = None
+
+    def read_metadata(self, *args: Any, **kwargs: Any) -> Metadata:
+        opened = self._open()
+        entries: Dict[str, Any] = {}
+        for name in opened.keys():
+            dtype, shape = opened._inner.tensor_info(name)
+            size = torch.Size(shape)
+            entries[name] = TensorStorageMetadata(
+                properties=TensorProperties(dtype=getattr(torch, dtype)),
+                size=size,
+                chunks=[ChunkStorageMetadata(offsets=torch.Size([0] * len(size)), sizes=size)],
+            )
+        for name in self._value_table():
+            entries.setdefault(name, BytesStorageMetadata())
+        return Metadata(state_dict_metadata=entries)
+
+    def set_up_storage_reader(self, metadata: Metadata, is_coordinator: bool, *args: Any, **kwargs: Any) -> None:
+        self._open()
+
+    def prepare_local_plan(self, plan: LoadPlan) -> LoadPlan:
+        return plan
+
+    def prepare_global_plan(self, plans: List[LoadPlan]) -> List[LoadPlan]:
+        return plans
+
+    def _read(self, req: ReadItem) -> torch.Tensor:
+        """The part of the tensor ``req`` asks for, reading only its bytes
+        where the layout allows."""
+        opened = self._open()
+        name = req.storage_index.fqn
+        offsets, lengths = list(req.storage_offsets), list(req.lengths)
+        if lengths:
+            part = opened._inner.read_slice(name, [(o, n, 1) for o, n in zip(offsets, lengths)])
+            if part is not None:
+                return part
+        whole = opened.get_tensor(name)
+        for dim, (o, n) in enumerate(zip(offsets, lengths)):
+            whole = whole.narrow(dim, o, n)
+        return whole
+
+    def read_data(self, plan: LoadPlan, planner: LoadPlanner) -> Future[None]:
+        tensors = []
+        for req in plan.items:
+            if req.type == LoadItemType.BYTE_IO:
+                name = req.storage_index.fqn
+                values = self._value_table()
+                if name not in values:
+                    raise StowageError(f"{self.src}: no value {name!r} (the plan asks for one)")
+                buffer = io.BytesIO()
+                torch.save(values[name], buffer)
+                buffer.seek(0)
+                planner.load_bytes(req, buffer)
+            else:
+                tensors.append(req)
+        with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
+            for req, part in zip(tensors, pool.map(self._read, tensors)):
+                target = planner.resolve_tensor(req).detach()
+                if target.size() != part.size():
+                    raise StowageError(
+                        f"{self.src}: {req.storage_index.fqn}: the plan's target has shape "
+                        f"{tuple(target.size())}, the read part {tuple(part.size())}"
+                    )
+                target.copy_(part)
+                planner.commit_tensor(req, target)
+        done: Future[None] = Future()
+        done.set_result(None)
+        return done
+
+    @classmethod
+    def validate_checkpoint_id(cls, checkpoint_id: Union[str, "os.PathLike[str]"]) -> bool:
+        src = os.fspath(checkpoint_id)
+        return "://" in src or os.path.exists(src)
+
+
+class StorageWriter(_StorageWriter):
+    """A ``torch.distributed.checkpoint.StorageWriter`` over stowage.
+
+    dst: a folder, or an object-store prefix (``s3://bucket/ckpt``).
+    sync: fsync each file before it is renamed into place (local folders).
+    """
+
+    def __init__(self, dst: Union[str, "os.PathLike[str]"], *, sync: bool = True) -> None:
+        super().__init__()
+        self.dst = os.fspath(dst)
+        self.sync = sync
+        self.save_id = uuid.uuid4().hex
+        self.is_coordinator = False
+
+    def reset(self, checkpoint_id: Union[str, "os.PathLike[str]", None] = None) -> None:
+        if checkpoint_id is not None:
+            self.dst = os.fspath(checkpoint_id)
+        self.save_id = uuid.uuid4().hex
+
+    def set_up_storage_writer(self, is_coordinator: bool, *args: Any, **kwargs: Any) -> None:
+        self.is_coordinator = is_coordinator
+        if "://" not in self.dst:
+            os.makedirs(self.dst, exist_ok=True)
+
+    def prepare_local_plan(self, plan: SavePlan) -> SavePlan:
+        return plan
+
+    def prepare_global_plan(self, plans: List[SavePlan]) -> List[SavePlan]:
+        return [dataclasses.replace(p, storage_data=_StoragePrefix(f"__{i}_")) for i, p in enumerate(plans)]
+
+    def write_data(self, plan: SavePlan, planner: SavePlanner) -> Future[List[WriteResult]]:
+        name = f"{plan.storage_data.prefix}0.distcp"
+        data: List[Any] = []
+        for item in plan.items:
+            value = planner.resolve_data(item)
+            if item.type == WriteItemType.BYTE_IO:
+                assert isinstance(value, io.BytesIO), type(value)
+                data.append(bytes(value.getbuffer()))
+                continue
+            assert isinstance(value, torch.Tensor), type(value)
+            t = value.detach()
+            if t.device.type not in ("cpu", "meta"):  # meta: refused by the writer, naming the item
+                t = t.cpu()
+            # torch.save writes a view's whole storage: a compact copy, as
+            # FileSystemWriter's items hold exactly the chunk.
+            if not t.is_contiguous() or t.untyped_storage().nbytes() != t.numel() * t.element_size():
+                t = t.clone(memory_format=torch.contiguous_format)
+            data.append(t)
+        from ._save import Encoder
+
+        spans = _stowage.write_items(_join(self.dst, name), data, Encoder, sync=self.sync)
+        results = [
+            WriteResult(
+                index=item.index,
+                size_in_bytes=length,
+                storage_data=_StorageInfo(relative_path=name, offset=offset, length=length),
+            )
+            for item, (offset, length) in zip(plan.items, spans)
+        ]
+        done: Future[List[WriteResult]] = Future()
+        done.set_result(results)
+        return done
+
+    def finish(self, metadata: Metadata, results: List[List[WriteResult]]) -> None:
+        # Called on the coordinator after every rank's write_data returned:
+        # every file .metadata names is complete.
+        storage = {}
+        for per_rank in results:
+            storage.update({r.index: r.storage_data for r in per_rank})
+        metadata.version = CURRENT_DCP_VERSION
+        metadata.storage_data = storage
+        metadata.storage_meta = self.storage_meta()
+        _stowage.write_items(
+            _join(self.dst, _METADATA), [pickle.dumps(metadata)], None, sync=self.sync
+        )
+
+    def storage_meta(self) -> Any:
+        from torch.distributed.checkpoint.metadata import StorageMeta
+
+        return StorageMeta(checkpoint_id=self.dst, save_id=self.save_id)
+
+    @classmethod
+    def validate_checkpoint_id(cls, checkpoint_id: Union[str, "os.PathLike[str]"]) -> bool:
+        return True

@@ -1,0 +1,175 @@
+"""stowage.dcp.StorageReader under real torch.distributed (torchrun, gloo,
+CPU): every rank's shards, loaded through stowage from a distributed
+checkpoint, a .bin, a .safetensors file or a sharded set, on disk or by
+URL, equal the source's, at world sizes and shardings other than the
+writer's."""
+
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import stowage
+
+WORKER = pathlib.Path(__file__).with_name("dcp_worker.py")
+
+
+def torchrun(world, *args):
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={world}",
+           str(WORKER), *map(str, args)]
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, f"{' '.join(cmd[3:])}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+
+
+def state_dict():
+    g = torch.Generator().manual_seed(0)
+    return {
+        "embed.weight": torch.randn(12, 6, generator=g),
+        "layers.0.weight": torch.randn(6, 6, generator=g),
+        "layers.0.bias": torch.randn(6, generator=g),
+        "head.weight": torch.randn(9, 6, generator=g).to(torch.bfloat16),
+        "steps": torch.tensor(7, dtype=torch.int64),
+    }
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    path = tmp_path_factory.mktemp("ref") / "reference.pt"
+    torch.save(state_dict(), path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def torch_dcp(tmp_path_factory, reference):
+    """A distributed checkpoint PyTorch's FileSystemWriter wrote at world
+    size 4, row-wise."""
+    out = tmp_path_factory.mktemp("dcp") / "ckpt"
+    torchrun(4, "save", "torch", out, reference, 0)
+    return out
+
+
+@pytest.mark.parametrize("world,dim", [(1, 0), (2, 1), (3, 0)])
+def test_a_torch_written_dcp_loads_at_other_world_sizes(torch_dcp, reference, world, dim):
+    torchrun(world, "load", "stowage", torch_dcp, reference, dim)
+
+
+def test_the_reference_reader_agrees(torch_dcp, reference):
+    # What the test checks against is what FileSystemReader gives.
+    torchrun(3, "load", "torch", torch_dcp, reference, 1)
+
+
+@pytest.mark.parametrize("form", ["bin", "safetensors", "sharded"])
+def test_single_files_and_sharded_sets_load_into_a_sharded_model(tmp_path, reference, form):
+    sd = state_dict()
+    if form == "bin":
+        src = tmp_path / "pytorch_model.bin"
+        torch.save(sd, src)
+    elif form == "safetensors":
+        src = tmp_path / "model.safetensors"
+        stowage.save(sd, src)
+    else:
+        src = tmp_path / "sharded"
+        stowage.save(sd, src, to="safetensors", max_shard_size="300B")
+        assert len(list(src.glob("*.safetensors"))) > 1
+    torchrun(2, "load", "stowage", src, reference, 0)
+
+
+def test_values_are_read_by_stowage_and_given_to_the_planner(tmp_path):
+    sd = {"model": {"w": torch.arange(8.0).view(4, 2)}, "epoch": 3, "name": "run-1"}
+    src = tmp_path / "ckpt.pt"
+    torch.save(sd, src)
+    ref = tmp_path / "ref.pt"
+    torch.save(sd, ref)
+    torchrun(2, "load", "stowage", src, ref, 0)
+
+
+def test_an_unsafe_value_is_refused_before_the_planner_sees_it(tmp_path):
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.metadata import BytesStorageMetadata
+
+    from stowage.dcp import StorageReader
+
+    src = tmp_path / "whole.pt"
+    torch.save({"w": torch.ones(2), "module": torch.nn.Linear(1, 1)}, src)
+    with pytest.raises(stowage.UnsafeGlobalError):
+        StorageReader(src).read_metadata()
+    # Inert, the class is never imported; its value reaches the planner only
+    # as stowage's InertObject.
+    md = StorageReader(src, inert=True).read_metadata()
+    assert isinstance(md.state_dict_metadata["module"], BytesStorageMetadata)
+    state = {"w": torch.zeros(2)}
+    dcp.load(state, storage_reader=StorageReader(src, inert=True), no_dist=True)
+    assert torch.equal(state["w"], torch.ones(2))
+
+
+def test_the_read_is_only_the_plans_bytes(tmp_path):
+    from torch.distributed.checkpoint.planner import LoadItemType, ReadItem
+    from torch.distributed.checkpoint.metadata import MetadataIndex
+
+    from stowage.dcp import StorageReader
+
+    src = tmp_path / "big.pt"
+    torch.save({"w": torch.arange(1 << 20, dtype=torch.float32).view(1024, 1024)}, src)
+    reader = StorageReader(src)
+    reader.read_metadata()
+    req = ReadItem(
+        type=LoadItemType.TENSOR,
+        dest_index=MetadataIndex("w"),
+        dest_offsets=torch.Size([0, 0]),
+        storage_index=MetadataIndex("w", torch.Size([0, 0])),
+        storage_offsets=torch.Size([512, 0]),
+        lengths=torch.Size([2, 1024]),
+    )
+
+    def rchar():
+        with open("/proc/self/io") as f:
+            return int(next(line for line in f if line.startswith("rchar:")).split()[1])
+
+    before = rchar()
+    part = reader._read(req)
+    assert rchar() - before < 64 << 10
+    assert torch.equal(part, torch.arange(1 << 20, dtype=torch.float32).view(1024, 1024)[512:514])
+
+
+def test_a_stowage_written_dcp_is_read_by_pytorch_at_another_world_size(tmp_path, reference):
+    out = tmp_path / "ckpt"
+    torchrun(2, "save", "stowage", out, reference, 0)
+    assert sorted(p.name for p in out.iterdir()) == [".metadata", "__0_0.distcp", "__1_0.distcp"]
+    torchrun(3, "load", "torch", out, reference, 1)
+    torchrun(1, "load", "stowage", out, reference, 0)
+
+
+def test_a_failed_save_leaves_no_metadata(tmp_path):
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.api import CheckpointException
+
+    from stowage.dcp import StorageWriter
+
+    out = tmp_path / "ckpt"
+    # The rank's second item cannot be written (a meta tensor has no bytes).
+    state = {"a": torch.ones(1 << 16), "b": torch.empty(4, device="meta")}
+    with pytest.raises(CheckpointException, match="a tensor on meta"):
+        dcp.save(state, storage_writer=StorageWriter(out), no_dist=True)
+    assert not (out / ".metadata").exists()
+    assert not any(p.name.endswith(".distcp") for p in out.iterdir()), list(out.iterdir())
+
+
+def test_values_and_nested_dicts_round_trip_through_the_writer(tmp_path):
+    import torch.distributed.checkpoint as dcp
+
+    from stowage.dcp import StorageReader, StorageWriter
+
+    state = {"model": {"w": torch.arange(6.0).view(2, 3), "b": torch.ones(3, dtype=torch.bfloat16)}, "epoch": 4}
+    dcp.save(state, storage_writer=StorageWriter(tmp_path / "c"), no_dist=True)
+    back = {"model": {"w": torch.zeros(2, 3), "b": torch.zeros(3, dtype=torch.bfloat16)}, "epoch": 0}
+    dcp.load(back, storage_reader=dcp.FileSystemReader(tmp_path / "c"), no_dist=True)
+    assert torch.equal(back["model"]["w"], state["model"]["w"]) and back["epoch"] == 4
+    back["epoch"] = 0
+    dcp.load(back, storage_reader=StorageReader(tmp_path / "c"), no_dist=True)
+    assert torch.equal(back["model"]["b"], state["model"]["b"]) and back["epoch"] == 4
+    loaded = stowage.load(tmp_path / "c")
+    assert torch.equal(loaded["model"]["w"], state["model"]["w"])
