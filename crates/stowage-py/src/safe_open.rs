@@ -163,7 +163,17 @@ impl SafeOpen {
         let view = tensor
             .as_strided(&shape, &stride, offset)
             .map_err(|e| errors::to_py(py, e))?;
-        let mut bytes = vec![0u8; numel * size];
+        // Sized by the file: allocated fallibly, so a slice too large for
+        // memory is an error, not an abort of the interpreter.
+        let len = numel * size;
+        let mut bytes = Vec::new();
+        bytes.try_reserve_exact(len).map_err(|_| {
+            errors::to_py(
+                py,
+                stowage::Error::Storage(stowage::StorageError::AllocationFailed { nbytes: len }),
+            )
+        })?;
+        bytes.resize(len, 0);
         let read = py.detach(|| -> stowage::Result<()> {
             if numel == 0 {
                 return Ok(());

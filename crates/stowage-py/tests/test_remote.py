@@ -59,6 +59,10 @@ def test_safe_open_by_url_reads_one_tensor(s3, fixtures):
     expected = torch.load(fixtures / "training_checkpoint.pt", weights_only=True)
     with stowage.safe_open(f"{s3}/training_checkpoint.pt") as f:
         assert torch.equal(f.get_tensor("model.weight"), expected["model"]["weight"])
+        # A slice by range requests: the rows it covers.
+        w = expected["model"]["weight"]
+        assert torch.equal(f.get_slice("model.weight")[1:3], w[1:3])
+        assert torch.equal(f.get_slice("model.weight")[-1, ::2], w[-1, ::2])
 
 
 def test_a_missing_object_is_an_error(s3):
