@@ -63,6 +63,15 @@ pub struct Args {
     /// Ranks' files of a DCP folder (each tensor split over them along its first dimension)
     #[arg(long, default_value_t = 1)]
     ranks: usize,
+    /// With --to safetensors|bin: write only this process's part of the set,
+    /// as rank RANK of --world processes converting the same IN into the
+    /// same OUT at once (torchrun's RANK and WORLD_SIZE when both are
+    /// absent); the last to finish writes the index (docs/distributed.md)
+    #[arg(long, requires = "world")]
+    rank: Option<usize>,
+    /// The number of processes of --rank
+    #[arg(long, requires = "rank")]
+    world: Option<usize>,
     /// Skip the final sync of the written files and folder to the disk (as
     /// `torch.save` does); by default OUT is durable when convert returns
     #[arg(long)]
@@ -284,6 +293,11 @@ pub fn run(args: Args, cx: &Context, out: &mut dyn Write) -> Result<ExitCode, Fa
             )))
         }
     };
+    if args.rank.is_some() && !matches!(kind, Target::Folder(..)) {
+        return Err(Failure::usage(
+            "convert: --rank/--world write a part of a sharded set: give --to safetensors or bin and a folder",
+        ));
+    }
     let in_input = |e: stowage::Error| {
         Failure::input(e.in_file(args.input.clone()))
     };
@@ -379,6 +393,34 @@ pub fn run(args: Args, cx: &Context, out: &mut dyn Write) -> Result<ExitCode, Fa
     Ok(ExitCode::SUCCESS)
 }
 
+/// This process's part of a set written by several (`--rank`/`--world`, or
+/// torchrun's `RANK` and `WORLD_SIZE` when both flags are absent), if any.
+fn part_of(args: &Args) -> Result<Option<(usize, usize)>, Failure> {
+    let (rank, world) = match (args.rank, args.world) {
+        (Some(r), Some(w)) => (r, w),
+        _ => {
+            let var = |name: &str| std::env::var(name).ok();
+            match (var("RANK"), var("WORLD_SIZE")) {
+                (Some(r), Some(w)) => {
+                    let parse = |name: &str, v: &str| {
+                        v.trim().parse::<usize>().map_err(|_| {
+                            Failure::usage(format!("convert: {name}={v:?} is not a number"))
+                        })
+                    };
+                    (parse("RANK", &r)?, parse("WORLD_SIZE", &w)?)
+                }
+                _ => return Ok(None),
+            }
+        }
+    };
+    if world == 0 || rank >= world {
+        return Err(Failure::usage(format!(
+            "convert: rank {rank} of a world of {world}: the rank must be below the world size"
+        )));
+    }
+    Ok(Some((rank, world)))
+}
+
 /// Writes a sharded set or a DCP folder at `dir`.
 fn to_folder(
     args: &Args,
@@ -396,6 +438,12 @@ fn to_folder(
     let bar = progress::spinner(format!("writing {}", dir.display()));
     let written = match format {
         FolderFormat::Dcp => {
+            if args.rank.is_some() {
+                bar.finish_and_clear();
+                return Err(Failure::usage(
+                    "convert: --rank/--world write a part of a sharded set (--to safetensors or bin); a DCP folder is written by one process (--ranks)",
+                ));
+            }
             if args.ranks == 0 {
                 bar.finish_and_clear();
                 return Err(Failure::usage("convert: --ranks must be at least 1"));
@@ -430,21 +478,31 @@ fn to_folder(
             };
             with_values.safetensors_metadata = (!metadata.is_empty()).then_some(metadata);
             let ckpt = &with_values;
-            let options = ShardOptions::default()
+            let mut options = ShardOptions::default()
                 .with_format(match format {
                     FolderFormat::Bin => ShardFormat::Bin,
                     _ => ShardFormat::Safetensors,
                 })
                 .with_max_shard_size(max_shard_size)
                 .with_sync(!args.no_sync);
+            let part = part_of(args).inspect_err(|_| bar.finish_and_clear())?;
+            if let Some((rank, world)) = part {
+                options = options.with_part(rank, world);
+            }
             save_sharded(dir, ckpt, &options).map(|saved| {
+                let of = part.map_or(String::new(), |(rank, world)| {
+                    format!(" as rank {rank} of {world}")
+                });
                 let mut line = format!(
-                    "wrote {} shard{} ({} of tensor data) to {}",
+                    "wrote {} shard{} ({} of tensor data){of} to {}",
                     saved.files.len(),
                     if saved.files.len() == 1 { "" } else { "s" },
                     human(saved.total_size),
                     dir.display()
                 );
+                if let (Some(_), Some(index)) = (part, &saved.index) {
+                    line.push_str(&format!("\nwrote the index {} (the last rank to finish)", index.display()));
+                }
                 if let Some(note) = &note {
                     line.push('\n');
                     line.push_str(note);

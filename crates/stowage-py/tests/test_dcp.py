@@ -173,3 +173,21 @@ def test_values_and_nested_dicts_round_trip_through_the_writer(tmp_path):
     assert torch.equal(back["model"]["b"], state["model"]["b"]) and back["epoch"] == 4
     loaded = stowage.load(tmp_path / "c")
     assert torch.equal(loaded["model"]["w"], state["model"]["w"])
+
+
+def test_rank_partitioned_conversion_writes_what_one_process_writes(tmp_path, torch_dcp):
+    single = tmp_path / "single"
+    stowage.convert(torch_dcp, single, to="safetensors", max_shard_size="200B")
+    expected = {p.name: p.read_bytes() for p in single.iterdir()}
+    assert len(expected) > 2
+    parts = tmp_path / "parts"
+    said = [stowage.convert(torch_dcp, parts, to="safetensors", max_shard_size="200B", rank=r, world=3)
+            for r in range(3)]
+    assert "wrote the index" in said[-1] and "wrote the index" not in said[0]
+    assert {p.name: p.read_bytes() for p in parts.iterdir()} == expected
+    loaded = stowage.load(parts)
+    reference = stowage.load(single)
+    assert set(loaded) == set(reference)
+    for k, v in reference.items():
+        if isinstance(v, torch.Tensor):
+            assert torch.equal(loaded[k], v), k

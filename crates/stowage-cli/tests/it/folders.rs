@@ -736,3 +736,88 @@ fn a_mount_point_is_a_folder_target() {
         text(&out.stderr)
     );
 }
+
+/// Every file of `dir` (names and bytes), sorted by name.
+fn files_of(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            (
+                e.file_name().to_string_lossy().into_owned(),
+                std::fs::read(e.path()).unwrap(),
+            )
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+#[test]
+fn ranks_converting_at_once_write_what_one_process_writes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dcp = fixtures().join("dcp/four");
+    for to in ["safetensors", "bin"] {
+        let single = tmp.path().join(format!("single-{to}"));
+        let common = ["--to", to, "--max-shard-size", "150B", "--no-sync"];
+        let mut args: Vec<&std::ffi::OsStr> = vec![dcp.as_os_str(), single.as_os_str()];
+        args.extend(common.iter().map(std::ffi::OsStr::new));
+        ok(&stowage_convert(&args));
+        let expected = files_of(&single);
+        assert!(
+            expected.len() > 3,
+            "{:?}",
+            expected.iter().map(|f| &f.0).collect::<Vec<_>>()
+        );
+        for world in [1usize, 2, 4] {
+            let out = tmp.path().join(format!("{to}-{world}"));
+            // All ranks at once, as torchrun, a SLURM array or Ray tasks start them.
+            let children: Vec<_> = (0..world)
+                .map(|rank| {
+                    Command::new(env!("CARGO_BIN_EXE_stowage"))
+                        .arg("convert")
+                        .arg(&dcp)
+                        .arg(&out)
+                        .args(common)
+                        .env("RANK", rank.to_string())
+                        .env("WORLD_SIZE", world.to_string())
+                        .stdout(std::process::Stdio::piped())
+                        .stderr(std::process::Stdio::piped())
+                        .spawn()
+                        .expect("the stowage binary starts")
+                })
+                .collect::<Vec<_>>()
+                .into_iter()
+                .map(|child| child.wait_with_output().expect("the stowage binary runs"))
+                .collect();
+            let mut index_writers = 0;
+            for (rank, child) in children.iter().enumerate() {
+                let said = ok(child);
+                assert!(
+                    said.contains(&format!("as rank {rank} of {world}")),
+                    "{said}"
+                );
+                index_writers += usize::from(said.contains("wrote the index"));
+            }
+            assert!(index_writers >= 1, "no rank wrote the index");
+            assert!(
+                files_of(&out) == expected,
+                "{to}, {world} ranks: {:?} against {:?}",
+                files_of(&out).iter().map(|f| &f.0).collect::<Vec<_>>(),
+                expected.iter().map(|f| &f.0).collect::<Vec<_>>()
+            );
+        }
+    }
+    // A rank outside the world is refused.
+    let out = stowage_convert(&[
+        dcp.as_os_str(),
+        tmp.path().join("bad").as_os_str(),
+        "--to".as_ref(),
+        "safetensors".as_ref(),
+        "--rank".as_ref(),
+        "2".as_ref(),
+        "--world".as_ref(),
+        "2".as_ref(),
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+}

@@ -243,6 +243,8 @@ def convert(
     inert: bool = False,
     drop_values: bool = False,
     drop_objects: bool = False,
+    rank: Optional[int] = None,
+    world: Optional[int] = None,
 ) -> str:
     """``stowage convert``: rewrites ``src`` as ``dst``, whose extension names
     the format (``.pt``, ``.pth``, ``.bin``, ``.ckpt``: torch zip;
@@ -252,6 +254,11 @@ def convert(
     checkpoint). The same options, and the same results, as the command;
     returns what it prints (what was written, and the values stored,
     dropped or tied).
+
+    ``rank`` and ``world`` (a sharded set only) write this process's part of
+    the set, as one of ``world`` processes converting ``src`` into ``dst`` at
+    once; the last to finish writes the index, and the result is what one
+    process writes (``docs/distributed.md``).
     """
     args = ["convert"]
     if to is not None:
@@ -264,5 +271,7 @@ def convert(
         args.append("--drop-values")
     if drop_objects:
         args.append("--drop-objects")
+    if rank is not None or world is not None:
+        args += ["--rank", str(rank), "--world", str(world)]
     _, out = _cli([*args, "--", os.fspath(src), os.fspath(dst)])
     return out.decode()

@@ -71,6 +71,8 @@ def convert(
     inert: bool = False,
     drop_values: bool = False,
     drop_objects: bool = False,
+    rank: Optional[int] = None,
+    world: Optional[int] = None,
 ) -> str:
     """stowage convert: src rewritten as dst (format by extension, or a folder with to=); what it prints."""
     ...

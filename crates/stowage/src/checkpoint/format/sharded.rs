@@ -93,6 +93,7 @@ pub struct ShardOptions {
     pub(crate) format: ShardFormat,
     pub(crate) max_shard_size: u64,
     pub(crate) sync: bool,
+    pub(crate) part: Option<(usize, usize)>,
 }
 
 impl ShardOptions {
@@ -116,6 +117,14 @@ impl ShardOptions {
         self.sync = sync;
         self
     }
+
+    /// Writes only rank `rank`'s part of the set, of `world` processes
+    /// converting the same source into the same folder at once, with no
+    /// communication between them (see [`save_sharded`]).
+    pub fn with_part(mut self, rank: usize, world: usize) -> Self {
+        self.part = Some((rank, world));
+        self
+    }
 }
 
 impl Default for ShardOptions {
@@ -125,6 +134,7 @@ impl Default for ShardOptions {
             format: ShardFormat::Safetensors,
             max_shard_size: 5_000_000_000,
             sync: true,
+            part: None,
         }
     }
 }
@@ -368,6 +378,21 @@ pub struct SavedSet {
 /// In safetensors shards each tensor is a contiguous copy; in `.bin` shards,
 /// tensors sharing a storage share it in their shard.
 ///
+/// With [`ShardOptions::with_part`], `world` processes write one set
+/// together: every rank makes the same plan (the shards and their names
+/// follow from the tensors' sizes alone) and assigns the shards to ranks
+/// the same way (largest first, each to the rank with the fewest bytes so
+/// far, ties to the lower rank), then writes its own shards, each whole or
+/// not at all, into `dir`, and no other file. Then it leaves a marker
+/// (`.stowage-part-RANK-of-WORLD`, holding the set's file names and index)
+/// and looks for every rank's: the rank that finds all of them, with the
+/// same content, is the last to finish (markers are written before they
+/// are looked for, so at least the last one sees them all); it writes the
+/// index, whole or not at all, and removes the markers. Two ranks finishing
+/// at once may both write it, the same bytes. The result is file for file
+/// what one process writes. Files of an earlier, different set in `dir`
+/// are not removed: give each conversion its own folder.
+///
 /// # Errors
 /// What a single-file save of the shards gives (an unsupported dtype names the
 /// tensor), I/O errors; all wrapped in [`Error::InFile`] naming `dir`.
@@ -397,88 +422,127 @@ pub fn save_sharded(dir: &Path, ckpt: &Checkpoint, options: &ShardOptions) -> Re
     }
     let bin_with_metadata = format == ShardFormat::Bin && !kept.is_empty();
     let index_name = (count > 1 || bin_with_metadata).then(|| format.index_name());
+    let shard_size = |shard: &[usize]| -> u64 {
+        shard
+            .iter()
+            .map(|&i| tensors[i].1.tensor.nbytes() as u64)
+            .sum()
+    };
+    let write_shard = |k: usize, path: &Path| -> Result<()> {
+        let (shard, name) = (&plan.shards[k], &names[k]);
+        let mut part = Checkpoint::new();
+        let items = shard
+            .iter()
+            .map(|&i| {
+                let (name, t) = (&plan.names[i], tensors[i].1);
+                (
+                    Value::str(name),
+                    Value::Ext(Object::Tensor(Box::new(TensorObject::clone(t)))),
+                )
+            })
+            .collect::<Vec<_>>();
+        let root = part.graph.dict(items);
+        part.ordered.insert(root);
+        part.root = Value::Node(root);
+        // Errors name the shard as the set will hold it, not the
+        // staging folder it is written in.
+        let as_named = |e: Error| match e {
+            Error::InFile { path: p, source } if p == path => Error::InFile {
+                path: name.into(),
+                source,
+            },
+            e => e,
+        };
+        (|| -> Result<()> {
+            match format {
+                ShardFormat::Safetensors => {
+                    // Every shard has `__metadata__` (which the save gives
+                    // `"format": "pt"`); a lone shard keeps the checkpoint's.
+                    let meta = if count == 1 {
+                        kept.clone()
+                    } else {
+                        Default::default()
+                    };
+                    part.format = Format::Safetensors;
+                    part.safetensors_metadata = Some(meta);
+                    save_safetensors(path, &part)?;
+                }
+                ShardFormat::Bin => save_with(
+                    path,
+                    &part,
+                    &SaveOptions {
+                        sync: options.sync,
+                        ..Default::default()
+                    },
+                )?,
+            }
+            Ok(())
+        })()
+        .map_err(as_named)
+    };
+    let index_text = || -> Result<String> {
+        let tensor_names = &plan.names;
+        let weight_map: serde_json::Map<String, Json> = plan
+            .shards
+            .iter()
+            .zip(&names)
+            .flat_map(|(shard, file)| {
+                shard
+                    .iter()
+                    .map(move |&i| (tensor_names[i].clone(), Json::String(file.clone())))
+            })
+            .collect();
+        let mut metadata: serde_json::Map<String, Json> = kept
+            .iter()
+            .map(|(k, v)| (k.clone(), Json::String(v.clone())))
+            .collect();
+        metadata.insert("total_size".into(), plan.total_size.into());
+        let index = serde_json::json!({
+            "metadata": metadata,
+            "weight_map": weight_map,
+        });
+        let mut text = serde_json::to_string_pretty(&index).map_err(|e| Error::Io(e.into()))?;
+        text.push('\n');
+        Ok(text)
+    };
+    if let Some((rank, world)) = options.part {
+        if rank >= world {
+            let what = format!("rank {rank} of a world of {world}: a rank is below the world size");
+            return Err(
+                Error::Io(std::io::Error::new(std::io::ErrorKind::InvalidInput, what))
+                    .in_file(dir.to_owned()),
+            );
+        }
+        let sizes: Vec<u64> = plan.shards.iter().map(|s| shard_size(s)).collect();
+        let owners = assign(&sizes, world);
+        let mine: Vec<usize> = (0..count).filter(|&k| owners[k] == rank).collect();
+        fs::create_dir_all(dir).map_err(|e| Error::Io(e).in_file(dir.to_owned()))?;
+        for &k in &mine {
+            write_shard(k, &dir.join(&names[k])).map_err(|e| match e {
+                e @ Error::InFile { .. } => e,
+                e => e.in_file(dir.join(&names[k])),
+            })?;
+        }
+        let index = index_name.as_ref().map(|_| index_text()).transpose()?;
+        let manifest = format!("{}\n{}", names.join("\n"), index.as_deref().unwrap_or(""));
+        let index_entry = index_name.as_deref().zip(index.as_deref());
+        let wrote_index = finish_part(dir, rank, world, &manifest, index_entry, options.sync)?;
+        return Ok(SavedSet {
+            files: mine.iter().map(|&k| dir.join(&names[k])).collect(),
+            index: wrote_index.then(|| dir.join(index_name.as_deref().unwrap_or_default())),
+            total_size: plan.total_size,
+        });
+    }
     crate::io::replace_dir(
         dir,
         options.sync,
         move |n| format.owns(n),
         |staging| {
-            for (shard, name) in plan.shards.iter().zip(&names) {
-                let mut part = Checkpoint::new();
-                let items = shard
-                    .iter()
-                    .map(|&i| {
-                        let (name, t) = (&plan.names[i], tensors[i].1);
-                        (
-                            Value::str(name),
-                            Value::Ext(Object::Tensor(Box::new(TensorObject::clone(t)))),
-                        )
-                    })
-                    .collect::<Vec<_>>();
-                let root = part.graph.dict(items);
-                part.ordered.insert(root);
-                part.root = Value::Node(root);
-                let path = staging.join(name);
-                // Errors name the shard as the set will hold it, not the
-                // staging folder it is written in.
-                let as_named = |e: Error| match e {
-                    Error::InFile { path: p, source } if p == path => Error::InFile {
-                        path: name.into(),
-                        source,
-                    },
-                    e => e,
-                };
-                (|| -> Result<()> {
-                    match format {
-                        ShardFormat::Safetensors => {
-                            // Every shard has `__metadata__` (which the save gives
-                            // `"format": "pt"`); a lone shard keeps the checkpoint's.
-                            let meta = if count == 1 {
-                                kept.clone()
-                            } else {
-                                Default::default()
-                            };
-                            part.format = Format::Safetensors;
-                            part.safetensors_metadata = Some(meta);
-                            save_safetensors(&path, &part)?;
-                        }
-                        ShardFormat::Bin => save_with(
-                            &path,
-                            &part,
-                            &SaveOptions {
-                                sync: options.sync,
-                                ..Default::default()
-                            },
-                        )?,
-                    }
-                    Ok(())
-                })()
-                .map_err(as_named)?;
+            for (k, name) in names.iter().enumerate() {
+                write_shard(k, &staging.join(name))?;
             }
             if let Some(index_name) = &index_name {
-                let tensor_names = &plan.names;
-                let weight_map: serde_json::Map<String, Json> = plan
-                    .shards
-                    .iter()
-                    .zip(&names)
-                    .flat_map(|(shard, file)| {
-                        shard
-                            .iter()
-                            .map(move |&i| (tensor_names[i].clone(), Json::String(file.clone())))
-                    })
-                    .collect();
-                let mut metadata: serde_json::Map<String, Json> = kept
-                    .iter()
-                    .map(|(k, v)| (k.clone(), Json::String(v.clone())))
-                    .collect();
-                metadata.insert("total_size".into(), plan.total_size.into());
-                let index = serde_json::json!({
-                    "metadata": metadata,
-                    "weight_map": weight_map,
-                });
-                let mut text =
-                    serde_json::to_string_pretty(&index).map_err(|e| Error::Io(e.into()))?;
-                text.push('\n');
-                fs::write(staging.join(index_name), text).map_err(Error::Io)?;
+                fs::write(staging.join(index_name), index_text()?).map_err(Error::Io)?;
             }
             Ok(())
         },
@@ -500,6 +564,70 @@ fn save_safetensors(_: &Path, _: &Checkpoint) -> Result<()> {
     Err(Error::Checkpoint(crate::CheckpointError::Unsupported {
         what: "safetensors files (stowage was built without its `safetensors` feature)".into(),
     }))
+}
+
+/// Which rank writes each shard: the largest first, each to the rank with
+/// the fewest bytes so far (ties to the lower rank, then the earlier shard),
+/// so that every rank computes the same assignment.
+fn assign(sizes: &[u64], world: usize) -> Vec<usize> {
+    let world = world.max(1);
+    let mut order: Vec<usize> = (0..sizes.len()).collect();
+    order.sort_by(|&a, &b| sizes[b].cmp(&sizes[a]).then(a.cmp(&b)));
+    let mut load = vec![0u64; world];
+    let mut owners = vec![0; sizes.len()];
+    for k in order {
+        let rank = (0..world).min_by_key(|&r| (load[r], r)).unwrap_or(0);
+        owners[k] = rank;
+        load[rank] += sizes[k];
+    }
+    owners
+}
+
+/// The marker rank `rank` of `world` leaves in `dir` once its shards are
+/// written.
+fn marker_name(rank: usize, world: usize) -> String {
+    format!(".stowage-part-{rank:05}-of-{world:05}")
+}
+
+/// Leaves this rank's marker, then, if every rank's is there with the same
+/// `manifest` (the set's file names and index text), writes the index
+/// (`(name, text)`, when the set has one) and removes the markers. Returns whether this rank wrote the index.
+fn finish_part(
+    dir: &Path,
+    rank: usize,
+    world: usize,
+    manifest: &str,
+    index: Option<(&str, &str)>,
+    sync: bool,
+) -> Result<bool> {
+    let in_dir = |e: std::io::Error| Error::Io(e).in_file(dir.to_owned());
+    let mine = dir.join(marker_name(rank, world));
+    crate::io::write_atomically(&mine, sync, |tmp| {
+        fs::write(tmp, manifest).map_err(Error::Io)
+    })?;
+    for r in 0..world {
+        match fs::read_to_string(dir.join(marker_name(r, world))) {
+            Ok(text) if text == manifest => {}
+            // Another rank's marker of another conversion: not this set's.
+            Ok(_) => return Ok(false),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+            Err(e) => return Err(in_dir(e)),
+        }
+    }
+    let wrote = match index {
+        Some((name, text)) => {
+            crate::io::write_atomically(&dir.join(name), sync, |tmp| {
+                fs::write(tmp, text).map_err(Error::Io)
+            })?;
+            true
+        }
+        None => false,
+    };
+    for r in 0..world {
+        // Another rank finishing at the same moment may have removed it.
+        let _ = fs::remove_file(dir.join(marker_name(r, world)));
+    }
+    Ok(wrote)
 }
 
 /// The shards: indices into the tensor list, and the data size of the set.
