@@ -11,6 +11,7 @@
 #![deny(clippy::undocumented_unsafe_blocks)]
 
 mod convert;
+mod dcp;
 mod errors;
 mod safe_open;
 mod save;
@@ -132,6 +133,7 @@ fn _stowage(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<storage::StorageBuffer>()?;
     m.add_class::<storage::PendingStorage>()?;
     m.add_class::<safe_open::SafeOpen>()?;
+    m.add_class::<dcp::DcpSource>()?;
     errors::register(m)?;
     m.add_function(wrap_pyfunction!(load, m)?)?;
     m.add_function(wrap_pyfunction!(save::save, m)?)?;

@@ -11,6 +11,7 @@ __all__ = [
     "StorageBuffer",
     "PendingStorage",
     "SafeOpen",
+    "DcpSource",
     "StowageError",
     "UnsafeGlobalError",
     "CorruptCheckpointError",
@@ -24,6 +25,13 @@ __all__ = [
 @final
 class StorageBuffer:
     def __len__(self) -> int: ...
+
+@final
+class DcpSource:
+    def __new__(cls, src: str, adapter: Any) -> DcpSource: ...
+    def tensors(self) -> List[Tuple[str, str, List[int], List[Tuple[List[int], List[int]]]]]: ...
+    def read_region(self, fqn: str, offsets: List[int], sizes: List[int]) -> Any: ...
+    def read_region_into(self, fqn: str, offsets: List[int], sizes: List[int], target: Any) -> None: ...
 
 @final
 class PendingStorage:

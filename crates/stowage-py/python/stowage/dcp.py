@@ -119,6 +119,24 @@ class StorageReader(_StorageReader):
         self._allow_globals = tuple(allow_globals)
         self._opened: Optional[SafeOpen] = None
         self._values: Optional[Dict[str, Any]] = None
+        self._dcp: Any = None  # a DCP folder's chunks, when src is one
+
+    def _dcp_source(self) -> Any:
+        """``src`` as a DCP folder (its chunks as saved), or None when it is
+        not one."""
+        if self._dcp is None:
+            self._dcp = False
+            remote = "://" in self.src
+            if remote or os.path.isfile(os.path.join(self.src, _METADATA)):
+                from ._torch import Adapter
+
+                try:
+                    self._dcp = _stowage.DcpSource(self.src, Adapter())
+                except (StowageError, OSError):
+                    if not remote:
+                        raise
+                    # A URL of something else: a file, or a sharded set.
+        return self._dcp or None
 
     def _open(self) -> SafeOpen:
         if self._opened is None:
@@ -138,24 +156,36 @@ class StorageReader(_StorageReader):
             self.src = os.fspath(checkpoint_id)
         self._opened = None
         self._values = None
+        self._dcp = None
 
     def read_metadata(self, *args: Any, **kwargs: Any) -> Metadata:
-        opened = self._open()
         entries: Dict[str, Any] = {}
-        for name in opened.keys():
-            dtype, shape = opened._inner.tensor_info(name)
-            size = torch.Size(shape)
-            entries[name] = TensorStorageMetadata(
-                properties=TensorProperties(dtype=getattr(torch, dtype)),
-                size=size,
-                chunks=[ChunkStorageMetadata(offsets=torch.Size([0] * len(size)), sizes=size)],
-            )
+        source = self._dcp_source()
+        if source is not None:
+            # A DCP folder: its chunks as saved, each read by itself.
+            for name, dtype, shape, chunks in source.tensors():
+                entries[name] = TensorStorageMetadata(
+                    properties=TensorProperties(dtype=getattr(torch, dtype)),
+                    size=torch.Size(shape),
+                    chunks=[ChunkStorageMetadata(offsets=torch.Size(o), sizes=torch.Size(n)) for o, n in chunks],
+                )
+        else:
+            opened = self._open()
+            for name in opened.keys():
+                dtype, shape = opened._inner.tensor_info(name)
+                size = torch.Size(shape)
+                entries[name] = TensorStorageMetadata(
+                    properties=TensorProperties(dtype=getattr(torch, dtype)),
+                    size=size,
+                    chunks=[ChunkStorageMetadata(offsets=torch.Size([0] * len(size)), sizes=size)],
+                )
         for name in self._value_table():
             entries.setdefault(name, BytesStorageMetadata())
         return Metadata(state_dict_metadata=entries)
 
     def set_up_storage_reader(self, metadata: Metadata, is_coordinator: bool, *args: Any, **kwargs: Any) -> None:
-        self._open()
+        if self._dcp_source() is None:
+            self._open()
 
     def prepare_local_plan(self, plan: LoadPlan) -> LoadPlan:
         return plan
@@ -166,9 +196,15 @@ class StorageReader(_StorageReader):
     def _read(self, req: ReadItem) -> torch.Tensor:
         """The part of the tensor ``req`` asks for, reading only its bytes
         where the layout allows."""
-        opened = self._open()
         name = req.storage_index.fqn
         offsets, lengths = list(req.storage_offsets), list(req.lengths)
+        source = self._dcp_source()
+        if source is not None:
+            # Offsets are within the chunk the plan names.
+            chunk = list(req.storage_index.offset or [0] * len(offsets))
+            region: torch.Tensor = source.read_region(name, [c + o for c, o in zip(chunk, offsets)], lengths)
+            return region
+        opened = self._open()
         if lengths:
             part = opened._inner.read_slice(name, [(o, n, 1) for o, n in zip(offsets, lengths)])
             if part is not None:
@@ -177,6 +213,25 @@ class StorageReader(_StorageReader):
         for dim, (o, n) in enumerate(zip(offsets, lengths)):
             whole = whole.narrow(dim, o, n)
         return whole
+
+    def _fill(self, req: ReadItem, target: torch.Tensor) -> Optional[torch.Tensor]:
+        """Reads ``req``'s part straight into ``target`` where it can (a DCP
+        folder's region into a contiguous CPU tensor of its shape): None.
+        Otherwise the part, for the caller to copy."""
+        source = self._dcp_source()
+        lengths = list(req.lengths)
+        if (
+            source is not None
+            and target.device.type == "cpu"
+            and target.is_contiguous()
+            and list(target.size()) == lengths
+            and target.numel() > 0
+        ):
+            chunk = list(req.storage_index.offset or [0] * len(lengths))
+            at = [c + o for c, o in zip(chunk, req.storage_offsets)]
+            source.read_region_into(req.storage_index.fqn, at, lengths, target.reshape(-1).view(torch.uint8).numpy())
+            return None
+        return self._read(req)
 
     def read_data(self, plan: LoadPlan, planner: LoadPlanner) -> Future[None]:
         tensors = []
@@ -192,15 +247,19 @@ class StorageReader(_StorageReader):
                 planner.load_bytes(req, buffer)
             else:
                 tensors.append(req)
+        # The planner's targets first (here, on this thread), then the reads,
+        # `concurrency` at a time, then the commits, in plan order.
+        targets = [planner.resolve_tensor(req).detach() for req in tensors]
         with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
-            for req, part in zip(tensors, pool.map(self._read, tensors)):
-                target = planner.resolve_tensor(req).detach()
-                if target.size() != part.size():
-                    raise StowageError(
-                        f"{self.src}: {req.storage_index.fqn}: the plan's target has shape "
-                        f"{tuple(target.size())}, the read part {tuple(part.size())}"
-                    )
-                target.copy_(part)
+            parts = pool.map(self._fill, tensors, targets)
+            for req, target, part in zip(tensors, targets, parts):
+                if part is not None:
+                    if target.size() != part.size():
+                        raise StowageError(
+                            f"{self.src}: {req.storage_index.fqn}: the plan's target has shape "
+                            f"{tuple(target.size())}, the read part {tuple(part.size())}"
+                        )
+                    target.copy_(part)
                 planner.commit_tensor(req, target)
         done: Future[None] = Future()
         done.set_result(None)

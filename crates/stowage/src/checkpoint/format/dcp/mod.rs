@@ -22,6 +22,7 @@ pub(crate) mod hf;
 mod item;
 pub mod metadata;
 mod prefetch;
+mod region;
 mod write;
 
 pub use write::{save, write_items, ChunkPlan, DataItem, DcpSaveOptions, PlannedChunk};

@@ -1,0 +1,116 @@
+//! A distributed checkpoint folder as `stowage.dcp.StorageReader` reads it:
+//! its tensors' chunks as saved, and any region of a tensor read from the
+//! chunks it spans (and only those), so that a rank's plan is read by its
+//! byte ranges.
+
+use std::path::PathBuf;
+
+use pyo3::prelude::*;
+use stowage::checkpoint::dcp::metadata::ItemKind;
+use stowage::checkpoint::dcp::DcpCheckpoint;
+use stowage::checkpoint::TensorObject;
+use stowage::{Checkpoint, LoadOptions};
+
+use crate::convert::Converter;
+use crate::errors;
+
+/// A tensor's name, dtype, shape and stored chunks (`(offsets, sizes)` each).
+type TensorChunks = (String, String, Vec<usize>, Vec<(Vec<usize>, Vec<usize>)>);
+
+#[pyclass(module = "stowage._stowage", name = "DcpSource", frozen)]
+pub struct DcpSource {
+    inner: DcpCheckpoint,
+    adapter: Py<PyAny>,
+}
+
+#[pymethods]
+impl DcpSource {
+    /// Opens the DCP folder `src` (a path or URL), reading its `.metadata`
+    /// only; `adapter` builds the tensors read.
+    #[new]
+    fn new(py: Python<'_>, src: PathBuf, adapter: Bound<'_, PyAny>) -> PyResult<Self> {
+        let options = LoadOptions::from_env();
+        let inner = py
+            .detach(|| DcpCheckpoint::open(&src, &options))
+            .map_err(|e| errors::to_py(py, e))?;
+        Ok(DcpSource {
+            inner,
+            adapter: adapter.unbind(),
+        })
+    }
+
+    /// Each tensor: its name, dtype, shape and chunks as saved.
+    fn tensors(&self) -> Vec<TensorChunks> {
+        self.inner
+            .metadata()
+            .items
+            .iter()
+            .filter_map(|item| match &item.kind {
+                ItemKind::Tensor(t) => Some((
+                    item.fqn.clone(),
+                    t.dtype.name().to_owned(),
+                    t.size.clone(),
+                    t.chunks
+                        .iter()
+                        .map(|c| (c.offsets.clone(), c.sizes.clone()))
+                        .collect(),
+                )),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Reads the region of tensor `fqn` at `offsets` of extent `sizes`
+    /// straight into `target`, a writable, C-contiguous buffer of exactly
+    /// its bytes (a planner's tensor, as `tensor.view(torch.uint8).numpy()`),
+    /// with the GIL released: no buffer between the file and the tensor.
+    #[allow(unsafe_code)] // Writing into the memory a Python buffer lends.
+    fn read_region_into(
+        &self,
+        py: Python<'_>,
+        fqn: &str,
+        offsets: Vec<usize>,
+        sizes: Vec<usize>,
+        target: pyo3::buffer::PyBuffer<u8>,
+    ) -> PyResult<()> {
+        if target.readonly() || !target.is_c_contiguous() {
+            return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                "{fqn}: the target is not a writable, contiguous buffer"
+            )));
+        }
+        let (ptr, len) = (target.buf_ptr() as usize, target.len_bytes());
+        py.detach(|| {
+            let dst: &mut [u8] = if len == 0 {
+                &mut []
+            } else {
+                // SAFETY: `target` holds the buffer's export for this call,
+                // so its `len` bytes at `ptr` stay allocated; they are the
+                // tensor a DCP planner gave this read, which nothing else
+                // reads or writes until the read returns (the planner
+                // commits it after).
+                unsafe { std::slice::from_raw_parts_mut(ptr as *mut u8, len) }
+            };
+            self.inner.read_region_into(fqn, &offsets, &sizes, dst)
+        })
+        .map_err(|e| errors::to_py(py, e))
+    }
+
+    /// The region of tensor `fqn` at `offsets` of extent `sizes`, read with
+    /// the GIL released from the chunks it spans, as the adapter's tensor.
+    fn read_region(
+        &self,
+        py: Python<'_>,
+        fqn: &str,
+        offsets: Vec<usize>,
+        sizes: Vec<usize>,
+    ) -> PyResult<Py<PyAny>> {
+        let region = py
+            .detach(|| self.inner.read_region(fqn, &offsets, &sizes))
+            .map_err(|e| errors::to_py(py, e))?;
+        // A lone tensor: the walk needs no object graph.
+        let empty = Checkpoint::new();
+        Converter::new(py, &empty, self.adapter.bind(py).clone())
+            .at(fqn)
+            .tensor(&TensorObject::new(region))
+    }
+}

@@ -1,0 +1,159 @@
+#!/usr/bin/env python3
+"""stowage.dcp.StorageReader against PyTorch's FileSystemReader, and
+rank-partitioned conversion against one process, side by side in one run.
+
+usage: $TORCH_PY scripts/bench_dcp_reader.py WORKDIR --stowage BIN [--gib 1] [--rounds 3]
+
+Makes WORKDIR/dcp once: GIB GiB of float32 tensors of 64 MiB, saved by
+PyTorch's FileSystemWriter from 4 processes (gloo on the CPU, DTensor
+Shard(0)). Then, each round, in this order:
+- `dcp.load` of it at world size 2 (torchrun, gloo, Shard(0) over 2 ranks)
+  through FileSystemReader, then through stowage.dcp.StorageReader: the
+  time of the `dcp.load` call alone (after a barrier, to the last rank's
+  return), and each rank's peak resident memory;
+- `BIN convert WORKDIR/dcp OUT --to safetensors --max-shard-size 256MB` in
+  one process, then as 2 processes at once (`--rank`/`--world`): the wall
+  time to the last one's exit, and each process's peak resident memory
+  (/usr/bin/time).
+The page cache is warm (the files are read first). Prints each median.
+
+(with the package installed from a release wheel: maturin build --release)
+"""
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+ROWS, COLS = 4096, 4096  # 64 MiB of float32
+
+
+def save_rank(rank, world, d, n):
+    import torch
+    import torch.distributed as dist
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import DTensor, Shard
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT="29541")
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    mesh = init_device_mesh("cpu", (world,))
+    g = torch.Generator().manual_seed(rank)
+    rows = ROWS // world
+    sd = {f"layers.{i}.weight": DTensor.from_local(torch.randn(rows, COLS, generator=g), mesh, [Shard(0)])
+          for i in range(n)}
+    dcp.save(sd, storage_writer=dcp.FileSystemWriter(d))
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def load_rank(kind, d, n):
+    """One rank of the timed load (under torchrun)."""
+    import torch
+    import torch.distributed as dist
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.tensor import Shard, distribute_tensor, init_device_mesh
+
+    dist.init_process_group("gloo")
+    mesh = init_device_mesh("cpu", (dist.get_world_size(),))
+    sd = {f"layers.{i}.weight": distribute_tensor(torch.empty(ROWS, COLS), mesh, [Shard(0)]) for i in range(n)}
+    if kind == "stowage":
+        from stowage.dcp import StorageReader
+
+        reader = StorageReader(d)
+    else:
+        reader = dcp.FileSystemReader(d)
+    dist.barrier()
+    t0 = time.perf_counter()
+    dcp.load(sd, storage_reader=reader)
+    dist.barrier()
+    elapsed = time.perf_counter() - t0
+    with open("/proc/self/status") as f:
+        peak = next(int(line.split()[1]) for line in f if line.startswith("VmHWM:")) / 1024
+    # A file per rank: torchrun interleaves the ranks' output.
+    with open(os.path.join(os.environ["BENCH_OUT"], f"rank{dist.get_rank()}.json"), "w") as f:
+        json.dump({"seconds": elapsed, "peak_mib": peak}, f)
+    dist.destroy_process_group()
+
+
+def run_load(kind, d, n):
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
+           __file__, "--load-rank", kind, d, str(n)]
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as results:
+        env = dict(os.environ, OMP_NUM_THREADS="1", BENCH_OUT=results)
+        out = subprocess.run(cmd, capture_output=True, text=True, env=env)
+        if out.returncode != 0:
+            sys.exit(f"{kind}: {out.stderr[-2000:]}")
+        ranks = []
+        for name in sorted(os.listdir(results)):
+            with open(os.path.join(results, name)) as f:
+                ranks.append(json.load(f))
+    return max(x["seconds"] for x in ranks), max(x["peak_mib"] for x in ranks)
+
+
+def run_convert(binary, d, out, world):
+    shutil.rmtree(out, ignore_errors=True)
+    t0 = time.perf_counter()
+    procs = []
+    for rank in range(world):
+        cmd = ["/usr/bin/time", "-f", "%M", binary, "-q", "convert", d, out, "--to", "safetensors",
+               "--max-shard-size", "256MB", "--no-sync"]
+        if world > 1:
+            cmd += ["--rank", str(rank), "--world", str(world)]
+        procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    peaks = []
+    for p in procs:
+        _, err = p.communicate()
+        if p.returncode != 0:
+            sys.exit(f"convert: {err}")
+        peaks.append(int(err.strip().splitlines()[-1]) / 1024)
+    return time.perf_counter() - t0, max(peaks)
+
+
+def main():
+    if len(sys.argv) > 1 and sys.argv[1] == "--load-rank":
+        load_rank(sys.argv[2], sys.argv[3], int(sys.argv[4]))
+        return
+    ap = argparse.ArgumentParser()
+    ap.add_argument("work")
+    ap.add_argument("--stowage", required=True)
+    ap.add_argument("--gib", type=float, default=1.0)
+    ap.add_argument("--rounds", type=int, default=3)
+    args = ap.parse_args()
+    n = int(args.gib * 1024 / 64)
+    d = os.path.join(args.work, "dcp")
+    if not os.path.exists(os.path.join(d, ".metadata")):
+        import torch.multiprocessing as mp
+
+        os.makedirs(d, exist_ok=True)
+        mp.spawn(save_rank, args=(4, d, n), nprocs=4, join=True)
+    for name in os.listdir(d):
+        with open(os.path.join(d, name), "rb") as f:
+            while f.read(1 << 24):
+                pass
+    results = {k: [] for k in ("FileSystemReader", "stowage StorageReader", "convert, 1 process",
+                               "convert, 2 processes")}
+    for _ in range(args.rounds):
+        results["FileSystemReader"].append(run_load("torch", d, n))
+        results["stowage StorageReader"].append(run_load("stowage", d, n))
+        out = os.path.join(args.work, "st")
+        results["convert, 1 process"].append(run_convert(args.stowage, d, out, 1))
+        results["convert, 2 processes"].append(run_convert(args.stowage, d, out, 2))
+    print(f"{n} tensors of 64 MiB ({args.gib} GiB), a 4-rank DCP; {args.rounds} rounds, medians:")
+    base = {"FileSystemReader": "FileSystemReader", "stowage StorageReader": "FileSystemReader",
+            "convert, 1 process": "convert, 1 process", "convert, 2 processes": "convert, 1 process"}
+    for name, runs in results.items():
+        m = statistics.median(t for t, _ in runs)
+        b = statistics.median(t for t, _ in results[base[name]])
+        peak = statistics.median(p for _, p in runs)
+        print(f"  {name:24s} {m * 1000:8.0f} ms  {b / m:5.2f}x {base[name]:20s} peak {peak:7.0f} MiB per process")
+
+
+if __name__ == "__main__":
+    main()
