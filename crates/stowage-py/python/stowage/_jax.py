@@ -9,26 +9,16 @@ arrays, as with torch."""
 
 from __future__ import annotations
 
-from typing import Any, Optional, Tuple
+from typing import Any
 
 import jax.numpy as jnp
-import numpy as np
 
 from . import _numpy
 
 
 class Adapter(_numpy.Adapter):
-    def tensor(
-        self,
-        storage: Optional[np.ndarray],
-        dtype: str,
-        shape: Tuple[int, ...],
-        stride: Tuple[int, ...],
-        offset: int,
-        requires_grad: bool,
-        parameter: bool,
-    ) -> Any:
-        view = super().tensor(storage, dtype, shape, stride, offset, requires_grad, parameter)
+    def tensor(self, *args: Any) -> Any:
+        view = super().tensor(*args)  # the numpy adapter's view, then a copy
         return jnp.asarray(view, dtype=view.dtype)
 
     def lazy_bits(self, t: Any, conj: bool, neg: bool) -> Any:

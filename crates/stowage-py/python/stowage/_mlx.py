@@ -7,10 +7,9 @@ torch."""
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict
 
 import mlx.core as mx
-import numpy as np
 
 from . import _numpy
 from ._stowage import StowageError
@@ -34,21 +33,12 @@ _MLX: Dict[str, Any] = {
 
 
 class Adapter(_numpy.Adapter):
-    def tensor(
-        self,
-        storage: Optional[np.ndarray],
-        dtype: str,
-        shape: Tuple[int, ...],
-        stride: Tuple[int, ...],
-        offset: int,
-        requires_grad: bool,
-        parameter: bool,
-    ) -> Any:
+    def tensor(self, storage: Any, dtype: str, *rest: Any) -> Any:
         try:
             target = _MLX[dtype]
         except KeyError:
             raise StowageError(f"torch.{dtype} has no MLX dtype; load with framework='torch' or 'numpy'") from None
-        view = super().tensor(storage, dtype, shape, stride, offset, requires_grad, parameter)
+        view = super().tensor(storage, dtype, *rest)  # the numpy adapter's view, then a copy
         return mx.array(view, dtype=target)
 
     def dtype(self, name: str) -> Any:

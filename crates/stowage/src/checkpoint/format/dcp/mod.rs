@@ -248,65 +248,12 @@ impl DcpCheckpoint {
     /// of it uncovered; a chunk's errors ([`Error::InFile`] naming its file,
     /// wrapping [`Error::AtPath`] naming the tensor).
     pub fn read_region(&self, fqn: &str, offsets: &[usize], sizes: &[usize]) -> Result<Tensor> {
-        let meta = self.tensor_meta(fqn)?;
-        let inside = offsets.len() == meta.size.len()
-            && sizes.len() == meta.size.len()
-            && offsets
-                .iter()
-                .zip(sizes)
-                .zip(&meta.size)
-                .all(|((o, s), n)| o.checked_add(*s).is_some_and(|e| e <= *n));
-        if !inside {
-            return Err(Error::Format(FormatError::BadObject {
-                context: "DCP region",
-                expected: "a region inside the tensor",
-                found: format!(
-                    "{fqn}: offsets {offsets:?} sizes {sizes:?} of size {:?}",
-                    meta.size
-                ),
-            }));
-        }
+        let (meta, _) = self.region_plan(fqn, offsets, sizes)?;
         let device = self.options.map_location.unwrap_or_default();
         let out = Tensor::zeros_on(sizes, meta.dtype, device)?;
-        let volume = |s: &[usize]| s.iter().try_fold(1usize, |a, &b| a.checked_mul(b));
-        let wanted = volume(sizes).ok_or(Error::Tensor(TensorError::SizeOverflow {
-            what: "DCP region",
-            detail: format!("{sizes:?}"),
-        }))?;
-        let parts: Vec<(&Chunk, Vec<(usize, usize)>)> = meta
-            .chunks
-            .iter()
-            .filter_map(|c| intersect(c, offsets, sizes).map(|r| (c, r)))
-            .collect();
-        let regions: Vec<_> = parts.iter().map(|(_, r)| r.clone()).collect();
-        check_cover(fqn, &regions, wanted)?;
-        if device.is_meta() {
-            return Ok(out);
-        }
-        for (chunk, ranges) in parts {
-            let stored = self.read_chunk(fqn, meta.dtype, chunk)?;
-            let (mut src, mut dst) = (stored, out.clone());
-            for (d, &(lo, len)) in ranges.iter().enumerate() {
-                src = src.narrow(d as isize, (lo - chunk.offsets[d]) as isize, len)?;
-                dst = dst.narrow(d as isize, (lo - offsets[d]) as isize, len)?;
-            }
-            if src.is_contiguous() && dst.is_contiguous() {
-                // One read from the data file straight into the assembled
-                // tensor (the chunk's storage is read lazily, in place).
-                let es = meta.dtype.size();
-                let (from, to) = (src.storage_offset() * es, dst.storage_offset() * es);
-                let mut bytes = out.untyped_storage().bytes_mut()?;
-                let window = bytes.get_mut(to..to + src.nbytes()).ok_or(Error::Storage(
-                    StorageError::StorageRange {
-                        offset: to,
-                        len: src.nbytes(),
-                        nbytes: out.nbytes(),
-                    },
-                ))?;
-                src.untyped_storage().read_at(from, window)?;
-            } else {
-                dst.copy_(&src)?;
-            }
+        if !device.is_meta() {
+            let mut bytes = out.untyped_storage().bytes_mut()?;
+            self.read_region_into(fqn, offsets, sizes, &mut bytes)?;
         }
         Ok(out)
     }

@@ -2,17 +2,68 @@
 //! `StorageReader` does with each item of a rank's plan, into the tensor
 //! the planner gives, with no buffer between.
 
+use super::metadata::{Chunk, TensorMeta};
 use super::{check_cover, intersect, DcpCheckpoint};
-use crate::error::{FormatError, StorageError};
+use crate::error::{FormatError, StorageError, TensorError};
 use crate::{Error, Result};
 
+/// The parts of a region: each stored chunk it meets, with the range of
+/// each dimension the chunk covers there.
+type Parts<'m> = Vec<(&'m Chunk, Vec<(usize, usize)>)>;
+
 impl DcpCheckpoint {
+    /// Tensor `fqn`'s metadata and the chunks that tile the region at
+    /// `offsets` of extent `sizes`, checked: inside the tensor, its volume
+    /// countable, the chunks' parts disjoint and covering it.
+    pub(super) fn region_plan(
+        &self,
+        fqn: &str,
+        offsets: &[usize],
+        sizes: &[usize],
+    ) -> Result<(&TensorMeta, Parts<'_>)> {
+        let meta = self.tensor_meta(fqn)?;
+        let inside = offsets.len() == meta.size.len()
+            && sizes.len() == meta.size.len()
+            && offsets
+                .iter()
+                .zip(sizes)
+                .zip(&meta.size)
+                .all(|((o, s), n)| o.checked_add(*s).is_some_and(|e| e <= *n));
+        if !inside {
+            return Err(Error::Format(FormatError::BadObject {
+                context: "DCP region",
+                expected: "a region inside the tensor",
+                found: format!(
+                    "{fqn}: offsets {offsets:?} sizes {sizes:?} of size {:?}",
+                    meta.size
+                ),
+            }));
+        }
+        let wanted = sizes
+            .iter()
+            .try_fold(1usize, |a, &b| a.checked_mul(b))
+            .ok_or(Error::Tensor(TensorError::SizeOverflow {
+                what: "DCP region",
+                detail: format!("{sizes:?}"),
+            }))?;
+        let parts: Parts<'_> = meta
+            .chunks
+            .iter()
+            .filter_map(|c| intersect(c, offsets, sizes).map(|r| (c, r)))
+            .collect();
+        let regions: Vec<_> = parts.iter().map(|(_, r)| r.clone()).collect();
+        check_cover(fqn, &regions, wanted)?;
+        Ok((meta, parts))
+    }
+
     /// Reads the region of tensor `fqn` at `offsets` of extent `sizes` into
     /// `dst`, the region's bytes in row-major order (exactly
     /// `sizes.product()` elements), from the stored chunks it spans (and only
     /// those). A chunk's part that lies in whole rows on both sides is one
     /// read from the data file straight into `dst`; any other part is read
     /// and then copied into place run by run.
+    ///
+    /// [`read_region`](Self::read_region) is this into a new tensor.
     ///
     /// # Errors
     /// As [`read_region`](Self::read_region); [`StorageError::StorageRange`]
@@ -24,29 +75,9 @@ impl DcpCheckpoint {
         sizes: &[usize],
         dst: &mut [u8],
     ) -> Result<()> {
-        let meta = self.tensor_meta(fqn)?;
+        let (meta, parts) = self.region_plan(fqn, offsets, sizes)?;
         let es = meta.dtype.size();
-        let inside = offsets.len() == meta.size.len()
-            && sizes.len() == meta.size.len()
-            && offsets
-                .iter()
-                .zip(sizes)
-                .zip(&meta.size)
-                .all(|((o, s), n)| o.checked_add(*s).is_some_and(|e| e <= *n));
-        let wanted = sizes
-            .iter()
-            .try_fold(1usize, |a, &b| a.checked_mul(b))
-            .filter(|_| inside);
-        let Some(wanted) = wanted else {
-            return Err(Error::Format(FormatError::BadObject {
-                context: "DCP region",
-                expected: "a region inside the tensor",
-                found: format!(
-                    "{fqn}: offsets {offsets:?} sizes {sizes:?} of size {:?}",
-                    meta.size
-                ),
-            }));
-        };
+        let wanted: usize = sizes.iter().product();
         if wanted.checked_mul(es) != Some(dst.len()) {
             return Err(Error::Storage(StorageError::StorageRange {
                 offset: 0,
@@ -54,13 +85,6 @@ impl DcpCheckpoint {
                 nbytes: dst.len(),
             }));
         }
-        let parts: Vec<_> = meta
-            .chunks
-            .iter()
-            .filter_map(|c| intersect(c, offsets, sizes).map(|r| (c, r)))
-            .collect();
-        let regions: Vec<_> = parts.iter().map(|(_, r)| r.clone()).collect();
-        check_cover(fqn, &regions, wanted)?;
         for (chunk, ranges) in parts {
             let stored = self.read_chunk(fqn, meta.dtype, chunk)?;
             let mut src = stored;
