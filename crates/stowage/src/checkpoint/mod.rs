@@ -136,9 +136,11 @@ unsafe fn load_mmap_file(here: &Location, options: &LoadOptions) -> Result<Check
     let records = MappedRecords::new(map);
     let reader = records.reader();
     let loaded = match detect_format(&reader) {
-        Ok(Format::TorchZip | Format::TorchScript) => {
-            torch_zip::load(reader, options, Some(records))
-        }
+        // The archive's directory, pickle and local headers are read with
+        // `pread`, not through the mapping: a read through it faults in each
+        // record's header page (and the kernel's fault-around its neighbours),
+        // which was most of a mapped load's time (docs/performance.md).
+        Ok(Format::TorchZip | Format::TorchScript) => torch_zip::load(file, options, Some(records)),
         Ok(Format::TorchLegacy) => torch_legacy::load(&reader, options, Some(records)),
         Ok(Format::Safetensors) => load_safetensors(&reader, options, Some(records)),
         Err(e) => Err(e),
