@@ -20,7 +20,7 @@ impl Log for Stderr {
 
     fn log(&self, record: &Record<'_>) {
         if self.enabled(record.metadata()) {
-            let level = record.level().as_str().to_ascii_lowercase();
+            let level = label(record.level());
             // As for the error line: a closed stderr is no reason to panic.
             let _ = writeln!(
                 std::io::stderr().lock(),
@@ -31,6 +31,18 @@ impl Log for Stderr {
     }
 
     fn flush(&self) {}
+}
+
+/// How a level reads in the line: the contract's `warning`, not `log`'s
+/// `WARN`.
+fn label(level: Level) -> &'static str {
+    match level {
+        Level::Error => "error",
+        Level::Warn => "warning",
+        Level::Info => "info",
+        Level::Debug => "debug",
+        Level::Trace => "trace",
+    }
 }
 
 /// Installs the logger for the process (once; later calls change nothing).
@@ -51,5 +63,11 @@ mod tests {
         assert!(Stderr.enabled(&at(Level::Warn)));
         assert!(Stderr.enabled(&at(Level::Error)));
         assert!(!Stderr.enabled(&at(Level::Info)));
+    }
+
+    #[test]
+    fn a_warning_reads_as_the_contract_says() {
+        assert_eq!(label(Level::Warn), "warning");
+        assert_eq!(label(Level::Error), "error");
     }
 }
