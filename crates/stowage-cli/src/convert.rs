@@ -393,6 +393,27 @@ pub fn run(args: Args, cx: &Context, out: &mut dyn Write) -> Result<ExitCode, Fa
     Ok(ExitCode::SUCCESS)
 }
 
+/// What a rank that did not write the index says: which ranks it found
+/// unfinished. A marker left by another set is warned about: if its rank
+/// has already finished this set, no rank will write the index.
+fn pending_line(pending: &[stowage::checkpoint::sharded::PendingRank]) -> String {
+    for p in pending {
+        if let Some(marker) = &p.foreign_marker {
+            log::warn!(
+                "{} is another set's marker (an earlier conversion into this folder, or one running now); if rank {} of this conversion is done, no rank will write the index: give each conversion its own folder",
+                marker.display(),
+                p.rank
+            );
+        }
+    }
+    let ranks: Vec<String> = pending.iter().map(|p| p.rank.to_string()).collect();
+    format!(
+        "the index is left to the last rank to finish (rank{} {} not done yet)",
+        if ranks.len() == 1 { "" } else { "s" },
+        ranks.join(", ")
+    )
+}
+
 /// This process's part of a set written by several (`--rank`/`--world`, or
 /// torchrun's `RANK` and `WORLD_SIZE` when both flags are absent), if any.
 fn part_of(args: &Args) -> Result<Option<(usize, usize)>, Failure> {
@@ -502,6 +523,10 @@ fn to_folder(
                 );
                 if let (Some(_), Some(index)) = (part, &saved.index) {
                     line.push_str(&format!("\nwrote the index {} (the last rank to finish)", index.display()));
+                }
+                if !saved.pending.is_empty() {
+                    line.push('\n');
+                    line.push_str(&pending_line(&saved.pending));
                 }
                 if let Some(note) = &note {
                     line.push('\n');

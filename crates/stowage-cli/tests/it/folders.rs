@@ -797,7 +797,13 @@ fn ranks_converting_at_once_write_what_one_process_writes() {
                     said.contains(&format!("as rank {rank} of {world}")),
                     "{said}"
                 );
-                index_writers += usize::from(said.contains("wrote the index"));
+                let wrote = said.contains("wrote the index");
+                index_writers += usize::from(wrote);
+                // A rank that did not write it says which ranks it left it to.
+                assert!(
+                    wrote || said.contains("the index is left to the last rank to finish"),
+                    "{said}"
+                );
             }
             assert!(index_writers >= 1, "no rank wrote the index");
             assert!(
@@ -820,4 +826,60 @@ fn ranks_converting_at_once_write_what_one_process_writes() {
         "2".as_ref(),
     ]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+}
+
+/// A marker left in the folder by an earlier conversion (same world, another
+/// set) is warned about by the rank that meets it, and does not stop the set:
+/// the rank it names replaces it when it finishes, and writes the index.
+#[test]
+fn a_stale_marker_of_another_set_is_warned_about_and_replaced() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dcp = fixtures().join("dcp/four");
+    let common = [
+        "--to",
+        "safetensors",
+        "--max-shard-size",
+        "150B",
+        "--no-sync",
+    ];
+    let single = tmp.path().join("single");
+    let mut args: Vec<&std::ffi::OsStr> = vec![dcp.as_os_str(), single.as_os_str()];
+    args.extend(common.iter().map(std::ffi::OsStr::new));
+    ok(&stowage_convert(&args));
+    let expected = files_of(&single);
+
+    let out = tmp.path().join("parts");
+    std::fs::create_dir_all(&out).unwrap();
+    let stale = out.join(".stowage-part-00001-of-00002");
+    std::fs::write(&stale, "model-00001-of-00009.safetensors\n").unwrap();
+    let rank = |r: usize| {
+        let mut args: Vec<std::ffi::OsString> = vec![dcp.clone().into(), out.clone().into()];
+        args.extend(common.iter().map(std::ffi::OsString::from));
+        args.extend([
+            "--rank".into(),
+            r.to_string().into(),
+            "--world".into(),
+            "2".into(),
+        ]);
+        stowage_convert(&args)
+    };
+    let first = rank(0);
+    let said = ok(&first);
+    assert!(
+        said.contains("the index is left to the last rank to finish (rank 1 not done yet)"),
+        "{said}"
+    );
+    let warned = text(&first.stderr);
+    assert!(
+        warned.contains("warning:") && warned.contains(&stale.display().to_string()),
+        "{warned}"
+    );
+    let second = ok(&rank(1));
+    assert!(second.contains("wrote the index"), "{second}");
+    assert!(
+        files_of(&out) == expected,
+        "{:?} against {:?}",
+        files_of(&out).iter().map(|f| &f.0).collect::<Vec<_>>(),
+        expected.iter().map(|f| &f.0).collect::<Vec<_>>()
+    );
 }

@@ -352,6 +352,7 @@ pub(crate) fn load_indexed(
 
 /// What a sharded save wrote.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct SavedSet {
     /// The shard files, in order (one file, without an index, for a set of one shard).
     pub files: Vec<PathBuf>,
@@ -359,6 +360,24 @@ pub struct SavedSet {
     pub index: Option<PathBuf>,
     /// `metadata.total_size`: the bytes of tensor data the shards hold.
     pub total_size: u64,
+    /// With [`ShardOptions::with_part`], when this rank did not write the
+    /// index: the ranks whose markers it did not find, or found holding
+    /// another set's (see [`save_sharded`]). Empty otherwise.
+    pub pending: Vec<PendingRank>,
+}
+
+/// A rank that had not finished when another rank of a set written in
+/// parts looked (see [`SavedSet::pending`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PendingRank {
+    /// The rank.
+    pub rank: usize,
+    /// Its marker file is in the folder but names another set: left by an
+    /// earlier conversion into the same folder (the rank's own marker will
+    /// replace it), or by another conversion writing there now, in which
+    /// case neither may write its index.
+    pub foreign_marker: Option<PathBuf>,
 }
 
 /// Saves every tensor of `ckpt`, named by dotted path, as a sharded set in the
@@ -526,11 +545,13 @@ pub fn save_sharded(dir: &Path, ckpt: &Checkpoint, options: &ShardOptions) -> Re
         let index = index_name.as_ref().map(|_| index_text()).transpose()?;
         let manifest = format!("{}\n{}", names.join("\n"), index.as_deref().unwrap_or(""));
         let index_entry = index_name.as_deref().zip(index.as_deref());
-        let wrote_index = finish_part(dir, rank, world, &manifest, index_entry, options.sync)?;
+        let pending = finish_part(dir, rank, world, &manifest, index_entry, options.sync)?;
+        let wrote_index = pending.is_empty() && index_entry.is_some();
         return Ok(SavedSet {
             files: mine.iter().map(|&k| dir.join(&names[k])).collect(),
             index: wrote_index.then(|| dir.join(index_name.as_deref().unwrap_or_default())),
             total_size: plan.total_size,
+            pending,
         });
     }
     crate::io::replace_dir(
@@ -551,6 +572,7 @@ pub fn save_sharded(dir: &Path, ckpt: &Checkpoint, options: &ShardOptions) -> Re
         files: names.iter().map(|n| dir.join(n)).collect(),
         index: index_name.map(|n| dir.join(n)),
         total_size: plan.total_size,
+        pending: Vec::new(),
     })
 }
 
@@ -591,7 +613,8 @@ fn marker_name(rank: usize, world: usize) -> String {
 
 /// Leaves this rank's marker, then, if every rank's is there with the same
 /// `manifest` (the set's file names and index text), writes the index
-/// (`(name, text)`, when the set has one) and removes the markers. Returns whether this rank wrote the index.
+/// (`(name, text)`, when the set has one) and removes the markers. Returns
+/// the ranks it found unfinished: empty when this rank was the last.
 fn finish_part(
     dir: &Path,
     rank: usize,
@@ -599,35 +622,41 @@ fn finish_part(
     manifest: &str,
     index: Option<(&str, &str)>,
     sync: bool,
-) -> Result<bool> {
+) -> Result<Vec<PendingRank>> {
     let in_dir = |e: std::io::Error| Error::Io(e).in_file(dir.to_owned());
     let mine = dir.join(marker_name(rank, world));
     crate::io::write_atomically(&mine, sync, |tmp| {
         fs::write(tmp, manifest).map_err(Error::Io)
     })?;
+    let mut pending = Vec::new();
     for r in 0..world {
-        match fs::read_to_string(dir.join(marker_name(r, world))) {
+        let marker = dir.join(marker_name(r, world));
+        match fs::read_to_string(&marker) {
             Ok(text) if text == manifest => {}
-            // Another rank's marker of another conversion: not this set's.
-            Ok(_) => return Ok(false),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+            Ok(_) => pending.push(PendingRank {
+                rank: r,
+                foreign_marker: Some(marker),
+            }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => pending.push(PendingRank {
+                rank: r,
+                foreign_marker: None,
+            }),
             Err(e) => return Err(in_dir(e)),
         }
     }
-    let wrote = match index {
-        Some((name, text)) => {
-            crate::io::write_atomically(&dir.join(name), sync, |tmp| {
-                fs::write(tmp, text).map_err(Error::Io)
-            })?;
-            true
-        }
-        None => false,
-    };
+    if !pending.is_empty() {
+        return Ok(pending);
+    }
+    if let Some((name, text)) = index {
+        crate::io::write_atomically(&dir.join(name), sync, |tmp| {
+            fs::write(tmp, text).map_err(Error::Io)
+        })?;
+    }
     for r in 0..world {
         // Another rank finishing at the same moment may have removed it.
         let _ = fs::remove_file(dir.join(marker_name(r, world)));
     }
-    Ok(wrote)
+    Ok(Vec::new())
 }
 
 /// The shards: indices into the tensor list, and the data size of the set.
