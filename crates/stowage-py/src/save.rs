@@ -267,27 +267,31 @@ pub fn save(
 /// Writes one data file of a distributed checkpoint (`stowage.dcp`'s
 /// `StorageWriter.write_data`, or its `.metadata`) at `dst`, a path or URL,
 /// whole or not at all: each item either `bytes`, stored as they are, or an
-/// object saved as `torch.save` saves it (a tensor chunk), back to back.
-/// Returns each item's `(offset, length)` in the file. `new_encoder` makes
-/// the encoder of each item (an archive numbers its own storages).
+/// object saved as `torch.save` saves it (a tensor chunk), back to back,
+/// each compressed as one zstd frame when `zstd`. Returns each item's
+/// `(offset, length, transforms)` in the file. `new_encoder` makes the
+/// encoder of each item (an archive numbers its own storages).
 #[pyfunction]
-#[pyo3(signature = (dst, items, new_encoder, *, sync = true))]
+#[pyo3(signature = (dst, items, new_encoder, *, sync = true, zstd = false))]
 pub fn write_items(
     py: Python<'_>,
     dst: PathBuf,
     items: Vec<Bound<'_, PyAny>>,
     new_encoder: Bound<'_, PyAny>,
     sync: bool,
-) -> PyResult<Vec<(u64, u64)>> {
-    use stowage::checkpoint::dcp::{self, DataItem};
-    enum Owned {
+    zstd: bool,
+) -> PyResult<Vec<(u64, u64, Vec<String>)>> {
+    use stowage::checkpoint::dcp::{self, DataItem, DcpSaveOptions};
+    enum Owned<'a> {
         Archive(Box<Checkpoint>),
-        Bytes(Vec<u8>),
+        // Borrowed from the `bytes` object in `items`, which outlives the
+        // write and, being immutable, cannot change under it.
+        Bytes(&'a [u8]),
     }
     let mut owned = Vec::with_capacity(items.len());
     for (i, obj) in items.iter().enumerate() {
         if let Ok(bytes) = obj.cast::<PyBytes>() {
-            owned.push(Owned::Bytes(bytes.as_bytes().to_vec()));
+            owned.push(Owned::Bytes(bytes.as_bytes()));
             continue;
         }
         let mut walk = Walk {
@@ -301,6 +305,7 @@ pub fn write_items(
     }
     let location = stowage::io::Location::parse(&dst)
         .with_remote(&stowage::io::remote::RemoteOptions::from_env());
+    let options = DcpSaveOptions::default().with_sync(sync).with_zstd(zstd);
     py.detach(|| {
         let items: Vec<DataItem<'_>> = owned
             .iter()
@@ -309,8 +314,13 @@ pub fn write_items(
                 Owned::Bytes(b) => DataItem::Bytes(b),
             })
             .collect();
-        dcp::write_items(&location, &items, sync)
+        dcp::write_items(&location, &items, &options)
     })
-    .map(|infos| infos.iter().map(|i| (i.offset, i.length)).collect())
+    .map(|infos| {
+        infos
+            .into_iter()
+            .map(|i| (i.offset, i.length, i.transforms))
+            .collect()
+    })
     .map_err(|e| errors::to_py(py, e))
 }

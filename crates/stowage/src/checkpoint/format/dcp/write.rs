@@ -32,6 +32,7 @@ use crate::{DType, Error, Result, Tensor};
 pub struct DcpSaveOptions {
     pub(crate) ranks: usize,
     pub(crate) sync: bool,
+    pub(crate) zstd: bool,
     pub(crate) plan: Option<ChunkPlan>,
 }
 
@@ -48,6 +49,16 @@ impl DcpSaveOptions {
     /// Syncs the files before the folder replaces the old one (on by default).
     pub fn with_sync(mut self, sync: bool) -> Self {
         self.sync = sync;
+        self
+    }
+
+    /// Compresses each item as one zstd frame, with its content checksum
+    /// (`stream.zstd/1`, as `FileSystemWriter(_extensions=[ZStandard()])`
+    /// writes it; PyTorch's reader needs `zstandard` or `pyzstd` to read
+    /// it). Off by default. Needs the `zstd` feature: without it, a save
+    /// asking for it is refused.
+    pub fn with_zstd(mut self, zstd: bool) -> Self {
+        self.zstd = zstd;
         self
     }
 
@@ -81,6 +92,7 @@ impl std::fmt::Debug for DcpSaveOptions {
         f.debug_struct("DcpSaveOptions")
             .field("ranks", &self.ranks)
             .field("sync", &self.sync)
+            .field("zstd", &self.zstd)
             .field("plan", &self.plan.as_ref().map(|_| "…"))
             .finish()
     }
@@ -91,6 +103,7 @@ impl Default for DcpSaveOptions {
         DcpSaveOptions {
             ranks: 1,
             sync: true,
+            zstd: false,
             plan: None,
         }
     }
@@ -255,6 +268,7 @@ struct RankFile {
     name: String,
     out: BufWriter<File>,
     at: u64,
+    zstd: bool,
 }
 
 impl RankFile {
@@ -262,22 +276,56 @@ impl RankFile {
     /// in-memory archive `archive`), straight into the file: no copy of it
     /// is held, so memory stays that of the largest tensor chunk.
     fn put(&mut self, ckpt: &Checkpoint) -> Result<StorageInfo> {
-        let mut counted = Counted {
-            inner: &mut self.out,
-            written: 0,
-        };
-        save_to_writer(&mut counted, "archive", ckpt, &SaveOptions::default())?;
-        let length = counted.written;
+        let (length, transforms) = put_item(&mut self.out, DataItem::Archive(ckpt), self.zstd)?;
         let info = StorageInfo {
             relative_path: self.name.clone(),
             offset: self.at,
             length,
-            transforms: Vec::new(),
+            transforms,
         };
         self.at += length;
         Ok(info)
     }
 }
+
+/// Writes one item to `out`, compressed as one zstd frame when `zstd`;
+/// returns its length as stored and its transforms, as `.metadata` records
+/// them.
+fn put_item<W: Write>(out: &mut W, item: DataItem<'_>, zstd: bool) -> Result<(u64, Vec<String>)> {
+    fn raw<W: Write>(out: &mut W, item: DataItem<'_>) -> Result<()> {
+        match item {
+            DataItem::Archive(ckpt) => {
+                save_to_writer(out, "archive", ckpt, &SaveOptions::default()).map(drop)
+            }
+            DataItem::Bytes(bytes) => Ok(out.write_all(bytes)?),
+        }
+    }
+    let mut counted = Counted {
+        inner: out,
+        written: 0,
+    };
+    if !zstd {
+        raw(&mut counted, item)?;
+        return Ok((counted.written, Vec::new()));
+    }
+    #[cfg(feature = "zstd")]
+    {
+        // zstd's default level, as PyTorch's `ZStandard` extension uses.
+        let mut encoder = zstd::stream::write::Encoder::new(&mut counted, 3)?;
+        encoder.include_checksum(true)?;
+        raw(&mut encoder, item)?;
+        encoder.finish()?;
+        Ok((counted.written, vec![ZSTD_TRANSFORM.to_owned()]))
+    }
+    #[cfg(not(feature = "zstd"))]
+    Err(Error::Checkpoint(CheckpointError::Unsupported {
+        what: "zstd-compressed DCP items (stowage was built without its `zstd` feature)".into(),
+    }))
+}
+
+/// The transform descriptor of a zstd-compressed item.
+#[cfg(feature = "zstd")]
+const ZSTD_TRANSFORM: &str = "stream.zstd/1";
 
 /// A writer that counts the bytes written through it.
 struct Counted<W> {
@@ -328,32 +376,25 @@ pub enum DataItem<'a> {
 pub fn write_items(
     location: &Location,
     items: &[DataItem<'_>],
-    sync: bool,
+    options: &DcpSaveOptions,
 ) -> Result<Vec<StorageInfo>> {
     let name = location.file_name().unwrap_or_default().to_owned();
     let mut infos = Vec::with_capacity(items.len());
-    location.create(sync, None, |out| {
-        let mut counted = Counted {
-            inner: BufWriter::with_capacity(1 << 22, out),
-            written: 0,
-        };
+    location.create(options.sync, None, |out| {
+        let mut out = BufWriter::with_capacity(1 << 22, out);
+        let mut at = 0;
         for (i, item) in items.iter().enumerate() {
-            let offset = counted.written;
-            match item {
-                DataItem::Archive(ckpt) => {
-                    save_to_writer(&mut counted, "archive", ckpt, &SaveOptions::default())
-                        .map_err(|e| e.in_entry(format!("item {i}")))?;
-                }
-                DataItem::Bytes(bytes) => counted.write_all(bytes)?,
-            }
+            let (length, transforms) = put_item(&mut out, *item, options.zstd)
+                .map_err(|e| e.in_entry(format!("item {i}")))?;
             infos.push(StorageInfo {
                 relative_path: name.clone(),
-                offset,
-                length: counted.written - offset,
-                transforms: Vec::new(),
+                offset: at,
+                length,
+                transforms,
             });
+            at += length;
         }
-        counted.inner.flush()?;
+        out.flush()?;
         Ok(())
     })?;
     Ok(infos)
@@ -390,6 +431,7 @@ pub fn save(dir: &Path, ckpt: &Checkpoint, options: &DcpSaveOptions) -> Result<(
                     out: BufWriter::with_capacity(1 << 22, File::create(staging.join(&name))?),
                     name,
                     at: 0,
+                    zstd: options.zstd,
                 })
             })
             .collect::<Result<Vec<_>>>()?;
@@ -524,7 +566,8 @@ fn key<W: Write>(p: &mut Pickler<W>, name: &str) -> Written {
     p.str_memoized(name)
 }
 
-/// `MetadataIndex(fqn, offset)` → `_StorageInfo(relative_path, offset, length)`.
+/// `MetadataIndex(fqn, offset)` → `_StorageInfo(relative_path, offset, length,
+/// transform_descriptors)`.
 fn storage_item<W: Write>(
     p: &mut Pickler<W>,
     fqn: &str,
@@ -556,7 +599,18 @@ fn storage_item<W: Write>(
             key(p, "offset")?;
             p.int(s.offset as i64)?;
             key(p, "length")?;
-            p.int(s.length as i64)
+            p.int(s.length as i64)?;
+            // Left out without transforms, as PyTorch leaves it out.
+            if !s.transforms.is_empty() {
+                key(p, "transform_descriptors")?;
+                p.empty_list()?;
+                p.mark()?;
+                for t in &s.transforms {
+                    p.str_memoized(t)?;
+                }
+                p.appends()?;
+            }
+            Ok(())
         },
     )?;
     p.setitem()
