@@ -74,6 +74,10 @@ def main():
             from stowage.dcp import StorageWriter
 
             writer = StorageWriter(path)
+        elif kind == "stowage-zstd":
+            from stowage.dcp import StorageWriter
+
+            writer = StorageWriter(path, zstd=True, thread_count=2)
         else:
             writer = dcp.FileSystemWriter(path)
         dcp.save(want, storage_writer=writer)

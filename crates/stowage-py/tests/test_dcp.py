@@ -143,6 +143,61 @@ def test_a_stowage_written_dcp_is_read_by_pytorch_at_another_world_size(tmp_path
     torchrun(1, "load", "stowage", out, reference, 0)
 
 
+def test_the_writers_zstd_and_threads_are_read_by_pytorch(tmp_path, reference):
+    pytest.importorskip("zstandard", reason="PyTorch reads zstd items with zstandard (.ci/run installs it)")
+    out = tmp_path / "ckpt"
+    torchrun(2, "save", "stowage-zstd", out, reference, 0)
+    # Two files per rank, as FileSystemWriter(thread_count=2) writes them.
+    assert sorted(p.name for p in out.iterdir()) == [
+        ".metadata", "__0_0.distcp", "__0_1.distcp", "__1_0.distcp", "__1_1.distcp"]
+    torchrun(3, "load", "torch", out, reference, 1)
+    torchrun(1, "load", "stowage", out, reference, 0)
+    # Each item is a zstd frame, recorded as such.
+    from torch.distributed.checkpoint import FileSystemReader
+
+    infos = FileSystemReader(out).read_metadata().storage_data.values()
+    assert infos and all(i.transform_descriptors == ["stream.zstd/1"] for i in infos)
+    for i in infos:
+        with open(out / i.relative_path, "rb") as f:
+            f.seek(i.offset)
+            assert f.read(4) == b"\x28\xb5\x2f\xfd", i
+
+
+@pytest.mark.parametrize("name", ["hf", "zstd", "safetensors", "four"])
+def test_every_dcp_layout_is_a_source(fixtures, name):
+    """PyTorch's DCP fixtures (the per-rank Hugging Face layout, zstd items,
+    the safetensors mode, four ranks) load through the reader as stowage
+    loads them, and as PyTorch's expected answer says."""
+    import json
+
+    import torch.distributed.checkpoint as dcp
+
+    from stowage.dcp import StorageReader
+
+    folder = fixtures / "dcp" / name
+    whole = stowage.load(folder)
+    flat = dict(_flat_tensors(whole))
+    assert flat
+    state = {k: torch.zeros(v.shape, dtype=v.dtype) for k, v in flat.items()}
+    dcp.load(state, storage_reader=StorageReader(folder), no_dist=True)
+    expected = json.loads((folder.parent / f"{name}.expected.json").read_text())
+    for t in expected["tensors"]:
+        key = ".".join(map(str, t["path"]))
+        assert torch.equal(state[key], flat[key]), key
+        assert list(state[key].shape) == t["shape"], key
+        if "values" in t:
+            got = state[key].double() if state[key].dtype.is_floating_point else state[key].long()
+            assert torch.equal(got, torch.tensor(t["values"], dtype=got.dtype).view(t["shape"])), key
+
+
+def _flat_tensors(value, prefix=""):
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield from _flat_tensors(v, f"{prefix}.{k}" if prefix else str(k))
+    elif isinstance(value, torch.Tensor):
+        yield prefix, value
+
+
 def test_a_failed_save_leaves_no_metadata(tmp_path):
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.api import CheckpointException

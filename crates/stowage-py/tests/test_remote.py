@@ -144,3 +144,26 @@ def test_threads_reading_one_storage_by_url_wait_without_the_gil(s3, fixtures):
     assert time.monotonic() - start < 5
     for name, t in got.items():
         assert torch.equal(t, expected[name]), name
+
+
+def test_dcp_by_url_under_torchrun(s3, tmp_path):
+    """Every rank of a torchrun job writes its file to the store, and a job
+    of another size reads them back by URL, resharded."""
+    from test_dcp import state_dict, torchrun
+
+    reference = tmp_path / "reference.pt"
+    torch.save(state_dict(), reference)
+    url = f"{s3}/dcp-ranks"
+    torchrun(2, "save", "stowage", url, reference, 0)
+    torchrun(3, "load", "stowage", url, reference, 1)
+
+
+def test_a_corrupt_dcp_metadata_by_url_is_reported_as_such(s3):
+    """A URL whose .metadata is there but damaged is a DCP folder with a
+    defect, not some other kind of source."""
+    from stowage.dcp import StorageReader
+
+    client = boto3.client("s3", endpoint_url=os.environ["AWS_ENDPOINT_URL"])
+    client.put_object(Bucket="stowage-py", Key="dcp-corrupt/.metadata", Body=b"\x80\x04not a pickle")
+    with pytest.raises(stowage.CorruptCheckpointError, match=r"\.metadata"):
+        StorageReader(f"{s3}/dcp-corrupt").read_metadata()

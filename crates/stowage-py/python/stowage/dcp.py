@@ -21,9 +21,10 @@ other value. Those values are read by stowage, with PyTorch's allowlist (or
 values already read safely, never the file's own pickle.
 
 ``StorageWriter(dst)`` is ``torch.distributed.checkpoint.save``'s way out
-through stowage: each rank writes its own data file (``__{rank}_0.distcp``,
-each tensor chunk as ``torch.save`` saves it, as ``FileSystemWriter`` lays
-it out) whole or not at all, to a folder or an object-store prefix
+through stowage: each rank writes its own data files (``__{rank}_{i}.distcp``,
+``thread_count`` of them at once, each tensor chunk as ``torch.save`` saves
+it, zstd-compressed if asked, as ``FileSystemWriter`` lays it out), each
+whole or not at all, to a folder or an object-store prefix
 (multipart uploads); the coordinator writes ``.metadata`` last, once every
 rank's file is complete, so a failed save never leaves a ``.metadata`` that
 names missing data. PyTorch's ``FileSystemReader`` reads the result, at any
@@ -76,6 +77,24 @@ _METADATA = ".metadata"
 
 def _join(folder: str, name: str) -> str:
     return f"{folder.rstrip('/')}/{name}" if "://" in folder else os.path.join(folder, name)
+
+
+def _region(req: ReadItem) -> Tuple[List[int], List[int]]:
+    """Where ``req``'s part starts in the saved tensor, and its extent: the
+    plan's offsets are within the chunk it names."""
+    offsets, lengths = list(req.storage_offsets), list(req.lengths)
+    chunk = list(req.storage_index.offset or [0] * len(offsets))
+    return [c + o for c, o in zip(chunk, offsets)], lengths
+
+
+def _tensor_entry(dtype: str, shape: List[int], chunks: List[Tuple[List[int], List[int]]]) -> TensorStorageMetadata:
+    """DCP's entry for a tensor of ``dtype`` (torch's name) and ``shape``,
+    stored as ``chunks`` (``(offsets, sizes)`` each)."""
+    return TensorStorageMetadata(
+        properties=TensorProperties(dtype=getattr(torch, dtype)),
+        size=torch.Size(shape),
+        chunks=[ChunkStorageMetadata(offsets=torch.Size(o), sizes=torch.Size(n)) for o, n in chunks],
+    )
 
 
 def _flat_values(values: Any, prefix: str = "") -> Iterator[Tuple[str, Any]]:
@@ -132,15 +151,22 @@ class StorageReader(_StorageReader):
 
                 try:
                     self._dcp = _stowage.DcpSource(self.src, Adapter())
-                except (StowageError, OSError):
+                except FileNotFoundError:
                     if not remote:
                         raise
-                    # A URL of something else: a file, or a sharded set.
+                    # No `.metadata` under the URL: a file, or a sharded set.
+                    # Any other failure (a corrupt `.metadata`, a refused
+                    # request) is the folder's, and is raised as it is.
         return self._dcp or None
 
     def _open(self) -> SafeOpen:
         if self._opened is None:
-            self._opened = SafeOpen(self.src, "torch", inert=self._inert, allow_globals=self._allow_globals)
+            src = self.src
+            if self._dcp_source() is not None and "://" in src and not src.endswith("/"):
+                # A DCP folder's URL, which DCP gives without the trailing
+                # `/` that names a folder to stowage.load.
+                src += "/"
+            self._opened = SafeOpen(src, "torch", inert=self._inert, allow_globals=self._allow_globals)
         return self._opened
 
     def _value_table(self) -> Dict[str, Any]:
@@ -164,21 +190,13 @@ class StorageReader(_StorageReader):
         if source is not None:
             # A DCP folder: its chunks as saved, each read by itself.
             for name, dtype, shape, chunks in source.tensors():
-                entries[name] = TensorStorageMetadata(
-                    properties=TensorProperties(dtype=getattr(torch, dtype)),
-                    size=torch.Size(shape),
-                    chunks=[ChunkStorageMetadata(offsets=torch.Size(o), sizes=torch.Size(n)) for o, n in chunks],
-                )
+                entries[name] = _tensor_entry(dtype, shape, chunks)
         else:
+            # Anything else: one chunk per tensor, the whole of it.
             opened = self._open()
             for name in opened.keys():
                 dtype, shape = opened._inner.tensor_info(name)
-                size = torch.Size(shape)
-                entries[name] = TensorStorageMetadata(
-                    properties=TensorProperties(dtype=getattr(torch, dtype)),
-                    size=size,
-                    chunks=[ChunkStorageMetadata(offsets=torch.Size([0] * len(size)), sizes=size)],
-                )
+                entries[name] = _tensor_entry(dtype, shape, [([0] * len(shape), shape)])
         for name in self._value_table():
             entries.setdefault(name, BytesStorageMetadata())
         return Metadata(state_dict_metadata=entries)
@@ -197,20 +215,18 @@ class StorageReader(_StorageReader):
         """The part of the tensor ``req`` asks for, reading only its bytes
         where the layout allows."""
         name = req.storage_index.fqn
-        offsets, lengths = list(req.storage_offsets), list(req.lengths)
+        at, lengths = _region(req)
         source = self._dcp_source()
         if source is not None:
-            # Offsets are within the chunk the plan names.
-            chunk = list(req.storage_index.offset or [0] * len(offsets))
-            region: torch.Tensor = source.read_region(name, [c + o for c, o in zip(chunk, offsets)], lengths)
+            region: torch.Tensor = source.read_region(name, at, lengths)
             return region
         opened = self._open()
         if lengths:
-            part = opened._inner.read_slice(name, [(o, n, 1) for o, n in zip(offsets, lengths)])
+            part = opened._inner.read_slice(name, [(o, n, 1) for o, n in zip(at, lengths)])
             if part is not None:
                 return part
         whole = opened.get_tensor(name)
-        for dim, (o, n) in enumerate(zip(offsets, lengths)):
+        for dim, (o, n) in enumerate(zip(at, lengths)):
             whole = whole.narrow(dim, o, n)
         return whole
 
@@ -219,7 +235,7 @@ class StorageReader(_StorageReader):
         folder's region into a contiguous CPU tensor of its shape): None.
         Otherwise the part, for the caller to copy."""
         source = self._dcp_source()
-        lengths = list(req.lengths)
+        at, lengths = _region(req)
         if (
             source is not None
             and target.device.type == "cpu"
@@ -227,8 +243,6 @@ class StorageReader(_StorageReader):
             and list(target.size()) == lengths
             and target.numel() > 0
         ):
-            chunk = list(req.storage_index.offset or [0] * len(lengths))
-            at = [c + o for c, o in zip(chunk, req.storage_offsets)]
             source.read_region_into(req.storage_index.fqn, at, lengths, target.reshape(-1).view(torch.uint8).numpy())
             return None
         return self._read(req)
@@ -271,16 +285,55 @@ class StorageReader(_StorageReader):
         return "://" in src or os.path.exists(src)
 
 
+def _item_size(item: Any) -> int:
+    """A tensor item's bytes, from its plan (as FileSystemWriter sizes it)."""
+    chunk = item.tensor_data.chunk
+    return int(torch.Size(chunk.sizes).numel()) * item.tensor_data.properties.dtype.itemsize
+
+
+def _buckets(items: List[Any], count: int) -> List[List[Any]]:
+    """``items`` in ``count`` files, as FileSystemWriter splits them: bytes
+    items in turn, tensors largest first, each to the lightest file."""
+    buckets: List[List[Any]] = [[] for _ in range(count)]
+    sizes = [0] * count
+    values = [i for i in items if i.type == WriteItemType.BYTE_IO]
+    tensors = sorted((i for i in items if i.type != WriteItemType.BYTE_IO), key=_item_size, reverse=True)
+    for k, item in enumerate(values):
+        buckets[k % count].append(item)
+    for item in tensors:
+        k = min(range(count), key=lambda b: sizes[b])
+        buckets[k].append(item)
+        sizes[k] += _item_size(item)
+    return buckets
+
+
 class StorageWriter(_StorageWriter):
     """A ``torch.distributed.checkpoint.StorageWriter`` over stowage.
 
     dst: a folder, or an object-store prefix (``s3://bucket/ckpt``).
+    zstd: compress each item as one zstd frame (``stream.zstd/1``, as
+        ``FileSystemWriter(_extensions=[ZStandard()])`` does; PyTorch's
+        reader needs ``zstandard`` or ``pyzstd`` to read it).
+    thread_count: how many files each rank writes at once
+        (``__{rank}_{i}.distcp``), the items split over them by size as
+        ``FileSystemWriter`` splits them.
     sync: fsync each file before it is renamed into place (local folders).
     """
 
-    def __init__(self, dst: Union[str, "os.PathLike[str]"], *, sync: bool = True) -> None:
+    def __init__(
+        self,
+        dst: Union[str, "os.PathLike[str]"],
+        *,
+        zstd: bool = False,
+        thread_count: int = 1,
+        sync: bool = True,
+    ) -> None:
         super().__init__()
+        if thread_count < 1:
+            raise ValueError(f"thread_count {thread_count}: at least 1")
         self.dst = os.fspath(dst)
+        self.zstd = zstd
+        self.thread_count = thread_count
         self.sync = sync
         self.save_id = uuid.uuid4().hex
         self.is_coordinator = False
@@ -301,35 +354,49 @@ class StorageWriter(_StorageWriter):
     def prepare_global_plan(self, plans: List[SavePlan]) -> List[SavePlan]:
         return [dataclasses.replace(p, storage_data=_StoragePrefix(f"__{i}_")) for i, p in enumerate(plans)]
 
+    def _data(self, item: Any, planner: SavePlanner) -> Any:
+        """What ``item`` stores: its bytes, or a compact CPU tensor."""
+        value = planner.resolve_data(item)
+        if item.type == WriteItemType.BYTE_IO:
+            assert isinstance(value, io.BytesIO), type(value)
+            return value.getvalue()
+        assert isinstance(value, torch.Tensor), type(value)
+        t = value.detach()
+        if t.device.type not in ("cpu", "meta"):  # meta: refused by the writer, naming the item
+            t = t.cpu()
+        # torch.save writes a view's whole storage: a compact copy, as
+        # FileSystemWriter's items hold exactly the chunk.
+        if not t.is_contiguous() or t.untyped_storage().nbytes() != t.numel() * t.element_size():
+            t = t.clone(memory_format=torch.contiguous_format)
+        return t
+
     def write_data(self, plan: SavePlan, planner: SavePlanner) -> Future[List[WriteResult]]:
-        name = f"{plan.storage_data.prefix}0.distcp"
-        data: List[Any] = []
-        for item in plan.items:
-            value = planner.resolve_data(item)
-            if item.type == WriteItemType.BYTE_IO:
-                assert isinstance(value, io.BytesIO), type(value)
-                data.append(bytes(value.getbuffer()))
-                continue
-            assert isinstance(value, torch.Tensor), type(value)
-            t = value.detach()
-            if t.device.type not in ("cpu", "meta"):  # meta: refused by the writer, naming the item
-                t = t.cpu()
-            # torch.save writes a view's whole storage: a compact copy, as
-            # FileSystemWriter's items hold exactly the chunk.
-            if not t.is_contiguous() or t.untyped_storage().nbytes() != t.numel() * t.element_size():
-                t = t.clone(memory_format=torch.contiguous_format)
-            data.append(t)
         from ._save import Encoder
 
-        spans = _stowage.write_items(_join(self.dst, name), data, Encoder, sync=self.sync)
-        results = [
-            WriteResult(
-                index=item.index,
-                size_in_bytes=length,
-                storage_data=_StorageInfo(relative_path=name, offset=offset, length=length),
-            )
-            for item, (offset, length) in zip(plan.items, spans)
-        ]
+        def write(numbered: Tuple[int, List[Any]]) -> List[WriteResult]:
+            # Each file is whole or absent; the items are encoded with the
+            # GIL, the bytes written without it, so files overlap.
+            n, items = numbered
+            name = f"{plan.storage_data.prefix}{n}.distcp"
+            data = [self._data(item, planner) for item in items]
+            spans = _stowage.write_items(_join(self.dst, name), data, Encoder, sync=self.sync, zstd=self.zstd)
+            return [
+                WriteResult(
+                    index=item.index,
+                    size_in_bytes=length,
+                    storage_data=_StorageInfo(
+                        relative_path=name,
+                        offset=offset,
+                        length=length,
+                        transform_descriptors=transforms or None,
+                    ),
+                )
+                for item, (offset, length, transforms) in zip(items, spans)
+            ]
+
+        files = [b for b in _buckets(list(plan.items), self.thread_count) if b]
+        with ThreadPoolExecutor(max_workers=self.thread_count) as pool:
+            results = [r for written in pool.map(write, enumerate(files)) for r in written]
         done: Future[List[WriteResult]] = Future()
         done.set_result(results)
         return done
