@@ -60,13 +60,15 @@ pub struct Args {
     /// Largest shard of a sharded set, in Hugging Face's notation (5GB, 500MB, 2GiB)
     #[arg(long, default_value = "5GB")]
     max_shard_size: String,
-    /// Ranks' files of a DCP folder (each tensor split over them along its first dimension)
-    #[arg(long, default_value_t = 1)]
-    ranks: usize,
-    /// With --to safetensors|bin: write only this process's part of the set,
-    /// as rank RANK of --world processes converting the same IN into the
-    /// same OUT at once (torchrun's RANK and WORLD_SIZE when both are
-    /// absent); the last to finish writes the index (docs/distributed.md)
+    /// Ranks' files of a DCP folder (each tensor split over them along its
+    /// first dimension); 1 by default, or --world's
+    #[arg(long)]
+    ranks: Option<usize>,
+    /// With --to safetensors|bin|dcp: write only this process's part of the
+    /// output, as rank RANK of --world processes converting the same IN into
+    /// the same OUT at once (torchrun's RANK and WORLD_SIZE when both are
+    /// absent); the last to finish writes the index or DCP's .metadata
+    /// (docs/distributed.md)
     #[arg(long, requires = "world")]
     rank: Option<usize>,
     /// The number of processes of --rank
@@ -295,7 +297,7 @@ pub fn run(args: Args, cx: &Context, out: &mut dyn Write) -> Result<ExitCode, Fa
     };
     if args.rank.is_some() && !matches!(kind, Target::Folder(..)) {
         return Err(Failure::usage(
-            "convert: --rank/--world write a part of a sharded set: give --to safetensors or bin and a folder",
+            "convert: --rank/--world write a part of a folder: give --to safetensors, bin or dcp and a folder",
         ));
     }
     let in_input = |e: stowage::Error| {
@@ -459,26 +461,48 @@ fn to_folder(
     let bar = progress::spinner(format!("writing {}", dir.display()));
     let written = match format {
         FolderFormat::Dcp => {
-            if args.rank.is_some() {
-                bar.finish_and_clear();
-                return Err(Failure::usage(
-                    "convert: --rank/--world write a part of a sharded set (--to safetensors or bin); a DCP folder is written by one process (--ranks)",
-                ));
-            }
-            if args.ranks == 0 {
-                bar.finish_and_clear();
-                return Err(Failure::usage("convert: --ranks must be at least 1"));
-            }
+            let part = part_of(args).inspect_err(|_| bar.finish_and_clear())?;
+            let ranks = match (args.ranks, part) {
+                (Some(0), _) => {
+                    bar.finish_and_clear();
+                    return Err(Failure::usage("convert: --ranks must be at least 1"));
+                }
+                (Some(n), Some((_, world))) if n != world => {
+                    bar.finish_and_clear();
+                    return Err(Failure::usage(format!(
+                        "convert: --ranks {n} with a world of {world}: each process writes its rank's file, so the DCP has as many as the world"
+                    )));
+                }
+                (_, Some((_, world))) => world,
+                (n, None) => n.unwrap_or(1),
+            };
             let options = DcpSaveOptions::default()
-                .with_ranks(args.ranks)
+                .with_ranks(ranks)
                 .with_sync(!args.no_sync);
-            dcp::save(dir, ckpt, &options).map(|()| {
-                format!(
-                    "wrote a distributed checkpoint of {} ranks' files to {}",
-                    args.ranks,
-                    dir.display()
-                )
-            })
+            match part {
+                None => dcp::save(dir, ckpt, &options).map(|()| {
+                    format!(
+                        "wrote a distributed checkpoint of {ranks} ranks' files to {}",
+                        dir.display()
+                    )
+                }),
+                Some((rank, world)) => dcp::save_part(dir, ckpt, &options, rank).map(|pending| {
+                    let mut line = format!(
+                        "wrote rank {rank}'s file of a distributed checkpoint as rank {rank} of {world} to {}",
+                        dir.display()
+                    );
+                    line.push('\n');
+                    if pending.is_empty() {
+                        line.push_str(&format!(
+                            "wrote the index {} (the last rank to finish)",
+                            dir.join(".metadata").display()
+                        ));
+                    } else {
+                        line.push_str(&pending_line(&pending));
+                    }
+                    line
+                }),
+            }
         }
         FolderFormat::Safetensors | FolderFormat::Bin => {
             let max_shard_size = parse_size(&args.max_shard_size).map_err(|e| {

@@ -828,6 +828,87 @@ fn ranks_converting_at_once_write_what_one_process_writes() {
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
 }
 
+/// A DCP written by `world` processes at once, each its rank's file, is
+/// byte for byte the folder `--ranks world` writes in one process.
+#[test]
+fn ranks_converting_to_dcp_at_once_write_what_one_process_writes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = fixtures().join("dcp/four");
+    for world in [1usize, 2, 3] {
+        let single = tmp.path().join(format!("single-{world}"));
+        let ranks = world.to_string();
+        ok(&stowage_convert(&[
+            src.as_os_str(),
+            single.as_os_str(),
+            "--to".as_ref(),
+            "dcp".as_ref(),
+            "--ranks".as_ref(),
+            ranks.as_ref(),
+            "--no-sync".as_ref(),
+        ]));
+        let expected = files_of(&single);
+        assert_eq!(
+            expected.len(),
+            world + 1,
+            "{world} data files and .metadata"
+        );
+        let out = tmp.path().join(format!("parts-{world}"));
+        let children: Vec<_> = (0..world)
+            .map(|rank| {
+                Command::new(env!("CARGO_BIN_EXE_stowage"))
+                    .arg("convert")
+                    .arg(&src)
+                    .arg(&out)
+                    .args(["--to", "dcp", "--no-sync"])
+                    .env("RANK", rank.to_string())
+                    .env("WORLD_SIZE", world.to_string())
+                    .stdout(std::process::Stdio::piped())
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .expect("the stowage binary starts")
+            })
+            .collect::<Vec<_>>()
+            .into_iter()
+            .map(|child| child.wait_with_output().expect("the stowage binary runs"))
+            .collect();
+        let mut writers = 0;
+        for (rank, child) in children.iter().enumerate() {
+            let said = ok(child);
+            assert!(
+                said.contains(&format!("as rank {rank} of {world}")),
+                "{said}"
+            );
+            let wrote = said.contains("wrote the index");
+            writers += usize::from(wrote);
+            assert!(
+                wrote || said.contains("the index is left to the last rank to finish"),
+                "{said}"
+            );
+        }
+        assert!(writers >= 1, "no rank wrote .metadata");
+        assert!(
+            files_of(&out) == expected,
+            "{world} ranks: {:?} against {:?}",
+            files_of(&out).iter().map(|f| &f.0).collect::<Vec<_>>(),
+            expected.iter().map(|f| &f.0).collect::<Vec<_>>()
+        );
+    }
+    // --ranks must agree with the world.
+    let out = stowage_convert(&[
+        src.as_os_str(),
+        tmp.path().join("bad").as_os_str(),
+        "--to".as_ref(),
+        "dcp".as_ref(),
+        "--ranks".as_ref(),
+        "3".as_ref(),
+        "--rank".as_ref(),
+        "0".as_ref(),
+        "--world".as_ref(),
+        "2".as_ref(),
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+}
+
 /// A marker left in the folder by an earlier conversion (same world, another
 /// set) is warned about by the rank that meets it, and does not stop the set:
 /// the rank it names replaces it when it finishes, and writes the index.

@@ -255,10 +255,11 @@ def convert(
     returns what it prints (what was written, and the values stored,
     dropped or tied).
 
-    ``rank`` and ``world`` (a sharded set only) write this process's part of
-    the set, as one of ``world`` processes converting ``src`` into ``dst`` at
-    once; the last to finish writes the index, and the result is what one
-    process writes (``docs/distributed.md``).
+    ``rank`` and ``world`` (a sharded set or a distributed checkpoint) write
+    this process's part of the output, as one of ``world`` processes
+    converting ``src`` into ``dst`` at once; the last to finish writes the
+    index (or DCP's ``.metadata``), and the result is what one process
+    writes (``docs/distributed.md``).
     """
     args = ["convert"]
     if to is not None:

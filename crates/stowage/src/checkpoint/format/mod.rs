@@ -5,6 +5,7 @@
 //! Distributed Checkpoints.
 
 pub mod dcp;
+pub(crate) mod parts;
 #[cfg(feature = "safetensors")]
 pub mod safetensors;
 pub mod sharded;

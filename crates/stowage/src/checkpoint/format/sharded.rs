@@ -366,19 +366,7 @@ pub struct SavedSet {
     pub pending: Vec<PendingRank>,
 }
 
-/// A rank that had not finished when another rank of a set written in
-/// parts looked (see [`SavedSet::pending`]).
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct PendingRank {
-    /// The rank.
-    pub rank: usize,
-    /// Its marker file is in the folder but names another set: left by an
-    /// earlier conversion into the same folder (the rank's own marker will
-    /// replace it), or by another conversion writing there now, in which
-    /// case neither may write its index.
-    pub foreign_marker: Option<PathBuf>,
-}
+pub use super::parts::PendingRank;
 
 /// Saves every tensor of `ckpt`, named by dotted path, as a sharded set in the
 /// folder `dir` (made if missing). The set's files already in `dir` (shards
@@ -525,13 +513,7 @@ pub fn save_sharded(dir: &Path, ckpt: &Checkpoint, options: &ShardOptions) -> Re
         Ok(text)
     };
     if let Some((rank, world)) = options.part {
-        if rank >= world {
-            let what = format!("rank {rank} of a world of {world}: a rank is below the world size");
-            return Err(
-                Error::Io(std::io::Error::new(std::io::ErrorKind::InvalidInput, what))
-                    .in_file(dir.to_owned()),
-            );
-        }
+        super::parts::check_rank(dir, rank, world)?;
         let sizes: Vec<u64> = plan.shards.iter().map(|s| shard_size(s)).collect();
         let owners = assign(&sizes, world);
         let mine: Vec<usize> = (0..count).filter(|&k| owners[k] == rank).collect();
@@ -545,7 +527,16 @@ pub fn save_sharded(dir: &Path, ckpt: &Checkpoint, options: &ShardOptions) -> Re
         let index = index_name.as_ref().map(|_| index_text()).transpose()?;
         let manifest = format!("{}\n{}", names.join("\n"), index.as_deref().unwrap_or(""));
         let index_entry = index_name.as_deref().zip(index.as_deref());
-        let pending = finish_part(dir, rank, world, &manifest, index_entry, options.sync)?;
+        let pending = super::parts::finish(dir, rank, world, &manifest, "", options.sync, |_| {
+            match index_entry {
+                Some((name, text)) => {
+                    crate::io::write_atomically(&dir.join(name), options.sync, |tmp| {
+                        fs::write(tmp, text).map_err(Error::Io)
+                    })
+                }
+                None => Ok(()),
+            }
+        })?;
         let wrote_index = pending.is_empty() && index_entry.is_some();
         return Ok(SavedSet {
             files: mine.iter().map(|&k| dir.join(&names[k])).collect(),
@@ -603,60 +594,6 @@ fn assign(sizes: &[u64], world: usize) -> Vec<usize> {
         load[rank] += sizes[k];
     }
     owners
-}
-
-/// The marker rank `rank` of `world` leaves in `dir` once its shards are
-/// written.
-fn marker_name(rank: usize, world: usize) -> String {
-    format!(".stowage-part-{rank:05}-of-{world:05}")
-}
-
-/// Leaves this rank's marker, then, if every rank's is there with the same
-/// `manifest` (the set's file names and index text), writes the index
-/// (`(name, text)`, when the set has one) and removes the markers. Returns
-/// the ranks it found unfinished: empty when this rank was the last.
-fn finish_part(
-    dir: &Path,
-    rank: usize,
-    world: usize,
-    manifest: &str,
-    index: Option<(&str, &str)>,
-    sync: bool,
-) -> Result<Vec<PendingRank>> {
-    let in_dir = |e: std::io::Error| Error::Io(e).in_file(dir.to_owned());
-    let mine = dir.join(marker_name(rank, world));
-    crate::io::write_atomically(&mine, sync, |tmp| {
-        fs::write(tmp, manifest).map_err(Error::Io)
-    })?;
-    let mut pending = Vec::new();
-    for r in 0..world {
-        let marker = dir.join(marker_name(r, world));
-        match fs::read_to_string(&marker) {
-            Ok(text) if text == manifest => {}
-            Ok(_) => pending.push(PendingRank {
-                rank: r,
-                foreign_marker: Some(marker),
-            }),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => pending.push(PendingRank {
-                rank: r,
-                foreign_marker: None,
-            }),
-            Err(e) => return Err(in_dir(e)),
-        }
-    }
-    if !pending.is_empty() {
-        return Ok(pending);
-    }
-    if let Some((name, text)) = index {
-        crate::io::write_atomically(&dir.join(name), sync, |tmp| {
-            fs::write(tmp, text).map_err(Error::Io)
-        })?;
-    }
-    for r in 0..world {
-        // Another rank finishing at the same moment may have removed it.
-        let _ = fs::remove_file(dir.join(marker_name(r, world)));
-    }
-    Ok(Vec::new())
 }
 
 /// The shards: indices into the tensor list, and the data size of the set.

@@ -21,10 +21,12 @@
 pub(crate) mod hf;
 mod item;
 pub mod metadata;
+mod part;
 mod prefetch;
 mod region;
 mod write;
 
+pub use part::save_part;
 pub use write::{save, write_items, ChunkPlan, DataItem, DcpSaveOptions, PlannedChunk};
 
 use crate::error::{ErrorContext, FormatError, StorageError, TensorError};

@@ -176,13 +176,13 @@ fn check_plan(name: &str, shape: &[usize], ranks: usize, plan: &[PlannedChunk]) 
 }
 
 /// A leaf of the flattened state dict.
-enum Leaf<'a> {
+pub(super) enum Leaf<'a> {
     Tensor(&'a TensorObject),
     Value(Value<Object>),
 }
 
 /// DCP's flattening of the root dict.
-fn flatten(ckpt: &Checkpoint) -> Result<Vec<(Vec<PathKey>, Leaf<'_>)>> {
+pub(super) fn flatten(ckpt: &Checkpoint) -> Result<Vec<(Vec<PathKey>, Leaf<'_>)>> {
     let Some(Node::Dict(_)) = ckpt.root.as_node().map(|id| ckpt.graph.get(id)) else {
         return Err(Error::Format(FormatError::BadObject {
             context: "DCP save",
@@ -264,7 +264,7 @@ fn chunk_rows(n: usize, ranks: usize) -> Vec<(usize, usize)> {
 }
 
 /// One rank's data file, written in order.
-struct RankFile {
+pub(super) struct RankFile {
     name: String,
     out: BufWriter<File>,
     at: u64,
@@ -272,6 +272,21 @@ struct RankFile {
 }
 
 impl RankFile {
+    /// Creates the file of rank `rank` at `path`.
+    pub(super) fn create(path: &Path, rank: usize, zstd: bool) -> Result<RankFile> {
+        Ok(RankFile {
+            out: BufWriter::with_capacity(1 << 22, File::create(path)?),
+            name: rank_file_name(rank),
+            at: 0,
+            zstd,
+        })
+    }
+
+    /// Flushes the file and gives it back.
+    pub(super) fn close(self) -> Result<File> {
+        self.out.into_inner().map_err(|e| Error::Io(e.into_error()))
+    }
+
     /// Writes one item, a `torch.save` archive of `ckpt` (PyTorch names the
     /// in-memory archive `archive`), straight into the file: no copy of it
     /// is held, so memory stays that of the largest tensor chunk.
@@ -315,7 +330,7 @@ fn put_item<W: Write>(out: &mut W, item: DataItem<'_>, zstd: bool) -> Result<(u6
         encoder.include_checksum(true)?;
         raw(&mut encoder, item)?;
         encoder.finish()?;
-        Ok((counted.written, vec![ZSTD_TRANSFORM.to_owned()]))
+        Ok((counted.written, transforms(true)))
     }
     #[cfg(not(feature = "zstd"))]
     Err(Error::Checkpoint(CheckpointError::Unsupported {
@@ -323,9 +338,14 @@ fn put_item<W: Write>(out: &mut W, item: DataItem<'_>, zstd: bool) -> Result<(u6
     }))
 }
 
-/// The transform descriptor of a zstd-compressed item.
-#[cfg(feature = "zstd")]
-const ZSTD_TRANSFORM: &str = "stream.zstd/1";
+/// The transforms `.metadata` records of an item, compressed or not.
+fn transforms(zstd: bool) -> Vec<String> {
+    if zstd {
+        vec!["stream.zstd/1".to_owned()]
+    } else {
+        Vec::new()
+    }
+}
 
 /// A writer that counts the bytes written through it.
 struct Counted<W> {
@@ -401,7 +421,7 @@ pub fn write_items(
 }
 
 /// What `.metadata` records of one item.
-enum Entry {
+pub(super) enum Entry {
     Tensor {
         dtype: DType,
         size: Vec<usize>,
@@ -425,71 +445,11 @@ pub fn save(dir: &Path, ckpt: &Checkpoint, options: &DcpSaveOptions) -> Result<(
         |name: &str| name == METADATA_FILE || (name.starts_with("__") && name.ends_with(".distcp"));
     crate::io::replace_dir(dir, options.sync, owned, |staging| {
         let mut files = (0..ranks)
-            .map(|r| {
-                let name = format!("__{r}_0.distcp");
-                Ok(RankFile {
-                    out: BufWriter::with_capacity(1 << 22, File::create(staging.join(&name))?),
-                    name,
-                    at: 0,
-                    zstd: options.zstd,
-                })
-            })
+            .map(|r| RankFile::create(&staging.join(rank_file_name(r)), r, options.zstd).map(Some))
             .collect::<Result<Vec<_>>>()?;
-        let mut entries = Vec::with_capacity(leaves.len());
-        for (path, leaf) in &leaves {
-            let at_path = |e: Error| e.at_path(crate::checkpoint::value::graph::dotted(path));
-            let entry = (|| -> Result<Entry> {
-                Ok(match leaf {
-                    Leaf::Tensor(t) => {
-                        let tensor = t.resolved()?;
-                        let size = tensor.shape().to_vec();
-                        let name = crate::checkpoint::value::graph::dotted(path);
-                        let planned = match &options.plan {
-                            Some(plan) => plan(&name, &size),
-                            None => rows_plan(&size, ranks),
-                        };
-                        check_plan(&name, &size, ranks, &planned)?;
-                        let mut chunks = Vec::new();
-                        for c in planned {
-                            let mut view = tensor.clone();
-                            for (d, (&o, &n)) in c.offsets.iter().zip(&c.sizes).enumerate() {
-                                view = view.narrow(d as isize, o as isize, n)?;
-                            }
-                            // A compact copy: `torch.save` writes a view's whole storage.
-                            // A contiguous part is read as bytes, so a lazily loaded
-                            // source keeps nothing (streaming conversion stays bounded).
-                            let part = Tensor::empty(view.shape(), view.dtype())?;
-                            if view.is_contiguous() {
-                                let from = view.storage_offset() * view.element_size();
-                                let mut bytes = part.untyped_storage().bytes_mut()?;
-                                view.untyped_storage().read_at(from, &mut bytes)?;
-                            } else {
-                                part.copy_(&view)?;
-                            }
-                            let mut single = Checkpoint::new();
-                            single.root =
-                                Value::Ext(Object::Tensor(Box::new(TensorObject::new(part))));
-                            chunks.push((c.offsets, c.sizes, files[c.rank].put(&single)?));
-                        }
-                        Entry::Tensor {
-                            dtype: tensor.dtype(),
-                            size,
-                            requires_grad: tensor.requires_grad(),
-                            chunks,
-                        }
-                    }
-                    Leaf::Value(v) => {
-                        let mut single = Checkpoint::new();
-                        single.root = transplant(ckpt, v, &mut single);
-                        Entry::Bytes(files[0].put(&single)?)
-                    }
-                })
-            })()
-            .map_err(at_path)?;
-            entries.push(entry);
-        }
-        for f in files {
-            let file = f.out.into_inner().map_err(|e| Error::Io(e.into_error()))?;
+        let entries = write_entries(ckpt, &leaves, options, &mut files)?;
+        for f in files.into_iter().flatten() {
+            let file = f.close()?;
             if options.sync {
                 file.sync_all()?;
             }
@@ -499,6 +459,93 @@ pub fn save(dir: &Path, ckpt: &Checkpoint, options: &DcpSaveOptions) -> Result<(
         std::fs::write(staging.join(METADATA_FILE), metadata)?;
         Ok(())
     })
+}
+
+/// The data file of rank `rank`, as `FileSystemWriter` names it in a
+/// single-file-per-rank save.
+pub(super) fn rank_file_name(rank: usize) -> String {
+    format!("__{rank}_0.distcp")
+}
+
+/// Writes the chunks of every leaf of `leaves` (and the values, to rank 0)
+/// into the ranks' files that are open (`Some`), in leaf order, and returns
+/// what `.metadata` records of each leaf. A chunk or value of a rank whose
+/// file is not open is neither read nor written; its place is recorded with
+/// its file's name and transforms, offset and length 0, for the caller to
+/// fill in.
+pub(super) fn write_entries(
+    ckpt: &Checkpoint,
+    leaves: &[(Vec<PathKey>, Leaf<'_>)],
+    options: &DcpSaveOptions,
+    files: &mut [Option<RankFile>],
+) -> Result<Vec<Entry>> {
+    let ranks = files.len();
+    let elsewhere = |rank: usize| StorageInfo {
+        relative_path: rank_file_name(rank),
+        offset: 0,
+        length: 0,
+        transforms: transforms(options.zstd),
+    };
+    let mut entries = Vec::with_capacity(leaves.len());
+    for (path, leaf) in leaves {
+        let at_path = |e: Error| e.at_path(crate::checkpoint::value::graph::dotted(path));
+        let entry = (|| -> Result<Entry> {
+            Ok(match leaf {
+                Leaf::Tensor(t) => {
+                    let tensor = t.resolved()?;
+                    let size = tensor.shape().to_vec();
+                    let name = crate::checkpoint::value::graph::dotted(path);
+                    let planned = match &options.plan {
+                        Some(plan) => plan(&name, &size),
+                        None => rows_plan(&size, ranks),
+                    };
+                    check_plan(&name, &size, ranks, &planned)?;
+                    let mut chunks = Vec::new();
+                    for c in planned {
+                        let Some(file) = files[c.rank].as_mut() else {
+                            chunks.push((c.offsets, c.sizes, elsewhere(c.rank)));
+                            continue;
+                        };
+                        let mut view = tensor.clone();
+                        for (d, (&o, &n)) in c.offsets.iter().zip(&c.sizes).enumerate() {
+                            view = view.narrow(d as isize, o as isize, n)?;
+                        }
+                        // A compact copy: `torch.save` writes a view's whole storage.
+                        // A contiguous part is read as bytes, so a lazily loaded
+                        // source keeps nothing (streaming conversion stays bounded).
+                        let part = Tensor::empty(view.shape(), view.dtype())?;
+                        if view.is_contiguous() {
+                            let from = view.storage_offset() * view.element_size();
+                            let mut bytes = part.untyped_storage().bytes_mut()?;
+                            view.untyped_storage().read_at(from, &mut bytes)?;
+                        } else {
+                            part.copy_(&view)?;
+                        }
+                        let mut single = Checkpoint::new();
+                        single.root = Value::Ext(Object::Tensor(Box::new(TensorObject::new(part))));
+                        chunks.push((c.offsets, c.sizes, file.put(&single)?));
+                    }
+                    Entry::Tensor {
+                        dtype: tensor.dtype(),
+                        size,
+                        requires_grad: tensor.requires_grad(),
+                        chunks,
+                    }
+                }
+                Leaf::Value(v) => match files[0].as_mut() {
+                    Some(file) => {
+                        let mut single = Checkpoint::new();
+                        single.root = transplant(ckpt, v, &mut single);
+                        Entry::Bytes(file.put(&single)?)
+                    }
+                    None => Entry::Bytes(elsewhere(0)),
+                },
+            })
+        })()
+        .map_err(at_path)?;
+        entries.push(entry);
+    }
+    Ok(entries)
 }
 
 const MD: &str = "torch.distributed.checkpoint.metadata";
@@ -618,7 +665,7 @@ fn storage_item<W: Write>(
 
 /// The `.metadata` pickle:
 /// `Metadata(state_dict_metadata, planner_data, storage_data, None, version)`.
-fn pickle_metadata(
+pub(super) fn pickle_metadata(
     leaves: &[(Vec<PathKey>, Leaf<'_>)],
     entries: &[Entry],
 ) -> std::result::Result<Vec<u8>, WriteError> {
