@@ -53,6 +53,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "checkpoint/format/torch_legacy",
             "checkpoint/format/safetensors",
             "checkpoint/format/sharded",
+            "checkpoint/format/parts",
             "checkpoint/format/dcp",
             "checkpoint/scan",
         ],
