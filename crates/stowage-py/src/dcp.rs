@@ -64,7 +64,6 @@ impl DcpSource {
     /// straight into `target`, a writable, C-contiguous buffer of exactly
     /// its bytes (a planner's tensor, as `tensor.view(torch.uint8).numpy()`),
     /// with the GIL released: no buffer between the file and the tensor.
-    #[allow(unsafe_code)] // Writing into the memory a Python buffer lends.
     fn read_region_into(
         &self,
         py: Python<'_>,
@@ -73,26 +72,9 @@ impl DcpSource {
         sizes: Vec<usize>,
         target: pyo3::buffer::PyBuffer<u8>,
     ) -> PyResult<()> {
-        if target.readonly() || !target.is_c_contiguous() {
-            return Err(pyo3::exceptions::PyValueError::new_err(format!(
-                "{fqn}: the target is not a writable, contiguous buffer"
-            )));
-        }
-        let (ptr, len) = (target.buf_ptr() as usize, target.len_bytes());
-        py.detach(|| {
-            let dst: &mut [u8] = if len == 0 {
-                &mut []
-            } else {
-                // SAFETY: `target` holds the buffer's export for this call,
-                // so its `len` bytes at `ptr` stay allocated; they are the
-                // tensor a DCP planner gave this read, which nothing else
-                // reads or writes until the read returns (the planner
-                // commits it after).
-                unsafe { std::slice::from_raw_parts_mut(ptr as *mut u8, len) }
-            };
+        crate::target::read_into(py, fqn, &target, |dst| {
             self.inner.read_region_into(fqn, &offsets, &sizes, dst)
         })
-        .map_err(|e| errors::to_py(py, e))
     }
 
     /// The region of tensor `fqn` at `offsets` of extent `sizes`, read with

@@ -16,6 +16,7 @@ mod errors;
 mod safe_open;
 mod save;
 mod storage;
+mod target;
 mod warnings;
 
 use std::path::PathBuf;

@@ -26,6 +26,73 @@ pub struct SafeOpen {
 }
 
 impl SafeOpen {
+    /// How to read the part of tensor `name` that `ranges` select (see
+    /// `read_slice`), or `None` where reading it by runs does not pay.
+    fn slice_plan(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        ranges: &[(usize, usize, usize)],
+    ) -> PyResult<Option<SlicePlan>> {
+        let t = self.tensor_object(name)?;
+        let tensor = &t.tensor;
+        // Both take the storage's lock, which a thread reading it holds:
+        // waited for with the GIL released.
+        let (has_data, storage_nbytes) =
+            py.detach(|| (tensor.has_data(), tensor.untyped_storage().nbytes()));
+        let plain = t.kind.is_strided()
+            && t.quantization.is_none()
+            && t.subclass.is_none()
+            && t.state.is_none()
+            && !t.conj
+            && !t.neg
+            && has_data
+            && tensor.dtype().elements_per_byte() == 1;
+        if !plain || ranges.len() > tensor.dim() {
+            return Ok(None);
+        }
+        let (mut shape, mut stride) = (tensor.shape().to_vec(), tensor.stride().to_vec());
+        let mut offset = tensor.storage_offset();
+        for (d, &(start, len, step)) in ranges.iter().enumerate() {
+            let fits = step > 0 && (len == 0 || start + (len - 1) * step < shape[d]);
+            if !fits {
+                return Err(pyo3::exceptions::PyIndexError::new_err(format!(
+                    "{name}: dimension {d} of size {} has no elements {start}..+{len} by {step}",
+                    shape[d]
+                )));
+            }
+            offset += start * stride[d];
+            shape[d] = len;
+            stride[d] *= step;
+        }
+        let size = tensor.element_size();
+        let numel: usize = shape.iter().product();
+        // Runs: the innermost dimensions that lie back to back in the
+        // storage are read together.
+        let mut run = 1;
+        let mut outer = shape.len();
+        while outer > 0 && stride[outer - 1] == run {
+            run *= shape[outer - 1];
+            outer -= 1;
+        }
+        let runs = numel.checked_div(run).unwrap_or(0);
+        // Many small reads cost more than one whole read: read the storage
+        // whole when the runs are small and cover much of it.
+        if runs > 1 && (run * size < 4096 && numel * size * 4 > storage_nbytes) {
+            return Ok(None);
+        }
+        Ok(Some(SlicePlan {
+            storage: tensor.untyped_storage().clone(),
+            dtype: tensor.dtype(),
+            shape,
+            stride,
+            offset,
+            outer,
+            run,
+            size,
+        }))
+    }
+
     fn tensor_object(&self, name: &str) -> PyResult<&TensorObject> {
         let Some(&i) = self.by_name.get(name) else {
             return Err(PyKeyError::new_err(format!("no tensor named {name:?}")));
@@ -112,60 +179,12 @@ impl SafeOpen {
         name: &str,
         ranges: Vec<(usize, usize, usize)>,
     ) -> PyResult<Option<Py<PyAny>>> {
-        let t = self.tensor_object(name)?;
-        let tensor = &t.tensor;
-        // Both take the storage's lock, which a thread reading it holds:
-        // waited for with the GIL released.
-        let (has_data, storage_nbytes) =
-            py.detach(|| (tensor.has_data(), tensor.untyped_storage().nbytes()));
-        let plain = t.kind.is_strided()
-            && t.quantization.is_none()
-            && t.subclass.is_none()
-            && t.state.is_none()
-            && !t.conj
-            && !t.neg
-            && has_data
-            && tensor.dtype().elements_per_byte() == 1;
-        if !plain || ranges.len() > tensor.dim() {
+        let Some(plan) = self.slice_plan(py, name, &ranges)? else {
             return Ok(None);
-        }
-        let (mut shape, mut stride) = (tensor.shape().to_vec(), tensor.stride().to_vec());
-        let mut offset = tensor.storage_offset();
-        for (d, &(start, len, step)) in ranges.iter().enumerate() {
-            let fits = step > 0 && (len == 0 || start + (len - 1) * step < shape[d]);
-            if !fits {
-                return Err(pyo3::exceptions::PyIndexError::new_err(format!(
-                    "{name}: dimension {d} of size {} has no elements {start}..+{len} by {step}",
-                    shape[d]
-                )));
-            }
-            offset += start * stride[d];
-            shape[d] = len;
-            stride[d] *= step;
-        }
-        let size = tensor.element_size();
-        let numel: usize = shape.iter().product();
-        // Runs: the innermost dimensions that lie back to back in the
-        // storage are read together.
-        let mut run = 1;
-        let mut outer = shape.len();
-        while outer > 0 && stride[outer - 1] == run {
-            run *= shape[outer - 1];
-            outer -= 1;
-        }
-        let runs = numel.checked_div(run).unwrap_or(0);
-        let storage = tensor.untyped_storage();
-        // Many small reads cost more than one whole read: read the storage
-        // whole when the runs are small and cover much of it.
-        if runs > 1 && (run * size < 4096 && numel * size * 4 > storage_nbytes) {
-            return Ok(None);
-        }
-        let view = tensor
-            .as_strided(&shape, &stride, offset)
-            .map_err(|e| errors::to_py(py, e))?;
+        };
         // Sized by the file: allocated fallibly, so a slice too large for
         // memory is an error, not an abort of the interpreter.
-        let len = numel * size;
+        let len = plan.nbytes();
         let mut bytes = Vec::new();
         bytes.try_reserve_exact(len).map_err(|_| {
             errors::to_py(
@@ -174,36 +193,38 @@ impl SafeOpen {
             )
         })?;
         bytes.resize(len, 0);
-        let read = py.detach(|| -> stowage::Result<()> {
-            if numel == 0 {
-                return Ok(());
-            }
-            let mut index = vec![0usize; outer];
-            for chunk in bytes.chunks_mut(run * size) {
-                let at: usize =
-                    offset + index.iter().zip(&stride).map(|(i, s)| i * s).sum::<usize>();
-                storage.read_at(at * size, chunk)?;
-                // The next run: the outer index, as an odometer.
-                for d in (0..outer).rev() {
-                    index[d] += 1;
-                    if index[d] < shape[d] {
-                        break;
-                    }
-                    index[d] = 0;
-                }
-            }
-            Ok(())
-        });
-        read.map_err(|e| errors::to_py(py, e))?;
+        py.detach(|| plan.read(&mut bytes))
+            .map_err(|e| errors::to_py(py, e))?;
         let part = stowage::UntypedStorage::from_bytes(&bytes).map_err(|e| errors::to_py(py, e))?;
-        let mut out =
-            stowage::Tensor::empty(&[0], view.dtype()).map_err(|e| errors::to_py(py, e))?;
-        let contiguous: Vec<usize> = contiguous_strides(&shape);
-        out.set_(&part, 0, &shape, &contiguous)
+        let mut out = stowage::Tensor::empty(&[0], plan.dtype).map_err(|e| errors::to_py(py, e))?;
+        let contiguous: Vec<usize> = contiguous_strides(&plan.shape);
+        out.set_(&part, 0, &plan.shape, &contiguous)
             .map_err(|e| errors::to_py(py, e))?;
         let object = TensorObject::new(out);
         let mut converter = Converter::new(py, &self.ckpt, self.adapter.bind(py).clone());
         converter.tensor(&object).map(Some)
+    }
+
+    /// [`read_slice`](Self::read_slice) straight into `target`, a
+    /// writable, C-contiguous buffer of exactly the part's bytes (a DCP
+    /// planner's tensor), the GIL released. False, reading nothing, where
+    /// `read_slice` would give `None` or the sizes differ: the caller
+    /// then reads the part another way.
+    fn read_slice_into(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        ranges: Vec<(usize, usize, usize)>,
+        target: pyo3::buffer::PyBuffer<u8>,
+    ) -> PyResult<bool> {
+        let Some(plan) = self.slice_plan(py, name, &ranges)? else {
+            return Ok(false);
+        };
+        if plan.nbytes() != target.len_bytes() {
+            return Ok(false);
+        }
+        crate::target::read_into(py, name, &target, |dst| plan.read(dst))?;
+        Ok(true)
     }
 
     /// `(dtype name, shape)` of a tensor, without reading its bytes.
@@ -239,6 +260,56 @@ impl SafeOpen {
     /// its items' format).
     fn format(&self) -> &'static str {
         self.ckpt.format.name()
+    }
+}
+
+/// A part of a tensor, in runs of elements adjacent in its storage.
+struct SlicePlan {
+    storage: stowage::UntypedStorage,
+    dtype: stowage::DType,
+    /// The part's shape, and its strides and offset in the storage (in
+    /// elements).
+    shape: Vec<usize>,
+    stride: Vec<usize>,
+    offset: usize,
+    /// The dimensions outside a run, and a run's length (in elements).
+    outer: usize,
+    run: usize,
+    /// The element size in bytes.
+    size: usize,
+}
+
+impl SlicePlan {
+    /// The part's bytes, row-major.
+    fn nbytes(&self) -> usize {
+        self.shape.iter().product::<usize>() * self.size
+    }
+
+    /// Reads the part into `dst` (exactly [`nbytes`](Self::nbytes) long),
+    /// one read per run.
+    fn read(&self, dst: &mut [u8]) -> stowage::Result<()> {
+        if dst.is_empty() {
+            return Ok(());
+        }
+        let mut index = vec![0usize; self.outer];
+        for chunk in dst.chunks_mut(self.run * self.size) {
+            let at: usize = self.offset
+                + index
+                    .iter()
+                    .zip(&self.stride)
+                    .map(|(i, s)| i * s)
+                    .sum::<usize>();
+            self.storage.read_at(at * self.size, chunk)?;
+            // The next run: the outer index, as an odometer.
+            for d in (0..self.outer).rev() {
+                index[d] += 1;
+                if index[d] < self.shape[d] {
+                    break;
+                }
+                index[d] = 0;
+            }
+        }
+        Ok(())
     }
 }
 

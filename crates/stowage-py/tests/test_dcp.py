@@ -132,7 +132,16 @@ def test_the_read_is_only_the_plans_bytes(tmp_path):
     before = rchar()
     part = reader._read(req)
     assert rchar() - before < 64 << 10
-    assert torch.equal(part, torch.arange(1 << 20, dtype=torch.float32).view(1024, 1024)[512:514])
+    want = torch.arange(1 << 20, dtype=torch.float32).view(1024, 1024)[512:514]
+    assert torch.equal(part, want)
+    # Into the planner's tensor, with no buffer between: nothing to copy.
+    target = torch.zeros(2, 1024)
+    before = rchar()
+    assert reader._fill(req, target) is None
+    assert rchar() - before < 64 << 10
+    assert torch.equal(target, want)
+    # A target the part cannot go straight into gets the part to copy.
+    assert torch.equal(reader._fill(req, torch.zeros(1024, 2).t()), want)
 
 
 def test_a_stowage_written_dcp_is_read_by_pytorch_at_another_world_size(tmp_path, reference):

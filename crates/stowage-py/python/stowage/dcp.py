@@ -231,20 +231,26 @@ class StorageReader(_StorageReader):
         return whole
 
     def _fill(self, req: ReadItem, target: torch.Tensor) -> Optional[torch.Tensor]:
-        """Reads ``req``'s part straight into ``target`` where it can (a DCP
-        folder's region into a contiguous CPU tensor of its shape): None.
-        Otherwise the part, for the caller to copy."""
-        source = self._dcp_source()
+        """Reads ``req``'s part straight into ``target`` where it can (a
+        contiguous CPU tensor of the part's shape: a DCP folder's region, or
+        a file's slice by runs): None. Otherwise the part, for the caller to
+        copy."""
         at, lengths = _region(req)
-        if (
-            source is not None
-            and target.device.type == "cpu"
+        direct = (
+            target.device.type == "cpu"
             and target.is_contiguous()
             and list(target.size()) == lengths
             and target.numel() > 0
-        ):
-            source.read_region_into(req.storage_index.fqn, at, lengths, target.reshape(-1).view(torch.uint8).numpy())
-            return None
+        )
+        if direct:
+            name = req.storage_index.fqn
+            into = target.reshape(-1).view(torch.uint8).numpy()
+            source = self._dcp_source()
+            if source is not None:
+                source.read_region_into(name, at, lengths, into)
+                return None
+            if lengths and self._open()._inner.read_slice_into(name, [(o, n, 1) for o, n in zip(at, lengths)], into):
+                return None
         return self._read(req)
 
     def read_data(self, plan: LoadPlan, planner: LoadPlanner) -> Future[None]:
