@@ -17,12 +17,26 @@ Shard(0)). Then, each round, in this order:
   (/usr/bin/time).
 The page cache is warm (the files are read first). Prints each median.
 
-(with the package installed from a release wheel: maturin build --release)
+With --url, the same `dcp.load` at world size 2 by URL instead: the DCP is
+uploaded to a local S3 server (s3rver, from npm, installed under
+target/s3rver on first use, as scripts/remote-bench.sh does), reached
+through `wan_proxy` (an example of the stowage crate: each connection gets
+S3's per-connection rate and a delay per request, by default 90 MB/s and
+30 ms), and read through PyTorch's FsspecReader (s3fs) against
+stowage.dcp.StorageReader, each round counting the requests the server
+answered during the load (its log). s3fs pins a botocore that may not be the one installed;
+--fsspec-path puts a folder of its own (`pip install --target DIR s3fs`)
+first on the FsspecReader ranks' path.
+
+(with the package installed from a release wheel: maturin build --release;
+the URL rows need `cargo build --release -p stowage --features remote
+--example wan_proxy`, npm, boto3 and s3fs)
 """
 
 import argparse
 import json
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -65,6 +79,11 @@ def load_rank(kind, d, n):
         from stowage.dcp import StorageReader
 
         reader = StorageReader(d)
+    elif kind == "fsspec":
+        from torch.distributed.checkpoint import FsspecReader
+
+        reader = FsspecReader(d, client_kwargs={"endpoint_url": os.environ["AWS_ENDPOINT_URL"]},
+                              key=os.environ["AWS_ACCESS_KEY_ID"], secret=os.environ["AWS_SECRET_ACCESS_KEY"])
     else:
         reader = dcp.FileSystemReader(d)
     dist.barrier()
@@ -80,13 +99,13 @@ def load_rank(kind, d, n):
     dist.destroy_process_group()
 
 
-def run_load(kind, d, n):
+def run_load(kind, d, n, env=None):
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
            __file__, "--load-rank", kind, d, str(n)]
     import tempfile
 
     with tempfile.TemporaryDirectory() as results:
-        env = dict(os.environ, OMP_NUM_THREADS="1", BENCH_OUT=results)
+        env = dict(env or os.environ, OMP_NUM_THREADS="1", BENCH_OUT=results)
         out = subprocess.run(cmd, capture_output=True, text=True, env=env)
         if out.returncode != 0:
             sys.exit(f"{kind}: {out.stderr[-2000:]}")
@@ -125,6 +144,10 @@ def main():
     ap.add_argument("--stowage", required=True)
     ap.add_argument("--gib", type=float, default=1.0)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--url", action="store_true", help="load by URL through wan_proxy, against FsspecReader")
+    ap.add_argument("--rate-mb", type=int, default=90)
+    ap.add_argument("--latency-ms", type=int, default=30)
+    ap.add_argument("--fsspec-path", help="a folder holding s3fs, first on the FsspecReader ranks' path")
     args = ap.parse_args()
     n = int(args.gib * 1024 / 64)
     d = os.path.join(args.work, "dcp")
@@ -137,6 +160,9 @@ def main():
         with open(os.path.join(d, name), "rb") as f:
             while f.read(1 << 24):
                 pass
+    if args.url:
+        by_url(args, d, n)
+        return
     results = {k: [] for k in ("FileSystemReader", "stowage StorageReader", "convert, 1 process",
                                "convert, 2 processes")}
     for _ in range(args.rounds):
@@ -153,6 +179,83 @@ def main():
         b = statistics.median(t for t, _ in results[base[name]])
         peak = statistics.median(p for _, p in runs)
         print(f"  {name:24s} {m * 1000:8.0f} ms  {b / m:5.2f}x {base[name]:20s} peak {peak:7.0f} MiB per process")
+
+
+
+def by_url(args, d, n):
+    """The --url rounds: s3rver behind wan_proxy, FsspecReader against
+    StorageReader, with the GETs each load sent."""
+    import socket
+    import tempfile
+
+    import boto3
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    s3rver = os.path.join(root, "target/s3rver/node_modules/.bin/s3rver")
+    if not os.path.exists(s3rver):
+        subprocess.run(["npm", "install", "--silent", "--prefix", os.path.join(root, "target/s3rver"),
+                        "s3rver@3.7.1"], check=True)
+    proxy_bin = os.path.join(root, "target/release/examples/wan_proxy")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    procs = []
+    with tempfile.TemporaryDirectory() as data:
+        log = open(os.path.join(data, "s3rver.log"), "w+")
+        try:
+            procs.append(subprocess.Popen([s3rver, "-d", os.path.join(data, "store"), "-a", "127.0.0.1",
+                                           "-p", str(port)], stdout=log, stderr=subprocess.STDOUT))
+            for _ in range(100):
+                try:
+                    socket.create_connection(("127.0.0.1", port), 0.2).close()
+                    break
+                except OSError:
+                    time.sleep(0.2)
+            keys = dict(aws_access_key_id="S3RVER", aws_secret_access_key="S3RVER", region_name="us-east-1")
+            client = boto3.client("s3", endpoint_url=f"http://127.0.0.1:{port}", **keys)
+            client.create_bucket(Bucket="bench")
+            for name in os.listdir(d):
+                client.upload_file(os.path.join(d, name), "bench", "dcp/" + name)
+            proxy = subprocess.Popen([proxy_bin, str(port), str(args.rate_mb), str(args.latency_ms)],
+                                     stdout=subprocess.PIPE, text=True)
+            procs.append(proxy)
+            proxy_port = int(proxy.stdout.readline())
+            env = dict(os.environ, AWS_ENDPOINT_URL=f"http://127.0.0.1:{proxy_port}", AWS_ALLOW_HTTP="true",
+                       AWS_ACCESS_KEY_ID="S3RVER", AWS_SECRET_ACCESS_KEY="S3RVER", AWS_REGION="us-east-1")
+            fsspec_env = dict(env)
+            if args.fsspec_path:
+                fsspec_env["PYTHONPATH"] = os.pathsep.join(
+                    p for p in (args.fsspec_path, env.get("PYTHONPATH")) if p)
+
+            answered = re.compile(r" [1-5]\d\d \d+ms ")
+
+            def gets():
+                # s3rver logs one line per request answered ("… 206 5ms 2b");
+                # during a load, every request is a read.
+                log.flush()
+                log.seek(0)
+                return sum(1 for line in log if answered.search(line))
+
+            results = {"FsspecReader": [], "stowage StorageReader": []}
+            for _ in range(args.rounds):
+                for name, kind, e in (("FsspecReader", "fsspec", fsspec_env),
+                                      ("stowage StorageReader", "stowage", env)):
+                    before = gets()
+                    seconds, peak = run_load(kind, "s3://bench/dcp", n, e)
+                    results[name].append((seconds, peak, gets() - before))
+        finally:
+            for p in procs:
+                p.kill()
+            log.close()
+    print(f"{n} tensors of 64 MiB ({args.gib} GiB), a 4-rank DCP, by URL through wan_proxy "
+          f"({args.rate_mb} MB/s and {args.latency_ms} ms per connection); {args.rounds} rounds, medians:")
+    b = statistics.median(t for t, _, _ in results["FsspecReader"])
+    for name, runs in results.items():
+        m = statistics.median(t for t, _, _ in runs)
+        peak = statistics.median(p for _, p, _ in runs)
+        requests = statistics.median(r for _, _, r in runs)
+        print(f"  {name:24s} {m * 1000:8.0f} ms  {b / m:5.2f}x FsspecReader  {requests:5.0f} requests  "
+              f"peak {peak:7.0f} MiB per process")
 
 
 if __name__ == "__main__":
