@@ -167,3 +167,29 @@ def test_a_corrupt_dcp_metadata_by_url_is_reported_as_such(s3):
     client.put_object(Bucket="stowage-py", Key="dcp-corrupt/.metadata", Body=b"\x80\x04not a pickle")
     with pytest.raises(stowage.CorruptCheckpointError, match=r"\.metadata"):
         StorageReader(f"{s3}/dcp-corrupt").read_metadata()
+
+
+@pytest.mark.parametrize("form", ["bin", "safetensors", "sharded"])
+def test_files_and_sets_by_url_load_into_a_sharded_model(s3, tmp_path, form):
+    """A .bin, a .safetensors file and a sharded set, read by URL through
+    the reader into a 2-rank sharded model under torchrun."""
+    from test_dcp import state_dict, torchrun
+
+    sd = state_dict()
+    reference = tmp_path / "reference.pt"
+    torch.save(sd, reference)
+    client = boto3.client("s3", endpoint_url=os.environ["AWS_ENDPOINT_URL"])
+    if form == "bin":
+        torch.save(sd, tmp_path / "pytorch_model.bin")
+        client.upload_file(str(tmp_path / "pytorch_model.bin"), "stowage-py", "forms/pytorch_model.bin")
+        url = f"{s3}/forms/pytorch_model.bin"
+    elif form == "safetensors":
+        stowage.save(sd, tmp_path / "model.safetensors")
+        client.upload_file(str(tmp_path / "model.safetensors"), "stowage-py", "forms/model.safetensors")
+        url = f"{s3}/forms/model.safetensors"
+    else:
+        stowage.save(sd, tmp_path / "set", to="safetensors", max_shard_size="300B")
+        for f in (tmp_path / "set").iterdir():
+            client.upload_file(str(f), "stowage-py", f"forms/set/{f.name}")
+        url = f"{s3}/forms/set/"
+    torchrun(2, "load", "stowage", url, reference, 0)
