@@ -737,6 +737,58 @@ fn a_mount_point_is_a_folder_target() {
     );
 }
 
+/// Runs `stowage convert IN OUT ARGS…` as `world` processes at once (as
+/// torchrun, a SLURM array or Ray tasks start them, each told its rank by
+/// `RANK` and `WORLD_SIZE`), and checks what each says: its rank, and that
+/// it wrote the index (or `.metadata`) or left it to the ranks it names;
+/// at least one wrote it.
+fn converted_at_once(input: &Path, out: &Path, args: &[&str], world: usize) {
+    let children: Vec<_> = (0..world)
+        .map(|rank| {
+            Command::new(env!("CARGO_BIN_EXE_stowage"))
+                .arg("convert")
+                .arg(input)
+                .arg(out)
+                .args(args)
+                .env("RANK", rank.to_string())
+                .env("WORLD_SIZE", world.to_string())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .expect("the stowage binary starts")
+        })
+        .collect::<Vec<_>>()
+        .into_iter()
+        .map(|child| child.wait_with_output().expect("the stowage binary runs"))
+        .collect();
+    let mut writers = 0;
+    for (rank, child) in children.iter().enumerate() {
+        let said = ok(child);
+        assert!(
+            said.contains(&format!("as rank {rank} of {world}")),
+            "{said}"
+        );
+        let wrote = said.contains("wrote the index");
+        writers += usize::from(wrote);
+        assert!(
+            wrote || said.contains("the index is left to the last rank to finish"),
+            "{said}"
+        );
+    }
+    assert!(writers >= 1, "no rank of {world} wrote the index");
+}
+
+/// `dir` holds exactly the files (names and bytes) of `expected`.
+fn assert_same_files(dir: &Path, expected: &[(String, Vec<u8>)], what: &str) {
+    let got = files_of(dir);
+    assert!(
+        got == expected,
+        "{what}: {:?} against {:?}",
+        got.iter().map(|f| &f.0).collect::<Vec<_>>(),
+        expected.iter().map(|f| &f.0).collect::<Vec<_>>()
+    );
+}
+
 /// Every file of `dir` (names and bytes), sorted by name.
 fn files_of(dir: &Path) -> Vec<(String, Vec<u8>)> {
     let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
@@ -771,47 +823,8 @@ fn ranks_converting_at_once_write_what_one_process_writes() {
         );
         for world in [1usize, 2, 4] {
             let out = tmp.path().join(format!("{to}-{world}"));
-            // All ranks at once, as torchrun, a SLURM array or Ray tasks start them.
-            let children: Vec<_> = (0..world)
-                .map(|rank| {
-                    Command::new(env!("CARGO_BIN_EXE_stowage"))
-                        .arg("convert")
-                        .arg(&dcp)
-                        .arg(&out)
-                        .args(common)
-                        .env("RANK", rank.to_string())
-                        .env("WORLD_SIZE", world.to_string())
-                        .stdout(std::process::Stdio::piped())
-                        .stderr(std::process::Stdio::piped())
-                        .spawn()
-                        .expect("the stowage binary starts")
-                })
-                .collect::<Vec<_>>()
-                .into_iter()
-                .map(|child| child.wait_with_output().expect("the stowage binary runs"))
-                .collect();
-            let mut index_writers = 0;
-            for (rank, child) in children.iter().enumerate() {
-                let said = ok(child);
-                assert!(
-                    said.contains(&format!("as rank {rank} of {world}")),
-                    "{said}"
-                );
-                let wrote = said.contains("wrote the index");
-                index_writers += usize::from(wrote);
-                // A rank that did not write it says which ranks it left it to.
-                assert!(
-                    wrote || said.contains("the index is left to the last rank to finish"),
-                    "{said}"
-                );
-            }
-            assert!(index_writers >= 1, "no rank wrote the index");
-            assert!(
-                files_of(&out) == expected,
-                "{to}, {world} ranks: {:?} against {:?}",
-                files_of(&out).iter().map(|f| &f.0).collect::<Vec<_>>(),
-                expected.iter().map(|f| &f.0).collect::<Vec<_>>()
-            );
+            converted_at_once(&dcp, &out, &common, world);
+            assert_same_files(&out, &expected, &format!("{to}, {world} ranks"));
         }
     }
     // A rank outside the world is refused.
@@ -853,45 +866,8 @@ fn ranks_converting_to_dcp_at_once_write_what_one_process_writes() {
             "{world} data files and .metadata"
         );
         let out = tmp.path().join(format!("parts-{world}"));
-        let children: Vec<_> = (0..world)
-            .map(|rank| {
-                Command::new(env!("CARGO_BIN_EXE_stowage"))
-                    .arg("convert")
-                    .arg(&src)
-                    .arg(&out)
-                    .args(["--to", "dcp", "--no-sync"])
-                    .env("RANK", rank.to_string())
-                    .env("WORLD_SIZE", world.to_string())
-                    .stdout(std::process::Stdio::piped())
-                    .stderr(std::process::Stdio::piped())
-                    .spawn()
-                    .expect("the stowage binary starts")
-            })
-            .collect::<Vec<_>>()
-            .into_iter()
-            .map(|child| child.wait_with_output().expect("the stowage binary runs"))
-            .collect();
-        let mut writers = 0;
-        for (rank, child) in children.iter().enumerate() {
-            let said = ok(child);
-            assert!(
-                said.contains(&format!("as rank {rank} of {world}")),
-                "{said}"
-            );
-            let wrote = said.contains("wrote the index");
-            writers += usize::from(wrote);
-            assert!(
-                wrote || said.contains("the index is left to the last rank to finish"),
-                "{said}"
-            );
-        }
-        assert!(writers >= 1, "no rank wrote .metadata");
-        assert!(
-            files_of(&out) == expected,
-            "{world} ranks: {:?} against {:?}",
-            files_of(&out).iter().map(|f| &f.0).collect::<Vec<_>>(),
-            expected.iter().map(|f| &f.0).collect::<Vec<_>>()
-        );
+        converted_at_once(&src, &out, &["--to", "dcp", "--no-sync"], world);
+        assert_same_files(&out, &expected, &format!("{world} ranks"));
     }
     // --ranks must agree with the world.
     let out = stowage_convert(&[
@@ -957,10 +933,5 @@ fn a_stale_marker_of_another_set_is_warned_about_and_replaced() {
     );
     let second = ok(&rank(1));
     assert!(second.contains("wrote the index"), "{second}");
-    assert!(
-        files_of(&out) == expected,
-        "{:?} against {:?}",
-        files_of(&out).iter().map(|f| &f.0).collect::<Vec<_>>(),
-        expected.iter().map(|f| &f.0).collect::<Vec<_>>()
-    );
+    assert_same_files(&out, &expected, "after the stale marker");
 }
