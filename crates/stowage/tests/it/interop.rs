@@ -613,8 +613,10 @@ fn pt_to_safetensors_and_back_keeps_structure_and_values() {
     let make = r#"
 import collections, sys, torch
 sd = collections.OrderedDict([("fc.weight", torch.arange(6.).reshape(2, 3)), ("fc.bias", torch.ones(2))])
+w = torch.arange(6.).reshape(3, 2)
 torch.save({
     "model": sd,
+    "tied": {"embed": w, "head": w, "t": w.t(), "row": w[1]},
     "optimizer": {"state": {0: {"step": torch.tensor(3.), "exp_avg": torch.zeros(2)}},
                   "param_groups": [{"lr": 1e-3, "betas": (0.9, 0.999), "params": [0, 1], "foreign": None}]},
     "epoch": 7, "name": "run-1", "big": 2**70, "nan": float("nan"), "flags": [True, False],
@@ -663,6 +665,11 @@ def eq(x, y, p):
     else:
         assert x == y, (p, x, y)
 eq(a, b, "")
+# Tied tensors share one storage again, as in the original.
+tied = b["tied"]
+ptr = tied["embed"].untyped_storage().data_ptr()
+assert all(t.untyped_storage().data_ptr() == ptr for t in tied.values()), "ties lost"
+assert tied["t"].stride() == a["tied"]["t"].stride() and tied["row"].storage_offset() == 2
 flat = load_file(sys.argv[3])
 print(",".join(sorted(flat)))
 "#;
@@ -673,6 +680,6 @@ print(",".join(sorted(flat)))
     .unwrap();
     assert_eq!(
         String::from_utf8(out).unwrap().trim(),
-        "layers.0,layers.1.inner,model.fc.bias,model.fc.weight,optimizer.state.0.exp_avg,optimizer.state.0.step"
+        "layers.0,layers.1.inner,model.fc.bias,model.fc.weight,optimizer.state.0.exp_avg,optimizer.state.0.step,tied.embed,tied.head,tied.row,tied.t"
     );
 }

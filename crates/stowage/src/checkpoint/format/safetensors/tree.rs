@@ -20,6 +20,14 @@
 //!       | {"complex": [RE, IM]}             each a FLOAT or one of the strings above
 //!       | {"dtype": NAME} | {"device": TEXT} | {"size": [INTEGER, …]}
 //!       | {"lost": KIND}                    a value JSON cannot hold here (an ndarray, a datetime …)
+//!
+//! A tensor node may carry a view: {"tensor": NAME, "view": {"of": OWNER,
+//! "offset": N, "stride": [N, …]}}. The file holds NAME as a copy of its own
+//! (safetensors has no shared storage), but in the checkpoint it shared its
+//! storage with OWNER, a tensor whose bytes are that whole storage (tied
+//! weights: `lm_head.weight` and `embed.weight`, a transpose, a slice); a
+//! load makes it that view of OWNER's storage again, at OWNER's dtype. (A
+//! flat state dict has no tree, and its tied tensors stay copies.)
 //! ```
 //!
 //! Loading a file that has it rebuilds that structure around the file's
@@ -72,17 +80,67 @@ fn is_flat(ckpt: &Checkpoint) -> bool {
 /// [`CheckpointError::LimitExceeded`] for a structure shared too often to write out
 /// (the walk visits each path, as [`Checkpoint::tensors`] does).
 pub(crate) fn record(ckpt: &Checkpoint) -> Result<Option<String>> {
+    // A flat state dict stays what every reader reads, ties and all (as
+    // `save_torch_state_dict` writes it, tied weights are re-tied by the
+    // model that loads them).
     if is_flat(ckpt) {
         return Ok(None);
     }
+    let ties = ties(ckpt)?;
     let mut walk = Record {
         ckpt,
         path: Vec::new(),
         on_path: Vec::new(),
         budget: crate::checkpoint::value::graph::MAX_PATHS,
+        ties,
     };
     let root = walk.node(&ckpt.root)?;
     Ok(Some(json!({"version": VERSION, "root": root}).to_string()))
+}
+
+/// Where a tied tensor lies in its owner's storage (see the module's docs).
+struct Tie {
+    of: String,
+    offset: usize,
+    stride: Vec<usize>,
+}
+
+/// The tensors, by the names they are written under, that share a storage
+/// with another tensor whose bytes are that whole storage (the first such
+/// in the file's order, of the same dtype): each a view of that owner.
+fn ties(ckpt: &Checkpoint) -> Result<HashMap<String, Tie>> {
+    let tensors = ckpt.tensors()?;
+    let plain = |t: &crate::checkpoint::value::graph::TensorObject| {
+        t.kind.is_strided() && !t.conj && !t.neg && t.quantization.is_none() && t.subclass.is_none()
+    };
+    let mut owners: HashMap<usize, (String, DType)> = HashMap::new();
+    for (path, t) in &tensors {
+        let x = &t.tensor;
+        let storage = x.untyped_storage();
+        let whole = x.is_contiguous() && x.storage_offset() == 0 && x.nbytes() == storage.nbytes();
+        if plain(t) && whole {
+            owners
+                .entry(storage.id())
+                .or_insert_with(|| (dotted(path), x.dtype()));
+        }
+    }
+    let mut ties = HashMap::new();
+    for (path, t) in &tensors {
+        let x = &t.tensor;
+        let Some((owner, dtype)) = owners.get(&x.untyped_storage().id()) else {
+            continue;
+        };
+        let name = dotted(path);
+        if *owner != name && *dtype == x.dtype() && plain(t) {
+            let tie = Tie {
+                of: owner.clone(),
+                offset: x.storage_offset(),
+                stride: x.stride().to_vec(),
+            };
+            ties.insert(name, tie);
+        }
+    }
+    Ok(ties)
 }
 
 struct Record<'c> {
@@ -90,6 +148,7 @@ struct Record<'c> {
     path: Vec<PathKey>,
     on_path: Vec<NodeId>,
     budget: usize,
+    ties: HashMap<String, Tie>,
 }
 
 impl Record<'_> {
@@ -116,7 +175,15 @@ impl Record<'_> {
 
     fn object(&self, x: &Object) -> Json {
         match x {
-            Object::Tensor(t) if t.kind.is_strided() => json!({"tensor": dotted(&self.path)}),
+            Object::Tensor(t) if t.kind.is_strided() => {
+                let name = dotted(&self.path);
+                match self.ties.get(&name) {
+                    Some(tie) => json!({"tensor": name, "view": {
+                        "of": tie.of, "offset": tie.offset, "stride": tie.stride,
+                    }}),
+                    None => json!({ "tensor": name }),
+                }
+            }
             // Written as its components, each under the tensor's name and the
             // component's: it comes back as a dict of them.
             Object::Tensor(t) => {
@@ -268,9 +335,17 @@ pub(crate) fn restore(ckpt: &mut Checkpoint) -> Result<()> {
             }
         }
     }
+    let owners = tensors
+        .iter()
+        .filter_map(|(name, v)| match v {
+            Value::Ext(Object::Tensor(t)) => Some((name.clone(), t.tensor.clone())),
+            _ => None,
+        })
+        .collect();
     let mut build = Build {
         ckpt,
         tensors,
+        owners,
         depth: 0,
     };
     let root = build
@@ -294,6 +369,8 @@ const MAX_DEPTH: usize = 10_000;
 struct Build<'c> {
     ckpt: &'c mut Checkpoint,
     tensors: HashMap<Arc<str>, Value<Object>>,
+    /// Every tensor of the file, by name, for the views tied to one.
+    owners: HashMap<Arc<str>, crate::Tensor>,
     depth: usize,
 }
 
@@ -328,9 +405,55 @@ impl Build<'_> {
                 if kind == "lost" {
                     return Ok(None);
                 }
-                self.tagged(kind, body, o.get("ordered") == Some(&Json::Bool(true)))?
+                let v = self.tagged(kind, body, o.get("ordered") == Some(&Json::Bool(true)))?;
+                match o.get("view") {
+                    Some(view) if kind == "tensor" => self.tied(v, view)?,
+                    Some(_) => return Err(format!("a view on a {kind}")),
+                    None => v,
+                }
             }
         }))
+    }
+
+    /// The tensor `v` (the file's copy) as the view `view` records: of its
+    /// owner's storage, at the offset and strides it had there.
+    fn tied(&self, v: Value<Object>, view: &Json) -> std::result::Result<Value<Object>, Found> {
+        let bad = || format!("the view {}", brief(view));
+        let Value::Ext(Object::Tensor(t)) = &v else {
+            return Err(bad());
+        };
+        let of = view.get("of").and_then(Json::as_str).ok_or_else(bad)?;
+        let offset = view.get("offset").and_then(Json::as_u64).ok_or_else(bad)?;
+        let stride = view
+            .get("stride")
+            .and_then(Json::as_array)
+            .and_then(|s| {
+                s.iter()
+                    .map(|n| n.as_u64().map(|n| n as usize))
+                    .collect::<Option<Vec<_>>>()
+            })
+            .ok_or_else(bad)?;
+        let owner = self.owners.get(of).ok_or_else(|| {
+            format!("the tensor {of:?} a view is tied to, which the file does not hold")
+        })?;
+        if owner.dtype() != t.tensor.dtype() {
+            return Err(format!(
+                "a {} view of {of:?}, a {}",
+                t.tensor.dtype().name(),
+                owner.dtype().name()
+            ));
+        }
+        let mut tied = crate::Tensor::empty(&[0], owner.dtype()).map_err(|e| e.to_string())?;
+        tied.set_(
+            owner.untyped_storage(),
+            offset as usize,
+            t.tensor.shape(),
+            &stride,
+        )
+        .map_err(|e| format!("the view of {of:?}: {e}"))?;
+        Ok(Value::Ext(Object::Tensor(Box::new(
+            crate::checkpoint::value::graph::TensorObject::new(tied),
+        ))))
     }
 
     fn tagged(
@@ -425,9 +548,10 @@ impl Build<'_> {
 }
 
 /// A node's one tag and its body (`{"dict": […], "ordered": true}` has the
-/// tag `dict`); `None` for an object with no tag or more than one.
+/// tag `dict`, `{"tensor": …, "view": …}` the tag `tensor`); `None` for an
+/// object with no tag or more than one.
 fn tag(o: &serde_json::Map<String, Json>) -> Option<(&str, &Json)> {
-    let mut it = o.iter().filter(|(k, _)| *k != "ordered");
+    let mut it = o.iter().filter(|(k, _)| *k != "ordered" && *k != "view");
     let (k, v) = it.next()?;
     it.next().is_none().then_some((k.as_str(), v))
 }
