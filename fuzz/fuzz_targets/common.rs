@@ -37,7 +37,10 @@ pub fn walk(ckpt: &Checkpoint) {
             let logical = bytes.get(start..start + c.nbytes());
             assert!(logical.is_some(), "contiguous tensor outside its storage");
         }
-        let _ = ckpt.storage_key(t);
+        let _ = ckpt
+            .storages()
+            .iter()
+            .find(|s| s.storage.is_same(t.untyped_storage()));
     }
     let _ = ckpt.state_dict();
 }

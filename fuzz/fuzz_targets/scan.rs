@@ -11,7 +11,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use stowage::checkpoint::pickle::{
+use stowage_pickle::{
     disassemble, read::Hooks, unpickle, GlobalName, Graph, Limits, PickleError, Value,
 };
 use stowage::checkpoint::scan::{scan_bytes, Verdict};

@@ -179,7 +179,7 @@ pub fn run(args: Args, cx: &Context, out: &mut dyn Write) -> Result<ExitCode, Fa
     // The warm-up load: also what a save writes, and where the byte count comes from.
     let ckpt = load(&args.file)?;
     let bytes: u64 = ckpt
-        .storages
+        .storages()
         .iter()
         .map(|s| s.storage.nbytes() as u64)
         .sum();

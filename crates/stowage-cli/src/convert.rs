@@ -33,7 +33,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use stowage::checkpoint::{dotted, PathKey, Progress};
+use stowage::checkpoint::{dotted, PathKey, Progress, ValueKind};
 use stowage::SaveOptions;
 use stowage::Checkpoint;
 
@@ -133,21 +133,6 @@ fn target(path: &Path) -> Option<Target> {
     }
 }
 
-/// The checkpoint holding only the value at the dotted `path` of `ckpt`,
-/// and the storages its tensors use.
-fn select(ckpt: &Checkpoint, path: &str) -> Result<Checkpoint, stowage::Error> {
-    let root = ckpt.get(path)?.raw().clone();
-    let mut out = ckpt.clone();
-    out.root = root;
-    let used: std::collections::HashSet<usize> = out
-        .tensors()?
-        .iter()
-        .flat_map(|(_, t)| t.data_tensors().into_iter().map(|(_, x)| x.untyped_storage().id()))
-        .collect();
-    out.storages.retain(|s| used.contains(&s.storage.id()));
-    Ok(out)
-}
-
 /// How many names a note lists before `… (N in all)`.
 const LISTED: usize = 8;
 
@@ -186,7 +171,7 @@ fn store_values(
     let leaves = crate::values::leaves(ckpt, input)?;
     let names: Vec<String> = leaves.iter().map(|l| key(l.path())).collect();
     let mut metadata: BTreeMap<String, String> =
-        ckpt.safetensors_metadata.clone().unwrap_or_default();
+        ckpt.safetensors_metadata().cloned().unwrap_or_default();
     if leaves.is_empty() {
         return Ok((metadata, None));
     }
@@ -275,7 +260,7 @@ fn for_safetensors(
     } else {
         ckpt.clone()
     };
-    ckpt.safetensors_metadata = (!metadata.is_empty()).then_some(metadata);
+    ckpt.set_safetensors_metadata((!metadata.is_empty()).then_some(metadata));
     Ok((ckpt, notes))
 }
 
@@ -315,7 +300,7 @@ pub fn run(args: Args, cx: &Context, out: &mut dyn Write) -> Result<ExitCode, Fa
     } else {
         let ckpt = cx.load(&args.input, false)?;
         match &args.select {
-            Some(path) => select(&ckpt, path).map_err(in_input)?,
+            Some(path) => ckpt.select(path).map_err(in_input)?,
             None => ckpt,
         }
     };
@@ -334,7 +319,7 @@ pub fn run(args: Args, cx: &Context, out: &mut dyn Write) -> Result<ExitCode, Fa
     // dict of empty dicts is still a structure `torch.load` gives back).
     let root = ckpt.root_value();
     let holds_nothing = ckpt.tensors().map_err(Failure::input)?.is_empty()
-        && (root.is_none() || root.is_empty().unwrap_or(false));
+        && (root.kind() == ValueKind::None || root.is_empty().unwrap_or(false));
     if holds_nothing {
         return Err(Failure::msg(format!(
             "convert: {} would write nothing: no tensors and no values are left (the root is empty){}",
@@ -351,7 +336,7 @@ pub fn run(args: Args, cx: &Context, out: &mut dyn Write) -> Result<ExitCode, Fa
     }
     let total: u64 = match kind {
         Target::TorchZip | Target::Folder(..) => {
-            ckpt.storages.iter().map(|s| s.storage.nbytes() as u64).sum()
+            ckpt.storages().iter().map(|s| s.storage.nbytes() as u64).sum()
         }
         Target::Safetensors => ckpt
             .tensors()
@@ -521,7 +506,7 @@ fn to_folder(
             } else {
                 ckpt.clone()
             };
-            with_values.safetensors_metadata = (!metadata.is_empty()).then_some(metadata);
+            with_values.set_safetensors_metadata((!metadata.is_empty()).then_some(metadata));
             let ckpt = &with_values;
             let mut options = ShardOptions::default()
                 .with_format(match format {

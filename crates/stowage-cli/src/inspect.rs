@@ -78,7 +78,7 @@ pub fn run(args: Args, cx: &Context, out: &mut dyn Write) -> Result<ExitCode, Fa
     let hashes = hashes?;
     let mut doc = json!({
         "format": format,
-        "byteorder": ckpt.byteorder.name(),
+        "byteorder": ckpt.byteorder().name(),
         // These two are printed entry by entry below.
         "storages": Json::Null,
         "tensors": Json::Null,
@@ -86,7 +86,7 @@ pub fn run(args: Args, cx: &Context, out: &mut dyn Write) -> Result<ExitCode, Fa
     });
     if format == "dcp" {
         // The items' own format, which the load read from the first tensor item.
-        doc["item_format"] = json!(ckpt.format.name());
+        doc["item_format"] = json!(ckpt.format().name());
     }
     let objects = ckpt.root_value().objects().map_err(Failure::input)?;
     if cx.globals_given() || !objects.is_empty() {
@@ -103,7 +103,7 @@ pub fn run(args: Args, cx: &Context, out: &mut dyn Write) -> Result<ExitCode, Fa
         serde_json::to_writer(&mut *out, key).map_err(std::io::Error::from)?;
         out.write_all(b":")?;
         if key == "storages" {
-            let entries = ckpt.storages.iter().map(|s| {
+            let entries = ckpt.storages().iter().map(|s| {
                 json!({"key": s.key, "nbytes": s.storage.nbytes(), "location": s.location, "storage_type": s.storage_type()})
             });
             json_array(out, entries)?;
@@ -191,19 +191,19 @@ fn objects_text(ckpt: &Checkpoint, out: &mut dyn Write) -> Result<(), Failure> {
 /// ([`DcpCheckpoint::item_format`](stowage::checkpoint::dcp::DcpCheckpoint::item_format)).
 fn container(cx: &Context, file: &Path, ckpt: &Checkpoint) -> &'static str {
     use stowage::checkpoint::{folder_of, Folder, Format};
-    let sharded = || match ckpt.format {
+    let sharded = || match ckpt.format() {
         Format::Safetensors => "sharded-safetensors",
         _ => "sharded-bin",
     };
     if !stowage::io::Location::parse(file).is_folder() {
         let index = file.to_str().is_some_and(|f| f.ends_with(".index.json"));
-        return if index { sharded() } else { ckpt.format.name() };
+        return if index { sharded() } else { ckpt.format().name() };
     }
     match folder_of(file, &cx.load_options()) {
         Ok(Some(Folder::Dcp(_))) => "dcp",
         Ok(Some(Folder::Ranks(_))) => "dcp-hf",
         Ok(Some(Folder::Sharded(_))) => sharded(),
-        _ => ckpt.format.name(),
+        _ => ckpt.format().name(),
     }
 }
 
@@ -289,12 +289,12 @@ fn table(
     // Sharing saves what the tensors' own bytes would take beyond the
     // storages: tied weights save a copy; disjoint slices of one storage
     // (an LSTM's gates) save nothing.
-    let storage_bytes: u64 = ckpt.storages.iter().map(|s| s.storage.nbytes() as u64).sum();
+    let storage_bytes: u64 = ckpt.storages().iter().map(|s| s.storage.nbytes() as u64).sum();
     // Only tensors on a storage the file holds count (not meta tensors or
     // wrapper subclasses saved without data), with a per-channel quantizer's
     // scales and zero points, each at its packed size (`quint4x2` holds two
     // elements a byte).
-    let recorded: HashSet<usize> = ckpt.storages.iter().map(|s| s.storage.id()).collect();
+    let recorded: HashSet<usize> = ckpt.storages().iter().map(|s| s.storage.id()).collect();
     let logical: u64 = rows
         .iter()
         .filter(|r| !r.is_container())
@@ -306,11 +306,11 @@ fn table(
         out,
         "{} tensors, {} storages, {} in tensors, {} in storages, {} saved by sharing ({}, {} byte order)",
         rows.len(),
-        ckpt.storages.len(),
+        ckpt.storages().len(),
         human(logical),
         human(storage_bytes),
         human(logical.saturating_sub(storage_bytes)),
         format,
-        ckpt.byteorder.name()
+        ckpt.byteorder().name()
     )
 }

@@ -60,7 +60,7 @@ impl Row<'_> {
 /// When the walk exceeds its limits.
 pub fn rows(ckpt: &Checkpoint) -> Result<Vec<Row<'_>>, Failure> {
     let keys: HashMap<usize, &str> = ckpt
-        .storages
+        .storages()
         .iter()
         .map(|s| (s.storage.id(), s.key.as_str()))
         .collect();

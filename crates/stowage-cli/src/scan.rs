@@ -97,7 +97,7 @@ fn write_file(f: &FileScan, out: &mut dyn Write) -> std::io::Result<()> {
         writeln!(
             out,
             "{path}: {}, {} pickle{}, {} global{} ({unsafe_count} unsafe)",
-            kind.as_str(),
+            kind,
             f.pickles.len(),
             if f.pickles.len() == 1 { "" } else { "s" },
             f.globals.len(),
@@ -107,7 +107,7 @@ fn write_file(f: &FileScan, out: &mut dyn Write) -> std::io::Result<()> {
             writeln!(
                 out,
                 "  {:<7}  {}.{} ×{}",
-                g.verdict.as_str(),
+                g.verdict,
                 g.module,
                 g.name,
                 g.count

@@ -31,7 +31,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use stowage::io::{Location, ReadAt, Window};
-use stowage::checkpoint::zip::{Entry, ZipError, ZipLimits, ZipReader};
+use stowage_zip::{Entry, ZipError, ZipLimits, ZipReader};
 use stowage::checkpoint::{detect_format, Format};
 use stowage::{LoadMode, LoadOptions};
 use stowage::{Checkpoint, Error};
@@ -116,7 +116,7 @@ impl Checked {
 
     /// A load's tensors and storages, as the last full load found them.
     fn loaded(&mut self, ckpt: &Checkpoint) {
-        self.loaded = Some((ckpt.tensors().map_or(0, |t| t.len()), ckpt.storages.len()));
+        self.loaded = Some((ckpt.tensors().map_or(0, |t| t.len()), ckpt.storages().len()));
     }
 }
 
@@ -517,7 +517,7 @@ fn verify_zip<R: ReadAt>(path: &Path, file: R, report: &mut Report<'_>) -> Resul
         }
     }
     let referenced: HashSet<String> = ckpt
-        .storages
+        .storages()
         .iter()
         .map(|s| format!("data/{}", s.key))
         .chain(KNOWN_RECORDS.iter().map(|r| r.to_string()))

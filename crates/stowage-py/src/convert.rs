@@ -14,9 +14,10 @@ use pyo3::call::PyCallArgs;
 use pyo3::exceptions::PyRecursionError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyComplex, PyDict, PyFrozenSet, PyList, PySet, PyTuple};
-use stowage::checkpoint::pickle::{Node, NodeId, Value};
+use stowage::checkpoint::pickle::Value;
 use stowage::checkpoint::{
-    Object, PyData, Quantization, StorageRef, TensorKind, TensorObject, TimeZone,
+    Object, PyData, Quantization, StorageRef, TensorKind, TensorObject, TimeZone, ValueKind,
+    ValueRef,
 };
 use stowage::{Checkpoint, Scalar, UntypedStorage};
 
@@ -31,7 +32,7 @@ pub struct Converter<'py, 'c> {
     py: Python<'py>,
     ckpt: &'c Checkpoint,
     adapter: Bound<'py, PyAny>,
-    nodes: HashMap<NodeId, Py<PyAny>>,
+    nodes: HashMap<usize, Py<PyAny>>,
     storages: HashMap<usize, Py<PyAny>>,
     path: Vec<String>,
     /// A lazy load: storages with bytes go to the adapter unread
@@ -67,8 +68,8 @@ impl<'py, 'c> Converter<'py, 'c> {
 
     /// The checkpoint's saved object.
     pub fn root(&mut self) -> PyResult<Py<PyAny>> {
-        let root = &self.ckpt.root;
-        self.value(root)
+        let root = self.ckpt.root_value();
+        self.value(&root)
     }
 
     fn here(&self) -> String {
@@ -90,9 +91,9 @@ impl<'py, 'c> Converter<'py, 'c> {
         Ok(self.adapter.call_method1(method, args)?.unbind())
     }
 
-    fn value(&mut self, v: &Value<Object>) -> PyResult<Py<PyAny>> {
+    fn value(&mut self, v: &ValueRef<'c>) -> PyResult<Py<PyAny>> {
         let py = self.py;
-        Ok(match v {
+        Ok(match v.raw() {
             Value::None => py.None(),
             Value::Bool(b) => b.into_pyobject(py)?.to_owned().into_any().unbind(),
             Value::Int(i) => i.into_pyobject(py)?.into_any().unbind(),
@@ -104,13 +105,28 @@ impl<'py, 'c> Converter<'py, 'c> {
             Value::Float(f) => f.into_pyobject(py)?.into_any().unbind(),
             Value::Str(s) => s.as_ref().into_pyobject(py)?.into_any().unbind(),
             Value::Bytes(b) => PyBytes::new(py, b).into_any().unbind(),
-            Value::Node(id) => self.node(*id)?,
+            Value::Node(_) => self.container(v)?,
             Value::Ext(o) => self.object(o)?,
         })
     }
 
-    fn node(&mut self, id: NodeId) -> PyResult<Py<PyAny>> {
-        if let Some(done) = self.nodes.get(&id) {
+    /// `value` for an item reached by `key`, which errors name.
+    fn item(&mut self, key: String, v: &ValueRef<'c>) -> PyResult<Py<PyAny>> {
+        self.path.push(key);
+        let made = self.value(v);
+        self.path.pop();
+        made
+    }
+
+    fn library_error(&self, e: stowage::Error) -> PyErr {
+        errors::to_py(self.py, e.at_path(self.here()))
+    }
+
+    /// A container (or an inert object), made once per identity, so that
+    /// what the pickle reached twice is one Python object.
+    fn container(&mut self, v: &ValueRef<'c>) -> PyResult<Py<PyAny>> {
+        let id = v.id();
+        if let Some(done) = id.and_then(|id| self.nodes.get(&id)) {
             return Ok(done.clone_ref(self.py));
         }
         if self.path.len() >= MAX_DEPTH {
@@ -120,90 +136,84 @@ impl<'py, 'c> Converter<'py, 'c> {
             )));
         }
         let py = self.py;
-        let ckpt = self.ckpt;
-        if let Some(obj) = ckpt.objects.get(&id) {
-            let args = self.value(&obj.args)?;
-            let state = match &obj.state {
-                Some(s) => self.value(s)?,
+        let remember = |nodes: &mut HashMap<usize, Py<PyAny>>, made: &Py<PyAny>| {
+            if let Some(id) = id {
+                nodes.insert(id, made.clone_ref(py));
+            }
+        };
+        if let (Some(obj), Some(args)) = (v.as_object(), v.args()) {
+            let args = self.value(&args)?;
+            let state = match v.state() {
+                Some(s) => self.value(&s)?,
                 None => py.None(),
             };
             let made = self.call(
                 "inert",
                 (obj.module.as_str(), obj.name.as_str(), args, state),
             )?;
-            self.nodes.insert(id, made.clone_ref(py));
+            remember(&mut self.nodes, &made);
             return Ok(made);
         }
-        // A dangling id reads as an empty tuple, as the library's ValueRef does.
-        let Some(node) = ckpt.graph.try_get(id) else {
-            return Ok(PyTuple::empty(py).into_any().unbind());
-        };
-        match node {
-            Node::Dict(items) => {
-                let ordered = ckpt.ordered.contains(&id);
-                let dict: Bound<'py, PyAny> = if ordered {
+        match v.kind() {
+            ValueKind::Dict => {
+                let dict: Bound<'py, PyAny> = if v.is_ordered() {
                     self.adapter.call_method0("ordered_dict")?
                 } else {
                     PyDict::new(py).into_any()
                 };
                 // Entered before its items, so an item may be the dict itself.
-                self.nodes.insert(id, dict.clone().unbind());
-                for (k, v) in items {
-                    let key = self.value(k)?;
-                    self.path.push(key.bind(py).str()?.to_string());
-                    let value = self.value(v);
-                    self.path.pop();
-                    dict.set_item(key, value?)?;
+                remember(&mut self.nodes, &dict.clone().unbind());
+                let items = v.as_dict().map_err(|e| self.library_error(e))?;
+                for (k, item) in items {
+                    let key = self.value(&k)?;
+                    let value = self.item(key.bind(py).str()?.to_string(), &item)?;
+                    dict.set_item(key, value)?;
                 }
-                if let Some(state) = ckpt.state.get(&id) {
-                    self.path.push("__dict__".into());
-                    let state = self.value(state);
-                    self.path.pop();
-                    self.adapter.call_method1("set_state", (&dict, state?))?;
+                if let Some(state) = v.state() {
+                    let state = self.item("__dict__".into(), &state)?;
+                    self.adapter.call_method1("set_state", (&dict, state))?;
                 }
                 Ok(dict.unbind())
             }
-            Node::List(items) => {
+            ValueKind::List => {
                 let list = PyList::empty(py);
-                self.nodes.insert(id, list.clone().into_any().unbind());
-                for (i, v) in items.iter().enumerate() {
-                    self.path.push(i.to_string());
-                    let item = self.value(v);
-                    self.path.pop();
-                    list.append(item?)?;
+                remember(&mut self.nodes, &list.clone().into_any().unbind());
+                let items = v.as_list().map_err(|e| self.library_error(e))?;
+                for (i, item) in items.enumerate() {
+                    list.append(self.item(i.to_string(), &item)?)?;
                 }
                 Ok(list.into_any().unbind())
             }
-            Node::Set(items) => {
+            ValueKind::Set => {
                 let set = PySet::empty(py)?;
-                self.nodes.insert(id, set.clone().into_any().unbind());
-                for v in items {
-                    let item = self.value(v)?;
-                    set.add(item)?;
+                remember(&mut self.nodes, &set.clone().into_any().unbind());
+                let items = v.as_list().map_err(|e| self.library_error(e))?;
+                for item in items {
+                    set.add(self.value(&item)?)?;
                 }
                 Ok(set.into_any().unbind())
             }
-            Node::Tuple(items) | Node::FrozenSet(items) => {
+            kind @ (ValueKind::Tuple | ValueKind::FrozenSet) => {
+                let items = v.as_list().map_err(|e| self.library_error(e))?;
                 let mut made = Vec::with_capacity(items.len());
-                for (i, v) in items.iter().enumerate() {
-                    self.path.push(i.to_string());
-                    let item = self.value(v);
-                    self.path.pop();
-                    made.push(item?);
+                for (i, item) in items.enumerate() {
+                    made.push(self.item(i.to_string(), &item)?);
                 }
-                let obj = if matches!(node, Node::Tuple(_)) {
+                let obj = if kind == ValueKind::Tuple {
                     PyTuple::new(py, made)?.into_any().unbind()
                 } else {
                     PyFrozenSet::new(py, made)?.into_any().unbind()
                 };
-                self.nodes.insert(id, obj.clone_ref(py));
+                remember(&mut self.nodes, &obj);
                 Ok(obj)
             }
-            Node::ByteArray(b) => {
-                let obj = pyo3::types::PyByteArray::new(py, b).into_any().unbind();
-                self.nodes.insert(id, obj.clone_ref(py));
+            ValueKind::ByteArray => {
+                let bytes = v.as_bytes().map_err(|e| self.library_error(e))?;
+                let obj = pyo3::types::PyByteArray::new(py, bytes).into_any().unbind();
+                remember(&mut self.nodes, &obj);
                 Ok(obj)
             }
+            other => Err(self.unsupported(&format!("a container of kind {other}"))),
         }
     }
 

@@ -90,7 +90,7 @@ impl DcpSource {
             .detach(|| self.inner.read_region(fqn, &offsets, &sizes))
             .map_err(|e| errors::to_py(py, e))?;
         // A lone tensor: the walk needs no object graph.
-        let empty = Checkpoint::new();
+        let empty = Checkpoint::default();
         Converter::new(py, &empty, self.adapter.bind(py).clone())
             .at(fqn)
             .tensor(&TensorObject::new(region))

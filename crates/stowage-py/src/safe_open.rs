@@ -245,7 +245,7 @@ impl SafeOpen {
 
     /// A safetensors file's `__metadata__`, or `None`.
     fn safetensors_metadata<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
-        let Some(meta) = &self.ckpt.safetensors_metadata else {
+        let Some(meta) = self.ckpt.safetensors_metadata() else {
             return Ok(None);
         };
         let dict = PyDict::new(py);
@@ -259,7 +259,7 @@ impl SafeOpen {
     /// `torchscript`, `torch-legacy` or `safetensors` (for a DCP directory,
     /// its items' format).
     fn format(&self) -> &'static str {
-        self.ckpt.format.name()
+        self.ckpt.format().name()
     }
 }
 

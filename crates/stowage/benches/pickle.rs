@@ -18,11 +18,11 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion, SamplingMode, Throughput};
-use stowage::checkpoint::pickle::{unpickle, Graph, Hooks, Limits, PickleError, Value};
-use stowage::checkpoint::zip::{ZipLimits, ZipReader};
 use stowage::checkpoint::{load_bytes, save_to_writer};
 use stowage::Tensor;
 use stowage::{Checkpoint, LoadOptions, SaveOptions};
+use stowage_pickle::{unpickle, Graph, Hooks, Limits, PickleError, Value};
+use stowage_zip::{ZipLimits, ZipReader};
 
 /// Entries in the state dict.
 const ENTRIES: usize = 100_000;

@@ -20,7 +20,7 @@ fn main() -> stowage::Result<()> {
     // SAFETY: nothing truncates or writes the file while the checkpoint lives.
     let ckpt = unsafe { stowage::load_mmap(&path, &Default::default()) }?;
     let tensors = ckpt.tensors()?;
-    let bytes: usize = ckpt.storages.iter().map(|s| s.storage.nbytes()).sum();
+    let bytes: usize = ckpt.storages().iter().map(|s| s.storage.nbytes()).sum();
     println!(
         "{} tensors, {bytes} bytes mapped in {:?}",
         tensors.len(),

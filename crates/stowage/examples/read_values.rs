@@ -32,7 +32,7 @@ fn main() -> stowage::Result<()> {
     println!("betas {betas:?}");
 
     // The tensors under "model", named relative to it (a state dict).
-    for (name, t) in ckpt.state_dict_at("model")? {
+    for (name, t) in ckpt.get("model")?.state_dict()? {
         println!("model.{name}: {:?} {}", t.shape(), t.dtype().name());
     }
     Ok(())

@@ -30,7 +30,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let seconds = start.elapsed().as_secs_f64();
     let loaded = totals();
     let Some(name) = name else {
-        let bytes: usize = ckpt.storages.iter().map(|s| s.storage.nbytes()).sum();
+        let bytes: usize = ckpt.storages().iter().map(|s| s.storage.nbytes()).sum();
         println!(
             "{{\"mode\": \"eager\", \"storage_bytes\": {bytes}, \"seconds\": {seconds:.3}, \"requests\": {}, \"bytes_received\": {}}}",
             loaded.requests, loaded.bytes_received

@@ -36,7 +36,7 @@ fn main() -> stowage::Result<()> {
     println!(
         "reloaded: {} tensors on {} storage(s)",
         sd.len(),
-        back.storages.len()
+        back.storages().len()
     );
     assert!(sd[0].1.shares_storage_with(&sd[1].1));
     Ok(())

@@ -329,7 +329,7 @@ impl DType {
     /// The dtype of a safetensors dtype, if stowage has one for it
     /// (safetensors' `F4` and `F6_*` have none).
     #[cfg(feature = "safetensors")]
-    pub fn from_safetensors(st: St) -> Option<DType> {
+    pub(crate) fn from_safetensors(st: St) -> Option<DType> {
         DTYPES
             .iter()
             .find(|d| d.safetensors == Some(st))

@@ -16,8 +16,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use stowage::{StorageError, TensorError};
 
 use num_complex::Complex64;
-use stowage::checkpoint::pickle::{Node, Value};
-use stowage::checkpoint::Object;
+use stowage::checkpoint::pickle::Value;
+use stowage::checkpoint::{Object, ValueRef};
 use stowage::typed_storage::{PyArg, StorageArgProblem, StorageCall, StorageConstructor};
 use stowage::warn::{self, Route, Warning, WarningKind};
 use stowage::Checkpoint;
@@ -1196,7 +1196,7 @@ fn internal_paths_never_warn() {
             let _ = t.tensor.untyped_storage().nbytes();
             let _ = t.tensor.to_string();
         }
-        for r in &again.storages {
+        for r in again.storages() {
             let _ = (
                 r.storage_type(),
                 TypedStorage::from_record(r).map(|s| s.dtype()),
@@ -1213,25 +1213,17 @@ fn internal_paths_never_warn() {
 
 // --------------------------------------------------------------------------- the PyTorch checkpoint
 
-/// The value at `key` of the dict node `v`, if any.
-fn try_entry<'c>(
-    ckpt: &'c Checkpoint,
-    v: &'c Value<Object>,
-    key: &str,
-) -> Option<&'c Value<Object>> {
-    let id = v.as_node().expect("a dict");
-    match ckpt.graph.get(id) {
-        Node::Dict(items) => items
-            .iter()
-            .find(|(k, _)| k.as_str() == Some(key))
-            .map(|(_, v)| v),
-        other => panic!("not a dict: {}", other.kind()),
-    }
+/// The value at `key` of the dict `v`, if any.
+fn try_entry<'c>(v: &ValueRef<'c>, key: &str) -> Option<&'c Value<Object>> {
+    v.as_dict()
+        .expect("a dict")
+        .find(|(k, _)| k.as_str().ok() == Some(key))
+        .map(|(_, v)| v.raw())
 }
 
-/// The value at `key` of the dict node `v`.
-fn entry<'c>(ckpt: &'c Checkpoint, v: &'c Value<Object>, key: &str) -> &'c Value<Object> {
-    try_entry(ckpt, v, key).unwrap_or_else(|| panic!("no key {key}"))
+/// The value at `key` of the dict `v`.
+fn entry<'c>(v: &ValueRef<'c>, key: &str) -> &'c Value<Object> {
+    try_entry(v, key).unwrap_or_else(|| panic!("no key {key}"))
 }
 
 #[test]
@@ -1239,14 +1231,14 @@ fn pytorch_checkpoint_naming_every_class_loads() {
     let _g = serial();
     let ckpt = stowage::load(legacy_fixture()).unwrap();
     // Every one of the 17 classes is named by a storage record.
-    let mut named: Vec<&str> = ckpt.storages.iter().map(|r| r.storage_type()).collect();
+    let mut named: Vec<&str> = ckpt.storages().iter().map(|r| r.storage_type()).collect();
     named.sort_unstable();
     named.dedup();
     let mut want: Vec<&str> = LegacyStorageClass::ALL.iter().map(|c| c.name()).collect();
     want.push("UntypedStorage");
     want.sort_unstable();
     assert_eq!(named, want);
-    for r in &ckpt.storages {
+    for r in ckpt.storages() {
         match LegacyStorageClass::from_name(r.storage_type()) {
             Ok(class) => assert_eq!(r.dtype, Some(class.dtype())),
             Err(_) => assert_eq!(r.dtype, None),
@@ -1320,13 +1312,14 @@ fn pytorch_checkpoint_naming_every_class_loads() {
         ),
     ];
     assert_eq!(values.len(), 17);
-    let storages = entry(&ckpt, &ckpt.root, "storages");
+    let root = ckpt.root_value();
+    let storages = root.get("storages").unwrap();
     for (class, want) in values {
-        let Some(Object::Storage(r)) = entry(&ckpt, storages, class.name()).as_ext() else {
+        let Some(Object::Storage(r)) = entry(&storages, class.name()).as_ext() else {
             panic!("storages.{class} is not a storage");
         };
         assert_eq!(r.dtype, Some(class.dtype()), "{class}");
-        let record = ckpt.storages.iter().find(|s| s.key == *r.key).unwrap();
+        let record = ckpt.storages().iter().find(|s| s.key == *r.key).unwrap();
         assert_eq!(record.storage_type(), class.name());
         let typed = TypedStorage::from_storage_ref(r).unwrap();
         assert!(class.cpu().is_instance(&typed));
@@ -1334,10 +1327,10 @@ fn pytorch_checkpoint_naming_every_class_loads() {
     }
 
     // tensors.<Class>: the 15 classes a tensor can carry here, each on its class's record.
-    let tensors = entry(&ckpt, &ckpt.root, "tensors");
+    let tensors = root.get("tensors").unwrap();
     let mut n = 0;
     for class in LegacyStorageClass::ALL {
-        let Some(v) = try_entry(&ckpt, tensors, class.name()) else {
+        let Some(v) = try_entry(&tensors, class.name()) else {
             assert!(matches!(
                 class,
                 LegacyStorageClass::QUInt4x2Storage | LegacyStorageClass::QUInt2x4Storage
@@ -1355,7 +1348,7 @@ fn pytorch_checkpoint_naming_every_class_loads() {
         );
         assert_eq!(t.tensor.storage_type(), Some(class.cpu()));
         let record = ckpt
-            .storages
+            .storages()
             .iter()
             .find(|r| r.storage.is_same(t.tensor.untyped_storage()))
             .unwrap();
@@ -1364,16 +1357,16 @@ fn pytorch_checkpoint_naming_every_class_loads() {
     assert_eq!(n, 15);
 
     // shared_typed = tensors.FloatStorage.storage(): one record for both.
-    let Some(Object::Storage(shared)) = entry(&ckpt, &ckpt.root, "shared_typed").as_ext() else {
+    let Some(Object::Storage(shared)) = entry(&root, "shared_typed").as_ext() else {
         panic!("shared_typed")
     };
-    let Some(Object::Tensor(ft)) = entry(&ckpt, tensors, "FloatStorage").as_ext() else {
+    let Some(Object::Tensor(ft)) = entry(&tensors, "FloatStorage").as_ext() else {
         panic!()
     };
     assert!(shared.storage.is_same(ft.tensor.untyped_storage()));
     assert_eq!(shared.dtype, Some(DType::Float32));
     // untyped: an UntypedStorage record, no legacy class.
-    let Some(Object::Storage(u)) = entry(&ckpt, &ckpt.root, "untyped").as_ext() else {
+    let Some(Object::Storage(u)) = entry(&root, "untyped").as_ext() else {
         panic!()
     };
     assert_eq!(u.dtype, None);

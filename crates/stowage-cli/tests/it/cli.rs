@@ -10,8 +10,8 @@ use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value as Json;
-use stowage::checkpoint::zip::{ZipLimits, ZipReader, ZipWriter};
 use stowage::{Checkpoint, DType, Tensor};
+use stowage_zip::{ZipLimits, ZipReader, ZipWriter};
 
 /// No command on these small files may take longer (a hang is a failure).
 const TIMEOUT: Duration = Duration::from_secs(120);

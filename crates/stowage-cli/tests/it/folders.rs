@@ -324,7 +324,7 @@ fn a_file_name_wins_over_to_and_outputs_follow_the_umask() {
 #[test]
 fn verify_finds_a_corrupted_dcp_item() {
     use stowage::checkpoint::dcp::{metadata::ItemKind, DcpCheckpoint};
-    use stowage::checkpoint::zip::{ZipLimits, ZipReader};
+    use stowage_zip::{ZipLimits, ZipReader};
     let dir = tempfile::tempdir().unwrap();
     for e in std::fs::read_dir(fixtures().join("dcp/one")).unwrap() {
         let p = e.unwrap().path();

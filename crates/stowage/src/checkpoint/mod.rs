@@ -34,12 +34,23 @@ pub mod scan;
 mod torch;
 pub(crate) mod value;
 
-// The generic pickle machine is its own crate; `Checkpoint` exposes its
-// values, so it stays reachable here.
-pub use stowage_pickle as pickle;
-// The zip container is its own crate; the CLI and the tests name its types
-// through this path.
-pub use stowage_zip as zip;
+/// The words of the pickle machine (its own crate, `stowage-pickle`) that
+/// stowage's API speaks: a raw value ([`ValueRef::raw`], a tensor's or an
+/// inert object's state), the limits a load sets and the errors a pickle
+/// gives. The machine itself (the unpickler, its graph and hooks, the
+/// writer, the disassembler) stays in its crate.
+pub mod pickle {
+    pub use stowage_pickle::{Limits, NodeId, PickleError, Value, WriteError};
+    // The rest, for stowage's own formats.
+    pub(crate) use stowage_pickle::*;
+}
+/// The zip container's error, which stowage's errors carry. The container
+/// itself is its own crate, `stowage-zip`.
+pub mod zip {
+    pub use stowage_zip::ZipError;
+    // The rest, for stowage's own formats.
+    pub(crate) use stowage_zip::*;
+}
 
 #[cfg(feature = "safetensors")]
 pub use format::safetensors;

@@ -22,8 +22,7 @@ mod view;
 
 pub use dense::MemOverlap;
 pub use dtype_view::DTypeViewProblem;
-pub use shape::broadcast_shapes;
-pub(crate) use shape::{contiguous_strides, numel_of, wrap_dim, wrap_index};
+pub(crate) use shape::{broadcast_shapes, contiguous_strides, numel_of, wrap_dim, wrap_index};
 pub use strided_index::Offsets;
 pub(crate) use strided_index::StridedIndex;
 pub(crate) use view::expand_problem;

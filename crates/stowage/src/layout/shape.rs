@@ -109,7 +109,7 @@ pub fn infer_shape(shape: &[isize], numel: usize) -> Result<Vec<usize>> {
 /// # Errors
 /// [`TensorError::SizeMismatch`] at the first dimension from the right where the
 /// sizes differ and neither is 1, numbered in the broadcast shape.
-pub fn broadcast_shapes(a: &[usize], b: &[usize]) -> Result<Vec<usize>> {
+pub(crate) fn broadcast_shapes(a: &[usize], b: &[usize]) -> Result<Vec<usize>> {
     let n = a.len().max(b.len());
     let mut out = vec![0; n];
     for i in (0..n).rev() {

@@ -14,8 +14,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value as J;
 use stowage::checkpoint::dcp::metadata::ItemKind;
 use stowage::checkpoint::dcp::DcpCheckpoint;
-use stowage::checkpoint::pickle::{Node, Value};
-use stowage::checkpoint::{Format, Object, PathKey};
+use stowage::checkpoint::{Format, PathKey, PyValue, ValueKind, ValueRef};
 use stowage::LoadMode;
 use stowage::{Checkpoint, LoadOptions};
 use stowage::{Device, Error, Tensor};
@@ -42,39 +41,26 @@ fn path_of(j: &J) -> Vec<PathKey> {
 }
 
 /// The value at `path` (string and int dict keys, list indices).
-fn at<'c>(ckpt: &'c Checkpoint, path: &[PathKey]) -> &'c Value<Object> {
-    let mut v = &ckpt.root;
-    for k in path {
-        let Value::Node(id) = v else {
-            panic!("{path:?}: not a container at {k}")
-        };
-        v = match (ckpt.graph.get(*id), k) {
-            (Node::Dict(d), PathKey::Key(s)) => {
-                &d.iter().find(|(key, _)| key.as_str() == Some(s)).unwrap().1
-            }
-            (Node::List(l) | Node::Tuple(l), PathKey::Index(i)) => &l[*i as usize],
-            _ => panic!("{path:?}: no {k}"),
-        };
-    }
-    v
+fn at<'c>(ckpt: &'c Checkpoint, path: &[PathKey]) -> ValueRef<'c> {
+    ckpt.root_value()
+        .get_path(path)
+        .unwrap_or_else(|e| panic!("{path:?}: {e}"))
 }
 
 /// Python's `repr` of the plain values the fixtures hold.
-fn repr(ckpt: &Checkpoint, v: &Value<Object>) -> String {
-    match v {
-        Value::Int(i) => i.to_string(),
-        Value::Float(f) => format!("{f:?}"),
-        Value::Str(s) => format!("'{s}'"),
-        Value::Node(id) => match ckpt.graph.get(*id) {
-            Node::Tuple(t) => format!(
-                "({})",
-                t.iter()
-                    .map(|x| repr(ckpt, x))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-            other => panic!("{other:?}"),
-        },
+fn repr(v: &ValueRef<'_>) -> String {
+    match v.kind() {
+        ValueKind::Int => v.as_i64().unwrap().to_string(),
+        ValueKind::Float => format!("{:?}", v.as_f64().unwrap()),
+        ValueKind::Str => format!("'{}'", v.as_str().unwrap()),
+        ValueKind::Tuple => format!(
+            "({})",
+            v.as_list()
+                .unwrap()
+                .map(|x| repr(&x))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
         other => panic!("{other:?}"),
     }
 }
@@ -86,9 +72,9 @@ fn assert_matches_torch(name: &str, ckpt: &Checkpoint) {
     assert_eq!(tensors.len(), want_tensors.len(), "{name}: tensor count");
     for w in want_tensors {
         let path = path_of(&w["path"]);
-        let Value::Ext(Object::Tensor(t)) = at(ckpt, &path) else {
-            panic!("{name}: no tensor at {path:?}")
-        };
+        let t = at(ckpt, &path)
+            .as_tensor()
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
         assert_eq!(
             t.tensor.dtype().name(),
             w["dtype"].as_str().unwrap(),
@@ -106,7 +92,7 @@ fn assert_matches_torch(name: &str, ckpt: &Checkpoint) {
     for w in want["values"].as_array().unwrap() {
         let path = path_of(&w["path"]);
         assert_eq!(
-            repr(ckpt, at(ckpt, &path)),
+            repr(&at(ckpt, &path)),
             w["repr"].as_str().unwrap(),
             "{name} {path:?}"
         );
@@ -134,7 +120,7 @@ fn the_items_format_is_read_from_the_first_tensor_item() {
     ] {
         let dcp = DcpCheckpoint::open(dir(name), &LoadOptions::default()).unwrap();
         assert_eq!(dcp.item_format().unwrap(), want, "{name}");
-        assert_eq!(stowage::load(dir(name)).unwrap().format, want, "{name}");
+        assert_eq!(stowage::load(dir(name)).unwrap().format(), want, "{name}");
     }
 }
 
@@ -390,8 +376,7 @@ fn zstd_folders_read_back_identically() {
 fn a_failed_save_leaves_the_previous_checkpoint() {
     let out = resave("one", 2);
     let before = fs::read(out.path().join(".metadata")).unwrap();
-    let mut ckpt = stowage::load(dir("one")).unwrap();
-    ckpt.root = Value::Int(3); // not a state dict
+    let ckpt = Checkpoint::from_value(PyValue::Int(3)).unwrap(); // not a state dict
     let options = stowage::checkpoint::dcp::DcpSaveOptions::default();
     assert!(stowage::checkpoint::dcp::save(out.path(), &ckpt, &options).is_err());
     assert_eq!(fs::read(out.path().join(".metadata")).unwrap(), before);

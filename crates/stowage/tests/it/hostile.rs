@@ -9,15 +9,16 @@ use stowage::{CheckpointError, FormatError, StorageError, TensorError};
 use std::any::Any;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use proptest::prelude::*;
-use stowage::checkpoint::pickle::{PickleError, Value};
-use stowage::checkpoint::zip::{ZipError, ZipWriter};
-use stowage::checkpoint::{Object, TensorObject};
+use stowage::checkpoint::pickle::PickleError;
+use stowage::checkpoint::PyValue;
 use stowage::{Checkpoint, LoadOptions};
 use stowage::{DType, Device, Error, Tensor};
+use stowage_zip::{ZipError, ZipWriter};
 
 /// How long any one hostile load may take (debug build, loaded machine).
 const LIMIT: Duration = Duration::from_secs(10);
@@ -542,15 +543,15 @@ fn memo_doubling_of_60_levels_without_tensors_is_instant() {
 fn memo_doubling_graph_built_in_code() {
     // The same 2**60-leaf structure built through the graph API, beside a real tensor.
     let w = Tensor::ones(&[2], DType::Float32).unwrap();
-    let mut ckpt = Checkpoint::from_state_dict([("w", w)]);
-    let mut top = ckpt.graph.list(vec![Value::str("x"), Value::str("x")]);
+    let mut top = PyValue::Shared(Arc::new(PyValue::list(["x", "x"])));
     for _ in 1..60 {
-        top = ckpt.graph.list(vec![Value::Node(top), Value::Node(top)]);
+        top = PyValue::Shared(Arc::new(PyValue::list([top.clone(), top])));
     }
-    let root = ckpt.root.as_node().unwrap();
-    if let stowage::checkpoint::pickle::Node::Dict(items) = ckpt.graph.get_mut(root) {
-        items.push((Value::str("doubled"), Value::Node(top)));
-    }
+    let ckpt = Checkpoint::from_value(PyValue::OrderedDict(vec![
+        ("w".into(), w.into()),
+        ("doubled".into(), top),
+    ]))
+    .unwrap();
     let t = Instant::now();
     let paths = within(
         "tensors() of a 2**60-leaf shared structure",
@@ -584,13 +585,12 @@ fn memo_doubling_over_a_tensor_is_refused_quickly_in_bounded_memory() {
     // 2**40 paths to one tensor: tensors() must stop with LimitExceeded,
     // not hang or allocate a path per visit without bound.
     let w = Tensor::ones(&[1], DType::Float32).unwrap();
-    let mut ckpt = Checkpoint::new();
-    let leaf = Value::Ext(Object::Tensor(Box::new(TensorObject::new(w))));
-    let mut top = ckpt.graph.list(vec![leaf.clone(), leaf]);
+    let leaf = PyValue::from(w);
+    let mut top = PyValue::Shared(Arc::new(PyValue::list([leaf.clone(), leaf])));
     for _ in 1..40 {
-        top = ckpt.graph.list(vec![Value::Node(top), Value::Node(top)]);
+        top = PyValue::Shared(Arc::new(PyValue::list([top.clone(), top])));
     }
-    ckpt.root = Value::Node(top);
+    let ckpt = Checkpoint::from_value(top).unwrap();
     let before = peak_rss_kib();
     let r = within("tensors() of 2**40 paths to one tensor", LIMIT, move || {
         ckpt.tensors().map(|t| t.len())

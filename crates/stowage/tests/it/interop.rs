@@ -570,7 +570,7 @@ fn safetensors_with_metadata_load_in_huggingface_hub() {
     let weight = stowage::Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0], &[2, 2]).unwrap();
     let bias = stowage::Tensor::from_vec(vec![0.5f32, -0.5], &[2]).unwrap();
     let mut ckpt = stowage::Checkpoint::from_state_dict([("weight", weight), ("bias", bias)]);
-    ckpt.safetensors_metadata = Some([("epoch".to_owned(), "3".to_owned())].into());
+    ckpt.set_safetensors_metadata(Some([("epoch".to_owned(), "3".to_owned())].into()));
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("model.safetensors");
     stowage::checkpoint::safetensors::save(&path, &ckpt).unwrap();
@@ -638,8 +638,7 @@ torch.save({
         1e-3
     );
     assert!(
-        read.safetensors_metadata
-            .as_ref()
+        read.safetensors_metadata()
             .is_none_or(|m| !m.contains_key(stowage::checkpoint::safetensors::TREE_KEY)),
         "the structure's entry is consumed by the load"
     );

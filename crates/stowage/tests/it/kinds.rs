@@ -16,8 +16,9 @@ use std::process::Command;
 
 use crate::common::{sha256_hex, tensor_bytes};
 use serde_json::{json, Map, Value as J};
-use stowage::checkpoint::pickle::{Node, Value};
-use stowage::checkpoint::{Object, PathKey, Quantization, TensorKind, TensorObject};
+use stowage::checkpoint::{
+    Object, PathKey, PyValue, Quantization, TensorKind, TensorObject, ValueKind, ValueRef,
+};
 use stowage::Checkpoint;
 use stowage::{Error, Tensor};
 
@@ -64,23 +65,20 @@ fn plain(t: &Tensor) -> J {
     })
 }
 
-fn leaf(ckpt: &Checkpoint, v: &Value<Object>) -> J {
-    match v {
-        Value::None => J::Null,
-        Value::Bool(b) => json!(b),
-        Value::Int(i) => json!(i),
-        Value::Float(f) => json!(f),
-        Value::Str(s) => json!(&**s),
-        Value::Node(id) => match ckpt.graph.get(*id) {
-            Node::Dict(items) => J::Object(
-                items
-                    .iter()
-                    .map(|(k, v)| (k.as_str().unwrap().to_owned(), leaf(ckpt, v)))
-                    .collect(),
-            ),
-            other => panic!("unexpected state node {}", other.kind()),
-        },
-        other => panic!("unexpected state value {other:?}"),
+fn leaf(v: &ValueRef<'_>) -> J {
+    match v.kind() {
+        ValueKind::None => J::Null,
+        ValueKind::Bool => json!(v.as_bool().unwrap()),
+        ValueKind::Int => json!(v.as_i64().unwrap()),
+        ValueKind::Float => json!(v.as_f64().unwrap()),
+        ValueKind::Str => json!(v.as_str().unwrap()),
+        ValueKind::Dict => J::Object(
+            v.as_dict()
+                .unwrap()
+                .map(|(k, v)| (k.as_str().unwrap().to_owned(), leaf(&v)))
+                .collect(),
+        ),
+        other => panic!("unexpected state value {other}"),
     }
 }
 
@@ -141,8 +139,9 @@ fn describe(ckpt: &Checkpoint, path: &[PathKey], t: &TensorObject) -> J {
             _ => panic!("unknown quantization"),
         }
     }
-    if let Some(state) = &t.state {
-        d.insert("attrs".into(), leaf(ckpt, state));
+    let here = ckpt.root_value().get_path(path).unwrap();
+    if let Some(state) = here.state() {
+        d.insert("attrs".into(), leaf(&state));
     }
     J::Object(d)
 }
@@ -270,7 +269,7 @@ fn a_subclass_loads_inertly_or_when_allowed_keeping_its_class() {
         assert_eq!(t.tensor.dtype().name(), w["dtype"]);
         assert_eq!(json!(sha256_hex(&bytes(&t.tensor))), w["sha256"]);
         match &t.subclass {
-            Some(Value::Ext(Object::Class(c))) => {
+            Some(stowage::checkpoint::pickle::Value::Ext(Object::Class(c))) => {
                 assert_eq!(
                     format!("{}.{}", c.module, c.name),
                     w["class"].as_str().unwrap()
@@ -417,8 +416,7 @@ fn a_sparse_tensor_built_from_components_saves() {
     };
     let obj = TensorObject::with_kind(kind, &[3, 4]).unwrap();
     assert!(TensorObject::with_kind(TensorKind::Strided, &[1]).is_err());
-    let mut ckpt = Checkpoint::new();
-    ckpt.root = Value::Ext(Object::Tensor(Box::new(obj)));
+    let ckpt = Checkpoint::from_value(PyValue::from(obj)).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("coo.pt");
     stowage::save(&out, &ckpt).unwrap();

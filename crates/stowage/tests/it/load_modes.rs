@@ -35,7 +35,7 @@ fn mmap_storages_are_slices_of_the_file_and_writes_stay_private() {
     let path = fixture("views");
     let before = std::fs::read(&path).unwrap();
     let ckpt = mmap("views");
-    let storage = &ckpt.storages[0].storage;
+    let storage = &ckpt.storages()[0].storage;
     assert!(
         storage.is_shared(),
         "PyTorch reports mapped storages as shared"
@@ -114,7 +114,7 @@ fn location_maps_and_map_location_place_storages() {
     let options = LoadOptions::default().with_location("cpu", "cuda:0".parse().unwrap());
     let ckpt = load_with(fixture("simple"), &options).unwrap();
     assert!(ckpt
-        .storages
+        .storages()
         .iter()
         .all(|s| s.storage.device() == "cuda:0".parse().unwrap() && s.location == "cpu"));
     // Bytes are still there (in host memory) and right.
@@ -123,7 +123,7 @@ fn location_maps_and_map_location_place_storages() {
     let options = options.with_map_location(Device::META);
     let meta = load_with(fixture("simple"), &options).unwrap();
     assert!(meta
-        .storages
+        .storages()
         .iter()
         .all(|s| s.storage.is_meta() && !s.storage.has_data()));
 }
@@ -139,7 +139,7 @@ fn legacy_files_are_mapped_where_alignment_allows() {
             &expected_manifest(name),
             &[],
         );
-        for s in &ckpt.storages {
+        for s in ckpt.storages() {
             // A one-byte element is aligned wherever its blob starts; wider ones are
             // mapped only when the blob's offset allows (these fixtures' do not).
             if s.dtype.map_or(1, |d| d.size()) == 1 && s.storage.nbytes() > 0 {
@@ -153,7 +153,7 @@ fn legacy_files_are_mapped_where_alignment_allows() {
         }
     }
     let views = mmap("legacy_views");
-    assert!(views.storages.iter().any(|s| s.storage.is_shared()));
+    assert!(views.storages().iter().any(|s| s.storage.is_shared()));
 }
 
 fn lazy_options() -> LoadOptions {
@@ -174,14 +174,14 @@ fn lazy_loads_read_each_storage_on_first_touch() {
         );
     }
     let ckpt = load_with(fixture("simple"), &lazy_options()).unwrap();
-    assert!(ckpt.storages.iter().all(|s| !s.storage.is_loaded()));
+    assert!(ckpt.storages().iter().all(|s| !s.storage.is_loaded()));
     let (_, first) = &ckpt.tensors().unwrap()[0];
     assert_eq!(first.tensor.data_ptr(), 0, "nothing read yet");
     first.tensor.to_vec::<f32>().unwrap();
     assert!(first.tensor.untyped_storage().is_loaded());
     assert_ne!(first.tensor.data_ptr(), 0);
     assert_eq!(
-        ckpt.storages
+        ckpt.storages()
             .iter()
             .filter(|s| s.storage.is_loaded())
             .count(),
@@ -229,7 +229,7 @@ fn total_storage_bytes_are_limited_even_when_nothing_is_read() {
                 let text = source.to_string();
                 assert!(text.contains("total storage bytes"), "{text}");
             }
-            other => panic!("{:?}", other.map(|c| c.storages.len())),
+            other => panic!("{:?}", other.map(|c| c.storages().len())),
         }
     }
 }
@@ -325,7 +325,7 @@ fn mmap_safetensors_storages_are_views_of_the_file() {
         // SAFETY: the file is not modified while mapped.
         let mapped = unsafe { load_mmap(path, &LoadOptions::default()) }.unwrap();
         assert_eq!(contents(&mapped), contents(&eager), "{}", path.display());
-        for s in mapped.storages.iter().filter(|s| s.storage.nbytes() > 0) {
+        for s in mapped.storages().iter().filter(|s| s.storage.nbytes() > 0) {
             assert!(s.storage.is_shared(), "{}: a copy", path.display());
         }
     }
@@ -350,7 +350,7 @@ fn lazy_safetensors_read_each_tensor_on_first_touch() {
         let eager = stowage::load(&path).unwrap();
         let lazy = load_with(&path, &lazy_options()).unwrap();
         assert!(
-            lazy.storages
+            lazy.storages()
                 .iter()
                 .all(|s| s.storage.nbytes() == 0 || !s.storage.is_loaded()),
             "{}: read while loading",

@@ -68,7 +68,7 @@ fn values(ckpt: &Checkpoint) -> Vec<J> {
 
 /// stowage's tensors and values equal PyTorch's `answer` (one mode's).
 fn assert_same(name: &str, ckpt: &Checkpoint, answer: &J) {
-    assert_eq!(ckpt.format, Format::TorchLegacy, "{name}");
+    assert_eq!(ckpt.format(), Format::TorchLegacy, "{name}");
     let tensors = manifest(ckpt, Hash::Values).unwrap();
     assert_manifest_eq(name, &tensors, answer["tensors"].as_array().unwrap(), &[]);
     assert_eq!(&J::Array(values(ckpt)), &answer["values"], "{name}: values");

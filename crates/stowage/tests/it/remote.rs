@@ -14,10 +14,10 @@ use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
 use crate::servers::Server;
-use stowage::checkpoint::zip::{ZipLimits, ZipReader};
 use stowage::io::remote::{totals, RemoteError, RemoteFailure, RemoteOptions, Transfer};
 use stowage::{load_with, LoadMode, LoadOptions};
 use stowage::{Checkpoint, Error};
+use stowage_zip::{ZipLimits, ZipReader};
 
 /// One test at a time: they read the process-wide transfer totals.
 fn serial() -> MutexGuard<'static, ()> {
@@ -65,10 +65,10 @@ fn options(lazy: bool, fake: bool) -> LoadOptions {
 /// Panics unless `a` and `b` hold the same tensors, storages and bytes
 /// (bytes compared only when `bytes`).
 fn assert_same(a: &Checkpoint, b: &Checkpoint, bytes: bool, what: &str) {
-    assert_eq!(a.format, b.format, "{what}");
-    assert_eq!(a.byteorder, b.byteorder, "{what}");
-    assert_eq!(a.storages.len(), b.storages.len(), "{what}");
-    for (x, y) in a.storages.iter().zip(&b.storages) {
+    assert_eq!(a.format(), b.format(), "{what}");
+    assert_eq!(a.byteorder(), b.byteorder(), "{what}");
+    assert_eq!(a.storages().len(), b.storages().len(), "{what}");
+    for (x, y) in a.storages().iter().zip(b.storages()) {
         assert_eq!(x.key, y.key, "{what}");
         assert_eq!(x.storage.nbytes(), y.storage.nbytes(), "{what} {}", x.key);
         if bytes {
@@ -371,7 +371,7 @@ fn records_placed_by_another_writer_load_eagerly_and_lazily() {
     let original = std::fs::read(common::fixture("views")).unwrap();
     let zip = ZipReader::new(original, &ZipLimits::default()).unwrap();
     let root = zip.root().to_owned();
-    let mut w = stowage::checkpoint::zip::ZipWriter::new(Vec::new(), "views", 16);
+    let mut w = stowage_zip::ZipWriter::new(Vec::new(), "views", 16);
     for e in zip.entries() {
         let name = e.name.strip_prefix(&format!("{root}/")).unwrap();
         w.write_record(name, &zip.read_to_vec(e).unwrap()).unwrap();
@@ -617,7 +617,7 @@ fn http_loads_and_faults() {
     let mut server = server;
     let lazy = load_with(format!("{base}/four.pt"), &options(true, false)).unwrap();
     server.stop();
-    let storage = &lazy.storages[0].storage;
+    let storage = &lazy.storages()[0].storage;
     let err = storage.bytes().map(|_| ()).unwrap_err();
     let remote = remote_error(&err).unwrap_or_else(|| panic!("{err:?}"));
     assert!(remote.url.ends_with("/four.pt"), "{remote:?}");

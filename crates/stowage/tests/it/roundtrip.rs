@@ -13,11 +13,11 @@ use crate::common::{
     assert_manifest_eq, check_keys_match_sharing, describe, fixture, fixture_names, full_manifest,
     load_fixture, logical_bytes, manifest, sha256_hex, tensor_bytes, Hash,
 };
-use stowage::checkpoint::pickle::{Graph, Value};
-use stowage::checkpoint::zip::{ZipLimits, ZipReader};
-use stowage::checkpoint::{dotted, Object, PathKey, TensorObject};
+use stowage::checkpoint::{dotted, Object, PathKey, PyValue, TensorObject};
 use stowage::{Checkpoint, LoadOptions};
 use stowage::{DType, Device, Error, Kind, Tensor};
+use stowage_pickle::{Graph, Value};
+use stowage_zip::{ZipLimits, ZipReader};
 
 /// Number of distinct storages the checkpoint's tensors view, plus those
 /// saved as bare storage objects (`torch.save(torch.FloatStorage(…))`).
@@ -26,9 +26,8 @@ fn distinct_storages(ckpt: &Checkpoint) -> usize {
     for (_, t) in ckpt.tensors().unwrap() {
         ids.insert(t.tensor.untyped_storage().id());
     }
-    let values = ckpt.graph.iter().flat_map(|(_, node)| node.values());
-    for v in values.chain(std::iter::once(&ckpt.root)) {
-        if let Some(Object::Storage(s)) = v.as_ext() {
+    for v in ckpt.root_value().leaves_once().unwrap() {
+        if let Some(Object::Storage(s)) = v.raw().as_ext() {
             ids.insert(s.storage.id());
         }
     }
@@ -59,7 +58,7 @@ fn every_fixture_round_trips() {
         save_ok(&out, &original, &name);
         let back =
             stowage::load(&out).unwrap_or_else(|e| panic!("{name}: reloading stowage's file: {e}"));
-        assert_eq!(back.format, stowage::checkpoint::Format::TorchZip);
+        assert_eq!(back.format(), stowage::checkpoint::Format::TorchZip);
 
         // Tensors, values, sharing, flags, storage classes and locations.
         assert_manifest_eq(
@@ -86,7 +85,7 @@ fn every_fixture_round_trips() {
             "{name}: data/ records vs distinct storages"
         );
         assert_eq!(
-            back.storages.len(),
+            back.storages().len(),
             distinct,
             "{name}: storage records after reload"
         );
@@ -97,7 +96,7 @@ fn every_fixture_round_trips() {
 /// rebuilds (and per bare storage), however many paths reach each.
 struct CountPersids(usize);
 
-impl stowage::checkpoint::pickle::Hooks for CountPersids {
+impl stowage_pickle::Hooks for CountPersids {
     type Ext = ();
     type Error = stowage::checkpoint::pickle::PickleError;
     fn find_class(&mut self, _: &str, _: &str) -> Result<Value<()>, Self::Error> {
@@ -144,7 +143,7 @@ fn persids(path: &Path) -> usize {
     let entry = zip.find("data.pkl").expect("data.pkl");
     let pkl = zip.read_to_vec(entry).unwrap();
     let mut count = CountPersids(0);
-    stowage::checkpoint::pickle::unpickle(&pkl, &mut count, &Default::default()).unwrap();
+    stowage_pickle::unpickle(&pkl, &mut count, &Default::default()).unwrap();
     count.0
 }
 
@@ -233,11 +232,8 @@ fn from_state_dict_save_load() {
     let out = dir.path().join("sd.pt");
     save_ok(&out, &ckpt, "from_state_dict");
     let back = stowage::load(&out).unwrap();
-    let Some(root) = back.root.as_node() else {
-        panic!("root is not a container")
-    };
     assert!(
-        back.ordered.contains(&root),
+        back.root_value().is_ordered(),
         "from_state_dict saves an OrderedDict"
     );
     let sd = back.state_dict().unwrap();
@@ -299,7 +295,7 @@ fn a_meta_tensor_saves_without_storage() {
     let out = dir.path().join("meta.pt");
     stowage::save(&out, &ckpt).unwrap();
     let back = stowage::load(&out).unwrap();
-    assert!(back.storages.is_empty());
+    assert!(back.storages().is_empty());
     let (_, t) = &back.tensors().unwrap()[0];
     assert!(t.tensor.is_meta());
     assert_eq!(
@@ -384,22 +380,15 @@ fn save_is_crash_safe() {
 
     // A save that fails part-way (a fake tensor, without data, after real ones)
     // leaves the old file as it was.
-    let mut failing = load_fixture("simple");
+    let mut entries = load_fixture("simple").state_dict().unwrap();
     let meta = Tensor::from_parts(
         stowage::UntypedStorage::new_fake(16, Device::CPU),
         DType::Float32,
         stowage::layout::Layout::contiguous(&[4]).unwrap(),
     )
     .unwrap();
-    let root = failing.root.as_node().unwrap();
-    if let stowage::checkpoint::pickle::Node::Dict(items) = failing.graph.get_mut(root) {
-        items.push((
-            stowage::checkpoint::pickle::Value::str("meta"),
-            stowage::checkpoint::pickle::Value::Ext(Object::Tensor(Box::new(TensorObject::new(
-                meta,
-            )))),
-        ));
-    }
+    entries.push(("meta".into(), meta));
+    let failing = Checkpoint::from_state_dict(entries);
     let err = stowage::save(&out, &failing).expect_err("fake tensor");
     assert!(
         matches!(
@@ -439,7 +428,7 @@ fn check_safetensors(name: &str, ckpt: &Checkpoint, out: &Path) {
     stowage::checkpoint::safetensors::save(out, ckpt)
         .unwrap_or_else(|e| panic!("{name}: safetensors save: {e}"));
     let back = stowage::load(out).unwrap_or_else(|e| panic!("{name}: safetensors load: {e}"));
-    assert_eq!(back.format, stowage::checkpoint::Format::Safetensors);
+    assert_eq!(back.format(), stowage::checkpoint::Format::Safetensors);
     let got = back.state_dict().unwrap();
     let want = ckpt.tensors().unwrap();
     let mut names: Vec<String> = want.iter().map(|(p, _)| dotted(p)).collect();
@@ -548,18 +537,11 @@ fn safetensors_refuses_complex128_and_quantized_by_path() {
     let dir = tempfile::tempdir().unwrap();
     let c = Tensor::zeros(&[2], DType::Complex128).unwrap();
     let ok = Tensor::zeros(&[2], DType::Float32).unwrap();
-    let mut ckpt = Checkpoint::from_state_dict([("fine", ok)]);
-    let root = ckpt.root.as_node().unwrap();
-    let inner = ckpt.graph.dict(vec![(
-        stowage::checkpoint::pickle::Value::str("z"),
-        stowage::checkpoint::pickle::Value::Ext(Object::Tensor(Box::new(TensorObject::new(c)))),
-    )]);
-    if let stowage::checkpoint::pickle::Node::Dict(items) = ckpt.graph.get_mut(root) {
-        items.push((
-            stowage::checkpoint::pickle::Value::Int(3),
-            stowage::checkpoint::pickle::Value::Node(inner),
-        ));
-    }
+    let ckpt = Checkpoint::from_value(PyValue::OrderedDict(vec![
+        ("fine".into(), ok.into()),
+        (3.into(), PyValue::dict([("z", c)])),
+    ]))
+    .unwrap();
     assert_eq!(
         ckpt.tensors().unwrap()[1].0,
         vec![PathKey::Index(3), PathKey::Key("z".into())]
@@ -633,28 +615,14 @@ fn state_dict_metadata_survives_the_round_trip() {
         let out = dir.path().join(format!("{name}.pt"));
         save_ok(&out, &load_fixture(name), name);
         let back = stowage::load(&out).unwrap();
-        let root = back.root.as_node().expect("root dict");
-        assert!(
-            back.ordered.contains(&root),
-            "{name}: root is an OrderedDict again"
-        );
-        let state = back
-            .state
-            .get(&root)
+        let root = back.root_value();
+        assert!(root.is_ordered(), "{name}: root is an OrderedDict again");
+        let state = root
+            .state()
             .unwrap_or_else(|| panic!("{name}: _metadata state lost"));
-        let state = state.as_node().expect("state dict");
-        let stowage::checkpoint::pickle::Node::Dict(items) = back.graph.get(state) else {
-            panic!("state is not a dict")
-        };
-        let meta = items
-            .iter()
-            .find(|(k, _)| k.as_str() == Some("_metadata"))
-            .expect("_metadata")
-            .1
-            .as_node()
-            .unwrap();
+        let meta = state.get("_metadata").expect("_metadata");
         assert!(
-            back.ordered.contains(&meta),
+            meta.is_ordered(),
             "{name}: _metadata is an OrderedDict again"
         );
     }

@@ -6,9 +6,9 @@
 use std::path::Path;
 
 use stowage::checkpoint::save_to_writer;
-use stowage::checkpoint::zip::{ZipLimits, ZipReader};
 use stowage::{save_with, Checkpoint, SaveOptions};
 use stowage::{DType, Tensor};
+use stowage_zip::{ZipLimits, ZipReader};
 
 /// Tensors of several sizes and dtypes, two views of one storage, and storages
 /// past the size from which the CRC is computed on a second thread (1 MiB).

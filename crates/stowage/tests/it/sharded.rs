@@ -97,7 +97,7 @@ fn hugging_face_sets_load_as_one_checkpoint() {
                 .collect();
             assert_eq!(names(&ckpt), want);
             // One storage per tensor, but for the tied pair of the `.bin` set.
-            assert_eq!(ckpt.storages.len(), 7);
+            assert_eq!(ckpt.storages().len(), 7);
         }
     }
 }
@@ -110,10 +110,10 @@ fn sharing_inside_a_bin_shard_is_kept() {
     assert!(by_name(&ckpt, a).shares_storage_with(&by_name(&ckpt, b)));
     assert!(!by_name(&ckpt, "norm.weight").shares_storage_with(&by_name(&ckpt, a)));
     // Storage keys stay distinct across shards (each shard numbers from 0).
-    let mut keys: Vec<_> = ckpt.storages.iter().map(|s| s.key.clone()).collect();
+    let mut keys: Vec<_> = ckpt.storages().iter().map(|s| s.key.clone()).collect();
     keys.sort();
     keys.dedup();
-    assert_eq!(keys.len(), ckpt.storages.len());
+    assert_eq!(keys.len(), ckpt.storages().len());
 }
 
 #[test]

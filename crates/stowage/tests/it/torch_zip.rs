@@ -10,8 +10,7 @@ use crate::common::{
     assert_manifest_eq, check_keys_match_sharing, describe, expected_manifest, fixture,
     fixture_names, load_fixture, manifest, Hash, LEGACY_FIXTURES,
 };
-use stowage::checkpoint::pickle::{Node, Value};
-use stowage::checkpoint::{ByteOrder, Format, Object, PathKey, TensorObject};
+use stowage::checkpoint::{ByteOrder, Format, PathKey, TensorObject, ValueKind};
 use stowage::{Checkpoint, LoadMode, LoadOptions};
 use stowage::{DType, Device, Error, Scalar, Tensor};
 
@@ -43,7 +42,7 @@ fn every_zip_fixture_matches_pytorch_manifest() {
     assert!(names.len() >= 20, "{names:?}");
     for name in &names {
         let ckpt = load_fixture(name);
-        assert_eq!(ckpt.format, Format::TorchZip, "{name}");
+        assert_eq!(ckpt.format(), Format::TorchZip, "{name}");
         let got = manifest(&ckpt, Hash::Values).unwrap_or_else(|e| panic!("{name}: manifest: {e}"));
         assert_manifest_eq(name, &got, &expected_manifest(name), &[]);
         check_keys_match_sharing(name, &ckpt);
@@ -56,7 +55,7 @@ fn every_zip_fixture_matches_pytorch_manifest() {
 /// Python's `zipfile`).
 #[test]
 fn pytorch_places_each_record_where_the_guess_says() {
-    use stowage::checkpoint::zip::{Method, ZipLimits, ZipReader};
+    use stowage_zip::{Method, ZipLimits, ZipReader};
     let mut checked = 0;
     for name in zip_fixtures() {
         let zip = ZipReader::new(
@@ -88,8 +87,8 @@ fn load_bytes_equals_load() {
         let from_file = load_fixture(&name);
         let from_mem = stowage::checkpoint::load_bytes(&bytes, &LoadOptions::default())
             .unwrap_or_else(|e| panic!("{name}: load_bytes: {e}"));
-        assert_eq!(from_mem.format, from_file.format, "{name}");
-        assert_eq!(from_mem.byteorder, from_file.byteorder, "{name}");
+        assert_eq!(from_mem.format(), from_file.format(), "{name}");
+        assert_eq!(from_mem.byteorder(), from_file.byteorder(), "{name}");
         assert_manifest_eq(
             &format!("{name} (load_bytes vs load)"),
             &manifest(&from_mem, Hash::Values).unwrap(),
@@ -102,7 +101,7 @@ fn load_bytes_equals_load() {
             "{name}: object graphs differ"
         );
         let keys = |c: &Checkpoint| {
-            c.storages
+            c.storages()
                 .iter()
                 .map(|r| (r.key.clone(), r.storage_type(), r.location.clone()))
                 .collect::<Vec<_>>()
@@ -130,7 +129,7 @@ fn meta_map_location_loads_every_fixture_without_data() {
             &expected_manifest(&name),
             &["sha256"],
         );
-        for r in &ckpt.storages {
+        for r in ckpt.storages() {
             assert!(r.storage.is_meta(), "{name}: storage {} is not meta", r.key);
             assert!(
                 matches!(
@@ -171,7 +170,7 @@ fn views_share_one_storage_and_writes_are_seen_through_every_view() {
     let ckpt = load_fixture("views");
     let tensors = ckpt.tensors().unwrap();
     assert_eq!(tensors.len(), 6);
-    assert_eq!(ckpt.storages.len(), 1, "one storage record");
+    assert_eq!(ckpt.storages().len(), 1, "one storage record");
     let base = &at(&ckpt, &["base"]).tensor;
     for (p, t) in &tensors {
         assert!(
@@ -181,7 +180,7 @@ fn views_share_one_storage_and_writes_are_seen_through_every_view() {
         assert!(t
             .tensor
             .untyped_storage()
-            .is_same(&ckpt.storages[0].storage));
+            .is_same(&ckpt.storages()[0].storage));
         assert_eq!(
             t.tensor.untyped_storage().data_ptr(),
             base.untyped_storage().data_ptr()
@@ -217,7 +216,7 @@ fn views_share_one_storage_and_writes_are_seen_through_every_view() {
     tr.set(&[5, 3], -7.0).unwrap(); // base[3, 5] = element 23
     assert_eq!(base.get(&[3, 5]).unwrap(), Scalar::Float(-7.0));
     assert_eq!(
-        ckpt.storages[0].storage.bytes().unwrap()[92..96],
+        ckpt.storages()[0].storage.bytes().unwrap()[92..96],
         (-7.0f32).to_le_bytes()
     );
 }
@@ -225,19 +224,14 @@ fn views_share_one_storage_and_writes_are_seen_through_every_view() {
 #[test]
 fn state_dict_root_is_an_ordered_dict_with_its_metadata() {
     let ckpt = load_fixture("state_dict");
-    let root = match ckpt.root {
-        Value::Node(id) => id,
-        ref other => panic!("root is {other:?}"),
-    };
+    let root = ckpt.root_value();
     assert!(
-        ckpt.ordered.contains(&root),
+        root.is_ordered(),
         "root dict is not recorded as an OrderedDict"
     );
-    let Node::Dict(items) = ckpt.graph.get(root) else {
-        panic!("root is not a dict")
-    };
-    let keys: Vec<&str> = items
-        .iter()
+    let keys: Vec<&str> = root
+        .as_dict()
+        .expect("root is a dict")
         .map(|(k, _)| k.as_str().expect("str key"))
         .collect();
     assert!(
@@ -250,44 +244,24 @@ fn state_dict_root_is_an_ordered_dict_with_its_metadata() {
     );
 
     // BUILD state: {'_metadata': OrderedDict({'': {'version': 1}, '0': …, …})}.
-    let state = ckpt
-        .state
-        .get(&root)
+    let state = root
+        .state()
         .expect("the root's BUILD state (_metadata) is kept");
-    let Value::Node(sid) = state else {
-        panic!("state is {state:?}")
-    };
-    let Node::Dict(state_items) = ckpt.graph.get(*sid) else {
-        panic!("state is not a dict")
-    };
-    let meta = state_items
-        .iter()
-        .find(|(k, _)| k.as_str() == Some("_metadata"))
-        .map(|(_, v)| v)
-        .expect("_metadata in the state");
-    let Value::Node(mid) = meta else {
-        panic!("_metadata is {meta:?}")
-    };
-    assert!(ckpt.ordered.contains(mid), "_metadata is an OrderedDict");
-    let Node::Dict(meta_items) = ckpt.graph.get(*mid) else {
-        panic!("_metadata is not a dict")
-    };
+    let meta = state.get("_metadata").expect("_metadata in the state");
+    assert!(meta.is_ordered(), "_metadata is an OrderedDict");
+    let meta_items: Vec<_> = meta.as_dict().expect("_metadata is a dict").collect();
     let meta_keys: Vec<&str> = meta_items
         .iter()
         .map(|(k, _)| k.as_str().unwrap())
         .collect();
     assert_eq!(meta_keys.first(), Some(&""), "{meta_keys:?}");
-    for (k, v) in meta_items {
-        let Value::Node(vid) = v else {
-            panic!("_metadata[{k:?}] is {v:?}")
-        };
-        let Node::Dict(entry) = ckpt.graph.get(*vid) else {
-            panic!("_metadata[{k:?}] not a dict")
-        };
-        assert!(
-            entry.iter().any(|(ek, _)| ek.as_str() == Some("version")),
-            "_metadata[{k:?}] lacks version"
-        );
+    for (k, v) in &meta_items {
+        let k = k.as_str().unwrap();
+        let has_version = v
+            .as_dict()
+            .unwrap_or_else(|_| panic!("_metadata[{k:?}] not a dict"))
+            .any(|(ek, _)| ek.as_str().ok() == Some("version"));
+        assert!(has_version, "_metadata[{k:?}] lacks version");
     }
 
     // num_batches_tracked is a 0-dim int64.
@@ -301,7 +275,7 @@ fn params_flags() {
     let tensors = ckpt.tensors().unwrap();
     assert_eq!(tensors.len(), 2);
     assert!(
-        matches!(ckpt.root, Value::Node(id) if matches!(ckpt.graph.get(id), Node::List(_))),
+        ckpt.root_value().kind() == ValueKind::List,
         "root is a list"
     );
     let (p0, param) = &tensors[0];
@@ -362,8 +336,8 @@ fn new_dtypes_use_untyped_storages() {
     ] {
         assert!(dtypes.contains(&d), "{d} missing from {dtypes:?}");
     }
-    assert!(!ckpt.storages.is_empty());
-    for r in &ckpt.storages {
+    assert!(!ckpt.storages().is_empty());
+    for r in ckpt.storages() {
         assert_eq!(r.storage_type(), "UntypedStorage", "storage {}", r.key);
         assert_eq!(r.dtype, None, "storage {}", r.key);
     }
@@ -398,7 +372,7 @@ fn dtypes_fixture_storage_classes() {
     let mut seen = Vec::new();
     for (p, t) in &tensors {
         let rec = ckpt
-            .storages
+            .storages()
             .iter()
             .find(|r| r.storage.is_same(t.tensor.untyped_storage()))
             .expect("record");
@@ -416,7 +390,7 @@ fn dtypes_fixture_storage_classes() {
 #[test]
 fn big_endian_values_equal_the_little_endian_originals() {
     let ckpt = load_fixture("big_endian");
-    assert_eq!(ckpt.byteorder, ByteOrder::Big);
+    assert_eq!(ckpt.byteorder(), ByteOrder::Big);
     let t = |k: &str| at(&ckpt, &[k]).tensor.clone();
     assert_eq!(t("int16").to_vec::<i64>().unwrap(), [1, -2, 0x1234]);
     assert_eq!(t("int32").to_vec::<i64>().unwrap(), [1, -2, 0x12345678]);
@@ -580,7 +554,7 @@ fn quantized_tensors_keep_scale_and_zero_point() {
             .unwrap_or_else(|| panic!("{p:?}: no per-tensor quantization"));
         assert!(scale > 0.0 && scale.is_finite(), "{p:?}");
     }
-    let types: Vec<&str> = ckpt.storages.iter().map(|r| r.storage_type()).collect();
+    let types: Vec<&str> = ckpt.storages().iter().map(|r| r.storage_type()).collect();
     for c in ["QUInt8Storage", "QInt8Storage", "QInt32Storage"] {
         assert!(types.contains(&c), "{c} missing from {types:?}");
     }
@@ -603,9 +577,7 @@ fn protocols_3_to_5_read_alike() {
 #[test]
 fn root_tensor_and_root_list() {
     let ckpt = load_fixture("root_tensor");
-    let Value::Ext(Object::Tensor(t)) = &ckpt.root else {
-        panic!("root is not a tensor")
-    };
+    let t = ckpt.root_value().as_tensor().expect("root is a tensor");
     assert_eq!(
         (
             t.tensor.shape(),
@@ -618,7 +590,7 @@ fn root_tensor_and_root_list() {
     assert_eq!(ckpt.state_dict().unwrap()[0].0, "tensor");
 
     let ckpt = load_fixture("root_list");
-    assert!(matches!(ckpt.root, Value::Node(id) if matches!(ckpt.graph.get(id), Node::List(_))));
+    assert_eq!(ckpt.root_value().kind(), ValueKind::List);
 }
 
 #[test]
@@ -642,28 +614,27 @@ fn uint_and_float8_pair_shares_one_key() {
         (a.dtype(), b.dtype(), c.dtype()),
         (DType::UInt16, DType::Float8E5M2, DType::UInt8)
     );
-    assert_eq!(ckpt.storage_key(a), ckpt.storage_key(c));
+    let key = |t: &Tensor| {
+        ckpt.storages()
+            .iter()
+            .find(|s| s.storage.is_same(t.untyped_storage()))
+            .map(|s| s.key.clone())
+    };
+    assert_eq!(key(a), key(c));
 }
 
 /// The items of the dict at the root of a checkpoint made of this pickle alone.
 fn root_dict_items(pkl: &[u8]) -> stowage::Result<Vec<(String, i64)>> {
-    let mut z = stowage::checkpoint::zip::ZipWriter::new(Vec::new(), "archive", 64);
+    let mut z = stowage_zip::ZipWriter::new(Vec::new(), "archive", 64);
     z.write_record("data.pkl", pkl).unwrap();
     z.write_record("version", b"3\n").unwrap();
     let bytes = z.finish().unwrap();
     let ckpt = stowage::checkpoint::load_bytes(&bytes, &Default::default())?;
-    let Value::Node(id) = &ckpt.root else {
-        panic!("root is not a node")
-    };
-    let Node::Dict(items) = ckpt.graph.get(*id) else {
-        panic!("root is not a dict")
-    };
-    Ok(items
-        .iter()
-        .map(|(k, v)| match (k, v) {
-            (Value::Str(k), Value::Int(v)) => (k.to_string(), *v),
-            other => panic!("unexpected item {other:?}"),
-        })
+    let root = ckpt.root_value();
+    Ok(root
+        .as_dict()
+        .expect("root is a dict")
+        .map(|(k, v)| (k.as_str().unwrap().to_owned(), v.as_i64().unwrap()))
         .collect())
 }
 
@@ -704,10 +675,10 @@ fn a_torchscript_archive_loads_as_torchscript() {
         for mode in [LoadMode::Eager, LoadMode::Lazy, LoadMode::Fake] {
             let options = LoadOptions::default().with_mode(mode);
             let ckpt = stowage::load_with(&path, &options).unwrap();
-            assert_eq!(ckpt.format, Format::TorchScript, "{stem} {mode:?}");
-            assert_eq!(ckpt.format.name(), "torchscript");
+            assert_eq!(ckpt.format(), Format::TorchScript, "{stem} {mode:?}");
+            assert_eq!(ckpt.format().name(), "torchscript");
         }
     }
     // A plain torch.save archive stays TorchZip.
-    assert_eq!(load_fixture(&zip_fixtures()[0]).format, Format::TorchZip);
+    assert_eq!(load_fixture(&zip_fixtures()[0]).format(), Format::TorchZip);
 }

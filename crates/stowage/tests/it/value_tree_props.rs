@@ -3,13 +3,11 @@
 //! object graph, the same tensors, values and sharing.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use crate::common::{describe, manifest, Hash};
 use num_bigint::BigInt;
 use proptest::prelude::*;
-use stowage::checkpoint::pickle::Value;
-use stowage::checkpoint::{load_bytes, save_to_writer, Object, TensorObject};
+use stowage::checkpoint::{load_bytes, save_to_writer, PyValue, TensorObject};
 use stowage::{Checkpoint, DType, Device, Kind, Tensor};
 use stowage::{LoadOptions, SaveOptions};
 
@@ -110,19 +108,18 @@ fn view(base: &Tensor, v: usize) -> Tensor {
 }
 
 struct Builder {
-    ckpt: Checkpoint,
     bases: Vec<Tensor>,
 }
 
 impl Builder {
-    fn key(&self, k: &Key) -> Value<Object> {
+    fn key(&self, k: &Key) -> PyValue {
         match k {
-            Key::Str(s) => Value::str(s),
-            Key::Int(i) => Value::Int(*i),
+            Key::Str(s) => PyValue::from(s.as_str()),
+            Key::Int(i) => PyValue::Int(*i),
         }
     }
 
-    fn pairs(&mut self, kv: &[(Key, Tree)]) -> Vec<(Value<Object>, Value<Object>)> {
+    fn pairs(&mut self, kv: &[(Key, Tree)]) -> Vec<(PyValue, PyValue)> {
         // Python dict keys are unique (a repeated key replaces the value).
         let mut seen = BTreeMap::new();
         let mut out = Vec::new();
@@ -139,37 +136,33 @@ impl Builder {
         out
     }
 
-    fn value(&mut self, t: &Tree) -> Value<Object> {
+    fn value(&mut self, t: &Tree) -> PyValue {
         match t {
-            Tree::None => Value::None,
-            Tree::Bool(b) => Value::Bool(*b),
-            Tree::Int(i) => Value::Int(*i),
+            Tree::None => PyValue::None,
+            Tree::Bool(b) => PyValue::Bool(*b),
+            Tree::Int(i) => PyValue::Int(*i),
             Tree::Big(a, b) => {
                 // Beyond i64, where pickles use LONG1/LONG4 and stowage a BigInt.
                 let big = BigInt::from(*a) * (BigInt::from(1u64) << (64 * *b));
-                if big == BigInt::from(0) {
-                    Value::Int(0)
-                } else {
-                    Value::BigInt(Arc::new(big))
-                }
+                PyValue::BigInt(big)
             }
-            Tree::Float(f) => Value::Float(*f),
-            Tree::Str(s) => Value::str(s),
-            Tree::Bytes(b) => Value::bytes(b),
-            Tree::DType(i) => Value::Ext(Object::DType(
+            Tree::Float(f) => PyValue::Float(*f),
+            Tree::Str(s) => PyValue::from(s.as_str()),
+            Tree::Bytes(b) => PyValue::bytes(b.clone()),
+            Tree::DType(i) => PyValue::DType(
                 [
                     DType::Float16,
                     DType::Int8,
                     DType::UInt32,
                     DType::Float8E5M2,
                 ][*i],
-            )),
-            Tree::Size(s) => Value::Ext(Object::Size(s.clone())),
-            Tree::Device(i) => Value::Ext(Object::Device(match i {
+            ),
+            Tree::Size(s) => PyValue::size(s.clone()),
+            Tree::Device(i) => PyValue::Device(match i {
                 0 => Device::CPU,
                 1 => Device::cuda(1),
                 _ => "mps".parse().unwrap(),
-            })),
+            }),
             Tree::Tensor {
                 base,
                 view: v,
@@ -182,23 +175,17 @@ impl Builder {
                     .unwrap();
                 let mut obj = TensorObject::new(t);
                 obj.parameter = *parameter;
-                Value::Ext(Object::Tensor(Box::new(obj)))
+                PyValue::from(obj)
             }
-            Tree::List(xs) => {
-                let items: Vec<_> = xs.iter().map(|x| self.value(x)).collect();
-                Value::Node(self.ckpt.graph.list(items))
-            }
-            Tree::Tuple(xs) => {
-                let items: Vec<_> = xs.iter().map(|x| self.value(x)).collect();
-                Value::Node(self.ckpt.graph.tuple(items))
-            }
+            Tree::List(xs) => PyValue::List(xs.iter().map(|x| self.value(x)).collect()),
+            Tree::Tuple(xs) => PyValue::Tuple(xs.iter().map(|x| self.value(x)).collect()),
             Tree::Dict(kv) | Tree::Ordered(kv) => {
                 let items = self.pairs(kv);
-                let id = self.ckpt.graph.dict(items);
                 if matches!(t, Tree::Ordered(_)) {
-                    self.ckpt.ordered.insert(id);
+                    PyValue::OrderedDict(items)
+                } else {
+                    PyValue::Dict(items)
                 }
-                Value::Node(id)
             }
         }
     }
@@ -209,10 +196,8 @@ proptest! {
 
     #[test]
     fn random_value_trees_survive_save_and_load(t in tree()) {
-        let mut b = Builder { ckpt: Checkpoint::new(), bases: bases() };
-        let root = b.value(&t);
-        let mut original = b.ckpt;
-        original.root = root;
+        let mut b = Builder { bases: bases() };
+        let original = Checkpoint::from_value(b.value(&t)).unwrap();
         let bytes = save_to_writer(Vec::new(), "archive", &original, &SaveOptions::default()).unwrap();
         let loaded = load_bytes(&bytes, &LoadOptions::default()).unwrap();
         prop_assert_eq!(describe(&loaded), describe(&original));
@@ -225,6 +210,6 @@ proptest! {
             ids.dedup();
             ids.len()
         };
-        prop_assert_eq!(loaded.storages.len(), distinct);
+        prop_assert_eq!(loaded.storages().len(), distinct);
     }
 }

@@ -82,12 +82,18 @@ pub enum Verdict {
 
 impl Verdict {
     /// `"allowed"`, `"decoded"` or `"unsafe"`.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Verdict::Allowed => "allowed",
             Verdict::Decoded => "decoded",
             Verdict::Unsafe => "unsafe",
         }
+    }
+}
+
+impl std::fmt::Display for Verdict {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(self.as_str())
     }
 }
 
@@ -156,7 +162,7 @@ pub enum ScanKind {
 impl ScanKind {
     /// `"torch-zip"`, `"zip"`, `"npy"`, `"torch-legacy"`, `"safetensors"`
     /// or `"pickle"`.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             ScanKind::TorchZip => "torch-zip",
             ScanKind::Zip => "zip",
@@ -165,6 +171,12 @@ impl ScanKind {
             ScanKind::Safetensors => "safetensors",
             ScanKind::Pickle => "pickle",
         }
+    }
+}
+
+impl std::fmt::Display for ScanKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(self.as_str())
     }
 }
 

@@ -23,11 +23,17 @@ pub enum Risk {
 
 impl Risk {
     /// `"import"` or `"code"`.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Risk::Import => "import",
             Risk::Code => "code",
         }
+    }
+}
+
+impl std::fmt::Display for Risk {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(self.as_str())
     }
 }
 

@@ -1,7 +1,7 @@
 //! The non-tensor values of a checkpoint, first-class: lookups by path
 //! ([`Checkpoint::get`], [`ValueRef::get_path`]), a borrowed handle with
 //! typed accessors ([`ValueRef`]), the tensors under one key as a state dict
-//! ([`Checkpoint::state_dict_at`]), and a walk over every non-tensor leaf
+//! ([`ValueRef::state_dict`]), and a walk over every non-tensor leaf
 //! ([`ValueRef::leaves`], from [`Checkpoint::root_value`]).
 //!
 //! NOTE [dotted paths]: a dotted path (`"config.lr"`, `"model.layers.0.weight"`)
@@ -205,6 +205,45 @@ impl<'c> ValueRef<'c> {
         self.value
     }
 
+    /// Python's identity of a container (a dict, list, tuple, set, bytearray
+    /// or inert object): two handles with the same id are one object, which
+    /// the pickle reached twice through its memo (tied entries, an object
+    /// holding itself). `None` for any other value.
+    pub fn id(&self) -> Option<usize> {
+        self.value.as_node().map(NodeId::index)
+    }
+
+    /// True for a `collections.OrderedDict` (a state dict), false for a
+    /// plain dict and any other value.
+    pub fn is_ordered(&self) -> bool {
+        self.value
+            .as_node()
+            .is_some_and(|id| self.ckpt.ordered.contains(&id))
+    }
+
+    /// The state `BUILD` set on the value: an inert object's state, a
+    /// dict's `__dict__` (an `OrderedDict`'s `_metadata`), or the Python
+    /// attributes of a tensor (a subclass's, `_rebuild_from_type_v2`);
+    /// `None` when none was set.
+    pub fn state(&self) -> Option<ValueRef<'c>> {
+        let state = match self.value {
+            Value::Ext(Object::Tensor(t)) => t.state.as_ref()?,
+            Value::Node(id) => match self.ckpt.objects.get(id) {
+                Some(object) => object.state.as_ref()?,
+                None => self.ckpt.state.get(id)?,
+            },
+            _ => return None,
+        };
+        Some(self.child(state, PathKey::Key("__dict__".into())))
+    }
+
+    /// The arguments an inert object was constructed with (a tuple), as
+    /// `args` of Python's `__reduce__`; `None` for any other value.
+    pub fn args(&self) -> Option<ValueRef<'c>> {
+        let object = self.as_object()?;
+        Some(self.child(&object.args, PathKey::Key("args".into())))
+    }
+
     /// The container node, if the value is one this checkpoint holds.
     fn node(&self) -> Option<&'c Node<Object>> {
         self.value
@@ -269,7 +308,7 @@ impl<'c> ValueRef<'c> {
     }
 
     /// True for `None`.
-    pub fn is_none(&self) -> bool {
+    pub(crate) fn is_none(&self) -> bool {
         self.value.is_none()
     }
 
@@ -778,21 +817,6 @@ impl Checkpoint {
     pub fn tensor(&self, path: &str) -> Result<&Tensor> {
         let value = self.get(path)?;
         Ok(&value.as_tensor()?.tensor)
-    }
-
-    /// The tensors under the value at a dotted path, as a flat state dict
-    /// named relative to it: `state_dict_at("model")` of
-    /// `{"model": {"fc.weight": w}, "epoch": 3}` is `[("fc.weight", w)]`.
-    /// `state_dict_at("")` is [`state_dict`](Self::state_dict).
-    ///
-    /// # Errors
-    /// As [`get`](Self::get), and [`CheckpointError::LimitExceeded`] past [`MAX_PATHS`] visits.
-    pub fn state_dict_at(&self, path: &str) -> Result<Vec<(String, Tensor)>> {
-        let base = self.get(path)?;
-        if path.is_empty() {
-            return self.state_dict();
-        }
-        base.state_dict()
     }
 
     /// Each value that `torch.load(weights_only=True)` refuses (inert

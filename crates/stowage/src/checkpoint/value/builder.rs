@@ -6,6 +6,7 @@
 
 use crate::error::CheckpointError;
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
 
 use num_complex::Complex64;
 
@@ -26,6 +27,9 @@ pub enum PyValue {
     Bool(bool),
     /// An `int`.
     Int(i64),
+    /// An `int` of any size (a seed, a hash); one that fits `i64` is
+    /// pickled as [`Int`](Self::Int) would be.
+    BigInt(num_bigint::BigInt),
     /// A `float`.
     Float(f64),
     /// A `complex`.
@@ -55,6 +59,12 @@ pub enum PyValue {
     /// `load_state_dict` reads for each module's version), as `torch.save`
     /// pickles it. The state of a value that is not a container is dropped.
     WithState(Box<PyValue>, Box<PyValue>),
+    /// One value put at several places, kept one Python object (`a is b`
+    /// after `torch.load`), as the pickle's memo keeps it: clones of one
+    /// `Arc` are one container, however often they are put. Structures
+    /// shared this way can reach a value along exponentially many paths,
+    /// which the walks bound ([`MAX_PATHS`](crate::checkpoint::MAX_PATHS)).
+    Shared(Arc<PyValue>),
 }
 
 impl PyValue {
@@ -105,7 +115,7 @@ impl PyValue {
         match self {
             PyValue::None => "none",
             PyValue::Bool(_) => "bool",
-            PyValue::Int(_) => "int",
+            PyValue::Int(_) | PyValue::BigInt(_) => "int",
             PyValue::Float(_) => "float",
             PyValue::Complex(_) => "complex",
             PyValue::Str(_) => "str",
@@ -118,6 +128,7 @@ impl PyValue {
             PyValue::Size(_) => "size",
             PyValue::Tensor(_) => "tensor",
             PyValue::WithState(v, _) => v.kind_name(),
+            PyValue::Shared(v) => v.kind_name(),
         }
     }
 
@@ -255,7 +266,7 @@ impl<V: Into<PyValue>> From<HashMap<String, V>> for PyValue {
 ///     .value("config.betas", stowage::checkpoint::PyValue::tuple([0.9, 0.999]))
 ///     .build()?;
 /// assert_eq!(ckpt.get("config.name")?.as_str()?, "gpt");
-/// assert_eq!(ckpt.state_dict_at("model")?[0].0, "fc.weight");
+/// assert_eq!(ckpt.get("model")?.state_dict()?[0].0, "fc.weight");
 /// # Ok::<(), stowage::Error>(())
 /// ```
 #[derive(Debug, Default)]
@@ -323,10 +334,10 @@ impl Checkpoint {
     /// [`MAX_PATHS`](crate::checkpoint::MAX_PATHS) values.
     pub fn from_value(value: PyValue) -> Result<Checkpoint> {
         let mut ckpt = Checkpoint::new();
-        ckpt.root = add(&mut ckpt, value);
+        ckpt.root = Adder::default().add(&mut ckpt, value);
         let mut seen = HashSet::new();
         let mut storages = Vec::new();
-        for (_, t) in ckpt.tensors()? {
+        for t in ckpt.tensors_in_pickle_order() {
             let s = t.tensor.untyped_storage();
             if seen.insert(s.id()) {
                 storages.push(StorageRecord {
@@ -339,6 +350,28 @@ impl Checkpoint {
         }
         ckpt.storages = storages;
         Ok(ckpt)
+    }
+
+    /// Each tensor object once, in the order a pickler first meets it:
+    /// depth first from the root, each container entered once (the memo).
+    /// Linear in the graph, however often its containers are shared.
+    fn tensors_in_pickle_order(&self) -> Vec<&TensorObject> {
+        let mut out = Vec::new();
+        let mut entered = HashSet::new();
+        let mut stack = vec![&self.root];
+        while let Some(v) = stack.pop() {
+            match v {
+                Value::Ext(Object::Tensor(t)) => out.push(&**t),
+                Value::Node(id) if entered.insert(*id) => {
+                    if let Some(node) = self.graph.try_get(*id) {
+                        let children: Vec<_> = node.values().collect();
+                        stack.extend(children.into_iter().rev());
+                    }
+                }
+                _ => {}
+            }
+        }
+        out
     }
 }
 
@@ -401,6 +434,7 @@ fn descend(slot: &mut PyValue, full: &[PathKey], depth: usize, value: PyValue) -
             insert(entries, full, depth, value)
         }
         (PyValue::WithState(inner, _), _) => descend(inner, full, depth, value),
+        (PyValue::Shared(inner), _) => descend(Arc::make_mut(inner), full, depth, value),
         (PyValue::List(items), PathKey::Index(i)) => {
             let Some(item) = usize::try_from(*i).ok().and_then(|at| items.get_mut(at)) else {
                 return Err(Error::Checkpoint(CheckpointError::ValueNotFound {
@@ -423,53 +457,80 @@ fn descend(slot: &mut PyValue, full: &[PathKey], depth: usize, value: PyValue) -
 }
 
 /// Adds `v` to the checkpoint's graph, returning the value that refers to it.
-fn add(ckpt: &mut Checkpoint, v: PyValue) -> Value<Object> {
-    match v {
-        PyValue::None => Value::None,
-        PyValue::Bool(b) => Value::Bool(b),
-        PyValue::Int(i) => Value::Int(i),
-        PyValue::Float(f) => Value::Float(f),
-        PyValue::Complex(c) => Value::Ext(Object::Complex(c)),
-        PyValue::Str(s) => Value::str(&s),
-        PyValue::Bytes(b) => Value::bytes(&b),
-        PyValue::DType(d) => Value::Ext(Object::DType(d)),
-        PyValue::Device(d) => Value::Ext(Object::Device(d)),
-        PyValue::Size(s) => Value::Ext(Object::Size(s)),
-        PyValue::Tensor(t) => Value::Ext(Object::Tensor(t)),
-        PyValue::List(items) => {
-            let items: Vec<_> = items.into_iter().map(|x| add(ckpt, x)).collect();
-            Value::Node(ckpt.graph.list(items))
-        }
-        PyValue::Tuple(items) => {
-            let items: Vec<_> = items.into_iter().map(|x| add(ckpt, x)).collect();
-            Value::Node(ckpt.graph.tuple(items))
-        }
-        PyValue::Dict(entries) => Value::Node(add_dict(ckpt, entries)),
-        PyValue::OrderedDict(entries) => {
-            let id = add_dict(ckpt, entries);
-            ckpt.ordered.insert(id);
-            Value::Node(id)
-        }
-        PyValue::WithState(value, state) => {
-            let value = add(ckpt, *value);
-            if let Value::Node(id) = value {
-                let state = add(ckpt, *state);
-                ckpt.state.insert(id, state);
-            }
-            value
-        }
-    }
+/// Puts [`PyValue`]s into a checkpoint's graph, each [`PyValue::Shared`]
+/// once: its clones reuse the node the first made.
+#[derive(Default)]
+struct Adder {
+    /// Keyed by the `Arc`'s address, which `alive` keeps from being reused.
+    shared: HashMap<*const PyValue, Value<Object>>,
+    alive: Vec<Arc<PyValue>>,
 }
 
-fn add_dict(
-    ckpt: &mut Checkpoint,
-    entries: Vec<(PyValue, PyValue)>,
-) -> crate::checkpoint::pickle::NodeId {
-    let items: Vec<_> = entries
-        .into_iter()
-        .map(|(k, v)| (add(ckpt, k), add(ckpt, v)))
-        .collect();
-    ckpt.graph.dict(items)
+impl Adder {
+    fn add(&mut self, ckpt: &mut Checkpoint, v: PyValue) -> Value<Object> {
+        match v {
+            PyValue::None => Value::None,
+            PyValue::Bool(b) => Value::Bool(b),
+            PyValue::Int(i) => Value::Int(i),
+            PyValue::BigInt(i) => Value::int(i),
+            PyValue::Float(f) => Value::Float(f),
+            PyValue::Complex(c) => Value::Ext(Object::Complex(c)),
+            PyValue::Str(s) => Value::str(&s),
+            PyValue::Bytes(b) => Value::bytes(&b),
+            PyValue::DType(d) => Value::Ext(Object::DType(d)),
+            PyValue::Device(d) => Value::Ext(Object::Device(d)),
+            PyValue::Size(s) => Value::Ext(Object::Size(s)),
+            PyValue::Tensor(t) => Value::Ext(Object::Tensor(t)),
+            PyValue::List(items) => {
+                let items = self.add_all(ckpt, items);
+                Value::Node(ckpt.graph.list(items))
+            }
+            PyValue::Tuple(items) => {
+                let items = self.add_all(ckpt, items);
+                Value::Node(ckpt.graph.tuple(items))
+            }
+            PyValue::Dict(entries) => Value::Node(self.add_dict(ckpt, entries)),
+            PyValue::OrderedDict(entries) => {
+                let id = self.add_dict(ckpt, entries);
+                ckpt.ordered.insert(id);
+                Value::Node(id)
+            }
+            PyValue::WithState(value, state) => {
+                let value = self.add(ckpt, *value);
+                if let Value::Node(id) = value {
+                    let state = self.add(ckpt, *state);
+                    ckpt.state.insert(id, state);
+                }
+                value
+            }
+            PyValue::Shared(value) => {
+                let key = Arc::as_ptr(&value);
+                if let Some(done) = self.shared.get(&key) {
+                    return done.clone();
+                }
+                let made = self.add(ckpt, (*value).clone());
+                self.alive.push(value);
+                self.shared.insert(key, made.clone());
+                made
+            }
+        }
+    }
+
+    fn add_all(&mut self, ckpt: &mut Checkpoint, items: Vec<PyValue>) -> Vec<Value<Object>> {
+        items.into_iter().map(|x| self.add(ckpt, x)).collect()
+    }
+
+    fn add_dict(
+        &mut self,
+        ckpt: &mut Checkpoint,
+        entries: Vec<(PyValue, PyValue)>,
+    ) -> crate::checkpoint::pickle::NodeId {
+        let items: Vec<_> = entries
+            .into_iter()
+            .map(|(k, v)| (self.add(ckpt, k), self.add(ckpt, v)))
+            .collect();
+        ckpt.graph.dict(items)
+    }
 }
 
 #[cfg(test)]
@@ -517,7 +578,7 @@ mod tests {
         assert_eq!(keys, ["lr", "name", "layers", "dtype", "dropout"]);
         let fc = ckpt.get("model.fc.weight").unwrap().as_tensor().unwrap();
         assert!(fc.tensor.untyped_storage().is_same(w.untyped_storage()));
-        let sd = ckpt.state_dict_at("model").unwrap();
+        let sd = ckpt.get("model").unwrap().state_dict().unwrap();
         let names: Vec<&str> = sd.iter().map(|(n, _)| n.as_str()).collect();
         assert_eq!(names, ["fc.weight", "fc.bias"]);
         assert_eq!(ckpt.storages.len(), 2);

@@ -25,7 +25,7 @@ pub struct NumpyDType {
 impl NumpyDType {
     /// A dtype from its type code (`"f4"`, `"<u2"`, `"b1"`): the byte order a
     /// prefix names, else little-endian for multi-byte codes.
-    pub fn from_code(code: &str) -> NumpyDType {
+    pub(crate) fn from_code(code: &str) -> NumpyDType {
         let (order, rest) = match code.chars().next() {
             Some(c @ ('<' | '>' | '|' | '=')) => (Some(c), &code[1..]),
             _ => (None, code),
@@ -74,7 +74,7 @@ impl NumpyDType {
     }
 
     /// Whether elements are stored most significant byte first.
-    pub fn big_endian(&self) -> bool {
+    pub(crate) fn big_endian(&self) -> bool {
         self.byteorder == '>'
     }
 }

@@ -6,7 +6,7 @@
 //! Walkers ([`Checkpoint::tensors`]) bound their work.
 
 use crate::error::{CheckpointError, ErrorContext, FormatError, StorageError, TensorError};
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 use std::sync::Arc;
 
@@ -56,7 +56,7 @@ pub enum Object {
 impl Object {
     /// Whether `torch.load(weights_only=True)` refuses this value, so that a
     /// checkpoint holding it cannot be saved back as PyTorch's loader reads it.
-    pub fn weights_only_refuses(&self) -> bool {
+    pub(crate) fn weights_only_refuses(&self) -> bool {
         matches!(
             self,
             Object::NdArray(_)
@@ -69,7 +69,7 @@ impl Object {
 
     /// `module.name` of the class of a value that
     /// [`weights_only_refuses`](Self::weights_only_refuses), as errors name it.
-    pub fn class_name(&self) -> Option<String> {
+    pub(crate) fn class_name(&self) -> Option<String> {
         Some(match self {
             Object::NdArray(_) => "numpy.ndarray".into(),
             Object::NumpyScalar(s) => format!("numpy.{}", s.dtype.name()),
@@ -118,13 +118,6 @@ pub struct InertObject {
     pub args: Value<Object>,
     /// The `BUILD` state, if one was set (the last one, if several were).
     pub state: Option<Value<Object>>,
-}
-
-impl InertObject {
-    /// `module.name`.
-    pub fn qualified_name(&self) -> String {
-        format!("{}.{}", self.module, self.name)
-    }
 }
 
 /// A tensor in a checkpoint, with what PyTorch records beside the data.
@@ -432,29 +425,29 @@ pub fn dotted(path: &[PathKey]) -> String {
 #[derive(Clone, Debug)]
 pub struct Checkpoint {
     /// The container the checkpoint was read from.
-    pub format: Format,
+    pub(crate) format: Format,
     /// The byte order the storages were stored in (they are native in memory).
-    pub byteorder: ByteOrder,
+    pub(crate) byteorder: ByteOrder,
     /// Every container node.
-    pub graph: Graph<Object>,
+    pub(crate) graph: Graph<Object>,
     /// The saved object.
-    pub root: Value<Object>,
+    pub(crate) root: Value<Object>,
     /// The storages, in the order the file lists them.
-    pub storages: Vec<StorageRecord>,
+    pub(crate) storages: Vec<StorageRecord>,
     /// Dict nodes that are `collections.OrderedDict`s.
-    pub ordered: HashSet<NodeId>,
+    pub(crate) ordered: HashSet<NodeId>,
     /// Container nodes read from a Python type the model holds as a plain
     /// dict or list, by the type's name: `collections.defaultdict`,
     /// `collections.Counter`, `argparse.Namespace` (dicts) and
     /// `collections.deque` (lists). `inspect --json` names it as `class`.
-    pub classes: HashMap<NodeId, &'static str>,
+    pub(crate) classes: HashMap<NodeId, &'static str>,
     /// State set on objects by `BUILD` (an `OrderedDict`'s `_metadata`), keyed by node.
-    pub state: HashMap<NodeId, Value<Object>>,
+    pub(crate) state: HashMap<NodeId, Value<Object>>,
     /// The safetensors `__metadata__` map, for safetensors files.
-    pub safetensors_metadata: Option<std::collections::BTreeMap<String, String>>,
+    pub(crate) safetensors_metadata: Option<BTreeMap<String, String>>,
     /// Inert objects ([`LoadOptions::with_inert`](crate::checkpoint::LoadOptions::with_inert)), keyed
     /// by their dict node, whose entries are what each holds.
-    pub objects: HashMap<NodeId, InertObject>,
+    pub(crate) objects: HashMap<NodeId, InertObject>,
 }
 
 /// Most work a walk does before refusing: each value visited and each path
@@ -464,7 +457,7 @@ pub const MAX_PATHS: usize = 8_000_000;
 
 impl Checkpoint {
     /// An empty checkpoint whose root is `None`.
-    pub fn new() -> Checkpoint {
+    pub(crate) fn new() -> Checkpoint {
         Checkpoint {
             format: Format::TorchZip,
             byteorder: ByteOrder::Little,
@@ -714,8 +707,63 @@ impl Checkpoint {
             .collect();
     }
 
+    /// The container the checkpoint was read from ([`Format::TorchZip`] for
+    /// one built in memory).
+    pub fn format(&self) -> Format {
+        self.format
+    }
+
+    /// The byte order the storages were stored in; in memory they are native.
+    pub fn byteorder(&self) -> ByteOrder {
+        self.byteorder
+    }
+
+    /// The storages, in the order the file lists them (or, for a checkpoint
+    /// built in memory, the order their first tensors appear).
+    pub fn storages(&self) -> &[StorageRecord] {
+        &self.storages
+    }
+
+    /// The safetensors `__metadata__` map, for a checkpoint read from (or to
+    /// be written as) safetensors.
+    pub fn safetensors_metadata(&self) -> Option<&BTreeMap<String, String>> {
+        self.safetensors_metadata.as_ref()
+    }
+
+    /// Replaces the safetensors `__metadata__` map a safetensors save writes
+    /// (`None`: none beyond what the save itself records).
+    pub fn set_safetensors_metadata(&mut self, metadata: Option<BTreeMap<String, String>>) {
+        self.safetensors_metadata = metadata;
+    }
+
+    /// The subtree at a dotted path as a checkpoint of its own (`"model"`,
+    /// `"state_dict"`), paths relative to it, with only the storages its
+    /// tensors view: what `convert --select` keeps.
+    ///
+    /// # Errors
+    /// [`CheckpointError::ValueNotFound`] when nothing is at `path`, as
+    /// [`get`](Self::get) says; [`CheckpointError::LimitExceeded`] as
+    /// [`tensors`](Self::tensors).
+    pub fn select(&self, path: &str) -> Result<Checkpoint> {
+        let root = self.get(path)?.raw().clone();
+        let mut out = self.clone();
+        out.root = root;
+        let used: HashSet<usize> = out
+            .tensors()?
+            .iter()
+            .flat_map(|(_, t)| {
+                t.data_tensors()
+                    .into_iter()
+                    .map(|(_, x)| x.untyped_storage().id())
+            })
+            .collect();
+        out.storages.retain(|s| used.contains(&s.storage.id()));
+        out.compact();
+        Ok(out)
+    }
+
     /// The record key of the storage a tensor views, if it is one of this checkpoint's.
-    pub fn storage_key(&self, tensor: &Tensor) -> Option<&str> {
+    pub(crate) fn storage_key(&self, tensor: &Tensor) -> Option<&str> {
         self.storages
             .iter()
             .find(|s| s.storage.is_same(tensor.untyped_storage()))

@@ -15,8 +15,8 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{json, Map, Value as J};
 use sha2::{Digest, Sha256};
-use stowage::checkpoint::pickle::{Node, Value};
-use stowage::checkpoint::{Object, PathKey, TensorObject};
+use stowage::checkpoint::pickle::Value;
+use stowage::checkpoint::{Object, PathKey, TensorObject, ValueKind, ValueRef};
 use stowage::Checkpoint;
 use stowage::{Result, Tensor};
 
@@ -204,7 +204,7 @@ pub fn full_manifest(ckpt: &Checkpoint) -> Result<Vec<J>> {
         .zip(&tensors)
         .map(|(mut m, (_, t))| {
             let rec = ckpt
-                .storages
+                .storages()
                 .iter()
                 .find(|r| r.storage.is_same(t.tensor.untyped_storage()));
             let obj = m.as_object_mut().expect("manifest entries are objects");
@@ -247,12 +247,20 @@ pub fn quantization_json(t: &TensorObject) -> J {
 /// Checks that the sharing structure is consistent: two tensors share a
 /// storage exactly when [`Checkpoint::storage_key`] gives them the same key,
 /// and every tensor's storage is one of the checkpoint's records.
+/// The record key of the storage `tensor` views, if it is one of the checkpoint's.
+pub fn storage_key<'c>(ckpt: &'c Checkpoint, tensor: &Tensor) -> Option<&'c str> {
+    ckpt.storages()
+        .iter()
+        .find(|s| s.storage.is_same(tensor.untyped_storage()))
+        .map(|s| s.key.as_str())
+}
+
 pub fn check_keys_match_sharing(name: &str, ckpt: &Checkpoint) {
     let tensors = ckpt.tensors().expect("tensors");
     let keys: Vec<&str> = tensors
         .iter()
         .map(|(p, t)| {
-            ckpt.storage_key(&t.tensor).unwrap_or_else(|| {
+            storage_key(ckpt, &t.tensor).unwrap_or_else(|| {
                 panic!("{name}: tensor {p:?} views no storage record of the checkpoint")
             })
         })
@@ -343,81 +351,64 @@ pub fn assert_manifest_eq(what: &str, actual: &[J], expected: &[J], ignore: &[&s
 /// and flags (values are compared by the manifests).
 pub fn describe(ckpt: &Checkpoint) -> J {
     let mut on_path = Vec::new();
-    describe_value(ckpt, &ckpt.root, &mut on_path, 0)
+    describe_value(&ckpt.root_value(), &mut on_path, 0)
 }
 
-fn describe_value(
-    ckpt: &Checkpoint,
-    v: &Value<Object>,
-    on_path: &mut Vec<usize>,
-    depth: usize,
-) -> J {
+fn describe_value(v: &ValueRef<'_>, on_path: &mut Vec<usize>, depth: usize) -> J {
     assert!(depth < 500, "describe: nesting deeper than 500");
-    match v {
+    let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+    match v.raw() {
         Value::None => J::Null,
         Value::Bool(b) => json!(b),
         Value::Int(i) => json!({ "int": i }),
         Value::BigInt(b) => json!({ "bigint": b.to_string() }),
         Value::Float(f) => json!({ "float": format!("{:016x}", f.to_bits()) }),
         Value::Str(s) => json!({ "str": &**s }),
-        Value::Bytes(b) => {
-            json!({ "bytes": b.iter().map(|x| format!("{x:02x}")).collect::<String>() })
-        }
-        Value::Node(id) => {
-            if on_path.contains(&id.index()) {
+        Value::Bytes(b) => json!({ "bytes": hex(b) }),
+        Value::Node(_) => {
+            let id = v.id().expect("a container has an identity");
+            if on_path.contains(&id) {
                 return json!({ "cycle": true });
             }
-            on_path.push(id.index());
-            let out = match ckpt.graph.get(*id) {
-                Node::Dict(kv) => {
-                    let pairs: Vec<J> = kv
-                        .iter()
+            on_path.push(id);
+            let mut items = || -> Vec<J> {
+                v.as_list()
+                    .unwrap()
+                    .map(|x| describe_value(&x, on_path, depth + 1))
+                    .collect()
+            };
+            let out = match v.kind() {
+                ValueKind::Dict | ValueKind::Object => {
+                    let pairs: Vec<J> = v
+                        .as_dict()
+                        .unwrap()
                         .map(|(k, x)| {
                             json!([
-                                describe_value(ckpt, k, on_path, depth + 1),
-                                describe_value(ckpt, x, on_path, depth + 1)
+                                describe_value(&k, on_path, depth + 1),
+                                describe_value(&x, on_path, depth + 1)
                             ])
                         })
                         .collect();
-                    let kind = if ckpt.ordered.contains(id) {
+                    let kind = if v.is_ordered() {
                         "OrderedDict"
                     } else {
                         "dict"
                     };
-                    let state = ckpt
-                        .state
-                        .get(id)
-                        .map(|s| describe_value(ckpt, s, on_path, depth + 1));
+                    let state = v.state().map(|s| describe_value(&s, on_path, depth + 1));
                     json!({ kind: pairs, "state": state })
                 }
-                Node::List(xs) => json!({ "list": describe_items(ckpt, xs, on_path, depth) }),
-                Node::Tuple(xs) => json!({ "tuple": describe_items(ckpt, xs, on_path, depth) }),
-                Node::Set(xs) => json!({ "set": describe_items(ckpt, xs, on_path, depth) }),
-                Node::FrozenSet(xs) => {
-                    json!({ "frozenset": describe_items(ckpt, xs, on_path, depth) })
-                }
-                Node::ByteArray(b) => {
-                    json!({ "bytearray": b.iter().map(|x| format!("{x:02x}")).collect::<String>() })
-                }
-                #[allow(unreachable_patterns)]
-                other => json!({ "node": other.kind() }),
+                ValueKind::List => json!({ "list": items() }),
+                ValueKind::Tuple => json!({ "tuple": items() }),
+                ValueKind::Set => json!({ "set": items() }),
+                ValueKind::FrozenSet => json!({ "frozenset": items() }),
+                ValueKind::ByteArray => json!({ "bytearray": hex(v.as_bytes().unwrap()) }),
+                other => json!({ "node": other.name() }),
             };
             on_path.pop();
             out
         }
         Value::Ext(o) => describe_object(o),
     }
-}
-
-fn describe_items(
-    ckpt: &Checkpoint,
-    xs: &[Value<Object>],
-    on_path: &mut Vec<usize>,
-    depth: usize,
-) -> Vec<J> {
-    xs.iter()
-        .map(|x| describe_value(ckpt, x, on_path, depth + 1))
-        .collect()
 }
 
 fn describe_object(o: &Object) -> J {

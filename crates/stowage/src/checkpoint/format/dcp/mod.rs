@@ -14,8 +14,7 @@
 //! - [`DcpCheckpoint::read_region`] reads any region of a tensor from the
 //!   chunks that intersect it (one tensor-parallel rank's part, say), and
 //!   [`DcpCheckpoint::read_tensor`] the whole tensor;
-//! - [`DcpCheckpoint::to_checkpoint`] (and [`crate::load`] of the folder)
-//!   assembles everything into one [`Checkpoint`] whose nesting is the
+//! - [`crate::load`] of the folder assembles everything into one [`Checkpoint`] whose nesting is the
 //!   original state dict's (`planner_data`).
 
 pub(crate) mod hf;
@@ -395,7 +394,7 @@ impl DcpCheckpoint {
     /// # Errors
     /// [`FormatError::MissingRecord`] for an unknown name; the item's load errors
     /// (a refused global among them) wrapped in [`Error::InFile`].
-    pub fn read_value(&self, fqn: &str) -> Result<Checkpoint> {
+    pub(crate) fn read_value(&self, fqn: &str) -> Result<Checkpoint> {
         let ItemKind::Bytes(info) = &self.item(fqn)?.kind else {
             return Err(Error::Format(FormatError::BadObject {
                 context: "DCP item",
@@ -420,11 +419,7 @@ impl DcpCheckpoint {
     ///
     /// # Errors
     /// As [`read_tensor`](Self::read_tensor) and [`read_value`](Self::read_value).
-    pub fn to_checkpoint(&self) -> Result<Checkpoint> {
-        self.clone().into_checkpoint()
-    }
-
-    /// [`to_checkpoint`](Self::to_checkpoint), keeping `self` in lazy storages' readers.
+    /// `self` stays in the lazy storages' readers.
     pub(crate) fn into_checkpoint(self) -> Result<Checkpoint> {
         let this = Arc::new(self);
         let mut ckpt = Checkpoint::new();

@@ -160,7 +160,11 @@ fn inert_objects_record_state_items_and_slots() {
         .iter()
         .map(|o| {
             let r = o.as_object().unwrap();
-            (o.path().to_vec(), r.qualified_name(), r.construct)
+            (
+                o.path().to_vec(),
+                format!("{}.{}", r.module, r.name),
+                r.construct,
+            )
         })
         .collect();
     assert_eq!(objects.len(), 4);
