@@ -426,3 +426,48 @@ fn torchscript_typed_attributes_read_as_data() {
         Some(serde_json::json!(1))
     );
 }
+
+/// `.pt` → `.safetensors` keeps the values a file holds beside its
+/// tensors, whatever their type: the numpy arrays, scalars and dtypes, the
+/// `datetime`, `pathlib`, `slice` and `range` values, the classes, qschemes
+/// and layouts of the wild fixtures list the same (paths, types and
+/// values, an array's sha256 among them) from the converted file as from
+/// its source. (Issue 26, item 16: they were left out as "lost".)
+#[test]
+fn values_of_every_type_survive_conversion_to_safetensors() {
+    let dir = tempfile::tempdir().unwrap();
+    for file in [
+        "numpy.pt",
+        "rng.pt",
+        "pydata.pt",
+        "lightning.ckpt",
+        "whole_module.pt",
+    ] {
+        let out = dir.path().join(format!("{file}.safetensors"));
+        let converted = stowage(
+            &[
+                "convert",
+                "--inert",
+                wild(file).to_str().unwrap(),
+                out.to_str().unwrap(),
+            ],
+            Path::new("."),
+        );
+        assert!(
+            converted.status.success(),
+            "{file}: {}",
+            String::from_utf8_lossy(&converted.stderr)
+        );
+        let (before, after) = (inspect_inert(&wild(file)), inspect_inert(&out));
+        let values = |doc: &Json| -> Vec<Json> {
+            doc["values"]
+                .as_array()
+                .unwrap_or_else(|| panic!("{file}: no values list"))
+                .to_vec()
+        };
+        let (want, got) = (values(&before), values(&after));
+        assert!(!want.is_empty(), "{file}: no values to compare");
+        let missing: Vec<&Json> = want.iter().filter(|v| !got.contains(v)).collect();
+        assert!(missing.is_empty(), "{file}: lost or changed: {missing:#?}");
+    }
+}

@@ -33,6 +33,7 @@ use crate::layout::Layout;
 use crate::storage::{Fetch, MappedRecords};
 use crate::{DType, Error, Result, Tensor, UntypedStorage};
 
+mod objects;
 mod tree;
 pub use tree::TREE_KEY;
 pub(crate) use tree::{record as record_tree, restore as restore_tree};

@@ -19,7 +19,8 @@
 //!       | {"bytes": HEX} | {"bytearray": HEX}
 //!       | {"complex": [RE, IM]}             each a FLOAT or one of the strings above
 //!       | {"dtype": NAME} | {"device": TEXT} | {"size": [INTEGER, …]}
-//!       | {"lost": KIND}                    a value JSON cannot hold here (an ndarray, a datetime …)
+//!       | {"qscheme": …} | {"datetime": …} | {"ndarray": …} | …   the objects of `objects.rs`
+//!       | {"lost": KIND}                    a value not recorded (a bare storage, a large array, a cycle)
 //!
 //! A tensor node may carry a view: {"tensor": NAME, "view": {"of": OWNER,
 //! "offset": N, "stride": [N, …]}}. The file holds NAME as a copy of its own
@@ -47,6 +48,7 @@ use num_bigint::BigInt;
 use num_complex::Complex64;
 use serde_json::{json, Value as Json};
 
+use super::objects;
 use crate::checkpoint::pickle::{Node, NodeId, Value};
 use crate::checkpoint::value::graph::{dotted, path_key, Checkpoint, Object, PathKey};
 use crate::{DType, Device, Error, Result};
@@ -200,7 +202,7 @@ impl Record<'_> {
             Object::Device(d) => json!({"device": d.to_string()}),
             Object::Size(s) => json!({ "size": s }),
             Object::Complex(c) => json!({"complex": [float(c.re), float(c.im)]}),
-            other => json!({"lost": lost_kind(other)}),
+            other => objects::record(other).unwrap_or_else(|| json!({"lost": lost_kind(other)})),
         }
     }
 
@@ -271,7 +273,7 @@ fn lost_kind(x: &Object) -> &'static str {
     }
 }
 
-fn float(f: f64) -> Json {
+pub(super) fn float(f: f64) -> Json {
     if f.is_nan() {
         json!({"float": "nan"})
     } else if f.is_infinite() {
@@ -281,7 +283,7 @@ fn float(f: f64) -> Json {
     }
 }
 
-fn hex(bytes: &[u8]) -> String {
+pub(super) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
@@ -542,7 +544,10 @@ impl Build<'_> {
                     dims.ok_or_else(|| format!("size: {}", brief(body)))?,
                 ))
             }
-            other => return Err(format!("a node of kind {other:?}")),
+            other => match objects::restore(other, body) {
+                Some(object) => Value::Ext(object?),
+                None => return Err(format!("a node of kind {other:?}")),
+            },
         })
     }
 }
@@ -558,7 +563,7 @@ fn tag(o: &serde_json::Map<String, Json>) -> Option<(&str, &Json)> {
 
 /// At most 80 characters of `j`'s JSON, for an error (a node can hold a
 /// whole checkpoint's structure).
-fn brief(j: &Json) -> String {
+pub(super) fn brief(j: &Json) -> String {
     let text = j.to_string();
     match text.char_indices().nth(80) {
         Some((at, _)) => format!("{}…", &text[..at]),
@@ -567,7 +572,7 @@ fn brief(j: &Json) -> String {
 }
 
 /// A float as [`float`] writes it.
-fn float_of(j: &Json) -> Option<f64> {
+pub(super) fn float_of(j: &Json) -> Option<f64> {
     match j {
         Json::Number(n) => n.as_f64(),
         Json::Object(o) => match o.get("float")?.as_str()? {
@@ -580,7 +585,7 @@ fn float_of(j: &Json) -> Option<f64> {
     }
 }
 
-fn unhex(text: &str) -> std::result::Result<Vec<u8>, Found> {
+pub(super) fn unhex(text: &str) -> std::result::Result<Vec<u8>, Found> {
     if !text.len().is_multiple_of(2) {
         return Err(format!("hex of odd length: {text:?}"));
     }
@@ -597,7 +602,6 @@ fn unhex(text: &str) -> std::result::Result<Vec<u8>, Found> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::checkpoint::value::data::{PyData, TimeDelta};
     use crate::checkpoint::value::graph::TensorObject;
     use crate::Tensor;
 
@@ -625,18 +629,19 @@ mod tests {
         assert_eq!(record(&c).unwrap(), None);
     }
 
-    /// A value JSON cannot hold here is left out of its dict and holds its
-    /// place in a list as `None`; a container holding itself is cut where it
-    /// repeats.
+    /// A value not recorded (a bare storage) is left out of its dict and
+    /// holds its place in a list as `None`; a container holding itself is
+    /// cut where it repeats.
     #[test]
     fn lost_values_and_cycles() {
         let mut c = Checkpoint::new();
-        let delta = TimeDelta {
-            days: 1,
-            seconds: 0,
-            microseconds: 0,
-        };
-        let lost = Value::Ext(Object::Data(Box::new(PyData::TimeDelta(delta))));
+        let lost = Value::Ext(Object::Storage(
+            crate::checkpoint::value::graph::StorageRef {
+                storage: crate::UntypedStorage::from_bytes(&[1, 2]).unwrap(),
+                dtype: None,
+                key: "0".into(),
+            },
+        ));
         let list = c.graph.list(vec![lost.clone(), Value::Int(3)]);
         let looped = c.graph.list(Vec::new());
         if let Some(Node::List(items)) = c.graph.try_get_mut(looped) {
@@ -650,7 +655,7 @@ mod tests {
         ]);
         c.root = Value::Node(root);
         let tree = record(&c).unwrap().unwrap();
-        assert!(tree.contains(r#"{"lost":"timedelta"}"#), "{tree}");
+        assert!(tree.contains(r#"{"lost":"storage"}"#), "{tree}");
         let mut back = loaded(&["w"], &tree);
         restore(&mut back).unwrap();
         let root = back.root_value();
