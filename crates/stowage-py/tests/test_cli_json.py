@@ -82,6 +82,26 @@ def test_convert_writes_what_torch_reads_back(tmp_path):
     assert kinds == {"sharing"}
 
 
+def test_convert_selects_a_subtree_or_a_module_state_dict(tmp_path):
+    sd = {"fc.weight": torch.arange(6.0).reshape(2, 3), "fc.bias": torch.ones(2)}
+    torch.save({"model": sd, "optimizer": {"lr": 1e-3}, "epoch": 3}, tmp_path / "train.pt")
+    stowage.convert(tmp_path / "train.pt", tmp_path / "w.safetensors", select="model")
+    from safetensors.torch import load_file
+
+    weights = load_file(tmp_path / "w.safetensors")
+    assert sorted(weights) == ["fc.bias", "fc.weight"]
+    assert all(torch.equal(weights[k], sd[k]) for k in sd)
+
+    model = torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.BatchNorm1d(2))
+    model[1].register_buffer("scratch", torch.zeros(2), persistent=False)
+    torch.save(model, tmp_path / "whole.pt")
+    stowage.convert(tmp_path / "whole.pt", tmp_path / "sd.pt", state_dict=True)
+    got = torch.load(tmp_path / "sd.pt", weights_only=True)
+    want = model.state_dict()
+    assert list(got) == list(want)
+    assert all(torch.equal(got[k], want[k]) for k in want)
+
+
 def test_failures_raise_the_library_exceptions(tmp_path):
     with pytest.raises(FileNotFoundError):
         stowage.inspect(tmp_path / "absent.pt")

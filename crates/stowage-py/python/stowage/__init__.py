@@ -243,6 +243,8 @@ def convert(
     inert: bool = False,
     drop_values: bool = False,
     drop_objects: bool = False,
+    select: Optional[str] = None,
+    state_dict: bool = False,
     rank: Optional[int] = None,
     world: Optional[int] = None,
 ) -> str:
@@ -254,6 +256,12 @@ def convert(
     checkpoint). The same options, and the same results, as the command;
     returns what it prints (what was written, and the values stored,
     dropped or tied).
+
+    ``select`` keeps only the value at a dotted path (``"model"``,
+    ``"state_dict"``), named relative to it: a training checkpoint's
+    weights. ``state_dict=True`` writes what ``model.state_dict()`` gives
+    for a module saved whole (``torch.save(model)``), read inertly: its
+    parameters and persistent buffers under PyTorch's names.
 
     ``rank`` and ``world`` (a sharded set or a distributed checkpoint) write
     this process's part of the output, as one of ``world`` processes
@@ -272,6 +280,10 @@ def convert(
         args.append("--drop-values")
     if drop_objects:
         args.append("--drop-objects")
+    if select is not None:
+        args += ["--select", select]
+    if state_dict:
+        args.append("--state-dict")
     if rank is not None or world is not None:
         args += ["--rank", str(rank), "--world", str(world)]
     _, out = _cli([*args, "--", os.fspath(src), os.fspath(dst)])

@@ -71,6 +71,8 @@ def convert(
     inert: bool = False,
     drop_values: bool = False,
     drop_objects: bool = False,
+    select: Optional[str] = None,
+    state_dict: bool = False,
     rank: Optional[int] = None,
     world: Optional[int] = None,
 ) -> str:
