@@ -682,3 +682,38 @@ print(",".join(sorted(flat)))
         "layers.0,layers.1.inner,model.fc.bias,model.fc.weight,optimizer.state.0.exp_avg,optimizer.state.0.step,tied.embed,tied.head,tied.row,tied.t"
     );
 }
+
+/// One value put at several places with `PyValue::Shared` is one object:
+/// a checkpoint built so, saved by stowage, loads in PyTorch with `a is b`
+/// (the pickle's memo), as `torch.save({"a": x, "b": x})` would have it;
+/// a plain clone put twice is two equal objects.
+#[test]
+fn a_shared_value_is_one_object_in_pytorch() {
+    use std::sync::Arc;
+    use stowage::checkpoint::PyValue;
+    let config = PyValue::dict([("lr", PyValue::Float(1e-3)), ("layers", PyValue::Int(2))]);
+    let shared = PyValue::Shared(Arc::new(config.clone()));
+    let ckpt = stowage::Checkpoint::from_value(PyValue::dict([
+        ("a", shared.clone()),
+        ("b", shared),
+        ("c", config.clone()),
+        ("d", config),
+    ]))
+    .unwrap();
+    let id = |p: &str| ckpt.get(p).unwrap().id();
+    assert_eq!(id("a"), id("b"));
+    assert_ne!(id("c"), id("d"));
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("shared.pt");
+    stowage::save(&path, &ckpt).unwrap();
+    let check = r#"
+import sys, torch
+d = torch.load(sys.argv[1], weights_only=True)
+assert d["a"] is d["b"], "a and b are two objects"
+assert d["c"] is not d["d"] and d["c"] == d["d"] == d["a"], d
+print("ok")
+"#;
+    if let Some(out) = common::run_torch_script(check, &[path.as_os_str()]) {
+        assert_eq!(String::from_utf8_lossy(&out).trim(), "ok");
+    }
+}

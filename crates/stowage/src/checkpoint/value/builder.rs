@@ -327,11 +327,14 @@ impl CheckpointBuilder {
 impl Checkpoint {
     /// A checkpoint whose saved object is `value`, of any kind (a dict, a
     /// list, one tensor, …). Tensors share storages and objects as
-    /// [`CheckpointBuilder::build`] says.
+    /// [`CheckpointBuilder::build`] says; a [`PyValue::Shared`] is one
+    /// object wherever it is put.
     ///
     /// # Errors
-    /// [`CheckpointError::LimitExceeded`] when listing its tensors visits more than
-    /// [`MAX_PATHS`](crate::checkpoint::MAX_PATHS) values.
+    /// None at present: the storages are listed by a walk that enters each
+    /// container once, so no sharing is too deep for it. The `Result` is
+    /// kept for the checks a value may need (the builder's own calls
+    /// return theirs through [`CheckpointBuilder::build`]).
     pub fn from_value(value: PyValue) -> Result<Checkpoint> {
         let mut ckpt = Checkpoint::new();
         ckpt.root = Adder::default().add(&mut ckpt, value);
