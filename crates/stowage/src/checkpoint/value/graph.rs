@@ -740,6 +740,20 @@ impl Checkpoint {
     /// `"state_dict"`), paths relative to it, with only the storages its
     /// tensors view: what `convert --select` keeps.
     ///
+    /// ```
+    /// use stowage::{Checkpoint, Tensor};
+    /// let w = Tensor::from_slice(&[1.0f32, 2.0])?;
+    /// let ckpt = Checkpoint::builder()
+    ///     .tensors("model", [("fc.weight", w)])
+    ///     .value("epoch", 3)
+    ///     .build()?;
+    /// let weights = ckpt.select("model")?;
+    /// assert_eq!(weights.state_dict()?[0].0, "fc.weight");
+    /// assert!(weights.get("epoch").is_err());
+    /// assert_eq!(weights.storages().len(), 1);
+    /// # Ok::<(), stowage::Error>(())
+    /// ```
+    ///
     /// # Errors
     /// [`CheckpointError::ValueNotFound`] when nothing is at `path`, as
     /// [`get`](Self::get) says; [`CheckpointError::LimitExceeded`] as
