@@ -16,8 +16,10 @@
 //!
 //! `CODE` is the dtype with its byte order (`"<f4"`); an array's bytes are
 //! its elements in C order, native (little-endian) byte order. An array of a
-//! dtype PyTorch has no tensor for (strings, objects), or of more than
-//! [`MAX_ARRAY_BYTES`], is not recorded (`lost`), nor is a bare storage.
+//! dtype PyTorch has no tensor for (strings, objects), of more than
+//! [`MAX_ARRAY_BYTES`], or past [`MAX_ARRAYS_BYTES`] of arrays in one file
+//! (whose header, hex and all, must stay under the 100 MB safetensors
+//! readers accept) is not recorded (`lost`), nor is a bare storage.
 
 use std::sync::Arc;
 
@@ -35,10 +37,15 @@ use crate::{Scalar, Tensor, UntypedStorage};
 
 /// The largest numpy array kept in the structure, in bytes (twice that as
 /// hex in the file's metadata): RNG states and small tables, not weights.
-pub const MAX_ARRAY_BYTES: usize = 1 << 20;
+pub(super) const MAX_ARRAY_BYTES: usize = 1 << 20;
 
-/// The node recording `x`; `None` for what is not recorded.
-pub(super) fn record(x: &Object) -> Option<Json> {
+/// The most bytes of arrays kept in one file's structure, all together.
+pub(super) const MAX_ARRAYS_BYTES: usize = 16 << 20;
+
+/// The node recording `x`; `None` for what is not recorded. `budget` is
+/// the bytes of arrays still to be kept in this file ([`MAX_ARRAYS_BYTES`]
+/// at first); an array kept takes its bytes from it.
+pub(super) fn record(x: &Object, budget: &mut usize) -> Option<Json> {
     Some(match x {
         Object::QScheme(q) => json!({ "qscheme": q }),
         Object::Layout(l) => json!({ "layout": l }),
@@ -49,7 +56,7 @@ pub(super) fn record(x: &Object) -> Option<Json> {
         Object::Class(c) => json!({"class": [c.module, c.name]}),
         Object::NumpyDType(d) => json!({ "numpy_dtype": code(d) }),
         Object::NumpyScalar(s) => json!({"numpy_scalar": [code(&s.dtype), scalar(s.value)]}),
-        Object::NdArray(a) => return ndarray(a),
+        Object::NdArray(a) => return ndarray(a, budget),
         Object::Data(d) => data(d),
         _ => return None,
     })
@@ -72,11 +79,12 @@ fn scalar(s: Scalar) -> Json {
     }
 }
 
-fn ndarray(a: &NdArray) -> Option<Json> {
+fn ndarray(a: &NdArray, budget: &mut usize) -> Option<Json> {
     let t = &a.tensor;
     if a.dtype.torch != Some(t.dtype()) || t.nbytes() > MAX_ARRAY_BYTES {
         return None;
     }
+    *budget = budget.checked_sub(t.nbytes())?;
     let c = t.contiguous().ok()?;
     let storage = c.untyped_storage().bytes().ok()?;
     let start = c.storage_offset() * c.element_size();
@@ -337,7 +345,8 @@ mod tests {
     use crate::DType;
 
     fn back(x: &Object) -> Object {
-        let json = record(x).unwrap_or_else(|| panic!("{x:?} is not recorded"));
+        let mut budget = MAX_ARRAYS_BYTES;
+        let json = record(x, &mut budget).unwrap_or_else(|| panic!("{x:?} is not recorded"));
         let serde_json::Value::Object(o) = &json else {
             panic!("{json}")
         };
@@ -430,12 +439,19 @@ mod tests {
     /// recorded; a node that does not fit is refused, naming what it is.
     #[test]
     fn what_is_not_recorded_or_does_not_fit() {
-        let big = Tensor::zeros(&[MAX_ARRAY_BYTES + 1], DType::UInt8).unwrap();
-        let a = NdArray {
-            tensor: big,
-            dtype: NumpyDType::from_code("|u1"),
+        let array = |n: usize| {
+            Object::NdArray(Box::new(NdArray {
+                tensor: Tensor::zeros(&[n], DType::UInt8).unwrap(),
+                dtype: NumpyDType::from_code("|u1"),
+            }))
         };
-        assert!(record(&Object::NdArray(Box::new(a))).is_none());
+        let mut budget = MAX_ARRAYS_BYTES;
+        assert!(record(&array(MAX_ARRAY_BYTES + 1), &mut budget).is_none());
+        // Past the file's budget, arrays small enough alone are not kept.
+        let kept = (0..17)
+            .filter(|_| record(&array(MAX_ARRAY_BYTES), &mut budget).is_some())
+            .count();
+        assert_eq!(kept, MAX_ARRAYS_BYTES / MAX_ARRAY_BYTES);
         for (kind, body) in [
             ("qscheme", json!("strided")),
             ("global", json!(["os", "system"])),

@@ -95,6 +95,7 @@ pub(crate) fn record(ckpt: &Checkpoint) -> Result<Option<String>> {
         on_path: Vec::new(),
         budget: crate::checkpoint::value::graph::MAX_PATHS,
         ties,
+        arrays: objects::MAX_ARRAYS_BYTES,
     };
     let root = walk.node(&ckpt.root)?;
     Ok(Some(json!({"version": VERSION, "root": root}).to_string()))
@@ -151,6 +152,8 @@ struct Record<'c> {
     on_path: Vec<NodeId>,
     budget: usize,
     ties: HashMap<String, Tie>,
+    /// Bytes of numpy arrays still to be kept inline (`objects.rs`).
+    arrays: usize,
 }
 
 impl Record<'_> {
@@ -175,7 +178,7 @@ impl Record<'_> {
         })
     }
 
-    fn object(&self, x: &Object) -> Json {
+    fn object(&mut self, x: &Object) -> Json {
         match x {
             Object::Tensor(t) if t.kind.is_strided() => {
                 let name = dotted(&self.path);
@@ -202,7 +205,8 @@ impl Record<'_> {
             Object::Device(d) => json!({"device": d.to_string()}),
             Object::Size(s) => json!({ "size": s }),
             Object::Complex(c) => json!({"complex": [float(c.re), float(c.im)]}),
-            other => objects::record(other).unwrap_or_else(|| json!({"lost": lost_kind(other)})),
+            other => objects::record(other, &mut self.arrays)
+                .unwrap_or_else(|| json!({"lost": lost_kind(other)})),
         }
     }
 
