@@ -469,5 +469,6 @@ fn values_of_every_type_survive_conversion_to_safetensors() {
         assert!(!want.is_empty(), "{file}: no values to compare");
         let missing: Vec<&Json> = want.iter().filter(|v| !got.contains(v)).collect();
         assert!(missing.is_empty(), "{file}: lost or changed: {missing:#?}");
+        assert_eq!(got.len(), want.len(), "{file}: values added");
     }
 }
