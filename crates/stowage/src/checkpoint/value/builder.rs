@@ -64,6 +64,8 @@ pub enum PyValue {
     /// `Arc` are one container, however often they are put. Structures
     /// shared this way can reach a value along exponentially many paths,
     /// which the walks bound ([`MAX_PATHS`](crate::checkpoint::MAX_PATHS)).
+    /// [`CheckpointBuilder::value`] does not change a value below one put at
+    /// another place too (it refuses, naming the path): build it whole first.
     Shared(Arc<PyValue>),
 }
 
@@ -437,7 +439,17 @@ fn descend(slot: &mut PyValue, full: &[PathKey], depth: usize, value: PyValue) -
             insert(entries, full, depth, value)
         }
         (PyValue::WithState(inner, _), _) => descend(inner, full, depth, value),
-        (PyValue::Shared(inner), _) => descend(Arc::make_mut(inner), full, depth, value),
+        // Changing a value put at other places too would have to change it
+        // there as well, as Python's one object would; a copy made here
+        // would silently stop sharing it, so that is refused.
+        (PyValue::Shared(inner), _) => match Arc::get_mut(inner) {
+            Some(inner) => descend(inner, full, depth, value),
+            None => Err(Error::Checkpoint(CheckpointError::ValueType {
+                path: joined(&full[..depth]),
+                expected: "a value put at one place (build a shared value whole before putting it)",
+                found: "a value shared with another place",
+            })),
+        },
         (PyValue::List(items), PathKey::Index(i)) => {
             let Some(item) = usize::try_from(*i).ok().and_then(|at| items.get_mut(at)) else {
                 return Err(Error::Checkpoint(CheckpointError::ValueNotFound {
@@ -459,7 +471,6 @@ fn descend(slot: &mut PyValue, full: &[PathKey], depth: usize, value: PyValue) -
     }
 }
 
-/// Adds `v` to the checkpoint's graph, returning the value that refers to it.
 /// Puts [`PyValue`]s into a checkpoint's graph, each [`PyValue::Shared`]
 /// once: its clones reuse the node the first made.
 #[derive(Default)]
@@ -544,6 +555,32 @@ mod tests {
 
     fn t(v: &[f32]) -> Tensor {
         Tensor::from_slice(v).unwrap()
+    }
+
+    /// A value shared with another place is not changed through one of
+    /// them (the other would not see it, as Python's one object would).
+    #[test]
+    fn a_shared_value_is_not_changed_through_one_place() {
+        let shared = PyValue::Shared(Arc::new(PyValue::dict([("lr", 1e-3)])));
+        let e = Checkpoint::builder()
+            .value("a", shared.clone())
+            .value("b", shared)
+            .value("a.lr", 2e-3)
+            .build()
+            .unwrap_err();
+        assert!(
+            matches!(&e, Error::Checkpoint(CheckpointError::ValueType { path, found, .. })
+                if path == "a" && found.contains("shared")),
+            "{e:?}"
+        );
+        // Put at one place only, it is changed there.
+        let alone = PyValue::Shared(Arc::new(PyValue::dict([("lr", 1e-3)])));
+        let ckpt = Checkpoint::builder()
+            .value("a", alone)
+            .value("a.lr", 2e-3)
+            .build()
+            .unwrap();
+        assert_eq!(ckpt.get("a.lr").unwrap().as_f64().unwrap(), 2e-3);
     }
 
     #[test]

@@ -288,7 +288,16 @@ pub(super) fn float(f: f64) -> Json {
 }
 
 pub(super) fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    // By table into one string: a numpy array kept inline (`objects.rs`)
+    // puts up to MiBs through here, where a `format!` per byte would
+    // allocate once per byte.
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        out.push(char::from(DIGITS[usize::from(b >> 4)]));
+        out.push(char::from(DIGITS[usize::from(b & 0xf)]));
+    }
+    out
 }
 
 /// Rebuilds the structure [`TREE_KEY`] records around the tensors of `ckpt`,
