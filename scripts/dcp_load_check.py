@@ -75,7 +75,12 @@ if __name__ == "__main__":
         dcp.load(sd, checkpoint_id=d, no_dist=True)
         compare(sd, expected)
     else:
-        import random
+        import socket
         import torch.multiprocessing as mp
-        mp.spawn(rank_main, args=(n, random.randint(20000, 40000), d, expected), nprocs=n, join=True)
+        # A port no other process holds now (a random one could be another
+        # test's store, running at the same time).
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        mp.spawn(rank_main, args=(n, port, d, expected), nprocs=n, join=True)
     print("ok")
