@@ -338,7 +338,7 @@ impl Tensor {
             storage,
             dtype,
             layout,
-            autograd: None,
+            autograd: crate::autograd::AutogradMeta::none(),
             id: crate::tensor::TensorId::fresh(),
         };
         if out.has_data() {
@@ -434,10 +434,10 @@ impl Tensor {
     /// shares part of `self`'s memory, [`TensorError::InternalOverlap`] when `self`
     /// is expanded (PyTorch's overlap rule);
     /// [`StorageError::NoData`] on meta; [`TensorError::InPlaceRequiresGrad`] while recording
-    /// gradients, for a leaf that requires grad or a view of one, or a `self`
-    /// that does not require grad with a `src` that does (see
-    /// [`crate::autograd`]). On a computed tensor the copy is recorded
-    /// (`CopyBackwards`), as in PyTorch.
+    /// gradients, for a leaf that requires grad or a view of one, and through
+    /// the views [`GradRole`](crate::autograd::GradRole) names. On a computed
+    /// tensor, or from a `src` that requires grad, the copy is recorded
+    /// (`CopyBackwards`), as in PyTorch ([`crate::autograd`]).
     pub fn copy_(&self, src: &Tensor) -> Result<&Self> {
         let record = self.check_inplace_arith("copy_", Some(src))?;
         self.check_data("copy_")?;

@@ -14,7 +14,10 @@
 //! same one. [`Tensor::is_same`] holds when two handles come from one object
 //! *and* still agree on storage, dtype, layout and autograd state: a handle
 //! changed since in place (`set_`, `requires_grad_`) is another object, since
-//! the other handles do not see the change as Python's would. Saving keys on
+//! the other handles do not see the change as Python's would. The autograd
+//! state is the object's, shared by its handles: an in-place write that makes
+//! a tensor start requiring grad (`acc.add_(x)`) is seen through every
+//! handle, as through Python's one object. Saving keys on
 //! it: a tensor reached twice is pickled once and fetched from the memo the
 //! second time, so PyTorch loads `{"a": t, "b": t}` with `a is b`; loading
 //! keeps it, as the unpickler's memo hands out clones of one handle.
@@ -62,8 +65,9 @@ pub struct Tensor {
     pub(crate) storage: UntypedStorage,
     pub(crate) dtype: DType,
     pub(crate) layout: Layout,
-    /// Present when the tensor requires grad: its gradient and history.
-    pub(crate) autograd: Option<Arc<AutogradMeta>>,
+    /// Its autograd state: whether it requires grad, its gradient and
+    /// history, and, for a view, its base; shared by the object's handles.
+    pub(crate) autograd: Arc<AutogradMeta>,
     /// The object this handle belongs to (NOTE [tensor identity]).
     pub(crate) id: TensorId,
 }
@@ -81,7 +85,7 @@ impl Tensor {
             storage,
             dtype,
             layout,
-            autograd: None,
+            autograd: AutogradMeta::none(),
             id: TensorId::fresh(),
         }
     }
@@ -96,7 +100,7 @@ impl Tensor {
             storage,
             dtype,
             layout,
-            autograd: None,
+            autograd: AutogradMeta::none(),
             id: TensorId::fresh(),
         })
     }
@@ -124,7 +128,7 @@ impl Tensor {
             storage,
             dtype,
             layout,
-            autograd: None,
+            autograd: AutogradMeta::none(),
             id: TensorId::fresh(),
         })
     }
@@ -189,7 +193,7 @@ impl Tensor {
             storage,
             dtype: other.dtype,
             layout,
-            autograd: None,
+            autograd: AutogradMeta::none(),
             id: TensorId::fresh(),
         })
     }
@@ -362,11 +366,7 @@ impl Tensor {
             && self.storage.is_same(&other.storage)
             && self.dtype == other.dtype
             && self.layout == other.layout
-            && match (&self.autograd, &other.autograd) {
-                (None, None) => true,
-                (Some(a), Some(b)) => Arc::ptr_eq(a, b),
-                _ => false,
-            }
+            && Arc::ptr_eq(&self.autograd, &other.autograd)
     }
 
     /// The identity saving keys on (NOTE [tensor identity]); see [`is_same`](Self::is_same).
@@ -397,6 +397,11 @@ impl Tensor {
         layout.check_fits(self.dtype.size(), storage.nbytes())?;
         self.storage = storage.clone();
         self.layout = layout;
+        if !self.requires_grad() {
+            // Another object now (NOTE [tensor identity]), and no view of
+            // its old base: a write that starts history here is its own.
+            self.autograd = crate::autograd::AutogradMeta::none();
+        }
         Ok(self)
     }
 

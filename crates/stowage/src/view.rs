@@ -8,7 +8,7 @@
 use crate::error::TensorError;
 use std::sync::Arc;
 
-use crate::autograd::{record, Backward};
+use crate::autograd::{record, record_view, Backward, ViewFn};
 use crate::layout::Layout;
 use crate::{DType, Error, Result, Tensor};
 
@@ -20,26 +20,42 @@ impl Tensor {
         f: impl Fn(&Layout) -> Result<Layout> + Send + Sync + 'static,
     ) -> Result<Tensor> {
         let layout = f(&self.layout)?;
-        Ok(self.viewed(name, layout, f))
+        Ok(self.viewed(name, layout, Arc::new(f), false))
     }
 
     /// This tensor under `layout`, which `f` computes from its layout: the
     /// gradient of the view is scattered back through `f` applied to zeros
-    /// of this tensor's shape.
-    fn viewed(
-        &self,
-        name: &'static str,
-        layout: Layout,
-        f: impl Fn(&Layout) -> Result<Layout> + Send + Sync + 'static,
-    ) -> Tensor {
+    /// of this tensor's shape. `multi_output`: one of several views one call
+    /// returns.
+    fn viewed(&self, name: &'static str, layout: Layout, f: ViewFn, multi_output: bool) -> Tensor {
         let out = Tensor {
             layout,
             ..self.detach()
         };
-        record(out, name, &[self], || Backward::View {
+        let view = Arc::clone(&f);
+        record_view(out, name, self, Some(f), multi_output, || Backward::View {
+            shape: self.shape().to_vec(),
+            view,
+        })
+    }
+
+    /// A fresh result under the layout `f` makes of its own, recorded as
+    /// the view `name` but, as in ATen, no view of anything: a write to it
+    /// is a write to a computed tensor (what `matmul` returns after its
+    /// `squeeze_` and `_unsafe_view`).
+    pub(crate) fn named_view(
+        &self,
+        name: &'static str,
+        f: impl Fn(&Layout) -> Result<Layout> + Send + Sync + 'static,
+    ) -> Result<Tensor> {
+        let out = Tensor {
+            layout: f(&self.layout)?,
+            ..self.detach()
+        };
+        Ok(record(out, name, &[self], || Backward::View {
             shape: self.shape().to_vec(),
             view: Arc::new(f),
-        })
+        }))
     }
 
     /// The pieces `f` cuts this tensor into (split, chunk, unbind), each a
@@ -55,7 +71,7 @@ impl Tensor {
             .enumerate()
             .map(|(i, l)| {
                 let f = f.clone();
-                self.viewed(name, l, move |base| {
+                let piece: ViewFn = Arc::new(move |base: &Layout| {
                     let mut all = f(base)?;
                     let size = all.len();
                     // The base has this tensor's shape, so it has as many pieces.
@@ -66,26 +82,17 @@ impl Tensor {
                             size,
                         },
                     ))
-                })
+                });
+                self.viewed(name, l, piece, true)
             })
             .collect())
-    }
-
-    /// The view `f(layout)` recorded as `name`: for the views ATen records
-    /// under a name of their own (`squeeze_`'s `SqueezeBackward4`).
-    pub(crate) fn named_view(
-        &self,
-        name: &'static str,
-        f: impl Fn(&Layout) -> Result<Layout> + Send + Sync + 'static,
-    ) -> Result<Tensor> {
-        self.view_with(name, f)
     }
 
     /// ATen's `_unsafe_view`: a view of a fresh result, recorded as
     /// `UnsafeViewBackward0` (what `reshape` and `matmul` return after a copy).
     pub(crate) fn unsafe_view(&self, shape: &[isize]) -> Result<Tensor> {
         let shape = shape.to_vec();
-        self.view_with("UnsafeViewBackward0", move |l| l.view(&shape))
+        self.named_view("UnsafeViewBackward0", move |l| l.view(&shape))
     }
 
     /// The same elements under `shape` (one size may be -1), sharing the storage.
@@ -197,9 +204,8 @@ impl Tensor {
 
     /// Removes every size-1 dimension.
     pub fn squeeze(&self) -> Tensor {
-        self.viewed("SqueezeBackward0", self.layout.squeeze(), |l| {
-            Ok(l.squeeze())
-        })
+        let f: ViewFn = Arc::new(|l: &Layout| Ok(l.squeeze()));
+        self.viewed("SqueezeBackward0", self.layout.squeeze(), f, false)
     }
 
     /// Removes `dim` if its size is 1.
@@ -255,12 +261,17 @@ impl Tensor {
             layout: layout.clone(),
             ..self.detach()
         };
-        Ok(record(out, "AsStridedBackward0", &[self], || {
-            Backward::AsStrided {
+        Ok(record_view(
+            out,
+            "AsStridedBackward0",
+            self,
+            None,
+            false,
+            || Backward::AsStrided {
                 input: self.layout.clone(),
                 output: layout,
-            }
-        }))
+            },
+        ))
     }
 
     /// The same bytes read as `dtype` (PyTorch's `view(dtype)`): the last dimension scales

@@ -2,120 +2,175 @@
 //!
 //! - A write to a leaf that requires grad, or to a view of one, is refused
 //!   while recording.
-//! - In-place arithmetic (`add_`, `mul_`) on a computed tensor replaces the
-//!   tensor's history with the operation's node, whose first input is the
-//!   history it had.
-//! - Through a view of a computed tensor, the *base* is rebased: its history
-//!   becomes a `CopySlices` node, which sends the base's gradient on with the
-//!   view's region passed through the operation's formula, and the view
-//!   becomes a view of that new history (`AsStridedBackward0`). Every other
-//!   view of the base notices, the next time it is used, that its base has a
-//!   new history, and gets a node on it too (PyTorch does this by the views'
-//!   version counter).
+//! - In-place arithmetic (`add_`, `mul_`, `copy_`, `fill_`) on a computed
+//!   tensor replaces the tensor's history with the operation's node, whose
+//!   first input is the history it had. On a tensor that does not require
+//!   grad, with an operand that does, the node's first input is nothing: the
+//!   tensor starts requiring grad (`acc.add_(x)`).
+//! - Through a view, the *base* is rebased: its history becomes a
+//!   `CopySlices` node, which sends the base's gradient on with the view's
+//!   region passed through the operation's formula, and the view becomes a
+//!   view of that new history (`AsStridedBackward0`). Every other view of
+//!   the base notices, the next time it is used, that its base has a new
+//!   history, and gets a node on it too (PyTorch does this by the views'
+//!   version counter). So every view knows its base ([`ViewOf`]), whether
+//!   or not anything requires grad when it is made.
 
 use crate::error::TensorError;
 use std::sync::{Arc, Mutex};
 
 use super::backward::{Backward, ViewFn};
-use super::{is_grad_enabled, view_of_leaf, AutogradMeta, Edge, GradRole, Node};
+use super::{can_require_grad, is_grad_enabled, view_of_leaf, AutogradMeta, Edge, GradRole, Node};
+use crate::layout::Layout;
 use crate::{Error, Result, Tensor};
 
-/// What a view of a computed tensor knows of its base.
+/// Where a view lies in its base.
+enum Geometry {
+    /// Made by view operations: the view's layout as a function of the
+    /// base's.
+    Op(ViewFn),
+    /// Made by `as_strided` (or a view of such a view): fixed places in the
+    /// storage, `view`, over the base's places.
+    Strided { view: Layout },
+}
+
+/// What a view knows of its base (PyTorch's `_base` and creation meta).
 pub(crate) struct ViewOf {
-    /// The computed tensor this is a view of (the first up the chain of
-    /// views that is not itself a view).
+    /// The tensor this is a view of (the first up the chain of views that
+    /// is not itself a view).
     base: Arc<AutogradMeta>,
-    /// The base's shape.
-    base_shape: Vec<usize>,
-    /// This view's layout as a function of the base's (contiguous) layout.
-    view: ViewFn,
-    /// The base's node this view's node stands on.
-    built_on: Mutex<Arc<Node>>,
+    /// The base's layout when the view was made.
+    base_layout: Layout,
+    geometry: Geometry,
+    /// Why a write through this view that would be recorded is refused:
+    /// one of several views one call made, or a view made under `no_grad`.
+    refused: Option<GradRole>,
+    /// The base's node this view's node stands on (`None`: the base had no
+    /// history).
+    built_on: Mutex<Option<Arc<Node>>>,
 }
 
 impl ViewOf {
-    /// The base of the view `node` just recorded on `inputs`, when its input
-    /// is a computed tensor or a view of one (a view of a leaf needs none:
-    /// writes through it are refused).
-    pub(super) fn of(node: &Arc<Node>, inputs: &[&Tensor]) -> Option<ViewOf> {
-        let Backward::View { shape, view } = &node.backward else {
-            return None;
+    /// The link of a view of `input` at `layout`, made by a view operation
+    /// (`view`: its layout from `input`'s) or by `as_strided` (`None`).
+    pub(super) fn link(
+        input: &Tensor,
+        layout: &Layout,
+        view: Option<ViewFn>,
+        multi_output: bool,
+    ) -> ViewOf {
+        let made_refused = if multi_output {
+            Some(GradRole::MultiOutputView)
+        } else if !is_grad_enabled() {
+            Some(GradRole::NoGradView)
+        } else {
+            None
         };
-        let [input] = inputs else { return None };
-        let meta = input.autograd.as_ref()?;
+        let strided = || Geometry::Strided {
+            view: layout.clone(),
+        };
+        let meta = &input.autograd;
         if let Some(parent) = &meta.view_of {
-            // A view of a view: of the same base, the layout functions composed.
-            let (outer, inner) = (Arc::clone(&parent.view), Arc::clone(view));
-            let view: ViewFn = Arc::new(move |l| inner(&outer(l)?));
-            return Some(ViewOf {
+            // A view of a view: of the same base, the layouts composed.
+            let geometry = match (&parent.geometry, view) {
+                (Geometry::Op(outer), Some(inner)) => {
+                    let outer = Arc::clone(outer);
+                    Geometry::Op(Arc::new(move |l: &Layout| inner(&outer(l)?)))
+                }
+                _ => strided(),
+            };
+            return ViewOf {
                 base: Arc::clone(&parent.base),
-                base_shape: parent.base_shape.clone(),
-                view,
-                built_on: Mutex::new(parent.base.grad_fn()?),
-            });
+                base_layout: parent.base_layout.clone(),
+                geometry,
+                refused: parent.refused.or(made_refused),
+                built_on: Mutex::new(parent.base.grad_fn()),
+            };
         }
-        let base_node = meta.grad_fn()?;
-        if base_node.backward.is_view() {
-            return None; // a view of a leaf, or an `as_strided` view
-        }
-        Some(ViewOf {
+        ViewOf {
             base: Arc::clone(meta),
-            base_shape: shape.clone(),
-            view: Arc::clone(view),
-            built_on: Mutex::new(base_node),
-        })
+            base_layout: input.layout.clone(),
+            geometry: view.map_or_else(strided, Geometry::Op),
+            refused: made_refused,
+            built_on: Mutex::new(meta.grad_fn()),
+        }
     }
 
     /// Gives the view (`meta`) a node on its base's history when the base
-    /// was written in place since its node was made.
+    /// was written in place since the view's node was made. A view made
+    /// under `no_grad` keeps none, as it was made.
     pub(super) fn refresh(&self, meta: &AutogradMeta) {
+        if self.refused == Some(GradRole::NoGradView) {
+            return;
+        }
         let Some(current) = self.base.grad_fn() else {
             return;
         };
         let mut built = self.built_on.lock().unwrap_or_else(|e| e.into_inner());
-        if !Arc::ptr_eq(&current, &built) {
+        if !built.as_ref().is_some_and(|b| Arc::ptr_eq(b, &current)) {
             meta.set_grad_fn(self.view_node(&current));
-            *built = current;
+            *built = Some(current);
         }
     }
 
     /// The view's node on the base's history `base`.
     fn view_node(&self, base: &Arc<Node>) -> Arc<Node> {
+        let backward = match &self.geometry {
+            Geometry::Op(view) => Backward::View {
+                shape: self.base_layout.shape().to_vec(),
+                view: Arc::clone(view),
+            },
+            Geometry::Strided { view } => Backward::AsStrided {
+                input: self.base_layout.clone(),
+                output: view.clone(),
+            },
+        };
         Arc::new(Node::on(
             "AsStridedBackward0",
-            Backward::View {
-                shape: self.base_shape.clone(),
-                view: Arc::clone(&self.view),
-            },
+            backward,
             vec![Some(Edge::Node(Arc::clone(base)))],
         ))
     }
 
+    /// Why a write through this view that would be recorded is refused, if
+    /// it is.
+    fn refusal(&self) -> Option<GradRole> {
+        match self.geometry {
+            Geometry::Strided { .. } => Some(GradRole::StridedView),
+            Geometry::Op(_) => self.refused,
+        }
+    }
+
     /// Records the in-place operation `backward` made through the view
     /// `meta` with `operand`: the base's history becomes a `CopySlices` node
-    /// over it (PyTorch's name for it), and the view a view of that.
+    /// over the history it had (none, for a base that did not require grad),
+    /// and the view a view of that.
     fn rebase(&self, meta: &AutogradMeta, backward: Backward, operand: Option<&Tensor>) {
-        let Some(current) = self.base.grad_fn() else {
-            return;
+        let Geometry::Op(view) = &self.geometry else {
+            return; // refused before the write (`refusal`)
         };
-        let inputs = vec![Some(Edge::Node(current)), operand.and_then(Tensor::edge)];
+        let inputs = vec![
+            self.base.grad_fn().map(Edge::Node),
+            operand.and_then(Tensor::edge),
+        ];
         let copy = Arc::new(Node::on(
             "CopySlices",
             Backward::CopySlices {
-                shape: self.base_shape.clone(),
-                view: Arc::clone(&self.view),
+                shape: self.base_layout.shape().to_vec(),
+                view: Arc::clone(view),
                 inner: Box::new(backward),
             },
             inputs,
         ));
         self.base.set_grad_fn(Arc::clone(&copy));
         meta.set_grad_fn(self.view_node(&copy));
-        *self.built_on.lock().unwrap_or_else(|e| e.into_inner()) = copy;
+        *self.built_on.lock().unwrap_or_else(|e| e.into_inner()) = Some(copy);
     }
 }
 
-/// What `meta`'s tensor is in the graph, for a write to it; `None` for a
-/// computed tensor that is not a view (whose arithmetic is recorded).
+/// What a tensor that requires grad is in the graph, for a write to it;
+/// `None` for a computed tensor that is not a view (whose arithmetic is
+/// recorded).
 fn role(meta: &AutogradMeta) -> Option<GradRole> {
     match meta.grad_fn() {
         None => Some(GradRole::Leaf),
@@ -129,21 +184,20 @@ impl Tensor {
     /// Refuses an in-place write while recording to a tensor that requires
     /// grad, for an operation stowage does not record in place.
     pub(crate) fn check_inplace(&self, op: &'static str) -> Result<()> {
-        let Some(meta) = &self.autograd else {
-            return Ok(());
-        };
-        if !is_grad_enabled() {
+        if !is_grad_enabled() || !self.requires_grad() {
             return Ok(());
         }
-        let role = role(meta).unwrap_or(GradRole::Computed);
+        let role = role(&self.autograd).unwrap_or(GradRole::Computed);
         Err(Error::Tensor(TensorError::InPlaceRequiresGrad { op, role }))
     }
 
     /// Whether in-place arithmetic on this tensor with `operand` is to be
     /// recorded ([`record_inplace`](Self::record_inplace) after the write):
-    /// while recording, on a computed tensor or a view of one. Refuses the
-    /// writes PyTorch refuses (to a leaf, or a view of one) and those stowage
-    /// does not record ([`GradRole`]).
+    /// while recording, on a computed tensor or a view of one, or on a
+    /// tensor that does not require grad with an operand that does. Refuses
+    /// the writes PyTorch refuses (to a leaf or a view of one, through one
+    /// of several views, through a view made under `no_grad`) and those
+    /// stowage does not record ([`GradRole`]).
     pub(crate) fn check_inplace_arith(
         &self,
         op: &'static str,
@@ -152,26 +206,30 @@ impl Tensor {
         if !is_grad_enabled() {
             return Ok(false);
         }
-        let Some(meta) = &self.autograd else {
-            return match operand {
-                Some(t) if t.requires_grad() => {
-                    Err(Error::Tensor(TensorError::InPlaceRequiresGrad {
-                        op,
-                        role: GradRole::NoGrad,
-                    }))
-                }
-                _ => Ok(false),
+        let meta = &self.autograd;
+        let refuse = |role| Err(Error::Tensor(TensorError::InPlaceRequiresGrad { op, role }));
+        if !meta.requires_grad() {
+            // It starts requiring grad when the operand does.
+            if !operand.is_some_and(Tensor::requires_grad) || !can_require_grad(self.dtype) {
+                return Ok(false);
+            }
+            return match meta.view_of.as_deref().and_then(ViewOf::refusal) {
+                Some(role) => refuse(role),
+                None => Ok(true),
             };
-        };
-        match role(meta) {
-            None => Ok(true),
-            Some(GradRole::ViewOfComputed) if meta.view_of.is_some() => Ok(true),
-            Some(role) => Err(Error::Tensor(TensorError::InPlaceRequiresGrad { op, role })),
+        }
+        match (role(meta), &meta.view_of) {
+            (None, _) => Ok(true),
+            (Some(GradRole::ViewOfComputed), Some(view)) => match view.refusal() {
+                Some(role) => refuse(role),
+                None => Ok(true),
+            },
+            (Some(role), _) => refuse(role),
         }
     }
 
-    /// Records an in-place operation on this computed tensor, or view of
-    /// one, once it has written ([`check_inplace_arith`](Self::check_inplace_arith)
+    /// Records an in-place operation on this tensor, or through this view,
+    /// once it has written ([`check_inplace_arith`](Self::check_inplace_arith)
     /// said it records): its history (a view's: its base's) becomes
     /// `backward`'s node over the history it had. Operations recorded
     /// earlier keep the node they used.
@@ -181,7 +239,7 @@ impl Tensor {
         backward: Backward,
         operand: Option<&Tensor>,
     ) {
-        let Some(meta) = &self.autograd else { return };
+        let meta = &self.autograd;
         match &meta.view_of {
             Some(view) => view.rebase(meta, backward, operand),
             None => {

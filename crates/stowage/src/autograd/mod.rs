@@ -43,10 +43,15 @@
 //!   `CopySlices` node (module `inplace`). Writes to leaves and views of
 //!   leaves are refused, as in PyTorch. stowage also refuses, while
 //!   recording, element writes (`set`, `write`, `as_array_view_mut`) to a
-//!   tensor that requires grad, any write through an `as_strided` view of a
-//!   computed tensor, and a write that would make a tensor that does not
-//!   require grad start requiring it (a handle's autograd state is its own,
-//!   and an in-place operation takes `&self`).
+//!   tensor that requires grad, and a recorded write through an
+//!   `as_strided` view. Like PyTorch, it refuses a recorded write through
+//!   one of several views one call made (`split`, `chunk`, `unbind`) and
+//!   through a view made under [`no_grad`].
+//! - A tensor that does not require grad, written in place with one that
+//!   does (`acc.add_(x)`), starts requiring grad, as in PyTorch: its history
+//!   becomes the operation's node, seen by every handle of it (NOTE [tensor
+//!   identity]); through a view, its base's history becomes a `CopySlices`
+//!   node as above, and every other view of the base follows.
 //! - Every storage counts the in-place writes made through tensors (its
 //!   *version*, [`Tensor::version`]; PyTorch counts per tensor and its views,
 //!   stowage per storage). A recorded operation notes the version of each
@@ -65,7 +70,7 @@ use std::cell::Cell;
 use std::marker::PhantomData;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-pub(crate) use backward::Backward;
+pub(crate) use backward::{Backward, ViewFn};
 
 use crate::{DType, Error, Kind, Result, Tensor};
 
@@ -134,9 +139,15 @@ pub enum GradRole {
     /// record through a view (all but `add_` and `mul_`, and any write to an
     /// `as_strided` view).
     ViewOfComputed,
-    /// A tensor that does not require grad, written in place with one that
-    /// does (it would have to start requiring grad in place).
-    NoGrad,
+    /// A view made by `as_strided`, for a write that would be recorded
+    /// (stowage records writes through views made by view operations).
+    StridedView,
+    /// One of several views one call returned (`split`, `chunk`,
+    /// `unbind`), for a write that would be recorded: PyTorch refuses it.
+    MultiOutputView,
+    /// A view made under [`no_grad`], for a write that would be recorded:
+    /// PyTorch refuses it as ambiguous.
+    NoGradView,
 }
 
 impl std::fmt::Display for GradRole {
@@ -150,23 +161,36 @@ impl std::fmt::Display for GradRole {
             GradRole::ViewOfComputed => {
                 "a view of a tensor with history (stowage records add_ and mul_ through views made by view operations, not this one)"
             }
-            GradRole::NoGrad => {
-                "a tensor that does not require grad, given an operand that does (use the out-of-place operation),"
+            GradRole::StridedView => {
+                "a view made by as_strided (stowage records writes through views made by view operations; use the out-of-place operation)"
+            }
+            GradRole::MultiOutputView => {
+                "one of several views one call returned (split, chunk, unbind), which PyTorch refuses too (use the out-of-place operation)"
+            }
+            GradRole::NoGradView => {
+                "a view made under no_grad, which PyTorch refuses too (make the view and the write both inside no_grad, or both outside)"
             }
         })
     }
 }
 
-/// The autograd state of a tensor that requires grad, shared by its handles.
+/// The autograd state of one tensor object, shared by its handles (NOTE
+/// [tensor identity]): every tensor has one, so that an in-place operation,
+/// which takes `&self`, can make a tensor start requiring grad for all its
+/// handles at once, as Python's one object does.
 pub(crate) struct AutogradMeta {
+    /// A leaf that requires grad (`requires_grad_(true)` gives the handle a
+    /// new state with this set).
+    leaf: bool,
     /// The accumulated gradient of a leaf (never set on computed tensors).
     grad: Mutex<Option<Tensor>>,
     /// How this tensor was computed; `None` on leaves. An in-place operation
     /// replaces it with its own node, whose input is the node it replaced.
     grad_fn: Mutex<Option<Arc<Node>>>,
-    /// For a view of a computed tensor: the base, which an in-place write
-    /// through the view rebases.
-    view_of: Option<inplace::ViewOf>,
+    /// For a view: its base, which an in-place write through the view
+    /// rebases, and which the view follows when the base's history changes.
+    /// (Boxed: most tensors are not views.)
+    view_of: Option<Box<inplace::ViewOf>>,
 }
 
 /// Where a recorded operation sends an input's gradient: the node that
@@ -239,20 +263,31 @@ impl Node {
 }
 
 impl AutogradMeta {
-    fn leaf() -> Arc<AutogradMeta> {
+    fn new(
+        leaf: bool,
+        node: Option<Arc<Node>>,
+        view_of: Option<Box<inplace::ViewOf>>,
+    ) -> Arc<Self> {
         Arc::new(AutogradMeta {
+            leaf,
             grad: Mutex::new(None),
-            grad_fn: Mutex::new(None),
-            view_of: None,
+            grad_fn: Mutex::new(node),
+            view_of,
         })
     }
 
-    fn computed(node: Arc<Node>, view_of: Option<inplace::ViewOf>) -> Arc<AutogradMeta> {
-        Arc::new(AutogradMeta {
-            grad: Mutex::new(None),
-            grad_fn: Mutex::new(Some(node)),
-            view_of,
-        })
+    /// The state of a new tensor that does not require grad.
+    pub(crate) fn none() -> Arc<AutogradMeta> {
+        AutogradMeta::new(false, None, None)
+    }
+
+    fn leaf() -> Arc<AutogradMeta> {
+        AutogradMeta::new(true, None, None)
+    }
+
+    /// A leaf that requires grad, or a tensor with history.
+    fn requires_grad(&self) -> bool {
+        self.leaf || self.grad_fn().is_some()
     }
 
     fn set_grad_fn(&self, node: Arc<Node>) {
@@ -288,14 +323,33 @@ pub(crate) fn record(
     backward: impl FnOnce() -> Backward,
 ) -> Tensor {
     if !is_grad_enabled()
-        || inputs.iter().all(|t| t.autograd.is_none())
+        || !inputs.iter().any(|t| t.requires_grad())
         || !can_require_grad(out.dtype)
     {
         return out;
     }
     let node = Arc::new(Node::new(name, backward(), inputs));
-    let view_of = inplace::ViewOf::of(&node, inputs);
-    out.autograd = Some(AutogradMeta::computed(node, view_of));
+    out.autograd = AutogradMeta::new(false, Some(node), None);
+    out
+}
+
+/// Gives `out`, a view of `input` made by a view operation (`view`: its
+/// layout from `input`'s) or by `as_strided` (`view`: `None`), its link to
+/// its base and, when this thread records and `input` requires grad, the
+/// view's node `name` (`backward`). `multi_output`: one of several views
+/// one call returns.
+pub(crate) fn record_view(
+    mut out: Tensor,
+    name: &'static str,
+    input: &Tensor,
+    view: Option<ViewFn>,
+    multi_output: bool,
+    backward: impl FnOnce() -> Backward,
+) -> Tensor {
+    let link = inplace::ViewOf::link(input, &out.layout, view, multi_output);
+    let node = (is_grad_enabled() && input.requires_grad() && can_require_grad(out.dtype))
+        .then(|| Arc::new(Node::new(name, backward(), &[input])));
+    out.autograd = AutogradMeta::new(false, node, Some(Box::new(link)));
     out
 }
 
@@ -307,7 +361,7 @@ impl Tensor {
     /// Whether gradients are recorded for this tensor: a leaf with
     /// `requires_grad` set, or a tensor computed from one.
     pub fn requires_grad(&self) -> bool {
-        self.autograd.is_some()
+        self.autograd.requires_grad()
     }
 
     /// Sets `requires_grad` on a leaf (`t.requires_grad_()`).
@@ -316,18 +370,17 @@ impl Tensor {
     /// [`TensorError::GradNotFloat`] for dtypes without gradients; [`TensorError::NotALeaf`]
     /// when clearing it on a computed tensor (use [`detach`](Self::detach)).
     pub fn requires_grad_(&mut self, requires_grad: bool) -> Result<&mut Self> {
-        match (requires_grad, &self.autograd) {
-            (true, Some(_)) => {}
-            (true, None) if !can_require_grad(self.dtype) => {
+        let (leaf, computed) = (self.autograd.leaf, self.autograd.grad_fn().is_some());
+        match (requires_grad, leaf || computed) {
+            (true, true) | (false, false) => {}
+            (true, false) if !can_require_grad(self.dtype) => {
                 return Err(Error::Tensor(TensorError::GradNotFloat {
                     dtype: self.dtype,
                 }))
             }
-            (true, None) => self.autograd = Some(AutogradMeta::leaf()),
-            (false, Some(m)) if m.grad_fn().is_some() => {
-                return Err(Error::Tensor(TensorError::NotALeaf))
-            }
-            (false, _) => self.autograd = None,
+            (true, false) => self.autograd = AutogradMeta::leaf(),
+            (false, true) if computed => return Err(Error::Tensor(TensorError::NotALeaf)),
+            (false, true) => self.autograd = AutogradMeta::none(),
         }
         Ok(self)
     }
@@ -351,7 +404,7 @@ impl Tensor {
     /// The name of the operation that computed this tensor (`"MulBackward0"`),
     /// as PyTorch prints `grad_fn=<MulBackward0>`; `None` on leaves.
     pub fn grad_fn_name(&self) -> Option<&'static str> {
-        self.autograd.as_ref()?.grad_fn().map(|n| n.name)
+        self.autograd.grad_fn().map(|n| n.name)
     }
 
     /// How many in-place writes this tensor's storage has had (PyTorch's
@@ -363,19 +416,18 @@ impl Tensor {
     /// Where a recorded operation sends this tensor's gradient; `None` when
     /// it does not require grad.
     pub(crate) fn edge(&self) -> Option<Edge> {
-        let meta = self.autograd.as_ref()?;
-        Some(match meta.grad_fn() {
-            None => Edge::Leaf(Arc::clone(meta)),
-            Some(node) => Edge::Node(node),
-        })
+        let meta = &self.autograd;
+        match meta.grad_fn() {
+            Some(node) => Some(Edge::Node(node)),
+            None => meta.leaf.then(|| Edge::Leaf(Arc::clone(meta))),
+        }
     }
 
     /// The accumulated gradient of a leaf (`t.grad`): a tensor on its own
     /// storage, never this tensor's. `None` before any backward reached it,
     /// after [`set_grad`](Self::set_grad)`(None)`, and on computed tensors.
     pub fn grad(&self) -> Option<Tensor> {
-        let meta = self.autograd.as_ref()?;
-        meta.grad_slot().clone()
+        self.autograd.grad_slot().clone()
     }
 
     /// Replaces a leaf's gradient (`t.grad = g`; `None` is PyTorch's
@@ -386,10 +438,10 @@ impl Tensor {
     /// [`TensorError::NotALeaf`] on a computed tensor; [`TensorError::NoGradFn`] on a
     /// tensor that does not require grad.
     pub fn set_grad(&self, grad: Option<Tensor>) -> Result<()> {
-        let meta = self
-            .autograd
-            .as_ref()
-            .ok_or(Error::Tensor(TensorError::NoGradFn))?;
+        let meta = &self.autograd;
+        if !meta.requires_grad() {
+            return Err(Error::Tensor(TensorError::NoGradFn));
+        }
         if meta.grad_fn().is_some() {
             return Err(Error::Tensor(TensorError::NotALeaf));
         }
@@ -418,7 +470,7 @@ impl Tensor {
             storage: self.storage.clone(),
             dtype: self.dtype,
             layout: self.layout.clone(),
-            autograd: None,
+            autograd: AutogradMeta::none(),
             id: crate::tensor::TensorId::fresh(),
         }
     }
@@ -431,7 +483,7 @@ impl Tensor {
     /// [`TensorError::BackwardNonScalar`] for more than one element (use
     /// [`backward_with`](Self::backward_with)); errors of the backward formulas.
     pub fn backward(&self) -> Result<()> {
-        if self.autograd.is_none() {
+        if !self.requires_grad() {
             return Err(Error::Tensor(TensorError::NoGradFn));
         }
         if self.numel() != 1 {
@@ -450,7 +502,7 @@ impl Tensor {
     /// As [`backward`](Self::backward), and [`TensorError::GradMismatch`] when
     /// `gradient`'s shape or dtype differs.
     pub fn backward_with(&self, gradient: &Tensor) -> Result<()> {
-        if self.autograd.is_none() {
+        if !self.requires_grad() {
             return Err(Error::Tensor(TensorError::NoGradFn));
         }
         self.check_grad("backward", gradient)?;
@@ -472,8 +524,12 @@ impl Tensor {
 
     /// A fresh leaf's autograd state when this tensor requires grad (for
     /// copies of metadata such as fake tensors).
-    pub(crate) fn leaf_like(&self) -> Option<Arc<AutogradMeta>> {
-        self.autograd.as_ref().map(|_| AutogradMeta::leaf())
+    pub(crate) fn leaf_like(&self) -> Arc<AutogradMeta> {
+        if self.requires_grad() {
+            AutogradMeta::leaf()
+        } else {
+            AutogradMeta::none()
+        }
     }
 }
 

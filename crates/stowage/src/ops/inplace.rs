@@ -32,10 +32,11 @@ impl Tensor {
     /// memory and [`TensorError::InternalOverlap`] when `self` is expanded (PyTorch's
     /// overlap rule: `a.add_(a)` is allowed); [`StorageError::NoData`](crate::StorageError::NoData) on meta;
     /// [`TensorError::InPlaceRequiresGrad`] while recording gradients, for a leaf
-    /// that requires grad or a view of one (as in PyTorch), a view of a
-    /// computed tensor, or a `self` that does not require grad with an
-    /// `other` that does. On a computed tensor the write is recorded, as in
-    /// PyTorch ([`crate::autograd`]).
+    /// that requires grad or a view of one (as in PyTorch), and for a write
+    /// that would be recorded through a view PyTorch or stowage does not
+    /// record writes through ([`GradRole`](crate::autograd::GradRole)). On a
+    /// computed tensor, or with an `other` that requires grad, the write is
+    /// recorded, as in PyTorch ([`crate::autograd`]).
     pub fn add_<'a>(&self, other: impl Into<Operand<'a>>) -> Result<&Self> {
         self.binary_("add_", Arith::Add, other.into(), add)
     }

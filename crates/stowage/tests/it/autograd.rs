@@ -455,17 +455,45 @@ fn in_place_writes_to_what_requires_grad_are_refused_while_recording() {
     let y = x.mul(2.0).unwrap();
     assert_eq!(role(y.set(&[0, 0], 2.0)), Some(GradRole::Computed));
     // Element writes through a view of a computed tensor are not recorded,
-    // nor is any write through an `as_strided` view, nor one that would
-    // start a tensor requiring grad.
+    // nor is any write through an `as_strided` view, of a computed tensor or
+    // of one that would start requiring grad.
     let yv = y.narrow(0, 0, 1).unwrap();
     assert_eq!(role(yv.set(&[0, 0], 1.0)), Some(GradRole::ViewOfComputed));
     let strided = y.as_strided(&[2], &[1], 0).unwrap();
     assert_eq!(
         role(strided.add_(1.0).map(|_| ())),
-        Some(GradRole::ViewOfComputed)
+        Some(GradRole::StridedView)
     );
-    let plain = Tensor::zeros(&[2, 2], DType::Float32).unwrap();
-    assert_eq!(role(plain.add_(&x).map(|_| ())), Some(GradRole::NoGrad));
+    let plain = Tensor::zeros(&[4], DType::Float32).unwrap();
+    let x2 = x.view(&[4]).unwrap().narrow(0, 0, 2).unwrap();
+    let strided = plain.as_strided(&[2], &[1], 0).unwrap();
+    assert_eq!(
+        role(strided.add_(&x2).map(|_| ())),
+        Some(GradRole::StridedView)
+    );
+    // As in PyTorch: no recorded write through one of several views one call
+    // made, or through a view made under no_grad (a scalar operand is not
+    // recorded on a tensor that does not require grad).
+    let pieces = plain.split(2, 0).unwrap();
+    assert_eq!(
+        role(pieces[0].add_(&x2).map(|_| ())),
+        Some(GradRole::MultiOutputView)
+    );
+    pieces[0].add_(1.0).unwrap();
+    let rows = y.unbind(0).unwrap();
+    assert_eq!(
+        role(rows[0].mul_(2.0).map(|_| ())),
+        Some(GradRole::MultiOutputView)
+    );
+    let quiet = {
+        let _g = autograd::no_grad();
+        plain.narrow(0, 2, 2).unwrap()
+    };
+    assert_eq!(
+        role(quiet.mul_(&x2).map(|_| ())),
+        Some(GradRole::NoGradView)
+    );
+    assert!(!plain.requires_grad());
     assert_eq!(values(&x.to_dtype(DType::Float64).unwrap()), [1.0; 4]);
     // Under no_grad (an optimiser step) the leaf may be written.
     {
@@ -1038,4 +1066,140 @@ print(json.dumps(out))
     y.mul(&y).unwrap().sum().unwrap().backward().unwrap();
     let fill_view: Vec<f64> = serde_json::from_value(want["fill_view"].clone()).unwrap();
     assert!(close(&grad(&x), &fill_view), "{:?}", grad(&x));
+}
+
+/// A tensor that does not require grad, written in place with one that does,
+/// starts requiring grad for every handle of it, and through a view its base
+/// and the base's other views follow; an `as_strided` view of a computed
+/// tensor follows its base's new history; against PyTorch (issue 26, item
+/// 21).
+#[test]
+fn in_place_writes_start_history_on_tensors_without_it_as_pytorch() {
+    let script = r#"
+import json, torch
+out = {}
+def leaf(v):
+    return torch.tensor(v, dtype=torch.float64, requires_grad=True)
+x = leaf([1., 2.])
+acc = torch.zeros(2, dtype=torch.float64); same = acc
+for k in (1., 2., 3.):
+    acc.add_(x * k)
+(same * same).sum().backward()
+out["acc"] = [x.grad.tolist(), type(same.grad_fn).__name__, same.requires_grad]
+x = leaf([1., 2.])
+a = torch.ones(2, dtype=torch.float64); a.mul_(x); a.mul_(x); a.sum().backward()
+out["mul_"] = [x.grad.tolist(), type(a.grad_fn).__name__]
+x = leaf([3., 4.])
+c = torch.zeros(2, dtype=torch.float64); c.copy_(x); (c * c).sum().backward()
+out["copy_"] = [x.grad.tolist(), type(c.grad_fn).__name__]
+x = leaf([1., 2.])
+base = torch.zeros(4, dtype=torch.float64); v = base[:2]; v2 = base[2:]; v3 = base[1:3]
+v2_before = v2.requires_grad
+v.mul_(x); v.add_(x)
+names = [type(t.grad_fn).__name__ for t in (base, v, v2, v3)]
+(base * torch.arange(4., dtype=torch.float64)).sum().backward()
+out["view"] = [x.grad.tolist(), names, v2_before, v3.requires_grad]
+x = leaf([1., 2.])
+base = torch.zeros(2, 3, dtype=torch.float64); v = base.t()[1]
+v.add_(x); (base * base).sum().backward()
+out["view_of_view"] = [x.grad.tolist(), base.tolist()]
+x = leaf([1., 2.])
+y = x * 2; w = y.as_strided((1,), (1,), 1); y.mul_(3); w.sum().backward()
+out["strided_follows"] = [x.grad.tolist(), type(w.grad_fn).__name__]
+i = torch.zeros(2, dtype=torch.int64); i.copy_(leaf([1., 2.]))
+out["int"] = i.requires_grad
+print(json.dumps(out))
+"#;
+    let Some(answer) = common::run_torch_script(script, &[]) else {
+        return;
+    };
+    let want: serde_json::Value = serde_json::from_slice(&answer).unwrap();
+    let leaf = |v: &[f64]| {
+        Tensor::from_slice(v)
+            .unwrap()
+            .with_requires_grad(true)
+            .unwrap()
+    };
+    let grad = |t: &Tensor| serde_json::json!(values(&t.grad().unwrap()));
+    let zeros = |n: usize| Tensor::zeros(&[n], DType::Float64).unwrap();
+
+    // Every handle of the tensor sees the history the write started.
+    let x = leaf(&[1., 2.]);
+    let acc = zeros(2);
+    let same = acc.clone();
+    for k in [1.0, 2.0, 3.0] {
+        acc.add_(&x.mul(k).unwrap()).unwrap();
+    }
+    assert!(same.is_same(&acc));
+    same.mul(&same).unwrap().sum().unwrap().backward().unwrap();
+    let got = serde_json::json!([grad(&x), same.grad_fn_name(), same.requires_grad()]);
+    assert_eq!(got, want["acc"]);
+
+    let x = leaf(&[1., 2.]);
+    let a = Tensor::ones(&[2], DType::Float64).unwrap();
+    a.mul_(&x).unwrap();
+    a.mul_(&x).unwrap();
+    a.sum().unwrap().backward().unwrap();
+    assert_eq!(
+        serde_json::json!([grad(&x), a.grad_fn_name()]),
+        want["mul_"]
+    );
+
+    let x = leaf(&[3., 4.]);
+    let c = zeros(2);
+    c.copy_(&x).unwrap();
+    c.mul(&c).unwrap().sum().unwrap().backward().unwrap();
+    assert_eq!(
+        serde_json::json!([grad(&x), c.grad_fn_name()]),
+        want["copy_"]
+    );
+
+    // Through a view: the base's history becomes CopySlices and every view
+    // of it, made before, follows.
+    let x = leaf(&[1., 2.]);
+    let base = zeros(4);
+    let (v, v2, v3) = (
+        base.narrow(0, 0, 2).unwrap(),
+        base.narrow(0, 2, 2).unwrap(),
+        base.narrow(0, 1, 2).unwrap(),
+    );
+    let v2_before = v2.requires_grad();
+    v.mul_(&x).unwrap();
+    v.add_(&x).unwrap();
+    let names: Vec<_> = [&base, &v, &v2, &v3]
+        .iter()
+        .map(|t| t.grad_fn_name())
+        .collect();
+    let arange = Tensor::from_slice(&[0., 1., 2., 3.]).unwrap();
+    base.mul(&arange)
+        .unwrap()
+        .sum()
+        .unwrap()
+        .backward()
+        .unwrap();
+    let got = serde_json::json!([grad(&x), names, v2_before, v3.requires_grad()]);
+    assert_eq!(got, want["view"]);
+
+    let x = leaf(&[1., 2.]);
+    let base = Tensor::zeros(&[2, 3], DType::Float64).unwrap();
+    let v = base.t().unwrap().select(0, 1).unwrap();
+    v.add_(&x).unwrap();
+    base.mul(&base).unwrap().sum().unwrap().backward().unwrap();
+    let rows: Vec<Vec<f64>> = values(&base.detach())
+        .chunks(3)
+        .map(<[f64]>::to_vec)
+        .collect();
+    assert_eq!(serde_json::json!([grad(&x), rows]), want["view_of_view"]);
+
+    let x = leaf(&[1., 2.]);
+    let y = x.mul(2.0).unwrap();
+    let w = y.as_strided(&[1], &[1], 1).unwrap();
+    y.mul_(3.0).unwrap();
+    w.sum().unwrap().backward().unwrap();
+    let got = serde_json::json!([grad(&x), w.grad_fn_name()]);
+    assert_eq!(got, want["strided_follows"]);
+
+    let i = Tensor::zeros(&[2], DType::Int64).unwrap();
+    i.copy_(&leaf(&[1., 2.])).unwrap();
+    assert_eq!(serde_json::json!(i.requires_grad()), want["int"]);
 }
