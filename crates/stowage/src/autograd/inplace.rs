@@ -42,9 +42,10 @@ pub(crate) struct ViewOf {
     /// The base's layout when the view was made.
     base_layout: Layout,
     geometry: Geometry,
-    /// Why a write through this view that would be recorded is refused:
-    /// one of several views one call made, or a view made under `no_grad`.
-    refused: Option<GradRole>,
+    /// One of several views one call made (or a view of one).
+    multi_output: bool,
+    /// Made under `no_grad` (or a view of such a view).
+    no_grad: bool,
     /// The base's node this view's node stands on (`None`: the base had no
     /// history).
     built_on: Mutex<Option<Arc<Node>>>,
@@ -59,13 +60,7 @@ impl ViewOf {
         view: Option<ViewFn>,
         multi_output: bool,
     ) -> ViewOf {
-        let made_refused = if multi_output {
-            Some(GradRole::MultiOutputView)
-        } else if !is_grad_enabled() {
-            Some(GradRole::NoGradView)
-        } else {
-            None
-        };
+        let no_grad = !is_grad_enabled();
         let strided = || Geometry::Strided {
             view: layout.clone(),
         };
@@ -83,7 +78,8 @@ impl ViewOf {
                 base: Arc::clone(&parent.base),
                 base_layout: parent.base_layout.clone(),
                 geometry,
-                refused: parent.refused.or(made_refused),
+                multi_output: parent.multi_output || multi_output,
+                no_grad: parent.no_grad || no_grad,
                 built_on: Mutex::new(parent.base.grad_fn()),
             };
         }
@@ -91,7 +87,8 @@ impl ViewOf {
             base: Arc::clone(meta),
             base_layout: input.layout.clone(),
             geometry: view.map_or_else(strided, Geometry::Op),
-            refused: made_refused,
+            multi_output,
+            no_grad,
             built_on: Mutex::new(meta.grad_fn()),
         }
     }
@@ -100,7 +97,7 @@ impl ViewOf {
     /// was written in place since the view's node was made. A view made
     /// under `no_grad` keeps none, as it was made.
     pub(super) fn refresh(&self, meta: &AutogradMeta) {
-        if self.refused == Some(GradRole::NoGradView) {
+        if self.no_grad {
             return;
         }
         let Some(current) = self.base.grad_fn() else {
@@ -135,9 +132,14 @@ impl ViewOf {
     /// Why a write through this view that would be recorded is refused, if
     /// it is.
     fn refusal(&self) -> Option<GradRole> {
-        match self.geometry {
-            Geometry::Strided { .. } => Some(GradRole::StridedView),
-            Geometry::Op(_) => self.refused,
+        if self.multi_output {
+            Some(GradRole::MultiOutputView)
+        } else if self.no_grad {
+            Some(GradRole::NoGradView)
+        } else if let Geometry::Strided { .. } = self.geometry {
+            Some(GradRole::StridedView)
+        } else {
+            None
         }
     }
 
