@@ -54,6 +54,19 @@ fn values(t: &Tensor) -> Vec<f64> {
 /// Checks the gradients `backward` gives `f` at `inputs` against central
 /// differences of `sum(f(inputs) * w)` for a fixed random `w` (so every output
 /// element's gradient counts with its own weight).
+/// A 1-D float64 leaf that requires grad.
+fn leaf(v: &[f64]) -> Tensor {
+    Tensor::from_slice(v)
+        .unwrap()
+        .with_requires_grad(true)
+        .unwrap()
+}
+
+/// A leaf's gradient as JSON, to compare with PyTorch's `tolist()`.
+fn grad(t: &Tensor) -> serde_json::Value {
+    serde_json::json!(values(&t.grad().unwrap()))
+}
+
 fn gradcheck(name: &str, inputs: Vec<Tensor>, f: impl Fn(&[Tensor]) -> stowage::Result<Tensor>) {
     gradcheck_with(name, inputs, 1e-6, 1e-7, f)
 }
@@ -884,13 +897,6 @@ print(json.dumps(out))
         return;
     };
     let want: serde_json::Value = serde_json::from_slice(&answer).unwrap();
-    let leaf = |v: &[f64]| {
-        Tensor::from_slice(v)
-            .unwrap()
-            .with_requires_grad(true)
-            .unwrap()
-    };
-    let grad = |t: &Tensor| serde_json::json!(values(&t.grad().unwrap()));
 
     let x = leaf(&[1., 2., 3.]);
     let y = x.mul(2.0).unwrap();
@@ -1114,13 +1120,6 @@ print(json.dumps(out))
         return;
     };
     let want: serde_json::Value = serde_json::from_slice(&answer).unwrap();
-    let leaf = |v: &[f64]| {
-        Tensor::from_slice(v)
-            .unwrap()
-            .with_requires_grad(true)
-            .unwrap()
-    };
-    let grad = |t: &Tensor| serde_json::json!(values(&t.grad().unwrap()));
     let zeros = |n: usize| Tensor::zeros(&[n], DType::Float64).unwrap();
 
     // Every handle of the tensor sees the history the write started.
