@@ -106,21 +106,10 @@ pub fn digest(object: &TensorObject, progress: impl Fn(u64)) -> Result<[u8; 32],
     Ok(h.finalize().into())
 }
 
-/// A digest in lowercase hex, as `inspect --json` reports it.
-pub fn hex(digest: &[u8; 32]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut s = String::with_capacity(64);
-    for b in digest {
-        s.push(DIGITS[usize::from(b >> 4)] as char);
-        s.push(DIGITS[usize::from(b & 15)] as char);
-    }
-    s
-}
-
 /// Hex SHA-256 of the tensor's logical elements (see [`digest`]).
 ///
 /// # Errors
 /// As [`for_each_window`].
 pub fn sha256(object: &TensorObject, progress: impl Fn(u64)) -> Result<String, stowage::Error> {
-    digest(object, progress).map(|d| hex(&d))
+    digest(object, progress).map(hex::encode)
 }

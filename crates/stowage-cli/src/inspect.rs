@@ -109,7 +109,7 @@ pub fn run(args: Args, cx: &Context, out: &mut dyn Write) -> Result<ExitCode, Fa
             json_array(out, entries)?;
         } else if key == "tensors" {
             let entries = rows.iter().zip(&hashes).map(|(r, sha)| {
-                let sha = sha.as_ref().map(data::hex);
+                let sha = sha.map(hex::encode);
                 tensor_json(r, sha.as_deref())
             });
             json_array(out, entries)?;

@@ -26,10 +26,6 @@ pub fn float_json(v: f64) -> Json {
     }
 }
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 /// The contract's `type` of a leaf and the fields beside it (`value`, and
 /// `storage_key` for a storage object), without the path.
 pub fn typed_json(v: &ValueRef<'_>) -> Map<String, Json> {
@@ -43,9 +39,9 @@ pub fn typed_json(v: &ValueRef<'_>) -> Map<String, Json> {
         Value::BigInt(b) => json!(b.to_string()),
         Value::Float(f) => float_json(*f),
         Value::Str(s) => json!(&**s),
-        Value::Bytes(b) => json!(hex(b)),
+        Value::Bytes(b) => json!(hex::encode(b)),
         Value::Node(_) => match v.as_bytes() {
-            Ok(b) => json!(hex(b)),
+            Ok(b) => json!(hex::encode(b)),
             // Only empty containers are leaves.
             Err(_) => json!([]),
         },
@@ -228,7 +224,7 @@ pub fn value_text(v: &ValueRef<'_>) -> String {
             ValueKind::Tuple => "()".into(),
             ValueKind::ByteArray => format!(
                 "bytearray('{}')",
-                clip(&hex(v.as_bytes().unwrap_or_default()), MAX)
+                clip(&hex::encode(v.as_bytes().unwrap_or_default()), MAX)
             ),
             other => format!("{other}()"),
         },

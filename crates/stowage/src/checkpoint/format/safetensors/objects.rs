@@ -89,7 +89,7 @@ fn ndarray(a: &NdArray, budget: &mut usize) -> Option<Json> {
     let storage = c.untyped_storage().bytes().ok()?;
     let start = c.storage_offset() * c.element_size();
     let bytes = storage.get(start..start + c.nbytes())?;
-    Some(json!({"ndarray": [code(&a.dtype), t.shape(), super::tree::hex(bytes)]}))
+    Some(json!({"ndarray": [code(&a.dtype), t.shape(), hex::encode(bytes)]}))
 }
 
 fn time_zone(tz: &TimeZone) -> Json {

@@ -172,7 +172,7 @@ impl Record<'_> {
             Value::BigInt(b) => json!({"int": b.to_string()}),
             Value::Float(f) => float(*f),
             Value::Str(s) => json!(&**s),
-            Value::Bytes(b) => json!({"bytes": hex(b)}),
+            Value::Bytes(b) => json!({"bytes": hex::encode(b)}),
             Value::Ext(x) => self.object(x),
             Value::Node(id) => return self.container(*id),
         })
@@ -254,7 +254,7 @@ impl Record<'_> {
                 }
                 json!({ node.kind(): out })
             }
-            Node::ByteArray(b) => json!({"bytearray": hex(b)}),
+            Node::ByteArray(b) => json!({"bytearray": hex::encode(b)}),
         };
         self.on_path.pop();
         Ok(json)
@@ -285,19 +285,6 @@ pub(super) fn float(f: f64) -> Json {
     } else {
         json!(f)
     }
-}
-
-pub(super) fn hex(bytes: &[u8]) -> String {
-    // By table into one string: a numpy array kept inline (`objects.rs`)
-    // puts up to MiBs through here, where a `format!` per byte would
-    // allocate once per byte.
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut out = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        out.push(char::from(DIGITS[usize::from(b >> 4)]));
-        out.push(char::from(DIGITS[usize::from(b & 0xf)]));
-    }
-    out
 }
 
 /// Rebuilds the structure [`TREE_KEY`] records around the tensors of `ckpt`,
@@ -598,18 +585,9 @@ pub(super) fn float_of(j: &Json) -> Option<f64> {
     }
 }
 
+/// The bytes of lowercase or uppercase hex, or what is wrong with it.
 pub(super) fn unhex(text: &str) -> std::result::Result<Vec<u8>, Found> {
-    if !text.len().is_multiple_of(2) {
-        return Err(format!("hex of odd length: {text:?}"));
-    }
-    (0..text.len())
-        .step_by(2)
-        .map(|i| {
-            text.get(i..i + 2)
-                .and_then(|h| u8::from_str_radix(h, 16).ok())
-                .ok_or_else(|| format!("hex: {text:?}"))
-        })
-        .collect()
+    hex::decode(text).map_err(|e| format!("hex ({e}): {text:?}"))
 }
 
 #[cfg(test)]

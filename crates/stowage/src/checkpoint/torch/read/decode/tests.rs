@@ -60,10 +60,7 @@ impl StorageSource for NoStorage {
 }
 
 fn unhex(h: &str) -> Vec<u8> {
-    (0..h.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&h[i..i + 2], 16).unwrap())
-        .collect()
+    hex::decode(h).expect("hex")
 }
 
 fn read(hex: &str, options: &LoadOptions) -> Result<Checkpoint> {
