@@ -700,3 +700,21 @@ fn tied_tensors_share_their_storage_again_after_safetensors() {
         }
     }
 }
+
+/// `Checkpoint::select` keeps the storages of its subtree, those its tensors
+/// view and those saved as storage objects of their own, and no others; a
+/// save of the selection writes each of them once.
+#[test]
+fn a_selection_keeps_the_storages_of_its_subtree() {
+    let ckpt = load_fixture("legacy_classes");
+    let dir = tempfile::tempdir().unwrap();
+    for (path, storages) in [("storages", 17), ("tensors", 15)] {
+        let selected = ckpt.select(path).unwrap();
+        assert_eq!(selected.storages().len(), storages, "{path}");
+        assert_eq!(distinct_storages(&selected), storages, "{path}");
+        let out = dir.path().join(format!("{path}.pt"));
+        stowage::save(&out, &selected).unwrap();
+        assert_eq!(data_records(&out), storages, "{path}");
+        assert_eq!(distinct_storages(&stowage::load(&out).unwrap()), storages);
+    }
+}

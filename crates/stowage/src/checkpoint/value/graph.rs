@@ -738,7 +738,8 @@ impl Checkpoint {
 
     /// The subtree at a dotted path as a checkpoint of its own (`"model"`,
     /// `"state_dict"`), paths relative to it, with only the storages its
-    /// tensors view: what `convert --select` keeps.
+    /// tensors view and the storage objects it holds: what `convert
+    /// --select` keeps.
     ///
     /// ```
     /// use stowage::{Checkpoint, Tensor};
@@ -759,18 +760,23 @@ impl Checkpoint {
     /// [`get`](Self::get) says; [`CheckpointError::LimitExceeded`] as
     /// [`tensors`](Self::tensors).
     pub fn select(&self, path: &str) -> Result<Checkpoint> {
-        let root = self.get(path)?.raw().clone();
-        let mut out = self.clone();
-        out.root = root;
-        let used: HashSet<usize> = out
-            .tensors()?
+        let selected = self.get(path)?;
+        // Storages saved as objects of their own (`torch.save(t.untyped_storage())`).
+        let mut used: HashSet<usize> = selected
+            .leaves_once()?
             .iter()
-            .flat_map(|(_, t)| {
-                t.data_tensors()
-                    .into_iter()
-                    .map(|(_, x)| x.untyped_storage().id())
+            .filter_map(|v| match v.raw() {
+                Value::Ext(Object::Storage(s)) => Some(s.storage.id()),
+                _ => None,
             })
             .collect();
+        let mut out = self.clone();
+        out.root = selected.raw().clone();
+        used.extend(out.tensors()?.iter().flat_map(|(_, t)| {
+            t.data_tensors()
+                .into_iter()
+                .map(|(_, x)| x.untyped_storage().id())
+        }));
         out.storages.retain(|s| used.contains(&s.storage.id()));
         out.compact();
         Ok(out)
