@@ -34,7 +34,7 @@ impl Tensor {
         };
         let view = Arc::clone(&f);
         record_view(out, name, self, Some(f), multi_output, || Backward::View {
-            shape: self.shape().to_vec(),
+            input: self.layout.clone(),
             view,
         })
     }
@@ -53,7 +53,7 @@ impl Tensor {
             ..self.detach()
         };
         Ok(record(out, name, &[self], || Backward::View {
-            shape: self.shape().to_vec(),
+            input: self.layout.clone(),
             view: Arc::new(f),
         }))
     }

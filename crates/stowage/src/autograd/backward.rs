@@ -66,8 +66,12 @@ pub(crate) enum Backward {
     /// `self.copy_(src)` in place: the old values get no gradient, `src`
     /// (of this shape and dtype) the gradient reduced to it.
     Copy { src: (Vec<usize>, DType) },
-    /// A view of an input of `shape`, described by a layout function.
-    View { shape: Vec<usize>, view: ViewFn },
+    /// A view of an input at `input` (its layout, whose strides the layout
+    /// function is replayed on), described by a layout function.
+    View { input: Layout, view: ViewFn },
+    /// A view made under `no_grad` whose base was written in place since:
+    /// using it is refused, when backward reaches it, as PyTorch refuses it.
+    NoGradView,
     /// `as_strided` of an input at `input` in the storage, to `output`.
     AsStrided { input: Layout, output: Layout },
     /// An in-place operation (`inner`) through a view of
@@ -75,7 +79,7 @@ pub(crate) enum Backward {
     /// view's region (`view` of the base's layout), which goes through
     /// `inner`'s formula; the operand gets `inner`'s second gradient.
     CopySlices {
-        shape: Vec<usize>,
+        base: Layout,
         view: ViewFn,
         inner: Box<Backward>,
     },
@@ -85,7 +89,10 @@ impl Backward {
     /// Views pass a leaf's identity on: in-place writes to them are refused as
     /// writes to the leaf.
     pub(crate) fn is_view(&self) -> bool {
-        matches!(self, Backward::View { .. } | Backward::AsStrided { .. })
+        matches!(
+            self,
+            Backward::View { .. } | Backward::AsStrided { .. } | Backward::NoGradView
+        )
     }
 
     /// The tensors the formula reads for the inputs `needs` says require
@@ -128,6 +135,7 @@ impl Backward {
             | Backward::Fill
             | Backward::Copy { .. }
             | Backward::View { .. }
+            | Backward::NoGradView
             | Backward::AsStrided { .. } => Vec::new(),
         }
     }
@@ -205,29 +213,41 @@ impl Backward {
             Backward::Identity => one(g.clone()),
             Backward::Fill => one(Tensor::zeros_like(g)?),
             Backward::Copy { src } => two(need, || Tensor::zeros_like(g), || reduced(g, src)),
-            Backward::View { shape, view } => one(kernel::scatter_view(g, shape, &**view)?),
+            Backward::View { input, view } => one(kernel::scatter_view(g, input, &**view)?),
+            Backward::NoGradView => Err(crate::Error::Tensor(
+                crate::error::TensorError::NoGradViewOfModifiedBase,
+            )),
             Backward::AsStrided { input, output } => {
                 one(kernel::scatter_strided(g, input, output)?)
             }
             Backward::CopySlices {
-                shape, view, inner, ..
+                base, view, inner, ..
             } => {
-                // A fresh contiguous copy of the base's gradient, whose view
+                // A fresh copy of the base's gradient, laid out as the base
+                // (so the view function replays as it ran), whose view
                 // region is replaced by what `inner` makes of it.
-                let result = Tensor::zeros(shape, g.dtype())?;
+                let layout = base.like_dense()?;
+                let storage = Tensor::zeros(&[layout.numel()], g.dtype())?;
+                let result = Tensor {
+                    layout,
+                    ..storage.detach()
+                };
                 result.copy_(g)?;
                 let region = Tensor {
                     layout: view(&result.layout)?,
                     ..result.detach()
                 };
+                // A copy: the formulas may hand their input back (an `add_`'s
+                // or `copy_`'s operand gets the gradient as it is), and the
+                // region is overwritten below.
                 let mut grads = inner
-                    .apply(&region.contiguous()?, &[true, need(1)])?
+                    .apply(&region.deep_clone()?, &[true, need(1)])?
                     .into_iter();
                 match grads.next().flatten() {
                     Some(g0) => region.copy_(&g0)?,
                     None => region.zero_()?,
                 };
-                Ok(vec![Some(result), grads.next().flatten()])
+                Ok(vec![Some(result.contiguous()?), grads.next().flatten()])
             }
         }
     }

@@ -26,7 +26,7 @@ enum Key {
 
 fn key(edge: &Edge) -> Key {
     match edge {
-        Edge::Leaf(meta) => Key::Leaf(Arc::as_ptr(meta)),
+        Edge::Leaf(meta) => Key::Leaf(meta.as_ptr()),
         Edge::Node(node) => Key::Node(Arc::as_ptr(node)),
     }
 }
@@ -61,7 +61,9 @@ pub(super) fn run(root: &Tensor, grad: Tensor) -> Result<()> {
         };
         let node = match &edge {
             Edge::Leaf(meta) => {
-                accumulate(meta, grad)?;
+                if let Some(meta) = meta.upgrade() {
+                    accumulate(&meta, grad)?;
+                }
                 continue;
             }
             Edge::Node(node) => node,

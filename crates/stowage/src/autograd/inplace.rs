@@ -17,6 +17,7 @@
 //!   or not anything requires grad when it is made.
 
 use crate::error::TensorError;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
 use super::backward::{Backward, ViewFn};
@@ -95,15 +96,14 @@ impl ViewOf {
 
     /// Gives the view (`meta`) a node on its base's history when the base
     /// was written in place since the view's node was made. A view made
-    /// under `no_grad` keeps none, as it was made.
+    /// under `no_grad` gets a node that refuses backward, as PyTorch refuses
+    /// to use such a view.
     pub(super) fn refresh(&self, meta: &AutogradMeta) {
-        if self.no_grad {
-            return;
-        }
+        // Locked first, so a rebase on another thread is seen whole.
+        let mut built = self.built_on.lock().unwrap_or_else(|e| e.into_inner());
         let Some(current) = self.base.grad_fn() else {
             return;
         };
-        let mut built = self.built_on.lock().unwrap_or_else(|e| e.into_inner());
         if !built.as_ref().is_some_and(|b| Arc::ptr_eq(b, &current)) {
             meta.set_grad_fn(self.view_node(&current));
             *built = Some(current);
@@ -113,8 +113,9 @@ impl ViewOf {
     /// The view's node on the base's history `base`.
     fn view_node(&self, base: &Arc<Node>) -> Arc<Node> {
         let backward = match &self.geometry {
+            _ if self.no_grad => Backward::NoGradView,
             Geometry::Op(view) => Backward::View {
-                shape: self.base_layout.shape().to_vec(),
+                input: self.base_layout.clone(),
                 view: Arc::clone(view),
             },
             Geometry::Strided { view } => Backward::AsStrided {
@@ -132,7 +133,9 @@ impl ViewOf {
     /// Why a write through this view that would be recorded is refused, if
     /// it is.
     fn refusal(&self) -> Option<GradRole> {
-        if self.multi_output {
+        if self.base.became_leaf.load(Ordering::Relaxed) {
+            Some(GradRole::ViewOfLeaf)
+        } else if self.multi_output {
             Some(GradRole::MultiOutputView)
         } else if self.no_grad {
             Some(GradRole::NoGradView)
@@ -151,14 +154,14 @@ impl ViewOf {
         let Geometry::Op(view) = &self.geometry else {
             return; // refused before the write (`refusal`)
         };
-        let inputs = vec![
-            self.base.grad_fn().map(Edge::Node),
-            operand.and_then(Tensor::edge),
-        ];
+        // The operand's edge before the lock: the operand may be this view.
+        let operand = operand.and_then(Tensor::edge);
+        let mut built = self.built_on.lock().unwrap_or_else(|e| e.into_inner());
+        let inputs = vec![self.base.grad_fn().map(Edge::Node), operand];
         let copy = Arc::new(Node::on(
             "CopySlices",
             Backward::CopySlices {
-                shape: self.base_layout.shape().to_vec(),
+                base: self.base_layout.clone(),
                 view: Arc::clone(view),
                 inner: Box::new(backward),
             },
@@ -166,7 +169,7 @@ impl ViewOf {
         ));
         self.base.set_grad_fn(Arc::clone(&copy));
         meta.set_grad_fn(self.view_node(&copy));
-        *self.built_on.lock().unwrap_or_else(|e| e.into_inner()) = Some(copy);
+        *built = Some(copy);
     }
 }
 
@@ -176,6 +179,9 @@ impl ViewOf {
 fn role(meta: &AutogradMeta) -> Option<GradRole> {
     match meta.grad_fn() {
         None => Some(GradRole::Leaf),
+        // Recorded as a view but a fresh result (`matmul`'s, `reshape`'s
+        // copy): computed, as in ATen.
+        Some(_) if meta.view_of.is_none() => None,
         Some(node) if view_of_leaf(&node) => Some(GradRole::ViewOfLeaf),
         Some(node) if node.backward.is_view() => Some(GradRole::ViewOfComputed),
         Some(_) => None,
@@ -214,6 +220,9 @@ impl Tensor {
             // It starts requiring grad when the operand does.
             if !operand.is_some_and(Tensor::requires_grad) || !can_require_grad(self.dtype) {
                 return Ok(false);
+            }
+            if meta.became_leaf.load(Ordering::Relaxed) {
+                return refuse(GradRole::Leaf); // an older handle of a leaf
             }
             return match meta.view_of.as_deref().and_then(ViewOf::refusal) {
                 Some(role) => refuse(role),

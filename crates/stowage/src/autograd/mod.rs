@@ -46,7 +46,12 @@
 //!   tensor that requires grad, and a recorded write through an
 //!   `as_strided` view. Like PyTorch, it refuses a recorded write through
 //!   one of several views one call made (`split`, `chunk`, `unbind`) and
-//!   through a view made under [`no_grad`].
+//!   through a view made under [`no_grad`]; a view made under `no_grad`
+//!   whose base is written with history since is refused when backward
+//!   reaches it ([`TensorError::NoGradViewOfModifiedBase`]; PyTorch refuses
+//!   it when it is used). Once `requires_grad_(true)` makes a tensor a leaf,
+//!   writes that would be recorded through its older handles and the views
+//!   made before are refused as writes to a leaf, as PyTorch refuses them.
 //! - A tensor that does not require grad, written in place with one that
 //!   does (`acc.add_(x)`), starts requiring grad, as in PyTorch: its history
 //!   becomes the operation's node, seen by every handle of it (NOTE [tensor
@@ -68,7 +73,8 @@ mod inplace;
 use crate::error::TensorError;
 use std::cell::Cell;
 use std::marker::PhantomData;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 pub(crate) use backward::{Backward, ViewFn};
 
@@ -152,23 +158,29 @@ pub enum GradRole {
 
 impl std::fmt::Display for GradRole {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Each a whole sentence after the operation's name, PyTorch's words
+        // where PyTorch refuses the same write.
         f.write_str(match self {
-            GradRole::Leaf => "a leaf Variable",
-            GradRole::ViewOfLeaf => "a view of a leaf Variable",
+            GradRole::Leaf => {
+                "a leaf Variable that requires grad is being used in an in-place operation"
+            }
+            GradRole::ViewOfLeaf => {
+                "a view of a leaf Variable that requires grad is being used in an in-place operation"
+            }
             GradRole::Computed => {
-                "a tensor with history (stowage records add_ and mul_ in place, not this operation)"
+                "a tensor with history that requires grad is being used in an in-place operation stowage does not record (it records add_, mul_, copy_, fill_ and zero_)"
             }
             GradRole::ViewOfComputed => {
-                "a view of a tensor with history (stowage records add_ and mul_ through views made by view operations, not this one)"
+                "a view of a tensor with history that requires grad is being used in an in-place operation stowage does not record through a view (it records add_, mul_, copy_, fill_ and zero_)"
             }
             GradRole::StridedView => {
-                "a view made by as_strided (stowage records writes through views made by view operations; use the out-of-place operation)"
+                "a view made by as_strided is being modified in place where the write would be recorded; stowage records writes through views made by view operations only (use the out-of-place operation)"
             }
             GradRole::MultiOutputView => {
-                "one of several views one call returned (split, chunk, unbind), which PyTorch refuses too (use the out-of-place operation)"
+                "this view is the output of a function that returns multiple views (split, chunk, unbind); such views may not be modified in place where the write would be recorded, as in PyTorch (use the out-of-place operation)"
             }
             GradRole::NoGradView => {
-                "a view made under no_grad, which PyTorch refuses too (make the view and the write both inside no_grad, or both outside)"
+                "a view was created in no_grad mode and is being modified in place with grad mode enabled, which PyTorch forbids too (make the view and the write both inside no_grad, or both outside)"
             }
         })
     }
@@ -182,6 +194,10 @@ pub(crate) struct AutogradMeta {
     /// A leaf that requires grad (`requires_grad_(true)` gives the handle a
     /// new state with this set).
     leaf: bool,
+    /// Set on the state `requires_grad_(true)` replaced: the object is a leaf
+    /// now, so a write that would be recorded through an older handle, or
+    /// through a view made before, is refused as one to a leaf.
+    became_leaf: AtomicBool,
     /// The accumulated gradient of a leaf (never set on computed tensors).
     grad: Mutex<Option<Tensor>>,
     /// How this tensor was computed; `None` on leaves. An in-place operation
@@ -199,7 +215,10 @@ pub(crate) struct AutogradMeta {
 /// leaf that accumulates it.
 #[derive(Clone)]
 pub(crate) enum Edge {
-    Leaf(Arc<AutogradMeta>),
+    /// Weak: a leaf's gradient may itself be written in place with the
+    /// leaf (`t.grad().add_(&t)`), and a strong edge would then be a cycle
+    /// that is never freed. A leaf that is gone has no gradient to receive.
+    Leaf(Weak<AutogradMeta>),
     Node(Arc<Node>),
 }
 
@@ -270,6 +289,7 @@ impl AutogradMeta {
     ) -> Arc<Self> {
         Arc::new(AutogradMeta {
             leaf,
+            became_leaf: AtomicBool::new(false),
             grad: Mutex::new(None),
             grad_fn: Mutex::new(node),
             view_of,
@@ -378,7 +398,10 @@ impl Tensor {
                     dtype: self.dtype,
                 }))
             }
-            (true, false) => self.autograd = AutogradMeta::leaf(),
+            (true, false) => {
+                self.autograd.became_leaf.store(true, Ordering::Relaxed);
+                self.autograd = AutogradMeta::leaf();
+            }
             (false, true) if computed => return Err(Error::Tensor(TensorError::NotALeaf)),
             (false, true) => self.autograd = AutogradMeta::none(),
         }
@@ -419,7 +442,7 @@ impl Tensor {
         let meta = &self.autograd;
         match meta.grad_fn() {
             Some(node) => Some(Edge::Node(node)),
-            None => meta.leaf.then(|| Edge::Leaf(Arc::clone(meta))),
+            None => meta.leaf.then(|| Edge::Leaf(Arc::downgrade(meta))),
         }
     }
 

@@ -438,13 +438,18 @@ pub enum TensorError {
     },
     /// An in-place write, while gradients are recorded, to a tensor whose
     /// gradient it would falsify (PyTorch refuses the first two roles too).
-    #[error("{op}: {role} that requires grad is being used in an in-place operation")]
+    #[error("{op}: {role}")]
     InPlaceRequiresGrad {
         /// The operation.
         op: &'static str,
         /// What the tensor is in the graph.
         role: crate::autograd::GradRole,
     },
+    /// Backward reached a view made under `no_grad` whose base (or another
+    /// view of its base) was written in place since, with gradients
+    /// recorded: PyTorch refuses to use such a view.
+    #[error("A view was created in no_grad mode and its base or another view of its base has been modified inplace with grad mode enabled. Given that this use case is ambiguous and error-prone, it is forbidden. You can clarify your code by moving both the view and the inplace either both inside the no_grad block (if you don't want the inplace to be tracked) or both outside (if you want the inplace to be tracked).")]
+    NoGradViewOfModifiedBase,
     /// Backward reached an operation whose saved tensor has been written in
     /// place since it was saved (PyTorch's version check of saved tensors).
     #[error(

@@ -58,6 +58,13 @@ impl Layout {
         }
     }
 
+    /// The layout of a new tensor made like this one with PyTorch's
+    /// `preserve_format` ([`preserve_format_strides`](Self::preserve_format_strides)),
+    /// at offset 0: dense, in this layout's order of dimensions.
+    pub(crate) fn like_dense(&self) -> crate::Result<Layout> {
+        Layout::new(self.shape(), &self.preserve_format_strides(), 0)
+    }
+
     /// The strides of a new tensor made like this one with PyTorch's
     /// `preserve_format` (`empty_like`, `zeros_like`, `clone`, `to`): this
     /// layout's own strides when it is non-overlapping and dense, else dense

@@ -422,10 +422,12 @@ fn naive_mm<T: Copy>(
 /// where the view repeats elements (expand, overlapping unfold).
 pub(crate) fn scatter_view(
     g: &Tensor,
-    input_shape: &[usize],
+    input: &Layout,
     view: &dyn Fn(&Layout) -> Result<Layout>,
 ) -> Result<Tensor> {
-    let base = Layout::contiguous(input_shape)?;
+    // Replayed on the input's order of strides, as the view was made (a
+    // `view(-1)` of a transposed input holds only there), made dense.
+    let base = input.like_dense()?;
     let l = view(&base)?;
     if l.shape() != g.shape() {
         return Err(Error::Tensor(TensorError::ShapeIncompatible {
@@ -436,9 +438,10 @@ pub(crate) fn scatter_view(
     }
     with_real!(g.dtype(), T => {
         let gv = values::<T>(g)?;
-        let mut out = vec![T::zero(); base.numel()];
-        add_at(&mut out, l.offsets(), &gv);
-        from_values(out, input_shape, g.dtype())
+        let mut by_element = vec![T::zero(); base.numel()];
+        add_at(&mut by_element, l.offsets(), &gv);
+        let out: Vec<T> = base.offsets().map(|o| by_element[o]).collect();
+        from_values(out, input.shape(), g.dtype())
     })
 }
 

@@ -1202,3 +1202,133 @@ print(json.dumps(out))
     i.copy_(&leaf(&[1., 2.])).unwrap();
     assert_eq!(serde_json::json!(i.requires_grad()), want["int"]);
 }
+
+/// Writes that PyTorch records on results recorded as views but made fresh
+/// (`reshape`'s copy, `matmul`), a view function replayed on a base that is
+/// not contiguous, and what PyTorch refuses once a base became a leaf or a
+/// view made under no_grad saw its base written; against PyTorch.
+#[test]
+fn in_place_history_on_fresh_results_and_odd_bases_follows_pytorch() {
+    let script = r#"
+import json, torch
+out = {}
+f64 = torch.float64
+x = torch.ones(2, 3, dtype=f64, requires_grad=True)
+r = x.t().reshape(-1); r.add_(1); name = type(r.grad_fn).__name__
+r.mul_(torch.arange(6., dtype=f64)); r.sum().backward()
+out["reshape_copy"] = [x.grad.flatten().tolist(), name]
+a = torch.ones(2, 2, 3, dtype=f64, requires_grad=True)
+m = a.matmul(torch.ones(3, 2, dtype=f64)); m.mul_(2.0); name = type(m.grad_fn).__name__
+m.sum().backward()
+out["matmul"] = [a.grad.flatten().tolist(), name]
+acc = torch.zeros_like(torch.ones(3, 2, dtype=f64).t())
+x6 = torch.arange(6., dtype=f64, requires_grad=True)
+acc.t().view(-1).copy_(x6)
+(acc * torch.arange(6., dtype=f64).view(2, 3)).sum().backward()
+out["strided_base"] = [list(acc.stride()), x6.grad.tolist()]
+x, w = torch.ones(3, dtype=f64, requires_grad=True), torch.tensor([5., 7.], dtype=f64, requires_grad=True)
+y = x * 2; y[:2].copy_(w); (y * y).sum().backward()
+out["copy_through_view"] = [x.grad.tolist(), w.grad.tolist()]
+print(json.dumps(out))
+"#;
+    let Some(answer) = common::run_torch_script(script, &[]) else {
+        return;
+    };
+    let want: serde_json::Value = serde_json::from_slice(&answer).unwrap();
+    let f64s = |v: Vec<f64>, shape: &[usize]| Tensor::from_vec(v, shape).unwrap();
+    let arange6 = || f64s((0..6).map(f64::from).collect(), &[6]);
+    let flat_grad = |t: &Tensor| serde_json::json!(values(&t.grad().unwrap()));
+
+    let x = f64s(vec![1.0; 6], &[2, 3])
+        .with_requires_grad(true)
+        .unwrap();
+    let r = x.t().unwrap().reshape(&[-1]).unwrap();
+    r.add_(1.0).unwrap();
+    let name = r.grad_fn_name();
+    r.mul_(&arange6()).unwrap();
+    r.sum().unwrap().backward().unwrap();
+    assert_eq!(
+        serde_json::json!([flat_grad(&x), name]),
+        want["reshape_copy"]
+    );
+
+    let a = f64s(vec![1.0; 12], &[2, 2, 3])
+        .with_requires_grad(true)
+        .unwrap();
+    let m = a.matmul(&f64s(vec![1.0; 6], &[3, 2])).unwrap();
+    m.mul_(2.0).unwrap();
+    let name = m.grad_fn_name();
+    m.sum().unwrap().backward().unwrap();
+    assert_eq!(serde_json::json!([flat_grad(&a), name]), want["matmul"]);
+
+    let acc = Tensor::zeros_like(&f64s(vec![1.0; 6], &[3, 2]).t().unwrap()).unwrap();
+    let x6 = arange6().with_requires_grad(true).unwrap();
+    acc.t().unwrap().view(&[-1]).unwrap().copy_(&x6).unwrap();
+    let weights = arange6().view(&[2, 3]).unwrap();
+    acc.mul(&weights)
+        .unwrap()
+        .sum()
+        .unwrap()
+        .backward()
+        .unwrap();
+    assert_eq!(
+        serde_json::json!([acc.stride(), flat_grad(&x6)]),
+        want["strided_base"]
+    );
+
+    // The operand's gradient is not the region's, overwritten after.
+    let x = leaf(&[1., 1., 1.]);
+    let w = leaf(&[5., 7.]);
+    let y = x.mul(2.0).unwrap();
+    y.narrow(0, 0, 2).unwrap().copy_(&w).unwrap();
+    y.mul(&y).unwrap().sum().unwrap().backward().unwrap();
+    assert_eq!(
+        serde_json::json!([grad(&x), grad(&w)]),
+        want["copy_through_view"]
+    );
+
+    // PyTorch refuses these; so does stowage.
+    let role = |r: stowage::Result<&Tensor>| match r {
+        Err(Error::Tensor(TensorError::InPlaceRequiresGrad { role, .. })) => Some(role),
+        _ => None,
+    };
+    let x2 = leaf(&[1., 2.]);
+    let mut base = Tensor::zeros(&[3], DType::Float64).unwrap();
+    let (before, old) = (base.narrow(0, 0, 2).unwrap(), base.clone());
+    base.requires_grad_(true).unwrap();
+    assert_eq!(role(before.add_(&x2)), Some(GradRole::ViewOfLeaf));
+    assert_eq!(
+        role(old.narrow(0, 1, 2).unwrap().mul_(&x2)),
+        Some(GradRole::ViewOfLeaf)
+    );
+    assert_eq!(role(old.copy_(&leaf(&[1., 2., 3.]))), Some(GradRole::Leaf));
+    assert_eq!(values(&base.detach()), [0.0; 3]);
+
+    // A view made under no_grad, whose base is written since: using it in
+    // backward is refused with PyTorch's words.
+    let plain = Tensor::zeros(&[3], DType::Float64).unwrap();
+    let quiet = {
+        let _g = autograd::no_grad();
+        plain.narrow(0, 0, 2).unwrap()
+    };
+    plain.narrow(0, 1, 2).unwrap().add_(&x2).unwrap();
+    assert!(quiet.requires_grad());
+    let err = quiet.sum().unwrap().backward().unwrap_err();
+    assert!(
+        matches!(err, Error::Tensor(TensorError::NoGradViewOfModifiedBase)),
+        "{err}"
+    );
+    assert!(err
+        .to_string()
+        .starts_with("A view was created in no_grad mode"));
+
+    // A gradient written in place with its own leaf: allowed, as in PyTorch,
+    // and the leaf's state is not kept alive by it.
+    let t = leaf(&[1., 2.]);
+    t.mul(&t).unwrap().sum().unwrap().backward().unwrap();
+    let g = t.grad().unwrap();
+    g.add_(&t).unwrap();
+    assert!(g.requires_grad());
+    drop(t);
+    g.sum().unwrap().backward().unwrap();
+}
