@@ -28,14 +28,12 @@ impl Tensor {
     /// of this tensor's shape. `multi_output`: one of several views one call
     /// returns.
     fn viewed(&self, name: &'static str, layout: Layout, f: ViewFn, multi_output: bool) -> Tensor {
-        let out = Tensor {
-            layout,
-            ..self.detach()
-        };
         let view = Arc::clone(&f);
-        record_view(out, name, self, Some(f), multi_output, || Backward::View {
-            input: self.layout.clone(),
-            view,
+        record_view(self, layout, name, Some(f), multi_output, || {
+            Backward::View {
+                input: self.layout.clone(),
+                view,
+            }
         })
     }
 
@@ -257,19 +255,16 @@ impl Tensor {
     ) -> Result<Tensor> {
         let layout = Layout::new(size, stride, storage_offset)?;
         layout.check_fits(self.element_size(), self.storage.nbytes())?;
-        let out = Tensor {
-            layout: layout.clone(),
-            ..self.detach()
-        };
+        let output = layout.clone();
         Ok(record_view(
-            out,
-            "AsStridedBackward0",
             self,
+            layout,
+            "AsStridedBackward0",
             None,
             false,
             || Backward::AsStrided {
                 input: self.layout.clone(),
-                output: layout,
+                output,
             },
         ))
     }

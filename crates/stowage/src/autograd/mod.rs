@@ -78,6 +78,7 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 pub(crate) use backward::{Backward, ViewFn};
 
+use crate::layout::Layout;
 use crate::{DType, Error, Kind, Result, Tensor};
 
 thread_local! {
@@ -353,24 +354,29 @@ pub(crate) fn record(
     out
 }
 
-/// Gives `out`, a view of `input` made by a view operation (`view`: its
-/// layout from `input`'s) or by `as_strided` (`view`: `None`), its link to
-/// its base and, when this thread records and `input` requires grad, the
+/// The view of `input` at `layout`, made by a view operation (`view`: its
+/// layout from `input`'s) or by `as_strided` (`view`: `None`), with its link
+/// to its base and, when this thread records and `input` requires grad, the
 /// view's node `name` (`backward`). `multi_output`: one of several views
 /// one call returns.
 pub(crate) fn record_view(
-    mut out: Tensor,
-    name: &'static str,
     input: &Tensor,
+    layout: Layout,
+    name: &'static str,
     view: Option<ViewFn>,
     multi_output: bool,
     backward: impl FnOnce() -> Backward,
 ) -> Tensor {
-    let link = inplace::ViewOf::link(input, &out.layout, view, multi_output);
-    let node = (is_grad_enabled() && input.requires_grad() && can_require_grad(out.dtype))
+    let link = inplace::ViewOf::link(input, &layout, view, multi_output);
+    let node = (is_grad_enabled() && input.requires_grad() && can_require_grad(input.dtype))
         .then(|| Arc::new(Node::new(name, backward(), &[input])));
-    out.autograd = AutogradMeta::new(false, node, Some(Box::new(link)));
-    out
+    Tensor {
+        storage: input.storage.clone(),
+        dtype: input.dtype,
+        layout,
+        autograd: AutogradMeta::new(false, node, Some(Box::new(link))),
+        id: crate::tensor::TensorId::fresh(),
+    }
 }
 
 fn can_require_grad(dtype: DType) -> bool {
