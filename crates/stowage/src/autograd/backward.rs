@@ -227,11 +227,8 @@ impl Backward {
                 // (so the view function replays as it ran), whose view
                 // region is replaced by what `inner` makes of it.
                 let layout = base.like_dense()?;
-                let storage = Tensor::zeros(&[layout.numel()], g.dtype())?;
-                let result = Tensor {
-                    layout,
-                    ..storage.detach()
-                };
+                let zeros = Tensor::zeros(&[layout.numel()], g.dtype())?;
+                let result = Tensor { layout, ..zeros };
                 result.copy_(g)?;
                 let region = Tensor {
                     layout: view(&result.layout)?,

@@ -224,17 +224,15 @@ impl Tensor {
             if meta.became_leaf.load(Ordering::Relaxed) {
                 return refuse(GradRole::Leaf); // an older handle of a leaf
             }
-            return match meta.view_of.as_deref().and_then(ViewOf::refusal) {
-                Some(role) => refuse(role),
-                None => Ok(true),
-            };
+            return meta
+                .view_of
+                .as_deref()
+                .and_then(ViewOf::refusal)
+                .map_or(Ok(true), refuse);
         }
         match (role(meta), &meta.view_of) {
             (None, _) => Ok(true),
-            (Some(GradRole::ViewOfComputed), Some(view)) => match view.refusal() {
-                Some(role) => refuse(role),
-                None => Ok(true),
-            },
+            (Some(GradRole::ViewOfComputed), Some(view)) => view.refusal().map_or(Ok(true), refuse),
             (Some(role), _) => refuse(role),
         }
     }

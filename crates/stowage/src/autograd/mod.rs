@@ -139,12 +139,12 @@ pub enum GradRole {
     Leaf,
     /// A view of a leaf that requires grad.
     ViewOfLeaf,
-    /// A tensor computed from others, for an operation stowage does not
-    /// record in place (all but `add_` and `mul_`).
+    /// A tensor computed from others, for a write stowage does not record
+    /// in place (element writes: `set`, `write`, `as_array_view_mut`, and
+    /// `set_`; it records `add_`, `mul_`, `copy_`, `fill_` and `zero_`).
     Computed,
     /// A view of a tensor computed from others, for a write stowage does not
-    /// record through a view (all but `add_` and `mul_`, and any write to an
-    /// `as_strided` view).
+    /// record through a view (the element writes `Computed` names).
     ViewOfComputed,
     /// A view made by `as_strided`, for a write that would be recorded
     /// (stowage records writes through views made by view operations).

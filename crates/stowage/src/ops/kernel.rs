@@ -440,7 +440,12 @@ pub(crate) fn scatter_view(
         let gv = values::<T>(g)?;
         let mut by_element = vec![T::zero(); base.numel()];
         add_at(&mut by_element, l.offsets(), &gv);
-        let out: Vec<T> = base.offsets().map(|o| by_element[o]).collect();
+        // In the input's row-major order (already so for a contiguous input).
+        let out: Vec<T> = if base.is_contiguous() {
+            by_element
+        } else {
+            base.offsets().map(|o| by_element[o]).collect()
+        };
         from_values(out, input.shape(), g.dtype())
     })
 }

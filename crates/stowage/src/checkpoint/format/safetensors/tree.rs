@@ -585,9 +585,14 @@ pub(super) fn float_of(j: &Json) -> Option<f64> {
     }
 }
 
-/// The bytes of lowercase or uppercase hex, or what is wrong with it.
+/// The bytes of lowercase or uppercase hex, or what is wrong with it (an
+/// array's hex may be MiBs: the error quotes its start).
 pub(super) fn unhex(text: &str) -> std::result::Result<Vec<u8>, Found> {
-    hex::decode(text).map_err(|e| format!("hex ({e}): {text:?}"))
+    hex::decode(text).map_err(|e| {
+        let start: String = text.chars().take(32).collect();
+        let more = if start.len() < text.len() { "…" } else { "" };
+        format!("hex ({e}) of {} characters: {start:?}{more}", text.len())
+    })
 }
 
 #[cfg(test)]
