@@ -1,4 +1,4 @@
-//! `stowage scan PATH… [--json]`: the globals every pickle in each file
+//! `stowage scan PATH… [--json | --format text|json|sarif]`: the globals every pickle in each file
 //! names, each with its verdict, as the CLI contract specifies
 //! (`docs/cli-contract.md`); the work is `stowage::checkpoint::scan`.
 //!
@@ -26,13 +26,29 @@ pub struct Args {
     #[arg(required = true)]
     paths: Vec<PathBuf>,
     /// Print one JSON object: {"files": [{"path", "globals": [{"module", "name", "verdict", "risk", "count"}], "error"}]}
-    #[arg(long)]
+    /// (the same as `--format json`)
+    #[arg(long, conflicts_with = "format")]
     json: bool,
+    /// What to print: text, the JSON of `--json`, or a SARIF 2.1.0 log (one
+    /// result per unsafe global, for GitHub code scanning)
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    format: Format,
     /// What exits 1: any unsafe global, or only one that runs code (an
     /// unsafe global that only imports a class, as a whole-model save names
     /// them, then exits 0)
     #[arg(long, value_enum, default_value_t = FailOn::Unsafe)]
     fail_on: FailOn,
+}
+
+/// `--format`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum Format {
+    /// Lines for people
+    Text,
+    /// One JSON object, as `--json`
+    Json,
+    /// A SARIF 2.1.0 log
+    Sarif,
 }
 
 /// `--fail-on`.
@@ -63,10 +79,10 @@ pub fn run(args: Args, _cx: &Context, out: &mut dyn Write) -> Result<ExitCode, F
             );
         }
     }
-    if args.json {
-        writeln!(out, "{}", report.to_json())?;
-    } else {
-        write_text(&report, out)?;
+    match if args.json { Format::Json } else { args.format } {
+        Format::Text => write_text(&report, out)?,
+        Format::Json => writeln!(out, "{}", report.to_json())?,
+        Format::Sarif => writeln!(out, "{}", report.to_sarif())?,
     }
     let fails = match args.fail_on {
         FailOn::Unsafe => report.is_unsafe(),

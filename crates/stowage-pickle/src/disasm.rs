@@ -63,6 +63,9 @@ pub struct Disassembly {
     /// Each distinct global with the number of times it is named, in order of
     /// first appearance.
     pub globals: Vec<(GlobalName, u64)>,
+    /// The offset of the opcode that first names each global of
+    /// [`globals`](Self::globals), index for index.
+    pub first_offsets: Vec<usize>,
     /// How many times each opcode occurs, indexed by its byte.
     counts: Box<[u64; 256]>,
     /// Why the walk stopped before `STOP`, if it did. The other fields hold
@@ -191,6 +194,7 @@ impl Walk<'_> {
         )?;
         self.index.insert(g.clone(), self.out.globals.len());
         self.out.globals.push((g, 1));
+        self.out.first_offsets.push(self.at);
         Ok(())
     }
 
@@ -350,6 +354,7 @@ pub fn disassemble(data: &[u8], limits: &Limits) -> Disassembly {
             protocol: 0,
             consumed: 0,
             globals: Vec::new(),
+            first_offsets: Vec::new(),
             counts: Box::new([0; 256]),
             error: None,
             frame_mismatch: None,
@@ -491,6 +496,9 @@ mod tests {
             names(data),
             vec![("?".into(), 2), ("m.f".into(), 1), ("ext5".into(), 1)]
         );
+        // Each where it is first named: the first STACK_GLOBAL, GLOBAL, EXT1.
+        let d = disassemble(data, &Limits::default());
+        assert_eq!(d.first_offsets, [7, 8, 19]);
     }
 
     #[test]

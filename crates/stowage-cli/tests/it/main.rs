@@ -8,6 +8,7 @@ mod kinds;
 #[cfg(feature = "remote")]
 mod remote;
 mod scan;
+mod scan_risk;
 #[cfg(feature = "remote")]
 #[path = "../../../stowage/tests/it/servers/mod.rs"]
 mod servers;

@@ -47,11 +47,15 @@ impl Scanner<'_> {
                 // own end record.
                 let mut found = false;
                 let mut start = 0;
+                let base = self.base;
                 for end in archive_ends(source)? {
                     let part = Window::new(source, start, end - start);
                     if let Ok(zip) = ZipReader::new_lenient(&part as &dyn ReadAt, &limits) {
                         found = true;
-                        self.scan_archive(&zip, prefix, depth)?;
+                        self.base = base.map(|b| b + start);
+                        let scanned = self.scan_archive(&zip, prefix, depth);
+                        self.base = base;
+                        scanned?;
                     }
                     start = end;
                 }
@@ -163,14 +167,39 @@ impl Scanner<'_> {
         // A stored member is read where it lies; a deflated one (or one
         // flagged as encrypted, which must be checked whole) is inflated
         // into memory, within `max_pickle_bytes` held at a time in all.
-        if head.len() as u64 == entry.size {
+        let stored = entry.method == Method::Stored && !entry.encrypted;
+        let data_offset = if stored {
+            Some(zip.data_offset(entry)?)
+        } else {
+            None
+        };
+        let base = self.base;
+        self.base = base.zip(data_offset).map(|(b, o)| b + o);
+        let result = match data_offset {
             // Read whole already (a small member).
-            return self.scan_content(&head, content, name, depth, is_pkl);
-        }
-        if entry.method == Method::Stored && !entry.encrypted {
-            let part = Window::new(*zip.source(), zip.data_offset(entry)?, entry.size);
-            return self.scan_content(&part, content, name, depth, is_pkl);
-        }
+            _ if head.len() as u64 == entry.size => {
+                self.scan_content(&head, content, name, depth, is_pkl)
+            }
+            Some(at) => {
+                let part = Window::new(*zip.source(), at, entry.size);
+                self.scan_content(&part, content, name, depth, is_pkl)
+            }
+            None => self.scan_inflated(zip, entry, content, name, depth, is_pkl),
+        };
+        self.base = base;
+        result
+    }
+
+    /// A member that is not stored plainly, inflated into memory.
+    fn scan_inflated(
+        &mut self,
+        zip: &ZipReader<&dyn ReadAt>,
+        entry: &Entry,
+        content: Content,
+        name: &str,
+        depth: usize,
+        is_pkl: bool,
+    ) -> Result<()> {
         let held = self.held.saturating_add(entry.size);
         if held > self.options.max_pickle_bytes {
             return Err(Error::Checkpoint(CheckpointError::LimitExceeded {

@@ -48,6 +48,8 @@ mod archive;
 mod json;
 mod npy;
 mod risk;
+mod sarif;
+mod stdlib_modules;
 mod stream;
 mod torch_allowed;
 
@@ -111,10 +113,14 @@ pub struct GlobalUse {
     pub risk: Option<Risk>,
     /// How many times it is named.
     pub count: u64,
+    /// Where it is first named: the byte offset of the opcode in the zip
+    /// member that holds its pickle, or in the file when that is in no zip
+    /// (of a file's globals together, in the first pickle that names it).
+    pub offset: u64,
 }
 
 impl GlobalUse {
-    fn new(module: String, name: String, verdict: Verdict, count: u64) -> GlobalUse {
+    fn new(module: String, name: String, verdict: Verdict, count: u64, offset: u64) -> GlobalUse {
         let risk = (verdict == Verdict::Unsafe).then(|| risk::risk(&module, &name));
         GlobalUse {
             module,
@@ -122,6 +128,7 @@ impl GlobalUse {
             verdict,
             risk,
             count,
+            offset,
         }
     }
 }
@@ -138,6 +145,10 @@ pub struct PickleScan {
     pub opcodes: Vec<(&'static str, u64)>,
     /// The globals it names, in order of first appearance.
     pub globals: Vec<GlobalUse>,
+    /// Where the bytes its globals' [`offset`](GlobalUse::offset)s count
+    /// from start in the file: 0 outside a zip, the data of a stored zip
+    /// member; `None` inside a compressed member.
+    pub member_offset: Option<u64>,
 }
 
 /// What a file holds.
@@ -423,6 +434,9 @@ struct Scanner<'o> {
     held: u64,
     /// The top archive is laid out as a torch save.
     torch_layout: bool,
+    /// Where the bytes being read start in the file (`None` inside a
+    /// compressed member).
+    base: Option<u64>,
 }
 
 impl Scanner<'_> {
@@ -446,6 +460,7 @@ fn scan_source(source: &dyn ReadAt, options: &LoadOptions, named: bool) -> Optio
         members: 0,
         held: 0,
         torch_layout: false,
+        base: Some(0),
     };
     let mut head = [0u8; 16];
     let n = source.len().min(16) as usize;
@@ -489,11 +504,14 @@ fn scan_source(source: &dyn ReadAt, options: &LoadOptions, named: bool) -> Optio
                 Err(e) => Err(e),
                 Ok(first) => {
                     // Taken for a pickle when it is whole, or looks like one, or
-                    // names a global and starts with `PROTO` or was named.
-                    let named_any = !first.globals.is_empty();
-                    if first.error.is_none()
+                    // starts with `PROTO` and names a global, or was named and
+                    // names a Python global (bytes that name `mod.\xff` are no
+                    // pickle).
+                    let whole = first.error.is_none();
+                    if whole
                         || stream::looks_like_a_pickle(&first)
-                        || ((named || proto) && named_any)
+                        || (proto && !first.globals.is_empty())
+                        || (named && stream::names_a_python_global(&first))
                     {
                         s.scan.kind = Some(ScanKind::Pickle);
                         s.scan_pickles(source, 0, Trust::Pickle, &pickle_name, Some(first))
@@ -504,7 +522,7 @@ fn scan_source(source: &dyn ReadAt, options: &LoadOptions, named: bool) -> Optio
                         Err(Error::Format(FormatError::Pickle(e.clone())))
                     } else if named {
                         Err(Error::Format(FormatError::NotACheckpoint {
-                            detail: "neither a checkpoint nor a pickle".into(),
+                            detail: not_a_pickle(&first),
                         }))
                     } else {
                         return None;
@@ -543,6 +561,24 @@ fn judge_dcp_metadata(scan: &mut FileScan) {
             g.verdict = Verdict::Decoded;
             g.risk = None;
         }
+    }
+}
+
+/// Why bytes with no magic are not a pickle: where their walk as one
+/// broke, or the name they would give a global.
+fn not_a_pickle(d: &Disassembly) -> String {
+    use crate::checkpoint::pickle::GlobalName;
+    let named = d.globals.iter().find_map(|(g, _)| match g {
+        GlobalName::Static { module, name } => Some(format!("{module}.{name}")),
+        _ => None,
+    });
+    match (named, &d.error) {
+        (Some(global), _) => format!(
+            "not a pickle either: its first bytes would name `{}`, which is no Python name",
+            global.escape_debug()
+        ),
+        (None, Some(e)) => format!("not a pickle either: {e}"),
+        (None, None) => "not a pickle either".to_owned(),
     }
 }
 

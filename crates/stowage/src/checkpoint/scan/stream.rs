@@ -52,17 +52,16 @@ pub(super) enum Trust {
 }
 
 /// Whether the first pickle of a stream `d` is one, for data that may be
-/// anything: it names a global whose module and name are Python names, and
-/// it either reads to its `STOP`, or calls something (`REDUCE`, `BUILD`,
-/// `INST`, `OBJ`, `NEWOBJ`) and then runs to the end of its bytes, as a
-/// malicious pickle cut short does (CPython runs it up to the cut). Text and
-/// tensor bytes whose first bytes happen to be opcodes fail one of these:
-/// they name no Python names, or meet a byte that is no opcode first.
+/// anything: it [names a Python global](names_a_python_global), and it
+/// either reads to its `STOP`, or calls something (`REDUCE`, `BUILD`,
+/// `INST`, `OBJ`, `NEWOBJ`), or walks on past the global, and then runs to
+/// the end of its bytes, as a malicious pickle cut short does (CPython
+/// imports what it names and runs it up to the cut). Text and tensor bytes
+/// whose first bytes happen to be opcodes fail one of these: they name no
+/// Python names, or meet a byte that is no opcode first, or end right after
+/// two lines that read as a `GLOBAL`.
 pub(super) fn looks_like_a_pickle(d: &Disassembly) -> bool {
-    let named = d.globals.iter().any(|(g, _)| match g {
-        GlobalName::Static { module, name } => python_name(module) && python_name(name),
-        GlobalName::Dynamic | GlobalName::Extension(_) => d.protocol >= 2,
-    });
+    let walked_on = d.opcodes().map(|(_, n)| n).sum::<u64>() > 1;
     let calls = [
         op::REDUCE,
         op::BUILD,
@@ -73,7 +72,16 @@ pub(super) fn looks_like_a_pickle(d: &Disassembly) -> bool {
     ]
     .iter()
     .any(|&o| d.count(o) > 0);
-    named && (d.error.is_none() || (calls && cut_short(d)))
+    names_a_python_global(d) && (d.error.is_none() || ((calls || walked_on) && cut_short(d)))
+}
+
+/// Whether `d` names a global whose module and name are Python names (or,
+/// from protocol 2, one named on the stack or by an extension code).
+pub(super) fn names_a_python_global(d: &Disassembly) -> bool {
+    d.globals.iter().any(|(g, _)| match g {
+        GlobalName::Static { module, name } => python_name(module) && python_name(name),
+        GlobalName::Dynamic | GlobalName::Extension(_) => d.protocol >= 2,
+    })
 }
 
 /// A dotted Python name (`os`, `torch.nn.modules.linear`, `Outer.Inner`).
@@ -103,8 +111,9 @@ impl Scanner<'_> {
         let mut pos = 0u64;
         for section in LEGACY_SECTIONS {
             let d = self.read_pickle(source, pos, Trust::Pickle)?;
+            let at = pos;
             pos += d.consumed as u64;
-            self.add(format!("{prefix}{section}"), d)?;
+            self.add(format!("{prefix}{section}"), d, at)?;
         }
         Ok(())
     }
@@ -147,9 +156,10 @@ impl Scanner<'_> {
                     max: self.options.max_records as u64,
                 }));
             }
+            let at = pos;
             pos += d.consumed.max(1) as u64;
             i += 1;
-            self.add(name(i), d)?;
+            self.add(name(i), d, at)?;
         }
         Ok(())
     }
@@ -203,14 +213,16 @@ impl Scanner<'_> {
         }
     }
 
-    /// Adds the pickle `d` read from `record`; an error if it could not be
-    /// walked to its end. Frames that disagree with the opcodes are named as
-    /// the unsafe global `<malformed>.FRAME`.
-    pub(super) fn add(&mut self, record: String, d: Disassembly) -> Result<()> {
+    /// Adds the pickle `d` read from `record`, at `at` in the bytes being
+    /// read; an error if it could not be walked to its end. Frames that
+    /// disagree with the opcodes are named as the unsafe global
+    /// `<malformed>.FRAME`.
+    pub(super) fn add(&mut self, record: String, d: Disassembly, at: u64) -> Result<()> {
         let mut globals: Vec<GlobalUse> = d
             .globals
             .iter()
-            .map(|(g, count)| {
+            .zip(&d.first_offsets)
+            .map(|((g, count), &offset)| {
                 let (module, name) = match g {
                     GlobalName::Static { module, name } => {
                         let (m, n) = compat::fix_import(module, name);
@@ -223,15 +235,16 @@ impl Scanner<'_> {
                     GlobalName::Static { .. } => verdict(&module, &name),
                     _ => Verdict::Unsafe,
                 };
-                GlobalUse::new(module, name, verdict, *count)
+                GlobalUse::new(module, name, verdict, *count, at + offset as u64)
             })
             .collect();
-        if d.frame_mismatch.is_some() {
+        if let Some(offset) = d.frame_mismatch {
             globals.push(GlobalUse::new(
                 "<malformed>".into(),
                 "FRAME".into(),
                 Verdict::Unsafe,
                 1,
+                at + offset as u64,
             ));
         }
         let globals = merge(globals.iter());
@@ -241,6 +254,7 @@ impl Scanner<'_> {
             protocol: d.protocol,
             opcodes: d.opcodes().map(|(o, n)| (o.name, n)).collect(),
             globals,
+            member_offset: self.base,
         });
         match error {
             Some(e) => Err(Error::Format(FormatError::Pickle(e)).in_entry(record)),
@@ -280,6 +294,12 @@ mod tests {
         )));
         assert!(looks_like_a_pickle(&disassemble(
             b"cbuiltins\nexec\n(S'x'\ntR",
+            &l
+        )));
+        // Cut short inside a string argument before the call (picklescan's
+        // `broken_model.pkl`): yes.
+        assert!(looks_like_a_pickle(&disassemble(
+            b"cbuiltins\nexec\n(X>\nf = open('x')tRX.",
             &l
         )));
         // Text whose first byte is GLOBAL: no.
