@@ -10,6 +10,11 @@ py="${STOWAGE_TORCH_PYTHON:-$(sh scripts/torch-venv.sh)}"
 if ! "$py" -c "import maturin, ml_dtypes, pytest, mypy" >/dev/null 2>&1; then
   "$py" -m pip install --quiet maturin ml_dtypes pytest mypy >&2
 fi
+# Two SARIF consumers for `scan(format="sarif")` (tests/test_scan.py): a
+# model of the SARIF 2.1.0 schema, and Microsoft's sarif-tools.
+if ! "$py" -c "import sarif_pydantic, sarif.loader" >/dev/null 2>&1; then
+  "$py" -m pip install --quiet sarif-pydantic sarif-tools >&2
+fi
 # JAX and MLX for framework="jax"/"mlx" (tests/test_frameworks.py). MLX's
 # Linux wheels are CPU-only and x86-64/aarch64 with glibc 2.35 or newer;
 # where none fits, its tests skip, and say so.

@@ -89,10 +89,24 @@ fn load(
 }
 
 /// Scans each path (a file, or a folder read recursively) without loading
-/// it: the JSON text of `stowage scan --json`, made by the same code.
+/// it: the JSON text of `stowage scan --json` (`format="json"`) or of
+/// `stowage scan --format sarif` (`format="sarif"`), made by the same code.
 #[pyfunction]
-#[pyo3(signature = (*paths))]
-fn scan(py: Python<'_>, paths: &Bound<'_, pyo3::types::PyTuple>) -> PyResult<String> {
+#[pyo3(signature = (*paths, format = "json"))]
+fn scan(
+    py: Python<'_>,
+    paths: &Bound<'_, pyo3::types::PyTuple>,
+    format: &str,
+) -> PyResult<String> {
+    let sarif = match format {
+        "json" => false,
+        "sarif" => true,
+        other => {
+            return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                "format must be \"json\" or \"sarif\", not {other:?}"
+            )))
+        }
+    };
     let paths: Vec<PathBuf> = paths.iter().map(|p| p.extract()).collect::<PyResult<_>>()?;
     Ok(py.detach(|| {
         let mut report = stowage::checkpoint::scan::ScanReport::default();
@@ -101,7 +115,11 @@ fn scan(py: Python<'_>, paths: &Bound<'_, pyo3::types::PyTuple>) -> PyResult<Str
                 stowage::checkpoint::scan::scan_path(path, &stowage::LoadOptions::default()).files,
             );
         }
-        report.to_json().to_string()
+        if sarif {
+            report.to_sarif().to_string()
+        } else {
+            report.to_json().to_string()
+        }
     }))
 }
 

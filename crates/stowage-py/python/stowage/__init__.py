@@ -158,7 +158,7 @@ def save(
     _stowage.save(obj, os.fspath(dst), Encoder(), sync=sync, to=to, max_shard_size=max_shard_size)
 
 
-def scan(*paths: Union[str, "os.PathLike[str]"]) -> Dict[str, Any]:
+def scan(*paths: Union[str, "os.PathLike[str]"], format: str = "json") -> Dict[str, Any]:
     """Read every pickle in each file (folders recursively) without loading
     anything, and name each global with its verdict: exactly the JSON of
     ``stowage scan --json``, as a dict (``docs/cli-contract.md``)::
@@ -173,8 +173,12 @@ def scan(*paths: Union[str, "os.PathLike[str]"]) -> Dict[str, Any]:
     names them). Every pickle is read wherever it lies (any zip member, zips
     inside zips, a .npy object array), judged by content. A file it cannot
     read has its ``error`` set rather than raising.
+
+    ``format="sarif"`` gives the SARIF 2.1.0 log of ``stowage scan --format
+    sarif`` instead: one result per unsafe global, located by file, zip
+    member and byte offset, for GitHub code scanning and other viewers.
     """
-    return json.loads(_stowage.scan(*(os.fspath(p) for p in paths)))
+    return json.loads(_stowage.scan(*(os.fspath(p) for p in paths), format=format))
 
 
 def _cli(args: list) -> tuple:

@@ -50,8 +50,8 @@ def save(
     """Save obj as torch.save would, for torch.load(dst, weights_only=True) to read back identical; to= writes a sharded set or a DCP folder."""
     ...
 
-def scan(*paths: _Path) -> Dict[str, Any]:
-    """The JSON of stowage scan --json, as a dict: every global each pickle names, with its verdict."""
+def scan(*paths: _Path, format: str = "json") -> Dict[str, Any]:
+    """The JSON of stowage scan --json (or, with format="sarif", its SARIF 2.1.0 log), as a dict: every global each pickle names, with its verdict."""
     ...
 
 def inspect(src: _Path, *, hashes: bool = True, inert: bool = False) -> Dict[str, Any]:
