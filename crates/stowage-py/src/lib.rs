@@ -93,11 +93,7 @@ fn load(
 /// `stowage scan --format sarif` (`format="sarif"`), made by the same code.
 #[pyfunction]
 #[pyo3(signature = (*paths, format = "json"))]
-fn scan(
-    py: Python<'_>,
-    paths: &Bound<'_, pyo3::types::PyTuple>,
-    format: &str,
-) -> PyResult<String> {
+fn scan(py: Python<'_>, paths: &Bound<'_, pyo3::types::PyTuple>, format: &str) -> PyResult<String> {
     let sarif = match format {
         "json" => false,
         "sarif" => true,

@@ -429,7 +429,10 @@ fn every_stdlib_module_of_the_running_python_is_code() {
         return;
     };
     let out = Command::new(&py)
-        .args(["-c", "import sys; print('\\n'.join(sorted(sys.stdlib_module_names)))"])
+        .args([
+            "-c",
+            "import sys; print('\\n'.join(sorted(sys.stdlib_module_names)))",
+        ])
         .output()
         .unwrap();
     assert!(out.status.success());
@@ -445,5 +448,8 @@ fn every_stdlib_module_of_the_running_python_is_code() {
         }
     }
     assert!(names.lines().count() > 250);
-    assert!(missed.is_empty(), "stdlib modules not called code: {missed:?}");
+    assert!(
+        missed.is_empty(),
+        "stdlib modules not called code: {missed:?}"
+    );
 }
