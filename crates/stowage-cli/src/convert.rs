@@ -1,5 +1,6 @@
 //! `stowage convert IN OUT`: rewrite a checkpoint in the format OUT's
-//! extension names (`.pt`, `.pth`, `.bin`, `.ckpt`: torch zip; `.safetensors`),
+//! extension names (`.pt`, `.pth`, `.bin`, `.ckpt`, `.tar`, `.pkl`: torch zip;
+//! `.safetensors`; the library's one rule, `Destination::resolve`),
 //! or as a folder: a Hugging Face sharded set (`--to safetensors|bin`, or an
 //! OUT named `model.safetensors.index.json`/`pytorch_model.bin.index.json`;
 //! `--max-shard-size`) or a distributed checkpoint (`--to dcp`, `--ranks`).
@@ -33,7 +34,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use stowage::checkpoint::{dotted, PathKey, Progress, ValueKind};
+use stowage::checkpoint::{dotted, save_to, Destination, PathKey, Progress, SaveFormat, ValueKind};
 use stowage::SaveOptions;
 use stowage::Checkpoint;
 
@@ -46,7 +47,7 @@ use crate::{progress, Context, Failure};
 pub struct Args {
     #[arg(help = concat!("The checkpoint to read: ", inputs!()))]
     input: PathBuf,
-    /// Where to write it: .pt/.pth/.bin/.ckpt (torch zip) or .safetensors
+    /// Where to write it: .pt/.pth/.bin/.ckpt/.tar/.pkl (torch zip) or .safetensors
     output: PathBuf,
     /// To .safetensors: leave the non-tensor values out (by default they are
     /// stored in `__metadata__`, as JSON under their dotted paths); to a
@@ -107,28 +108,23 @@ enum FolderFormat {
     Dcp,
 }
 
-enum Target {
-    TorchZip,
-    Safetensors,
-    /// A folder, and its layout.
-    Folder(PathBuf, FolderFormat),
+impl From<FolderFormat> for stowage::checkpoint::FolderFormat {
+    fn from(f: FolderFormat) -> Self {
+        match f {
+            FolderFormat::Safetensors => Self::Safetensors,
+            FolderFormat::Bin => Self::Bin,
+            FolderFormat::Dcp => Self::Dcp,
+        }
+    }
 }
 
-fn target(path: &Path) -> Option<Target> {
-    let name = path.file_name()?.to_str()?;
-    let folder = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."))
-        .to_path_buf();
-    match name {
-        "model.safetensors.index.json" => return Some(Target::Folder(folder, FolderFormat::Safetensors)),
-        "pytorch_model.bin.index.json" => return Some(Target::Folder(folder, FolderFormat::Bin)),
-        _ => {}
-    }
-    match path.extension()?.to_str()? {
-        "pt" | "pth" | "bin" | "ckpt" => Some(Target::TorchZip),
-        "safetensors" => Some(Target::Safetensors),
+/// The folder format of a folder destination.
+fn folder_format(format: SaveFormat) -> Option<FolderFormat> {
+    use stowage::checkpoint::sharded::ShardFormat;
+    match format {
+        SaveFormat::Sharded(ShardFormat::Safetensors) => Some(FolderFormat::Safetensors),
+        SaveFormat::Sharded(ShardFormat::Bin) => Some(FolderFormat::Bin),
+        SaveFormat::Dcp => Some(FolderFormat::Dcp),
         _ => None,
     }
 }
@@ -266,21 +262,14 @@ fn for_safetensors(
 
 /// Runs `convert`.
 pub fn run(args: Args, cx: &Context, out: &mut dyn Write) -> Result<ExitCode, Failure> {
-    let kind = match (args.to, target(&args.output)) {
-        // A file's own name wins over `--to` of its format: `--to
-        // safetensors r.safetensors` is that file, not a folder of that name.
-        (Some(FolderFormat::Safetensors), Some(t @ Target::Safetensors))
-        | (Some(FolderFormat::Bin), Some(t @ Target::TorchZip)) => t,
-        (Some(format), _) => Target::Folder(args.output.clone(), format),
-        (None, Some(t)) => t,
-        (None, None) => {
-            return Err(Failure::usage(format!(
-                "convert: cannot tell the output format from {} (use .pt, .pth, .bin, .ckpt or .safetensors, an *.index.json name, or --to safetensors|bin|dcp for a folder)",
-                args.output.display()
-            )))
-        }
-    };
-    if args.rank.is_some() && !matches!(kind, Target::Folder(..)) {
+    // The library's one rule from OUT and `--to` to what is written, as
+    // Python's `stowage.save` resolves its destination: a file's own name
+    // wins over `--to` of its format (`--to safetensors r.safetensors` is
+    // that file, not a folder of that name).
+    let dest = Destination::resolve(&args.output, args.to.map(Into::into)).map_err(Failure::input)?;
+    let format = dest.format();
+    let folder = matches!(format, SaveFormat::Sharded(_) | SaveFormat::Dcp);
+    if args.rank.is_some() && !folder {
         return Err(Failure::usage(
             "convert: --rank/--world write a part of a folder: give --to safetensors, bin or dcp and a folder",
         ));
@@ -304,7 +293,7 @@ pub fn run(args: Args, cx: &Context, out: &mut dyn Write) -> Result<ExitCode, Fa
             None => ckpt,
         }
     };
-    if matches!(kind, Target::TorchZip) {
+    if format == SaveFormat::TorchZip {
         if args.drop_objects {
             let n = ckpt.drop_objects();
             if n > 0 {
@@ -331,33 +320,29 @@ pub fn run(args: Args, cx: &Context, out: &mut dyn Write) -> Result<ExitCode, Fa
             }
         )));
     }
-    if let Target::Folder(dir, format) = kind {
-        return to_folder(&args, &ckpt, &dir, format, out);
+    if let Some(to) = folder_format(format) {
+        return to_folder(&args, &ckpt, dest.path(), to, out);
     }
-    let total: u64 = match kind {
-        Target::TorchZip | Target::Folder(..) => {
-            ckpt.storages().iter().map(|s| s.storage.nbytes() as u64).sum()
-        }
-        Target::Safetensors => ckpt
+    let total: u64 = match format {
+        SaveFormat::Safetensors => ckpt
             .tensors()
             .map_err(Failure::input)?
             .iter()
             .map(|(_, t)| t.tensor.nbytes() as u64)
             .sum(),
+        _ => ckpt.storages().iter().map(|s| s.storage.nbytes() as u64).sum(),
     };
     let bar = progress::bytes(total, format!("writing {}", args.output.display()));
     let tick = bar.clone();
     let options = SaveOptions::default().with_progress(Progress::new(move |n| tick.inc(n))).with_sync(!args.no_sync);
     let mut notes = Vec::new();
-    let written = match kind {
-        Target::TorchZip | Target::Folder(..) => {
-            stowage::save_with(&args.output, &ckpt, &options)
-        }
-        Target::Safetensors => {
+    let written = match format {
+        SaveFormat::Safetensors => {
             let (ckpt, said) = for_safetensors(&ckpt, &args.input, args.drop_values)?;
             notes = said;
-            stowage::checkpoint::safetensors::save_with(&args.output, &ckpt, &options)
+            save_to(&ckpt, &dest, &options)
         }
+        _ => save_to(&ckpt, &dest, &options),
     };
     bar.finish_and_clear();
     written.map_err(|e| match e {
@@ -556,25 +541,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_output_format_follows_the_extension() {
-        for ext in ["pt", "pth", "bin", "ckpt"] {
-            let path = PathBuf::from(format!("out.{ext}"));
-            assert!(matches!(target(&path), Some(Target::TorchZip)), "{ext}");
-        }
-        assert!(matches!(
-            target(Path::new("out.safetensors")),
-            Some(Target::Safetensors)
-        ));
-        assert!(matches!(
-            target(Path::new("d/model.safetensors.index.json")),
-            Some(Target::Folder(_, FolderFormat::Safetensors))
-        ));
-        assert!(matches!(
-            target(Path::new("pytorch_model.bin.index.json")),
-            Some(Target::Folder(_, FolderFormat::Bin))
-        ));
-        for path in ["out", "out.txt", "out.pt.gz"] {
-            assert!(target(Path::new(path)).is_none(), "{path}");
+    fn every_folder_format_maps_to_the_librarys() {
+        for f in [FolderFormat::Safetensors, FolderFormat::Bin, FolderFormat::Dcp] {
+            let ours = format!("{f:?}");
+            let theirs = format!("{:?}", stowage::checkpoint::FolderFormat::from(f));
+            assert_eq!(ours, theirs);
         }
     }
 }

@@ -5,7 +5,7 @@
 //! their errno, as Python's own file functions raise them.
 
 use pyo3::create_exception;
-use pyo3::exceptions::{PyException, PyFileNotFoundError, PyOSError};
+use pyo3::exceptions::{PyException, PyFileNotFoundError, PyOSError, PyValueError};
 use pyo3::prelude::*;
 use stowage::Error;
 use stowage::{CheckpointError, FormatError, StorageError, TensorError};
@@ -84,6 +84,10 @@ pub fn to_py(py: Python<'_>, e: Error) -> PyErr {
             Some(errno) => return PyOSError::new_err((errno, message)),
             None => return PyOSError::new_err(message),
         },
+        // A destination whose name tells no format: a bad argument.
+        Error::Checkpoint(CheckpointError::UnknownSaveFormat { .. }) => {
+            return PyValueError::new_err(message);
+        }
         Error::Checkpoint(CheckpointError::GlobalNotAllowed { module, name }) => {
             let err = UnsafeGlobalError::new_err(message);
             let value = err.value(py);

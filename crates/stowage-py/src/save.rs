@@ -201,11 +201,15 @@ fn storage_of(obj: &Bound<'_, PyAny>) -> PyResult<UntypedStorage> {
     Ok(storage)
 }
 
-/// Saves `obj` to `dst`: safetensors for a `.safetensors` name, else the
-/// torch zip format; with `to`, a folder: a sharded set (`"safetensors"`,
-/// `"bin"`, shards of at most `max_shard_size`) or a distributed checkpoint
-/// (`"dcp"`). Files are written crash-safely (a temporary renamed over
-/// `dst`; a folder's set exchanged whole) with the GIL released.
+/// Saves `obj` to `dst` by the library's one rule from a destination to a
+/// format (`stowage::checkpoint::Destination::resolve`, as the command
+/// line's `convert`): a `.safetensors` name, safetensors; `.pt`, `.pth`,
+/// `.bin`, `.ckpt`, `.tar`, `.pkl`, a torch zip; an `*.index.json` name, a
+/// sharded set in its folder; with `to`, a folder: a sharded set
+/// (`"safetensors"`, `"bin"`, shards of at most `max_shard_size`) or a
+/// distributed checkpoint (`"dcp"`); any other name is refused. Files are
+/// written crash-safely (a temporary renamed over `dst`; a folder's set
+/// exchanged whole) with the GIL released.
 #[pyfunction]
 #[pyo3(signature = (obj, dst, encoder, *, sync = true, to = None, max_shard_size = None))]
 #[allow(clippy::too_many_arguments)] // Python's keyword arguments, one each.
@@ -218,25 +222,25 @@ pub fn save(
     to: Option<String>,
     max_shard_size: Option<String>,
 ) -> PyResult<()> {
-    use stowage::checkpoint::dcp::{self, DcpSaveOptions};
-    use stowage::checkpoint::sharded::{parse_size, save_sharded, ShardFormat, ShardOptions};
-    let shards = match to.as_deref() {
-        None | Some("dcp") => None,
-        Some("safetensors") => Some(ShardFormat::Safetensors),
-        Some("bin") => Some(ShardFormat::Bin),
-        Some(other) => {
-            return Err(PyValueError::new_err(format!(
-                "to={other:?}: a folder is \"safetensors\" or \"bin\" (a sharded set) or \"dcp\""
-            )))
+    use stowage::checkpoint::sharded::parse_size;
+    use stowage::checkpoint::{save_to, Destination, FolderFormat, SaveFormat};
+    let folder = to
+        .as_deref()
+        .map(str::parse::<FolderFormat>)
+        .transpose()
+        .map_err(|e| PyValueError::new_err(format!("to: {e}")))?;
+    let dest = Destination::resolve(&dst, folder).map_err(|e| errors::to_py(py, e))?;
+    let mut options = SaveOptions::from_env().with_sync(sync);
+    if let Some(size) = max_shard_size.as_deref() {
+        if !matches!(dest.format(), SaveFormat::Sharded(_)) {
+            return Err(PyValueError::new_err(
+                "max_shard_size is for a sharded set (to=\"safetensors\" or \"bin\")",
+            ));
         }
-    };
-    if max_shard_size.is_some() && shards.is_none() {
-        return Err(PyValueError::new_err(
-            "max_shard_size is for a sharded set (to=\"safetensors\" or \"bin\")",
-        ));
+        let bytes =
+            parse_size(size).map_err(|e| PyValueError::new_err(format!("max_shard_size: {e}")))?;
+        options = options.with_max_shard_size(bytes);
     }
-    let max_shard_size = parse_size(max_shard_size.as_deref().unwrap_or("5GB"))
-        .map_err(|e| PyValueError::new_err(format!("max_shard_size: {e}")))?;
     let mut walk = Walk {
         encoder,
         storages: Vec::new(),
@@ -244,24 +248,8 @@ pub fn save(
     };
     let value = walk.value(&obj)?;
     let ckpt = Checkpoint::from_value(value).map_err(|e| errors::to_py(py, e))?;
-    let safetensors = dst.extension().is_some_and(|e| e == "safetensors");
-    py.detach(|| match (to.as_deref(), shards) {
-        (_, Some(format)) => {
-            let options = ShardOptions::default()
-                .with_format(format)
-                .with_max_shard_size(max_shard_size)
-                .with_sync(sync);
-            save_sharded(&dst, &ckpt, &options).map(|_| ())
-        }
-        (Some(_), None) => dcp::save(&dst, &ckpt, &DcpSaveOptions::default().with_sync(sync)),
-        (None, None) if safetensors => stowage::checkpoint::safetensors::save_with(
-            &dst,
-            &ckpt,
-            &SaveOptions::from_env().with_sync(sync),
-        ),
-        (None, None) => stowage::save_with(&dst, &ckpt, &SaveOptions::from_env().with_sync(sync)),
-    })
-    .map_err(|e| errors::to_py(py, e))
+    py.detach(|| save_to(&ckpt, &dest, &options))
+        .map_err(|e| errors::to_py(py, e))
 }
 
 /// Writes one data file of a distributed checkpoint (`stowage.dcp`'s

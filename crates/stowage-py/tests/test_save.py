@@ -139,3 +139,32 @@ def test_folders_sharded_sets_and_distributed_checkpoints(tmp_path):
         stowage.save(sd, tmp_path / "x", to="zip")
     with pytest.raises(ValueError):
         stowage.save(sd, tmp_path / "x.pt", max_shard_size="1GB")
+
+
+def test_save_and_convert_follow_one_rule_for_names(tmp_path):
+    """stowage.save and `stowage convert` resolve a destination by the
+    library's one rule: they write and refuse the same names, refusing with
+    the same error and message (issue 39, item 4)."""
+    sd = {"w": torch.arange(4.0)}
+    src = tmp_path / "in.pt"
+    torch.save(sd, src)
+    for name in ("out.weights", "out.safetensor", "out"):
+        with pytest.raises(ValueError) as saved:
+            stowage.save(sd, tmp_path / name)
+        with pytest.raises(ValueError) as converted:
+            stowage.convert(src, tmp_path / name)
+        assert str(saved.value) == str(converted.value), (saved.value, converted.value)
+        assert "cannot tell the format to write" in str(saved.value)
+        assert not (tmp_path / name).exists()
+    # checkpoint.pth.tar and .pkl are torch zips, as torch.save writes them.
+    for name in ("checkpoint.pth.tar", "model.pkl"):
+        stowage.save(sd, tmp_path / ("saved-" + name))
+        stowage.convert(src, tmp_path / ("converted-" + name))
+        for made in ("saved-", "converted-"):
+            back = torch.load(tmp_path / (made + name), weights_only=True)
+            assert torch.equal(back["w"], sd["w"])
+    # A file named for the folder format given stays that file.
+    stowage.save(sd, tmp_path / "one.safetensors", to="safetensors")
+    assert (tmp_path / "one.safetensors").is_file()
+    with pytest.raises(ValueError, match="folder format"):
+        stowage.save(sd, tmp_path / "x", to="zip")

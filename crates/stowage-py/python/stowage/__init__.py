@@ -135,13 +135,19 @@ def save(
     tensors) inside dicts, ``OrderedDict``s, lists and tuples, beside
     ``None``, bools, ints, floats, complex numbers, str, bytes, torch dtypes,
     ``torch.Size`` and ``torch.device`` values. Tensors on one storage (and
-    arrays on one buffer) are written as one storage. A name ending in
-    ``.safetensors`` writes safetensors (tensors only, named by path);
-    anything else the torch zip format. An ``OrderedDict``'s attributes (a
+    arrays on one buffer) are written as one storage. The name tells the
+    format, by the rule ``stowage convert`` follows: ``.safetensors``,
+    safetensors (tensors only, named by path); ``.pt``, ``.pth``, ``.bin``,
+    ``.ckpt``, ``.tar`` (``checkpoint.pth.tar``) and ``.pkl``, the torch zip
+    format; ``model.safetensors.index.json`` or
+    ``pytorch_model.bin.index.json``, a sharded set in that folder; any
+    other name raises ``ValueError``. An ``OrderedDict``'s attributes (a
     state dict's ``_metadata``, which ``load_state_dict`` reads for each
     module's version) are written as ``torch.save`` writes them.
 
-    ``to`` writes a folder instead: ``"safetensors"`` or ``"bin"``, a
+    ``to`` writes a folder instead (unless ``dst`` is a file named for that
+    format: ``to="safetensors"`` with ``x.safetensors`` writes that file):
+    ``"safetensors"`` or ``"bin"``, a
     Hugging Face sharded set (shards of at most ``max_shard_size``, ``"5GB"``
     by default, and its index; a nested checkpoint keeps its structure and
     values there, as in one safetensors file); ``"dcp"``, a distributed

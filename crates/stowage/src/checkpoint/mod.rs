@@ -25,6 +25,7 @@
 //! Loading never runs code: a global outside PyTorch's `weights_only`
 //! allowlist is an error.
 
+mod destination;
 pub(crate) mod entry;
 mod folder;
 pub(crate) mod format;
@@ -59,6 +60,7 @@ pub use globals::decoded;
 
 use crate::error::{CheckpointError, ErrorContext, FormatError};
 
+pub use destination::{save_to, Destination, FolderFormat, SaveFormat};
 use folder::folder_at;
 pub use folder::{folder_of, Folder};
 pub use format::torch_zip::save_to_writer;
@@ -229,8 +231,9 @@ fn load_safetensors<R: ReadAt>(
     #[cfg(not(feature = "safetensors"))]
     {
         let _ = (source, options, mapped);
-        Err(Error::Checkpoint(CheckpointError::Unsupported {
-            what: "safetensors files (stowage was built without its `safetensors` feature)".into(),
+        Err(Error::Checkpoint(CheckpointError::FeatureDisabled {
+            feature: "safetensors",
+            what: "safetensors files",
         }))
     }
 }

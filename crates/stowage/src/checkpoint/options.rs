@@ -211,18 +211,23 @@ pub struct SaveOptions {
     pub(crate) alignment: u64,
     pub(crate) sync: bool,
     pub(crate) progress: Option<Progress>,
+    pub(crate) max_shard_size: u64,
+    pub(crate) zstd: bool,
     #[cfg(feature = "remote")]
     pub(crate) remote: crate::io::remote::RemoteOptions,
 }
 
 impl Default for SaveOptions {
-    /// Records aligned to 64 bytes as PyTorch's, synced, no progress;
-    /// reads no environment variable.
+    /// Records aligned to 64 bytes as PyTorch's, synced, no progress,
+    /// shards of at most 5 GB, DCP items uncompressed; reads no environment
+    /// variable.
     fn default() -> Self {
         SaveOptions {
             alignment: 64,
             sync: true,
             progress: None,
+            max_shard_size: 5_000_000_000,
+            zstd: false,
             #[cfg(feature = "remote")]
             remote: crate::io::remote::RemoteOptions::default(),
         }
@@ -263,6 +268,22 @@ impl SaveOptions {
     /// as they are written.
     pub fn with_progress(mut self, progress: Progress) -> Self {
         self.progress = Some(progress);
+        self
+    }
+
+    /// The most bytes of tensor data per shard of a sharded set
+    /// ([`save_to`](crate::checkpoint::save_to)), as `max_shard_size` in
+    /// Hugging Face (5 GB by default; [`parse_size`](crate::checkpoint::sharded::parse_size)
+    /// reads its notation).
+    pub fn with_max_shard_size(mut self, bytes: u64) -> Self {
+        self.max_shard_size = bytes;
+        self
+    }
+
+    /// Compresses each item of a DCP ([`save_to`](crate::checkpoint::save_to))
+    /// as one zstd frame (off by default; feature `zstd`).
+    pub fn with_zstd(mut self, zstd: bool) -> Self {
+        self.zstd = zstd;
         self
     }
 

@@ -35,6 +35,26 @@ pub enum CheckpointError {
         /// Its class, `module.name`.
         class: String,
     },
+    /// A destination whose name tells no format stowage writes, and no
+    /// folder format was given
+    /// ([`Destination::resolve`](crate::checkpoint::Destination::resolve)).
+    #[error(
+        "cannot tell the format to write from {}: name a file .pt, .pth, .bin, .ckpt, .tar or .pkl (torch zip) or .safetensors, or model.safetensors.index.json or pytorch_model.bin.index.json (a sharded set in that folder), or give a folder format: safetensors, bin or dcp",
+        .path.display()
+    )]
+    UnknownSaveFormat {
+        /// The destination.
+        path: std::path::PathBuf,
+    },
+    /// Something stowage does only when built with a Cargo feature this
+    /// build leaves out.
+    #[error("{what} need stowage's `{feature}` feature, which this build leaves out")]
+    FeatureDisabled {
+        /// The feature (`safetensors`, `zstd`, `remote`).
+        feature: &'static str,
+        /// What needs it (`safetensors files`).
+        what: &'static str,
+    },
     /// Something PyTorch can write that stowage recognises but does not support.
     #[error("unsupported: {what}")]
     Unsupported {

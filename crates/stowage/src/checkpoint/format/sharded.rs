@@ -574,8 +574,9 @@ fn save_safetensors(path: &Path, part: &Checkpoint) -> Result<()> {
 
 #[cfg(not(feature = "safetensors"))]
 fn save_safetensors(_: &Path, _: &Checkpoint) -> Result<()> {
-    Err(Error::Checkpoint(crate::CheckpointError::Unsupported {
-        what: "safetensors files (stowage was built without its `safetensors` feature)".into(),
+    Err(Error::Checkpoint(crate::CheckpointError::FeatureDisabled {
+        feature: "safetensors",
+        what: "safetensors files",
     }))
 }
 

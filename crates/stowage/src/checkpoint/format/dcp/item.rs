@@ -298,8 +298,9 @@ fn read_safetensors(file: &dyn ReadAt, offset: u64, fqn: &str, nbytes: u64) -> R
 
 #[cfg(not(feature = "safetensors"))]
 fn read_safetensors(_: &dyn ReadAt, _: u64, _: &str, _: u64) -> Result<Tensor> {
-    Err(Error::Checkpoint(CheckpointError::Unsupported {
-        what: "DCP checkpoints in the safetensors format (stowage was built without its `safetensors` feature)".into(),
+    Err(Error::Checkpoint(CheckpointError::FeatureDisabled {
+        feature: "safetensors",
+        what: "DCP checkpoints in the safetensors format",
     }))
 }
 

@@ -333,8 +333,9 @@ fn put_item<W: Write>(out: &mut W, item: DataItem<'_>, zstd: bool) -> Result<(u6
         Ok((counted.written, transforms(true)))
     }
     #[cfg(not(feature = "zstd"))]
-    Err(Error::Checkpoint(CheckpointError::Unsupported {
-        what: "zstd-compressed DCP items (stowage was built without its `zstd` feature)".into(),
+    Err(Error::Checkpoint(CheckpointError::FeatureDisabled {
+        feature: "zstd",
+        what: "zstd-compressed DCP items",
     }))
 }
 
