@@ -6,8 +6,8 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::checkpoint::format::sharded::ShardFormat;
 use crate::checkpoint::format::{dcp, sharded};
-use crate::checkpoint::sharded::ShardFormat;
 use crate::error::CheckpointError;
 use crate::{Checkpoint, Error, Result, SaveOptions};
 
@@ -146,7 +146,9 @@ pub fn save_to(ckpt: &Checkpoint, dest: &Destination, options: &SaveOptions) -> 
     match dest.format {
         SaveFormat::TorchZip => crate::save_with(path, ckpt, options),
         #[cfg(feature = "safetensors")]
-        SaveFormat::Safetensors => crate::checkpoint::safetensors::save_with(path, ckpt, options),
+        SaveFormat::Safetensors => {
+            crate::checkpoint::format::safetensors::save_with(path, ckpt, options)
+        }
         #[cfg(not(feature = "safetensors"))]
         SaveFormat::Safetensors => Err(Error::Checkpoint(CheckpointError::FeatureDisabled {
             feature: "safetensors",

@@ -60,7 +60,12 @@ const LAYERS: &[(&str, &[&str])] = &[
     ),
     (
         "checkpoint entry points",
-        &["checkpoint", "checkpoint/entry", "checkpoint/folder"],
+        &[
+            "checkpoint",
+            "checkpoint/entry",
+            "checkpoint/folder",
+            "checkpoint/destination",
+        ],
     ),
     ("typed storages", &["typed_storage"]),
 ];
