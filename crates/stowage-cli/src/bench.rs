@@ -212,7 +212,7 @@ pub fn run(args: Args, cx: &Context, out: &mut dyn Write) -> Result<ExitCode, Fa
         }
         Op::Save => {
             let target = TempFile(temp_path(&args.file));
-            let options = stowage::SaveOptions::default().with_sync(!args.no_sync);
+            let options = cx.save_options().with_sync(!args.no_sync);
             let save = |ckpt: &Checkpoint| {
                 stowage::save_with(&target.0, ckpt, &options).map_err(Failure::from)
             };
@@ -238,7 +238,7 @@ pub fn run(args: Args, cx: &Context, out: &mut dyn Write) -> Result<ExitCode, Fa
     } else {
         bytes as f64 / median_s / 1e9
     };
-    let transfer = crate::remote::transfer_json();
+    let transfer = crate::remote::transfer_json(cx);
     if args.json {
         let transfer = transfer.map_or(String::new(), |t| format!(", \"transfer\": {t}"));
         let base = base.map_or(String::new(), |b| b.json(median_s));

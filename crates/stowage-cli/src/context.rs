@@ -1,11 +1,11 @@
 //! What every subcommand is handed besides its own arguments: the parsed
-//! global options (`--quiet`, `--inert`, `--allow-global`), and the loads
-//! they shape.
+//! global options (`--inert`, `--allow-global`), the loads and saves they
+//! shape, and the meter of this run's transfers to and from object stores.
 
 use std::path::Path;
 
 use stowage::Checkpoint;
-use stowage::{LoadMode, LoadOptions};
+use stowage::{LoadMode, LoadOptions, SaveOptions};
 
 use crate::{progress, Failure};
 
@@ -16,6 +16,11 @@ pub struct Context {
     inert: bool,
     /// `--allow-global`, each `MODULE.NAME`.
     allow_globals: Vec<String>,
+    /// What this run's loads and saves transfer (its `"transfer"` member),
+    /// whatever else the process transfers: a second command run in the
+    /// same process (the Python package's) counts from zero.
+    #[cfg(feature = "remote")]
+    meter: stowage::io::remote::Meter,
 }
 
 impl Context {
@@ -24,15 +29,41 @@ impl Context {
         Context {
             inert,
             allow_globals,
+            #[cfg(feature = "remote")]
+            meter: stowage::io::remote::Meter::new(),
         }
     }
 
     /// Load options with `--inert` and `--allow-global` applied, and the
-    /// environment's `STOWAGE_REMOTE_*` settings for URLs.
+    /// environment's `STOWAGE_REMOTE_*` settings for URLs, counted on this
+    /// run's meter.
     pub fn load_options(&self) -> LoadOptions {
-        LoadOptions::from_env()
+        let options = LoadOptions::from_env()
             .with_inert(self.inert)
-            .with_allow_globals(self.allow_globals.iter().cloned())
+            .with_allow_globals(self.allow_globals.iter().cloned());
+        #[cfg(feature = "remote")]
+        let options = options.with_remote(self.remote());
+        options
+    }
+
+    /// Save options with the environment's `STOWAGE_REMOTE_*` settings for
+    /// URLs, counted on this run's meter.
+    pub fn save_options(&self) -> SaveOptions {
+        let options = SaveOptions::from_env();
+        #[cfg(feature = "remote")]
+        let options = options.with_remote(self.remote());
+        options
+    }
+
+    #[cfg(feature = "remote")]
+    fn remote(&self) -> stowage::io::remote::RemoteOptions {
+        stowage::io::remote::RemoteOptions::from_env().with_meter(self.meter.clone())
+    }
+
+    /// What this run has transferred from and to object stores.
+    #[cfg(feature = "remote")]
+    pub fn transfer(&self) -> stowage::io::remote::Transfer {
+        self.meter.transfer()
     }
 
     /// Whether `--inert` or `--allow-global` was given.

@@ -35,7 +35,6 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use stowage::checkpoint::{dotted, save_to, Destination, PathKey, Progress, SaveFormat, ValueKind};
-use stowage::SaveOptions;
 use stowage::Checkpoint;
 
 use crate::values::typed_json;
@@ -334,7 +333,7 @@ pub fn run(args: Args, cx: &Context, out: &mut dyn Write) -> Result<ExitCode, Fa
     };
     let bar = progress::bytes(total, format!("writing {}", args.output.display()));
     let tick = bar.clone();
-    let options = SaveOptions::default().with_progress(Progress::new(move |n| tick.inc(n))).with_sync(!args.no_sync);
+    let options = cx.save_options().with_progress(Progress::new(move |n| tick.inc(n))).with_sync(!args.no_sync);
     let mut notes = Vec::new();
     let written = match format {
         SaveFormat::Safetensors => {

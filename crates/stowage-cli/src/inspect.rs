@@ -92,7 +92,7 @@ pub fn run(args: Args, cx: &Context, out: &mut dyn Write) -> Result<ExitCode, Fa
     if cx.globals_given() || !objects.is_empty() {
         doc["objects"] = objects.iter().map(values::object_json).collect();
     }
-    crate::remote::add_transfer(&mut doc);
+    crate::remote::add_transfer(cx, &mut doc);
     let Json::Object(members) = doc else { unreachable!("built as an object") };
     // The members in alphabetical order, as serde_json prints a map.
     out.write_all(b"{")?;

@@ -9,18 +9,20 @@ use std::path::Path;
 use serde_json::{json, Value as Json};
 use stowage::io::{Location, ReadCost};
 
+use crate::Context;
+
 /// Whether each read of `path` is a request to an object store (so that
 /// the bytes fetched are worth showing).
 pub fn is_remote(path: &Path) -> bool {
     Location::parse(path).read_cost() == ReadCost::Request
 }
 
-/// What this process has transferred from and to object stores, as the
+/// What this run (`cx`) has transferred from and to object stores, as the
 /// `"transfer"` member of `--json` outputs: `None` when nothing was.
-pub fn transfer_json() -> Option<Json> {
+pub fn transfer_json(cx: &Context) -> Option<Json> {
     #[cfg(feature = "remote")]
     {
-        let t = stowage::io::remote::totals();
+        let t = cx.transfer();
         (t.requests > 0).then(|| {
             let mut doc = json!({
                 "requests": t.requests,
@@ -37,14 +39,15 @@ pub fn transfer_json() -> Option<Json> {
     }
     #[cfg(not(feature = "remote"))]
     {
-        let _ = json!(null);
+        let _ = (json!(null), cx);
         None
     }
 }
 
-/// Adds the `"transfer"` member to a JSON object when anything was transferred.
-pub fn add_transfer(doc: &mut Json) {
-    if let (Some(t), Some(o)) = (transfer_json(), doc.as_object_mut()) {
+/// Adds the `"transfer"` member to a JSON object when this run (`cx`)
+/// transferred anything.
+pub fn add_transfer(cx: &Context, doc: &mut Json) {
+    if let (Some(t), Some(o)) = (transfer_json(cx), doc.as_object_mut()) {
         o.insert("transfer".into(), t);
     }
 }

@@ -65,6 +65,19 @@ def test_safe_open_by_url_reads_one_tensor(s3, fixtures):
         assert torch.equal(f.get_slice("model.weight")[-1, ::2], w[-1, ::2])
 
 
+def test_each_call_reports_its_own_transfer(s3, fixtures):
+    """stowage.inspect by URL twice in one process: each result's
+    "transfer" counts that call's requests and bytes alone, the same both
+    times, not the process's running total (issue 39, item 5)."""
+    url = f"{s3}/training_checkpoint.pt"
+    first = stowage.inspect(url)["transfer"]
+    second = stowage.inspect(url)["transfer"]
+    assert first["requests"] > 0 and first["bytes_received"] > 0, first
+    assert second == first, (first, second)
+    # A local file after them transferred nothing, and has no "transfer".
+    assert "transfer" not in stowage.inspect(fixtures / "training_checkpoint.pt")
+
+
 def test_a_missing_object_is_an_error(s3):
     with pytest.raises(FileNotFoundError) as info:
         stowage.load(f"{s3}/absent.pt")

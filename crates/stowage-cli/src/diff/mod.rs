@@ -228,7 +228,7 @@ pub fn run(args: Args, cx: &Context, out: &mut dyn Write) -> Result<ExitCode, Fa
     if args.json {
         let list: Vec<Json> = differences.iter().map(difference_json).collect();
         let mut doc = json!({"same": differences.is_empty(), "differences": list});
-        crate::remote::add_transfer(&mut doc);
+        crate::remote::add_transfer(cx, &mut doc);
         writeln!(out, "{doc}")?;
     } else {
         for d in &differences {

@@ -115,6 +115,9 @@ pub struct RemoteOptions {
     /// (`("aws_endpoint", "http://127.0.0.1:9000")`), applied after the environment;
     /// a key the URL's store does not know makes opening fail, naming it.
     pub(crate) store_options: Vec<(String, String)>,
+    /// What the objects opened with these options count their transfers
+    /// into, beside the process's [`totals`].
+    pub(crate) meter: Option<Meter>,
 }
 
 impl Default for RemoteOptions {
@@ -132,6 +135,7 @@ impl Default for RemoteOptions {
             max_request: MAX_REQUEST,
             max_whole_get: MAX_WHOLE_GET,
             store_options: Vec::new(),
+            meter: None,
         }
     }
 }
@@ -205,6 +209,15 @@ impl RemoteOptions {
         self
     }
 
+    /// Counts every request and byte of the objects opened with these
+    /// options into `meter` too (as well as into the process's [`totals`]),
+    /// so that one call's transfer can be told apart from the rest of the
+    /// process's.
+    pub fn with_meter(mut self, meter: Meter) -> Self {
+        self.meter = Some(meter);
+        self
+    }
+
     /// Most range requests in flight at once in a batch.
     pub fn concurrency(&self) -> usize {
         self.concurrency
@@ -242,6 +255,7 @@ impl RemoteOptions {
             max_whole_get: count("STOWAGE_REMOTE_MAX_WHOLE_GET")
                 .map_or(d.max_whole_get, |n| n as u64),
             store_options: d.store_options,
+            meter: d.meter,
         }
     }
 }
@@ -350,15 +364,48 @@ pub struct Transfer {
     pub whole_gets: u64,
 }
 
-#[derive(Default)]
+/// A count of the transfers of the loads and saves whose options carry it
+/// ([`RemoteOptions::with_meter`]): what one command or call transferred,
+/// whatever else the process transfers meanwhile. Clones count into the
+/// same total.
+#[derive(Clone, Debug, Default)]
+pub struct Meter(Arc<Counters>);
+
+impl Meter {
+    /// A meter at zero.
+    pub fn new() -> Meter {
+        Meter::default()
+    }
+
+    /// What was transferred through this meter so far.
+    pub fn transfer(&self) -> Transfer {
+        self.0.snapshot()
+    }
+
+    fn counters(&self) -> &Counters {
+        &self.0
+    }
+}
+
+#[derive(Debug, Default)]
 struct Counters {
     requests: AtomicU64,
     received: AtomicU64,
     sent: AtomicU64,
     whole_gets: AtomicU64,
+    /// The meter these counts are also for (an object's, from its options).
+    meter: Option<Meter>,
 }
 
 impl Counters {
+    /// Counters of an object opened with `options`.
+    fn for_options(options: &RemoteOptions) -> Counters {
+        Counters {
+            meter: options.meter.clone(),
+            ..Counters::default()
+        }
+    }
+
     fn snapshot(&self) -> Transfer {
         Transfer {
             requests: self.requests.load(Ordering::Relaxed),
@@ -374,6 +421,7 @@ static TOTALS: Counters = Counters {
     received: AtomicU64::new(0),
     sent: AtomicU64::new(0),
     whole_gets: AtomicU64::new(0),
+    meter: None,
 };
 
 /// What every remote object of this process has transferred so far.
@@ -381,9 +429,16 @@ pub fn totals() -> Transfer {
     TOTALS.snapshot()
 }
 
-/// Counts one request and its bytes on an object and in the totals.
+/// `local`, the meter it counts for, and the process's totals.
+fn counted(local: Option<&Counters>) -> impl Iterator<Item = &Counters> {
+    let meter = local.and_then(|c| c.meter.as_ref()).map(Meter::counters);
+    local.into_iter().chain(meter).chain([&TOTALS])
+}
+
+/// Counts requests and their bytes on an object (or a meter), on its meter
+/// and in the totals.
 fn count(local: Option<&Counters>, requests: u64, received: u64, sent: u64) {
-    for c in local.into_iter().chain([&TOTALS]) {
+    for c in counted(local) {
         c.requests.fetch_add(requests, Ordering::Relaxed);
         c.received.fetch_add(received, Ordering::Relaxed);
         c.sent.fetch_add(sent, Ordering::Relaxed);
@@ -581,7 +636,7 @@ impl RemoteObject {
     pub fn open_with(url: &str, options: &RemoteOptions) -> Result<RemoteObject> {
         let failed = |failure: RemoteFailure| in_url(url, fail(url, None, failure));
         let (store, path) = open_store(url, options).map_err(failed)?;
-        let counters = Counters::default();
+        let counters = Counters::for_options(options);
         let first = block_on(first_block(
             &*store,
             &path,
@@ -817,7 +872,7 @@ async fn whole_object(
             },
         ));
     }
-    for c in [counters, &TOTALS] {
+    for c in counted(Some(counters)) {
         c.whole_gets.fetch_add(1, Ordering::Relaxed);
     }
     Ok(First::Whole {
@@ -1029,7 +1084,7 @@ pub fn list(url: &str, options: &RemoteOptions) -> Result<Vec<String>> {
     let failed = |failure: RemoteFailure| in_url(url, fail(url, None, failure));
     let (store, path) = open_store(url.trim_end_matches('/'), options).map_err(failed)?;
     let listed = block_on(store.list_with_delimiter(Some(&path))).map_err(failed)?;
-    count(None, 1, 0, 0);
+    count(options.meter.as_ref().map(Meter::counters), 1, 0, 0);
     let listed = listed.map_err(|e| failed(e.into()))?;
     let mut names: Vec<String> = listed
         .objects

@@ -25,8 +25,8 @@ use object_store::{MultipartId, PutPayload};
 use tokio::task::{AbortHandle, JoinHandle};
 
 use super::{
-    block_on, count, fail, in_url, open_with_parts, runtime, RemoteFailure, RemoteOptions,
-    PART_SIZE,
+    block_on, count, fail, in_url, open_with_parts, runtime, Counters, Meter, RemoteFailure,
+    RemoteOptions, PART_SIZE,
 };
 use crate::error::ErrorContext;
 use crate::io::pending::Pending;
@@ -48,11 +48,12 @@ pub(crate) fn upload(
 ) -> Result<()> {
     let failed = |failure: RemoteFailure| in_url(url, fail(url, None, failure));
     let (store, parts, path) = open_with_parts(url, options).map_err(failed)?;
+    let meter = options.meter.as_ref().map(Meter::counters);
     let Some(parts) = parts else {
-        return upload_unregistered(url, store.as_ref(), &path, write);
+        return upload_unregistered(url, store.as_ref(), &path, meter, write);
     };
     runtime().map_err(failed)?;
-    count(None, 1, 0, 0);
+    count(meter, 1, 0, 0);
     let id = block_on(parts.create_multipart(&path))
         .map_err(failed)?
         .map_err(|e| failed(e.into()))?;
@@ -91,7 +92,7 @@ pub(crate) fn upload(
         }
     };
     // The parts, then the request that completes the upload.
-    count(None, done.len() as u64 + 1, 0, total);
+    count(meter, done.len() as u64 + 1, 0, total);
     // Completed under the registry's lock: a signal's abort comes wholly
     // before (and this step is refused) or after (and finds it done).
     let completed = pending.step(|| {
@@ -255,11 +256,12 @@ fn upload_unregistered(
     url: &str,
     store: &dyn object_store::ObjectStore,
     path: &ObjectPath,
+    meter: Option<&Counters>,
     write: impl FnOnce(&mut dyn io::Write) -> Result<()>,
 ) -> Result<()> {
     let failed = |failure: RemoteFailure| in_url(url, fail(url, None, failure));
     let rt = runtime().map_err(failed)?;
-    count(None, 1, 0, 0);
+    count(meter, 1, 0, 0);
     let started = block_on(store.put_multipart(path))
         .map_err(failed)?
         .map_err(|e| failed(e.into()))?;
@@ -274,7 +276,7 @@ fn upload_unregistered(
     match written {
         Ok(()) => {
             let n = total.div_ceil(PART_SIZE as u64).max(1);
-            count(None, n + 1, 0, total);
+            count(meter, n + 1, 0, total);
             block_on(parts.finish())
                 .map_err(failed)?
                 .map_err(|e| failed(e.into()))?;
