@@ -118,6 +118,27 @@ pub struct RemoteOptions {
     /// What the objects opened with these options count their transfers
     /// into, beside the process's [`totals`].
     pub(crate) meter: Option<Meter>,
+    /// The store clients built for these options and their clones (one
+    /// load's objects), one per store: a client holds a connection pool and
+    /// a credential chain, so a set of many files shares one. A builder
+    /// that changes what a client is built with starts an empty cache.
+    stores: StoreCache,
+}
+
+/// A store client, with its handle on multipart uploads ([`Parts`]).
+type Client = (Arc<dyn ObjectStore>, Parts);
+
+/// The store clients of one [`RemoteOptions`] and its clones, by the
+/// scheme and authority of their URLs and any bucket in their path
+/// (`s3://bucket`, `https://host:port`; [`store_key`]).
+#[derive(Clone, Default)]
+struct StoreCache(Arc<std::sync::Mutex<std::collections::HashMap<String, Client>>>);
+
+impl std::fmt::Debug for StoreCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let n = self.0.lock().map_or(0, |m| m.len());
+        write!(f, "StoreCache({n} stores)")
+    }
 }
 
 impl Default for RemoteOptions {
@@ -136,6 +157,7 @@ impl Default for RemoteOptions {
             max_whole_get: MAX_WHOLE_GET,
             store_options: Vec::new(),
             meter: None,
+            stores: StoreCache::default(),
         }
     }
 }
@@ -144,12 +166,14 @@ impl RemoteOptions {
     /// Longest a whole request may take, from connecting to the last byte.
     pub fn with_timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
+        self.stores = StoreCache::default();
         self
     }
 
     /// Longest connecting may take.
     pub fn with_connect_timeout(mut self, connect_timeout: Duration) -> Self {
         self.connect_timeout = connect_timeout;
+        self.stores = StoreCache::default();
         self
     }
 
@@ -157,12 +181,14 @@ impl RemoteOptions {
     /// timeouts; never a 4xx answer such as 403 or 404).
     pub fn with_retries(mut self, retries: usize) -> Self {
         self.retries = retries;
+        self.stores = StoreCache::default();
         self
     }
 
     /// Longest a request may be retried for, from its first try.
     pub fn with_retry_timeout(mut self, retry_timeout: Duration) -> Self {
         self.retry_timeout = retry_timeout;
+        self.stores = StoreCache::default();
         self
     }
 
@@ -206,6 +232,7 @@ impl RemoteOptions {
     {
         self.store_options
             .extend(options.into_iter().map(|(k, v)| (k.into(), v.into())));
+        self.stores = StoreCache::default();
         self
     }
 
@@ -256,6 +283,7 @@ impl RemoteOptions {
                 .map_or(d.max_whole_get, |n| n as u64),
             store_options: d.store_options,
             meter: d.meter,
+            stores: d.stores,
         }
     }
 }
@@ -362,6 +390,9 @@ pub struct Transfer {
     /// Objects fetched whole because their server ignores `Range` requests
     /// (each in the one `GET` that opened it).
     pub whole_gets: u64,
+    /// Store clients built (one per store a load or save reaches: a bucket,
+    /// an account's container, an HTTP server).
+    pub stores: u64,
 }
 
 /// A count of the transfers of the loads and saves whose options carry it
@@ -393,6 +424,7 @@ struct Counters {
     received: AtomicU64,
     sent: AtomicU64,
     whole_gets: AtomicU64,
+    stores: AtomicU64,
     /// The meter these counts are also for (an object's, from its options).
     meter: Option<Meter>,
 }
@@ -412,6 +444,7 @@ impl Counters {
             bytes_received: self.received.load(Ordering::Relaxed),
             bytes_sent: self.sent.load(Ordering::Relaxed),
             whole_gets: self.whole_gets.load(Ordering::Relaxed),
+            stores: self.stores.load(Ordering::Relaxed),
         }
     }
 }
@@ -421,6 +454,7 @@ static TOTALS: Counters = Counters {
     received: AtomicU64::new(0),
     sent: AtomicU64::new(0),
     whole_gets: AtomicU64::new(0),
+    stores: AtomicU64::new(0),
     meter: None,
 };
 
@@ -508,6 +542,43 @@ fn open_with_parts(
     } else {
         path
     };
+    // One client per store for these options and their clones; built while
+    // the cache is held, so two threads opening the same store build one.
+    let key = store_key(&parsed, &path);
+    let mut stores = options
+        .stores
+        .0
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some((store, parts)) = stores.get(&key) {
+        return Ok((Arc::clone(store), parts.clone(), path));
+    }
+    let (store, parts) = build_store(url, &parsed, scheme, options)?;
+    for c in counted(options.meter.as_ref().map(Meter::counters)) {
+        c.stores.fetch_add(1, Ordering::Relaxed);
+    }
+    stores.insert(key, (Arc::clone(&store), parts.clone()));
+    Ok((store, parts, path))
+}
+
+/// What names the store of `url`, whose object is `path`: the scheme, the
+/// authority, and the segments of the URL's path before the object's (a
+/// bucket or container named in the path, `https://host/bucket/key`).
+fn store_key(url: &url::Url, path: &ObjectPath) -> String {
+    let segments: Vec<&str> = url.path_segments().map_or(Vec::new(), Iterator::collect);
+    let object = path.parts().count();
+    let root = &segments[..segments.len().saturating_sub(object)];
+    format!("{}/{}", &url[..url::Position::BeforePath], root.join("/"))
+}
+
+/// A new client of the store `url` is in, with `options`' retries,
+/// timeouts and configuration.
+fn build_store(
+    url: &str,
+    parsed: &url::Url,
+    scheme: ObjectStoreScheme,
+    options: &RemoteOptions,
+) -> std::result::Result<(Arc<dyn ObjectStore>, Parts), RemoteFailure> {
     let retry = RetryConfig {
         max_retries: options.retries,
         retry_timeout: options.retry_timeout,
@@ -568,7 +639,7 @@ fn open_with_parts(
             (Arc::new(object_store::local::LocalFileSystem::new()), None)
         }
     };
-    Ok((store, parts, path))
+    Ok((store, parts))
 }
 
 /// Sets again the client options (`AWS_ALLOW_HTTP`, `AWS_TIMEOUT`, …) that the
@@ -1098,6 +1169,46 @@ pub fn list(url: &str, options: &RemoteOptions) -> Result<Vec<String>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Clones of one options value share their clients; a clone given
+    /// another client configuration builds its own.
+    #[test]
+    fn clones_share_clients_until_reconfigured() {
+        let options = RemoteOptions::default();
+        let open = |url: &str, o: &RemoteOptions| open_with_parts(url, o).unwrap().0;
+        let a = open("s3://b/x.pt", &options);
+        assert!(Arc::ptr_eq(&a, &open("s3://b/y/z.pt", &options.clone())));
+        assert!(!Arc::ptr_eq(&a, &open("s3://c/x.pt", &options)));
+        let other = options.clone().with_retries(7);
+        assert!(!Arc::ptr_eq(&a, &open("s3://b/x.pt", &other)));
+        // Request shaping is no client setting: the client stays shared.
+        let wider = options.clone().with_concurrency(4);
+        assert!(Arc::ptr_eq(&a, &open("s3://b/x.pt", &wider)));
+    }
+
+    /// Objects of one bucket share a key; another bucket, named in the host
+    /// or in the path, has its own.
+    #[test]
+    fn a_store_is_named_by_its_bucket() {
+        let key = |u: &str| {
+            let parsed = url::Url::parse(u).unwrap();
+            let (_, path) = ObjectStoreScheme::parse(&parsed).unwrap();
+            store_key(&parsed, &path)
+        };
+        assert_eq!(key("s3://b/x/model-1.safetensors"), key("s3://b/y.json"));
+        assert_ne!(key("s3://b/x.pt"), key("s3://c/x.pt"));
+        let path_style = |bucket: &str| {
+            key(&format!(
+                "https://s3.us-east-1.amazonaws.com/{bucket}/d/x.pt"
+            ))
+        };
+        assert_eq!(path_style("b"), "https://s3.us-east-1.amazonaws.com/b");
+        assert_ne!(path_style("b"), path_style("c"));
+        assert_eq!(
+            key("https://host:8080/a/b.pt"),
+            key("https://host:8080/c.pt")
+        );
+    }
 
     #[test]
     fn urls_are_told_from_paths() {

@@ -49,6 +49,7 @@ fn delta(before: Transfer) -> Transfer {
         bytes_received: now.bytes_received - before.bytes_received,
         bytes_sent: now.bytes_sent - before.bytes_sent,
         whole_gets: now.whole_gets - before.whole_gets,
+        stores: now.stores - before.stores,
     }
 }
 
@@ -147,6 +148,49 @@ fn sharded_sets_load_by_the_url_of_their_index_or_folder() {
         let by_index = load_with(format!("{folder}{index}"), &options(true, false)).unwrap();
         assert_same(&by_index, &local, true, index);
     }
+}
+
+/// A sharded set of 100 shards by URL builds one store client (a
+/// connection pool and a credential chain) for all its files, and a meter
+/// given in the options counts that load alone (issue 39).
+#[test]
+fn one_store_client_serves_every_shard_of_a_set() {
+    use stowage::checkpoint::sharded::{save_sharded, ShardOptions};
+    use stowage::checkpoint::PyValue;
+    let _one = serial();
+    let Some(server) = moto() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let tensors: Vec<(String, PyValue)> = (0..100)
+        .map(|i| {
+            let t = stowage::Tensor::from_vec(vec![i as f32; 16], &[16]).unwrap();
+            (format!("layer{i:03}.weight"), PyValue::from(t))
+        })
+        .collect();
+    let ckpt = Checkpoint::from_value(PyValue::Dict(
+        tensors
+            .into_iter()
+            .map(|(k, v)| (PyValue::Str(k), v))
+            .collect(),
+    ))
+    .unwrap();
+    let options = ShardOptions::default().with_max_shard_size(64);
+    let saved = save_sharded(dir.path(), &ckpt, &options).unwrap();
+    assert_eq!(saved.files.len(), 100);
+    let folder = servers::put_dir(server, dir.path(), "many-shards");
+    let meter = stowage::io::remote::Meter::new();
+    let with_meter =
+        LoadOptions::from_env().with_remote(RemoteOptions::from_env().with_meter(meter.clone()));
+    let before = totals();
+    let by_url = load_with(&folder, &with_meter).unwrap();
+    let t = meter.transfer();
+    let local = load_with(dir.path(), &LoadOptions::from_env()).unwrap();
+    assert_same(&by_url, &local, true, &folder);
+    assert_eq!(local.tensors().unwrap().len(), 100);
+    assert_eq!(t.stores, 1, "{t:?}");
+    assert!(t.requests > 100, "{t:?}");
+    // Nothing else ran meanwhile (the tests run one at a time): the meter
+    // saw what the process did.
+    assert_eq!(delta(before), t);
 }
 
 /// A distributed checkpoint by the URL of its folder: every fixture layout
