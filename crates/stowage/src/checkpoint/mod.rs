@@ -173,7 +173,7 @@ pub fn load_bytes(bytes: &[u8], options: &LoadOptions) -> Result<Checkpoint> {
 ///
 /// # Errors
 /// [`FormatError::NotACheckpoint`] for empty or unrecognised files and the `PYTORCH1`
-/// preview format, [`CheckpointError::Unsupported`] for PyTorch ≤ 0.3 tar files, I/O errors.
+/// preview format, [`CheckpointError::UnsupportedFormat`] for PyTorch ≤ 0.3 tar files, I/O errors.
 pub fn detect_format<R: ReadAt>(source: &R) -> Result<Format> {
     let len = source.len();
     let mut head = [0u8; 16];
@@ -195,8 +195,8 @@ pub fn detect_format<R: ReadAt>(source: &R) -> Result<Format> {
         let mut ustar = [0u8; 5];
         source.read_exact_at(&mut ustar, 257)?;
         if &ustar == b"ustar" {
-            return Err(Error::Checkpoint(CheckpointError::Unsupported {
-                what: "the tar checkpoint format of PyTorch 0.3 and older".into(),
+            return Err(Error::Checkpoint(CheckpointError::UnsupportedFormat {
+                format: "tar (PyTorch 0.3 and older)",
             }));
         }
     }

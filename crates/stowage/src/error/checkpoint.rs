@@ -55,6 +55,48 @@ pub enum CheckpointError {
         /// What needs it (`safetensors files`).
         what: &'static str,
     },
+    /// A file in a checkpoint format stowage recognises and does not read
+    /// (the tar format of PyTorch 0.3 and older).
+    #[error("unsupported: the {format} checkpoint format")]
+    UnsupportedFormat {
+        /// The format (`tar (PyTorch 0.3 and older)`).
+        format: &'static str,
+    },
+    /// A tensor of a layout stowage does not build (a sparse layout it does
+    /// not know).
+    #[error("unsupported: tensors of layout {layout}")]
+    UnsupportedLayout {
+        /// The layout's name, as the pickle gives it.
+        layout: String,
+    },
+    /// A quantized tensor whose quantization scheme stowage does not read.
+    #[error("unsupported: quantized tensors with qscheme {qscheme}")]
+    UnsupportedQScheme {
+        /// The scheme's name (`per_tensor_symmetric`).
+        qscheme: String,
+    },
+    /// An element type a file format holds that no PyTorch dtype is.
+    #[error("unsupported: {format} dtype {dtype}")]
+    UnsupportedDType {
+        /// The file format (`safetensors`).
+        format: &'static str,
+        /// The dtype, as the format names it.
+        dtype: String,
+    },
+    /// A DCP item's stream transform stowage does not undo (anything but
+    /// `stream.zstd/1`).
+    #[error("unsupported: the DCP stream transform {transform:?}")]
+    UnsupportedTransform {
+        /// The transform's descriptor, as `.metadata` gives it.
+        transform: String,
+    },
+    /// Something that needs a local file or folder, asked of an object in a
+    /// store.
+    #[error("unsupported by URL: {operation}")]
+    NotLocal {
+        /// What was asked (`saving a folder …`).
+        operation: &'static str,
+    },
     /// Something PyTorch can write that stowage recognises but does not support.
     #[error("unsupported: {what}")]
     Unsupported {

@@ -56,10 +56,9 @@ pub(crate) fn replace_dir(
 ) -> Result<()> {
     let in_dir = |e: Error| e.in_file(dir);
     if super::Location::parse(dir).local_path().is_none() {
-        return Err(in_dir(Error::Checkpoint(CheckpointError::Unsupported {
-            what: "saving a folder (a sharded set, a distributed checkpoint) to object \
-                   storage: save it to a local folder, then upload its files"
-                .into(),
+        return Err(in_dir(Error::Checkpoint(CheckpointError::NotLocal {
+            operation: "saving a folder (a sharded set, a distributed checkpoint): save it to a \
+                        local folder, then upload its files",
         })));
     }
     let target = resolve(dir).map_err(in_dir)?;
@@ -664,7 +663,7 @@ mod tests {
         assert!(!called);
         assert!(
             matches!(&err, Error::InFile { path, source }
-            if path == url && matches!(&**source, Error::Checkpoint(CheckpointError::Unsupported { .. }))),
+            if path == url && matches!(&**source, Error::Checkpoint(CheckpointError::NotLocal { .. }))),
             "{err:?}"
         );
         // Nothing was made locally under the URL's text either.

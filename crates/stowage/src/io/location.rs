@@ -348,8 +348,8 @@ impl Location {
             Kind::Local(p, anchor) => (p, anchor),
             #[cfg(feature = "remote")]
             Kind::Remote { .. } => {
-                return Err(Error::Checkpoint(CheckpointError::Unsupported {
-                    what: "a local file's handle for an object in a store".into(),
+                return Err(Error::Checkpoint(CheckpointError::NotLocal {
+                    operation: "a local file's handle",
                 })
                 .in_file(self.path()))
             }

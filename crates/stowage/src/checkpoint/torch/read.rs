@@ -454,8 +454,8 @@ impl<S: StorageSource> TorchHooks<'_, S> {
                         kinds::per_channel(graph, params, t.shape(), float)?
                     }
                     _ => {
-                        return Err(Error::Checkpoint(CheckpointError::Unsupported {
-                            what: format!("quantized tensors with qscheme {scheme}"),
+                        return Err(Error::Checkpoint(CheckpointError::UnsupportedQScheme {
+                            qscheme: scheme.to_string(),
                         }))
                     }
                 };

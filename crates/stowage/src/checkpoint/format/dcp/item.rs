@@ -134,8 +134,8 @@ fn transform_from(bytes: Vec<u8>, descriptor: &str, limit: u64) -> Result<Vec<u8
         return unzstd(&bytes, limit);
     }
     let _ = (bytes, limit, name, version);
-    Err(Error::Checkpoint(CheckpointError::Unsupported {
-        what: format!("the DCP stream transform {descriptor:?}"),
+    Err(Error::Checkpoint(CheckpointError::UnsupportedTransform {
+        transform: descriptor.to_owned(),
     }))
 }
 

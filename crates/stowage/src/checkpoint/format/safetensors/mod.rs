@@ -40,8 +40,9 @@ pub(crate) use tree::{record as record_tree, restore as restore_tree};
 
 fn to_dtype(d: Dtype) -> Result<DType> {
     DType::from_safetensors(d).ok_or_else(|| {
-        Error::Checkpoint(CheckpointError::Unsupported {
-            what: format!("safetensors dtype {d:?}"),
+        Error::Checkpoint(CheckpointError::UnsupportedDType {
+            format: "safetensors",
+            dtype: format!("{d:?}"),
         })
     })
 }

@@ -54,8 +54,8 @@ pub(super) fn sparse(graph: &Graph<Object>, args: &[V]) -> Result<V> {
         return coo(graph, data);
     }
     let layout = CompressedLayout::from_name(name).ok_or_else(|| {
-        Error::Checkpoint(CheckpointError::Unsupported {
-            what: format!("sparse layout {name}"),
+        Error::Checkpoint(CheckpointError::UnsupportedLayout {
+            layout: name.to_owned(),
         })
     })?;
     compressed(graph, layout, data)
