@@ -228,12 +228,45 @@ impl SafeOpen {
     }
 
     /// `(dtype name, shape)` of a tensor, without reading its bytes.
+    /// The dtype (PyTorch's name) and shape of tensor `name`.
     fn tensor_info(&self, name: &str) -> PyResult<(String, Vec<usize>)> {
         let t = self.tensor_object(name)?;
         Ok((
             t.tensor.dtype().name().to_owned(),
             t.tensor.shape().to_vec(),
         ))
+    }
+
+    /// The dtype of tensor `name` by safetensors' name (`F32`, `BF16`), as
+    /// its `get_slice(...).get_dtype()` gives it, or PyTorch's where
+    /// safetensors has none (`complex128`, `qint8`).
+    fn safetensors_dtype(&self, name: &str) -> PyResult<String> {
+        let dtype = self.tensor_object(name)?.tensor.dtype();
+        Ok(dtype
+            .safetensors()
+            .map_or_else(|| dtype.name().to_owned(), |d| format!("{d:?}")))
+    }
+
+    /// The tensors' names in the order of their bytes in the file: by the
+    /// storage record each views (a safetensors file's records are in
+    /// data-offset order), then by offset in it, as safetensors'
+    /// `offset_keys()`; tensors without a record (meta) last.
+    fn offset_keys(&self) -> PyResult<Vec<String>> {
+        let record: HashMap<usize, usize> = self
+            .ckpt
+            .storages()
+            .iter()
+            .enumerate()
+            .map(|(i, r)| (r.storage.id(), i))
+            .collect();
+        let mut keyed = Vec::with_capacity(self.names.len());
+        for (order, (name, _)) in self.names.iter().enumerate() {
+            let t = &self.tensor_object(name)?.tensor;
+            let at = record.get(&t.untyped_storage().id()).copied();
+            keyed.push((at.unwrap_or(usize::MAX), t.storage_offset(), order, name));
+        }
+        keyed.sort();
+        Ok(keyed.into_iter().map(|k| k.3.clone()).collect())
     }
 
     /// The whole saved object, its storages handed to `adapter` unread

@@ -20,7 +20,7 @@ def test_safe_open_lists_and_reads_tensors_of_a_torch_file(fixtures):
         assert torch.equal(w, expected["model"]["weight"])
         s = f.get_slice("model.weight")
         assert s.get_shape() == list(expected["model"]["weight"].shape)
-        assert s.get_dtype() == "float32"
+        assert s.get_dtype() == "F32"  # safetensors' name, as its get_dtype() gives it
         assert torch.equal(s[0:2, ::2], expected["model"]["weight"][0:2, ::2])
         meta = f.metadata()
         assert meta["epoch"] == expected["epoch"]
@@ -124,3 +124,72 @@ def test_metadata_reads_no_tensor_bytes(tmp_path):
         before = rchar()
         assert f.metadata() == {"epoch": 3, "cfg": {"lr": 0.1}}
         assert rchar() - before < 1 << 20
+
+
+@pytest.mark.parametrize("fw", ["pt", "np"])
+def test_safe_open_answers_as_safetensors_safe_open(tmp_path, fw):
+    """Side by side with safetensors' own safe_open on the same files, with
+    safetensors' framework names: the same keys (sorted), offset_keys (file
+    order), metadata, tensors, and slices' shapes, dtypes and parts
+    (issue 40, item 2)."""
+    from safetensors import safe_open as st_open
+    from safetensors.torch import save_file
+
+    tensors = {
+        "z.weight": torch.arange(24, dtype=torch.float32).view(2, 3, 4),
+        "a.bias": torch.ones(5, dtype=torch.bfloat16),
+        "m.idx": torch.arange(7, dtype=torch.int64),
+        "b.half": torch.full((3, 2), 0.5, dtype=torch.float16),
+        "flag": torch.tensor([True, False, True]),
+    }
+    for metadata in ({"format": "pt", "note": "x"}, None):
+        path = tmp_path / f"m{len(metadata or {})}.safetensors"
+        save_file(tensors, path, metadata=metadata)
+        with stowage.safe_open(path, framework=fw, device="cpu") as f, st_open(path, framework=fw, device="cpu") as g:
+            assert f.keys() == g.keys()
+            assert f.offset_keys() == g.offset_keys()
+            assert f.metadata() == g.metadata()
+            for k in g.keys():
+                mine, theirs = f.get_tensor(k), g.get_tensor(k)
+                assert type(mine) is type(theirs)
+                if fw == "np":
+                    assert mine.dtype == theirs.dtype and np.array_equal(mine, theirs), k
+                else:
+                    assert mine.dtype == theirs.dtype and torch.equal(mine, theirs), k
+                a, b = f.get_slice(k), g.get_slice(k)
+                assert a.get_shape() == b.get_shape(), k
+                assert a.get_dtype() == b.get_dtype(), k
+                for index in (slice(0, 1), slice(1, None), 0, -1):
+                    x, y = a[index], b[index]
+                    if fw == "np":
+                        assert np.array_equal(x, y), (k, index)
+                    else:
+                        assert torch.equal(x, y), (k, index)
+            x, y = f.get_slice("z.weight")[0:2, 1:, ::2], g.get_slice("z.weight")[0:2, 1:, ::2]
+            assert (np.array_equal(x, y) if fw == "np" else torch.equal(x, y))
+        # Leaving the block closes both.
+        with pytest.raises(Exception, match="(?i)closed"):
+            g.keys()
+        with pytest.raises(stowage.StowageError, match="closed"):
+            f.keys()
+        with pytest.raises(stowage.StowageError, match="closed"):
+            f.get_tensor("flag")
+
+
+def test_safe_open_takes_safetensors_arguments_on_any_format(fixtures):
+    """framework="pt" and device="cpu" on a torch file; offset_keys in file
+    order; any other device is a clear error; an unknown framework names the
+    ones there are."""
+    path = fixtures / "training_checkpoint.pt"
+    expected = torch.load(path, weights_only=True)
+    with stowage.safe_open(path, "pt", device="cpu") as f:
+        assert f.keys() == sorted(f.keys())
+        assert sorted(f.offset_keys()) == f.keys()
+        assert torch.equal(f.get_tensor("model.weight"), expected["model"]["weight"])
+    with stowage.safe_open(path, framework="np") as f:
+        assert isinstance(f.get_tensor("model.weight"), np.ndarray)
+    with pytest.raises(ValueError, match="device 'cuda:0'.*CPU memory only"):
+        stowage.safe_open(path, "pt", device="cuda:0")
+    with pytest.raises(ValueError, match="framework 'tf'.*pt, np, flax"):
+        stowage.safe_open(path, framework="tf")
+

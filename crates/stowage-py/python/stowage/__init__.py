@@ -106,18 +106,27 @@ def load(
 def safe_open(
     src: Union[str, "os.PathLike[str]"],
     framework: str = "torch",
+    device: Any = "cpu",
     *,
     inert: bool = False,
     allow_globals: Iterable[str] = (),
 ) -> SafeOpen:
     """Open a checkpoint lazily, as ``safetensors.safe_open`` does, for any
-    format ``load`` reads: ``keys()``, ``get_tensor(name)`` (reading only
-    that tensor's storage), ``get_slice(name)[...]`` and ``metadata()``.
+    format ``load`` reads, with its API: ``keys()`` (sorted),
+    ``offset_keys()`` (in the order of the bytes in the file),
+    ``get_tensor(name)`` (reading only that tensor's storage),
+    ``get_slice(name)`` (``get_shape()``, ``get_dtype()`` by safetensors'
+    names, ``[...]`` reading only what it selects) and ``metadata()``; the
+    handle closes when the ``with`` block ends. ``framework`` takes
+    safetensors' names (``"pt"``, ``"np"``, ``"flax"``, ``"mlx"``) and
+    stowage's (``"torch"``, ``"numpy"``, ``"jax"``). ``device`` is
+    ``"cpu"``: any other device is a ``ValueError`` until stowage has a
+    device back end.
 
-        with stowage.safe_open("pytorch_model.bin") as f:
+        with stowage.safe_open("pytorch_model.bin", framework="pt") as f:
             w = f.get_tensor("model.embed.weight")
     """
-    return SafeOpen(src, framework, inert=inert, allow_globals=allow_globals)
+    return SafeOpen(src, framework, device, inert=inert, allow_globals=allow_globals)
 
 
 def save(

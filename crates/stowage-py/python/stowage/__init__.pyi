@@ -29,7 +29,7 @@ _Path = Union[str, "os.PathLike[str]"]
 def load(
     src: _Path,
     *,
-    framework: Literal["torch", "numpy", "np", "jax", "mlx"] = "torch",
+    framework: Literal["torch", "pt", "numpy", "np", "jax", "flax", "mlx"] = "torch",
     mmap: bool = False,
     lazy: bool = False,
     inert: bool = False,
@@ -81,7 +81,8 @@ def convert(
 
 def safe_open(
     src: _Path,
-    framework: Literal["torch", "numpy", "np"] = "torch",
+    framework: Literal["torch", "pt", "numpy", "np", "jax", "flax", "mlx"] = "torch",
+    device: Any = "cpu",
     *,
     inert: bool = False,
     allow_globals: Iterable[str] = (),
@@ -100,6 +101,7 @@ class SafeOpen:
         self,
         src: _Path,
         framework: str = "torch",
+        device: Any = "cpu",
         *,
         inert: bool = False,
         allow_globals: Iterable[str] = (),
@@ -107,6 +109,7 @@ class SafeOpen:
     def __enter__(self) -> SafeOpen: ...
     def __exit__(self, *exc: Any) -> None: ...
     def keys(self) -> List[str]: ...
+    def offset_keys(self) -> List[str]: ...
     def __contains__(self, name: str) -> bool: ...
     def __len__(self) -> int: ...
     def get_tensor(self, name: str) -> Any: ...

@@ -134,9 +134,15 @@ class BaseAdapter:
 FRAMEWORKS = ("torch", "numpy", "jax", "mlx")
 
 
+# safetensors' names for the frameworks (``safe_open(path, framework="pt")``).
+_ALIASES = {"pt": "torch", "np": "numpy", "flax": "jax"}
+
+
 def adapter_for(framework: str) -> BaseAdapter:
     """The adapter that builds ``framework``'s objects (torch is imported
-    only for ``"torch"``)."""
+    only for ``"torch"``). safetensors' names are taken too: ``"pt"``,
+    ``"np"``, ``"flax"``."""
+    framework = _ALIASES.get(framework, framework)
     if framework == "torch":
         try:
             from . import _torch
@@ -159,4 +165,7 @@ def adapter_for(framework: str) -> BaseAdapter:
             raise ImportError(f"framework={framework!r} needs {framework} ({e}); install it") from e
         adapter: BaseAdapter = module.Adapter()
         return adapter
-    raise ValueError(f"framework {framework!r}: stowage builds {', '.join(FRAMEWORKS)} objects")
+    raise ValueError(
+        f"framework {framework!r}: stowage builds {', '.join(FRAMEWORKS)} objects"
+        f" (or, by safetensors' names, {', '.join(_ALIASES)})"
+    )

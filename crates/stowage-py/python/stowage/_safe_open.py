@@ -7,6 +7,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 from . import _stowage
 from ._adapter import BaseAdapter, adapter_for
+from ._stowage import StowageError
 
 _TENSOR = object()
 
@@ -79,19 +80,24 @@ class TensorSlice:
     def __init__(self, opened: "SafeOpen", name: str) -> None:
         self._opened = opened
         self._name = name
-        self._dtype, self._shape = opened._inner.tensor_info(name)
+        inner = opened._handle()
+        _, self._shape = inner.tensor_info(name)
+        self._dtype = inner.safetensors_dtype(name)
 
     def get_shape(self) -> List[int]:
         return list(self._shape)
 
     def get_dtype(self) -> str:
+        """safetensors' name of the dtype (``F32``, ``BF16``, ``I64``), as its
+        ``get_slice(...).get_dtype()`` gives it; PyTorch's name for a dtype
+        safetensors cannot hold (``complex128``)."""
         return self._dtype
 
     def __getitem__(self, index: Any) -> Any:
         ranges = _ranges(index, self._shape)
         if ranges is not None:
             picked, squeeze = ranges
-            part = self._opened._inner.read_slice(self._name, picked)
+            part = self._opened._handle().read_slice(self._name, picked)
             if part is not None:
                 # Integer indices drop their dimension, as in torch and numpy.
                 return part[tuple(0 if s else slice(None) for s in squeeze)] if any(squeeze) else part
@@ -127,55 +133,81 @@ def _ranges(index: Any, shape: Sequence[int]) -> Optional[Tuple[List[Tuple[int, 
 
 class SafeOpen:
     """A checkpoint opened lazily: the pickle or header is read now, each
-    tensor's storage when the tensor is first asked for."""
+    tensor's storage when the tensor is first asked for. As
+    ``safetensors.safe_open``: a context manager whose handle is closed when
+    the ``with`` block ends (every later call raises ``StowageError``, "file
+    is closed"), ``keys()`` sorted, ``offset_keys()`` in the order of the
+    bytes in the file."""
 
     def __init__(
         self,
         src: Union[str, "os.PathLike[str]"],
         framework: str = "torch",
+        device: Union[str, int, Any] = "cpu",
         *,
         inert: bool = False,
         allow_globals: Iterable[str] = (),
     ) -> None:
         if isinstance(allow_globals, str):
             allow_globals = (allow_globals,)
-        self._inner = _stowage.SafeOpen(
-            os.fspath(src), adapter_for(framework), inert=inert, allow_globals=list(allow_globals)
+        if str(device) != "cpu":
+            raise ValueError(
+                f"device {str(device)!r}: stowage reads tensors into CPU memory only, and has no"
+                " device back end yet; open with device='cpu' and move tensors with .to(device)"
+            )
+        self._src = os.fspath(src)
+        self._inner: Optional[Any] = _stowage.SafeOpen(
+            self._src, adapter_for(framework), inert=inert, allow_globals=list(allow_globals)
         )
+
+    def _handle(self) -> Any:
+        if self._inner is None:
+            raise StowageError(f"{self._src}: file is closed")
+        return self._inner
 
     def __enter__(self) -> "SafeOpen":
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        return None
+        # The storages and the file's handle or mapping go with the Rust
+        # object; tensors already handed out keep what they hold.
+        self._inner = None
 
     def keys(self) -> List[str]:
-        """The tensors' names: their paths joined with ``.``, in file order."""
-        return self._inner.keys()
+        """The tensors' names, their paths joined with ``.``, sorted (as
+        safetensors sorts them)."""
+        return sorted(self._handle().keys())
+
+    def offset_keys(self) -> List[str]:
+        """The tensors' names in the order of their bytes in the file."""
+        return self._handle().offset_keys()
 
     def __contains__(self, name: str) -> bool:
-        return name in self._inner
+        return name in self._handle()
 
     def __len__(self) -> int:
-        return len(self._inner)
+        return len(self._handle())
 
     def get_tensor(self, name: str) -> Any:
         """The tensor ``name``; only its storage's bytes are read."""
-        return self._inner.get_tensor(name)
+        return self._handle().get_tensor(name)
 
     def get_slice(self, name: str) -> TensorSlice:
+        """The tensor ``name``'s dtype and shape, and its parts by indexing,
+        reading only the bytes they cover."""
         return TensorSlice(self, name)
 
     def metadata(self) -> Optional[Dict[str, Any]]:
         """A safetensors file's ``__metadata__``; for any other format, the
         non-tensor values as a nested dict (tensors left out, no bytes read)."""
-        if self._inner.format() == "safetensors":
-            return self._inner.safetensors_metadata()
-        root = _prune(self._inner.root(_ValuesAdapter()))
+        inner = self._handle()
+        if inner.format() == "safetensors":
+            return inner.safetensors_metadata()
+        root = _prune(inner.root(_ValuesAdapter()))
         return root if isinstance(root, dict) else {"": root}
 
     @property
     def format(self) -> str:
         """``torch-zip``, ``torchscript``, ``torch-legacy`` or ``safetensors``
         (for a DCP directory, its items' format)."""
-        return self._inner.format()
+        return self._handle().format()

@@ -195,7 +195,7 @@ class StorageReader(_StorageReader):
             # Anything else: one chunk per tensor, the whole of it.
             opened = self._open()
             for name in opened.keys():
-                dtype, shape = opened._inner.tensor_info(name)
+                dtype, shape = opened._handle().tensor_info(name)
                 entries[name] = _tensor_entry(dtype, shape, [([0] * len(shape), shape)])
         for name in self._value_table():
             entries.setdefault(name, BytesStorageMetadata())
@@ -222,7 +222,7 @@ class StorageReader(_StorageReader):
             return region
         opened = self._open()
         if lengths:
-            part = opened._inner.read_slice(name, [(o, n, 1) for o, n in zip(at, lengths)])
+            part = opened._handle().read_slice(name, [(o, n, 1) for o, n in zip(at, lengths)])
             if part is not None:
                 return part
         whole = opened.get_tensor(name)
@@ -249,7 +249,7 @@ class StorageReader(_StorageReader):
             if source is not None:
                 source.read_region_into(name, at, lengths, into)
                 return None
-            if lengths and self._open()._inner.read_slice_into(name, [(o, n, 1) for o, n in zip(at, lengths)], into):
+            if lengths and self._open()._handle().read_slice_into(name, [(o, n, 1) for o, n in zip(at, lengths)], into):
                 return None
         return self._read(req)
 
