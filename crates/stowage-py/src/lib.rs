@@ -28,6 +28,35 @@ use stowage::{Checkpoint, Device, LoadMode, LoadOptions};
 
 use crate::convert::Converter;
 
+/// The load options of the Python arguments: `--inert`'s, the allowed
+/// globals, lazy or not, and `map_location` (`None`, `"cpu"` or `"meta"`;
+/// any other device is refused until a device back end exists).
+fn load_options(
+    lazy: bool,
+    inert: bool,
+    allow_globals: Vec<String>,
+    map_location: Option<&str>,
+) -> PyResult<LoadOptions> {
+    let mut options = LoadOptions::from_env()
+        .with_inert(inert)
+        .with_allow_globals(allow_globals);
+    if lazy {
+        options = options.with_mode(LoadMode::Lazy);
+    }
+    match map_location {
+        None | Some("cpu") => {}
+        Some("meta") => options = options.with_map_location(Device::META),
+        Some(other) => {
+            let device = Device::from_str(other)
+                .map_err(|e| PyValueError::new_err(format!("map_location {other:?}: {e}")))?;
+            return Err(PyValueError::new_err(format!(
+                "map_location {device}: stowage has no accelerator back end yet; load on \"cpu\" (the default) and move the tensors"
+            )));
+        }
+    }
+    Ok(options)
+}
+
 /// Loads the checkpoint at `src` and builds it with `adapter`, a framework
 /// adapter of the package (`stowage._torch.Adapter`, `stowage._numpy.Adapter`).
 /// The file is read, parsed and checked with the GIL released; the Python
@@ -45,28 +74,12 @@ fn load(
     allow_globals: Vec<String>,
     map_location: Option<String>,
 ) -> PyResult<Py<PyAny>> {
-    let mut options = LoadOptions::from_env()
-        .with_inert(inert)
-        .with_allow_globals(allow_globals);
     if lazy && mmap {
         return Err(PyValueError::new_err(
             "mmap=True and lazy=True: choose one (a mapped load already reads each page on first use)",
         ));
     }
-    if lazy {
-        options = options.with_mode(LoadMode::Lazy);
-    }
-    match map_location.as_deref() {
-        None | Some("cpu") => {}
-        Some("meta") => options = options.with_map_location(Device::META),
-        Some(other) => {
-            let device = Device::from_str(other)
-                .map_err(|e| PyValueError::new_err(format!("map_location {other:?}: {e}")))?;
-            return Err(PyValueError::new_err(format!(
-                "map_location {device}: stowage has no accelerator back end yet; load on \"cpu\" (the default) and move the tensors"
-            )));
-        }
-    }
+    let options = load_options(lazy, inert, allow_globals, map_location.as_deref())?;
     let loaded: stowage::Result<Checkpoint> = py.detach(|| {
         if mmap {
             // SAFETY: the caller asked for a mapped load, whose contract
@@ -86,6 +99,28 @@ fn load(
         converter = converter.lazy();
     }
     converter.root()
+}
+
+/// Loads the checkpoint `data` holds (what a file object gave), eagerly,
+/// and builds it with `adapter`, as [`load`] does a file's.
+#[pyfunction]
+#[pyo3(signature = (data, adapter, *, inert = false, allow_globals = Vec::new(), map_location = None))]
+fn load_bytes(
+    py: Python<'_>,
+    data: &Bound<'_, pyo3::types::PyBytes>,
+    adapter: Bound<'_, PyAny>,
+    inert: bool,
+    allow_globals: Vec<String>,
+    map_location: Option<String>,
+) -> PyResult<Py<PyAny>> {
+    let options = load_options(false, inert, allow_globals, map_location.as_deref())?;
+    // Borrowed from the immutable `bytes` object, which outlives the load;
+    // an eager load copies what it keeps.
+    let bytes = data.as_bytes();
+    let ckpt = py
+        .detach(|| stowage::checkpoint::load_bytes(bytes, &options))
+        .map_err(|e| errors::to_py(py, e))?;
+    Converter::new(py, &ckpt, adapter).root()
 }
 
 /// Scans each path (a file, or a folder read recursively) without loading
@@ -151,6 +186,8 @@ fn _stowage(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<dcp::DcpSource>()?;
     errors::register(m)?;
     m.add_function(wrap_pyfunction!(load, m)?)?;
+    m.add_function(wrap_pyfunction!(load_bytes, m)?)?;
+    m.add_function(wrap_pyfunction!(save::save_bytes, m)?)?;
     m.add_function(wrap_pyfunction!(save::save, m)?)?;
     m.add_function(wrap_pyfunction!(save::write_items, m)?)?;
     m.add_function(wrap_pyfunction!(scan, m)?)?;

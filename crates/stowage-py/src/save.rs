@@ -252,6 +252,29 @@ pub fn save(
         .map_err(|e| errors::to_py(py, e))
 }
 
+/// `obj` saved in the torch zip format, as `torch.save` writes it into a
+/// file object: the bytes, for the caller to write (an archive named
+/// `archive`, as PyTorch names one written to a buffer).
+#[pyfunction]
+pub fn save_bytes(
+    py: Python<'_>,
+    obj: Bound<'_, PyAny>,
+    encoder: Bound<'_, PyAny>,
+) -> PyResult<Py<PyBytes>> {
+    let mut walk = Walk {
+        encoder,
+        storages: Vec::new(),
+        path: Vec::new(),
+    };
+    let value = walk.value(&obj)?;
+    let ckpt = Checkpoint::from_value(value).map_err(|e| errors::to_py(py, e))?;
+    let options = SaveOptions::default();
+    let bytes = py
+        .detach(|| stowage::checkpoint::save_to_writer(Vec::new(), "archive", &ckpt, &options))
+        .map_err(|e| errors::to_py(py, e))?;
+    Ok(PyBytes::new(py, &bytes).unbind())
+}
+
 /// Writes one data file of a distributed checkpoint (`stowage.dcp`'s
 /// `StorageWriter.write_data`, or its `.metadata`) at `dst`, a path or URL,
 /// whole or not at all: each item either `bytes`, stored as they are, or an

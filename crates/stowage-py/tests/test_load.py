@@ -354,3 +354,56 @@ def test_sparse_nested_and_quantized_tensors_load_as_torch_loads_them(name):
     if name != "meta":
         with pytest.raises(stowage.StowageError, match="no numpy form"):
             stowage.load(path, framework="numpy")
+
+
+def test_load_and_save_take_file_objects_as_torch_does(tmp_path):
+    """load reads a file object (BytesIO, an open file) from its position,
+    save writes one, and torch reads what stowage wrote there (issue 40,
+    item 3)."""
+    import io
+
+    sd = {"w": torch.arange(6.0).view(2, 3), "tied": None, "step": 3}
+    sd["tied"] = sd["w"][1]
+    buf = io.BytesIO()
+    torch.save(sd, buf)
+    buf.seek(0)
+    got = stowage.load(buf)
+    assert torch.equal(got["w"], sd["w"]) and got["step"] == 3
+    assert got["tied"].untyped_storage().data_ptr() == got["w"].untyped_storage().data_ptr()
+    # From the file object's position, as torch.load reads it.
+    prefixed = io.BytesIO(b"junk" + buf.getvalue())
+    prefixed.seek(4)
+    assert torch.equal(stowage.load(prefixed)["w"], sd["w"])
+    path = tmp_path / "x.pt"
+    torch.save(sd, path)
+    with open(path, "rb") as f:
+        assert torch.equal(stowage.load(f, "cpu")["w"], sd["w"])
+    out = io.BytesIO()
+    stowage.save(sd, out)
+    out.seek(0)
+    back = torch.load(out, weights_only=True)
+    assert torch.equal(back["w"], sd["w"]) and back["step"] == 3
+    assert back["tied"].untyped_storage().data_ptr() == back["w"].untyped_storage().data_ptr()
+    with pytest.raises(ValueError, match="file object"):
+        stowage.load(io.BytesIO(out.getvalue()), lazy=True)
+    with pytest.raises(TypeError, match="binary mode"):
+        stowage.load(io.StringIO("text"))
+
+
+def test_load_takes_torch_loads_arguments(tmp_path):
+    """map_location as a string, a torch.device or a dict of locations;
+    weights_only=True (False is refused, pointing to inert=True); a
+    function is refused clearly (issue 40, item 3)."""
+    path = tmp_path / "x.pt"
+    torch.save({"w": torch.ones(3)}, path)
+    for location in ("cpu", torch.device("cpu"), {"cuda:0": "cpu"}, {"cuda:0": torch.device("cpu")}, {}):
+        assert torch.equal(stowage.load(path, map_location=location, weights_only=True)["w"], torch.ones(3))
+    assert stowage.load(path, torch.device("meta"))["w"].is_meta
+    with pytest.raises(ValueError, match="weights_only=False.*inert=True"):
+        stowage.load(path, weights_only=False)
+    with pytest.raises(ValueError, match="no accelerator back end"):
+        stowage.load(path, map_location=torch.device("cuda", 0))
+    with pytest.raises(ValueError, match="several devices"):
+        stowage.load(path, map_location={"cuda:0": "cpu", "cuda:1": "meta"})
+    with pytest.raises(TypeError, match="function"):
+        stowage.load(path, map_location=lambda storage, loc: storage)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Dict, Iterable, Optional, Union
+from typing import Any, BinaryIO, Dict, Iterable, Optional, Union
 
 from . import _stowage
 from ._adapter import adapter_for
@@ -47,20 +47,23 @@ __all__ = [
 ]
 
 def load(
-    src: Union[str, "os.PathLike[str]"],
+    src: Union[str, "os.PathLike[str]", BinaryIO],
+    map_location: Any = None,
     *,
+    weights_only: Optional[bool] = None,
     framework: str = "torch",
     mmap: bool = False,
     lazy: bool = False,
     inert: bool = False,
     allow_globals: Iterable[str] = (),
-    map_location: Optional[str] = None,
 ) -> Any:
     """Load a checkpoint as ``torch.load(src, weights_only=True)`` would.
 
     ``src`` is a file (``.pt``, ``.bin``, ``.ckpt``, ``.safetensors``, ...), a
     folder or ``*.index.json`` of a sharded set, a distributed checkpoint
-    folder, or a URL of any of these. The format is found from the content.
+    folder, or a URL of any of these; or, as for ``torch.load``, a file
+    object (``io.BytesIO``, an open file), read from its position to its end
+    and loaded eagerly. The format is found from the content.
 
     framework: ``"torch"`` (tensors, ``torch.nn.Parameter`` kept) or
         ``"numpy"`` (``numpy.ndarray`` leaves; bfloat16 and float8 through
@@ -81,26 +84,69 @@ def load(
     allow_globals: names (``"argparse.Namespace"``) to accept beside the
         allowlist: the data types stowage decodes are rebuilt as data, any
         other name as an ``InertObject``.
-    map_location: ``None`` or ``"cpu"``; ``"meta"`` for tensors without data.
+    map_location: ``None``, ``"cpu"`` or ``torch.device("cpu")``; ``"meta"``
+        for tensors without data; or a dict of saved locations to one of
+        these (``{"cuda:0": "cpu"}``). Every storage lands there: stowage has
+        no device back end yet, so any other device, and a function (whose
+        storages stowage cannot hand over), is a ``ValueError``/``TypeError``.
+    weights_only: ``None`` or ``True``, as stowage always loads; ``False``
+        is refused: stowage never runs the pickle (``inert=True`` gives the
+        objects a full unpickle would build, as ``InertObject``s).
 
     Raises ``UnsafeGlobalError`` for a global outside the allowlist,
     ``CorruptCheckpointError`` for a damaged file, ``FileNotFoundError`` and
     ``OSError`` as Python's file functions do, ``StowageError`` otherwise.
     """
+    if weights_only is False:
+        raise ValueError(
+            "weights_only=False: stowage never runs the pickle; inert=True loads the objects"
+            " a full unpickle would build as InertObjects, never imported or called"
+        )
     if isinstance(allow_globals, str):
         allow_globals = (allow_globals,)
+    location = _map_location(map_location)
     adapter: Any = adapter_for(framework)
+    if hasattr(src, "read"):
+        if mmap or lazy:
+            raise ValueError("mmap=True and lazy=True read from a path or URL, not a file object")
+        data = src.read()  # type: ignore[union-attr]
+        if not isinstance(data, (bytes, bytearray, memoryview)):
+            raise TypeError(f"the file object gave {type(data).__name__}, not bytes: open it in binary mode")
+        return _stowage.load_bytes(
+            bytes(data), adapter, inert=inert, allow_globals=list(allow_globals), map_location=location
+        )
     if lazy:
         adapter = LazyAdapter(adapter)
     return _stowage.load(
-        os.fspath(src),
+        os.fspath(src),  # type: ignore[arg-type]
         adapter,
         mmap=mmap,
         lazy=lazy,
         inert=inert,
         allow_globals=list(allow_globals),
-        map_location=map_location,
+        map_location=location,
     )
+
+
+def _map_location(map_location: Any) -> Optional[str]:
+    """``map_location`` as torch.load takes it, as the one device every
+    storage lands on (``None``: the CPU)."""
+    if map_location is None:
+        return None
+    if isinstance(map_location, dict):
+        targets = {str(v) for v in map_location.values()}
+        if len(targets) > 1:
+            raise ValueError(
+                f"map_location {map_location!r} maps storages to several devices; stowage loads"
+                " every storage to one ('cpu', or 'meta')"
+            )
+        return targets.pop() if targets else None
+    if callable(map_location):
+        raise TypeError(
+            "map_location as a function: stowage builds every storage in CPU memory itself and"
+            " cannot hand them to a function; give 'cpu', a torch.device or a dict of locations"
+        )
+    return str(map_location)
 
 
 def safe_open(
@@ -131,7 +177,7 @@ def safe_open(
 
 def save(
     obj: Any,
-    dst: Union[str, "os.PathLike[str]"],
+    dst: Union[str, "os.PathLike[str]", BinaryIO],
     *,
     sync: bool = True,
     to: Optional[str] = None,
@@ -162,6 +208,9 @@ def save(
     values there, as in one safetensors file); ``"dcp"``, a distributed
     checkpoint that ``torch.distributed.checkpoint.load`` reads.
 
+    ``dst`` may also be a file object (``io.BytesIO``, a file open for
+    writing), as for ``torch.save``: the torch zip format is written into it.
+
     The file is written crash-safely: a temporary renamed over ``dst``
     (fsynced first unless ``sync=False``), so ``dst`` is either the old file
     or the whole new one; a folder's set is replaced as a whole, the folder's
@@ -170,7 +219,13 @@ def save(
     """
     from ._save import Encoder
 
-    _stowage.save(obj, os.fspath(dst), Encoder(), sync=sync, to=to, max_shard_size=max_shard_size)
+    if hasattr(dst, "write"):
+        # A file object: the torch zip format, as torch.save writes into one.
+        if to is not None or max_shard_size is not None:
+            raise ValueError("to= and max_shard_size= write folders: give a path, not a file object")
+        dst.write(_stowage.save_bytes(obj, Encoder()))  # type: ignore[union-attr]
+        return
+    _stowage.save(obj, os.fspath(dst), Encoder(), sync=sync, to=to, max_shard_size=max_shard_size)  # type: ignore[arg-type]
 
 
 def scan(*paths: Union[str, "os.PathLike[str]"], format: str = "json") -> Dict[str, Any]:

@@ -1,5 +1,5 @@
 import os
-from typing import Any, Dict, Iterable, List, Literal, Optional, Tuple, Union
+from typing import Any, BinaryIO, Dict, Iterable, List, Literal, Optional, Tuple, Union
 
 __version__: str
 
@@ -27,21 +27,22 @@ from ._lazy import LazyTensor as LazyTensor
 _Path = Union[str, "os.PathLike[str]"]
 
 def load(
-    src: _Path,
+    src: Union[_Path, BinaryIO],
+    map_location: Any = None,
     *,
+    weights_only: Optional[bool] = None,
     framework: Literal["torch", "pt", "numpy", "np", "jax", "flax", "mlx"] = "torch",
     mmap: bool = False,
     lazy: bool = False,
     inert: bool = False,
     allow_globals: Iterable[str] = (),
-    map_location: Optional[Literal["cpu", "meta"]] = None,
 ) -> Any:
     """Load a checkpoint as torch.load(src, weights_only=True) would, without torch's unpickler."""
     ...
 
 def save(
     obj: Any,
-    dst: _Path,
+    dst: Union[_Path, BinaryIO],
     *,
     sync: bool = True,
     to: Optional[str] = None,

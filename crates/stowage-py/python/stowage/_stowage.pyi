@@ -16,7 +16,9 @@ __all__ = [
     "UnsafeGlobalError",
     "CorruptCheckpointError",
     "load",
+    "load_bytes",
     "save",
+    "save_bytes",
     "write_items",
     "scan",
     "cli",
@@ -67,6 +69,15 @@ class SafeOpen:
     def safetensors_metadata(self) -> Optional[Dict[str, str]]: ...
     def format(self) -> str: ...
 
+def load_bytes(
+    data: bytes,
+    adapter: Any,
+    *,
+    inert: bool = False,
+    allow_globals: List[str] = ...,
+    map_location: Optional[str] = None,
+) -> Any: ...
+def save_bytes(obj: Any, encoder: Any) -> bytes: ...
 def save(
     obj: Any,
     dst: str,
