@@ -201,6 +201,23 @@ fn storage_of(obj: &Bound<'_, PyAny>) -> PyResult<UntypedStorage> {
     Ok(storage)
 }
 
+/// The checkpoint of `obj`, its leaves encoded by `encoder`; errors name
+/// the value's path under `path`.
+fn checkpoint_of(
+    py: Python<'_>,
+    obj: &Bound<'_, PyAny>,
+    encoder: Bound<'_, PyAny>,
+    path: Vec<String>,
+) -> PyResult<Checkpoint> {
+    let mut walk = Walk {
+        encoder,
+        storages: Vec::new(),
+        path,
+    };
+    let value = walk.value(obj)?;
+    Checkpoint::from_value(value).map_err(|e| errors::to_py(py, e))
+}
+
 /// Saves `obj` to `dst` by the library's one rule from a destination to a
 /// format (`stowage::checkpoint::Destination::resolve`, as the command
 /// line's `convert`): a `.safetensors` name, safetensors; `.pt`, `.pth`,
@@ -241,13 +258,7 @@ pub fn save(
             parse_size(size).map_err(|e| PyValueError::new_err(format!("max_shard_size: {e}")))?;
         options = options.with_max_shard_size(bytes);
     }
-    let mut walk = Walk {
-        encoder,
-        storages: Vec::new(),
-        path: Vec::new(),
-    };
-    let value = walk.value(&obj)?;
-    let ckpt = Checkpoint::from_value(value).map_err(|e| errors::to_py(py, e))?;
+    let ckpt = checkpoint_of(py, &obj, encoder, Vec::new())?;
     py.detach(|| save_to(&ckpt, &dest, &options))
         .map_err(|e| errors::to_py(py, e))
 }
@@ -261,13 +272,7 @@ pub fn save_bytes(
     obj: Bound<'_, PyAny>,
     encoder: Bound<'_, PyAny>,
 ) -> PyResult<Py<PyBytes>> {
-    let mut walk = Walk {
-        encoder,
-        storages: Vec::new(),
-        path: Vec::new(),
-    };
-    let value = walk.value(&obj)?;
-    let ckpt = Checkpoint::from_value(value).map_err(|e| errors::to_py(py, e))?;
+    let ckpt = checkpoint_of(py, &obj, encoder, Vec::new())?;
     let options = SaveOptions::default();
     let bytes = py
         .detach(|| stowage::checkpoint::save_to_writer(Vec::new(), "archive", &ckpt, &options))
@@ -305,13 +310,7 @@ pub fn write_items(
             owned.push(Owned::Bytes(bytes.as_bytes()));
             continue;
         }
-        let mut walk = Walk {
-            encoder: new_encoder.call0()?,
-            storages: Vec::new(),
-            path: vec![format!("item {i}")],
-        };
-        let value = walk.value(obj)?;
-        let ckpt = Checkpoint::from_value(value).map_err(|e| errors::to_py(py, e))?;
+        let ckpt = checkpoint_of(py, obj, new_encoder.call0()?, vec![format!("item {i}")])?;
         owned.push(Owned::Archive(Box::new(ckpt)));
     }
     let location = stowage::io::Location::parse(&dst)
