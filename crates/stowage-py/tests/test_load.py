@@ -407,3 +407,25 @@ def test_load_takes_torch_loads_arguments(tmp_path):
         stowage.load(path, map_location={"cuda:0": "cpu", "cuda:1": "meta"})
     with pytest.raises(TypeError, match="function"):
         stowage.load(path, map_location=lambda storage, loc: storage)
+
+
+def test_a_missing_part_is_corrupt_and_named_with_its_index(tmp_path):
+    """A shard the index names, or a rank file `.metadata` names, that is
+    not there raises CorruptCheckpointError naming both; a missing source
+    stays FileNotFoundError (issue 40, item 9)."""
+    sd = {f"l{i}.w": torch.full((64,), float(i)) for i in range(8)}
+    stowage.save(sd, tmp_path / "set", to="safetensors", max_shard_size="600B")
+    shard = tmp_path / "set" / "model-00002-of-00004.safetensors"
+    shard.unlink()
+    for src in (tmp_path / "set", tmp_path / "set" / "model.safetensors.index.json"):
+        for lazy in (False, True):
+            with pytest.raises(stowage.CorruptCheckpointError) as info:
+                stowage.load(src, lazy=lazy)
+            message = str(info.value)
+            assert str(shard) in message and "model.safetensors.index.json names" in message, message
+    stowage.save(sd, tmp_path / "dcp", to="dcp")
+    (tmp_path / "dcp" / "__0_0.distcp").unlink()
+    with pytest.raises(stowage.CorruptCheckpointError, match=r"__0_0\.distcp, which .*\.metadata names"):
+        stowage.load(tmp_path / "dcp")
+    with pytest.raises(FileNotFoundError):
+        stowage.load(tmp_path / "absent")

@@ -65,6 +65,16 @@ pub enum FormatError {
         /// Why.
         detail: String,
     },
+    /// A file that a set's index or a DCP's `.metadata` names, which is not
+    /// there: the checkpoint is incomplete (a missing source itself is
+    /// [`Error::Io`](crate::Error::Io), not found).
+    #[error("missing file {}, which {} names", .file.display(), .named_by.display())]
+    MissingFile {
+        /// The file (or object) that is not there.
+        file: std::path::PathBuf,
+        /// The index or `.metadata` that names it.
+        named_by: std::path::PathBuf,
+    },
     /// A record the checkpoint references but does not hold.
     #[error("missing record {name}")]
     MissingRecord {

@@ -101,6 +101,21 @@ pub enum Error {
 }
 
 impl Error {
+    /// `self`, or [`FormatError::MissingFile`] when it says that `file`,
+    /// which `named_by` names, is not there.
+    pub(crate) fn or_missing(
+        self,
+        file: std::path::PathBuf,
+        named_by: std::path::PathBuf,
+    ) -> Error {
+        match self.root() {
+            Error::Io(io) if io.kind() == std::io::ErrorKind::NotFound => {
+                Error::Format(FormatError::MissingFile { file, named_by })
+            }
+            _ => self,
+        }
+    }
+
     /// The variant's name (`"InFile"`, `"OutOfStorage"`), for a program
     /// that reports or counts errors by kind: a domain's error is named by
     /// its own variant.

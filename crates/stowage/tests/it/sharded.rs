@@ -394,3 +394,64 @@ print("ok", len(got))
         );
     }
 }
+
+/// A file that a set's index or a DCP's `.metadata` names, and that is not
+/// there, makes the checkpoint incomplete: `FormatError::MissingFile` names
+/// it and the file that names it, in every load mode; a missing source
+/// itself stays not found (issue 40, item 9).
+#[test]
+fn a_missing_shard_or_rank_file_is_named_with_its_index() {
+    use stowage::checkpoint::dcp::{self, DcpSaveOptions};
+    use stowage::checkpoint::PyValue;
+    let dir = tempfile::tempdir().unwrap();
+    let tensors = (0..4)
+        .map(|i| {
+            let t = stowage::Tensor::from_vec(vec![i as f32; 32], &[32]).unwrap();
+            (PyValue::Str(format!("l{i}.w")), PyValue::from(t))
+        })
+        .collect();
+    let ckpt = Checkpoint::from_value(PyValue::Dict(tensors)).unwrap();
+    let set = dir.path().join("set");
+    let saved = save_sharded(
+        &set,
+        &ckpt,
+        &ShardOptions::default().with_max_shard_size(200),
+    )
+    .unwrap();
+    assert!(saved.files.len() > 1);
+    let gone = set.join(&saved.files[1]);
+    fs::remove_file(&gone).unwrap();
+    let dcp_dir = dir.path().join("dcp");
+    dcp::save(&dcp_dir, &ckpt, &DcpSaveOptions::default().with_ranks(2)).unwrap();
+    let rank_file = dcp_dir.join("__1_0.distcp");
+    fs::remove_file(&rank_file).unwrap();
+    let index = set.join(ShardFormat::Safetensors.index_name());
+    let metadata = dcp_dir.join(".metadata");
+    for mode in [LoadMode::Eager, LoadMode::Lazy, LoadMode::Fake] {
+        for (src, file, named_by) in [(&set, &gone, &index), (&index, &gone, &index)] {
+            let e = load_with(src, &LoadOptions::default().with_mode(mode)).unwrap_err();
+            assert!(
+                matches!(e.root(), Error::Format(FormatError::MissingFile { file: f, named_by: n })
+                    if f == file && n == named_by),
+                "{mode:?} {}: {e}",
+                src.display()
+            );
+        }
+        // A DCP opens a rank's file when it reads from it.
+        let loaded = load_with(&dcp_dir, &LoadOptions::default().with_mode(mode));
+        if mode == LoadMode::Eager {
+            let e = loaded.unwrap_err();
+            assert!(
+                matches!(e.root(), Error::Format(FormatError::MissingFile { file, named_by })
+                    if file == &rank_file && named_by == &metadata),
+                "{e}"
+            );
+            assert!(e.to_string().contains(".metadata names"), "{e}");
+        }
+    }
+    let e = load_with(dir.path().join("absent.pt"), &LoadOptions::default()).unwrap_err();
+    assert!(
+        matches!(e.root(), Error::Io(io) if io.kind() == std::io::ErrorKind::NotFound),
+        "{e}"
+    );
+}

@@ -298,7 +298,7 @@ pub(crate) fn load_indexed(
     for (i, file) in parsed.files().into_iter().enumerate() {
         let here = dir.join(file);
         let path = here.path();
-        let shard = load_shard(&here)?;
+        let shard = load_shard(&here).map_err(|e| e.or_missing(path.clone(), index.path()))?;
         let in_shard = |e: Error| e.in_file(path.clone());
         if i == 0 {
             merged.format = shard.format;

@@ -129,7 +129,8 @@ impl DcpCheckpoint {
         if let Some(f) = files.get(&path) {
             return Ok(f.clone());
         }
-        let f = item::open(here)?;
+        let metadata = || self.dir.join(".metadata").path();
+        let f = item::open(here).map_err(|e| e.or_missing(path.clone(), metadata()))?;
         files.insert(path, f.clone());
         Ok(f)
     }
