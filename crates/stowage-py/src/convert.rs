@@ -158,6 +158,9 @@ impl<'py, 'c> Converter<'py, 'c> {
             ValueKind::Dict => {
                 let dict: Bound<'py, PyAny> = if v.is_ordered() {
                     self.adapter.call_method0("ordered_dict")?
+                } else if v.container_class() == Some("collections.Counter") {
+                    // As torch.load(weights_only=True) gives it back.
+                    py.import("collections")?.getattr("Counter")?.call0()?
                 } else {
                     PyDict::new(py).into_any()
                 };

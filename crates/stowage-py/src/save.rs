@@ -126,6 +126,7 @@ impl<'py> Walk<'py> {
                 let state = self.value(&state)?;
                 Ok(PyValue::WithState(Box::new(dict), Box::new(state)))
             }
+            "counter" => Ok(PyValue::Counter(self.entries(obj.cast::<PyDict>()?)?)),
             "dtype" => Ok(PyValue::DType(self.dtype(&encoded.get_item(1)?)?)),
             "size" => Ok(PyValue::Size(encoded.get_item(1)?.extract()?)),
             "device" => {

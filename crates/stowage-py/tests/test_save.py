@@ -168,3 +168,20 @@ def test_save_and_convert_follow_one_rule_for_names(tmp_path):
     assert (tmp_path / "one.safetensors").is_file()
     with pytest.raises(ValueError, match="folder format"):
         stowage.save(sd, tmp_path / "x", to="zip")
+
+
+def test_a_counter_round_trips_as_torch_saves_it(tmp_path):
+    """A collections.Counter is saved as torch.save saves it, read back a
+    Counter by torch.load(weights_only=True) and by stowage, and kept by a
+    conversion to .pt (issue 40, item 5)."""
+    import collections
+
+    obj = {"vocab": collections.Counter({"a": 3, "b": 1}), "w": torch.ones(2)}
+    stowage.save(obj, tmp_path / "s.pt")
+    back = torch.load(tmp_path / "s.pt", weights_only=True)
+    assert type(back["vocab"]) is collections.Counter and back["vocab"] == obj["vocab"]
+    torch.save(obj, tmp_path / "t.pt")
+    assert type(stowage.load(tmp_path / "t.pt")["vocab"]) is collections.Counter
+    stowage.convert(tmp_path / "t.pt", tmp_path / "c.pt")
+    again = torch.load(tmp_path / "c.pt", weights_only=True)
+    assert type(again["vocab"]) is collections.Counter and again["vocab"] == obj["vocab"]

@@ -49,6 +49,9 @@ class Encoder:
                 return ("size", tuple(obj))
             if isinstance(obj, torch.device):
                 return ("device", str(obj))
+        if isinstance(obj, collections.Counter):
+            # Written as torch.save writes one, for torch.load(weights_only=True).
+            return ("counter",)
         if isinstance(obj, collections.OrderedDict):
             # Its attributes (a state dict's `_metadata`), which torch.save
             # pickles as the state BUILD sets on it.

@@ -396,3 +396,33 @@ print(json.dumps([[k, v.flatten().double().tolist()] for k, v in m.state_dict().
         "{e}"
     );
 }
+
+/// A `collections.Counter` built with the builder is written as one
+/// (`collections.Counter`, which PyTorch's weights_only loader allows) and
+/// read back as one; a conversion keeps it (issue 40, item 5).
+#[test]
+fn a_counter_is_written_as_a_counter() {
+    use stowage::checkpoint::scan::{scan_bytes, Verdict};
+    use stowage::checkpoint::{save_to_writer, PyValue};
+    let counts = PyValue::Counter(vec![("a".into(), 3.into()), ("b".into(), 1.into())]);
+    let ckpt = stowage::Checkpoint::from_value(PyValue::dict([("vocab", counts)])).unwrap();
+    let bytes = save_to_writer(Vec::new(), "archive", &ckpt, &Default::default()).unwrap();
+    let scan = scan_bytes(&bytes, &LoadOptions::default());
+    let counter = scan
+        .globals
+        .iter()
+        .find(|g| (g.module.as_str(), g.name.as_str()) == ("collections", "Counter"))
+        .expect("the pickle names collections.Counter");
+    assert_eq!(counter.verdict, Verdict::Allowed);
+    let back = stowage::checkpoint::load_bytes(&bytes, &LoadOptions::default()).unwrap();
+    let vocab = back.get("vocab").unwrap();
+    assert_eq!(vocab.container_class(), Some("collections.Counter"));
+    assert_eq!(vocab.get("a").unwrap().as_i64().unwrap(), 3);
+    // Written again from what was read: still a Counter.
+    let again = save_to_writer(Vec::new(), "archive", &back, &Default::default()).unwrap();
+    let again = stowage::checkpoint::load_bytes(&again, &LoadOptions::default()).unwrap();
+    assert_eq!(
+        again.get("vocab").unwrap().container_class(),
+        Some("collections.Counter")
+    );
+}

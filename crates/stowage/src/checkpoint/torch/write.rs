@@ -23,7 +23,7 @@ use crate::checkpoint::globals::allowlist::Global;
 use crate::checkpoint::pickle::{
     write_value, Layout, Node, NodeId, Pickler, Value, WriteError, WriteHooks,
 };
-use crate::checkpoint::value::graph::{Checkpoint, Object, TensorObject};
+use crate::checkpoint::value::graph::{Checkpoint, Object, TensorObject, COUNTER};
 use crate::checkpoint::value::kind::{Quantization, TensorKind};
 use crate::tensor::TensorId;
 use crate::{DType, Error, Result, Tensor, UntypedStorage};
@@ -112,10 +112,12 @@ impl<'c> WriteHooks<'c, Object, Vec<u8>> for TorchHooks<'c> {
     }
 
     fn dict_class(&self, id: NodeId) -> Option<(&'static str, &'static str)> {
-        self.ckpt
-            .ordered
-            .contains(&id)
-            .then(|| Global::OrderedDict.path())
+        if self.ckpt.ordered.contains(&id) {
+            return Some(Global::OrderedDict.path());
+        }
+        // A `Counter` is written as `Counter()` and its items, as an
+        // `OrderedDict` is: `torch.load(weights_only=True)` allows both.
+        (self.ckpt.classes.get(&id) == Some(&COUNTER)).then(|| Global::Counter.path())
     }
 
     fn state(&self, id: NodeId) -> Option<&'c Value<Object>> {

@@ -11,7 +11,9 @@ use std::sync::Arc;
 use num_complex::Complex64;
 
 use crate::checkpoint::pickle::Value;
-use crate::checkpoint::value::graph::{Checkpoint, Object, PathKey, StorageRecord, TensorObject};
+use crate::checkpoint::value::graph::{
+    Checkpoint, Object, PathKey, StorageRecord, TensorObject, COUNTER,
+};
 use crate::{DType, Device, Error, Result, Tensor};
 
 /// A Python value to put in a checkpoint, owned. Most Rust values convert into
@@ -46,6 +48,9 @@ pub enum PyValue {
     Dict(Vec<(PyValue, PyValue)>),
     /// A `collections.OrderedDict` (what `state_dict()` returns).
     OrderedDict(Vec<(PyValue, PyValue)>),
+    /// A `collections.Counter` (a dict of counts), which
+    /// `torch.load(weights_only=True)` reads.
+    Counter(Vec<(PyValue, PyValue)>),
     /// A dtype object (`torch.float16`).
     DType(DType),
     /// A `torch.device`.
@@ -124,7 +129,7 @@ impl PyValue {
             PyValue::Bytes(_) => "bytes",
             PyValue::List(_) => "list",
             PyValue::Tuple(_) => "tuple",
-            PyValue::Dict(_) | PyValue::OrderedDict(_) => "dict",
+            PyValue::Dict(_) | PyValue::OrderedDict(_) | PyValue::Counter(_) => "dict",
             PyValue::DType(_) => "dtype",
             PyValue::Device(_) => "device",
             PyValue::Size(_) => "size",
@@ -435,7 +440,7 @@ fn insert(
 /// Puts `value` at `full[depth..]` below the container `slot` (at `full[..depth]`).
 fn descend(slot: &mut PyValue, full: &[PathKey], depth: usize, value: PyValue) -> Result<()> {
     match (slot, &full[depth]) {
-        (PyValue::Dict(entries) | PyValue::OrderedDict(entries), _) => {
+        (PyValue::Dict(entries) | PyValue::OrderedDict(entries) | PyValue::Counter(entries), _) => {
             insert(entries, full, depth, value)
         }
         (PyValue::WithState(inner, _), _) => descend(inner, full, depth, value),
@@ -507,6 +512,11 @@ impl Adder {
             PyValue::OrderedDict(entries) => {
                 let id = self.add_dict(ckpt, entries);
                 ckpt.ordered.insert(id);
+                Value::Node(id)
+            }
+            PyValue::Counter(entries) => {
+                let id = self.add_dict(ckpt, entries);
+                ckpt.classes.insert(id, COUNTER);
                 Value::Node(id)
             }
             PyValue::WithState(value, state) => {

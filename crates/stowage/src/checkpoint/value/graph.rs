@@ -345,6 +345,10 @@ impl StorageRecord {
     }
 }
 
+/// The name [`Checkpoint`]'s container classes give a `collections.Counter`
+/// (read from a pickle, or built), which the writer names again.
+pub(crate) const COUNTER: &str = "collections.Counter";
+
 /// Which container a checkpoint came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Format {

@@ -10,7 +10,7 @@ use super::{
 };
 use crate::checkpoint::globals::allowlist::Global;
 use crate::checkpoint::pickle::{Graph, Node, Value};
-use crate::checkpoint::value::graph::{Object, TensorObject};
+use crate::checkpoint::value::graph::{Object, TensorObject, COUNTER};
 use crate::checkpoint::value::kind::Quantization;
 use crate::error::{CheckpointError, FormatError};
 use crate::{Error, Result, Tensor};
@@ -48,7 +48,7 @@ impl<S: StorageSource> TorchHooks<'_, S> {
             Global::RebuildFromTypeV2 => self.rebuild_from_type_v2(graph, args),
             Global::Counter => {
                 let id = counter::counter(graph, args)?;
-                self.classes.insert(id, "collections.Counter");
+                self.classes.insert(id, COUNTER);
                 Ok(Value::Node(id))
             }
             Global::OrderedDict => self.ordered_dict(graph, args),
