@@ -83,10 +83,15 @@ impl<'py> Walk<'py> {
             return Ok(PyValue::Bool(b.is_true()));
         }
         if obj.is_exact_instance_of::<PyInt>() {
-            return obj
-                .extract::<i64>()
-                .map(PyValue::Int)
-                .map_err(|_| self.refuse(obj, "an int past 64 bits"));
+            if let Ok(i) = obj.extract::<i64>() {
+                return Ok(PyValue::Int(i));
+            }
+            // Past 64 bits: as Python writes it, from its decimal text.
+            let text = obj.str()?.to_string();
+            return text
+                .parse::<num_bigint::BigInt>()
+                .map(PyValue::BigInt)
+                .map_err(|e| PyValueError::new_err(format!("int {text}: {e}")));
         }
         if let Ok(f) = obj.cast_exact::<PyFloat>() {
             return Ok(PyValue::Float(f.value()));

@@ -185,3 +185,23 @@ def test_a_counter_round_trips_as_torch_saves_it(tmp_path):
     stowage.convert(tmp_path / "t.pt", tmp_path / "c.pt")
     again = torch.load(tmp_path / "c.pt", weights_only=True)
     assert type(again["vocab"]) is collections.Counter and again["vocab"] == obj["vocab"]
+
+
+def test_save_writes_big_ints_and_ml_dtypes_arrays_as_torch_does(tmp_path):
+    """Python ints past 64 bits, and numpy arrays of ml_dtypes' bfloat16 and
+    float8 types, which torch.save writes and torch holds, are saved and
+    read back exactly by torch.load(weights_only=True) (issue 40, item 5)."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    big = {"pos": 2**100 + 7, "neg": -(2**70), "edge": 2**63}
+    stowage.save(big, tmp_path / "ints.pt")
+    assert torch.load(tmp_path / "ints.pt", weights_only=True) == big
+    values = np.array([0.5, -2.0, 3.0], dtype=np.float32)
+    arrays = {name: values.astype(getattr(ml_dtypes, name)) for name in ("bfloat16", "float8_e4m3fn", "float8_e5m2")}
+    stowage.save(arrays, tmp_path / "ml.pt")
+    back = torch.load(tmp_path / "ml.pt", weights_only=True)
+    for name, a in arrays.items():
+        t = back[name]
+        assert t.dtype == getattr(torch, name), name
+        assert bytes(t.view(torch.uint8).numpy()) == a.tobytes(), name
+    with pytest.raises(TypeError, match="no torch dtype"):
+        stowage.save({"s": np.array(["ab"])}, tmp_path / "s.pt")

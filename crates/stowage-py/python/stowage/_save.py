@@ -15,6 +15,12 @@ from typing import Any, Dict, Optional, Tuple
 import numpy as np
 
 
+def _ml_dtype(name: str) -> Optional[np.dtype]:
+    from ._numpy import _ml_dtype as ml_dtype
+
+    return ml_dtype(name)
+
+
 def _numpy_names() -> Dict[np.dtype, str]:
     from ._numpy import _dtypes
 
@@ -90,6 +96,9 @@ class Encoder:
             self._numpy = _numpy_names()
         dt = a.dtype.newbyteorder("=") if a.dtype.byteorder not in ("=", "|") else a.dtype
         name = self._numpy.get(np.dtype(dt))
+        if name is None and _ml_dtype(dt.name) == dt:
+            # ml_dtypes' bfloat16 and float8 types, which torch holds by the same names.
+            name = dt.name
         if name is None:
             raise TypeError(f"a numpy array of {a.dtype}: no torch dtype holds it")
         root = a
