@@ -103,8 +103,8 @@ def test_an_unsaveable_value_names_its_path_and_leaves_the_old_file(tmp_path):
     before = path.read_bytes()
     with pytest.raises(TypeError, match=r"builtin_function_or_method at cfg\.fn"):
         stowage.save({"cfg": {"fn": len}}, path)
-    with pytest.raises(TypeError, match="big"):
-        stowage.save({"big": 2**80}, path)
+    with pytest.raises(TypeError, match="no torch dtype"):
+        stowage.save({"text": np.array(["ab"])}, path)
     assert path.read_bytes() == before
 
 
