@@ -18,6 +18,7 @@
 //! run code; the default verdict (`unsafe`, exit 1) stays the safe one.
 
 use super::stdlib_modules::STDLIB_MODULES;
+use super::stream::python_name;
 
 /// How dangerous an unsafe global is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -158,7 +159,7 @@ pub fn risk(module: &str, name: &str) -> Risk {
 pub(super) fn reason(module: &str, name: &str) -> Option<&'static str> {
     if module.starts_with('<') {
         Some("named only when the pickle runs")
-    } else if !python_dotted(module) || !identifier(name.split('.').next().unwrap_or(name)) {
+    } else if !python_name(module) || !python_name(name) {
         Some("not a Python name")
     } else if is_stdlib(module) {
         Some("a module of the standard library")
@@ -194,23 +195,10 @@ fn is_stdlib(module: &str) -> bool {
 
 /// A class by Python's convention: one identifier (no attribute reached
 /// through a dot) that starts with a capital letter (`Linear`, `LSTM`,
-/// `LlamaConfig`).
+/// `LlamaConfig`). Only ASCII names pass ([`python_name`]): no package
+/// names its classes otherwise, and a look-alike letter must not pass.
 fn is_class_name(name: &str) -> bool {
-    identifier(name) && name.starts_with(|c: char| c.is_ascii_uppercase())
-}
-
-/// A dotted module name of Python identifiers (`torch.nn.modules.linear`).
-fn python_dotted(module: &str) -> bool {
-    module.split('.').all(identifier)
-}
-
-/// An ASCII Python identifier. Non-ASCII identifiers are valid Python, but
-/// no package names its classes so, and a look-alike letter must not pass.
-fn identifier(s: &str) -> bool {
-    let mut b = s.bytes();
-    b.next()
-        .is_some_and(|c| c == b'_' || c.is_ascii_alphabetic())
-        && b.all(|c| c == b'_' || c.is_ascii_alphanumeric())
+    python_name(name) && !name.contains('.') && name.starts_with(|c: char| c.is_ascii_uppercase())
 }
 
 #[cfg(test)]

@@ -2,7 +2,6 @@
 //! the end of their bytes, and the rule that tells a pickle from other data.
 
 use super::{merge, verdict, GlobalUse, PickleScan, Scanner, Verdict};
-use crate::checkpoint::pickle::opcode as op;
 use crate::checkpoint::pickle::{compat, disassemble, Disassembly, GlobalName, PickleError};
 use crate::error::{CheckpointError, ErrorContext, FormatError};
 use crate::io::ReadAt;
@@ -53,26 +52,17 @@ pub(super) enum Trust {
 
 /// Whether the first pickle of a stream `d` is one, for data that may be
 /// anything: it [names a Python global](names_a_python_global), and it
-/// either reads to its `STOP`, or calls something (`REDUCE`, `BUILD`,
-/// `INST`, `OBJ`, `NEWOBJ`), or walks on past the global, and then runs to
+/// either reads to its `STOP`, or walks on past the global (a call, an
+/// argument) and then runs to
 /// the end of its bytes, as a malicious pickle cut short does (CPython
 /// imports what it names and runs it up to the cut). Text and tensor bytes
 /// whose first bytes happen to be opcodes fail one of these: they name no
 /// Python names, or meet a byte that is no opcode first, or end right after
 /// two lines that read as a `GLOBAL`.
 pub(super) fn looks_like_a_pickle(d: &Disassembly) -> bool {
+    // A call (`REDUCE`, `BUILD`, `OBJ`, …) is an opcode past the global too.
     let walked_on = d.opcodes().map(|(_, n)| n).sum::<u64>() > 1;
-    let calls = [
-        op::REDUCE,
-        op::BUILD,
-        op::INST,
-        op::OBJ,
-        op::NEWOBJ,
-        op::NEWOBJ_EX,
-    ]
-    .iter()
-    .any(|&o| d.count(o) > 0);
-    names_a_python_global(d) && (d.error.is_none() || ((calls || walked_on) && cut_short(d)))
+    names_a_python_global(d) && (d.error.is_none() || (walked_on && cut_short(d)))
 }
 
 /// Whether `d` names a global whose module and name are Python names (or,
@@ -85,7 +75,7 @@ pub(super) fn names_a_python_global(d: &Disassembly) -> bool {
 }
 
 /// A dotted Python name (`os`, `torch.nn.modules.linear`, `Outer.Inner`).
-fn python_name(s: &str) -> bool {
+pub(super) fn python_name(s: &str) -> bool {
     !s.is_empty()
         && s.split('.').all(|part| {
             let mut b = part.bytes();
