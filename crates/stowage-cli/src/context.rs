@@ -66,6 +66,17 @@ impl Context {
         self.meter.transfer()
     }
 
+    /// How many bytes this run has received from object stores, as it
+    /// goes (for the progress line).
+    fn received(&self) -> impl Fn() -> u64 + Send + 'static {
+        #[cfg(feature = "remote")]
+        let meter = self.meter.clone();
+        #[cfg(feature = "remote")]
+        return move || meter.transfer().bytes_received;
+        #[cfg(not(feature = "remote"))]
+        || 0
+    }
+
     /// Whether `--inert` or `--allow-global` was given.
     pub fn globals_given(&self) -> bool {
         self.inert || !self.allow_globals.is_empty()
@@ -102,7 +113,7 @@ impl Context {
             LoadMode::Lazy
         };
         let options = self.load_options().with_inert(inert).with_mode(mode);
-        let bar = progress::fetching(file, format!("reading {}", file.display()));
+        let bar = progress::fetching(format!("reading {}", file.display()), self.received());
         let loaded = stowage::load_with(file, &options).map_err(Failure::input);
         bar.finish_and_clear();
         loaded

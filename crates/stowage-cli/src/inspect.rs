@@ -15,7 +15,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use serde_json::{json, Value as Json};
@@ -47,7 +47,9 @@ pub fn run(args: Args, cx: &Context, out: &mut dyn Write) -> Result<ExitCode, Fa
     let ckpt = cx.load(&args.file, !args.json || args.no_hash)?;
     let rows = rows(&ckpt)?;
     let leaves = values::leaves(&ckpt, &args.file)?;
-    let format = container(cx, &args.file, &ckpt);
+    // The contract's name of what the file is: a set by its layout
+    // (`dcp`, `sharded-bin`, …), a file by its container.
+    let format = ckpt.layout().name();
     if !args.json {
         table(&ckpt, format, &rows, out)?;
         values::tree(&ckpt, &leaves, TREE_LINES, out)?;
@@ -182,29 +184,6 @@ fn objects_text(ckpt: &Checkpoint, out: &mut dyn Write) -> Result<(), Failure> {
         writeln!(out, "  … {} more (all of them: --json)", objects.len() - TREE_LINES)?;
     }
     Ok(())
-}
-
-/// The contract's name of what `file` is: a folder (local, or by a URL ending in `/`) by its
-/// layout (`dcp`, `dcp-hf`, `sharded-safetensors`, `sharded-bin`), a sharded
-/// set's `*.index.json` as its folder, a file by its own format. A
-/// distributed checkpoint's items' format is the loaded checkpoint's
-/// ([`DcpCheckpoint::item_format`](stowage::checkpoint::dcp::DcpCheckpoint::item_format)).
-fn container(cx: &Context, file: &Path, ckpt: &Checkpoint) -> &'static str {
-    use stowage::checkpoint::{folder_of, Folder, Format};
-    let sharded = || match ckpt.format() {
-        Format::Safetensors => "sharded-safetensors",
-        _ => "sharded-bin",
-    };
-    if !stowage::io::Location::parse(file).is_folder() {
-        let index = file.to_str().is_some_and(|f| f.ends_with(".index.json"));
-        return if index { sharded() } else { ckpt.format().name() };
-    }
-    match folder_of(file, &cx.load_options()) {
-        Ok(Some(Folder::Dcp(_))) => "dcp",
-        Ok(Some(Folder::Ranks(_))) => "dcp-hf",
-        Ok(Some(Folder::Sharded(_))) => sharded(),
-        _ => ckpt.format().name(),
-    }
 }
 
 fn table(

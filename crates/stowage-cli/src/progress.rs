@@ -56,19 +56,22 @@ pub fn spinner(message: impl Into<String>) -> ProgressBar {
     bar
 }
 
-/// A spinner for reading `path`; for a URL, it also shows the bytes fetched
-/// so far from the object store, updated as they come.
-pub fn fetching(path: &std::path::Path, message: String) -> ProgressBar {
+/// A spinner for a read; once `received` (this run's bytes received from
+/// object stores) grows, it also shows the bytes fetched, updated as they
+/// come.
+pub fn fetching(message: String, received: impl Fn() -> u64 + Send + 'static) -> ProgressBar {
     let bar = spinner(message.clone());
-    if bar.is_hidden() || !crate::remote::is_remote(path) {
+    if bar.is_hidden() {
         return bar;
     }
     let shown = bar.clone();
     std::thread::spawn(move || {
-        let start = crate::remote::bytes_received();
+        let start = received();
         while !shown.is_finished() {
-            let got = crate::remote::bytes_received().saturating_sub(start);
-            shown.set_message(format!("{message}: {} fetched", indicatif::HumanBytes(got)));
+            let got = received().saturating_sub(start);
+            if got > 0 {
+                shown.set_message(format!("{message}: {} fetched", indicatif::HumanBytes(got)));
+            }
             std::thread::sleep(Duration::from_millis(100));
         }
     });

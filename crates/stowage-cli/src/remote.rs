@@ -1,21 +1,10 @@
 //! Checkpoints named by URL (`s3://…`, `gs://…`, `az://…`, `http(s)://…`,
 //! `file://…`): what the commands add for them. Loading and saving go
 //! through the library's entry points, which read and write URLs themselves
-//! (the `remote` feature); here are the transfer counts for `--json` and the
-//! bytes fetched for the progress line.
-
-use std::path::Path;
-
-use serde_json::{json, Value as Json};
-use stowage::io::{Location, ReadCost};
+//! (the `remote` feature); here are the transfer counts for `--json`.
 
 use crate::Context;
-
-/// Whether each read of `path` is a request to an object store (so that
-/// the bytes fetched are worth showing).
-pub fn is_remote(path: &Path) -> bool {
-    Location::parse(path).read_cost() == ReadCost::Request
-}
+use serde_json::{json, Value as Json};
 
 /// What this run (`cx`) has transferred from and to object stores, as the
 /// `"transfer"` member of `--json` outputs: `None` when nothing was.
@@ -50,12 +39,4 @@ pub fn add_transfer(cx: &Context, doc: &mut Json) {
     if let (Some(t), Some(o)) = (transfer_json(cx), doc.as_object_mut()) {
         o.insert("transfer".into(), t);
     }
-}
-
-/// Bytes received from object stores so far (0 without the `remote` feature).
-pub fn bytes_received() -> u64 {
-    #[cfg(feature = "remote")]
-    return stowage::io::remote::totals().bytes_received;
-    #[cfg(not(feature = "remote"))]
-    0
 }

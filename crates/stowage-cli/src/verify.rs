@@ -32,7 +32,7 @@ use std::process::ExitCode;
 
 use stowage::io::{Location, ReadAt, Window};
 use stowage_zip::{Entry, ZipError, ZipLimits, ZipReader};
-use stowage::checkpoint::{detect_format, Format};
+use stowage::checkpoint::{detect_format, Format, Source};
 use stowage::{LoadMode, LoadOptions};
 use stowage::{Checkpoint, Error};
 
@@ -138,7 +138,7 @@ pub fn run(args: Args, cx: &Context, out: &mut dyn Write) -> Result<ExitCode, Fa
     let path = args.file.as_path();
     // A folder: a local one, or a URL ending in `/`. Anything else, or a
     // path that cannot be read, is checked as a file (`open` names the error).
-    let is_dir = Location::parse(path).is_folder();
+    let source = stowage::checkpoint::resolve(path, &cx.load_options())?;
     let mut report = Report {
         out,
         options: cx.load_options(),
@@ -146,10 +146,10 @@ pub fn run(args: Args, cx: &Context, out: &mut dyn Write) -> Result<ExitCode, Fa
         defects: 0,
         checked: Checked::default(),
     };
-    if is_dir {
-        verify_folder(path, &mut report)?;
+    if source.is_folder() {
+        verify_folder(path, &source, &mut report)?;
     } else {
-        verify_file(path, &mut report)?;
+        verify_file(path, source.location(), &mut report)?;
     }
     let checked = report.checked.line();
     writeln!(report.out, "{checked}")?;
@@ -170,12 +170,8 @@ fn unreadable(path: &Path, e: io::Error) -> Failure {
 }
 
 /// One checkpoint file.
-fn verify_file(path: &Path, report: &mut Report<'_>) -> Result<(), Failure> {
-    let source = report
-        .options
-        .location(path)
-        .open()
-        .map_err(Failure::input)?;
+fn verify_file(path: &Path, here: &Location, report: &mut Report<'_>) -> Result<(), Failure> {
+    let source = here.open().map_err(Failure::input)?;
     verify_source(path, Box::new(source), report)
 }
 
@@ -201,17 +197,17 @@ fn verify_source(
     Ok(())
 }
 
-/// A folder, local or named by URL ([`folder_of`](stowage::checkpoint::folder_of)):
+/// A folder, local or named by URL, as resolved ([`Source::folder`]):
 /// a sharded set (each shard checked as a file, then the set's index against
 /// the shards), a distributed checkpoint (the metadata, then every item read
 /// and every tensor assembled from its chunks), its Hugging Face layout
 /// (each rank's file checked, then the tensors assembled), or a folder
 /// holding one checkpoint file.
-fn verify_folder(dir: &Path, report: &mut Report<'_>) -> Result<(), Failure> {
-    use stowage::checkpoint::{folder_of, sharded, Folder};
+fn verify_folder(dir: &Path, source: &Source, report: &mut Report<'_>) -> Result<(), Failure> {
+    use stowage::checkpoint::{sharded, Folder};
     let options = report.options.clone();
-    let Some(folder) = folder_of(dir, &options).map_err(Failure::input)? else {
-        // folder_of finds a checkpoint in every folder, or says why not.
+    let Some(folder) = source.folder() else {
+        // A folder resolves to the checkpoint it holds, or says why not.
         return Err(unreadable(dir, io::Error::other("not a folder")));
     };
     let mut shards: Vec<Location> = folder.files().to_vec();
@@ -264,7 +260,7 @@ fn verify_folder(dir: &Path, report: &mut Report<'_>) -> Result<(), Failure> {
         Folder::Dcp(_) => options,
         _ => options.with_mode(LoadMode::Fake),
     };
-    let loaded = stowage::load_with(dir, &options);
+    let loaded = source.load(&options);
     bar.finish_and_clear();
     match loaded {
         Ok(ckpt) => report.checked.loaded(&ckpt),

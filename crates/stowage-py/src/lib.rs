@@ -13,6 +13,7 @@
 mod convert;
 mod dcp;
 mod errors;
+mod location;
 mod safe_open;
 mod save;
 mod storage;
@@ -184,6 +185,7 @@ fn _stowage(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<storage::PendingStorage>()?;
     m.add_class::<safe_open::SafeOpen>()?;
     m.add_class::<dcp::DcpSource>()?;
+    m.add_class::<location::Location>()?;
     errors::register(m)?;
     m.add_function(wrap_pyfunction!(load, m)?)?;
     m.add_function(wrap_pyfunction!(load_bytes, m)?)?;

@@ -294,6 +294,13 @@ impl SafeOpen {
     fn format(&self) -> &'static str {
         self.ckpt.format().name()
     }
+
+    /// What it was opened as, as `inspect --json`'s `"format"` names it: a
+    /// file's format, or a set's layout (`sharded-safetensors`,
+    /// `sharded-bin`, `dcp`, `dcp-hf`).
+    fn layout(&self) -> &'static str {
+        self.ckpt.layout().name()
+    }
 }
 
 /// A part of a tensor, in runs of elements adjacent in its storage.

@@ -319,8 +319,7 @@ pub fn write_items(
         let ckpt = checkpoint_of(py, obj, new_encoder.call0()?, vec![format!("item {i}")])?;
         owned.push(Owned::Archive(Box::new(ckpt)));
     }
-    let location = stowage::io::Location::parse(&dst)
-        .with_remote(&stowage::io::remote::RemoteOptions::from_env());
+    let location = stowage::SaveOptions::from_env().location(&dst);
     let options = DcpSaveOptions::default().with_sync(sync).with_zstd(zstd);
     py.detach(|| {
         let items: Vec<DataItem<'_>> = owned

@@ -29,6 +29,25 @@ def test_safe_open_lists_and_reads_tensors_of_a_torch_file(fixtures):
             f.get_tensor("no.such.tensor")
 
 
+@pytest.mark.parametrize(
+    "path, layout, fmt",
+    [
+        ("training_checkpoint.pt", "torch-zip", "torch-zip"),
+        ("legacy_format.pt", "torch-legacy", "torch-legacy"),
+        ("sharded/bin", "sharded-bin", "torch-zip"),
+        ("sharded/bin/pytorch_model.bin.index.json", "sharded-bin", "torch-zip"),
+        ("dcp/one", "dcp", "torch-zip"),
+        ("dcp/hf", "dcp-hf", "safetensors"),
+    ],
+)
+def test_safe_open_says_the_layout_it_opened(fixtures, path, layout, fmt):
+    # What the library found when it resolved the path: the same names as
+    # `stowage inspect --json`'s "format", found once, never probed again.
+    with stowage.safe_open(fixtures / path) as f:
+        assert (f.layout, f.format) == (layout, fmt)
+    assert stowage.inspect(fixtures / path, hashes=False)["format"] == layout
+
+
 def test_safe_open_on_safetensors_matches_safetensors(tmp_path):
     from safetensors import safe_open as st_open
     from safetensors.torch import save_file

@@ -211,3 +211,10 @@ class SafeOpen:
         """``torch-zip``, ``torchscript``, ``torch-legacy`` or ``safetensors``
         (for a DCP directory, its items' format)."""
         return self._handle().format()
+
+    @property
+    def layout(self) -> str:
+        """What was opened, as ``stowage inspect --json`` names it: a file's
+        format, or a set's layout (``sharded-safetensors``, ``sharded-bin``,
+        ``dcp``, ``dcp-hf``)."""
+        return self._handle().layout()

@@ -76,7 +76,7 @@ _METADATA = ".metadata"
 
 
 def _join(folder: str, name: str) -> str:
-    return f"{folder.rstrip('/')}/{name}" if "://" in folder else os.path.join(folder, name)
+    return _stowage.Location(folder).join(name)
 
 
 def _region(req: ReadItem) -> Tuple[List[int], List[int]]:
@@ -145,7 +145,7 @@ class StorageReader(_StorageReader):
         not one."""
         if self._dcp is None:
             self._dcp = False
-            remote = "://" in self.src
+            remote = _stowage.Location(self.src).is_remote
             if remote or os.path.isfile(os.path.join(self.src, _METADATA)):
                 from ._torch import Adapter
 
@@ -162,10 +162,10 @@ class StorageReader(_StorageReader):
     def _open(self) -> SafeOpen:
         if self._opened is None:
             src = self.src
-            if self._dcp_source() is not None and "://" in src and not src.endswith("/"):
+            if self._dcp_source() is not None:
                 # A DCP folder's URL, which DCP gives without the trailing
                 # `/` that names a folder to stowage.load.
-                src += "/"
+                src = _stowage.Location(src).folder()
             self._opened = SafeOpen(src, "torch", inert=self._inert, allow_globals=self._allow_globals)
         return self._opened
 
@@ -288,7 +288,7 @@ class StorageReader(_StorageReader):
     @classmethod
     def validate_checkpoint_id(cls, checkpoint_id: Union[str, "os.PathLike[str]"]) -> bool:
         src = os.fspath(checkpoint_id)
-        return "://" in src or os.path.exists(src)
+        return _stowage.Location(src).is_remote or os.path.exists(src)
 
 
 def _item_size(item: Any) -> int:
@@ -351,7 +351,7 @@ class StorageWriter(_StorageWriter):
 
     def set_up_storage_writer(self, is_coordinator: bool, *args: Any, **kwargs: Any) -> None:
         self.is_coordinator = is_coordinator
-        if "://" not in self.dst:
+        if not _stowage.Location(self.dst).is_remote:
             os.makedirs(self.dst, exist_ok=True)
 
     def prepare_local_plan(self, plan: SavePlan) -> SavePlan:

@@ -5,15 +5,14 @@
 //! `exists` and `list`.
 
 use crate::error::ErrorContext;
-use std::path::Path;
 
 use crate::checkpoint::format::dcp;
 use crate::checkpoint::format::sharded::ShardFormat;
-use crate::checkpoint::options::LoadOptions;
 use crate::io::Location;
 use crate::{Error, Result};
 
-/// The checkpoint a folder holds, as [`folder_of`] finds it. The variants
+/// The checkpoint a folder holds, as [`resolve`](crate::checkpoint::resolve) finds it
+/// ([`Source::folder`](crate::checkpoint::Source::folder)). The variants
 /// are in the order they are looked for: a folder holding a `.metadata` is
 /// a distributed checkpoint whatever else it holds.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -44,7 +43,7 @@ impl Folder {
     }
 }
 
-/// The checkpoint folder `path` names, if it names one: a folder (a local
+/// The checkpoint folder `here` names, if it names one: a folder (a local
 /// directory, or with the `remote` feature a URL ending in `/`), or an
 /// `*.index.json`. `None` for anything else, which is read as a file.
 ///
@@ -56,11 +55,6 @@ impl Folder {
 /// # Errors
 /// [`Error::InFile`] naming the folder, around a not-found error when it
 /// holds no checkpoint, or the store's error.
-pub fn folder_of(path: &Path, options: &LoadOptions) -> Result<Option<Folder>> {
-    folder_at(&options.location(path))
-}
-
-/// [`folder_of`] a location.
 ///
 /// The folder is opened once, and the locations found are read relative to
 /// that handle ([`Location::anchored`]): a load reads one version of the
@@ -136,6 +130,7 @@ pub(crate) fn folder_at(here: &Location) -> Result<Option<Folder>> {
 mod tests {
     use super::*;
     use crate::checkpoint::format::sharded::{self, ShardFormat, ShardOptions};
+    use crate::checkpoint::options::LoadOptions;
     use crate::checkpoint::Checkpoint;
     use crate::{CheckpointError, Tensor};
 
@@ -176,13 +171,15 @@ mod tests {
         let small = two_tensors_a_shard();
         sharded::save_sharded(&dir, &state(1.0), &small).unwrap();
         let options = LoadOptions::default();
-        let Some(Folder::Sharded(index)) = folder_of(&dir, &options).unwrap() else {
+        let source = crate::checkpoint::resolve(&dir, &options).unwrap();
+        let Some(Folder::Sharded(index)) = source.folder() else {
             panic!("a sharded set");
         };
         let text = index.read_all(sharded::MAX_INDEX_BYTES).unwrap();
         sharded::save_sharded(&dir, &state(2.0), &small).unwrap();
-        let load_shard = |f: &Location| crate::checkpoint::load_file(f, &options);
-        match sharded::load_indexed(&index, &String::from_utf8_lossy(&text), load_shard) {
+        let load_shard =
+            |f: &Location| crate::checkpoint::Source::at(f).and_then(|s| s.load(&options));
+        match sharded::load_indexed(index, &String::from_utf8_lossy(&text), load_shard) {
             Ok(ckpt) => assert_eq!(values(&ckpt), vec![1.0; 256]),
             Err(e) => assert!(
                 matches!(e.root(), Error::Checkpoint(CheckpointError::FolderReplaced { folder }) if folder == &dir),

@@ -297,7 +297,7 @@ impl SaveOptions {
 
     /// The location `path` names, its requests (in an object store) made
     /// with these options' remote settings.
-    pub(crate) fn location(&self, path: impl AsRef<std::path::Path>) -> crate::io::Location {
+    pub fn location(&self, path: impl AsRef<std::path::Path>) -> crate::io::Location {
         let here = crate::io::Location::parse(path);
         #[cfg(feature = "remote")]
         let here = here.with_remote(&self.remote);

@@ -310,6 +310,17 @@ impl Location {
         }
     }
 
+    /// Whether this is in an object store, where each read is a request
+    /// (its [`read_cost`](Self::read_cost) is [`ReadCost::Request`]).
+    pub fn is_remote(&self) -> bool {
+        self.read_cost() == ReadCost::Request
+    }
+
+    /// Whether what is here can be memory-mapped: a local file.
+    pub fn can_map(&self) -> bool {
+        self.local_path().is_some()
+    }
+
     /// What one read of a source here costs ([`ReadAt::read_cost`]), known
     /// before opening it.
     pub fn read_cost(&self) -> ReadCost {

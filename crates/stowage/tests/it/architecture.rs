@@ -63,6 +63,8 @@ const LAYERS: &[(&str, &[&str])] = &[
         &[
             "checkpoint",
             "checkpoint/entry",
+            "checkpoint/source",
+            "checkpoint/detect",
             "checkpoint/folder",
             "checkpoint/destination",
         ],

@@ -298,10 +298,11 @@ fn hostile_checkpoints_are_refused_clearly() {
 
 #[test]
 fn a_dcp_folder_is_not_mistaken_for_anything_else() {
-    use stowage::checkpoint::{folder_of, Folder};
+    use stowage::checkpoint::{resolve, Folder};
     let is_dcp = |p: &Path| {
+        let source = resolve(p, &LoadOptions::default());
         matches!(
-            folder_of(p, &LoadOptions::default()),
+            source.as_ref().map(|s| s.folder()),
             Ok(Some(Folder::Dcp(_)))
         )
     };

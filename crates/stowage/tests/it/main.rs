@@ -31,6 +31,8 @@ mod scan;
 mod servers;
 #[cfg(feature = "safetensors")]
 mod sharded;
+#[cfg(feature = "safetensors")]
+mod source;
 mod torch_legacy;
 mod torch_zip;
 mod value_tree_props;

@@ -789,7 +789,8 @@ fn dcp_items_by_url_are_fetched_concurrently() {
 /// server cannot list (plain HTTP), the error says so.
 #[test]
 fn folders_by_url_are_found_by_a_listing() {
-    use stowage::checkpoint::{folder_of, Folder};
+    use stowage::checkpoint::{resolve, Folder};
+    let folder_of = |p: &Path, o: &LoadOptions| resolve(p, o).map(|s| s.folder().cloned());
     let _one = serial();
     let Some(server) = moto() else { return };
     let dir = common::fixtures_dir().join("dcp").join("hf");

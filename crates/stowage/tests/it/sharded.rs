@@ -80,9 +80,8 @@ fn by_name(ckpt: &Checkpoint, name: &str) -> stowage::Tensor {
 fn hugging_face_sets_load_as_one_checkpoint() {
     for kind in ["safetensors", "bin"] {
         let dir = set_dir(kind);
-        let Ok(Some(stowage::checkpoint::Folder::Sharded(index))) =
-            stowage::checkpoint::folder_of(&dir, &stowage::LoadOptions::default())
-        else {
+        let source = stowage::checkpoint::resolve(&dir, &stowage::LoadOptions::default()).unwrap();
+        let Some(stowage::checkpoint::Folder::Sharded(index)) = source.folder() else {
             panic!("{} holds no sharded set", dir.display())
         };
         for path in [dir.clone(), index.path()] {

@@ -281,6 +281,7 @@ pub(crate) fn load<R: ReadAt>(
         state,
         safetensors_metadata: None,
         objects,
+        origin: None,
     })?;
     // Sparse and nested tensors are checked once every storage's bytes are in.
     finish_kinds(&mut ckpt)?;

@@ -16,6 +16,8 @@ use crate::checkpoint::globals::allowlist::Global;
 use crate::checkpoint::pickle::{Graph, Node, NodeId, Value};
 use crate::checkpoint::value::data::{ClassRef, NdArray, NumpyDType, NumpyScalar, PyData};
 use crate::checkpoint::value::kind::{Quantization, TensorKind};
+use crate::checkpoint::value::origin::{Layout, Origin};
+use crate::io::Location;
 use crate::{DType, Device, Error, Result, Tensor, UntypedStorage};
 
 /// A PyTorch object inside a checkpoint's value graph.
@@ -452,6 +454,8 @@ pub struct Checkpoint {
     /// Inert objects ([`LoadOptions::with_inert`](crate::checkpoint::LoadOptions::with_inert)), keyed
     /// by their dict node, whose entries are what each holds.
     pub(crate) objects: HashMap<NodeId, InertObject>,
+    /// Where a load found it ([`Source::load`](crate::checkpoint::Source::load)).
+    pub(crate) origin: Option<Origin>,
 }
 
 /// Most work a walk does before refusing: each value visited and each path
@@ -473,6 +477,7 @@ impl Checkpoint {
             state: HashMap::new(),
             safetensors_metadata: None,
             objects: HashMap::new(),
+            origin: None,
         }
     }
 
@@ -715,6 +720,24 @@ impl Checkpoint {
     /// one built in memory).
     pub fn format(&self) -> Format {
         self.format
+    }
+
+    /// The layout it was loaded from: a single file's container, or a
+    /// set's folder layout (`sharded-safetensors`, `dcp`, …). A checkpoint
+    /// built in memory, or loaded from bytes, says its container.
+    pub fn layout(&self) -> Layout {
+        match &self.origin {
+            Some(origin) => origin.layout,
+            None => Layout::file(self.format),
+        }
+    }
+
+    /// The files (or objects) it was loaded from, in the order read: the
+    /// file; a sharded set's shards; a distributed checkpoint's `.metadata`
+    /// and data files; the ranks' files. Empty for a checkpoint built in
+    /// memory or loaded from bytes.
+    pub fn files(&self) -> &[Location] {
+        self.origin.as_ref().map_or(&[], |o| &o.files)
     }
 
     /// The byte order the storages were stored in; in memory they are native.

@@ -21,3 +21,4 @@ pub(crate) mod data;
 pub(crate) mod graph;
 pub(crate) mod kind;
 pub(crate) mod module;
+pub(crate) mod origin;

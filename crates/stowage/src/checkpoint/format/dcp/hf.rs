@@ -44,7 +44,7 @@ struct Piece {
     tensor: Tensor,
 }
 
-/// Loads the ranks' `files` (as [`folder_of`](crate::checkpoint::folder_of) lists them; URLs where the
+/// Loads the ranks' `files` (as [`Folder::Ranks`](crate::checkpoint::Folder::Ranks) lists them; URLs where the
 /// folder is in object storage), each through `load_file`, which picks the
 /// mode, and assembles each tensor from its pieces.
 ///

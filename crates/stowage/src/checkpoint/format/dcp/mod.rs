@@ -421,6 +421,25 @@ impl DcpCheckpoint {
     /// # Errors
     /// As [`read_tensor`](Self::read_tensor) and [`read_value`](Self::read_value).
     /// `self` stays in the lazy storages' readers.
+    /// Its files: `.metadata`, then each data file its items name, once, in
+    /// the order first named.
+    pub(crate) fn files(&self) -> Vec<Location> {
+        let mut seen = std::collections::HashSet::new();
+        let mut files = vec![self.dir.join(METADATA_FILE)];
+        let mut add = |info: &metadata::StorageInfo| {
+            if seen.insert(info.relative_path.clone()) {
+                files.push(self.dir.join(&info.relative_path));
+            }
+        };
+        for item in &self.metadata.items {
+            match &item.kind {
+                ItemKind::Tensor(t) => t.chunks.iter().for_each(|c| add(&c.storage)),
+                ItemKind::Bytes(info) => add(info),
+            }
+        }
+        files
+    }
+
     pub(crate) fn into_checkpoint(self) -> Result<Checkpoint> {
         let this = Arc::new(self);
         let mut ckpt = Checkpoint::new();

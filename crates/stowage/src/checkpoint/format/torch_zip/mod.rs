@@ -139,6 +139,7 @@ fn load_zip_archive<R: ReadAt>(
         state,
         safetensors_metadata: None,
         objects,
+        origin: None,
     })?;
     // Sparse and nested tensors are checked once every storage's bytes are in.
     finish_kinds(&mut ckpt)?;
