@@ -23,7 +23,7 @@ use crate::Result;
 /// the URL of its index, and any folder by its URL ending in `/`.
 ///
 /// # Errors
-/// [`Error::InFile`] wrapping what went wrong: I/O, an unknown format, a
+/// [`Error::InFile`](crate::Error::InFile) wrapping what went wrong: I/O, an unknown format, a
 /// refused global, a missing or short record, a tensor past its storage.
 pub fn load(path: impl AsRef<Path>) -> Result<Checkpoint> {
     load_with(path, &LoadOptions::default())

@@ -10,7 +10,7 @@
 //!   tensor kinds; the data decoded from globals outside the allowlist;
 //!   [`ValueRef`], values read by path; [`CheckpointBuilder`]);
 //!   `globals/`, the two tables of the globals a pickle may name (allowed,
-//!   and [`decoded`] as data); `options` ([`LoadOptions`], [`LoadMode`],
+//!   and [`decoded`] as data); `options` ([`LoadOptions`], [`LoadMode`](crate::LoadMode),
 //!   [`SaveOptions`](crate::SaveOptions)); and `torch/`, PyTorch's meaning of a pickle: how
 //!   persistent ids become storages, and how tensors are rebuilt on them
 //!   and pickled back;
