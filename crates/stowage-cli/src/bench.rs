@@ -40,7 +40,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use stowage::Checkpoint;
 
-use crate::listing::human;
+use stowage_commands::human;
 use crate::{Context, Failure};
 
 /// What to time.
@@ -238,7 +238,7 @@ pub fn run(args: Args, cx: &Context, out: &mut dyn Write) -> Result<ExitCode, Fa
     } else {
         bytes as f64 / median_s / 1e9
     };
-    let transfer = crate::remote::transfer_json(cx);
+    let transfer = stowage_commands::transfer_json(cx);
     if args.json {
         let transfer = transfer.map_or(String::new(), |t| format!(", \"transfer\": {t}"));
         let base = base.map_or(String::new(), |b| b.json(median_s));

@@ -1,11 +1,11 @@
-//! `stowage`: the command line of the stowage library, as a library: the
-//! binary's `main` calls [`main`], and a program that runs a command in its
-//! own process (the Python package's `inspect`, `diff` and `convert`) calls
-//! [`run_in_process`], so both print the same output from one
-//! implementation.
+//! `stowage`: the command line of the stowage library. The binary's `main`
+//! calls [`main`]; the commands' logic is the `stowage-commands` crate's,
+//! which the Python package calls too, so both give the same results from
+//! one implementation.
 //!
-//! [`main`] is thin, as in ripgrep and candle: parse the arguments, run the
-//! command, turn the outcome into an exit status, and print an error once, as
+//! [`main`] is thin, as in ripgrep and candle: parse the arguments, call
+//! the command, print its result, turn the outcome into an exit status, and
+//! print an error once, as
 //! one line on stderr (`stowage: <error>: <cause>`). The library's warnings
 //! (`stowage::warn`, through the `log` facade) print as
 //! `stowage: warning: <message>`.
@@ -19,8 +19,8 @@
 //!
 //! Each subcommand is one module with a `clap::Args` struct named `Args` and
 //! `fn run(args: Args, cx: &Context, out: &mut dyn Write) -> Result<ExitCode, Failure>`
-//! (the [`Context`] holds the parsed global options),
-//! listed once in the `subcommands!` invocation below.
+//! (the [`Context`] holds the parsed global options, `--quiet` among them as
+//! the progress bars it draws), listed once in the `subcommands!` invocation below.
 
 use std::error::Error as StdError;
 use stowage::CheckpointError;
@@ -33,15 +33,10 @@ pub(crate) use stowage::one_line;
 
 use clap::{Parser, Subcommand};
 
-pub use context::Context;
+use stowage_commands::{CommandError, Context};
 
-mod context;
-mod data;
-mod listing;
 mod logger;
 mod progress;
-mod remote;
-mod values;
 
 /// Declares the subcommand modules, the [`Command`] enum and its dispatch.
 ///
@@ -165,6 +160,16 @@ impl From<stowage::Error> for Failure {
     }
 }
 
+impl From<CommandError> for Failure {
+    fn from(error: CommandError) -> Failure {
+        match error {
+            CommandError::Input(e) => Failure::input(e),
+            CommandError::Output(e) => Failure::from(e),
+            e => Failure::msg(e.to_string()),
+        }
+    }
+}
+
 impl From<io::Error> for Failure {
     fn from(error: io::Error) -> Failure {
         Failure {
@@ -242,8 +247,10 @@ impl<W: Write> Write for Stdout<W> {
 /// # Errors
 /// The subcommand's [`Failure`], or a failure to flush the output.
 fn run(cli: Cli, out: &mut dyn Write) -> Result<ExitCode, Failure> {
-    progress::set_quiet(cli.quiet);
-    let cx = Context::new(cli.inert, cli.allow_global);
+    let cx = Context::default()
+        .with_inert(cli.inert)
+        .with_allow_globals(cli.allow_global)
+        .with_progress(std::sync::Arc::new(progress::Bars::new(cli.quiet)));
     let status = cli.command.run(&cx, out)?;
     out.flush()?;
     Ok(status)
@@ -323,63 +330,6 @@ pub fn main() -> ExitCode {
     }
 }
 
-/// How a command run by [`run_in_process`] ended.
-#[derive(Debug)]
-pub enum Outcome {
-    /// It ran to its answer: its exit status (0, or 1 for an answer of
-    /// "no": `diff` found differences, `verify` a defect) and what it printed.
-    Answered {
-        /// The exit status.
-        status: u8,
-        /// Its standard output.
-        stdout: Vec<u8>,
-    },
-    /// The arguments were refused (the exit status 2, with clap's message).
-    Usage(String),
-    /// It failed (exit status 2): the error the binary prints as
-    /// `stowage: <message>`.
-    Failed {
-        /// The one-line message, with the command line's hint.
-        message: String,
-        /// The error itself: a `stowage::Error` or an `std::io::Error` where
-        /// it was one, for a caller that maps errors to its own types.
-        error: Box<dyn StdError + Send + Sync + 'static>,
-    },
-}
-
-/// Runs the command line `args` (without the program's name:
-/// `["inspect", "--json", "model.pt"]`) in this process, its output
-/// captured: what the binary prints for them, and how it would exit. No
-/// progress bar is drawn, no signal handler or logger is installed.
-pub fn run_in_process<I, T>(args: I) -> Outcome
-where
-    I: IntoIterator<Item = T>,
-    T: Into<std::ffi::OsString> + Clone,
-{
-    let argv = std::iter::once(std::ffi::OsString::from("stowage"))
-        .chain(args.into_iter().map(Into::into));
-    let mut cli = match Cli::try_parse_from(argv) {
-        Ok(cli) => cli,
-        Err(e) => return Outcome::Usage(e.to_string().trim_end().to_owned()),
-    };
-    cli.quiet = true;
-    let mut stdout = Vec::new();
-    match run(cli, &mut stdout) {
-        Ok(status) => Outcome::Answered {
-            // `ExitCode` cannot be read back, only compared: the
-            // subcommands answer 0, 1, or 2 (`scan` with an unreadable file).
-            status: (0..=FAILED)
-                .find(|&code| status == ExitCode::from(code))
-                .unwrap_or(FAILED),
-            stdout,
-        },
-        Err(failure) => Outcome::Failed {
-            message: failure.to_string(),
-            error: failure.error,
-        },
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -425,30 +375,6 @@ mod tests {
         let cli = Cli::try_parse_from(["stowage", "demo"]).unwrap();
         assert!(run(cli, &mut out).is_err());
         assert!(out.closed);
-    }
-
-    #[test]
-    fn a_command_run_in_process_prints_what_the_binary_prints() {
-        let Outcome::Answered { status, stdout } = run_in_process(["demo"]) else {
-            panic!("demo failed");
-        };
-        assert_eq!(status, 0);
-        assert!(String::from_utf8(stdout).unwrap().contains(">>> "));
-        assert!(matches!(
-            run_in_process(["nosuchcommand"]),
-            Outcome::Usage(_)
-        ));
-        let Outcome::Failed { message, error } = run_in_process(["inspect", "/nonexistent.pt"])
-        else {
-            panic!("a missing file was read");
-        };
-        assert!(message.contains("/nonexistent.pt"), "{message}");
-        let error = error
-            .downcast::<stowage::Error>()
-            .expect("the library's error");
-        assert!(
-            matches!(error.root(), stowage::Error::Io(e) if e.kind() == io::ErrorKind::NotFound)
-        );
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! `stowage scan PATH… [--json | --format text|json|sarif]`: the globals every pickle in each file
 //! names, each with its verdict, as the CLI contract specifies
-//! (`docs/cli-contract.md`); the work is `stowage::checkpoint::scan`.
+//! (`docs/cli-contract.md`); the work is `stowage::checkpoint::scan`, the
+//! text `stowage_commands::scan`'s.
 //!
 //! Without `--json`, per file: `FILE: <kind>, N pickles, M globals (K unsafe)`
 //! then one line per global, `  <verdict>  module.name ×count`, and
@@ -15,9 +16,9 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use stowage::checkpoint::scan::{scan_path, FileScan, Risk, ScanReport, Verdict};
+use stowage_commands::Context;
 
-use crate::{Context, Failure};
+use crate::Failure;
 
 /// Arguments of `scan`.
 #[derive(Debug, clap::Args)]
@@ -65,22 +66,19 @@ enum FailOn {
 /// # Errors
 /// Writing the output.
 pub fn run(args: Args, _cx: &Context, out: &mut dyn Write) -> Result<ExitCode, Failure> {
-    let mut report = ScanReport::default();
-    for path in &args.paths {
-        report.files.extend(scan_path(path, &stowage::LoadOptions::default()).files);
-    }
+    let report = stowage_commands::scan::scan(&args.paths);
     for f in report.files.iter().filter(|f| f.error.is_some()) {
         if let Some(e) = &f.error {
             let _ = writeln!(
                 std::io::stderr().lock(),
                 "stowage: {}: {}",
                 f.path.display(),
-                one_line(e)
+                stowage::one_line(e)
             );
         }
     }
     match if args.json { Format::Json } else { args.format } {
-        Format::Text => write_text(&report, out)?,
+        Format::Text => stowage_commands::scan::write_text(&report, out)?,
         Format::Json => writeln!(out, "{}", report.to_json())?,
         Format::Sarif => writeln!(out, "{}", report.to_sarif())?,
     }
@@ -95,70 +93,4 @@ pub fn run(args: Args, _cx: &Context, out: &mut dyn Write) -> Result<ExitCode, F
     } else {
         0
     }))
-}
-
-/// An error and its causes on one line.
-fn one_line(e: &stowage::Error) -> String {
-    crate::one_line(e)
-}
-
-fn write_file(f: &FileScan, out: &mut dyn Write) -> std::io::Result<()> {
-    let path = f.path.display();
-    if let Some(kind) = f.kind {
-        let unsafe_count = f
-            .globals
-            .iter()
-            .filter(|g| g.verdict == Verdict::Unsafe)
-            .count();
-        writeln!(
-            out,
-            "{path}: {}, {} pickle{}, {} global{} ({unsafe_count} unsafe)",
-            kind,
-            f.pickles.len(),
-            if f.pickles.len() == 1 { "" } else { "s" },
-            f.globals.len(),
-            if f.globals.len() == 1 { "" } else { "s" },
-        )?;
-        for g in &f.globals {
-            writeln!(
-                out,
-                "  {:<7}  {}.{} ×{}",
-                g.verdict,
-                g.module,
-                g.name,
-                g.count
-            )?;
-        }
-        let imports: Vec<String> = f
-            .globals
-            .iter()
-            .filter(|g| g.risk == Some(Risk::Import))
-            .map(|g| format!("{}.{}", g.module, g.name))
-            .collect();
-        if !imports.is_empty() {
-            writeln!(
-                out,
-                "  only imports, no code: {}; `stowage inspect --inert {path}` reads the file without importing them",
-                imports.join(", ")
-            )?;
-        }
-    }
-    if let Some(e) = &f.error {
-        writeln!(out, "{path}: error: {}", one_line(e))?;
-    }
-    Ok(())
-}
-
-fn write_text(report: &ScanReport, out: &mut dyn Write) -> std::io::Result<()> {
-    for f in &report.files {
-        write_file(f, out)?;
-    }
-    let unsafe_files = report.files.iter().filter(|f| f.is_unsafe()).count();
-    let errors = report.files.iter().filter(|f| f.error.is_some()).count();
-    writeln!(
-        out,
-        "{} file{} scanned: {unsafe_files} with unsafe globals, {errors} unreadable",
-        report.files.len(),
-        if report.files.len() == 1 { "" } else { "s" },
-    )
 }

@@ -10,6 +10,7 @@
 #![deny(unsafe_code)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 
+mod commands;
 mod convert;
 mod dcp;
 mod errors;
@@ -125,11 +126,16 @@ fn load_bytes(
 }
 
 /// Scans each path (a file, or a folder read recursively) without loading
-/// it: the JSON text of `stowage scan --json` (`format="json"`) or of
-/// `stowage scan --format sarif` (`format="sarif"`), made by the same code.
+/// it: the object of `stowage scan --json` (`format="json"`) or of
+/// `stowage scan --format sarif` (`format="sarif"`), made by the same code,
+/// as Python values.
 #[pyfunction]
 #[pyo3(signature = (*paths, format = "json"))]
-fn scan(py: Python<'_>, paths: &Bound<'_, pyo3::types::PyTuple>, format: &str) -> PyResult<String> {
+fn scan(
+    py: Python<'_>,
+    paths: &Bound<'_, pyo3::types::PyTuple>,
+    format: &str,
+) -> PyResult<Py<PyAny>> {
     let sarif = match format {
         "json" => false,
         "sarif" => true,
@@ -140,41 +146,15 @@ fn scan(py: Python<'_>, paths: &Bound<'_, pyo3::types::PyTuple>, format: &str) -
         }
     };
     let paths: Vec<PathBuf> = paths.iter().map(|p| p.extract()).collect::<PyResult<_>>()?;
-    Ok(py.detach(|| {
-        let mut report = stowage::checkpoint::scan::ScanReport::default();
-        for path in &paths {
-            report.files.extend(
-                stowage::checkpoint::scan::scan_path(path, &stowage::LoadOptions::default()).files,
-            );
-        }
+    let doc = py.detach(|| {
+        let report = stowage_commands::scan::scan(&paths);
         if sarif {
-            report.to_sarif().to_string()
+            report.to_sarif()
         } else {
-            report.to_json().to_string()
+            report.to_json()
         }
-    }))
-}
-
-/// Runs the command line `args` in this process (`stowage_cli::run_in_process`):
-/// its exit status (0, or 1 for an answer of "no") and its standard output.
-/// A failure raises the exception its error maps to, with the message the
-/// binary prints; refused arguments raise `ValueError`.
-#[pyfunction]
-fn cli(py: Python<'_>, args: Vec<String>) -> PyResult<(u8, Py<pyo3::types::PyBytes>)> {
-    use stowage_cli::Outcome;
-    match py.detach(|| stowage_cli::run_in_process(args)) {
-        Outcome::Answered { status, stdout } => {
-            Ok((status, pyo3::types::PyBytes::new(py, &stdout).unbind()))
-        }
-        Outcome::Usage(message) => Err(pyo3::exceptions::PyValueError::new_err(message)),
-        Outcome::Failed { message, error } => Err(match error.downcast::<stowage::Error>() {
-            Ok(e) => errors::to_py(py, *e),
-            Err(error) => match error.downcast::<std::io::Error>() {
-                Ok(e) => PyErr::from(*e),
-                Err(_) => errors::StowageError::new_err(message),
-            },
-        }),
-    }
+    });
+    Ok(commands::to_python(py, &doc)?.unbind())
 }
 
 #[pymodule]
@@ -193,6 +173,8 @@ fn _stowage(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(save::save, m)?)?;
     m.add_function(wrap_pyfunction!(save::write_items, m)?)?;
     m.add_function(wrap_pyfunction!(scan, m)?)?;
-    m.add_function(wrap_pyfunction!(cli, m)?)?;
+    m.add_function(wrap_pyfunction!(commands::inspect, m)?)?;
+    m.add_function(wrap_pyfunction!(commands::diff, m)?)?;
+    m.add_function(wrap_pyfunction!(commands::convert, m)?)?;
     Ok(())
 }

@@ -14,7 +14,6 @@ it.
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Any, BinaryIO, Dict, Iterable, Optional, Union
 
@@ -248,13 +247,7 @@ def scan(*paths: Union[str, "os.PathLike[str]"], format: str = "json") -> Dict[s
     sarif`` instead: one result per unsafe global, located by file, zip
     member and byte offset, for GitHub code scanning and other viewers.
     """
-    return json.loads(_stowage.scan(*(os.fspath(p) for p in paths), format=format))
-
-
-def _cli(args: list) -> tuple:
-    """Runs ``stowage ARGS`` in this process (the command line's own code):
-    its exit status and standard output; a failure raises as ``load`` does."""
-    return _stowage.cli([str(a) for a in args])
+    return _stowage.scan(*(os.fspath(p) for p in paths), format=format)
 
 
 def inspect(
@@ -276,13 +269,7 @@ def inspect(
     names globals outside PyTorch's allowlist without importing them, and
     lists them under ``"objects"``.
     """
-    args = ["inspect", "--json"]
-    if not hashes:
-        args.append("--no-hash")
-    if inert:
-        args.append("--inert")
-    _, out = _cli([*args, "--", os.fspath(src)])
-    return json.loads(out)
+    return _stowage.inspect(os.fspath(src), hashes=hashes, inert=inert)
 
 
 def diff(
@@ -299,13 +286,7 @@ def diff(
     is given; then floating and complex elements match as in
     ``torch.allclose``.
     """
-    args = ["diff", "--json"]
-    if atol:
-        args += ["--atol", repr(float(atol))]
-    if rtol:
-        args += ["--rtol", repr(float(rtol))]
-    _, out = _cli([*args, "--", os.fspath(a), os.fspath(b)])
-    return json.loads(out)
+    return _stowage.diff(os.fspath(a), os.fspath(b), atol=float(atol), rtol=float(rtol))
 
 
 def convert(
@@ -343,22 +324,16 @@ def convert(
     index (or DCP's ``.metadata``), and the result is what one process
     writes (``docs/distributed.md``).
     """
-    args = ["convert"]
-    if to is not None:
-        args += ["--to", to]
-    if max_shard_size is not None:
-        args += ["--max-shard-size", max_shard_size]
-    if inert:
-        args.append("--inert")
-    if drop_values:
-        args.append("--drop-values")
-    if drop_objects:
-        args.append("--drop-objects")
-    if select is not None:
-        args += ["--select", select]
-    if state_dict:
-        args.append("--state-dict")
-    if rank is not None or world is not None:
-        args += ["--rank", str(rank), "--world", str(world)]
-    _, out = _cli([*args, "--", os.fspath(src), os.fspath(dst)])
-    return out.decode()
+    return _stowage.convert(
+        os.fspath(src),
+        os.fspath(dst),
+        to=to,
+        max_shard_size=max_shard_size,
+        inert=inert,
+        drop_values=drop_values,
+        drop_objects=drop_objects,
+        select=select,
+        state_dict=state_dict,
+        rank=rank,
+        world=world,
+    )

@@ -22,7 +22,9 @@ __all__ = [
     "save_bytes",
     "write_items",
     "scan",
-    "cli",
+    "inspect",
+    "diff",
+    "convert",
 ]
 
 @final
@@ -97,8 +99,23 @@ def save(
     to: Optional[str] = None,
     max_shard_size: Optional[str] = None,
 ) -> None: ...
-def scan(*paths: str, format: str = "json") -> str: ...
-def cli(args: List[str]) -> Tuple[int, bytes]: ...
+def scan(*paths: str, format: str = "json") -> Dict[str, Any]: ...
+def inspect(src: str, *, hashes: bool = True, inert: bool = False) -> Dict[str, Any]: ...
+def diff(a: str, b: str, *, atol: float = 0.0, rtol: float = 0.0) -> Dict[str, Any]: ...
+def convert(
+    src: str,
+    dst: str,
+    *,
+    to: Optional[str] = None,
+    max_shard_size: Optional[str] = None,
+    inert: bool = False,
+    drop_values: bool = False,
+    drop_objects: bool = False,
+    select: Optional[str] = None,
+    state_dict: bool = False,
+    rank: Optional[int] = None,
+    world: Optional[int] = None,
+) -> str: ...
 
 def write_items(
     dst: str, items: List[Any], new_encoder: Any, *, sync: bool = True, zstd: bool = False

@@ -10,7 +10,7 @@ use serde_json::{json, Value as Json};
 use stowage::checkpoint::{PathKey, TensorObject};
 use stowage::Checkpoint;
 
-use crate::Failure;
+use crate::CommandError;
 
 /// One tensor of a checkpoint, with what `inspect` reports of it.
 pub struct Row<'c> {
@@ -58,7 +58,7 @@ impl Row<'_> {
 ///
 /// # Errors
 /// When the walk exceeds its limits.
-pub fn rows(ckpt: &Checkpoint) -> Result<Vec<Row<'_>>, Failure> {
+pub fn rows(ckpt: &Checkpoint) -> Result<Vec<Row<'_>>, CommandError> {
     let keys: HashMap<usize, &str> = ckpt
         .storages()
         .iter()
@@ -80,7 +80,7 @@ pub fn rows(ckpt: &Checkpoint) -> Result<Vec<Row<'_>>, Failure> {
         )
     };
     let mut out = Vec::new();
-    for (path, object) in ckpt.tensors().map_err(Failure::input)? {
+    for (path, object) in ckpt.tensors().map_err(CommandError::input)? {
         let components: Vec<Row<'_>> = object
             .kind
             .components()

@@ -101,7 +101,8 @@ pub(super) fn compare_objects(
     b: &Checkpoint,
 ) -> Result<Vec<Difference>, stowage::Error> {
     let classes = |c: &Checkpoint| -> Result<Vec<(Vec<PathKey>, Class)>, stowage::Error> {
-        Ok(c.root_value().objects()?
+        Ok(c.root_value()
+            .objects()?
             .iter()
             .map(|o| {
                 let (m, n) = o.class().unwrap_or_default();
@@ -123,7 +124,11 @@ pub(super) fn compare_objects(
         c.root_value().get_path(path).is_ok_and(|v| {
             matches!(
                 v.kind(),
-                ValueKind::Dict | ValueKind::List | ValueKind::Tuple | ValueKind::Set | ValueKind::FrozenSet
+                ValueKind::Dict
+                    | ValueKind::List
+                    | ValueKind::Tuple
+                    | ValueKind::Set
+                    | ValueKind::FrozenSet
             )
         })
     };
@@ -188,4 +193,3 @@ pub(super) fn value_words(v: &Json) -> String {
         (_, value) => value.to_string(),
     }
 }
-

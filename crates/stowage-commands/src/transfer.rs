@@ -1,12 +1,13 @@
 //! Checkpoints named by URL (`s3://…`, `gs://…`, `az://…`, `http(s)://…`,
 //! `file://…`): what the commands add for them. Loading and saving go
 //! through the library's entry points, which read and write URLs themselves
-//! (the `remote` feature); here are the transfer counts for `--json`.
+//! (the `remote` feature); here are the transfer counts, each result's
+//! `"transfer"` member.
 
 use crate::Context;
 use serde_json::{json, Value as Json};
 
-/// What this run (`cx`) has transferred from and to object stores, as the
+/// What the run of `cx` has transferred from and to object stores, as the
 /// `"transfer"` member of `--json` outputs: `None` when nothing was.
 pub fn transfer_json(cx: &Context) -> Option<Json> {
     #[cfg(feature = "remote")]
@@ -30,13 +31,5 @@ pub fn transfer_json(cx: &Context) -> Option<Json> {
     {
         let _ = (json!(null), cx);
         None
-    }
-}
-
-/// Adds the `"transfer"` member to a JSON object when this run (`cx`)
-/// transferred anything.
-pub fn add_transfer(cx: &Context, doc: &mut Json) {
-    if let (Some(t), Some(o)) = (transfer_json(cx), doc.as_object_mut()) {
-        o.insert("transfer".into(), t);
     }
 }

@@ -1,16 +1,17 @@
-//! `stowage diff A B [--json] [--atol X] [--rtol X] [--ignore-sharing]`: two
-//! checkpoints compared tensor by tensor and value by value, by path, as the
-//! CLI contract specifies (`docs/cli-contract.md`).
+//! `diff`: two checkpoints compared tensor by tensor and value by value, by
+//! path, as the CLI contract specifies for `stowage diff`
+//! (`docs/cli-contract.md`): [`diff`] gives a [`DiffReport`], which
+//! serializes to `diff --json`'s object and writes its lines.
 //!
 //! For every tensor path: present on both sides, same dtype, same shape, the
 //! same logical values (with the lazy conjugation and negation bits applied,
 //! as `inspect` hashes them), and the same quantization parameters. Values
-//! are bit for bit by default; with `--atol`/`--rtol`, floating and complex
+//! are bit for bit by default; with a tolerance (`--atol`/`--rtol`), floating and complex
 //! elements match when bit-identical or when `|a - b| <= atol + rtol * |b|`
 //! (`torch.allclose`; NaN matches only a bit-identical NaN). Across paths:
 //! the same sharing structure, that is the same partition of the paths
-//! present on both sides into groups viewing one storage (`--ignore-sharing`
-//! leaves it out).
+//! present on both sides into groups viewing one storage
+//! ([`DiffOptions::with_ignore_sharing`] leaves it out).
 //!
 //! For every non-tensor leaf (`inspect --json`'s `"values"`): present on both
 //! sides with the same type and value; floats within the tolerance when one
@@ -20,7 +21,7 @@
 //! Both files are loaded lazily and compared window by window, so memory
 //! does not grow with their size.
 //!
-//! `--json` kinds: `missing_in_a`, `missing_in_b`, `dtype`, `shape`, `values`
+//! The JSON's kinds: `missing_in_a`, `missing_in_b`, `dtype`, `shape`, `values`
 //! (`elements_differing`, `numel`, `max_abs_diff` for floats,
 //! `elements_outside_tolerance` with a tolerance), `sharing`, and `value` for
 //! a non-tensor value, with `a` and `b` each `{"type", "value"}` as `inspect
@@ -30,57 +31,28 @@
 //! one path (or an object against a plain container), `a` and `b` each
 //! `{"module", "name"}` or `null`.
 //!
-//! Exit 0 when nothing differs, 1 when something does (one line per
-//! difference, or one JSON object with `--json`), 2 when either file cannot be
-//! read.
+//! The command line exits 0 when nothing differs, 1 when something does
+//! (one line per difference, or one JSON object with `--json`), 2 when
+//! either file cannot be read.
 
+mod report;
 mod values;
 
-use std::collections::{HashMap, HashSet};
-use std::io::Write;
-use std::path::PathBuf;
-use std::process::ExitCode;
+pub use self::report::DiffReport;
 
-use serde_json::{json, Map, Value as Json};
-use stowage::layout::Layout;
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+
+use serde_json::{json, Value as Json};
 use stowage::checkpoint::{dotted, PathKey, TensorObject, ValueRef};
+use stowage::layout::Layout;
 use stowage::{Checkpoint, DType, Kind, Scalar, Tensor, UntypedStorage};
 
-use self::values::{compare_objects, compare_values, value_words, Class};
+use self::values::{compare_objects, compare_values, Class};
 use crate::data::Reader;
-use crate::listing::{path_json, rows};
+use crate::listing::rows;
 use crate::values::float_json;
-use crate::Context;
-use crate::{progress, Failure};
-
-/// Arguments of `diff`.
-#[derive(Debug, clap::Args)]
-pub struct Args {
-    #[arg(help = concat!("The first checkpoint (\"A\"): ", inputs!()))]
-    a: PathBuf,
-    /// The second checkpoint ("B"), of any kind "A" may be
-    b: PathBuf,
-    /// Print one JSON object `{"same": bool, "differences": [...]}` instead of lines
-    #[arg(long)]
-    json: bool,
-    /// Absolute tolerance for floating-point tensors and values (torch.allclose's atol)
-    #[arg(long, value_name = "X", value_parser = tolerance)]
-    atol: Option<f64>,
-    /// Relative tolerance for floating-point tensors and values (torch.allclose's rtol)
-    #[arg(long, value_name = "X", value_parser = tolerance)]
-    rtol: Option<f64>,
-    /// Do not compare which tensors share a storage
-    #[arg(long)]
-    ignore_sharing: bool,
-}
-
-/// A tolerance: a finite number, zero or more.
-fn tolerance(s: &str) -> Result<f64, String> {
-    match s.parse::<f64>() {
-        Ok(x) if x.is_finite() && x >= 0.0 => Ok(x),
-        _ => Err(format!("{s:?} is not a finite number >= 0")),
-    }
-}
+use crate::{CommandError, Context};
 
 /// How close two floats must be: `|a - b| <= atol + rtol * |b|`.
 #[derive(Clone, Copy, Debug)]
@@ -95,17 +67,85 @@ impl Tolerance {
     }
 }
 
-/// What to compare, from the arguments.
+/// What [`diff`] compares.
 #[derive(Clone, Copy, Debug, Default)]
-struct Options {
+#[non_exhaustive]
+pub struct DiffOptions {
     /// `None`: bit for bit.
     tolerance: Option<Tolerance>,
     ignore_sharing: bool,
 }
 
-/// One difference between the two checkpoints.
+impl DiffOptions {
+    /// Floating and complex elements and values match when bit-identical
+    /// or when `|a - b| <= atol + rtol * |b|`, as in `torch.allclose`
+    /// (`--atol`, `--rtol`). Without, every element is compared bit for bit.
+    ///
+    /// # Errors
+    /// [`CommandError::Usage`] for a tolerance that is negative or not finite.
+    pub fn with_tolerance(mut self, atol: f64, rtol: f64) -> Result<DiffOptions, CommandError> {
+        for (name, x) in [("atol", atol), ("rtol", rtol)] {
+            if !(x.is_finite() && x >= 0.0) {
+                return Err(CommandError::usage(format!(
+                    "diff: {name} {x} is not a finite number >= 0"
+                )));
+            }
+        }
+        self.tolerance = Some(Tolerance { atol, rtol });
+        Ok(self)
+    }
+
+    /// Leaves out which tensors share a storage (`--ignore-sharing`).
+    #[must_use]
+    pub fn with_ignore_sharing(mut self, ignore: bool) -> DiffOptions {
+        self.ignore_sharing = ignore;
+        self
+    }
+}
+
+/// Compares the checkpoints at `a` and `b` (files, folders or URLs), both
+/// loaded lazily and compared window by window.
+///
+/// ```
+/// use std::path::Path;
+/// use stowage_commands::diff::{diff, DiffOptions};
+/// use stowage_commands::Context;
+///
+/// let fixtures = Path::new("../stowage/tests/fixtures");
+/// let (a, b) = (fixtures.join("state_dict.pt"), fixtures.join("params.pt"));
+/// let report = diff(&a, &b, &Context::default(), &DiffOptions::default())?;
+/// assert!(!report.is_same());
+/// for d in report.differences() {
+///     println!("{d}"); // `0.weight: missing in B`, as `stowage diff` prints it
+/// }
+/// let json = serde_json::to_value(&report)?; // `stowage diff --json`'s object
+/// assert_eq!(json["same"], false);
+/// assert_eq!(json["differences"][0]["kind"], report.differences()[0].kind());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+///
+/// # Errors
+/// [`CommandError::Input`] when either cannot be read or is refused.
+pub fn diff(
+    a: &Path,
+    b: &Path,
+    cx: &Context,
+    options: &DiffOptions,
+) -> Result<DiffReport, CommandError> {
+    let ckpt_a = cx.load(a, false)?;
+    let ckpt_b = cx.load(b, false)?;
+    let differences = compare(&ckpt_a, &ckpt_b, *options, cx)?;
+    Ok(DiffReport {
+        differences,
+        transfer: crate::transfer_json(cx),
+    })
+}
+
+/// One difference between the two checkpoints: its path and kind, and
+/// (`Display`) the line `stowage diff` prints for it. Its JSON is the
+/// entry of [`DiffReport`]'s `"differences"`.
 #[derive(Debug)]
-struct Difference {
+pub struct Difference {
     /// The tensor path (for sharing: the group's first path).
     path: Vec<PathKey>,
     /// What differs.
@@ -184,7 +224,11 @@ fn quantization(t: &TensorObject) -> Result<Quantization, stowage::Error> {
         return Ok(None);
     };
     Ok(Some(match q {
-        Q::PerChannel { scales, zero_points, axis } => {
+        Q::PerChannel {
+            scales,
+            zero_points,
+            axis,
+        } => {
             let hash = |x: &Tensor| crate::data::sha256(&TensorObject::new(x.clone()), |_| ());
             json!({"qscheme": q.qscheme(), "axis": axis, "scales_sha256": hash(scales)?, "zero_points_sha256": hash(zero_points)?})
         }
@@ -212,48 +256,18 @@ struct Values {
     quantization: Option<(Quantization, Quantization)>,
 }
 
-/// Runs `diff`.
-pub fn run(args: Args, cx: &Context, out: &mut dyn Write) -> Result<ExitCode, Failure> {
-    let a = cx.load(&args.a, false)?;
-    let b = cx.load(&args.b, false)?;
-    let tolerance = (args.atol.is_some() || args.rtol.is_some()).then(|| Tolerance {
-        atol: args.atol.unwrap_or(0.0),
-        rtol: args.rtol.unwrap_or(0.0),
-    });
-    let options = Options {
-        tolerance,
-        ignore_sharing: args.ignore_sharing,
-    };
-    let differences = compare(&a, &b, options)?;
-    if args.json {
-        let list: Vec<Json> = differences.iter().map(difference_json).collect();
-        let mut doc = json!({"same": differences.is_empty(), "differences": list});
-        crate::remote::add_transfer(cx, &mut doc);
-        writeln!(out, "{doc}")?;
-    } else {
-        for d in &differences {
-            writeln!(out, "{}", difference_line(d))?;
-        }
-        match differences.len() {
-            0 => writeln!(out, "same")?,
-            1 => writeln!(out, "1 difference")?,
-            n => writeln!(out, "{n} differences")?,
-        }
-    }
-    Ok(if differences.is_empty() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
-}
-
 /// Every difference between `a` and `b`: per tensor path in A's order, then
 /// tensor paths only in B, then the values, then the sharing structure.
-fn compare(a: &Checkpoint, b: &Checkpoint, options: Options) -> Result<Vec<Difference>, Failure> {
+fn compare(
+    a: &Checkpoint,
+    b: &Checkpoint,
+    options: DiffOptions,
+    cx: &Context,
+) -> Result<Vec<Difference>, CommandError> {
     let rows_a = rows(a)?;
     let rows_b = rows(b)?;
-    let leaves_a = crate::values::leaves(a, std::path::Path::new("A"))?;
-    let leaves_b = crate::values::leaves(b, std::path::Path::new("B"))?;
+    let (leaves_a, _) = crate::values::leaves(a, std::path::Path::new("A"))?;
+    let (leaves_b, _) = crate::values::leaves(b, std::path::Path::new("B"))?;
     let value_paths = |leaves: &[ValueRef<'_>]| -> HashSet<Vec<PathKey>> {
         leaves.iter().map(|l| l.path().to_vec()).collect()
     };
@@ -290,7 +304,7 @@ fn compare(a: &Checkpoint, b: &Checkpoint, options: Options) -> Result<Vec<Diffe
         .filter(|r| by_path_b.contains_key(r.path.as_slice()) && !r.is_container())
         .map(|r| r.object.tensor.nbytes() as u64)
         .sum();
-    let bar = progress::bytes(total, "comparing");
+    let bar = cx.progress().bytes(total, "comparing".into());
 
     let mut differences = Vec::new();
     // Paths on both sides, in A's order, with their storage key on each side.
@@ -340,7 +354,7 @@ fn compare(a: &Checkpoint, b: &Checkpoint, options: Options) -> Result<Vec<Diffe
         (&by_path_a, &by_path_b),
         options.tolerance,
     ));
-    differences.extend(compare_objects(a, b).map_err(Failure::input)?);
+    differences.extend(compare_objects(a, b).map_err(CommandError::input)?);
     if !options.ignore_sharing {
         differences.extend(sharing(&common));
     }
@@ -368,7 +382,7 @@ fn compare_tensors(
     b: &TensorObject,
     tolerance: Option<Tolerance>,
     progress: &dyn Fn(u64),
-) -> Result<Option<What>, Failure> {
+) -> Result<Option<What>, CommandError> {
     let (ta, tb) = (&a.tensor, &b.tensor);
     if ta.dtype() != tb.dtype() {
         return Ok(Some(What::DType {
@@ -386,7 +400,7 @@ fn compare_tensors(
     if la != lb {
         return Ok(Some(What::Layout { a: la, b: lb }));
     }
-    let at = |e| Failure::at(path, e);
+    let at = |e| CommandError::at(path, e);
     let quantization = {
         let (qa, qb) = (quantization(a).map_err(at)?, quantization(b).map_err(at)?);
         (qa != qb).then_some((qa, qb))
@@ -395,7 +409,11 @@ fn compare_tensors(
     // rows; meta tensors (no storage) have no values to compare.
     if !a.kind.is_strided() || (!ta.has_data() && !tb.has_data() && ta.is_meta() && tb.is_meta()) {
         return Ok(quantization.map(|q| {
-            What::Values(Values { numel: ta.numel(), quantization: Some(q), ..Values::default() })
+            What::Values(Values {
+                numel: ta.numel(),
+                quantization: Some(q),
+                ..Values::default()
+            })
         }));
     }
     let dtype = ta.dtype();
@@ -410,12 +428,18 @@ fn compare_tensors(
     loop {
         let wa = ra.next_window().map_err(at)?.map(<[u8]>::to_vec);
         let wb = rb.next_window().map_err(at)?;
-        let (Some(wa), Some(wb)) = (wa, wb) else { break };
+        let (Some(wa), Some(wb)) = (wa, wb) else {
+            break;
+        };
         progress(wa.len() as u64);
         if wa == wb {
             continue;
         }
-        let bitwise: Vec<bool> = wa.chunks(size).zip(wb.chunks(size)).map(|(x, y)| x != y).collect();
+        let bitwise: Vec<bool> = wa
+            .chunks(size)
+            .zip(wb.chunks(size))
+            .map(|(x, y)| x != y)
+            .collect();
         differing += bitwise.iter().filter(|&&d| d).count();
         if !numeric {
             continue;
@@ -555,162 +579,9 @@ fn sharing(common: &[(&[PathKey], &str, &str)]) -> Vec<Difference> {
     differences
 }
 
-fn quantization_json(q: &Quantization) -> Json {
-    q.clone().unwrap_or(Json::Null)
-}
-
-fn difference_json(d: &Difference) -> Json {
-    let mut o = Map::new();
-    o.insert("path".into(), path_json(&d.path));
-    let kind = match &d.kind {
-        What::MissingInA => "missing_in_a",
-        What::MissingInB => "missing_in_b",
-        What::DType { a, b } => {
-            o.insert("a".into(), json!(a.name()));
-            o.insert("b".into(), json!(b.name()));
-            "dtype"
-        }
-        What::Shape { a, b } => {
-            o.insert("a".into(), json!(a));
-            o.insert("b".into(), json!(b));
-            "shape"
-        }
-        What::Layout { a, b } => {
-            o.insert("a".into(), json!(a));
-            o.insert("b".into(), json!(b));
-            "layout"
-        }
-        What::Values(v) => {
-            o.insert("elements_differing".into(), json!(v.differing));
-            o.insert("numel".into(), json!(v.numel));
-            if let Some(m) = v.max_abs_diff {
-                o.insert("max_abs_diff".into(), float_json(m));
-            }
-            if let Some(n) = v.outside_tolerance {
-                o.insert("elements_outside_tolerance".into(), json!(n));
-            }
-            if let Some((qa, qb)) = &v.quantization {
-                o.insert("quantization_a".into(), quantization_json(qa));
-                o.insert("quantization_b".into(), quantization_json(qb));
-            }
-            "values"
-        }
-        What::Value { a, b } => {
-            o.insert("a".into(), a.clone().unwrap_or(Json::Null));
-            o.insert("b".into(), b.clone().unwrap_or(Json::Null));
-            match (a, b) {
-                (Some(_), None) => "missing_in_b",
-                (None, Some(_)) => "missing_in_a",
-                _ => "value",
-            }
-        }
-        What::Object { a, b } => {
-            let class = |c: &Option<Class>| match c {
-                Some((module, name)) => json!({"module": module, "name": name}),
-                None => Json::Null,
-            };
-            o.insert("a".into(), class(a));
-            o.insert("b".into(), class(b));
-            "object"
-        }
-        What::Sharing { side, paths, other } => {
-            o.insert("shared_in".into(), json!(side.name().to_lowercase()));
-            o.insert(
-                "paths".into(),
-                Json::Array(paths.iter().map(|p| path_json(p)).collect()),
-            );
-            let groups = other
-                .iter()
-                .map(|g| Json::Array(g.iter().map(|p| path_json(p)).collect()))
-                .collect();
-            o.insert("groups_in_other".into(), Json::Array(groups));
-            "sharing"
-        }
-    };
-    o.insert("kind".into(), json!(kind));
-    Json::Object(o)
-}
-
-fn shape(s: &[usize]) -> String {
-    format!("{s:?}")
-}
-
-fn list(paths: &[Vec<PathKey>]) -> String {
-    paths
-        .iter()
-        .map(|p| dotted(p))
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-fn difference_line(d: &Difference) -> String {
-    let path = dotted(&d.path);
-    match &d.kind {
-        What::MissingInA => format!("{path}: missing in A"),
-        What::MissingInB => format!("{path}: missing in B"),
-        What::DType { a, b } => format!("{path}: dtype {} in A, {} in B", a.name(), b.name()),
-        What::Shape { a, b } => format!("{path}: shape {} in A, {} in B", shape(a), shape(b)),
-        What::Layout { a, b } => format!("{path}: layout {a} in A, {b} in B"),
-        What::Values(v) => {
-            let mut line = format!(
-                "{path}: values differ in {} of {} elements",
-                v.differing, v.numel
-            );
-            if let Some(n) = v.outside_tolerance {
-                line.push_str(&format!(", {n} outside the tolerance"));
-            }
-            if let Some(m) = v.max_abs_diff {
-                line.push_str(&format!(", max abs diff {m:e}"));
-            }
-            if let Some((qa, qb)) = &v.quantization {
-                let q = |q: &Quantization| match q {
-                    None => "none".to_string(),
-                    Some(j) => j.to_string(),
-                };
-                line.push_str(&format!("; quantization {} in A, {} in B", q(qa), q(qb)));
-            }
-            line
-        }
-        What::Value { a, b } => match (a, b) {
-            (Some(a), None) => format!("{path}: missing in B ({})", value_words(a)),
-            (None, Some(b)) => format!("{path}: missing in A ({})", value_words(b)),
-            (a, b) => format!(
-                "{path}: {} in A, {} in B",
-                a.as_ref().map_or_else(String::new, value_words),
-                b.as_ref().map_or_else(String::new, value_words)
-            ),
-        },
-        What::Object { a, b } => {
-            let class = |c: &Option<Class>| match c {
-                Some((module, name)) => format!("an object {module}.{name}"),
-                None => "a plain container".to_owned(),
-            };
-            format!("{path}: {} in A, {} in B", class(a), class(b))
-        }
-        What::Sharing { side, paths, other } => {
-            let there = other
-                .iter()
-                .map(|g| {
-                    if g.len() == 1 {
-                        format!("{} alone", list(g))
-                    } else {
-                        format!("[{}]", list(g))
-                    }
-                })
-                .collect::<Vec<_>>()
-                .join("; ");
-            format!(
-                "{path}: sharing: {} share one storage in {} but not in {} (there: {there})",
-                list(paths),
-                side.name(),
-                side.other().name()
-            )
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use super::report::{difference_json, difference_line};
     use super::*;
     use stowage::Tensor;
 
@@ -722,7 +593,9 @@ mod tests {
     fn identical_checkpoints_have_no_differences() {
         let t = Tensor::from_slice(&[1.0f32, 2.0, 3.0]).unwrap();
         let a = Checkpoint::from_state_dict([("w", t.clone()), ("v", t.clone())]);
-        assert!(compare(&a, &a, Options::default()).unwrap().is_empty());
+        assert!(compare(&a, &a, DiffOptions::default(), &Context::default())
+            .unwrap()
+            .is_empty());
     }
 
     #[test]
@@ -744,7 +617,7 @@ mod tests {
             ("s", s.reshape(&[2, 1]).unwrap()),
             ("only_b", s),
         ]);
-        let diffs = compare(&a, &b, Options::default()).unwrap();
+        let diffs = compare(&a, &b, DiffOptions::default(), &Context::default()).unwrap();
         let lines: Vec<String> = diffs.iter().map(difference_line).collect();
         assert_eq!(
             lines,
@@ -801,20 +674,23 @@ mod tests {
             .build()
             .unwrap();
         // Bit for bit: the weights and the value differ.
-        let lines: Vec<String> = compare(&a, &b, Options::default())
+        let lines: Vec<String> = compare(&a, &b, DiffOptions::default(), &Context::default())
             .unwrap()
             .iter()
             .map(difference_line)
             .collect();
         assert_eq!(lines.len(), 2, "{lines:?}");
-        assert!(lines[0].starts_with("m.w: values differ in 2 of 4 elements"), "{lines:?}");
+        assert!(
+            lines[0].starts_with("m.w: values differ in 2 of 4 elements"),
+            "{lines:?}"
+        );
         assert_eq!(lines[1], "lr: float 0.001 in A, float 0.00104 in B");
-        let with = |atol: f64, rtol: f64| Options {
+        let with = |atol: f64, rtol: f64| DiffOptions {
             tolerance: Some(Tolerance { atol, rtol }),
             ignore_sharing: false,
         };
         // |1 - 1.05| = 0.05 <= 0.1; |100 - 101| = 1 > 0.1 + 0 * 101.
-        let d = compare(&a, &b, with(0.1, 0.0)).unwrap();
+        let d = compare(&a, &b, with(0.1, 0.0), &Context::default()).unwrap();
         assert_eq!(d.len(), 1, "{d:?}");
         assert_eq!(
             difference_line(&d[0]),
@@ -822,9 +698,16 @@ mod tests {
         );
         assert_eq!(difference_json(&d[0])["elements_outside_tolerance"], 1);
         // rtol 0.01 of |b| = 1.01 covers the second; the value is within 1e-4.
-        assert!(compare(&a, &b, with(0.1, 0.01)).unwrap().is_empty());
+        assert!(compare(&a, &b, with(0.1, 0.01), &Context::default())
+            .unwrap()
+            .is_empty());
         // The identical NaNs match; a tolerance of 0 is bit for bit on these.
-        assert_eq!(compare(&a, &b, with(0.0, 0.0)).unwrap().len(), 2);
+        assert_eq!(
+            compare(&a, &b, with(0.0, 0.0), &Context::default())
+                .unwrap()
+                .len(),
+            2
+        );
     }
 
     #[test]
@@ -846,7 +729,7 @@ mod tests {
             .value("nan", f64::NAN)
             .build()
             .unwrap();
-        let d = compare(&a, &b, Options::default()).unwrap();
+        let d = compare(&a, &b, DiffOptions::default(), &Context::default()).unwrap();
         let lines: Vec<String> = d.iter().map(difference_line).collect();
         assert_eq!(
             lines,
@@ -865,6 +748,9 @@ mod tests {
         assert_eq!(j["b"], json!({"type": "int", "value": 4}));
         assert_eq!(difference_json(&d[1])["kind"], "missing_in_b");
         assert_eq!(difference_json(&d[4])["a"]["type"], "tensor");
+        for d in &d {
+            assert_eq!(difference_json(d)["kind"], d.kind(), "{d}");
+        }
     }
 
     #[test]
@@ -872,11 +758,18 @@ mod tests {
         let w = Tensor::from_slice(&[1.0f32, 2.0]).unwrap();
         let a = Checkpoint::from_state_dict([("w", w.clone()), ("v", w.clone())]);
         let b = Checkpoint::from_state_dict([("w", w.clone()), ("v", w.deep_clone().unwrap())]);
-        assert_eq!(compare(&a, &b, Options::default()).unwrap().len(), 1);
-        let options = Options {
+        assert_eq!(
+            compare(&a, &b, DiffOptions::default(), &Context::default())
+                .unwrap()
+                .len(),
+            1
+        );
+        let options = DiffOptions {
             ignore_sharing: true,
-            ..Options::default()
+            ..DiffOptions::default()
         };
-        assert!(compare(&a, &b, options).unwrap().is_empty());
+        assert!(compare(&a, &b, options, &Context::default())
+            .unwrap()
+            .is_empty());
     }
 }

@@ -363,24 +363,23 @@ pub fn tree(
 
 /// Every non-tensor leaf of `ckpt`, once per path; when a structure is shared
 /// too often for that (past the library's walk limit), each shared container
-/// once, at its first path, with a warning naming `file`.
+/// once, at its first path, with a warning naming `file`, and `true`.
 ///
 /// # Errors
 /// When even that walk exceeds its limit.
 pub fn leaves<'c>(
     ckpt: &'c stowage::Checkpoint,
     file: &std::path::Path,
-) -> Result<Vec<ValueRef<'c>>, crate::Failure> {
+) -> Result<(Vec<ValueRef<'c>>, bool), crate::CommandError> {
     match ckpt.root_value().leaves() {
         Err(stowage::Error::Checkpoint(CheckpointError::LimitExceeded { .. })) => {
             log::warn!(
                 "{}: values are shared too often to list once per path; each shared container is listed once, at its first path",
                 file.display()
             );
-            ckpt.root_value()
-                .leaves_once()
-                .map_err(crate::Failure::input)
+            let once = ckpt.root_value().leaves_once();
+            Ok((once.map_err(crate::CommandError::input)?, true))
         }
-        other => other.map_err(crate::Failure::input),
+        other => Ok((other.map_err(crate::CommandError::input)?, false)),
     }
 }
