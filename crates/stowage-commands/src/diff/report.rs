@@ -15,7 +15,7 @@ use super::{Difference, Quantization, What};
 use crate::listing::path_json;
 use crate::values::float_json;
 
-/// How two checkpoints differ: [`diff`]'s result.
+/// How two checkpoints differ: [`diff`](super::diff)'s result.
 ///
 /// Serializes to the JSON object of `stowage diff --json`: `{"differences":
 /// [...], "same": bool}`, and `"transfer"` when anything was fetched.
