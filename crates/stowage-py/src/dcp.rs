@@ -6,9 +6,10 @@
 use std::path::PathBuf;
 
 use pyo3::prelude::*;
+use pyo3::types::PyList;
 use stowage::checkpoint::dcp::metadata::ItemKind;
 use stowage::checkpoint::dcp::DcpCheckpoint;
-use stowage::checkpoint::TensorObject;
+use stowage::checkpoint::{PathKey, TensorObject};
 use stowage::{Checkpoint, LoadOptions};
 
 use crate::convert::Converter;
@@ -56,6 +57,28 @@ impl DcpSource {
                         .collect(),
                 )),
                 _ => None,
+            })
+            .collect()
+    }
+
+    /// Each value item (not a tensor): its name in `.metadata`, and its path
+    /// from the root of the saved state dict (`planner_data`), each key a
+    /// `str` or an `int`.
+    fn values<'py>(&self, py: Python<'py>) -> PyResult<Vec<(String, Bound<'py, PyList>)>> {
+        self.inner
+            .metadata()
+            .items
+            .iter()
+            .filter(|item| matches!(item.kind, ItemKind::Bytes(_)))
+            .map(|item| {
+                let path = PyList::empty(py);
+                for key in &item.path {
+                    match key {
+                        PathKey::Key(k) => path.append(k)?,
+                        PathKey::Index(i) => path.append(i)?,
+                    }
+                }
+                Ok((item.fqn.clone(), path))
             })
             .collect()
     }

@@ -296,3 +296,60 @@ def test_rank_partitioned_conversion_holds_memory_to_the_largest_tensor(tmp_path
             for k, v in state.items():
                 assert torch.equal(loaded[k], v), (to, world, k)
             del loaded
+
+
+def _model_and_optimizer():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU(), torch.nn.Linear(3, 2))
+    optim = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    model(torch.randn(5, 4)).sum().backward()
+    optim.step()
+    return model, optim
+
+
+def test_a_dcp_source_lists_exactly_its_metadatas_keys(tmp_path):
+    """An optimizer's state as `get_state_dict` gives it, saved by PyTorch's
+    FileSystemWriter: stowage's reader names every item as `.metadata` does
+    (`optim.param_groups.0.lr`, not `optim.param_groups`), so `dcp.load`
+    with a template built from that metadata loads every value."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_state_dict
+
+    from stowage.dcp import StorageReader
+
+    model, optim = _model_and_optimizer()
+    model_sd, optim_sd = get_state_dict(model, optim)
+    out = tmp_path / "ckpt"
+    dcp.save({"model": model_sd, "optim": optim_sd}, storage_writer=dcp.FileSystemWriter(out), no_dist=True)
+    theirs = dcp.FileSystemReader(out).read_metadata().state_dict_metadata
+    ours = StorageReader(out).read_metadata().state_dict_metadata
+    assert sorted(ours) == sorted(theirs)
+    assert "optim.param_groups.0.lr" in ours
+    for name, entry in theirs.items():
+        assert type(ours[name]) is type(entry), name
+    # A template of every key: tensors of the saved shapes, values as None.
+    template = {
+        name: torch.zeros(entry.size, dtype=entry.properties.dtype) if hasattr(entry, "size") else None
+        for name, entry in theirs.items()
+    }
+    dcp.load(template, storage_reader=StorageReader(out), no_dist=True)
+    assert template["optim.param_groups.0.lr"] == optim_sd["param_groups"][0]["lr"]
+    assert template["optim.param_groups.0.params"] == optim_sd["param_groups"][0]["params"]
+    assert torch.equal(template["model.0.weight"], model_sd["0.weight"])
+
+
+def test_any_other_source_is_named_as_flatten_state_dict_names_it(tmp_path):
+    """A `.pt` holding a model and an optimizer's state: the reader's keys
+    are exactly what PyTorch's own `flatten_state_dict` makes of it."""
+    from torch.distributed.checkpoint._nested_dict import flatten_state_dict
+
+    from stowage.dcp import StorageReader
+
+    model, optim = _model_and_optimizer()
+    saved = {"model": model.state_dict(), "optim": optim.state_dict(), "epoch": 3, "tags": ["a", "b"]}
+    src = tmp_path / "ckpt.pt"
+    torch.save(saved, src)
+    flat, _ = flatten_state_dict(torch.load(src, weights_only=True))
+    ours = StorageReader(src).read_metadata().state_dict_metadata
+    assert sorted(ours) == sorted(flat)
+    assert "optim.param_groups.0.betas" in ours and "tags" in ours

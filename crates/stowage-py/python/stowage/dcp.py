@@ -67,7 +67,7 @@ from torch.distributed.checkpoint.storage import WriteResult
 from torch.futures import Future
 
 from . import _stowage
-from ._safe_open import SafeOpen
+from ._safe_open import _TENSOR, SafeOpen, _ValuesAdapter
 from ._stowage import StowageError
 
 __all__ = ["StorageReader", "StorageWriter"]
@@ -97,18 +97,47 @@ def _tensor_entry(dtype: str, shape: List[int], chunks: List[Tuple[List[int], Li
     )
 
 
-def _flat_values(values: Any, prefix: str = "") -> Iterator[Tuple[str, Any]]:
-    """The non-tensor leaves of ``values`` by their DCP names: dict keys
-    joined with ``.``, as ``flatten_state_dict`` names them."""
-    if isinstance(values, dict):
-        for key, value in values.items():
-            name = f"{prefix}.{key}" if prefix else str(key)
-            if isinstance(value, dict) and value:
-                yield from _flat_values(value, name)
-            else:
-                yield name, value
-    elif prefix:
-        yield prefix, values
+def _flat_values(tree: Any) -> Iterator[Tuple[str, Any]]:
+    """The non-tensor leaves of ``tree`` (a loaded object whose tensors are
+    ``_TENSOR`` markers) under the names PyTorch's ``flatten_state_dict``
+    gives them: the walk of ``torch.distributed.checkpoint._traverse.
+    traverse_state_dict``, keys joined with ``.``. A mapping is always
+    walked into; a list only when it holds a tensor, a mapping, or a list
+    that is walked into; anything else is a leaf."""
+
+    def terminal(value: Any) -> bool:
+        if isinstance(value, dict):
+            return False
+        if not isinstance(value, list):
+            return True
+        for entry in value:
+            if isinstance(entry, (dict, list)) and not terminal(entry):
+                return False
+            if entry is _TENSOR:
+                return False
+        return True
+
+    def walk(path: Tuple[Any, ...], value: Any) -> Iterator[Tuple[str, Any]]:
+        if isinstance(value, dict):
+            for k, v in value.items():
+                yield from walk(path + (str(k),), v)
+        elif terminal(value):
+            if value is not _TENSOR:
+                yield ".".join(map(str, path)), value
+        elif isinstance(value, (list, tuple)):
+            for i, v in enumerate(value):
+                yield from walk(path + (i,), v)
+
+    if isinstance(tree, dict):
+        for key, value in tree.items():
+            yield from walk((str(key),), value)
+
+
+def _at(tree: Any, path: List[Any]) -> Any:
+    """The value at ``path`` (dict keys and list indices) in ``tree``."""
+    for key in path:
+        tree = tree[key]
+    return tree
 
 
 class StorageReader(_StorageReader):
@@ -170,11 +199,20 @@ class StorageReader(_StorageReader):
         return self._opened
 
     def _value_table(self) -> Dict[str, Any]:
+        """Every value by its DCP name: a DCP folder's as its ``.metadata``
+        names them; anything else's as PyTorch's ``flatten_state_dict``
+        names what it holds."""
         if self._values is None:
             opened = self._open()
-            # A safetensors file's metadata is its header's strings, not values.
-            values = {} if opened.format == "safetensors" else opened.metadata()
-            self._values = dict(_flat_values(values))
+            source = self._dcp_source()
+            if opened.format == "safetensors" and source is None:
+                # A safetensors file's metadata is its header's strings, not values.
+                self._values = {}
+            elif source is not None:
+                tree = opened._handle().root(_ValuesAdapter())
+                self._values = {name: _at(tree, path) for name, path in source.values()}
+            else:
+                self._values = dict(_flat_values(opened._handle().root(_ValuesAdapter())))
         return self._values
 
     def reset(self, checkpoint_id: Union[str, "os.PathLike[str]", None] = None) -> None:
