@@ -229,8 +229,24 @@ pub fn run(args: Args, cx: &Context, out: &mut dyn Write) -> Result<ExitCode, Fa
     }
     bar.finish_and_clear();
     let base = baselines.map(|b| b.finish(&times));
+    let transfer = stowage_commands::transfer_json(cx);
+    print(&args, out, bytes, &mut times, base, transfer)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Prints what was timed: one JSON object (`--json`) or lines for people,
+/// with the baselines and the transfer where there are.
+fn print(
+    args: &Args,
+    out: &mut dyn Write,
+    bytes: u64,
+    times: &mut [Duration],
+    base: Option<baselines::Summary>,
+    transfer: Option<serde_json::Value>,
+) -> Result<(), Failure> {
+    let runs = u64::from(args.repeat);
     let min_s = times.iter().min().map_or(0.0, Duration::as_secs_f64);
-    let median_s = median(&mut times);
+    let median_s = median(times);
     // A mapped load reads no bytes (the pages come in when first touched):
     // it has no bandwidth to report, only the time to map and build.
     let gb_per_s = if args.mmap {
@@ -238,7 +254,6 @@ pub fn run(args: Args, cx: &Context, out: &mut dyn Write) -> Result<ExitCode, Fa
     } else {
         bytes as f64 / median_s / 1e9
     };
-    let transfer = stowage_commands::transfer_json(cx);
     if args.json {
         let transfer = transfer.map_or(String::new(), |t| format!(", \"transfer\": {t}"));
         let base = base.map_or(String::new(), |b| b.json(median_s));
@@ -283,7 +298,7 @@ pub fn run(args: Args, cx: &Context, out: &mut dyn Write) -> Result<ExitCode, Fa
             )?;
         }
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
 #[cfg(test)]

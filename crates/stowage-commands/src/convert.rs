@@ -364,6 +364,68 @@ pub fn convert(
             "convert: --rank/--world write a part of a folder: give --to safetensors, bin or dcp and a folder",
         ));
     }
+    let ckpt = read_input(src, o, cx, format)?;
+    if let Some(to) = folder_format(format) {
+        return to_folder(src, o, cx, &ckpt, dest.path(), to);
+    }
+    let total: u64 = match format {
+        SaveFormat::Safetensors => ckpt
+            .tensors()
+            .map_err(CommandError::input)?
+            .iter()
+            .map(|(_, t)| t.tensor.nbytes() as u64)
+            .sum(),
+        _ => ckpt
+            .storages()
+            .iter()
+            .map(|s| s.storage.nbytes() as u64)
+            .sum(),
+    };
+    let bar = cx
+        .progress()
+        .bytes(total, format!("writing {}", dst.display()));
+    let tick = bar.clone();
+    let options = cx
+        .save_options()
+        .with_progress(Progress::new(move |n| tick.inc(n)))
+        .with_sync(o.sync);
+    let mut notes = Vec::new();
+    let written = match format {
+        SaveFormat::Safetensors => {
+            let (ckpt, said) = for_safetensors(&ckpt, src, o.drop_values)?;
+            notes = said;
+            save_to(&ckpt, &dest, &options)
+        }
+        _ => save_to(&ckpt, &dest, &options),
+    };
+    bar.finish_and_clear();
+    written.map_err(|e| match e {
+        // An input the target format cannot hold is refused input (exit 2).
+        e @ (stowage::Error::AtPath { .. } | stowage::Error::Checkpoint(CheckpointError::NotSaveable { .. })) => CommandError::input(e),
+        // So is an input that could not be read while writing (a lazily
+        // loaded storage whose file or server failed): exit 2.
+        stowage::Error::InFile { ref source, .. }
+            if matches!(&**source, stowage::Error::InFile { path, .. } if *path == src) =>
+        {
+            CommandError::input(e)
+        }
+        // The library names the file it was writing; naming it again would repeat it.
+        e @ stowage::Error::InFile { .. } => CommandError::from(e),
+        e => CommandError::from(e.in_file(dst.to_owned())),
+    })?;
+    Ok(Conversion { lines: notes })
+}
+
+/// IN as `options` select it (`--select`, `--state-dict`), checked for
+/// what `format` can hold: the values `torch.load(weights_only=True)`
+/// refuses dropped or refused, and a conversion that would write nothing
+/// refused.
+fn read_input(
+    src: &Path,
+    o: &ConvertOptions,
+    cx: &Context,
+    format: SaveFormat,
+) -> Result<Checkpoint, CommandError> {
     let in_input = |e: stowage::Error| CommandError::input(e.in_file(src.to_owned()));
     // `--select` first, so that what is left out is neither converted nor
     // refused; `--state-dict` reads the module at the selected path.
@@ -418,55 +480,7 @@ pub fn convert(
             }
         )));
     }
-    if let Some(to) = folder_format(format) {
-        return to_folder(src, o, cx, &ckpt, dest.path(), to);
-    }
-    let total: u64 = match format {
-        SaveFormat::Safetensors => ckpt
-            .tensors()
-            .map_err(CommandError::input)?
-            .iter()
-            .map(|(_, t)| t.tensor.nbytes() as u64)
-            .sum(),
-        _ => ckpt
-            .storages()
-            .iter()
-            .map(|s| s.storage.nbytes() as u64)
-            .sum(),
-    };
-    let bar = cx
-        .progress()
-        .bytes(total, format!("writing {}", dst.display()));
-    let tick = bar.clone();
-    let options = cx
-        .save_options()
-        .with_progress(Progress::new(move |n| tick.inc(n)))
-        .with_sync(o.sync);
-    let mut notes = Vec::new();
-    let written = match format {
-        SaveFormat::Safetensors => {
-            let (ckpt, said) = for_safetensors(&ckpt, src, o.drop_values)?;
-            notes = said;
-            save_to(&ckpt, &dest, &options)
-        }
-        _ => save_to(&ckpt, &dest, &options),
-    };
-    bar.finish_and_clear();
-    written.map_err(|e| match e {
-        // An input the target format cannot hold is refused input (exit 2).
-        e @ (stowage::Error::AtPath { .. } | stowage::Error::Checkpoint(CheckpointError::NotSaveable { .. })) => CommandError::input(e),
-        // So is an input that could not be read while writing (a lazily
-        // loaded storage whose file or server failed): exit 2.
-        stowage::Error::InFile { ref source, .. }
-            if matches!(&**source, stowage::Error::InFile { path, .. } if *path == src) =>
-        {
-            CommandError::input(e)
-        }
-        // The library names the file it was writing; naming it again would repeat it.
-        e @ stowage::Error::InFile { .. } => CommandError::from(e),
-        e => CommandError::from(e.in_file(dst.to_owned())),
-    })?;
-    Ok(Conversion { lines: notes })
+    Ok(ckpt)
 }
 
 /// What a rank that did not write the index says: which ranks it found
@@ -527,121 +541,124 @@ fn to_folder(
     dir: &Path,
     format: FolderFormat,
 ) -> Result<Conversion, CommandError> {
-    use stowage::checkpoint::dcp::{self, DcpSaveOptions};
-    use stowage::checkpoint::sharded::{parse_size, save_sharded, ShardFormat, ShardOptions};
-    let in_dir = |e: stowage::Error| match e {
-        e @ stowage::Error::InFile { .. } => CommandError::from(e),
-        e => CommandError::from(e.in_file(dir.to_owned())),
-    };
-    let bar = cx.progress().spinner(format!("writing {}", dir.display()));
-    let written = match format {
-        FolderFormat::Dcp => {
-            let part = part_of(o).inspect_err(|_| bar.finish_and_clear())?;
-            let ranks = match (o.ranks, part) {
-                (Some(0), _) => {
-                    bar.finish_and_clear();
-                    return Err(CommandError::usage("convert: --ranks must be at least 1"));
-                }
-                (Some(n), Some((_, world))) if n != world => {
-                    bar.finish_and_clear();
-                    return Err(CommandError::usage(format!(
-                        "convert: --ranks {n} with a world of {world}: each process writes its rank's file, so the DCP has as many as the world"
-                    )));
-                }
-                (_, Some((_, world))) => world,
-                (n, None) => n.unwrap_or(1),
-            };
-            let options = DcpSaveOptions::default()
-                .with_ranks(ranks)
-                .with_sync(o.sync);
-            match part {
-                None => dcp::save(dir, ckpt, &options).map(|()| {
-                    format!(
-                        "wrote a distributed checkpoint of {ranks} ranks' files to {}",
-                        dir.display()
-                    )
-                }),
-                Some((rank, world)) => dcp::save_part(dir, ckpt, &options, rank).map(|pending| {
-                    let mut line = format!(
-                        "wrote rank {rank}'s file of a distributed checkpoint as rank {rank} of {world} to {}",
-                        dir.display()
-                    );
-                    line.push('\n');
-                    if pending.is_empty() {
-                        line.push_str(&format!(
-                            "wrote the index {} (the last rank to finish)",
-                            dir.join(".metadata").display()
-                        ));
-                    } else {
-                        line.push_str(&pending_line(&pending));
-                    }
-                    line
-                }),
-            }
-        }
+    let _bar = cx.progress().spinner(format!("writing {}", dir.display()));
+    let line = match format {
+        FolderFormat::Dcp => to_dcp(o, ckpt, dir)?,
         // Safetensors or Bin: `folder_format` gives no other.
-        _ => {
-            let max_shard_size = parse_size(&o.max_shard_size).map_err(|e| {
-                bar.finish_and_clear();
-                CommandError::usage(format!("convert: --max-shard-size: {e}"))
-            })?;
-            // A set holds a state dict: its values go into the index's
-            // metadata, as a single file keeps them in `__metadata__`.
-            let (metadata, note) = store_values(ckpt, src, o.drop_values, true)
-                .inspect_err(|_| bar.finish_and_clear())?;
-            // Without the values, nothing of the structure but the tensors'
-            // names is written (the library keeps a nested checkpoint's
-            // structure and values in the set).
-            let mut with_values = if o.drop_values {
-                ckpt.tensors_only().map_err(CommandError::input)?
-            } else {
-                ckpt.clone()
-            };
-            with_values.set_safetensors_metadata((!metadata.is_empty()).then_some(metadata));
-            let ckpt = &with_values;
-            let mut options = ShardOptions::default()
-                .with_format(match format {
-                    FolderFormat::Bin => ShardFormat::Bin,
-                    _ => ShardFormat::Safetensors,
-                })
-                .with_max_shard_size(max_shard_size)
-                .with_sync(o.sync);
-            let part = part_of(o).inspect_err(|_| bar.finish_and_clear())?;
-            if let Some((rank, world)) = part {
-                options = options.with_part(rank, world);
-            }
-            save_sharded(dir, ckpt, &options).map(|saved| {
-                let of = part.map_or(String::new(), |(rank, world)| {
-                    format!(" as rank {rank} of {world}")
-                });
-                let mut line = format!(
-                    "wrote {} shard{} ({} of tensor data){of} to {}",
-                    saved.files.len(),
-                    if saved.files.len() == 1 { "" } else { "s" },
-                    human(saved.total_size),
-                    dir.display()
-                );
-                if let (Some(_), Some(index)) = (part, &saved.index) {
-                    line.push_str(&format!(
-                        "\nwrote the index {} (the last rank to finish)",
-                        index.display()
-                    ));
-                }
-                if !saved.pending.is_empty() {
-                    line.push('\n');
-                    line.push_str(&pending_line(&saved.pending));
-                }
-                if let Some(note) = &note {
-                    line.push('\n');
-                    line.push_str(note);
-                }
-                line
-            })
-        }
+        _ => to_set(src, o, ckpt, dir, format)?,
     };
-    bar.finish_and_clear();
-    let line = written.map_err(in_dir)?;
     Ok(Conversion {
         lines: line.lines().map(str::to_owned).collect(),
     })
+}
+
+/// An error writing the folder `dir`, named once.
+fn in_dir(dir: &Path, e: stowage::Error) -> CommandError {
+    match e {
+        e @ stowage::Error::InFile { .. } => CommandError::from(e),
+        e => CommandError::from(e.in_file(dir.to_owned())),
+    }
+}
+
+/// Writes a DCP folder at `dir`: what was written, as lines.
+fn to_dcp(o: &ConvertOptions, ckpt: &Checkpoint, dir: &Path) -> Result<String, CommandError> {
+    use stowage::checkpoint::dcp::{self, DcpSaveOptions};
+    let part = part_of(o)?;
+    let ranks = match (o.ranks, part) {
+        (Some(0), _) => return Err(CommandError::usage("convert: --ranks must be at least 1")),
+        (Some(n), Some((_, world))) if n != world => {
+            return Err(CommandError::usage(format!(
+                "convert: --ranks {n} with a world of {world}: each process writes its rank's file, so the DCP has as many as the world"
+            )));
+        }
+        (_, Some((_, world))) => world,
+        (n, None) => n.unwrap_or(1),
+    };
+    let options = DcpSaveOptions::default()
+        .with_ranks(ranks)
+        .with_sync(o.sync);
+    let Some((rank, world)) = part else {
+        dcp::save(dir, ckpt, &options).map_err(|e| in_dir(dir, e))?;
+        return Ok(format!(
+            "wrote a distributed checkpoint of {ranks} ranks' files to {}",
+            dir.display()
+        ));
+    };
+    let pending = dcp::save_part(dir, ckpt, &options, rank).map_err(|e| in_dir(dir, e))?;
+    let mut line = format!(
+        "wrote rank {rank}'s file of a distributed checkpoint as rank {rank} of {world} to {}",
+        dir.display()
+    );
+    line.push('\n');
+    if pending.is_empty() {
+        line.push_str(&format!(
+            "wrote the index {} (the last rank to finish)",
+            dir.join(".metadata").display()
+        ));
+    } else {
+        line.push_str(&pending_line(&pending));
+    }
+    Ok(line)
+}
+
+/// Writes a sharded set of `format` at `dir`: what was written, as lines.
+fn to_set(
+    src: &Path,
+    o: &ConvertOptions,
+    ckpt: &Checkpoint,
+    dir: &Path,
+    format: FolderFormat,
+) -> Result<String, CommandError> {
+    use stowage::checkpoint::sharded::{parse_size, save_sharded, ShardFormat, ShardOptions};
+    let max_shard_size = parse_size(&o.max_shard_size)
+        .map_err(|e| CommandError::usage(format!("convert: --max-shard-size: {e}")))?;
+    // A set holds a state dict: its values go into the index's
+    // metadata, as a single file keeps them in `__metadata__`.
+    let (metadata, note) = store_values(ckpt, src, o.drop_values, true)?;
+    // Without the values, nothing of the structure but the tensors'
+    // names is written (the library keeps a nested checkpoint's
+    // structure and values in the set).
+    let mut with_values = if o.drop_values {
+        ckpt.tensors_only().map_err(CommandError::input)?
+    } else {
+        ckpt.clone()
+    };
+    with_values.set_safetensors_metadata((!metadata.is_empty()).then_some(metadata));
+    let mut options = ShardOptions::default()
+        .with_format(match format {
+            FolderFormat::Bin => ShardFormat::Bin,
+            _ => ShardFormat::Safetensors,
+        })
+        .with_max_shard_size(max_shard_size)
+        .with_sync(o.sync);
+    let part = part_of(o)?;
+    if let Some((rank, world)) = part {
+        options = options.with_part(rank, world);
+    }
+    let saved = save_sharded(dir, &with_values, &options).map_err(|e| in_dir(dir, e))?;
+    let of = part.map_or(String::new(), |(rank, world)| {
+        format!(" as rank {rank} of {world}")
+    });
+    let mut line = format!(
+        "wrote {} shard{} ({} of tensor data){of} to {}",
+        saved.files.len(),
+        if saved.files.len() == 1 { "" } else { "s" },
+        human(saved.total_size),
+        dir.display()
+    );
+    if let (Some(_), Some(index)) = (part, &saved.index) {
+        line.push_str(&format!(
+            "\nwrote the index {} (the last rank to finish)",
+            index.display()
+        ));
+    }
+    if !saved.pending.is_empty() {
+        line.push('\n');
+        line.push_str(&pending_line(&saved.pending));
+    }
+    if let Some(note) = &note {
+        line.push('\n');
+        line.push_str(note);
+    }
+    Ok(line)
 }

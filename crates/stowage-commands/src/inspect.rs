@@ -428,6 +428,12 @@ fn table(
     for i in 0..rows.len() {
         writeln!(out, "{}", row(&cells(i).each_ref().map(String::as_str)))?;
     }
+    writeln!(out, "{}", summary(ckpt, format, rows))
+}
+
+/// The line under the table: how many tensors and storages, their bytes,
+/// and what sharing saves.
+fn summary(ckpt: &Checkpoint, format: &str, rows: &[Row<'_>]) -> String {
     // Sharing saves what the tensors' own bytes would take beyond the
     // storages: tied weights save a copy; disjoint slices of one storage
     // (an LSTM's gates) save nothing.
@@ -448,8 +454,7 @@ fn table(
         .filter(|(_, t)| recorded.contains(&t.untyped_storage().id()))
         .map(|(_, t)| (t.numel().div_ceil(t.dtype().elements_per_byte()) * t.dtype().size()) as u64)
         .sum();
-    writeln!(
-        out,
+    format!(
         "{} tensors, {} storages, {} in tensors, {} in storages, {} saved by sharing ({}, {} byte order)",
         rows.len(),
         ckpt.storages().len(),

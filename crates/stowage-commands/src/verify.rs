@@ -537,6 +537,44 @@ fn load(path: &Path, format: Option<Format>, options: &LoadOptions) -> Result<Ch
     }
 }
 
+/// Notes the records of the archive that nothing references: storages the
+/// pickle never names, records `torch.save` does not write, and records
+/// outside the archive's root folder, all of which loaders ignore.
+fn note_unreferenced<R: ReadAt>(
+    zip: &ZipReader<R>,
+    root: &str,
+    ckpt: &Checkpoint,
+    report: &mut Report<'_>,
+) {
+    let referenced: HashSet<String> = ckpt
+        .storages()
+        .iter()
+        .map(|s| format!("data/{}", s.key))
+        .chain(KNOWN_RECORDS.iter().map(|r| r.to_string()))
+        .collect();
+    for entry in zip.entries() {
+        match entry
+            .name
+            .strip_prefix(root)
+            .and_then(|r| r.strip_prefix('/'))
+        {
+            Some(record) if referenced.contains(record) => {}
+            Some(record) if record.starts_with("data/") => report.note(&format!(
+                "record {} ({} bytes) is never referenced by data.pkl",
+                entry.name, entry.size
+            )),
+            Some(_) => report.note(&format!(
+                "record {} is not one torch.save writes; loaders ignore it",
+                entry.name
+            )),
+            None => report.note(&format!(
+                "record {} is outside the archive's root folder {root:?}; loaders ignore it",
+                entry.name
+            )),
+        }
+    }
+}
+
 /// The message of a zip error on `entry`, naming the record and the offset of
 /// its data where the error does not already name them.
 fn record_error(entry: &Entry, offset: Option<u64>, e: &ZipError) -> String {
@@ -642,32 +680,6 @@ fn verify_zip<R: ReadAt>(
             report.defect(&e);
         }
     }
-    let referenced: HashSet<String> = ckpt
-        .storages()
-        .iter()
-        .map(|s| format!("data/{}", s.key))
-        .chain(KNOWN_RECORDS.iter().map(|r| r.to_string()))
-        .collect();
-    for entry in zip.entries() {
-        match entry
-            .name
-            .strip_prefix(&root)
-            .and_then(|r| r.strip_prefix('/'))
-        {
-            Some(record) if referenced.contains(record) => {}
-            Some(record) if record.starts_with("data/") => report.note(&format!(
-                "record {} ({} bytes) is never referenced by data.pkl",
-                entry.name, entry.size
-            )),
-            Some(_) => report.note(&format!(
-                "record {} is not one torch.save writes; loaders ignore it",
-                entry.name
-            )),
-            None => report.note(&format!(
-                "record {} is outside the archive's root folder {root:?}; loaders ignore it",
-                entry.name
-            )),
-        }
-    }
+    note_unreferenced(&zip, &root, &ckpt, report);
     Ok(())
 }
