@@ -51,6 +51,10 @@ pub fn load_with(path: impl AsRef<Path>, options: &LoadOptions) -> Result<Checkp
 /// element size, else copied. Each tensor of a safetensors file becomes a
 /// storage over its bytes in the mapping.
 ///
+/// A URL names an object in a store, which cannot be mapped: it is loaded
+/// eagerly, as [`load_with`] loads it with [`LoadMode::Eager`](crate::LoadMode::Eager),
+/// whatever mode `options` asks for.
+///
 /// # Safety
 /// The storages' bytes are the file's pages: while any storage of the
 /// checkpoint lives, the file must not be truncated (reads would fault) or
