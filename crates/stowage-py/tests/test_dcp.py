@@ -144,10 +144,23 @@ def test_the_read_is_only_the_plans_bytes(tmp_path):
     assert torch.equal(reader._fill(req, torch.zeros(1024, 2).t()), want)
 
 
+def _files_of_one_save(out):
+    """The folder's files, each data file's name without the save's id
+    (`__{rank}_{save}_{i}.distcp` as `__{rank}_{i}.distcp`, FileSystemWriter's
+    names); every data file is of one save."""
+    import re
+
+    names = sorted(p.name for p in out.iterdir())
+    saves = {m.group(1) for n in names if (m := re.match(r"__\d+_([0-9a-f]{12})_\d+\.distcp$", n))}
+    assert len(saves) == 1, names
+    save = saves.pop()
+    return [n.replace(f"_{save}_", "_") if n.endswith(".distcp") else n for n in names]
+
+
 def test_a_stowage_written_dcp_is_read_by_pytorch_at_another_world_size(tmp_path, reference):
     out = tmp_path / "ckpt"
     torchrun(2, "save", "stowage", out, reference, 0)
-    assert sorted(p.name for p in out.iterdir()) == [".metadata", "__0_0.distcp", "__1_0.distcp"]
+    assert _files_of_one_save(out) == [".metadata", "__0_0.distcp", "__1_0.distcp"]
     torchrun(3, "load", "torch", out, reference, 1)
     torchrun(1, "load", "stowage", out, reference, 0)
 
@@ -157,7 +170,7 @@ def test_the_writers_zstd_and_threads_are_read_by_pytorch(tmp_path, reference):
     out = tmp_path / "ckpt"
     torchrun(2, "save", "stowage-zstd", out, reference, 0)
     # Two files per rank, as FileSystemWriter(thread_count=2) writes them.
-    assert sorted(p.name for p in out.iterdir()) == [
+    assert _files_of_one_save(out) == [
         ".metadata", "__0_0.distcp", "__0_1.distcp", "__1_0.distcp", "__1_1.distcp"]
     torchrun(3, "load", "torch", out, reference, 1)
     torchrun(1, "load", "stowage", out, reference, 0)
@@ -353,3 +366,65 @@ def test_any_other_source_is_named_as_flatten_state_dict_names_it(tmp_path):
     ours = StorageReader(src).read_metadata().state_dict_metadata
     assert sorted(ours) == sorted(flat)
     assert "optim.param_groups.0.betas" in ours and "tags" in ours
+
+
+_DYING_SAVE = """
+import os, sys, time
+import torch
+import torch.distributed as dist
+import torch.distributed.checkpoint as dcp
+from stowage.dcp import StorageWriter
+
+out, step, writer = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+state = {f"w{rank}": torch.full((1024,), float(step))}
+Writer = StorageWriter if writer == "stowage" else dcp.FileSystemWriter
+if step == 2 and rank == 1:
+    def dying(self, plan, planner):
+        time.sleep(3)  # rank 0 writes its file meanwhile
+        os._exit(1)
+    Writer.write_data = dying
+dcp.save(state, storage_writer=Writer(out))
+dist.barrier()
+dist.destroy_process_group()
+"""
+
+
+def test_a_rank_dying_in_a_save_over_a_checkpoint_leaves_the_earlier_one_whole(tmp_path):
+    """2 ranks save step 1, then rank 1 dies in `write_data` of step 2's
+    save over it (NeMo-RL #3312): every load gives step 1 whole, never rank
+    0's tensor of step 2 beside rank 1's of step 1."""
+    import torch.distributed.checkpoint as dcp
+
+    from stowage.dcp import StorageReader
+
+    worker = tmp_path / "worker.py"
+    worker.write_text(_DYING_SAVE)
+    out = tmp_path / "ckpt"
+
+    def save(step):
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
+               str(worker), str(out), str(step), "stowage"]
+        env = dict(os.environ, OMP_NUM_THREADS="1")
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
+
+    assert save(1).returncode == 0
+    assert save(2).returncode != 0
+    step1 = {"w0": torch.full((1024,), 1.0), "w1": torch.full((1024,), 1.0)}
+    loaded = stowage.load(out)
+    assert all(torch.equal(loaded[k], v) for k, v in step1.items()), loaded
+    for reader in (StorageReader(out), dcp.FileSystemReader(out)):
+        back = {k: torch.zeros(1024) for k in step1}
+        dcp.load(back, storage_reader=reader, no_dist=True)
+        assert all(torch.equal(back[k], v) for k, v in step1.items()), (reader, back)
+    # A save that succeeds replaces it whole, and leaves no file of the
+    # earlier one behind.
+    state = {"w0": torch.full((1024,), 3.0), "w1": torch.full((1024,), 3.0)}
+    from stowage.dcp import StorageWriter
+
+    dcp.save(state, storage_writer=StorageWriter(out), no_dist=True)
+    loaded = stowage.load(out)
+    assert all(torch.equal(loaded[k], v) for k, v in state.items())
+    named = {i.relative_path for i in dcp.FileSystemReader(out).read_metadata().storage_data.values()}
+    assert {p.name for p in out.iterdir() if p.name.endswith(".distcp")} == named

@@ -362,6 +362,14 @@ class StorageWriter(_StorageWriter):
         (``__{rank}_{i}.distcp``), the items split over them by size as
         ``FileSystemWriter`` splits them.
     sync: fsync each file before it is renamed into place (local folders).
+
+    A save over an earlier checkpoint never mixes the two: each save's files
+    are named by its id (``__{rank}_{save}_{i}.distcp``), so the earlier
+    ``.metadata`` names only the earlier save's files until the new
+    ``.metadata`` replaces it, whole, after every rank has written. A save
+    that fails midway leaves the earlier checkpoint as it was; one that
+    succeeds then removes the data files its ``.metadata`` does not name
+    (in a local folder; in an object store they stay, never read).
     """
 
     def __init__(
@@ -396,7 +404,10 @@ class StorageWriter(_StorageWriter):
         return plan
 
     def prepare_global_plan(self, plans: List[SavePlan]) -> List[SavePlan]:
-        return [dataclasses.replace(p, storage_data=_StoragePrefix(f"__{i}_")) for i, p in enumerate(plans)]
+        # This save's own names: none is a name an earlier save's .metadata
+        # may hold, so no file it names is rewritten while it is in place.
+        save = self.save_id[:12]
+        return [dataclasses.replace(p, storage_data=_StoragePrefix(f"__{i}_{save}_")) for i, p in enumerate(plans)]
 
     def _data(self, item: Any, planner: SavePlanner) -> Any:
         """What ``item`` stores: its bytes, or a compact CPU tensor."""
@@ -457,6 +468,17 @@ class StorageWriter(_StorageWriter):
         _stowage.write_items(
             _join(self.dst, _METADATA), [pickle.dumps(metadata)], None, sync=self.sync
         )
+        self._remove_unnamed({info.relative_path for info in storage.values()})
+
+    def _remove_unnamed(self, named: set) -> None:
+        """Removes the data files of earlier saves, which the ``.metadata``
+        just written does not name (a local folder's; in an object store
+        they stay, never read)."""
+        if _stowage.Location(self.dst).is_remote:
+            return
+        for entry in os.scandir(self.dst):
+            if entry.name.startswith("__") and entry.name.endswith(".distcp") and entry.name not in named:
+                os.remove(entry.path)
 
     def storage_meta(self) -> Any:
         from torch.distributed.checkpoint.metadata import StorageMeta
