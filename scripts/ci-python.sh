@@ -15,6 +15,12 @@ fi
 if ! "$py" -c "import sarif_pydantic, sarif.loader" >/dev/null 2>&1; then
   "$py" -m pip install --quiet sarif-pydantic sarif-tools >&2
 fi
+# transformers, a real client of what stowage writes and loads
+# (tests/test_clients.py: from_pretrained of a tiny model built from a
+# config, no network).
+if ! "$py" -c "import transformers" >/dev/null 2>&1; then
+  "$py" -m pip install --quiet transformers >&2
+fi
 # JAX and MLX for framework="jax"/"mlx" (tests/test_frameworks.py). MLX's
 # Linux wheels are CPU-only and x86-64/aarch64 with glibc 2.35 or newer;
 # where none fits, its tests skip, and say so.

@@ -96,7 +96,7 @@ pub fn diff(py: Python<'_>, a: PathBuf, b: PathBuf, atol: f64, rtol: f64) -> PyR
 
 /// `stowage convert`: what it prints.
 #[pyfunction]
-#[pyo3(signature = (src, dst, *, to = None, max_shard_size = None, inert = false, drop_values = false, drop_objects = false, select = None, state_dict = false, rank = None, world = None))]
+#[pyo3(signature = (src, dst, *, to = None, max_shard_size = None, ranks = None, inert = false, drop_values = false, drop_objects = false, select = None, state_dict = false, rank = None, world = None))]
 #[allow(clippy::too_many_arguments)] // The keyword arguments of `stowage.convert`.
 pub fn convert(
     py: Python<'_>,
@@ -104,6 +104,7 @@ pub fn convert(
     dst: PathBuf,
     to: Option<&str>,
     max_shard_size: Option<String>,
+    ranks: Option<usize>,
     inert: bool,
     drop_values: bool,
     drop_objects: bool,
@@ -118,6 +119,7 @@ pub fn convert(
         .map_err(|e| PyValueError::new_err(format!("convert: to: {}", stowage::one_line(&e))))?;
     let mut options = ConvertOptions::default()
         .with_to(to)
+        .with_ranks(ranks)
         .with_drop_values(drop_values)
         .with_drop_objects(drop_objects)
         .with_select(select)

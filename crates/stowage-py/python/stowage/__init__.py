@@ -295,6 +295,7 @@ def convert(
     *,
     to: Optional[str] = None,
     max_shard_size: Optional[str] = None,
+    ranks: Optional[int] = None,
     inert: bool = False,
     drop_values: bool = False,
     drop_objects: bool = False,
@@ -311,6 +312,10 @@ def convert(
     checkpoint). The same options, and the same results, as the command;
     returns what it prints (what was written, and the values stored,
     dropped or tied).
+
+    ``ranks`` (with ``to="dcp"``): the ranks' files of the distributed
+    checkpoint, each tensor split over them along its first dimension (1
+    by default, or ``world``'s).
 
     ``select`` keeps only the value at a dotted path (``"model"``,
     ``"state_dict"``), named relative to it: a training checkpoint's
@@ -329,6 +334,7 @@ def convert(
         os.fspath(dst),
         to=to,
         max_shard_size=max_shard_size,
+        ranks=ranks,
         inert=inert,
         drop_values=drop_values,
         drop_objects=drop_objects,

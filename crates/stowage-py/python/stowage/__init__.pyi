@@ -69,6 +69,7 @@ def convert(
     *,
     to: Optional[str] = None,
     max_shard_size: Optional[str] = None,
+    ranks: Optional[int] = None,
     inert: bool = False,
     drop_values: bool = False,
     drop_objects: bool = False,
