@@ -36,14 +36,12 @@
 //! Transfers are counted per object ([`RemoteObject::transfer`]) and for the
 //! whole process ([`totals`]).
 
-use crate::error::ErrorContext;
 use std::future::Future;
 use std::io;
 use std::ops::Range;
 use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, OnceLock};
-use std::time::Duration;
 
 use bytes::Bytes;
 use futures::StreamExt;
@@ -52,26 +50,25 @@ use object_store::ObjectStore;
 
 use super::ReadAt;
 
+mod error;
 mod meter;
+mod options;
 mod store;
 mod upload;
 
-use crate::{Error, Result};
+use crate::Result;
+use error::{fail, in_url};
+pub use error::{RemoteError, RemoteFailure};
 use meter::{count, counted, Counters};
 pub use meter::{totals, Meter, Transfer};
-use store::{open_store, open_with_parts, StoreCache};
+pub use options::RemoteOptions;
+use store::{open_store, open_with_parts};
 pub(crate) use upload::upload;
 
 /// Bytes kept from the head of an object.
 const HEAD_BLOCK: u64 = 64 << 10;
 /// Bytes kept from the tail of an object.
 const TAIL_BLOCK: u64 = 256 << 10;
-/// Largest single range request of a batch, by default.
-const MAX_REQUEST: u64 = 16 << 20;
-/// Reads of a batch closer than this are fetched in one request, by default.
-const COALESCE_GAP: u64 = 64 << 10;
-/// Largest object fetched whole from a server that ignores `Range`, by default.
-const MAX_WHOLE_GET: u64 = 1 << 30;
 /// Size of each part of a multipart upload (S3's minimum is 5 MiB).
 const PART_SIZE: usize = 16 << 20;
 
@@ -89,282 +86,6 @@ pub(crate) fn url_of(path: &Path) -> Option<&str> {
     let scheme = scheme.to_ascii_lowercase();
     let known = SCHEMES.contains(&scheme.as_str()) || scheme == "https" || scheme == "file";
     (known && !rest.is_empty()).then_some(text)
-}
-
-/// Timeouts, retries and concurrency of remote reads and writes.
-#[non_exhaustive]
-#[derive(Clone, Debug)]
-pub struct RemoteOptions {
-    /// Longest a whole request may take, from connecting to the last byte.
-    pub(crate) timeout: Duration,
-    /// Longest connecting may take.
-    pub(crate) connect_timeout: Duration,
-    /// Retries of a failed request (server errors, dropped connections,
-    /// timeouts; never a 4xx answer such as 403 or 404).
-    pub(crate) retries: usize,
-    /// Longest a request may be retried for, from its first try.
-    pub(crate) retry_timeout: Duration,
-    /// Most range requests in flight at once in a batch.
-    pub(crate) concurrency: usize,
-    /// Reads of a batch whose gap is at most this many bytes are fetched in
-    /// one request (the gap's bytes are fetched and dropped). Default 64 KiB.
-    pub(crate) coalesce_gap: u64,
-    /// Largest request a batch's coalescing makes, in bytes (a single read
-    /// larger than this is still one request). Default 16 MiB. Bounds the
-    /// memory in flight: about `concurrency × max_request`.
-    pub(crate) max_request: u64,
-    /// Largest object fetched whole, in one `GET`, from a server that ignores
-    /// `Range` requests. Default 1 GiB.
-    pub(crate) max_whole_get: u64,
-    /// More `object_store` configuration, as `(key, value)` pairs
-    /// (`("aws_endpoint", "http://127.0.0.1:9000")`), applied after the environment;
-    /// a key the URL's store does not know makes opening fail, naming it.
-    pub(crate) store_options: Vec<(String, String)>,
-    /// What the objects opened with these options count their transfers
-    /// into, beside the process's [`totals`].
-    pub(crate) meter: Option<Meter>,
-    /// The store clients built for these options and their clones (one
-    /// load's objects), one per store: a client holds a connection pool and
-    /// a credential chain, so a set of many files shares one. A builder
-    /// that changes what a client is built with starts an empty cache.
-    stores: StoreCache,
-}
-
-impl Default for RemoteOptions {
-    /// A minute a request, 5 s to connect, 3 retries within 30 s, 16
-    /// requests in flight, 64 KiB gaps coalesced, 16 MiB requests at most,
-    /// objects of up to 1 GiB fetched whole from a server without `Range`.
-    fn default() -> Self {
-        RemoteOptions {
-            timeout: Duration::from_secs(60),
-            connect_timeout: Duration::from_secs(5),
-            retries: 3,
-            retry_timeout: Duration::from_secs(30),
-            concurrency: 16,
-            coalesce_gap: COALESCE_GAP,
-            max_request: MAX_REQUEST,
-            max_whole_get: MAX_WHOLE_GET,
-            store_options: Vec::new(),
-            meter: None,
-            stores: StoreCache::default(),
-        }
-    }
-}
-
-impl RemoteOptions {
-    /// Longest a whole request may take, from connecting to the last byte.
-    pub fn with_timeout(mut self, timeout: Duration) -> Self {
-        self.timeout = timeout;
-        self.stores = StoreCache::default();
-        self
-    }
-
-    /// Longest connecting may take.
-    pub fn with_connect_timeout(mut self, connect_timeout: Duration) -> Self {
-        self.connect_timeout = connect_timeout;
-        self.stores = StoreCache::default();
-        self
-    }
-
-    /// Retries of a failed request (server errors, dropped connections,
-    /// timeouts; never a 4xx answer such as 403 or 404).
-    pub fn with_retries(mut self, retries: usize) -> Self {
-        self.retries = retries;
-        self.stores = StoreCache::default();
-        self
-    }
-
-    /// Longest a request may be retried for, from its first try.
-    pub fn with_retry_timeout(mut self, retry_timeout: Duration) -> Self {
-        self.retry_timeout = retry_timeout;
-        self.stores = StoreCache::default();
-        self
-    }
-
-    /// Most range requests in flight at once in a batch.
-    pub fn with_concurrency(mut self, concurrency: usize) -> Self {
-        self.concurrency = concurrency;
-        self
-    }
-
-    /// Reads of a batch whose gap is at most this many bytes are fetched in
-    /// one request (the gap's bytes are fetched and dropped). Default 64 KiB.
-    pub fn with_coalesce_gap(mut self, coalesce_gap: u64) -> Self {
-        self.coalesce_gap = coalesce_gap;
-        self
-    }
-
-    /// Largest request a batch's coalescing makes, in bytes (a single read
-    /// larger than this is still one request). Default 16 MiB. Bounds the
-    /// memory in flight: about `concurrency × max_request`.
-    pub fn with_max_request(mut self, max_request: u64) -> Self {
-        self.max_request = max_request;
-        self
-    }
-
-    /// Largest object fetched whole, in one `GET` held in memory, from a
-    /// server that ignores `Range` requests (it answers a ranged `GET` with
-    /// the whole object); a larger one is refused. Default 1 GiB.
-    pub fn with_max_whole_get(mut self, bytes: u64) -> Self {
-        self.max_whole_get = bytes;
-        self
-    }
-
-    /// More `object_store` configuration, as `(key, value)` pairs
-    /// (`("aws_endpoint", "http://127.0.0.1:9000")`), applied after the environment;
-    /// a key the URL's store does not know makes opening fail, naming it.
-    pub fn with_store_options<I, K, V>(mut self, options: I) -> Self
-    where
-        I: IntoIterator<Item = (K, V)>,
-        K: Into<String>,
-        V: Into<String>,
-    {
-        self.store_options
-            .extend(options.into_iter().map(|(k, v)| (k.into(), v.into())));
-        self.stores = StoreCache::default();
-        self
-    }
-
-    /// Counts every request and byte of the objects opened with these
-    /// options into `meter` too (as well as into the process's [`totals`]),
-    /// so that one call's transfer can be told apart from the rest of the
-    /// process's.
-    pub fn with_meter(mut self, meter: Meter) -> Self {
-        self.meter = Some(meter);
-        self
-    }
-
-    /// Most range requests in flight at once in a batch.
-    pub fn concurrency(&self) -> usize {
-        self.concurrency
-    }
-
-    /// The defaults, with `STOWAGE_REMOTE_TIMEOUT` (seconds, fractions allowed),
-    /// `STOWAGE_REMOTE_CONNECT_TIMEOUT`, `STOWAGE_REMOTE_RETRIES`,
-    /// `STOWAGE_REMOTE_RETRY_TIMEOUT`, `STOWAGE_REMOTE_CONCURRENCY`,
-    /// `STOWAGE_REMOTE_COALESCE_GAP`, `STOWAGE_REMOTE_MAX_REQUEST` and
-    /// `STOWAGE_REMOTE_MAX_WHOLE_GET` (bytes) read from the environment where
-    /// set and valid.
-    pub fn from_env() -> Self {
-        let secs = |name: &str| {
-            std::env::var(name)
-                .ok()?
-                .parse::<f64>()
-                .ok()
-                .filter(|s| s.is_finite() && *s > 0.0)
-                .map(Duration::from_secs_f64)
-        };
-        let count = |name: &str| std::env::var(name).ok()?.parse::<usize>().ok();
-        let d = RemoteOptions::default();
-        RemoteOptions {
-            timeout: secs("STOWAGE_REMOTE_TIMEOUT").unwrap_or(d.timeout),
-            connect_timeout: secs("STOWAGE_REMOTE_CONNECT_TIMEOUT").unwrap_or(d.connect_timeout),
-            retries: count("STOWAGE_REMOTE_RETRIES").unwrap_or(d.retries),
-            retry_timeout: secs("STOWAGE_REMOTE_RETRY_TIMEOUT").unwrap_or(d.retry_timeout),
-            concurrency: count("STOWAGE_REMOTE_CONCURRENCY")
-                .filter(|&c| c > 0)
-                .unwrap_or(d.concurrency),
-            coalesce_gap: count("STOWAGE_REMOTE_COALESCE_GAP").map_or(d.coalesce_gap, |n| n as u64),
-            max_request: count("STOWAGE_REMOTE_MAX_REQUEST")
-                .filter(|&n| n > 0)
-                .map_or(d.max_request, |n| n as u64),
-            max_whole_get: count("STOWAGE_REMOTE_MAX_WHOLE_GET")
-                .map_or(d.max_whole_get, |n| n as u64),
-            store_options: d.store_options,
-            meter: d.meter,
-            stores: d.stores,
-        }
-    }
-}
-
-/// What failed in a remote read or write.
-#[derive(Debug, thiserror::Error)]
-pub enum RemoteFailure {
-    /// The store's error: not found, permission denied (403), a timeout, a
-    /// connection refused after the retries, ….
-    #[error(transparent)]
-    Store(#[from] object_store::Error),
-    /// The text is not a URL.
-    #[error(transparent)]
-    Url(#[from] url::ParseError),
-    /// The server answered a range request with another number of bytes.
-    #[error("the server sent {found} bytes where {expected} were asked for")]
-    ShortRange {
-        /// Bytes asked for.
-        expected: u64,
-        /// Bytes received.
-        found: u64,
-    },
-    /// The object changed after it was opened: a read asked for the version
-    /// it was opened at (`If-Match` its ETag) and the store has another, so
-    /// bytes of two versions are never mixed.
-    #[error("the object changed while it was being read (it was opened at ETag {e_tag})")]
-    Changed {
-        /// The ETag the object had when it was opened.
-        e_tag: String,
-    },
-    /// The read runs past the end of the object.
-    #[error("the object holds {len} bytes")]
-    PastEnd {
-        /// The object's length.
-        len: u64,
-    },
-    /// The server ignores `Range` requests (it answered a ranged `GET` with
-    /// the whole object), and the object is larger than a whole `GET` may
-    /// fetch ([`RemoteOptions::with_max_whole_get`]).
-    #[error(
-        "the server ignores Range requests, and the object ({len} bytes) is larger than the \
-         {max} bytes fetched whole from such a server (STOWAGE_REMOTE_MAX_WHOLE_GET)"
-    )]
-    NoRange {
-        /// The object's length, as the server gave it.
-        len: u64,
-        /// The limit.
-        max: u64,
-    },
-    /// The runtime that runs the requests could not be started.
-    #[error("could not start the I/O runtime: {0}")]
-    Runtime(Arc<io::Error>),
-}
-
-/// A remote read or write that failed, with the object's URL and the byte
-/// range asked for (none for `HEAD` and uploads). Reads surface it inside an
-/// [`io::Error`]; its text names the range, and the loader's
-/// [`Error::InFile`] names the URL.
-#[derive(Debug, thiserror::Error)]
-#[error("{}{failure}", range_text(.range))]
-pub struct RemoteError {
-    /// The object's URL.
-    pub url: String,
-    /// The bytes asked for.
-    pub range: Option<Range<u64>>,
-    /// What went wrong.
-    #[source]
-    pub failure: RemoteFailure,
-}
-
-fn range_text(range: &Option<Range<u64>>) -> String {
-    match range {
-        Some(r) => format!("bytes {}..{}: ", r.start, r.end),
-        None => String::new(),
-    }
-}
-
-impl RemoteError {
-    fn into_io(self) -> io::Error {
-        let kind = match &self.failure {
-            RemoteFailure::Store(object_store::Error::NotFound { .. }) => io::ErrorKind::NotFound,
-            RemoteFailure::Store(
-                object_store::Error::PermissionDenied { .. }
-                | object_store::Error::Unauthenticated { .. },
-            ) => io::ErrorKind::PermissionDenied,
-            RemoteFailure::ShortRange { .. } | RemoteFailure::PastEnd { .. } => {
-                io::ErrorKind::UnexpectedEof
-            }
-            _ => io::ErrorKind::Other,
-        };
-        io::Error::new(kind, self)
-    }
 }
 
 /// The runtime the requests run on, started on first use.
@@ -435,8 +156,9 @@ impl RemoteObject {
     /// `GET` of its first 64 KiB, which gives its length too.
     ///
     /// # Errors
-    /// [`Error::InFile`] naming the URL, around an [`Error::Io`] holding a
-    /// [`RemoteError`]: an invalid URL, an unknown object, a refused request.
+    /// [`Error::InFile`](crate::Error::InFile) naming the URL, around an
+    /// [`Error::Io`](crate::Error::Io) holding a [`RemoteError`]: an invalid
+    /// URL, an unknown object, a refused request.
     pub fn open(url: &str) -> Result<RemoteObject> {
         Self::open_with(url, &RemoteOptions::from_env())
     }
@@ -729,21 +451,6 @@ fn says(e: &object_store::Error, texts: &[&str]) -> bool {
     false
 }
 
-/// A failure as an [`io::Error`] carrying a [`RemoteError`].
-fn fail(url: &str, range: Option<Range<u64>>, failure: RemoteFailure) -> io::Error {
-    RemoteError {
-        url: url.to_owned(),
-        range,
-        failure,
-    }
-    .into_io()
-}
-
-/// An I/O error on `url`, as the loaders report it.
-fn in_url(url: &str, e: io::Error) -> Error {
-    Error::Io(e).in_file(url)
-}
-
 /// One request of a batch: the bytes it fetches and the reads it serves.
 struct Request {
     range: Range<u64>,
@@ -889,9 +596,9 @@ pub(crate) fn read_batches(
 /// folder). Plain `http(s)://` servers cannot list.
 ///
 /// # Errors
-/// [`Error::InFile`] naming the folder's URL, around an [`Error::Io`]
-/// holding a [`RemoteError`]: an invalid URL, a refused listing (403), a
-/// store that cannot list.
+/// [`Error::InFile`](crate::Error::InFile) naming the folder's URL, around
+/// an [`Error::Io`](crate::Error::Io) holding a [`RemoteError`]: an invalid
+/// URL, a refused listing (403), a store that cannot list.
 pub fn list(url: &str, options: &RemoteOptions) -> Result<Vec<String>> {
     let failed = |failure: RemoteFailure| in_url(url, fail(url, None, failure));
     let (store, path) = open_store(url.trim_end_matches('/'), options).map_err(failed)?;
@@ -909,7 +616,9 @@ pub fn list(url: &str, options: &RemoteOptions) -> Result<Vec<String>> {
 
 #[cfg(test)]
 mod tests {
+    use super::options::{COALESCE_GAP, MAX_REQUEST};
     use super::*;
+    use crate::Error;
 
     #[test]
     fn urls_are_told_from_paths() {

@@ -1,9 +1,9 @@
 //! The one model of the Python values a checkpoint holds, whatever format
 //! it came from:
 //! - `graph`: the loaded object graph, [`Checkpoint`](super::Checkpoint)
-//!   (the pickle machine's nodes, the storages, the side tables) and the
-//!   [`Object`](super::Object) leaves: tensors, storages, inert objects and
-//!   decoded data;
+//!   (the pickle machine's nodes, the storages, the side tables);
+//! - `object`: its [`Object`](super::Object) leaves: tensors, storages,
+//!   inert objects and decoded data;
 //! - `kind`: the tensor kinds beside strided ones (sparse, nested,
 //!   quantized);
 //! - `data`: the Python data decoded from globals outside the allowlist
@@ -21,4 +21,5 @@ pub(crate) mod data;
 pub(crate) mod graph;
 pub(crate) mod kind;
 pub(crate) mod module;
+pub(crate) mod object;
 pub(crate) mod origin;

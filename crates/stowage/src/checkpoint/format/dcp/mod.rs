@@ -17,6 +17,7 @@
 //! - [`crate::load`] of the folder assembles everything into one [`Checkpoint`] whose nesting is the
 //!   original state dict's (`planner_data`).
 
+mod data_file;
 pub(crate) mod hf;
 mod item;
 pub mod metadata;
@@ -24,9 +25,11 @@ mod part;
 mod prefetch;
 mod region;
 mod write;
+mod write_metadata;
 
+pub use data_file::{write_items, DataItem};
 pub use part::save_part;
-pub use write::{save, write_items, ChunkPlan, DataItem, DcpSaveOptions, PlannedChunk};
+pub use write::{save, ChunkPlan, DcpSaveOptions, PlannedChunk};
 
 use crate::error::{ErrorContext, FormatError, StorageError, TensorError};
 use std::collections::HashMap;

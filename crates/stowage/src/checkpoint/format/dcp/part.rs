@@ -7,9 +7,9 @@
 use std::fs;
 use std::path::Path;
 
-use super::write::{
-    flatten, pickle_metadata, rank_file_name, write_entries, Entry, Leaf, RankFile,
-};
+use super::data_file::RankFile;
+use super::write::{flatten, rank_file_name, write_entries, Entry, Leaf};
+use super::write_metadata::pickle_metadata;
 use super::METADATA_FILE;
 use crate::checkpoint::format::parts::{self, PendingRank};
 use crate::checkpoint::value::graph::{dotted, Checkpoint, PathKey};

@@ -1,0 +1,176 @@
+//! One rank's data file of a DCP, and the items written into it: each a
+//! `torch.save` archive or bytes, compressed as one zstd frame when asked.
+
+#[cfg(not(feature = "zstd"))]
+use crate::error::CheckpointError;
+use crate::error::ErrorContext;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::Path;
+
+use super::metadata::StorageInfo;
+use super::write::rank_file_name;
+use super::DcpSaveOptions;
+use crate::checkpoint::format::torch_zip::save_to_writer;
+use crate::checkpoint::options::SaveOptions;
+use crate::checkpoint::value::graph::Checkpoint;
+use crate::io::Location;
+use crate::{Error, Result};
+
+/// One rank's data file, written in order.
+pub(super) struct RankFile {
+    name: String,
+    out: BufWriter<File>,
+    at: u64,
+    zstd: bool,
+}
+
+impl RankFile {
+    /// Creates the file of rank `rank` at `path`.
+    pub(super) fn create(path: &Path, rank: usize, zstd: bool) -> Result<RankFile> {
+        Ok(RankFile {
+            out: BufWriter::with_capacity(1 << 22, File::create(path)?),
+            name: rank_file_name(rank),
+            at: 0,
+            zstd,
+        })
+    }
+
+    /// Flushes the file and gives it back.
+    pub(super) fn close(self) -> Result<File> {
+        self.out.into_inner().map_err(|e| Error::Io(e.into_error()))
+    }
+
+    /// Writes one item, a `torch.save` archive of `ckpt` (PyTorch names the
+    /// in-memory archive `archive`), straight into the file: no copy of it
+    /// is held, so memory stays that of the largest tensor chunk.
+    pub(super) fn put(&mut self, ckpt: &Checkpoint) -> Result<StorageInfo> {
+        let (length, transforms) = put_item(&mut self.out, DataItem::Archive(ckpt), self.zstd)?;
+        let info = StorageInfo {
+            relative_path: self.name.clone(),
+            offset: self.at,
+            length,
+            transforms,
+        };
+        self.at += length;
+        Ok(info)
+    }
+}
+
+/// Writes one item to `out`, compressed as one zstd frame when `zstd`;
+/// returns its length as stored and its transforms, as `.metadata` records
+/// them.
+fn put_item<W: Write>(out: &mut W, item: DataItem<'_>, zstd: bool) -> Result<(u64, Vec<String>)> {
+    fn raw<W: Write>(out: &mut W, item: DataItem<'_>) -> Result<()> {
+        match item {
+            DataItem::Archive(ckpt) => {
+                save_to_writer(out, "archive", ckpt, &SaveOptions::default()).map(drop)
+            }
+            DataItem::Bytes(bytes) => Ok(out.write_all(bytes)?),
+        }
+    }
+    let mut counted = Counted {
+        inner: out,
+        written: 0,
+    };
+    if !zstd {
+        raw(&mut counted, item)?;
+        return Ok((counted.written, Vec::new()));
+    }
+    #[cfg(feature = "zstd")]
+    {
+        // zstd's default level, as PyTorch's `ZStandard` extension uses.
+        let mut encoder = zstd::stream::write::Encoder::new(&mut counted, 3)?;
+        encoder.include_checksum(true)?;
+        raw(&mut encoder, item)?;
+        encoder.finish()?;
+        Ok((counted.written, transforms(true)))
+    }
+    #[cfg(not(feature = "zstd"))]
+    Err(Error::Checkpoint(CheckpointError::FeatureDisabled {
+        feature: "zstd",
+        what: "zstd-compressed DCP items",
+    }))
+}
+
+/// The transforms `.metadata` records of an item, compressed or not.
+pub(super) fn transforms(zstd: bool) -> Vec<String> {
+    if zstd {
+        vec!["stream.zstd/1".to_owned()]
+    } else {
+        Vec::new()
+    }
+}
+
+/// A writer that counts the bytes written through it.
+struct Counted<W> {
+    inner: W,
+    written: u64,
+}
+
+impl<W: Write> Write for Counted<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.written += n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+/// One item of a data file written by [`write_items`].
+#[non_exhaustive]
+#[derive(Clone, Copy)]
+pub enum DataItem<'a> {
+    /// A checkpoint saved as `torch.save` saves it: an archive of its own
+    /// (a tensor chunk, as `FileSystemWriter` stores it).
+    Archive(&'a Checkpoint),
+    /// Bytes stored as they are (DCP's `BYTE_IO` items, or a whole file
+    /// such as `.metadata`).
+    Bytes(&'a [u8]),
+}
+
+/// Writes `items` back to back as the data file at `location` (a local
+/// path or an object-store URL), whole or not at all: a local file through a
+/// temporary renamed over it, an object by a multipart upload committed only
+/// when every item is written. Returns where each item lies, as
+/// `.metadata` records it (`relative_path` is the file's name).
+///
+/// This is a [`StorageWriter`]'s `write_data` for one rank: each rank writes
+/// its own file; the coordinator writes `.metadata` (one [`DataItem::Bytes`])
+/// only after every rank's file is complete, so a failure never leaves a
+/// `.metadata` that names missing data.
+///
+/// [`StorageWriter`]: https://pytorch.org/docs/stable/distributed.checkpoint.html
+///
+/// # Errors
+/// What saving an item gives, naming its index; the file system's or the
+/// store's errors, naming `location`.
+pub fn write_items(
+    location: &Location,
+    items: &[DataItem<'_>],
+    options: &DcpSaveOptions,
+) -> Result<Vec<StorageInfo>> {
+    let name = location.file_name().unwrap_or_default().to_owned();
+    let mut infos = Vec::with_capacity(items.len());
+    location.create(options.sync, None, |out| {
+        let mut out = BufWriter::with_capacity(1 << 22, out);
+        let mut at = 0;
+        for (i, item) in items.iter().enumerate() {
+            let (length, transforms) = put_item(&mut out, *item, options.zstd)
+                .map_err(|e| e.in_entry(format!("item {i}")))?;
+            infos.push(StorageInfo {
+                relative_path: name.clone(),
+                offset: at,
+                length,
+                transforms,
+            });
+            at += length;
+        }
+        out.flush()?;
+        Ok(())
+    })?;
+    Ok(infos)
+}

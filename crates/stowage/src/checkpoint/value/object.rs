@@ -1,0 +1,321 @@
+//! The leaves of a checkpoint's value graph: the PyTorch objects a pickle
+//! builds ([`Object`]), tensors with what PyTorch records beside their data
+//! ([`TensorObject`]), storages as a pickle names them ([`StorageRef`]) and
+//! objects of classes stowage does not know, recorded instead of built
+//! ([`InertObject`]).
+
+use std::sync::Arc;
+
+use num_complex::Complex64;
+
+use crate::checkpoint::globals::allowlist::Global;
+use crate::checkpoint::pickle::Value;
+use crate::checkpoint::value::data::{ClassRef, NdArray, NumpyDType, NumpyScalar, PyData};
+use crate::checkpoint::value::kind::{Quantization, TensorKind};
+use crate::error::{FormatError, TensorError};
+use crate::{DType, Device, Error, Result, Tensor, UntypedStorage};
+
+/// A PyTorch object inside a checkpoint's value graph.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub enum Object {
+    /// A tensor or `nn.Parameter` (boxed: values of the object graph stay small,
+    /// which matters for checkpoints of many tensors).
+    Tensor(Box<TensorObject>),
+    /// A storage reference (a `TypedStorage` with its dtype, or an `UntypedStorage`).
+    Storage(StorageRef),
+    /// A dtype object (`torch.float16`).
+    DType(DType),
+    /// A `torch.device`.
+    Device(Device),
+    /// A `torch.Size`.
+    Size(Vec<usize>),
+    /// A Python complex number.
+    Complex(Complex64),
+    /// A quantization scheme (`torch.per_tensor_affine`).
+    QScheme(&'static str),
+    /// A tensor layout object (`torch.strided`), by name.
+    Layout(String),
+    /// An allowed class or function, before it is called.
+    Global(Global),
+    /// A numpy array, decoded into a tensor of its own (not a checkpoint storage).
+    NdArray(Box<NdArray>),
+    /// A numpy scalar.
+    NumpyScalar(Box<NumpyScalar>),
+    /// A numpy dtype object.
+    NumpyDType(Box<NumpyDType>),
+    /// A `datetime`, `pathlib`, `slice`, `range` … value, decoded.
+    Data(Box<PyData>),
+    /// A global outside the allowlist named as a value, never imported (inert loading).
+    Class(Arc<ClassRef>),
+}
+
+impl Object {
+    /// Whether `torch.load(weights_only=True)` refuses this value, so that a
+    /// checkpoint holding it cannot be saved back as PyTorch's loader reads it.
+    pub(crate) fn weights_only_refuses(&self) -> bool {
+        matches!(
+            self,
+            Object::NdArray(_)
+                | Object::NumpyScalar(_)
+                | Object::NumpyDType(_)
+                | Object::Data(_)
+                | Object::Class(_)
+        )
+    }
+
+    /// `module.name` of the class of a value that
+    /// [`weights_only_refuses`](Self::weights_only_refuses), as errors name it.
+    pub(crate) fn class_name(&self) -> Option<String> {
+        Some(match self {
+            Object::NdArray(_) => "numpy.ndarray".into(),
+            Object::NumpyScalar(s) => format!("numpy.{}", s.dtype.name()),
+            Object::NumpyDType(_) => "numpy.dtype".into(),
+            Object::Data(d) => match &**d {
+                PyData::Path { class, .. } => format!("pathlib.{class}"),
+                PyData::Slice(_) | PyData::Range(_) | PyData::Type(_) => {
+                    format!("builtins.{}", d.kind())
+                }
+                _ => format!("datetime.{}", d.kind()),
+            },
+            Object::Class(c) => format!("{}.{}", c.module, c.name),
+            _ => return None,
+        })
+    }
+}
+
+/// How an inert object was made.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Construct {
+    /// `REDUCE` (or `INST`/`OBJ`): the global called with `args`.
+    Call,
+    /// `NEWOBJ` / `NEWOBJ_EX`: `cls.__new__(cls, *args)`.
+    New,
+}
+
+/// An object of a class stowage does not know, recorded instead of built
+/// (never imported, never called): what the pickle said to do with it.
+///
+/// In the checkpoint's graph the object is a dict node whose entries are what
+/// it holds, so paths, lookups and the tensor walk go through it: the keys of
+/// a dict `BUILD` state (of both dicts of a `(dict, slots)` state), `"state"`
+/// for any other state, the keys of items set on it (`SETITEMS`) and the
+/// indices of items appended to it (`APPENDS`), and `"args"` for the
+/// constructor arguments when there is no state or they are not empty (and no
+/// state key is named `"args"`).
+#[derive(Clone, Debug)]
+pub struct InertObject {
+    /// The global's module (`torch.nn.modules.linear`).
+    pub module: String,
+    /// The global's name (`Linear`).
+    pub name: String,
+    /// How the object was made.
+    pub construct: Construct,
+    /// The constructor arguments (a tuple).
+    pub args: Value<Object>,
+    /// The `BUILD` state, if one was set (the last one, if several were).
+    pub state: Option<Value<Object>>,
+}
+
+/// A tensor in a checkpoint, with what PyTorch records beside the data.
+#[derive(Clone, Debug)]
+pub struct TensorObject {
+    /// The tensor: a view on one of the checkpoint's storages (a meta tensor
+    /// saved without storage: on a storage of its own without data). For a
+    /// sparse or nested tensor, a placeholder without data holding its dtype
+    /// and logical shape; its data is in [`kind`](Self::kind)'s components.
+    pub tensor: Tensor,
+    /// True for a `torch.nn.Parameter`.
+    pub parameter: bool,
+    /// The quantization parameters of a quantized tensor (per tensor or per channel).
+    pub quantization: Option<Quantization>,
+    /// PyTorch's lazy conjugation bit: the logical values are the conjugates of the stored ones.
+    pub conj: bool,
+    /// PyTorch's lazy negation bit: the logical values are the negatives of the stored ones.
+    pub neg: bool,
+    /// The layout and, for sparse and nested tensors, their component tensors
+    /// (then `tensor` is a placeholder without data: NOTE [tensor kinds] in `kind.rs`).
+    pub kind: TensorKind,
+    /// The tensor's class when `_rebuild_from_type_v2` named one other than
+    /// `torch.Tensor` and `Parameter` (a subclass), as the pickle resolved it.
+    pub subclass: Option<Value<Object>>,
+    /// The Python state `_rebuild_from_type_v2` restores on the tensor (its
+    /// `__dict__`: attributes set on it), when not empty; a value of the checkpoint's graph.
+    pub state: Option<Value<Object>>,
+}
+
+impl TensorObject {
+    /// A plain tensor object (not a Parameter, no quantization, no lazy bits).
+    pub fn new(tensor: Tensor) -> TensorObject {
+        TensorObject {
+            tensor,
+            parameter: false,
+            quantization: None,
+            conj: false,
+            neg: false,
+            kind: TensorKind::Strided,
+            subclass: None,
+            state: None,
+        }
+    }
+
+    /// A sparse or nested tensor object from its components and its logical
+    /// shape (dense for sparse, padded for nested): `tensor` becomes a
+    /// placeholder without data of that shape, with the dtype and device of
+    /// the `values` (or `buffer`) component (NOTE [tensor kinds] in `kind.rs`).
+    ///
+    /// Like `torch.sparse_coo_tensor(..., check_invariants=False)`, this does
+    /// not check the components against each other: loading the saved file
+    /// does (stowage's loader and PyTorch's alike).
+    ///
+    /// # Errors
+    /// [`FormatError::BadObject`] for [`TensorKind::Strided`] (use [`new`](Self::new));
+    /// [`TensorError::SizeOverflow`] for a shape whose bytes overflow.
+    pub fn with_kind(kind: TensorKind, shape: &[usize]) -> Result<TensorObject> {
+        let data = match &kind {
+            TensorKind::SparseCoo { values, .. } | TensorKind::SparseCompressed { values, .. } => {
+                values
+            }
+            TensorKind::Nested { buffer, .. } => buffer,
+            TensorKind::Strided => {
+                return Err(Error::Format(FormatError::BadObject {
+                    context: "TensorObject::with_kind",
+                    expected: "a sparse or nested kind",
+                    found: "strided".into(),
+                }))
+            }
+        };
+        let (dtype, device) = (data.dtype(), data.device());
+        let nbytes = crate::layout::numel_of(shape)?
+            .checked_mul(dtype.size())
+            .ok_or_else(|| {
+                Error::Tensor(TensorError::SizeOverflow {
+                    what: "placeholder bytes",
+                    detail: format!("{shape:?} of {}", dtype.name()),
+                })
+            })?;
+        let tensor = Tensor::from_parts(
+            UntypedStorage::new_fake(nbytes, device),
+            dtype,
+            crate::layout::Layout::contiguous(shape)?,
+        )?;
+        Ok(TensorObject {
+            kind,
+            ..TensorObject::new(tensor)
+        })
+    }
+
+    /// Every tensor holding this tensor's data: `tensor` itself when strided,
+    /// else each component by its name ([`TensorKind::components`]); then the
+    /// per-channel quantization's `scales` and `zero_points`.
+    pub fn data_tensors(&self) -> Vec<(&'static str, &Tensor)> {
+        let mut out = if self.kind.is_strided() {
+            vec![("", &self.tensor)]
+        } else {
+            self.kind.components()
+        };
+        if let Some(Quantization::PerChannel {
+            scales,
+            zero_points,
+            ..
+        }) = &self.quantization
+        {
+            out.push(("scales", scales));
+            out.push(("zero_points", zero_points));
+        }
+        out
+    }
+
+    /// Python's `a is b` for the objects: the same tensor object
+    /// ([`Tensor::is_same`], NOTE [tensor identity]) with the same wrapping
+    /// (Parameter or not, quantization, lazy bits) and the same components
+    /// when sparse or nested. Saving writes such objects once and fetches the
+    /// others from the pickle's memo. A tensor carrying Python state or a
+    /// subclass is never the same as another (its state is not compared), so
+    /// it is written once per reference.
+    pub fn is_same(&self, other: &TensorObject) -> bool {
+        // Destructured so that a new field must be considered here.
+        let TensorObject {
+            tensor,
+            parameter,
+            quantization,
+            conj,
+            neg,
+            kind,
+            subclass,
+            state,
+        } = self;
+        let quantization_same = match (quantization, &other.quantization) {
+            (None, None) => true,
+            (
+                Some(Quantization::PerTensorAffine { scale, zero_point }),
+                Some(Quantization::PerTensorAffine {
+                    scale: s,
+                    zero_point: z,
+                }),
+            ) => scale.to_bits() == s.to_bits() && zero_point == z,
+            (
+                Some(Quantization::PerChannel {
+                    scales,
+                    zero_points,
+                    axis,
+                }),
+                Some(Quantization::PerChannel {
+                    scales: s,
+                    zero_points: z,
+                    axis: a,
+                }),
+            ) => scales.is_same(s) && zero_points.is_same(z) && axis == a,
+            _ => false,
+        };
+        let components_same = kind.layout_name() == other.kind.layout_name() && {
+            let (mine, theirs) = (kind.components(), other.kind.components());
+            mine.len() == theirs.len()
+                && mine
+                    .iter()
+                    .zip(&theirs)
+                    .all(|((n, a), (m, b))| n == m && a.is_same(b))
+        };
+        tensor.is_same(&other.tensor)
+            && *parameter == other.parameter
+            && quantization_same
+            && *conj == other.conj
+            && *neg == other.neg
+            && components_same
+            && subclass.is_none()
+            && state.is_none()
+            && other.subclass.is_none()
+            && other.state.is_none()
+    }
+
+    /// The logical values as a tensor: `tensor` itself, or a copy with the lazy
+    /// conjugation and negation applied (PyTorch's `resolve_conj().resolve_neg()`).
+    ///
+    /// # Errors
+    /// [`StorageError::NoData`](crate::StorageError::NoData) on meta; allocation failure.
+    pub fn resolved(&self) -> Result<Tensor> {
+        if !self.conj && !self.neg {
+            return Ok(self.tensor.clone());
+        }
+        let c = self.tensor.contiguous()?.deep_clone()?;
+        if self.neg {
+            c.mul_(-1.0)?;
+        }
+        if let (true, Some(part), true) = (self.conj, c.dtype().complex_part(), c.numel() > 0) {
+            let flat = c.reshape(&[-1])?.view_dtype(part)?;
+            flat.slice(0, Some(1), None, 2)?.mul_(-1.0)?;
+        }
+        Ok(c)
+    }
+}
+
+/// A storage as a pickle names it.
+#[derive(Clone, Debug)]
+pub struct StorageRef {
+    /// The bytes.
+    pub storage: UntypedStorage,
+    /// The legacy class's dtype, or `None` for `UntypedStorage`.
+    pub dtype: Option<DType>,
+    /// The checkpoint's key for it (`data/<key>`).
+    pub key: Arc<str>,
+}
