@@ -172,6 +172,7 @@ fn _stowage(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(save::save_bytes, m)?)?;
     m.add_function(wrap_pyfunction!(save::save, m)?)?;
     m.add_function(wrap_pyfunction!(save::write_items, m)?)?;
+    m.add_function(wrap_pyfunction!(save::write_rank, m)?)?;
     m.add_function(wrap_pyfunction!(scan, m)?)?;
     m.add_function(wrap_pyfunction!(commands::inspect, m)?)?;
     m.add_function(wrap_pyfunction!(commands::diff, m)?)?;

@@ -286,13 +286,48 @@ pub fn save_bytes(
     Ok(PyBytes::new(py, &bytes).unbind())
 }
 
+/// One data file's or one rank's items: each `bytes`, stored as they are,
+/// or an object saved as `torch.save` saves it (a tensor chunk), made with
+/// a fresh encoder from `new_encoder` (an archive numbers its own storages).
+enum Owned<'a> {
+    Archive(Box<Checkpoint>),
+    // Borrowed from the `bytes` object in the items, which outlives the
+    // write and, being immutable, cannot change under it.
+    Bytes(&'a [u8]),
+}
+
+impl Owned<'_> {
+    fn item(&self) -> stowage::checkpoint::dcp::DataItem<'_> {
+        use stowage::checkpoint::dcp::DataItem;
+        match self {
+            Owned::Archive(c) => DataItem::Archive(c),
+            Owned::Bytes(b) => DataItem::Bytes(b),
+        }
+    }
+}
+
+fn owned_items<'py, 'a>(
+    py: Python<'py>,
+    items: &'a [Bound<'py, PyAny>],
+    new_encoder: &Bound<'py, PyAny>,
+) -> PyResult<Vec<Owned<'a>>> {
+    let mut owned = Vec::with_capacity(items.len());
+    for (i, obj) in items.iter().enumerate() {
+        if let Ok(bytes) = obj.cast::<PyBytes>() {
+            owned.push(Owned::Bytes(bytes.as_bytes()));
+            continue;
+        }
+        let ckpt = checkpoint_of(py, obj, new_encoder.call0()?, vec![format!("item {i}")])?;
+        owned.push(Owned::Archive(Box::new(ckpt)));
+    }
+    Ok(owned)
+}
+
 /// Writes one data file of a distributed checkpoint (`stowage.dcp`'s
-/// `StorageWriter.write_data`, or its `.metadata`) at `dst`, a path or URL,
-/// whole or not at all: each item either `bytes`, stored as they are, or an
-/// object saved as `torch.save` saves it (a tensor chunk), back to back,
-/// each compressed as one zstd frame when `zstd`. Returns each item's
-/// `(offset, length, transforms)` in the file. `new_encoder` makes the
-/// encoder of each item (an archive numbers its own storages).
+/// `StorageWriter.finish`, its `.metadata`) at `dst`, a path or URL, whole
+/// or not at all: the items back to back, each compressed as one zstd frame
+/// when `zstd`. Returns each item's `(offset, length, transforms)` in the
+/// file.
 #[pyfunction]
 #[pyo3(signature = (dst, items, new_encoder, *, sync = true, zstd = false))]
 pub fn write_items(
@@ -304,37 +339,53 @@ pub fn write_items(
     zstd: bool,
 ) -> PyResult<Vec<(u64, u64, Vec<String>)>> {
     use stowage::checkpoint::dcp::{self, DataItem, DcpSaveOptions};
-    enum Owned<'a> {
-        Archive(Box<Checkpoint>),
-        // Borrowed from the `bytes` object in `items`, which outlives the
-        // write and, being immutable, cannot change under it.
-        Bytes(&'a [u8]),
-    }
-    let mut owned = Vec::with_capacity(items.len());
-    for (i, obj) in items.iter().enumerate() {
-        if let Ok(bytes) = obj.cast::<PyBytes>() {
-            owned.push(Owned::Bytes(bytes.as_bytes()));
-            continue;
-        }
-        let ckpt = checkpoint_of(py, obj, new_encoder.call0()?, vec![format!("item {i}")])?;
-        owned.push(Owned::Archive(Box::new(ckpt)));
-    }
+    let owned = owned_items(py, &items, &new_encoder)?;
     let location = stowage::SaveOptions::from_env().location(&dst);
     let options = DcpSaveOptions::default().with_sync(sync).with_zstd(zstd);
     py.detach(|| {
-        let items: Vec<DataItem<'_>> = owned
-            .iter()
-            .map(|o| match o {
-                Owned::Archive(c) => DataItem::Archive(c),
-                Owned::Bytes(b) => DataItem::Bytes(b),
-            })
-            .collect();
+        let items: Vec<DataItem<'_>> = owned.iter().map(Owned::item).collect();
         dcp::write_items(&location, &items, &options)
     })
     .map(|infos| {
         infos
             .into_iter()
             .map(|i| (i.offset, i.length, i.transforms))
+            .collect()
+    })
+    .map_err(|e| errors::to_py(py, e))
+}
+
+/// Writes one rank's items of a distributed checkpoint (`stowage.dcp`'s
+/// `StorageWriter.write_data`) into the folder `dst` as at most `files`
+/// data files named `{prefix}{n}.distcp`, split and written as the
+/// library's `dcp::write_rank` does (as `FileSystemWriter` splits them),
+/// with the GIL released. Returns each item's `(file, offset, length,
+/// transforms)`, in the order of `items`.
+#[pyfunction]
+#[pyo3(signature = (dst, prefix, items, new_encoder, *, files = 1, sync = true, zstd = false))]
+#[allow(clippy::too_many_arguments)] // The keyword arguments of StorageWriter's call.
+pub fn write_rank(
+    py: Python<'_>,
+    dst: PathBuf,
+    prefix: &str,
+    items: Vec<Bound<'_, PyAny>>,
+    new_encoder: Bound<'_, PyAny>,
+    files: usize,
+    sync: bool,
+    zstd: bool,
+) -> PyResult<Vec<(String, u64, u64, Vec<String>)>> {
+    use stowage::checkpoint::dcp::{self, DataItem, DcpSaveOptions};
+    let owned = owned_items(py, &items, &new_encoder)?;
+    let folder = stowage::SaveOptions::from_env().location(&dst);
+    let options = DcpSaveOptions::default().with_sync(sync).with_zstd(zstd);
+    py.detach(|| {
+        let items: Vec<DataItem<'_>> = owned.iter().map(Owned::item).collect();
+        dcp::write_rank(&folder, prefix, &items, files, &options)
+    })
+    .map(|infos| {
+        infos
+            .into_iter()
+            .map(|i| (i.relative_path, i.offset, i.length, i.transforms))
             .collect()
     })
     .map_err(|e| errors::to_py(py, e))

@@ -21,6 +21,7 @@ __all__ = [
     "save",
     "save_bytes",
     "write_items",
+    "write_rank",
     "scan",
     "inspect",
     "diff",
@@ -122,3 +123,13 @@ def convert(
 def write_items(
     dst: str, items: List[Any], new_encoder: Any, *, sync: bool = True, zstd: bool = False
 ) -> List[Tuple[int, int, List[str]]]: ...
+def write_rank(
+    dst: str,
+    prefix: str,
+    items: List[Any],
+    new_encoder: Any,
+    *,
+    files: int = 1,
+    sync: bool = True,
+    zstd: bool = False,
+) -> List[Tuple[str, int, int, List[str]]]: ...

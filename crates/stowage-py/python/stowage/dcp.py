@@ -329,28 +329,6 @@ class StorageReader(_StorageReader):
         return _stowage.Location(src).is_remote or os.path.exists(src)
 
 
-def _item_size(item: Any) -> int:
-    """A tensor item's bytes, from its plan (as FileSystemWriter sizes it)."""
-    chunk = item.tensor_data.chunk
-    return int(torch.Size(chunk.sizes).numel()) * item.tensor_data.properties.dtype.itemsize
-
-
-def _buckets(items: List[Any], count: int) -> List[List[Any]]:
-    """``items`` in ``count`` files, as FileSystemWriter splits them: bytes
-    items in turn, tensors largest first, each to the lightest file."""
-    buckets: List[List[Any]] = [[] for _ in range(count)]
-    sizes = [0] * count
-    values = [i for i in items if i.type == WriteItemType.BYTE_IO]
-    tensors = sorted((i for i in items if i.type != WriteItemType.BYTE_IO), key=_item_size, reverse=True)
-    for k, item in enumerate(values):
-        buckets[k % count].append(item)
-    for item in tensors:
-        k = min(range(count), key=lambda b: sizes[b])
-        buckets[k].append(item)
-        sizes[k] += _item_size(item)
-    return buckets
-
-
 class StorageWriter(_StorageWriter):
     """A ``torch.distributed.checkpoint.StorageWriter`` over stowage.
 
@@ -428,30 +406,32 @@ class StorageWriter(_StorageWriter):
     def write_data(self, plan: SavePlan, planner: SavePlanner) -> Future[List[WriteResult]]:
         from ._save import Encoder
 
-        def write(numbered: Tuple[int, List[Any]]) -> List[WriteResult]:
-            # Each file is whole or absent; the items are encoded with the
-            # GIL, the bytes written without it, so files overlap.
-            n, items = numbered
-            name = f"{plan.storage_data.prefix}{n}.distcp"
-            data = [self._data(item, planner) for item in items]
-            spans = _stowage.write_items(_join(self.dst, name), data, Encoder, sync=self.sync, zstd=self.zstd)
-            return [
-                WriteResult(
-                    index=item.index,
-                    size_in_bytes=length,
-                    storage_data=_StorageInfo(
-                        relative_path=name,
-                        offset=offset,
-                        length=length,
-                        transform_descriptors=transforms or None,
-                    ),
-                )
-                for item, (offset, length, transforms) in zip(items, spans)
-            ]
-
-        files = [b for b in _buckets(list(plan.items), self.thread_count) if b]
-        with ThreadPoolExecutor(max_workers=self.thread_count) as pool:
-            results = [r for written in pool.map(write, enumerate(files)) for r in written]
+        # The items encoded with the GIL; then the library splits them over
+        # `thread_count` files as FileSystemWriter does and writes the files
+        # at once without it, each whole or absent (`dcp::write_rank`).
+        data = [self._data(item, planner) for item in plan.items]
+        spans = _stowage.write_rank(
+            self.dst,
+            plan.storage_data.prefix,
+            data,
+            Encoder,
+            files=self.thread_count,
+            sync=self.sync,
+            zstd=self.zstd,
+        )
+        results = [
+            WriteResult(
+                index=item.index,
+                size_in_bytes=length,
+                storage_data=_StorageInfo(
+                    relative_path=name,
+                    offset=offset,
+                    length=length,
+                    transform_descriptors=transforms or None,
+                ),
+            )
+            for item, (name, offset, length, transforms) in zip(plan.items, spans)
+        ]
         done: Future[List[WriteResult]] = Future()
         done.set_result(results)
         return done

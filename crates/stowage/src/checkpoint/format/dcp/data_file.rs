@@ -174,3 +174,122 @@ pub fn write_items(
     })?;
     Ok(infos)
 }
+
+/// An item's size as `FileSystemWriter` weighs it (`_item_size`): an
+/// archive's tensors' bytes, or the bytes themselves.
+fn item_size(item: &DataItem<'_>) -> u64 {
+    match item {
+        DataItem::Archive(c) => c.tensors().map_or(0, |ts| {
+            ts.iter().map(|(_, t)| t.tensor.nbytes() as u64).sum()
+        }),
+        DataItem::Bytes(b) => b.len() as u64,
+    }
+}
+
+/// `items` split over `files` files as PyTorch's `FileSystemWriter` splits
+/// a rank's items (`_split_by_size_and_type`): the bytes items in turn, then
+/// the archives largest first, each to the file with the fewest bytes so
+/// far; one file holds them all in their order. Each file's items are
+/// indices into `items`, in the order written.
+fn buckets(items: &[DataItem<'_>], files: usize) -> Vec<Vec<usize>> {
+    if files <= 1 {
+        return vec![(0..items.len()).collect()];
+    }
+    let mut buckets = vec![Vec::new(); files];
+    let mut sizes = vec![0u64; files];
+    let (bytes, archives): (Vec<usize>, Vec<usize>) =
+        (0..items.len()).partition(|&i| matches!(items[i], DataItem::Bytes(_)));
+    for (k, i) in bytes.into_iter().enumerate() {
+        buckets[k % files].push(i);
+    }
+    let mut archives: Vec<(usize, u64)> = archives
+        .into_iter()
+        .map(|i| (i, item_size(&items[i])))
+        .collect();
+    // Largest first; among equals, in the order given (a stable sort).
+    archives.sort_by(|a, b| b.1.cmp(&a.1));
+    for (i, size) in archives {
+        let lightest = (0..files).min_by_key(|&k| sizes[k]).unwrap_or(0);
+        buckets[lightest].push(i);
+        sizes[lightest] += size;
+    }
+    buckets.retain(|b| !b.is_empty());
+    buckets
+}
+
+#[cfg(test)]
+mod split_tests {
+    use super::*;
+    use crate::Tensor;
+
+    /// As `_split_by_size_and_type`: bytes in turn, then archives largest
+    /// first to the lightest file; one file keeps the order given.
+    #[test]
+    fn items_are_split_as_file_system_writer_splits_them() {
+        let archive = |n: usize| {
+            Checkpoint::from_state_dict([("t", Tensor::from_vec(vec![0u8; n], &[n]).unwrap())])
+        };
+        let (a, b, c) = (archive(10), archive(30), archive(20));
+        let items = [
+            DataItem::Archive(&a),
+            DataItem::Bytes(b"x"),
+            DataItem::Archive(&b),
+            DataItem::Bytes(b"y"),
+            DataItem::Archive(&c),
+        ];
+        assert_eq!(buckets(&items, 1), vec![vec![0, 1, 2, 3, 4]]);
+        // Bytes 1 → file 0, 3 → file 1; then 30 → 0, 20 → 1, 10 → 1.
+        assert_eq!(buckets(&items, 2), vec![vec![1, 2], vec![3, 4, 0]]);
+        // Empty files are not written.
+        assert_eq!(buckets(&items[..1], 4), vec![vec![0]]);
+    }
+}
+
+/// Writes one rank's `items` as data files in `folder`, named
+/// `{prefix}{n}.distcp`: at most `files` of them, the items split over them
+/// by size as PyTorch's `FileSystemWriter(thread_count=files)` splits them,
+/// the files written at once, each whole or not at all ([`write_items`]).
+/// Returns where each item lies, in the order of `items`.
+///
+/// This is a [`StorageWriter`]'s `write_data` for one rank, as
+/// `stowage.dcp.StorageWriter` calls it.
+///
+/// [`StorageWriter`]: https://pytorch.org/docs/stable/distributed.checkpoint.html
+///
+/// # Errors
+/// As [`write_items`], for the first file that fails.
+pub fn write_rank(
+    folder: &Location,
+    prefix: &str,
+    items: &[DataItem<'_>],
+    files: usize,
+    options: &DcpSaveOptions,
+) -> Result<Vec<StorageInfo>> {
+    let buckets = buckets(items, files);
+    let written: Vec<Result<Vec<StorageInfo>>> = std::thread::scope(|s| {
+        let handles: Vec<_> = buckets
+            .iter()
+            .enumerate()
+            .map(|(n, bucket)| {
+                let at = folder.join(&format!("{prefix}{n}.distcp"));
+                let mine: Vec<DataItem<'_>> = bucket.iter().map(|&i| items[i]).collect();
+                s.spawn(move || write_items(&at, &mine, options))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join().unwrap_or_else(|_| {
+                    Err(Error::Io(std::io::Error::other("a writer thread panicked")))
+                })
+            })
+            .collect()
+    });
+    let mut placed: Vec<Option<StorageInfo>> = vec![None; items.len()];
+    for (bucket, infos) in buckets.iter().zip(written) {
+        for (&i, info) in bucket.iter().zip(infos?) {
+            placed[i] = Some(info);
+        }
+    }
+    Ok(placed.into_iter().flatten().collect())
+}

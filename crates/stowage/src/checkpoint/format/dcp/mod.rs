@@ -27,7 +27,7 @@ mod region;
 mod write;
 mod write_metadata;
 
-pub use data_file::{write_items, DataItem};
+pub use data_file::{write_items, write_rank, DataItem};
 pub use part::save_part;
 pub use write::{save, ChunkPlan, DcpSaveOptions, PlannedChunk};
 
