@@ -207,7 +207,7 @@ fn buckets(items: &[DataItem<'_>], files: usize) -> Vec<Vec<usize>> {
         .map(|i| (i, item_size(&items[i])))
         .collect();
     // Largest first; among equals, in the order given (a stable sort).
-    archives.sort_by(|a, b| b.1.cmp(&a.1));
+    archives.sort_by_key(|&(_, size)| std::cmp::Reverse(size));
     for (i, size) in archives {
         let lightest = (0..files).min_by_key(|&k| sizes[k]).unwrap_or(0);
         buckets[lightest].push(i);
@@ -215,34 +215,6 @@ fn buckets(items: &[DataItem<'_>], files: usize) -> Vec<Vec<usize>> {
     }
     buckets.retain(|b| !b.is_empty());
     buckets
-}
-
-#[cfg(test)]
-mod split_tests {
-    use super::*;
-    use crate::Tensor;
-
-    /// As `_split_by_size_and_type`: bytes in turn, then archives largest
-    /// first to the lightest file; one file keeps the order given.
-    #[test]
-    fn items_are_split_as_file_system_writer_splits_them() {
-        let archive = |n: usize| {
-            Checkpoint::from_state_dict([("t", Tensor::from_vec(vec![0u8; n], &[n]).unwrap())])
-        };
-        let (a, b, c) = (archive(10), archive(30), archive(20));
-        let items = [
-            DataItem::Archive(&a),
-            DataItem::Bytes(b"x"),
-            DataItem::Archive(&b),
-            DataItem::Bytes(b"y"),
-            DataItem::Archive(&c),
-        ];
-        assert_eq!(buckets(&items, 1), vec![vec![0, 1, 2, 3, 4]]);
-        // Bytes 1 → file 0, 3 → file 1; then 30 → 0, 20 → 1, 10 → 1.
-        assert_eq!(buckets(&items, 2), vec![vec![1, 2], vec![3, 4, 0]]);
-        // Empty files are not written.
-        assert_eq!(buckets(&items[..1], 4), vec![vec![0]]);
-    }
 }
 
 /// Writes one rank's `items` as data files in `folder`, named
@@ -292,4 +264,32 @@ pub fn write_rank(
         }
     }
     Ok(placed.into_iter().flatten().collect())
+}
+
+#[cfg(test)]
+mod split_tests {
+    use super::*;
+    use crate::Tensor;
+
+    /// As `_split_by_size_and_type`: bytes in turn, then archives largest
+    /// first to the lightest file; one file keeps the order given.
+    #[test]
+    fn items_are_split_as_file_system_writer_splits_them() {
+        let archive = |n: usize| {
+            Checkpoint::from_state_dict([("t", Tensor::from_vec(vec![0u8; n], &[n]).unwrap())])
+        };
+        let (a, b, c) = (archive(10), archive(30), archive(20));
+        let items = [
+            DataItem::Archive(&a),
+            DataItem::Bytes(b"x"),
+            DataItem::Archive(&b),
+            DataItem::Bytes(b"y"),
+            DataItem::Archive(&c),
+        ];
+        assert_eq!(buckets(&items, 1), vec![vec![0, 1, 2, 3, 4]]);
+        // Bytes 1 → file 0, 3 → file 1; then 30 → 0, 20 → 1, 10 → 1.
+        assert_eq!(buckets(&items, 2), vec![vec![1, 2], vec![3, 4, 0]]);
+        // Empty files are not written.
+        assert_eq!(buckets(&items[..1], 4), vec![vec![0]]);
+    }
 }
