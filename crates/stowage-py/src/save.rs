@@ -355,6 +355,10 @@ pub fn write_items(
     .map_err(|e| errors::to_py(py, e))
 }
 
+/// Where an item was written: its file's name, offset, length and the
+/// transforms applied (`.metadata`'s `_StorageInfo`).
+type ItemSpan = (String, u64, u64, Vec<String>);
+
 /// Writes one rank's items of a distributed checkpoint (`stowage.dcp`'s
 /// `StorageWriter.write_data`) into the folder `dst` as at most `files`
 /// data files named `{prefix}{n}.distcp`, split and written as the
@@ -373,7 +377,7 @@ pub fn write_rank(
     files: usize,
     sync: bool,
     zstd: bool,
-) -> PyResult<Vec<(String, u64, u64, Vec<String>)>> {
+) -> PyResult<Vec<ItemSpan>> {
     use stowage::checkpoint::dcp::{self, DataItem, DcpSaveOptions};
     let owned = owned_items(py, &items, &new_encoder)?;
     let folder = stowage::SaveOptions::from_env().location(&dst);
