@@ -126,196 +126,292 @@ where
     W: Write,
     H: WriteHooks<'g, X, W>,
 {
-    let checkpoint = H::LAYOUT == Layout::Checkpoint;
-    let mut tasks = vec![Task::Value(v, 0)];
-    // Tuples and sets are memoized after their items, so a cycle reaches
-    // them again; CPython then writes them again and discards the outer copy.
-    // That terminates only if a list or dict was entered in between, which
-    // `mutable_entered` detects.
-    let mut in_progress: Map<NodeId, Vec<u64>> = Map::default();
-    let mut mutable_entered = 0u64;
-    while let Some(task) = tasks.pop() {
+    let mut walk = Walk {
+        checkpoint: H::LAYOUT == Layout::Checkpoint,
+        tasks: vec![Task::Value(v, 0)],
+        in_progress: Map::default(),
+        mutable_entered: 0,
+    };
+    while let Some(task) = walk.tasks.pop() {
         match task {
-            Task::Value(v, depth) => {
-                if depth > H::MAX_DEPTH {
-                    let max = H::MAX_DEPTH;
-                    return Err(WriteError::TooDeep { depth, max }.into());
-                }
-                match v {
-                    Value::None => p.none()?,
-                    Value::Bool(b) => p.bool(*b)?,
-                    Value::Int(i) => p.int(*i)?,
-                    Value::BigInt(i) => p.bigint(i)?,
-                    Value::Float(f) => p.float(*f)?,
-                    Value::Str(s) => p.str_memoized(s)?,
-                    Value::Bytes(b) if b.is_empty() && checkpoint => {
-                        p.global_memoized("_codecs", "encode")?;
-                        p.str_memoized("")?;
-                        p.str_memoized("latin1")?;
-                        p.tuple(2)?;
-                        p.reduce()?;
-                    }
-                    Value::Bytes(b) => p.bytes(b)?,
-                    Value::Ext(x) => hooks.ext(p, x)?,
-                    Value::Node(id) => {
-                        if let Some(&i) = p.nodes.get(id) {
-                            p.memo_get(i)?;
-                            continue;
-                        }
-                        let node = graph
-                            .try_get(*id)
-                            .ok_or(WriteError::DanglingNode { id: id.0 })?;
-                        let mut enter = || {
-                            let entries = in_progress.entry(*id).or_default();
-                            if entries.last() == Some(&mutable_entered) {
-                                return Err(WriteError::Cycle { id: id.0 });
-                            }
-                            entries.push(mutable_entered);
-                            Ok(())
-                        };
-                        let inner = depth + 1;
-                        match node {
-                            Node::Tuple(items) if items.is_empty() && !checkpoint => p.tuple(0)?,
-                            Node::Tuple(items) => {
-                                enter()?;
-                                if items.len() > 3 {
-                                    p.mark()?;
-                                }
-                                tasks.push(Task::EndTuple(*id, items.len()));
-                                tasks.extend(items.iter().rev().map(|v| Task::Value(v, inner)));
-                            }
-                            Node::List(items) => {
-                                mutable_entered += 1;
-                                p.empty_list()?;
-                                let i = p.memo_put()?;
-                                p.nodes.insert(*id, i);
-                                tasks.push(Task::Items(items, inner));
-                            }
-                            Node::Dict(pairs) => {
-                                mutable_entered += 1;
-                                match hooks.dict_class(*id) {
-                                    Some((module, name)) => {
-                                        p.global_memoized(module, name)?;
-                                        p.tuple(0)?;
-                                        p.reduce()?;
-                                    }
-                                    None => p.empty_dict()?,
-                                }
-                                let i = p.memo_put()?;
-                                p.nodes.insert(*id, i);
-                                if let Some(state) = hooks.state(*id) {
-                                    tasks.extend([Task::Op(op::BUILD), Task::Value(state, inner)]);
-                                }
-                                tasks.push(Task::Pairs(pairs, inner));
-                            }
-                            Node::FrozenSet(_) if checkpoint => {
-                                return Err(WriteError::Refused { kind: "frozenset" }.into())
-                            }
-                            Node::Set(items) | Node::FrozenSet(items) => {
-                                enter()?;
-                                p.global_memoized("__builtin__", node.kind())?;
-                                p.empty_list()?;
-                                tasks.push(Task::EndSet(*id));
-                                if checkpoint {
-                                    // One marked batch of every item.
-                                    p.mark()?;
-                                    tasks.push(Task::Op(op::APPENDS));
-                                    tasks.extend(items.iter().rev().map(|v| Task::Value(v, inner)));
-                                } else {
-                                    p.memo_put()?;
-                                    tasks.push(Task::Items(items, inner));
-                                }
-                            }
-                            Node::ByteArray(bytes) => {
-                                p.global_memoized("__builtin__", "bytearray")?;
-                                if checkpoint {
-                                    p.bytes(bytes)?;
-                                    p.tuple(1)?;
-                                } else if bytes.is_empty() {
-                                    p.tuple(0)?;
-                                } else {
-                                    p.bytes(bytes)?;
-                                    p.tuple(1)?;
-                                    p.memo_put()?;
-                                }
-                                p.reduce()?;
-                                let i = p.memo_put()?;
-                                p.nodes.insert(*id, i);
-                            }
-                        }
-                    }
-                }
-            }
-            Task::Items(items, depth) => {
-                let (chunk, rest) = items.split_at(items.len().min(BATCH));
-                if !rest.is_empty() {
-                    tasks.push(Task::Items(rest, depth));
-                }
-                match chunk {
-                    [] => {}
-                    [one] if !checkpoint => {
-                        tasks.extend([Task::Op(op::APPEND), Task::Value(one, depth)]);
-                    }
-                    _ => {
-                        p.mark()?;
-                        tasks.push(Task::Op(op::APPENDS));
-                        tasks.extend(chunk.iter().rev().map(|v| Task::Value(v, depth)));
-                    }
-                }
-            }
-            Task::Pairs(pairs, depth) => {
-                let (chunk, rest) = pairs.split_at(pairs.len().min(BATCH));
-                if !rest.is_empty() {
-                    tasks.push(Task::Pairs(rest, depth));
-                }
-                let op = match chunk {
-                    [] => continue,
-                    [_] if !checkpoint => op::SETITEM,
-                    _ => {
-                        p.mark()?;
-                        op::SETITEMS
-                    }
-                };
-                tasks.push(Task::Op(op));
-                for (k, v) in chunk.iter().rev() {
-                    tasks.extend([Task::Value(v, depth), Task::Value(k, depth)]);
-                }
-            }
+            Task::Value(v, depth) => walk.value(p, graph, v, depth, hooks)?,
+            Task::Items(items, depth) => walk.items(p, items, depth)?,
+            Task::Pairs(pairs, depth) => walk.pairs(p, pairs, depth)?,
             Task::Op(code) => p.op(code)?,
-            Task::EndTuple(id, n) => {
-                leave(&mut in_progress, id);
-                if let Some(&i) = p.nodes.get(&id) {
-                    // Written meanwhile through a cycle: drop this copy.
-                    if n > 3 {
-                        p.pop_mark()?;
-                    } else {
-                        (0..n).try_for_each(|_| p.pop())?;
-                    }
-                    p.memo_get(i)?;
-                } else {
-                    p.tuple(n)?;
-                    let i = p.memo_put()?;
-                    p.nodes.insert(id, i);
-                }
-            }
-            Task::EndSet(id) => {
-                leave(&mut in_progress, id);
-                p.tuple(1)?;
-                if !checkpoint {
-                    p.memo_put()?;
-                }
-                p.reduce()?;
-                if let Some(&i) = p.nodes.get(&id) {
-                    p.pop()?;
-                    p.memo_get(i)?;
-                } else {
-                    let i = p.memo_put()?;
-                    p.nodes.insert(id, i);
-                }
-            }
+            Task::EndTuple(id, n) => walk.end_tuple(p, id, n)?,
+            Task::EndSet(id) => walk.end_set(p, id)?,
         }
     }
     Ok(())
+}
+
+/// [`write_value`]'s state: its work stack and what it knows of the
+/// containers being written.
+struct Walk<'g, X> {
+    /// The hooks' layout is [`Layout::Checkpoint`].
+    checkpoint: bool,
+    tasks: Vec<Task<'g, X>>,
+    /// Tuples and sets are memoized after their items, so a cycle reaches
+    /// them again; CPython then writes them again and discards the outer
+    /// copy. That terminates only if a list or dict was entered in between,
+    /// which `mutable_entered` detects: for each tuple or set being written,
+    /// the count of lists and dicts entered when it was entered.
+    in_progress: Map<NodeId, Vec<u64>>,
+    /// Lists and dicts entered so far.
+    mutable_entered: u64,
+}
+
+impl<'g, X> Walk<'g, X> {
+    /// Writes the value `v` at `depth`: a scalar at once, an extension
+    /// value through the hooks, a node as [`Walk::node`] writes it.
+    fn value<W, H>(
+        &mut self,
+        p: &mut Pickler<W>,
+        graph: &'g Graph<X>,
+        v: &'g Value<X>,
+        depth: usize,
+        hooks: &mut H,
+    ) -> Result<(), H::Error>
+    where
+        W: Write,
+        H: WriteHooks<'g, X, W>,
+    {
+        if depth > H::MAX_DEPTH {
+            let max = H::MAX_DEPTH;
+            return Err(WriteError::TooDeep { depth, max }.into());
+        }
+        match v {
+            Value::None => p.none()?,
+            Value::Bool(b) => p.bool(*b)?,
+            Value::Int(i) => p.int(*i)?,
+            Value::BigInt(i) => p.bigint(i)?,
+            Value::Float(f) => p.float(*f)?,
+            Value::Str(s) => p.str_memoized(s)?,
+            Value::Bytes(b) if b.is_empty() && self.checkpoint => {
+                p.global_memoized("_codecs", "encode")?;
+                p.str_memoized("")?;
+                p.str_memoized("latin1")?;
+                p.tuple(2)?;
+                p.reduce()?;
+            }
+            Value::Bytes(b) => p.bytes(b)?,
+            Value::Ext(x) => hooks.ext(p, x)?,
+            Value::Node(id) => self.node(p, graph, *id, depth + 1, hooks)?,
+        }
+        Ok(())
+    }
+
+    /// Writes the node `id`, whose items are at depth `inner`: a `BINGET`
+    /// when it is memoized already, else its opening opcodes, with its items
+    /// and closing left as tasks.
+    fn node<W, H>(
+        &mut self,
+        p: &mut Pickler<W>,
+        graph: &'g Graph<X>,
+        id: NodeId,
+        inner: usize,
+        hooks: &mut H,
+    ) -> Result<(), H::Error>
+    where
+        W: Write,
+        H: WriteHooks<'g, X, W>,
+    {
+        if let Some(&i) = p.nodes.get(&id) {
+            p.memo_get(i)?;
+            return Ok(());
+        }
+        let node = graph
+            .try_get(id)
+            .ok_or(WriteError::DanglingNode { id: id.0 })?;
+        let checkpoint = self.checkpoint;
+        match node {
+            Node::Tuple(items) if items.is_empty() && !checkpoint => p.tuple(0)?,
+            Node::Tuple(items) => {
+                self.enter(id)?;
+                if items.len() > 3 {
+                    p.mark()?;
+                }
+                self.tasks.push(Task::EndTuple(id, items.len()));
+                self.push_values(items, inner);
+            }
+            Node::List(items) => {
+                self.mutable_entered += 1;
+                p.empty_list()?;
+                let i = p.memo_put()?;
+                p.nodes.insert(id, i);
+                self.tasks.push(Task::Items(items, inner));
+            }
+            Node::Dict(pairs) => {
+                self.mutable_entered += 1;
+                match hooks.dict_class(id) {
+                    Some((module, name)) => {
+                        p.global_memoized(module, name)?;
+                        p.tuple(0)?;
+                        p.reduce()?;
+                    }
+                    None => p.empty_dict()?,
+                }
+                let i = p.memo_put()?;
+                p.nodes.insert(id, i);
+                if let Some(state) = hooks.state(id) {
+                    self.tasks
+                        .extend([Task::Op(op::BUILD), Task::Value(state, inner)]);
+                }
+                self.tasks.push(Task::Pairs(pairs, inner));
+            }
+            Node::FrozenSet(_) if checkpoint => {
+                return Err(WriteError::Refused { kind: "frozenset" }.into())
+            }
+            Node::Set(items) | Node::FrozenSet(items) => {
+                self.enter(id)?;
+                p.global_memoized("__builtin__", node.kind())?;
+                p.empty_list()?;
+                self.tasks.push(Task::EndSet(id));
+                if checkpoint {
+                    // One marked batch of every item.
+                    p.mark()?;
+                    self.tasks.push(Task::Op(op::APPENDS));
+                    self.push_values(items, inner);
+                } else {
+                    p.memo_put()?;
+                    self.tasks.push(Task::Items(items, inner));
+                }
+            }
+            Node::ByteArray(bytes) => {
+                p.global_memoized("__builtin__", "bytearray")?;
+                if checkpoint {
+                    p.bytes(bytes)?;
+                    p.tuple(1)?;
+                } else if bytes.is_empty() {
+                    p.tuple(0)?;
+                } else {
+                    p.bytes(bytes)?;
+                    p.tuple(1)?;
+                    p.memo_put()?;
+                }
+                p.reduce()?;
+                let i = p.memo_put()?;
+                p.nodes.insert(id, i);
+            }
+        }
+        Ok(())
+    }
+
+    /// Notes that the tuple or set `id` is being written; a cycle back to it
+    /// with no list or dict entered in between is [`WriteError::Cycle`].
+    fn enter(&mut self, id: NodeId) -> Result<(), WriteError> {
+        let entries = self.in_progress.entry(id).or_default();
+        if entries.last() == Some(&self.mutable_entered) {
+            return Err(WriteError::Cycle { id: id.0 });
+        }
+        entries.push(self.mutable_entered);
+        Ok(())
+    }
+
+    /// Pushes the tasks that write `items` at `depth`, the first on top.
+    fn push_values(&mut self, items: &'g [Value<X>], depth: usize) {
+        self.tasks
+            .extend(items.iter().rev().map(|v| Task::Value(v, depth)));
+    }
+
+    /// The next batch of list items: one `APPEND`, or a marked `APPENDS`,
+    /// the rest left as a task.
+    fn items<W: Write>(
+        &mut self,
+        p: &mut Pickler<W>,
+        items: &'g [Value<X>],
+        depth: usize,
+    ) -> Result<(), WriteError> {
+        let (chunk, rest) = items.split_at(items.len().min(BATCH));
+        if !rest.is_empty() {
+            self.tasks.push(Task::Items(rest, depth));
+        }
+        match chunk {
+            [] => {}
+            [one] if !self.checkpoint => {
+                self.tasks
+                    .extend([Task::Op(op::APPEND), Task::Value(one, depth)]);
+            }
+            _ => {
+                p.mark()?;
+                self.tasks.push(Task::Op(op::APPENDS));
+                self.push_values(chunk, depth);
+            }
+        }
+        Ok(())
+    }
+
+    /// The next batch of dict pairs: one `SETITEM`, or a marked `SETITEMS`,
+    /// the rest left as a task.
+    fn pairs<W: Write>(
+        &mut self,
+        p: &mut Pickler<W>,
+        pairs: &'g [(Value<X>, Value<X>)],
+        depth: usize,
+    ) -> Result<(), WriteError> {
+        let (chunk, rest) = pairs.split_at(pairs.len().min(BATCH));
+        if !rest.is_empty() {
+            self.tasks.push(Task::Pairs(rest, depth));
+        }
+        let op = match chunk {
+            [] => return Ok(()),
+            [_] if !self.checkpoint => op::SETITEM,
+            _ => {
+                p.mark()?;
+                op::SETITEMS
+            }
+        };
+        self.tasks.push(Task::Op(op));
+        for (k, v) in chunk.iter().rev() {
+            self.tasks
+                .extend([Task::Value(v, depth), Task::Value(k, depth)]);
+        }
+        Ok(())
+    }
+
+    /// Closes the tuple `id` of `n` items, or drops it for its memoized copy
+    /// when a cycle wrote it meanwhile.
+    fn end_tuple<W: Write>(
+        &mut self,
+        p: &mut Pickler<W>,
+        id: NodeId,
+        n: usize,
+    ) -> Result<(), WriteError> {
+        leave(&mut self.in_progress, id);
+        if let Some(&i) = p.nodes.get(&id) {
+            // Written meanwhile through a cycle: drop this copy.
+            if n > 3 {
+                p.pop_mark()?;
+            } else {
+                (0..n).try_for_each(|_| p.pop())?;
+            }
+            p.memo_get(i)?;
+        } else {
+            p.tuple(n)?;
+            let i = p.memo_put()?;
+            p.nodes.insert(id, i);
+        }
+        Ok(())
+    }
+
+    /// Closes the set or frozenset `id`: the call on its item list, or its
+    /// memoized copy when a cycle wrote it meanwhile.
+    fn end_set<W: Write>(&mut self, p: &mut Pickler<W>, id: NodeId) -> Result<(), WriteError> {
+        leave(&mut self.in_progress, id);
+        p.tuple(1)?;
+        if !self.checkpoint {
+            p.memo_put()?;
+        }
+        p.reduce()?;
+        if let Some(&i) = p.nodes.get(&id) {
+            p.pop()?;
+            p.memo_get(i)?;
+        } else {
+            let i = p.memo_put()?;
+            p.nodes.insert(id, i);
+        }
+        Ok(())
+    }
 }
 
 fn leave(in_progress: &mut Map<NodeId, Vec<u64>>, id: NodeId) {

@@ -25,7 +25,7 @@
 //! set usable.
 
 use crate::error::{ErrorContext, FormatError};
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -414,11 +414,30 @@ pub fn save_sharded(dir: &Path, ckpt: &Checkpoint, options: &ShardOptions) -> Re
             n => format.file_name(&format!("-{:05}-of-{n:05}", i + 1)),
         })
         .collect();
+    let kept = kept_metadata(ckpt)?;
+    let bin_with_metadata = format == ShardFormat::Bin && !kept.is_empty();
+    let index_name = (count > 1 || bin_with_metadata).then(|| format.index_name());
+    let set = PlannedSet {
+        tensors,
+        plan,
+        names,
+        kept,
+        index_name,
+        options,
+    };
+    match options.part {
+        Some((rank, world)) => set.save_part(dir, rank, world),
+        None => set.save_whole(dir),
+    }
+}
+
+/// The metadata a set keeps: the checkpoint's safetensors metadata and, for
+/// a nested checkpoint, its structure and values, kept as a single
+/// safetensors file keeps them, so that the set loads back as what was
+/// saved (in the index's metadata, or the lone shard's).
+fn kept_metadata(ckpt: &Checkpoint) -> Result<BTreeMap<String, String>> {
     #[cfg_attr(not(feature = "safetensors"), allow(unused_mut))]
     let mut kept = ckpt.safetensors_metadata.clone().unwrap_or_default();
-    // A nested checkpoint's structure and values, kept as a single
-    // safetensors file keeps them, so that the set loads back as what was
-    // saved: in the index's metadata, or the lone shard's.
     #[cfg(feature = "safetensors")]
     {
         use crate::checkpoint::format::safetensors::{record_tree, TREE_KEY};
@@ -427,21 +446,41 @@ pub fn save_sharded(dir: &Path, ckpt: &Checkpoint, options: &ShardOptions) -> Re
             None => kept.remove(TREE_KEY),
         };
     }
-    let bin_with_metadata = format == ShardFormat::Bin && !kept.is_empty();
-    let index_name = (count > 1 || bin_with_metadata).then(|| format.index_name());
-    let shard_size = |shard: &[usize]| -> u64 {
+    Ok(kept)
+}
+
+/// A sharded save, planned: what [`save_sharded`]'s steps share.
+struct PlannedSet<'a> {
+    /// Every tensor of the checkpoint, with its path.
+    tensors: Vec<(Vec<PathKey>, &'a TensorObject)>,
+    plan: Plan,
+    /// The shards' file names, in order.
+    names: Vec<String>,
+    /// The metadata the set keeps ([`kept_metadata`]).
+    kept: BTreeMap<String, String>,
+    /// The index's file name, when the set has one.
+    index_name: Option<String>,
+    options: &'a ShardOptions,
+}
+
+impl PlannedSet<'_> {
+    /// The bytes of tensor data of `shard`.
+    fn shard_size(&self, shard: &[usize]) -> u64 {
         shard
             .iter()
-            .map(|&i| tensors[i].1.tensor.nbytes() as u64)
+            .map(|&i| self.tensors[i].1.tensor.nbytes() as u64)
             .sum()
-    };
-    let write_shard = |k: usize, path: &Path| -> Result<()> {
-        let (shard, name) = (&plan.shards[k], &names[k]);
+    }
+
+    /// Writes shard `k` at `path`; its errors name the shard as the set
+    /// will hold it.
+    fn write_shard(&self, k: usize, path: &Path) -> Result<()> {
+        let (shard, name) = (&self.plan.shards[k], &self.names[k]);
         let mut part = Checkpoint::new();
         let items = shard
             .iter()
             .map(|&i| {
-                let (name, t) = (&plan.names[i], tensors[i].1);
+                let (name, t) = (&self.plan.names[i], self.tensors[i].1);
                 (
                     Value::str(name),
                     Value::Ext(Object::Tensor(Box::new(TensorObject::clone(t)))),
@@ -461,12 +500,12 @@ pub fn save_sharded(dir: &Path, ckpt: &Checkpoint, options: &ShardOptions) -> Re
             e => e,
         };
         (|| -> Result<()> {
-            match format {
+            match self.options.format {
                 ShardFormat::Safetensors => {
                     // Every shard has `__metadata__` (which the save gives
                     // `"format": "pt"`); a lone shard keeps the checkpoint's.
-                    let meta = if count == 1 {
-                        kept.clone()
+                    let meta = if self.names.len() == 1 {
+                        self.kept.clone()
                     } else {
                         Default::default()
                     };
@@ -478,7 +517,7 @@ pub fn save_sharded(dir: &Path, ckpt: &Checkpoint, options: &ShardOptions) -> Re
                     path,
                     &part,
                     &SaveOptions {
-                        sync: options.sync,
+                        sync: self.options.sync,
                         ..Default::default()
                     },
                 )?,
@@ -486,24 +525,29 @@ pub fn save_sharded(dir: &Path, ckpt: &Checkpoint, options: &ShardOptions) -> Re
             Ok(())
         })()
         .map_err(as_named)
-    };
-    let index_text = || -> Result<String> {
-        let tensor_names = &plan.names;
-        let weight_map: serde_json::Map<String, Json> = plan
+    }
+
+    /// The index's JSON text: the kept metadata and `total_size`, and each
+    /// tensor's shard.
+    fn index_text(&self) -> Result<String> {
+        let tensor_names = &self.plan.names;
+        let weight_map: serde_json::Map<String, Json> = self
+            .plan
             .shards
             .iter()
-            .zip(&names)
+            .zip(&self.names)
             .flat_map(|(shard, file)| {
                 shard
                     .iter()
                     .map(move |&i| (tensor_names[i].clone(), Json::String(file.clone())))
             })
             .collect();
-        let mut metadata: serde_json::Map<String, Json> = kept
+        let mut metadata: serde_json::Map<String, Json> = self
+            .kept
             .iter()
             .map(|(k, v)| (k.clone(), Json::String(v.clone())))
             .collect();
-        metadata.insert("total_size".into(), plan.total_size.into());
+        metadata.insert("total_size".into(), self.plan.total_size.into());
         let index = serde_json::json!({
             "metadata": metadata,
             "weight_map": weight_map,
@@ -511,60 +555,85 @@ pub fn save_sharded(dir: &Path, ckpt: &Checkpoint, options: &ShardOptions) -> Re
         let mut text = serde_json::to_string_pretty(&index).map_err(|e| Error::Io(e.into()))?;
         text.push('\n');
         Ok(text)
-    };
-    if let Some((rank, world)) = options.part {
+    }
+
+    /// Rank `rank`'s part of a set written by `world` processes: its own
+    /// shards, its marker, and the index when it finishes last.
+    fn save_part(&self, dir: &Path, rank: usize, world: usize) -> Result<SavedSet> {
+        let names = &self.names;
         super::parts::check_rank(dir, rank, world)?;
-        let sizes: Vec<u64> = plan.shards.iter().map(|s| shard_size(s)).collect();
+        let sizes: Vec<u64> = self
+            .plan
+            .shards
+            .iter()
+            .map(|s| self.shard_size(s))
+            .collect();
         let owners = assign(&sizes, world);
-        let mine: Vec<usize> = (0..count).filter(|&k| owners[k] == rank).collect();
+        let mine: Vec<usize> = (0..names.len()).filter(|&k| owners[k] == rank).collect();
         fs::create_dir_all(dir).map_err(|e| Error::Io(e).in_file(dir.to_owned()))?;
         for &k in &mine {
-            write_shard(k, &dir.join(&names[k])).map_err(|e| match e {
-                e @ Error::InFile { .. } => e,
-                e => e.in_file(dir.join(&names[k])),
-            })?;
+            self.write_shard(k, &dir.join(&names[k]))
+                .map_err(|e| match e {
+                    e @ Error::InFile { .. } => e,
+                    e => e.in_file(dir.join(&names[k])),
+                })?;
         }
-        let index = index_name.as_ref().map(|_| index_text()).transpose()?;
+        let index_name = &self.index_name;
+        let index = index_name.as_ref().map(|_| self.index_text()).transpose()?;
         let manifest = format!("{}\n{}", names.join("\n"), index.as_deref().unwrap_or(""));
         let index_entry = index_name.as_deref().zip(index.as_deref());
-        let pending = super::parts::finish(dir, rank, world, &manifest, "", options.sync, |_| {
-            match index_entry {
-                Some((name, text)) => {
-                    crate::io::write_atomically(&dir.join(name), options.sync, |tmp| {
-                        fs::write(tmp, text).map_err(Error::Io)
-                    })
-                }
-                None => Ok(()),
-            }
-        })?;
+        let sync = self.options.sync;
+        let pending =
+            super::parts::finish(
+                dir,
+                rank,
+                world,
+                &manifest,
+                "",
+                sync,
+                |_| match index_entry {
+                    Some((name, text)) => {
+                        crate::io::write_atomically(&dir.join(name), sync, |tmp| {
+                            fs::write(tmp, text).map_err(Error::Io)
+                        })
+                    }
+                    None => Ok(()),
+                },
+            )?;
         let wrote_index = pending.is_empty() && index_entry.is_some();
-        return Ok(SavedSet {
+        Ok(SavedSet {
             files: mine.iter().map(|&k| dir.join(&names[k])).collect(),
             index: wrote_index.then(|| dir.join(index_name.as_deref().unwrap_or_default())),
-            total_size: plan.total_size,
+            total_size: self.plan.total_size,
             pending,
-        });
+        })
     }
-    crate::io::replace_dir(
-        dir,
-        options.sync,
-        move |n| format.owns(n),
-        |staging| {
-            for (k, name) in names.iter().enumerate() {
-                write_shard(k, &staging.join(name))?;
-            }
-            if let Some(index_name) = &index_name {
-                fs::write(staging.join(index_name), index_text()?).map_err(Error::Io)?;
-            }
-            Ok(())
-        },
-    )?;
-    Ok(SavedSet {
-        files: names.iter().map(|n| dir.join(n)).collect(),
-        index: index_name.map(|n| dir.join(n)),
-        total_size: plan.total_size,
-        pending: Vec::new(),
-    })
+
+    /// The whole set, written in a staging folder that replaces the set's
+    /// files in `dir` in one step.
+    fn save_whole(self, dir: &Path) -> Result<SavedSet> {
+        let format = self.options.format;
+        crate::io::replace_dir(
+            dir,
+            self.options.sync,
+            move |n| format.owns(n),
+            |staging| {
+                for (k, name) in self.names.iter().enumerate() {
+                    self.write_shard(k, &staging.join(name))?;
+                }
+                if let Some(index_name) = &self.index_name {
+                    fs::write(staging.join(index_name), self.index_text()?).map_err(Error::Io)?;
+                }
+                Ok(())
+            },
+        )?;
+        Ok(SavedSet {
+            files: self.names.iter().map(|n| dir.join(n)).collect(),
+            index: self.index_name.map(|n| dir.join(n)),
+            total_size: self.plan.total_size,
+            pending: Vec::new(),
+        })
+    }
 }
 
 #[cfg(feature = "safetensors")]

@@ -6,11 +6,14 @@
 
 use crate::error::{CheckpointError, ErrorContext, FormatError};
 use num_bigint::BigInt;
+use std::collections::{HashMap, HashSet};
 
 use crate::checkpoint::options::LoadOptions;
-use crate::checkpoint::pickle::{self, Graph, Hooks, Node, PickleError, Pickled, Value};
+use crate::checkpoint::pickle::{self, Graph, Hooks, Node, NodeId, PickleError, Pickled, Value};
 use crate::checkpoint::torch::{finish_kinds, StorageSource, TorchHooks};
-use crate::checkpoint::value::graph::{check_views, ByteOrder, Checkpoint, Format};
+use crate::checkpoint::value::graph::{
+    check_views, ByteOrder, Checkpoint, Format, InertObject, Object, StorageRecord,
+};
 use crate::io::ReadAt;
 use crate::storage::MappedRecords;
 use crate::{DType, Device, Error, Result, UntypedStorage};
@@ -148,127 +151,18 @@ pub(crate) fn load<R: ReadAt>(
 ) -> Result<Checkpoint> {
     let len = source.len();
     let mut pos = 0u64;
-    let magic = header(source, &mut pos, options, "magic number")?;
-    if !matches!(&magic.root, Value::BigInt(b) if **b == BigInt::from(MAGIC_NUMBER)) {
-        return Err(Error::Format(FormatError::NotACheckpoint {
-            detail: "invalid magic number; corrupt file?".into(),
-        }));
-    }
-    match header(source, &mut pos, options, "protocol version")?.root {
-        Value::Int(PROTOCOL_VERSION) => {}
-        other => {
-            return Err(Error::Format(FormatError::NotACheckpoint {
-                detail: format!("invalid protocol version: {other:?}"),
-            }))
-        }
-    }
-    header(source, &mut pos, options, "sys_info")?;
-
-    // The object pickle: storages are allocated as it names them and filled afterwards.
-    let mut n: u64 = 1 << 16;
-    let (pickled, records, ordered, classes, state, objects, pending) = loop {
-        let buf = window(source, pos, n)?;
-        let mut pending = Pending {
-            storages: Vec::new(),
-            declared: 0,
-            file_len: len,
-        };
-        let mut hooks = TorchHooks::new(&mut pending, options, ByteOrder::Little, true);
-        match pickle::unpickle(&buf, &mut hooks, &options.pickle_limits) {
-            Err(e) if wants_more(&e, buf.len() as u64, pos, len, options.max_pickle_bytes) => {
-                n *= 4
-            }
-            Err(e) => return Err(e.in_entry("object pickle")),
-            Ok(mut p) => {
-                let objects = hooks.finish(&mut p)?;
-                let TorchHooks {
-                    records,
-                    ordered,
-                    classes,
-                    state,
-                    ..
-                } = hooks;
-                break (p, records, ordered, classes, state, objects, pending);
-            }
-        }
-    };
-    pos += pickled.consumed as u64;
-
-    let keys = header(source, &mut pos, options, "storage keys")?;
-    let key_list: Vec<String> = match &keys.root {
-        Value::Node(id) => match keys.graph.try_get(*id) {
-            Some(Node::List(items)) => items
-                .iter()
-                .map(|v| v.as_str().map(str::to_owned))
-                .collect::<Option<_>>(),
-            _ => None,
-        },
-        _ => None,
-    }
-    .ok_or(Error::Format(FormatError::BadObject {
-        context: "legacy storage keys",
-        expected: "a list of str",
-        found: "something else".into(),
-    }))?;
-
-    for key in &key_list {
-        let (storage, dtype) = records
-            .iter()
-            .find(|r| &r.key == key)
-            .map(|r| (r.storage.clone(), r.dtype))
-            .ok_or_else(|| {
-                Error::Format(FormatError::MissingRecord {
-                    name: format!("storage {key} (listed but never referenced)"),
-                })
-            })?;
-        let count_bytes = window(source, pos, 8)?;
-        let count = <[u8; 8]>::try_from(count_bytes.as_slice())
-            .map(u64::from_le_bytes)
-            .map_err(|_| {
-                Error::Format(FormatError::MissingRecord {
-                    name: format!("storage {key} (file ends at offset {pos})"),
-                })
-            })?;
-        pos += 8;
-        let elem = dtype.map_or(1, DType::size) as u64;
-        let nbytes = count.saturating_mul(elem);
-        if nbytes != storage.nbytes() as u64 {
-            return Err(Error::Format(FormatError::RecordSize {
-                name: format!("storage {key}"),
-                expected: storage.nbytes() as u64,
-                found: nbytes,
-            }));
-        }
-        if pos.checked_add(nbytes).is_none_or(|end| end > len) {
-            return Err(Error::Format(FormatError::RecordSize {
-                name: format!("storage {key}"),
-                expected: nbytes,
-                found: len.saturating_sub(pos),
-            }));
-        }
-        let elem = dtype.map_or(1, DType::size) as u64;
-        let mapped_here = cfg!(target_endian = "little")
-            && storage.has_data()
-            && pos.is_multiple_of(elem)
-            && mapped.as_mut().is_some_and(|m| m.redirect(&storage, pos));
-        if !mapped_here && storage.has_data() {
-            let mut bytes = storage.bytes_mut()?;
-            source
-                .read_exact_at(&mut bytes, pos)
-                .map_err(|e| Error::Io(e).in_entry(format!("storage {key}")))?;
-            if cfg!(target_endian = "big") {
-                if let Some(d) = dtype {
-                    crate::checkpoint::torch::byteswap(&mut bytes, d);
-                }
-            }
-        }
-        pos += nbytes;
-    }
-    if let Some(r) = records.iter().find(|r| !key_list.contains(&r.key)) {
-        return Err(Error::Format(FormatError::MissingRecord {
-            name: format!("storage {} (referenced but not listed)", r.key),
-        }));
-    }
+    check_headers(source, &mut pos, options)?;
+    let ObjectPickle {
+        pickled,
+        records,
+        ordered,
+        classes,
+        state,
+        objects,
+        pending,
+    } = object_pickle(source, &mut pos, len, options)?;
+    let key_list = storage_keys(source, &mut pos, options)?;
+    read_storages(source, pos, len, &records, &key_list, &mut mapped)?;
     drop(pending);
     let mut ckpt = check_views(Checkpoint {
         format: Format::TorchLegacy,
@@ -286,4 +180,195 @@ pub(crate) fn load<R: ReadAt>(
     // Sparse and nested tensors are checked once every storage's bytes are in.
     finish_kinds(&mut ckpt)?;
     Ok(ckpt)
+}
+
+/// Reads the header pickles at `*pos` (the magic number, the protocol
+/// version and `sys_info`), checks the first two, and advances past them.
+fn check_headers<R: ReadAt>(source: &R, pos: &mut u64, options: &LoadOptions) -> Result<()> {
+    let magic = header(source, pos, options, "magic number")?;
+    if !matches!(&magic.root, Value::BigInt(b) if **b == BigInt::from(MAGIC_NUMBER)) {
+        return Err(Error::Format(FormatError::NotACheckpoint {
+            detail: "invalid magic number; corrupt file?".into(),
+        }));
+    }
+    match header(source, pos, options, "protocol version")?.root {
+        Value::Int(PROTOCOL_VERSION) => {}
+        other => {
+            return Err(Error::Format(FormatError::NotACheckpoint {
+                detail: format!("invalid protocol version: {other:?}"),
+            }))
+        }
+    }
+    header(source, pos, options, "sys_info")?;
+    Ok(())
+}
+
+/// The object pickle, read: its value, what the hooks gathered, and the
+/// storages it allocated (filled from the stream after it).
+struct ObjectPickle {
+    pickled: Pickled<Object>,
+    records: Vec<StorageRecord>,
+    ordered: HashSet<NodeId>,
+    classes: HashMap<NodeId, &'static str>,
+    state: HashMap<NodeId, Value<Object>>,
+    objects: HashMap<NodeId, InertObject>,
+    pending: Pending,
+}
+
+/// Reads the object pickle at `*pos` of the file of `len` bytes, from a
+/// window of the file grown until it holds the whole pickle, and advances
+/// past it. Storages are allocated as it names them.
+fn object_pickle<R: ReadAt>(
+    source: &R,
+    pos: &mut u64,
+    len: u64,
+    options: &LoadOptions,
+) -> Result<ObjectPickle> {
+    let mut n: u64 = 1 << 16;
+    let read = loop {
+        let buf = window(source, *pos, n)?;
+        let mut pending = Pending {
+            storages: Vec::new(),
+            declared: 0,
+            file_len: len,
+        };
+        let mut hooks = TorchHooks::new(&mut pending, options, ByteOrder::Little, true);
+        match pickle::unpickle(&buf, &mut hooks, &options.pickle_limits) {
+            Err(e) if wants_more(&e, buf.len() as u64, *pos, len, options.max_pickle_bytes) => {
+                n *= 4
+            }
+            Err(e) => return Err(e.in_entry("object pickle")),
+            Ok(mut p) => {
+                let objects = hooks.finish(&mut p)?;
+                let TorchHooks {
+                    records,
+                    ordered,
+                    classes,
+                    state,
+                    ..
+                } = hooks;
+                break ObjectPickle {
+                    pickled: p,
+                    records,
+                    ordered,
+                    classes,
+                    state,
+                    objects,
+                    pending,
+                };
+            }
+        }
+    };
+    *pos += read.pickled.consumed as u64;
+    Ok(read)
+}
+
+/// Reads the pickled list of storage keys at `*pos` and advances past it.
+fn storage_keys<R: ReadAt>(
+    source: &R,
+    pos: &mut u64,
+    options: &LoadOptions,
+) -> Result<Vec<String>> {
+    let keys = header(source, pos, options, "storage keys")?;
+    match &keys.root {
+        Value::Node(id) => match keys.graph.try_get(*id) {
+            Some(Node::List(items)) => items
+                .iter()
+                .map(|v| v.as_str().map(str::to_owned))
+                .collect::<Option<_>>(),
+            _ => None,
+        },
+        _ => None,
+    }
+    .ok_or(Error::Format(FormatError::BadObject {
+        context: "legacy storage keys",
+        expected: "a list of str",
+        found: "something else".into(),
+    }))
+}
+
+/// Fills the storages of `records` from the stream at `pos` of the file of
+/// `len` bytes, in the order of `key_list`; every storage listed must be
+/// referenced, and every one referenced listed.
+fn read_storages<R: ReadAt>(
+    source: &R,
+    mut pos: u64,
+    len: u64,
+    records: &[StorageRecord],
+    key_list: &[String],
+    mapped: &mut Option<MappedRecords>,
+) -> Result<()> {
+    for key in key_list {
+        pos = read_storage(source, pos, len, records, key, mapped.as_mut())?;
+    }
+    if let Some(r) = records.iter().find(|r| !key_list.contains(&r.key)) {
+        return Err(Error::Format(FormatError::MissingRecord {
+            name: format!("storage {} (referenced but not listed)", r.key),
+        }));
+    }
+    Ok(())
+}
+
+/// Fills the storage `key` from the stream at `pos` of the file of `len`
+/// bytes (its element count, checked against the storage, then its bytes: a
+/// slice of the mapping when `mapped` takes it, else copied). Returns the
+/// position after it.
+fn read_storage<R: ReadAt>(
+    source: &R,
+    mut pos: u64,
+    len: u64,
+    records: &[StorageRecord],
+    key: &str,
+    mapped: Option<&mut MappedRecords>,
+) -> Result<u64> {
+    let (storage, dtype) = records
+        .iter()
+        .find(|r| r.key == key)
+        .map(|r| (r.storage.clone(), r.dtype))
+        .ok_or_else(|| {
+            Error::Format(FormatError::MissingRecord {
+                name: format!("storage {key} (listed but never referenced)"),
+            })
+        })?;
+    let count_bytes = window(source, pos, 8)?;
+    let count = <[u8; 8]>::try_from(count_bytes.as_slice())
+        .map(u64::from_le_bytes)
+        .map_err(|_| {
+            Error::Format(FormatError::MissingRecord {
+                name: format!("storage {key} (file ends at offset {pos})"),
+            })
+        })?;
+    pos += 8;
+    let elem = dtype.map_or(1, DType::size) as u64;
+    let nbytes = count.saturating_mul(elem);
+    if nbytes != storage.nbytes() as u64 {
+        return Err(Error::Format(FormatError::RecordSize {
+            name: format!("storage {key}"),
+            expected: storage.nbytes() as u64,
+            found: nbytes,
+        }));
+    }
+    if pos.checked_add(nbytes).is_none_or(|end| end > len) {
+        return Err(Error::Format(FormatError::RecordSize {
+            name: format!("storage {key}"),
+            expected: nbytes,
+            found: len.saturating_sub(pos),
+        }));
+    }
+    let mapped_here = cfg!(target_endian = "little")
+        && storage.has_data()
+        && pos.is_multiple_of(elem)
+        && mapped.is_some_and(|m| m.redirect(&storage, pos));
+    if !mapped_here && storage.has_data() {
+        let mut bytes = storage.bytes_mut()?;
+        source
+            .read_exact_at(&mut bytes, pos)
+            .map_err(|e| Error::Io(e).in_entry(format!("storage {key}")))?;
+        if cfg!(target_endian = "big") {
+            if let Some(d) = dtype {
+                crate::checkpoint::torch::byteswap(&mut bytes, d);
+            }
+        }
+    }
+    Ok(pos + nbytes)
 }

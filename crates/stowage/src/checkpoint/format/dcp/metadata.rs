@@ -454,9 +454,38 @@ pub fn parse(bytes: &[u8], limits: &Limits) -> Result<DcpMetadata> {
     if class_of(root) != Some(Class::Metadata) {
         return Err(bad("DCP .metadata", "a Metadata object", "another value"));
     }
-    // storage_data: MetadataIndex(fqn, offset, index) → _StorageInfo. As in
-    // PyTorch, an index is found by fqn and offset (`index` is only a hint).
-    let mut storage: HashMap<(String, Option<Vec<usize>>), StorageInfo> = HashMap::new();
+    let storage = storage_index(graph, root)?;
+    let mut planner = planner_paths(graph, root)?;
+    let mut items = Vec::new();
+    for (k, v) in dict_entries(
+        graph,
+        attr(graph, root, "state_dict_metadata"),
+        "a state_dict_metadata dict",
+    )? {
+        let fqn = k
+            .as_str()
+            .ok_or_else(|| bad("DCP state_dict_metadata", "string keys", "another value"))?
+            .to_owned();
+        let kind = item_kind(graph, v, &fqn, &storage)?;
+        let path = planner
+            .remove(&fqn)
+            .unwrap_or_else(|| fqn.split('.').map(|s| PathKey::Key(s.to_owned())).collect());
+        items.push(Item { fqn, path, kind });
+    }
+    let version = attr(graph, root, "version")
+        .and_then(|v| v.as_str())
+        .map(str::to_owned);
+    Ok(DcpMetadata { items, version })
+}
+
+/// `storage_data`'s storages, by fqn and chunk offsets (`None` for bytes).
+type StorageIndex = HashMap<(String, Option<Vec<usize>>), StorageInfo>;
+
+/// The `storage_data` of the `Metadata` `root`: `MetadataIndex(fqn, offset,
+/// index)` → `_StorageInfo`. As in PyTorch, an index is found by fqn and
+/// offset (`index` is only a hint).
+fn storage_index(graph: &Graph<Md>, root: &V) -> Result<StorageIndex> {
+    let mut storage: StorageIndex = HashMap::new();
     for (k, v) in dict_entries(
         graph,
         attr(graph, root, "storage_data"),
@@ -478,6 +507,13 @@ pub fn parse(bytes: &[u8], limits: &Limits) -> Result<DcpMetadata> {
         };
         storage.insert((fqn.to_owned(), offset), storage_info(graph, v)?);
     }
+    Ok(storage)
+}
+
+/// The `planner_data` of the `Metadata` `root`, when it has one: each
+/// fqn's path of keys in the state dict. Entries of another shape are
+/// skipped.
+fn planner_paths(graph: &Graph<Md>, root: &V) -> Result<HashMap<String, Vec<PathKey>>> {
     let mut planner: HashMap<String, Vec<PathKey>> = HashMap::new();
     if let Ok(entries) = dict_entries(graph, attr(graph, root, "planner_data"), "") {
         for (k, v) in entries {
@@ -492,92 +528,99 @@ pub fn parse(bytes: &[u8], limits: &Limits) -> Result<DcpMetadata> {
             );
         }
     }
-    let mut items = Vec::new();
-    for (k, v) in dict_entries(
-        graph,
-        attr(graph, root, "state_dict_metadata"),
-        "a state_dict_metadata dict",
-    )? {
-        let fqn = k
-            .as_str()
-            .ok_or_else(|| bad("DCP state_dict_metadata", "string keys", "another value"))?
-            .to_owned();
-        let missing = || bad("DCP storage_data", "an entry for every item", fqn.clone());
-        let kind = match class_of(v) {
-            Some(Class::BytesStorageMetadata) => ItemKind::Bytes(
-                storage
-                    .get(&(fqn.clone(), None))
-                    .cloned()
-                    .ok_or_else(missing)?,
-            ),
-            Some(Class::TensorStorageMetadata) => {
-                let props = attr(graph, v, "properties");
-                let dtype = match props.and_then(|p| attr(graph, p, "dtype")) {
-                    Some(Value::Ext(Md::DType(d))) => *d,
-                    _ => return Err(bad("TensorProperties", "a dtype", fqn)),
-                };
-                let requires_grad = props
-                    .and_then(|p| attr(graph, p, "requires_grad"))
-                    .and_then(|r| r.as_bool())
-                    .unwrap_or(false);
-                let size = size_of(graph, attr(graph, v, "size"), "a tensor size")?;
-                let chunk_list = match attr(graph, v, "chunks")
-                    .and_then(|c| c.as_node())
-                    .and_then(|n| graph.try_get(n))
-                {
-                    Some(Node::List(l) | Node::Tuple(l)) => l,
-                    _ => return Err(bad("TensorStorageMetadata", "a list of chunks", fqn)),
-                };
-                let mut chunks = Vec::with_capacity(chunk_list.len());
-                for c in chunk_list {
-                    let offsets = size_of(graph, attr(graph, c, "offsets"), "chunk offsets")?;
-                    let sizes = size_of(graph, attr(graph, c, "sizes"), "chunk sizes")?;
-                    let inside = offsets.len() == size.len()
-                        && sizes.len() == size.len()
-                        && offsets
-                            .iter()
-                            .zip(&sizes)
-                            .zip(&size)
-                            .all(|((o, s), n)| o.checked_add(*s).is_some_and(|end| end <= *n));
-                    if !inside {
-                        return Err(bad(
-                            "DCP chunk",
-                            "a region inside its tensor",
-                            format!("{fqn}: offsets {offsets:?} sizes {sizes:?} of a tensor of size {size:?}"),
-                        ));
-                    }
-                    let storage = storage
-                        .get(&(fqn.clone(), Some(offsets.clone())))
-                        .cloned()
-                        .ok_or_else(missing)?;
-                    chunks.push(Chunk {
-                        offsets,
-                        sizes,
-                        storage,
-                    });
-                }
-                ItemKind::Tensor(TensorMeta {
-                    dtype,
-                    size,
-                    requires_grad,
-                    chunks,
-                })
-            }
-            _ => {
-                return Err(bad(
-                    "DCP state_dict_metadata",
-                    "tensor or bytes metadata",
-                    fqn,
-                ))
-            }
-        };
-        let path = planner
-            .remove(&fqn)
-            .unwrap_or_else(|| fqn.split('.').map(|s| PathKey::Key(s.to_owned())).collect());
-        items.push(Item { fqn, path, kind });
+    Ok(planner)
+}
+
+/// The item `fqn` of `state_dict_metadata`, whose metadata is `v`: bytes or
+/// a tensor, with its storage from `storage`.
+fn item_kind(graph: &Graph<Md>, v: &V, fqn: &str, storage: &StorageIndex) -> Result<ItemKind> {
+    match class_of(v) {
+        Some(Class::BytesStorageMetadata) => Ok(ItemKind::Bytes(
+            storage
+                .get(&(fqn.to_owned(), None))
+                .cloned()
+                .ok_or_else(|| missing_storage(fqn))?,
+        )),
+        Some(Class::TensorStorageMetadata) => {
+            tensor_meta(graph, v, fqn, storage).map(ItemKind::Tensor)
+        }
+        _ => Err(bad(
+            "DCP state_dict_metadata",
+            "tensor or bytes metadata",
+            fqn,
+        )),
     }
-    let version = attr(graph, root, "version")
-        .and_then(|v| v.as_str())
-        .map(str::to_owned);
-    Ok(DcpMetadata { items, version })
+}
+
+/// The error for an item `fqn` (or a chunk of it) without storage.
+fn missing_storage(fqn: &str) -> Error {
+    bad("DCP storage_data", "an entry for every item", fqn)
+}
+
+/// The tensor `fqn` from its `TensorStorageMetadata` `v`: its properties,
+/// size, and chunks with their storage from `storage`.
+fn tensor_meta(graph: &Graph<Md>, v: &V, fqn: &str, storage: &StorageIndex) -> Result<TensorMeta> {
+    let props = attr(graph, v, "properties");
+    let dtype = match props.and_then(|p| attr(graph, p, "dtype")) {
+        Some(Value::Ext(Md::DType(d))) => *d,
+        _ => return Err(bad("TensorProperties", "a dtype", fqn)),
+    };
+    let requires_grad = props
+        .and_then(|p| attr(graph, p, "requires_grad"))
+        .and_then(|r| r.as_bool())
+        .unwrap_or(false);
+    let size = size_of(graph, attr(graph, v, "size"), "a tensor size")?;
+    let chunk_list = match attr(graph, v, "chunks")
+        .and_then(|c| c.as_node())
+        .and_then(|n| graph.try_get(n))
+    {
+        Some(Node::List(l) | Node::Tuple(l)) => l,
+        _ => return Err(bad("TensorStorageMetadata", "a list of chunks", fqn)),
+    };
+    let mut chunks = Vec::with_capacity(chunk_list.len());
+    for c in chunk_list {
+        chunks.push(chunk(graph, c, fqn, &size, storage)?);
+    }
+    Ok(TensorMeta {
+        dtype,
+        size,
+        requires_grad,
+        chunks,
+    })
+}
+
+/// The `ChunkStorageMetadata` `c` of the tensor `fqn` of size `size`: a
+/// region inside the tensor, with its storage from `storage`.
+fn chunk(
+    graph: &Graph<Md>,
+    c: &V,
+    fqn: &str,
+    size: &[usize],
+    storage: &StorageIndex,
+) -> Result<Chunk> {
+    let offsets = size_of(graph, attr(graph, c, "offsets"), "chunk offsets")?;
+    let sizes = size_of(graph, attr(graph, c, "sizes"), "chunk sizes")?;
+    let inside = offsets.len() == size.len()
+        && sizes.len() == size.len()
+        && offsets
+            .iter()
+            .zip(&sizes)
+            .zip(size)
+            .all(|((o, s), n)| o.checked_add(*s).is_some_and(|end| end <= *n));
+    if !inside {
+        return Err(bad(
+            "DCP chunk",
+            "a region inside its tensor",
+            format!("{fqn}: offsets {offsets:?} sizes {sizes:?} of a tensor of size {size:?}"),
+        ));
+    }
+    let storage = storage
+        .get(&(fqn.to_owned(), Some(offsets.clone())))
+        .cloned()
+        .ok_or_else(|| missing_storage(fqn))?;
+    Ok(Chunk {
+        offsets,
+        sizes,
+        storage,
+    })
 }

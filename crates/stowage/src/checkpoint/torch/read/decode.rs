@@ -152,6 +152,172 @@ pub(super) fn legacy_module_class(graph: &Graph<Object>, pid: &V) -> Option<V> {
     }
 }
 
+/// A numpy scalar (`numpy.core.multiarray.scalar(dtype, bytes)`): its value
+/// read from the bytes in its dtype.
+fn numpy_scalar(graph: &Graph<Object>, a: &[V]) -> Result<V> {
+    let dtype = numpy_dtype(graph, a.first().unwrap_or(&Value::None), "numpy scalar")?;
+    let bytes = raw_bytes(graph, a.get(1).unwrap_or(&Value::None), "numpy scalar")?;
+    let value = scalar(&dtype, bytes)
+        .ok_or_else(|| unsupported(format!("numpy scalars of dtype {}", dtype.name())))?;
+    Ok(Value::Ext(Object::NumpyScalar(Box::new(NumpyScalar {
+        dtype,
+        value,
+    }))))
+}
+
+/// `datetime`'s `datetime`, `date` and `time` (from the bytes CPython packs
+/// them in, and a tzinfo), `timedelta` (days, seconds, microseconds) and
+/// `timezone` (an offset and a name).
+fn datetime_value(graph: &Graph<Object>, kind: Decoded, a: &[V]) -> Result<V> {
+    Ok(match kind {
+        Decoded::TimeDelta => {
+            let part = |i: usize| opt_int(graph, a.get(i), "timedelta").map(|x| x.unwrap_or(0));
+            data(PyData::TimeDelta(TimeDelta {
+                days: part(0)?,
+                seconds: part(1)?,
+                microseconds: part(2)?,
+            }))
+        }
+        Decoded::TimeZone => {
+            let offset = timedelta(graph, a.first().unwrap_or(&Value::None))?;
+            let name = match a.get(1) {
+                Some(Value::Str(s)) => Some(s.to_string()),
+                None | Some(Value::None) => None,
+                Some(other) => return Err(bad("timezone name", "a str", other, graph)),
+            };
+            data(PyData::TimeZone(TimeZone { offset, name }))
+        }
+        // `datetime`, `date`, `time`.
+        _ => {
+            let b = raw_bytes(
+                graph,
+                a.first().unwrap_or(&Value::None),
+                "decoded constructor",
+            )?;
+            let want = match kind {
+                Decoded::DateTime => 10,
+                Decoded::Date => 4,
+                _ => 6,
+            };
+            if b.len() != want {
+                return Err(Error::Format(FormatError::BadObject {
+                    context: "packed date or time",
+                    expected: "the bytes CPython packs",
+                    found: format!("{} bytes", b.len()),
+                }));
+            }
+            let date = Date {
+                year: u16::from(b[0]) << 8 | u16::from(b[1]),
+                month: b[2] & 0x7f,
+                day: b[3],
+            };
+            match kind {
+                Decoded::Date => data(PyData::Date(date)),
+                Decoded::Time => data(PyData::Time(time_of_day(b, tzinfo(graph, a.get(1))?))),
+                _ => {
+                    let mut t = time_of_day(&b[4..], tzinfo(graph, a.get(1))?);
+                    t.fold = b[2] & 0x80 != 0;
+                    data(PyData::DateTime(date, t))
+                }
+            }
+        }
+    })
+}
+
+/// A `pathlib` path of class `class`: its string parts joined.
+fn pathlib_path(graph: &Graph<Object>, class: &'static str, a: &[V]) -> Result<V> {
+    let parts = a
+        .iter()
+        .map(|v| {
+            v.as_str()
+                .ok_or_else(|| bad("path part", "a str", v, graph))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let path = join_path(class, &parts);
+    Ok(data(PyData::Path { class, path }))
+}
+
+/// The builtins `slice`, `range` (`xrange`) and `bytes` (from bytes, or
+/// from a sequence of byte values).
+fn builtin_value(graph: &Graph<Object>, kind: Decoded, a: &[V]) -> Result<V> {
+    Ok(match kind {
+        Decoded::Slice => {
+            let p = |i| opt_int(graph, a.get(i), "slice");
+            let (start, stop, step) = match a.len() {
+                1 => (None, p(0)?, None),
+                2 | 3 => (p(0)?, p(1)?, p(2)?),
+                n => {
+                    return Err(bad(
+                        "slice",
+                        "1 to 3 arguments",
+                        &Value::Int(n as i64),
+                        graph,
+                    ))
+                }
+            };
+            data(PyData::Slice([start, stop, step]))
+        }
+        Decoded::Range => {
+            let p = |i| int(graph, &a[i], "range");
+            let r = match a.len() {
+                1 => [0, p(0)?, 1],
+                2 => [p(0)?, p(1)?, 1],
+                3 => [p(0)?, p(1)?, p(2)?],
+                n => {
+                    return Err(bad(
+                        "range",
+                        "1 to 3 arguments",
+                        &Value::Int(n as i64),
+                        graph,
+                    ))
+                }
+            };
+            data(PyData::Range(r))
+        }
+        // `bytes`.
+        _ => match a.first() {
+            None => Value::bytes(&[]),
+            Some(v @ Value::Bytes(_)) => v.clone(),
+            Some(v) => Value::bytes(
+                &items(graph, v, "bytes")?
+                    .iter()
+                    .map(|b| b.as_i64().and_then(|i| u8::try_from(i).ok()))
+                    .collect::<Option<Vec<u8>>>()
+                    .ok_or_else(|| bad("bytes", "byte values", v, graph))?,
+            ),
+        },
+    })
+}
+
+/// TorchScript's pickler markers in `torch.jit._pickle`: a typed list
+/// (`build_intlist` …) is its one list argument, `restore_type_tag` its
+/// value.
+fn script_marker(graph: &Graph<Object>, kind: Decoded, args: &V, a: &[V]) -> Result<V> {
+    match kind {
+        Decoded::ScriptList => match a {
+            [list]
+                if matches!(
+                    list.as_node().and_then(|id| graph.try_get(id)),
+                    Some(Node::List(_))
+                ) =>
+            {
+                Ok(list.clone())
+            }
+            _ => Err(bad("torch.jit._pickle list", "one list", args, graph)),
+        },
+        // `restore_type_tag`.
+        _ => match a {
+            [value, Value::Str(_)] => Ok(value.clone()),
+            _ => Err(bad(
+                "torch.jit._pickle.restore_type_tag",
+                "a value and a type name",
+                args,
+                graph,
+            )),
+        },
+    }
+}
+
 impl<S: StorageSource> TorchHooks<'_, S> {
     /// A global outside the allowlist, as `find_class` returns it: a decoded
     /// global or an inert class reference when the options allow it, else
@@ -262,6 +428,8 @@ impl<S: StorageSource> TorchHooks<'_, S> {
         Value::Node(id)
     }
 
+    /// Rebuilds the decoded global `kind` (of class `class`) from its
+    /// constructor arguments `args`, by the family of globals it belongs to.
     fn decode(
         &mut self,
         graph: &mut Graph<Object>,
@@ -275,35 +443,71 @@ impl<S: StorageSource> TorchHooks<'_, S> {
             .iter()
             .map(|v| self.resolved(v))
             .collect();
-        let ctx = "decoded constructor";
-        let placeholder = |graph: &mut Graph<Object>, foreign: &mut super::Foreign| {
-            let id = graph.tuple(Vec::new());
-            foreign.pending.insert(
-                id,
-                Pending {
-                    class: class.clone(),
-                    kind,
-                    args: args.clone(),
-                },
-            );
-            Value::Node(id)
-        };
-        Ok(match kind {
+        match kind {
             Decoded::NdArrayReconstruct | Decoded::NdArrayClass | Decoded::NumpyDType => {
-                if kind == Decoded::NumpyDType {
-                    let code = a.first().and_then(Value::as_str);
-                    code.ok_or_else(|| bad("numpy.dtype", "a type code", args, graph))?;
-                }
-                placeholder(graph, &mut self.foreign)
+                self.numpy_placeholder(graph, class, kind, args, &a)
             }
-            Decoded::NumpyScalar => {
-                let dtype = numpy_dtype(graph, a.first().unwrap_or(&Value::None), "numpy scalar")?;
-                let bytes = raw_bytes(graph, a.get(1).unwrap_or(&Value::None), "numpy scalar")?;
-                let value = scalar(&dtype, bytes).ok_or_else(|| {
-                    unsupported(format!("numpy scalars of dtype {}", dtype.name()))
-                })?;
-                Value::Ext(Object::NumpyScalar(Box::new(NumpyScalar { dtype, value })))
+            Decoded::NumpyScalar => numpy_scalar(graph, &a),
+            Decoded::Namespace | Decoded::DefaultDict | Decoded::Deque | Decoded::FrozenSet => {
+                self.collection(graph, class, kind, args, &a)
             }
+            Decoded::DateTime
+            | Decoded::Date
+            | Decoded::Time
+            | Decoded::TimeDelta
+            | Decoded::TimeZone => datetime_value(graph, kind, &a),
+            Decoded::Path(class) => pathlib_path(graph, class, &a),
+            Decoded::Slice | Decoded::Range | Decoded::Bytes => builtin_value(graph, kind, &a),
+            Decoded::ScriptList | Decoded::ScriptTypeTag => script_marker(graph, kind, args, &a),
+            Decoded::BuiltinType(_) => Err(bad(
+                "decoded constructor",
+                "a constructor",
+                &Value::None,
+                graph,
+            )),
+        }
+    }
+
+    /// A numpy array (`_reconstruct`, `ndarray`) or dtype: a placeholder
+    /// node, whose value its `BUILD` gives. A dtype's type code is checked
+    /// here.
+    fn numpy_placeholder(
+        &mut self,
+        graph: &mut Graph<Object>,
+        class: &Arc<ClassRef>,
+        kind: Decoded,
+        args: &V,
+        a: &[V],
+    ) -> Result<V> {
+        if kind == Decoded::NumpyDType {
+            let code = a.first().and_then(Value::as_str);
+            code.ok_or_else(|| bad("numpy.dtype", "a type code", args, graph))?;
+        }
+        let id = graph.tuple(Vec::new());
+        self.foreign.pending.insert(
+            id,
+            Pending {
+                class: class.clone(),
+                kind,
+                args: args.clone(),
+            },
+        );
+        Ok(Value::Node(id))
+    }
+
+    /// `argparse.Namespace` and `collections.defaultdict` (a dict node of
+    /// that class, a Namespace's attributes awaiting its `BUILD`),
+    /// `collections.deque` (a list node of that class) and `frozenset`, each
+    /// item counted against the copy budget.
+    fn collection(
+        &mut self,
+        graph: &mut Graph<Object>,
+        class: &Arc<ClassRef>,
+        kind: Decoded,
+        args: &V,
+        a: &[V],
+    ) -> Result<V> {
+        Ok(match kind {
             Decoded::Namespace | Decoded::DefaultDict => {
                 let id = graph.dict(Vec::new());
                 let name = match kind {
@@ -333,139 +537,14 @@ impl<S: StorageSource> TorchHooks<'_, S> {
                 self.classes.insert(id, "collections.deque");
                 Value::Node(id)
             }
-            Decoded::FrozenSet => {
+            // `frozenset`.
+            _ => {
                 let init = match a.first() {
                     Some(v) => items(graph, v, "frozenset")?,
                     None => Vec::new(),
                 };
                 self.charge(init.len())?;
                 Value::Node(graph.add(Node::FrozenSet(init)))
-            }
-            Decoded::DateTime | Decoded::Date | Decoded::Time => {
-                let b = raw_bytes(graph, a.first().unwrap_or(&Value::None), ctx)?;
-                let want = match kind {
-                    Decoded::DateTime => 10,
-                    Decoded::Date => 4,
-                    _ => 6,
-                };
-                if b.len() != want {
-                    return Err(Error::Format(FormatError::BadObject {
-                        context: "packed date or time",
-                        expected: "the bytes CPython packs",
-                        found: format!("{} bytes", b.len()),
-                    }));
-                }
-                let date = Date {
-                    year: u16::from(b[0]) << 8 | u16::from(b[1]),
-                    month: b[2] & 0x7f,
-                    day: b[3],
-                };
-                match kind {
-                    Decoded::Date => data(PyData::Date(date)),
-                    Decoded::Time => data(PyData::Time(time_of_day(b, tzinfo(graph, a.get(1))?))),
-                    _ => {
-                        let mut t = time_of_day(&b[4..], tzinfo(graph, a.get(1))?);
-                        t.fold = b[2] & 0x80 != 0;
-                        data(PyData::DateTime(date, t))
-                    }
-                }
-            }
-            Decoded::TimeDelta => {
-                let part = |i: usize| opt_int(graph, a.get(i), "timedelta").map(|x| x.unwrap_or(0));
-                data(PyData::TimeDelta(TimeDelta {
-                    days: part(0)?,
-                    seconds: part(1)?,
-                    microseconds: part(2)?,
-                }))
-            }
-            Decoded::TimeZone => {
-                let offset = timedelta(graph, a.first().unwrap_or(&Value::None))?;
-                let name = match a.get(1) {
-                    Some(Value::Str(s)) => Some(s.to_string()),
-                    None | Some(Value::None) => None,
-                    Some(other) => return Err(bad("timezone name", "a str", other, graph)),
-                };
-                data(PyData::TimeZone(TimeZone { offset, name }))
-            }
-            Decoded::Path(class) => {
-                let parts = a
-                    .iter()
-                    .map(|v| {
-                        v.as_str()
-                            .ok_or_else(|| bad("path part", "a str", v, graph))
-                    })
-                    .collect::<Result<Vec<_>>>()?;
-                let path = join_path(class, &parts);
-                data(PyData::Path { class, path })
-            }
-            Decoded::Slice => {
-                let p = |i| opt_int(graph, a.get(i), "slice");
-                let (start, stop, step) = match a.len() {
-                    1 => (None, p(0)?, None),
-                    2 | 3 => (p(0)?, p(1)?, p(2)?),
-                    n => {
-                        return Err(bad(
-                            "slice",
-                            "1 to 3 arguments",
-                            &Value::Int(n as i64),
-                            graph,
-                        ))
-                    }
-                };
-                data(PyData::Slice([start, stop, step]))
-            }
-            Decoded::Range => {
-                let p = |i| int(graph, &a[i], "range");
-                let r = match a.len() {
-                    1 => [0, p(0)?, 1],
-                    2 => [p(0)?, p(1)?, 1],
-                    3 => [p(0)?, p(1)?, p(2)?],
-                    n => {
-                        return Err(bad(
-                            "range",
-                            "1 to 3 arguments",
-                            &Value::Int(n as i64),
-                            graph,
-                        ))
-                    }
-                };
-                data(PyData::Range(r))
-            }
-            Decoded::Bytes => match a.first() {
-                None => Value::bytes(&[]),
-                Some(v @ Value::Bytes(_)) => v.clone(),
-                Some(v) => Value::bytes(
-                    &items(graph, v, "bytes")?
-                        .iter()
-                        .map(|b| b.as_i64().and_then(|i| u8::try_from(i).ok()))
-                        .collect::<Option<Vec<u8>>>()
-                        .ok_or_else(|| bad("bytes", "byte values", v, graph))?,
-                ),
-            },
-            Decoded::ScriptList => match a.as_slice() {
-                [list]
-                    if matches!(
-                        list.as_node().and_then(|id| graph.try_get(id)),
-                        Some(Node::List(_))
-                    ) =>
-                {
-                    list.clone()
-                }
-                _ => return Err(bad("torch.jit._pickle list", "one list", args, graph)),
-            },
-            Decoded::ScriptTypeTag => match a.as_slice() {
-                [value, Value::Str(_)] => value.clone(),
-                _ => {
-                    return Err(bad(
-                        "torch.jit._pickle.restore_type_tag",
-                        "a value and a type name",
-                        args,
-                        graph,
-                    ))
-                }
-            },
-            Decoded::BuiltinType(_) => {
-                return Err(bad(ctx, "a constructor", &Value::None, graph));
             }
         })
     }
