@@ -34,6 +34,11 @@ pub struct Converter<'py, 'c> {
     adapter: Bound<'py, PyAny>,
     nodes: HashMap<usize, Py<PyAny>>,
     storages: HashMap<usize, Py<PyAny>>,
+    /// The tensors made, by the tensor object's identity: what the pickle
+    /// reached twice (`{"a": x, "b": x}`) is one Python object, as
+    /// `torch.load` gives it. The checkpoint holds every object, so no
+    /// address is reused while the walk goes on.
+    tensors: HashMap<*const TensorObject, Py<PyAny>>,
     path: Vec<String>,
     /// A lazy load: storages with bytes go to the adapter unread
     /// (`lazy_storage`), to be read on first use.
@@ -48,6 +53,7 @@ impl<'py, 'c> Converter<'py, 'c> {
             adapter,
             nodes: HashMap::new(),
             storages: HashMap::new(),
+            tensors: HashMap::new(),
             path: Vec::new(),
             lazy: false,
         }
@@ -223,7 +229,15 @@ impl<'py, 'c> Converter<'py, 'c> {
     fn object(&mut self, o: &Object) -> PyResult<Py<PyAny>> {
         let py = self.py;
         match o {
-            Object::Tensor(t) => self.tensor(t),
+            Object::Tensor(t) => {
+                let key = std::sync::Arc::as_ptr(t);
+                if let Some(done) = self.tensors.get(&key) {
+                    return Ok(done.clone_ref(py));
+                }
+                let made = self.tensor(t)?;
+                self.tensors.insert(key, made.clone_ref(py));
+                Ok(made)
+            }
             Object::Storage(StorageRef { storage, dtype, .. }) => {
                 let s = self.storage(storage)?;
                 self.call("storage_value", (s, dtype.map(|d| d.name())))

@@ -7,8 +7,10 @@
 //! meets them, so tensors that shared one storage in Python share one in
 //! the file.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::str::FromStr;
+use std::sync::Arc;
 
 use num_complex::Complex64;
 use pyo3::buffer::PyBuffer;
@@ -27,6 +29,12 @@ struct Walk<'py> {
     encoder: Bound<'py, PyAny>,
     storages: Vec<UntypedStorage>,
     path: Vec<String>,
+    /// Each container and object encoded so far, by its Python identity
+    /// (the object held, so that its address is not reused meanwhile): one
+    /// reached again is the same [`PyValue::Shared`], written once and
+    /// referenced after, as pickle's memo does. The work is linear in the
+    /// distinct objects, however many paths reach them.
+    memo: HashMap<usize, (Bound<'py, PyAny>, Arc<PyValue>)>,
 }
 
 impl<'py> Walk<'py> {
@@ -105,6 +113,18 @@ impl<'py> Walk<'py> {
         if let Ok(b) = obj.cast_exact::<PyBytes>() {
             return Ok(PyValue::Bytes(b.as_bytes().to_vec()));
         }
+        let key = obj.as_ptr() as usize;
+        if let Some((_, done)) = self.memo.get(&key) {
+            return Ok(PyValue::Shared(done.clone()));
+        }
+        let made = Arc::new(self.object(obj)?);
+        self.memo.insert(key, (obj.clone(), made.clone()));
+        Ok(PyValue::Shared(made))
+    }
+
+    /// A container or an object the encoder names (a tensor, an
+    /// `OrderedDict`, a dtype …), each of its items walked.
+    fn object(&mut self, obj: &Bound<'py, PyAny>) -> PyResult<PyValue> {
         if let Ok(l) = obj.cast_exact::<PyList>() {
             return Ok(PyValue::List(self.items(l.iter())?));
         }
@@ -215,12 +235,15 @@ fn checkpoint_of(
     encoder: Bound<'_, PyAny>,
     path: Vec<String>,
 ) -> PyResult<Checkpoint> {
-    let mut walk = Walk {
+    let value = Walk {
         encoder,
         storages: Vec::new(),
         path,
-    };
-    let value = walk.value(obj)?;
+        memo: HashMap::new(),
+    }
+    .value(obj)?;
+    // The walk and its memo are gone: an object reached once is held once,
+    // and is built without a copy.
     Checkpoint::from_value(value).map_err(|e| errors::to_py(py, e))
 }
 

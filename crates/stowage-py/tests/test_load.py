@@ -429,3 +429,33 @@ def test_a_missing_part_is_corrupt_and_named_with_its_index(tmp_path):
         stowage.load(tmp_path / "dcp")
     with pytest.raises(FileNotFoundError):
         stowage.load(tmp_path / "absent")
+
+
+def test_a_tensor_pickled_once_is_one_object_as_torch_load_gives_it(tmp_path):
+    """What `torch.save` memoised (a tensor, a Parameter, reached at several
+    places) is one Python object after a load, in every mode, as after
+    `torch.load`; tensors that only share a storage stay distinct objects.
+    A save or a conversion of what was loaded keeps it for `torch.load`."""
+    x = torch.arange(4.0)
+    p = torch.nn.Parameter(torch.ones(2))
+    saved = {"a": x, "b": x, "c": [x, x[1:]], "d": x[1:], "p": p, "q": {"again": p}}
+    path = tmp_path / "shared.pt"
+    torch.save(saved, path)
+
+    def identities(sd):
+        return (
+            sd["a"] is sd["b"],
+            sd["c"][0] is sd["a"],
+            sd["c"][1] is sd["d"],
+            sd["p"] is sd["q"]["again"],
+            sd["a"] is sd["d"],
+        )
+
+    want = identities(torch.load(path, weights_only=True))
+    assert want == (True, True, False, True, False)
+    for kwargs in ({}, {"mmap": True}, {"lazy": True}):
+        assert identities(stowage.load(path, **kwargs)) == want, kwargs
+    stowage.save(stowage.load(path), tmp_path / "again.pt")
+    assert identities(torch.load(tmp_path / "again.pt", weights_only=True)) == want
+    stowage.convert(path, tmp_path / "converted.pt")
+    assert identities(torch.load(tmp_path / "converted.pt", weights_only=True)) == want

@@ -205,3 +205,23 @@ def test_save_writes_big_ints_and_ml_dtypes_arrays_as_torch_does(tmp_path):
         assert bytes(t.view(torch.uint8).numpy()) == a.tobytes(), name
     with pytest.raises(TypeError, match="no torch dtype"):
         stowage.save({"s": np.array(["ab"])}, tmp_path / "s.pt")
+
+
+def test_what_is_reached_twice_is_saved_once(tmp_path):
+    """The encoder memoises as pickle does: a structure of 41 objects and
+    2^40 paths saves at once, small, and a dict referenced from two places
+    comes back from `torch.load` as one dict (issue 43, item 1)."""
+    level = {"a": 1}
+    for _ in range(40):
+        level = [level, level]
+    config = {"lr": 1e-3}
+    path = tmp_path / "shared.pt"
+    stowage.save({"root": level, "x": config, "y": config, "t": torch.ones(2)}, path)
+    assert path.stat().st_size < 20_000
+    back = torch.load(path, weights_only=True)
+    assert back["x"] is back["y"] and back["x"] == config
+    node = back["root"]
+    for _ in range(40):
+        assert node[0] is node[1]
+        node = node[0]
+    assert node == {"a": 1}

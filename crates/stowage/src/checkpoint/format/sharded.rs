@@ -322,7 +322,7 @@ pub(crate) fn load_indexed(
             }
             items.push((
                 Value::str(&name),
-                Value::Ext(Object::Tensor(Box::new(t.clone()))),
+                Value::Ext(Object::Tensor(std::sync::Arc::new(t.clone()))),
             ));
         }
         merged
@@ -483,7 +483,7 @@ impl PlannedSet<'_> {
                 let (name, t) = (&self.plan.names[i], self.tensors[i].1);
                 (
                     Value::str(name),
-                    Value::Ext(Object::Tensor(Box::new(TensorObject::clone(t)))),
+                    Value::Ext(Object::Tensor(std::sync::Arc::new(TensorObject::clone(t)))),
                 )
             })
             .collect::<Vec<_>>();

@@ -499,7 +499,7 @@ impl Adder {
             PyValue::DType(d) => Value::Ext(Object::DType(d)),
             PyValue::Device(d) => Value::Ext(Object::Device(d)),
             PyValue::Size(s) => Value::Ext(Object::Size(s)),
-            PyValue::Tensor(t) => Value::Ext(Object::Tensor(t)),
+            PyValue::Tensor(t) => Value::Ext(Object::Tensor(t.into())),
             PyValue::List(items) => {
                 let items = self.add_all(ckpt, items);
                 Value::Node(ckpt.graph.list(items))
@@ -532,10 +532,19 @@ impl Adder {
                 if let Some(done) = self.shared.get(&key) {
                     return done.clone();
                 }
-                let made = self.add(ckpt, (*value).clone());
-                self.alive.push(value);
-                self.shared.insert(key, made.clone());
-                made
+                match Arc::try_unwrap(value) {
+                    // Held here only: no other place can reach it, so it is
+                    // built as it is, without a copy or a memo entry.
+                    Ok(alone) => self.add(ckpt, alone),
+                    Err(value) => {
+                        // Shared: its own level copied once (what it holds
+                        // that is shared is an `Arc`, not copied).
+                        let made = self.add(ckpt, (*value).clone());
+                        self.alive.push(value);
+                        self.shared.insert(key, made.clone());
+                        made
+                    }
+                }
             }
         }
     }

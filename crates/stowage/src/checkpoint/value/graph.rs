@@ -10,6 +10,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 
 use crate::checkpoint::pickle::{Graph, Node, NodeId, Value};
+use crate::checkpoint::value::object::SharedEdits;
 use crate::checkpoint::value::origin::{Layout, Origin};
 use crate::io::Location;
 use crate::{DType, Error, Result, Tensor, UntypedStorage};
@@ -186,7 +187,7 @@ impl Checkpoint {
             .map(|(k, t)| {
                 (
                     Value::str(k.as_ref()),
-                    Value::Ext(Object::Tensor(Box::new(TensorObject::new(t)))),
+                    Value::Ext(Object::Tensor(std::sync::Arc::new(TensorObject::new(t)))),
                 )
             })
             .collect();
@@ -366,10 +367,17 @@ impl Checkpoint {
         }
         let map = self.graph.compact(roots);
         Graph::remap(&map, &mut self.root);
-        let remap_tensor = |v: &mut Value<Object>| {
+        let mut edits = SharedEdits::default();
+        let mut remap_tensor = |v: &mut Value<Object>| {
             if let Value::Ext(Object::Tensor(t)) = v {
-                for s in [&mut t.state, &mut t.subclass].into_iter().flatten() {
-                    Graph::remap(&map, s);
+                if t.state.is_some() || t.subclass.is_some() {
+                    // Remapping ids cannot fail.
+                    let _ = edits.apply(t, |t| {
+                        for s in [&mut t.state, &mut t.subclass].into_iter().flatten() {
+                            Graph::remap(&map, s);
+                        }
+                        Ok(())
+                    });
                 }
             }
         };
@@ -378,7 +386,7 @@ impl Checkpoint {
             self.graph
                 .get_mut(NodeId(i as u32))
                 .values_mut()
-                .for_each(remap_tensor);
+                .for_each(&mut remap_tensor);
         }
         self.ordered = self
             .ordered
@@ -544,7 +552,10 @@ impl Checkpoint {
             .into_iter()
             .map(|(p, t)| {
                 let name = Value::str(&dotted(&p));
-                (name, Value::Ext(Object::Tensor(Box::new(t.clone()))))
+                (
+                    name,
+                    Value::Ext(Object::Tensor(std::sync::Arc::new(t.clone()))),
+                )
             })
             .collect();
         out.root = Value::Node(out.graph.dict(items));

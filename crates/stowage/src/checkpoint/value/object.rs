@@ -19,9 +19,12 @@ use crate::{DType, Device, Error, Result, Tensor, UntypedStorage};
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub enum Object {
-    /// A tensor or `nn.Parameter` (boxed: values of the object graph stay small,
-    /// which matters for checkpoints of many tensors).
-    Tensor(Box<TensorObject>),
+    /// A tensor or `nn.Parameter`, shared: one tensor the pickle reached
+    /// twice (memoized, as in `{"a": x, "b": x}`) is one `Arc` at both
+    /// places, so its identity survives (`a is b` in Python, one tensor
+    /// written once by a save). Behind a pointer, values of the object
+    /// graph stay small, which matters for checkpoints of many tensors.
+    Tensor(Arc<TensorObject>),
     /// A storage reference (a `TypedStorage` with its dtype, or an `UntypedStorage`).
     Storage(StorageRef),
     /// A dtype object (`torch.float16`).
@@ -115,6 +118,41 @@ pub struct InertObject {
     pub args: Value<Object>,
     /// The `BUILD` state, if one was set (the last one, if several were).
     pub state: Option<Value<Object>>,
+}
+
+/// Edits of the tensor objects of a value graph that keep what the pickle
+/// shared shared: a tensor reached at several places (one `Arc`) is edited
+/// once, and the one edited object replaces it at every place.
+#[derive(Default)]
+pub(crate) struct SharedEdits {
+    /// Each edited object, by the address of the one it replaced (held, so
+    /// that the address is not reused while the edits go on).
+    done: std::collections::HashMap<*const TensorObject, (Arc<TensorObject>, Arc<TensorObject>)>,
+}
+
+impl SharedEdits {
+    /// Edits `t` with `edit`, or gives it the object an earlier edit of the
+    /// same tensor made. A tensor held at one place only is edited in place.
+    pub(crate) fn apply(
+        &mut self,
+        t: &mut Arc<TensorObject>,
+        edit: impl FnOnce(&mut TensorObject) -> Result<()>,
+    ) -> Result<()> {
+        if let Some(object) = Arc::get_mut(t) {
+            return edit(object);
+        }
+        let key = Arc::as_ptr(t);
+        if let Some((_, edited)) = self.done.get(&key) {
+            *t = edited.clone();
+            return Ok(());
+        }
+        let mut object = TensorObject::clone(t);
+        edit(&mut object)?;
+        let edited = Arc::new(object);
+        let old = std::mem::replace(t, edited.clone());
+        self.done.insert(key, (old, edited));
+        Ok(())
+    }
 }
 
 /// A tensor in a checkpoint, with what PyTorch records beside the data.

@@ -98,7 +98,9 @@ pub(crate) fn load(
         });
         items.push((
             Value::str(&name),
-            Value::Ext(Object::Tensor(Box::new(TensorObject::new(whole)))),
+            Value::Ext(Object::Tensor(std::sync::Arc::new(TensorObject::new(
+                whole,
+            )))),
         ));
     }
     let root = ckpt.graph.dict(items);

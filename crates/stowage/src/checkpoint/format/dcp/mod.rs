@@ -480,7 +480,7 @@ impl DcpCheckpoint {
                 });
                 let mut t = TensorObject::new(tensor);
                 t.tensor.requires_grad_(meta.requires_grad).ok();
-                Value::Ext(Object::Tensor(Box::new(t)))
+                Value::Ext(Object::Tensor(std::sync::Arc::new(t)))
             }
             ItemKind::Bytes(_) => {
                 let value = self.read_value(&item.fqn)?;

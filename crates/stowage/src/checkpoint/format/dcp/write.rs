@@ -361,7 +361,9 @@ pub(super) fn write_entries(
                             part.copy_(&view)?;
                         }
                         let mut single = Checkpoint::new();
-                        single.root = Value::Ext(Object::Tensor(Box::new(TensorObject::new(part))));
+                        single.root = Value::Ext(Object::Tensor(std::sync::Arc::new(
+                            TensorObject::new(part),
+                        )));
                         chunks.push((c.offsets, c.sizes, file.put(&single)?));
                     }
                     Entry::Tensor {

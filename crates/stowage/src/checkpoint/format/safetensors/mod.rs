@@ -164,7 +164,9 @@ pub(crate) fn load<R: ReadAt>(
         });
         items.push((
             Value::str(&name),
-            Value::Ext(Object::Tensor(Box::new(TensorObject::new(tensor)))),
+            Value::Ext(Object::Tensor(std::sync::Arc::new(TensorObject::new(
+                tensor,
+            )))),
         ));
     }
     read_batch(source, &batch)?;

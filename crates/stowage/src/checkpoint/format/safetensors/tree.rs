@@ -453,7 +453,7 @@ impl Build<'_> {
             &stride,
         )
         .map_err(|e| format!("the view of {of:?}: {e}"))?;
-        Ok(Value::Ext(Object::Tensor(Box::new(
+        Ok(Value::Ext(Object::Tensor(std::sync::Arc::new(
             crate::checkpoint::value::graph::TensorObject::new(tied),
         ))))
     }
@@ -603,7 +603,7 @@ mod tests {
 
     fn tensor(v: f32) -> Value<Object> {
         let t = Tensor::from_vec(vec![v], &[1]).unwrap();
-        Value::Ext(Object::Tensor(Box::new(TensorObject::new(t))))
+        Value::Ext(Object::Tensor(std::sync::Arc::new(TensorObject::new(t))))
     }
 
     /// What a safetensors load of a file whose tensors are `names` gives: a

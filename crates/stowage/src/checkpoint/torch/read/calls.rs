@@ -32,7 +32,7 @@ fn arity(args: &[V], lo: usize, hi: usize, name: &'static str) -> Result<()> {
 fn tensor(graph: &Graph<Object>, t: Tensor, meta: Option<&V>) -> Result<V> {
     let mut obj = TensorObject::new(t);
     (obj.conj, obj.neg) = lazy_bits(graph, meta)?;
-    Ok(Value::Ext(Object::Tensor(Box::new(obj))))
+    Ok(Value::Ext(Object::Tensor(std::sync::Arc::new(obj))))
 }
 
 impl<S: StorageSource> TorchHooks<'_, S> {
@@ -150,7 +150,7 @@ impl<S: StorageSource> TorchHooks<'_, S> {
         };
         let mut obj = TensorObject::new(t);
         obj.quantization = Some(quantization);
-        Ok(Value::Ext(Object::Tensor(Box::new(obj))))
+        Ok(Value::Ext(Object::Tensor(std::sync::Arc::new(obj))))
     }
 
     /// `_rebuild_from_type_v2(func, new_type, args, state)`: what `func(*args)`
@@ -187,6 +187,8 @@ impl<S: StorageSource> TorchHooks<'_, S> {
         let inner_args = tuple_items(graph, &args[2], "_rebuild_from_type_v2 args")?.to_vec();
         let mut v = self.call(graph, &inner, &inner_args)?;
         if let Value::Ext(Object::Tensor(t)) = &mut v {
+            // A new object (a Parameter made of the tensor is not the tensor).
+            let t = std::sync::Arc::make_mut(t);
             t.parameter |= is_param;
             t.subclass = subclass;
             t.state = python_state(graph, args.get(3)).or(t.state.take());
@@ -245,7 +247,7 @@ fn rebuild_parameter(graph: &Graph<Object>, args: &[V], with_state: bool) -> Res
     if with_state {
         p.state = python_state(graph, args.get(3));
     }
-    Ok(Value::Ext(Object::Tensor(Box::new(p))))
+    Ok(Value::Ext(Object::Tensor(std::sync::Arc::new(p))))
 }
 
 /// `torch.Size([dims])`.

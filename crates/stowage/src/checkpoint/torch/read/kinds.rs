@@ -17,6 +17,7 @@ use super::{as_bool, as_dims, as_tensor, bad, V};
 use crate::checkpoint::pickle::{Graph, NodeId};
 use crate::checkpoint::value::graph::{Checkpoint, Object, TensorObject};
 use crate::checkpoint::value::kind::{Quantization, TensorKind};
+use crate::checkpoint::value::object::SharedEdits;
 use crate::error::{FormatError, TensorError};
 use crate::layout::Layout;
 use crate::{DType, Device, Error, Result, Tensor, UntypedStorage};
@@ -42,9 +43,9 @@ pub(super) fn int(x: usize) -> i64 {
 /// A sparse or nested tensor object on a placeholder of the logical `shape`
 /// ([`TensorObject::with_kind`]).
 pub(super) fn object(kind: TensorKind, shape: &[usize]) -> Result<V> {
-    Ok(V::Ext(Object::Tensor(Box::new(TensorObject::with_kind(
-        kind, shape,
-    )?))))
+    Ok(V::Ext(Object::Tensor(std::sync::Arc::new(
+        TensorObject::with_kind(kind, shape)?,
+    ))))
 }
 
 /// `_rebuild_nested_tensor(buffer, sizes, strides, storage_offsets)`.
@@ -165,7 +166,8 @@ fn nested_shape(
 /// # Errors
 /// [`FormatError::BadTensorKind`] for a component that breaks an invariant.
 pub(crate) fn finish(ckpt: &mut Checkpoint) -> Result<()> {
-    let fix = |v: &mut V| -> Result<()> {
+    let mut edits = SharedEdits::default();
+    let mut fix = |v: &mut V| -> Result<()> {
         let V::Ext(Object::Tensor(t)) = v else {
             return Ok(());
         };
@@ -177,12 +179,14 @@ pub(crate) fn finish(ckpt: &mut Checkpoint) -> Result<()> {
                 strides,
                 offsets,
             } => {
-                if let Some(shape) = nested_shape(buffer, sizes, strides, offsets)? {
+                let Some(shape) = nested_shape(buffer, sizes, strides, offsets)? else {
+                    return Ok(());
+                };
+                edits.apply(t, |t| {
                     let requires_grad = t.tensor.requires_grad();
                     t.tensor = TensorObject::with_kind(t.kind.clone(), &shape)?.tensor;
-                    t.tensor.requires_grad_(requires_grad)?;
-                }
-                Ok(())
+                    t.tensor.requires_grad_(requires_grad).map(drop)
+                })
             }
             kind => super::sparse::check_indices(kind, t.tensor.shape()),
         }
@@ -230,7 +234,9 @@ pub(super) fn meta_no_storage(graph: &Graph<Object>, args: &[V]) -> Result<V> {
         layout,
     )?;
     t.requires_grad_(as_bool(graph, requires_grad, "meta tensor requires_grad")?)?;
-    Ok(V::Ext(Object::Tensor(Box::new(TensorObject::new(t)))))
+    Ok(V::Ext(Object::Tensor(std::sync::Arc::new(
+        TensorObject::new(t),
+    ))))
 }
 
 /// A per-channel quantizer's `(scheme, scales, zero_points, axis)` for a
@@ -376,5 +382,5 @@ pub(super) fn wrapper_subclass(graph: &Graph<Object>, args: &[V]) -> Result<V> {
     )?)?;
     let mut obj = TensorObject::new(t);
     obj.subclass = Some(cls.clone());
-    Ok(V::Ext(Object::Tensor(Box::new(obj))))
+    Ok(V::Ext(Object::Tensor(std::sync::Arc::new(obj))))
 }
