@@ -339,6 +339,7 @@ impl Walk<'_> {
 /// gives what was found before the failure, with
 /// [`Disassembly::error`] saying why.
 pub fn disassemble(data: &[u8], limits: &Limits) -> Disassembly {
+    let limits = &limits.for_stream(data.len());
     let mut walk = Walk {
         stack: Vec::new(),
         marks: Vec::new(),
@@ -545,6 +546,7 @@ mod tests {
     fn limits_hold() {
         let limits = Limits {
             max_stack: 2,
+            scale: false,
             ..Limits::default()
         };
         let d = disassemble(b"NNN.", &limits);
@@ -562,6 +564,7 @@ mod tests {
         let max_memo = |n, scan_memo| Limits {
             max_memo: n,
             scan_memo,
+            scale: false,
             ..Limits::default()
         };
         let memo_exceeded = |d: Disassembly| {

@@ -114,7 +114,7 @@ pub mod write;
 pub use disasm::{disassemble, Disassembly, GlobalName};
 pub use dump::{dumps, write_value, Layout, WriteHooks};
 pub use error::PickleError;
-pub use limits::Limits;
+pub use limits::{Limits, NODES_PER_BYTE};
 pub use read::{unpickle, Hooks, Pickled};
 pub use value::{Graph, Node, NodeId, Value};
 pub use write::{Pickler, WriteError, WriteResult};

@@ -21,10 +21,24 @@ pub struct Limits {
     pub max_depth: usize,
     /// Most nodes in the graph, counting those the hooks add.
     pub max_nodes: usize,
+    /// Raise `max_nodes`, `max_memo` and `max_stack` to what a stream of
+    /// its length can validly hold ([`for_stream`](Limits::for_stream)), so
+    /// that a valid file is never refused for its size while a hostile one
+    /// stays bounded by its own length. On by default; the `with_max_*`
+    /// builders turn it off, as a limit given is the limit.
+    pub scale: bool,
 }
 
+/// The nodes a stream may build per byte of it. Every node a pickle builds
+/// costs at least one opcode byte of its own (`EMPTY_DICT`, `TUPLE`, a
+/// call), and a hook adds at most one node beside the one a call builds;
+/// two per byte never refuses a valid stream.
+pub const NODES_PER_BYTE: usize = 2;
+
 impl Default for Limits {
-    /// 2^20 memo entries, 2^20 stack items, depth 1000, 2^24 nodes; memo scan on.
+    /// 2^20 memo entries, 2^20 stack items, depth 1000, 2^24 nodes, each
+    /// of the three counts raised with the stream's length
+    /// ([`for_stream`](Limits::for_stream)); memo scan on.
     fn default() -> Self {
         Limits {
             max_memo: 1 << 20,
@@ -32,14 +46,42 @@ impl Default for Limits {
             max_stack: 1 << 20,
             max_depth: 1000,
             max_nodes: 1 << 24,
+            scale: true,
         }
     }
 }
 
 impl Limits {
-    /// Most memo entries stored.
+    /// The limits a stream of `len` bytes is held to: with
+    /// [`scale`](Limits::scale), at least [`NODES_PER_BYTE`] nodes a byte,
+    /// and a memo entry and a stack item a byte (each needs an opcode byte
+    /// of its own), above the limits set, which are the floor; without, the
+    /// limits as set. The work and memory a stream can cause stay linear in
+    /// its length either way.
+    pub fn for_stream(&self, len: usize) -> Limits {
+        if !self.scale {
+            return *self;
+        }
+        Limits {
+            max_nodes: self.max_nodes.max(len.saturating_mul(NODES_PER_BYTE)),
+            max_memo: self.max_memo.max(len),
+            max_stack: self.max_stack.max(len),
+            ..*self
+        }
+    }
+
+    /// Whether the counts are raised with the stream's length
+    /// ([`scale`](Limits::scale)).
+    pub fn with_scale(mut self, scale: bool) -> Self {
+        self.scale = scale;
+        self
+    }
+
+    /// Most memo entries stored, as given (the counts are no longer raised
+    /// with the stream's length).
     pub fn with_max_memo(mut self, n: usize) -> Self {
         self.max_memo = n;
+        self.scale = false;
         self
     }
 
@@ -49,9 +91,11 @@ impl Limits {
         self
     }
 
-    /// Most items on the stack, and separately most marks.
+    /// Most items on the stack, and separately most marks, as given (the
+    /// counts are no longer raised with the stream's length).
     pub fn with_max_stack(mut self, n: usize) -> Self {
         self.max_stack = n;
+        self.scale = false;
         self
     }
 
@@ -61,9 +105,11 @@ impl Limits {
         self
     }
 
-    /// Most nodes in the graph, counting those the hooks add.
+    /// Most nodes in the graph, counting those the hooks add, as given (the
+    /// counts are no longer raised with the stream's length).
     pub fn with_max_nodes(mut self, n: usize) -> Self {
         self.max_nodes = n;
+        self.scale = false;
         self
     }
 }

@@ -112,6 +112,7 @@ pub fn unpickle<H: Hooks>(
     hooks: &mut H,
     limits: &Limits,
 ) -> Result<Pickled<H::Ext>, H::Error> {
+    let limits = &limits.for_stream(data.len());
     Machine {
         input: Input { data, pos: 0 },
         at: 0,

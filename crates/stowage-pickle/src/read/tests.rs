@@ -3,6 +3,7 @@
 use super::super::testkit::{load, render, unhex, Tag, TestError, TestHooks, FIXTURES};
 use super::text::MAX_INT_DIGITS;
 use super::*;
+use crate::NODES_PER_BYTE;
 use proptest::prelude::*;
 
 fn err(data: &[u8]) -> PickleError {
@@ -304,6 +305,7 @@ fn only_memo_entries_the_stream_reads_are_stored() {
     // Five entries written, none read: nothing stored, no memo limit reached.
     let memo = Limits {
         max_memo: 1,
+        scale: false,
         ..Limits::default()
     };
     let data = b"(K\x01q\x00q\x01q\x02q\x03q\x04t.";
@@ -324,8 +326,9 @@ fn only_memo_entries_the_stream_reads_are_stored() {
 
 #[test]
 fn limits_are_enforced() {
+    // Fixed limits: these streams are far shorter than the floors.
     let small = |f: fn(&mut Limits)| {
-        let mut l = Limits::default();
+        let mut l = Limits::default().with_scale(false);
         f(&mut l);
         l
     };
@@ -406,4 +409,37 @@ proptest! {
             let _ = out.map(|out| load(&out));
         }
     }
+}
+
+/// Limits scale with the stream (issue 44, item 1): a valid stream is never
+/// refused for its size, whatever floor is set; with the scaling off, the
+/// floor is the limit.
+#[test]
+fn limits_scale_with_the_streams_length() {
+    // A list of 300 empty dicts: 301 nodes, 2 bytes each (`}` and `a`).
+    let mut data = b"\x80\x02]q\x00(".to_vec();
+    for _ in 0..300 {
+        data.extend_from_slice(b"}");
+    }
+    data.extend_from_slice(b"e.");
+    let floor = Limits {
+        max_nodes: 10,
+        max_stack: 10,
+        ..Limits::default()
+    };
+    assert!(floor.scale);
+    let p = unpickle(&data, &mut TestHooks, &floor).expect("scaled to the stream");
+    assert_eq!(p.graph.len(), 301);
+    let fixed = floor.with_scale(false);
+    assert!(matches!(
+        unpickle(&data, &mut TestHooks, &fixed),
+        Err(TestError::Pickle(PickleError::LimitExceeded { .. }))
+    ));
+    // Scaled to the stream's length and no further: a stream cannot build
+    // more than NODES_PER_BYTE nodes a byte.
+    let scaled = floor.for_stream(data.len());
+    assert_eq!(scaled.max_nodes, data.len() * NODES_PER_BYTE);
+    assert_eq!((scaled.max_memo, scaled.max_stack), (1 << 20, data.len()));
+    assert_eq!(Limits::default().for_stream(10), Limits::default());
+    assert_eq!(fixed.for_stream(1 << 30), fixed);
 }

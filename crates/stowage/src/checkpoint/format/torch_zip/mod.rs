@@ -87,6 +87,7 @@ fn load_zip_archive<R: ReadAt>(
     let pickled = pickle::unpickle(&pkl, &mut hooks, &options.pickle_limits)
         .map_err(|e| e.in_entry("data.pkl"))?;
     let mut pickled = pickled;
+    let data_len = pkl.len();
     let mut objects = hooks.finish(&mut pickled)?;
     let (mut records, mut ordered, mut state) = (hooks.records, hooks.ordered, hooks.state);
     let mut classes = hooks.classes;
@@ -102,7 +103,12 @@ fn load_zip_archive<R: ReadAt>(
             r.key = format!("constants/{}", r.key);
             records.push(r);
         }
-        let offset = append_graph(&mut pickled.graph, c.graph, options.pickle_limits.max_nodes)?;
+        // The two graphs together, held to what both streams may build.
+        let max_nodes = options
+            .pickle_limits
+            .for_stream(data_len + pkl.len())
+            .max_nodes;
+        let offset = append_graph(&mut pickled.graph, c.graph, max_nodes)?;
         let (map, at) = (shift(offset), |id: NodeId| NodeId(id.0 + offset));
         let mut c_root = c.root;
         map(&mut c_root);
