@@ -946,3 +946,36 @@ fn servers_without_range_support_are_read_with_one_whole_get() {
         "{err:?}"
     );
 }
+
+/// A fake load reads the pickle and the directory only, on disk and by URL
+/// alike (issue 39, item 3): an archive whose record has a broken local
+/// header loads fake from both, and fails alike, naming the header's
+/// offset, when its data is read.
+#[test]
+fn fake_loads_check_local_and_remote_archives_alike() {
+    let _one = serial();
+    let Some(server) = moto() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let bytes = std::fs::read(common::fixtures_dir().join("simple.pt")).unwrap();
+    let zip = ZipReader::new(bytes.as_slice(), &ZipLimits::default()).unwrap();
+    let data = zip
+        .entries()
+        .iter()
+        .find(|e| e.name.contains("/data/"))
+        .expect("a storage record")
+        .clone();
+    let mut broken = bytes.clone();
+    broken[data.local_header_offset as usize] ^= 0xff; // the signature
+    let local = dir.path().join("broken_header.pt");
+    std::fs::write(&local, &broken).unwrap();
+    let url = servers::put(server, &local, "alike/broken_header.pt");
+    let fake = LoadOptions::from_env().with_mode(LoadMode::Fake);
+    let eager = LoadOptions::from_env();
+    for at in [local.to_str().unwrap(), url.as_str()] {
+        let ckpt = load_with(at, &fake).unwrap_or_else(|e| panic!("{at}: {e}"));
+        assert!(!ckpt.tensors().unwrap().is_empty());
+        let e = load_with(at, &eager).expect_err(at);
+        let offset = format!("at offset {}", data.local_header_offset);
+        assert!(e.to_string().contains(&offset), "{at}: {e}");
+    }
+}

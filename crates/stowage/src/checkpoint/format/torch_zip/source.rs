@@ -59,16 +59,13 @@ impl<R: ReadAt> StorageSource for ZipSource<'_, R> {
                 compressed: entry.compressed_size,
             }));
         }
-        // Meta and fake loads read nothing, but refuse what no load could read:
-        // the record's local header and data must lie in the file.
+        // Meta and fake loads read nothing but the pickle and the archive's
+        // directory, wherever the archive is; they refuse what no load could
+        // read: the record's local header and data must fit in the file, as
+        // the directory places them. A local header is read (and checked)
+        // only by a load that reads the record's data.
         if device.is_meta() {
-            // A remote archive is not asked for every local header: its
-            // central directory already places each record in the object.
-            if self.zip.source().read_cost() == ReadCost::Request {
-                self.zip.check_fits(entry)?;
-            } else {
-                self.zip.data_offset(entry)?;
-            }
+            self.zip.check_fits(entry)?;
             return UntypedStorage::new_on(nbytes, device);
         }
         if let Some(make) = self.lazy {
