@@ -59,6 +59,47 @@ pub trait ReadAt: Send + Sync {
     }
 }
 
+/// Below this many bytes a batch is read on one thread: a thread's start
+/// would cost more than it saves.
+const PARALLEL_MIN: usize = 4 << 20;
+
+/// `reads` on two threads, split where half their bytes are done (callers
+/// cut large reads into pieces so that the halves balance), each read by
+/// `read`. Two threads: what a load of a file already in the page cache
+/// gains from, measured (`docs/performance.md`); more only contend.
+fn read_in_two<F>(reads: &mut [(u64, &mut [u8])], read: F) -> Result<(), (usize, io::Error)>
+where
+    F: Fn(&mut [u8], u64) -> io::Result<()> + Sync,
+{
+    let total: usize = reads.iter().map(|(_, b)| b.len()).sum();
+    let one = |part: &mut [(u64, &mut [u8])], first: usize| {
+        for (i, (offset, buf)) in part.iter_mut().enumerate() {
+            read(buf, *offset).map_err(|e| (first + i, e))?;
+        }
+        Ok(())
+    };
+    if total < PARALLEL_MIN || reads.len() < 2 {
+        return one(reads, 0);
+    }
+    let mut acc = 0;
+    let mid = reads
+        .iter()
+        .position(|(_, b)| {
+            acc += b.len();
+            acc * 2 >= total
+        })
+        .map_or(0, |i| i + 1);
+    let (first, second) = reads.split_at_mut(mid);
+    std::thread::scope(|s| {
+        let other = s.spawn(|| one(second, mid));
+        let a = one(first, 0);
+        let b = other
+            .join()
+            .unwrap_or_else(|_| Err((mid, io::Error::other("a reader thread panicked"))));
+        a.and(b)
+    })
+}
+
 /// On Unix-like systems only: `pread` (`std::os::unix::fs::FileExt`).
 #[cfg(unix)]
 impl ReadAt for File {
@@ -69,6 +110,11 @@ impl ReadAt for File {
 
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
         std::os::unix::fs::FileExt::read_exact_at(self, buf, offset)
+    }
+
+    /// On two threads, split by bytes, once the batch is large enough.
+    fn read_batch_at(&self, reads: &mut [(u64, &mut [u8])]) -> Result<(), (usize, io::Error)> {
+        read_in_two(reads, |buf, offset| self.read_exact_at(buf, offset))
     }
 }
 
@@ -166,11 +212,67 @@ impl<R: ReadAt> ReadAt for Window<R> {
     fn read_cost(&self) -> ReadCost {
         self.source.read_cost()
     }
+
+    /// The source's own batched reads (a remote object's coalesced
+    /// requests, a file's two threads), each read checked to lie inside.
+    fn read_batch_at(&self, reads: &mut [(u64, &mut [u8])]) -> Result<(), (usize, io::Error)> {
+        for (i, (offset, buf)) in reads.iter_mut().enumerate() {
+            let inside = offset
+                .checked_add(buf.len() as u64)
+                .is_some_and(|end| end <= self.len);
+            if !inside {
+                return Err((i, io::ErrorKind::UnexpectedEof.into()));
+            }
+            *offset += self.start;
+        }
+        let read = self.source.read_batch_at(reads);
+        // The caller's offsets as given.
+        for (offset, _) in reads.iter_mut() {
+            *offset -= self.start;
+        }
+        read
+    }
 }
 
 #[cfg(test)]
 mod window_tests {
     use super::*;
+
+    /// A window's batched reads are its source's, at its offsets, inside
+    /// it only; a file's batch reads what one read at a time would, on two
+    /// threads once it is large.
+    #[test]
+    fn batched_reads_are_forwarded_and_bounded() {
+        let bytes: Vec<u8> = (0..=255u8).cycle().take(10 << 20).collect();
+        let window = Window::new(bytes.clone(), 100, 1000);
+        let (mut a, mut b) = ([0u8; 4], [0u8; 8]);
+        let mut reads = [(0u64, &mut a[..]), (992, &mut b[..])];
+        window.read_batch_at(&mut reads).unwrap();
+        assert_eq!((reads[0].0, reads[1].0), (0, 992));
+        assert_eq!(a, [100, 101, 102, 103]);
+        assert_eq!(b[0], ((100 + 992) % 256) as u8);
+        let mut past = [0u8; 2];
+        let mut reads = [(0u64, &mut a[..]), (999, &mut past[..])];
+        assert_eq!(window.read_batch_at(&mut reads).unwrap_err().0, 1);
+
+        let dir = std::env::temp_dir().join(format!("read_at_{}", std::process::id()));
+        std::fs::write(&dir, &bytes).unwrap();
+        let file = File::open(&dir).unwrap();
+        let mut pieces: Vec<Vec<u8>> = (0..10).map(|_| vec![0u8; 1 << 20]).collect();
+        let mut reads: Vec<(u64, &mut [u8])> = pieces
+            .iter_mut()
+            .enumerate()
+            .map(|(i, p)| (((9 - i) << 20) as u64, &mut p[..]))
+            .collect();
+        file.read_batch_at(&mut reads).unwrap();
+        for (i, p) in pieces.iter().enumerate() {
+            assert_eq!(p[..], bytes[(9 - i) << 20..(10 - i) << 20], "piece {i}");
+        }
+        let mut end = [0u8; 8];
+        let mut reads = [(((10 << 20) - 4) as u64, &mut end[..])];
+        assert_eq!(file.read_batch_at(&mut reads).unwrap_err().0, 0);
+        std::fs::remove_file(&dir).unwrap();
+    }
 
     #[test]
     fn a_window_reads_inside_its_bounds_only() {

@@ -14,7 +14,6 @@
 //! plus the header).
 
 use crate::error::{CheckpointError, ErrorContext, FormatError, StorageError, TensorError};
-use crate::io::ReadCost;
 use std::borrow::Cow;
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
@@ -142,16 +141,11 @@ pub(crate) fn load<R: ReadAt>(
             s
         } else if let Some(make) = lazy {
             UntypedStorage::lazy(nbytes, device, make(&name, offset))
-        } else if source.read_cost() == ReadCost::Request {
-            // Read below, all at once: one request each would be a round trip each.
+        } else {
+            // Read below, all at once, as the source reads a batch best (a
+            // file on two threads, an object store in coalesced requests).
             let storage = UntypedStorage::new_on(nbytes, device).map_err(at_path)?;
             batch.push((storage.clone(), offset, name.clone()));
-            storage
-        } else {
-            let storage = UntypedStorage::new_on(nbytes, device).map_err(at_path)?;
-            source
-                .read_exact_at(&mut storage.bytes_mut()?, offset)
-                .map_err(|e| at_path(Error::Io(e)))?;
             storage
         };
         let layout = Layout::contiguous(&info.shape).map_err(at_path)?;
@@ -177,8 +171,9 @@ pub(crate) fn load<R: ReadAt>(
     Ok(ckpt)
 }
 
-/// Reads each `(storage, offset, name)` of a remote source in one batch
-/// (coalesced, concurrent range requests); a failure names its tensor.
+/// Reads each `(storage, offset, name)` in one batch of the source's, in
+/// pieces of at most 16 MiB (so that a file's two threads split it evenly);
+/// a failure names its tensor.
 fn read_batch<R: ReadAt>(source: &R, batch: &[(UntypedStorage, u64, String)]) -> Result<()> {
     const PIECE: usize = 16 << 20;
     let mut guards = Vec::with_capacity(batch.len());

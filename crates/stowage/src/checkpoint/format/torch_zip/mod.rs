@@ -7,7 +7,6 @@ mod save;
 mod source;
 
 use crate::error::{CheckpointError, ErrorContext, FormatError, StorageError};
-use crate::io::ReadCost;
 use std::path::Path;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
@@ -225,22 +224,18 @@ pub(crate) fn load_lazy<R: ReadAt + 'static>(
         // A deflated record read in windows is inflated once and kept until its
         // last window is read (windows come in order), not once per window.
         let inflated: Mutex<Option<Arc<Vec<u8>>>> = Mutex::new(None);
-        // A remote stored record's data offset, once its local header is read.
+        // A stored record's data offset, once its local header is read.
         let data_at: OnceLock<u64> = OnceLock::new();
         Arc::new(move |from: u64, dst: &mut [u8]| {
             let mut read = || -> Result<()> {
                 let stored = entry.method == zip::Method::Stored && !verify_crc;
-                if stored && zip.source().read_cost() == ReadCost::Request {
-                    read_remote_stored(&zip, &entry, &data_at, from, dst)?;
+                if stored {
+                    read_stored(&zip, &entry, &data_at, from, dst)?;
                 } else if from == 0 && dst.len() as u64 == entry.size {
                     zip.read_into(&entry, dst)?;
                     if verify_crc {
                         zip.check_crc(&entry)?;
                     }
-                } else if entry.method == zip::Method::Stored && !verify_crc {
-                    // A window of a stored record: one positional read, nothing kept.
-                    let at = zip.data_offset(&entry)?.saturating_add(from);
-                    zip.source().read_exact_at(dst, at)?;
                 } else {
                     // Deflated (or CRC-checked) records are read whole, then cut.
                     let mut kept = inflated.lock().unwrap_or_else(PoisonError::into_inner);
@@ -275,12 +270,13 @@ pub(crate) fn load_lazy<R: ReadAt + 'static>(
     load_zip_archive(&zip, options, None, Some(&make))
 }
 
-/// Bytes `from..` of a stored record of a remote archive into `dst`. The
-/// first read fetches the record's local header in the same request as the
-/// data, read at the offset PyTorch's writer gives it
-/// ([`ZipReader::likely_data_offset`]), and keeps the offset the header
-/// gives in `data_at`; where the two differ, the data is read again there.
-fn read_remote_stored<R: ReadAt>(
+/// Bytes `from..` of a stored record into `dst`, whatever the source: the
+/// first read fetches the record's local header in one batch with the data
+/// (in an object store, one request), the data read at the offset
+/// PyTorch's writer gives it ([`ZipReader::likely_data_offset`]), and keeps
+/// the offset the header gives in `data_at`; where the two differ, the data
+/// is read again there. Later windows are one positional read each.
+fn read_stored<R: ReadAt>(
     zip: &ZipReader<R>,
     entry: &zip::Entry,
     data_at: &OnceLock<u64>,

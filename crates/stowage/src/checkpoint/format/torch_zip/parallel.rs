@@ -1,79 +1,33 @@
-//! Reading large stored records on two threads, after the pickle has made the
-//! storages they fill.
+//! Reading deferred stored records in one batch of the source's, after the
+//! pickle has made the storages they fill.
 
 use crate::checkpoint::zip::{self, ZipReader};
 use crate::error::ErrorContext;
 use crate::io::ReadAt;
-use crate::io::ReadCost;
 use crate::storage::BytesMut;
 use crate::{Error, Result, UntypedStorage};
 
-/// Reads deferred stored records into their storages on two threads (a remote
-/// source: in one concurrent batch, [`fill_remote`]), in pieces of
-/// at most 16 MiB split evenly by bytes (each storage's bytes are exclusively
-/// locked for the duration).
+/// Reads deferred stored records into their storages in one batch
+/// ([`fill`]), in pieces of at most 16 MiB (so that a source reading a batch
+/// on several threads, a local file, splits it evenly by bytes; each
+/// storage's bytes are exclusively locked for the duration).
 pub(super) fn fill_parallel<R: ReadAt>(
     zip: &ZipReader<R>,
     deferred: &[(UntypedStorage, zip::Entry)],
 ) -> Result<()> {
     const PIECE: usize = 16 << 20;
-    let remote = zip.source().read_cost() == ReadCost::Request;
-    if remote {
-        return fill_remote(zip, deferred, PIECE);
-    }
-    let mut guards = Vec::with_capacity(deferred.len());
-    for (storage, entry) in deferred {
-        guards.push((storage.bytes_mut()?, zip.data_offset(entry)?));
-    }
-    // Each piece: its bytes, where they start in the file, and its record.
-    let mut work: Vec<(&mut [u8], u64, usize)> = Vec::new();
-    for (record, (bytes, offset)) in guards.iter_mut().enumerate() {
-        let mut at = *offset;
-        for piece in bytes.chunks_mut(PIECE) {
-            let n = piece.len() as u64;
-            work.push((piece, at, record));
-            at += n;
-        }
-    }
-    let total: usize = work.iter().map(|(b, _, _)| b.len()).sum();
-    let mut acc = 0;
-    let mid = work
-        .iter()
-        .position(|(b, _, _)| {
-            acc += b.len();
-            acc * 2 >= total
-        })
-        .map_or(0, |i| i + 1);
-    let (first, second) = work.split_at_mut(mid);
-    let source = zip.source();
-    // A failed read names its record.
-    let read = |part: &mut [(&mut [u8], u64, usize)]| -> Result<()> {
-        for (buf, offset, record) in part.iter_mut() {
-            source
-                .read_exact_at(buf, *offset)
-                .map_err(|e| Error::Io(e).in_entry(deferred[*record].1.name.clone()))?;
-        }
-        Ok(())
-    };
-    let (a, b) = std::thread::scope(|s| {
-        let other = s.spawn(|| read(second));
-        let a = read(first);
-        let b = other
-            .join()
-            .unwrap_or_else(|_| Err(Error::Io(std::io::Error::other("a reader thread panicked"))));
-        (a, b)
-    });
-    a.and(b)
+    fill(zip, deferred, PIECE)
 }
 
-/// [`fill_parallel`] from a remote source, in one batch of coalesced range
-/// requests with a bounded number in flight. Each record's local header is
-/// read in the same batch as its data, the data at the offset PyTorch's
-/// writer gives it ([`ZipReader::likely_data_offset`]): header and data
-/// adjoin, so they travel in one request, and a load costs no request per
-/// record for headers. A record whose header says otherwise (another
-/// writer) is read again at its true offset, in a second batch.
-fn fill_remote<R: ReadAt>(
+/// The records' data and local headers in one batch of the source's
+/// ([`ReadAt::read_batch_at`]: a file's two threads, an object store's
+/// coalesced range requests with a bounded number in flight), whatever the
+/// source. Each record's data is read at the offset PyTorch's writer gives
+/// it ([`ZipReader::likely_data_offset`]), beside its header: in a store,
+/// header and data adjoin and travel in one request, so a load costs no
+/// request per record for headers. A record whose header says otherwise
+/// (another writer) is read again at its true offset, in a second batch.
+fn fill<R: ReadAt>(
     zip: &ZipReader<R>,
     deferred: &[(UntypedStorage, zip::Entry)],
     piece: usize,
@@ -123,7 +77,7 @@ fn fill_remote<R: ReadAt>(
     Ok(())
 }
 
-/// One batch of [`fill_remote`]: the data of the records marked in `records`
+/// One batch of [`fill`]: the data of the records marked in `records`
 /// (record `r` at `offsets[r]`, in pieces of at most `piece` bytes), and the
 /// local header of each record `headers` has room for.
 fn read_batch<R: ReadAt>(

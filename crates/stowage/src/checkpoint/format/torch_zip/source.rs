@@ -1,14 +1,13 @@
 //! Where a torch zip archive's storages come from: each record `data/<key>`
-//! becomes a storage, read now (small records), after the pickle on two
-//! threads (large stored records), on first use (lazy loads), or as a slice of
-//! the mapped file (memory-mapped loads).
+//! becomes a storage, read after the pickle in one batch (stored records of
+//! an eager load), now (deflated or CRC-checked ones), on first use (lazy
+//! loads), or as a slice of the mapped file (memory-mapped loads).
 
 use super::MakeFetch;
 use crate::checkpoint::torch::StorageSource;
 use crate::checkpoint::zip::{self, Method, ZipReader};
 use crate::error::FormatError;
 use crate::io::ReadAt;
-use crate::io::ReadCost;
 use crate::storage::MappedRecords;
 use crate::{Device, Error, Result, UntypedStorage};
 
@@ -26,9 +25,6 @@ pub(super) struct ZipSource<'z, R: ReadAt> {
     /// `constants` (a TorchScript archive's `constants.pkl`).
     pub(super) dir: &'static str,
 }
-
-/// Records at least this large are read after the pickle, two at a time.
-const DEFER_MIN: usize = 1 << 20;
 
 impl<R: ReadAt> StorageSource for ZipSource<'_, R> {
     fn load(&mut self, key: &str, nbytes: usize, device: Device) -> Result<UntypedStorage> {
@@ -84,12 +80,11 @@ impl<R: ReadAt> StorageSource for ZipSource<'_, R> {
         if let (Some(d), Method::Stored, false) =
             (&mut self.deferred, entry.method, self.verify_crc)
         {
-            // A remote archive's records all go in the batch: each read
-            // on its own would cost a round trip.
-            if nbytes >= DEFER_MIN || self.zip.source().read_cost() == ReadCost::Request {
-                d.push((storage.clone(), entry.clone()));
-                return Ok(storage);
-            }
+            // Every stored record goes in the batch, read after the pickle
+            // as the source reads a batch best (a file on two threads, an
+            // object store in coalesced requests).
+            d.push((storage.clone(), entry.clone()));
+            return Ok(storage);
         }
         {
             let mut bytes = storage.bytes_mut()?;
