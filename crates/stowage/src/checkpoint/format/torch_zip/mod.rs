@@ -294,9 +294,24 @@ fn read_stored<R: ReadAt>(
             nbytes: entry.compressed_size as usize,
         }));
     }
+    // The source as it is now: a file cut short since the load is a record
+    // past its end, named as such, not a short read.
+    let past_end = |at: u64| {
+        let len = zip.source().len();
+        match at.checked_add(entry.compressed_size) {
+            Some(end) if end <= len => Ok(()),
+            _ => Err(Error::from(zip::ZipError::DataOutOfBounds {
+                name: entry.name.clone(),
+                offset: at,
+                size: entry.compressed_size,
+                len,
+            })),
+        }
+    };
     let at = match (data_at.get(), zip.likely_data_offset(entry)) {
         (Some(&at), _) => at,
         (None, Some(guess)) => {
+            past_end(guess)?;
             let mut header = vec![0; ZipReader::<R>::local_header_len(entry)];
             let mut reads = [
                 (entry.local_header_offset, &mut header[..]),
@@ -316,6 +331,7 @@ fn read_stored<R: ReadAt>(
             actual
         }
     };
+    past_end(at)?;
     zip.source().read_exact_at(dst, at.saturating_add(from))?;
     Ok(())
 }
