@@ -454,3 +454,54 @@ fn a_missing_shard_or_rank_file_is_named_with_its_index() {
         "{e}"
     );
 }
+
+/// `world` processes writing one set divide the work whatever the shard
+/// size (issue 40, item 8): a set whose tensors would fit one shard of the
+/// default 5 GB is written as at least one shard per rank, the same files
+/// for the same world, and loads back whole.
+#[test]
+fn a_world_of_processes_writes_at_least_one_shard_each() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ckpt = Checkpoint::from_state_dict((0..4).map(|i| {
+        (
+            format!("t{i}"),
+            stowage::Tensor::from_vec(vec![i as f32; 64], &[64]).unwrap(),
+        )
+    }));
+    let shards = |dir: &Path| {
+        let mut names: Vec<String> = fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .filter(|n| n.ends_with(".safetensors"))
+            .collect();
+        names.sort();
+        names
+    };
+    for world in [1usize, 2, 4] {
+        let mut seen = Vec::new();
+        for run in 0..2 {
+            let dir = tmp.path().join(format!("world-{world}-{run}"));
+            for rank in (0..world).rev() {
+                let options = ShardOptions::default().with_part(rank, world);
+                save_sharded(&dir, &ckpt, &options).unwrap();
+            }
+            assert_eq!(shards(&dir).len(), world, "world {world}");
+            let back = stowage::load(&dir).unwrap();
+            assert_eq!(names(&back), names(&ckpt), "world {world}");
+            for (name, t) in ckpt.state_dict().unwrap() {
+                assert_eq!(
+                    by_name(&back, &name).to_vec::<f32>().unwrap(),
+                    t.to_vec::<f32>().unwrap(),
+                    "{name}"
+                );
+            }
+            seen.push(
+                shards(&dir)
+                    .into_iter()
+                    .map(|n| (fs::read(dir.join(&n)).unwrap(), n))
+                    .collect::<Vec<_>>(),
+            );
+        }
+        assert_eq!(seen[0], seen[1], "world {world}: the same files each time");
+    }
+}

@@ -396,8 +396,10 @@ pub use super::parts::PendingRank;
 /// same content, is the last to finish (markers are written before they
 /// are looked for, so at least the last one sees them all); it writes the
 /// index, whole or not at all, and removes the markers. Two ranks finishing
-/// at once may both write it, the same bytes. The result is file for file
-/// what one process writes. Files of an earlier, different set in `dir`
+/// at once may both write it, the same bytes. The plan gives each rank a
+/// shard where the tensors allow (shards of at most the total over `world`
+/// when the shard size would give fewer), so the work divides; the result
+/// is file for file what one process writes with that plan. Files of an earlier, different set in `dir`
 /// are not removed: give each conversion its own folder.
 ///
 /// # Errors
@@ -405,7 +407,7 @@ pub use super::parts::PendingRank;
 /// tensor), I/O errors; all wrapped in [`Error::InFile`] naming `dir`.
 pub fn save_sharded(dir: &Path, ckpt: &Checkpoint, options: &ShardOptions) -> Result<SavedSet> {
     let tensors = ckpt.tensors()?;
-    let plan = plan(&tensors, options)?;
+    let plan = divided(plan(&tensors, options)?, &tensors, options)?;
     let format = options.format;
     let count = plan.shards.len();
     let names: Vec<String> = (0..count)
@@ -671,6 +673,31 @@ struct Plan {
     names: Vec<String>,
     shards: Vec<Vec<usize>>,
     total_size: u64,
+}
+
+/// The plan of a set that `world` processes write at once
+/// ([`ShardOptions::with_part`]): at least one shard each where the tensors
+/// allow, so the work divides `world` ways whatever the shard size. A plan
+/// of fewer shards than processes is made again with shards of at most the
+/// total over `world` (a tensor larger than that is a shard of its own). It
+/// depends only on the tensors and `world`, so every rank plans the same.
+fn divided(
+    planned: Plan,
+    tensors: &[(Vec<PathKey>, &TensorObject)],
+    options: &ShardOptions,
+) -> Result<Plan> {
+    let Some((_, world)) = options.part else {
+        return Ok(planned);
+    };
+    let even = (planned.total_size / world.max(1) as u64).max(1);
+    if planned.shards.len() >= world || even >= options.max_shard_size {
+        return Ok(planned);
+    }
+    let smaller = ShardOptions {
+        max_shard_size: even,
+        ..options.clone()
+    };
+    plan(tensors, &smaller)
 }
 
 /// `huggingface_hub`'s split: sizes are each tensor's bytes in safetensors
