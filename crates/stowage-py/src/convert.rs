@@ -43,6 +43,10 @@ pub struct Converter<'py, 'c> {
     /// A lazy load: storages with bytes go to the adapter unread
     /// (`lazy_storage`), to be read on first use.
     lazy: bool,
+    /// Where the file says each storage was saved (`cuda:0`), by storage,
+    /// when the adapter places storages (`placed`: a function
+    /// `map_location`, as `torch.load` calls it); `None` otherwise.
+    locations: Option<HashMap<usize, &'c str>>,
 }
 
 impl<'py, 'c> Converter<'py, 'c> {
@@ -50,12 +54,18 @@ impl<'py, 'c> Converter<'py, 'c> {
         Converter {
             py,
             ckpt,
-            adapter,
             nodes: HashMap::new(),
             storages: HashMap::new(),
             tensors: HashMap::new(),
             path: Vec::new(),
             lazy: false,
+            locations: adapter.hasattr("placed").unwrap_or(false).then(|| {
+                ckpt.storages()
+                    .iter()
+                    .map(|s| (s.storage.id(), s.location.as_str()))
+                    .collect()
+            }),
+            adapter,
         }
     }
 
@@ -354,6 +364,15 @@ impl<'py, 'c> Converter<'py, 'c> {
             self.call("storage", (buffer, nbytes, device))?
         } else {
             self.call("storage", (self.py.None(), nbytes, device))?
+        };
+        // Handed to the caller's `map_location(storage, location)` with the
+        // location the file gives it, as `torch.load` does.
+        let made = match self.locations.as_ref() {
+            Some(at) => {
+                let location = at.get(&storage.id()).copied().unwrap_or("cpu");
+                self.call("placed", (made, location))?
+            }
+            None => made,
         };
         self.storages.insert(storage.id(), made.clone_ref(self.py));
         Ok(made)

@@ -391,9 +391,9 @@ def test_load_and_save_take_file_objects_as_torch_does(tmp_path):
 
 
 def test_load_takes_torch_loads_arguments(tmp_path):
-    """map_location as a string, a torch.device or a dict of locations;
-    weights_only=True (False is refused, pointing to inert=True); a
-    function is refused clearly (issue 40, item 3)."""
+    """map_location as a string, a torch.device, a dict of locations or a
+    function; weights_only=True (False is refused, pointing to inert=True)
+    (issue 40, item 3)."""
     path = tmp_path / "x.pt"
     torch.save({"w": torch.ones(3)}, path)
     for location in ("cpu", torch.device("cpu"), {"cuda:0": "cpu"}, {"cuda:0": torch.device("cpu")}, {}):
@@ -405,8 +405,37 @@ def test_load_takes_torch_loads_arguments(tmp_path):
         stowage.load(path, map_location=torch.device("cuda", 0))
     with pytest.raises(ValueError, match="several devices"):
         stowage.load(path, map_location={"cuda:0": "cpu", "cuda:1": "meta"})
-    with pytest.raises(TypeError, match="function"):
-        stowage.load(path, map_location=lambda storage, loc: storage)
+    with pytest.raises(ValueError, match="function"):
+        stowage.load(path, map_location=lambda storage, loc: storage, lazy=True)
+
+
+def test_map_location_as_a_function_is_called_as_torch_load_calls_it(tmp_path):
+    """Each storage, read into CPU memory, with the location the file gives
+    it; what the function returns is what the tensors are built on, and
+    None restores the storage where it was saved (issue 40, item 3)."""
+    x = torch.arange(6.0)
+    path = tmp_path / "x.pt"
+    torch.save({"a": x, "b": x[2:], "c": torch.ones(2, dtype=torch.int64)}, path)
+
+    def recorder(calls, result):
+        def place(storage, location):
+            calls.append((location, storage.nbytes(), storage.device.type))
+            return result(storage)
+
+        return place
+
+    for result in (lambda s: s, lambda s: None, lambda s: s.clone()):
+        theirs, ours = [], []
+        want = torch.load(path, map_location=recorder(theirs, result), weights_only=True)
+        got = stowage.load(path, map_location=recorder(ours, result))
+        assert sorted(ours) == sorted(theirs) and len(ours) == 2
+        for k in want:
+            assert torch.equal(got[k], want[k]), k
+        # Views of one storage stay views of the one placed storage.
+        assert got["b"].untyped_storage().data_ptr() == got["a"].untyped_storage().data_ptr()
+    # The storage returned is the one the tensors use.
+    moved = stowage.load(path, map_location=lambda s, loc: torch.UntypedStorage(s.nbytes(), device="meta"))
+    assert moved["a"].is_meta and moved["c"].is_meta
 
 
 def test_a_missing_part_is_corrupt_and_named_with_its_index(tmp_path):

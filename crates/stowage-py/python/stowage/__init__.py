@@ -86,8 +86,12 @@ def load(
     map_location: ``None``, ``"cpu"`` or ``torch.device("cpu")``; ``"meta"``
         for tensors without data; or a dict of saved locations to one of
         these (``{"cuda:0": "cpu"}``). Every storage lands there: stowage has
-        no device back end yet, so any other device, and a function (whose
-        storages stowage cannot hand over), is a ``ValueError``/``TypeError``.
+        no device back end yet, so any other device is a ``ValueError``. Or,
+        as for ``torch.load``, a function ``map_location(storage,
+        location)``, called with each storage once read into CPU memory and
+        the location the file gives it, which returns the storage to build
+        the tensors on (``None``: where it was saved); with
+        ``framework="torch"`` only, and not with ``lazy=True``.
     weights_only: ``None`` or ``True``, as stowage always loads; ``False``
         is refused: stowage never runs the pickle (``inert=True`` gives the
         objects a full unpickle would build, as ``InertObject``s).
@@ -103,8 +107,16 @@ def load(
         )
     if isinstance(allow_globals, str):
         allow_globals = (allow_globals,)
-    location = _map_location(map_location)
     adapter: Any = adapter_for(framework)
+    if callable(map_location) and not isinstance(map_location, dict):
+        if framework != "torch" or lazy:
+            raise ValueError(
+                "map_location as a function takes torch storages as they are read: give"
+                " framework='torch' and no lazy=True"
+            )
+        adapter = _Placed(adapter, map_location)
+        map_location = None
+    location = _map_location(map_location)
     if hasattr(src, "read"):
         if mmap or lazy:
             raise ValueError("mmap=True and lazy=True read from a path or URL, not a file object")
@@ -140,12 +152,30 @@ def _map_location(map_location: Any) -> Optional[str]:
                 " every storage to one ('cpu', or 'meta')"
             )
         return targets.pop() if targets else None
-    if callable(map_location):
-        raise TypeError(
-            "map_location as a function: stowage builds every storage in CPU memory itself and"
-            " cannot hand them to a function; give 'cpu', a torch.device or a dict of locations"
-        )
     return str(map_location)
+
+
+class _Placed:
+    """An adapter whose storages, once read into CPU memory, go through
+    ``map_location(storage, location)`` with the location the file gives
+    each (``"cuda:0"``), as ``torch.load`` calls a function
+    ``map_location``: what it returns is the storage the tensors are built
+    on; ``None`` restores it where it was saved, as ``torch.load`` does."""
+
+    def __init__(self, inner: Any, place: Any) -> None:
+        self._inner = inner
+        self._place = place
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def placed(self, storage: Any, location: str) -> Any:
+        out = self._place(storage, location)
+        if out is None:
+            import torch.serialization
+
+            out = torch.serialization.default_restore_location(storage, location)
+        return out
 
 
 def safe_open(
