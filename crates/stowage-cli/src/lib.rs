@@ -135,12 +135,6 @@ impl Failure {
         }
     }
 
-    /// An error concerning the tensor at `path`.
-    pub fn at(path: &[stowage::checkpoint::PathKey], error: stowage::Error) -> Failure {
-        let path = stowage::checkpoint::dotted(path);
-        Failure::input(stowage::ErrorContext::at_path(error, path))
-    }
-
     /// A usage error with the message `message`.
     pub fn usage(message: impl Into<String>) -> Failure {
         Failure::msg(message)

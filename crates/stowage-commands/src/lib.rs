@@ -24,6 +24,8 @@
 //! over several paths; its report serializes itself, and writes its text
 //! here ([`scan::write_text`]).
 
+#![deny(missing_docs)]
+
 mod context;
 mod data;
 mod error;

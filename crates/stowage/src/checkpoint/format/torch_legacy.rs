@@ -173,9 +173,8 @@ pub(crate) fn load<R: ReadAt>(
         ordered,
         classes,
         state,
-        safetensors_metadata: None,
         objects,
-        origin: None,
+        ..Checkpoint::new()
     })?;
     // Sparse and nested tensors are checked once every storage's bytes are in.
     finish_kinds(&mut ckpt)?;

@@ -427,17 +427,19 @@ impl DcpCheckpoint {
     /// Its files: `.metadata`, then each data file its items name, once, in
     /// the order first named.
     pub(crate) fn files(&self) -> Vec<Location> {
+        // Names borrowed from the metadata: a million chunks name a handful
+        // of files, and none is copied to be compared.
         let mut seen = std::collections::HashSet::new();
         let mut files = vec![self.dir.join(METADATA_FILE)];
-        let mut add = |info: &metadata::StorageInfo| {
-            if seen.insert(info.relative_path.clone()) {
-                files.push(self.dir.join(&info.relative_path));
-            }
-        };
         for item in &self.metadata.items {
-            match &item.kind {
-                ItemKind::Tensor(t) => t.chunks.iter().for_each(|c| add(&c.storage)),
-                ItemKind::Bytes(info) => add(info),
+            let infos: &mut dyn Iterator<Item = &metadata::StorageInfo> = match &item.kind {
+                ItemKind::Tensor(t) => &mut t.chunks.iter().map(|c| &c.storage),
+                ItemKind::Bytes(info) => &mut std::iter::once(info),
+            };
+            for info in infos {
+                if seen.insert(info.relative_path.as_str()) {
+                    files.push(self.dir.join(&info.relative_path));
+                }
             }
         }
         files
