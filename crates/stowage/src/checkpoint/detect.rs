@@ -4,10 +4,12 @@
 
 use crate::checkpoint::format::{torch_legacy, torch_zip};
 use crate::checkpoint::options::LoadOptions;
+use crate::checkpoint::records::Mode;
+#[cfg(feature = "safetensors")]
+use crate::checkpoint::records::Records;
 use crate::checkpoint::value::graph::{Checkpoint, Format};
 use crate::error::{CheckpointError, FormatError};
 use crate::io::ReadAt;
-use crate::storage::MappedRecords;
 use crate::{Error, Result};
 
 /// Loads a checkpoint held in memory (PyTorch's `torch.load(io.BytesIO(...))`).
@@ -15,7 +17,7 @@ use crate::{Error, Result};
 /// # Errors
 /// As [`load`](crate::load), without the file name.
 pub fn load_bytes(bytes: &[u8], options: &LoadOptions) -> Result<Checkpoint> {
-    load_from(bytes, options)
+    load_from(bytes, options, Mode::of(options))
 }
 
 /// The kind of checkpoint `source` holds, from its content (never its name).
@@ -62,24 +64,29 @@ pub fn detect_format<R: ReadAt>(source: &R) -> Result<Format> {
     }))
 }
 
-pub(crate) fn load_from<R: ReadAt>(source: R, options: &LoadOptions) -> Result<Checkpoint> {
+/// Loads what `source` holds, in `mode`, by its format's reader.
+pub(crate) fn load_from<R: ReadAt>(
+    source: R,
+    options: &LoadOptions,
+    mode: Mode,
+) -> Result<Checkpoint> {
     match detect_format(&source)? {
-        Format::TorchZip | Format::TorchScript => torch_zip::load(source, options, None),
-        Format::TorchLegacy => torch_legacy::load(&source, options, None),
-        Format::Safetensors => load_safetensors(&source, options, None),
+        Format::TorchZip | Format::TorchScript => torch_zip::load(source, options, mode),
+        Format::TorchLegacy => torch_legacy::load(&source, options, mode),
+        Format::Safetensors => load_safetensors(&source, options, mode),
     }
 }
 
-pub(crate) fn load_safetensors<R: ReadAt>(
+fn load_safetensors<R: ReadAt>(
     source: &R,
     options: &LoadOptions,
-    mapped: Option<MappedRecords>,
+    mode: Mode,
 ) -> Result<Checkpoint> {
     #[cfg(feature = "safetensors")]
-    return crate::checkpoint::format::safetensors::load(source, options, mapped, None);
+    return crate::checkpoint::format::safetensors::load(source, options, Records::new(mode));
     #[cfg(not(feature = "safetensors"))]
     {
-        let _ = (source, options, mapped);
+        let _ = (source, options, mode);
         Err(Error::Checkpoint(CheckpointError::FeatureDisabled {
             feature: "safetensors",
             what: "safetensors files",

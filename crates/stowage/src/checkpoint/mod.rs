@@ -33,6 +33,7 @@ mod folder;
 pub(crate) mod format;
 mod globals;
 pub(crate) mod options;
+pub(crate) mod records;
 pub mod scan;
 mod source;
 mod torch;

@@ -6,11 +6,12 @@
 use std::cell::RefCell;
 use std::path::Path;
 
-use crate::checkpoint::detect::{detect_format, load_from, load_safetensors};
+use crate::checkpoint::detect::{detect_format, load_from};
 use crate::checkpoint::folder::{folder_at, Folder};
 use crate::checkpoint::format::dcp::{self, DcpCheckpoint};
-use crate::checkpoint::format::{sharded, torch_legacy, torch_zip};
+use crate::checkpoint::format::{sharded, torch_zip};
 use crate::checkpoint::options::{LoadMode, LoadOptions};
+use crate::checkpoint::records::Mode;
 use crate::checkpoint::value::graph::{Checkpoint, Format};
 use crate::checkpoint::value::origin::{Layout, Origin};
 use crate::error::{CheckpointError, ErrorContext};
@@ -183,7 +184,7 @@ fn load_file(here: &Location, options: &LoadOptions) -> Result<Checkpoint> {
             _ => {}
         }
     }
-    load_from(source, options).map_err(in_file)
+    load_from(source, options, Mode::of(options)).map_err(in_file)
 }
 
 /// [`load_mmap`] of one file.
@@ -198,14 +199,14 @@ unsafe fn load_mmap_file(here: &Location, options: &LoadOptions) -> Result<Check
     let map = unsafe { MappedFile::private(&file) }.map_err(|e| in_file(Error::Io(e)))?;
     let records = MappedRecords::new(map);
     let reader = records.reader();
+    let mode = Mode::mapped(records, options);
     let loaded = match detect_format(&reader) {
         // The archive's directory, pickle and local headers are read with
         // `pread`, not through the mapping: a read through it faults in each
         // record's header page (and the kernel's fault-around its neighbours),
         // which was most of a mapped load's time (docs/performance.md).
-        Ok(Format::TorchZip | Format::TorchScript) => torch_zip::load(file, options, Some(records)),
-        Ok(Format::TorchLegacy) => torch_legacy::load(&reader, options, Some(records)),
-        Ok(Format::Safetensors) => load_safetensors(&reader, options, Some(records)),
+        Ok(Format::TorchZip | Format::TorchScript) => torch_zip::load(file, options, mode),
+        Ok(_) => load_from(reader, options, mode),
         Err(e) => Err(e),
     };
     loaded.map_err(in_file)

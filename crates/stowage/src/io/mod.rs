@@ -22,6 +22,7 @@ mod output;
 mod pending;
 #[cfg(feature = "remote")]
 pub mod remote;
+mod span;
 
 #[cfg(feature = "safetensors")]
 pub(crate) use atomic::in_scratch_folder;
@@ -33,6 +34,7 @@ pub(crate) use output::{preallocate, Output};
 pub use pending::remove_temporaries;
 #[cfg(all(feature = "remote", feature = "safetensors"))]
 pub(crate) use pending::Pending;
+pub(crate) use span::{windows, Opened, Span};
 // Defined beside the zip container, its first reader, which knows nothing of
 // stowage; the readers of every other format share them from here.
 pub use stowage_zip::{ReadAt, ReadCost, Window};

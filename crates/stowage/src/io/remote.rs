@@ -212,6 +212,16 @@ impl RemoteObject {
         &self.url
     }
 
+    /// The most bytes one request asks for.
+    pub(crate) fn max_request(&self) -> u64 {
+        self.max_request
+    }
+
+    /// The most requests in flight at once.
+    pub(crate) fn concurrency(&self) -> usize {
+        self.concurrency
+    }
+
     /// What reading this object has transferred so far (opening it included).
     pub fn transfer(&self) -> Transfer {
         self.counters.snapshot()

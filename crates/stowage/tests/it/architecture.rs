@@ -44,6 +44,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "checkpoint/globals",
             "checkpoint/options",
             "checkpoint/torch",
+            "checkpoint/records",
         ],
     ),
     (

@@ -10,12 +10,12 @@ use std::collections::{HashMap, HashSet};
 
 use crate::checkpoint::options::LoadOptions;
 use crate::checkpoint::pickle::{self, Graph, Hooks, Node, NodeId, PickleError, Pickled, Value};
+use crate::checkpoint::records::{Mode, Records};
 use crate::checkpoint::torch::{finish_kinds, StorageSource, TorchHooks};
 use crate::checkpoint::value::graph::{
     check_views, ByteOrder, Checkpoint, Format, InertObject, Object, StorageRecord,
 };
 use crate::io::ReadAt;
-use crate::storage::MappedRecords;
 use crate::{DType, Device, Error, Result, UntypedStorage};
 
 /// The first bytes of a legacy file written with pickle protocol 2.
@@ -141,14 +141,13 @@ fn header<R: ReadAt>(
     }
 }
 
-/// Loads a legacy-format file. With `mapped` (memory-mapped loading), each storage
-/// whose bytes start at a multiple of its element size becomes a slice of the
-/// mapping; the others are copied.
-pub(crate) fn load<R: ReadAt>(
-    source: &R,
-    options: &LoadOptions,
-    mut mapped: Option<MappedRecords>,
-) -> Result<Checkpoint> {
+/// Loads a legacy-format file in `mode`: its storages are made by its pickle
+/// and filled after it, from the stream that follows; in a mapped load each
+/// whose bytes start at a multiple of its element size becomes a view of the
+/// mapping, the others are copied (as every one is in the other modes: a
+/// legacy file has no lazy load).
+pub(crate) fn load<R: ReadAt>(source: &R, options: &LoadOptions, mode: Mode) -> Result<Checkpoint> {
+    let mut placed: Records<'_, ()> = Records::new(mode).read_as_made();
     let len = source.len();
     let mut pos = 0u64;
     check_headers(source, &mut pos, options)?;
@@ -162,7 +161,7 @@ pub(crate) fn load<R: ReadAt>(
         pending,
     } = object_pickle(source, &mut pos, len, options)?;
     let key_list = storage_keys(source, &mut pos, options)?;
-    read_storages(source, pos, len, &records, &key_list, &mut mapped)?;
+    read_storages(source, pos, len, &records, &key_list, &mut placed)?;
     drop(pending);
     let mut ckpt = check_views(Checkpoint {
         format: Format::TorchLegacy,
@@ -295,10 +294,10 @@ fn read_storages<R: ReadAt>(
     len: u64,
     records: &[StorageRecord],
     key_list: &[String],
-    mapped: &mut Option<MappedRecords>,
+    placed: &mut Records<'_, ()>,
 ) -> Result<()> {
     for key in key_list {
-        pos = read_storage(source, pos, len, records, key, mapped.as_mut())?;
+        pos = read_storage(source, pos, len, records, key, placed)?;
     }
     if let Some(r) = records.iter().find(|r| !key_list.contains(&r.key)) {
         return Err(Error::Format(FormatError::MissingRecord {
@@ -318,7 +317,7 @@ fn read_storage<R: ReadAt>(
     len: u64,
     records: &[StorageRecord],
     key: &str,
-    mapped: Option<&mut MappedRecords>,
+    placed: &mut Records<'_, ()>,
 ) -> Result<u64> {
     let (storage, dtype) = records
         .iter()
@@ -357,7 +356,7 @@ fn read_storage<R: ReadAt>(
     let mapped_here = cfg!(target_endian = "little")
         && storage.has_data()
         && pos.is_multiple_of(elem)
-        && mapped.is_some_and(|m| m.redirect(&storage, pos));
+        && placed.redirect(&storage, pos);
     if !mapped_here && storage.has_data() {
         let mut bytes = storage.bytes_mut()?;
         source

@@ -4,7 +4,6 @@
 //! at the item's offset.
 
 use crate::error::{CheckpointError, FormatError};
-use crate::io::ReadCost;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -12,8 +11,9 @@ use super::metadata::StorageInfo;
 use crate::checkpoint::format::torch_zip;
 use crate::checkpoint::options::{LoadMode, LoadOptions};
 use crate::checkpoint::pickle::Value;
+use crate::checkpoint::records::Mode;
 use crate::checkpoint::value::graph::{Checkpoint, Object};
-use crate::io::{Location, ReadAt, Window};
+use crate::io::ReadAt;
 use crate::{Error, Result, Tensor};
 
 const ZIP_MAGIC: &[u8; 4] = b"PK\x03\x04";
@@ -23,44 +23,9 @@ const ZIP_MAGIC: &[u8; 4] = b"PK\x03\x04";
 /// to past its tensor.
 pub(super) const ARCHIVE_OVERHEAD: u64 = 1 << 20;
 
-/// A data file of a DCP checkpoint: a local file or, with the `remote`
-/// feature, an object named by URL.
+/// A data file of a DCP checkpoint, or an item's window of it: a local
+/// file or, with the `remote` feature, an object named by URL.
 pub(super) type Source = Arc<dyn ReadAt>;
-
-/// A data file, opened: read through `source`; an object in a store is
-/// kept as itself too, for batches of reads that span several files.
-#[derive(Clone)]
-pub(super) struct DataFile {
-    pub source: Source,
-    #[cfg(feature = "remote")]
-    pub remote: Option<Arc<crate::io::remote::RemoteObject>>,
-}
-
-/// Opens the data file `here`: a local file, or an object in a store (one
-/// ranged `GET` of its head; reads are then ranged requests), kept as itself
-/// too for batches of reads across objects.
-///
-/// # Errors
-/// Not found, refused, the store's error; without the file's name, which
-/// the caller gives with the item's.
-pub(super) fn open(here: &Location) -> Result<DataFile> {
-    let unnamed = |e: Error| match e {
-        Error::InFile { source, .. } => *source,
-        e => e,
-    };
-    #[cfg(feature = "remote")]
-    if let Some(object) = here.open_object().map_err(unnamed)? {
-        return Ok(DataFile {
-            source: object.clone(),
-            remote: Some(object),
-        });
-    }
-    Ok(DataFile {
-        source: here.open().map_err(unnamed)?,
-        #[cfg(feature = "remote")]
-        remote: None,
-    })
-}
 
 /// Checks that the item lies inside its file.
 pub(super) fn check_inside(file: &dyn ReadAt, info: &StorageInfo) -> Result<()> {
@@ -158,85 +123,75 @@ fn unzstd(bytes: &[u8], limit: u64) -> Result<Vec<u8>> {
     Ok(out)
 }
 
-/// The tensor a chunk's item holds (`nbytes`: the chunk's size in bytes), in
-/// `file` (at `path`). An untransformed archive in a local file is read in
-/// place and lazily: the tensor's storage reads its record from the data file
-/// on first use, so a caller can read it straight into its destination
-/// (`UntypedStorage::read_at`). An item in object storage is fetched whole,
-/// in one ranged request, since reading its archive's records one by one
-/// would cost a request each, unless its bytes were fetched `ahead`.
+/// The tensor a chunk's item holds (`nbytes`: the chunk's size in bytes),
+/// read through `window`, the item's bytes in `file` (at `path`), as
+/// [`io::windows`](crate::io::windows) gives them: an untransformed archive
+/// is read in place and lazily, each storage reading its record on first
+/// use, so that a caller can read it straight into its destination
+/// (`UntypedStorage::read_at`); a local file's window reads the file, an
+/// object's was fetched whole.
 pub(super) fn read_tensor(
     file: &Source,
+    window: Source,
     path: &Path,
     info: &StorageInfo,
     fqn: &str,
     nbytes: u64,
-    ahead: Option<Vec<u8>>,
     options: &LoadOptions,
 ) -> Result<Tensor> {
-    check_inside(&**file, info)?;
-    // Remote: the whole item in one request, as PyTorch's default format
-    // (an archive) needs it all.
-    let fetched = match ahead {
-        Some(bytes) => Some(bytes),
-        None if file.read_cost() == ReadCost::Request => Some(stored(&**file, info)?),
-        None => None,
-    };
-    let is_archive = match &fetched {
-        Some(bytes) => !info.transforms.is_empty() || bytes.starts_with(ZIP_MAGIC),
-        None => is_archive(&**file, info)?,
-    };
-    if !is_archive {
-        // In the safetensors format every tensor item of a file starts at the
-        // one blob's header, and its length is its data's: the tensor is
-        // found through the header, in the file.
-        return read_safetensors(&**file, info.offset, fqn, nbytes);
-    }
-    if info.transforms.is_empty() && file.read_cost() != ReadCost::Request {
-        let window = Window::new(Arc::clone(file), info.offset, info.length);
-        let lazy = options.clone().with_mode(LoadMode::Lazy);
-        let ckpt = torch_zip::load_lazy(window, path, &lazy)?;
-        return match &ckpt.root {
-            Value::Ext(Object::Tensor(t)) => t.resolved(),
-            _ => Err(Error::Format(FormatError::BadObject {
-                context: "DCP tensor item",
-                expected: "a saved tensor",
-                found: "another object".into(),
-            })),
-        };
-    }
-    let bytes = untransform(
-        match fetched {
-            Some(bytes) => bytes,
-            None => stored(&**file, info)?,
-        },
-        &info.transforms,
-        nbytes.saturating_add(ARCHIVE_OVERHEAD),
-    )?;
-    let ckpt = torch_zip::load(&bytes[..], options, None)?;
-    match &ckpt.root {
+    let tensor_of = |ckpt: &Checkpoint| match &ckpt.root {
         Value::Ext(Object::Tensor(t)) => t.resolved(),
         _ => Err(Error::Format(FormatError::BadObject {
             context: "DCP tensor item",
             expected: "a saved tensor",
             found: "another object".into(),
         })),
+    };
+    if !info.transforms.is_empty() {
+        let limit = nbytes.saturating_add(ARCHIVE_OVERHEAD);
+        let bytes = untransform(whole(&*window)?, &info.transforms, limit)?;
+        return tensor_of(&torch_zip::load(&bytes[..], options, Mode::of(options))?);
     }
+    if !starts_an_archive(&*window)? {
+        // In the safetensors format every tensor item of a file starts at the
+        // one blob's header, and its length is its data's: the tensor is
+        // found through the header, in the file.
+        return read_safetensors(&**file, info.offset, fqn, nbytes);
+    }
+    let lazy = options.clone().with_mode(LoadMode::Lazy);
+    tensor_of(&torch_zip::load_lazy(window, path, &lazy)?)
 }
 
-/// A non-tensor item: the checkpoint its archive holds.
+/// Whether the bytes of `window` start a zip archive.
+fn starts_an_archive(window: &dyn ReadAt) -> Result<bool> {
+    let mut head = [0u8; 4];
+    if window.len() < 4 {
+        return Ok(false);
+    }
+    window.read_exact_at(&mut head, 0).map_err(Error::Io)?;
+    Ok(&head == ZIP_MAGIC)
+}
+
+/// All the bytes of `window` (an item's, bounded by its file's size).
+fn whole(window: &dyn ReadAt) -> Result<Vec<u8>> {
+    let len = usize::try_from(window.len()).map_err(|_| {
+        Error::Storage(crate::error::StorageError::AllocationFailed { nbytes: usize::MAX })
+    })?;
+    let mut bytes = crate::storage::zeroed_bytes(len)?;
+    window.read_exact_at(&mut bytes, 0).map_err(Error::Io)?;
+    Ok(bytes)
+}
+
+/// A non-tensor item, read through `window` (its bytes): the checkpoint
+/// its archive holds.
 pub(super) fn read_value(
-    file: &Source,
+    window: &dyn ReadAt,
     info: &StorageInfo,
-    ahead: Option<Vec<u8>>,
     options: &LoadOptions,
 ) -> Result<Checkpoint> {
     let limit = options.max_storage_bytes.saturating_add(ARCHIVE_OVERHEAD);
-    let bytes = match ahead {
-        Some(bytes) => untransform(bytes, &info.transforms, limit)?,
-        None => decoded(&**file, info, limit)?,
-    };
-    torch_zip::load(&bytes[..], options, None)
+    let bytes = untransform(whole(window)?, &info.transforms, limit)?;
+    torch_zip::load(&bytes[..], options, Mode::of(options))
 }
 
 #[cfg(feature = "safetensors")]

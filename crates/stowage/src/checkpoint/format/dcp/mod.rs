@@ -36,15 +36,16 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use self::metadata::{Chunk, DcpMetadata, Item, ItemKind, TensorMeta};
-use crate::checkpoint::options::{LoadMode, LoadOptions};
+use self::metadata::{Chunk, DcpMetadata, Item, ItemKind, StorageInfo, TensorMeta};
+use crate::checkpoint::options::LoadOptions;
 use crate::checkpoint::pickle::{Graph, Node, NodeId, Value};
+use crate::checkpoint::records::{Mode, Record, Records};
 use crate::checkpoint::value::graph::{
     Checkpoint, Format, Object, PathKey, StorageRecord, TensorObject,
 };
-use crate::io::Location;
+use crate::io::{Location, Opened, Span};
 use crate::storage::Fetch;
-use crate::{DType, Error, Result, Tensor, UntypedStorage};
+use crate::{DType, Error, Result, Tensor};
 
 /// The metadata file's name.
 pub const METADATA_FILE: &str = ".metadata";
@@ -69,7 +70,7 @@ pub struct DcpCheckpoint {
 
 /// Data files by path, opened on first use.
 #[derive(Default)]
-struct Files(Mutex<HashMap<PathBuf, item::DataFile>>);
+struct Files(Mutex<HashMap<PathBuf, crate::io::Opened>>);
 
 impl std::fmt::Debug for Files {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -122,18 +123,23 @@ impl DcpCheckpoint {
 
     /// The data file `here`, opened on first use.
     fn file(&self, here: &Location) -> Result<item::Source> {
-        Ok(self.data_file(here)?.source)
+        Ok(self.data_file(here)?.source().clone())
     }
 
-    /// The data file `here`, opened on first use, as [`item::open`] gives it.
-    fn data_file(&self, here: &Location) -> Result<item::DataFile> {
+    /// The data file `here`, opened on first use.
+    fn data_file(&self, here: &Location) -> Result<Opened> {
         let path = here.path();
         let mut files = self.files.0.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(f) = files.get(&path) {
             return Ok(f.clone());
         }
         let metadata = || self.dir.join(".metadata").path();
-        let f = item::open(here).map_err(|e| e.or_missing(path.clone(), metadata()))?;
+        // The file's name is given with the item's, by the caller.
+        let unnamed = |e: Error| match e {
+            Error::InFile { source, .. } => *source,
+            e => e,
+        };
+        let f = Opened::open(here).map_err(|e| unnamed(e).or_missing(path.clone(), metadata()))?;
         files.insert(path, f.clone());
         Ok(f)
     }
@@ -224,6 +230,26 @@ impl DcpCheckpoint {
             .in_file(here.path())
     }
 
+    /// The data file `here` and the window of its item `info`: fetched
+    /// ahead with its batch ([`prefetch`]), or opened now.
+    fn window(&self, here: &Location, info: &StorageInfo) -> Result<(Opened, item::Source)> {
+        let file = self.data_file(here)?;
+        if let Some(window) = self.prefetched.take(&here.path(), info.offset) {
+            return Ok((file, window));
+        }
+        item::check_inside(&**file.source(), info)?;
+        let span = Span {
+            file: &file,
+            offset: info.offset,
+            len: info.length,
+        };
+        let mut windows = crate::io::windows(&[span]).map_err(|(_, e)| *e)?;
+        let window = windows
+            .pop()
+            .ok_or_else(|| Error::Io(std::io::ErrorKind::UnexpectedEof.into()))?;
+        Ok((file, window))
+    }
+
     fn tensor_meta(&self, fqn: &str) -> Result<&TensorMeta> {
         match &self.item(fqn)?.kind {
             ItemKind::Tensor(t) => Ok(t),
@@ -263,53 +289,62 @@ impl DcpCheckpoint {
         Ok(out)
     }
 
-    /// Tensor `fqn` as the options' mode makes it: read now, a lazy storage
-    /// assembled on first use, or a fake storage.
+    /// Tensor `fqn` as the options' mode makes it ([`Records`]): read now,
+    /// a lazy storage assembled on first use, or one of no bytes.
     fn tensor_in_mode(self: &Arc<Self>, fqn: &str, meta: &TensorMeta) -> Result<Tensor> {
         let device = self.options.map_location.unwrap_or_default();
-        let mode = self.options.mode();
-        if !matches!(mode, LoadMode::Lazy | LoadMode::Fake) || device.is_meta() {
+        let nbytes = bytes_of(fqn, meta.dtype, &meta.size)?;
+        let assemble = |name: &String| self.assembling(name, nbytes);
+        let mut records = Records::with_fetch(Mode::of(&self.options), &assemble);
+        if records.reads_now(device) {
             return self.read_tensor(fqn);
         }
-        let nbytes = bytes_of(fqn, meta.dtype, &meta.size)?;
-        let layout = crate::layout::Layout::contiguous(&meta.size)?;
-        let storage = if mode == LoadMode::Fake {
-            UntypedStorage::new_fake(nbytes, device)
-        } else {
-            let (this, name) = (Arc::clone(self), fqn.to_owned());
-            let fetch: Fetch = Arc::new(move |offset: u64, dst: &mut [u8]| {
-                let mut held = this.assembly.lock().unwrap_or_else(|p| p.into_inner());
-                if held.fqn.as_deref() != Some(name.as_str()) {
-                    held.fqn = None;
-                    let mut bytes = std::mem::take(&mut held.bytes);
-                    if bytes.capacity() < nbytes {
-                        bytes = crate::storage::zeroed_bytes(nbytes)?;
-                    }
-                    bytes.resize(nbytes, 0);
-                    this.assemble_into(&name, &mut bytes)?;
-                    *held = Assembly {
-                        fqn: Some(name.clone()),
-                        bytes,
-                    };
-                }
-                let window = usize::try_from(offset)
-                    .ok()
-                    .and_then(|o| held.bytes.get(o..o.checked_add(dst.len())?))
-                    .ok_or(Error::Storage(StorageError::StorageRange {
-                        offset: offset as usize,
-                        len: dst.len(),
-                        nbytes,
-                    }))?;
-                dst.copy_from_slice(window);
-                if offset as usize + dst.len() >= nbytes {
-                    // The last window: the buffer stays for the next tensor.
-                    held.fqn = None;
-                }
-                Ok(())
-            });
-            UntypedStorage::lazy(nbytes, device, fetch)
+        let record = Record {
+            key: fqn.to_owned(),
+            nbytes,
+            device,
+            raw: false,
         };
+        let (storage, _) = records.make(record, || Ok(0))?;
+        let layout = crate::layout::Layout::contiguous(&meta.size)?;
         Tensor::from_parts(storage, meta.dtype, layout)
+    }
+
+    /// The fetcher of a lazy storage of tensor `name` (`nbytes`): its first
+    /// read assembles the tensor in the buffer the load reuses from tensor
+    /// to tensor, kept until its last window is read.
+    fn assembling(self: &Arc<Self>, name: &str, nbytes: usize) -> Fetch {
+        let (this, name) = (Arc::clone(self), name.to_owned());
+        Arc::new(move |offset: u64, dst: &mut [u8]| {
+            let mut held = this.assembly.lock().unwrap_or_else(|p| p.into_inner());
+            if held.fqn.as_deref() != Some(name.as_str()) {
+                held.fqn = None;
+                let mut bytes = std::mem::take(&mut held.bytes);
+                if bytes.capacity() < nbytes {
+                    bytes = crate::storage::zeroed_bytes(nbytes)?;
+                }
+                bytes.resize(nbytes, 0);
+                this.assemble_into(&name, &mut bytes)?;
+                *held = Assembly {
+                    fqn: Some(name.clone()),
+                    bytes,
+                };
+            }
+            let window = usize::try_from(offset)
+                .ok()
+                .and_then(|o| held.bytes.get(o..o.checked_add(dst.len())?))
+                .ok_or(Error::Storage(StorageError::StorageRange {
+                    offset: offset as usize,
+                    len: dst.len(),
+                    nbytes,
+                }))?;
+            dst.copy_from_slice(window);
+            if offset as usize + dst.len() >= nbytes {
+                // The last window: the buffer stays for the next tensor.
+                held.fqn = None;
+            }
+            Ok(())
+        })
     }
 
     /// The whole tensor `fqn`, contiguous, into `dst` (exactly its bytes).
@@ -366,15 +401,14 @@ impl DcpCheckpoint {
         let file = here.path();
         let in_file = |e: Error| e.at_path(fqn).in_file(&file);
         let nbytes = bytes_of(fqn, dtype, &chunk.sizes).map_err(in_file)?;
-        let source = self.file(&here).map_err(in_file)?;
-        let ahead = self.prefetched.take(&file, info.offset);
+        let (source, window) = self.window(&here, info).map_err(in_file)?;
         let tensor = item::read_tensor(
-            &source,
+            source.source(),
+            window,
             &file,
             info,
             fqn,
             nbytes as u64,
-            ahead,
             &self.options,
         )
         .map_err(in_file)?;
@@ -409,9 +443,8 @@ impl DcpCheckpoint {
         let here = self.dir.join(&info.relative_path);
         let file = here.path();
         let in_file = |e: Error| e.at_path(fqn).in_file(&file);
-        let source = self.file(&here).map_err(in_file)?;
-        let ahead = self.prefetched.take(&file, info.offset);
-        item::read_value(&source, info, ahead, &self.options).map_err(in_file)
+        let (_, window) = self.window(&here, info).map_err(in_file)?;
+        item::read_value(&*window, info, &self.options).map_err(in_file)
     }
 
     /// Everything, as one checkpoint nested as the saved state dict was.

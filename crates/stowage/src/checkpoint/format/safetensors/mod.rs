@@ -22,14 +22,15 @@ use std::sync::Arc;
 
 use safetensors::tensor::{Dtype, Metadata, SafeTensorError, View};
 
-use crate::checkpoint::options::{LoadMode, LoadOptions, Progress, SaveOptions};
+use crate::checkpoint::options::{LoadOptions, Progress, SaveOptions};
 use crate::checkpoint::pickle::Value;
+use crate::checkpoint::records::{Fill, Mode, Record, Records};
 use crate::checkpoint::value::graph::{
     dotted, ByteOrder, Checkpoint, Format, Object, StorageRecord, TensorObject,
 };
 use crate::io::ReadAt;
 use crate::layout::Layout;
-use crate::storage::{Fetch, MappedRecords};
+use crate::storage::Fetch;
 use crate::{DType, Error, Result, Tensor, UntypedStorage};
 
 mod objects;
@@ -86,21 +87,19 @@ fn read_header<R: ReadAt>(source: &R) -> Result<(usize, Metadata)> {
     Ok((n, meta))
 }
 
-/// Makes the fetcher of a lazily loaded tensor: its name, and where its bytes
-/// start in the file.
-pub(crate) type MakeFetch<'a> = &'a dyn Fn(&str, u64) -> Fetch;
+/// A tensor's record: its name, and where its bytes start in the file.
+type Key = (String, u64);
 
-/// Loads a safetensors file. Each tensor's storage is, in order of preference:
-/// - with `mapped` (memory-mapped loading), a view of its bytes in the mapping:
-///   nothing is copied or read until touched;
-/// - with `lazy`, a storage that reads its bytes on first use;
-/// - else a storage its bytes are read straight into: the peak is the tensors'
-///   bytes and the header, not twice the file.
+/// Loads a safetensors file in `mode`. Each tensor's storage is, as the
+/// mode makes it ([`Records`]): a view of its bytes in the mapping (nothing
+/// copied or read until touched); a storage that reads its bytes on first
+/// use (a lazy load's, made by [`load_lazy`]); one of no bytes (fake); or one its bytes are
+/// read straight into, all in one batch: the peak is the tensors' bytes and
+/// the header, not twice the file.
 pub(crate) fn load<R: ReadAt>(
     source: &R,
     options: &LoadOptions,
-    mut mapped: Option<MappedRecords>,
-    lazy: Option<MakeFetch<'_>>,
+    mut records: Records<'_, Key>,
 ) -> Result<Checkpoint> {
     let (n, meta) = read_header(source)?;
     let data_start = n + 8;
@@ -113,8 +112,6 @@ pub(crate) fn load<R: ReadAt>(
         .map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect());
     let device = options.map_location.unwrap_or_default();
     let mut items = Vec::new();
-    // A remote source's tensors: their storages, offsets and names.
-    let mut batch: Vec<(UntypedStorage, u64, String)> = Vec::new();
     // The file's order: by data offset.
     for (i, name) in meta.offset_keys().into_iter().enumerate() {
         let at_path = |e: Error| e.at_path(name.clone());
@@ -130,24 +127,18 @@ pub(crate) fn load<R: ReadAt>(
         let dtype = to_dtype(info.dtype).map_err(at_path)?;
         let (begin, end) = info.data_offsets;
         let (nbytes, offset) = (end - begin, (data_start + begin) as u64);
-        let storage = if options.mode() == LoadMode::Fake && !device.is_meta() {
-            UntypedStorage::new_fake(nbytes, device)
-        } else if device.is_meta() {
-            UntypedStorage::new_on(nbytes, device).map_err(at_path)?
-        } else if let Some(s) = mapped
-            .as_mut()
-            .and_then(|m| m.storage(offset, nbytes, device))
-        {
-            s
-        } else if let Some(make) = lazy {
-            UntypedStorage::lazy(nbytes, device, make(&name, offset))
-        } else {
-            // Read below, all at once, as the source reads a batch best (a
-            // file on two threads, an object store in coalesced requests).
-            let storage = UntypedStorage::new_on(nbytes, device).map_err(at_path)?;
-            batch.push((storage.clone(), offset, name.clone()));
-            storage
+        let record = Record {
+            key: (name.clone(), offset),
+            nbytes,
+            device,
+            raw: true,
         };
+        let (storage, fill) = records.make(record, || Ok(offset)).map_err(at_path)?;
+        if fill == Fill::Now {
+            source
+                .read_exact_at(&mut storage.bytes_mut().map_err(at_path)?, offset)
+                .map_err(|e| at_path(Error::Io(e)))?;
+        }
         let layout = Layout::contiguous(&info.shape).map_err(at_path)?;
         let tensor = Tensor::from_parts(storage.clone(), dtype, layout).map_err(at_path)?;
         ckpt.storages.push(StorageRecord {
@@ -163,7 +154,7 @@ pub(crate) fn load<R: ReadAt>(
             )))),
         ));
     }
-    read_batch(source, &batch)?;
+    read_batch(source, &records.take_batch())?;
     let root = ckpt.graph.dict(items);
     ckpt.root = Value::Node(root);
     // A file stowage wrote from a nested checkpoint: its structure back.
@@ -171,18 +162,18 @@ pub(crate) fn load<R: ReadAt>(
     Ok(ckpt)
 }
 
-/// Reads each `(storage, offset, name)` in one batch of the source's, in
+/// Reads each `(storage, (name, offset))` in one batch of the source's, in
 /// pieces of at most 16 MiB (so that a file's two threads split it evenly);
 /// a failure names its tensor.
-fn read_batch<R: ReadAt>(source: &R, batch: &[(UntypedStorage, u64, String)]) -> Result<()> {
+fn read_batch<R: ReadAt>(source: &R, batch: &[(UntypedStorage, Key)]) -> Result<()> {
     const PIECE: usize = 16 << 20;
     let mut guards = Vec::with_capacity(batch.len());
-    for (storage, _, _) in batch {
+    for (storage, _) in batch {
         guards.push(storage.bytes_mut()?);
     }
     let mut reads: Vec<(u64, &mut [u8])> = Vec::new();
     let mut owner: Vec<usize> = Vec::new();
-    for (i, (bytes, (_, offset, _))) in guards.iter_mut().zip(batch).enumerate() {
+    for (i, (bytes, (_, (_, offset)))) in guards.iter_mut().zip(batch).enumerate() {
         for (k, piece) in bytes.chunks_mut(PIECE).enumerate() {
             reads.push((offset + (k * PIECE) as u64, piece));
             owner.push(i);
@@ -190,7 +181,7 @@ fn read_batch<R: ReadAt>(source: &R, batch: &[(UntypedStorage, u64, String)]) ->
     }
     source
         .read_batch_at(&mut reads)
-        .map_err(|(i, e)| Error::Io(e).at_path(batch[owner[i]].2.clone()))
+        .map_err(|(i, e)| Error::Io(e).at_path(batch[owner[i]].1 .0.clone()))
 }
 
 /// A safetensors file whose storages read their bytes on first use, through
@@ -203,8 +194,8 @@ pub(crate) fn load_lazy<R: ReadAt + 'static>(
 ) -> Result<Checkpoint> {
     let file = Arc::new(file);
     let path: Arc<Path> = Arc::from(path);
-    let make = |name: &str, offset: u64| -> Fetch {
-        let (file, path, name) = (file.clone(), path.clone(), name.to_owned());
+    let make = |(name, offset): &Key| -> Fetch {
+        let (file, path, name, offset) = (file.clone(), path.clone(), name.clone(), *offset);
         Arc::new(move |from: u64, dst: &mut [u8]| {
             let at = offset
                 .checked_add(from)
@@ -214,7 +205,11 @@ pub(crate) fn load_lazy<R: ReadAt + 'static>(
                 .in_file(&*path)
         })
     };
-    load(&*file, options, None, Some(&make))
+    load(
+        &*file,
+        options,
+        Records::with_fetch(Mode::of(options), &make),
+    )
 }
 
 /// Writes every tensor of `ckpt` to a safetensors file at `path`, named by dotted path
@@ -318,33 +313,11 @@ pub fn save_with(path: &Path, ckpt: &Checkpoint, options: &SaveOptions) -> Resul
         m.entry("format".to_owned())
             .or_insert_with(|| "pt".to_owned());
     }
-    #[cfg(feature = "remote")]
-    {
-        let here = options.location(path);
-        if here.local_path().is_none() {
-            // The crate writes only to a file: stage it, then write it
-            // whole (an upload committed only once complete).
-            let staged = tempfile::NamedTempFile::new()
-                .map_err(|e| Error::Io(e).in_file(path.to_owned()))?;
-            // Removed if the process is ended meanwhile (`tempfile` removes
-            // it when dropped, which an ended process never gets to).
-            let _pending = crate::io::Pending::new({
-                let staged = staged.path().to_owned();
-                move || {
-                    let _ = std::fs::remove_file(&staged);
-                }
-            });
-            let written = write_views(&views, meta, staged.path());
-            return here.create(options.sync, None, |w| {
-                written?;
-                let mut file = std::fs::File::open(staged.path())?;
-                std::io::copy(&mut file, w)?;
-                Ok(())
-            });
-        }
-    }
-    // A local file: the crate streams the tensors into it one at a time.
-    crate::io::write_atomically(path, options.sync, |tmp| write_views(&views, meta, tmp))
+    // The crate writes only to a file (streaming the tensors into it one
+    // at a time): an object is staged in one, then uploaded.
+    options
+        .location(path)
+        .create_through_path(options.sync, |tmp| write_views(&views, meta, tmp))
 }
 
 /// Streams the tensors into a safetensors file at `tmp`, one at a time.

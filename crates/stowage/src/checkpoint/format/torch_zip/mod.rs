@@ -15,23 +15,19 @@ pub use save::{save, save_to_writer, save_with};
 use self::source::ZipSource;
 use crate::checkpoint::options::LoadOptions;
 use crate::checkpoint::pickle::{self, Graph, Node, NodeId, Value};
+use crate::checkpoint::records::{Mode, Records};
 use crate::checkpoint::torch::{finish_kinds, TorchHooks};
 use crate::checkpoint::value::graph::{check_views, ByteOrder, Checkpoint, Format, Object};
 use crate::checkpoint::zip::{self, ZipLimits, ZipReader};
 use crate::io::ReadAt;
-use crate::storage::{Fetch, MappedRecords};
+use crate::storage::Fetch;
 use crate::{Error, Result};
 
-/// Makes the fetcher of a lazily loaded record.
-type MakeFetch<'z> = &'z dyn Fn(&zip::Entry) -> Fetch;
-
-pub(crate) fn load<R: ReadAt>(
-    source: R,
-    options: &LoadOptions,
-    mapped: Option<MappedRecords>,
-) -> Result<Checkpoint> {
+/// Loads the archive `source` holds in `mode`, lazily only where the mode
+/// asks and the caller gives [`load_lazy`] the source to keep.
+pub(crate) fn load<R: ReadAt>(source: R, options: &LoadOptions, mode: Mode) -> Result<Checkpoint> {
     let zip = ZipReader::new(source, &zip_limits(options))?;
-    load_zip_archive(&zip, options, mapped, None)
+    load_zip_archive(&zip, options, Records::new(mode))
 }
 
 fn zip_limits(options: &LoadOptions) -> ZipLimits {
@@ -44,8 +40,7 @@ fn zip_limits(options: &LoadOptions) -> ZipLimits {
 fn load_zip_archive<R: ReadAt>(
     zip: &ZipReader<R>,
     options: &LoadOptions,
-    mapped: Option<MappedRecords>,
-    lazy: Option<MakeFetch<'_>>,
+    records: Records<'_, zip::Entry>,
 ) -> Result<Checkpoint> {
     // A TorchScript archive (`torch.jit.save`): its `__torch__` classes are
     // inert objects, its code is never read, and the tensors of
@@ -71,12 +66,15 @@ fn load_zip_archive<R: ReadAt>(
             }
         },
     };
+    // A big-endian file's storages are byte-swapped as they are made, so
+    // they are read then too, as are records checked as they are read.
+    let batch = byteorder == ByteOrder::Little && !options.verify_crc;
     let mut src = ZipSource {
-        mapped,
-        // A big-endian file's storages are byte-swapped as they are made, so they
-        // must be read then too.
-        deferred: (lazy.is_none() && byteorder == ByteOrder::Little).then(Vec::new),
-        lazy,
+        records: if batch {
+            records
+        } else {
+            records.read_as_made()
+        },
         zip,
         verify_crc: options.verify_crc,
         dir: "data",
@@ -126,9 +124,7 @@ fn load_zip_archive<R: ReadAt>(
         }
         torchscript_constants(&mut pickled.graph, &mut pickled.root, c_root);
     }
-    if let Some(deferred) = src.deferred.take() {
-        parallel::fill_parallel(zip, &deferred)?;
-    }
+    parallel::fill_parallel(zip, &src.records.take_batch())?;
     let mut ckpt = check_views(Checkpoint {
         format: if constants.is_some() {
             Format::TorchScript
@@ -266,7 +262,8 @@ pub(crate) fn load_lazy<R: ReadAt + 'static>(
             read().in_entry(entry.name.as_str()).in_file(&*path)
         })
     };
-    load_zip_archive(&zip, options, None, Some(&make))
+    let records = Records::with_fetch(Mode::of(options), &make);
+    load_zip_archive(&zip, options, records)
 }
 
 /// Bytes `from..` of a stored record into `dst`, whatever the source: the

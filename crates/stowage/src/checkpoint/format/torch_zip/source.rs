@@ -3,24 +3,18 @@
 //! an eager load), now (deflated or CRC-checked ones), on first use (lazy
 //! loads), or as a slice of the mapped file (memory-mapped loads).
 
-use super::MakeFetch;
+use crate::checkpoint::records::{Fill, Record, Records};
 use crate::checkpoint::torch::StorageSource;
 use crate::checkpoint::zip::{self, Method, ZipReader};
 use crate::error::FormatError;
 use crate::io::ReadAt;
-use crate::storage::MappedRecords;
 use crate::{Device, Error, Result, UntypedStorage};
 
 pub(super) struct ZipSource<'z, R: ReadAt> {
     pub(super) zip: &'z ZipReader<R>,
     pub(super) verify_crc: bool,
-    /// For memory-mapped loading: the mapped file and the ranges handed out so far.
-    pub(super) mapped: Option<MappedRecords>,
-    /// For lazy loading: makes each record's fetcher.
-    pub(super) lazy: Option<MakeFetch<'z>>,
-    /// Large stored records, read after the pickle on two threads into the storages
-    /// made for them (eager loads of little-endian files; `None` otherwise).
-    pub(super) deferred: Option<Vec<(UntypedStorage, zip::Entry)>>,
+    /// How the load makes each record's storage (its mode's strategy).
+    pub(super) records: Records<'z, zip::Entry>,
     /// The folder of the records: `data` (`data.pkl`'s storages), or
     /// `constants` (a TorchScript archive's `constants.pkl`).
     pub(super) dir: &'static str,
@@ -60,31 +54,25 @@ impl<R: ReadAt> StorageSource for ZipSource<'_, R> {
         // read: the record's local header and data must fit in the file, as
         // the directory places them. A local header is read (and checked)
         // only by a load that reads the record's data.
-        if device.is_meta() {
+        if self.records.reads_nothing(device) {
             self.zip.check_fits(entry)?;
-            return UntypedStorage::new_on(nbytes, device);
         }
-        if let Some(make) = self.lazy {
-            return Ok(UntypedStorage::lazy(nbytes, device, make(entry)));
-        }
-        if let (Some(m), Method::Stored) = (&mut self.mapped, entry.method) {
-            let start = self.zip.data_offset(entry)?;
-            if let Some(storage) = m.storage(start, nbytes, device) {
-                if self.verify_crc {
-                    self.zip.check_crc(entry)?;
-                }
+        let record = Record {
+            key: entry.clone(),
+            nbytes,
+            device,
+            raw: entry.method == Method::Stored,
+        };
+        let zip = self.zip;
+        let (storage, fill) = self.records.make(record, || Ok(zip.data_offset(entry)?))?;
+        match fill {
+            Fill::Done => return Ok(storage),
+            Fill::Mapped if self.verify_crc => {
+                self.zip.check_crc(entry)?;
                 return Ok(storage);
             }
-        }
-        let storage = UntypedStorage::new_on(nbytes, device)?;
-        if let (Some(d), Method::Stored, false) =
-            (&mut self.deferred, entry.method, self.verify_crc)
-        {
-            // Every stored record goes in the batch, read after the pickle
-            // as the source reads a batch best (a file on two threads, an
-            // object store in coalesced requests).
-            d.push((storage.clone(), entry.clone()));
-            return Ok(storage);
+            Fill::Mapped => return Ok(storage),
+            Fill::Now => {}
         }
         {
             let mut bytes = storage.bytes_mut()?;
