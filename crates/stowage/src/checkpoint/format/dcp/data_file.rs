@@ -17,35 +17,47 @@ use crate::checkpoint::value::graph::Checkpoint;
 use crate::io::Location;
 use crate::{Error, Result};
 
-/// One rank's data file, written in order.
-pub(super) struct RankFile {
+/// A data file written in order, item after item: the one writer of DCP
+/// items, behind [`write_items`] (a StorageWriter's file) and the library's
+/// own saves (every rank's file open at once, filled leaf by leaf).
+pub(super) struct ItemWriter<W: Write> {
     name: String,
-    out: BufWriter<File>,
+    out: W,
     at: u64,
     zstd: bool,
 }
 
-impl RankFile {
+impl ItemWriter<BufWriter<File>> {
     /// Creates the file of rank `rank` at `path`.
-    pub(super) fn create(path: &Path, rank: usize, zstd: bool) -> Result<RankFile> {
-        Ok(RankFile {
-            out: BufWriter::with_capacity(1 << 22, File::create(path)?),
-            name: rank_file_name(rank),
-            at: 0,
-            zstd,
-        })
+    pub(super) fn create(path: &Path, rank: usize, zstd: bool) -> Result<Self> {
+        let out = BufWriter::with_capacity(1 << 22, File::create(path)?);
+        Ok(ItemWriter::new(rank_file_name(rank), out, zstd))
     }
 
     /// Flushes the file and gives it back.
     pub(super) fn close(self) -> Result<File> {
         self.out.into_inner().map_err(|e| Error::Io(e.into_error()))
     }
+}
 
-    /// Writes one item, a `torch.save` archive of `ckpt` (PyTorch names the
-    /// in-memory archive `archive`), straight into the file: no copy of it
-    /// is held, so memory stays that of the largest tensor chunk.
-    pub(super) fn put(&mut self, ckpt: &Checkpoint) -> Result<StorageInfo> {
-        let (length, transforms) = put_item(&mut self.out, DataItem::Archive(ckpt), self.zstd)?;
+impl<W: Write> ItemWriter<W> {
+    /// Writes the items of the data file `name` (as `.metadata` names it)
+    /// to `out`.
+    fn new(name: String, out: W, zstd: bool) -> Self {
+        ItemWriter {
+            name,
+            out,
+            at: 0,
+            zstd,
+        }
+    }
+
+    /// Writes one item straight into the file: an archive is saved into it
+    /// as it is made (PyTorch names the in-memory archive `archive`), no copy
+    /// held, so memory stays that of the largest tensor chunk. Returns where
+    /// it lies.
+    pub(super) fn put(&mut self, item: DataItem<'_>) -> Result<StorageInfo> {
+        let (length, transforms) = put_item(&mut self.out, item, self.zstd)?;
         let info = StorageInfo {
             relative_path: self.name.clone(),
             offset: self.at,
@@ -156,20 +168,16 @@ pub fn write_items(
     let name = location.file_name().unwrap_or_default().to_owned();
     let mut infos = Vec::with_capacity(items.len());
     location.create(options.sync, None, |out| {
-        let mut out = BufWriter::with_capacity(1 << 22, out);
-        let mut at = 0;
+        let out = BufWriter::with_capacity(1 << 22, out);
+        let mut writer = ItemWriter::new(name, out, options.zstd);
         for (i, item) in items.iter().enumerate() {
-            let (length, transforms) = put_item(&mut out, *item, options.zstd)
-                .map_err(|e| e.in_entry(format!("item {i}")))?;
-            infos.push(StorageInfo {
-                relative_path: name.clone(),
-                offset: at,
-                length,
-                transforms,
-            });
-            at += length;
+            infos.push(
+                writer
+                    .put(*item)
+                    .map_err(|e| e.in_entry(format!("item {i}")))?,
+            );
         }
-        out.flush()?;
+        writer.out.flush()?;
         Ok(())
     })?;
     Ok(infos)

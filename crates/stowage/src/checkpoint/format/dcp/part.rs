@@ -7,7 +7,10 @@
 use std::fs;
 use std::path::Path;
 
-use super::data_file::RankFile;
+use super::data_file::ItemWriter;
+
+/// A rank's data file of a save.
+type RankFile = ItemWriter<std::io::BufWriter<std::fs::File>>;
 use super::write::{flatten, rank_file_name, write_entries, Entry, Leaf};
 use super::write_metadata::pickle_metadata;
 use super::METADATA_FILE;

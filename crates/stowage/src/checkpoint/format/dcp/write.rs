@@ -14,7 +14,10 @@ use crate::error::{CheckpointError, ErrorContext, FormatError};
 use std::path::Path;
 use std::sync::Arc;
 
-use super::data_file::{transforms, RankFile};
+use super::data_file::{transforms, DataItem, ItemWriter};
+
+/// A rank's data file of a save.
+type RankFile = ItemWriter<std::io::BufWriter<std::fs::File>>;
 use super::metadata::StorageInfo;
 use super::write_metadata::pickle_metadata;
 use super::{transplant, METADATA_FILE};
@@ -364,7 +367,7 @@ pub(super) fn write_entries(
                         single.root = Value::Ext(Object::Tensor(std::sync::Arc::new(
                             TensorObject::new(part),
                         )));
-                        chunks.push((c.offsets, c.sizes, file.put(&single)?));
+                        chunks.push((c.offsets, c.sizes, file.put(DataItem::Archive(&single))?));
                     }
                     Entry::Tensor {
                         dtype: tensor.dtype(),
@@ -377,7 +380,7 @@ pub(super) fn write_entries(
                     Some(file) => {
                         let mut single = Checkpoint::new();
                         single.root = transplant(ckpt, v, &mut single);
-                        Entry::Bytes(file.put(&single)?)
+                        Entry::Bytes(file.put(DataItem::Archive(&single))?)
                     }
                     None => Entry::Bytes(elsewhere(0)),
                 },
