@@ -152,6 +152,8 @@ impl<'py> Walk<'py> {
                 Ok(PyValue::WithState(Box::new(dict), Box::new(state)))
             }
             "counter" => Ok(PyValue::Counter(self.entries(obj.cast::<PyDict>()?)?)),
+            // A dict the encoder has made ready (a lazy load's, read).
+            "dict" => Ok(PyValue::Dict(self.entries(obj.cast::<PyDict>()?)?)),
             "dtype" => Ok(PyValue::DType(self.dtype(&encoded.get_item(1)?)?)),
             "size" => Ok(PyValue::Size(encoded.get_item(1)?.extract()?)),
             "device" => {

@@ -67,13 +67,14 @@ def test_from_pretrained_loads_what_stowage_save_writes(tmp_path):
     assert torch.equal(_logits(loaded, ids), _logits(model, ids))
 
 
+@pytest.mark.parametrize("mode", ["mmap", "lazy"])
 @pytest.mark.parametrize("name", ["pytorch_model.bin", "model.safetensors"])
-def test_an_mmap_load_is_assigned_into_a_meta_model(tmp_path, name):
+def test_mmap_and_lazy_loads_are_assigned_into_a_meta_model(tmp_path, name, mode):
     model, src, ids = _tiny(tmp_path)
     path = src / name
     with torch.device("meta"):
         empty = transformers.GPT2LMHeadModel(model.config)
-    state = stowage.load(path, mmap=True)
+    state = stowage.load(path, **{mode: True})
     missing, unexpected = empty.load_state_dict(state, assign=True, strict=False)
     assert not unexpected and set(missing) <= {"lm_head.weight"}, (missing, unexpected)
     empty.tie_weights()

@@ -107,4 +107,6 @@ def test_numpy_values_stay_numpy_and_mlx_refuses_what_it_cannot_hold(tmp_path):
     with pytest.raises(stowage.StowageError, match="float8_e4m3fn has no MLX dtype"):
         stowage.load(path, framework="mlx")
     lazy = stowage.load(path, framework="mlx", lazy=True)
-    assert isinstance(lazy["w"].load(), mx.array) and lazy["w"].dtype == mx.float32
+    assert isinstance(lazy["w"], mx.array) and lazy["w"].dtype == mx.float32
+    with pytest.raises(stowage.StowageError, match="float8_e4m3fn has no MLX dtype"):
+        lazy["f8"]

@@ -2,6 +2,7 @@
 or a URL, and the tensors are then what an eager load gives, sharing kept."""
 
 import collections
+import copy
 
 import numpy as np
 import pytest
@@ -13,18 +14,23 @@ from test_load import ALL, FIXTURES_DIR, torch_loads
 
 
 def loaded(obj, seen=None):
-    """obj with every LazyTensor replaced by its tensor (containers kept)."""
+    """obj with every LazyDict made the plain dict it stands for, every
+    tensor read (sharing kept)."""
     seen = {} if seen is None else seen
     if id(obj) in seen:
         return seen[id(obj)]
-    if isinstance(obj, stowage.LazyTensor):
-        return obj.load()
+    if isinstance(obj, stowage.LazyDict):
+        plain = collections.OrderedDict() if isinstance(obj, collections.OrderedDict) else {}
+        seen[id(obj)] = plain
+        for k in list(obj):
+            plain[k] = loaded(obj[k], seen)
+        if hasattr(obj, "_metadata"):
+            plain._metadata = obj._metadata
+        return plain
     if isinstance(obj, dict):
         seen[id(obj)] = obj
         for k in list(obj):
             obj[k] = loaded(obj[k], seen)
-        if hasattr(obj, "_metadata"):
-            loaded(obj._metadata, seen)
         return obj
     if isinstance(obj, list):
         seen[id(obj)] = obj
@@ -35,16 +41,24 @@ def loaded(obj, seen=None):
     return obj
 
 
-def lazies(obj, out=None):
+def unread(obj, out=None, seen=None):
+    """The paths of the entries of every LazyDict in obj not read yet."""
     out = [] if out is None else out
-    if isinstance(obj, stowage.LazyTensor):
-        out.append(obj)
+    seen = set() if seen is None else seen
+    if id(obj) in seen:
+        return out
+    seen.add(id(obj))
+    if isinstance(obj, stowage.LazyDict):
+        out.extend(obj.unread())
+        for k in obj:
+            if k not in obj.unread():
+                unread(obj[k], out, seen)
     elif isinstance(obj, dict):
         for v in obj.values():
-            lazies(v, out)
+            unread(v, out, seen)
     elif isinstance(obj, (list, tuple)):
         for v in obj:
-            lazies(v, out)
+            unread(v, out, seen)
     return out
 
 
@@ -72,51 +86,103 @@ def test_nothing_is_read_before_use_and_each_storage_once(tmp_path):
     before = read_bytes()
     sd = stowage.load(path, lazy=True)
     assert read_bytes() - before < (1 << 20), "a lazy load read tensor bytes"
-    a, view, b = sd["a"], sd["a_view"], sd["b"]
-    assert isinstance(a, stowage.LazyTensor) and not a.is_loaded
-    # What is known without a read.
-    assert a.shape == torch.Size([8 << 20]) and a.dtype == torch.float32
-    assert view.stride() == (1,) and view.storage_offset() == 1000 and a.nbytes == 32 << 20
+    assert isinstance(sd, dict) and isinstance(sd, stowage.LazyDict)
+    assert sorted(sd.unread()) == ["a", "a_view", "b"] and len(sd) == 3 and "a" in sd
     before = read_bytes()
-    assert float(view[0]) == 1000.0  # using the view reads its storage, a's
+    view = sd["a_view"]  # reading the view reads its storage, a's
     used = read_bytes() - before
     assert (32 << 20) <= used < (33 << 20), used
-    assert a.is_loaded and view.is_loaded and not b.is_loaded
+    assert type(view) is torch.Tensor and view.storage_offset() == 1000 and float(view[0]) == 1000.0
+    assert sd.unread() == ["b"]
     before = read_bytes()
-    assert torch.equal(a.load(), big)
+    a = sd["a"]
     assert read_bytes() - before < 4096, "a storage was read twice"
-    assert a.load() is a.load()
-    # Views of one storage share it once loaded; a write shows through.
-    assert a.load().untyped_storage().data_ptr() == view.load().untyped_storage().data_ptr()
+    assert torch.equal(a, big) and sd["a"] is a and sd.get("a") is a
+    # Views of one storage share it; a write shows through.
+    assert a.untyped_storage().data_ptr() == view.untyped_storage().data_ptr()
     a[1000] = -5.0
-    assert view.load()[0].item() == -5.0
+    assert view[0].item() == -5.0
+    assert torch.equal(sd["b"], big) and sd.unread() == []
 
 
-def test_lazy_tensors_work_where_tensors_do(tmp_path):
-    model = torch.nn.Linear(3, 2)
-    path = tmp_path / "linear.pt"
+def test_a_lazy_state_dict_goes_where_a_state_dict_goes(tmp_path):
+    import safetensors.torch
+
+    model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2))
+    path = tmp_path / "model.pt"
     torch.save(model.state_dict(), path)
+    x = torch.randn(5, 3)
+    # Into a meta-initialised model, as transformers and accelerate load.
+    with torch.device("meta"):
+        other = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2))
     sd = stowage.load(path, lazy=True)
-    other = torch.nn.Linear(3, 2)
-    other.load_state_dict(sd)
-    assert torch.equal(other.weight, model.weight) and torch.equal(other.bias, model.bias)
+    assert isinstance(sd, collections.OrderedDict) and hasattr(sd, "_metadata")
+    other.load_state_dict(sd, assign=True)
+    assert all(type(p) is torch.nn.Parameter and not p.is_meta for p in other.parameters())
+    assert torch.equal(other(x), model(x))
+    # Copied into an existing model.
+    fresh = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2))
+    fresh.load_state_dict(stowage.load(path, lazy=True))
+    assert torch.equal(fresh(x), model(x))
+    # Every value a tensor, to every caller.
     sd = stowage.load(path, lazy=True)
-    assert torch.equal(torch.add(sd["bias"], 1), model.bias.detach() + 1)
-    assert torch.equal(sd["weight"] @ torch.ones(3), model.weight.detach() @ torch.ones(3))
-    assert torch.equal(sd["weight"].sum(dim=0), model.weight.detach().sum(dim=0))
-    assert np.array_equal(np.asarray(sd["bias"]), model.bias.detach().numpy())
-    assert "LazyTensor(shape=(2, 3), dtype=float32" in repr(stowage.load(path, lazy=True)["weight"])
+    assert all(isinstance(v, torch.Tensor) for v in sd.values())
+    assert all(isinstance(v, torch.Tensor) for v in dict(stowage.load(path, lazy=True)).values())
+    assert all(isinstance(v, torch.Tensor) for v in {**stowage.load(path, lazy=True)}.values())
+    # safetensors' writer, torch's, and stowage's own.
+    safetensors.torch.save_file(stowage.load(path, lazy=True), tmp_path / "m.safetensors")
+    back = safetensors.torch.load_file(tmp_path / "m.safetensors")
+    assert all(torch.equal(back[k], v) for k, v in model.state_dict().items())
+    torch.save(stowage.load(path, lazy=True), tmp_path / "again.pt")
+    again = torch.load(tmp_path / "again.pt", weights_only=True)
+    assert type(again) is collections.OrderedDict and hasattr(again, "_metadata")
+    assert all(torch.equal(again[k], v) for k, v in model.state_dict().items())
+    stowage.save(stowage.load(path, lazy=True), tmp_path / "own.pt")
+    own = torch.load(tmp_path / "own.pt", weights_only=True)
+    assert type(own) is collections.OrderedDict
+    assert all(torch.equal(own[k], v) for k, v in model.state_dict().items())
+
+
+def test_plain_dicts_stay_dicts_and_shared_tensors_one_object(tmp_path):
+    x, y = torch.arange(4.0), torch.ones(2)
+    path = tmp_path / "shared.pt"
+    torch.save({"a": x, "b": x, "nested": {"c": x, "d": y}, "cfg": {"lr": 0.1}, "l": [y, 3]}, path)
+    sd = stowage.load(path, lazy=True)
+    assert type(sd) is not dict and isinstance(sd, dict) and not isinstance(sd, collections.OrderedDict)
+    assert type(sd["cfg"]) is dict, "a dict of no tensors is left as it is"
+    assert isinstance(sd["nested"], stowage.LazyDict) and sd["nested"].unread() == ["c", "d"]
+    assert sd["a"] is sd["b"] is sd["nested"]["c"]
+    # A list is read whole with its entry, its tensors shared as saved.
+    assert sd["l"][0] is sd["nested"]["d"] and sd["l"][1] == 3 and sd["l"] is sd["l"]
+    # Copies stay lazy and share what either reads; a deep copy is plain.
+    sd = stowage.load(path, lazy=True)
+    shallow = sd.copy()
+    assert isinstance(shallow, stowage.LazyDict) and shallow["a"] is sd["a"]
+    deep = copy.deepcopy(stowage.load(path, lazy=True))
+    assert type(deep) is dict and torch.equal(deep["a"], x) and deep["a"] is deep["b"]
+    merged = stowage.load(path, lazy=True) | {"e": 1}
+    assert type(merged) is dict and type(merged["a"]) is torch.Tensor
+
+
+def test_what_cannot_wait_is_read_by_the_load(tmp_path):
+    path = tmp_path / "root.pt"
+    torch.save([torch.ones(2), {"w": torch.zeros(3)}], path)
+    got = stowage.load(path, lazy=True)
+    assert type(got) is list and type(got[0]) is torch.Tensor
+    assert isinstance(got[1], stowage.LazyDict) and got[1].unread() == ["w"]
+    torch.save(torch.ones(3), path)
+    assert type(stowage.load(path, lazy=True)) is torch.Tensor
 
 
 def test_parameters_and_numpy_lazily(tmp_path):
     path = tmp_path / "p.pt"
     torch.save({"w": torch.nn.Parameter(torch.ones(2, 2)), "g": torch.zeros(3, requires_grad=True)}, path)
     sd = stowage.load(path, lazy=True)
-    assert sd["w"].requires_grad and isinstance(sd["w"].load(), torch.nn.Parameter)
-    assert sd["g"].load().requires_grad
+    assert isinstance(sd["w"], torch.nn.Parameter) and sd["w"].requires_grad
+    assert sd["g"].requires_grad
     arrays = stowage.load(path, framework="numpy", lazy=True)
-    assert arrays["w"].dtype == np.float32 and arrays["w"].shape == (2, 2)
-    assert isinstance(arrays["w"].load(), np.ndarray) and arrays["w"].load().sum() == 4.0
+    assert arrays.unread() == ["w", "g"]
+    assert isinstance(arrays["w"], np.ndarray) and arrays["w"].dtype == np.float32 and arrays["w"].sum() == 4.0
 
 
 def test_a_failed_read_at_first_use_names_the_tensor(tmp_path):
@@ -126,7 +192,8 @@ def test_a_failed_read_at_first_use_names_the_tensor(tmp_path):
     with open(path, "r+b") as f:
         f.truncate(4096)
     with pytest.raises(stowage.StowageError, match="layer.weight"):
-        sd["layer"]["weight"].load()
+        sd["layer"]["weight"]
+    assert sd["layer"].unread() == ["weight"], "a failed read leaves the entry unread"
 
 
 def test_lazy_and_mmap_are_one_or_the_other(tmp_path):
@@ -140,4 +207,5 @@ def test_meta_tensors_are_not_lazy(tmp_path):
     path = tmp_path / "t.pt"
     torch.save(collections.OrderedDict(x=torch.ones(2)), path)
     got = stowage.load(path, lazy=True, map_location="meta")
+    assert type(got) is collections.OrderedDict
     assert isinstance(got["x"], torch.Tensor) and got["x"].is_meta

@@ -19,7 +19,7 @@ from typing import Any, BinaryIO, Dict, Iterable, Optional, Union
 
 from . import _stowage
 from ._adapter import adapter_for
-from ._lazy import LazyAdapter, LazyTensor
+from ._lazy import LazyAdapter, LazyDict, lazy_tree
 from ._objects import GlobalRef, InertObject
 from ._safe_open import SafeOpen, TensorSlice
 from ._stowage import CorruptCheckpointError, StowageError, UnsafeGlobalError
@@ -36,7 +36,7 @@ __all__ = [
     "safe_open",
     "SafeOpen",
     "TensorSlice",
-    "LazyTensor",
+    "LazyDict",
     "InertObject",
     "GlobalRef",
     "StowageError",
@@ -74,10 +74,13 @@ def load(
         ``torch.load(mmap=True)``, the file must not be truncated or
         written while the tensors live.
     lazy: read each storage on first use, from the file or the URL: every
-        tensor is a ``LazyTensor`` (shape, dtype and strides known without
-        a read) that ``load()`` or any use turns into the framework's
-        tensor, on a storage shared with the other views of it and read at
-        most once. Not with ``mmap`` (a mapping is already read on use).
+        dict that holds tensors is a ``LazyDict`` (a ``dict``, or an
+        ``OrderedDict`` as saved) whose entries are the framework's tensors,
+        each read when its entry is first read (``sd["w"]``, ``items()``,
+        ``load_state_dict``), on a storage shared with the other views of it
+        and read at most once. A tensor in a list is read with its list; one
+        at the root, by the load. Not with ``mmap`` (a mapping is already
+        read on use).
     inert: load the globals outside the allowlist as ``InertObject``s
         instead of refusing them; nothing is imported or called.
     allow_globals: names (``"argparse.Namespace"``) to accept beside the
@@ -128,7 +131,7 @@ def load(
         )
     if lazy:
         adapter = LazyAdapter(adapter)
-    return _stowage.load(
+    loaded = _stowage.load(
         os.fspath(src),  # type: ignore[arg-type]
         adapter,
         mmap=mmap,
@@ -137,6 +140,7 @@ def load(
         allow_globals=list(allow_globals),
         map_location=location,
     )
+    return lazy_tree(loaded) if lazy else loaded
 
 
 def _map_location(map_location: Any) -> Optional[str]:

@@ -13,7 +13,7 @@ __all__ = [
     "safe_open",
     "SafeOpen",
     "TensorSlice",
-    "LazyTensor",
+    "LazyDict",
     "InertObject",
     "GlobalRef",
     "StowageError",
@@ -22,7 +22,7 @@ __all__ = [
     "__version__",
 ]
 
-from ._lazy import LazyTensor as LazyTensor
+from ._lazy import LazyDict as LazyDict
 
 _Path = Union[str, "os.PathLike[str]"]
 

@@ -1,23 +1,30 @@
-"""``stowage.load(lazy=True)``: tensors whose storage is read on first use.
+"""``stowage.load(lazy=True)``: real tensors, each storage read on first use.
 
 The walk hands this adapter each storage unread (a ``PendingStorage``); it
-wraps it in a ``_LazyStorage`` that reads the bytes once, when a tensor on it
-is first used, and builds the framework's storage on them with the wrapped
-adapter. Each tensor is a ``LazyTensor``: its shape, dtype and strides are
-known without reading; ``load()`` (or any use: an operator, a torch
-function, ``numpy.asarray``, an attribute) builds the framework tensor on the
-shared storage, so views of one storage still share memory once loaded, and
-each storage is read at most once.
+wraps it in a ``_LazyStorage`` that reads the bytes once and builds the
+framework's storage on them with the wrapped adapter. Each tensor starts as
+an ``_Unread`` placeholder (its shape, dtype and strides, and how to build
+it), never handed to the caller: the dicts that hold tensors become
+``LazyDict``s, which read a tensor when its entry is first read
+(``sd["w"]``, ``sd.get("w")``, ``sd.items()``, ``dict(sd)``, ``**sd``, ``torch``'s
+``load_state_dict``, ``safetensors``' ``save_file``) and give the
+framework's tensor: the same object at every read, on a storage shared with
+the other views of it and read at most once.
 
-Values that are not plain tensors (quantized, sparse and nested tensors,
-storages saved as values, numpy arrays inside the pickle) are built while
-loading, their storages read then.
+What stays lazy: tensors that are values of a dict (at any depth of dicts).
+A tensor in a list or tuple is read, with everything in it, when the dict
+entry holding the list is first read; a tensor at the root, or in a list at
+the root, is read by the load. Values that are not plain tensors
+(quantized, sparse and nested tensors, storages saved as values, numpy
+arrays inside the pickle) are built while loading, their storages read then.
 """
 
 from __future__ import annotations
 
+import collections
+import copy as _copy
 import threading
-from typing import Any, Callable, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Tuple
 
 
 class _LazyStorage:
@@ -33,10 +40,6 @@ class _LazyStorage:
         self._made: Any = None
         self._lock = threading.Lock()
 
-    @property
-    def is_loaded(self) -> bool:
-        return self._pending is None
-
     def get(self) -> Any:
         with self._lock:
             if self._pending is not None:
@@ -46,177 +49,232 @@ class _LazyStorage:
             return self._made
 
 
-def _loaded(x: Any) -> Any:
-    if isinstance(x, _LazyStorage):
-        return x.get()
-    if isinstance(x, LazyTensor):
-        return x.load()
-    if type(x) is tuple:
-        return tuple(_loaded(i) for i in x)
-    if type(x) is list:
-        return [_loaded(i) for i in x]
-    if type(x) is dict:
-        return {k: _loaded(v) for k, v in x.items()}
-    return x
+class _Unread:
+    """A tensor not read yet: what builds it, once."""
 
+    __slots__ = ("_build", "_storage", "_made", "_what", "_lock")
 
-def _forward(name: str) -> Callable[..., Any]:
-    """The loaded tensor's method `name`, for an operator (operators are
-    looked up on the type, never through __getattr__)."""
-
-    def method(self: "LazyTensor", *args: Any) -> Any:
-        return getattr(self.load(), name)(*_loaded(args))
-
-    method.__name__ = name
-    return method
-
-
-class LazyTensor:
-    """A tensor of a ``stowage.load(..., lazy=True)``, not read yet.
-
-    ``shape``, ``dtype``, ``stride()``, ``storage_offset()``, ``ndim``,
-    ``requires_grad`` and ``nbytes`` need no read. ``load()`` reads the
-    tensor's storage (once for all the tensors on it) and returns the
-    framework's tensor, the same object at every call; using the tensor
-    (``x + 1``, ``x[0]``, ``torch.matmul(x, y)``, ``x.sum()``,
-    ``numpy.asarray(x)``, ``module.load_state_dict`` with it) loads it first.
-    """
-
-    __slots__ = ("_build", "_storage", "_made", "_dtype_name", "shape", "dtype", "_stride", "_offset",
-                 "requires_grad")
-
-    def __init__(
-        self,
-        build: Callable[[Any], Any],
-        storage: _LazyStorage,
-        dtype_name: str,
-        dtype: Any,
-        shape: Any,
-        stride: Tuple[int, ...],
-        offset: int,
-        requires_grad: bool,
-    ) -> None:
+    def __init__(self, build: Callable[[Any], Any], storage: _LazyStorage, what: str) -> None:
         self._build = build
         self._storage = storage
         self._made: Any = None
-        self._dtype_name = dtype_name
-        self.shape = shape
-        self.dtype = dtype
-        self._stride = stride
-        self._offset = offset
-        self.requires_grad = requires_grad
+        self._what = what
+        self._lock = threading.Lock()
 
-    def load(self) -> Any:
-        """The framework's tensor, its storage read now if it was not."""
-        if self._made is None:
-            self._made = self._build(self._storage.get())
-        return self._made
+    def get(self) -> Any:
+        with self._lock:
+            if self._made is None:
+                self._made = self._build(self._storage.get())
+            return self._made
 
     @property
-    def is_loaded(self) -> bool:
-        """Whether the tensor's storage has been read."""
-        return self._storage.is_loaded
-
-    def stride(self) -> Tuple[int, ...]:
-        return self._stride
-
-    def storage_offset(self) -> int:
-        return self._offset
-
-    @property
-    def ndim(self) -> int:
-        return len(self._stride)
-
-    def dim(self) -> int:
-        return len(self._stride)
-
-    @property
-    def nbytes(self) -> int:
-        return self.numel() * self.dtype.itemsize
-
-    def numel(self) -> int:
-        n = 1
-        for d in self.shape:
-            n *= d
-        return n
-
-    def size(self, dim: Optional[int] = None) -> Any:
-        return self.shape if dim is None else self.shape[dim]
+    def is_read(self) -> bool:
+        """Whether its storage's bytes are read (through it or another view)."""
+        return self._made is not None or self._storage._pending is None
 
     def __repr__(self) -> str:
-        state = "loaded" if self.is_loaded else "not read"
-        return f"LazyTensor(shape={tuple(self.shape)}, dtype={self._dtype_name}, {state})"
+        return f"<tensor not read: {self._what}>"
 
-    def __len__(self) -> int:
-        if not self._stride:
-            raise TypeError("len() of a 0-d tensor")
-        return int(self.shape[0])
 
-    # Everything else is the loaded tensor's.
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__"):
-            raise AttributeError(name)
-        return getattr(self.load(), name)
+class _Held:
+    """A list or tuple holding unread tensors, read whole, once, on first use."""
 
-    @classmethod
-    def __torch_function__(cls, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        return func(*_loaded(tuple(args)), **_loaded(kwargs or {}))
+    __slots__ = ("_value", "_made", "_lock")
 
-    def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
-        import numpy as np
+    def __init__(self, value: Any) -> None:
+        self._value = value
+        self._made: Any = None
+        self._lock = threading.Lock()
 
-        made = self.load()
-        if hasattr(made, "numpy") and not isinstance(made, np.ndarray):
-            made = made.detach().numpy() if hasattr(made, "detach") else made.numpy()
-        return np.asarray(made, dtype=dtype)
+    def get(self) -> Any:
+        with self._lock:
+            if self._made is None:
+                items = [_read(x) for x in self._value]
+                self._made = items if type(self._value) is list else tuple(items)
+            return self._made
 
-    # Operators: the loaded tensor's.
-    __getitem__ = _forward("__getitem__")
-    __setitem__ = _forward("__setitem__")
-    __iter__ = _forward("__iter__")
-    __bool__ = _forward("__bool__")
-    __float__ = _forward("__float__")
-    __int__ = _forward("__int__")
-    __index__ = _forward("__index__")
-    __add__ = _forward("__add__")
-    __radd__ = _forward("__radd__")
-    __iadd__ = _forward("__iadd__")
-    __sub__ = _forward("__sub__")
-    __rsub__ = _forward("__rsub__")
-    __isub__ = _forward("__isub__")
-    __mul__ = _forward("__mul__")
-    __rmul__ = _forward("__rmul__")
-    __imul__ = _forward("__imul__")
-    __truediv__ = _forward("__truediv__")
-    __rtruediv__ = _forward("__rtruediv__")
-    __itruediv__ = _forward("__itruediv__")
-    __floordiv__ = _forward("__floordiv__")
-    __rfloordiv__ = _forward("__rfloordiv__")
-    __mod__ = _forward("__mod__")
-    __rmod__ = _forward("__rmod__")
-    __pow__ = _forward("__pow__")
-    __rpow__ = _forward("__rpow__")
-    __matmul__ = _forward("__matmul__")
-    __rmatmul__ = _forward("__rmatmul__")
-    __neg__ = _forward("__neg__")
-    __pos__ = _forward("__pos__")
-    __abs__ = _forward("__abs__")
-    __invert__ = _forward("__invert__")
-    __and__ = _forward("__and__")
-    __rand__ = _forward("__rand__")
-    __or__ = _forward("__or__")
-    __ror__ = _forward("__ror__")
-    __xor__ = _forward("__xor__")
-    __rxor__ = _forward("__rxor__")
-    __lt__ = _forward("__lt__")
-    __le__ = _forward("__le__")
-    __gt__ = _forward("__gt__")
-    __ge__ = _forward("__ge__")
+    @property
+    def is_read(self) -> bool:
+        return self._made is not None
+
+    def __repr__(self) -> str:
+        return f"<{type(self._value).__name__} of {len(self._value)} not read>"
+
+
+_WAITING = (_Unread, _Held)
+
+
+def _read(value: Any) -> Any:
+    """`value` as the caller gets it: an unread tensor or list read now."""
+    if type(value) in _WAITING:
+        return value.get()
+    return value
+
+
+class LazyDict:
+    """A dict of a ``stowage.load(..., lazy=True)`` whose tensors are read
+    on first use: ``sd["w"]`` reads ``w``'s storage (once for all the
+    tensors on it) and gives the framework's tensor, the same object at every
+    read. It is a ``dict`` (or a ``collections.OrderedDict``, as saved), so
+    code that takes a state dict takes it: ``load_state_dict``
+    (``assign=True`` included), ``safetensors``' ``save_file``, ``dict(sd)``,
+    ``{**sd}``. Reading every value (``items()``, ``values()``, ``==``,
+    pickling) reads every tensor; keys, ``len`` and ``in`` read none.
+
+    ``torch.save`` of one writes it as a ``collections.OrderedDict`` (the
+    nearest type ``torch.load(weights_only=True)`` reads back); save
+    ``dict(sd)`` to keep a plain dict.
+    """
+
+    __slots__ = ()
+
+    def unread(self) -> List[Any]:
+        """The keys whose tensors' bytes have not been read yet (through
+        this entry or any other view of their storage)."""
+        items = super().items()  # type: ignore[misc]
+        return [k for k, v in items if type(v) in _WAITING and not v.is_read]
+
+    def _read_all(self) -> None:
+        for key, value in list(super().items()):  # type: ignore[misc]
+            if type(value) in _WAITING:
+                self[key]
+
+    def __getitem__(self, key: Any) -> Any:
+        value = super().__getitem__(key)  # type: ignore[misc]
+        if type(value) in _WAITING:
+            value = value.get()
+            super().__setitem__(key, value)  # type: ignore[misc]
+        return value
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        return self[key] if key in self else default  # type: ignore[operator]
+
+    def setdefault(self, key: Any, default: Any = None) -> Any:
+        if key in self:  # type: ignore[operator]
+            return self[key]
+        super().__setitem__(key, default)  # type: ignore[misc]
+        return default
+
+    def pop(self, key: Any, *default: Any) -> Any:
+        if key in self:  # type: ignore[operator]
+            value = self[key]
+            super().__delitem__(key)  # type: ignore[misc]
+            return value
+        return super().pop(key, *default)  # type: ignore[misc]
+
+    def popitem(self, *last: Any) -> Tuple[Any, Any]:
+        key, value = super().popitem(*last)  # type: ignore[misc]
+        return key, _read(value)
+
+    def __iter__(self) -> Iterator[Any]:
+        # Defined so that `dict(sd)` and `{**sd}` take each value through
+        # `__getitem__`, not straight from the table.
+        return super().__iter__()  # type: ignore[misc,no-any-return]
+
+    def values(self) -> Any:
+        self._read_all()
+        return super().values()  # type: ignore[misc]
+
+    def items(self) -> Any:
+        self._read_all()
+        return super().items()  # type: ignore[misc]
+
+    def __eq__(self, other: Any) -> bool:
+        self._read_all()
+        if isinstance(other, LazyDict):
+            other._read_all()
+        return super().__eq__(other)  # type: ignore[misc,no-any-return]
+
+    def __ne__(self, other: Any) -> bool:
+        return not self == other
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def copy(self) -> Any:
+        """A shallow copy, as lazy as this one (a tensor read through either
+        is the same object)."""
+        other = type(self)()
+        for key, value in super().items():  # type: ignore[misc]
+            super(LazyDict, other).__setitem__(key, value)  # type: ignore[misc]
+        other.__dict__.update(self.__dict__)
+        return other
+
+    __copy__ = copy
+
+    def __deepcopy__(self, memo: Dict[int, Any]) -> Any:
+        self._read_all()
+        plain: Any = collections.OrderedDict() if isinstance(self, collections.OrderedDict) else {}
+        memo[id(self)] = plain
+        for key, value in super().items():  # type: ignore[misc]
+            plain[_copy.deepcopy(key, memo)] = _copy.deepcopy(value, memo)
+        if self.__dict__:
+            plain.__dict__.update(_copy.deepcopy(self.__dict__, memo))
+        return plain
+
+    def __or__(self, other: Any) -> Any:
+        self._read_all()
+        return dict(self) | other
+
+    def __ror__(self, other: Any) -> Any:
+        self._read_all()
+        return other | dict(self)
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        self._read_all()
+        state = dict(self.__dict__) or None
+        return (collections.OrderedDict, (), state, None, iter(super().items()))  # type: ignore[misc]
+
+
+class _LazyPlainDict(LazyDict, dict):  # type: ignore[type-arg]
+    """A lazy ``dict``."""
+
+
+class _LazyOrderedDict(LazyDict, collections.OrderedDict):  # type: ignore[type-arg,misc]
+    """A lazy ``collections.OrderedDict`` (a ``state_dict()``, its ``_metadata`` kept)."""
+
+
+def lazy_tree(root: Any) -> Any:
+    """The loaded tree with every dict that holds unread tensors a
+    ``LazyDict`` (each object once: sharing kept), and what cannot be lazy
+    (the root, lists at the root) read now."""
+    memo: Dict[int, Tuple[Any, bool]] = {}
+
+    def walk(obj: Any) -> Tuple[Any, bool]:
+        """What to keep in place of `obj`, and whether it waits on a read."""
+        known = memo.get(id(obj))
+        if known is not None:
+            return known
+        kind = type(obj)
+        if kind is _Unread:
+            return obj, True
+        if kind is dict or kind is collections.OrderedDict:
+            memo[id(obj)] = (obj, False)  # a dict holding itself keeps the original
+            walked = [(k, walk(v)) for k, v in obj.items()]
+            if not any(waits for _, (_, waits) in walked):
+                return obj, False
+            lazy: Any = _LazyPlainDict() if kind is dict else _LazyOrderedDict()
+            for key, (value, _) in walked:
+                super(LazyDict, lazy).__setitem__(key, value)
+            lazy.__dict__.update(getattr(obj, "__dict__", {}))
+            memo[id(obj)] = (lazy, True)
+            return lazy, True
+        if kind is list or kind is tuple:
+            memo[id(obj)] = (obj, False)
+            walked_items = [walk(x) for x in obj]
+            if not any(waits for _, waits in walked_items):
+                return obj, False
+            held = _Held([v for v, _ in walked_items] if kind is list else tuple(v for v, _ in walked_items))
+            memo[id(obj)] = (held, True)
+            return held, True
+        return obj, False
+
+    top, _ = walk(root)
+    return _read(top)
 
 
 class LazyAdapter:
-    """Wraps a framework adapter for a lazy load: tensors become
-    ``LazyTensor``s; every other leaf is the wrapped adapter's, built now."""
+    """Wraps a framework adapter for a lazy load: tensors start unread;
+    every other leaf is the wrapped adapter's, built now."""
 
     def __init__(self, inner: Any) -> None:
         self._inner = inner
@@ -241,22 +299,27 @@ class LazyAdapter:
         def build(made: Any) -> Any:
             return inner.tensor(made, dtype, shape, stride, offset, requires_grad, parameter)
 
-        return LazyTensor(
-            build,
-            storage,
-            dtype,
-            inner.dtype(dtype),
-            inner.size(shape),
-            tuple(stride),
-            offset,
-            requires_grad,
-        )
+        return _Unread(build, storage, f"{dtype}{list(shape)}")
 
     def __getattr__(self, name: str) -> Any:
         method = getattr(self._inner, name)
 
         def eager(*args: Any) -> Any:
-            return method(*_loaded(args))
+            return method(*_read_deep(args))
 
         return eager
 
+
+def _read_deep(x: Any) -> Any:
+    """`x` with every unread tensor or storage in it read (the arguments of
+    a value built while loading)."""
+    kind = type(x)
+    if kind in _WAITING or kind is _LazyStorage:
+        return x.get()
+    if kind is tuple:
+        return tuple(_read_deep(i) for i in x)
+    if kind is list:
+        return [_read_deep(i) for i in x]
+    if kind is dict:
+        return {k: _read_deep(v) for k, v in x.items()}
+    return x

@@ -14,6 +14,8 @@ from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
 
+from ._lazy import LazyDict
+
 
 def _ml_dtype(name: str) -> Optional[np.dtype]:
     from ._numpy import _ml_dtype as ml_dtype
@@ -55,6 +57,12 @@ class Encoder:
                 return ("size", tuple(obj))
             if isinstance(obj, torch.device):
                 return ("device", str(obj))
+        if isinstance(obj, LazyDict):
+            # A lazy load's dict: its tensors read now, then written as the
+            # dict it was loaded as.
+            obj._read_all()
+            if not isinstance(obj, collections.OrderedDict):
+                return ("dict",)
         if isinstance(obj, collections.Counter):
             # Written as torch.save writes one, for torch.load(weights_only=True).
             return ("counter",)
