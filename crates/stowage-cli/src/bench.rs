@@ -89,6 +89,10 @@ pub struct Args {
     /// two buffers of FILE's size meanwhile
     #[arg(long, conflicts_with = "mmap")]
     baselines: bool,
+    /// `load`: read the storages of 2 MiB or more into memory advised to use transparent huge
+    /// pages (`LoadOptions::with_huge_pages`)
+    #[arg(long, conflicts_with = "mmap")]
+    huge_pages: bool,
 }
 
 /// A file removed when dropped.
@@ -157,7 +161,7 @@ fn number(v: f64) -> String {
 pub fn run(args: Args, cx: &Context, out: &mut dyn Write) -> Result<ExitCode, Failure> {
     // The global options (--inert, --allow-global) and the environment's
     // remote settings apply, as to every other command.
-    let options = cx.load_options();
+    let options = cx.load_options().with_huge_pages(args.huge_pages);
     let load = |path: &Path| -> Result<Checkpoint, Failure> {
         if args.mmap {
             // SAFETY: the benchmark only reads FILE; the help and the module docs say it

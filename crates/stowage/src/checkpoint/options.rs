@@ -51,6 +51,7 @@ pub struct LoadOptions {
     pub(crate) max_records: usize,
     pub(crate) max_storage_bytes: u64,
     pub(crate) verify_crc: bool,
+    pub(crate) huge_pages: bool,
     pub(crate) inert: bool,
     pub(crate) allow_globals: HashSet<String>,
     #[cfg(feature = "remote")]
@@ -71,6 +72,7 @@ impl Default for LoadOptions {
             max_records: crate::checkpoint::zip::ZipLimits::default().max_entries,
             max_storage_bytes: 1 << 40,
             verify_crc: false,
+            huge_pages: false,
             inert: false,
             allow_globals: HashSet::new(),
             #[cfg(feature = "remote")]
@@ -137,6 +139,21 @@ impl LoadOptions {
     /// which read no records.
     pub fn with_max_storage_bytes(mut self, bytes: u64) -> Self {
         self.max_storage_bytes = bytes;
+        self
+    }
+
+    /// Reads each storage of at least 2 MiB that an eager load makes into
+    /// memory advised to use transparent huge pages before it is written
+    /// (`MADV_HUGEPAGE`, Linux), aligned to 2 MiB: a fault per 2 MiB rather
+    /// than per 4 KiB, and the kernel zeroing huge pages, not 512 small
+    /// ones. Resident memory is the same as without (the tail of a storage
+    /// past its last whole 2 MiB stays in small pages). Off by default: on
+    /// a virtual machine that hands free memory back to its host, the first
+    /// load of a process faults every huge page in from the host and can be
+    /// several times slower (`docs/performance.md`); where transparent huge
+    /// pages are `never`, or none is free, the pages are ordinary ones.
+    pub fn with_huge_pages(mut self, on: bool) -> Self {
+        self.huge_pages = on;
         self
     }
 

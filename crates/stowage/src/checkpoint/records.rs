@@ -18,7 +18,11 @@ use crate::{Device, Result, UntypedStorage};
 
 /// The strategy of a load, chosen where it starts.
 pub(crate) enum Mode {
-    Eager,
+    /// Storages read now, into memory in huge pages where `huge_pages`
+    /// asks ([`LoadOptions::with_huge_pages`]).
+    Eager {
+        huge_pages: bool,
+    },
     Lazy,
     Mapped(MappedRecords),
     Fake,
@@ -29,7 +33,9 @@ impl Mode {
     /// mapped load of what cannot be mapped reads it eagerly).
     pub(crate) fn of(options: &LoadOptions) -> Mode {
         match options.mode() {
-            LoadMode::Eager | LoadMode::Mapped => Mode::Eager,
+            LoadMode::Eager | LoadMode::Mapped => Mode::Eager {
+                huge_pages: options.huge_pages,
+            },
             LoadMode::Lazy => Mode::Lazy,
             LoadMode::Fake => Mode::Fake,
         }
@@ -74,9 +80,11 @@ pub(crate) enum Fill {
 }
 
 enum How<'a, K> {
-    /// Raw records go into `batch` (when batching), read after the pickle.
+    /// Raw records go into `batch` (when batching), read after the pickle;
+    /// storages in huge pages where `huge_pages` asks.
     Eager {
         batch: Option<Vec<(UntypedStorage, K)>>,
+        huge_pages: bool,
     },
     Lazy(MakeFetch<'a, K>),
     Mapped(MappedRecords),
@@ -95,8 +103,13 @@ impl<'a, K> Records<'a, K> {
     /// [`read_as_made`](Self::read_as_made).
     pub(crate) fn new(mode: Mode) -> Self {
         let how = match mode {
-            Mode::Eager | Mode::Lazy => How::Eager {
+            Mode::Eager { huge_pages } => How::Eager {
                 batch: Some(Vec::new()),
+                huge_pages,
+            },
+            Mode::Lazy => How::Eager {
+                batch: Some(Vec::new()),
+                huge_pages: false,
             },
             Mode::Mapped(map) => How::Mapped(map),
             Mode::Fake => How::Fake,
@@ -119,7 +132,7 @@ impl<'a, K> Records<'a, K> {
     /// in a batch (for a format that byte-swaps or checks each record as it
     /// is read).
     pub(crate) fn read_as_made(mut self) -> Self {
-        if let How::Eager { batch } = &mut self.how {
+        if let How::Eager { batch, .. } = &mut self.how {
             *batch = None;
         }
         self
@@ -169,8 +182,8 @@ impl<'a, K> Records<'a, K> {
                 }
                 Ok((UntypedStorage::new_on(nbytes, device)?, Fill::Now))
             }
-            How::Eager { batch } => {
-                let storage = UntypedStorage::new_on(nbytes, device)?;
+            How::Eager { batch, huge_pages } => {
+                let storage = UntypedStorage::new_for_load(nbytes, device, *huge_pages)?;
                 match batch {
                     Some(batch) if raw => {
                         batch.push((storage.clone(), key));
@@ -196,7 +209,9 @@ impl<'a, K> Records<'a, K> {
     /// its key: the format reads them all now.
     pub(crate) fn take_batch(&mut self) -> Vec<(UntypedStorage, K)> {
         match &mut self.how {
-            How::Eager { batch: Some(batch) } => std::mem::take(batch),
+            How::Eager {
+                batch: Some(batch), ..
+            } => std::mem::take(batch),
             _ => Vec::new(),
         }
     }

@@ -40,6 +40,9 @@ pub const ALIGN: usize = 64;
 /// Size from which buffers are anonymous mappings rather than allocations.
 pub const LARGE: usize = 1 << 20;
 
+/// A transparent huge page's size (x86-64 and aarch64 with 4 KiB pages).
+const HUGE: usize = 2 << 20;
+
 /// Asks the kernel to back the whole 2 MiB pages inside `bytes` with
 /// transparent huge pages, as [`HeapBuffer::zeroed`] does for its mappings:
 /// for a large buffer from the global allocator (a `Vec` result) that is
@@ -49,7 +52,6 @@ pub const LARGE: usize = 1 << 20;
 pub(crate) fn advise_huge_pages(bytes: &mut [u8]) {
     #[cfg(target_os = "linux")]
     {
-        const HUGE: usize = 2 << 20;
         if bytes.len() < LARGE {
             return;
         }
@@ -145,6 +147,41 @@ impl HeapBuffer {
                 detail: format!("{len} bytes"),
             })
         })
+    }
+
+    /// A buffer of `len` zero bytes in transparent huge pages where the
+    /// kernel grants them: from 2 MiB, an anonymous mapping aligned to
+    /// 2 MiB (mapped 2 MiB larger, the head before the boundary never
+    /// touched) whose whole 2 MiB pages are advised `MADV_HUGEPAGE` before
+    /// the first write; the tail past the last whole page stays in 4 KiB
+    /// pages, so it costs no resident memory beyond `len`. Where the kernel
+    /// refuses the hint (transparent huge pages `never`) or has no huge page
+    /// free, the pages are ordinary ones: the bytes are the same.
+    pub(crate) fn zeroed_huge(len: usize) -> Result<Self> {
+        #[cfg(target_os = "linux")]
+        if len >= HUGE {
+            let failed = || Error::Storage(StorageError::AllocationFailed { nbytes: len });
+            let mut map = MmapMut::map_anon(len.checked_add(HUGE).ok_or_else(failed)?)
+                .map_err(|_| failed())?;
+            let base = map.as_mut_ptr();
+            let skip = (base as usize).next_multiple_of(HUGE) - base as usize;
+            // SAFETY: `skip < HUGE`, so `base + skip .. base + skip + len`
+            // lies inside the mapping of `len + HUGE` bytes.
+            let start = unsafe { base.add(skip) };
+            let whole = len / HUGE * HUGE;
+            // SAFETY: `start .. start + whole` lies inside the mapping (above),
+            // which nothing else refers to yet, and starts on a 2 MiB
+            // boundary; `MADV_HUGEPAGE` changes how the kernel backs those
+            // pages, never what they hold. A refusal leaves ordinary pages.
+            unsafe { libc::madvise(start.cast(), whole, libc::MADV_HUGEPAGE) };
+            let ptr = NonNull::new(start).ok_or_else(failed)?;
+            return Ok(HeapBuffer {
+                ptr,
+                len,
+                owner: Owner::Map { _map: map },
+            });
+        }
+        Self::zeroed(len)
     }
 
     /// A buffer of `len` zero bytes.
@@ -311,6 +348,20 @@ impl Drop for HeapBuffer {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn huge_buffers_are_aligned_to_huge_pages_zeroed_and_writable() {
+        for len in [0, 100, HUGE - 1, HUGE, 3 * HUGE + 12345] {
+            let mut buf = HeapBuffer::zeroed_huge(len).unwrap();
+            assert_eq!(buf.len(), len);
+            if cfg!(target_os = "linux") && len >= HUGE {
+                assert_eq!(buf.as_slice().as_ptr() as usize % HUGE, 0, "{len}");
+            }
+            assert!(buf.as_slice().iter().all(|&b| b == 0));
+            buf.as_mut_slice().fill(7);
+            assert!(buf.as_slice().iter().all(|&b| b == 7));
+        }
+    }
 
     #[test]
     fn zeroed_aligned_and_resizable() {

@@ -199,6 +199,19 @@ impl UntypedStorage {
         Ok(Self::from_backing(device, backing))
     }
 
+    /// [`new_on`](Self::new_on), in transparent huge pages where `huge` asks
+    /// and the storage holds at least 2 MiB (a load's storages, about to
+    /// be written).
+    pub(crate) fn new_for_load(nbytes: usize, device: Device, huge: bool) -> Result<Self> {
+        if !huge || device.is_meta() {
+            return Self::new_on(nbytes, device);
+        }
+        Ok(Self::from_backing(
+            device,
+            Backing::Heap(HeapBuffer::zeroed_huge(nbytes)?),
+        ))
+    }
+
     /// A cpu storage holding a copy of `bytes`.
     ///
     /// # Errors

@@ -374,3 +374,33 @@ fn lazy_safetensors_read_each_tensor_on_first_touch() {
     );
     assert!(e.to_string().contains(name.as_str()), "{e}");
 }
+
+/// Huge pages change where storages live, never what they hold: every
+/// fixture loads with them as PyTorch loads it, and a storage of several
+/// 2 MiB pages (a tail included) reads back its bytes.
+#[test]
+fn loads_in_huge_pages_give_pytorchs_answer() {
+    let options = LoadOptions::default().with_huge_pages(true);
+    for name in fixture_names() {
+        let ckpt = load_with(fixture(&name), &options).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let got = manifest(&ckpt, Hash::Values).unwrap();
+        assert_manifest_eq(
+            &format!("{name} (huge pages)"),
+            &got,
+            &expected_manifest(&name),
+            &[],
+        );
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("big.pt");
+    let values: Vec<f32> = (0..(5 << 20) / 4 + 333).map(|i| i as f32).collect();
+    let tensor = stowage::Tensor::from_vec(values.clone(), &[values.len()]).unwrap();
+    stowage::save(
+        &path,
+        &stowage::Checkpoint::from_state_dict([("w", tensor)]),
+    )
+    .unwrap();
+    let ckpt = load_with(&path, &options).unwrap();
+    let tensors = ckpt.tensors().unwrap();
+    assert_eq!(tensors[0].1.tensor.to_vec::<f32>().unwrap(), values);
+}

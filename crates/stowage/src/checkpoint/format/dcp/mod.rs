@@ -281,7 +281,14 @@ impl DcpCheckpoint {
     pub fn read_region(&self, fqn: &str, offsets: &[usize], sizes: &[usize]) -> Result<Tensor> {
         let (meta, _) = self.region_plan(fqn, offsets, sizes)?;
         let device = self.options.map_location.unwrap_or_default();
-        let out = Tensor::zeros_on(sizes, meta.dtype, device)?;
+        let nbytes = bytes_of(fqn, meta.dtype, sizes)?;
+        let huge = self.options.huge_pages;
+        let storage = crate::UntypedStorage::new_for_load(nbytes, device, huge)?;
+        let out = Tensor::from_parts(
+            storage,
+            meta.dtype,
+            crate::layout::Layout::contiguous(sizes)?,
+        )?;
         if !device.is_meta() {
             let mut bytes = out.untyped_storage().bytes_mut()?;
             self.read_region_into(fqn, offsets, sizes, &mut bytes)?;

@@ -69,7 +69,7 @@ impl DcpCheckpoint {
     /// [`Error::AtPath`](crate::Error::AtPath) naming an item of the batch:
     /// an item outside its file, a failed request.
     pub(super) fn batch_end(&self, items: &[Item], start: usize) -> Result<usize> {
-        if !matches!(Mode::of(&self.options), Mode::Eager) {
+        if !matches!(Mode::of(&self.options), Mode::Eager { .. }) {
             return Ok(items.len());
         }
         self.prefetch(items, start)
