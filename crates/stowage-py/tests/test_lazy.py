@@ -209,3 +209,4 @@ def test_meta_tensors_are_not_lazy(tmp_path):
     got = stowage.load(path, lazy=True, map_location="meta")
     assert type(got) is collections.OrderedDict
     assert isinstance(got["x"], torch.Tensor) and got["x"].is_meta
+

@@ -488,3 +488,13 @@ def test_a_tensor_pickled_once_is_one_object_as_torch_load_gives_it(tmp_path):
     assert identities(torch.load(tmp_path / "again.pt", weights_only=True)) == want
     stowage.convert(path, tmp_path / "converted.pt")
     assert identities(torch.load(tmp_path / "converted.pt", weights_only=True)) == want
+
+
+def test_huge_pages_load_the_same_tensors(tmp_path):
+    sd = {"big": torch.randn(3 << 19), "small": torch.arange(10)}  # 6 MiB and 80 bytes
+    sd["view"] = sd["big"][5:]
+    path = tmp_path / "h.pt"
+    torch.save(sd, path)
+    got = stowage.load(path, huge_pages=True)
+    assert torch.equal(got["big"], sd["big"]) and torch.equal(got["small"], sd["small"])
+    assert got["view"].untyped_storage().data_ptr() == got["big"].untyped_storage().data_ptr()

@@ -36,6 +36,7 @@ def load(
     lazy: bool = False,
     inert: bool = False,
     allow_globals: Iterable[str] = (),
+    huge_pages: bool = False,
 ) -> Any:
     """Load a checkpoint as torch.load(src, weights_only=True) would, without torch's unpickler."""
     ...

@@ -62,6 +62,7 @@ def load(
     inert: bool = False,
     allow_globals: List[str] = ...,
     map_location: Optional[str] = None,
+    huge_pages: bool = False,
 ) -> Any: ...
 
 @final
