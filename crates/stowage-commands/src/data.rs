@@ -3,6 +3,9 @@
 //! the file (`UntypedStorage::read_at`), so hashing or comparing a large
 //! checkpoint needs a window of memory, not the checkpoint's size.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::OnceLock;
+
 use sha2::{Digest, Sha256};
 use stowage::checkpoint::TensorObject;
 use stowage::StorageError;
@@ -104,6 +107,43 @@ pub fn digest(object: &TensorObject, progress: impl Fn(u64)) -> Result<[u8; 32],
         Ok::<_, stowage::Error>(())
     })?;
     Ok(h.finalize().into())
+}
+
+/// The [`digest`] of each tensor given (`None` where none is given), in
+/// order, computed on every core: the tensors, largest first, go to one
+/// thread per core as each finishes the one before (SHA-256 itself is
+/// sequential within a tensor). `progress` is told each window's size, from
+/// any of the threads.
+pub fn digest_all(
+    objects: &[Option<&TensorObject>],
+    progress: impl Fn(u64) + Sync,
+) -> Vec<Result<Option<[u8; 32]>, stowage::Error>> {
+    let mut order: Vec<usize> = (0..objects.len()).filter(|&i| objects[i].is_some()).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(objects[i].map_or(0, |o| o.tensor.nbytes())));
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(order.len())
+        .max(1);
+    let next = AtomicUsize::new(0);
+    let slots: Vec<OnceLock<Result<[u8; 32], stowage::Error>>> =
+        (0..objects.len()).map(|_| OnceLock::new()).collect();
+    let work = || loop {
+        let k = next.fetch_add(1, Ordering::Relaxed);
+        let Some(&i) = order.get(k) else { break };
+        if let Some(object) = objects[i] {
+            let _ = slots[i].set(digest(object, &progress));
+        }
+    };
+    std::thread::scope(|s| {
+        for _ in 1..threads {
+            s.spawn(work);
+        }
+        work();
+    });
+    slots
+        .into_iter()
+        .map(|slot| slot.into_inner().transpose())
+        .collect()
 }
 
 /// Hex SHA-256 of the tensor's logical elements (see [`digest`]).

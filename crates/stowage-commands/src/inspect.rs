@@ -23,7 +23,7 @@ use serde::ser::{Error as _, SerializeMap, SerializeSeq};
 use serde::{Serialize, Serializer};
 use serde_json::{json, Value as Json};
 use stowage::checkpoint::pickle::Value;
-use stowage::checkpoint::{dotted, Layout, Object};
+use stowage::checkpoint::{dotted, Layout, Object, TensorObject};
 use stowage::Checkpoint;
 
 use crate::listing::{human, path_json, rows, Row};
@@ -138,15 +138,14 @@ fn hash_all(
     let bar = cx
         .progress()
         .bytes(total, format!("hashing {}", src.display()));
-    let hashes = rows
+    let hashed: Vec<Option<&TensorObject>> = rows
         .iter()
-        .map(|r| {
-            if r.is_container() || !r.object.tensor.has_data() {
-                return Ok(None);
-            }
-            let sha = data::digest(&r.object, |n| bar.inc(n));
-            sha.map(Some).map_err(|e| CommandError::at(&r.path, e))
-        })
+        .map(|r| (!r.is_container() && r.object.tensor.has_data()).then_some(&*r.object))
+        .collect();
+    let hashes = data::digest_all(&hashed, |n| bar.inc(n))
+        .into_iter()
+        .zip(&rows)
+        .map(|(sha, r)| sha.map_err(|e| CommandError::at(&r.path, e)))
         .collect();
     bar.finish_and_clear();
     hashes
