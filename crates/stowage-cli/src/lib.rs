@@ -82,6 +82,8 @@ subcommands! {
     Convert(convert),
     /// Compare two checkpoints tensor by tensor: presence, dtype, shape, values and storage sharing
     Diff(diff),
+    /// Write a checkpoint's content manifest: each tensor's digest, the values' digest, a root digest; the same in every format
+    Manifest(manifest),
     /// Check a checkpoint without trusting it: archive, CRCs, records, tensor bounds, allowed globals
     Verify(verify),
     /// List the globals every pickle in each file names, with a verdict: allowed, decoded or unsafe

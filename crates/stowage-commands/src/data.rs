@@ -118,7 +118,9 @@ pub fn digest_all(
     objects: &[Option<&TensorObject>],
     progress: impl Fn(u64) + Sync,
 ) -> Vec<Result<Option<[u8; 32]>, stowage::Error>> {
-    let mut order: Vec<usize> = (0..objects.len()).filter(|&i| objects[i].is_some()).collect();
+    let mut order: Vec<usize> = (0..objects.len())
+        .filter(|&i| objects[i].is_some())
+        .collect();
     order.sort_by_key(|&i| std::cmp::Reverse(objects[i].map_or(0, |o| o.tensor.nbytes())));
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())

@@ -1,6 +1,6 @@
 //! The stowage commands as a library: [`inspect`](inspect::inspect),
-//! [`diff`](diff::diff), [`verify`](verify::verify) and
-//! [`convert`](convert::convert), each a function that takes a checkpoint's
+//! [`diff`](diff::diff), [`verify`](verify::verify),
+//! [`convert`](convert::convert) and [`manifest`](manifest::manifest), each a function that takes a checkpoint's
 //! path or URL, a [`Context`] and its options, and returns a typed result.
 //!
 //! The results serialize (`serde`) to exactly the JSON of the CLI contract
@@ -37,6 +37,7 @@ mod values;
 pub mod convert;
 pub mod diff;
 pub mod inspect;
+pub mod manifest;
 pub mod scan;
 pub mod verify;
 

@@ -77,6 +77,20 @@ pub fn inspect(py: Python<'_>, src: PathBuf, hashes: bool, inert: bool) -> PyRes
     Ok(to_python(py, &doc)?.unbind())
 }
 
+/// `stowage manifest`'s object for `src`.
+#[pyfunction]
+#[pyo3(signature = (src, *, inert = false))]
+pub fn manifest(py: Python<'_>, src: PathBuf, inert: bool) -> PyResult<Py<PyAny>> {
+    let doc = py
+        .detach(|| {
+            let options = stowage_commands::manifest::ManifestOptions::default();
+            let m = stowage_commands::manifest::manifest(&src, &context(inert), &options)?;
+            serde_json::to_value(&m).map_err(|e| CommandError::Output(e.into()))
+        })
+        .map_err(|e| to_py(py, e))?;
+    Ok(to_python(py, &doc)?.unbind())
+}
+
 /// `stowage diff --json`'s object for `a` and `b`.
 #[pyfunction]
 #[pyo3(signature = (a, b, *, atol = 0.0, rtol = 0.0))]

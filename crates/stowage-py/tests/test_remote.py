@@ -206,3 +206,7 @@ def test_files_and_sets_by_url_load_into_a_sharded_model(s3, tmp_path, form):
             client.upload_file(str(f), "stowage-py", f"forms/set/{f.name}")
         url = f"{s3}/forms/set/"
     torchrun(2, "load", "stowage", url, reference, 0)
+
+
+def test_a_manifest_by_url_is_the_files(s3, fixtures):
+    assert stowage.manifest(f"{s3}/views.pt") == stowage.manifest(fixtures / "views.pt")

@@ -5,6 +5,7 @@ mod cli;
 mod demo;
 mod folders;
 mod kinds;
+mod manifest;
 #[cfg(feature = "remote")]
 mod remote;
 mod scan;

@@ -31,6 +31,7 @@ __all__ = [
     "save",
     "scan",
     "inspect",
+    "manifest",
     "diff",
     "convert",
     "safe_open",
@@ -312,6 +313,21 @@ def inspect(
     lists them under ``"objects"``.
     """
     return _stowage.inspect(os.fspath(src), hashes=hashes, inert=inert)
+
+
+def manifest(src: Union[str, "os.PathLike[str]"], *, inert: bool = False) -> Dict[str, Any]:
+    """A checkpoint's content manifest: exactly the JSON of ``stowage
+    manifest``, as a dict (``docs/manifest.md``)::
+
+        {"format": "stowage-manifest/1", "root_sha256", "tensors": [{"dtype",
+        "name", "shape", "sha256"}], "values_sha256"}
+
+    The same checkpoint has the same manifest in every form stowage reads
+    (``.pt``, safetensors, a sharded set, a DCP at any world size, by URL):
+    each tensor's ``sha256`` is that of its logical elements, row-major and
+    little-endian, whatever its container.
+    """
+    return _stowage.manifest(os.fspath(src), inert=inert)
 
 
 def diff(

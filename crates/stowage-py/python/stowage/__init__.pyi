@@ -8,6 +8,7 @@ __all__ = [
     "save",
     "scan",
     "inspect",
+    "manifest",
     "diff",
     "convert",
     "safe_open",
@@ -58,6 +59,10 @@ def scan(*paths: _Path, format: str = "json") -> Dict[str, Any]:
 
 def inspect(src: _Path, *, hashes: bool = True, inert: bool = False) -> Dict[str, Any]:
     """The JSON of stowage inspect --json, as a dict: storages, tensors, values (and objects)."""
+    ...
+
+def manifest(src: _Path, *, inert: bool = False) -> Dict[str, Any]:
+    """A checkpoint's content manifest (stowage manifest's JSON): the same in every format."""
     ...
 
 def diff(a: _Path, b: _Path, *, atol: float = 0.0, rtol: float = 0.0) -> Dict[str, Any]:

@@ -1,0 +1,129 @@
+//! `stowage manifest`: one checkpoint, one manifest, whatever its form
+//! (`docs/manifest.md`, `docs/cli-contract.md`).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value as Json;
+use sha2::{Digest, Sha256};
+
+fn stowage<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_stowage"))
+        .arg("--quiet")
+        .args(args)
+        .output()
+        .expect("the stowage binary runs")
+}
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../stowage/tests/fixtures")
+}
+
+fn manifest(src: &Path) -> Json {
+    let out = stowage(&["manifest".as_ref(), src.as_os_str()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn convert(src: &Path, dst: &Path, extra: &[&str]) {
+    let mut args: Vec<&std::ffi::OsStr> =
+        vec!["convert".as_ref(), src.as_os_str(), dst.as_os_str()];
+    args.extend(extra.iter().map(|a| std::ffi::OsStr::new(*a)));
+    let out = stowage(&args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn one_checkpoint_has_one_manifest_in_every_form() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dcp = fixtures().join("dcp/four");
+    let expected = manifest(&dcp);
+    assert_eq!(expected["format"], "stowage-manifest/1");
+    // Sorted by name, and the root is the digest of the entries' lines.
+    let tensors = expected["tensors"].as_array().unwrap();
+    let names: Vec<&str> = tensors
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    let mut sorted = names.clone();
+    sorted.sort();
+    assert_eq!(names, sorted);
+    let mut h = Sha256::new();
+    for t in tensors {
+        let shape: Vec<String> = t["shape"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| n.to_string())
+            .collect();
+        h.update(format!(
+            "{}\t{}\t{}\t{}\n",
+            t["name"].as_str().unwrap(),
+            t["dtype"].as_str().unwrap(),
+            shape.join(","),
+            t["sha256"].as_str().unwrap()
+        ));
+    }
+    assert_eq!(
+        expected["root_sha256"].as_str().unwrap(),
+        hex(&h.finalize())
+    );
+    // The DCP of 4 ranks as one `.pt`, a safetensors set of small shards,
+    // .bin shards, and a DCP of 3 ranks: the same manifest.
+    let pt = tmp.path().join("one.pt");
+    convert(&dcp, &pt, &[]);
+    let set = tmp.path().join("set");
+    convert(
+        &dcp,
+        &set,
+        &["--to", "safetensors", "--max-shard-size", "200B"],
+    );
+    let bin = tmp.path().join("bin");
+    convert(&dcp, &bin, &["--to", "bin", "--max-shard-size", "300B"]);
+    let three = tmp.path().join("three");
+    convert(&pt, &three, &["--to", "dcp", "--ranks", "3"]);
+    for form in [&pt, &set, &bin, &three] {
+        assert_eq!(manifest(form), expected, "{}", form.display());
+    }
+    // The same content in other item formats: PyTorch's zip items, zstd
+    // items, safetensors items.
+    let one = manifest(&fixtures().join("dcp/one"));
+    for other in ["dcp/zstd", "dcp/safetensors"] {
+        assert_eq!(manifest(&fixtures().join(other)), one, "{other}");
+    }
+    // -o writes the same object to FILE, nothing on stdout.
+    let file = tmp.path().join("m.json");
+    let out = stowage(&[
+        "manifest".as_ref(),
+        dcp.as_os_str(),
+        "-o".as_ref(),
+        file.as_os_str(),
+    ]);
+    assert!(out.status.success() && out.stdout.is_empty());
+    let written: Json = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    assert_eq!(written, expected);
+}
+
+#[test]
+fn a_pt_and_its_safetensors_have_one_manifest_and_a_missing_file_fails() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = fixtures().join("state_dict.pt");
+    let copy = tmp.path().join("copy.safetensors");
+    convert(&src, &copy, &[]);
+    assert_eq!(manifest(&copy), manifest(&src));
+    let missing = stowage(&["manifest", "/nonexistent/x.pt"]);
+    assert_eq!(missing.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("x.pt"));
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}

@@ -1,0 +1,173 @@
+//! [`manifest`]: what a checkpoint holds, by content, the same in every
+//! form stowage reads (`docs/manifest.md`).
+//!
+//! One entry per tensor: its name (the dotted path, as a state dict and
+//! safetensors name it), dtype, shape and the SHA-256 of its logical
+//! elements (row-major, little-endian, whatever its strides, container or
+//! byte order on disk; the `sha256` of `inspect --json`, computed by the
+//! same code). A digest of the non-tensor values in a canonical JSON
+//! encoding, and a root digest over the sorted tensor entries. A `.pt`, its
+//! safetensors conversion, a sharded set and a DCP at any world size give
+//! the same manifest; converting, resharding or re-saving changes none of it.
+//!
+//! ```no_run
+//! use stowage_commands::{manifest, Context};
+//!
+//! let m = manifest::manifest("model.pt".as_ref(), &Context::default(), &Default::default())?;
+//! println!("{} tensors, root {}", m.tensors().len(), m.root_sha256());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+use std::io::Write;
+use std::path::Path;
+
+use serde::Serialize;
+use serde_json::Value as Json;
+use sha2::{Digest, Sha256};
+use stowage::checkpoint::{dotted, TensorObject};
+
+use crate::listing::rows;
+use crate::{data, values, CommandError, Context};
+
+/// The manifest format's name and version, its `"format"` member.
+pub const FORMAT: &str = "stowage-manifest/1";
+
+/// How [`manifest`] runs; nothing to set yet.
+#[non_exhaustive]
+#[derive(Clone, Debug, Default)]
+pub struct ManifestOptions {}
+
+/// One tensor of a [`Manifest`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct TensorEntry {
+    /// PyTorch's dtype name (`float32`).
+    pub dtype: String,
+    /// The dotted path (`model.layers.0.weight`).
+    pub name: String,
+    /// The sizes.
+    pub shape: Vec<usize>,
+    /// Hex SHA-256 of the logical elements.
+    pub sha256: String,
+}
+
+/// A checkpoint's manifest; serializes to the JSON `stowage manifest`
+/// prints (members in alphabetical order).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Manifest {
+    format: &'static str,
+    root_sha256: String,
+    tensors: Vec<TensorEntry>,
+    values_sha256: String,
+}
+
+impl Manifest {
+    /// The tensors, sorted by name (then digest, for equal names).
+    pub fn tensors(&self) -> &[TensorEntry] {
+        &self.tensors
+    }
+
+    /// The SHA-256 over the sorted tensor entries ([`root_of`]).
+    pub fn root_sha256(&self) -> &str {
+        &self.root_sha256
+    }
+
+    /// The SHA-256 of the non-tensor values' canonical encoding.
+    pub fn values_sha256(&self) -> &str {
+        &self.values_sha256
+    }
+
+    /// Writes the JSON object, and a newline.
+    ///
+    /// # Errors
+    /// A failure to write.
+    pub fn write_json(&self, out: &mut dyn Write) -> Result<(), CommandError> {
+        serde_json::to_writer(&mut *out, self).map_err(std::io::Error::from)?;
+        out.write_all(b"\n")?;
+        Ok(())
+    }
+}
+
+/// The root digest of `entries` (sorted by name): the SHA-256 of one line
+/// per entry, `name TAB dtype TAB sizes joined by "," TAB sha256 LF`.
+pub fn root_of(entries: &[TensorEntry]) -> String {
+    let mut h = Sha256::new();
+    for e in entries {
+        let shape: Vec<String> = e.shape.iter().map(usize::to_string).collect();
+        h.update(format!(
+            "{}\t{}\t{}\t{}\n",
+            e.name,
+            e.dtype,
+            shape.join(","),
+            e.sha256
+        ));
+    }
+    hex::encode(h.finalize())
+}
+
+/// The manifest of the checkpoint at `src` (a file, a folder or a URL):
+/// read lazily, every tensor hashed on every core, each byte read once.
+///
+/// # Errors
+/// [`CommandError::Input`]: `src` cannot be read or is refused; a tensor
+/// cannot be read, or has no data (a meta tensor), naming its path.
+pub fn manifest(
+    src: &Path,
+    cx: &Context,
+    _options: &ManifestOptions,
+) -> Result<Manifest, CommandError> {
+    let ckpt = cx.load(src, false)?;
+    let rows = rows(&ckpt)?;
+    let rows: Vec<_> = rows.iter().filter(|r| !r.is_container()).collect();
+    if let Some(r) = rows.iter().find(|r| !r.object.tensor.has_data()) {
+        return Err(CommandError::at(
+            &r.path,
+            stowage::Error::Storage(stowage::StorageError::NoData {
+                op: "a manifest's digest",
+                device: r.object.tensor.device(),
+            }),
+        ));
+    }
+    let total: u64 = rows.iter().map(|r| r.object.tensor.nbytes() as u64).sum();
+    let bar = cx
+        .progress()
+        .bytes(total, format!("hashing {}", src.display()));
+    let objects: Vec<Option<&TensorObject>> = rows.iter().map(|r| Some(&*r.object)).collect();
+    let digests = data::digest_all(&objects, |n| bar.inc(n));
+    bar.finish_and_clear();
+    let mut tensors = Vec::with_capacity(rows.len());
+    for (r, digest) in rows.iter().zip(digests) {
+        let digest = digest
+            .map_err(|e| CommandError::at(&r.path, e))?
+            .unwrap_or_default();
+        let t = &r.object.tensor;
+        tensors.push(TensorEntry {
+            dtype: t.dtype().name().to_owned(),
+            name: dotted(&r.path),
+            shape: t.shape().to_vec(),
+            sha256: hex::encode(digest),
+        });
+    }
+    tensors.sort_by(|a, b| (&a.name, &a.sha256).cmp(&(&b.name, &b.sha256)));
+    let (leaves, _) = values::leaves(&ckpt, src)?;
+    Ok(Manifest {
+        format: FORMAT,
+        root_sha256: root_of(&tensors),
+        values_sha256: values_digest(leaves.iter().map(values::value_json)),
+        tensors,
+    })
+}
+
+/// The SHA-256 of the values' canonical encoding: each value's entry of
+/// `inspect --json` `"values"` (its `path` a list of keys) as compact JSON
+/// with its members sorted, the entries sorted as text, joined by LF.
+fn values_digest(entries: impl Iterator<Item = Json>) -> String {
+    // `serde_json` keeps an object's members sorted (no `preserve_order`).
+    let mut texts: Vec<String> = entries.map(|e| e.to_string()).collect();
+    texts.sort();
+    let mut h = Sha256::new();
+    for t in &texts {
+        h.update(t.as_bytes());
+        h.update(b"\n");
+    }
+    hex::encode(h.finalize())
+}

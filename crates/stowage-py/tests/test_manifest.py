@@ -1,0 +1,136 @@
+"""stowage.manifest: one state dict, one manifest, in every form PyTorch and
+safetensors write it, equal to what ten lines of PyTorch compute
+(docs/manifest.md)."""
+
+import hashlib
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+import safetensors.torch
+
+import stowage
+
+
+# The reproduction docs/manifest.md gives, verbatim.
+def tensor_sha256(t: torch.Tensor) -> str:
+    t = t.detach().resolve_conj().resolve_neg().contiguous()
+    return hashlib.sha256(t.reshape(-1).view(torch.uint8).numpy().tobytes()).hexdigest()
+
+
+def root_sha256(state_dict: dict) -> str:
+    lines = sorted((k, str(v.dtype).removeprefix("torch."), ",".join(map(str, v.shape)), tensor_sha256(v))
+                   for k, v in state_dict.items())
+    return hashlib.sha256("".join("\t".join(l) + "\n" for l in lines).encode()).hexdigest()
+
+
+def state_dict():
+    g = torch.Generator().manual_seed(0)
+    return {
+        "embed.weight": torch.randn(16, 8, generator=g),
+        "layers.0.weight": torch.randn(8, 8, generator=g),
+        "layers.0.bias": torch.randn(8, generator=g).to(torch.bfloat16),
+        "layers.1.weight": torch.randn(8, 8, generator=g).to(torch.float16),
+        "steps": torch.arange(12, dtype=torch.int64).reshape(3, 4),
+        "mask": torch.tensor([True, False, True]),
+        "scale": torch.tensor(0.5),
+    }
+
+
+_DCP_WORKER = """
+import sys
+import torch
+import torch.distributed as dist
+import torch.distributed.checkpoint as dcp
+from torch.distributed.tensor import Shard, distribute_tensor, init_device_mesh
+
+sys.path.insert(0, sys.argv[2])
+from test_manifest import state_dict
+
+dist.init_process_group("gloo")
+mesh = init_device_mesh("cpu", (dist.get_world_size(),))
+dim = int(sys.argv[3])
+sd = {k: distribute_tensor(v, mesh, [Shard(min(dim, v.dim() - 1))]) if v.dim() and v.shape[min(dim, v.dim() - 1)] >= dist.get_world_size() else v
+      for k, v in state_dict().items()}
+dcp.save(sd, checkpoint_id=sys.argv[1])
+dist.destroy_process_group()
+"""
+
+
+def dcp_by_torchrun(tmp_path, world, dim):
+    out = tmp_path / f"dcp{world}"
+    worker = tmp_path / "dcp_worker.py"
+    worker.write_text(_DCP_WORKER)
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={world}",
+           str(worker), str(out), os.path.dirname(__file__), str(dim)]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    return out
+
+
+def test_every_form_has_the_manifest_pytorch_computes(tmp_path):
+    sd = state_dict()
+    forms = {}
+    torch.save(sd, tmp_path / "zip.pt")
+    forms["zip"] = tmp_path / "zip.pt"
+    torch.save(sd, tmp_path / "legacy.pt", _use_new_zipfile_serialization=False)
+    forms["legacy"] = tmp_path / "legacy.pt"
+    safetensors.torch.save_file(sd, tmp_path / "model.safetensors")
+    forms["safetensors"] = tmp_path / "model.safetensors"
+    stowage.convert(tmp_path / "zip.pt", tmp_path / "set", to="safetensors", max_shard_size="600B")
+    forms["sharded"] = tmp_path / "set"
+    import torch.distributed.checkpoint as dcp
+
+    dcp.save(sd, checkpoint_id=tmp_path / "dcp1", no_dist=True)
+    forms["dcp world 1"] = tmp_path / "dcp1"
+    forms["dcp world 2, rows"] = dcp_by_torchrun(tmp_path, 2, 0)
+    forms["dcp world 4, columns"] = dcp_by_torchrun(tmp_path, 4, 1)
+    manifests = {name: stowage.manifest(path) for name, path in forms.items()}
+    first = manifests["zip"]
+    assert first["root_sha256"] == root_sha256(sd)
+    assert {t["name"]: t["sha256"] for t in first["tensors"]} == {k: tensor_sha256(v) for k, v in sd.items()}
+    assert [t["name"] for t in first["tensors"]] == sorted(sd)
+    assert first["tensors"][0] == {"dtype": "float32", "name": "embed.weight", "shape": [16, 8],
+                                   "sha256": tensor_sha256(sd["embed.weight"])}
+    for name, m in manifests.items():
+        assert m["tensors"] == first["tensors"], name
+        assert m["root_sha256"] == first["root_sha256"], name
+
+
+def test_a_changed_byte_or_a_swapped_pair_changes_the_manifest(tmp_path):
+    sd = state_dict()
+    torch.save(sd, tmp_path / "a.pt")
+    before = stowage.manifest(tmp_path / "a.pt")
+    # One flipped bit in one tensor: that tensor's digest, and the root.
+    changed = dict(sd)
+    w = sd["layers.0.weight"].clone()
+    w.view(torch.int32)[3, 5] ^= 1
+    changed["layers.0.weight"] = w
+    torch.save(changed, tmp_path / "b.pt")
+    after = stowage.manifest(tmp_path / "b.pt")
+    differ = [a["name"] for a, b in zip(before["tensors"], after["tensors"]) if a != b]
+    assert differ == ["layers.0.weight"] and before["root_sha256"] != after["root_sha256"]
+    # Two same-shaped tensors swapped: every digest is still there, but
+    # under the other name.
+    a, b = torch.randn(4, 4), torch.randn(4, 4)
+    torch.save({"x": a, "y": b}, tmp_path / "xy.pt")
+    torch.save({"x": b, "y": a}, tmp_path / "yx.pt")
+    xy, yx = stowage.manifest(tmp_path / "xy.pt"), stowage.manifest(tmp_path / "yx.pt")
+    assert sorted(t["sha256"] for t in xy["tensors"]) == sorted(t["sha256"] for t in yx["tensors"])
+    assert xy["root_sha256"] != yx["root_sha256"]
+
+
+def test_views_and_values_in_the_manifest(tmp_path):
+    base = torch.arange(24.0).reshape(4, 6)
+    torch.save({"t": base.t(), "row": base[1], "epoch": 3, "cfg": {"lr": 0.1}}, tmp_path / "v.pt")
+    m = stowage.manifest(tmp_path / "v.pt")
+    digests = {t["name"]: t["sha256"] for t in m["tensors"]}
+    # A view's digest is that of its own elements, in its own order.
+    assert digests == {"row": tensor_sha256(base[1]), "t": tensor_sha256(base.t())}
+    torch.save({"t": base.t().contiguous(), "row": base[1].clone(), "epoch": 3, "cfg": {"lr": 0.1}}, tmp_path / "c.pt")
+    assert stowage.manifest(tmp_path / "c.pt") == m
+    torch.save({"t": base.t(), "row": base[1], "epoch": 4, "cfg": {"lr": 0.1}}, tmp_path / "e.pt")
+    other = stowage.manifest(tmp_path / "e.pt")
+    assert other["root_sha256"] == m["root_sha256"] and other["values_sha256"] != m["values_sha256"]
