@@ -16,11 +16,18 @@ use crate::Failure;
 pub struct Args {
     #[arg(help = concat!("The checkpoint: ", inputs!()))]
     file: PathBuf,
+    /// Check the content against this manifest (`stowage manifest`) instead: every tensor
+    /// changed, missing or extra is a defect
+    #[arg(long, value_name = "FILE")]
+    manifest: Option<PathBuf>,
 }
 
 /// Runs `verify`.
 pub fn run(args: Args, cx: &Context, out: &mut dyn Write) -> Result<ExitCode, Failure> {
-    let verification = stowage_commands::verify::verify(&args.file, cx)?;
+    let verification = match &args.manifest {
+        Some(m) => stowage_commands::verify::verify_manifest(&args.file, m, cx)?,
+        None => stowage_commands::verify::verify(&args.file, cx)?,
+    };
     verification.write_text(out)?;
     Ok(if verification.is_ok() {
         ExitCode::SUCCESS

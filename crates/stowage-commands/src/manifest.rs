@@ -21,7 +21,7 @@
 use std::io::Write;
 use std::path::Path;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
 use sha2::{Digest, Sha256};
 use stowage::checkpoint::{dotted, TensorObject};
@@ -38,7 +38,7 @@ pub const FORMAT: &str = "stowage-manifest/1";
 pub struct ManifestOptions {}
 
 /// One tensor of a [`Manifest`].
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TensorEntry {
     /// PyTorch's dtype name (`float32`).
     pub dtype: String,
@@ -76,6 +76,71 @@ impl Manifest {
         &self.values_sha256
     }
 
+    /// A manifest from its JSON text, as [`write_json`](Self::write_json)
+    /// writes it.
+    ///
+    /// # Errors
+    /// [`CommandError::Usage`]: not JSON, or not a manifest of this format.
+    pub fn from_json(text: &str) -> Result<Manifest, CommandError> {
+        #[derive(Deserialize)]
+        struct Doc {
+            format: String,
+            root_sha256: String,
+            tensors: Vec<TensorEntry>,
+            values_sha256: String,
+        }
+        let doc: Doc = serde_json::from_str(text)
+            .map_err(|e| CommandError::Usage(format!("not a manifest: {e}")))?;
+        if doc.format != FORMAT {
+            return Err(CommandError::Usage(format!(
+                "a manifest of format {:?}, not {FORMAT:?}",
+                doc.format
+            )));
+        }
+        Ok(Manifest {
+            format: FORMAT,
+            root_sha256: doc.root_sha256,
+            tensors: doc.tensors,
+            values_sha256: doc.values_sha256,
+        })
+    }
+
+    /// How `found` differs from this manifest, the one expected: each
+    /// tensor changed (dtype, shape or digest), missing (listed here, not
+    /// there) or extra (there, not listed here), in name order; and whether
+    /// the values differ. Equal manifests give no difference.
+    pub fn differences(&self, found: &Manifest) -> Vec<String> {
+        let (want, got) = (by_name(&self.tensors), by_name(&found.tensors));
+        let what = |e: &TensorEntry| format!("{} {:?} sha256 {}", e.dtype, e.shape, e.sha256);
+        let mut out = Vec::new();
+        for (name, w) in &want {
+            match got.get(name) {
+                None => out.push(format!(
+                    "tensor {name:?}: missing (the manifest lists {})",
+                    what(w[0])
+                )),
+                Some(g) if g != w => out.push(format!(
+                    "tensor {name:?}: changed: {}, the manifest expects {}",
+                    g.iter().map(|e| what(e)).collect::<Vec<_>>().join("; "),
+                    w.iter().map(|e| what(e)).collect::<Vec<_>>().join("; ")
+                )),
+                Some(_) => {}
+            }
+        }
+        for (name, g) in &got {
+            if !want.contains_key(name) {
+                out.push(format!(
+                    "tensor {name:?}: extra, not in the manifest ({})",
+                    what(g[0])
+                ));
+            }
+        }
+        if self.values_sha256 != found.values_sha256 {
+            out.push("the non-tensor values differ from the manifest's".into());
+        }
+        out
+    }
+
     /// Writes the JSON object, and a newline.
     ///
     /// # Errors
@@ -85,6 +150,15 @@ impl Manifest {
         out.write_all(b"\n")?;
         Ok(())
     }
+}
+
+/// `entries` by name (a name listed twice keeps both).
+fn by_name(entries: &[TensorEntry]) -> std::collections::BTreeMap<&str, Vec<&TensorEntry>> {
+    let mut map: std::collections::BTreeMap<&str, Vec<&TensorEntry>> = Default::default();
+    for e in entries {
+        map.entry(e.name.as_str()).or_default().push(e);
+    }
+    map
 }
 
 /// The root digest of `entries` (sorted by name): the SHA-256 of one line

@@ -279,6 +279,44 @@ pub fn verify(src: &Path, cx: &Context) -> Result<Verification, CommandError> {
     })
 }
 
+/// Checks the content of the checkpoint at `src` against the manifest at
+/// `manifest` (`stowage verify SRC --manifest FILE`): its manifest is
+/// computed (each byte read once, hashed on every core) and every tensor
+/// changed, missing or extra is a defect, as are values that differ.
+///
+/// # Errors
+/// [`CommandError::Input`]: `src` or `manifest` cannot be read;
+/// [`CommandError::Usage`]: `manifest` is not a manifest.
+pub fn verify_manifest(
+    src: &Path,
+    manifest: &Path,
+    cx: &Context,
+) -> Result<Verification, CommandError> {
+    let text = std::fs::read_to_string(manifest).map_err(|e| unreadable(manifest, e))?;
+    let expected = crate::manifest::Manifest::from_json(&text)?;
+    let found = crate::manifest::manifest(src, cx, &Default::default())?;
+    let file = src.display().to_string();
+    let findings: Vec<Finding> = expected
+        .differences(&found)
+        .into_iter()
+        .map(|message| Finding {
+            file: file.clone(),
+            severity: Severity::Defect,
+            message,
+        })
+        .collect();
+    let n = found.tensors().len();
+    Ok(Verification {
+        defects: findings.len(),
+        findings,
+        checked: format!(
+            "checked: {n} {}' content against {}",
+            if n == 1 { "tensor" } else { "tensors" },
+            manifest.display()
+        ),
+    })
+}
+
 fn unreadable(path: &Path, e: io::Error) -> CommandError {
     CommandError::input(Error::Io(e).in_file(path.to_owned()))
 }

@@ -64,7 +64,7 @@ fn load_options(
 /// The file is read, parsed and checked with the GIL released; the Python
 /// objects are built after.
 #[pyfunction]
-#[pyo3(signature = (src, adapter, *, mmap = false, lazy = false, inert = false, allow_globals = Vec::new(), map_location = None, huge_pages = false))]
+#[pyo3(signature = (src, adapter, *, mmap = false, lazy = false, inert = false, allow_globals = Vec::new(), map_location = None, huge_pages = false, expect = None))]
 #[allow(clippy::too_many_arguments)] // Python's keyword arguments, one each.
 fn load(
     py: Python<'_>,
@@ -76,14 +76,20 @@ fn load(
     allow_globals: Vec<String>,
     map_location: Option<String>,
     huge_pages: bool,
+    expect: Option<String>,
 ) -> PyResult<Py<PyAny>> {
     if lazy && mmap {
         return Err(PyValueError::new_err(
             "mmap=True and lazy=True: choose one (a mapped load already reads each page on first use)",
         ));
     }
-    let options = load_options(lazy, inert, allow_globals, map_location.as_deref())?
+    let mut options = load_options(lazy, inert, allow_globals, map_location.as_deref())?
         .with_huge_pages(huge_pages);
+    if let Some(text) = expect {
+        let expected = stowage::checkpoint::content::Expected::from_manifest_json(&text)
+            .map_err(|e| errors::to_py(py, e))?;
+        options = options.with_expected(expected);
+    }
     let loaded: stowage::Result<Checkpoint> = py.detach(|| {
         if mmap {
             // SAFETY: the caller asked for a mapped load, whose contract

@@ -3,6 +3,7 @@ safetensors write it, equal to what ten lines of PyTorch compute
 (docs/manifest.md)."""
 
 import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -134,3 +135,42 @@ def test_views_and_values_in_the_manifest(tmp_path):
     torch.save({"t": base.t(), "row": base[1], "epoch": 4, "cfg": {"lr": 0.1}}, tmp_path / "e.pt")
     other = stowage.manifest(tmp_path / "e.pt")
     assert other["root_sha256"] == m["root_sha256"] and other["values_sha256"] != m["values_sha256"]
+
+
+def test_a_load_checks_what_it_reads_against_a_manifest(tmp_path):
+    sd = state_dict()
+    safetensors.torch.save_file(sd, tmp_path / "good.safetensors")
+    manifest = stowage.manifest(tmp_path / "good.safetensors")
+    # The manifest of one form checks a load of another.
+    torch.save(sd, tmp_path / "good.pt")
+    for good in ("good.safetensors", "good.pt"):
+        got = stowage.load(tmp_path / good, expect=manifest)
+        assert all(torch.equal(got[k], v) for k, v in sd.items())
+    (tmp_path / "m.json").write_text(json.dumps(manifest))
+    stowage.load(tmp_path / "good.pt", expect=tmp_path / "m.json", mmap=True)
+    # One flipped byte inside a tensor's data: the load names that tensor
+    # and both digests.
+    raw = bytearray((tmp_path / "good.safetensors").read_bytes())
+    header = 8 + int.from_bytes(raw[:8], "little")
+    entry = json.loads(raw[8:header])["layers.1.weight"]
+    raw[header + entry["data_offsets"][0] + 5] ^= 0x40
+    (tmp_path / "bad.safetensors").write_bytes(bytes(raw))
+    with pytest.raises(stowage.CorruptCheckpointError, match=r"layers\.1\.weight.*sha256 [0-9a-f]{64}.*sha256 [0-9a-f]{64}"):
+        stowage.load(tmp_path / "bad.safetensors", expect=manifest)
+    # A swapped pair of same-shaped tensors.
+    swapped = dict(sd)
+    swapped["embed.weight"] = sd["embed.weight"].flip(0)
+    torch.save(swapped, tmp_path / "swapped.pt")
+    with pytest.raises(stowage.CorruptCheckpointError, match="embed.weight"):
+        stowage.load(tmp_path / "swapped.pt", expect=manifest)
+    # A tensor too many, or one missing.
+    torch.save({**sd, "extra": torch.ones(2)}, tmp_path / "extra.pt")
+    with pytest.raises(stowage.CorruptCheckpointError, match="extra.*no such tensor"):
+        stowage.load(tmp_path / "extra.pt", expect=manifest)
+    torch.save({k: v for k, v in sd.items() if k != "scale"}, tmp_path / "less.pt")
+    with pytest.raises(stowage.CorruptCheckpointError, match="scale"):
+        stowage.load(tmp_path / "less.pt", expect=manifest)
+    # A lazy load reads nothing to check: refused, not skipped.
+    with pytest.raises(stowage.StowageError, match="lazy"):
+        stowage.load(tmp_path / "good.pt", expect=manifest, lazy=True)
+

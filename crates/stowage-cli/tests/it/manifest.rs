@@ -127,3 +127,53 @@ fn a_pt_and_its_safetensors_have_one_manifest_and_a_missing_file_fails() {
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
+
+#[test]
+fn verify_checks_content_against_a_manifest() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = fixtures().join("state_dict.pt");
+    let good = tmp.path().join("good.safetensors");
+    convert(&src, &good, &[]);
+    let m = tmp.path().join("m.json");
+    let out = stowage(&[
+        "manifest".as_ref(),
+        src.as_os_str(),
+        "-o".as_ref(),
+        m.as_os_str(),
+    ]);
+    assert!(out.status.success());
+    let verify = |file: &Path| {
+        stowage(&[
+            "verify".as_ref(),
+            file.as_os_str(),
+            "--manifest".as_ref(),
+            m.as_os_str(),
+        ])
+    };
+    let ok = verify(&good);
+    let text = String::from_utf8_lossy(&ok.stdout).into_owned();
+    assert_eq!(ok.status.code(), Some(0), "{text}");
+    let tail = format!("content against {}\nok\n", m.display());
+    assert!(text.ends_with(&tail), "{text}");
+    // One flipped byte in the last tensor's data: that tensor, and only it.
+    let mut raw = std::fs::read(&good).unwrap();
+    let n = raw.len();
+    raw[n - 3] ^= 0x10;
+    let bad = tmp.path().join("bad.safetensors");
+    std::fs::write(&bad, &raw).unwrap();
+    let out = verify(&bad);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    let defects: Vec<&str> = text.lines().filter(|l| l.contains(": tensor ")).collect();
+    assert_eq!(defects.len(), 1, "{text}");
+    assert!(defects[0].contains("changed"), "{text}");
+    assert!(text.ends_with("1 defect\n"), "{text}");
+    // A manifest that is not one: a usage error.
+    let out = stowage(&[
+        "verify".as_ref(),
+        good.as_os_str(),
+        "--manifest".as_ref(),
+        src.as_os_str(),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+}

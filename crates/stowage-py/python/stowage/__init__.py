@@ -57,6 +57,7 @@ def load(
     inert: bool = False,
     allow_globals: Iterable[str] = (),
     huge_pages: bool = False,
+    expect: Any = None,
 ) -> Any:
     """Load a checkpoint as ``torch.load(src, weights_only=True)`` would.
 
@@ -103,6 +104,11 @@ def load(
         here), slower where it must fault them in from a virtual machine's
         host (often a process's first load). Same resident memory. Eager
         loads only.
+    expect: a content manifest (what ``stowage.manifest`` gives, or the path
+        of a file ``stowage manifest -o`` wrote): every tensor read is
+        hashed and checked against it; one that differs, is missing or is
+        not listed raises ``CorruptCheckpointError`` naming the tensor, the
+        expected digest and the found one. Eager and mmap loads only.
     weights_only: ``None`` or ``True``, as stowage always loads; ``False``
         is refused: stowage never runs the pickle (``inert=True`` gives the
         objects a full unpickle would build, as ``InertObject``s).
@@ -129,8 +135,8 @@ def load(
         map_location = None
     location = _map_location(map_location)
     if hasattr(src, "read"):
-        if mmap or lazy:
-            raise ValueError("mmap=True and lazy=True read from a path or URL, not a file object")
+        if mmap or lazy or expect is not None:
+            raise ValueError("mmap=True, lazy=True and expect= read from a path or URL, not a file object")
         data = src.read()  # type: ignore[union-attr]
         if not isinstance(data, (bytes, bytearray, memoryview)):
             raise TypeError(f"the file object gave {type(data).__name__}, not bytes: open it in binary mode")
@@ -148,8 +154,22 @@ def load(
         allow_globals=list(allow_globals),
         map_location=location,
         huge_pages=huge_pages,
+        expect=_manifest_text(expect),
     )
     return lazy_tree(loaded) if lazy else loaded
+
+
+def _manifest_text(expect: Any) -> Optional[str]:
+    """``expect`` as a manifest's JSON text: a dict as ``manifest()`` gives
+    it, or the path of a manifest file."""
+    if expect is None:
+        return None
+    if isinstance(expect, dict):
+        import json
+
+        return json.dumps(expect)
+    with open(os.fspath(expect), encoding="utf-8") as f:
+        return f.read()
 
 
 def _map_location(map_location: Any) -> Optional[str]:

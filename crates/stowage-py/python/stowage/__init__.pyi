@@ -38,6 +38,7 @@ def load(
     inert: bool = False,
     allow_globals: Iterable[str] = (),
     huge_pages: bool = False,
+    expect: Any = None,
 ) -> Any:
     """Load a checkpoint as torch.load(src, weights_only=True) would, without torch's unpickler."""
     ...

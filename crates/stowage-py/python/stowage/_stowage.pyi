@@ -64,6 +64,7 @@ def load(
     allow_globals: List[str] = ...,
     map_location: Optional[str] = None,
     huge_pages: bool = False,
+    expect: Optional[str] = None,
 ) -> Any: ...
 
 @final

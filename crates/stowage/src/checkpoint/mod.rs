@@ -26,6 +26,7 @@
 //! Loading never runs code: a global outside PyTorch's `weights_only`
 //! allowlist is an error.
 
+pub mod content;
 mod destination;
 mod detect;
 pub(crate) mod entry;

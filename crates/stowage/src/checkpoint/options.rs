@@ -52,6 +52,7 @@ pub struct LoadOptions {
     pub(crate) max_storage_bytes: u64,
     pub(crate) verify_crc: bool,
     pub(crate) huge_pages: bool,
+    pub(crate) expected: Option<std::sync::Arc<crate::checkpoint::content::Expected>>,
     pub(crate) inert: bool,
     pub(crate) allow_globals: HashSet<String>,
     #[cfg(feature = "remote")]
@@ -73,6 +74,7 @@ impl Default for LoadOptions {
             max_storage_bytes: 1 << 40,
             verify_crc: false,
             huge_pages: false,
+            expected: None,
             inert: false,
             allow_globals: HashSet::new(),
             #[cfg(feature = "remote")]
@@ -154,6 +156,18 @@ impl LoadOptions {
     /// pages are `never`, or none is free, the pages are ordinary ones.
     pub fn with_huge_pages(mut self, on: bool) -> Self {
         self.huge_pages = on;
+        self
+    }
+
+    /// Checks the loaded tensors against a content manifest
+    /// (`stowage manifest`, [`Expected::from_manifest_json`](crate::checkpoint::content::Expected::from_manifest_json)):
+    /// an eager or mapped load hashes every tensor it read, on every core,
+    /// and fails with [`FormatError::ContentMismatch`](crate::FormatError::ContentMismatch)
+    /// naming the first tensor that differs, is missing or is not listed.
+    /// A lazy load refuses it (nothing is read to check); `stowage verify
+    /// --manifest` checks without loading.
+    pub fn with_expected(mut self, expected: crate::checkpoint::content::Expected) -> Self {
+        self.expected = Some(std::sync::Arc::new(expected));
         self
     }
 

@@ -122,6 +122,11 @@ impl Source {
         options: &LoadOptions,
         load_one: &dyn Fn(&Location) -> Result<Checkpoint>,
     ) -> Result<Checkpoint> {
+        if options.expected.is_some() && matches!(options.mode(), LoadMode::Lazy | LoadMode::Fake) {
+            return Err(Error::Checkpoint(CheckpointError::Unsupported {
+                what: "checking a manifest in a lazy or fake load, which reads no tensor now: load eagerly, or use stowage verify --manifest".into(),
+            }));
+        }
         let read = RefCell::new(Vec::new());
         let each = |file: &Location| {
             read.borrow_mut().push(file.clone());
@@ -155,6 +160,12 @@ impl Source {
             layout,
             files: read.into_inner(),
         });
+        if let Some(expected) = &options.expected {
+            // Every tensor read is hashed now, on every core.
+            expected
+                .check(&ckpt)
+                .map_err(|e| e.in_file(self.location.path()))?;
+        }
         Ok(ckpt)
     }
 }

@@ -25,6 +25,18 @@ pub enum FormatError {
         /// The shard's file name.
         shard: String,
     },
+    /// A tensor whose content is not what the manifest a load was given
+    /// expects ([`LoadOptions::with_expected`](crate::LoadOptions::with_expected)),
+    /// or a tensor the one holds and the other does not.
+    #[error("tensor {name:?}: the manifest expects {expected}, the checkpoint holds {found}")]
+    ContentMismatch {
+        /// The tensor's dotted name.
+        name: String,
+        /// What the manifest says (`sha256 …`, `float32 [3, 2]`, `no such tensor`).
+        expected: String,
+        /// What the checkpoint holds, in the same terms.
+        found: String,
+    },
     /// A pickle the machine could not read.
     #[error("pickle: {0}")]
     Pickle(#[from] crate::checkpoint::pickle::PickleError),

@@ -45,6 +45,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "checkpoint/options",
             "checkpoint/torch",
             "checkpoint/records",
+            "checkpoint/content",
         ],
     ),
     (

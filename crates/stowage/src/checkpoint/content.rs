@@ -1,0 +1,317 @@
+//! A tensor's content, whatever its container: its logical elements (row
+//! major, little-endian, the lazy conjugation and negation applied) read a
+//! window at a time, their SHA-256 (the `sha256` of `stowage inspect --json`
+//! and of content manifests, `docs/manifest.md`), and a load's check of its
+//! tensors against the digests a manifest expects ([`Expected`],
+//! [`LoadOptions::with_expected`](crate::LoadOptions::with_expected)).
+//!
+//! Contiguous tensors on lazily loaded storages are read window by window
+//! straight from the file (`UntypedStorage::read_at`), so hashing a large
+//! checkpoint needs a window of memory, not the checkpoint's size.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::OnceLock;
+
+use crate::checkpoint::{dotted, Checkpoint, TensorKind, TensorObject};
+use crate::error::{CheckpointError, ErrorContext, FormatError, StorageError};
+use crate::{Error, Result, Tensor};
+use sha2::{Digest, Sha256};
+
+/// Bytes read at a time.
+pub const WINDOW: usize = 8 << 20;
+
+/// A tensor's logical elements (row-major, contiguous, little-endian; the lazy
+/// conjugation and negation applied), read a window at a time.
+///
+/// A contiguous tensor without lazy bits is read from its storage, which a
+/// lazily loaded storage serves from its file without keeping anything; any
+/// other tensor is made contiguous first, in memory.
+pub struct Reader {
+    tensor: Tensor,
+    start: usize,
+    len: usize,
+    at: usize,
+    buf: Vec<u8>,
+}
+
+impl Reader {
+    /// A reader of `object`'s logical elements.
+    ///
+    /// # Errors
+    /// [`StorageError::NoData`](crate::StorageError::NoData) for meta tensors; what making a copy gave.
+    pub fn new(object: &TensorObject) -> Result<Reader, crate::Error> {
+        let t = &object.tensor;
+        if !t.has_data() {
+            return Err(crate::Error::Storage(StorageError::NoData {
+                op: "reading tensor bytes",
+                device: t.device(),
+            }));
+        }
+        let tensor = if !object.conj && !object.neg && t.is_contiguous() {
+            t.clone()
+        } else {
+            object.resolved()?.contiguous()?
+        };
+        let size = tensor.element_size().max(1);
+        let step = (WINDOW / size).max(1) * size;
+        // Packed dtypes (`quint4x2`, `quint2x4`) hold several elements a byte:
+        // their integer representation is the packed bytes, as PyTorch's `int_repr()`.
+        let per_byte = tensor.dtype().elements_per_byte();
+        let len = tensor.numel().div_ceil(per_byte) * tensor.element_size();
+        Ok(Reader {
+            start: tensor.storage_offset() / per_byte * tensor.element_size(),
+            len,
+            at: 0,
+            buf: vec![0u8; len.min(step)],
+            tensor,
+        })
+    }
+
+    /// The next window (a whole number of elements), or `None` at the end.
+    ///
+    /// # Errors
+    /// What reading the storage gave.
+    pub fn next_window(&mut self) -> Result<Option<&[u8]>, crate::Error> {
+        if self.at >= self.len {
+            return Ok(None);
+        }
+        let n = (self.len - self.at).min(self.buf.len());
+        self.tensor
+            .untyped_storage()
+            .read_at(self.start + self.at, &mut self.buf[..n])?;
+        self.at += n;
+        Ok(Some(&self.buf[..n]))
+    }
+}
+
+/// Calls `f` with the tensor's logical elements in windows of at most
+/// [`WINDOW`] bytes (see [`Reader`]).
+///
+/// # Errors
+/// What reading gave (meta tensors: [`StorageError::NoData`](crate::StorageError::NoData)), or `f`'s error.
+pub fn for_each_window<E: From<crate::Error>>(
+    object: &TensorObject,
+    mut f: impl FnMut(&[u8]) -> Result<(), E>,
+) -> Result<(), E> {
+    let mut reader = Reader::new(object)?;
+    while let Some(w) = reader.next_window()? {
+        f(w)?;
+    }
+    Ok(())
+}
+
+/// SHA-256 of the tensor's logical elements (the empty string's hash when it
+/// has none); `progress` is told each window's size.
+///
+/// # Errors
+/// As [`for_each_window`].
+pub fn digest(object: &TensorObject, progress: impl Fn(u64)) -> Result<[u8; 32], crate::Error> {
+    let mut h = Sha256::new();
+    for_each_window(object, |w| {
+        h.update(w);
+        progress(w.len() as u64);
+        Ok::<_, crate::Error>(())
+    })?;
+    Ok(h.finalize().into())
+}
+
+/// The [`digest`] of each tensor given (`None` where none is given), in
+/// order, computed on every core: the tensors, largest first, go to one
+/// thread per core as each finishes the one before (SHA-256 itself is
+/// sequential within a tensor). `progress` is told each window's size, from
+/// any of the threads.
+pub fn digest_all(
+    objects: &[Option<&TensorObject>],
+    progress: impl Fn(u64) + Sync,
+) -> Vec<Result<Option<[u8; 32]>, crate::Error>> {
+    let mut order: Vec<usize> = (0..objects.len())
+        .filter(|&i| objects[i].is_some())
+        .collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(objects[i].map_or(0, |o| o.tensor.nbytes())));
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(order.len())
+        .max(1);
+    let next = AtomicUsize::new(0);
+    let slots: Vec<OnceLock<Result<[u8; 32], crate::Error>>> =
+        (0..objects.len()).map(|_| OnceLock::new()).collect();
+    let work = || loop {
+        let k = next.fetch_add(1, Ordering::Relaxed);
+        let Some(&i) = order.get(k) else { break };
+        if let Some(object) = objects[i] {
+            let _ = slots[i].set(digest(object, &progress));
+        }
+    };
+    std::thread::scope(|s| {
+        for _ in 1..threads {
+            s.spawn(work);
+        }
+        work();
+    });
+    slots
+        .into_iter()
+        .map(|slot| slot.into_inner().transpose())
+        .collect()
+}
+
+/// Hex SHA-256 of the tensor's logical elements (see [`digest`]).
+///
+/// # Errors
+/// As [`for_each_window`].
+pub fn sha256(object: &TensorObject, progress: impl Fn(u64)) -> Result<String, crate::Error> {
+    digest(object, progress).map(hex::encode)
+}
+
+/// The content a manifest says a checkpoint holds (`stowage manifest`'s
+/// JSON, `docs/manifest.md`): each tensor's dtype, shape and digest by name,
+/// for a load to check what it reads against
+/// ([`LoadOptions::with_expected`](crate::LoadOptions::with_expected)).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Expected {
+    tensors: BTreeMap<String, ExpectedTensor>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct ExpectedTensor {
+    dtype: String,
+    shape: Vec<usize>,
+    sha256: [u8; 32],
+}
+
+impl Expected {
+    /// The tensors a manifest lists, from its JSON text.
+    ///
+    /// # Errors
+    /// [`FormatError::BadObject`]: not a manifest of the `stowage-manifest/1`
+    /// format, or an entry without its fields, or a name listed twice.
+    pub fn from_manifest_json(text: &str) -> Result<Expected> {
+        let bad = |found: String| {
+            Error::Format(FormatError::BadObject {
+                context: "content manifest",
+                expected: "stowage manifest's JSON (stowage-manifest/1)",
+                found,
+            })
+        };
+        let doc: serde_json::Value =
+            serde_json::from_str(text).map_err(|e| bad(format!("invalid JSON: {e}")))?;
+        if doc["format"] != "stowage-manifest/1" {
+            return Err(bad(format!("format {}", doc["format"])));
+        }
+        let entries = doc["tensors"]
+            .as_array()
+            .ok_or_else(|| bad("no \"tensors\" list".into()))?;
+        let mut tensors = BTreeMap::new();
+        for e in entries {
+            let name = e["name"]
+                .as_str()
+                .ok_or_else(|| bad(format!("an entry {e}")))?;
+            let dtype = e["dtype"]
+                .as_str()
+                .ok_or_else(|| bad(format!("an entry {e}")))?;
+            let shape = e["shape"]
+                .as_array()
+                .and_then(|s| {
+                    s.iter()
+                        .map(|n| n.as_u64().and_then(|n| usize::try_from(n).ok()))
+                        .collect()
+                })
+                .ok_or_else(|| bad(format!("an entry {e}")))?;
+            let mut sha256 = [0u8; 32];
+            e["sha256"]
+                .as_str()
+                .and_then(|h| hex::decode_to_slice(h, &mut sha256).ok())
+                .ok_or_else(|| bad(format!("an entry {e}")))?;
+            let entry = ExpectedTensor {
+                dtype: dtype.to_owned(),
+                shape,
+                sha256,
+            };
+            if tensors.insert(name.to_owned(), entry).is_some() {
+                return Err(bad(format!("{name:?} listed twice")));
+            }
+        }
+        Ok(Expected { tensors })
+    }
+
+    /// How many tensors the manifest lists.
+    pub fn len(&self) -> usize {
+        self.tensors.len()
+    }
+
+    /// Whether the manifest lists no tensor.
+    pub fn is_empty(&self) -> bool {
+        self.tensors.is_empty()
+    }
+
+    /// Checks every tensor of `ckpt` against the manifest, the digests
+    /// computed on every core: each must be listed, with its dtype, shape and
+    /// digest, and every tensor listed must be there.
+    ///
+    /// # Errors
+    /// [`FormatError::ContentMismatch`] for the first tensor (in name order)
+    /// that differs, is not listed or is missing, in [`Error::AtPath`];
+    /// [`CheckpointError::Unsupported`] for a sparse or nested tensor
+    /// (`stowage verify --manifest` checks those); what reading a tensor gave.
+    pub fn check(&self, ckpt: &Checkpoint) -> Result<()> {
+        let mut found: Vec<(String, &TensorObject)> = Vec::new();
+        for (path, object) in ckpt.tensors()? {
+            if !matches!(object.kind, TensorKind::Strided) {
+                return Err(Error::Checkpoint(CheckpointError::Unsupported {
+                    what: "checking a sparse or nested tensor against a manifest while loading (use stowage verify --manifest)".into(),
+                })
+                .at_path(dotted(&path)));
+            }
+            found.push((dotted(&path), object));
+        }
+        found.sort_by(|a, b| a.0.cmp(&b.0));
+        let mismatch = |name: &str, expected: String, found: String| {
+            Error::Format(FormatError::ContentMismatch {
+                name: name.to_owned(),
+                expected,
+                found,
+            })
+            .at_path(name.to_owned())
+        };
+        for (name, object) in &found {
+            let t = &object.tensor;
+            let Some(want) = self.tensors.get(name) else {
+                return Err(mismatch(
+                    name,
+                    "no such tensor".into(),
+                    format!("{} {:?}", t.dtype().name(), t.shape()),
+                ));
+            };
+            let (dtype, shape) = (t.dtype().name(), t.shape().to_vec());
+            if want.dtype != dtype || want.shape != shape {
+                return Err(mismatch(
+                    name,
+                    format!("{} {:?}", want.dtype, want.shape),
+                    format!("{dtype} {shape:?}"),
+                ));
+            }
+        }
+        if let Some(name) = self
+            .tensors
+            .keys()
+            .find(|n| found.binary_search_by(|f| f.0.as_str().cmp(n)).is_err())
+        {
+            return Err(mismatch(name, "a tensor".into(), "no such tensor".into()));
+        }
+        let objects: Vec<Option<&TensorObject>> = found.iter().map(|(_, o)| Some(*o)).collect();
+        for ((name, _), digest) in found.iter().zip(digest_all(&objects, |_| ())) {
+            let digest = digest
+                .map_err(|e| e.at_path(name.clone()))?
+                .unwrap_or_default();
+            let want = &self.tensors[name];
+            if digest != want.sha256 {
+                return Err(mismatch(
+                    name,
+                    format!("sha256 {}", hex::encode(want.sha256)),
+                    format!("sha256 {}", hex::encode(digest)),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
