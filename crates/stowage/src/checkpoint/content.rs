@@ -13,7 +13,8 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
-use crate::checkpoint::{dotted, Checkpoint, TensorKind, TensorObject};
+use crate::checkpoint::value::graph::{dotted, Checkpoint, TensorObject};
+use crate::checkpoint::value::kind::TensorKind;
 use crate::error::{CheckpointError, ErrorContext, FormatError, StorageError};
 use crate::{Error, Result, Tensor};
 use sha2::{Digest, Sha256};
