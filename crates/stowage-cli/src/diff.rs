@@ -32,6 +32,10 @@ pub struct Args {
     /// Do not compare which tensors share a storage
     #[arg(long)]
     ignore_sharing: bool,
+    /// Compare by content instead, whatever the names and formats: the tensors identical,
+    /// changed, moved to other names, only on one side, and the bytes B shares with A
+    #[arg(long, conflicts_with_all = ["atol", "rtol", "ignore_sharing"])]
+    content: bool,
 }
 
 /// A tolerance: a finite number, zero or more.
@@ -44,6 +48,20 @@ fn tolerance(s: &str) -> Result<f64, String> {
 
 /// Runs `diff`.
 pub fn run(args: Args, cx: &Context, out: &mut dyn Write) -> Result<ExitCode, Failure> {
+    if args.content {
+        let report = stowage_commands::content_diff::content_diff(&args.a, &args.b, cx)?;
+        if args.json {
+            serde_json::to_writer(&mut *out, &report).map_err(std::io::Error::from)?;
+            writeln!(out)?;
+        } else {
+            report.write_text(out)?;
+        }
+        return Ok(if report.is_same() {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::from(1)
+        });
+    }
     let mut options = DiffOptions::default().with_ignore_sharing(args.ignore_sharing);
     if args.atol.is_some() || args.rtol.is_some() {
         options = options.with_tolerance(args.atol.unwrap_or(0.0), args.rtol.unwrap_or(0.0))?;

@@ -34,6 +34,7 @@ mod progress;
 mod transfer;
 mod values;
 
+pub mod content_diff;
 pub mod convert;
 pub mod diff;
 pub mod inspect;

@@ -91,6 +91,18 @@ pub fn manifest(py: Python<'_>, src: PathBuf, inert: bool) -> PyResult<Py<PyAny>
     Ok(to_python(py, &doc)?.unbind())
 }
 
+/// `stowage diff --content --json`'s object for `a` and `b`.
+#[pyfunction]
+pub fn diff_content(py: Python<'_>, a: PathBuf, b: PathBuf) -> PyResult<Py<PyAny>> {
+    let doc = py
+        .detach(|| {
+            let report = stowage_commands::content_diff::content_diff(&a, &b, &context(false))?;
+            serde_json::to_value(&report).map_err(|e| CommandError::Output(e.into()))
+        })
+        .map_err(|e| to_py(py, e))?;
+    Ok(to_python(py, &doc)?.unbind())
+}
+
 /// `stowage diff --json`'s object for `a` and `b`.
 #[pyfunction]
 #[pyo3(signature = (a, b, *, atol = 0.0, rtol = 0.0))]

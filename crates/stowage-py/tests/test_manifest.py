@@ -174,3 +174,19 @@ def test_a_load_checks_what_it_reads_against_a_manifest(tmp_path):
     with pytest.raises(stowage.StowageError, match="lazy"):
         stowage.load(tmp_path / "good.pt", expect=manifest, lazy=True)
 
+
+
+def test_diff_by_content_of_a_fine_tune_against_its_base(tmp_path):
+    base = state_dict()
+    torch.save(base, tmp_path / "base.pt")
+    tuned = dict(base)
+    tuned["layers.0.weight"] = base["layers.0.weight"] + 0.01  # trained
+    tuned["head.weight"] = torch.randn(4, 8)  # a new head
+    safetensors.torch.save_file(tuned, tmp_path / "tuned.safetensors")
+    d = stowage.diff(tmp_path / "base.pt", tmp_path / "tuned.safetensors", content=True)
+    assert [c["name"] for c in d["changed"]] == ["layers.0.weight"]
+    assert [e["name"] for e in d["only_in_b"]] == ["head.weight"] and d["only_in_a"] == [] and d["moved"] == []
+    assert d["identical"] == len(base) - 1
+    kept = sum(v.numel() * v.element_size() for k, v in base.items() if k != "layers.0.weight")
+    assert d["shared_bytes"] == kept
+    assert d["b_bytes"] == sum(v.numel() * v.element_size() for v in tuned.values())

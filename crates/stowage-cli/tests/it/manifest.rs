@@ -177,3 +177,70 @@ fn verify_checks_content_against_a_manifest() {
     ]);
     assert_eq!(out.status.code(), Some(2));
 }
+
+#[test]
+fn diff_by_content_finds_what_is_shared_across_names_and_formats() {
+    use stowage::{Checkpoint, Tensor};
+    let tmp = tempfile::tempdir().unwrap();
+    let t = |v: Vec<f32>| Tensor::from_vec(v.clone(), &[v.len()]).unwrap();
+    let a = Checkpoint::from_state_dict([
+        ("x", t(vec![1.0; 100])),
+        ("y", t(vec![2.0; 10])),
+        ("z", t(vec![3.0; 50])),
+    ]);
+    // B: x kept, y changed, z's content under the name w, v new; as safetensors.
+    let b = Checkpoint::from_state_dict([
+        ("x", t(vec![1.0; 100])),
+        ("y", t(vec![2.5; 10])),
+        ("w", t(vec![3.0; 50])),
+        ("v", t(vec![4.0; 7])),
+    ]);
+    let (pa, pb) = (tmp.path().join("a.pt"), tmp.path().join("b.pt"));
+    stowage::save(&pa, &a).unwrap();
+    stowage::save(&pb, &b).unwrap();
+    let sb = tmp.path().join("b.safetensors");
+    convert(&pb, &sb, &[]);
+    let out = stowage(&[
+        "diff".as_ref(),
+        "--content".as_ref(),
+        "--json".as_ref(),
+        pa.as_os_str(),
+        sb.as_os_str(),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let d: Json = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(d["identical"], 1);
+    assert_eq!(d["changed"][0]["name"], "y");
+    assert_eq!(d["moved"][0]["a"], serde_json::json!(["z"]));
+    assert_eq!(d["moved"][0]["b"], serde_json::json!(["w"]));
+    assert_eq!(d["only_in_a"], serde_json::json!([]));
+    assert_eq!(d["only_in_b"][0]["name"], "v");
+    assert_eq!(d["shared_bytes"], 4 * (100 + 50));
+    assert_eq!(d["b_bytes"], 4 * (100 + 10 + 50 + 7));
+    let text = stowage(&[
+        "diff".as_ref(),
+        "--content".as_ref(),
+        pa.as_os_str(),
+        sb.as_os_str(),
+    ]);
+    let text = String::from_utf8_lossy(&text.stdout).into_owned();
+    assert!(text.contains("w: the same content as z in A"), "{text}");
+    assert!(
+        text.trim_end()
+            .ends_with("B shares 600 B of its 668 B with A (89.8%)"),
+        "{text}"
+    );
+    // A checkpoint against its own conversion: the same.
+    let same = stowage(&[
+        "diff".as_ref(),
+        "--content".as_ref(),
+        pb.as_os_str(),
+        sb.as_os_str(),
+    ]);
+    assert_eq!(
+        same.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&same.stdout)
+    );
+}

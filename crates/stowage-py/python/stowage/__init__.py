@@ -356,6 +356,7 @@ def diff(
     *,
     atol: float = 0.0,
     rtol: float = 0.0,
+    content: bool = False,
 ) -> Dict[str, Any]:
     """Compares two checkpoints tensor by tensor (presence, dtype, shape,
     values, storage sharing) and value by value: exactly the JSON of
@@ -363,7 +364,16 @@ def diff(
     [...]}``. Elements are compared bit for bit unless ``atol`` or ``rtol``
     is given; then floating and complex elements match as in
     ``torch.allclose``.
+
+    ``content=True`` compares by content instead, whatever the names and
+    formats (``stowage diff --content --json``): ``{"identical", "changed",
+    "moved", "only_in_a", "only_in_b", "a_bytes", "b_bytes",
+    "shared_bytes"}``, the last the bytes of B's content A holds too.
     """
+    if content:
+        if atol or rtol:
+            raise ValueError("content=True compares digests: no tolerance applies")
+        return _stowage.diff_content(os.fspath(a), os.fspath(b))
     return _stowage.diff(os.fspath(a), os.fspath(b), atol=float(atol), rtol=float(rtol))
 
 

@@ -66,7 +66,7 @@ def manifest(src: _Path, *, inert: bool = False) -> Dict[str, Any]:
     """A checkpoint's content manifest (stowage manifest's JSON): the same in every format."""
     ...
 
-def diff(a: _Path, b: _Path, *, atol: float = 0.0, rtol: float = 0.0) -> Dict[str, Any]:
+def diff(a: _Path, b: _Path, *, atol: float = 0.0, rtol: float = 0.0, content: bool = False) -> Dict[str, Any]:
     """The JSON of stowage diff --json, as a dict: {"same": bool, "differences": [...]}."""
     ...
 
