@@ -21,6 +21,11 @@ fi
 if ! "$py" -c "import transformers" >/dev/null 2>&1; then
   "$py" -m pip install --quiet transformers >&2
 fi
+# cryptography, to sign and verify a manifest's OMS statement through DSSE
+# with a local key (tests/test_manifest.py).
+if ! "$py" -c "import cryptography" >/dev/null 2>&1; then
+  "$py" -m pip install --quiet cryptography >&2
+fi
 # JAX and MLX for framework="jax"/"mlx" (tests/test_frameworks.py). MLX's
 # Linux wheels are CPU-only and x86-64/aarch64 with glibc 2.35 or newer;
 # where none fits, its tests skip, and say so.

@@ -20,13 +20,31 @@ pub struct Args {
     /// Write the manifest to FILE (replacing it only once complete) instead of stdout
     #[arg(long, short = 'o', value_name = "FILE")]
     output: Option<PathBuf>,
+    /// Write it as an in-toto statement in OpenSSF Model Signing's v1.0 layout, one resource
+    /// per tensor, for a DSSE signer to sign as it is
+    #[arg(long)]
+    oms: bool,
+    /// With --oms: the model's name in the statement's subject (default: SRC's file or
+    /// folder name)
+    #[arg(long, requires = "oms")]
+    name: Option<String>,
 }
 
 /// Runs `manifest`.
 pub fn run(args: Args, cx: &Context, out: &mut dyn Write) -> Result<ExitCode, Failure> {
     let m = manifest(&args.file, cx, &ManifestOptions::default())?;
-    let Some(path) = args.output else {
-        m.write_json(out)?;
+    let write = |out: &mut dyn Write| -> Result<(), Failure> {
+        if args.oms {
+            let name = args.name.clone().unwrap_or_else(|| model_name(&args.file));
+            serde_json::to_writer(&mut *out, &m.to_oms_statement(&name)).map_err(std::io::Error::from)?;
+            writeln!(out)?;
+        } else {
+            m.write_json(out)?;
+        }
+        Ok(())
+    };
+    let Some(path) = args.output.clone() else {
+        write(out)?;
         return Ok(ExitCode::SUCCESS);
     };
     // A sibling, renamed over FILE once written: a failure leaves FILE as it was.
@@ -38,7 +56,7 @@ pub fn run(args: Args, cx: &Context, out: &mut dyn Write) -> Result<ExitCode, Fa
     ));
     let written = (|| -> Result<(), Failure> {
         let mut file = std::io::BufWriter::new(std::fs::File::create(&tmp)?);
-        m.write_json(&mut file)?;
+        write(&mut file)?;
         file.into_inner().map_err(|e| e.into_error())?.sync_all()?;
         std::fs::rename(&tmp, &path)?;
         Ok(())
@@ -48,4 +66,16 @@ pub fn run(args: Args, cx: &Context, out: &mut dyn Write) -> Result<ExitCode, Fa
     }
     written?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The model's name a statement's subject gets: the last part of SRC's
+/// path or URL (a folder's name for a folder).
+fn model_name(src: &std::path::Path) -> String {
+    let text = src.to_string_lossy();
+    text.trim_end_matches('/')
+        .rsplit('/')
+        .next()
+        .filter(|n| !n.is_empty())
+        .unwrap_or("model")
+        .to_owned()
 }

@@ -141,6 +141,42 @@ impl Manifest {
         out
     }
 
+    /// The manifest as an in-toto statement in the layout of OpenSSF Model
+    /// Signing (OMS) v1.0, for a DSSE signer to sign unchanged
+    /// (`docs/manifest.md`): one resource per tensor (its name, `sha256`,
+    /// its digest), the subject `name` with OMS's root digest (the SHA-256
+    /// of the resources' digests, as bytes, in order), and the serialization
+    /// method `stowage-tensors` with this manifest's own digests.
+    pub fn to_oms_statement(&self, name: &str) -> Json {
+        let mut root = Sha256::new();
+        let mut resources = Vec::with_capacity(self.tensors.len());
+        for e in &self.tensors {
+            let mut raw = [0u8; 32];
+            if hex::decode_to_slice(&e.sha256, &mut raw).is_ok() {
+                root.update(raw);
+            }
+            resources.push(
+                serde_json::json!({"algorithm": "sha256", "digest": e.sha256, "name": e.name}),
+            );
+        }
+        serde_json::json!({
+            "_type": "https://in-toto.io/Statement/v1",
+            "predicate": {
+                "resources": resources,
+                "serialization": {
+                    "hash_type": "sha256",
+                    "manifest_format": FORMAT,
+                    "method": "stowage-tensors",
+                    "root_sha256": self.root_sha256,
+                    "tensors": self.tensors.iter().map(|e| serde_json::json!({"dtype": e.dtype, "name": e.name, "shape": e.shape})).collect::<Vec<_>>(),
+                    "values_sha256": self.values_sha256,
+                },
+            },
+            "predicateType": "https://model_signing/signature/v1.0",
+            "subject": [{"digest": {"sha256": hex::encode(root.finalize())}, "name": name}],
+        })
+    }
+
     /// Writes the JSON object, and a newline.
     ///
     /// # Errors

@@ -79,13 +79,21 @@ pub fn inspect(py: Python<'_>, src: PathBuf, hashes: bool, inert: bool) -> PyRes
 
 /// `stowage manifest`'s object for `src`.
 #[pyfunction]
-#[pyo3(signature = (src, *, inert = false))]
-pub fn manifest(py: Python<'_>, src: PathBuf, inert: bool) -> PyResult<Py<PyAny>> {
+#[pyo3(signature = (src, *, inert = false, oms_name = None))]
+pub fn manifest(
+    py: Python<'_>,
+    src: PathBuf,
+    inert: bool,
+    oms_name: Option<String>,
+) -> PyResult<Py<PyAny>> {
     let doc = py
         .detach(|| {
             let options = stowage_commands::manifest::ManifestOptions::default();
             let m = stowage_commands::manifest::manifest(&src, &context(inert), &options)?;
-            serde_json::to_value(&m).map_err(|e| CommandError::Output(e.into()))
+            match &oms_name {
+                Some(name) => Ok(m.to_oms_statement(name)),
+                None => serde_json::to_value(&m).map_err(|e| CommandError::Output(e.into())),
+            }
         })
         .map_err(|e| to_py(py, e))?;
     Ok(to_python(py, &doc)?.unbind())

@@ -190,3 +190,57 @@ def test_diff_by_content_of_a_fine_tune_against_its_base(tmp_path):
     kept = sum(v.numel() * v.element_size() for k, v in base.items() if k != "layers.0.weight")
     assert d["shared_bytes"] == kept
     assert d["b_bytes"] == sum(v.numel() * v.element_size() for v in tuned.values())
+
+
+def _pae(payload_type: bytes, body: bytes) -> bytes:
+    """DSSE's pre-authentication encoding, what a DSSE signature signs."""
+    return b"DSSEv1 %d %s %d %s" % (len(payload_type), payload_type, len(body), body)
+
+
+def test_an_oms_statement_is_signed_and_verified_through_dsse(tmp_path):
+    import base64
+
+    from cryptography.exceptions import InvalidSignature
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    sd = state_dict()
+    torch.save(sd, tmp_path / "model.pt")
+    statement = stowage.manifest(tmp_path / "model.pt", oms=True)
+    # The layout model-signing writes and reads (OMS v1.0): one resource per
+    # tensor, the subject's digest over the resources' digests in order.
+    assert statement["_type"] == "https://in-toto.io/Statement/v1"
+    assert statement["predicateType"] == "https://model_signing/signature/v1.0"
+    resources = statement["predicate"]["resources"]
+    assert [r["name"] for r in resources] == sorted(sd)
+    assert all(r["algorithm"] == "sha256" and r["digest"] == tensor_sha256(sd[r["name"]]) for r in resources)
+    root = hashlib.sha256(b"".join(bytes.fromhex(r["digest"]) for r in resources)).hexdigest()
+    assert statement["subject"] == [{"name": "model.pt", "digest": {"sha256": root}}]
+    assert statement["predicate"]["serialization"]["method"] == "stowage-tensors"
+    # Signed unchanged, as a DSSE envelope, with a local key.
+    key = ec.generate_private_key(ec.SECP256R1())
+    payload_type = b"application/vnd.in-toto+json"
+    body = json.dumps(statement).encode()
+    envelope = {
+        "payload": base64.b64encode(body).decode(),
+        "payloadType": payload_type.decode(),
+        "signatures": [{"sig": base64.b64encode(key.sign(_pae(payload_type, body), ec.ECDSA(hashes.SHA256()))).decode()}],
+    }
+    # A verifier: the signature over exactly those bytes, then every tensor
+    # recomputed from what torch.load gives.
+    signed = base64.b64decode(envelope["payload"])
+    key.public_key().verify(base64.b64decode(envelope["signatures"][0]["sig"]),
+                            _pae(envelope["payloadType"].encode(), signed), ec.ECDSA(hashes.SHA256()))
+    got = json.loads(signed)
+    loaded = torch.load(tmp_path / "model.pt", weights_only=True)
+    assert {r["name"]: r["digest"] for r in got["predicate"]["resources"]} == {k: tensor_sha256(v) for k, v in loaded.items()}
+    # The same statement from the checkpoint in another form: one signature serves both.
+    safetensors.torch.save_file(sd, tmp_path / "model.safetensors")
+    other = stowage.manifest(tmp_path / "model.safetensors", oms=True, name="model.pt")
+    key.public_key().verify(base64.b64decode(envelope["signatures"][0]["sig"]),
+                            _pae(payload_type, json.dumps(other).encode()), ec.ECDSA(hashes.SHA256()))
+    # A changed statement fails.
+    got["predicate"]["resources"][0]["digest"] = "0" * 64
+    with pytest.raises(InvalidSignature):
+        key.public_key().verify(base64.b64decode(envelope["signatures"][0]["sig"]),
+                                _pae(payload_type, json.dumps(got).encode()), ec.ECDSA(hashes.SHA256()))

@@ -244,3 +244,38 @@ fn diff_by_content_finds_what_is_shared_across_names_and_formats() {
         String::from_utf8_lossy(&same.stdout)
     );
 }
+
+#[test]
+fn an_oms_statement_lists_each_tensor_under_its_root() {
+    let src = fixtures().join("state_dict.pt");
+    let m = manifest(&src);
+    let out = stowage(&[
+        "manifest".as_ref(),
+        src.as_os_str(),
+        "--oms".as_ref(),
+        "--name".as_ref(),
+        "m".as_ref(),
+    ]);
+    assert!(out.status.success());
+    let st: Json = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(st["predicateType"], "https://model_signing/signature/v1.0");
+    let resources = st["predicate"]["resources"].as_array().unwrap();
+    let tensors = m["tensors"].as_array().unwrap();
+    assert_eq!(resources.len(), tensors.len());
+    let mut root = Sha256::new();
+    for (r, t) in resources.iter().zip(tensors) {
+        assert_eq!(r["name"], t["name"]);
+        assert_eq!(r["digest"], t["sha256"]);
+        let digest: Vec<u8> = (0..32)
+            .map(|i| {
+                u8::from_str_radix(&r["digest"].as_str().unwrap()[2 * i..2 * i + 2], 16).unwrap()
+            })
+            .collect();
+        root.update(&digest);
+    }
+    assert_eq!(st["subject"][0]["name"], "m");
+    assert_eq!(
+        st["subject"][0]["digest"]["sha256"].as_str().unwrap(),
+        hex(&root.finalize())
+    );
+}

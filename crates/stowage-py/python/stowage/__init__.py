@@ -335,7 +335,13 @@ def inspect(
     return _stowage.inspect(os.fspath(src), hashes=hashes, inert=inert)
 
 
-def manifest(src: Union[str, "os.PathLike[str]"], *, inert: bool = False) -> Dict[str, Any]:
+def manifest(
+    src: Union[str, "os.PathLike[str]"],
+    *,
+    inert: bool = False,
+    oms: bool = False,
+    name: Optional[str] = None,
+) -> Dict[str, Any]:
     """A checkpoint's content manifest: exactly the JSON of ``stowage
     manifest``, as a dict (``docs/manifest.md``)::
 
@@ -346,8 +352,20 @@ def manifest(src: Union[str, "os.PathLike[str]"], *, inert: bool = False) -> Dic
     (``.pt``, safetensors, a sharded set, a DCP at any world size, by URL):
     each tensor's ``sha256`` is that of its logical elements, row-major and
     little-endian, whatever its container.
+
+    ``oms=True`` gives it as an in-toto statement in OpenSSF Model Signing's
+    v1.0 layout (``stowage manifest --oms``), one resource per tensor, its
+    subject ``name`` (default: the file or folder name), for a DSSE signer
+    to sign as it is.
     """
-    return _stowage.manifest(os.fspath(src), inert=inert)
+    path = os.fspath(src)
+    if not oms:
+        if name is not None:
+            raise ValueError("name= names the model in an OMS statement: give oms=True")
+        return _stowage.manifest(path, inert=inert)
+    if name is None:
+        name = os.path.basename(path.rstrip("/")) or "model"
+    return _stowage.manifest(path, inert=inert, oms_name=name)
 
 
 def diff(

@@ -62,7 +62,9 @@ def inspect(src: _Path, *, hashes: bool = True, inert: bool = False) -> Dict[str
     """The JSON of stowage inspect --json, as a dict: storages, tensors, values (and objects)."""
     ...
 
-def manifest(src: _Path, *, inert: bool = False) -> Dict[str, Any]:
+def manifest(
+    src: _Path, *, inert: bool = False, oms: bool = False, name: Optional[str] = None
+) -> Dict[str, Any]:
     """A checkpoint's content manifest (stowage manifest's JSON): the same in every format."""
     ...
 
