@@ -170,9 +170,20 @@ def test_a_load_checks_what_it_reads_against_a_manifest(tmp_path):
     torch.save({k: v for k, v in sd.items() if k != "scale"}, tmp_path / "less.pt")
     with pytest.raises(stowage.CorruptCheckpointError, match="scale"):
         stowage.load(tmp_path / "less.pt", expect=manifest)
-    # A lazy load reads nothing to check: refused, not skipped.
-    with pytest.raises(stowage.StowageError, match="lazy"):
-        stowage.load(tmp_path / "good.pt", expect=manifest, lazy=True)
+    # A lazy load checks each tensor when its entry is first read, and the
+    # names at once.
+    lazy = stowage.load(tmp_path / "bad.safetensors", expect=manifest, lazy=True)
+    assert torch.equal(lazy["embed.weight"], sd["embed.weight"])
+    with pytest.raises(stowage.CorruptCheckpointError, match=r"layers\.1\.weight.*sha256"):
+        lazy["layers.1.weight"]
+    with pytest.raises(stowage.CorruptCheckpointError):  # nothing was kept: it fails again
+        lazy["layers.1.weight"]
+    with pytest.raises(stowage.CorruptCheckpointError, match="extra"):
+        stowage.load(tmp_path / "extra.pt", expect=manifest, lazy=True)
+    with pytest.raises(stowage.CorruptCheckpointError, match="scale"):
+        stowage.load(tmp_path / "less.pt", expect=manifest, lazy=True)
+    good = stowage.load(tmp_path / "good.pt", expect=manifest, lazy=True)
+    assert all(torch.equal(good[k], v) for k, v in sd.items())
 
 
 

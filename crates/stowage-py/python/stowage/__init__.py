@@ -14,6 +14,7 @@ it.
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any, BinaryIO, Dict, Iterable, Optional, Union
 
@@ -108,7 +109,8 @@ def load(
         of a file ``stowage manifest -o`` wrote): every tensor read is
         hashed and checked against it; one that differs, is missing or is
         not listed raises ``CorruptCheckpointError`` naming the tensor, the
-        expected digest and the found one. Eager and mmap loads only.
+        expected digest and the found one. A lazy load checks each tensor
+        when its entry is first read, and the names when it returns.
     weights_only: ``None`` or ``True``, as stowage always loads; ``False``
         is refused: stowage never runs the pickle (``inert=True`` gives the
         objects a full unpickle would build, as ``InertObject``s).
@@ -154,9 +156,12 @@ def load(
         allow_globals=list(allow_globals),
         map_location=location,
         huge_pages=huge_pages,
-        expect=_manifest_text(expect),
+        # A lazy load checks each tensor as it is read (`lazy_tree`).
+        expect=None if lazy else _manifest_text(expect),
     )
-    return lazy_tree(loaded) if lazy else loaded
+    if not lazy:
+        return loaded
+    return lazy_tree(loaded, None if expect is None else json.loads(_manifest_text(expect) or "{}"))
 
 
 def _manifest_text(expect: Any) -> Optional[str]:
@@ -165,8 +170,6 @@ def _manifest_text(expect: Any) -> Optional[str]:
     if expect is None:
         return None
     if isinstance(expect, dict):
-        import json
-
         return json.dumps(expect)
     with open(os.fspath(expect), encoding="utf-8") as f:
         return f.read()
