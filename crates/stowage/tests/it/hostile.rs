@@ -610,3 +610,47 @@ fn memo_doubling_over_a_tensor_is_refused_quickly_in_bounded_memory() {
         );
     }
 }
+
+/// A structure shared 2**40 times over (as `torch.save` memoizes it: 41
+/// distinct objects) goes into a safetensors file and a sharded set, and
+/// back, in time and size linear in its distinct objects: each container
+/// once, the rest as refs, its tensor written once (issue 43, item 2).
+#[test]
+fn shared_structures_go_to_safetensors_once_and_come_back_shared() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("laughs.safetensors");
+    let set = dir.path().join("set");
+    let (out2, set2) = (out.clone(), set.clone());
+    let w = Tensor::from_vec(vec![1.0f32, 2.0, 3.0], &[3]).unwrap();
+    let inner = PyValue::Shared(Arc::new(PyValue::OrderedDict(vec![
+        ("t".into(), w.clone().into()),
+        ("a".into(), PyValue::Int(1)),
+    ])));
+    let mut top = inner;
+    for _ in 0..40 {
+        top = PyValue::Shared(Arc::new(PyValue::list([top.clone(), top])));
+    }
+    let ckpt = Checkpoint::from_value(PyValue::OrderedDict(vec![("root".into(), top)])).unwrap();
+    let (back, set_back) = within("a shared structure through safetensors", LIMIT, move || {
+        stowage::checkpoint::safetensors::save(&out2, &ckpt).unwrap();
+        let options = stowage::checkpoint::sharded::ShardOptions::default();
+        stowage::checkpoint::sharded::save_sharded(&set2, &ckpt, &options).unwrap();
+        (stowage::load(&out2).unwrap(), stowage::load(&set2).unwrap())
+    });
+    assert!(
+        std::fs::metadata(&out).unwrap().len() < 4096,
+        "the file is linear in distinct objects"
+    );
+    for ckpt in [&back, &set_back] {
+        // The tensor is there once, under the first path's name.
+        let tensors = ckpt.tensors_once().unwrap();
+        assert_eq!(tensors.len(), 1);
+        assert_eq!(
+            tensors[0].1.tensor.to_vec::<f32>().unwrap(),
+            vec![1.0, 2.0, 3.0]
+        );
+        // Both halves of every level are one object again.
+        let leaves = ckpt.root_value().leaves_once().unwrap();
+        assert_eq!(leaves.len(), 1, "one value, `a`, reached once");
+    }
+}

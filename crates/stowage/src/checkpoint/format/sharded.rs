@@ -406,7 +406,9 @@ pub use super::parts::PendingRank;
 /// What a single-file save of the shards gives (an unsupported dtype names the
 /// tensor), I/O errors; all wrapped in [`Error::InFile`] naming `dir`.
 pub fn save_sharded(dir: &Path, ckpt: &Checkpoint, options: &ShardOptions) -> Result<SavedSet> {
-    let tensors = ckpt.tensors()?;
+    // A container held at several places is written once, at its first (the
+    // structure kept with the set records the rest as refs).
+    let tensors = ckpt.tensors_once()?;
     let plan = divided(plan(&tensors, options)?, &tensors, options)?;
     let format = options.format;
     let count = plan.shards.len();

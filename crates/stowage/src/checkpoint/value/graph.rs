@@ -123,6 +123,17 @@ pub fn dotted(path: &[PathKey]) -> String {
         .join(".")
 }
 
+/// The state of a walk for tensors ([`Checkpoint::tensors`]).
+struct Walk {
+    path: Vec<PathKey>,
+    /// The containers on the path (with `once`: every container entered).
+    on_path: HashSet<NodeId>,
+    budget: usize,
+    /// For each node, whether a tensor is reachable from it.
+    holds: Vec<bool>,
+    once: bool,
+}
+
 /// A loaded (or to-be-saved) checkpoint: the object graph and its storages.
 #[derive(Clone, Debug)]
 pub struct Checkpoint {
@@ -211,19 +222,36 @@ impl Checkpoint {
         &'a self,
         start: &'a Value<Object>,
     ) -> Result<Vec<(Vec<PathKey>, &'a TensorObject)>> {
+        self.tensors_walk(start, false)
+    }
+
+    /// Like [`tensors`](Self::tensors), but a container reachable by several
+    /// paths is walked once, at its first path (in pickle order): linear in
+    /// the graph's size however often a structure is shared (a pickle can
+    /// share one exponentially often, which [`tensors`](Self::tensors)
+    /// refuses). A tensor held directly at several paths is still listed at
+    /// each.
+    ///
+    /// # Errors
+    /// [`CheckpointError::LimitExceeded`] past [`MAX_PATHS`] visits.
+    pub fn tensors_once(&self) -> Result<Vec<(Vec<PathKey>, &TensorObject)>> {
+        self.tensors_walk(&self.root, true)
+    }
+
+    fn tensors_walk<'a>(
+        &'a self,
+        start: &'a Value<Object>,
+        once: bool,
+    ) -> Result<Vec<(Vec<PathKey>, &'a TensorObject)>> {
         let mut out = Vec::new();
-        let mut path = Vec::new();
-        let mut on_path = HashSet::new();
-        let mut budget = MAX_PATHS;
-        let holds = self.nodes_holding_tensors();
-        self.walk(
-            start,
-            &mut path,
-            &mut on_path,
-            &mut budget,
-            &holds,
-            &mut out,
-        )?;
+        let mut walk = Walk {
+            path: Vec::new(),
+            on_path: HashSet::new(),
+            budget: MAX_PATHS,
+            holds: self.nodes_holding_tensors(),
+            once,
+        };
+        self.walk(start, &mut walk, &mut out)?;
         Ok(out)
     }
 
@@ -287,57 +315,58 @@ impl Checkpoint {
     fn walk<'a>(
         &'a self,
         v: &'a Value<Object>,
-        path: &mut Vec<PathKey>,
-        on_path: &mut HashSet<NodeId>,
-        budget: &mut usize,
-        holds: &[bool],
+        w: &mut Walk,
         out: &mut Vec<(Vec<PathKey>, &'a TensorObject)>,
     ) -> Result<()> {
-        *budget =
-            budget
-                .checked_sub(1)
-                .ok_or(Error::Checkpoint(CheckpointError::LimitExceeded {
-                    limit: "paths walked",
-                    value: MAX_PATHS as u64 + 1,
-                    max: MAX_PATHS as u64,
-                }))?;
+        let exceeded = |value: u64| {
+            Error::Checkpoint(CheckpointError::LimitExceeded {
+                limit: "paths walked",
+                value,
+                max: MAX_PATHS as u64,
+            })
+        };
+        w.budget = w
+            .budget
+            .checked_sub(1)
+            .ok_or_else(|| exceeded(MAX_PATHS as u64 + 1))?;
         let id = match v {
             Value::Ext(Object::Tensor(t)) => {
-                *budget = budget.checked_sub(path.len()).ok_or(Error::Checkpoint(
-                    CheckpointError::LimitExceeded {
-                        limit: "paths walked",
-                        value: (MAX_PATHS - *budget + path.len()) as u64,
-                        max: MAX_PATHS as u64,
-                    },
-                ))?;
-                out.push((path.clone(), t));
+                let steps = w.path.len();
+                w.budget = w
+                    .budget
+                    .checked_sub(steps)
+                    .ok_or_else(|| exceeded((MAX_PATHS - w.budget + steps) as u64))?;
+                out.push((w.path.clone(), t));
                 return Ok(());
             }
-            Value::Node(id) if holds.get(id.index()).copied().unwrap_or(false) => *id,
+            Value::Node(id) if w.holds.get(id.index()).copied().unwrap_or(false) => *id,
             _ => return Ok(()),
         };
-        // A cycle (a list containing itself) is walked once.
-        if !on_path.insert(id) {
+        // A cycle (a list containing itself) is walked once; with `once`,
+        // every container is.
+        if !w.on_path.insert(id) {
             return Ok(());
         }
         match self.graph.get(id) {
             Node::Dict(items) => {
                 for (k, v) in items {
-                    path.push(path_key(&self.graph, k));
-                    self.walk(v, path, on_path, budget, holds, out)?;
-                    path.pop();
+                    w.path.push(path_key(&self.graph, k));
+                    self.walk(v, w, out)?;
+                    w.path.pop();
                 }
             }
             Node::List(items) | Node::Tuple(items) => {
                 for (i, v) in items.iter().enumerate() {
-                    path.push(PathKey::Index(i as i64));
-                    self.walk(v, path, on_path, budget, holds, out)?;
-                    path.pop();
+                    w.path.push(PathKey::Index(i as i64));
+                    self.walk(v, w, out)?;
+                    w.path.pop();
                 }
             }
             _ => {}
         }
-        on_path.remove(&id);
+        if !w.once {
+            w.on_path.remove(&id);
+        }
         Ok(())
     }
 

@@ -244,7 +244,9 @@ pub fn save_with(path: &Path, ckpt: &Checkpoint, options: &SaveOptions) -> Resul
     // A sparse or nested tensor is written as its components, each under the
     // tensor's name and the component's (`weight.indices`, `weight.values`).
     let mut named: Vec<(String, Cow<'_, TensorObject>)> = Vec::new();
-    for (p, t) in ckpt.tensors()? {
+    // A container held at several places is written once, at its first
+    // (its structure records the rest as refs, `tree.rs`).
+    for (p, t) in ckpt.tensors_once()? {
         let name = dotted(&p);
         if t.kind.is_strided() {
             named.push((name, Cow::Borrowed(t)));

@@ -21,6 +21,15 @@
 //!       | {"dtype": NAME} | {"device": TEXT} | {"size": [INTEGER, …]}
 //!       | {"qscheme": …} | {"datetime": …} | {"ndarray": …} | …   the objects of `objects.rs`
 //!       | {"lost": KIND}                    a value not recorded (a bare storage, a large array, a cycle)
+//!       | {"ref": K}                        the container recorded with "id": K, again
+//!
+//! A container the checkpoint holds at several places (a pickle's memo: one
+//! object, many paths) is recorded once, at its first place, with an
+//! `"id": K` beside its tag, and is `{"ref": K}` everywhere after: the
+//! structure's size is linear in its distinct objects, however often they
+//! are shared, and a load rebuilds one object (`a is b`). Its tensors are
+//! written once, under the names of that first place. A file that uses
+//! refs says `"version": 2`; one without says 1, as before.
 //!
 //! A tensor node may carry a view: {"tensor": NAME, "view": {"of": OWNER,
 //! "offset": N, "stride": [N, …]}}. The file holds NAME as a copy of its own
@@ -56,8 +65,15 @@ use crate::{DType, Device, Error, Result};
 /// The `__metadata__` entry holding the structure.
 pub const TREE_KEY: &str = "stowage.tree";
 
-/// The version of the JSON this module writes and reads.
+/// The version of the JSON this module writes without refs, and reads.
 const VERSION: u64 = 1;
+
+/// The version of a tree that holds refs to shared containers.
+const VERSION_REFS: u64 = 2;
+
+/// The most bytes a tree may have: the `safetensors` crate refuses headers
+/// past 100 MB, and the tree is in the header.
+const MAX_TREE_BYTES: usize = 99_000_000;
 
 /// Whether `ckpt` is what a safetensors file holds without help: a dict of
 /// `str` keys to dense tensors (an `OrderedDict` state dict among them).
@@ -96,9 +112,49 @@ pub(crate) fn record(ckpt: &Checkpoint) -> Result<Option<String>> {
         budget: crate::checkpoint::value::graph::MAX_PATHS,
         ties,
         arrays: objects::MAX_ARRAYS_BYTES,
+        shared: shared_containers(ckpt),
+        ids: HashMap::new(),
+        refs: false,
     };
     let root = walk.node(&ckpt.root)?;
-    Ok(Some(json!({"version": VERSION, "root": root}).to_string()))
+    let version = if walk.refs { VERSION_REFS } else { VERSION };
+    let text = object([("version", json!(version)), ("root", root)]).to_string();
+    if text.len() > MAX_TREE_BYTES {
+        return Err(Error::Checkpoint(CheckpointError::LimitExceeded {
+            limit:
+                "bytes of the safetensors metadata entry stowage.tree (the header readers accept)",
+            value: text.len() as u64,
+            max: MAX_TREE_BYTES as u64,
+        }));
+    }
+    Ok(Some(text))
+}
+
+/// The containers the graph holds at more than one place.
+fn shared_containers(ckpt: &Checkpoint) -> std::collections::HashSet<NodeId> {
+    let mut seen = std::collections::HashSet::new();
+    let mut shared = std::collections::HashSet::new();
+    for (_, node) in ckpt.graph.iter() {
+        for v in node.values() {
+            if let Value::Node(c) = v {
+                if !seen.insert(*c) {
+                    shared.insert(*c);
+                }
+            }
+        }
+    }
+    shared
+}
+
+/// A JSON object of these members (built directly: `json!` would
+/// serialize each member's value again, which a deep tree pays per level).
+fn object<const N: usize>(members: [(&str, Json); N]) -> Json {
+    Json::Object(
+        members
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), v))
+            .collect(),
+    )
 }
 
 /// Where a tied tensor lies in its owner's storage (see the module's docs).
@@ -112,7 +168,7 @@ struct Tie {
 /// with another tensor whose bytes are that whole storage (the first such
 /// in the file's order, of the same dtype): each a view of that owner.
 fn ties(ckpt: &Checkpoint) -> Result<HashMap<String, Tie>> {
-    let tensors = ckpt.tensors()?;
+    let tensors = ckpt.tensors_once()?;
     let plain = |t: &crate::checkpoint::value::graph::TensorObject| {
         t.kind.is_strided() && !t.conj && !t.neg && t.quantization.is_none() && t.subclass.is_none()
     };
@@ -154,6 +210,12 @@ struct Record<'c> {
     ties: HashMap<String, Tie>,
     /// Bytes of numpy arrays still to be kept inline (`objects.rs`).
     arrays: usize,
+    /// The containers held at more than one place, and the ids of those
+    /// recorded so far.
+    shared: std::collections::HashSet<NodeId>,
+    ids: HashMap<NodeId, u64>,
+    /// Whether a ref was written.
+    refs: bool,
 }
 
 impl Record<'_> {
@@ -215,6 +277,10 @@ impl Record<'_> {
         if self.on_path.contains(&id) {
             return Ok(json!({"lost": "cycle"}));
         }
+        if let Some(&k) = self.ids.get(&id) {
+            self.refs = true;
+            return Ok(object([("ref", json!(k))]));
+        }
         let Some(node) = self.ckpt.graph.try_get(id) else {
             return Ok(json!({"tuple": []}));
         };
@@ -227,12 +293,12 @@ impl Record<'_> {
                     self.path.push(path_key(&self.ckpt.graph, k));
                     let value = self.node(v);
                     self.path.pop();
-                    out.push(json!([key, value?]));
+                    out.push(Json::Array(vec![key, value?]));
                 }
                 if self.ckpt.ordered.contains(&id) {
-                    json!({"dict": out, "ordered": true})
+                    object([("dict", Json::Array(out)), ("ordered", Json::Bool(true))])
                 } else {
-                    json!({ "dict": out })
+                    object([("dict", Json::Array(out))])
                 }
             }
             Node::List(items) | Node::Tuple(items) => {
@@ -243,7 +309,7 @@ impl Record<'_> {
                     self.path.pop();
                     out.push(value?);
                 }
-                json!({ node.kind(): out })
+                object([(node.kind(), Json::Array(out))])
             }
             Node::Set(items) | Node::FrozenSet(items) => {
                 // Tensors are never looked for in sets (the writer does not
@@ -252,11 +318,19 @@ impl Record<'_> {
                 for v in items {
                     out.push(self.node(v)?);
                 }
-                json!({ node.kind(): out })
+                object([(node.kind(), Json::Array(out))])
             }
             Node::ByteArray(b) => json!({"bytearray": hex::encode(b)}),
         };
         self.on_path.pop();
+        let mut json = json;
+        if self.shared.contains(&id) {
+            let k = self.ids.len() as u64;
+            self.ids.insert(id, k);
+            if let Json::Object(o) = &mut json {
+                o.insert("id".to_owned(), json!(k));
+            }
+        }
         Ok(json)
     }
 }
@@ -320,8 +394,8 @@ pub(crate) fn restore(ckpt: &mut Checkpoint) -> Result<()> {
     };
     let tree: Json = serde_json::from_str(&text).map_err(|e| bad("JSON", e.to_string()))?;
     match tree.get("version").and_then(Json::as_u64) {
-        Some(VERSION) => {}
-        other => return Err(bad("version 1", format!("{other:?}"))),
+        Some(VERSION | VERSION_REFS) => {}
+        other => return Err(bad("version 1 or 2", format!("{other:?}"))),
     }
     let root = tree
         .get("root")
@@ -349,6 +423,7 @@ pub(crate) fn restore(ckpt: &mut Checkpoint) -> Result<()> {
         tensors,
         owners,
         depth: 0,
+        ids: HashMap::new(),
     };
     let root = build
         .node(root)
@@ -374,6 +449,8 @@ struct Build<'c> {
     /// Every tensor of the file, by name, for the views tied to one.
     owners: HashMap<Arc<str>, crate::Tensor>,
     depth: usize,
+    /// The containers rebuilt with an `"id"`, for the refs to them.
+    ids: HashMap<u64, Value<Object>>,
 }
 
 /// What went wrong rebuilding, for [`FormatError::BadObject`]'s `found`.
@@ -407,7 +484,22 @@ impl Build<'_> {
                 if kind == "lost" {
                     return Ok(None);
                 }
+                if kind == "ref" {
+                    let k = body
+                        .as_u64()
+                        .ok_or_else(|| format!("the ref {}", brief(body)))?;
+                    let shared = self.ids.get(&k).cloned();
+                    return shared
+                        .map(Some)
+                        .ok_or_else(|| format!("a ref to {k}, which nothing before records"));
+                }
                 let v = self.tagged(kind, body, o.get("ordered") == Some(&Json::Bool(true)))?;
+                if let Some(k) = o.get("id") {
+                    let k = k.as_u64().ok_or_else(|| format!("the id {}", brief(k)))?;
+                    if !matches!(v, Value::Node(_)) || self.ids.insert(k, v.clone()).is_some() {
+                        return Err(format!("the id {k} on a {kind}, or given twice"));
+                    }
+                }
                 match o.get("view") {
                     Some(view) if kind == "tensor" => self.tied(v, view)?,
                     Some(_) => return Err(format!("a view on a {kind}")),
@@ -556,7 +648,9 @@ impl Build<'_> {
 /// tag `dict`, `{"tensor": …, "view": …}` the tag `tensor`); `None` for an
 /// object with no tag or more than one.
 fn tag(o: &serde_json::Map<String, Json>) -> Option<(&str, &Json)> {
-    let mut it = o.iter().filter(|(k, _)| *k != "ordered" && *k != "view");
+    let mut it = o
+        .iter()
+        .filter(|(k, _)| *k != "ordered" && *k != "view" && *k != "id");
     let (k, v) = it.next()?;
     it.next().is_none().then_some((k.as_str(), v))
 }
@@ -673,7 +767,17 @@ mod tests {
     fn a_tree_that_does_not_fit_is_refused() {
         for (names, tree, found) in [
             (&["w"][..], "not json", "JSON"),
-            (&["w"][..], r#"{"version":2,"root":null}"#, "version"),
+            (&["w"][..], r#"{"version":3,"root":null}"#, "version"),
+            (
+                &["w"][..],
+                r#"{"version":2,"root":{"list":[{"ref":0},{"tensor":"w"}]}}"#,
+                "a ref to 0, which nothing before records",
+            ),
+            (
+                &["w"][..],
+                r#"{"version":2,"root":{"list":[{"list":[],"id":0},{"tuple":[],"id":0},{"tensor":"w"}]}}"#,
+                "given twice",
+            ),
             (
                 &["w"][..],
                 r#"{"version":1,"root":{"tensor":"x"}}"#,
