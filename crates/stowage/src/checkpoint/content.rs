@@ -40,7 +40,7 @@ impl Reader {
     /// A reader of `object`'s logical elements.
     ///
     /// # Errors
-    /// [`StorageError::NoData`](crate::StorageError::NoData) for meta tensors; what making a copy gave.
+    /// [`StorageError::NoData`] for meta tensors; what making a copy gave.
     pub fn new(object: &TensorObject) -> Result<Reader, crate::Error> {
         let t = &object.tensor;
         if !t.has_data() {
@@ -90,7 +90,7 @@ impl Reader {
 /// [`WINDOW`] bytes (see [`Reader`]).
 ///
 /// # Errors
-/// What reading gave (meta tensors: [`StorageError::NoData`](crate::StorageError::NoData)), or `f`'s error.
+/// What reading gave (meta tensors: [`StorageError::NoData`]), or `f`'s error.
 pub fn for_each_window<E: From<crate::Error>>(
     object: &TensorObject,
     mut f: impl FnMut(&[u8]) -> Result<(), E>,
