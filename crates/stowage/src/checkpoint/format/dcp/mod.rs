@@ -19,6 +19,7 @@
 
 mod data_file;
 pub(crate) mod hf;
+mod index;
 mod item;
 pub mod metadata;
 mod part;
@@ -66,6 +67,8 @@ pub struct DcpCheckpoint {
     /// For eager loads from object storage: the items of the tensors being
     /// read, fetched ahead together ([`prefetch`]).
     prefetched: Arc<prefetch::Prefetched>,
+    /// Each tensor's chunks by extent, built on the first region read.
+    index: Arc<index::Indexes>,
 }
 
 /// Data files by path, opened on first use.
@@ -118,6 +121,7 @@ impl DcpCheckpoint {
             files: Arc::default(),
             assembly: Arc::default(),
             prefetched: Arc::default(),
+            index: Arc::default(),
         })
     }
 

@@ -46,10 +46,14 @@ impl DcpCheckpoint {
                 what: "DCP region",
                 detail: format!("{sizes:?}"),
             }))?;
-        let parts: Parts<'_> = meta
-            .chunks
-            .iter()
-            .filter_map(|c| intersect(c, offsets, sizes).map(|r| (c, r)))
+        let parts: Parts<'_> = self
+            .index
+            .candidates(&self.metadata, fqn, meta, offsets, sizes)
+            .into_iter()
+            .filter_map(|i| {
+                let c = &meta.chunks[i];
+                intersect(c, offsets, sizes).map(|r| (c, r))
+            })
             .collect();
         let regions: Vec<_> = parts.iter().map(|(_, r)| r.clone()).collect();
         check_cover(fqn, &regions, wanted)?;

@@ -1,0 +1,168 @@
+//! An interval index of each tensor's chunks, so that finding the chunks a
+//! region meets (a rank's shard, a `StorageReader` item) costs a binary
+//! search and the chunks that overlap it along the first dimension, not a
+//! scan of every chunk (`.metadata` of a large job has millions; issue 44).
+
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+use super::metadata::{DcpMetadata, ItemKind, TensorMeta};
+
+/// One tensor's chunks ordered by where they start in the first dimension,
+/// with the furthest end reached so far in that order.
+#[derive(Debug, Default)]
+struct ChunkIndex {
+    /// Indices into the tensor's `chunks`, by `offsets[0]`.
+    order: Vec<u32>,
+    /// `max_end[i]`: the largest `offsets[0] + sizes[0]` among `order[..=i]`
+    /// (non-decreasing, so a binary search finds where ends pass a bound).
+    max_end: Vec<usize>,
+}
+
+impl ChunkIndex {
+    fn new(meta: &TensorMeta) -> ChunkIndex {
+        let span = |i: u32| {
+            let c = &meta.chunks[i as usize];
+            let start = c.offsets.first().copied().unwrap_or(0);
+            (
+                start,
+                start.saturating_add(c.sizes.first().copied().unwrap_or(1)),
+            )
+        };
+        let count = u32::try_from(meta.chunks.len()).unwrap_or(u32::MAX);
+        let mut order: Vec<u32> = (0..count).collect();
+        order.sort_by_key(|&i| span(i).0);
+        let mut furthest = 0;
+        let max_end = order
+            .iter()
+            .map(|&i| {
+                furthest = furthest.max(span(i).1);
+                furthest
+            })
+            .collect();
+        ChunkIndex { order, max_end }
+    }
+
+    /// The chunks whose first-dimension extent meets `lo..hi`, and perhaps
+    /// a few more that the caller's intersection drops, in metadata order.
+    fn candidates(&self, meta: &TensorMeta, lo: usize, hi: usize) -> Vec<usize> {
+        // Chunks before `first` all end at or before `lo`; from `last` on,
+        // all start at or after `hi`.
+        let first = self.max_end.partition_point(|&end| end <= lo);
+        let last = self.order.partition_point(|&i| {
+            meta.chunks[i as usize]
+                .offsets
+                .first()
+                .copied()
+                .unwrap_or(0)
+                < hi
+        });
+        let mut out: Vec<usize> = self
+            .order
+            .get(first..last.max(first))
+            .unwrap_or(&[])
+            .iter()
+            .map(|&i| i as usize)
+            .collect();
+        out.sort_unstable();
+        out
+    }
+}
+
+/// The indexes of a checkpoint's tensors, built on first use.
+#[derive(Debug, Default)]
+pub(super) struct Indexes(OnceLock<HashMap<String, ChunkIndex>>);
+
+impl Indexes {
+    /// The indices of `fqn`'s chunks (of `meta`) that may meet the region
+    /// starting at `offsets` of extent `sizes`, in metadata order: every
+    /// chunk that does, and only those whose first-dimension extent does.
+    pub(super) fn candidates(
+        &self,
+        metadata: &DcpMetadata,
+        fqn: &str,
+        meta: &TensorMeta,
+        offsets: &[usize],
+        sizes: &[usize],
+    ) -> Vec<usize> {
+        let (Some(&lo), Some(&n)) = (offsets.first(), sizes.first()) else {
+            // A 0-d tensor: its one chunk, if any.
+            return (0..meta.chunks.len()).collect();
+        };
+        let all = self.0.get_or_init(|| {
+            metadata
+                .items
+                .iter()
+                .filter_map(|item| match &item.kind {
+                    ItemKind::Tensor(t) => Some((item.fqn.clone(), ChunkIndex::new(t))),
+                    ItemKind::Bytes(_) => None,
+                })
+                .collect()
+        });
+        match all.get(fqn) {
+            Some(index) => index.candidates(meta, lo, lo.saturating_add(n)),
+            None => (0..meta.chunks.len()).collect(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checkpoint::format::dcp::metadata::{Chunk, StorageInfo};
+    use crate::DType;
+
+    fn chunk(offsets: &[usize], sizes: &[usize]) -> Chunk {
+        Chunk {
+            offsets: offsets.to_vec(),
+            sizes: sizes.to_vec(),
+            storage: StorageInfo {
+                relative_path: String::new(),
+                offset: 0,
+                length: 0,
+                transforms: Vec::new(),
+            },
+        }
+    }
+
+    /// Against a scan of every chunk, for row shards, column shards and a
+    /// grid of blocks, on every region of rows: the same chunks, in order.
+    #[test]
+    fn candidates_hold_every_chunk_a_scan_finds() {
+        let rows: Vec<Chunk> = (0..8).rev().map(|r| chunk(&[r * 3, 0], &[3, 4])).collect();
+        let cols: Vec<Chunk> = (0..4).map(|c| chunk(&[0, c], &[24, 1])).collect();
+        let grid: Vec<Chunk> = (0..6)
+            .flat_map(|r| (0..2).map(move |c| chunk(&[r * 4, c * 2], &[4, 2])))
+            .collect();
+        for chunks in [rows, cols, grid] {
+            let meta = TensorMeta {
+                dtype: DType::Float32,
+                size: vec![24, 4],
+                requires_grad: false,
+                chunks,
+            };
+            let index = ChunkIndex::new(&meta);
+            for lo in 0..24 {
+                for n in 1..=24 - lo {
+                    let scan: Vec<usize> = (0..meta.chunks.len())
+                        .filter(|&i| {
+                            super::super::intersect(&meta.chunks[i], &[lo, 0], &[n, 4]).is_some()
+                        })
+                        .collect();
+                    let got: Vec<usize> = index
+                        .candidates(&meta, lo, lo + n)
+                        .into_iter()
+                        .filter(|&i| {
+                            super::super::intersect(&meta.chunks[i], &[lo, 0], &[n, 4]).is_some()
+                        })
+                        .collect();
+                    assert_eq!(got, scan, "{lo}..{}", lo + n);
+                }
+            }
+            // Row shards: a region of one chunk's rows meets only it.
+            if meta.chunks[0].sizes[1] == 4 {
+                assert_eq!(index.candidates(&meta, 3, 6).len(), 1);
+            }
+        }
+    }
+}
