@@ -11,7 +11,7 @@ use crate::error::{ErrorContext, FormatError, TensorError};
 use crate::io::Location;
 use std::collections::HashMap;
 
-use super::check_cover;
+use super::index::check_cover;
 use crate::checkpoint::pickle::Value;
 use crate::checkpoint::value::graph::{dotted, Checkpoint, Object, StorageRecord, TensorObject};
 use crate::{DType, Error, Result, Tensor};

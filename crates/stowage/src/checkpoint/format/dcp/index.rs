@@ -7,6 +7,8 @@ use std::collections::HashMap;
 use std::sync::OnceLock;
 
 use super::metadata::{DcpMetadata, ItemKind, TensorMeta};
+use crate::error::FormatError;
+use crate::{Error, Result};
 
 /// One tensor's chunks ordered by where they start in the first dimension,
 /// with the furthest end reached so far in that order.
@@ -69,6 +71,63 @@ impl ChunkIndex {
     }
 }
 
+/// The chunks' parts must tile the region: pairwise disjoint, and as many
+/// elements together as the region holds. Only parts whose extents meet
+/// along one dimension can overlap, so the parts are swept in order of
+/// where they start along the dimension where their starts differ most,
+/// each compared with those still open there: O(P log P) for row or column
+/// shards, not every pair (a whole tensor of a large job has many chunks).
+pub(super) fn check_cover(fqn: &str, parts: &[Vec<(usize, usize)>], wanted: usize) -> Result<()> {
+    let covered = parts.iter().fold(0usize, |n, p| {
+        n.saturating_add(p.iter().map(|r| r.1).product())
+    });
+    let dims = parts.first().map_or(0, Vec::len);
+    let spread = |d: usize| {
+        let mut starts: Vec<usize> = parts.iter().map(|p| p[d].0).collect();
+        starts.sort_unstable();
+        starts.dedup();
+        starts.len()
+    };
+    let overlap = |a: &[(usize, usize)], b: &[(usize, usize)]| {
+        a.iter()
+            .zip(b)
+            .all(|(x, y)| x.0.max(y.0) < (x.0 + x.1).min(y.0 + y.1))
+    };
+    let overlapping = || {
+        Error::Format(FormatError::BadObject {
+            context: "DCP chunks",
+            expected: "chunks that do not overlap",
+            found: format!("{fqn}: two chunks hold the same elements"),
+        })
+    };
+    if dims == 0 {
+        if parts.len() > 1 {
+            return Err(overlapping());
+        }
+    } else {
+        let d = (0..dims).max_by_key(|&d| spread(d)).unwrap_or(0);
+        let mut order: Vec<usize> = (0..parts.len()).collect();
+        order.sort_by_key(|&i| parts[i][d].0);
+        let mut open: Vec<usize> = Vec::new();
+        for i in order {
+            let start = parts[i][d].0;
+            open.retain(|&j| parts[j][d].0 + parts[j][d].1 > start);
+            if open.iter().any(|&j| overlap(&parts[i], &parts[j])) {
+                return Err(overlapping());
+            }
+            open.push(i);
+        }
+    }
+    if covered != wanted && wanted > 0 {
+        return Err(Error::Format(FormatError::BadObject {
+            context: "DCP chunks",
+            expected: "chunks covering the whole region",
+            found: format!("{fqn}: {covered} of {wanted} elements stored"),
+        }));
+    }
+    Ok(())
+}
+
 /// The indexes of a checkpoint's tensors, built on first use.
 #[derive(Debug, Default)]
 pub(super) struct Indexes(OnceLock<HashMap<String, ChunkIndex>>);
@@ -123,6 +182,33 @@ mod tests {
                 transforms: Vec::new(),
             },
         }
+    }
+
+    /// Overlaps are found whichever dimension the sweep runs along, and a
+    /// tiling passes.
+    #[test]
+    fn the_cover_check_finds_overlaps_and_passes_tilings() {
+        let rows: Vec<Vec<(usize, usize)>> = (0..8).map(|r| vec![(r * 3, 3), (0, 4)]).collect();
+        assert!(check_cover("t", &rows, 96).is_ok());
+        let grid: Vec<Vec<(usize, usize)>> = (0..6)
+            .flat_map(|r| (0..2).map(move |c| vec![(r * 4, 4), (c * 2, 2)]))
+            .collect();
+        assert!(check_cover("t", &grid, 96).is_ok());
+        let mut bad = grid.clone();
+        bad.push(vec![(5, 1), (1, 2)]); // inside two blocks
+        assert!(check_cover("t", &bad, 98)
+            .unwrap_err()
+            .to_string()
+            .contains("overlap"));
+        let mut cols: Vec<Vec<(usize, usize)>> = (0..4).map(|c| vec![(0, 24), (c, 1)]).collect();
+        assert!(check_cover("t", &cols, 96).is_ok());
+        cols[3] = vec![(0, 24), (2, 1)];
+        assert!(check_cover("t", &cols, 96).is_err());
+        let short: Vec<Vec<(usize, usize)>> = (0..7).map(|r| vec![(r * 3, 3), (0, 4)]).collect();
+        assert!(check_cover("t", &short, 96)
+            .unwrap_err()
+            .to_string()
+            .contains("84 of 96"));
     }
 
     /// Against a scan of every chunk, for row shards, column shards and a

@@ -378,7 +378,7 @@ impl DcpCheckpoint {
             .iter()
             .filter_map(|c| intersect(c, &vec![0; meta.size.len()], &meta.size))
             .collect();
-        check_cover(fqn, &regions, meta.size.iter().product())?;
+        index::check_cover(fqn, &regions, meta.size.iter().product())?;
         let total = dst.len();
         for chunk in meta
             .chunks
@@ -567,36 +567,6 @@ fn intersect(chunk: &Chunk, offsets: &[usize], sizes: &[usize]) -> Option<Vec<(u
         out.push((lo, hi - lo));
     }
     Some(out)
-}
-
-/// The chunks' parts must tile the region: pairwise disjoint, and as many
-/// elements together as the region holds.
-fn check_cover(fqn: &str, parts: &[Vec<(usize, usize)>], wanted: usize) -> Result<()> {
-    let mut covered = 0usize;
-    for (i, a) in parts.iter().enumerate() {
-        covered = covered.saturating_add(a.iter().map(|r| r.1).product());
-        for b in &parts[..i] {
-            let overlap = a
-                .iter()
-                .zip(b)
-                .all(|(x, y)| x.0.max(y.0) < (x.0 + x.1).min(y.0 + y.1));
-            if overlap {
-                return Err(Error::Format(FormatError::BadObject {
-                    context: "DCP chunks",
-                    expected: "chunks that do not overlap",
-                    found: format!("{fqn}: two chunks hold the same elements"),
-                }));
-            }
-        }
-    }
-    if covered != wanted && wanted > 0 {
-        return Err(Error::Format(FormatError::BadObject {
-            context: "DCP chunks",
-            expected: "chunks covering the whole region",
-            found: format!("{fqn}: {covered} of {wanted} elements stored"),
-        }));
-    }
-    Ok(())
 }
 
 /// Copies `root`, a value of `value`'s graph, into `into`'s graph (nodes, with their

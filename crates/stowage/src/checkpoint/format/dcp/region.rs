@@ -2,8 +2,9 @@
 //! `StorageReader` does with each item of a rank's plan, into the tensor
 //! the planner gives, with no buffer between.
 
+use super::index::check_cover;
 use super::metadata::{Chunk, TensorMeta};
-use super::{check_cover, intersect, DcpCheckpoint};
+use super::{intersect, DcpCheckpoint};
 use crate::error::{FormatError, StorageError, TensorError};
 use crate::{Error, Result};
 

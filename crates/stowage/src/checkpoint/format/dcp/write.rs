@@ -171,7 +171,7 @@ fn check_plan(name: &str, shape: &[usize], ranks: usize, plan: &[PlannedChunk]) 
         }
     }
     let numel = shape.iter().try_fold(1usize, |a, &b| a.checked_mul(b));
-    super::check_cover(name, &regions, numel.unwrap_or(usize::MAX))
+    super::index::check_cover(name, &regions, numel.unwrap_or(usize::MAX))
 }
 
 /// A leaf of the flattened state dict.
