@@ -615,6 +615,7 @@ fn memo_doubling_over_a_tensor_is_refused_quickly_in_bounded_memory() {
 /// distinct objects) goes into a safetensors file and a sharded set, and
 /// back, in time and size linear in its distinct objects: each container
 /// once, the rest as refs, its tensor written once (issue 43, item 2).
+#[cfg(feature = "safetensors")]
 #[test]
 fn shared_structures_go_to_safetensors_once_and_come_back_shared() {
     let dir = tempfile::tempdir().unwrap();
