@@ -111,8 +111,7 @@ impl DcpCheckpoint {
                         len: src.nbytes(),
                         nbytes: wanted * es,
                     }))?;
-                src.untyped_storage()
-                    .read_at(src.storage_offset() * es, window)?;
+                read_in_two(src.untyped_storage(), src.storage_offset() * es, window)?;
                 continue;
             }
             let piece = src.contiguous()?;
@@ -129,6 +128,26 @@ impl DcpCheckpoint {
         }
         Ok(())
     }
+}
+
+/// Reads `dst` from `storage` at `from`: a large read in two halves on two
+/// threads, as the zip and safetensors readers read a file's batch (what a
+/// load of a file in the page cache gains from, `docs/performance.md`).
+fn read_in_two(storage: &crate::UntypedStorage, from: usize, dst: &mut [u8]) -> Result<()> {
+    const PARALLEL_MIN: usize = 4 << 20;
+    if dst.len() < PARALLEL_MIN {
+        return storage.read_at(from, dst);
+    }
+    let mid = dst.len() / 2;
+    let (first, second) = dst.split_at_mut(mid);
+    std::thread::scope(|s| {
+        let other = s.spawn(|| storage.read_at(from + mid, second));
+        let a = storage.read_at(from, first);
+        let b = other
+            .join()
+            .unwrap_or_else(|_| Err(Error::Io(std::io::Error::other("a reader thread panicked"))));
+        a.and(b)
+    })
 }
 
 /// Copies `piece` (a box of extent `lens`, contiguous) into `dst` (a
