@@ -28,8 +28,8 @@
 //! `"id": K` beside its tag, and is `{"ref": K}` everywhere after: the
 //! structure's size is linear in its distinct objects, however often they
 //! are shared, and a load rebuilds one object (`a is b`). Its tensors are
-//! written once, under the names of that first place. A file that uses
-//! refs says `"version": 2`; one without says 1, as before.
+//! written once, under the names of that first place. A tree with ids says
+//! `"version": 2`; one without says 1, as before.
 //!
 //! A tensor node may carry a view: {"tensor": NAME, "view": {"of": OWNER,
 //! "offset": N, "stride": [N, …]}}. The file holds NAME as a copy of its own
@@ -114,10 +114,14 @@ pub(crate) fn record(ckpt: &Checkpoint) -> Result<Option<String>> {
         arrays: objects::MAX_ARRAYS_BYTES,
         shared: shared_containers(ckpt),
         ids: HashMap::new(),
-        refs: false,
     };
     let root = walk.node(&ckpt.root)?;
-    let version = if walk.refs { VERSION_REFS } else { VERSION };
+    // An id (a ref may follow it) is a member version 1 readers do not know.
+    let version = if walk.ids.is_empty() {
+        VERSION
+    } else {
+        VERSION_REFS
+    };
     let text = object([("version", json!(version)), ("root", root)]).to_string();
     if text.len() > MAX_TREE_BYTES {
         return Err(Error::Checkpoint(CheckpointError::LimitExceeded {
@@ -214,8 +218,6 @@ struct Record<'c> {
     /// recorded so far.
     shared: std::collections::HashSet<NodeId>,
     ids: HashMap<NodeId, u64>,
-    /// Whether a ref was written.
-    refs: bool,
 }
 
 impl Record<'_> {
@@ -278,7 +280,6 @@ impl Record<'_> {
             return Ok(json!({"lost": "cycle"}));
         }
         if let Some(&k) = self.ids.get(&id) {
-            self.refs = true;
             return Ok(object([("ref", json!(k))]));
         }
         let Some(node) = self.ckpt.graph.try_get(id) else {
