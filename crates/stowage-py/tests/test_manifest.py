@@ -56,6 +56,9 @@ dim = int(sys.argv[3])
 sd = {k: distribute_tensor(v, mesh, [Shard(min(dim, v.dim() - 1))]) if v.dim() and v.shape[min(dim, v.dim() - 1)] >= dist.get_world_size() else v
       for k, v in state_dict().items()}
 dcp.save(sd, checkpoint_id=sys.argv[1])
+# Every rank done before any leaves: a rank that exits while another still
+# talks to it aborts in gloo's teardown.
+dist.barrier()
 dist.destroy_process_group()
 """
 
