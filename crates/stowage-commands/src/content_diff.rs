@@ -94,7 +94,7 @@ impl ContentDiff {
                 "{}: the same content as {} in A ({})",
                 m.b.join(", "),
                 m.a.join(", "),
-                human_bytes(m.nbytes)
+                crate::human(m.nbytes)
             )?;
         }
         for e in &self.only_in_a {
@@ -116,14 +116,10 @@ impl ContentDiff {
             self.moved.len(),
             self.only_in_a.len(),
             self.only_in_b.len(),
-            human_bytes(self.shared_bytes),
-            human_bytes(self.b_bytes),
+            crate::human(self.shared_bytes),
+            crate::human(self.b_bytes),
         )
     }
-}
-
-fn human_bytes(n: u64) -> String {
-    crate::human(n)
 }
 
 /// The bytes of a tensor of `dtype` and `shape` (0 for a dtype this build

@@ -97,6 +97,13 @@ impl Manifest {
                 doc.format
             )));
         }
+        let hex64 = |h: &str| h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit());
+        if let Some(e) = doc.tensors.iter().find(|e| !hex64(&e.sha256)) {
+            return Err(CommandError::Usage(format!(
+                "not a manifest: tensor {:?} has sha256 {:?}, expected 64 hex digits",
+                e.name, e.sha256
+            )));
+        }
         Ok(Manifest {
             format: FORMAT,
             root_sha256: doc.root_sha256,
@@ -151,10 +158,10 @@ impl Manifest {
         let mut root = Sha256::new();
         let mut resources = Vec::with_capacity(self.tensors.len());
         for e in &self.tensors {
+            // Every digest is 64 hex digits: made here, or checked by `from_json`.
             let mut raw = [0u8; 32];
-            if hex::decode_to_slice(&e.sha256, &mut raw).is_ok() {
-                root.update(raw);
-            }
+            let _ = hex::decode_to_slice(&e.sha256, &mut raw);
+            root.update(raw);
             resources.push(
                 serde_json::json!({"algorithm": "sha256", "digest": e.sha256, "name": e.name}),
             );

@@ -161,7 +161,8 @@ def load(
     )
     if not lazy:
         return loaded
-    return lazy_tree(loaded, None if expect is None else json.loads(_manifest_text(expect) or "{}"))
+    expected = expect if isinstance(expect, dict) or expect is None else json.loads(_manifest_text(expect) or "{}")
+    return lazy_tree(loaded, expected)
 
 
 def _manifest_text(expect: Any) -> Optional[str]:
