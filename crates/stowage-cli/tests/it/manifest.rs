@@ -176,6 +176,20 @@ fn verify_checks_content_against_a_manifest() {
         src.as_os_str(),
     ]);
     assert_eq!(out.status.code(), Some(2));
+    // A manifest whose digest is not one: refused, naming the tensor.
+    let text = std::fs::read_to_string(&m).unwrap();
+    let doc: Json = serde_json::from_str(&text).unwrap();
+    let first = doc["tensors"][0]["sha256"].as_str().unwrap().to_owned();
+    let broken = tmp.path().join("broken.json");
+    std::fs::write(&broken, text.replacen(&first, "zz", 1)).unwrap();
+    let out = stowage(&[
+        "verify".as_ref(),
+        good.as_os_str(),
+        "--manifest".as_ref(),
+        broken.as_os_str(),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("64 hex digits"));
 }
 
 #[test]
