@@ -2,7 +2,8 @@
 # Rank-partitioned conversion against one process (issue 40, item 8):
 # `BIN convert DCP OUT --to safetensors` at the default shard size as 1
 # process, then as 2 and 4 at once (`--rank`/`--world`), rank r pinned to
-# core r % CORES (taskset), --no-sync, page cache warm; prints each round's
+# core r % CORES (taskset), --no-sync, page cache warm, nothing dirty
+# when a run starts (sync); prints each round's
 # wall time to the last exit and the shards written.
 # usage: scripts/bench_convert_world.sh BIN SOURCE.pt WORKDIR [ROUNDS]
 #   SOURCE.pt is converted once into WORKDIR/dcp (4 ranks' files).
@@ -15,6 +16,9 @@ cat "$work"/dcp/* >/dev/null  # warm the page cache
 run() {  # run WORLD: the wall time of WORLD processes converting at once
   local world=$1 out="$work/out"
   rm -rf "$out"
+  # Nothing of an earlier run left dirty: its writeback would land in
+  # this run's time (the kernel starts it past dirty_background_ratio).
+  sync
   local start end
   start=$(date +%s.%N)
   for ((r = 0; r < world; r++)); do

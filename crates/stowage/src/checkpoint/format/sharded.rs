@@ -515,7 +515,7 @@ impl PlannedSet<'_> {
                     };
                     part.format = Format::Safetensors;
                     part.safetensors_metadata = Some(meta);
-                    save_safetensors(path, &part)?;
+                    save_safetensors(path, &part, self.options.sync)?;
                 }
                 ShardFormat::Bin => save_with(
                     path,
@@ -641,12 +641,16 @@ impl PlannedSet<'_> {
 }
 
 #[cfg(feature = "safetensors")]
-fn save_safetensors(path: &Path, part: &Checkpoint) -> Result<()> {
-    crate::checkpoint::format::safetensors::save(path, part)
+fn save_safetensors(path: &Path, part: &Checkpoint, sync: bool) -> Result<()> {
+    crate::checkpoint::format::safetensors::save_with(
+        path,
+        part,
+        &SaveOptions::default().with_sync(sync),
+    )
 }
 
 #[cfg(not(feature = "safetensors"))]
-fn save_safetensors(_: &Path, _: &Checkpoint) -> Result<()> {
+fn save_safetensors(_: &Path, _: &Checkpoint, _: bool) -> Result<()> {
     Err(Error::Checkpoint(crate::CheckpointError::FeatureDisabled {
         feature: "safetensors",
         what: "safetensors files",
