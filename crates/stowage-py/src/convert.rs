@@ -6,6 +6,12 @@
 //! Python's identities, so a container the pickle reaches twice is one
 //! Python object, and every tensor on one storage is built on one
 //! framework storage, made once from that storage's bytes.
+//!
+//! An adapter may make a storage's first tensor straight on its bytes
+//! (`tensor_on_buffer`, and `buffer_view` for one that is all of them in
+//! one dimension: the framework's own call, with no Python frame between),
+//! and give that tensor's storage to the later views (`storage_of`): one
+//! framework call per tensor where a storage and a tensor on it took four.
 
 use std::collections::HashMap;
 use stowage::ErrorContext;
@@ -33,13 +39,14 @@ pub struct Converter<'py, 'c> {
     ckpt: &'c Checkpoint,
     adapter: Bound<'py, PyAny>,
     nodes: HashMap<usize, Py<PyAny>>,
-    storages: HashMap<usize, Py<PyAny>>,
+    storages: HashMap<usize, Made>,
     /// The tensors made, by the tensor object's identity: what the pickle
     /// reached twice (`{"a": x, "b": x}`) is one Python object, as
     /// `torch.load` gives it. The checkpoint holds every object, so no
     /// address is reused while the walk goes on.
     tensors: HashMap<*const TensorObject, Py<PyAny>>,
-    path: Vec<String>,
+    /// Where the walk is, for errors: rendered only when one is raised.
+    path: Vec<Step<'py>>,
     /// A lazy load: storages with bytes go to the adapter unread
     /// (`lazy_storage`), to be read on first use.
     lazy: bool,
@@ -47,6 +54,32 @@ pub struct Converter<'py, 'c> {
     /// when the adapter places storages (`placed`: a function
     /// `map_location`, as `torch.load` calls it); `None` otherwise.
     locations: Option<HashMap<usize, &'c str>>,
+    /// The adapter's `tensor_on_buffer`, where it has one: a storage's
+    /// first tensor is made straight on its bytes, one framework call where
+    /// a storage and then a tensor on it took four. Looked up once.
+    on_buffer: Option<Bound<'py, PyAny>>,
+    /// The adapter's `buffer_view(buffer, dtype=…)`, where it has one: the
+    /// framework's own call (`torch.frombuffer`) for a first tensor that is
+    /// all of its storage in one dimension, with no Python frame between.
+    buffer_view: Option<Bound<'py, PyAny>>,
+    /// `{"dtype": …}` for `buffer_view`, by dtype, made once each.
+    dtype_kwargs: HashMap<&'static str, Bound<'py, PyDict>>,
+}
+
+/// A step of the walk's path: a dict's key (its `str()` names it), an
+/// index, or a name.
+enum Step<'py> {
+    Key(Bound<'py, PyAny>),
+    Index(usize),
+    Name(String),
+}
+
+/// A storage made for Python: the framework's storage, or the first tensor
+/// made on it, whose storage the framework gives when another value needs
+/// it (`storage_of`).
+enum Made {
+    Storage(Py<PyAny>),
+    Under(Py<PyAny>),
 }
 
 impl<'py, 'c> Converter<'py, 'c> {
@@ -65,13 +98,16 @@ impl<'py, 'c> Converter<'py, 'c> {
                     .map(|s| (s.storage.id(), s.location.as_str()))
                     .collect()
             }),
+            on_buffer: adapter.getattr("tensor_on_buffer").ok(),
+            buffer_view: adapter.getattr("buffer_view").ok(),
+            dtype_kwargs: HashMap::new(),
             adapter,
         }
     }
 
     /// Names what it builds `path` in errors (a tensor asked for by name).
     pub fn at(mut self, path: &str) -> Self {
-        self.path.push(path.to_owned());
+        self.path.push(Step::Name(path.to_owned()));
         self
     }
 
@@ -90,10 +126,20 @@ impl<'py, 'c> Converter<'py, 'c> {
 
     fn here(&self) -> String {
         if self.path.is_empty() {
-            "the root".to_owned()
-        } else {
-            self.path.join(".")
+            return "the root".to_owned();
         }
+        let steps: Vec<String> = self
+            .path
+            .iter()
+            .map(|step| match step {
+                Step::Name(name) => name.clone(),
+                Step::Index(i) => i.to_string(),
+                Step::Key(key) => key
+                    .str()
+                    .map_or_else(|_| "<key>".to_owned(), |s| s.to_string()),
+            })
+            .collect();
+        steps.join(".")
     }
 
     fn unsupported(&self, what: &str) -> PyErr {
@@ -127,7 +173,7 @@ impl<'py, 'c> Converter<'py, 'c> {
     }
 
     /// `value` for an item reached by `key`, which errors name.
-    fn item(&mut self, key: String, v: &ValueRef<'c>) -> PyResult<Py<PyAny>> {
+    fn item(&mut self, key: Step<'py>, v: &ValueRef<'c>) -> PyResult<Py<PyAny>> {
         self.path.push(key);
         let made = self.value(v);
         self.path.pop();
@@ -184,12 +230,12 @@ impl<'py, 'c> Converter<'py, 'c> {
                 remember(&mut self.nodes, &dict.clone().unbind());
                 let items = v.as_dict().map_err(|e| self.library_error(e))?;
                 for (k, item) in items {
-                    let key = self.value(&k)?;
-                    let value = self.item(key.bind(py).str()?.to_string(), &item)?;
+                    let key = self.value(&k)?.into_bound(py);
+                    let value = self.item(Step::Key(key.clone()), &item)?;
                     dict.set_item(key, value)?;
                 }
                 if let Some(state) = v.state() {
-                    let state = self.item("__dict__".into(), &state)?;
+                    let state = self.item(Step::Name("__dict__".into()), &state)?;
                     self.adapter.call_method1("set_state", (&dict, state))?;
                 }
                 Ok(dict.unbind())
@@ -199,7 +245,7 @@ impl<'py, 'c> Converter<'py, 'c> {
                 remember(&mut self.nodes, &list.clone().into_any().unbind());
                 let items = v.as_list().map_err(|e| self.library_error(e))?;
                 for (i, item) in items.enumerate() {
-                    list.append(self.item(i.to_string(), &item)?)?;
+                    list.append(self.item(Step::Index(i), &item)?)?;
                 }
                 Ok(list.into_any().unbind())
             }
@@ -216,7 +262,7 @@ impl<'py, 'c> Converter<'py, 'c> {
                 let items = v.as_list().map_err(|e| self.library_error(e))?;
                 let mut made = Vec::with_capacity(items.len());
                 for (i, item) in items.enumerate() {
-                    made.push(self.item(i.to_string(), &item)?);
+                    made.push(self.item(Step::Index(i), &item)?);
                 }
                 let obj = if kind == ValueKind::Tuple {
                     PyTuple::new(py, made)?.into_any().unbind()
@@ -343,8 +389,15 @@ impl<'py, 'c> Converter<'py, 'c> {
 
     /// The framework storage for `storage`, made once per storage.
     fn storage(&mut self, storage: &UntypedStorage) -> PyResult<Py<PyAny>> {
-        if let Some(done) = self.storages.get(&storage.id()) {
-            return Ok(done.clone_ref(self.py));
+        match self.storages.get(&storage.id()) {
+            Some(Made::Storage(done)) => return Ok(done.clone_ref(self.py)),
+            Some(Made::Under(tensor)) => {
+                let made = self.call("storage_of", (tensor.clone_ref(self.py),))?;
+                self.storages
+                    .insert(storage.id(), Made::Storage(made.clone_ref(self.py)));
+                return Ok(made);
+            }
+            None => {}
         }
         let device = storage.device().to_string();
         // The size and whether there are bytes take the storage's lock,
@@ -374,8 +427,81 @@ impl<'py, 'c> Converter<'py, 'c> {
             }
             None => made,
         };
-        self.storages.insert(storage.id(), made.clone_ref(self.py));
+        self.storages
+            .insert(storage.id(), Made::Storage(made.clone_ref(self.py)));
         Ok(made)
+    }
+
+    /// A plain tensor made straight on its storage's bytes, where that
+    /// storage is not made yet and has bytes in memory, whole elements of
+    /// them: `None` where the tensor is made on a storage
+    /// ([`on_storage`](Self::on_storage)).
+    fn on_buffer(
+        &mut self,
+        tensor: &stowage::Tensor,
+        parameter: bool,
+    ) -> PyResult<Option<Py<PyAny>>> {
+        let storage = tensor.untyped_storage();
+        let Some(make) = &self.on_buffer else {
+            return Ok(None);
+        };
+        if self.lazy || self.locations.is_some() || self.storages.contains_key(&storage.id()) {
+            return Ok(None);
+        }
+        let size = tensor.dtype().size();
+        // Whole elements only (`frombuffer` takes no others); the lock the
+        // size takes waited for with the GIL released, as the read is.
+        let buffer = self.py.detach(|| {
+            let nbytes = storage.nbytes();
+            let whole = storage.has_data() && nbytes > 0 && size > 0 && nbytes.is_multiple_of(size);
+            whole
+                .then(|| StorageBuffer::new(storage.clone()))
+                .transpose()
+        });
+        let Some(buffer) = buffer.map_err(|e| errors::to_py(self.py, e.at_path(self.here())))?
+        else {
+            return Ok(None);
+        };
+        let py = self.py;
+        let dtype = tensor.dtype();
+        let whole_row = tensor.shape().len() == 1
+            && tensor.shape()[0] * size == storage.nbytes()
+            && tensor.stride() == [1]
+            && tensor.storage_offset() == 0;
+        if let Some(view) = self
+            .buffer_view
+            .as_ref()
+            .filter(|_| whole_row && !parameter && !tensor.requires_grad())
+        {
+            let kwargs = match self.dtype_kwargs.get(dtype.name()) {
+                Some(kwargs) => kwargs,
+                None => {
+                    let kwargs = PyDict::new(py);
+                    kwargs.set_item("dtype", self.call("dtype", (dtype.name(),))?)?;
+                    self.dtype_kwargs.entry(dtype.name()).or_insert(kwargs)
+                }
+            };
+            let made = view
+                .call((Bound::new(py, buffer)?,), Some(kwargs))?
+                .unbind();
+            self.storages
+                .insert(storage.id(), Made::Under(made.clone_ref(py)));
+            return Ok(Some(made));
+        }
+        let made = make
+            .call1((
+                Bound::new(py, buffer)?,
+                tensor.dtype().name(),
+                PyTuple::new(py, tensor.shape())?,
+                PyTuple::new(py, tensor.stride())?,
+                tensor.storage_offset(),
+                tensor.requires_grad(),
+                parameter,
+            ))?
+            .unbind();
+        self.storages
+            .insert(storage.id(), Made::Under(made.clone_ref(py)));
+        Ok(Some(made))
     }
 
     /// A quantized tensor, as `torch._utils._rebuild_qtensor` makes it: its
@@ -496,7 +622,10 @@ impl<'py, 'c> Converter<'py, 'c> {
         if let Some(q) = &t.quantization {
             return self.quantized(t, q);
         }
-        let made = self.on_storage("tensor", &t.tensor, t.parameter)?;
+        let made = match self.on_buffer(&t.tensor, t.parameter)? {
+            Some(made) => made,
+            None => self.on_storage("tensor", &t.tensor, t.parameter)?,
+        };
         if t.conj || t.neg {
             return self.call("lazy_bits", (made, t.conj, t.neg));
         }

@@ -143,6 +143,39 @@ def test_numpy_arrays_are_the_tensors_and_share_as_they_do(name):
             assert _root(other) is _root(arrays[0])
 
 
+@pytest.mark.parametrize("mmap", [False, True])
+def test_every_view_of_a_storage_is_on_one_torch_storage_however_its_first_tensor_is_made(tmp_path, mmap):
+    # A storage's first tensor is made straight on its bytes (all of it in
+    # one dimension, or any view, or a parameter); the later views must be
+    # on that tensor's torch storage, not on another over the same bytes:
+    # torch.save keys storages by their StorageImpl and would write two.
+    flat = torch.arange(12, dtype=torch.float32)
+    square = torch.arange(16, dtype=torch.float64).view(4, 4)
+    param = torch.nn.Parameter(torch.arange(6, dtype=torch.bfloat16).view(2, 3))
+    sd = {
+        "flat": flat, "flat_view": flat[2:8].view(2, 3),
+        "square": square, "square_t": square.t(),
+        "param": param, "param_row": param.detach()[1],
+        "scalar": torch.tensor(3.5), "grad": torch.ones(3, requires_grad=True),
+    }
+    path = tmp_path / "firsts.pt"
+    torch.save(sd, path)
+    got = stowage.load(path, mmap=mmap)
+    assert_same(got, torch.load(path, weights_only=True))
+    assert isinstance(got["param"], torch.nn.Parameter) and got["param"].requires_grad
+    assert got["grad"].requires_grad and got["scalar"].shape == ()
+    for a, b in (("flat", "flat_view"), ("square", "square_t"), ("param", "param_row")):
+        assert got[a].untyped_storage()._cdata == got[b].untyped_storage()._cdata, (a, b)
+    # And so torch.save of what was loaded keeps each pair on one storage.
+    again = tmp_path / "again.pt"
+    torch.save(got, again)
+    back = torch.load(again, weights_only=True)
+    for a, b in (("flat", "flat_view"), ("square", "square_t"), ("param", "param_row")):
+        assert back[a].untyped_storage().data_ptr() == back[b].untyped_storage().data_ptr(), (a, b)
+    back["flat"][3] = 100.0
+    assert back["flat_view"][0, 1].item() == 100.0
+
+
 def test_views_share_one_storage_and_writes_show_through(tmp_path):
     base = torch.arange(12, dtype=torch.float32)
     sd = {"base": base, "view": base[2:8].view(2, 3), "t": base.view(3, 4).t(), "other": torch.ones(2)}

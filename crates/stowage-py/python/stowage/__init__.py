@@ -14,9 +14,11 @@ it.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import json
 import os
-from typing import Any, BinaryIO, Dict, Iterable, Optional, Union
+from typing import Any, BinaryIO, Dict, Iterable, Iterator, Optional, Union
 
 from . import _stowage
 from ._adapter import adapter_for
@@ -142,27 +144,46 @@ def load(
         data = src.read()  # type: ignore[union-attr]
         if not isinstance(data, (bytes, bytearray, memoryview)):
             raise TypeError(f"the file object gave {type(data).__name__}, not bytes: open it in binary mode")
-        return _stowage.load_bytes(
-            bytes(data), adapter, inert=inert, allow_globals=list(allow_globals), map_location=location
-        )
+        with _collector_paused():
+            return _stowage.load_bytes(
+                bytes(data), adapter, inert=inert, allow_globals=list(allow_globals), map_location=location
+            )
     if lazy:
         adapter = LazyAdapter(adapter)
-    loaded = _stowage.load(
-        os.fspath(src),  # type: ignore[arg-type]
-        adapter,
-        mmap=mmap,
-        lazy=lazy,
-        inert=inert,
-        allow_globals=list(allow_globals),
-        map_location=location,
-        huge_pages=huge_pages,
-        # A lazy load checks each tensor as it is read (`lazy_tree`).
-        expect=None if lazy else _manifest_text(expect),
-    )
+    with _collector_paused():
+        loaded = _stowage.load(
+            os.fspath(src),  # type: ignore[arg-type]
+            adapter,
+            mmap=mmap,
+            lazy=lazy,
+            inert=inert,
+            allow_globals=list(allow_globals),
+            map_location=location,
+            huge_pages=huge_pages,
+            # A lazy load checks each tensor as it is read (`lazy_tree`).
+            expect=None if lazy else _manifest_text(expect),
+        )
     if not lazy:
         return loaded
     expected = expect if isinstance(expect, dict) or expect is None else json.loads(_manifest_text(expect) or "{}")
     return lazy_tree(loaded, expected)
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off while a load builds its
+    objects, as it was before after. Every few hundred objects made start a
+    collection, and each long one walks every object the process holds
+    (torch's own included): a third of the time of a load of 20,000 small
+    tensors. A load makes no cycles but those of the saved object, which
+    the next collection finds."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _manifest_text(expect: Any) -> Optional[str]:

@@ -4,7 +4,7 @@ file, so tensors that shared a storage share one again."""
 
 from __future__ import annotations
 
-from typing import Any, Optional, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple
 
 import numpy as np
 import torch
@@ -12,8 +12,15 @@ import torch
 from ._adapter import BaseAdapter
 
 
+_ATTRS: Dict[str, Any] = {}
+
+
 def _torch_attr(name: str) -> Any:
-    return getattr(torch, name.removeprefix("torch."))
+    # Looked up once per name (dtypes, layouts): a load asks per tensor.
+    found = _ATTRS.get(name)
+    if found is None:
+        found = _ATTRS[name] = getattr(torch, name.removeprefix("torch."))
+    return found
 
 
 class Adapter(BaseAdapter):
@@ -23,6 +30,38 @@ class Adapter(BaseAdapter):
         if nbytes == 0:
             return torch.UntypedStorage(0)
         return torch.frombuffer(buffer, dtype=torch.uint8).untyped_storage()
+
+    def tensor_on_buffer(
+        self,
+        buffer: Any,
+        dtype: str,
+        shape: Tuple[int, ...],
+        stride: Tuple[int, ...],
+        offset: int,
+        requires_grad: bool,
+        parameter: bool,
+    ) -> torch.Tensor:
+        # A storage's first tensor, made on its bytes in one call: a 1-D
+        # tensor over the whole buffer, then set to its view of it. (The
+        # extension gives only buffers of whole elements.) Its storage is
+        # the storage's, for every later view (`storage_of`).
+        t = torch.frombuffer(buffer, dtype=_torch_attr(dtype))
+        if t.shape != shape or offset or stride != (1,):
+            t.set_(t.untyped_storage(), offset, shape, stride)
+        if parameter:
+            return torch.nn.Parameter(t, requires_grad=requires_grad)
+        if requires_grad:
+            t.requires_grad_(True)
+        return t
+
+    # A storage's first tensor where it is all of the storage in one
+    # dimension and needs no grad: torch's own call, which the extension
+    # makes with no Python frame between (`buffer_view(buffer, dtype=…)`).
+    # (A builtin function: an attribute of the class, it binds to nothing.)
+    buffer_view: Callable[..., torch.Tensor] = torch.frombuffer
+
+    def storage_of(self, tensor: torch.Tensor) -> torch.UntypedStorage:
+        return tensor.untyped_storage()
 
     def tensor(
         self,
