@@ -20,28 +20,86 @@ pub(super) struct Directory {
     pub(super) end: u64,
 }
 
-/// Reads `n` bytes at `offset` (a few KiB at most: end records) into a new vector.
+/// Reads `n` bytes at `offset` into a new vector.
 fn read_at(source: &impl ReadAt, offset: u64, n: u64) -> Result<Vec<u8>, ZipError> {
     let mut buf = vec![0u8; usize::try_from(n).unwrap_or(0)];
     source.read_exact_at(&mut buf, offset)?;
     Ok(buf)
 }
 
-/// Finds the classic end record, then the zip64 locator and record if present.
-pub(super) fn locate_directory(source: &impl ReadAt, len: u64) -> Result<Directory, ZipError> {
-    let tail_len = len.min(EOCD_LEN + MAX_COMMENT_LEN);
-    let tail_start = len - tail_len;
-    let tail = read_at(source, tail_start, tail_len)?;
-    // The last signature whose record (comment included) fits in the file.
-    let found = (0..tail.len().saturating_sub(EOCD_LEN as usize - 1))
+/// The first read of an archive's end: the end record of an archive with
+/// no comment (every one `torch.save` writes), its zip64 records, and a
+/// small archive's whole directory (a distributed checkpoint's items are
+/// an archive each) in one read. Only an archive whose end record is not
+/// in it (a comment longer than about 4 KiB) is read further back.
+const FIRST_TAIL: u64 = 4096;
+
+/// The last bytes of the archive, read once: the end records, and what of
+/// the directory they hold.
+pub(super) struct Tail {
+    start: u64,
+    bytes: Vec<u8>,
+}
+
+impl Tail {
+    /// `n` bytes at `offset`: from the tail where it holds them, else read.
+    pub(super) fn read(
+        &self,
+        source: &impl ReadAt,
+        offset: u64,
+        n: u64,
+    ) -> Result<Vec<u8>, ZipError> {
+        let held = offset
+            .checked_sub(self.start)
+            .and_then(|at| Some(at..at.checked_add(n)?))
+            .and_then(|r| {
+                self.bytes
+                    .get(usize::try_from(r.start).ok()?..usize::try_from(r.end).ok()?)
+            });
+        match held {
+            Some(bytes) => Ok(bytes.to_vec()),
+            None => read_at(source, offset, n),
+        }
+    }
+}
+
+/// The last end record signature in `tail` whose record (comment included)
+/// ends within it.
+fn find_end_record(tail: &[u8]) -> Option<usize> {
+    (0..tail.len().saturating_sub(EOCD_LEN as usize - 1))
         .rev()
         .find(|&i| {
-            le32(&tail, i) == Some(EOCD_SIG)
-                && le16(&tail, i + 20)
+            le32(tail, i) == Some(EOCD_SIG)
+                && le16(tail, i + 20)
                     .is_some_and(|c| i + EOCD_LEN as usize + usize::from(c) <= tail.len())
         })
-        .ok_or(ZipError::NotZip { len })?;
-    let eocd = &tail[found..];
+}
+
+/// Finds the classic end record, then the zip64 locator and record if
+/// present; gives the tail it read too.
+pub(super) fn locate_directory(
+    source: &impl ReadAt,
+    len: u64,
+) -> Result<(Directory, Tail), ZipError> {
+    // The last signature whose record (comment included) fits in the file,
+    // searched from the end: in the first tail, then in the longest tail a
+    // comment allows. (A record found in the first is the one the longest
+    // would give: the search is from the end in both.)
+    let mut tail_len = len.min(FIRST_TAIL);
+    let mut tail = read_at(source, len - tail_len, tail_len)?;
+    let mut found = find_end_record(&tail);
+    if found.is_none() && tail_len < len.min(EOCD_LEN + MAX_COMMENT_LEN) {
+        tail_len = len.min(EOCD_LEN + MAX_COMMENT_LEN);
+        tail = read_at(source, len - tail_len, tail_len)?;
+        found = find_end_record(&tail);
+    }
+    let found = found.ok_or(ZipError::NotZip { len })?;
+    let tail_start = len - tail_len;
+    let tail = Tail {
+        start: tail_start,
+        bytes: tail,
+    };
+    let eocd = &tail.bytes[found..];
     let eocd_pos = tail_start + found as u64;
     let mut dir = Directory {
         count: u64::from(le16(eocd, 10).unwrap_or(0)),
@@ -51,11 +109,11 @@ pub(super) fn locate_directory(source: &impl ReadAt, len: u64) -> Result<Directo
     };
 
     let Some(locator_pos) = eocd_pos.checked_sub(EOCD64_LOCATOR_LEN) else {
-        return Ok(dir);
+        return Ok((dir, tail));
     };
-    let locator = read_at(source, locator_pos, EOCD64_LOCATOR_LEN)?;
+    let locator = tail.read(source, locator_pos, EOCD64_LOCATOR_LEN)?;
     if le32(&locator, 0) != Some(EOCD64_LOCATOR_SIG) {
-        return Ok(dir);
+        return Ok((dir, tail));
     }
     let record_pos = le64(&locator, 8).unwrap_or(u64::MAX);
     match record_pos.checked_add(EOCD64_LEN) {
@@ -69,7 +127,7 @@ pub(super) fn locate_directory(source: &impl ReadAt, len: u64) -> Result<Directo
             })
         }
     }
-    let record = read_at(source, record_pos, EOCD64_LEN)?;
+    let record = tail.read(source, record_pos, EOCD64_LEN)?;
     let sig = le32(&record, 0).unwrap_or(0);
     if sig != EOCD64_SIG {
         return Err(ZipError::BadSignature {
@@ -83,7 +141,7 @@ pub(super) fn locate_directory(source: &impl ReadAt, len: u64) -> Result<Directo
     dir.size = le64(&record, 40).unwrap_or(u64::MAX);
     dir.offset = le64(&record, 48).unwrap_or(u64::MAX);
     dir.end = record_pos;
-    Ok(dir)
+    Ok((dir, tail))
 }
 
 /// Parses the central-directory entry at `pos` of `cd` (which starts at file
