@@ -404,8 +404,11 @@ fn verify_folder(dir: &Path, source: &Source, report: &mut Report<'_>) -> Result
         }
     }
     report.file = folder_name;
+    // A distributed checkpoint's `.metadata` is read once, for its items'
+    // checks and then for the load (a million chunks take seconds).
+    let mut dcp = None;
     if let Folder::Dcp(here) = &folder {
-        verify_dcp_items(dir, here, report, &mut defective)?;
+        dcp = verify_dcp_items(dir, here, report, &mut defective)?;
     }
     let bar = report
         .cx
@@ -418,7 +421,10 @@ fn verify_folder(dir: &Path, source: &Source, report: &mut Report<'_>) -> Result
         Folder::Dcp(_) => options,
         _ => options.with_mode(LoadMode::Fake),
     };
-    let loaded = source.load(&options);
+    let loaded = match dcp {
+        Some(dcp) => dcp.into_checkpoint(),
+        None => source.load(&options),
+    };
     bar.finish_and_clear();
     match loaded {
         Ok(ckpt) => report.checked.loaded(&ckpt),
@@ -443,17 +449,19 @@ fn verify_folder(dir: &Path, source: &Source, report: &mut Report<'_>) -> Result
 /// then its archive's CRC-32s, which catch what a frame without a checksum
 /// lets through. A safetensors blob has no checksums: the load reads it.
 ///
-/// The data files found defective are added to `defective`.
+/// The data files found defective are added to `defective`. Gives the
+/// checkpoint opened, for the load that follows; `None` where it could not
+/// be opened (the load reports why).
 fn verify_dcp_items(
     dir: &Path,
     here: &Location,
     report: &mut Report<'_>,
     defective: &mut Vec<String>,
-) -> Result<(), CommandError> {
+) -> Result<Option<stowage::checkpoint::dcp::DcpCheckpoint>, CommandError> {
     use std::collections::HashMap;
     use stowage::checkpoint::dcp::{metadata::ItemKind, DcpCheckpoint};
     let Ok(dcp) = DcpCheckpoint::open(dir, &report.options) else {
-        return Ok(()); // the load below reports why
+        return Ok(None); // the load below reports why
     };
     let mut files: HashMap<String, Option<Box<dyn ReadAt>>> = HashMap::new();
     let mut seen = HashSet::new();
@@ -503,7 +511,7 @@ fn verify_dcp_items(
         }
     }
     report.checked.files += data_files.len();
-    Ok(())
+    Ok(Some(dcp))
 }
 
 /// The CRC-32s of one DCP item's archive (`at`: where it is, for the

@@ -41,6 +41,7 @@ use self::metadata::{Chunk, DcpMetadata, Item, ItemKind, StorageInfo, TensorMeta
 use crate::checkpoint::options::LoadOptions;
 use crate::checkpoint::pickle::{Graph, Node, NodeId, Value};
 use crate::checkpoint::records::{Mode, Record, Records};
+use crate::checkpoint::value::origin::{Layout, Origin};
 use crate::checkpoint::value::graph::{
     Checkpoint, Format, Object, PathKey, StorageRecord, TensorObject,
 };
@@ -489,9 +490,20 @@ impl DcpCheckpoint {
         files
     }
 
-    pub(crate) fn into_checkpoint(self) -> Result<Checkpoint> {
+    /// The whole checkpoint, read in the options' mode, as a load of the
+    /// folder gives it, without reading `.metadata` again (for a caller
+    /// that opened it to look at its items first, as `stowage verify`).
+    ///
+    /// # Errors
+    /// As [`read_tensor`](Self::read_tensor), for every item.
+    pub fn into_checkpoint(self) -> Result<Checkpoint> {
+        let files = self.files();
         let this = Arc::new(self);
         let mut ckpt = Checkpoint::new();
+        ckpt.origin = Some(Origin {
+            layout: Layout::Dcp,
+            files,
+        });
         ckpt.format = this.item_format()?;
         let root = ckpt.graph.dict(Vec::new());
         ckpt.root = Value::Node(root);
