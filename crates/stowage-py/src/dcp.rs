@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 
 use pyo3::prelude::*;
-use pyo3::types::PyList;
+use pyo3::types::{PyList, PyTuple};
 use stowage::checkpoint::dcp::metadata::ItemKind;
 use stowage::checkpoint::dcp::DcpCheckpoint;
 use stowage::checkpoint::{PathKey, TensorObject};
@@ -14,9 +14,6 @@ use stowage::{Checkpoint, LoadOptions};
 
 use crate::convert::Converter;
 use crate::errors;
-
-/// A tensor's name, dtype, shape and stored chunks (`(offsets, sizes)` each).
-type TensorChunks = (String, String, Vec<usize>, Vec<(Vec<usize>, Vec<usize>)>);
 
 #[pyclass(module = "stowage._stowage", name = "DcpSource", frozen)]
 pub struct DcpSource {
@@ -40,25 +37,34 @@ impl DcpSource {
         })
     }
 
-    /// Each tensor: its name, dtype, shape and chunks as saved.
-    fn tensors(&self) -> Vec<TensorChunks> {
-        self.inner
-            .metadata()
-            .items
-            .iter()
-            .filter_map(|item| match &item.kind {
-                ItemKind::Tensor(t) => Some((
-                    item.fqn.clone(),
-                    t.dtype.name().to_owned(),
-                    t.size.clone(),
-                    t.chunks
-                        .iter()
-                        .map(|c| (c.offsets.clone(), c.sizes.clone()))
-                        .collect(),
-                )),
-                _ => None,
-            })
-            .collect()
+    /// Each tensor: its name, dtype, shape and chunks as saved, each chunk
+    /// `(offsets, sizes)` as tuples (what `torch.Size` is made of), built
+    /// straight into Python objects: a million chunks are a million tuples
+    /// and no Rust copies of them.
+    fn tensors<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let out = PyList::empty(py);
+        for item in &self.inner.metadata().items {
+            let ItemKind::Tensor(t) = &item.kind else {
+                continue;
+            };
+            let chunks = t
+                .chunks
+                .iter()
+                .map(|c| {
+                    Ok(PyTuple::new(
+                        py,
+                        [PyTuple::new(py, &c.offsets)?, PyTuple::new(py, &c.sizes)?],
+                    )?)
+                })
+                .collect::<PyResult<Vec<_>>>()?;
+            out.append((
+                item.fqn.as_str(),
+                t.dtype.name(),
+                PyTuple::new(py, &t.size)?,
+                PyList::new(py, chunks)?,
+            ))?;
+        }
+        Ok(out)
     }
 
     /// Each value item (not a tensor): its name in `.metadata`, and its path

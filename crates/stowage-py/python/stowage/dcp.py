@@ -41,7 +41,7 @@ import os
 import pickle
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple, Union
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
 import torch
 from torch.distributed.checkpoint import StorageReader as _StorageReader
@@ -87,13 +87,29 @@ def _region(req: ReadItem) -> Tuple[List[int], List[int]]:
     return [c + o for c, o in zip(chunk, offsets)], lengths
 
 
-def _tensor_entry(dtype: str, shape: List[int], chunks: List[Tuple[List[int], List[int]]]) -> TensorStorageMetadata:
+def _tensor_entry(
+    dtype: str,
+    shape: Sequence[int],
+    chunks: Sequence[Tuple[Sequence[int], Sequence[int]]],
+    sizes: Optional[Dict[Tuple[int, ...], torch.Size]] = None,
+) -> TensorStorageMetadata:
     """DCP's entry for a tensor of ``dtype`` (torch's name) and ``shape``,
-    stored as ``chunks`` (``(offsets, sizes)`` each)."""
+    stored as ``chunks`` (``(offsets, sizes)`` each). ``sizes`` keeps one
+    ``torch.Size`` per extent for every chunk that has it (a rank's shards
+    mostly share theirs): a ``Size`` is immutable, so sharing it is safe."""
+    sizes = {} if sizes is None else sizes
+
+    def size(n: Sequence[int]) -> torch.Size:
+        key = tuple(n)
+        found = sizes.get(key)
+        if found is None:
+            found = sizes[key] = torch.Size(key)
+        return found
+
     return TensorStorageMetadata(
         properties=TensorProperties(dtype=getattr(torch, dtype)),
         size=torch.Size(shape),
-        chunks=[ChunkStorageMetadata(offsets=torch.Size(o), sizes=torch.Size(n)) for o, n in chunks],
+        chunks=[ChunkStorageMetadata(offsets=torch.Size(o), sizes=size(n)) for o, n in chunks],
     )
 
 
@@ -226,16 +242,21 @@ class StorageReader(_StorageReader):
         entries: Dict[str, Any] = {}
         source = self._dcp_source()
         if source is not None:
-            # A DCP folder: its chunks as saved, each read by itself.
+            # A DCP folder: its chunks as saved, each read by itself, and
+            # its values' names as `.metadata` gives them (their values are
+            # read when asked for, not here).
+            sizes: Dict[Tuple[int, ...], torch.Size] = {}
             for name, dtype, shape, chunks in source.tensors():
-                entries[name] = _tensor_entry(dtype, shape, chunks)
+                entries[name] = _tensor_entry(dtype, shape, chunks, sizes)
+            value_names: Iterable[str] = (name for name, _ in source.values())
         else:
             # Anything else: one chunk per tensor, the whole of it.
             opened = self._open()
             for name in opened.keys():
                 dtype, shape = opened._handle().tensor_info(name)
                 entries[name] = _tensor_entry(dtype, shape, [([0] * len(shape), shape)])
-        for name in self._value_table():
+            value_names = self._value_table()
+        for name in value_names:
             entries.setdefault(name, BytesStorageMetadata())
         return Metadata(state_dict_metadata=entries)
 

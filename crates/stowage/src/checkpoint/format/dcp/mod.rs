@@ -41,10 +41,10 @@ use self::metadata::{Chunk, DcpMetadata, Item, ItemKind, StorageInfo, TensorMeta
 use crate::checkpoint::options::LoadOptions;
 use crate::checkpoint::pickle::{Graph, Node, NodeId, Value};
 use crate::checkpoint::records::{Mode, Record, Records};
-use crate::checkpoint::value::origin::{Layout, Origin};
 use crate::checkpoint::value::graph::{
     Checkpoint, Format, Object, PathKey, StorageRecord, TensorObject,
 };
+use crate::checkpoint::value::origin::{Layout, Origin};
 use crate::io::{Location, Opened, Span};
 use crate::storage::Fetch;
 use crate::{DType, Error, Result, Tensor};
