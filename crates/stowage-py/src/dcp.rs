@@ -51,10 +51,10 @@ impl DcpSource {
                 .chunks
                 .iter()
                 .map(|c| {
-                    Ok(PyTuple::new(
+                    PyTuple::new(
                         py,
                         [PyTuple::new(py, &c.offsets)?, PyTuple::new(py, &c.sizes)?],
-                    )?)
+                    )
                 })
                 .collect::<PyResult<Vec<_>>>()?;
             out.append((
