@@ -23,6 +23,16 @@ def _torch_attr(name: str) -> Any:
     return found
 
 
+def _as_saved(t: torch.Tensor, requires_grad: bool, parameter: bool) -> torch.Tensor:
+    """``t`` as it was saved: an ``nn.Parameter``, or a tensor that
+    requires grad, where it was one."""
+    if parameter:
+        return torch.nn.Parameter(t, requires_grad=requires_grad)
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
 class Adapter(BaseAdapter):
     def storage(self, buffer: Any, nbytes: int, device: str) -> torch.UntypedStorage:
         if buffer is None:
@@ -48,11 +58,7 @@ class Adapter(BaseAdapter):
         t = torch.frombuffer(buffer, dtype=_torch_attr(dtype))
         if t.shape != shape or offset or stride != (1,):
             t.set_(t.untyped_storage(), offset, shape, stride)
-        if parameter:
-            return torch.nn.Parameter(t, requires_grad=requires_grad)
-        if requires_grad:
-            t.requires_grad_(True)
-        return t
+        return _as_saved(t, requires_grad, parameter)
 
     # A storage's first tensor where it is all of the storage in one
     # dimension and needs no grad: torch's own call, which the extension
@@ -75,11 +81,7 @@ class Adapter(BaseAdapter):
     ) -> torch.Tensor:
         t = torch.empty((0,), dtype=_torch_attr(dtype), device=storage.device)
         t.set_(storage, offset, shape, stride)
-        if parameter:
-            return torch.nn.Parameter(t, requires_grad=requires_grad)
-        if requires_grad:
-            t.requires_grad_(True)
-        return t
+        return _as_saved(t, requires_grad, parameter)
 
     def quantized(
         self,
