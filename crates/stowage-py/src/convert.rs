@@ -448,57 +448,56 @@ impl<'py, 'c> Converter<'py, 'c> {
         if self.lazy || self.locations.is_some() || self.storages.contains_key(&storage.id()) {
             return Ok(None);
         }
-        let size = tensor.dtype().size();
+        let dtype = tensor.dtype();
+        let size = dtype.size();
         // Whole elements only (`frombuffer` takes no others); the lock the
         // size takes waited for with the GIL released, as the read is.
         let buffer = self.py.detach(|| {
             let nbytes = storage.nbytes();
             let whole = storage.has_data() && nbytes > 0 && size > 0 && nbytes.is_multiple_of(size);
             whole
-                .then(|| StorageBuffer::new(storage.clone()))
+                .then(|| StorageBuffer::new(storage.clone()).map(|b| (b, nbytes)))
                 .transpose()
         });
-        let Some(buffer) = buffer.map_err(|e| errors::to_py(self.py, e.at_path(self.here())))?
+        let Some((buffer, nbytes)) =
+            buffer.map_err(|e| errors::to_py(self.py, e.at_path(self.here())))?
         else {
             return Ok(None);
         };
         let py = self.py;
-        let dtype = tensor.dtype();
+        let buffer = Bound::new(py, buffer)?;
+        // All of the storage in one dimension, as `buffer_view` makes it.
         let whole_row = tensor.shape().len() == 1
-            && tensor.shape()[0] * size == storage.nbytes()
+            && tensor.shape()[0].checked_mul(size) == Some(nbytes)
             && tensor.stride() == [1]
             && tensor.storage_offset() == 0;
-        if let Some(view) = self
+        let view = self
             .buffer_view
             .as_ref()
-            .filter(|_| whole_row && !parameter && !tensor.requires_grad())
-        {
-            let kwargs = match self.dtype_kwargs.get(dtype.name()) {
-                Some(kwargs) => kwargs,
-                None => {
-                    let kwargs = PyDict::new(py);
-                    kwargs.set_item("dtype", self.call("dtype", (dtype.name(),))?)?;
-                    self.dtype_kwargs.entry(dtype.name()).or_insert(kwargs)
-                }
-            };
-            let made = view
-                .call((Bound::new(py, buffer)?,), Some(kwargs))?
-                .unbind();
-            self.storages
-                .insert(storage.id(), Made::Under(made.clone_ref(py)));
-            return Ok(Some(made));
-        }
-        let made = make
-            .call1((
-                Bound::new(py, buffer)?,
-                tensor.dtype().name(),
+            .filter(|_| whole_row && !parameter && !tensor.requires_grad());
+        let made = match view {
+            Some(view) => {
+                let kwargs = match self.dtype_kwargs.get(dtype.name()) {
+                    Some(kwargs) => kwargs,
+                    None => {
+                        let kwargs = PyDict::new(py);
+                        kwargs.set_item("dtype", self.call("dtype", (dtype.name(),))?)?;
+                        self.dtype_kwargs.entry(dtype.name()).or_insert(kwargs)
+                    }
+                };
+                view.call((buffer,), Some(kwargs))?
+            }
+            None => make.call1((
+                buffer,
+                dtype.name(),
                 PyTuple::new(py, tensor.shape())?,
                 PyTuple::new(py, tensor.stride())?,
                 tensor.storage_offset(),
                 tensor.requires_grad(),
                 parameter,
-            ))?
-            .unbind();
+            ))?,
+        }
+        .unbind();
         self.storages
             .insert(storage.id(), Made::Under(made.clone_ref(py)));
         Ok(Some(made))

@@ -172,7 +172,7 @@ def load(
 @contextlib.contextmanager
 def _collector_paused() -> Iterator[None]:
     """Python's cyclic garbage collector off while a load builds its
-    objects, as it was before after. Every few hundred objects made start a
+    objects, and back as it was after. Every few hundred objects made start a
     collection, and each long one walks every object the process holds
     (torch's own included): a third of the time of a load of 20,000 small
     tensors. A load makes no cycles but those of the saved object, which

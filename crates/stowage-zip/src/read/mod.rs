@@ -119,6 +119,7 @@ impl<R: ReadAt> ZipReader<R> {
                 size: dir.size,
             });
         }
+        // A directory no vector can hold is out of bounds (on 32 bits).
         usize::try_from(dir.size).map_err(|_| out_of_bounds)?;
         let cd = tail.read(&source, dir.offset, dir.size)?;
 

@@ -503,6 +503,8 @@ impl PlannedSet<'_> {
             },
             e => e,
         };
+        // Every shard is saved with the set's `sync`, whatever its format.
+        let options = SaveOptions::default().with_sync(self.options.sync);
         (|| -> Result<()> {
             match self.options.format {
                 ShardFormat::Safetensors => {
@@ -515,16 +517,9 @@ impl PlannedSet<'_> {
                     };
                     part.format = Format::Safetensors;
                     part.safetensors_metadata = Some(meta);
-                    save_safetensors(path, &part, self.options.sync)?;
+                    save_safetensors(path, &part, &options)?;
                 }
-                ShardFormat::Bin => save_with(
-                    path,
-                    &part,
-                    &SaveOptions {
-                        sync: self.options.sync,
-                        ..Default::default()
-                    },
-                )?,
+                ShardFormat::Bin => save_with(path, &part, &options)?,
             }
             Ok(())
         })()
@@ -641,16 +636,12 @@ impl PlannedSet<'_> {
 }
 
 #[cfg(feature = "safetensors")]
-fn save_safetensors(path: &Path, part: &Checkpoint, sync: bool) -> Result<()> {
-    crate::checkpoint::format::safetensors::save_with(
-        path,
-        part,
-        &SaveOptions::default().with_sync(sync),
-    )
+fn save_safetensors(path: &Path, part: &Checkpoint, options: &SaveOptions) -> Result<()> {
+    crate::checkpoint::format::safetensors::save_with(path, part, options)
 }
 
 #[cfg(not(feature = "safetensors"))]
-fn save_safetensors(_: &Path, _: &Checkpoint, _: bool) -> Result<()> {
+fn save_safetensors(_: &Path, _: &Checkpoint, _: &SaveOptions) -> Result<()> {
     Err(Error::Checkpoint(crate::CheckpointError::FeatureDisabled {
         feature: "safetensors",
         what: "safetensors files",
