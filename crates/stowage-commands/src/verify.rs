@@ -463,19 +463,19 @@ fn verify_dcp_items(
     let Ok(dcp) = DcpCheckpoint::open(dir, &report.options) else {
         return Ok(None); // the load below reports why
     };
-    let mut files: HashMap<String, Option<Box<dyn ReadAt>>> = HashMap::new();
+    let mut files: HashMap<&str, Option<Box<dyn ReadAt>>> = HashMap::new();
     let mut seen = HashSet::new();
     let mut data_files = HashSet::new();
     for item in &dcp.metadata().items {
         let infos: Vec<_> = match &item.kind {
-            ItemKind::Tensor(t) => t.chunks.iter().map(|c| &c.storage).collect(),
-            ItemKind::Bytes(info) => vec![info],
+            ItemKind::Tensor(t) => t.chunks().map(|c| c.storage).collect(),
+            ItemKind::Bytes(info) => vec![info.as_ref()],
         };
         for (chunk, info) in infos.into_iter().enumerate() {
-            if !seen.insert((info.relative_path.clone(), info.offset)) {
+            if !seen.insert((info.relative_path, info.offset)) {
                 continue;
             }
-            data_files.insert(info.relative_path.clone());
+            data_files.insert(info.relative_path);
             let at = format!(
                 "{}: item {} (bytes {}..+{})",
                 info.relative_path, item.fqn, info.offset, info.length
@@ -492,8 +492,8 @@ fn verify_dcp_items(
                     Err(e) => report.defect(&format!("{at}: {}", stowage::one_line(unwrapped(&e)))),
                 }
             } else {
-                let file = files.entry(info.relative_path.clone()).or_insert_with(|| {
-                    let opened = here.join(&info.relative_path).open().ok();
+                let file = files.entry(info.relative_path).or_insert_with(|| {
+                    let opened = here.join(info.relative_path).open().ok();
                     opened.map(|f| Box::new(f) as Box<dyn ReadAt>)
                 });
                 let Some(file) = file else { continue }; // the load reports it
@@ -505,8 +505,8 @@ fn verify_dcp_items(
                 );
                 check_item_archive(&part, false, &at, report)?;
             }
-            if report.defects > before && !defective.contains(&info.relative_path) {
-                defective.push(info.relative_path.clone());
+            if report.defects > before && !defective.iter().any(|d| d == info.relative_path) {
+                defective.push(info.relative_path.to_owned());
             }
         }
     }

@@ -48,12 +48,11 @@ impl DcpSource {
                 continue;
             };
             let chunks = t
-                .chunks
-                .iter()
+                .chunks()
                 .map(|c| {
                     PyTuple::new(
                         py,
-                        [PyTuple::new(py, &c.offsets)?, PyTuple::new(py, &c.sizes)?],
+                        [PyTuple::new(py, c.offsets)?, PyTuple::new(py, c.sizes)?],
                     )
                 })
                 .collect::<PyResult<Vec<_>>>()?;

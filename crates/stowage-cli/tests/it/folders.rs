@@ -342,7 +342,7 @@ fn verify_finds_a_corrupted_dcp_item() {
         .items
         .iter()
         .find_map(|i| match &i.kind {
-            ItemKind::Tensor(t) => Some(t.chunks[0].storage.clone()),
+            ItemKind::Tensor(t) => t.chunk(0).map(|c| c.storage.to_info()),
             ItemKind::Bytes(_) => None,
         })
         .unwrap();
@@ -450,8 +450,8 @@ fn verify_decodes_zstd_items_and_checks_their_archives() {
         .items
         .iter()
         .find_map(|i| match &i.kind {
-            ItemKind::Tensor(t) if t.chunks[0].storage.length > 64 => {
-                Some((i.fqn.clone(), t.chunks[0].storage.clone()))
+            ItemKind::Tensor(t) if t.chunk(0).is_some_and(|c| c.storage.length > 64) => {
+                t.chunk(0).map(|c| (i.fqn.clone(), c.storage.to_info()))
             }
             _ => None,
         })

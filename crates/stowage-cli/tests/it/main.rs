@@ -2,6 +2,7 @@
 //! process start); each module was a test binary of its own before.
 
 mod cli;
+mod dcp_scale;
 mod demo;
 mod folders;
 mod kinds;

@@ -23,15 +23,18 @@ struct ChunkIndex {
 
 impl ChunkIndex {
     fn new(meta: &TensorMeta) -> ChunkIndex {
-        let span = |i: u32| {
-            let c = &meta.chunks[i as usize];
-            let start = c.offsets.first().copied().unwrap_or(0);
-            (
-                start,
-                start.saturating_add(c.sizes.first().copied().unwrap_or(1)),
-            )
-        };
-        let count = u32::try_from(meta.chunks.len()).unwrap_or(u32::MAX);
+        let spans: Vec<(usize, usize)> = meta
+            .chunks()
+            .map(|c| {
+                let start = c.offsets.first().copied().unwrap_or(0);
+                (
+                    start,
+                    start.saturating_add(c.sizes.first().copied().unwrap_or(1)),
+                )
+            })
+            .collect();
+        let span = |i: u32| spans[i as usize];
+        let count = u32::try_from(meta.chunk_count()).unwrap_or(u32::MAX);
         let mut order: Vec<u32> = (0..count).collect();
         order.sort_by_key(|&i| span(i).0);
         let mut furthest = 0;
@@ -52,10 +55,8 @@ impl ChunkIndex {
         // all start at or after `hi`.
         let first = self.max_end.partition_point(|&end| end <= lo);
         let last = self.order.partition_point(|&i| {
-            meta.chunks[i as usize]
-                .offsets
-                .first()
-                .copied()
+            meta.chunk(i as usize)
+                .and_then(|c| c.offsets.first().copied())
                 .unwrap_or(0)
                 < hi
         });
@@ -146,7 +147,7 @@ impl Indexes {
     ) -> Vec<usize> {
         let (Some(&lo), Some(&n)) = (offsets.first(), sizes.first()) else {
             // A 0-d tensor: its one chunk, if any.
-            return (0..meta.chunks.len()).collect();
+            return (0..meta.chunk_count()).collect();
         };
         let all = self.0.get_or_init(|| {
             metadata
@@ -160,7 +161,7 @@ impl Indexes {
         });
         match all.get(fqn) {
             Some(index) => index.candidates(meta, lo, lo.saturating_add(n)),
-            None => (0..meta.chunks.len()).collect(),
+            None => (0..meta.chunk_count()).collect(),
         }
     }
 }
@@ -168,20 +169,27 @@ impl Indexes {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::checkpoint::format::dcp::metadata::{Chunk, StorageInfo};
+    use crate::checkpoint::format::dcp::metadata::{tensor_for_test, StorageInfo};
     use crate::DType;
 
-    fn chunk(offsets: &[usize], sizes: &[usize]) -> Chunk {
-        Chunk {
-            offsets: offsets.to_vec(),
-            sizes: sizes.to_vec(),
-            storage: StorageInfo {
-                relative_path: String::new(),
-                offset: 0,
-                length: 0,
-                transforms: Vec::new(),
-            },
-        }
+    type Spec = (Vec<usize>, Vec<usize>);
+
+    fn chunk(offsets: &[usize], sizes: &[usize]) -> Spec {
+        (offsets.to_vec(), sizes.to_vec())
+    }
+
+    fn tensor(chunks: &[Spec]) -> TensorMeta {
+        let info = StorageInfo {
+            relative_path: "f".into(),
+            offset: 0,
+            length: 0,
+            transforms: Vec::new(),
+        };
+        let chunks: Vec<(&[usize], &[usize], StorageInfo)> = chunks
+            .iter()
+            .map(|(o, s)| (&o[..], &s[..], info.clone()))
+            .collect();
+        tensor_for_test(DType::Float32, &[24, 4], &chunks)
     }
 
     /// Overlaps are found whichever dimension the sweep runs along, and a
@@ -215,38 +223,35 @@ mod tests {
     /// grid of blocks, on every region of rows: the same chunks, in order.
     #[test]
     fn candidates_hold_every_chunk_a_scan_finds() {
-        let rows: Vec<Chunk> = (0..8).rev().map(|r| chunk(&[r * 3, 0], &[3, 4])).collect();
-        let cols: Vec<Chunk> = (0..4).map(|c| chunk(&[0, c], &[24, 1])).collect();
-        let grid: Vec<Chunk> = (0..6)
+        let rows: Vec<Spec> = (0..8).rev().map(|r| chunk(&[r * 3, 0], &[3, 4])).collect();
+        let cols: Vec<Spec> = (0..4).map(|c| chunk(&[0, c], &[24, 1])).collect();
+        let grid: Vec<Spec> = (0..6)
             .flat_map(|r| (0..2).map(move |c| chunk(&[r * 4, c * 2], &[4, 2])))
             .collect();
         for chunks in [rows, cols, grid] {
-            let meta = TensorMeta {
-                dtype: DType::Float32,
-                size: vec![24, 4],
-                requires_grad: false,
-                chunks,
-            };
+            let meta = tensor(&chunks);
             let index = ChunkIndex::new(&meta);
             for lo in 0..24 {
                 for n in 1..=24 - lo {
-                    let scan: Vec<usize> = (0..meta.chunks.len())
+                    let scan: Vec<usize> = (0..meta.chunk_count())
                         .filter(|&i| {
-                            super::super::intersect(&meta.chunks[i], &[lo, 0], &[n, 4]).is_some()
+                            super::super::intersect(&meta.chunk(i).unwrap(), &[lo, 0], &[n, 4])
+                                .is_some()
                         })
                         .collect();
                     let got: Vec<usize> = index
                         .candidates(&meta, lo, lo + n)
                         .into_iter()
                         .filter(|&i| {
-                            super::super::intersect(&meta.chunks[i], &[lo, 0], &[n, 4]).is_some()
+                            super::super::intersect(&meta.chunk(i).unwrap(), &[lo, 0], &[n, 4])
+                                .is_some()
                         })
                         .collect();
                     assert_eq!(got, scan, "{lo}..{}", lo + n);
                 }
             }
             // Row shards: a region of one chunk's rows meets only it.
-            if meta.chunks[0].sizes[1] == 4 {
+            if meta.chunk(0).unwrap().sizes[1] == 4 {
                 assert_eq!(index.candidates(&meta, 3, 6).len(), 1);
             }
         }

@@ -7,7 +7,7 @@ use crate::error::{CheckpointError, FormatError};
 use std::path::Path;
 use std::sync::Arc;
 
-use super::metadata::StorageInfo;
+use super::metadata::StorageRef;
 use crate::checkpoint::format::torch_zip;
 use crate::checkpoint::options::{LoadMode, LoadOptions};
 use crate::checkpoint::pickle::Value;
@@ -28,7 +28,7 @@ pub(super) const ARCHIVE_OVERHEAD: u64 = 1 << 20;
 pub(super) type Source = Arc<dyn ReadAt>;
 
 /// Checks that the item lies inside its file.
-pub(super) fn check_inside(file: &dyn ReadAt, info: &StorageInfo) -> Result<()> {
+pub(super) fn check_inside(file: &dyn ReadAt, info: StorageRef<'_>) -> Result<()> {
     let len = file.len();
     let inside = info
         .offset
@@ -53,7 +53,7 @@ pub(super) fn check_inside(file: &dyn ReadAt, info: &StorageInfo) -> Result<()> 
 ///
 /// # Errors
 /// The item is not inside its file; I/O errors.
-pub(super) fn is_archive(file: &dyn ReadAt, info: &StorageInfo) -> Result<bool> {
+pub(super) fn is_archive(file: &dyn ReadAt, info: StorageRef<'_>) -> Result<bool> {
     if !info.transforms.is_empty() {
         return Ok(true);
     }
@@ -68,7 +68,7 @@ pub(super) fn is_archive(file: &dyn ReadAt, info: &StorageInfo) -> Result<bool> 
 }
 
 /// The item's stored bytes, checked to lie inside its file.
-fn stored(file: &dyn ReadAt, info: &StorageInfo) -> Result<Vec<u8>> {
+fn stored(file: &dyn ReadAt, info: StorageRef<'_>) -> Result<Vec<u8>> {
     check_inside(file, info)?;
     // Bounded by the file's size, checked above.
     let mut bytes = crate::storage::zeroed_bytes(info.length as usize)?;
@@ -79,8 +79,8 @@ fn stored(file: &dyn ReadAt, info: &StorageInfo) -> Result<Vec<u8>> {
 
 /// The item's stored bytes with its stream transforms undone, no more than
 /// `limit` bytes.
-pub(super) fn decoded(file: &dyn ReadAt, info: &StorageInfo, limit: u64) -> Result<Vec<u8>> {
-    untransform(stored(file, info)?, &info.transforms, limit)
+pub(super) fn decoded(file: &dyn ReadAt, info: StorageRef<'_>, limit: u64) -> Result<Vec<u8>> {
+    untransform(stored(file, info)?, info.transforms, limit)
 }
 
 /// Undoes the stream transforms, in the order PyTorch's reader applies them;
@@ -134,7 +134,7 @@ pub(super) fn read_tensor(
     file: &Source,
     window: Source,
     path: &Path,
-    info: &StorageInfo,
+    info: StorageRef<'_>,
     fqn: &str,
     nbytes: u64,
     options: &LoadOptions,
@@ -149,7 +149,7 @@ pub(super) fn read_tensor(
     };
     if !info.transforms.is_empty() {
         let limit = nbytes.saturating_add(ARCHIVE_OVERHEAD);
-        let bytes = untransform(whole(&*window)?, &info.transforms, limit)?;
+        let bytes = untransform(whole(&*window)?, info.transforms, limit)?;
         return tensor_of(&torch_zip::load(&bytes[..], options, Mode::of(options))?);
     }
     if !starts_an_archive(&*window)? {
@@ -186,11 +186,11 @@ fn whole(window: &dyn ReadAt) -> Result<Vec<u8>> {
 /// its archive holds.
 pub(super) fn read_value(
     window: &dyn ReadAt,
-    info: &StorageInfo,
+    info: StorageRef<'_>,
     options: &LoadOptions,
 ) -> Result<Checkpoint> {
     let limit = options.max_storage_bytes.saturating_add(ARCHIVE_OVERHEAD);
-    let bytes = untransform(whole(window)?, &info.transforms, limit)?;
+    let bytes = untransform(whole(window)?, info.transforms, limit)?;
     torch_zip::load(&bytes[..], options, Mode::of(options))
 }
 

@@ -33,11 +33,12 @@ pub use part::save_part;
 pub use write::{save, ChunkPlan, DcpSaveOptions, PlannedChunk};
 
 use crate::error::{ErrorContext, FormatError, StorageError, TensorError};
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use self::metadata::{Chunk, DcpMetadata, Item, ItemKind, StorageInfo, TensorMeta};
+use self::metadata::{Chunk, DcpMetadata, Item, ItemKind, StorageRef, TensorMeta};
 use crate::checkpoint::options::LoadOptions;
 use crate::checkpoint::pickle::{Graph, Node, NodeId, Value};
 use crate::checkpoint::records::{Mode, Record, Records};
@@ -58,6 +59,8 @@ pub const METADATA_FILE: &str = ".metadata";
 pub struct DcpCheckpoint {
     dir: Location,
     metadata: DcpMetadata,
+    /// Each item's place in `metadata.items`, by name.
+    names: Arc<HashMap<String, usize>>,
     options: LoadOptions,
     /// The data files opened so far, each opened once (one `HEAD` for an
     /// object in a store), shared by clones.
@@ -112,12 +115,21 @@ impl DcpCheckpoint {
         // Every file through one handle of the folder: one version of it.
         let dir = dir.anchored();
         let path = dir.join(METADATA_FILE);
-        let bytes = path.read_all(options.max_pickle_bytes)?;
+        let file = path.open()?;
         let in_file = |e: Error| e.in_file(path.path());
-        let metadata = metadata::parse(&bytes, &options.pickle_limits).map_err(in_file)?;
+        let metadata =
+            metadata::parse_file(&*file, options.max_pickle_bytes, &options.pickle_limits)
+                .map_err(in_file)?;
+        let names = metadata
+            .items
+            .iter()
+            .enumerate()
+            .map(|(i, item)| (item.fqn.clone(), i))
+            .collect();
         Ok(DcpCheckpoint {
             dir,
             metadata,
+            names: Arc::new(names),
             options: options.clone(),
             files: Arc::default(),
             assembly: Arc::default(),
@@ -156,10 +168,9 @@ impl DcpCheckpoint {
 
     /// The item named `fqn`.
     fn item(&self, fqn: &str) -> Result<&Item> {
-        self.metadata
-            .items
-            .iter()
-            .find(|i| i.fqn == fqn)
+        self.names
+            .get(fqn)
+            .and_then(|&i| self.metadata.items.get(i))
             .ok_or_else(|| {
                 Error::Format(FormatError::MissingRecord {
                     name: fqn.to_owned(),
@@ -180,13 +191,13 @@ impl DcpCheckpoint {
     /// or the item is not inside it.
     pub fn item_format(&self) -> Result<Format> {
         let first = self.metadata.items.iter().find_map(|i| match &i.kind {
-            ItemKind::Tensor(t) => t.chunks.first().map(|c| &c.storage),
+            ItemKind::Tensor(t) => t.chunk(0).map(|c| c.storage),
             ItemKind::Bytes(_) => None,
         });
         let Some(info) = first else {
             return Ok(Format::TorchZip);
         };
-        let here = self.dir.join(&info.relative_path);
+        let here = self.dir.join(info.relative_path);
         let archive = self
             .file(&here)
             .and_then(|file| item::is_archive(&*file, info))
@@ -221,13 +232,13 @@ impl DcpCheckpoint {
         };
         let (info, limit) = match &self.item(fqn)?.kind {
             ItemKind::Tensor(t) => {
-                let c = t.chunks.get(chunk).ok_or_else(missing)?;
-                (&c.storage, bytes_of(fqn, t.dtype, &c.sizes)? as u64)
+                let c = t.chunk(chunk).ok_or_else(missing)?;
+                (c.storage, bytes_of(fqn, t.dtype, c.sizes)? as u64)
             }
-            ItemKind::Bytes(info) if chunk == 0 => (info, self.options.max_storage_bytes),
+            ItemKind::Bytes(info) if chunk == 0 => (info.as_ref(), self.options.max_storage_bytes),
             ItemKind::Bytes(_) => return Err(missing()),
         };
-        let here = self.dir.join(&info.relative_path);
+        let here = self.dir.join(info.relative_path);
         let limit = limit.saturating_add(item::ARCHIVE_OVERHEAD);
         self.file(&here)
             .and_then(|file| item::decoded(&*file, info, limit))
@@ -237,7 +248,7 @@ impl DcpCheckpoint {
 
     /// The data file `here` and the window of its item `info`: fetched
     /// ahead with its batch ([`prefetch`]), or opened now.
-    fn window(&self, here: &Location, info: &StorageInfo) -> Result<(Opened, item::Source)> {
+    fn window(&self, here: &Location, info: StorageRef<'_>) -> Result<(Opened, item::Source)> {
         let file = self.data_file(here)?;
         if let Some(window) = self.prefetched.take(&here.path(), info.offset) {
             return Ok((file, window));
@@ -366,8 +377,7 @@ impl DcpCheckpoint {
     fn assemble_into(&self, fqn: &str, dst: &mut [u8]) -> Result<()> {
         let meta = self.tensor_meta(fqn)?;
         let rows = meta
-            .chunks
-            .iter()
+            .chunks()
             .all(|c| c.sizes.get(1..) == meta.size.get(1..));
         if !rows || meta.size.is_empty() {
             let whole = self.read_tensor(fqn)?;
@@ -375,18 +385,13 @@ impl DcpCheckpoint {
         }
         let row_bytes = bytes_of(fqn, meta.dtype, &meta.size[1..])?;
         let regions: Vec<_> = meta
-            .chunks
-            .iter()
-            .filter_map(|c| intersect(c, &vec![0; meta.size.len()], &meta.size))
+            .chunks()
+            .filter_map(|c| intersect(&c, &vec![0; meta.size.len()], &meta.size))
             .collect();
         index::check_cover(fqn, &regions, meta.size.iter().product())?;
         let total = dst.len();
-        for chunk in meta
-            .chunks
-            .iter()
-            .filter(|c| c.sizes.iter().all(|&n| n > 0))
-        {
-            let stored = self.read_chunk(fqn, meta.dtype, chunk)?;
+        for chunk in meta.chunks().filter(|c| c.sizes.iter().all(|&n| n > 0)) {
+            let stored = self.read_chunk(fqn, meta.dtype, &chunk)?;
             let at = chunk.offsets[0] * row_bytes;
             let len = chunk.sizes[0] * row_bytes;
             let window =
@@ -407,12 +412,12 @@ impl DcpCheckpoint {
     }
 
     /// One stored chunk as a tensor of its own.
-    fn read_chunk(&self, fqn: &str, dtype: DType, chunk: &Chunk) -> Result<Tensor> {
-        let info = &chunk.storage;
-        let here = self.dir.join(&info.relative_path);
+    fn read_chunk(&self, fqn: &str, dtype: DType, chunk: &Chunk<'_>) -> Result<Tensor> {
+        let info = chunk.storage;
+        let here = self.dir.join(info.relative_path);
         let file = here.path();
         let in_file = |e: Error| e.at_path(fqn).in_file(&file);
-        let nbytes = bytes_of(fqn, dtype, &chunk.sizes).map_err(in_file)?;
+        let nbytes = bytes_of(fqn, dtype, chunk.sizes).map_err(in_file)?;
         let (source, window) = self.window(&here, info).map_err(in_file)?;
         let tensor = item::read_tensor(
             source.source(),
@@ -424,7 +429,7 @@ impl DcpCheckpoint {
             &self.options,
         )
         .map_err(in_file)?;
-        if tensor.dtype() != dtype || tensor.shape() != &chunk.sizes[..] {
+        if tensor.dtype() != dtype || tensor.shape() != chunk.sizes {
             return Err(in_file(Error::Format(FormatError::BadObject {
                 context: "DCP chunk",
                 expected: "a tensor of the chunk's dtype and size",
@@ -455,8 +460,8 @@ impl DcpCheckpoint {
         let here = self.dir.join(&info.relative_path);
         let file = here.path();
         let in_file = |e: Error| e.at_path(fqn).in_file(&file);
-        let (_, window) = self.window(&here, info).map_err(in_file)?;
-        item::read_value(&*window, info, &self.options).map_err(in_file)
+        let (_, window) = self.window(&here, info.as_ref()).map_err(in_file)?;
+        item::read_value(&*window, info.as_ref(), &self.options).map_err(in_file)
     }
 
     /// Everything, as one checkpoint nested as the saved state dict was.
@@ -472,21 +477,8 @@ impl DcpCheckpoint {
     /// Its files: `.metadata`, then each data file its items name, once, in
     /// the order first named.
     pub(crate) fn files(&self) -> Vec<Location> {
-        // Names borrowed from the metadata: a million chunks name a handful
-        // of files, and none is copied to be compared.
-        let mut seen = std::collections::HashSet::new();
         let mut files = vec![self.dir.join(METADATA_FILE)];
-        for item in &self.metadata.items {
-            let infos: &mut dyn Iterator<Item = &metadata::StorageInfo> = match &item.kind {
-                ItemKind::Tensor(t) => &mut t.chunks.iter().map(|c| &c.storage),
-                ItemKind::Bytes(info) => &mut std::iter::once(info),
-            };
-            for info in infos {
-                if seen.insert(info.relative_path.as_str()) {
-                    files.push(self.dir.join(&info.relative_path));
-                }
-            }
-        }
+        files.extend(self.metadata.files().into_iter().map(|f| self.dir.join(f)));
         files
     }
 
@@ -508,11 +500,12 @@ impl DcpCheckpoint {
         let root = ckpt.graph.dict(Vec::new());
         ckpt.root = Value::Node(root);
         let items = &this.metadata.items;
+        let mut keys = Keys::default();
         let mut start = 0;
         while start < items.len() {
             let end = this.batch_end(items, start)?;
             for item in &items[start..end] {
-                this.place_item(&mut ckpt, root, item)?;
+                this.place_item(&mut ckpt, &mut keys, root, item)?;
             }
             start = end;
         }
@@ -524,6 +517,7 @@ impl DcpCheckpoint {
     fn place_item(
         self: &Arc<Self>,
         ckpt: &mut Checkpoint,
+        keys: &mut Keys,
         root: NodeId,
         item: &Item,
     ) -> Result<()> {
@@ -551,7 +545,7 @@ impl DcpCheckpoint {
                 v
             }
         };
-        place(&mut ckpt.graph, root, &item.path, value)
+        place(&mut ckpt.graph, keys, root, &item.path, value)
     }
 }
 
@@ -568,7 +562,7 @@ fn bytes_of(fqn: &str, dtype: DType, sizes: &[usize]) -> Result<usize> {
 
 /// The intersection of a chunk with a region, per dimension `(start, len)`;
 /// `None` when it is empty (a chunk of no elements intersects nothing).
-fn intersect(chunk: &Chunk, offsets: &[usize], sizes: &[usize]) -> Option<Vec<(usize, usize)>> {
+fn intersect(chunk: &Chunk<'_>, offsets: &[usize], sizes: &[usize]) -> Option<Vec<(usize, usize)>> {
     let mut out = Vec::with_capacity(sizes.len());
     for d in 0..sizes.len() {
         let lo = chunk.offsets[d].max(offsets[d]);
@@ -641,11 +635,19 @@ fn transplant(value: &Checkpoint, root: &Value<Object>, into: &mut Checkpoint) -
     root
 }
 
+/// Where each key [`place`] put in a dict sits in it, so that placing N
+/// items costs O(N × depth), not a scan of the dict for each key (a dict
+/// of 20,000 layers made that quadratic).
+#[derive(Default)]
+struct Keys(HashMap<(NodeId, PathKey), usize>);
+
 /// Puts `value` at `path` under the dict `root`, making the containers on the
 /// way: dicts, or lists where the next key is an index (as DCP's
-/// `unflatten_state_dict` does, padding with `None`).
+/// `unflatten_state_dict` does, padding with `None`). Every dict on the way
+/// was made by `place` with `keys`.
 fn place(
     graph: &mut Graph<Object>,
+    keys: &mut Keys,
     root: NodeId,
     path: &[PathKey],
     value: Value<Object>,
@@ -671,7 +673,7 @@ fn place(
     let mut node = root;
     for (i, k) in parents.iter().enumerate() {
         let next_is_index = matches!(path[i + 1], PathKey::Index(_));
-        let existing = slot(graph, node, k).map_err(|_| clash(k))?;
+        let existing = slot(graph, keys, node, k).map_err(|_| clash(k))?;
         node = match existing {
             Some(Value::Node(id)) => id,
             Some(_) => return Err(clash(k)),
@@ -681,25 +683,28 @@ fn place(
                 } else {
                     graph.dict(Vec::new())
                 };
-                set(graph, node, k, key_value(k), Value::Node(child)).map_err(|_| clash(k))?;
+                set(graph, keys, node, k, key_value(k), Value::Node(child))
+                    .map_err(|_| clash(k))?;
                 child
             }
         };
     }
-    set(graph, node, last, key_value(last), value).map_err(|_| clash(last))
+    set(graph, keys, node, last, key_value(last), value).map_err(|_| clash(last))
 }
 
 /// The value at key `k` of container `node`, if any; `Err` when the key does
 /// not fit the container.
 fn slot(
     graph: &Graph<Object>,
+    keys: &Keys,
     node: NodeId,
     k: &PathKey,
 ) -> std::result::Result<Option<Value<Object>>, ()> {
     match (graph.get(node), k) {
-        (Node::Dict(d), _) => Ok(d
-            .iter()
-            .find(|(key, _)| key_matches(key, k))
+        (Node::Dict(d), _) => Ok(keys
+            .0
+            .get(&(node, k.clone()))
+            .and_then(|&i| d.get(i))
             .map(|(_, v)| v.clone())),
         (Node::List(l), PathKey::Index(i)) => {
             let i = usize::try_from(*i).map_err(|_| ())?;
@@ -711,6 +716,7 @@ fn slot(
 
 fn set(
     graph: &mut Graph<Object>,
+    keys: &mut Keys,
     node: NodeId,
     k: &PathKey,
     key: Value<Object>,
@@ -718,9 +724,12 @@ fn set(
 ) -> std::result::Result<(), ()> {
     match (graph.get_mut(node), k) {
         (Node::Dict(d), _) => {
-            match d.iter_mut().find(|(existing, _)| key_matches(existing, k)) {
-                Some((_, v)) => *v = value,
-                None => d.push((key, value)),
+            match keys.0.entry((node, k.clone())) {
+                Entry::Occupied(at) => d[*at.get()].1 = value,
+                Entry::Vacant(at) => {
+                    at.insert(d.len());
+                    d.push((key, value));
+                }
             }
             Ok(())
         }
@@ -738,13 +747,5 @@ fn set(
             Ok(())
         }
         _ => Err(()),
-    }
-}
-
-fn key_matches(key: &Value<Object>, k: &PathKey) -> bool {
-    match (key, k) {
-        (Value::Str(s), PathKey::Key(t)) => **s == **t,
-        (Value::Int(i), PathKey::Index(j)) => i == j,
-        _ => false,
     }
 }

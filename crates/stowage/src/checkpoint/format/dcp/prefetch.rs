@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 
 use super::item::Source;
-use super::metadata::{Item, ItemKind, StorageInfo};
+use super::metadata::{Item, ItemKind, StorageRef};
 use super::DcpCheckpoint;
 use crate::checkpoint::records::Mode;
 use crate::io::{Location, Span};
@@ -42,19 +42,18 @@ impl Prefetched {
 }
 
 /// A batch's stored items by data file: each with its item's name.
-type ByFile<'i> = Vec<(Location, Vec<(&'i str, &'i StorageInfo)>)>;
+type ByFile<'i> = Vec<(Location, Vec<(&'i str, StorageRef<'i>)>)>;
 
 /// The stored items `item` is read from: a tensor's chunks that hold
 /// elements (those [`DcpCheckpoint::read_tensor`] reads), or a value's item.
-fn stored_items(item: &Item) -> Vec<&StorageInfo> {
+fn stored_items(item: &Item) -> Vec<StorageRef<'_>> {
     match &item.kind {
         ItemKind::Tensor(meta) => meta
-            .chunks
-            .iter()
+            .chunks()
             .filter(|c| super::intersect(c, &vec![0; meta.size.len()], &meta.size).is_some())
-            .map(|c| &c.storage)
+            .map(|c| c.storage)
             .collect(),
-        ItemKind::Bytes(info) => vec![info],
+        ItemKind::Bytes(info) => vec![info.as_ref()],
     }
 }
 
@@ -103,7 +102,7 @@ impl DcpCheckpoint {
         let mut by_file: ByFile<'i> = Vec::new();
         for item in &items[start..end] {
             for info in stored_items(item) {
-                let file = self.dir.join(&info.relative_path);
+                let file = self.dir.join(info.relative_path);
                 match by_file.iter_mut().find(|(f, _)| *f == file) {
                     Some((_, list)) => list.push((&item.fqn, info)),
                     None => by_file.push((file, vec![(&item.fqn, info)])),

@@ -10,7 +10,7 @@ use crate::{Error, Result};
 
 /// The parts of a region: each stored chunk it meets, with the range of
 /// each dimension the chunk covers there.
-type Parts<'m> = Vec<(&'m Chunk, Vec<(usize, usize)>)>;
+type Parts<'m> = Vec<(Chunk<'m>, Vec<(usize, usize)>)>;
 
 impl DcpCheckpoint {
     /// Tensor `fqn`'s metadata and the chunks that tile the region at
@@ -52,8 +52,8 @@ impl DcpCheckpoint {
             .candidates(&self.metadata, fqn, meta, offsets, sizes)
             .into_iter()
             .filter_map(|i| {
-                let c = &meta.chunks[i];
-                intersect(c, offsets, sizes).map(|r| (c, r))
+                let c = meta.chunk(i)?;
+                intersect(&c, offsets, sizes).map(|r| (c, r))
             })
             .collect();
         let regions: Vec<_> = parts.iter().map(|(_, r)| r.clone()).collect();
@@ -91,7 +91,7 @@ impl DcpCheckpoint {
             }));
         }
         for (chunk, ranges) in parts {
-            let stored = self.read_chunk(fqn, meta.dtype, chunk)?;
+            let stored = self.read_chunk(fqn, meta.dtype, &chunk)?;
             let mut src = stored;
             for (d, &(lo, len)) in ranges.iter().enumerate() {
                 src = src.narrow(d as isize, (lo - chunk.offsets[d]) as isize, len)?;

@@ -1,105 +1,16 @@
-//! A DCP checkpoint's `.metadata`: a pickle of
-//! `torch.distributed.checkpoint.metadata.Metadata`, read by the generic
-//! pickle machine with hooks that know only the handful of plain data classes
-//! it may name (the dataclasses of `metadata.py` and `filesystem.py`, their
-//! older `torch.distributed._shard` spellings, `torch.Size`, dtypes, layouts,
-//! memory formats and `pathlib` paths). Every class is data: an instance is a
-//! dict of its attributes, filled by `BUILD`; nothing is imported or called,
-//! and any other global is refused. (PyTorch itself reads this file with a
-//! plain `pickle.load`.)
+//! The generic reader of `.metadata`: the pickle machine builds its node
+//! graph, with hooks that know only the data classes it may name, and the
+//! graph is walked into [`Parts`]. Every class is data: an instance is a
+//! dict of its attributes, filled by `BUILD`. It reads every stream the
+//! compact decoder does not take, and its errors are the errors users see.
 
-use crate::error::{CheckpointError, FormatError};
-use std::collections::HashMap;
-
+use super::parts::{ChunkRec, IndexRec, InfoRec, ItemRec, Parts, TensorRec, NO_HINT};
+use super::Class;
 use crate::checkpoint::globals::allowlist::{self, Global};
 use crate::checkpoint::pickle::{unpickle, Graph, Hooks, Limits, Node, NodeId, Value};
 use crate::checkpoint::value::graph::PathKey;
+use crate::error::{CheckpointError, FormatError};
 use crate::{DType, Error, Result};
-
-/// A data class the metadata may name.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Class {
-    Metadata,
-    TensorStorageMetadata,
-    BytesStorageMetadata,
-    ChunkStorageMetadata,
-    TensorProperties,
-    MetadataIndex,
-    StorageInfo,
-    StorageMeta,
-    MemoryFormat,
-    Path,
-}
-
-/// Every global a `.metadata` pickle may name, besides `torch.Size`, dtypes
-/// and `torch.serialization._get_layout` (from the checkpoint allowlist).
-const CLASSES: &[(&str, &str, Class)] = &[
-    (
-        "torch.distributed.checkpoint.metadata",
-        "Metadata",
-        Class::Metadata,
-    ),
-    (
-        "torch.distributed.checkpoint.metadata",
-        "TensorStorageMetadata",
-        Class::TensorStorageMetadata,
-    ),
-    (
-        "torch.distributed.checkpoint.metadata",
-        "BytesStorageMetadata",
-        Class::BytesStorageMetadata,
-    ),
-    (
-        "torch.distributed.checkpoint.metadata",
-        "ChunkStorageMetadata",
-        Class::ChunkStorageMetadata,
-    ),
-    (
-        "torch.distributed.checkpoint.metadata",
-        "TensorProperties",
-        Class::TensorProperties,
-    ),
-    (
-        "torch.distributed.checkpoint.metadata",
-        "MetadataIndex",
-        Class::MetadataIndex,
-    ),
-    (
-        "torch.distributed.checkpoint.metadata",
-        "StorageMeta",
-        Class::StorageMeta,
-    ),
-    (
-        "torch.distributed.checkpoint.metadata",
-        "_MEM_FORMAT_ENCODING",
-        Class::MemoryFormat,
-    ),
-    (
-        "torch.distributed.checkpoint.filesystem",
-        "_StorageInfo",
-        Class::StorageInfo,
-    ),
-    (
-        "torch.distributed._shard.sharded_tensor.metadata",
-        "TensorProperties",
-        Class::TensorProperties,
-    ),
-    (
-        "torch.distributed._shard.sharded_tensor.metadata",
-        "MEM_FORMAT_ENCODING",
-        Class::MemoryFormat,
-    ),
-    ("pathlib", "PosixPath", Class::Path),
-    ("pathlib", "PurePosixPath", Class::Path),
-    ("pathlib", "Path", Class::Path),
-];
-
-/// Whether `module.name` is one of the data classes a `.metadata` pickle may
-/// name (read as data by this reader; `stowage scan` judges a DCP
-/// `.metadata` by them).
-pub(crate) fn is_metadata_class(module: &str, name: &str) -> bool {
-    CLASSES.iter().any(|(m, n, _)| *m == module && *n == name)
-}
 
 /// A value of the metadata pickle that is not a plain Python value.
 #[derive(Clone, Debug)]
@@ -163,8 +74,8 @@ impl Hooks for MetadataHooks {
     type Error = Error;
 
     fn find_class(&mut self, module: &str, name: &str) -> Result<V> {
-        if let Some((_, _, c)) = CLASSES.iter().find(|(m, n, _)| *m == module && *n == name) {
-            return Ok(Value::Ext(Md::Class(*c)));
+        if let Some(c) = super::class(module, name) {
+            return Ok(Value::Ext(Md::Class(c)));
         }
         match allowlist::resolve(module, name) {
             Ok(Global::DType(d)) => Ok(Value::Ext(Md::DType(d))),
@@ -266,73 +177,6 @@ impl Hooks for MetadataHooks {
     }
 }
 
-/// Where an item's bytes are: `_StorageInfo`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct StorageInfo {
-    /// The file, relative to the checkpoint's folder (a plain file name).
-    pub relative_path: String,
-    /// The item's first byte in the file.
-    pub offset: u64,
-    /// The item's length in bytes, as stored (after any transforms).
-    pub length: u64,
-    /// Stream transforms applied when saving, in order (`stream.zstd/1`).
-    pub transforms: Vec<String>,
-}
-
-/// One stored chunk of a tensor: its region of the whole tensor and its bytes.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Chunk {
-    /// Where the chunk starts in each dimension.
-    pub offsets: Vec<usize>,
-    /// The chunk's extent in each dimension.
-    pub sizes: Vec<usize>,
-    /// Where its bytes are.
-    pub storage: StorageInfo,
-}
-
-/// A tensor of a DCP checkpoint, stored as chunks.
-#[derive(Clone, Debug, PartialEq)]
-pub struct TensorMeta {
-    /// The element type.
-    pub dtype: DType,
-    /// The whole tensor's shape.
-    pub size: Vec<usize>,
-    /// As saved.
-    pub requires_grad: bool,
-    /// The stored chunks (from every rank), in metadata order.
-    pub chunks: Vec<Chunk>,
-}
-
-/// What an entry of the state dict is.
-#[derive(Clone, Debug, PartialEq)]
-pub enum ItemKind {
-    /// A tensor, in chunks.
-    Tensor(TensorMeta),
-    /// Any other value, stored as one `torch.save` archive.
-    Bytes(StorageInfo),
-}
-
-/// One entry of the flattened state dict.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Item {
-    /// The flattened name (`model.layers.0.weight`).
-    pub fqn: String,
-    /// The keys from the root of the original state dict (`planner_data`),
-    /// or the name split at dots when the metadata has none.
-    pub path: Vec<PathKey>,
-    /// Tensor or value.
-    pub kind: ItemKind,
-}
-
-/// A parsed `.metadata`.
-#[derive(Clone, Debug, PartialEq)]
-pub struct DcpMetadata {
-    /// Every entry, in the metadata's order.
-    pub items: Vec<Item>,
-    /// The checkpoint format version (`"1.0.0"`), when recorded.
-    pub version: Option<String>,
-}
-
 /// An attribute of an instance.
 fn attr<'g>(graph: &'g Graph<Md>, obj: &V, name: &str) -> Option<&'g V> {
     let Value::Ext(Md::Obj(_, node)) = obj else {
@@ -372,48 +216,37 @@ fn size_of(graph: &Graph<Md>, v: Option<&V>, what: &'static str) -> Result<Vec<u
     }
 }
 
-fn storage_info(graph: &Graph<Md>, v: &V) -> Result<StorageInfo> {
+/// An `_StorageInfo`, into `parts`.
+fn storage_info(graph: &Graph<Md>, v: &V, parts: &mut Parts) -> Result<InfoRec> {
     if class_of(v) != Some(Class::StorageInfo) {
         return Err(bad("DCP storage_data", "a _StorageInfo", "another value"));
     }
     let relative_path = attr(graph, v, "relative_path")
         .and_then(|p| p.as_str())
         .ok_or_else(|| bad("_StorageInfo", "a relative_path string", "none"))?;
-    let plain = !relative_path.is_empty()
-        && relative_path != "."
-        && relative_path != ".."
-        && !relative_path.contains(['/', '\\', '\0']);
-    if !plain {
-        return Err(bad(
-            "_StorageInfo",
-            "a file name in the checkpoint's folder",
-            format!("{relative_path:?}"),
-        ));
-    }
-    let number = |name: &'static str| -> Result<u64> {
-        match attr(graph, v, name).and_then(|x| x.as_i64()) {
-            Some(n) if n >= 0 => Ok(n as u64),
-            _ => Err(bad(
-                "_StorageInfo",
-                "a non-negative offset and length",
-                name,
-            )),
-        }
+    let number = |name: &'static str| -> Result<i64> {
+        attr(graph, v, name)
+            .and_then(|x| x.as_i64())
+            .ok_or_else(|| bad("_StorageInfo", "a non-negative offset and length", name))
     };
     let transforms = match attr(graph, v, "transform_descriptors") {
-        None | Some(Value::None) => Vec::new(),
+        None | Some(Value::None) => 0,
         Some(Value::Node(id)) => match graph.try_get(*id) {
-            Some(Node::List(l) | Node::Tuple(l)) => l
-                .iter()
-                .map(|t| t.as_str().map(str::to_owned))
-                .collect::<Option<Vec<_>>>()
-                .ok_or_else(|| {
-                    bad(
-                        "_StorageInfo",
-                        "transform descriptor strings",
-                        "another value",
-                    )
-                })?,
+            Some(Node::List(l) | Node::Tuple(l)) => {
+                let names = l
+                    .iter()
+                    .map(|t| t.as_str())
+                    .collect::<Option<Vec<_>>>()
+                    .ok_or_else(|| {
+                        bad(
+                            "_StorageInfo",
+                            "transform descriptor strings",
+                            "another value",
+                        )
+                    })?;
+                let names = names.into_iter().map(|t| parts.intern(t)).collect();
+                parts.transforms(names)
+            }
             _ => {
                 return Err(bad(
                     "_StorageInfo",
@@ -424,8 +257,8 @@ fn storage_info(graph: &Graph<Md>, v: &V) -> Result<StorageInfo> {
         },
         Some(_) => return Err(bad("_StorageInfo", "a list of transforms", "a scalar")),
     };
-    Ok(StorageInfo {
-        relative_path: relative_path.to_owned(),
+    Ok(InfoRec {
+        file: parts.intern(relative_path),
         offset: number("offset")?,
         length: number("length")?,
         transforms,
@@ -440,23 +273,19 @@ fn path_key(v: &V) -> Result<PathKey> {
     }
 }
 
-/// Parses a `.metadata` file's bytes.
+/// Reads a `.metadata` stream with the generic pickle machine.
 ///
 /// # Errors
-/// [`CheckpointError::GlobalNotAllowed`] for a global outside the DCP data classes;
-/// [`FormatError::Pickle`] for a malformed pickle or one past `limits`;
-/// [`FormatError::BadObject`] when the objects are not a DCP `Metadata` (a chunk
-/// outside its tensor, a storage file outside the folder, a chunk without
-/// storage …); [`TensorError::SizeOverflow`](crate::TensorError::SizeOverflow) for sizes past `usize`.
-pub fn parse(bytes: &[u8], limits: &Limits) -> Result<DcpMetadata> {
+/// As [`super::parse`], for what the stream's objects are.
+pub(super) fn read(bytes: &[u8], limits: &Limits) -> Result<Parts> {
     let p = unpickle(bytes, &mut MetadataHooks, limits)?;
     let (graph, root) = (&p.graph, &p.root);
     if class_of(root) != Some(Class::Metadata) {
         return Err(bad("DCP .metadata", "a Metadata object", "another value"));
     }
-    let storage = storage_index(graph, root)?;
-    let mut planner = planner_paths(graph, root)?;
-    let mut items = Vec::new();
+    let mut parts = Parts::for_stream(bytes.len());
+    storage_index(graph, root, &mut parts)?;
+    planner_paths(graph, root, &mut parts)?;
     for (k, v) in dict_entries(
         graph,
         attr(graph, root, "state_dict_metadata"),
@@ -464,28 +293,20 @@ pub fn parse(bytes: &[u8], limits: &Limits) -> Result<DcpMetadata> {
     )? {
         let fqn = k
             .as_str()
-            .ok_or_else(|| bad("DCP state_dict_metadata", "string keys", "another value"))?
-            .to_owned();
-        let kind = item_kind(graph, v, &fqn, &storage)?;
-        let path = planner
-            .remove(&fqn)
-            .unwrap_or_else(|| fqn.split('.').map(|s| PathKey::Key(s.to_owned())).collect());
-        items.push(Item { fqn, path, kind });
+            .ok_or_else(|| bad("DCP state_dict_metadata", "string keys", "another value"))?;
+        let item = item_kind(graph, v, fqn, &mut parts)?;
+        let fqn = parts.intern(fqn);
+        parts.items.push((fqn, item));
     }
-    let version = attr(graph, root, "version")
+    parts.version = attr(graph, root, "version")
         .and_then(|v| v.as_str())
         .map(str::to_owned);
-    Ok(DcpMetadata { items, version })
+    Ok(parts)
 }
 
-/// `storage_data`'s storages, by fqn and chunk offsets (`None` for bytes).
-type StorageIndex = HashMap<(String, Option<Vec<usize>>), StorageInfo>;
-
 /// The `storage_data` of the `Metadata` `root`: `MetadataIndex(fqn, offset,
-/// index)` → `_StorageInfo`. As in PyTorch, an index is found by fqn and
-/// offset (`index` is only a hint).
-fn storage_index(graph: &Graph<Md>, root: &V) -> Result<StorageIndex> {
-    let mut storage: StorageIndex = HashMap::new();
+/// index)` → `_StorageInfo`.
+fn storage_index(graph: &Graph<Md>, root: &V, parts: &mut Parts) -> Result<()> {
     for (k, v) in dict_entries(
         graph,
         attr(graph, root, "storage_data"),
@@ -505,16 +326,28 @@ fn storage_index(graph: &Graph<Md>, root: &V) -> Result<StorageIndex> {
             None | Some(Value::None) => None,
             Some(o) => Some(MetadataHooks::ints(graph, o, "MetadataIndex offset")?),
         };
-        storage.insert((fqn.to_owned(), offset), storage_info(graph, v)?);
+        let hint = attr(graph, k, "index")
+            .and_then(|i| i.as_i64())
+            .and_then(|i| u32::try_from(i).ok())
+            .unwrap_or(NO_HINT);
+        let index = IndexRec {
+            fqn: parts.intern(fqn),
+            offset: offset.map(|o| parts.dims(o)).transpose()?,
+            hint,
+        };
+        let info = storage_info(graph, v, parts)?;
+        parts.indices.push(index);
+        parts.infos.push(info);
+        let n = parts.infos.len() as u32 - 1;
+        parts.storage.push((n, n));
     }
-    Ok(storage)
+    Ok(())
 }
 
 /// The `planner_data` of the `Metadata` `root`, when it has one: each
 /// fqn's path of keys in the state dict. Entries of another shape are
 /// skipped.
-fn planner_paths(graph: &Graph<Md>, root: &V) -> Result<HashMap<String, Vec<PathKey>>> {
-    let mut planner: HashMap<String, Vec<PathKey>> = HashMap::new();
+fn planner_paths(graph: &Graph<Md>, root: &V, parts: &mut Parts) -> Result<()> {
     if let Ok(entries) = dict_entries(graph, attr(graph, root, "planner_data"), "") {
         for (k, v) in entries {
             let (Some(fqn), Some(Node::Tuple(keys) | Node::List(keys))) =
@@ -522,27 +355,24 @@ fn planner_paths(graph: &Graph<Md>, root: &V) -> Result<HashMap<String, Vec<Path
             else {
                 continue;
             };
-            planner.insert(
-                fqn.to_owned(),
-                keys.iter().map(path_key).collect::<Result<_>>()?,
-            );
+            parts.charge(keys.len())?;
+            let path = keys.iter().map(path_key).collect::<Result<_>>()?;
+            let fqn = parts.intern(fqn);
+            parts.planner.push((fqn, path));
         }
     }
-    Ok(planner)
+    Ok(())
 }
 
 /// The item `fqn` of `state_dict_metadata`, whose metadata is `v`: bytes or
-/// a tensor, with its storage from `storage`.
-fn item_kind(graph: &Graph<Md>, v: &V, fqn: &str, storage: &StorageIndex) -> Result<ItemKind> {
+/// a tensor.
+fn item_kind(graph: &Graph<Md>, v: &V, fqn: &str, parts: &mut Parts) -> Result<ItemRec> {
     match class_of(v) {
-        Some(Class::BytesStorageMetadata) => Ok(ItemKind::Bytes(
-            storage
-                .get(&(fqn.to_owned(), None))
-                .cloned()
-                .ok_or_else(|| missing_storage(fqn))?,
-        )),
+        Some(Class::BytesStorageMetadata) => Ok(ItemRec::Bytes),
         Some(Class::TensorStorageMetadata) => {
-            tensor_meta(graph, v, fqn, storage).map(ItemKind::Tensor)
+            let t = tensor_meta(graph, v, fqn, parts)?;
+            parts.tensors.push(t);
+            Ok(ItemRec::Tensor(parts.tensors.len() as u32 - 1))
         }
         _ => Err(bad(
             "DCP state_dict_metadata",
@@ -552,14 +382,9 @@ fn item_kind(graph: &Graph<Md>, v: &V, fqn: &str, storage: &StorageIndex) -> Res
     }
 }
 
-/// The error for an item `fqn` (or a chunk of it) without storage.
-fn missing_storage(fqn: &str) -> Error {
-    bad("DCP storage_data", "an entry for every item", fqn)
-}
-
 /// The tensor `fqn` from its `TensorStorageMetadata` `v`: its properties,
-/// size, and chunks with their storage from `storage`.
-fn tensor_meta(graph: &Graph<Md>, v: &V, fqn: &str, storage: &StorageIndex) -> Result<TensorMeta> {
+/// size, and chunks.
+fn tensor_meta(graph: &Graph<Md>, v: &V, fqn: &str, parts: &mut Parts) -> Result<TensorRec> {
     let props = attr(graph, v, "properties");
     let dtype = match props.and_then(|p| attr(graph, p, "dtype")) {
         Some(Value::Ext(Md::DType(d))) => *d,
@@ -579,48 +404,19 @@ fn tensor_meta(graph: &Graph<Md>, v: &V, fqn: &str, storage: &StorageIndex) -> R
     };
     let mut chunks = Vec::with_capacity(chunk_list.len());
     for c in chunk_list {
-        chunks.push(chunk(graph, c, fqn, &size, storage)?);
+        let offsets = size_of(graph, attr(graph, c, "offsets"), "chunk offsets")?;
+        let sizes = size_of(graph, attr(graph, c, "sizes"), "chunk sizes")?;
+        let rec = ChunkRec {
+            offsets: parts.dims(offsets)?,
+            sizes: parts.dims(sizes)?,
+        };
+        parts.chunks.push(rec);
+        chunks.push(parts.chunks.len() as u32 - 1);
     }
-    Ok(TensorMeta {
+    Ok(TensorRec {
         dtype,
-        size,
         requires_grad,
+        size: parts.dims(size)?,
         chunks,
-    })
-}
-
-/// The `ChunkStorageMetadata` `c` of the tensor `fqn` of size `size`: a
-/// region inside the tensor, with its storage from `storage`.
-fn chunk(
-    graph: &Graph<Md>,
-    c: &V,
-    fqn: &str,
-    size: &[usize],
-    storage: &StorageIndex,
-) -> Result<Chunk> {
-    let offsets = size_of(graph, attr(graph, c, "offsets"), "chunk offsets")?;
-    let sizes = size_of(graph, attr(graph, c, "sizes"), "chunk sizes")?;
-    let inside = offsets.len() == size.len()
-        && sizes.len() == size.len()
-        && offsets
-            .iter()
-            .zip(&sizes)
-            .zip(size)
-            .all(|((o, s), n)| o.checked_add(*s).is_some_and(|end| end <= *n));
-    if !inside {
-        return Err(bad(
-            "DCP chunk",
-            "a region inside its tensor",
-            format!("{fqn}: offsets {offsets:?} sizes {sizes:?} of a tensor of size {size:?}"),
-        ));
-    }
-    let storage = storage
-        .get(&(fqn.to_owned(), Some(offsets.clone())))
-        .cloned()
-        .ok_or_else(|| missing_storage(fqn))?;
-    Ok(Chunk {
-        offsets,
-        sizes,
-        storage,
     })
 }
