@@ -16,14 +16,14 @@
 //! shared (`Rc`) or small, containers nest at most [`MAX_DEPTH`] deep, and
 //! dimensions copied into chunks are charged to [`Parts`]' budget.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 
 use foldhash::fast::RandomState;
 use std::rc::Rc;
 
 use stowage_pickle::opcode as op;
 
-use super::input::{memo_reads, Input};
+use super::input::{memo_reads, Input, MemoReads};
 use super::parts::{Dims, Parts};
 use super::Class;
 use crate::checkpoint::globals::allowlist::{self, Global};
@@ -149,9 +149,9 @@ struct Decoder<'a> {
     input: Input<'a>,
     stack: Vec<V>,
     marks: Vec<usize>,
-    memo: HashMap<u64, V, RandomState>,
-    /// The memo entries the stream reads back.
-    plan: HashSet<u64, RandomState>,
+    /// The memo entries the stream reads back, each in its slot.
+    memo: Vec<Option<V>>,
+    plan: MemoReads,
     memoized: u64,
     parts: Parts,
     /// `state_dict_metadata` names seen (the decoder leaves duplicate keys
@@ -181,7 +181,7 @@ pub(super) fn decode_input(mut input: Input<'_>) -> Option<Parts> {
         input,
         stack: Vec::new(),
         marks: Vec::new(),
-        memo: HashMap::default(),
+        memo: vec![None; plan.count()],
         plan,
         memoized: 0,
         parts,
@@ -420,12 +420,12 @@ impl Decoder<'_> {
                 }
                 op::BINGET => {
                     let index = self.uint(1)?;
-                    let v = self.memo.get(&index)?.clone();
+                    let v = self.memo_get(index)?;
                     self.stack.push(v);
                 }
                 op::LONG_BINGET => {
                     let index = self.uint(4)?;
-                    let v = self.memo.get(&index)?.clone();
+                    let v = self.memo_get(index)?;
                     self.stack.push(v);
                 }
                 _ => return None,
@@ -441,13 +441,17 @@ impl Decoder<'_> {
 
     fn memoize(&mut self, index: u64) -> Step<()> {
         let top = self.stack.last()?;
-        if self.plan.contains(&index) {
+        if let Some(slot) = self.plan.slot(index) {
             if !top.shareable() {
                 return None;
             }
-            self.memo.insert(index, top.clone());
+            self.memo[slot] = Some(top.clone());
         }
         Some(())
+    }
+
+    fn memo_get(&self, index: u64) -> Step<V> {
+        self.memo[self.plan.slot(index)?].clone()
     }
 
     fn extend_list(&mut self, at: usize) -> Step<()> {

@@ -3,9 +3,6 @@
 //! block of it beside the records, not the whole file; and the pass before
 //! decoding that finds which memo entries the stream reads back.
 
-use std::collections::HashSet;
-
-use foldhash::fast::RandomState;
 use stowage_pickle::opcode as op;
 
 use crate::io::ReadAt;
@@ -66,6 +63,7 @@ impl<'a> Input<'a> {
         self.pos = 0;
     }
 
+    #[inline]
     fn window(&self) -> &[u8] {
         match &self.buf {
             Window::Memory(d) => d,
@@ -79,11 +77,18 @@ impl<'a> Input<'a> {
     }
 
     /// At least `n` bytes from the position are in the window.
+    #[inline]
     fn ensure(&mut self, n: usize) -> Option<()> {
-        let have = self.window().len() - self.pos;
-        if have >= n {
+        if self.window().len() - self.pos >= n {
             return Some(());
         }
+        self.refill(n)
+    }
+
+    /// Reads the next block of the file, keeping the bytes not yet read.
+    #[cold]
+    #[inline(never)]
+    fn refill(&mut self, n: usize) -> Option<()> {
         let (Some(file), Window::Block(b)) = (self.file, &mut self.buf) else {
             return None;
         };
@@ -102,6 +107,7 @@ impl<'a> Input<'a> {
         (b.len() >= n).then_some(())
     }
 
+    #[inline]
     pub(super) fn byte(&mut self) -> Option<u8> {
         self.ensure(1)?;
         let b = self.window()[self.pos];
@@ -109,6 +115,7 @@ impl<'a> Input<'a> {
         Some(b)
     }
 
+    #[inline]
     pub(super) fn take(&mut self, n: usize) -> Option<&[u8]> {
         self.ensure(n)?;
         let at = self.pos;
@@ -132,6 +139,7 @@ impl<'a> Input<'a> {
     }
 
     /// A little-endian unsigned integer of `n` bytes (at most 8).
+    #[inline]
     pub(super) fn uint(&mut self, n: usize) -> Option<u64> {
         let mut le = [0u8; 8];
         le[..n].copy_from_slice(self.take(n)?);
@@ -155,23 +163,80 @@ impl<'a> Input<'a> {
     }
 }
 
+/// The memo entries a stream reads back, as a bit per entry, and for each
+/// entry read its slot among them: the decoder keeps those entries in a
+/// vector of that many, with no hashing (a `.metadata` of a million chunks
+/// reads the memo some 20 million times).
+#[derive(Debug, Default)]
+pub(super) struct MemoReads {
+    bits: Vec<u64>,
+    /// Entries read before each word of `bits`.
+    before: Vec<u32>,
+}
+
+impl MemoReads {
+    fn mark(&mut self, index: u64, limit: u64) -> Option<()> {
+        // An entry past the stream's length was never made (the generic
+        // reader reports it).
+        if index >= limit {
+            return None;
+        }
+        let w = (index / 64) as usize;
+        if w >= self.bits.len() {
+            self.bits.resize(w + 1, 0);
+        }
+        self.bits[w] |= 1 << (index % 64);
+        Some(())
+    }
+
+    fn finish(mut self) -> MemoReads {
+        let mut n = 0u32;
+        self.before = self
+            .bits
+            .iter()
+            .map(|w| {
+                let at = n;
+                n += w.count_ones();
+                at
+            })
+            .collect();
+        self
+    }
+
+    /// Entries read, in all.
+    pub(super) fn count(&self) -> usize {
+        self.bits.iter().map(|w| w.count_ones() as usize).sum()
+    }
+
+    /// The slot of entry `index`, if the stream reads it back.
+    #[inline]
+    pub(super) fn slot(&self, index: u64) -> Option<usize> {
+        let w = usize::try_from(index / 64).ok()?;
+        let word = *self.bits.get(w)?;
+        let bit = 1u64 << (index % 64);
+        (word & bit != 0)
+            .then(|| self.before[w] as usize + (word & (bit - 1)).count_ones() as usize)
+    }
+}
+
 /// The memo entries the stream reads back (`BINGET`, `LONG_BINGET`), from a
 /// pass over its opcodes before decoding: only those are kept. `None` for a
 /// stream of opcodes the compact decoder does not read, one that mixes
 /// `MEMOIZE` with `PUT`s, or one that ends before `STOP`.
-pub(super) fn memo_reads(input: &mut Input<'_>) -> Option<HashSet<u64, RandomState>> {
-    let mut read = HashSet::default();
+pub(super) fn memo_reads(input: &mut Input<'_>) -> Option<MemoReads> {
+    let mut read = MemoReads::default();
+    let limit = input.len();
     let (mut puts, mut memoizes) = (false, false);
     loop {
         let code = input.byte()?;
         let skip: u64 = match code {
             op::STOP => break,
             op::BINGET => {
-                read.insert(input.uint(1)?);
+                read.mark(input.uint(1)?, limit)?;
                 0
             }
             op::LONG_BINGET => {
-                read.insert(input.uint(4)?);
+                read.mark(input.uint(4)?, limit)?;
                 0
             }
             op::MEMOIZE => {
@@ -222,5 +287,5 @@ pub(super) fn memo_reads(input: &mut Input<'_>) -> Option<HashSet<u64, RandomSta
         };
         input.skip(skip)?;
     }
-    (!(puts && memoizes)).then_some(read)
+    (!(puts && memoizes)).then(|| read.finish())
 }
