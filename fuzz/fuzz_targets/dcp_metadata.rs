@@ -14,9 +14,10 @@ fuzz_target!(|data: &[u8]| {
     };
     for item in &md.items {
         if let ItemKind::Tensor(t) = &item.kind {
-            for c in &t.chunks {
+            assert_eq!(t.chunks().len(), t.chunk_count());
+            for c in t.chunks() {
                 assert_eq!(c.offsets.len(), t.size.len());
-                for ((o, s), n) in c.offsets.iter().zip(&c.sizes).zip(&t.size) {
+                for ((o, s), n) in c.offsets.iter().zip(c.sizes).zip(&t.size) {
                     assert!(o + s <= *n, "chunk outside its tensor");
                 }
                 assert!(!c.storage.relative_path.contains('/'));

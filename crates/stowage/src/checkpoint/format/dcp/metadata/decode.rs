@@ -383,7 +383,10 @@ impl Decoder<'_> {
                     self.stack.push(v);
                 }
                 op::NEWOBJ => {
-                    let _args = self.pop()?;
+                    // The arguments (ignored: the class is data) are a tuple.
+                    let (V::Tuple(_) | V::Ints(_) | V::ArgInts(_)) = self.pop()? else {
+                        return None;
+                    };
                     match self.pop()? {
                         V::Class(c) if !matches!(c, Class::MemoryFormat | Class::Path) => {
                             self.stack.push(V::Obj(c));

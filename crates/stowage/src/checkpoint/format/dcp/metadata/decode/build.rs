@@ -198,6 +198,8 @@ impl Decoder<'_> {
                             self.parts.planner.push((name, path));
                             continue;
                         }
+                        // A tuple holding a tuple: the generic reader refuses it.
+                        (V::Str(_), V::ArgInts(_)) => return None,
                         _ => continue,
                     };
                     let (name, keys) = keys;
