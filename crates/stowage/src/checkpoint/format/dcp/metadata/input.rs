@@ -15,6 +15,8 @@ const BLOCK: usize = 1 << 20;
 pub(super) struct Input<'a> {
     /// The file, or `None` when `buf` is the whole stream.
     file: Option<&'a dyn ReadAt>,
+    /// Bytes read from the file at a time ([`BLOCK`]; less in tests).
+    block: usize,
     /// The stream's length.
     len: u64,
     /// Where `buf` starts in the stream.
@@ -33,6 +35,7 @@ impl<'a> Input<'a> {
     pub(super) fn memory(data: &'a [u8]) -> Input<'a> {
         Input {
             file: None,
+            block: BLOCK,
             len: data.len() as u64,
             base: 0,
             buf: Window::Memory(data),
@@ -41,8 +44,14 @@ impl<'a> Input<'a> {
     }
 
     pub(super) fn file(file: &'a dyn ReadAt) -> Input<'a> {
+        Self::file_by(file, BLOCK)
+    }
+
+    /// [`file`](Self::file), read `block` bytes at a time.
+    pub(super) fn file_by(file: &'a dyn ReadAt, block: usize) -> Input<'a> {
         Input {
             file: Some(file),
+            block: block.max(1),
             len: file.len(),
             base: 0,
             buf: Window::Block(Vec::new()),
@@ -99,7 +108,7 @@ impl<'a> Input<'a> {
         self.base += self.pos as u64;
         self.pos = 0;
         let end = self.base + b.len() as u64;
-        let want = (n.max(BLOCK) - b.len()) as u64;
+        let want = (n.max(self.block) - b.len()) as u64;
         let more = want.min(self.len - end) as usize;
         let at = b.len();
         b.resize(at + more, 0);

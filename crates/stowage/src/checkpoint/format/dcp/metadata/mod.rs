@@ -433,6 +433,26 @@ mod tests {
         agree(&shared, "hostile/overlap");
     }
 
+    /// A file read a few bytes at a time decodes as the whole stream in
+    /// memory does: every operand, string and line across block ends.
+    #[test]
+    fn blocks_of_any_size_decode_as_the_whole_stream() {
+        for name in ["four", "zstd"] {
+            let bytes = fixture(name);
+            let whole = parts::assemble(decode::decode(&bytes).unwrap()).unwrap();
+            for block in [1, 2, 3, 5, 8, 13, 64, 1000] {
+                let input = input::Input::file_by(&bytes, block);
+                let parts = decode::decode_input(input).unwrap();
+                assert_eq!(parts::assemble(parts).unwrap(), whole, "{name}, {block}");
+            }
+            // Cut short, by blocks too: no answer, and no panic.
+            for cut in [1, 100, bytes.len() / 2, bytes.len() - 1] {
+                let short = &bytes[..cut];
+                assert!(decode::decode_input(input::Input::file_by(&short, 7)).is_none());
+            }
+        }
+    }
+
     /// What stowage's own save writes (`GLOBAL` and `BINPUT` rather than
     /// `STACK_GLOBAL` and `MEMOIZE`, chunk index hints, zstd transforms)
     /// is decoded compactly too, as the generic reader reads it.
