@@ -62,8 +62,15 @@ pub(crate) struct Span<'a> {
     pub len: u64,
 }
 
+/// Local spans up to this size are read whole when their window is made:
+/// one read, where reading a small archive in place took one for each
+/// record's header and data (a DCP of a million chunks has a million such
+/// items).
+const SMALL_SPAN: u64 = 64 << 10;
+
 /// One window per span, in order: a local file's span is read in place,
-/// when read; the spans of objects in a store are fetched now, each object's
+/// when read, or now and whole when it is small ([`SMALL_SPAN`]); the spans
+/// of objects in a store are fetched now, each object's
 /// coalesced by its own options, at most its `concurrency` requests in
 /// flight across all of them, a large span in pieces of `max_request` bytes
 /// fetched concurrently too; their windows are served from memory.
@@ -74,9 +81,17 @@ pub(crate) struct Span<'a> {
 /// memory for its bytes.
 pub(crate) fn windows(spans: &[Span<'_>]) -> std::result::Result<Vec<Source>, Failed> {
     let mut out: Vec<Option<Source>> = Vec::with_capacity(spans.len());
-    for span in spans {
+    for (i, span) in spans.iter().enumerate() {
         let window: Option<Source> = match span.file.fetched_by_request() {
             true => None,
+            false if span.len <= SMALL_SPAN => {
+                let mut bytes = vec![0; span.len as usize];
+                span.file
+                    .source
+                    .read_exact_at(&mut bytes, span.offset)
+                    .map_err(|e| (i, Box::new(Error::Io(e))))?;
+                Some(Arc::new(bytes))
+            }
             false => Some(Arc::new(Window::new(
                 Arc::clone(&span.file.source),
                 span.offset,

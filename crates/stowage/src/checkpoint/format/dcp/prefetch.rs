@@ -68,7 +68,10 @@ impl DcpCheckpoint {
     /// [`Error::AtPath`](crate::Error::AtPath) naming an item of the batch:
     /// an item outside its file, a failed request.
     pub(super) fn batch_end(&self, items: &[Item], start: usize) -> Result<usize> {
-        if !matches!(Mode::of(&self.options), Mode::Eager { .. }) {
+        // A local file's item is read in place when its tensor is: nothing
+        // to fetch ahead (a window kept per chunk held ~60 bytes each until
+        // the load ended, and finding each item's file scanned the batch's).
+        if !matches!(Mode::of(&self.options), Mode::Eager { .. }) || !self.dir.is_remote() {
             return Ok(items.len());
         }
         self.prefetch(items, start)
