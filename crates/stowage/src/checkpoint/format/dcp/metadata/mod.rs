@@ -479,6 +479,32 @@ mod tests {
         assert_eq!(zstd, cfg!(feature = "zstd"));
     }
 
+    /// Containers nested a million deep (lists, tuples, dicts) are left to
+    /// the generic reader, which refuses them by its depth limit: no stack
+    /// overflows in either, building or dropping.
+    #[test]
+    fn deep_nesting_is_refused_without_recursion() {
+        let deep = 1_000_000;
+        let mut lists = vec![0x80, 4];
+        lists.extend(std::iter::repeat_n(b']', deep));
+        lists.extend(std::iter::repeat_n(b'a', deep));
+        lists.push(b'.');
+        let mut tuples = vec![0x80, 4, b'N'];
+        tuples.extend(std::iter::repeat_n(0x85, deep));
+        tuples.push(b'.');
+        let mut dicts = vec![0x80, 4];
+        for _ in 0..deep {
+            dicts.extend_from_slice(b"}\x8c\x01k");
+        }
+        dicts.push(b'}');
+        dicts.extend(std::iter::repeat_n(b's', deep));
+        dicts.push(b'.');
+        for (what, bytes) in [("lists", lists), ("tuples", tuples), ("dicts", dicts)] {
+            assert!(decode::decode(&bytes).is_none(), "{what}");
+            assert!(parse(&bytes, &Limits::default()).is_err(), "{what}");
+        }
+    }
+
     /// Every stream one byte away from a real one (each byte replaced by a
     /// few values, and each prefix): never a panic, and the two readers
     /// agree on every one.
