@@ -457,7 +457,10 @@ impl Decoder<'_> {
         self.memo[self.plan.slot(index)?].clone()
     }
 
-    fn extend_list(&mut self, at: usize) -> Step<()> {
+    /// The depth the container below the items from `at` up has once it
+    /// holds them; `None` where a mark splits them from it, or where it
+    /// would nest too deep.
+    fn depth_with_items(&self, at: usize) -> Step<u8> {
         let depth = self
             .stack
             .get(at..)?
@@ -466,9 +469,12 @@ impl Decoder<'_> {
             .max()
             .unwrap_or(0)
             + 1;
-        if at == 0 || self.marks.last().is_some_and(|&m| m >= at) || depth > MAX_DEPTH {
-            return None;
-        }
+        let split = at == 0 || self.marks.last().is_some_and(|&m| m >= at);
+        (!split && depth <= MAX_DEPTH).then_some(depth)
+    }
+
+    fn extend_list(&mut self, at: usize) -> Step<()> {
+        let depth = self.depth_with_items(at)?;
         let (head, items) = self.stack.split_at_mut(at);
         let V::List(list) = head.last_mut()? else {
             return None;
@@ -482,16 +488,8 @@ impl Decoder<'_> {
     }
 
     fn extend_dict(&mut self, at: usize) -> Step<()> {
-        let depth = self
-            .stack
-            .get(at..)?
-            .iter()
-            .map(V::depth)
-            .max()
-            .unwrap_or(0)
-            + 1;
-        let odd = !(self.stack.len() - at).is_multiple_of(2);
-        if at == 0 || self.marks.last().is_some_and(|&m| m >= at) || depth > MAX_DEPTH || odd {
+        let depth = self.depth_with_items(at)?;
+        if !(self.stack.len() - at).is_multiple_of(2) {
             return None;
         }
         let (head, items) = self.stack.split_at_mut(at);
