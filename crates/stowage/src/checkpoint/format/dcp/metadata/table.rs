@@ -1,6 +1,6 @@
 //! Every chunk of a parsed `.metadata`, flat: offsets and sizes in one
 //! array, storage in another, each file name and each list of transforms
-//! stored once. A chunk costs 24 bytes and its dimensions (a 2-d chunk 56
+//! stored once. A chunk costs 32 bytes and its dimensions (a 2-d chunk 64
 //! bytes in all), where a chunk of its own with vectors and strings cost
 //! about 250.
 
