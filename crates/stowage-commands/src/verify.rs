@@ -504,23 +504,25 @@ fn verify_dcp_items(
                     })
                 });
                 let Some((file, file_len)) = file else {
-                    continue;
-                }; // the load reports it
+                    continue; // the load reports it
+                };
                 report.checked.items += 1;
                 let len = info.length.min(file_len.saturating_sub(info.offset));
-                let part = Window::new(&**file, info.offset, len);
                 // A small item (a chunk of a sharded tensor, a value) in one
                 // read, its records checked in memory, rather than a read
-                // for each record's header and data.
-                let mut whole = Vec::new();
-                let small = len <= SMALL_ITEM
-                    && file
-                        .read_exact_at(vec_of(&mut whole, len), info.offset)
-                        .is_ok();
-                if small {
-                    check_item_archive(&whole[..], false, &at, report)?;
-                } else {
-                    check_item_archive(&part, false, &at, report)?;
+                // for each record's header and data; a large one, or one
+                // that fails to read so, in place (where the failure is
+                // reported).
+                let whole = (len <= SMALL_ITEM).then(|| {
+                    let mut bytes = vec![0; len as usize];
+                    file.read_exact_at(&mut bytes, info.offset).map(|()| bytes)
+                });
+                match whole {
+                    Some(Ok(bytes)) => check_item_archive(&bytes[..], false, &at, report)?,
+                    _ => {
+                        let part = Window::new(&**file, info.offset, len);
+                        check_item_archive(&part, false, &at, report)?;
+                    }
                 }
             }
             if report.defects > before && !defective.iter().any(|d| d == info.relative_path) {
@@ -534,12 +536,6 @@ fn verify_dcp_items(
 
 /// Items up to this size are read whole before their checksums are checked.
 const SMALL_ITEM: u64 = 1 << 20;
-
-/// `buf`, zeroed to `len` bytes (at most [`SMALL_ITEM`]).
-fn vec_of(buf: &mut Vec<u8>, len: u64) -> &mut [u8] {
-    buf.resize(len as usize, 0);
-    buf
-}
 
 /// The CRC-32s of one DCP item's archive (`at`: where it is, for the
 /// report). An item that does not begin as a zip is a safetensors blob,

@@ -97,11 +97,25 @@ impl Span {
 }
 
 /// Builds a [`ChunkTable`], chunk by chunk.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(super) struct Builder {
     table: ChunkTable,
     file_ids: HashMap<String, u32>,
     transform_ids: HashMap<Vec<String>, u32>,
+}
+
+impl Default for Builder {
+    /// Empty, with the empty list of transforms as number 0.
+    fn default() -> Builder {
+        Builder {
+            table: ChunkTable {
+                transforms: vec![Vec::new()],
+                ..ChunkTable::default()
+            },
+            file_ids: HashMap::new(),
+            transform_ids: HashMap::new(),
+        }
+    }
 }
 
 impl Builder {
@@ -130,9 +144,6 @@ impl Builder {
 
     /// The number of the list of transforms `t`, stored once.
     pub(super) fn transforms_id(&mut self, t: &[String]) -> u32 {
-        if self.table.transforms.is_empty() {
-            self.table.transforms.push(Vec::new());
-        }
         if t.is_empty() {
             return 0;
         }
@@ -155,7 +166,6 @@ impl Builder {
         offset: u64,
         length: u64,
     ) {
-        self.transforms_id(&[]);
         let t = &mut self.table;
         t.dims_at.push(t.dims.len());
         t.dims.extend_from_slice(offsets);
@@ -176,8 +186,7 @@ impl Builder {
         self.push_ids(offsets, sizes, file, transforms, info.offset, info.length);
     }
 
-    pub(super) fn finish(mut self) -> ChunkTable {
-        self.transforms_id(&[]);
+    pub(super) fn finish(self) -> ChunkTable {
         self.table
     }
 }
