@@ -215,13 +215,12 @@ impl TensorMeta {
 
     /// Its chunk `i`, in metadata order.
     pub fn chunk(&self, i: usize) -> Option<Chunk<'_>> {
-        self.chunks.get(i, self.size.len())
+        self.chunks.get(i)
     }
 
     /// Its chunks, in metadata order.
     pub fn chunks(&self) -> impl ExactSizeIterator<Item = Chunk<'_>> + '_ {
-        let ndim = self.size.len();
-        (0..self.chunk_count()).map(move |i| self.chunks.at(i, ndim))
+        (0..self.chunk_count()).map(move |i| self.chunks.at(i))
     }
 }
 
@@ -331,7 +330,7 @@ pub(super) fn parse_file(file: &dyn ReadAt, max: u64, limits: &Limits) -> Result
     if len > max {
         return Err(crate::Error::Checkpoint(
             crate::CheckpointError::LimitExceeded {
-                limit: "file size",
+                limit: crate::Limit::PickleBytes,
                 value: len,
                 max,
             },
@@ -375,7 +374,7 @@ pub(super) fn tensor_for_test(
         dtype,
         size: size.to_vec(),
         requires_grad: false,
-        chunks: table::Span::new(table, first, chunks.len()),
+        chunks: table::Span::new(table, first, chunks.len(), size.len()),
     }
 }
 
@@ -435,6 +434,20 @@ mod tests {
 
     /// A file read a few bytes at a time decodes as the whole stream in
     /// memory does: every operand, string and line across block ends.
+    #[test]
+    fn a_tensor_prints_its_own_chunks_not_the_table() {
+        let parsed = parse(&fixture("four"), &Limits::default()).unwrap();
+        let mut tensors = 0;
+        for item in &parsed.items {
+            if let ItemKind::Tensor(t) = &item.kind {
+                let text = format!("{t:?}");
+                assert_eq!(text.matches("Chunk {").count(), t.chunk_count(), "{text}");
+                tensors += 1;
+            }
+        }
+        assert!(tensors > 1);
+    }
+
     #[test]
     fn blocks_of_any_size_decode_as_the_whole_stream() {
         for name in ["four", "zstd"] {

@@ -388,12 +388,17 @@ pub(super) fn assemble(mut parts: Parts) -> Result<DcpMetadata> {
         .map(|(fqn, path, kind)| {
             let kind = match kind {
                 Pending::Value(info) => ItemKind::Bytes(info),
-                Pending::Tensor(first, rec) => ItemKind::Tensor(TensorMeta {
-                    dtype: rec.dtype,
-                    size: parts.get_dims(rec.size).to_vec(),
-                    requires_grad: rec.requires_grad,
-                    chunks: table::Span::new(table.clone(), first, rec.chunks.len()),
-                }),
+                Pending::Tensor(first, rec) => {
+                    let size = parts.get_dims(rec.size).to_vec();
+                    let chunks =
+                        table::Span::new(table.clone(), first, rec.chunks.len(), size.len());
+                    ItemKind::Tensor(TensorMeta {
+                        dtype: rec.dtype,
+                        size,
+                        requires_grad: rec.requires_grad,
+                        chunks,
+                    })
+                }
             };
             Item { fqn, path, kind }
         })

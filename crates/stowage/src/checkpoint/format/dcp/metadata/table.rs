@@ -57,18 +57,33 @@ impl ChunkTable {
     }
 }
 
-/// A tensor's chunks: a range of a shared table.
-#[derive(Clone, Debug)]
+/// A tensor's chunks: a range of a shared table, each chunk of `ndim`
+/// dimensions. `Debug` lists its own chunks, not the table.
+#[derive(Clone)]
 pub(super) struct Span {
     table: Arc<ChunkTable>,
     first: usize,
     len: usize,
+    ndim: usize,
+}
+
+impl std::fmt::Debug for Span {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list()
+            .entries((0..self.len).map(|i| self.at(i)))
+            .finish()
+    }
 }
 
 impl Span {
-    pub(super) fn new(table: Arc<ChunkTable>, first: usize, len: usize) -> Span {
+    pub(super) fn new(table: Arc<ChunkTable>, first: usize, len: usize, ndim: usize) -> Span {
         debug_assert!(first + len <= table.stored.len());
-        Span { table, first, len }
+        Span {
+            table,
+            first,
+            len,
+            ndim,
+        }
     }
 
     pub(super) fn len(&self) -> usize {
@@ -79,13 +94,13 @@ impl Span {
         &self.table
     }
 
-    /// Chunk `i` of the span (`i < len`), of `ndim` dimensions.
-    pub(super) fn at(&self, i: usize, ndim: usize) -> Chunk<'_> {
-        self.table.chunk(self.first + i, ndim)
+    /// Chunk `i` of the span (`i < len`).
+    pub(super) fn at(&self, i: usize) -> Chunk<'_> {
+        self.table.chunk(self.first + i, self.ndim)
     }
 
-    pub(super) fn get(&self, i: usize, ndim: usize) -> Option<Chunk<'_>> {
-        (i < self.len).then(|| self.at(i, ndim))
+    pub(super) fn get(&self, i: usize) -> Option<Chunk<'_>> {
+        (i < self.len).then(|| self.at(i))
     }
 
     /// The file number of each chunk.
