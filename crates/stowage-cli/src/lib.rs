@@ -111,6 +111,12 @@ struct Cli {
     /// decoded as data when stowage knows it, else an inert object; never called
     #[arg(long = "allow-global", value_name = "MODULE.NAME", global = true)]
     allow_global: Vec<String>,
+    /// Set a limit on what reading a checkpoint may cost (repeatable; over the
+    /// environment's STOWAGE_LIMITS): paths, records, pickle-bytes,
+    /// storage-bytes, pickle-nodes, pickle-memo, pickle-stack, pickle-depth.
+    /// An error that hits one names it
+    #[arg(long = "limit", value_name = "NAME=N", global = true, value_parser = stowage::Limit::parse_setting)]
+    limit: Vec<(stowage::Limit, u64)>,
 }
 
 /// Exit status 2: a usage error, an input that could not be read or was
@@ -246,6 +252,7 @@ fn run(cli: Cli, out: &mut dyn Write) -> Result<ExitCode, Failure> {
     let cx = Context::default()
         .with_inert(cli.inert)
         .with_allow_globals(cli.allow_global)
+        .with_limits(cli.limit)
         .with_progress(std::sync::Arc::new(progress::Bars::new(cli.quiet)));
     let status = cli.command.run(&cx, out)?;
     out.flush()?;

@@ -65,8 +65,8 @@ enum FailOn {
 ///
 /// # Errors
 /// Writing the output.
-pub fn run(args: Args, _cx: &Context, out: &mut dyn Write) -> Result<ExitCode, Failure> {
-    let report = stowage_commands::scan::scan(&args.paths);
+pub fn run(args: Args, cx: &Context, out: &mut dyn Write) -> Result<ExitCode, Failure> {
+    let report = stowage_commands::scan::scan(&args.paths, cx);
     for f in report.files.iter().filter(|f| f.error.is_some()) {
         if let Some(e) = &f.error {
             let _ = writeln!(

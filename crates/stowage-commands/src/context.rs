@@ -20,6 +20,7 @@ use crate::CommandError;
 pub struct Context {
     inert: bool,
     allow_globals: Vec<String>,
+    limits: Vec<(stowage::Limit, u64)>,
     progress: Arc<dyn Progress>,
     #[cfg(feature = "remote")]
     meter: stowage::io::remote::Meter,
@@ -30,6 +31,7 @@ impl Default for Context {
         Context {
             inert: false,
             allow_globals: Vec::new(),
+            limits: Vec::new(),
             progress: Arc::new(Hidden),
             #[cfg(feature = "remote")]
             meter: stowage::io::remote::Meter::new(),
@@ -42,6 +44,7 @@ impl std::fmt::Debug for Context {
         f.debug_struct("Context")
             .field("inert", &self.inert)
             .field("allow_globals", &self.allow_globals)
+            .field("limits", &self.limits)
             .finish_non_exhaustive()
     }
 }
@@ -63,6 +66,17 @@ impl Context {
         self
     }
 
+    /// Sets these limits, over the environment's `STOWAGE_LIMITS`
+    /// (`--limit NAME=N`; [`LoadOptions::with_limit`]).
+    #[must_use]
+    pub fn with_limits(
+        mut self,
+        limits: impl IntoIterator<Item = (stowage::Limit, u64)>,
+    ) -> Context {
+        self.limits = limits.into_iter().collect();
+        self
+    }
+
     /// Tells `progress` of the long steps.
     #[must_use]
     pub fn with_progress(mut self, progress: Arc<dyn Progress>) -> Context {
@@ -75,13 +89,16 @@ impl Context {
         &*self.progress
     }
 
-    /// Load options with `inert` and the allowed globals applied, and the
-    /// environment's `STOWAGE_REMOTE_*` settings for URLs, counted on this
-    /// context's meter.
+    /// Load options with `inert`, the allowed globals and the limits
+    /// applied, over the environment's limits (`STOWAGE_LIMITS`) and
+    /// `STOWAGE_REMOTE_*` settings for URLs, counted on this context's meter.
     pub fn load_options(&self) -> LoadOptions {
-        let options = LoadOptions::from_env()
+        let mut options = LoadOptions::from_env()
             .with_inert(self.inert)
             .with_allow_globals(self.allow_globals.iter().cloned());
+        for &(limit, value) in &self.limits {
+            options = options.with_limit(limit, value);
+        }
         #[cfg(feature = "remote")]
         let options = options.with_remote(self.remote());
         options

@@ -467,7 +467,7 @@ fn read_input(
     // Nothing: no tensor, and a root that is None or an empty container (a
     // dict of empty dicts is still a structure `torch.load` gives back).
     let root = ckpt.root_value();
-    let holds_nothing = ckpt.tensors().map_err(CommandError::input)?.is_empty()
+    let holds_nothing = ckpt.tensors_once().map_err(in_input)?.is_empty()
         && (root.kind() == ValueKind::None || root.is_empty().unwrap_or(false));
     if holds_nothing {
         return Err(CommandError::msg(format!(

@@ -15,14 +15,15 @@ use stowage::checkpoint::scan::{scan_path, FileScan, Risk, ScanReport, Verdict};
 /// its `error` set rather than failing the scan.
 ///
 /// ```
-/// let report = stowage_commands::scan::scan(&["../stowage/tests/fixtures/state_dict.pt"]);
+/// let cx = stowage_commands::Context::default();
+/// let report = stowage_commands::scan::scan(&["../stowage/tests/fixtures/state_dict.pt"], &cx);
 /// assert!(!report.is_unsafe() && !report.has_errors());
 /// assert_eq!(report.to_json()["files"][0]["kind"], "torch-zip");
 /// ```
-pub fn scan(paths: &[impl AsRef<Path>]) -> ScanReport {
+pub fn scan(paths: &[impl AsRef<Path>], cx: &crate::Context) -> ScanReport {
     let mut report = ScanReport::default();
+    let options = cx.load_options();
     for path in paths {
-        let options = stowage::LoadOptions::default();
         report
             .files
             .extend(scan_path(path.as_ref(), &options).files);

@@ -368,7 +368,7 @@ fn verify_folder(dir: &Path, source: &Source, report: &mut Report<'_>) -> Result
     let mut shards: Vec<Location> = folder.files().to_vec();
     if let Folder::Sharded(index) = &folder {
         let text = index
-            .read_all(sharded::MAX_INDEX_BYTES)
+            .read_all(stowage::Limit::IndexBytes, sharded::MAX_INDEX_BYTES)
             .map_err(CommandError::input)?;
         match sharded::ShardIndex::parse(&String::from_utf8_lossy(&text)) {
             Ok(parsed) => {

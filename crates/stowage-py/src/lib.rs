@@ -180,7 +180,7 @@ fn scan(
     };
     let paths: Vec<PathBuf> = paths.iter().map(|p| p.extract()).collect::<PyResult<_>>()?;
     let doc = py.detach(|| {
-        let report = stowage_commands::scan::scan(&paths);
+        let report = stowage_commands::scan::scan(&paths, &stowage_commands::Context::default());
         if sarif {
             report.to_sarif()
         } else {

@@ -246,7 +246,12 @@ fn checkpoint_of(
     .value(obj)?;
     // The walk and its memo are gone: an object reached once is held once,
     // and is built without a copy.
-    Checkpoint::from_value(value).map_err(|e| errors::to_py(py, e))
+    let mut ckpt = Checkpoint::from_value(value).map_err(|e| errors::to_py(py, e))?;
+    // Its walks (a save that flattens it) bounded as a load's are, by
+    // `STOWAGE_LIMITS`'s `paths` where set.
+    let paths = stowage::LoadOptions::from_env().limit(stowage::Limit::Paths);
+    ckpt.set_max_paths(usize::try_from(paths).unwrap_or(usize::MAX));
+    Ok(ckpt)
 }
 
 /// Saves `obj` to `dst` by the library's one rule from a destination to a

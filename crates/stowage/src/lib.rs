@@ -101,7 +101,8 @@ pub use device::{Device, DeviceType};
 pub use dtype::{default_dtype, set_default_dtype, DType, DTypeInfo, Kind, ValueRange, DTYPES};
 pub use element::{Element, Scalar};
 pub use error::{
-    one_line, CheckpointError, Error, ErrorContext, FormatError, Result, StorageError, TensorError,
+    one_line, CheckpointError, Error, ErrorContext, FormatError, Limit, Result, StorageError,
+    TensorError,
 };
 /// The `half` crate, whose `f16` and `bf16` are the element types of
 /// `float16` and `bfloat16` tensors (`read::<half::f16>()`).

@@ -1617,3 +1617,90 @@ fn empty_containers_of_other_types_name_their_class() {
         .iter()
         .all(|v| v["value"] == serde_json::json!([])));
 }
+
+/// Issue 43, item 4: an error that hits a limit names it and says how to
+/// raise it, and both ways it names work: `--limit NAME=N` and
+/// `STOWAGE_LIMITS`. A tensor reached by 2^8 paths goes to a DCP under each
+/// (as `dcp.save` writes it); with the walk limit below that, it is refused,
+/// naming `paths`; a limit that does not exist is a usage error.
+#[test]
+fn a_limit_hit_names_itself_and_how_to_raise_it() {
+    use stowage::checkpoint::PyValue;
+    let dir = TempDir::new("limits");
+    let src = dir.join("shared.pt");
+    let w = Tensor::ones(&[2], DType::Float32).unwrap();
+    let mut top = PyValue::Shared(std::sync::Arc::new(PyValue::OrderedDict(vec![(
+        "w".into(),
+        w.into(),
+    )])));
+    for _ in 0..8 {
+        top = PyValue::Shared(std::sync::Arc::new(PyValue::list([top.clone(), top])));
+    }
+    let ckpt = Checkpoint::from_value(PyValue::OrderedDict(vec![("root".into(), top)])).unwrap();
+    stowage::save(&src, &ckpt).unwrap();
+    let out = dir.join("out");
+    let convert = |extra: &[&str], env: Option<&str>| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_stowage"));
+        cmd.args(["convert", "--to", "dcp"])
+            .arg(&src)
+            .arg(&out)
+            .args(extra);
+        match env {
+            Some(v) => cmd.env("STOWAGE_LIMITS", v),
+            None => cmd.env_remove("STOWAGE_LIMITS"),
+        };
+        cmd.output().unwrap()
+    };
+    let ok = convert(&[], None);
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    let items = stowage::load(&out).unwrap().tensors().unwrap().len();
+    assert_eq!(items, 256, "one item per path, as dcp.save writes them");
+
+    for refused in [
+        convert(&["--limit", "paths=1000"], None),
+        convert(&[], Some("paths=1000")),
+        convert(&["--limit", "paths=1000"], Some("paths=100000000")),
+    ] {
+        let stderr = String::from_utf8_lossy(&refused.stderr);
+        assert_eq!(refused.status.code(), Some(2), "{stderr}");
+        for said in [
+            "paths walked (paths)",
+            "(at most 1000)",
+            "STOWAGE_LIMITS=paths=N",
+            "--limit paths=N",
+        ] {
+            assert!(stderr.contains(said), "{said:?} not in {stderr}");
+        }
+    }
+    // The environment raised, the flag not given: the environment holds.
+    let raised = convert(&[], Some("records=4000000,paths=9000000"));
+    assert!(
+        raised.status.success(),
+        "{}",
+        String::from_utf8_lossy(&raised.stderr)
+    );
+
+    let unknown = stowage(&[
+        Path::new("inspect"),
+        &src,
+        Path::new("--limit"),
+        Path::new("nope=1"),
+    ]);
+    assert_eq!(unknown.code(), Some(2), "{unknown:?}");
+    assert!(
+        unknown.stderr.contains("no such limit") && unknown.stderr.contains("paths"),
+        "{unknown:?}"
+    );
+    let fixed = stowage(&[
+        Path::new("inspect"),
+        &src,
+        Path::new("--limit"),
+        Path::new("tree-bytes=1"),
+    ]);
+    assert_eq!(fixed.code(), Some(2), "{fixed:?}");
+    assert!(fixed.stderr.contains("a fixed limit"), "{fixed:?}");
+}

@@ -17,7 +17,9 @@ use crate::{Error, Result};
 /// # Errors
 /// As [`load`](crate::load), without the file name.
 pub fn load_bytes(bytes: &[u8], options: &LoadOptions) -> Result<Checkpoint> {
-    load_from(bytes, options, Mode::of(options))
+    let mut ckpt = load_from(bytes, options, Mode::of(options))?;
+    ckpt.max_paths = options.max_paths;
+    Ok(ckpt)
 }
 
 /// The kind of checkpoint `source` holds, from its content (never its name).

@@ -175,7 +175,9 @@ mod tests {
         let Some(Folder::Sharded(index)) = source.folder() else {
             panic!("a sharded set");
         };
-        let text = index.read_all(sharded::MAX_INDEX_BYTES).unwrap();
+        let text = index
+            .read_all(crate::Limit::IndexBytes, sharded::MAX_INDEX_BYTES)
+            .unwrap();
         sharded::save_sharded(&dir, &state(2.0), &small).unwrap();
         let load_shard =
             |f: &Location| crate::checkpoint::Source::at(f).and_then(|s| s.load(&options));

@@ -69,7 +69,7 @@ pub use folder::Folder;
 pub use format::torch_zip::save_to_writer;
 pub use globals::allowlist::Global;
 pub(crate) use options::LoadOptions;
-pub use options::Progress;
+pub use options::{Progress, LIMITS_ENV};
 pub use source::{resolve, Source};
 pub use value::access::{ValueKind, ValueRef};
 pub use value::builder::{CheckpointBuilder, PyValue};

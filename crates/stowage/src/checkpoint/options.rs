@@ -12,7 +12,11 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::checkpoint::pickle::Limits;
-use crate::Device;
+use crate::{Device, Limit};
+
+/// The environment variable [`LoadOptions::from_env`] reads limits from:
+/// settings `NAME=N` ([`Limit::name`]) separated by commas or spaces.
+pub const LIMITS_ENV: &str = "STOWAGE_LIMITS";
 
 /// How a load reads the storages' bytes, decided once per load
 /// ([`LoadOptions::mode`]).
@@ -50,6 +54,7 @@ pub struct LoadOptions {
     pub(crate) max_pickle_bytes: u64,
     pub(crate) max_records: usize,
     pub(crate) max_storage_bytes: u64,
+    pub(crate) max_paths: usize,
     pub(crate) verify_crc: bool,
     pub(crate) huge_pages: bool,
     pub(crate) expected: Option<std::sync::Arc<crate::checkpoint::content::Expected>>,
@@ -68,10 +73,12 @@ impl Default for LoadOptions {
             map_location: None,
             location_map: HashMap::new(),
             pickle_limits: Limits::default(),
-            max_pickle_bytes: 1 << 30,
-            // One bound on records for loading, `verify` and `scan`.
-            max_records: crate::checkpoint::zip::ZipLimits::default().max_entries,
-            max_storage_bytes: 1 << 40,
+            max_pickle_bytes: Limit::PickleBytes.default_value(),
+            // One bound on records for loading, `verify` and `scan` (the
+            // zip reader's own default too).
+            max_records: Limit::Records.default_value() as usize,
+            max_storage_bytes: Limit::StorageBytes.default_value(),
+            max_paths: Limit::Paths.default_value() as usize,
             verify_crc: false,
             huge_pages: false,
             expected: None,
@@ -84,14 +91,63 @@ impl Default for LoadOptions {
 }
 
 impl LoadOptions {
-    /// The defaults, with what the environment sets: the remote options'
-    /// `STOWAGE_REMOTE_*` variables (`io::remote::RemoteOptions::from_env`,
-    /// feature `remote`). The command line loads this way.
+    /// The defaults, with what the environment sets: the limits
+    /// [`LIMITS_ENV`] raises (`STOWAGE_LIMITS=paths=20000000,records=4000000`;
+    /// a setting that does not parse is skipped with a warning on the `log`
+    /// facade) and the remote options' `STOWAGE_REMOTE_*` variables
+    /// (`io::remote::RemoteOptions::from_env`, feature `remote`). The
+    /// command line and the Python package load this way.
     pub fn from_env() -> Self {
-        Self {
+        let mut options = Self {
             #[cfg(feature = "remote")]
             remote: crate::io::remote::RemoteOptions::from_env(),
             ..Self::default()
+        };
+        let settings = std::env::var(LIMITS_ENV).unwrap_or_default();
+        for setting in settings.split([',', ' ']).filter(|s| !s.is_empty()) {
+            match Limit::parse_setting(setting) {
+                Ok((limit, value)) => options = options.with_limit(limit, value),
+                Err(why) => log::warn!(target: "stowage", "{LIMITS_ENV}: {why}"),
+            }
+        }
+        options
+    }
+
+    /// Sets `limit` to `value` (`--limit NAME=N` on the command line); a
+    /// fixed limit ([`Limit::adjustable`] false) stays as it is. The
+    /// pickle's counts stay raised with the stream's length, `value` their
+    /// floor ([`Limits::for_stream`]).
+    pub fn with_limit(mut self, limit: Limit, value: u64) -> Self {
+        let n = usize::try_from(value).unwrap_or(usize::MAX);
+        match limit {
+            Limit::PickleBytes => self.max_pickle_bytes = value,
+            Limit::Records => self.max_records = n,
+            Limit::StorageBytes => self.max_storage_bytes = value,
+            Limit::PickleNodes => self.pickle_limits.max_nodes = n,
+            Limit::PickleMemo => self.pickle_limits.max_memo = n,
+            Limit::PickleStack => self.pickle_limits.max_stack = n,
+            Limit::PickleDepth => self.pickle_limits.max_depth = n,
+            Limit::Paths => self.max_paths = n,
+            Limit::ZipNesting | Limit::TreeBytes | Limit::IndexBytes | Limit::SaveDepth => {}
+        }
+        self
+    }
+
+    /// The value of `limit` in these options (a fixed limit's own value).
+    pub fn limit(&self, limit: Limit) -> u64 {
+        let l = &self.pickle_limits;
+        match limit {
+            Limit::PickleBytes => self.max_pickle_bytes,
+            Limit::Records => self.max_records as u64,
+            Limit::StorageBytes => self.max_storage_bytes,
+            Limit::PickleNodes => l.max_nodes as u64,
+            Limit::PickleMemo => l.max_memo as u64,
+            Limit::PickleStack => l.max_stack as u64,
+            Limit::PickleDepth => l.max_depth as u64,
+            Limit::Paths => self.max_paths as u64,
+            Limit::ZipNesting | Limit::TreeBytes | Limit::IndexBytes | Limit::SaveDepth => {
+                limit.default_value()
+            }
         }
     }
 

@@ -140,7 +140,7 @@ impl Source {
             }
             Some(Folder::Ranks(files)) => (dcp::hf::load(files, each)?, Layout::DcpHf),
             Some(Folder::Sharded(index)) => {
-                let text = index.read_all(sharded::MAX_INDEX_BYTES)?;
+                let text = index.read_all(crate::Limit::IndexBytes, sharded::MAX_INDEX_BYTES)?;
                 let ckpt = sharded::load_indexed(index, &String::from_utf8_lossy(&text), each)?;
                 let layout = Layout::sharded(ckpt.format);
                 (ckpt, layout)
@@ -160,6 +160,7 @@ impl Source {
             layout,
             files: read.into_inner(),
         });
+        ckpt.max_paths = options.max_paths;
         if let Some(expected) = &options.expected {
             // Every tensor read is hashed now, on every core.
             expected

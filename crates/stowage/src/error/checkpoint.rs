@@ -104,10 +104,10 @@ pub enum CheckpointError {
         what: String,
     },
     /// A resource limit that protects against hostile input.
-    #[error("limit exceeded: {limit} reached {value} (at most {max})")]
+    #[error("limit exceeded: {limit} reached {value} (at most {max}); {}", limit.how_to_raise())]
     LimitExceeded {
         /// The limit.
-        limit: &'static str,
+        limit: crate::Limit,
         /// The count that went past it (where counting stopped).
         value: u64,
         /// The limit's value.

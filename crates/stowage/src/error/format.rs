@@ -37,11 +37,12 @@ pub enum FormatError {
         /// What the checkpoint holds, in the same terms.
         found: String,
     },
-    /// A pickle the machine could not read.
-    #[error("pickle: {0}")]
+    /// A pickle the machine could not read (past one of its limits, the
+    /// message says how to raise it).
+    #[error("pickle: {}{}", .0, pickle_limit_hint(.0))]
     Pickle(#[from] crate::checkpoint::pickle::PickleError),
     /// A zip archive that could not be read or written.
-    #[error("zip: {0}")]
+    #[error("zip: {}{}", .0, zip_limit_hint(.0))]
     Zip(#[from] crate::checkpoint::zip::ZipError),
     /// A safetensors file the `safetensors` crate refused.
     #[cfg(feature = "safetensors")]
@@ -116,3 +117,27 @@ pub enum FormatError {
 }
 
 crate::error::debug_is_display!(FormatError);
+
+/// `; raise it with …` for a pickle's own limit, or nothing.
+fn pickle_limit_hint(e: &crate::checkpoint::pickle::PickleError) -> String {
+    match e {
+        crate::checkpoint::pickle::PickleError::LimitExceeded { limit, .. } => {
+            crate::Limit::of_pickle_field(limit)
+                .map(|l| format!("; limit {}: {}", l.name(), l.how_to_raise()))
+                .unwrap_or_default()
+        }
+        _ => String::new(),
+    }
+}
+
+/// `; raise it with …` for a zip archive past one of the load's limits (its
+/// records, or a record read whole: a pickle), or nothing.
+fn zip_limit_hint(e: &crate::checkpoint::zip::ZipError) -> String {
+    use crate::checkpoint::zip::ZipError;
+    let limit = match e {
+        ZipError::TooManyEntries { .. } => crate::Limit::Records,
+        ZipError::RecordTooLarge { .. } => crate::Limit::PickleBytes,
+        _ => return String::new(),
+    };
+    format!("; limit {}: {}", limit.name(), limit.how_to_raise())
+}

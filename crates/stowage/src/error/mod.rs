@@ -13,11 +13,13 @@
 
 mod checkpoint;
 mod format;
+mod limit;
 mod storage;
 mod tensor;
 
 pub use checkpoint::CheckpointError;
 pub use format::FormatError;
+pub use limit::Limit;
 pub use storage::StorageError;
 pub use tensor::TensorError;
 

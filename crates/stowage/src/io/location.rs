@@ -532,19 +532,19 @@ impl Location {
         }
     }
 
-    /// The whole content of the file here, refused past `max` bytes (an
-    /// index or a metadata file, never a tensor's data).
+    /// The whole content of the file here, refused past `max` bytes, the
+    /// value of `limit` (an index or a metadata file, never a tensor's data).
     ///
     /// # Errors
     /// As [`open`](Self::open); [`CheckpointError::LimitExceeded`] past `max`; a
     /// failed read, naming the location.
-    pub fn read_all(&self, max: u64) -> Result<Vec<u8>> {
+    pub fn read_all(&self, limit: crate::Limit, max: u64) -> Result<Vec<u8>> {
         let source = self.open()?;
         let in_file = |e: Error| e.in_file(self.path());
         let len = source.len();
         if len > max {
             return Err(in_file(Error::Checkpoint(CheckpointError::LimitExceeded {
-                limit: "file size",
+                limit,
                 value: len,
                 max,
             })));
@@ -597,8 +597,11 @@ mod tests {
         let a = here.join("a.pt");
         assert_eq!(a.file_name(), Some("a.pt"));
         assert!(a.exists().unwrap() && !here.join("b.pt").exists().unwrap());
-        assert_eq!(a.read_all(2).unwrap(), b"xy");
-        assert!(matches!(a.read_all(1), Err(Error::InFile { .. })));
+        assert_eq!(a.read_all(crate::Limit::IndexBytes, 2).unwrap(), b"xy");
+        assert!(matches!(
+            a.read_all(crate::Limit::IndexBytes, 1),
+            Err(Error::InFile { .. })
+        ));
         assert_eq!(a.parent(), here);
         assert_eq!(a.read_cost(), ReadCost::Local);
         let err = here.join("b.pt").open().err().unwrap();

@@ -288,7 +288,7 @@ fn hostile_checkpoints_are_refused_clearly() {
         matches!(
             root_cause(&e),
             Error::Checkpoint(CheckpointError::LimitExceeded {
-                limit: "decompressed DCP item bytes",
+                limit: stowage::Limit::StorageBytes,
                 ..
             })
         ),
@@ -566,4 +566,161 @@ fn a_dcp_replaced_while_open_is_read_whole_or_refused() {
         new.tensor("a").unwrap().to_vec::<f32>().unwrap(),
         vec![2.0; 64]
     );
+}
+
+/// The items of a DCP folder: each name with where its bytes are (the
+/// first chunk's, for a tensor).
+fn spans(dir: &Path) -> Vec<(String, (String, u64, u64))> {
+    let dcp = DcpCheckpoint::open(dir, &LoadOptions::default()).unwrap();
+    let mut items: Vec<_> = dcp
+        .metadata()
+        .items
+        .iter()
+        .map(|item| {
+            let info = match &item.kind {
+                ItemKind::Tensor(t) => t.chunk(0).unwrap().storage.to_info(),
+                ItemKind::Bytes(info) => info.clone(),
+            };
+            (
+                item.fqn.clone(),
+                (info.relative_path, info.offset, info.length),
+            )
+        })
+        .collect();
+    items.sort();
+    items
+}
+
+/// Issue 43, item 3: a tensor, a list and a dict each held at two paths go
+/// to a DCP under the keys `dcp.save` gives (each path its item, as
+/// PyTorch's planner looks them up), each object's bytes written once;
+/// stowage reads the list back as one object.
+#[test]
+fn values_held_twice_are_written_once_under_pytorchs_keys() {
+    use std::sync::Arc;
+    let w = Tensor::from_vec(vec![1.0f32, 2.0, 3.0], &[3]).unwrap();
+    let w = PyValue::Shared(Arc::new(w.into()));
+    let betas = PyValue::Shared(Arc::new(PyValue::list([0.9, 0.99])));
+    let cfg = PyValue::Shared(Arc::new(PyValue::OrderedDict(vec![
+        ("lr".into(), PyValue::Float(0.1)),
+        ("betas".into(), betas.clone()),
+    ])));
+    let ckpt = Checkpoint::from_value(PyValue::OrderedDict(vec![
+        ("w".into(), w.clone()),
+        ("cfg".into(), cfg.clone()),
+        (
+            "opt".into(),
+            PyValue::OrderedDict(vec![
+                ("cfg".into(), cfg),
+                ("b".into(), betas),
+                ("w".into(), w),
+            ]),
+        ),
+    ]))
+    .unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let options = stowage::checkpoint::dcp::DcpSaveOptions::default().with_sync(false);
+    stowage::checkpoint::dcp::save(out.path(), &ckpt, &options).unwrap();
+    let items = spans(out.path());
+    let names: Vec<_> = items.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "cfg.betas",
+            "cfg.lr",
+            "opt.b",
+            "opt.cfg.betas",
+            "opt.cfg.lr",
+            "opt.w",
+            "w"
+        ]
+    );
+    let at = |name: &str| &items.iter().find(|(n, _)| n == name).unwrap().1;
+    assert_eq!(at("cfg.betas"), at("opt.b"));
+    assert_eq!(at("cfg.betas"), at("opt.cfg.betas"));
+    assert_eq!(at("w"), at("opt.w"));
+    assert_ne!(
+        at("cfg.lr"),
+        at("opt.cfg.lr"),
+        "a float is a value, not an object"
+    );
+
+    let back = stowage::load(out.path()).unwrap();
+    let id = |p: &str| back.get(p).unwrap().id();
+    assert!(id("cfg.betas").is_some());
+    assert_eq!(id("cfg.betas"), id("opt.b"));
+    assert_eq!(
+        back.tensor("opt.w").unwrap().to_vec::<f32>().unwrap(),
+        [1.0, 2.0, 3.0]
+    );
+}
+
+/// Issue 43, item 3: a structure shared 2^40 times over (41 objects) is
+/// more paths than `dcp.save` could walk; it goes to a DCP at once, each
+/// shared container one item whose bytes are written once, and reads back
+/// with its sharing. Beside it, a dict held twice is one item at each
+/// path, and a tensor keeps its own key.
+#[test]
+fn a_structure_shared_exponentially_goes_to_a_dcp_at_once() {
+    use std::sync::Arc;
+    let mut top = PyValue::Shared(Arc::new(PyValue::OrderedDict(vec![(
+        "a".into(),
+        PyValue::Int(1),
+    )])));
+    for _ in 0..40 {
+        top = PyValue::Shared(Arc::new(PyValue::list([top.clone(), top])));
+    }
+    let cfg = PyValue::Shared(Arc::new(PyValue::OrderedDict(vec![(
+        "lr".into(),
+        PyValue::Float(0.1),
+    )])));
+    let ckpt = Checkpoint::from_value(PyValue::OrderedDict(vec![
+        (
+            "w".into(),
+            Tensor::ones(&[4], stowage::DType::Float32).unwrap().into(),
+        ),
+        ("root".into(), top),
+        ("cfg".into(), cfg.clone()),
+        (
+            "opt".into(),
+            PyValue::OrderedDict(vec![("cfg".into(), cfg)]),
+        ),
+    ]))
+    .unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let options = stowage::checkpoint::dcp::DcpSaveOptions::default().with_sync(false);
+    let dir = out.path().to_path_buf();
+    let saved = std::thread::spawn(move || {
+        stowage::checkpoint::dcp::save(&dir, &ckpt, &options).map(|()| stowage::load(&dir))
+    });
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !saved.is_finished() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the save did not finish"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let back = saved.join().unwrap().unwrap().unwrap();
+    let items = spans(out.path());
+    let names: Vec<_> = items.iter().map(|(n, _)| n.as_str()).collect();
+    // `root` holds nothing but shared lists: `_is_terminal`, so one item.
+    assert_eq!(names, ["cfg", "opt.cfg", "root", "w"]);
+    assert_eq!(items[0].1, items[1].1, "the dict's bytes once");
+    let size: u64 = fs::read_dir(out.path())
+        .unwrap()
+        .map(|e| e.unwrap().metadata().unwrap().len())
+        .sum();
+    assert!(size < 16 << 10, "{size} bytes");
+    assert_eq!(
+        back.get("cfg").unwrap().id(),
+        back.get("opt.cfg").unwrap().id()
+    );
+    let mut node = back.get("root").unwrap();
+    for _ in 0..40 {
+        let halves: Vec<_> = node.as_list().unwrap().collect();
+        assert_eq!(halves[0].id(), halves[1].id());
+        node = halves[0].clone();
+    }
+    assert_eq!(node.get("a").unwrap().as_i64().unwrap(), 1);
 }

@@ -227,7 +227,9 @@ fn total_storage_bytes_are_limited_even_when_nothing_is_read() {
         match load_with(fixture("dtypes"), &options) {
             Err(Error::InFile { source, .. }) => {
                 let text = source.to_string();
-                assert!(text.contains("total storage bytes"), "{text}");
+                // The limit named, and how to raise it (issue 43, item 4).
+                assert!(text.contains("bytes of storages (storage-bytes)"), "{text}");
+                assert!(text.contains("STOWAGE_LIMITS=storage-bytes=N"), "{text}");
             }
             other => panic!("{:?}", other.map(|c| c.storages().len())),
         }

@@ -183,7 +183,7 @@ pub fn parse_size(text: &str) -> Result<u64> {
 
 /// Largest `*.index.json` read, in bytes (a set of a trillion parameters
 /// indexes in a few MB).
-pub const MAX_INDEX_BYTES: u64 = 256 << 20;
+pub const MAX_INDEX_BYTES: u64 = crate::Limit::IndexBytes.default_value();
 
 /// A parsed index: the `metadata` object and `weight_map` in file order.
 #[derive(Clone, Debug)]

@@ -24,7 +24,7 @@ use crate::{Error, Result};
 const WHOLE: u64 = 1 << 16;
 
 /// How deep archives inside archives are followed.
-pub(super) const MAX_DEPTH: usize = 4;
+pub(super) const MAX_DEPTH: usize = crate::Limit::ZipNesting.default_value() as usize;
 
 impl Scanner<'_> {
     /// Every member of the zip archive `source`, or of each archive when
@@ -106,7 +106,7 @@ impl Scanner<'_> {
         self.members += members.len();
         if self.members > self.options.max_records {
             return Err(Error::Checkpoint(CheckpointError::LimitExceeded {
-                limit: "max_records (zip members, nested archives included)",
+                limit: crate::Limit::Records,
                 value: self.members as u64,
                 max: self.options.max_records as u64,
             }));
@@ -159,7 +159,7 @@ impl Scanner<'_> {
         };
         if content == Content::Zip && depth >= MAX_DEPTH {
             return Err(Error::Checkpoint(CheckpointError::LimitExceeded {
-                limit: "zip archives inside zip archives",
+                limit: crate::Limit::ZipNesting,
                 value: depth as u64 + 1,
                 max: MAX_DEPTH as u64,
             }));
@@ -203,7 +203,7 @@ impl Scanner<'_> {
         let held = self.held.saturating_add(entry.size);
         if held > self.options.max_pickle_bytes {
             return Err(Error::Checkpoint(CheckpointError::LimitExceeded {
-                limit: "max_pickle_bytes (compressed members held to scan)",
+                limit: crate::Limit::PickleBytes,
                 value: held,
                 max: self.options.max_pickle_bytes,
             }));

@@ -141,7 +141,7 @@ impl Scanner<'_> {
             }
             if i >= self.options.max_records {
                 return Err(Error::Checkpoint(CheckpointError::LimitExceeded {
-                    limit: "max_records (pickles back to back)",
+                    limit: crate::Limit::Records,
                     value: i as u64 + 1,
                     max: self.options.max_records as u64,
                 }));

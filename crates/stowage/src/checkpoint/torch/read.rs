@@ -285,7 +285,7 @@ impl<S: StorageSource> TorchHooks<'_, S> {
         self.declared_bytes = self.declared_bytes.saturating_add(nbytes as u64);
         if self.declared_bytes > self.options.max_storage_bytes {
             return Err(Error::Checkpoint(CheckpointError::LimitExceeded {
-                limit: "total storage bytes",
+                limit: crate::Limit::StorageBytes,
                 value: self.declared_bytes,
                 max: self.options.max_storage_bytes,
             }));

@@ -29,7 +29,7 @@ use crate::tensor::TensorId;
 use crate::{DType, Error, Result, Tensor, UntypedStorage};
 
 /// Deepest value nesting written (the reader's default limit).
-const MAX_DEPTH: usize = 1000;
+const MAX_DEPTH: usize = crate::Limit::SaveDepth.default_value() as usize;
 
 /// The pickler's errors as saving reports them.
 impl From<WriteError> for Error {
@@ -46,7 +46,7 @@ impl From<WriteError> for Error {
             }),
             WriteError::TooDeep { depth, max } => {
                 Error::Checkpoint(CheckpointError::LimitExceeded {
-                    limit: "nesting depth when saving",
+                    limit: crate::Limit::SaveDepth,
                     value: depth as u64,
                     max: max as u64,
                 })

@@ -23,7 +23,7 @@ use num_complex::Complex64;
 use crate::checkpoint::pickle::{Node, NodeId, Value};
 use crate::checkpoint::value::data::{NdArray, PyData};
 use crate::checkpoint::value::graph::{
-    path_key, Checkpoint, InertObject, Object, PathKey, TensorObject, MAX_PATHS,
+    path_key, Checkpoint, InertObject, Object, PathKey, TensorObject,
 };
 use crate::{DType, Device, Error, Result, Scalar, Tensor};
 
@@ -658,7 +658,7 @@ impl<'c> ValueRef<'c> {
     /// tensor value itself is named `""`).
     ///
     /// # Errors
-    /// [`CheckpointError::LimitExceeded`] past [`MAX_PATHS`] visits.
+    /// [`CheckpointError::LimitExceeded`] past [`Checkpoint::set_max_paths`]'s bound.
     pub fn state_dict(&self) -> Result<Vec<(String, Tensor)>> {
         Ok(self
             .ckpt
@@ -676,11 +676,11 @@ impl<'c> ValueRef<'c> {
     /// itself is walked once.
     ///
     /// # Errors
-    /// [`CheckpointError::LimitExceeded`] past [`MAX_PATHS`] visits (a structure shared exponentially often).
+    /// [`CheckpointError::LimitExceeded`] past [`Checkpoint::set_max_paths`]'s bound (a structure shared exponentially often).
     pub fn leaves(&self) -> Result<Vec<ValueRef<'c>>> {
         let mut out = Vec::new();
         let mut on_path = HashSet::new();
-        let mut budget = MAX_PATHS;
+        let mut budget = self.ckpt.max_paths;
         self.walk_leaves(&mut on_path, false, false, &mut budget, &mut out)?;
         Ok(out)
     }
@@ -691,11 +691,11 @@ impl<'c> ValueRef<'c> {
     /// which [`leaves`](Self::leaves) refuses).
     ///
     /// # Errors
-    /// [`CheckpointError::LimitExceeded`] past [`MAX_PATHS`] visits (path steps counted).
+    /// [`CheckpointError::LimitExceeded`] past [`Checkpoint::set_max_paths`]'s bound (path steps counted).
     pub fn leaves_once(&self) -> Result<Vec<ValueRef<'c>>> {
         let mut out = Vec::new();
         let mut seen = HashSet::new();
-        let mut budget = MAX_PATHS;
+        let mut budget = self.ckpt.max_paths;
         self.walk_leaves(&mut seen, true, false, &mut budget, &mut out)?;
         Ok(out)
     }
@@ -705,21 +705,21 @@ impl<'c> ValueRef<'c> {
     /// pickle reuses through its memo) is listed once per path, as tensors
     /// are, and an object holding itself is walked once. Globals outside the
     /// allowlist named as values are listed too. Where a structure is shared
-    /// too often to list per path (past [`MAX_PATHS`] visits: a pickle can
+    /// too often to list per path (past [`Checkpoint::set_max_paths`]'s bound: a pickle can
     /// share one exponentially often), each shared container is walked once,
     /// at its first path, as [`leaves_once`](Self::leaves_once) walks.
     ///
     /// # Errors
-    /// [`CheckpointError::LimitExceeded`] when even that walk exceeds [`MAX_PATHS`].
+    /// [`CheckpointError::LimitExceeded`] when even that walk exceeds [`Checkpoint::set_max_paths`]'s bound.
     pub fn objects(&self) -> Result<Vec<ValueRef<'c>>> {
         let mut out = Vec::new();
         let mut on_path = HashSet::new();
-        let mut budget = MAX_PATHS;
+        let mut budget = self.ckpt.max_paths;
         let walked = self.walk_leaves(&mut on_path, false, true, &mut budget, &mut out);
         if let Err(Error::Checkpoint(CheckpointError::LimitExceeded { .. })) = walked {
             out.clear();
             let mut seen = HashSet::new();
-            let mut budget = MAX_PATHS;
+            let mut budget = self.ckpt.max_paths;
             self.walk_leaves(&mut seen, true, true, &mut budget, &mut out)?;
         } else {
             walked?;
@@ -738,14 +738,9 @@ impl<'c> ValueRef<'c> {
         budget: &mut usize,
         out: &mut Vec<ValueRef<'c>>,
     ) -> Result<()> {
-        let over = || {
-            Error::Checkpoint(CheckpointError::LimitExceeded {
-                limit: "paths walked",
-                value: MAX_PATHS as u64 + 1,
-                max: MAX_PATHS as u64,
-            })
-        };
-        *budget = budget.checked_sub(1 + self.path.len()).ok_or_else(over)?;
+        *budget = budget
+            .checked_sub(1 + self.path.len())
+            .ok_or_else(|| self.ckpt.paths_exceeded())?;
         let kind = self.kind();
         if kind == ValueKind::Tensor {
             return Ok(());
@@ -824,11 +819,11 @@ impl Checkpoint {
     /// each shared one once: what a torch checkpoint cannot hold.
     ///
     /// # Errors
-    /// [`CheckpointError::LimitExceeded`] past [`MAX_PATHS`] visits.
+    /// [`CheckpointError::LimitExceeded`] past [`Checkpoint::set_max_paths`]'s bound.
     pub fn unsaveable(&self) -> Result<Vec<(String, String)>> {
         let mut out = Vec::new();
         let mut seen = HashSet::new();
-        let mut budget = MAX_PATHS;
+        let mut budget = self.max_paths;
         let root = self.root_value();
         root.walk_leaves(&mut seen, true, true, &mut budget, &mut out)?;
         Ok(out

@@ -163,12 +163,16 @@ pub struct Checkpoint {
     pub(crate) objects: HashMap<NodeId, InertObject>,
     /// Where a load found it ([`Source::load`](crate::checkpoint::Source::load)).
     pub(crate) origin: Option<Origin>,
+    /// The most steps a walk by path takes ([`Checkpoint::set_max_paths`]).
+    pub(crate) max_paths: usize,
 }
 
-/// Most work a walk does before refusing: each value visited and each path
-/// step listed counts one (a shared structure can have exponentially many
-/// paths, and each listed path is copied).
-pub const MAX_PATHS: usize = 8_000_000;
+/// Most work a walk does before refusing, by default: each value visited
+/// and each path step listed counts one (a shared structure can have
+/// exponentially many paths, and each listed path is copied). A load sets
+/// its checkpoint's from its options ([`Limit::Paths`](crate::Limit::Paths));
+/// [`Checkpoint::set_max_paths`] sets it after.
+pub const MAX_PATHS: usize = crate::Limit::Paths.default_value() as usize;
 
 impl Checkpoint {
     /// An empty checkpoint whose root is `None`.
@@ -185,7 +189,25 @@ impl Checkpoint {
             safetensors_metadata: None,
             objects: HashMap::new(),
             origin: None,
+            max_paths: MAX_PATHS,
         }
+    }
+
+    /// Bounds the walks over this checkpoint's values by path (listing its
+    /// tensors or leaves, saving it to a format that flattens it) to `max`
+    /// steps ([`MAX_PATHS`] by default; a load sets it from its options'
+    /// [`Limit::Paths`](crate::Limit::Paths)).
+    pub fn set_max_paths(&mut self, max: usize) {
+        self.max_paths = max;
+    }
+
+    /// The error of a walk past [`set_max_paths`](Self::set_max_paths)'s bound.
+    pub(crate) fn paths_exceeded(&self) -> Error {
+        Error::Checkpoint(CheckpointError::LimitExceeded {
+            limit: crate::Limit::Paths,
+            value: self.max_paths as u64 + 1,
+            max: self.max_paths as u64,
+        })
     }
 
     /// A checkpoint holding an `OrderedDict` of `name → tensor` (a state dict).
@@ -247,7 +269,7 @@ impl Checkpoint {
         let mut walk = Walk {
             path: Vec::new(),
             on_path: HashSet::new(),
-            budget: MAX_PATHS,
+            budget: self.max_paths,
             holds: self.nodes_holding_tensors(),
             once,
         };
@@ -258,7 +280,7 @@ impl Checkpoint {
     /// For each node, whether a tensor is reachable from it, so walks skip the
     /// rest (a memo-shared structure without tensors then costs nothing).
     /// An iterative post-order search, linear in the graph's size.
-    fn nodes_holding_tensors(&self) -> Vec<bool> {
+    pub(crate) fn nodes_holding_tensors(&self) -> Vec<bool> {
         const NEW: u8 = 0;
         const OPEN: u8 = 1;
         const DONE: u8 = 2;
@@ -318,24 +340,17 @@ impl Checkpoint {
         w: &mut Walk,
         out: &mut Vec<(Vec<PathKey>, &'a TensorObject)>,
     ) -> Result<()> {
-        let exceeded = |value: u64| {
-            Error::Checkpoint(CheckpointError::LimitExceeded {
-                limit: "paths walked",
-                value,
-                max: MAX_PATHS as u64,
-            })
-        };
         w.budget = w
             .budget
             .checked_sub(1)
-            .ok_or_else(|| exceeded(MAX_PATHS as u64 + 1))?;
+            .ok_or_else(|| self.paths_exceeded())?;
         let id = match v {
             Value::Ext(Object::Tensor(t)) => {
                 let steps = w.path.len();
                 w.budget = w
                     .budget
                     .checked_sub(steps)
-                    .ok_or_else(|| exceeded((MAX_PATHS - w.budget + steps) as u64))?;
+                    .ok_or_else(|| self.paths_exceeded())?;
                 out.push((w.path.clone(), t));
                 return Ok(());
             }

@@ -115,7 +115,7 @@ fn unzstd(bytes: &[u8], limit: u64) -> Result<Vec<u8>> {
         .map_err(Error::Io)?;
     if out.len() as u64 > limit {
         return Err(Error::Checkpoint(CheckpointError::LimitExceeded {
-            limit: "decompressed DCP item bytes",
+            limit: crate::Limit::StorageBytes,
             value: out.len() as u64,
             max: limit,
         }));

@@ -18,6 +18,7 @@
 //!   original state dict's (`planner_data`).
 
 mod data_file;
+mod flatten;
 pub(crate) mod hf;
 mod index;
 mod item;
@@ -501,11 +502,12 @@ impl DcpCheckpoint {
         ckpt.root = Value::Node(root);
         let items = &this.metadata.items;
         let mut keys = Keys::default();
+        let mut values = HashMap::new();
         let mut start = 0;
         while start < items.len() {
             let end = this.batch_end(items, start)?;
             for item in &items[start..end] {
-                this.place_item(&mut ckpt, &mut keys, root, item)?;
+                this.place_item(&mut ckpt, &mut keys, &mut values, root, item)?;
             }
             start = end;
         }
@@ -513,13 +515,17 @@ impl DcpCheckpoint {
     }
 
     /// Reads `item` as the options' mode makes it and places it in `ckpt`
-    /// under the dict `root`, as the saved state dict nested it.
-    fn place_item(
+    /// under the dict `root`, as the saved state dict nested it. A value
+    /// item stored in the same bytes as one read before (one object at
+    /// several paths, as stowage saves it) is that same value, its identity
+    /// kept: `values` holds each read, by its file, offset and length.
+    fn place_item<'m>(
         self: &Arc<Self>,
         ckpt: &mut Checkpoint,
         keys: &mut Keys,
+        values: &mut HashMap<(&'m str, u64, u64), Value<Object>>,
         root: NodeId,
-        item: &Item,
+        item: &'m Item,
     ) -> Result<()> {
         let value = match &item.kind {
             ItemKind::Tensor(meta) => {
@@ -534,15 +540,20 @@ impl DcpCheckpoint {
                 t.tensor.requires_grad_(meta.requires_grad).ok();
                 Value::Ext(Object::Tensor(std::sync::Arc::new(t)))
             }
-            ItemKind::Bytes(_) => {
-                let value = self.read_value(&item.fqn)?;
-                let v = transplant(&value, &value.root, ckpt);
-                ckpt.storages
-                    .extend(value.storages.iter().map(|s| StorageRecord {
-                        key: format!("{}/{}", item.fqn, s.key),
-                        ..s.clone()
-                    }));
-                v
+            ItemKind::Bytes(info) => {
+                match values.entry((&info.relative_path, info.offset, info.length)) {
+                    Entry::Occupied(read) => read.get().clone(),
+                    Entry::Vacant(slot) => {
+                        let value = self.read_value(&item.fqn)?;
+                        let v = transplant(&value, &value.root, ckpt);
+                        ckpt.storages
+                            .extend(value.storages.iter().map(|s| StorageRecord {
+                                key: format!("{}/{}", item.fqn, s.key),
+                                ..s.clone()
+                            }));
+                        slot.insert(v).clone()
+                    }
+                }
             }
         };
         place(&mut ckpt.graph, keys, root, &item.path, value)

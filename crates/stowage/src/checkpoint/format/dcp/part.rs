@@ -11,7 +11,8 @@ use super::data_file::ItemWriter;
 
 /// A rank's data file of a save.
 type RankFile = ItemWriter<std::io::BufWriter<std::fs::File>>;
-use super::write::{flatten, rank_file_name, write_entries, Entry, Leaf};
+use super::flatten::{flatten, Leaf};
+use super::write::{rank_file_name, write_entries, Entry};
 use super::write_metadata::pickle_metadata;
 use super::METADATA_FILE;
 use crate::checkpoint::format::parts::{self, PendingRank};

@@ -1,29 +1,31 @@
 //! Saving a checkpoint as a DCP folder that `torch.distributed.checkpoint.load`
 //! reads, in one process or several, with any sharding of its own.
 //!
-//! The state dict is flattened as DCP flattens it (`_traverse.py`): dicts are
-//! walked (keys as `str(key)`), lists are walked when they hold tensors,
-//! dicts or such lists, and everything else is a leaf. Each tensor is split
-//! into `ranks` chunks along its first dimension (as `DTensor`'s `Shard(0)`
-//! splits it, `torch.chunk`'s sizes) and each chunk saved by `torch.save` into
-//! its rank's file `__{rank}_0.distcp`; every other leaf is one `torch.save`
-//! item in rank 0's file. `.metadata` is pickled as PyTorch pickles it
+//! The state dict is flattened as DCP flattens it ([`flatten`](super::flatten)).
+//! Each tensor is split into `ranks` chunks along its first dimension (as
+//! `DTensor`'s `Shard(0)` splits it, `torch.chunk`'s sizes) and each chunk
+//! saved by `torch.save` into its rank's file `__{rank}_0.distcp`; every
+//! other leaf is one `torch.save` item in rank 0's file. A tensor or value
+//! at several paths (one object, shared) has its bytes written once, every
+//! path's item naming them. `.metadata` is pickled as PyTorch pickles it
 //! (`NEWOBJ` and `BUILD` of the dataclasses).
 
 use crate::error::{CheckpointError, ErrorContext, FormatError};
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
 use super::data_file::{transforms, DataItem, ItemWriter};
-
-/// A rank's data file of a save.
-type RankFile = ItemWriter<std::io::BufWriter<std::fs::File>>;
+use super::flatten::{flatten, Leaf};
 use super::metadata::StorageInfo;
 use super::write_metadata::pickle_metadata;
 use super::{transplant, METADATA_FILE};
-use crate::checkpoint::pickle::{Node, Value};
-use crate::checkpoint::value::graph::{Checkpoint, Object, PathKey, TensorObject, MAX_PATHS};
+use crate::checkpoint::pickle::{NodeId, Value};
+use crate::checkpoint::value::graph::{Checkpoint, Object, PathKey, TensorObject};
 use crate::{DType, Error, Result, Tensor};
+
+/// A rank's data file of a save.
+type RankFile = ItemWriter<std::io::BufWriter<std::fs::File>>;
 
 /// How to save a DCP checkpoint: `DcpSaveOptions::default().with_ranks(4)`.
 #[non_exhaustive]
@@ -174,87 +176,6 @@ fn check_plan(name: &str, shape: &[usize], ranks: usize, plan: &[PlannedChunk]) 
     super::index::check_cover(name, &regions, numel.unwrap_or(usize::MAX))
 }
 
-/// A leaf of the flattened state dict.
-pub(super) enum Leaf<'a> {
-    Tensor(&'a TensorObject),
-    Value(Value<Object>),
-}
-
-/// DCP's flattening of the root dict.
-pub(super) fn flatten(ckpt: &Checkpoint) -> Result<Vec<(Vec<PathKey>, Leaf<'_>)>> {
-    let Some(Node::Dict(_)) = ckpt.root.as_node().map(|id| ckpt.graph.get(id)) else {
-        return Err(Error::Format(FormatError::BadObject {
-            context: "DCP save",
-            expected: "a dict at the root (a state dict)",
-            found: "another object".into(),
-        }));
-    };
-    let mut out = Vec::new();
-    let mut stack = vec![(Vec::new(), &ckpt.root)];
-    let mut budget = MAX_PATHS;
-    while let Some((path, v)) = stack.pop() {
-        budget = budget.checked_sub(path.len() + 1).ok_or(Error::Checkpoint(
-            CheckpointError::LimitExceeded {
-                limit: "paths walked",
-                value: MAX_PATHS as u64,
-                max: MAX_PATHS as u64,
-            },
-        ))?;
-        let node = v.as_node().map(|id| ckpt.graph.get(id));
-        match (v, node) {
-            (_, Some(Node::Dict(d))) => {
-                for (k, x) in d.iter().rev() {
-                    let key = match k {
-                        Value::Str(s) => s.to_string(),
-                        Value::Int(i) => i.to_string(),
-                        _ => {
-                            return Err(Error::Format(FormatError::BadObject {
-                                context: "DCP save",
-                                expected: "string or integer dict keys",
-                                found: format!("another key under {path:?}"),
-                            }))
-                        }
-                    };
-                    let mut p = path.clone();
-                    p.push(PathKey::Key(key));
-                    stack.push((p, x));
-                }
-            }
-            (_, Some(Node::List(l))) if !terminal(ckpt, l) => {
-                for (i, x) in l.iter().enumerate().rev() {
-                    let mut p = path.clone();
-                    p.push(PathKey::Index(i as i64));
-                    stack.push((p, x));
-                }
-            }
-            (Value::Ext(Object::Tensor(t)), _) => out.push((path, Leaf::Tensor(t))),
-            _ => out.push((path, Leaf::Value(v.clone()))),
-        }
-    }
-    Ok(out)
-}
-
-/// `_is_terminal` of a list: it holds no tensor, no dict, and no list that
-/// is itself not terminal (checked without recursion, each list once).
-fn terminal(ckpt: &Checkpoint, items: &[Value<Object>]) -> bool {
-    let mut seen = std::collections::HashSet::new();
-    let mut stack = vec![items];
-    while let Some(items) = stack.pop() {
-        for v in items {
-            match v {
-                Value::Ext(Object::Tensor(_)) => return false,
-                Value::Node(id) => match ckpt.graph.get(*id) {
-                    Node::Dict(_) => return false,
-                    Node::List(l) if seen.insert(*id) => stack.push(l),
-                    _ => {}
-                },
-                _ => {}
-            }
-        }
-    }
-    true
-}
-
 /// `torch.chunk(n, ranks)` sizes along a dimension of `n`: `ceil(n / ranks)`
 /// each, the last ones shorter or absent.
 fn chunk_rows(n: usize, ranks: usize) -> Vec<(usize, usize)> {
@@ -263,6 +184,7 @@ fn chunk_rows(n: usize, ranks: usize) -> Vec<(usize, usize)> {
 }
 
 /// What `.metadata` records of one item.
+#[derive(Clone)]
 pub(super) enum Entry {
     Tensor {
         dtype: DType,
@@ -281,7 +203,7 @@ pub(super) enum Entry {
 /// string nor an integer; [`StorageError::NoData`](crate::StorageError::NoData) for meta tensors; what saving
 /// an item gives; I/O errors; all wrapped in [`Error::InFile`] naming `dir`.
 pub fn save(dir: &Path, ckpt: &Checkpoint, options: &DcpSaveOptions) -> Result<()> {
-    let leaves = flatten(ckpt)?;
+    let leaves = flatten(ckpt).map_err(|e| e.in_file(dir))?;
     let ranks = options.ranks.max(1);
     let owned =
         |name: &str| name == METADATA_FILE || (name.starts_with("__") && name.ends_with(".distcp"));
@@ -328,7 +250,11 @@ pub(super) fn write_entries(
         length: 0,
         transforms: transforms(options.zstd),
     };
-    let mut entries = Vec::with_capacity(leaves.len());
+    let mut entries: Vec<Entry> = Vec::with_capacity(leaves.len());
+    // The entry that wrote each tensor (one `Arc`) and each value node, so
+    // that their other paths name the same bytes.
+    let mut tensors_at = HashMap::<*const TensorObject, usize>::new();
+    let mut values_at = HashMap::<NodeId, usize>::new();
     for (path, leaf) in leaves {
         let at_path = |e: Error| e.at_path(crate::checkpoint::value::graph::dotted(path));
         let entry = (|| -> Result<Entry> {
@@ -342,6 +268,13 @@ pub(super) fn write_entries(
                         None => rows_plan(&size, ranks),
                     };
                     check_plan(&name, &size, ranks, &planned)?;
+                    let before = tensors_at
+                        .get(&std::ptr::from_ref(*t))
+                        .map(|&i| &entries[i]);
+                    if let Some(entry) = before.filter(|e| same_chunks(e, &planned)) {
+                        return Ok(entry.clone());
+                    }
+                    tensors_at.insert(std::ptr::from_ref(*t), entries.len());
                     let mut chunks = Vec::new();
                     for c in planned {
                         let Some(file) = files[c.rank].as_mut() else {
@@ -376,18 +309,42 @@ pub(super) fn write_entries(
                         chunks,
                     }
                 }
-                Leaf::Value(v) => match files[0].as_mut() {
-                    Some(file) => {
-                        let mut single = Checkpoint::new();
-                        single.root = transplant(ckpt, v, &mut single);
-                        Entry::Bytes(file.put(DataItem::Archive(&single))?)
+                Leaf::Value(v) => {
+                    let before = v.as_node().and_then(|id| values_at.get(&id));
+                    match (before.map(|&i| &entries[i]), files[0].as_mut()) {
+                        (Some(entry), _) => entry.clone(),
+                        (None, Some(file)) => {
+                            if let Some(id) = v.as_node() {
+                                values_at.insert(id, entries.len());
+                            }
+                            let mut single = Checkpoint::new();
+                            single.root = transplant(ckpt, v, &mut single);
+                            Entry::Bytes(file.put(DataItem::Archive(&single))?)
+                        }
+                        (None, None) => Entry::Bytes(elsewhere(0)),
                     }
-                    None => Entry::Bytes(elsewhere(0)),
-                },
+                }
             })
         })()
         .map_err(at_path)?;
         entries.push(entry);
     }
     Ok(entries)
+}
+
+/// Whether `entry` stores a tensor in the chunks `planned`, each in its
+/// rank's file (a shared tensor planned alike at another path).
+fn same_chunks(entry: &Entry, planned: &[PlannedChunk]) -> bool {
+    let Entry::Tensor { chunks, .. } = entry else {
+        return false;
+    };
+    chunks.len() == planned.len()
+        && chunks
+            .iter()
+            .zip(planned)
+            .all(|((offsets, sizes, info), c)| {
+                *offsets == c.offsets
+                    && *sizes == c.sizes
+                    && info.relative_path == rank_file_name(c.rank)
+            })
 }

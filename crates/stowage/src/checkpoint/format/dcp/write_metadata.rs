@@ -3,8 +3,9 @@
 
 use std::io::Write;
 
+use super::flatten::Leaf;
 use super::metadata::StorageInfo;
-use super::write::{Entry, Leaf};
+use super::write::Entry;
 use crate::checkpoint::globals::allowlist::Global;
 use crate::checkpoint::pickle::{Pickler, WriteError};
 use crate::checkpoint::value::graph::PathKey;

@@ -73,7 +73,7 @@ const VERSION_REFS: u64 = 2;
 
 /// The most bytes a tree may have: the `safetensors` crate refuses headers
 /// past 100 MB, and the tree is in the header.
-const MAX_TREE_BYTES: usize = 99_000_000;
+const MAX_TREE_BYTES: usize = crate::Limit::TreeBytes.default_value() as usize;
 
 /// Whether `ckpt` is what a safetensors file holds without help: a dict of
 /// `str` keys to dense tensors (an `OrderedDict` state dict among them).
@@ -109,7 +109,7 @@ pub(crate) fn record(ckpt: &Checkpoint) -> Result<Option<String>> {
         ckpt,
         path: Vec::new(),
         on_path: Vec::new(),
-        budget: crate::checkpoint::value::graph::MAX_PATHS,
+        budget: ckpt.max_paths,
         ties,
         arrays: objects::MAX_ARRAYS_BYTES,
         shared: shared_containers(ckpt),
@@ -125,8 +125,7 @@ pub(crate) fn record(ckpt: &Checkpoint) -> Result<Option<String>> {
     let text = object([("version", json!(version)), ("root", root)]).to_string();
     if text.len() > MAX_TREE_BYTES {
         return Err(Error::Checkpoint(CheckpointError::LimitExceeded {
-            limit:
-                "bytes of the safetensors metadata entry stowage.tree (the header readers accept)",
+            limit: crate::Limit::TreeBytes,
             value: text.len() as u64,
             max: MAX_TREE_BYTES as u64,
         }));
@@ -222,13 +221,10 @@ struct Record<'c> {
 
 impl Record<'_> {
     fn node(&mut self, v: &Value<Object>) -> Result<Json> {
-        self.budget = self.budget.checked_sub(1).ok_or(Error::Checkpoint(
-            CheckpointError::LimitExceeded {
-                limit: "values recorded in the safetensors structure",
-                value: crate::checkpoint::value::graph::MAX_PATHS as u64 + 1,
-                max: crate::checkpoint::value::graph::MAX_PATHS as u64,
-            },
-        ))?;
+        self.budget = self
+            .budget
+            .checked_sub(1)
+            .ok_or_else(|| self.ckpt.paths_exceeded())?;
         Ok(match v {
             Value::None => Json::Null,
             Value::Bool(b) => json!(b),

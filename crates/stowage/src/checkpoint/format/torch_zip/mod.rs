@@ -163,7 +163,7 @@ fn shift(offset: u32) -> impl Fn(&mut Value<Object>) {
 fn append_graph(into: &mut Graph<Object>, from: Graph<Object>, max_nodes: usize) -> Result<u32> {
     if into.len().saturating_add(from.len()) > max_nodes.min(u32::MAX as usize - 1) {
         return Err(Error::Checkpoint(CheckpointError::LimitExceeded {
-            limit: "pickle nodes (data.pkl and constants.pkl)",
+            limit: crate::Limit::PickleNodes,
             value: into.len().saturating_add(from.len()) as u64,
             max: max_nodes as u64,
         }));

@@ -361,7 +361,7 @@ impl<S: StorageSource> TorchHooks<'_, S> {
         let max = self.options.pickle_limits.max_nodes;
         if self.foreign.copied > max {
             return Err(Error::Checkpoint(CheckpointError::LimitExceeded {
-                limit: "values copied into decoded or inert objects",
+                limit: crate::Limit::PickleNodes,
                 value: self.foreign.copied as u64,
                 max: max as u64,
             }));
