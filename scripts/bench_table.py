@@ -3,7 +3,8 @@
 safetensors and the floors, warm and cold, side by side.
 
     python3 scripts/bench_table.py --pt big.pt --safetensors big.safetensors \\
-        --dcp dcp1g --many many.pt [--rounds 5] [--stowage target/release/stowage] \\
+        --dcp dcp1g --many many.pt [--wide many300k.pt] [--rounds 5] \\
+        [--stowage target/release/stowage] \\
         [--example target/release/examples/load_times] [--python PY]
 
 Builds nothing: `cargo build --release -p stowage-cli -p stowage --example
@@ -20,7 +21,10 @@ Every figure is a median over `--rounds`:
   process; torch is imported before the timer;
 - floors: `preadv` of the file into fresh memory on two threads, 4 KiB
   pages and advised huge pages (`scripts/bench_huge_pages.py`'s), warm and
-  cold.
+  cold;
+- `--wide` (a `.pt` of 300,000 small tensors): the Rust load against
+  `stowage inspect --no-hash --json` and `stowage inspect`, each a whole
+  process (its start and its exit included), the output to `/dev/null`.
 """
 
 import argparse
@@ -29,6 +33,7 @@ import os
 import statistics
 import subprocess
 import sys
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -101,6 +106,7 @@ def main():
     p.add_argument("--safetensors")
     p.add_argument("--dcp")
     p.add_argument("--many")
+    p.add_argument("--wide")
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--stowage", default="target/release/stowage")
     p.add_argument("--example", default="target/release/examples/load_times")
@@ -136,6 +142,19 @@ def main():
             cells["floor 4k"] = med([t for _ in range(args.rounds) for t in floor(args.python, path, False, 2)[1:]])
             cells["floor huge"] = med([t for _ in range(args.rounds) for t in floor(args.python, path, True, 2)[1:]])
         row(f"eager, warm, {label}", **cells)
+    if args.wide:
+        warm(args.wide)
+
+        def process(*cmd):
+            t = time.perf_counter()
+            subprocess.run([args.stowage, *cmd, args.wide], check=True, stdout=subprocess.DEVNULL)
+            return time.perf_counter() - t
+
+        row("300,000 tensors .pt", **{
+            "Rust": rust_bench(args.stowage, args.wide, args.rounds),
+            "inspect --no-hash --json": med([process("inspect", "--json", "--no-hash") for _ in range(args.rounds)]),
+            "inspect": med([process("inspect") for _ in range(args.rounds)]),
+        })
     if args.pt:
         cells = {}
         for kind, f in [

@@ -15,18 +15,21 @@
 //! `{"path", "type", "value"}` (a storage object saved on its own, outside
 //! the contract's types, as `{"type": "storage", "storage_key": …}`).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::io::Write;
 use std::path::Path;
 
 use serde::ser::{Error as _, SerializeMap, SerializeSeq};
 use serde::{Serialize, Serializer};
-use serde_json::{json, Value as Json};
+use serde_json::Value as Json;
 use stowage::checkpoint::pickle::Value;
-use stowage::checkpoint::{dotted, Layout, Object, TensorObject};
+use stowage::checkpoint::{dotted, Layout, Object, PathKey, TensorObject};
 use stowage::Checkpoint;
 
-use crate::listing::{human, path_json, rows, Row};
+use crate::listing::{human, rows, Row};
+
+/// A hash map with `foldhash`'s hasher: keys of the checkpoint, in process.
+type FoldMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
 use crate::{data, values, CommandError, Context};
 
 /// Most lines of the value tree under the table (the JSON lists them all).
@@ -233,7 +236,7 @@ impl Serialize for Storages<'_> {
         let storages = self.0.storages();
         let mut seq = s.serialize_seq(Some(storages.len()))?;
         for st in storages {
-            seq.serialize_element(&json!({"key": st.key, "nbytes": st.storage.nbytes(), "location": st.location, "storage_type": st.storage_type()}))?;
+            seq.serialize_element(&StorageEntry(st))?;
         }
         seq.end()
     }
@@ -250,43 +253,78 @@ impl Serialize for Tensors<'_, '_> {
         let mut seq = s.serialize_seq(Some(self.rows.len()))?;
         for (i, r) in self.rows.iter().enumerate() {
             let sha = self.hashes.and_then(|h| h[i]).map(hex::encode);
-            seq.serialize_element(&tensor_json(r, sha.as_deref()))?;
+            seq.serialize_element(&TensorEntry(r, sha.as_deref()))?;
         }
         seq.end()
     }
 }
 
-/// A row's entry in `"tensors"`, with its hash (`None`: null).
-fn tensor_json(r: &Row<'_>, sha: Option<&str>) -> Json {
-    let t = &r.object.tensor;
-    if r.is_container() {
-        // No storage of its own: the components carry the storage fields.
-        return json!({
-            "path": path_json(&r.path),
-            "layout": r.object.kind.layout_name(),
-            "dtype": t.dtype().name(),
-            "shape": t.shape(),
-            "requires_grad": t.requires_grad(),
-            "parameter": r.object.parameter,
-        });
+/// A storage's entry in `"storages"`, its members in alphabetical order.
+struct StorageEntry<'c>(&'c stowage::checkpoint::StorageRecord);
+
+impl Serialize for StorageEntry<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let st = self.0;
+        let mut map = s.serialize_map(Some(4))?;
+        map.serialize_entry("key", &st.key)?;
+        map.serialize_entry("location", &st.location)?;
+        map.serialize_entry("nbytes", &st.storage.nbytes())?;
+        map.serialize_entry("storage_type", &st.storage_type())?;
+        map.end()
     }
-    let mut entry = json!({
-        "path": path_json(&r.path),
-        "dtype": t.dtype().name(),
-        "shape": t.shape(),
-        "stride": t.stride(),
-        "storage_offset": t.storage_offset(),
-        "storage_key": r.key,
-        "storage_nbytes": t.untyped_storage().nbytes(),
-        "requires_grad": t.requires_grad(),
-        "parameter": r.object.parameter,
-        "sha256": sha,
-    });
-    // A subclass (loaded inertly or allowed by name): its class, never constructed.
-    if let Some(Value::Ext(Object::Class(c))) = &r.object.subclass {
-        entry["class"] = json!(format!("{}.{}", c.module, c.name));
+}
+
+/// A row's entry in `"tensors"`, with its hash (`None`: null), its members
+/// in alphabetical order, written without a document made for it.
+struct TensorEntry<'a, 'c>(&'a Row<'c>, Option<&'a str>);
+
+impl Serialize for TensorEntry<'_, '_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let (r, sha) = (self.0, self.1);
+        let t = &r.object.tensor;
+        let mut map = s.serialize_map(None)?;
+        if r.is_container() {
+            // No storage of its own: the components carry the storage fields.
+            map.serialize_entry("dtype", t.dtype().name())?;
+            map.serialize_entry("layout", r.object.kind.layout_name())?;
+            map.serialize_entry("parameter", &r.object.parameter)?;
+            map.serialize_entry("path", &JsonPath(&r.path))?;
+            map.serialize_entry("requires_grad", &t.requires_grad())?;
+            map.serialize_entry("shape", t.shape())?;
+            return map.end();
+        }
+        // A subclass (loaded inertly or allowed by name): its class, never constructed.
+        if let Some(Value::Ext(Object::Class(c))) = &r.object.subclass {
+            map.serialize_entry("class", &format!("{}.{}", c.module, c.name))?;
+        }
+        map.serialize_entry("dtype", t.dtype().name())?;
+        map.serialize_entry("parameter", &r.object.parameter)?;
+        map.serialize_entry("path", &JsonPath(&r.path))?;
+        map.serialize_entry("requires_grad", &t.requires_grad())?;
+        map.serialize_entry("sha256", &sha)?;
+        map.serialize_entry("shape", t.shape())?;
+        map.serialize_entry("storage_key", &*r.key)?;
+        map.serialize_entry("storage_nbytes", &t.untyped_storage().nbytes())?;
+        map.serialize_entry("storage_offset", &t.storage_offset())?;
+        map.serialize_entry("stride", t.stride())?;
+        map.end()
     }
-    entry
+}
+
+/// A path as the contract's JSON list (as [`path_json`](crate::listing::path_json) makes it).
+struct JsonPath<'a>(&'a [PathKey]);
+
+impl Serialize for JsonPath<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut seq = s.serialize_seq(Some(self.0.len()))?;
+        for k in self.0 {
+            match k {
+                PathKey::Key(k) => seq.serialize_element(k)?,
+                PathKey::Index(i) => seq.serialize_element(i)?,
+            }
+        }
+        seq.end()
+    }
 }
 
 /// The inert objects, one line each, at most [`TREE_LINES`].
@@ -315,117 +353,194 @@ fn objects_text(ckpt: &Checkpoint, out: &mut dyn Write) -> Result<(), CommandErr
     Ok(())
 }
 
+/// The table of `stowage inspect`: a row per tensor, a column per field.
+/// Each cell is written where it is needed, never held: measured for the
+/// widths in a first pass, written in the second (a checkpoint may hold
+/// millions of tensors).
+struct Table<'r, 'c> {
+    rows: &'r [Row<'c>],
+    names: Vec<String>,
+    /// Each row's storage group (the rows on its storage), by number.
+    group: Vec<u32>,
+    groups: Vec<Vec<u32>>,
+    /// For each row, the rows of its group that print under another name.
+    others: Vec<u32>,
+}
+
+const HEADER: [&str; 7] = [
+    "path",
+    "dtype",
+    "shape",
+    "stride",
+    "offset",
+    "storage",
+    "shared with",
+];
+
+impl<'r, 'c> Table<'r, 'c> {
+    fn new(rows: &'r [Row<'c>]) -> Table<'r, 'c> {
+        let names: Vec<String> = rows.iter().map(|r| dotted(&r.path)).collect();
+        let mut by_key: FoldMap<&str, u32> = FoldMap::default();
+        let mut groups: Vec<Vec<u32>> = Vec::new();
+        let mut group = Vec::with_capacity(rows.len());
+        for (i, r) in rows.iter().enumerate() {
+            let g = *by_key.entry(&r.key).or_insert_with(|| {
+                groups.push(Vec::new());
+                (groups.len() - 1) as u32
+            });
+            groups[g as usize].push(i as u32);
+            group.push(g);
+        }
+        // How often each name is in its group (once, unless two paths print
+        // alike), counted only in groups of several rows.
+        let mut times: FoldMap<(u32, &str), u32> = FoldMap::default();
+        for (i, name) in names.iter().enumerate() {
+            if groups[group[i] as usize].len() > 1 {
+                *times.entry((group[i], name)).or_default() += 1;
+            }
+        }
+        let others = (0..rows.len())
+            .map(|i| {
+                let members = groups[group[i] as usize].len() as u32;
+                members
+                    - times
+                        .get(&(group[i], names[i].as_str()))
+                        .copied()
+                        .unwrap_or(1)
+            })
+            .collect();
+        Table {
+            rows,
+            names,
+            group,
+            groups,
+            others,
+        }
+    }
+
+    /// Writes column `col` of row `i`.
+    fn cell(&self, i: usize, col: usize, w: &mut dyn std::fmt::Write) -> std::fmt::Result {
+        let (r, name) = (&self.rows[i], &self.names[i]);
+        let t = &r.object.tensor;
+        match col {
+            0 => w.write_str(name),
+            1 => {
+                w.write_str(t.dtype().name())?;
+                if r.object.parameter {
+                    w.write_str(" (param)")?;
+                }
+                if let Some(q) = &r.object.quantization {
+                    write!(w, " [{}]", q.qscheme())?;
+                }
+                if r.is_container() {
+                    // The layout kind; its data is in the component rows below it.
+                    write!(w, " [{}]", r.object.kind.layout_name())
+                } else if t.is_meta() {
+                    w.write_str(" [meta]")
+                } else {
+                    Ok(())
+                }
+            }
+            2 => match r.object.kind.components().first() {
+                // A nested tensor's padded shape needs its sizes, which a
+                // metadata-only load does not read: its ragged dimensions
+                // then show as `?`.
+                Some(("buffer", b)) if r.is_container() && !b.has_data() => {
+                    write!(w, "[{}", t.shape()[0])?;
+                    for _ in 1..t.shape().len() {
+                        w.write_str(", ?")?;
+                    }
+                    w.write_str("]")
+                }
+                _ => write!(w, "{:?}", t.shape()),
+            },
+            _ if r.is_container() => w.write_str("-"),
+            3 => write!(w, "{:?}", t.stride()),
+            4 => write!(w, "{}", t.storage_offset()),
+            5 => write!(
+                w,
+                "{} ({})",
+                r.key,
+                human(t.untyped_storage().nbytes() as u64)
+            ),
+            _ => {
+                // The first two others and how many there are, without
+                // walking the group per row (FSDP's flat parameters: tens of
+                // thousands of views of one storage would make the table
+                // quadratic).
+                let others = self.others[i];
+                if others == 0 {
+                    return w.write_str("-");
+                }
+                let group = &self.groups[self.group[i] as usize];
+                let mut first = group
+                    .iter()
+                    .map(|&j| self.names[j as usize].as_str())
+                    .filter(|p| p != name)
+                    .take(2);
+                if let Some(p) = first.next() {
+                    w.write_str(p)?;
+                }
+                for p in first {
+                    write!(w, ", {p}")?;
+                }
+                if others > 2 {
+                    write!(w, ", … ({others} tensors)")?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// Counts the characters written to it.
+struct Count(usize);
+
+impl std::fmt::Write for Count {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        self.0 += s.chars().count();
+        Ok(())
+    }
+}
+
 fn table(
     ckpt: &Checkpoint,
     format: &str,
     rows: &[Row<'_>],
     out: &mut dyn Write,
 ) -> std::io::Result<()> {
-    let names: Vec<String> = rows.iter().map(|r| dotted(&r.path)).collect();
-    // Each storage's rows, and how often each name is in its storage's
-    // group (once, unless two paths print alike).
-    let mut groups: HashMap<&str, Vec<usize>> = HashMap::new();
-    let mut times: HashMap<(&str, &str), usize> = HashMap::new();
-    for (i, (r, name)) in rows.iter().zip(&names).enumerate() {
-        groups.entry(&r.key).or_default().push(i);
-        *times.entry((&r.key, name)).or_default() += 1;
-    }
-    let cells = |i: usize| -> [String; 7] {
-        let (r, name) = (&rows[i], &names[i]);
-        let t = &r.object.tensor;
-        let mut dtype = t.dtype().name().to_string();
-        if r.object.parameter {
-            dtype.push_str(" (param)");
-        }
-        if let Some(q) = &r.object.quantization {
-            dtype.push_str(&format!(" [{}]", q.qscheme()));
-        }
-        if r.is_container() {
-            // The layout kind; its data is in the component rows below it.
-            dtype.push_str(&format!(" [{}]", r.object.kind.layout_name()));
-            // A nested tensor's padded shape needs its sizes, which a metadata-only
-            // load does not read: its ragged dimensions then show as `?`.
-            let shape = match r.object.kind.components().first() {
-                Some(("buffer", b)) if !b.has_data() => {
-                    let dims = t.shape().iter().skip(1).map(|_| "?".to_string());
-                    format!(
-                        "[{}]",
-                        std::iter::once(t.shape()[0].to_string())
-                            .chain(dims)
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    )
-                }
-                _ => format!("{:?}", t.shape()),
-            };
-            return [
-                name.clone(),
-                dtype,
-                shape,
-                "-".into(),
-                "-".into(),
-                "-".into(),
-                "-".into(),
-            ];
-        }
-        if t.is_meta() {
-            dtype.push_str(" [meta]");
-        }
-        // The first two others and how many there are, without walking the
-        // group per row (FSDP's flat parameters: tens of thousands of views
-        // of one storage would make the table quadratic).
-        let group = &groups[&*r.key];
-        let first: Vec<&str> = group
-            .iter()
-            .map(|&j| names[j].as_str())
-            .filter(|p| p != name)
-            .take(2)
-            .collect();
-        let shared = match group.len() - times[&(&*r.key, name.as_str())] {
-            0 => "-".to_string(),
-            1..=2 => first.join(", "),
-            n => format!("{}, … ({n} tensors)", first.join(", ")),
-        };
-        [
-            name.clone(),
-            dtype,
-            format!("{:?}", t.shape()),
-            format!("{:?}", t.stride()),
-            t.storage_offset().to_string(),
-            format!("{} ({})", r.key, human(t.untyped_storage().nbytes() as u64)),
-            shared,
-        ]
-    };
-    // Two passes over the rows, the cells made in each rather than held: the
-    // widths, then the lines (a checkpoint may hold millions of tensors).
-    let header = [
-        "path",
-        "dtype",
-        "shape",
-        "stride",
-        "offset",
-        "storage",
-        "shared with",
-    ];
-    let mut width = header.map(str::len);
+    let table = Table::new(rows);
+    let fmt_error = |_| std::io::Error::other("formatting a cell");
+    let mut width = HEADER.map(|h| h.chars().count());
     for i in 0..rows.len() {
-        for (w, c) in width.iter_mut().zip(cells(i)) {
-            *w = (*w).max(c.chars().count());
+        for (col, w) in width.iter_mut().enumerate() {
+            let mut n = Count(0);
+            table.cell(i, col, &mut n).map_err(fmt_error)?;
+            *w = (*w).max(n.0);
         }
     }
-    let row = |cells: &[&str]| {
-        cells
-            .iter()
-            .zip(width)
-            .map(|(c, w)| format!("{c:<w$}"))
-            .collect::<Vec<_>>()
-            .join("  ")
-            .trim_end()
-            .to_string()
+    // Each cell padded to its column's width, two spaces between columns,
+    // the line's trailing spaces dropped.
+    let mut line = String::new();
+    let mut write_line = |cell: &mut dyn FnMut(usize, &mut String) -> std::fmt::Result| {
+        line.clear();
+        for (col, w) in width.iter().enumerate() {
+            if col > 0 {
+                line.push_str("  ");
+            }
+            let start = line.len();
+            cell(col, &mut line).map_err(fmt_error)?;
+            let n = line[start..].chars().count();
+            line.extend(std::iter::repeat_n(' ', w.saturating_sub(n)));
+        }
+        writeln!(out, "{}", line.trim_end())
     };
-    writeln!(out, "{}", row(&header))?;
+    write_line(&mut |col, line| {
+        line.push_str(HEADER[col]);
+        Ok(())
+    })?;
     for i in 0..rows.len() {
-        writeln!(out, "{}", row(&cells(i).each_ref().map(String::as_str)))?;
+        write_line(&mut |col, line| table.cell(i, col, line))?;
     }
     writeln!(out, "{}", summary(ckpt, format, rows))
 }

@@ -3,7 +3,6 @@
 //! sizes in human units.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
 use std::ops::Deref;
 
 use serde_json::{json, Value as Json};
@@ -11,6 +10,9 @@ use stowage::checkpoint::{PathKey, TensorObject};
 use stowage::Checkpoint;
 
 use crate::CommandError;
+
+/// A hash map with `foldhash`'s hasher: storages by their id, in process.
+type FoldMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
 
 /// One tensor of a checkpoint, with what `inspect` reports of it.
 pub struct Row<'c> {
@@ -59,24 +61,42 @@ impl Row<'_> {
 /// # Errors
 /// When the walk exceeds its limits.
 pub fn rows(ckpt: &Checkpoint) -> Result<Vec<Row<'_>>, CommandError> {
-    let keys: HashMap<usize, &str> = ckpt
-        .storages()
-        .iter()
-        .map(|s| (s.storage.id(), s.key.as_str()))
-        .collect();
+    let storages = ckpt.storages();
+    // A loader records storages in the order the tensors first reach them,
+    // and a state dict's tensors mostly reach one each, in that order: the
+    // record after the last one found is tried first, and a map of every
+    // record is made only for a tensor that is not there.
+    let next = std::cell::Cell::new(0usize);
+    let keys = std::cell::OnceCell::<FoldMap<usize, &str>>::new();
+    let recorded = |id: usize| -> Option<&str> {
+        let at = next.get();
+        if let Some(s) = storages.get(at).filter(|s| s.storage.id() == id) {
+            next.set(at + 1);
+            return Some(&s.key);
+        }
+        keys.get_or_init(|| {
+            let mut keys = FoldMap::default();
+            for s in storages {
+                keys.entry(s.storage.id()).or_insert(s.key.as_str());
+            }
+            keys
+        })
+        .get(&id)
+        .copied()
+    };
     // A storage with no record (a meta tensor or wrapper subclass saved
     // without data) is keyed `@0`, `@1`, … in order of appearance: the same
     // on every run, and equal exactly for tensors on one storage.
-    let unrecorded = std::cell::RefCell::new(HashMap::<usize, usize>::new());
+    let unrecorded = std::cell::RefCell::new(FoldMap::<usize, usize>::default());
     let key_of = |t: &stowage::Tensor| -> Cow<'_, str> {
         let id = t.untyped_storage().id();
-        keys.get(&id).map_or_else(
+        recorded(id).map_or_else(
             || {
                 let mut u = unrecorded.borrow_mut();
                 let n = u.len();
                 Cow::Owned(format!("@{}", u.entry(id).or_insert(n)))
             },
-            |k| Cow::Borrowed(*k),
+            Cow::Borrowed,
         )
     };
     let mut out = Vec::new();

@@ -55,7 +55,9 @@ pub struct ZipReader<R: ReadAt> {
     source: R,
     len: u64,
     entries: Vec<Entry>,
-    by_name: HashMap<String, usize>,
+    /// Each entry by its name (`foldhash`: a load of a million records
+    /// looks each up once).
+    by_name: HashMap<String, usize, foldhash::fast::RandomState>,
     root: String,
     limits: ZipLimits,
 }
@@ -125,7 +127,7 @@ impl<R: ReadAt> ZipReader<R> {
 
         // `count <= max_entries` and `count * 46 <= size`: both bound this.
         let mut entries = Vec::with_capacity(usize::try_from(dir.count).unwrap_or(0));
-        let mut by_name = HashMap::with_capacity(entries.capacity());
+        let mut by_name = HashMap::with_capacity_and_hasher(entries.capacity(), Default::default());
         let mut pos = 0usize;
         while (entries.len() as u64) < dir.count {
             let (entry, next) = parse_central_entry(&cd, pos, dir.offset, len, lenient)?;

@@ -759,14 +759,31 @@ impl<'c> ValueRef<'c> {
         if is_object && objects {
             out.push(self.clone());
         }
-        if kind == ValueKind::Dict || is_object {
-            for (_, v) in self.as_dict()? {
-                v.walk_leaves(seen, once, objects, budget, out)?;
+        // A tensor is charged as a visit and passed over before a handle
+        // with its path is made for it (a state dict is mostly tensors).
+        let mut visit = |v: &'c Value<Object>, key: &dyn Fn() -> PathKey| {
+            if let Value::Ext(Object::Tensor(_)) = v {
+                *budget = budget
+                    .checked_sub(2 + self.path.len())
+                    .ok_or_else(|| self.ckpt.paths_exceeded())?;
+                return Ok(());
             }
-        } else {
-            for v in self.as_list()? {
-                v.walk_leaves(seen, once, objects, budget, out)?;
+            self.child(v, key())
+                .walk_leaves(seen, once, objects, budget, out)
+        };
+        match self.node() {
+            Some(Node::Dict(items)) if kind == ValueKind::Dict || is_object => {
+                for (k, v) in items {
+                    visit(v, &|| path_key(&self.ckpt.graph, k))?;
+                }
             }
+            _ if kind == ValueKind::Dict || is_object => return Err(self.wrong("dict")),
+            Some(Node::List(v) | Node::Tuple(v) | Node::Set(v) | Node::FrozenSet(v)) => {
+                for (i, v) in v.iter().enumerate() {
+                    visit(v, &|| PathKey::Index(i as i64))?;
+                }
+            }
+            _ => {}
         }
         if !once {
             seen.remove(&id);

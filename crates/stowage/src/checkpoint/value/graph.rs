@@ -287,36 +287,38 @@ impl Checkpoint {
         let n = self.graph.len();
         let mut holds = vec![false; n];
         let mut state = vec![NEW; n];
-        let children = |id: NodeId| -> (bool, Vec<NodeId>) {
-            let mut direct = false;
-            let mut kids = Vec::new();
-            for v in self.graph.get(id).values() {
-                match v {
-                    Value::Ext(Object::Tensor(_)) => direct = true,
-                    Value::Node(c) if c.index() < n => kids.push(*c),
-                    _ => {}
-                }
-            }
-            (direct, kids)
-        };
+        // The children of every open node, on one stack, no vector a node:
+        // a frame's are `kids[next..end]`, the last region; its region
+        // starts where its parent's ends.
+        let mut kids: Vec<NodeId> = Vec::new();
+        let mut stack: Vec<(NodeId, usize, usize)> = Vec::new();
         for (root, _) in self.graph.iter() {
             if state[root.index()] != NEW {
                 continue;
             }
-            state[root.index()] = OPEN;
-            let (direct, kids) = children(root);
-            holds[root.index()] = direct;
-            let mut stack = vec![(root, kids, 0usize)];
-            while let Some((id, kids, next)) = stack.last_mut() {
-                if let Some(&c) = kids.get(*next) {
-                    *next += 1;
-                    match state[c.index()] {
-                        NEW => {
-                            state[c.index()] = OPEN;
-                            let (direct, grand) = children(c);
-                            holds[c.index()] = direct;
-                            stack.push((c, grand, 0));
+            let mut next = Some(root);
+            loop {
+                if let Some(id) = next.take() {
+                    // Open `id`: note a tensor it holds, stack its children.
+                    state[id.index()] = OPEN;
+                    let start = kids.len();
+                    for v in self.graph.get(id).values() {
+                        match v {
+                            Value::Ext(Object::Tensor(_)) => holds[id.index()] = true,
+                            Value::Node(c) if c.index() < n => kids.push(*c),
+                            _ => {}
                         }
+                    }
+                    stack.push((id, start, kids.len()));
+                }
+                let Some((id, at, end)) = stack.last_mut() else {
+                    break;
+                };
+                if *at < *end {
+                    let c = kids[*at];
+                    *at += 1;
+                    match state[c.index()] {
+                        NEW => next = Some(c),
                         // A cycle back to an open ancestor adds nothing the ancestor lacks.
                         OPEN => {}
                         _ => holds[id.index()] |= holds[c.index()],
@@ -325,6 +327,7 @@ impl Checkpoint {
                     let done = *id;
                     state[done.index()] = DONE;
                     stack.pop();
+                    kids.truncate(stack.last().map_or(0, |&(_, _, end)| end));
                     if let Some((parent, _, _)) = stack.last() {
                         holds[parent.index()] |= holds[done.index()];
                     }
@@ -365,16 +368,12 @@ impl Checkpoint {
         match self.graph.get(id) {
             Node::Dict(items) => {
                 for (k, v) in items {
-                    w.path.push(path_key(&self.graph, k));
-                    self.walk(v, w, out)?;
-                    w.path.pop();
+                    self.visit(v, || path_key(&self.graph, k), w, out)?;
                 }
             }
             Node::List(items) | Node::Tuple(items) => {
                 for (i, v) in items.iter().enumerate() {
-                    w.path.push(PathKey::Index(i as i64));
-                    self.walk(v, w, out)?;
-                    w.path.pop();
+                    self.visit(v, || PathKey::Index(i as i64), w, out)?;
                 }
             }
             _ => {}
@@ -383,6 +382,46 @@ impl Checkpoint {
             w.on_path.remove(&id);
         }
         Ok(())
+    }
+
+    /// [`walk`](Self::walk)s `v`, reached through `key`, charging the same;
+    /// the key is made only for a value holding a tensor, and a tensor's
+    /// path is made once (a state dict is mostly tensors, beside values
+    /// that hold none).
+    fn visit<'a>(
+        &'a self,
+        v: &'a Value<Object>,
+        key: impl FnOnce() -> PathKey,
+        w: &mut Walk,
+        out: &mut Vec<(Vec<PathKey>, &'a TensorObject)>,
+    ) -> Result<()> {
+        match v {
+            Value::Ext(Object::Tensor(t)) => {
+                let steps = w.path.len() + 1;
+                w.budget = w
+                    .budget
+                    .checked_sub(1 + steps)
+                    .ok_or_else(|| self.paths_exceeded())?;
+                let mut path = Vec::with_capacity(steps);
+                path.extend_from_slice(&w.path);
+                path.push(key());
+                out.push((path, t));
+                Ok(())
+            }
+            Value::Node(id) if w.holds.get(id.index()).copied().unwrap_or(false) => {
+                w.path.push(key());
+                let walked = self.walk(v, w, out);
+                w.path.pop();
+                walked
+            }
+            _ => {
+                w.budget = w
+                    .budget
+                    .checked_sub(1)
+                    .ok_or_else(|| self.paths_exceeded())?;
+                Ok(())
+            }
+        }
     }
 
     /// Drops the nodes of the object graph that nothing reaches from the root or
