@@ -12,13 +12,24 @@ mod directory;
 mod inflate;
 mod local;
 
-use std::collections::HashMap;
 use std::fmt;
+use std::hash::BuildHasher;
+
+use hashbrown::HashTable;
 
 use self::directory::{locate_directory, parse_central_entry};
 use super::format::CENTRAL_HEADER_LEN;
 use super::{ZipError, ZipLimits};
 use crate::ReadAt;
+
+/// `name` below the folder `root` (`data/0` of `archive/data/0`), or
+/// `None` when it is not there; `name` itself when `root` is empty.
+fn below<'n>(root: &str, name: &'n str) -> Option<&'n str> {
+    if root.is_empty() {
+        return Some(name);
+    }
+    name.strip_prefix(root)?.strip_prefix('/')
+}
 
 /// How an entry's data is compressed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,9 +66,13 @@ pub struct ZipReader<R: ReadAt> {
     source: R,
     len: u64,
     entries: Vec<Entry>,
-    /// Each entry by its name (`foldhash`: a load of a million records
-    /// looks each up once).
-    by_name: HashMap<String, usize, foldhash::fast::RandomState>,
+    /// Each entry under the root by its name below it (`data/0`), as its
+    /// index in `entries` (the first, of duplicates a lenient reader
+    /// lists): the names are not copied, and [`find`](ZipReader::find)
+    /// looks a record up without making its full name. A load of a million
+    /// records looks each up once.
+    by_record: HashTable<usize>,
+    hasher: foldhash::fast::RandomState,
     root: String,
     limits: ZipLimits,
 }
@@ -126,17 +141,21 @@ impl<R: ReadAt> ZipReader<R> {
         let cd = tail.read(&source, dir.offset, dir.size)?;
 
         // `count <= max_entries` and `count * 46 <= size`: both bound this.
-        let mut entries = Vec::with_capacity(usize::try_from(dir.count).unwrap_or(0));
-        let mut by_name = HashMap::with_capacity_and_hasher(entries.capacity(), Default::default());
+        let mut entries: Vec<Entry> = Vec::with_capacity(usize::try_from(dir.count).unwrap_or(0));
+        let hasher = foldhash::fast::RandomState::default();
+        let mut by_name: HashTable<usize> = HashTable::with_capacity(entries.capacity());
         let mut pos = 0usize;
         while (entries.len() as u64) < dir.count {
             let (entry, next) = parse_central_entry(&cd, pos, dir.offset, len, lenient)?;
-            if by_name.contains_key(&entry.name) {
+            let hash = hasher.hash_one(entry.name.as_str());
+            if by_name.find(hash, |&i| entries[i].name == entry.name).is_some() {
                 if !lenient {
                     return Err(ZipError::DuplicateEntry { name: entry.name });
                 }
             } else {
-                by_name.insert(entry.name.clone(), entries.len());
+                by_name.insert_unique(hash, entries.len(), |&i| {
+                    hasher.hash_one(entries[i].name.as_str())
+                });
             }
             entries.push(entry);
             pos = next;
@@ -151,11 +170,27 @@ impl<R: ReadAt> ZipReader<R> {
                 })
             }
         };
+        // The names below the root, each by its first entry.
+        drop(by_name);
+        let mut by_record: HashTable<usize> = HashTable::with_capacity(entries.len());
+        for (i, e) in entries.iter().enumerate() {
+            let Some(record) = below(&root, &e.name) else {
+                continue;
+            };
+            let hash = hasher.hash_one(record);
+            let same = |&j: &usize| below(&root, &entries[j].name) == Some(record);
+            if by_record.find(hash, same).is_none() {
+                by_record.insert_unique(hash, i, |&j| {
+                    hasher.hash_one(below(&root, &entries[j].name).unwrap_or_default())
+                });
+            }
+        }
         Ok(ZipReader {
             source,
             len,
             entries,
-            by_name,
+            by_record,
+            hasher,
             root,
             limits: *limits,
         })
@@ -174,12 +209,11 @@ impl<R: ReadAt> ZipReader<R> {
     /// The entry `<root>/<record>`, e.g. `find("data.pkl")` or `find("data/0")`
     /// (`<record>` itself when the root is empty).
     pub fn find(&self, record: &str) -> Option<&Entry> {
-        let i = if self.root.is_empty() {
-            self.by_name.get(record)
-        } else {
-            self.by_name.get(&format!("{}/{}", self.root, record))
-        };
-        i.and_then(|&i| self.entries.get(i))
+        let hash = self.hasher.hash_one(record);
+        let i = self.by_record.find(hash, |&i| {
+            below(&self.root, &self.entries[i].name) == Some(record)
+        })?;
+        self.entries.get(*i)
     }
 
     /// The underlying source.
