@@ -148,7 +148,10 @@ impl<R: ReadAt> ZipReader<R> {
         while (entries.len() as u64) < dir.count {
             let (entry, next) = parse_central_entry(&cd, pos, dir.offset, len, lenient)?;
             let hash = hasher.hash_one(entry.name.as_str());
-            if by_name.find(hash, |&i| entries[i].name == entry.name).is_some() {
+            if by_name
+                .find(hash, |&i| entries[i].name == entry.name)
+                .is_some()
+            {
                 if !lenient {
                     return Err(ZipError::DuplicateEntry { name: entry.name });
                 }

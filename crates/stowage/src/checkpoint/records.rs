@@ -128,6 +128,16 @@ impl<'a, K> Records<'a, K> {
         }
     }
 
+    /// Room for `n` records in an eager load's batch.
+    pub(crate) fn reserve(&mut self, n: usize) {
+        if let How::Eager {
+            batch: Some(batch), ..
+        } = &mut self.how
+        {
+            batch.reserve(n);
+        }
+    }
+
     /// These records, an eager load's read each as it is made rather than
     /// in a batch (for a format that byte-swaps or checks each record as it
     /// is read).

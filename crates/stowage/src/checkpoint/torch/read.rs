@@ -40,7 +40,8 @@ pub(crate) struct TorchHooks<'s, S: StorageSource> {
     pub byteorder: ByteOrder,
     /// Element count is in the pid's 5th field; legacy pids have 6 fields.
     pub legacy: bool,
-    pub cache: HashMap<Arc<str>, StorageRef>,
+    /// Each storage made, by its record key (`foldhash`: a key per tensor).
+    pub cache: HashMap<Arc<str>, StorageRef, foldhash::fast::RandomState>,
     pub records: Vec<StorageRecord>,
     /// Bytes declared by the storages read so far.
     pub declared_bytes: u64,
@@ -56,6 +57,14 @@ pub(crate) struct TorchHooks<'s, S: StorageSource> {
 }
 
 impl<'s, S: StorageSource> TorchHooks<'s, S> {
+    /// Room for `n` storages, as many as the archive has records: a
+    /// checkpoint of many tensors then grows no table by doubling (which
+    /// peaks at twice the room needed).
+    pub(crate) fn reserve(&mut self, n: usize) {
+        self.cache.reserve(n);
+        self.records.reserve(n);
+    }
+
     pub fn new(
         source: &'s mut S,
         options: &'s LoadOptions,
@@ -67,7 +76,7 @@ impl<'s, S: StorageSource> TorchHooks<'s, S> {
             options,
             byteorder,
             legacy,
-            cache: HashMap::new(),
+            cache: HashMap::default(),
             records: Vec::new(),
             declared_bytes: 0,
             ordered: HashSet::new(),

@@ -40,8 +40,12 @@ fn zip_limits(options: &LoadOptions) -> ZipLimits {
 fn load_zip_archive<R: ReadAt>(
     zip: &ZipReader<R>,
     options: &LoadOptions,
-    records: Records<'_, zip::Entry>,
+    mut records: Records<'_, zip::Entry>,
 ) -> Result<Checkpoint> {
+    // At most a storage a record (the directory's size is bounded by the
+    // records limit).
+    let storages = zip.entries().len();
+    records.reserve(storages);
     // A TorchScript archive (`torch.jit.save`): its `__torch__` classes are
     // inert objects, its code is never read, and the tensors of
     // `constants.pkl` join the root (see `torchscript_constants`).
@@ -80,6 +84,7 @@ fn load_zip_archive<R: ReadAt>(
         dir: "data",
     };
     let mut hooks = TorchHooks::new(&mut src, options, byteorder, false);
+    hooks.reserve(storages);
     hooks.foreign.torchscript = constants.is_some();
     let pickled = pickle::unpickle(&pkl, &mut hooks, &options.pickle_limits)
         .map_err(|e| e.in_entry("data.pkl"))?;

@@ -89,8 +89,17 @@ fn read_batch<R: ReadAt>(
     headers: &mut [Vec<u8>],
     piece: usize,
 ) -> Result<()> {
-    let mut reads: Vec<(u64, &mut [u8])> = Vec::new();
-    let mut record_of = Vec::new();
+    // Every piece and header, counted first: a batch of a million records
+    // grows no vector by doubling.
+    let pieces: usize = guards
+        .iter()
+        .zip(records)
+        .filter(|(_, &on)| on)
+        .map(|(bytes, _)| bytes.len().div_ceil(piece))
+        .sum();
+    let n = pieces + headers.len();
+    let mut reads: Vec<(u64, &mut [u8])> = Vec::with_capacity(n);
+    let mut record_of = Vec::with_capacity(n);
     for (r, bytes) in guards.iter_mut().enumerate() {
         if !records[r] {
             continue;
