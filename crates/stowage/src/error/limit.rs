@@ -50,109 +50,118 @@ pub enum Limit {
     SaveDepth,
 }
 
-/// One row of the table: the limit, its name, what it counts, its default.
+/// One row of the table: the limit, its name, what it counts, its default,
+/// and whether a load's options set it.
 struct Row {
     limit: Limit,
     name: &'static str,
     what: &'static str,
     default: u64,
+    adjustable: bool,
 }
 
-/// Every limit, in [`Limit::ALL`]'s order.
+/// Every limit, in the enum's order.
 const ROWS: [Row; 12] = [
     Row {
         limit: Limit::PickleBytes,
         name: "pickle-bytes",
         what: "bytes of one pickle",
         default: 1 << 30,
+        adjustable: true,
     },
     Row {
         limit: Limit::Records,
         name: "records",
         what: "records of an archive",
         default: 1 << 20,
+        adjustable: true,
     },
     Row {
         limit: Limit::StorageBytes,
         name: "storage-bytes",
         what: "bytes of storages",
         default: 1 << 40,
+        adjustable: true,
     },
     Row {
         limit: Limit::PickleNodes,
         name: "pickle-nodes",
         what: "objects a pickle builds",
         default: 1 << 24,
+        adjustable: true,
     },
     Row {
         limit: Limit::PickleMemo,
         name: "pickle-memo",
         what: "memo entries of a pickle",
         default: 1 << 20,
+        adjustable: true,
     },
     Row {
         limit: Limit::PickleStack,
         name: "pickle-stack",
         what: "items on a pickle's stack",
         default: 1 << 20,
+        adjustable: true,
     },
     Row {
         limit: Limit::PickleDepth,
         name: "pickle-depth",
         what: "nesting of a pickle's objects",
         default: 1000,
+        adjustable: true,
     },
     Row {
         limit: Limit::Paths,
         name: "paths",
         what: "paths walked",
         default: 8_000_000,
+        adjustable: true,
     },
     Row {
         limit: Limit::ZipNesting,
         name: "zip-nesting",
         what: "zip archives inside zip archives",
         default: 4,
+        adjustable: false,
     },
     Row {
         limit: Limit::TreeBytes,
         name: "tree-bytes",
         what: "bytes of the safetensors metadata entry stowage.tree",
         default: 99_000_000,
+        adjustable: false,
     },
     Row {
         limit: Limit::IndexBytes,
         name: "index-bytes",
         what: "bytes of a sharded set's index",
         default: 256 << 20,
+        adjustable: false,
     },
     Row {
         limit: Limit::SaveDepth,
         name: "save-depth",
         what: "nesting of the values a save writes",
         default: 1000,
+        adjustable: false,
     },
 ];
 
 impl Limit {
-    /// Every limit.
-    pub const ALL: [Limit; 12] = [
-        Limit::PickleBytes,
-        Limit::Records,
-        Limit::StorageBytes,
-        Limit::PickleNodes,
-        Limit::PickleMemo,
-        Limit::PickleStack,
-        Limit::PickleDepth,
-        Limit::Paths,
-        Limit::ZipNesting,
-        Limit::TreeBytes,
-        Limit::IndexBytes,
-        Limit::SaveDepth,
-    ];
+    /// Every limit, in the table's order.
+    pub const ALL: [Limit; 12] = {
+        let mut all = [Limit::PickleBytes; 12];
+        let mut i = 0;
+        while i < ROWS.len() {
+            all[i] = ROWS[i].limit;
+            i += 1;
+        }
+        all
+    };
 
     const fn row(self) -> &'static Row {
-        // `ROWS` is in `ALL`'s order (a unit test holds them together).
+        // `ROWS` is in the enum's order (a unit test holds them together).
         &ROWS[self as usize]
     }
 
@@ -173,10 +182,7 @@ impl Limit {
 
     /// Whether a load's options set it; the others are fixed.
     pub fn adjustable(self) -> bool {
-        !matches!(
-            self,
-            Limit::ZipNesting | Limit::TreeBytes | Limit::IndexBytes | Limit::SaveDepth
-        )
+        self.row().adjustable
     }
 
     /// The limit the pickle machine's [`Limits`](crate::checkpoint::pickle::Limits)
@@ -254,7 +260,7 @@ mod tests {
     #[test]
     fn the_table_is_in_the_order_of_all_and_names_are_unique() {
         for (i, l) in Limit::ALL.iter().enumerate() {
-            assert_eq!(ROWS[i].limit, *l);
+            assert_eq!(*l as usize, i, "{l:?} is row {i}");
             assert_eq!(Limit::from_name(l.name()), Some(*l));
         }
         let mut names: Vec<_> = ROWS.iter().map(|r| r.name).collect();
