@@ -278,63 +278,80 @@ impl Checkpoint {
     }
 
     /// For each node, whether a tensor is reachable from it, so walks skip the
-    /// rest (a memo-shared structure without tensors then costs nothing).
-    /// An iterative post-order search, linear in the graph's size.
+    /// rest (a memo-shared structure without tensors then costs nothing):
+    /// linear in the graph's size, each node decided after those it holds
+    /// ([`post_order`](Self::post_order)). A cycle back to a node holding
+    /// this one adds nothing that node lacks.
     pub(crate) fn nodes_holding_tensors(&self) -> Vec<bool> {
+        let order = self.post_order(self.graph.iter().map(|(id, _)| id), |node, kids| {
+            kids.extend(node.values().filter_map(Value::as_node));
+        });
+        let mut at = vec![usize::MAX; self.graph.len()];
+        for (i, id) in order.iter().enumerate() {
+            at[id.index()] = i;
+        }
+        let mut holds = vec![false; self.graph.len()];
+        for (i, &id) in order.iter().enumerate() {
+            holds[id.index()] = self.graph.get(id).values().any(|v| match v {
+                Value::Ext(Object::Tensor(_)) => true,
+                Value::Node(c) => at.get(c.index()).is_some_and(|&j| j < i) && holds[c.index()],
+                _ => false,
+            });
+        }
+        holds
+    }
+
+    /// The nodes reachable from `roots` through the children `kids` pushes
+    /// for each node, each after every node it reaches, except a node that
+    /// reaches back to one holding it (a cycle), which comes first: a
+    /// post-order, found without recursion and without a vector per node
+    /// (the children of the open nodes share one stack). Dangling ids are
+    /// passed over.
+    pub(crate) fn post_order(
+        &self,
+        roots: impl IntoIterator<Item = NodeId>,
+        kids: impl Fn(&Node<Object>, &mut Vec<NodeId>),
+    ) -> Vec<NodeId> {
         const NEW: u8 = 0;
         const OPEN: u8 = 1;
         const DONE: u8 = 2;
         let n = self.graph.len();
-        let mut holds = vec![false; n];
         let mut state = vec![NEW; n];
-        // The children of every open node, on one stack, no vector a node:
-        // a frame's are `kids[next..end]`, the last region; its region
-        // starts where its parent's ends.
-        let mut kids: Vec<NodeId> = Vec::new();
-        let mut stack: Vec<(NodeId, usize, usize)> = Vec::new();
-        for (root, _) in self.graph.iter() {
-            if state[root.index()] != NEW {
+        let mut order = Vec::new();
+        // A frame's children are `stacked[at..end]`, the last region; its
+        // region starts where its parent's ends.
+        let mut stacked: Vec<NodeId> = Vec::new();
+        let mut frames: Vec<(NodeId, usize, usize)> = Vec::new();
+        for root in roots {
+            if root.index() >= n || state[root.index()] != NEW {
                 continue;
             }
             let mut next = Some(root);
             loop {
                 if let Some(id) = next.take() {
-                    // Open `id`: note a tensor it holds, stack its children.
                     state[id.index()] = OPEN;
-                    let start = kids.len();
-                    for v in self.graph.get(id).values() {
-                        match v {
-                            Value::Ext(Object::Tensor(_)) => holds[id.index()] = true,
-                            Value::Node(c) if c.index() < n => kids.push(*c),
-                            _ => {}
-                        }
-                    }
-                    stack.push((id, start, kids.len()));
+                    let start = stacked.len();
+                    kids(self.graph.get(id), &mut stacked);
+                    frames.push((id, start, stacked.len()));
                 }
-                let Some((id, at, end)) = stack.last_mut() else {
+                let Some((id, at, end)) = frames.last_mut() else {
                     break;
                 };
                 if *at < *end {
-                    let c = kids[*at];
+                    let c = stacked[*at];
                     *at += 1;
-                    match state[c.index()] {
-                        NEW => next = Some(c),
-                        // A cycle back to an open ancestor adds nothing the ancestor lacks.
-                        OPEN => {}
-                        _ => holds[id.index()] |= holds[c.index()],
+                    if state.get(c.index()) == Some(&NEW) {
+                        next = Some(c);
                     }
                 } else {
-                    let done = *id;
-                    state[done.index()] = DONE;
-                    stack.pop();
-                    kids.truncate(stack.last().map_or(0, |&(_, _, end)| end));
-                    if let Some((parent, _, _)) = stack.last() {
-                        holds[parent.index()] |= holds[done.index()];
-                    }
+                    state[id.index()] = DONE;
+                    order.push(*id);
+                    frames.pop();
+                    stacked.truncate(frames.last().map_or(0, |&(_, _, end)| end));
                 }
             }
         }
-        holds
+        order
     }
 
     fn walk<'a>(

@@ -103,7 +103,8 @@ pub(super) fn flatten(ckpt: &Checkpoint) -> Result<Vec<(Vec<PathKey>, Leaf<'_>)>
 }
 
 /// What the walk would do at each node reachable from the root through
-/// dicts and lists, found in one post-order pass (no recursion): whether a
+/// dicts and lists, found in one pass in post-order
+/// ([`Checkpoint::post_order`]): whether a
 /// list is `_is_terminal`, how many walked containers hold a node, and the
 /// cost of walking a node at every path below it, as the walk charges it (a
 /// visit at depth `d` costs `d + 1`).
@@ -123,10 +124,14 @@ struct Shape {
 
 impl Shape {
     fn of(ckpt: &Checkpoint, root: NodeId) -> Shape {
-        const NEW: u8 = 0;
-        const OPEN: u8 = 1;
-        const DONE: u8 = 2;
         let n = ckpt.graph.len();
+        let order = ckpt.post_order([root], |node, kids| {
+            kids.extend(items(node).filter_map(Value::as_node));
+        });
+        let mut at = vec![usize::MAX; n];
+        for (i, id) in order.iter().enumerate() {
+            at[id.index()] = i;
+        }
         let mut s = Shape {
             walked: vec![false; n],
             held: vec![0; n],
@@ -134,33 +139,9 @@ impl Shape {
             visits: vec![0; n],
             depths: vec![0; n],
         };
-        let mut state = vec![NEW; n];
-        let items = |id: NodeId| -> Vec<&Value<Object>> {
-            match ckpt.graph.get(id) {
-                Node::Dict(d) => d.iter().map(|(_, v)| v).collect(),
-                Node::List(l) => l.iter().collect(),
-                _ => Vec::new(),
-            }
-        };
-        let kids = |id: NodeId| -> Vec<NodeId> {
-            items(id).into_iter().filter_map(Value::as_node).collect()
-        };
-        state[root.index()] = OPEN;
-        let mut stack = vec![(root, kids(root), 0usize)];
-        while let Some((id, next_kids, next)) = stack.last_mut() {
-            if let Some(&c) = next_kids.get(*next) {
-                *next += 1;
-                if state[c.index()] == NEW {
-                    state[c.index()] = OPEN;
-                    stack.push((c, kids(c), 0));
-                }
-                continue;
-            }
-            let id = *id;
-            stack.pop();
-            state[id.index()] = DONE;
-            s.order.push(id);
-            let open = |c: NodeId| state[c.index()] == OPEN;
+        for (i, &id) in order.iter().enumerate() {
+            // A node after `id` in the order holds it: a cycle back.
+            let open = |c: NodeId| at.get(c.index()).is_some_and(|&j| j > i);
             let node = ckpt.graph.get(id);
             // `_is_terminal`: no tensor, no dict, no list that is walked (a
             // list that holds itself adds nothing).
@@ -182,7 +163,7 @@ impl Shape {
                 continue;
             }
             let (mut visits, mut depths) = (1u64, 0u64);
-            for v in items(id) {
+            for v in items(node) {
                 if let Some(c) = v.as_node() {
                     s.held[c.index()] = s.held[c.index()].saturating_add(1).min(2);
                 }
@@ -197,6 +178,7 @@ impl Shape {
             s.visits[id.index()] = visits;
             s.depths[id.index()] = depths;
         }
+        s.order = order;
         s
     }
 
@@ -235,4 +217,17 @@ impl Shape {
     fn cost(&self, id: NodeId) -> u64 {
         self.visits[id.index()].saturating_add(self.depths[id.index()])
     }
+}
+
+/// What the walk goes through in a node: a dict's values, a list's items.
+fn items(node: &Node<Object>) -> impl Iterator<Item = &Value<Object>> {
+    let entries = match node {
+        Node::Dict(d) => &d[..],
+        _ => &[],
+    };
+    let list = match node {
+        Node::List(l) => &l[..],
+        _ => &[],
+    };
+    entries.iter().map(|(_, v)| v).chain(list)
 }
