@@ -6,31 +6,32 @@
 # python; made with scripts/torch-venv.sh when unset)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib/retry.sh
 py="${STOWAGE_TORCH_PYTHON:-$(sh scripts/torch-venv.sh)}"
 if ! "$py" -c "import maturin, ml_dtypes, pytest, mypy" >/dev/null 2>&1; then
-  "$py" -m pip install --quiet maturin ml_dtypes pytest mypy >&2
+  retry "$py" -m pip install --quiet maturin ml_dtypes pytest mypy >&2
 fi
 # Two SARIF consumers for `scan(format="sarif")` (tests/test_scan.py): a
 # model of the SARIF 2.1.0 schema, and Microsoft's sarif-tools.
 if ! "$py" -c "import sarif_pydantic, sarif.loader" >/dev/null 2>&1; then
-  "$py" -m pip install --quiet sarif-pydantic sarif-tools >&2
+  retry "$py" -m pip install --quiet sarif-pydantic sarif-tools >&2
 fi
 # transformers, a real client of what stowage writes and loads
 # (tests/test_clients.py: from_pretrained of a tiny model built from a
 # config, no network).
 if ! "$py" -c "import transformers" >/dev/null 2>&1; then
-  "$py" -m pip install --quiet transformers >&2
+  retry "$py" -m pip install --quiet transformers >&2
 fi
 # cryptography, to sign and verify a manifest's OMS statement through DSSE
 # with a local key (tests/test_manifest.py).
 if ! "$py" -c "import cryptography" >/dev/null 2>&1; then
-  "$py" -m pip install --quiet cryptography >&2
+  retry "$py" -m pip install --quiet cryptography >&2
 fi
 # JAX and MLX for framework="jax"/"mlx" (tests/test_frameworks.py). MLX's
 # Linux wheels are CPU-only and x86-64/aarch64 with glibc 2.35 or newer;
 # where none fits, its tests skip, and say so.
 if ! "$py" -c "import jax" >/dev/null 2>&1; then
-  "$py" -m pip install --quiet jax >&2
+  retry "$py" -m pip install --quiet jax >&2
 fi
 if ! "$py" -c "import mlx.core" >/dev/null 2>&1; then
   "$py" -m pip install --quiet 'mlx[cpu]' >&2 || echo "ci-python: no MLX wheel for this machine; its tests skip" >&2

@@ -8,6 +8,7 @@
 # PYTHON_WITH_TORCH defaults to $STOWAGE_TORCH_PYTHON, then ~/.torch-venv/bin/python.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib/retry.sh
 bin="$(realpath "$1")"
 py="${2:-${STOWAGE_TORCH_PYTHON:-$HOME/.torch-venv/bin/python}}"
 dir="$(mktemp -d)"
@@ -31,7 +32,7 @@ packages=(
   "silero-vad==6.2.3"
 )
 for p in "${packages[@]}"; do
-  "$py" -m pip download --quiet --no-deps "$p" -d "$dir/dl"
+  retry "$py" -m pip download --quiet --no-deps "$p" -d "$dir/dl"
 done
 mkdir -p "$dir/files"
 "$py" - "$dir" <<'PY'
