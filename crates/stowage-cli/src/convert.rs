@@ -64,6 +64,11 @@ pub struct Args {
     /// paths relative to it: a training checkpoint's weights
     #[arg(long, value_name = "PATH")]
     select: Option<String>,
+    /// Also write OUT's content manifest to FILE (as `stowage manifest OUT`
+    /// prints it), each tensor hashed as its bytes are written, not read
+    /// back (docs/manifest.md)
+    #[arg(long, value_name = "FILE")]
+    manifest: Option<PathBuf>,
 }
 
 /// A folder OUT's layout.
@@ -97,12 +102,16 @@ pub fn run(args: Args, cx: &Context, out: &mut dyn Write) -> Result<ExitCode, Fa
         .with_drop_values(args.drop_values)
         .with_drop_objects(args.drop_objects)
         .with_state_dict(args.state_dict)
-        .with_select(args.select);
+        .with_select(args.select)
+        .with_manifest(args.manifest.is_some());
     if let (Some(rank), Some(world)) = (args.rank, args.world) {
         options = options.with_part(rank, world);
     }
     let conversion = convert(&args.input, &args.output, cx, &options)?;
     write!(out, "{conversion}")?;
+    if let (Some(path), Some(m)) = (&args.manifest, conversion.manifest()) {
+        stowage_commands::manifest::write_file(path, |f| m.write_json(f))?;
+    }
     Ok(ExitCode::SUCCESS)
 }
 

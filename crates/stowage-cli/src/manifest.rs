@@ -7,7 +7,8 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use stowage_commands::manifest::{manifest, ManifestOptions};
+use stowage_commands::manifest::{manifest, write_file, ManifestOptions};
+use stowage_commands::CommandError;
 use stowage_commands::Context;
 
 use crate::Failure;
@@ -33,7 +34,7 @@ pub struct Args {
 /// Runs `manifest`.
 pub fn run(args: Args, cx: &Context, out: &mut dyn Write) -> Result<ExitCode, Failure> {
     let m = manifest(&args.file, cx, &ManifestOptions::default())?;
-    let write = |out: &mut dyn Write| -> Result<(), Failure> {
+    let write = |out: &mut dyn Write| -> Result<(), CommandError> {
         if args.oms {
             let name = args.name.clone().unwrap_or_else(|| model_name(&args.file));
             serde_json::to_writer(&mut *out, &m.to_oms_statement(&name)).map_err(std::io::Error::from)?;
@@ -43,28 +44,10 @@ pub fn run(args: Args, cx: &Context, out: &mut dyn Write) -> Result<ExitCode, Fa
         }
         Ok(())
     };
-    let Some(path) = args.output.clone() else {
-        write(out)?;
-        return Ok(ExitCode::SUCCESS);
-    };
-    // A sibling, renamed over FILE once written: a failure leaves FILE as it was.
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
-    let tmp = path.with_file_name(format!(
-        ".{}.stowage-{}",
-        name.as_deref().unwrap_or("manifest"),
-        std::process::id()
-    ));
-    let written = (|| -> Result<(), Failure> {
-        let mut file = std::io::BufWriter::new(std::fs::File::create(&tmp)?);
-        write(&mut file)?;
-        file.into_inner().map_err(|e| e.into_error())?.sync_all()?;
-        std::fs::rename(&tmp, &path)?;
-        Ok(())
-    })();
-    if written.is_err() {
-        let _ = std::fs::remove_file(&tmp);
+    match &args.output {
+        None => write(out)?,
+        Some(path) => write_file(path, write)?,
     }
-    written?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -40,7 +40,10 @@ use stowage::checkpoint::{
 };
 use stowage::Checkpoint;
 
+use stowage::checkpoint::content::WrittenDigests;
+
 use crate::listing::human;
+use crate::manifest::Manifest;
 use crate::values::typed_json;
 use crate::{CommandError, Context};
 
@@ -57,6 +60,7 @@ pub struct ConvertOptions {
     drop_objects: bool,
     state_dict: bool,
     select: Option<String>,
+    manifest: bool,
 }
 
 impl Default for ConvertOptions {
@@ -71,6 +75,7 @@ impl Default for ConvertOptions {
             drop_objects: false,
             state_dict: false,
             select: None,
+            manifest: false,
         }
     }
 }
@@ -149,6 +154,16 @@ impl ConvertOptions {
         self.select = path;
         self
     }
+
+    /// Makes the content manifest of what is written
+    /// ([`Conversion::manifest`], `--manifest FILE`), each tensor hashed
+    /// from its bytes as they are written, on a thread of its own, rather
+    /// than by reading the output again (`docs/manifest.md`).
+    #[must_use]
+    pub fn with_manifest(mut self, manifest: bool) -> ConvertOptions {
+        self.manifest = manifest;
+        self
+    }
 }
 
 /// What [`convert`] wrote: the lines `stowage convert` prints (what was
@@ -156,12 +171,20 @@ impl ConvertOptions {
 #[derive(Clone, Debug)]
 pub struct Conversion {
     lines: Vec<String>,
+    manifest: Option<Manifest>,
 }
 
 impl Conversion {
     /// The lines, in order.
     pub fn lines(&self) -> &[String] {
         &self.lines
+    }
+
+    /// The content manifest of what was written, with
+    /// [`ConvertOptions::with_manifest`]: the one
+    /// [`manifest`](crate::manifest::manifest) of the output gives.
+    pub fn manifest(&self) -> Option<&Manifest> {
+        self.manifest.as_ref()
     }
 }
 
@@ -364,10 +387,44 @@ pub fn convert(
             "convert: --rank/--world write a part of a folder: give --to safetensors, bin or dcp and a folder",
         ));
     }
-    let ckpt = read_input(src, o, cx, format)?;
-    if let Some(to) = folder_format(format) {
-        return to_folder(src, o, cx, &ckpt, dest.path(), to);
+    let digests = o.manifest.then(WrittenDigests::new);
+    if digests.is_some() && part_of(o)?.is_some() {
+        return Err(CommandError::usage(
+            "convert: --manifest describes the whole output, and --rank/--world (or torchrun's RANK and WORLD_SIZE) write a part of it: once every rank is done, run `stowage manifest` on OUT",
+        ));
     }
+    let ckpt = read_input(src, o, cx, format)?;
+    let mut conversion = match folder_format(format) {
+        Some(to) => to_folder(src, o, cx, &ckpt, dest.path(), to, digests.as_ref())?,
+        None => to_file(src, dst, o, cx, &ckpt, &dest, digests.as_ref())?,
+    };
+    if let Some(digests) = digests {
+        let (manifest, reread) = crate::manifest::of_written(dest.path(), cx, &digests.finish())?;
+        if !reread.names.is_empty() {
+            let n = reread.names.len();
+            conversion.lines.push(format!(
+                "the manifest read {n} tensor{} ({}) back from the output, not written as its elements in order (a strided view, a lazily conjugated or negated tensor, a sparse one, DCP chunks not in row order or in a non-tensor item): {}",
+                if n == 1 { "" } else { "s" },
+                human(reread.bytes),
+                listed(&reread.names)
+            ));
+        }
+        conversion.manifest = Some(manifest);
+    }
+    Ok(conversion)
+}
+
+/// Writes the file `dest` (torch zip or safetensors).
+fn to_file(
+    src: &Path,
+    dst: &Path,
+    o: &ConvertOptions,
+    cx: &Context,
+    ckpt: &Checkpoint,
+    dest: &Destination,
+    digests: Option<&WrittenDigests>,
+) -> Result<Conversion, CommandError> {
+    let format = dest.format();
     let total: u64 = match format {
         SaveFormat::Safetensors => ckpt
             .tensors()
@@ -385,18 +442,21 @@ pub fn convert(
         .progress()
         .bytes(total, format!("writing {}", dst.display()));
     let tick = bar.clone();
-    let options = cx
+    let mut options = cx
         .save_options()
         .with_progress(Progress::new(move |n| tick.inc(n)))
         .with_sync(o.sync);
+    if let Some(d) = digests {
+        options = options.with_digests(d.clone());
+    }
     let mut notes = Vec::new();
     let written = match format {
         SaveFormat::Safetensors => {
-            let (ckpt, said) = for_safetensors(&ckpt, src, o.drop_values)?;
+            let (ckpt, said) = for_safetensors(ckpt, src, o.drop_values)?;
             notes = said;
-            save_to(&ckpt, &dest, &options)
+            save_to(&ckpt, dest, &options)
         }
-        _ => save_to(&ckpt, &dest, &options),
+        _ => save_to(ckpt, dest, &options),
     };
     bar.finish_and_clear();
     written.map_err(|e| match e {
@@ -413,7 +473,10 @@ pub fn convert(
         e @ stowage::Error::InFile { .. } => CommandError::from(e),
         e => CommandError::from(e.in_file(dst.to_owned())),
     })?;
-    Ok(Conversion { lines: notes })
+    Ok(Conversion {
+        lines: notes,
+        manifest: None,
+    })
 }
 
 /// IN as `options` select it (`--select`, `--state-dict`), checked for
@@ -540,15 +603,17 @@ fn to_folder(
     ckpt: &Checkpoint,
     dir: &Path,
     format: FolderFormat,
+    digests: Option<&WrittenDigests>,
 ) -> Result<Conversion, CommandError> {
     let _bar = cx.progress().spinner(format!("writing {}", dir.display()));
     let line = match format {
-        FolderFormat::Dcp => to_dcp(o, ckpt, dir)?,
+        FolderFormat::Dcp => to_dcp(o, ckpt, dir, digests)?,
         // Safetensors or Bin: `folder_format` gives no other.
-        _ => to_set(src, o, ckpt, dir, format)?,
+        _ => to_set(src, o, ckpt, dir, format, digests)?,
     };
     Ok(Conversion {
         lines: line.lines().map(str::to_owned).collect(),
+        manifest: None,
     })
 }
 
@@ -561,7 +626,12 @@ fn in_dir(dir: &Path, e: stowage::Error) -> CommandError {
 }
 
 /// Writes a DCP folder at `dir`: what was written, as lines.
-fn to_dcp(o: &ConvertOptions, ckpt: &Checkpoint, dir: &Path) -> Result<String, CommandError> {
+fn to_dcp(
+    o: &ConvertOptions,
+    ckpt: &Checkpoint,
+    dir: &Path,
+    digests: Option<&WrittenDigests>,
+) -> Result<String, CommandError> {
     use stowage::checkpoint::dcp::{self, DcpSaveOptions};
     let part = part_of(o)?;
     let ranks = match (o.ranks, part) {
@@ -574,9 +644,12 @@ fn to_dcp(o: &ConvertOptions, ckpt: &Checkpoint, dir: &Path) -> Result<String, C
         (_, Some((_, world))) => world,
         (n, None) => n.unwrap_or(1),
     };
-    let options = DcpSaveOptions::default()
+    let mut options = DcpSaveOptions::default()
         .with_ranks(ranks)
         .with_sync(o.sync);
+    if let Some(d) = digests {
+        options = options.with_digests(d.clone());
+    }
     let Some((rank, world)) = part else {
         dcp::save(dir, ckpt, &options).map_err(|e| in_dir(dir, e))?;
         return Ok(format!(
@@ -608,6 +681,7 @@ fn to_set(
     ckpt: &Checkpoint,
     dir: &Path,
     format: FolderFormat,
+    digests: Option<&WrittenDigests>,
 ) -> Result<String, CommandError> {
     use stowage::checkpoint::sharded::{parse_size, save_sharded, ShardFormat, ShardOptions};
     let max_shard_size = parse_size(&o.max_shard_size)
@@ -634,6 +708,9 @@ fn to_set(
     let part = part_of(o)?;
     if let Some((rank, world)) = part {
         options = options.with_part(rank, world);
+    }
+    if let Some(d) = digests {
+        options = options.with_digests(d.clone());
     }
     let saved = save_sharded(dir, &with_values, &options).map_err(|e| in_dir(dir, e))?;
     let of = part.map_or(String::new(), |(rank, world)| {

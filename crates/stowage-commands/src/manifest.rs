@@ -24,7 +24,11 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
 use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
+
+use stowage::checkpoint::content::WrittenDigest;
 use stowage::checkpoint::{dotted, TensorObject};
+use stowage::Checkpoint;
 
 use crate::listing::rows;
 use crate::{data, values, CommandError, Context};
@@ -233,7 +237,46 @@ pub fn manifest(
     _options: &ManifestOptions,
 ) -> Result<Manifest, CommandError> {
     let ckpt = cx.load(src, false)?;
-    let rows = rows(&ckpt)?;
+    Ok(build(&ckpt, src, cx, &BTreeMap::new())?.0)
+}
+
+/// The manifest of the checkpoint just written at `out` (read lazily: its
+/// structure, not its tensors' bytes), each tensor's digest taken from
+/// `written` (what the save fed [`WrittenDigests`](stowage::checkpoint::content::WrittenDigests))
+/// where it has the tensor's name and length; the others are hashed by
+/// reading them from `out`. Gives how many tensors, and bytes, were.
+///
+/// # Errors
+/// As [`manifest`], for `out`.
+pub(crate) fn of_written(
+    out: &Path,
+    cx: &Context,
+    written: &BTreeMap<String, WrittenDigest>,
+) -> Result<(Manifest, Reread), CommandError> {
+    let ckpt = cx.load(out, false)?;
+    build(&ckpt, out, cx, written)
+}
+
+/// The tensors a manifest of a written checkpoint hashed by reading them
+/// again ([`of_written`]): none when every byte was hashed as it was written.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Reread {
+    /// Their names, in the checkpoint's order.
+    pub names: Vec<String>,
+    /// Their bytes.
+    pub bytes: u64,
+}
+
+/// The manifest of `ckpt` (read from `src`): each tensor's digest from
+/// `known` by its dotted name where it has the tensor's length, else
+/// hashed, on every core.
+fn build(
+    ckpt: &Checkpoint,
+    src: &Path,
+    cx: &Context,
+    known: &BTreeMap<String, WrittenDigest>,
+) -> Result<(Manifest, Reread), CommandError> {
+    let rows = rows(ckpt)?;
     let rows: Vec<_> = rows.iter().filter(|r| !r.is_container()).collect();
     if let Some(r) = rows.iter().find(|r| !r.object.tensor.has_data()) {
         return Err(CommandError::at(
@@ -244,34 +287,97 @@ pub fn manifest(
             }),
         ));
     }
-    let total: u64 = rows.iter().map(|r| r.object.tensor.nbytes() as u64).sum();
+    let names: Vec<String> = rows.iter().map(|r| dotted(&r.path)).collect();
+    let found: Vec<Option<[u8; 32]>> = rows
+        .iter()
+        .zip(&names)
+        .map(|(r, name)| {
+            let w = known.get(name)?;
+            (w.len() == logical_len(&r.object.tensor)).then(|| w.sha256())
+        })
+        .collect();
+    let todo = |i: usize| found[i].is_none();
+    let reread = Reread {
+        names: (0..rows.len())
+            .filter(|&i| todo(i))
+            .map(|i| names[i].clone())
+            .collect(),
+        bytes: (0..rows.len())
+            .filter(|&i| todo(i))
+            .map(|i| rows[i].object.tensor.nbytes() as u64)
+            .sum(),
+    };
     let bar = cx
         .progress()
-        .bytes(total, format!("hashing {}", src.display()));
-    let objects: Vec<Option<&TensorObject>> = rows.iter().map(|r| Some(&*r.object)).collect();
+        .bytes(reread.bytes, format!("hashing {}", src.display()));
+    let objects: Vec<Option<&TensorObject>> = rows
+        .iter()
+        .enumerate()
+        .map(|(i, r)| todo(i).then_some(&*r.object))
+        .collect();
     let digests = data::digest_all(&objects, |n| bar.inc(n));
     bar.finish_and_clear();
     let mut tensors = Vec::with_capacity(rows.len());
-    for (r, digest) in rows.iter().zip(digests) {
-        let digest = digest
-            .map_err(|e| CommandError::at(&r.path, e))?
-            .unwrap_or_default();
+    for (((r, digest), found), name) in rows.iter().zip(digests).zip(found).zip(names) {
+        let digest = match found {
+            Some(d) => d,
+            None => digest
+                .map_err(|e| CommandError::at(&r.path, e))?
+                .unwrap_or_default(),
+        };
         let t = &r.object.tensor;
         tensors.push(TensorEntry {
             dtype: t.dtype().name().to_owned(),
-            name: dotted(&r.path),
+            name,
             shape: t.shape().to_vec(),
             sha256: hex::encode(digest),
         });
     }
     tensors.sort_by(|a, b| (&a.name, &a.sha256).cmp(&(&b.name, &b.sha256)));
-    let (leaves, _) = values::leaves(&ckpt, src)?;
-    Ok(Manifest {
+    let (leaves, _) = values::leaves(ckpt, src)?;
+    let manifest = Manifest {
         format: FORMAT,
         root_sha256: root_of(&tensors),
         values_sha256: values_digest(leaves.iter().map(values::value_json)),
         tensors,
-    })
+    };
+    Ok((manifest, reread))
+}
+
+/// The length of a tensor's logical elements, as its digest hashes them
+/// (packed dtypes: the packed bytes).
+fn logical_len(t: &stowage::Tensor) -> u64 {
+    let per_byte = t.dtype().elements_per_byte();
+    (t.numel().div_ceil(per_byte) * t.element_size()) as u64
+}
+
+/// Writes the file `path` with `write` through a sibling renamed over it
+/// once written and synced: a failure leaves `path` as it was. How
+/// `stowage manifest -o FILE` and `convert --manifest FILE` write FILE.
+///
+/// # Errors
+/// `write`'s error, or the file system's.
+pub fn write_file(
+    path: &Path,
+    write: impl FnOnce(&mut dyn Write) -> Result<(), CommandError>,
+) -> Result<(), CommandError> {
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+    let tmp = path.with_file_name(format!(
+        ".{}.stowage-{}",
+        name.as_deref().unwrap_or("manifest"),
+        std::process::id()
+    ));
+    let written = (|| -> Result<(), CommandError> {
+        let mut file = std::io::BufWriter::new(std::fs::File::create(&tmp)?);
+        write(&mut file)?;
+        file.into_inner().map_err(|e| e.into_error())?.sync_all()?;
+        std::fs::rename(&tmp, path)?;
+        Ok(())
+    })();
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
 }
 
 /// The SHA-256 of the values' canonical encoding: each value's entry of

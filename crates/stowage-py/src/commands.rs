@@ -130,7 +130,7 @@ pub fn diff(py: Python<'_>, a: PathBuf, b: PathBuf, atol: f64, rtol: f64) -> PyR
 
 /// `stowage convert`: what it prints.
 #[pyfunction]
-#[pyo3(signature = (src, dst, *, to = None, max_shard_size = None, ranks = None, inert = false, drop_values = false, drop_objects = false, select = None, state_dict = false, rank = None, world = None))]
+#[pyo3(signature = (src, dst, *, to = None, max_shard_size = None, ranks = None, inert = false, drop_values = false, drop_objects = false, select = None, state_dict = false, rank = None, world = None, manifest = None))]
 #[allow(clippy::too_many_arguments)] // The keyword arguments of `stowage.convert`.
 pub fn convert(
     py: Python<'_>,
@@ -146,6 +146,7 @@ pub fn convert(
     state_dict: bool,
     rank: Option<usize>,
     world: Option<usize>,
+    manifest: Option<PathBuf>,
 ) -> PyResult<String> {
     let to = to
         .map(str::parse::<stowage::checkpoint::FolderFormat>)
@@ -157,7 +158,8 @@ pub fn convert(
         .with_drop_values(drop_values)
         .with_drop_objects(drop_objects)
         .with_select(select)
-        .with_state_dict(state_dict);
+        .with_state_dict(state_dict)
+        .with_manifest(manifest.is_some());
     if let Some(size) = max_shard_size {
         options = options.with_max_shard_size(size);
     }
@@ -170,7 +172,12 @@ pub fn convert(
             ))
         }
     }
-    py.detach(|| stowage_commands::convert::convert(&src, &dst, &context(inert), &options))
-        .map(|conversion| conversion.to_string())
-        .map_err(|e| to_py(py, e))
+    py.detach(|| {
+        let conversion = stowage_commands::convert::convert(&src, &dst, &context(inert), &options)?;
+        if let (Some(path), Some(m)) = (&manifest, conversion.manifest()) {
+            stowage_commands::manifest::write_file(path, |f| m.write_json(f))?;
+        }
+        Ok(conversion.to_string())
+    })
+    .map_err(|e| to_py(py, e))
 }

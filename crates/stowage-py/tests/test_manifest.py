@@ -103,6 +103,32 @@ def test_every_form_has_the_manifest_pytorch_computes(tmp_path):
         assert m["root_sha256"] == first["root_sha256"], name
 
 
+def test_convert_writes_the_manifest_pytorch_computes_of_its_output(tmp_path):
+    # A state dict PyTorch wrote, with a transposed view (read back, and
+    # said so) beside tensors hashed as they are written.
+    sd = state_dict()
+    torch.save(sd, tmp_path / "zip.pt")
+    outputs = {
+        "out.pt": {},
+        "out.safetensors": {},
+        "set": {"to": "safetensors", "max_shard_size": "600B"},
+        "dcp": {"to": "dcp", "ranks": 3},
+    }
+    for name, options in outputs.items():
+        said = stowage.convert(tmp_path / "zip.pt", tmp_path / name, manifest=tmp_path / f"{name}.json", **options)
+        assert "back from the output" not in said, (name, said)
+        with open(tmp_path / f"{name}.json") as f:
+            written = json.load(f)
+        assert written == stowage.manifest(tmp_path / name), name
+        assert written["root_sha256"] == root_sha256(sd), name
+    viewed = dict(sd, transposed=sd["layers.0.weight"].t())
+    torch.save(viewed, tmp_path / "views.pt")
+    said = stowage.convert(tmp_path / "views.pt", tmp_path / "views_out.pt", manifest=tmp_path / "v.json")
+    assert said.rstrip().endswith(": transposed"), said
+    with open(tmp_path / "v.json") as f:
+        assert json.load(f)["root_sha256"] == root_sha256(viewed)
+
+
 def test_a_changed_byte_or_a_swapped_pair_changes_the_manifest(tmp_path):
     sd = state_dict()
     torch.save(sd, tmp_path / "a.pt")

@@ -148,6 +148,16 @@ impl<W: Write> ZipWriter<W> {
         }
     }
 
+    /// Whether a large chunk's CRC-32 is computed on a thread of its own
+    /// while the chunk is written (on by default where there are several
+    /// cores). A caller keeping the other cores busy turns it off: a CRC
+    /// thread waiting for a core stalls every write.
+    #[must_use]
+    pub fn with_parallel_crc(mut self, parallel: bool) -> Self {
+        self.parallel_crc = parallel && several_cores();
+        self
+    }
+
     /// Writes a whole record.
     pub fn write_record(&mut self, name: &str, data: &[u8]) -> Result<(), ZipError> {
         self.start_record(name, data.len() as u64)?;

@@ -124,6 +124,96 @@ fn a_pt_and_its_safetensors_have_one_manifest_and_a_missing_file_fails() {
     assert!(String::from_utf8_lossy(&missing.stderr).contains("x.pt"));
 }
 
+/// `convert --manifest FILE`: FILE is the manifest `stowage manifest OUT`
+/// gives, in every output form, its digests taken from the bytes as they
+/// were written; only what is not written in its own order (a view at an
+/// offset, here) is read back, and the output says which.
+#[test]
+fn convert_writes_the_outputs_manifest_as_it_writes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let forms: [(&str, &[&str]); 5] = [
+        ("out.pt", &[]),
+        ("out.safetensors", &[]),
+        ("set", &["--to", "safetensors", "--max-shard-size", "200B"]),
+        ("bin", &["--to", "bin", "--max-shard-size", "300B"]),
+        ("dcp", &["--to", "dcp", "--ranks", "3"]),
+    ];
+    for src in [
+        fixtures().join("dcp/four"),
+        fixtures().join("state_dict.pt"),
+    ] {
+        let expected = manifest(&src);
+        for (name, extra) in forms {
+            let dst = tmp.path().join(name);
+            let file = tmp.path().join(format!("{name}.json"));
+            let mut args: Vec<&std::ffi::OsStr> = vec![
+                "convert".as_ref(),
+                src.as_os_str(),
+                dst.as_os_str(),
+                "--manifest".as_ref(),
+                file.as_os_str(),
+            ];
+            args.extend(extra.iter().map(|a| std::ffi::OsStr::new(*a)));
+            let out = stowage(&args);
+            let said = String::from_utf8_lossy(&out.stdout);
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            assert!(!said.contains("back from the output"), "{name}: {said}");
+            let written: Json =
+                serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+            assert_eq!(written, manifest(&dst), "{} to {name}", src.display());
+            assert_eq!(written, expected, "{} to {name}", src.display());
+        }
+    }
+    // Six views of one storage: the torch zip writer writes the storage,
+    // whose ranges are the contiguous views' elements (`row`, `flat` at an
+    // offset); the strided ones (a column, a transpose, a narrowed block)
+    // are read back.
+    let src = fixtures().join("views.pt");
+    let (dst, file) = (tmp.path().join("views.pt"), tmp.path().join("v.json"));
+    let out = stowage(&[
+        "convert".as_ref(),
+        src.as_os_str(),
+        dst.as_os_str(),
+        "--manifest".as_ref(),
+        file.as_os_str(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        said.contains("the manifest read 3 tensors (160 B) back from the output")
+            && said.ends_with(": col, t, narrow\n"),
+        "{said}"
+    );
+    let written: Json = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    assert_eq!(written, manifest(&src));
+    // A part of a folder has no manifest of its own: refused, nothing written.
+    let part = tmp.path().join("part");
+    let refused = stowage(&[
+        "convert".as_ref(),
+        src.as_os_str(),
+        part.as_os_str(),
+        "--to".as_ref(),
+        "dcp".as_ref(),
+        "--rank".as_ref(),
+        "0".as_ref(),
+        "--world".as_ref(),
+        "2".as_ref(),
+        "--manifest".as_ref(),
+        file.with_extension("part").as_os_str(),
+    ]);
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("stowage manifest"));
+    assert!(!part.exists() && !file.with_extension("part").exists());
+}
+
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }

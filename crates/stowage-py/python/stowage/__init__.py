@@ -434,6 +434,7 @@ def convert(
     state_dict: bool = False,
     rank: Optional[int] = None,
     world: Optional[int] = None,
+    manifest: Union[str, "os.PathLike[str]", None] = None,
 ) -> str:
     """``stowage convert``: rewrites ``src`` as ``dst``, whose extension names
     the format (``.pt``, ``.pth``, ``.bin``, ``.ckpt``: torch zip;
@@ -459,6 +460,10 @@ def convert(
     converting ``src`` into ``dst`` at once; the last to finish writes the
     index (or DCP's ``.metadata``), and the result is what one process
     writes (``docs/distributed.md``).
+
+    ``manifest`` (a path) also writes the output's content manifest there,
+    as ``stowage.manifest(dst)`` gives it (``convert --manifest``), each
+    tensor hashed from its bytes as they are written rather than read back.
     """
     return _stowage.convert(
         os.fspath(src),
@@ -473,4 +478,5 @@ def convert(
         state_dict=state_dict,
         rank=rank,
         world=world,
+        manifest=None if manifest is None else os.fspath(manifest),
     )

@@ -86,6 +86,7 @@ def convert(
     state_dict: bool = False,
     rank: Optional[int] = None,
     world: Optional[int] = None,
+    manifest: Optional[_Path] = None,
 ) -> str:
     """stowage convert: src rewritten as dst (format by extension, or a folder with to=); what it prints."""
     ...

@@ -159,15 +159,22 @@ pub fn save_to(ckpt: &Checkpoint, dest: &Destination, options: &SaveOptions) -> 
                 .with_format(format)
                 .with_max_shard_size(options.max_shard_size)
                 .with_sync(options.sync);
+            let shards = match &options.digests {
+                Some(d) => shards.with_digests(d.clone()),
+                None => shards,
+            };
             sharded::save_sharded(path, ckpt, &shards).map(|_| ())
         }
-        SaveFormat::Dcp => dcp::save(
-            path,
-            ckpt,
-            &dcp::DcpSaveOptions::default()
+        SaveFormat::Dcp => {
+            let dcp = dcp::DcpSaveOptions::default()
                 .with_sync(options.sync)
-                .with_zstd(options.zstd),
-        ),
+                .with_zstd(options.zstd);
+            let dcp = match &options.digests {
+                Some(d) => dcp.with_digests(d.clone()),
+                None => dcp,
+            };
+            dcp::save(path, ckpt, &dcp)
+        }
     }
 }
 

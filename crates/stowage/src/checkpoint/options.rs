@@ -300,6 +300,7 @@ pub struct SaveOptions {
     pub(crate) progress: Option<Progress>,
     pub(crate) max_shard_size: u64,
     pub(crate) zstd: bool,
+    pub(crate) digests: Option<crate::checkpoint::content::WrittenDigests>,
     #[cfg(feature = "remote")]
     pub(crate) remote: crate::io::remote::RemoteOptions,
 }
@@ -315,6 +316,7 @@ impl Default for SaveOptions {
             progress: None,
             max_shard_size: 5_000_000_000,
             zstd: false,
+            digests: None,
             #[cfg(feature = "remote")]
             remote: crate::io::remote::RemoteOptions::default(),
         }
@@ -371,6 +373,15 @@ impl SaveOptions {
     /// as one zstd frame (off by default; feature `zstd`).
     pub fn with_zstd(mut self, zstd: bool) -> Self {
         self.zstd = zstd;
+        self
+    }
+
+    /// Hands `digests` the bytes of each tensor as they are written, for
+    /// the content digests of what was written without reading it again
+    /// (`stowage convert --manifest`); every format [`save_to`](crate::checkpoint::save_to)
+    /// writes feeds it.
+    pub fn with_digests(mut self, digests: crate::checkpoint::content::WrittenDigests) -> Self {
+        self.digests = Some(digests);
         self
     }
 

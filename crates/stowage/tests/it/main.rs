@@ -39,3 +39,4 @@ mod value_tree_props;
 #[cfg(feature = "safetensors")]
 mod values;
 mod walkthrough;
+mod written_digests;

@@ -94,6 +94,7 @@ pub struct ShardOptions {
     pub(crate) max_shard_size: u64,
     pub(crate) sync: bool,
     pub(crate) part: Option<(usize, usize)>,
+    pub(crate) digests: Option<crate::checkpoint::content::WrittenDigests>,
 }
 
 impl ShardOptions {
@@ -125,6 +126,13 @@ impl ShardOptions {
         self.part = Some((rank, world));
         self
     }
+
+    /// Hands `digests` the bytes of each tensor as its shard is written
+    /// (see [`SaveOptions::with_digests`]).
+    pub fn with_digests(mut self, digests: crate::checkpoint::content::WrittenDigests) -> Self {
+        self.digests = Some(digests);
+        self
+    }
 }
 
 impl Default for ShardOptions {
@@ -135,6 +143,7 @@ impl Default for ShardOptions {
             max_shard_size: 5_000_000_000,
             sync: true,
             part: None,
+            digests: None,
         }
     }
 }
@@ -504,7 +513,10 @@ impl PlannedSet<'_> {
             e => e,
         };
         // Every shard is saved with the set's `sync`, whatever its format.
-        let options = SaveOptions::default().with_sync(self.options.sync);
+        let mut options = SaveOptions::default().with_sync(self.options.sync);
+        if let Some(d) = &self.options.digests {
+            options = options.with_digests(d.clone());
+        }
         (|| -> Result<()> {
             match self.options.format {
                 ShardFormat::Safetensors => {

@@ -35,6 +35,7 @@ pub struct DcpSaveOptions {
     pub(crate) sync: bool,
     pub(crate) zstd: bool,
     pub(crate) plan: Option<ChunkPlan>,
+    pub(crate) digests: Option<crate::checkpoint::content::WrittenDigests>,
 }
 
 impl DcpSaveOptions {
@@ -71,6 +72,15 @@ impl DcpSaveOptions {
         self.plan = Some(plan);
         self
     }
+
+    /// Hands `digests` each tensor's bytes as its chunks are written, when
+    /// the chunks are its rows in order (the default plan); a tensor
+    /// chunked otherwise, or partly in other processes' files, is not fed
+    /// (see [`SaveOptions::with_digests`](crate::SaveOptions::with_digests)).
+    pub fn with_digests(mut self, digests: crate::checkpoint::content::WrittenDigests) -> Self {
+        self.digests = Some(digests);
+        self
+    }
 }
 
 /// Chooses the chunks of a tensor, given its dotted name and shape.
@@ -95,6 +105,7 @@ impl std::fmt::Debug for DcpSaveOptions {
             .field("sync", &self.sync)
             .field("zstd", &self.zstd)
             .field("plan", &self.plan.as_ref().map(|_| "…"))
+            .field("digests", &self.digests)
             .finish()
     }
 }
@@ -106,6 +117,7 @@ impl Default for DcpSaveOptions {
             sync: true,
             zstd: false,
             plan: None,
+            digests: None,
         }
     }
 }
@@ -253,7 +265,7 @@ pub(super) fn write_entries(
     let mut entries: Vec<Entry> = Vec::with_capacity(leaves.len());
     // The entry that wrote each tensor (one `Arc`) and each value node, so
     // that their other paths name the same bytes.
-    let mut tensors_at = HashMap::<*const TensorObject, usize>::new();
+    let mut tensors_at = HashMap::<*const TensorObject, (usize, String)>::new();
     let mut values_at = HashMap::<NodeId, usize>::new();
     for (path, leaf) in leaves {
         let at_path = |e: Error| e.at_path(crate::checkpoint::value::graph::dotted(path));
@@ -270,11 +282,26 @@ pub(super) fn write_entries(
                     check_plan(&name, &size, ranks, &planned)?;
                     let before = tensors_at
                         .get(&std::ptr::from_ref(*t))
-                        .map(|&i| &entries[i]);
-                    if let Some(entry) = before.filter(|e| same_chunks(e, &planned)) {
+                        .map(|(i, first)| (&entries[*i], first));
+                    if let Some((entry, first)) = before.filter(|(e, _)| same_chunks(e, &planned)) {
+                        if let Some(d) = &options.digests {
+                            d.alias(&name, first);
+                        }
                         return Ok(entry.clone());
                     }
-                    tensors_at.insert(std::ptr::from_ref(*t), entries.len());
+                    tensors_at.insert(std::ptr::from_ref(*t), (entries.len(), name.clone()));
+                    // The tensor's bytes are its chunks' in turn when they are
+                    // its rows in order, all written here.
+                    let feed = options.digests.as_ref().filter(|_| {
+                        in_row_order(&size, &planned)
+                            && planned.iter().all(|c| files[c.rank].is_some())
+                    });
+                    let feed = feed.map(|d| {
+                        let name: std::sync::Arc<str> = name.as_str().into();
+                        let (_, len) = crate::checkpoint::content::logical_span(&tensor);
+                        d.begin(&name, len as u64);
+                        (d, name)
+                    });
                     let mut chunks = Vec::new();
                     for c in planned {
                         let Some(file) = files[c.rank].as_mut() else {
@@ -295,6 +322,10 @@ pub(super) fn write_entries(
                             view.untyped_storage().read_at(from, &mut bytes)?;
                         } else {
                             part.copy_(&view)?;
+                        }
+                        if let Some((d, name)) = &feed {
+                            let (start, len) = crate::checkpoint::content::logical_span(&part);
+                            d.bytes(name, &part.untyped_storage().bytes()?[start..start + len]);
                         }
                         let mut single = Checkpoint::new();
                         single.root = Value::Ext(Object::Tensor(std::sync::Arc::new(
@@ -330,6 +361,22 @@ pub(super) fn write_entries(
         entries.push(entry);
     }
     Ok(entries)
+}
+
+/// Whether the chunks `planned` of a tensor of sizes `size` are its rows
+/// in order: each whole in every other dimension, each starting where the
+/// one before ends, together all of it; so their bytes, one after another,
+/// are the tensor's.
+fn in_row_order(size: &[usize], planned: &[PlannedChunk]) -> bool {
+    let mut next = 0;
+    for c in planned {
+        let whole = c.offsets.iter().skip(1).all(|&o| o == 0) && c.sizes.get(1..) == size.get(1..);
+        if !whole || c.offsets.first().copied().unwrap_or(0) != next {
+            return false;
+        }
+        next += c.sizes.first().copied().unwrap_or(1);
+    }
+    next == size.first().copied().unwrap_or(1)
 }
 
 /// Whether `entry` stores a tensor in the chunks `planned`, each in its

@@ -22,6 +22,7 @@ use std::sync::Arc;
 
 use safetensors::tensor::{Dtype, Metadata, SafeTensorError, View};
 
+use crate::checkpoint::content::WrittenDigests;
 use crate::checkpoint::options::{LoadOptions, Progress, SaveOptions};
 use crate::checkpoint::pickle::Value;
 use crate::checkpoint::records::{Fill, Mode, Record, Records};
@@ -285,12 +286,13 @@ pub fn save_with(path: &Path, ckpt: &Checkpoint, options: &SaveOptions) -> Resul
             })));
         }
         views.push((
-            name,
+            name.clone(),
             Contiguous {
                 dtype,
                 tensor,
                 failed: RefCell::new(None),
                 progress: options.progress.clone(),
+                digests: options.digests.clone().map(|d| (d, name.as_str().into())),
             },
         ));
     }
@@ -426,6 +428,8 @@ struct Contiguous {
     /// what reading gave.
     failed: RefCell<Option<Error>>,
     progress: Option<Progress>,
+    /// Told the bytes as they are handed over, under the tensor's name.
+    digests: Option<(WrittenDigests, Arc<str>)>,
 }
 
 impl View for &Contiguous {
@@ -462,6 +466,10 @@ impl View for &Contiguous {
                 e => e,
             });
             out.fill(0);
+        }
+        if let Some((d, name)) = &self.digests {
+            d.begin(name, out.len() as u64);
+            d.bytes(name, &out);
         }
         if let Some(p) = &self.progress {
             p.add(out.len() as u64);

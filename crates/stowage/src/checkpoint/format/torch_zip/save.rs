@@ -7,6 +7,8 @@ use crate::error::ErrorContext;
 use std::io::{BufWriter, Write};
 use std::path::Path;
 
+use crate::checkpoint::content::written::StorageRanges;
+use crate::checkpoint::content::WrittenDigests;
 use crate::checkpoint::options::{Progress, SaveOptions};
 use crate::checkpoint::torch::pickle_checkpoint;
 use crate::checkpoint::value::graph::Checkpoint;
@@ -23,11 +25,18 @@ struct Plan {
     /// Each storage with the size the pickle gives it.
     storages: Vec<(UntypedStorage, u64)>,
     tail: [(&'static str, Vec<u8>); 2],
+    /// Where the storages' bytes are fed as they are written, and which of
+    /// them are whose tensor ([`SaveOptions::with_digests`]).
+    digests: Option<(WrittenDigests, StorageRanges)>,
 }
 
 impl Plan {
     fn new(ckpt: &Checkpoint, options: &SaveOptions) -> Result<Plan> {
         let (pkl, storages) = pickle_checkpoint(ckpt)?;
+        let digests = options
+            .digests
+            .as_ref()
+            .and_then(|d| Some((d.clone(), d.storage_ranges(ckpt)?)));
         let storages: Vec<(UntypedStorage, u64)> = storages
             .into_iter()
             .map(|(s, _)| {
@@ -63,6 +72,7 @@ impl Plan {
                 (".data/serialization_id", id.into_bytes()),
             ],
             storages,
+            digests,
         })
     }
 
@@ -93,7 +103,11 @@ impl Plan {
         alignment: u64,
         progress: Option<&Progress>,
     ) -> Result<W> {
-        let mut zip = ZipWriter::new(w, root, alignment);
+        // The digests' hashing thread takes a core: on two, the CRC is
+        // computed inline rather than on a third thread that would wait.
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let mut zip = ZipWriter::new(w, root, alignment)
+            .with_parallel_crc(self.digests.is_none() || cores > 2);
         for (name, bytes) in &self.head {
             zip.write_record(name, bytes)?;
         }
@@ -101,16 +115,23 @@ impl Plan {
             // The record has the size the pickle gives the storage: one resized since
             // fails the record's size check instead of writing an inconsistent archive.
             zip.start_record(&format!("data/{i}"), *nbytes)?;
+            let feed = self.digests.as_ref().map(|(d, ranges)| {
+                d.begin_storage(ranges, storage.id());
+                move |at: usize, bytes: &[u8]| d.storage_bytes(ranges, storage.id(), at, bytes)
+            });
             if storage.is_loaded() {
                 // One read lock at a time, held while the bytes are written and hashed,
                 // so the CRC is that of the bytes in the file.
                 let bytes = storage.bytes()?;
                 zip.write_chunk(&bytes)?;
+                if let Some(feed) = &feed {
+                    feed(0, &bytes);
+                }
                 if let Some(p) = progress {
                     p.add(bytes.len() as u64);
                 }
             } else {
-                write_windows(&mut zip, storage, progress)?;
+                write_windows(&mut zip, storage, progress, feed.as_ref())?;
             }
             zip.end_record()?;
         }
@@ -128,6 +149,7 @@ fn write_windows<W: Write>(
     zip: &mut ZipWriter<W>,
     storage: &UntypedStorage,
     progress: Option<&Progress>,
+    feed: Option<&impl Fn(usize, &[u8])>,
 ) -> Result<()> {
     let len = storage.nbytes();
     let mut buf = crate::storage::zeroed_bytes(len.min(WINDOW))?;
@@ -136,6 +158,9 @@ fn write_windows<W: Write>(
         let n = (len - at).min(WINDOW);
         storage.read_at(at, &mut buf[..n])?;
         zip.write_chunk(&buf[..n])?;
+        if let Some(feed) = feed {
+            feed(at, &buf[..n]);
+        }
         if let Some(p) = progress {
             p.add(n as u64);
         }

@@ -19,6 +19,9 @@ use crate::error::{CheckpointError, ErrorContext, FormatError, StorageError};
 use crate::{Error, Result, Tensor};
 use sha2::{Digest, Sha256};
 
+pub(crate) mod written;
+pub use written::{WrittenDigest, WrittenDigests};
+
 /// Bytes read at a time.
 pub const WINDOW: usize = 8 << 20;
 
@@ -56,12 +59,9 @@ impl Reader {
         };
         let size = tensor.element_size().max(1);
         let step = (WINDOW / size).max(1) * size;
-        // Packed dtypes (`quint4x2`, `quint2x4`) hold several elements a byte:
-        // their integer representation is the packed bytes, as PyTorch's `int_repr()`.
-        let per_byte = tensor.dtype().elements_per_byte();
-        let len = tensor.numel().div_ceil(per_byte) * tensor.element_size();
+        let (start, len) = logical_span(&tensor);
         Ok(Reader {
-            start: tensor.storage_offset() / per_byte * tensor.element_size(),
+            start,
             len,
             at: 0,
             buf: vec![0u8; len.min(step)],
@@ -84,6 +84,19 @@ impl Reader {
         self.at += n;
         Ok(Some(&self.buf[..n]))
     }
+}
+
+/// Where a contiguous tensor's logical elements lie in its storage: the
+/// byte offset and length. Packed dtypes (`quint4x2`, `quint2x4`) hold
+/// several elements a byte: their integer representation is the packed
+/// bytes, as PyTorch's `int_repr()`.
+pub(crate) fn logical_span(tensor: &Tensor) -> (usize, usize) {
+    let per_byte = tensor.dtype().elements_per_byte();
+    let len = tensor.numel().div_ceil(per_byte) * tensor.element_size();
+    (
+        tensor.storage_offset() / per_byte * tensor.element_size(),
+        len,
+    )
 }
 
 /// Calls `f` with the tensor's logical elements in windows of at most

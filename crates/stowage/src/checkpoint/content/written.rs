@@ -1,0 +1,331 @@
+//! The content digests of what a save writes, taken from the bytes as the
+//! writer passes them to the file: a manifest of a conversion's output with
+//! no second read (`stowage convert --manifest`).
+//!
+//! The writers feed it in the order they write: the torch zip writer a
+//! storage at a time (each tensor that is a contiguous range of it takes
+//! its range), the safetensors writer a tensor at a time, the DCP writer a
+//! chunk at a time (a tensor whose chunks are its rows in order takes them
+//! in turn). The hashing runs on a thread of its own, a few windows behind
+//! the writer, so it costs the save a copy of each window rather than the
+//! hash. A tensor the writer cannot give in order (a transposed view, a DCP
+//! chunk of columns) is not fed; [`WrittenDigests::finish`] leaves it out,
+//! and the caller hashes it by reading the output.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::sync::mpsc::{self, Receiver, SyncSender};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::thread::JoinHandle;
+
+use sha2::{Digest, Sha256};
+
+use crate::checkpoint::value::graph::{dotted, Checkpoint, TensorObject};
+use crate::Tensor;
+
+/// Bytes sent to the hashing thread at a time.
+const PIECE: usize = 4 << 20;
+/// Pieces queued for the hashing thread before the writer waits (the
+/// memory the collector holds: about this many pieces, and two more).
+const QUEUED: usize = 16;
+
+/// Collects the SHA-256 of each written tensor's logical elements (the
+/// `sha256` of a content manifest and of `inspect --json`) from the bytes a
+/// save writes, hashing them on a thread of its own while the save goes on.
+///
+/// Give a clone to the save ([`SaveOptions::with_digests`](crate::SaveOptions::with_digests),
+/// [`ShardOptions::with_digests`](crate::checkpoint::sharded::ShardOptions::with_digests),
+/// [`DcpSaveOptions::with_digests`](crate::checkpoint::dcp::DcpSaveOptions::with_digests)),
+/// then call [`finish`](Self::finish).
+///
+/// ```
+/// use stowage::checkpoint::content::WrittenDigests;
+/// use stowage::{Checkpoint, SaveOptions, Tensor};
+///
+/// let w = Tensor::from_vec(vec![1.0f32, 2.0], &[2])?;
+/// let ckpt = Checkpoint::from_state_dict(vec![("w".to_owned(), w)]);
+/// let dir = tempfile::tempdir()?;
+/// let digests = WrittenDigests::new();
+/// let options = SaveOptions::default().with_digests(digests.clone());
+/// stowage::save_with(&dir.path().join("m.pt"), &ckpt, &options)?;
+/// let written = digests.finish();
+/// assert_eq!(written["w"].len(), 8);
+/// // The SHA-256 of the eight bytes of 1.0 and 2.0 as little-endian float32.
+/// assert_eq!(
+///     hex::encode(written["w"].sha256()),
+///     stowage::checkpoint::content::sha256(&ckpt.tensors()?[0].1, |_| ())?
+/// );
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone)]
+pub struct WrittenDigests {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    /// `None` once finished.
+    state: Mutex<Option<Running>>,
+}
+
+struct Running {
+    to_hasher: SyncSender<Message>,
+    spare: Receiver<Vec<u8>>,
+    hasher: JoinHandle<HashMap<Arc<str>, Slot>>,
+    /// Names written once under another name (one object at two paths).
+    aliases: Vec<(String, String)>,
+}
+
+enum Message {
+    /// A tensor's bytes begin: its logical length.
+    Begin(Arc<str>, u64),
+    /// Its next bytes.
+    Bytes(Arc<str>, Vec<u8>),
+}
+
+#[derive(Default)]
+struct Slot {
+    hash: Sha256,
+    expected: u64,
+    fed: u64,
+    /// Begun more than once (written twice under one name): not trusted.
+    twice: bool,
+}
+
+/// One tensor's digest, from the bytes written.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WrittenDigest {
+    sha256: [u8; 32],
+    len: u64,
+}
+
+impl WrittenDigest {
+    /// SHA-256 of the tensor's logical elements.
+    pub fn sha256(&self) -> [u8; 32] {
+        self.sha256
+    }
+
+    /// How many bytes were hashed: the tensor's logical length.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// Whether the tensor has no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+impl Default for WrittenDigests {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl fmt::Debug for WrittenDigests {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("WrittenDigests(..)")
+    }
+}
+
+impl WrittenDigests {
+    /// A collector, its hashing thread started.
+    pub fn new() -> WrittenDigests {
+        let (to_hasher, from_writer) = mpsc::sync_channel::<Message>(QUEUED);
+        let (give_back, spare) = mpsc::channel::<Vec<u8>>();
+        let hasher = std::thread::spawn(move || {
+            let mut slots: HashMap<Arc<str>, Slot> = HashMap::new();
+            for message in from_writer {
+                match message {
+                    Message::Begin(name, len) => {
+                        let slot = slots.entry(name).or_default();
+                        slot.twice |= slot.expected != 0 || slot.fed != 0;
+                        slot.expected = len;
+                    }
+                    Message::Bytes(name, bytes) => {
+                        let slot = slots.entry(name).or_default();
+                        slot.hash.update(&bytes);
+                        slot.fed += bytes.len() as u64;
+                        // The writer may be gone; the buffer is then dropped.
+                        let _ = give_back.send(bytes);
+                    }
+                }
+            }
+            slots
+        });
+        WrittenDigests {
+            inner: Arc::new(Inner {
+                state: Mutex::new(Some(Running {
+                    to_hasher,
+                    spare,
+                    hasher,
+                    aliases: Vec::new(),
+                })),
+            }),
+        }
+    }
+
+    /// Runs `f` on the running state; nothing once finished.
+    fn with(&self, f: impl FnOnce(&mut Running)) {
+        let mut state = self
+            .inner
+            .state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(running) = state.as_mut() {
+            f(running);
+        }
+    }
+
+    /// The tensor written as `name` begins; its logical elements are `len`
+    /// bytes, fed next with [`bytes`](Self::bytes).
+    pub(crate) fn begin(&self, name: &str, len: u64) {
+        self.with(|r| {
+            let _ = r.to_hasher.send(Message::Begin(name.into(), len));
+        });
+    }
+
+    /// The next bytes of the tensor written as `name`, copied a piece at a
+    /// time into buffers the hashing thread gives back.
+    pub(crate) fn bytes(&self, name: &Arc<str>, bytes: &[u8]) {
+        self.with(|r| {
+            for piece in bytes.chunks(PIECE) {
+                let mut buf = r.spare.try_recv().unwrap_or_default();
+                buf.clear();
+                buf.extend_from_slice(piece);
+                if r.to_hasher.send(Message::Bytes(name.clone(), buf)).is_err() {
+                    return;
+                }
+            }
+        });
+    }
+
+    /// `name` names the same object as `written`, written once under that
+    /// name (a tensor at two paths): it gets the same digest.
+    pub(crate) fn alias(&self, name: &str, written: &str) {
+        if name != written {
+            self.with(|r| r.aliases.push((name.to_owned(), written.to_owned())));
+        }
+    }
+
+    /// Each tensor's digest, by the name it was written under (its dotted
+    /// path): those whose every byte the save fed, in order. A tensor the
+    /// writer could not feed in order, or fed in part (a save that failed),
+    /// is left out. Later saves with a clone feed nothing.
+    pub fn finish(&self) -> BTreeMap<String, WrittenDigest> {
+        let running = self
+            .inner
+            .state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        let Some(Running {
+            to_hasher,
+            hasher,
+            aliases,
+            ..
+        }) = running
+        else {
+            return BTreeMap::new();
+        };
+        drop(to_hasher);
+        // The thread only hashes: it ends when the sender is gone.
+        let slots = hasher.join().unwrap_or_default();
+        let mut out: BTreeMap<String, WrittenDigest> = slots
+            .into_iter()
+            .filter(|(_, s)| !s.twice && s.fed == s.expected)
+            .map(|(name, s)| {
+                let digest = WrittenDigest {
+                    sha256: s.hash.finalize().into(),
+                    len: s.fed,
+                };
+                (name.to_string(), digest)
+            })
+            .collect();
+        for (name, written) in aliases {
+            if let Some(d) = out.get(&written).cloned() {
+                out.entry(name).or_insert(d);
+            }
+        }
+        out
+    }
+
+    /// For the torch zip writer: which byte ranges of each storage are the
+    /// logical elements of a tensor of `ckpt`, by storage
+    /// ([`UntypedStorage::id`](crate::UntypedStorage::id)). A tensor at
+    /// several paths is fed once, its other names aliased. `None` when the
+    /// tensors cannot be listed (paths past the walk limit): nothing is fed.
+    pub(crate) fn storage_ranges(&self, ckpt: &Checkpoint) -> Option<StorageRanges> {
+        let tensors = ckpt.tensors().ok()?;
+        let mut ranges: HashMap<usize, Vec<Range>> = HashMap::new();
+        let mut first: HashMap<*const TensorObject, String> = HashMap::new();
+        for (path, object) in tensors {
+            let name = dotted(&path);
+            if let Some(written) = first.get(&std::ptr::from_ref(object)) {
+                self.alias(&name, written);
+                continue;
+            }
+            first.insert(std::ptr::from_ref(object), name.clone());
+            if let Some((start, len)) = logical_range(object) {
+                ranges
+                    .entry(object.tensor.untyped_storage().id())
+                    .or_default()
+                    .push(Range {
+                        name: name.into(),
+                        start,
+                        len,
+                    });
+            }
+        }
+        Some(StorageRanges(ranges))
+    }
+
+    /// For the torch zip writer: the storage `storage_id` is about to be
+    /// written; each tensor on it begins.
+    pub(crate) fn begin_storage(&self, ranges: &StorageRanges, storage_id: usize) {
+        for r in ranges.0.get(&storage_id).into_iter().flatten() {
+            self.begin(&r.name, r.len as u64);
+        }
+    }
+
+    /// For the torch zip writer: `bytes` of the storage `storage_id` at byte
+    /// `at`, written in order; each tensor whose range they meet takes its part.
+    pub(crate) fn storage_bytes(
+        &self,
+        ranges: &StorageRanges,
+        storage_id: usize,
+        at: usize,
+        bytes: &[u8],
+    ) {
+        for r in ranges.0.get(&storage_id).into_iter().flatten() {
+            let from = r.start.max(at);
+            let to = (r.start + r.len).min(at + bytes.len());
+            if from < to {
+                self.bytes(&r.name, &bytes[from - at..to - at]);
+            }
+        }
+    }
+}
+
+/// The tensors' ranges of each storage ([`WrittenDigests::storage_ranges`]).
+pub(crate) struct StorageRanges(HashMap<usize, Vec<Range>>);
+
+struct Range {
+    name: Arc<str>,
+    start: usize,
+    len: usize,
+}
+
+/// Where `object`'s logical elements lie in its storage, when they are one
+/// range of it as they are (strided, contiguous, no lazy conjugation or
+/// negation): the bytes [`Reader`](super::Reader) would read.
+fn logical_range(object: &TensorObject) -> Option<(usize, usize)> {
+    let t: &Tensor = &object.tensor;
+    if object.conj || object.neg || !object.kind.is_strided() || !t.has_data() {
+        return None;
+    }
+    if !t.is_contiguous() {
+        return None;
+    }
+    let (start, len) = super::logical_span(t);
+    Some((start, len))
+}
