@@ -111,8 +111,9 @@ def load(
         of a file ``stowage manifest -o`` wrote): every tensor read is
         hashed and checked against it; one that differs, is missing or is
         not listed raises ``CorruptCheckpointError`` naming the tensor, the
-        expected digest and the found one. A lazy load checks each tensor
-        when its entry is first read, and the names when it returns.
+        expected digest and the found one. A lazy load checks the names
+        when it returns, and each tensor when its storage is first read (a
+        failed check keeps nothing, and fails again at the next read).
     weights_only: ``None`` or ``True``, as stowage always loads; ``False``
         is refused: stowage never runs the pickle (``inert=True`` gives the
         objects a full unpickle would build, as ``InertObject``s).
@@ -160,13 +161,13 @@ def load(
             allow_globals=list(allow_globals),
             map_location=location,
             huge_pages=huge_pages,
-            # A lazy load checks each tensor as it is read (`lazy_tree`).
-            expect=None if lazy else _manifest_text(expect),
+            # A lazy load checks the names now, and each storage's tensors
+            # when the storage is first read (the library's check).
+            expect=_manifest_text(expect),
         )
     if not lazy:
         return loaded
-    expected = expect if isinstance(expect, dict) or expect is None else json.loads(_manifest_text(expect) or "{}")
-    return lazy_tree(loaded, expected)
+    return lazy_tree(loaded)
 
 
 @contextlib.contextmanager

@@ -23,9 +23,8 @@ from __future__ import annotations
 
 import collections
 import copy as _copy
-import sys
 import threading
-from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Tuple
 
 
 class _LazyStorage:
@@ -53,7 +52,7 @@ class _LazyStorage:
 class _Unread:
     """A tensor not read yet: what builds it, once."""
 
-    __slots__ = ("_build", "_storage", "_made", "_what", "_lock", "check")
+    __slots__ = ("_build", "_storage", "_made", "_what", "_lock")
 
     def __init__(self, build: Callable[[Any], Any], storage: _LazyStorage, what: str) -> None:
         self._build = build
@@ -61,17 +60,11 @@ class _Unread:
         self._made: Any = None
         self._what = what
         self._lock = threading.Lock()
-        # Set by `lazy_tree` for a load given a manifest: checks the tensor
-        # once built, before anyone gets it.
-        self.check: Optional[Callable[[Any], None]] = None
 
     def get(self) -> Any:
         with self._lock:
             if self._made is None:
-                made = self._build(self._storage.get())
-                if self.check is not None:
-                    self.check(made)
-                self._made = made
+                self._made = self._build(self._storage.get())
             return self._made
 
     @property
@@ -240,30 +233,24 @@ class _LazyOrderedDict(LazyDict, collections.OrderedDict):  # type: ignore[type-
     """A lazy ``collections.OrderedDict`` (a ``state_dict()``, its ``_metadata`` kept)."""
 
 
-def lazy_tree(root: Any, expected: Optional[Dict[str, Any]] = None) -> Any:
+def lazy_tree(root: Any) -> Any:
     """The loaded tree with every dict that holds unread tensors a
     ``LazyDict`` (each object once: sharing kept), and what cannot be lazy
-    (the root, lists at the root) read now. With `expected` (a content
-    manifest, as ``stowage.manifest`` gives it), every tensor is checked
-    against it when it is read, and the names against its names now."""
+    (the root, lists at the root) read now. A load given a manifest checks
+    each storage's tensors when the storage is read (the library does)."""
     memo: Dict[int, Tuple[Any, bool]] = {}
-    checks = _Checks(expected) if expected is not None else None
 
-    def walk(obj: Any, path: Tuple[Any, ...] = ()) -> Tuple[Any, bool]:
+    def walk(obj: Any) -> Tuple[Any, bool]:
         """What to keep in place of `obj`, and whether it waits on a read."""
-        if checks is not None and type(obj) is _Unread:
-            checks.place(obj, path)
         known = memo.get(id(obj))
         if known is not None:
             return known
         kind = type(obj)
         if kind is _Unread:
             return obj, True
-        if checks is not None and _is_tensor(obj):
-            checks.now(obj, path)
         if kind is dict or kind is collections.OrderedDict:
             memo[id(obj)] = (obj, False)  # a dict holding itself keeps the original
-            walked = [(k, walk(v, path + (k,))) for k, v in obj.items()]
+            walked = [(k, walk(v)) for k, v in obj.items()]
             if not any(waits for _, (_, waits) in walked):
                 return obj, False
             lazy: Any = _LazyPlainDict() if kind is dict else _LazyOrderedDict()
@@ -274,7 +261,7 @@ def lazy_tree(root: Any, expected: Optional[Dict[str, Any]] = None) -> Any:
             return lazy, True
         if kind is list or kind is tuple:
             memo[id(obj)] = (obj, False)
-            walked_items = [walk(x, path + (i,)) for i, x in enumerate(obj)]
+            walked_items = [walk(x) for x in obj]
             if not any(waits for _, waits in walked_items):
                 return obj, False
             held = _Held([v for v, _ in walked_items] if kind is list else tuple(v for v, _ in walked_items))
@@ -283,84 +270,7 @@ def lazy_tree(root: Any, expected: Optional[Dict[str, Any]] = None) -> Any:
         return obj, False
 
     top, _ = walk(root)
-    if checks is not None:
-        checks.names_match()
     return _read(top)
-
-
-def _is_tensor(x: Any) -> bool:
-    """Whether `x` is a tensor a manifest lists that the load built now (a
-    torch tensor; numpy arrays inside a pickle are values, not tensors)."""
-    torch = sys.modules.get("torch")
-    return torch is not None and isinstance(x, torch.Tensor)
-
-
-def _digest(x: Any) -> str:
-    """The manifest's digest of an array: the SHA-256 of its elements,
-    row-major, little-endian (docs/manifest.md)."""
-    import hashlib
-
-    torch = sys.modules.get("torch")
-    if torch is not None and isinstance(x, torch.Tensor):
-        x = x.detach().resolve_conj().resolve_neg().contiguous()
-        return hashlib.sha256(x.reshape(-1).view(torch.uint8).numpy().tobytes()).hexdigest()
-    import numpy as np
-
-    a = np.ascontiguousarray(np.asarray(x))
-    return hashlib.sha256(a.reshape(-1).view(np.uint8).tobytes()).hexdigest()
-
-
-def _dotted(path: Tuple[Any, ...]) -> str:
-    """A path as the manifest names it (`model.layers.0.weight`)."""
-    return ".".join(str(k) for k in path) if path else "tensor"
-
-
-class _Checks:
-    """A lazy load's checks against a manifest: each tensor when read, the
-    names when the load returns."""
-
-    def __init__(self, manifest: Dict[str, Any]) -> None:
-        self._want = {t["name"]: t for t in manifest["tensors"]}
-        self._seen: Dict[str, None] = {}
-
-    def _fail(self, name: str, expected: str, found: str) -> None:
-        from ._stowage import CorruptCheckpointError
-
-        raise CorruptCheckpointError(
-            f"tensor {name!r}: the manifest expects {expected}, the checkpoint holds {found}"
-        )
-
-    def _check(self, name: str, made: Any) -> None:
-        want = self._want[name]
-        found = _digest(made)
-        if found != want["sha256"]:
-            self._fail(name, f"sha256 {want['sha256']}", f"sha256 {found}")
-
-    def place(self, unread: _Unread, path: Tuple[Any, ...]) -> None:
-        name = _dotted(path)
-        self._seen[name] = None
-        if name not in self._want:
-            self._fail(name, "no such tensor", unread._what)
-        previous = unread.check
-
-        def check(made: Any) -> None:
-            if previous is not None:
-                previous(made)
-            self._check(name, made)
-
-        unread.check = check
-
-    def now(self, tensor: Any, path: Tuple[Any, ...]) -> None:
-        name = _dotted(path)
-        self._seen[name] = None
-        if name not in self._want:
-            self._fail(name, "no such tensor", "a tensor")
-        self._check(name, tensor)
-
-    def names_match(self) -> None:
-        for name in self._want:
-            if name not in self._seen:
-                self._fail(name, "a tensor", "no such tensor")
 
 
 class LazyAdapter:

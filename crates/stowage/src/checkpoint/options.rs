@@ -220,8 +220,11 @@ impl LoadOptions {
     /// an eager or mapped load hashes every tensor it read, on every core,
     /// and fails with [`FormatError::ContentMismatch`](crate::FormatError::ContentMismatch)
     /// naming the first tensor that differs, is missing or is not listed.
-    /// A lazy load refuses it (nothing is read to check); `stowage verify
-    /// --manifest` checks without loading.
+    /// A lazy load checks the names, dtypes and shapes at once, and each
+    /// storage's tensors when the storage is first read (whole, even for a
+    /// window), before any of its bytes is handed out: a mismatch fails that
+    /// read and every later one. A fake load refuses it (it has no data);
+    /// `stowage verify --manifest` checks without loading.
     pub fn with_expected(mut self, expected: crate::checkpoint::content::Expected) -> Self {
         self.expected = Some(std::sync::Arc::new(expected));
         self

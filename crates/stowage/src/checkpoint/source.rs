@@ -122,9 +122,9 @@ impl Source {
         options: &LoadOptions,
         load_one: &dyn Fn(&Location) -> Result<Checkpoint>,
     ) -> Result<Checkpoint> {
-        if options.expected.is_some() && matches!(options.mode(), LoadMode::Lazy | LoadMode::Fake) {
+        if options.expected.is_some() && options.mode() == LoadMode::Fake {
             return Err(Error::Checkpoint(CheckpointError::Unsupported {
-                what: "checking a manifest in a lazy or fake load, which reads no tensor now: load eagerly, or use stowage verify --manifest".into(),
+                what: "checking a manifest in a fake load, which has no tensor data: load eagerly or lazily, or use stowage verify --manifest".into(),
             }));
         }
         let read = RefCell::new(Vec::new());
@@ -162,10 +162,13 @@ impl Source {
         });
         ckpt.max_paths = options.max_paths;
         if let Some(expected) = &options.expected {
-            // Every tensor read is hashed now, on every core.
-            expected
-                .check(&ckpt)
-                .map_err(|e| e.in_file(self.location.path()))?;
+            // Every tensor read is hashed now, on every core; a lazy load's
+            // storages each when first read.
+            let checked = match options.mode() {
+                LoadMode::Lazy => expected.check_lazily(&ckpt),
+                _ => expected.check(&ckpt),
+            };
+            checked.map_err(|e| e.in_file(self.location.path()))?;
         }
         Ok(ckpt)
     }

@@ -15,16 +15,45 @@ use crate::{Device, Result};
 /// storage when the offset is 0 and the buffer has the storage's size).
 pub(crate) type Fetch = Arc<dyn Fn(u64, &mut [u8]) -> Result<()> + Send + Sync>;
 
+/// Checks a lazily loaded storage's whole bytes when they are first read
+/// (a content manifest's digests, `Expected::check_lazily`); an error
+/// leaves the storage unread.
+pub(crate) type Check = Arc<dyn Fn(&[u8]) -> Result<()> + Send + Sync>;
+
 /// Bytes not read yet.
 pub(crate) struct LazyBytes {
     pub(crate) nbytes: usize,
     fetch: Fetch,
+    /// Run on the whole bytes once read, before anything is handed out.
+    check: Option<Check>,
 }
 
 impl UntypedStorage {
     /// A storage of `nbytes` on `device` whose bytes `fetch` provides on first use.
     pub(crate) fn lazy(nbytes: usize, device: Device, fetch: Fetch) -> UntypedStorage {
-        Self::from_backing(device, Backing::Lazy(LazyBytes { nbytes, fetch }))
+        Self::from_backing(
+            device,
+            Backing::Lazy(LazyBytes {
+                nbytes,
+                fetch,
+                check: None,
+            }),
+        )
+    }
+
+    /// Has `check` run on this storage's whole bytes when they are first
+    /// read, before any is handed out: a window read ([`read_at`](Self::read_at))
+    /// then reads the whole storage first. False (and nothing done) when
+    /// the bytes are already read: the caller checks them now.
+    pub(crate) fn check_on_first_read(&self, check: Check) -> bool {
+        let mut guard = self.write_lock();
+        match &mut *guard {
+            Backing::Lazy(lazy) => {
+                lazy.check = Some(check);
+                true
+            }
+            _ => false,
+        }
     }
 
     /// False while the bytes of a lazily loaded storage have not been read yet
@@ -53,9 +82,17 @@ impl UntypedStorage {
                 nbytes,
             }));
         }
-        if let Backing::Lazy(lazy) = &*guard {
+        let checked = matches!(&*guard, Backing::Lazy(lazy) if lazy.check.is_some());
+        if let (Backing::Lazy(lazy), false) = (&*guard, checked) {
             return (lazy.fetch)(offset as u64, dst);
         }
+        // Checked bytes are read whole, checked, and kept.
+        let guard = if checked {
+            drop(guard);
+            self.data_read()?
+        } else {
+            guard
+        };
         let bytes = guard
             .bytes()
             .ok_or_else(|| self.no_data("reading storage bytes"))?;
@@ -88,6 +125,9 @@ impl UntypedStorage {
         if let Backing::Lazy(lazy) = &*guard {
             let mut buf = HeapBuffer::zeroed(lazy.nbytes)?;
             (lazy.fetch)(0, buf.as_mut_slice())?;
+            if let Some(check) = &lazy.check {
+                check(buf.as_mut_slice())?;
+            }
             *guard = Backing::Heap(buf);
         }
         Ok(guard)

@@ -12,6 +12,7 @@ mod crash_safety;
 #[cfg(all(feature = "safetensors", feature = "zstd"))]
 mod dcp;
 mod display_cases;
+mod expected;
 mod hostile;
 #[cfg(feature = "safetensors")]
 mod interop;

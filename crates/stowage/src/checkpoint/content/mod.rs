@@ -9,14 +9,15 @@
 //! straight from the file (`UntypedStorage::read_at`), so hashing a large
 //! checkpoint needs a window of memory, not the checkpoint's size.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::sync::OnceLock;
 
 use crate::checkpoint::value::graph::{dotted, Checkpoint, TensorObject};
 use crate::checkpoint::value::kind::TensorKind;
 use crate::error::{CheckpointError, ErrorContext, FormatError, StorageError};
-use crate::{Error, Result, Tensor};
+use crate::{Error, Result, Tensor, UntypedStorage};
 use sha2::{Digest, Sha256};
 
 pub(crate) mod written;
@@ -99,6 +100,15 @@ pub(crate) fn logical_span(tensor: &Tensor) -> (usize, usize) {
     )
 }
 
+/// Where `object`'s logical elements lie in its storage, when they are one
+/// range of it as they are (strided, contiguous, no lazy conjugation or
+/// negation): the bytes [`Reader`] would read.
+pub(crate) fn logical_range(object: &TensorObject) -> Option<(usize, usize)> {
+    let t = &object.tensor;
+    let plain = !object.conj && !object.neg && object.kind.is_strided();
+    (plain && t.has_data() && t.is_contiguous()).then(|| logical_span(t))
+}
+
 /// Calls `f` with the tensor's logical elements in windows of at most
 /// [`WINDOW`] bytes (see [`Reader`]).
 ///
@@ -175,6 +185,63 @@ pub fn digest_all(
 /// As [`for_each_window`].
 pub fn sha256(object: &TensorObject, progress: impl Fn(u64)) -> Result<String, crate::Error> {
     digest(object, progress).map(hex::encode)
+}
+
+/// A digest that differs from the manifest's, at the tensor's path.
+fn content_mismatch(name: &str, want: &[u8; 32], found: &[u8; 32]) -> Error {
+    Error::Format(FormatError::ContentMismatch {
+        name: name.to_owned(),
+        expected: format!("sha256 {}", hex::encode(want)),
+        found: format!("sha256 {}", hex::encode(found)),
+    })
+    .at_path(name.to_owned())
+}
+
+/// A tensor of a lazily loaded storage, to check when its bytes are read:
+/// its place in them, and what the manifest lists for it. It holds no
+/// tensor (the storage holds the check: a tensor would keep the storage
+/// alive through itself).
+struct Pending {
+    name: String,
+    /// Its logical elements' bytes, when they are one range of the storage.
+    range: Option<(usize, usize)>,
+    dtype: crate::DType,
+    layout: crate::layout::Layout,
+    conj: bool,
+    neg: bool,
+    sha256: [u8; 32],
+}
+
+/// Checks the tensors `pending` of one storage against its whole `bytes`,
+/// just read: a contiguous tensor's range is hashed as it lies; any other
+/// is rebuilt on a copy of the bytes and hashed as [`digest`] does.
+fn check_bytes(pending: &[Pending], bytes: &[u8]) -> Result<()> {
+    for p in pending {
+        let digest: [u8; 32] = match p.range {
+            Some((start, len)) => {
+                let range = bytes.get(start..start + len).ok_or(Error::Storage(
+                    StorageError::StorageRange {
+                        offset: start,
+                        len,
+                        nbytes: bytes.len(),
+                    },
+                ))?;
+                Sha256::digest(range).into()
+            }
+            None => {
+                let storage = crate::UntypedStorage::from_bytes(bytes)?;
+                let tensor = Tensor::from_parts(storage, p.dtype, p.layout.clone())?;
+                let mut object = TensorObject::new(tensor);
+                object.conj = p.conj;
+                object.neg = p.neg;
+                digest(&object, |_| ())?
+            }
+        };
+        if digest != p.sha256 {
+            return Err(content_mismatch(&p.name, &p.sha256, &digest));
+        }
+    }
+    Ok(())
 }
 
 /// The content a manifest says a checkpoint holds (`stowage manifest`'s
@@ -268,6 +335,67 @@ impl Expected {
     /// [`CheckpointError::Unsupported`] for a sparse or nested tensor
     /// (`stowage verify --manifest` checks those); what reading a tensor gave.
     pub fn check(&self, ckpt: &Checkpoint) -> Result<()> {
+        let found = self.check_listing(ckpt)?;
+        self.check_digests(&found)
+    }
+
+    /// Checks a lazily loaded `ckpt` against the manifest: the names,
+    /// dtypes and shapes now, and each storage's tensors' digests when the
+    /// storage is first read (a window of it reads it whole first), before
+    /// any byte is handed out: a mismatch fails that read, and the next, with
+    /// [`FormatError::ContentMismatch`] naming the tensor. Storages already
+    /// in memory are checked now.
+    ///
+    /// # Errors
+    /// As [`check`](Self::check), for what is checked now.
+    pub(crate) fn check_lazily(&self, ckpt: &Checkpoint) -> Result<()> {
+        let found = self.check_listing(ckpt)?;
+        let mut by_storage: HashMap<usize, (UntypedStorage, Vec<Pending>)> = HashMap::new();
+        let mut now = Vec::new();
+        for (name, object) in &found {
+            let storage = object.tensor.untyped_storage();
+            let pending = Pending {
+                name: name.clone(),
+                range: logical_range(object),
+                dtype: object.tensor.dtype(),
+                layout: object.tensor.layout().clone(),
+                conj: object.conj,
+                neg: object.neg,
+                sha256: self.tensors[name].sha256,
+            };
+            by_storage
+                .entry(storage.id())
+                .or_insert_with(|| (storage.clone(), Vec::new()))
+                .1
+                .push(pending);
+        }
+        let mut ids: Vec<usize> = by_storage.keys().copied().collect();
+        ids.sort_unstable();
+        for id in ids {
+            let (storage, pending) = by_storage.remove(&id).unwrap_or_else(|| unreachable!());
+            let pending = Arc::new(pending);
+            let check = {
+                let pending = pending.clone();
+                Arc::new(move |bytes: &[u8]| check_bytes(&pending, bytes))
+            };
+            if !storage.check_on_first_read(check) {
+                now.push(storage);
+            }
+        }
+        // The storages already read (not lazy) are checked now.
+        let read: Vec<(String, &TensorObject)> = found
+            .into_iter()
+            .filter(|(_, o)| {
+                let id = o.tensor.untyped_storage().id();
+                now.iter().any(|s| s.id() == id)
+            })
+            .collect();
+        self.check_digests(&read)
+    }
+
+    /// The tensors of `ckpt` by name, each listed in the manifest with its
+    /// dtype and shape, and every one listed there.
+    fn check_listing<'c>(&self, ckpt: &'c Checkpoint) -> Result<Vec<(String, &'c TensorObject)>> {
         let mut found: Vec<(String, &TensorObject)> = Vec::new();
         for (path, object) in ckpt.tensors()? {
             if !matches!(object.kind, TensorKind::Strided) {
@@ -312,6 +440,11 @@ impl Expected {
         {
             return Err(mismatch(name, "a tensor".into(), "no such tensor".into()));
         }
+        Ok(found)
+    }
+
+    /// Hashes each of `found` (on every core) against its listed digest.
+    fn check_digests(&self, found: &[(String, &TensorObject)]) -> Result<()> {
         let objects: Vec<Option<&TensorObject>> = found.iter().map(|(_, o)| Some(*o)).collect();
         for ((name, _), digest) in found.iter().zip(digest_all(&objects, |_| ())) {
             let digest = digest
@@ -319,11 +452,7 @@ impl Expected {
                 .unwrap_or_default();
             let want = &self.tensors[name];
             if digest != want.sha256 {
-                return Err(mismatch(
-                    name,
-                    format!("sha256 {}", hex::encode(want.sha256)),
-                    format!("sha256 {}", hex::encode(digest)),
-                ));
+                return Err(content_mismatch(name, &want.sha256, &digest));
             }
         }
         Ok(())

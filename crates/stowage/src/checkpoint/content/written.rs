@@ -21,7 +21,6 @@ use std::thread::JoinHandle;
 use sha2::{Digest, Sha256};
 
 use crate::checkpoint::value::graph::{dotted, Checkpoint, TensorObject};
-use crate::Tensor;
 
 /// Bytes sent to the hashing thread at a time.
 const PIECE: usize = 4 << 20;
@@ -265,7 +264,7 @@ impl WrittenDigests {
                 continue;
             }
             first.insert(std::ptr::from_ref(object), name.clone());
-            if let Some((start, len)) = logical_range(object) {
+            if let Some((start, len)) = super::logical_range(object) {
                 ranges
                     .entry(object.tensor.untyped_storage().id())
                     .or_default()
@@ -313,19 +312,4 @@ struct Range {
     name: Arc<str>,
     start: usize,
     len: usize,
-}
-
-/// Where `object`'s logical elements lie in its storage, when they are one
-/// range of it as they are (strided, contiguous, no lazy conjugation or
-/// negation): the bytes [`Reader`](super::Reader) would read.
-fn logical_range(object: &TensorObject) -> Option<(usize, usize)> {
-    let t: &Tensor = &object.tensor;
-    if object.conj || object.neg || !object.kind.is_strided() || !t.has_data() {
-        return None;
-    }
-    if !t.is_contiguous() {
-        return None;
-    }
-    let (start, len) = super::logical_span(t);
-    Some((start, len))
 }
