@@ -724,3 +724,27 @@ fn a_structure_shared_exponentially_goes_to_a_dcp_at_once() {
     }
     assert_eq!(node.get("a").unwrap().as_i64().unwrap(), 1);
 }
+
+/// What a DCP cannot store, `dcp.save` fails on too: a sparse or nested
+/// tensor, a packed quantized dtype. The save refuses it by name and leaves
+/// no folder.
+#[test]
+fn tensors_a_dcp_cannot_store_are_refused_by_name() {
+    let out = tempfile::tempdir().unwrap();
+    for (fixture, what) in [
+        ("kinds/sparse_coo", "a sparse_coo tensor in a DCP"),
+        ("kinds/sparse_compressed", "a sparse_csr tensor in a DCP"),
+        ("kinds/nested", "a nested tensor in a DCP"),
+        ("kinds/quantized_packed", "quint4x2"),
+    ] {
+        let ckpt = stowage::load(common::fixture(fixture)).unwrap();
+        let dir = out.path().join(fixture.replace('/', "_"));
+        let e = stowage::checkpoint::dcp::save(&dir, &ckpt, &Default::default()).unwrap_err();
+        let text = e.to_string();
+        assert!(
+            text.contains(what) && text.contains("dcp.save refuses it too"),
+            "{fixture}: {text}"
+        );
+        assert!(!dir.exists(), "{fixture}: a folder was left");
+    }
+}

@@ -272,6 +272,7 @@ pub(super) fn write_entries(
         let entry = (|| -> Result<Entry> {
             Ok(match leaf {
                 Leaf::Tensor(t) => {
+                    refuse_unstorable(t)?;
                     let tensor = t.resolved()?;
                     let size = tensor.shape().to_vec();
                     let name = crate::checkpoint::value::graph::dotted(path);
@@ -361,6 +362,29 @@ pub(super) fn write_entries(
         entries.push(entry);
     }
     Ok(entries)
+}
+
+/// Refuses a tensor a DCP cannot store, as `dcp.save` fails on it too: a
+/// sparse or nested one (DCP's items are a strided tensor's chunks; PyTorch:
+/// "Cannot access storage of SparseTensorImpl"), and a packed quantized
+/// dtype (several elements a byte cannot be cut into chunks of rows;
+/// PyTorch: "copy_kernel not implemented for 'QUInt4x2'").
+fn refuse_unstorable(t: &TensorObject) -> Result<()> {
+    if !t.kind.is_strided() {
+        return Err(Error::Checkpoint(CheckpointError::Unsupported {
+            what: format!(
+                "a {} tensor in a DCP: its items are strided tensors' chunks (dcp.save refuses it too); convert to .pt, or to safetensors, which stores its components",
+                t.kind.layout_name()
+            ),
+        }));
+    }
+    if t.tensor.dtype().elements_per_byte() > 1 {
+        return Err(Error::Tensor(crate::error::TensorError::DTypeUnsupported {
+            op: "saving to a DCP (dcp.save refuses it too)",
+            dtype: t.tensor.dtype(),
+        }));
+    }
+    Ok(())
 }
 
 /// Whether the chunks `planned` of a tensor of sizes `size` are its rows
