@@ -748,3 +748,32 @@ fn tensors_a_dcp_cannot_store_are_refused_by_name() {
         assert!(!dir.exists(), "{fixture}: a folder was left");
     }
 }
+
+/// A DCP names every item by its path of string or integer keys: a dict
+/// keyed otherwise is refused, naming the key's type and where it is.
+#[test]
+fn a_key_a_dcp_cannot_name_is_refused_with_its_type_and_place() {
+    let out = tempfile::tempdir().unwrap();
+    for (key, kind) in [
+        (PyValue::Float(1.5), "a float key under model.head"),
+        (
+            PyValue::Tuple(vec![PyValue::Int(1), PyValue::Int(2)]),
+            "a tuple key under model.head",
+        ),
+    ] {
+        let head = PyValue::Dict(vec![(key, PyValue::Int(1))]);
+        let ckpt = Checkpoint::builder()
+            .value("model.head", head)
+            .build()
+            .unwrap();
+        let e = stowage::checkpoint::dcp::save(&out.path().join("d"), &ckpt, &Default::default())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains(&format!(
+                "expected string or integer dict keys, found {kind}"
+            )),
+            "{e}"
+        );
+    }
+}

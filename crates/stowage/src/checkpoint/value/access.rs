@@ -185,7 +185,7 @@ fn joined(path: &[PathKey]) -> String {
 }
 
 impl<'c> ValueRef<'c> {
-    fn new(ckpt: &'c Checkpoint, value: &'c Value<Object>, path: Vec<PathKey>) -> Self {
+    pub(crate) fn new(ckpt: &'c Checkpoint, value: &'c Value<Object>, path: Vec<PathKey>) -> Self {
         ValueRef { ckpt, value, path }
     }
 

@@ -19,7 +19,8 @@
 //! too many.
 
 use crate::checkpoint::pickle::{Node, NodeId, Value};
-use crate::checkpoint::value::graph::{Checkpoint, Object, PathKey, TensorObject};
+use crate::checkpoint::value::access::ValueRef;
+use crate::checkpoint::value::graph::{dotted, Checkpoint, Object, PathKey, TensorObject};
 use crate::error::FormatError;
 use crate::{Error, Result};
 
@@ -79,7 +80,15 @@ pub(super) fn flatten(ckpt: &Checkpoint) -> Result<Vec<(Vec<PathKey>, Leaf<'_>)>
                             return Err(Error::Format(FormatError::BadObject {
                                 context: "DCP save",
                                 expected: "string or integer dict keys",
-                                found: format!("another key under {path:?}"),
+                                found: format!(
+                                    "a {} key under {}",
+                                    ValueRef::new(ckpt, k, Vec::new()).kind().name(),
+                                    if path.is_empty() {
+                                        "the root".to_owned()
+                                    } else {
+                                        dotted(&path)
+                                    }
+                                ),
                             }))
                         }
                     };
