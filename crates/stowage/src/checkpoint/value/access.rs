@@ -681,8 +681,27 @@ impl<'c> ValueRef<'c> {
         let mut out = Vec::new();
         let mut on_path = HashSet::new();
         let mut budget = self.ckpt.max_paths;
+        self.refuse_past_budget(budget)?;
         self.walk_leaves(&mut on_path, false, false, &mut budget, &mut out)?;
         Ok(out)
+    }
+
+    /// Refuses at once a walk at every path that would certainly pass
+    /// `budget` ([`walk_cost_floor`]), rather than walking until it does: a
+    /// structure shared exponentially often is found in the time its
+    /// containers take to list once.
+    fn refuse_past_budget(&self, budget: usize) -> Result<()> {
+        let Value::Node(id) = self.value else {
+            return Ok(());
+        };
+        if self.ckpt.objects.contains_key(id) {
+            return Ok(());
+        }
+        let floor = walk_cost_floor(self.ckpt, *id, self.path.len() as u64);
+        if floor > budget as u64 {
+            return Err(self.ckpt.paths_exceeded());
+        }
+        Ok(())
     }
 
     /// Like [`leaves`](Self::leaves), but a container reachable by several
@@ -715,7 +734,9 @@ impl<'c> ValueRef<'c> {
         let mut out = Vec::new();
         let mut on_path = HashSet::new();
         let mut budget = self.ckpt.max_paths;
-        let walked = self.walk_leaves(&mut on_path, false, true, &mut budget, &mut out);
+        let walked = self
+            .refuse_past_budget(budget)
+            .and_then(|()| self.walk_leaves(&mut on_path, false, true, &mut budget, &mut out));
         if let Err(Error::Checkpoint(CheckpointError::LimitExceeded { .. })) = walked {
             out.clear();
             let mut seen = HashSet::new();
@@ -892,5 +913,128 @@ impl Checkpoint {
         }
         self.compact();
         dropped
+    }
+}
+
+/// The values a walk at every path ([`ValueRef::leaves`]) enters below a
+/// container node: a dict's values, a list's, tuple's or set's items; none
+/// for anything else (an object, whose walk it does not count).
+fn walked_items(ckpt: &Checkpoint, id: NodeId) -> Vec<&Value<Object>> {
+    if ckpt.objects.contains_key(&id) {
+        return Vec::new();
+    }
+    match ckpt.graph.try_get(id) {
+        Some(Node::Dict(items)) => items.iter().map(|(_, v)| v).collect(),
+        Some(Node::List(v) | Node::Tuple(v) | Node::Set(v) | Node::FrozenSet(v)) => {
+            v.iter().collect()
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// A lower bound of the path steps walking `root` at every path costs, the
+/// walk starting at depth `depth`, as `walk_leaves` charges them (a visit at
+/// depth `d` costs `d + 1`), computed once per container in post-order
+/// ([`Checkpoint::post_order`]): for each container, its visits `V` (itself
+/// and everything below it, at every path) and the sum `D` of their depths
+/// below it; walking it at depth `d` costs `V (d + 1) + D`. An object
+/// counts as one visit (the walk may charge more: a lower bound); a graph
+/// with a cycle gives 0 (no bound). Without cycles the bound is the walk's
+/// exact cost. Saturates.
+fn walk_cost_floor(ckpt: &Checkpoint, root: NodeId, depth: u64) -> u64 {
+    let order = ckpt.post_order([root], |node, kids| {
+        let items: Vec<&Value<Object>> = match node {
+            Node::Dict(items) => items.iter().map(|(_, v)| v).collect(),
+            Node::List(v) | Node::Tuple(v) | Node::Set(v) | Node::FrozenSet(v) => {
+                v.iter().collect()
+            }
+            _ => Vec::new(),
+        };
+        let containers = items.into_iter().filter_map(Value::as_node);
+        kids.extend(containers.filter(|c| !ckpt.objects.contains_key(c)));
+    });
+    let n = ckpt.graph.len();
+    let mut cost: Vec<Option<(u64, u64)>> = vec![None; n];
+    for id in order {
+        let (mut visits, mut depths) = (1u64, 0u64);
+        for v in walked_items(ckpt, id) {
+            let (cv, cd) = match v.as_node() {
+                Some(c) if !ckpt.objects.contains_key(&c) => match cost.get(c.index()) {
+                    Some(Some(known)) => *known,
+                    // Not done before its holder: a cycle. A walk cuts it
+                    // wherever it meets the container again on its path,
+                    // which depends on the path: no bound from here.
+                    _ => return 0,
+                },
+                // A leaf, or an object (walked further: at least one visit).
+                _ => (1, 0),
+            };
+            visits = visits.saturating_add(cv);
+            depths = depths.saturating_add(cd).saturating_add(cv);
+        }
+        cost[id.index()] = Some((visits, depths));
+    }
+    let (visits, depths) = cost.get(root.index()).copied().flatten().unwrap_or((1, 0));
+    visits.saturating_mul(depth + 1).saturating_add(depths)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::checkpoint::PyValue;
+
+    /// The path steps `leaves` spends walking `ckpt` from its root.
+    fn walked(ckpt: &Checkpoint) -> u64 {
+        let root = ckpt.root_value();
+        let (mut out, mut seen, start) = (Vec::new(), HashSet::new(), usize::MAX);
+        let mut budget = start;
+        root.walk_leaves(&mut seen, false, false, &mut budget, &mut out)
+            .unwrap();
+        (start - budget) as u64
+    }
+
+    fn floor(ckpt: &Checkpoint) -> u64 {
+        match &ckpt.root {
+            Value::Node(id) => walk_cost_floor(ckpt, *id, 0),
+            _ => 0,
+        }
+    }
+
+    /// `L0 = {"a": 1, "t": tensor}`, `Lk = [Lk-1, Lk-1, ()]`, shared.
+    fn doubling(k: usize) -> PyValue {
+        let t = Tensor::zeros(&[2], crate::DType::Float32).unwrap();
+        let mut v = PyValue::Dict(vec![("a".into(), 1i64.into()), ("t".into(), t.into())]);
+        for _ in 0..k {
+            let shared = PyValue::Shared(Arc::new(v));
+            v = PyValue::List(vec![shared.clone(), shared, PyValue::Tuple(vec![])]);
+        }
+        v
+    }
+
+    #[test]
+    fn the_cost_floor_of_a_graph_without_cycles_is_the_walks_cost() {
+        let nested = PyValue::Dict(vec![
+            ("model".into(), doubling(3)),
+            ("epoch".into(), 3i64.into()),
+            (
+                "set".into(),
+                PyValue::Tuple(vec![doubling(2), PyValue::List(vec![])]),
+            ),
+        ]);
+        for value in [doubling(0), doubling(1), doubling(6), nested] {
+            let ckpt = Checkpoint::from_value(value).unwrap();
+            assert_eq!(floor(&ckpt), walked(&ckpt));
+        }
+        // Exponentially shared: refused at once, the walk never started.
+        let mut ckpt =
+            Checkpoint::from_value(PyValue::Dict(vec![("root".into(), doubling(60))])).unwrap();
+        assert_eq!(floor(&ckpt), u64::MAX);
+        ckpt.set_max_paths(1000);
+        assert!(matches!(
+            ckpt.root_value().leaves(),
+            Err(Error::Checkpoint(CheckpointError::LimitExceeded { .. }))
+        ));
     }
 }
