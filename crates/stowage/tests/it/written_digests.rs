@@ -22,6 +22,24 @@ fn content_digests(ckpt: &Checkpoint) -> BTreeMap<String, String> {
         .collect()
 }
 
+/// What `digests` was fed, as hex digests, once finished.
+fn fed(digests: &WrittenDigests) -> BTreeMap<String, String> {
+    digests
+        .finish()
+        .into_iter()
+        .map(|(n, d)| (n, hex::encode(d.sha256())))
+        .collect()
+}
+
+/// What a DCP save of `ckpt` with `options` fed, as hex digests.
+fn dcp_fed(ckpt: &Checkpoint, options: DcpSaveOptions) -> BTreeMap<String, String> {
+    let dir = tempfile::tempdir().unwrap();
+    let digests = WrittenDigests::new();
+    let options = options.with_sync(false).with_digests(digests.clone());
+    dcp::save(&dir.path().join("d"), ckpt, &options).unwrap();
+    fed(&digests)
+}
+
 /// What a save of `ckpt` to `name` in a fresh folder fed, as hex digests.
 fn written(ckpt: &Checkpoint, name: &str) -> BTreeMap<String, String> {
     let dir = tempfile::tempdir().unwrap();
@@ -35,11 +53,7 @@ fn written(ckpt: &Checkpoint, name: &str) -> BTreeMap<String, String> {
             .with_digests(digests.clone()),
     )
     .unwrap();
-    digests
-        .finish()
-        .into_iter()
-        .map(|(name, d)| (name, hex::encode(d.sha256())))
-        .collect()
+    fed(&digests)
 }
 
 #[test]
@@ -61,19 +75,10 @@ fn every_format_feeds_the_content_digest_of_each_tensor_it_writes() {
     // value item) are not fed.
     let mut in_dcp = want.clone();
     in_dcp.retain(|name, _| !name.starts_with("tuple."));
-    let dir = tempfile::tempdir().unwrap();
-    let digests = WrittenDigests::new();
-    let options = DcpSaveOptions::default()
-        .with_ranks(3)
-        .with_sync(false)
-        .with_digests(digests.clone());
-    dcp::save(&dir.path().join("d"), &shared, &options).unwrap();
-    let fed: BTreeMap<String, String> = digests
-        .finish()
-        .into_iter()
-        .map(|(n, d)| (n, hex::encode(d.sha256())))
-        .collect();
-    assert_eq!(fed, in_dcp);
+    assert_eq!(
+        dcp_fed(&shared, DcpSaveOptions::default().with_ranks(3)),
+        in_dcp
+    );
 }
 
 #[test]
@@ -103,28 +108,18 @@ fn chunks_that_are_not_rows_in_order_are_left_out() {
             })
             .collect(),
     });
-    let dir = tempfile::tempdir().unwrap();
-    let digests = WrittenDigests::new();
-    let options = DcpSaveOptions::default()
-        .with_ranks(2)
-        .with_sync(false)
-        .with_plan(plan)
-        .with_digests(digests.clone());
-    dcp::save(&dir.path().join("cols"), &ckpt, &options).unwrap();
-    assert!(digests.finish().is_empty());
+    let columns = DcpSaveOptions::default().with_ranks(2).with_plan(plan);
+    assert!(dcp_fed(&ckpt, columns).is_empty());
     // Rows in order: both fed, each its content digest.
-    let digests = WrittenDigests::new();
-    let options = DcpSaveOptions::default()
-        .with_ranks(3)
-        .with_sync(false)
-        .with_digests(digests.clone());
-    dcp::save(&dir.path().join("rows"), &ckpt, &options).unwrap();
-    let fed: BTreeMap<String, String> = digests
-        .finish()
-        .into_iter()
-        .map(|(n, d)| (n, hex::encode(d.sha256())))
-        .collect();
-    assert_eq!(fed, want);
+    assert_eq!(
+        dcp_fed(&ckpt, DcpSaveOptions::default().with_ranks(3)),
+        want
+    );
     // A clone used after `finish` feeds nothing, and finishing again gives nothing.
+    let digests = WrittenDigests::new();
+    assert!(fed(&digests).is_empty());
+    let dir = tempfile::tempdir().unwrap();
+    let options = DcpSaveOptions::default().with_digests(digests.clone());
+    dcp::save(&dir.path().join("after"), &ckpt, &options).unwrap();
     assert!(digests.finish().is_empty());
 }
