@@ -13,8 +13,9 @@ Serves the files of a folder on 127.0.0.1 only (HEAD and GET, with single
 
 With --hold SECONDS every ranged GET waits that long before it answers,
 so that requests a client sends concurrently overlap at the server; GET
-/_stats answers {"max_in_flight": N}, the most GETs answered at once since
-the last /_stats, and starts counting again.
+/_stats answers {"max_in_flight": N}, the most GETs waiting at once (held,
+before their answers start) since the last /_stats, and starts counting
+again.
 
 With --stop-after N the process exits at once after answering its Nth
 request, dropping open connections (a server that goes away in the middle
@@ -149,13 +150,18 @@ def main():
             with lock:
                 served["in_flight"] += 1
                 served["max_in_flight"] = max(served["max_in_flight"], served["in_flight"])
+            # A request is in flight until its answer starts: counted down
+            # before a byte of it is sent, so that a client that sends its
+            # next request as soon as one is answered is never seen with
+            # both (the count used to go down after the answer, so a
+            # thread scheduled late showed one request too many).
             try:
                 if args.hold and self.headers.get("Range"):
                     time.sleep(args.hold)
-                self.answer(True)
             finally:
                 with lock:
                     served["in_flight"] -= 1
+            self.answer(True)
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
