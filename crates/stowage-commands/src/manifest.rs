@@ -361,6 +361,18 @@ pub fn write_file(
     path: &Path,
     write: impl FnOnce(&mut dyn Write) -> Result<(), CommandError>,
 ) -> Result<(), CommandError> {
+    // A symbolic link's file is replaced, not the link; a target that is
+    // not a file (`/dev/null`, a FIFO) is written as it is: renaming over
+    // it would replace the device.
+    let resolved = match std::fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_symlink() => std::fs::canonicalize(path).ok(),
+        _ => None,
+    };
+    let path = resolved.as_deref().unwrap_or(path);
+    if std::fs::metadata(path).is_ok_and(|m| !m.is_file() && !m.is_dir()) {
+        let mut out = std::fs::OpenOptions::new().write(true).open(path)?;
+        return write(&mut out);
+    }
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
     let tmp = path.with_file_name(format!(
         ".{}.stowage-{}",

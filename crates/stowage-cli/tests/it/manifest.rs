@@ -110,6 +110,25 @@ fn one_checkpoint_has_one_manifest_in_every_form() {
     assert!(out.status.success() && out.stdout.is_empty());
     let written: Json = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
     assert_eq!(written, expected);
+    // A device is written to, never replaced by a file (as root, renaming
+    // over `/dev/null` would replace it).
+    let null = Path::new("/dev/null");
+    let out = stowage(&[
+        "manifest".as_ref(),
+        dcp.as_os_str(),
+        "-o".as_ref(),
+        null.as_os_str(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    use std::os::unix::fs::FileTypeExt;
+    assert!(std::fs::metadata(null)
+        .unwrap()
+        .file_type()
+        .is_char_device());
 }
 
 #[test]

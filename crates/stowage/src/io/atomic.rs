@@ -136,6 +136,18 @@ pub(crate) fn write_atomically(
     write: impl FnOnce(&Path) -> Result<()>,
 ) -> Result<()> {
     let in_file = |e: Error| e.in_file(path.to_owned());
+    // Renaming over a symbolic link would replace the link: the file it
+    // names is replaced instead (a dangling link is replaced as a file).
+    let target = match fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_symlink() => fs::canonicalize(path).ok(),
+        _ => None,
+    };
+    let path = target.as_deref().unwrap_or(path);
+    // Nothing can replace a target that is not a file (a device such as
+    // `/dev/null`, a FIFO): the file is made aside, then copied into it.
+    if fs::metadata(path).is_ok_and(|m| !m.is_file() && !m.is_dir()) {
+        return write_through(path, write).map_err(in_file);
+    }
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_owned(),
         _ => PathBuf::from("."),
@@ -187,6 +199,31 @@ pub(crate) fn write_atomically(
     result.map_err(in_file)
 }
 
+/// Writes `path`, an existing target that is not a regular file (a
+/// device, a FIFO), with `write`: the file is made in the system's
+/// temporary folder (removed whatever happens) and its bytes copied into
+/// the target, as `torch.save` to `/dev/null` writes them there.
+fn write_through(path: &Path, write: impl FnOnce(&Path) -> Result<()>) -> Result<()> {
+    static SAVES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let serial = SAVES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = std::env::temp_dir().join(format!("stowage-through-{}-{serial}", std::process::id()));
+    let _pending = Pending::new({
+        let tmp = tmp.clone();
+        move || {
+            let _ = fs::remove_file(&tmp);
+        }
+    });
+    let result = (|| {
+        write(&tmp)?;
+        let mut from = File::open(&tmp)?;
+        let mut to = fs::OpenOptions::new().write(true).open(path)?;
+        std::io::copy(&mut from, &mut to)?;
+        Ok(())
+    })();
+    let _ = fs::remove_file(&tmp);
+    result
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -204,6 +241,28 @@ mod tests {
         // Cut on a character boundary.
         let wide = "é".repeat(127);
         assert!(temporary_prefix(&wide).len() < 255);
+    }
+
+    #[test]
+    fn a_device_or_a_link_is_written_through_never_replaced() {
+        let null = Path::new("/dev/null");
+        write_atomically(null, true, |tmp| fs::write(tmp, b"x").map_err(Error::Io)).unwrap();
+        use std::os::unix::fs::FileTypeExt;
+        assert!(fs::metadata(null).unwrap().file_type().is_char_device());
+        // A link to a file: the file gets the new bytes, the link stays.
+        let dir = tempfile::tempdir().unwrap();
+        let (file, link) = (dir.path().join("file"), dir.path().join("link"));
+        fs::write(&file, b"old").unwrap();
+        std::os::unix::fs::symlink(&file, &link).unwrap();
+        write_atomically(&link, false, |tmp| {
+            fs::write(tmp, b"new").map_err(Error::Io)
+        })
+        .unwrap();
+        assert!(fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink());
+        assert_eq!(fs::read(&file).unwrap(), b"new");
     }
 
     #[test]

@@ -62,7 +62,7 @@ pub struct WrittenDigests {
 }
 
 struct Inner {
-    /// `None` once finished.
+    /// `None` once finished (or where no hashing thread could start).
     state: Mutex<Option<Running>>,
 }
 
@@ -127,11 +127,14 @@ impl fmt::Debug for WrittenDigests {
 }
 
 impl WrittenDigests {
-    /// A collector, its hashing thread started.
+    /// A collector, its hashing thread started. Where no thread can be
+    /// started it collects nothing ([`finish`](Self::finish) gives no
+    /// digest, and a manifest hashes what was written by reading it).
     pub fn new() -> WrittenDigests {
         let (to_hasher, from_writer) = mpsc::sync_channel::<Message>(QUEUED);
         let (give_back, spare) = mpsc::channel::<Vec<u8>>();
-        let hasher = std::thread::spawn(move || {
+        let thread = std::thread::Builder::new().name("stowage-digests".into());
+        let hasher = thread.spawn(move || {
             let mut slots: HashMap<Arc<str>, Slot> = HashMap::new();
             for message in from_writer {
                 match message {
@@ -151,14 +154,15 @@ impl WrittenDigests {
             }
             slots
         });
+        let running = hasher.ok().map(|hasher| Running {
+            to_hasher,
+            spare,
+            hasher,
+            aliases: Vec::new(),
+        });
         WrittenDigests {
             inner: Arc::new(Inner {
-                state: Mutex::new(Some(Running {
-                    to_hasher,
-                    spare,
-                    hasher,
-                    aliases: Vec::new(),
-                })),
+                state: Mutex::new(running),
             }),
         }
     }
