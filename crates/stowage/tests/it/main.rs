@@ -40,4 +40,5 @@ mod value_tree_props;
 #[cfg(feature = "safetensors")]
 mod values;
 mod walkthrough;
+#[cfg(feature = "safetensors")]
 mod written_digests;
