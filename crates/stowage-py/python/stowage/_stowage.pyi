@@ -124,6 +124,7 @@ def convert(
     state_dict: bool = False,
     rank: Optional[int] = None,
     world: Optional[int] = None,
+    manifest: Optional[str] = None,
 ) -> str: ...
 
 def write_items(
