@@ -110,7 +110,7 @@ pub fn run(args: Args, cx: &Context, out: &mut dyn Write) -> Result<ExitCode, Fa
     let conversion = convert(&args.input, &args.output, cx, &options)?;
     write!(out, "{conversion}")?;
     if let (Some(path), Some(m)) = (&args.manifest, conversion.manifest()) {
-        stowage_commands::manifest::write_file(path, |f| m.write_json(f))?;
+        stowage_commands::manifest::write_file(path, cx, |f| m.write_json(f))?;
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -8,7 +8,6 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use stowage_commands::manifest::{manifest, write_file, ManifestOptions};
-use stowage_commands::CommandError;
 use stowage_commands::Context;
 
 use crate::Failure;
@@ -34,19 +33,18 @@ pub struct Args {
 /// Runs `manifest`.
 pub fn run(args: Args, cx: &Context, out: &mut dyn Write) -> Result<ExitCode, Failure> {
     let m = manifest(&args.file, cx, &ManifestOptions::default())?;
-    let write = |out: &mut dyn Write| -> Result<(), CommandError> {
+    let write = |out: &mut dyn Write| -> std::io::Result<()> {
         if args.oms {
             let name = args.name.clone().unwrap_or_else(|| model_name(&args.file));
-            serde_json::to_writer(&mut *out, &m.to_oms_statement(&name)).map_err(std::io::Error::from)?;
-            writeln!(out)?;
+            serde_json::to_writer(&mut *out, &m.to_oms_statement(&name))?;
+            writeln!(out)
         } else {
-            m.write_json(out)?;
+            m.write_json(out)
         }
-        Ok(())
     };
     match &args.output {
         None => write(out)?,
-        Some(path) => write_file(path, write)?,
+        Some(path) => write_file(path, cx, write)?,
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -387,13 +387,13 @@ pub fn convert(
             "convert: --rank/--world write a part of a folder: give --to safetensors, bin or dcp and a folder",
         ));
     }
-    let digests = o.manifest.then(WrittenDigests::new);
-    if digests.is_some() && part_of(o)?.is_some() {
+    if o.manifest && part_of(o)?.is_some() {
         return Err(CommandError::usage(
             "convert: --manifest describes the whole output, and --rank/--world (or torchrun's RANK and WORLD_SIZE) write a part of it: once every rank is done, run `stowage manifest` on OUT",
         ));
     }
     let ckpt = read_input(src, o, cx, format)?;
+    let digests = o.manifest.then(WrittenDigests::new);
     let mut conversion = match folder_format(format) {
         Some(to) => to_folder(src, o, cx, &ckpt, dest.path(), to, digests.as_ref())?,
         None => to_file(src, dst, o, cx, &ckpt, &dest, digests.as_ref())?,

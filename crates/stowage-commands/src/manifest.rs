@@ -26,7 +26,7 @@ use serde_json::Value as Json;
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 
-use stowage::checkpoint::content::WrittenDigest;
+use stowage::checkpoint::content::{self, WrittenDigest};
 use stowage::checkpoint::{dotted, TensorObject};
 use stowage::Checkpoint;
 
@@ -192,10 +192,9 @@ impl Manifest {
     ///
     /// # Errors
     /// A failure to write.
-    pub fn write_json(&self, out: &mut dyn Write) -> Result<(), CommandError> {
-        serde_json::to_writer(&mut *out, self).map_err(std::io::Error::from)?;
-        out.write_all(b"\n")?;
-        Ok(())
+    pub fn write_json(&self, out: &mut dyn Write) -> std::io::Result<()> {
+        serde_json::to_writer(&mut *out, self)?;
+        out.write_all(b"\n")
     }
 }
 
@@ -293,7 +292,7 @@ fn build(
         .zip(&names)
         .map(|(r, name)| {
             let w = known.get(name)?;
-            (w.len() == logical_len(&r.object.tensor)).then(|| w.sha256())
+            (w.len() == content::logical_len(&r.object.tensor) as u64).then(|| w.sha256())
         })
         .collect();
     let todo = |i: usize| found[i].is_none();
@@ -344,52 +343,21 @@ fn build(
     Ok((manifest, reread))
 }
 
-/// The length of a tensor's logical elements, as its digest hashes them
-/// (packed dtypes: the packed bytes).
-fn logical_len(t: &stowage::Tensor) -> u64 {
-    let per_byte = t.dtype().elements_per_byte();
-    (t.numel().div_ceil(per_byte) * t.element_size()) as u64
-}
-
-/// Writes the file `path` with `write` through a sibling renamed over it
-/// once written and synced: a failure leaves `path` as it was. How
-/// `stowage manifest -o FILE` and `convert --manifest FILE` write FILE.
+/// Writes the file (or object) `path` whole or not at all, through the
+/// library's one crash-safe writer ([`Location::create`](stowage::io::Location::create):
+/// a synced sibling renamed over it, a device written into, a URL uploaded
+/// once complete). How `stowage manifest -o FILE` and `convert --manifest
+/// FILE` write FILE.
 ///
 /// # Errors
-/// `write`'s error, or the file system's.
+/// `write`'s error, or the file system's or store's, naming `path`.
 pub fn write_file(
     path: &Path,
-    write: impl FnOnce(&mut dyn Write) -> Result<(), CommandError>,
+    cx: &Context,
+    write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
 ) -> Result<(), CommandError> {
-    // A symbolic link's file is replaced, not the link; a target that is
-    // not a file (`/dev/null`, a FIFO) is written as it is: renaming over
-    // it would replace the device.
-    let resolved = match std::fs::symlink_metadata(path) {
-        Ok(m) if m.file_type().is_symlink() => std::fs::canonicalize(path).ok(),
-        _ => None,
-    };
-    let path = resolved.as_deref().unwrap_or(path);
-    if std::fs::metadata(path).is_ok_and(|m| !m.is_file() && !m.is_dir()) {
-        let mut out = std::fs::OpenOptions::new().write(true).open(path)?;
-        return write(&mut out);
-    }
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
-    let tmp = path.with_file_name(format!(
-        ".{}.stowage-{}",
-        name.as_deref().unwrap_or("manifest"),
-        std::process::id()
-    ));
-    let written = (|| -> Result<(), CommandError> {
-        let mut file = std::io::BufWriter::new(std::fs::File::create(&tmp)?);
-        write(&mut file)?;
-        file.into_inner().map_err(|e| e.into_error())?.sync_all()?;
-        std::fs::rename(&tmp, path)?;
-        Ok(())
-    })();
-    if written.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    written
+    let location = cx.save_options().location(path);
+    Ok(location.create(true, None, |out| write(out).map_err(stowage::Error::Io))?)
 }
 
 /// The SHA-256 of the values' canonical encoding: each value's entry of

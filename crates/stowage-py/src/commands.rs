@@ -173,9 +173,10 @@ pub fn convert(
         }
     }
     py.detach(|| {
-        let conversion = stowage_commands::convert::convert(&src, &dst, &context(inert), &options)?;
+        let cx = context(inert);
+        let conversion = stowage_commands::convert::convert(&src, &dst, &cx, &options)?;
         if let (Some(path), Some(m)) = (&manifest, conversion.manifest()) {
-            stowage_commands::manifest::write_file(path, |f| m.write_json(f))?;
+            stowage_commands::manifest::write_file(path, &cx, |f| m.write_json(f))?;
         }
         Ok(conversion.to_string())
     })

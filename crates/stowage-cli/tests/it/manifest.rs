@@ -143,6 +143,29 @@ fn a_pt_and_its_safetensors_have_one_manifest_and_a_missing_file_fails() {
     assert!(String::from_utf8_lossy(&missing.stderr).contains("x.pt"));
 }
 
+/// `convert SRC DST --manifest FILE` and `extra`, which must succeed: what it printed.
+fn convert_with_manifest(src: &Path, dst: &Path, file: &Path, extra: &[&str]) -> String {
+    let mut args: Vec<&std::ffi::OsStr> = vec![
+        "convert".as_ref(),
+        src.as_os_str(),
+        dst.as_os_str(),
+        "--manifest".as_ref(),
+        file.as_os_str(),
+    ];
+    args.extend(extra.iter().map(|a| std::ffi::OsStr::new(*a)));
+    let out = stowage(&args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn read_json(file: &Path) -> Json {
+    serde_json::from_str(&std::fs::read_to_string(file).unwrap()).unwrap()
+}
+
 /// `convert --manifest FILE`: FILE is the manifest `stowage manifest OUT`
 /// gives, in every output form, its digests taken from the bytes as they
 /// were written; only what is not written in its own order (a view at an
@@ -165,24 +188,9 @@ fn convert_writes_the_outputs_manifest_as_it_writes() {
         for (name, extra) in forms {
             let dst = tmp.path().join(name);
             let file = tmp.path().join(format!("{name}.json"));
-            let mut args: Vec<&std::ffi::OsStr> = vec![
-                "convert".as_ref(),
-                src.as_os_str(),
-                dst.as_os_str(),
-                "--manifest".as_ref(),
-                file.as_os_str(),
-            ];
-            args.extend(extra.iter().map(|a| std::ffi::OsStr::new(*a)));
-            let out = stowage(&args);
-            let said = String::from_utf8_lossy(&out.stdout);
-            assert!(
-                out.status.success(),
-                "{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
+            let said = convert_with_manifest(&src, &dst, &file, extra);
             assert!(!said.contains("back from the output"), "{name}: {said}");
-            let written: Json =
-                serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+            let written = read_json(&file);
             assert_eq!(written, manifest(&dst), "{} to {name}", src.display());
             assert_eq!(written, expected, "{} to {name}", src.display());
         }
@@ -193,26 +201,13 @@ fn convert_writes_the_outputs_manifest_as_it_writes() {
     // are read back.
     let src = fixtures().join("views.pt");
     let (dst, file) = (tmp.path().join("views.pt"), tmp.path().join("v.json"));
-    let out = stowage(&[
-        "convert".as_ref(),
-        src.as_os_str(),
-        dst.as_os_str(),
-        "--manifest".as_ref(),
-        file.as_os_str(),
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let said = String::from_utf8_lossy(&out.stdout);
+    let said = convert_with_manifest(&src, &dst, &file, &[]);
     assert!(
         said.contains("the manifest read 3 tensors (160 B) back from the output")
             && said.ends_with(": col, t, narrow\n"),
         "{said}"
     );
-    let written: Json = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
-    assert_eq!(written, manifest(&src));
+    assert_eq!(read_json(&file), manifest(&src));
     // A part of a folder has no manifest of its own: refused, nothing written.
     let part = tmp.path().join("part");
     let refused = stowage(&[

@@ -464,11 +464,13 @@ impl Location {
     /// and synced when `sync`) that is then renamed over the target; an
     /// object is a multipart upload committed only once `write` succeeded.
     /// Either way a failed or interrupted write leaves what was here before.
+    /// A symbolic link has the file it names replaced; a target that is not
+    /// a file (a device such as `/dev/null`, a FIFO) is written into.
     ///
     /// # Errors
     /// `write`'s error, or the file system's or store's, in
     /// [`Error::InFile`] naming the location.
-    pub(crate) fn create(
+    pub fn create(
         &self,
         sync: bool,
         len: Option<u64>,

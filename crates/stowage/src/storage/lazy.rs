@@ -126,7 +126,7 @@ impl UntypedStorage {
             let mut buf = HeapBuffer::zeroed(lazy.nbytes)?;
             (lazy.fetch)(0, buf.as_mut_slice())?;
             if let Some(check) = &lazy.check {
-                check(buf.as_mut_slice())?;
+                check(buf.as_slice())?;
             }
             *guard = Backing::Heap(buf);
         }

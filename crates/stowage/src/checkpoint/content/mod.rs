@@ -87,13 +87,20 @@ impl Reader {
     }
 }
 
+/// How many bytes a tensor's digest hashes: its elements' (packed dtypes,
+/// several elements a byte: the packed bytes), whatever its strides.
+pub fn logical_len(tensor: &Tensor) -> usize {
+    let per_byte = tensor.dtype().elements_per_byte();
+    tensor.numel().div_ceil(per_byte) * tensor.element_size()
+}
+
 /// Where a contiguous tensor's logical elements lie in its storage: the
 /// byte offset and length. Packed dtypes (`quint4x2`, `quint2x4`) hold
 /// several elements a byte: their integer representation is the packed
 /// bytes, as PyTorch's `int_repr()`.
 pub(crate) fn logical_span(tensor: &Tensor) -> (usize, usize) {
     let per_byte = tensor.dtype().elements_per_byte();
-    let len = tensor.numel().div_ceil(per_byte) * tensor.element_size();
+    let len = logical_len(tensor);
     (
         tensor.storage_offset() / per_byte * tensor.element_size(),
         len,

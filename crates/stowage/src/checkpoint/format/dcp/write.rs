@@ -299,8 +299,10 @@ pub(super) fn write_entries(
                     });
                     let feed = feed.map(|d| {
                         let name: std::sync::Arc<str> = name.as_str().into();
-                        let (_, len) = crate::checkpoint::content::logical_span(&tensor);
-                        d.begin(&name, len as u64);
+                        d.begin(
+                            &name,
+                            crate::checkpoint::content::logical_len(&tensor) as u64,
+                        );
                         (d, name)
                     });
                     let mut chunks = Vec::new();
@@ -325,8 +327,8 @@ pub(super) fn write_entries(
                             part.copy_(&view)?;
                         }
                         if let Some((d, name)) = &feed {
-                            let (start, len) = crate::checkpoint::content::logical_span(&part);
-                            d.bytes(name, &part.untyped_storage().bytes()?[start..start + len]);
+                            // `part` is new and compact: its storage is its elements.
+                            d.bytes(name, &part.untyped_storage().bytes()?);
                         }
                         let mut single = Checkpoint::new();
                         single.root = Value::Ext(Object::Tensor(std::sync::Arc::new(
