@@ -30,7 +30,7 @@ fn crash_child_saves_forever() {
     let Ok(target) = std::env::var("STOWAGE_CRASH_TARGET") else {
         return;
     };
-    let big = Tensor::full(&[64, 1024, 1024], 1.0, DType::Float32).unwrap(); // 256 MiB
+    let big = Tensor::full(&[16, 1024, 1024], 1.0, DType::Float32).unwrap(); // 64 MiB
     let ckpt = Checkpoint::from_state_dict([("big", big)]);
     loop {
         stowage::save(&target, &ckpt).unwrap();
@@ -54,16 +54,20 @@ fn a_save_killed_midway_leaves_the_previous_file_intact() {
         .env("STOWAGE_CRASH_TARGET", &target)
         .spawn()
         .unwrap();
-    // Wait until the child is writing its temporary file, and let it write a while.
+    // Wait until the child is writing its temporary file, and let it write a
+    // while. A child that ended (a full disk, say) is reported at once.
     let start = Instant::now();
     while temp_files(dir.path()).is_empty() {
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("the child ended ({status}) before it started saving: see its output above");
+        }
         assert!(
             start.elapsed() < Duration::from_secs(60),
             "the child never started saving"
         );
         std::thread::sleep(Duration::from_millis(5));
     }
-    std::thread::sleep(Duration::from_millis(30));
+    std::thread::sleep(Duration::from_millis(10));
     child.kill().unwrap();
     child.wait().unwrap();
 
@@ -71,7 +75,7 @@ fn a_save_killed_midway_leaves_the_previous_file_intact() {
     let now = std::fs::read(&target).unwrap();
     if now != before {
         let loaded = stowage::load(&target).expect("a complete checkpoint");
-        assert_eq!(loaded.state_dict().unwrap()[0].1.numel(), 64 << 20);
+        assert_eq!(loaded.state_dict().unwrap()[0].1.numel(), 16 << 20);
     }
     assert!(stowage::load(&target).is_ok());
 
