@@ -8,8 +8,9 @@
 //! framework storage, made once from that storage's bytes.
 //!
 //! An adapter may make a storage's first tensor straight on its bytes
-//! (`tensor_on_buffer`, and `buffer_view` for one that is all of them in
-//! one dimension: the framework's own call, with no Python frame between),
+//! (`tensor_on_buffer`; or, for one that needs no grad, `buffer_view`, the
+//! framework's own call with no Python frame between, then the tensor's
+//! own method named by `buffer_restride` where it views them otherwise),
 //! and give that tensor's storage to the later views (`storage_of`): one
 //! framework call per tensor where a storage and a tensor on it took four.
 
@@ -19,7 +20,7 @@ use stowage::ErrorContext;
 use pyo3::call::PyCallArgs;
 use pyo3::exceptions::PyRecursionError;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyComplex, PyDict, PyFrozenSet, PyList, PySet, PyTuple};
+use pyo3::types::{PyBytes, PyComplex, PyDict, PyFrozenSet, PyList, PySet, PyString, PyTuple};
 use stowage::checkpoint::pickle::Value;
 use stowage::checkpoint::{
     Object, PyData, Quantization, StorageRef, TensorKind, TensorObject, TimeZone, ValueKind,
@@ -59,9 +60,15 @@ pub struct Converter<'py, 'c> {
     /// a storage and then a tensor on it took four. Looked up once.
     on_buffer: Option<Bound<'py, PyAny>>,
     /// The adapter's `buffer_view(buffer, dtype=…)`, where it has one: the
-    /// framework's own call (`torch.frombuffer`) for a first tensor that is
-    /// all of its storage in one dimension, with no Python frame between.
+    /// framework's own call (`torch.frombuffer`) for a first tensor that
+    /// needs no grad, all of its storage in one dimension, with no Python
+    /// frame between.
     buffer_view: Option<Bound<'py, PyAny>>,
+    /// The adapter's `buffer_restride`, where it has one: the name of the
+    /// method (`as_strided_`) that gives a `buffer_view` tensor its saved
+    /// shape, stride and offset in place. Without it, only tensors that
+    /// are all of their storage in one dimension take `buffer_view`.
+    buffer_restride: Option<Bound<'py, PyString>>,
     /// `{"dtype": …}` for `buffer_view`, by dtype, made once each.
     dtype_kwargs: HashMap<&'static str, Bound<'py, PyDict>>,
 }
@@ -100,6 +107,10 @@ impl<'py, 'c> Converter<'py, 'c> {
             }),
             on_buffer: adapter.getattr("tensor_on_buffer").ok(),
             buffer_view: adapter.getattr("buffer_view").ok(),
+            buffer_restride: adapter
+                .getattr("buffer_restride")
+                .ok()
+                .and_then(|name| name.cast_into::<PyString>().ok()),
             dtype_kwargs: HashMap::new(),
             adapter,
         }
@@ -474,7 +485,8 @@ impl<'py, 'c> Converter<'py, 'c> {
         let view = self
             .buffer_view
             .as_ref()
-            .filter(|_| whole_row && !parameter && !tensor.requires_grad());
+            .filter(|_| whole_row || self.buffer_restride.is_some())
+            .filter(|_| !parameter && !tensor.requires_grad());
         let made = match view {
             Some(view) => {
                 let kwargs = match self.dtype_kwargs.get(dtype.name()) {
@@ -485,7 +497,21 @@ impl<'py, 'c> Converter<'py, 'c> {
                         self.dtype_kwargs.entry(dtype.name()).or_insert(kwargs)
                     }
                 };
-                view.call((buffer,), Some(kwargs))?
+                let made = view.call((buffer,), Some(kwargs))?;
+                match &self.buffer_restride {
+                    Some(restride) if !whole_row => {
+                        made.call_method1(
+                            restride,
+                            (
+                                PyTuple::new(py, tensor.shape())?,
+                                PyTuple::new(py, tensor.stride())?,
+                                tensor.storage_offset(),
+                            ),
+                        )?;
+                    }
+                    _ => {}
+                }
+                made
             }
             None => make.call1((
                 buffer,

@@ -157,11 +157,21 @@ def test_every_view_of_a_storage_is_on_one_torch_storage_however_its_first_tenso
         "square": square, "square_t": square.t(),
         "param": param, "param_row": param.detach()[1],
         "scalar": torch.tensor(3.5), "grad": torch.ones(3, requires_grad=True),
+        # First tensors that view their storage otherwise: transposed, and
+        # at an offset.
+        "alone_t": torch.arange(6, dtype=torch.int32).view(2, 3).t(),
+        "alone_mid": torch.arange(10, dtype=torch.float32)[3:9].view(2, 3),
     }
     path = tmp_path / "firsts.pt"
     torch.save(sd, path)
     got = stowage.load(path, mmap=mmap)
-    assert_same(got, torch.load(path, weights_only=True))
+    expected = torch.load(path, weights_only=True)
+    assert_same(got, expected)
+    # Each is a tensor of its own on its storage, as torch.load makes it:
+    # not a view of another tensor.
+    for name, t in got.items():
+        assert (t.stride(), t.storage_offset()) == (expected[name].stride(), expected[name].storage_offset()), name
+        assert t._base is None and not t._is_view(), name
     assert isinstance(got["param"], torch.nn.Parameter) and got["param"].requires_grad
     assert got["grad"].requires_grad and got["scalar"].shape == ()
     for a, b in (("flat", "flat_view"), ("square", "square_t"), ("param", "param_row")):

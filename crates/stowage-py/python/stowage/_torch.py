@@ -60,11 +60,16 @@ class Adapter(BaseAdapter):
             t.set_(t.untyped_storage(), offset, shape, stride)
         return _as_saved(t, requires_grad, parameter)
 
-    # A storage's first tensor where it is all of the storage in one
-    # dimension and needs no grad: torch's own call, which the extension
-    # makes with no Python frame between (`buffer_view(buffer, dtype=…)`).
+    # A storage's first tensor where it needs no grad: torch's own call,
+    # which the extension makes with no Python frame between
+    # (`buffer_view(buffer, dtype=…)`), giving all of the storage in one
+    # dimension; then, where the saved tensor is another view of it, the
+    # tensor's method `buffer_restride(shape, stride, offset)`, in place:
+    # `as_strided_` keeps it a tensor of its own (not a view, `_base` is
+    # None), as `set_` does, without making a storage object first.
     # (A builtin function: an attribute of the class, it binds to nothing.)
     buffer_view: Callable[..., torch.Tensor] = torch.frombuffer
+    buffer_restride: str = "as_strided_"
 
     def storage_of(self, tensor: torch.Tensor) -> torch.UntypedStorage:
         return tensor.untyped_storage()
