@@ -203,6 +203,7 @@ impl<X: Clone + std::fmt::Debug> Machine<'_, X> {
         arg: Operand<'_>,
         hooks: &mut H,
     ) -> Result<(), H::Error> {
+        let nodes = self.graph.len();
         let v = match (code, arg) {
             (op::MARK, _) => {
                 self.limit("max_stack", self.marks.len() + 1, self.limits.max_stack)?;
@@ -437,6 +438,9 @@ impl<X: Clone + std::fmt::Debug> Machine<'_, X> {
             // gives every other opcode the operand its arm above takes.
             _ => return Err(self.unsupported().into()),
         };
+        // A hook may have released nodes (`Graph::release`), whose ids the
+        // next nodes take: what was noted of them goes.
+        self.forget_released(nodes);
         // Values from hooks may be new nodes: check them like our own.
         let v = self.checked(v)?;
         let v = self.interner.intern(v);
@@ -461,7 +465,9 @@ impl<X: Clone + std::fmt::Debug> Machine<'_, X> {
         if is_list || self.node_id(target)?.is_none() && !matches!(target, Value::Ext(_)) {
             return Ok(self.extend(target, items)?);
         }
+        let nodes = self.graph.len();
         if hooks.extend(&mut self.graph, target, items)? {
+            self.forget_released(nodes);
             if let Some(id) = target.as_node() {
                 self.limit("max_depth", self.graph.depth(id), self.limits.max_depth)?;
             }

@@ -114,6 +114,12 @@ impl Hooks for TestHooks {
                 _ => return hook_err("bad bytearray args"),
             },
             "collections.OrderedDict" if items.is_empty() => Value::Node(g.dict(Vec::new())),
+            // A call that consumes its arguments, as a tensor rebuild does.
+            "test.consume" => {
+                drop(items);
+                g.release(&args);
+                Value::None
+            }
             "copy_reg._reconstructor" | "copyreg._reconstructor" => {
                 let cls = items.first().cloned().unwrap_or(Value::None);
                 let empty = Value::Node(g.tuple(Vec::new()));

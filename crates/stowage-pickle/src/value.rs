@@ -200,6 +200,10 @@ pub struct Graph<X> {
     /// Nodes the unpickler referenced more than once (memo, `DUP`): never
     /// [released](Self::release). Bookkeeping of the unpickle only.
     shared: Set<u32>,
+    /// The fewest nodes the graph held after a release since the unpickler
+    /// last asked ([`take_released_to`](Self::take_released_to)): ids from
+    /// there on may have gone and be given to new nodes.
+    released_to: usize,
 }
 
 impl<X> Default for Graph<X> {
@@ -208,6 +212,7 @@ impl<X> Default for Graph<X> {
             nodes: Vec::new(),
             depths: Vec::new(),
             shared: Set::default(),
+            released_to: usize::MAX,
         }
     }
 }
@@ -257,30 +262,53 @@ impl<X> Graph<X> {
     /// Frees the contents of `v`'s node and, recursively, of the nodes it
     /// holds, except those the unpickler referenced more than once (a memo
     /// entry, `DUP`) and what they hold: each freed node becomes an empty
-    /// tuple, which [`compact`](Self::compact) later drops. This keeps a
-    /// load's peak memory down: the argument tuples of a checkpoint's 100,000
-    /// tensor rebuilds are garbage as soon as each tensor is built.
+    /// tuple of depth 0, which [`compact`](Self::compact) later drops, and
+    /// the freed nodes at the end of the graph go at once, so that the next
+    /// nodes added take their ids. This keeps a load's peak memory down: the
+    /// argument tuples of a checkpoint's 100,000 tensor rebuilds are garbage
+    /// as soon as each tensor is built, and are the newest nodes then.
     ///
     /// The caller must hold the only reference to `v` and must not have kept
-    /// a copy of any reference inside it: a reference kept anyway is not
-    /// dangling, but its node is then an empty tuple. [`Hooks`]
-    /// call it on the arguments they consume (the unpickler moved those
-    /// values off the stack and copied nothing but what it marked shared).
+    /// a copy of any reference inside it, nor an id of a node in it: such an
+    /// id may name a later node. [`Hooks`] call it on the arguments they
+    /// consume (the unpickler moved those values off the stack and copied
+    /// nothing but what it marked shared), from `reduce`, `new_obj`,
+    /// `build` or `persistent_load`, after which the unpickler forgets what
+    /// it noted of the ids that went; hooks that note ids of their own
+    /// forget them with [`release_with`](Self::release_with).
     ///
     /// [`Hooks`]: crate::Hooks
     pub fn release(&mut self, v: &Value<X>) {
+        self.release_with(v, |_| {});
+    }
+
+    /// [`release`](Self::release), calling `freed` with the id of each node
+    /// it frees.
+    pub fn release_with(&mut self, v: &Value<X>, mut freed: impl FnMut(NodeId)) {
         let Value::Node(id) = v else { return };
         let mut pending = vec![*id];
         while let Some(id) = pending.pop() {
-            if self.shared.contains(&id.0) {
+            // Depth 0: freed already (a live node's depth is at least 1).
+            if self.shared.contains(&id.0) || self.depth(id) == 0 {
                 continue;
             }
-            let Some(node) = self.nodes.get_mut(id.index()) else {
-                continue;
-            };
-            let old = std::mem::replace(node, Node::Tuple(Vec::new()));
+            let old = std::mem::replace(&mut self.nodes[id.index()], Node::Tuple(Vec::new()));
+            self.depths[id.index()] = 0;
+            freed(id);
             pending.extend(old.values().filter_map(Value::as_node));
         }
+        while self.depths.last() == Some(&0) {
+            self.depths.pop();
+            self.nodes.pop();
+        }
+        self.released_to = self.released_to.min(self.nodes.len());
+    }
+
+    /// The fewest nodes the graph held after a [`release`](Self::release)
+    /// since the last call (`usize::MAX` if none): every id that went, and
+    /// may now name a new node, is at least this.
+    pub(crate) fn take_released_to(&mut self) -> usize {
+        std::mem::replace(&mut self.released_to, usize::MAX)
     }
 
     /// Adds a tuple of `items`.
@@ -326,7 +354,8 @@ impl<X> Graph<X> {
         self.nodes.get_mut(id.index())
     }
 
-    /// The recorded nesting depth of node `id` (0 for an id not in the graph).
+    /// The recorded nesting depth of node `id` (0 for an id not in the
+    /// graph, or a node [released](Self::release)).
     pub fn depth(&self, id: NodeId) -> usize {
         self.depths.get(id.index()).map_or(0, |&d| d as usize)
     }
@@ -536,6 +565,37 @@ mod tests {
         assert_eq!(g.depth(NodeId(99)), 0);
         assert_eq!(g.len(), 4);
         assert!(g.try_get(NodeId(4)).is_none());
+    }
+
+    #[test]
+    fn release_frees_what_only_it_holds_and_gives_the_newest_ids_back() {
+        let mut g: Graph<()> = Graph::new();
+        let live = g.list(Vec::new());
+        let shared = g.tuple(vec![Value::Int(1)]);
+        g.mark_shared(&Value::Node(shared));
+        let inner = g.tuple(vec![Value::Int(2)]);
+        let args = g.tuple(vec![Value::Node(shared), Value::Node(inner)]);
+        let mut freed = Vec::new();
+        g.release_with(&Value::Node(args), |id| freed.push(id));
+        freed.sort();
+        assert_eq!(freed, [inner, args]);
+        // They were the newest nodes: gone, and their ids taken again.
+        assert_eq!((g.len(), g.take_released_to()), (2, 2));
+        assert_eq!(g.get(shared), &Node::Tuple(vec![Value::Int(1)]));
+        assert_eq!(g.list(Vec::new()), inner);
+        // A node freed below a live one stays, empty and of depth 0, until
+        // the nodes above it go.
+        let below = g.tuple(vec![Value::Int(3)]);
+        let above = g.tuple(vec![Value::Int(4)]);
+        g.release(&Value::Node(below));
+        assert_eq!((g.len(), g.depth(below)), (5, 0));
+        assert_eq!(g.get(below), &Node::Tuple(Vec::new()));
+        g.release(&Value::Node(below));
+        g.release(&Value::Node(above));
+        assert_eq!(g.len(), 3);
+        assert_eq!(g.take_released_to(), 3);
+        assert_eq!(g.take_released_to(), usize::MAX);
+        assert_eq!(g.depth(live), 1);
     }
 
     #[test]

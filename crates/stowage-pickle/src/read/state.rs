@@ -144,6 +144,22 @@ impl<X: Clone + std::fmt::Debug> Machine<'_, X> {
 
     // ---- nodes ----
 
+    /// Forgets the key indexes of the nodes a hook released from the end of
+    /// the graph (`Graph::release`), whose ids new nodes may take: those
+    /// from the fewest nodes the graph held after a release up to
+    /// `before`, its length when the hook was called. (Nodes a hook added
+    /// in that call were never indexed.)
+    pub(super) fn forget_released(&mut self, before: usize) {
+        let from = self.graph.take_released_to();
+        if self.keys.is_empty() || from >= before {
+            return;
+        }
+        for id in from..before {
+            // Ids fit in u32: the graph refuses more nodes.
+            self.keys.remove(&NodeId(id as u32));
+        }
+    }
+
     /// Adds a node, enforcing the node and depth limits.
     pub(super) fn node(&mut self, node: Node<X>) -> Result<Value<X>, PickleError> {
         let max = self.limits.max_nodes.min(u32::MAX as usize - 1);

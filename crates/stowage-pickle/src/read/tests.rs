@@ -301,6 +301,27 @@ fn memo_sharing_keeps_doubling_small() {
 }
 
 #[test]
+fn nodes_a_hook_releases_give_their_ids_to_the_next_ones() {
+    // [consume({'a': 1}), {'b': 1, 'a': 2, 'b': 3}]: the second dict takes
+    // the first's id, and nothing noted of the first (where its key 'a'
+    // sat) applies to it.
+    let data = [
+        &b"\x80\x02](ctest\nconsume\n}X\x01\x00\x00\x00aK\x01s\x85R"[..],
+        b"}(X\x01\x00\x00\x00bK\x01X\x01\x00\x00\x00aK\x02X\x01\x00\x00\x00bK\x03ue.",
+    ]
+    .concat();
+    let p = load(&data).unwrap();
+    assert_eq!(render(&p.graph, &p.root), "[None, {'b': 3, 'a': 2}]");
+    assert_eq!(p.graph.len(), 2);
+    // A tensor per entry, as torch.save writes a state dict: the argument
+    // tuples go as each is consumed, and the graph stays the dict.
+    let entry = b"X\x01\x00\x00\x00kctest\nconsume\n(K\x01\x85K\x02\x85)t\x85R";
+    let data = [&b"\x80\x02}("[..], &entry.repeat(1000), b"u."].concat();
+    let p = load(&data).unwrap();
+    assert_eq!(p.graph.len(), 1);
+}
+
+#[test]
 fn only_memo_entries_the_stream_reads_are_stored() {
     // Five entries written, none read: nothing stored, no memo limit reached.
     let memo = Limits {

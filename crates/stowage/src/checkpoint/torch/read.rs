@@ -65,6 +65,33 @@ impl<'s, S: StorageSource> TorchHooks<'s, S> {
         self.records.reserve(n);
     }
 
+    /// Releases the arguments a call consumed (`Graph::release`) and
+    /// forgets what was noted of the nodes freed: their ids may name the
+    /// next nodes.
+    fn release(&mut self, graph: &mut Graph<Object>, args: &V) {
+        let TorchHooks {
+            ordered,
+            classes,
+            state,
+            foreign,
+            ..
+        } = self;
+        graph.release_with(args, |id| {
+            // Most are empty; a state dict's every tensor holds an
+            // OrderedDict of hooks.
+            if !ordered.is_empty() {
+                ordered.remove(&id);
+            }
+            if !classes.is_empty() {
+                classes.remove(&id);
+            }
+            if !state.is_empty() {
+                state.remove(&id);
+            }
+            foreign.forget(id);
+        });
+    }
+
     pub fn new(
         source: &'s mut S,
         options: &'s LoadOptions,
@@ -460,7 +487,7 @@ impl<S: StorageSource> Hooks for TorchHooks<'_, S> {
         }
         let storage = self.storage(graph, &pid)?;
         // The id tuple is read into the storage reference and kept nowhere.
-        graph.release(&pid);
+        self.release(graph, &pid);
         Ok(Value::Ext(Object::Storage(storage)))
     }
 
@@ -477,6 +504,8 @@ impl<S: StorageSource> Hooks for TorchHooks<'_, S> {
         // Tensor rebuilds read their arguments (the storage, size and stride
         // tuples, the hooks dict) into the tensor and keep none of them
         // (`_rebuild_parameter_with_state` keeps its state: not released).
+        // `OrderedDict()` (every tensor's hooks) keeps nothing of its empty
+        // arguments either; its pairs, when it has some, are in the dict.
         if matches!(
             f,
             Global::RebuildTensor
@@ -484,9 +513,10 @@ impl<S: StorageSource> Hooks for TorchHooks<'_, S> {
                 | Global::RebuildTensorV3
                 | Global::RebuildQTensor
                 | Global::RebuildParameter
-        ) {
+        ) || f == Global::OrderedDict && items.is_empty()
+        {
             drop(items);
-            graph.release(&args);
+            self.release(graph, &args);
         }
         Ok(out)
     }

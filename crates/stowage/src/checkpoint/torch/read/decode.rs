@@ -51,6 +51,22 @@ pub(crate) struct Foreign {
     copied: usize,
 }
 
+impl Foreign {
+    /// Forgets node `id`, which was released (`Graph::release`).
+    pub(crate) fn forget(&mut self, id: NodeId) {
+        // Most loads have none: no hashing then.
+        if !self.objects.is_empty() {
+            self.objects.remove(&id);
+        }
+        if !self.pending.is_empty() {
+            self.pending.remove(&id);
+        }
+        if !self.resolved.is_empty() {
+            self.resolved.remove(&id);
+        }
+    }
+}
+
 fn data(d: PyData) -> V {
     Value::Ext(Object::Data(Box::new(d)))
 }
