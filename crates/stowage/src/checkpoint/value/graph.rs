@@ -286,10 +286,7 @@ impl Checkpoint {
         let order = self.post_order(self.graph.iter().map(|(id, _)| id), |node, kids| {
             kids.extend(node.values().filter_map(Value::as_node));
         });
-        let mut at = vec![usize::MAX; self.graph.len()];
-        for (i, id) in order.iter().enumerate() {
-            at[id.index()] = i;
-        }
+        let at = self.positions(&order);
         let mut holds = vec![false; self.graph.len()];
         for (i, &id) in order.iter().enumerate() {
             holds[id.index()] = self.graph.get(id).values().any(|v| match v {
@@ -299,6 +296,17 @@ impl Checkpoint {
             });
         }
         holds
+    }
+
+    /// Where each node stands in `order` (a [`post_order`](Self::post_order)),
+    /// by node id: `usize::MAX` for a node not in it. A node whose holder
+    /// comes before it reaches back to that holder (a cycle).
+    pub(crate) fn positions(&self, order: &[NodeId]) -> Vec<usize> {
+        let mut at = vec![usize::MAX; self.graph.len()];
+        for (i, id) in order.iter().enumerate() {
+            at[id.index()] = i;
+        }
+        at
     }
 
     /// The nodes reachable from `roots` through the children `kids` pushes

@@ -137,10 +137,7 @@ impl Shape {
         let order = ckpt.post_order([root], |node, kids| {
             kids.extend(items(node).filter_map(Value::as_node));
         });
-        let mut at = vec![usize::MAX; n];
-        for (i, id) in order.iter().enumerate() {
-            at[id.index()] = i;
-        }
+        let at = ckpt.positions(&order);
         let mut s = Shape {
             walked: vec![false; n],
             held: vec![0; n],
