@@ -387,7 +387,8 @@ pub fn convert(
             "convert: --rank/--world write a part of a folder: give --to safetensors, bin or dcp and a folder",
         ));
     }
-    if o.manifest && part_of(o)?.is_some() {
+    // Only a folder has parts: a file written under torchrun is whole.
+    if o.manifest && folder && part_of(o)?.is_some() {
         return Err(CommandError::usage(
             "convert: --manifest describes the whole output, and --rank/--world (or torchrun's RANK and WORLD_SIZE) write a part of it: once every rank is done, run `stowage manifest` on OUT",
         ));

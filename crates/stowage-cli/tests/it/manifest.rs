@@ -226,6 +226,23 @@ fn convert_writes_the_outputs_manifest_as_it_writes() {
     assert_eq!(refused.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&refused.stderr).contains("stowage manifest"));
     assert!(!part.exists() && !file.with_extension("part").exists());
+    // Under torchrun (its RANK and WORLD_SIZE set), a file is still whole:
+    // written with its manifest.
+    let whole = tmp.path().join("whole.safetensors");
+    let out = Command::new(env!("CARGO_BIN_EXE_stowage"))
+        .args(["--quiet".as_ref(), "convert".as_ref(), src.as_os_str()])
+        .args([whole.as_os_str(), "--manifest".as_ref()])
+        .arg(file.with_extension("whole"))
+        .env("RANK", "1")
+        .env("WORLD_SIZE", "2")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(read_json(&file.with_extension("whole")), manifest(&src));
 }
 
 fn hex(bytes: &[u8]) -> String {
