@@ -31,6 +31,7 @@ mod data;
 mod error;
 mod listing;
 mod progress;
+mod read_ahead;
 mod transfer;
 mod values;
 

@@ -33,11 +33,12 @@ use std::path::Path;
 use stowage::ErrorContext;
 
 use stowage::checkpoint::{detect_format, Format, Source};
-use stowage::io::{Location, ReadAt, Window};
+use stowage::io::{Location, ReadAt, ReadCost, Window};
 use stowage::{Checkpoint, Error};
 use stowage::{LoadMode, LoadOptions};
 use stowage_zip::{Entry, ZipError, ZipLimits, ZipReader};
 
+use crate::read_ahead::ReadAhead;
 use crate::{CommandError, Context};
 
 /// Records `torch.save` writes beside the storages, under the root folder.
@@ -336,6 +337,12 @@ fn verify_source(
     report.checked.files += 1;
     let format = detect_format(&source).ok();
     if let Some(Format::TorchZip) = format {
+        // Its records are checked in file order: local reads a block at a
+        // time (an object store's are requests, each as large as asked).
+        let source: Box<dyn ReadAt> = match source.read_cost() {
+            ReadCost::Local => Box::new(ReadAhead::new(source)),
+            _ => source,
+        };
         verify_zip(path, source, report)?;
     } else {
         let bar = report
