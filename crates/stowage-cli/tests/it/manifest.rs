@@ -8,11 +8,27 @@ use serde_json::Value as Json;
 use sha2::{Digest, Sha256};
 
 fn stowage<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> Output {
+    stowage_with(&[], args)
+}
+
+/// `stowage --quiet ARGS` with the environment's `env` set.
+fn stowage_with<S: AsRef<std::ffi::OsStr>>(env: &[(&str, &str)], args: &[S]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_stowage"))
         .arg("--quiet")
         .args(args)
+        .envs(env.iter().copied())
         .output()
         .expect("the stowage binary runs")
+}
+
+/// What a run that must have succeeded printed.
+fn succeeded(out: Output) -> String {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 fn fixtures() -> PathBuf {
@@ -20,25 +36,15 @@ fn fixtures() -> PathBuf {
 }
 
 fn manifest(src: &Path) -> Json {
-    let out = stowage(&["manifest".as_ref(), src.as_os_str()]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+    let out = succeeded(stowage(&["manifest".as_ref(), src.as_os_str()]));
+    serde_json::from_str(&out).unwrap()
 }
 
 fn convert(src: &Path, dst: &Path, extra: &[&str]) {
     let mut args: Vec<&std::ffi::OsStr> =
         vec!["convert".as_ref(), src.as_os_str(), dst.as_os_str()];
     args.extend(extra.iter().map(|a| std::ffi::OsStr::new(*a)));
-    let out = stowage(&args);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    succeeded(stowage(&args));
 }
 
 #[test]
@@ -113,17 +119,12 @@ fn one_checkpoint_has_one_manifest_in_every_form() {
     // A device is written to, never replaced by a file (as root, renaming
     // over `/dev/null` would replace it).
     let null = Path::new("/dev/null");
-    let out = stowage(&[
+    succeeded(stowage(&[
         "manifest".as_ref(),
         dcp.as_os_str(),
         "-o".as_ref(),
         null.as_os_str(),
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    ]));
     use std::os::unix::fs::FileTypeExt;
     assert!(std::fs::metadata(null)
         .unwrap()
@@ -153,13 +154,7 @@ fn convert_with_manifest(src: &Path, dst: &Path, file: &Path, extra: &[&str]) ->
         file.as_os_str(),
     ];
     args.extend(extra.iter().map(|a| std::ffi::OsStr::new(*a)));
-    let out = stowage(&args);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    succeeded(stowage(&args))
 }
 
 fn read_json(file: &Path) -> Json {
@@ -228,20 +223,20 @@ fn convert_writes_the_outputs_manifest_as_it_writes() {
     assert!(!part.exists() && !file.with_extension("part").exists());
     // Under torchrun (its RANK and WORLD_SIZE set), a file is still whole:
     // written with its manifest.
-    let whole = tmp.path().join("whole.safetensors");
-    let out = Command::new(env!("CARGO_BIN_EXE_stowage"))
-        .args(["--quiet".as_ref(), "convert".as_ref(), src.as_os_str()])
-        .args([whole.as_os_str(), "--manifest".as_ref()])
-        .arg(file.with_extension("whole"))
-        .env("RANK", "1")
-        .env("WORLD_SIZE", "2")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let (whole, whole_file) = (
+        tmp.path().join("whole.safetensors"),
+        file.with_extension("whole"),
     );
+    succeeded(stowage_with(
+        &[("RANK", "1"), ("WORLD_SIZE", "2")],
+        &[
+            "convert".as_ref(),
+            src.as_os_str(),
+            whole.as_os_str(),
+            "--manifest".as_ref(),
+            whole_file.as_os_str(),
+        ],
+    ));
     assert_eq!(read_json(&file.with_extension("whole")), manifest(&src));
 }
 
