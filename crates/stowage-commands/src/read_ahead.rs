@@ -17,6 +17,8 @@ const BLOCK: usize = 1 << 20;
 /// `source`, its small reads served from the block last read.
 pub(crate) struct ReadAhead<R> {
     source: R,
+    /// The source's length, asked once (a file's is a `stat`).
+    len: u64,
     /// Where the block starts in `source`, and its bytes.
     block: Mutex<(u64, Vec<u8>)>,
 }
@@ -24,6 +26,7 @@ pub(crate) struct ReadAhead<R> {
 impl<R: ReadAt> ReadAhead<R> {
     pub(crate) fn new(source: R) -> Self {
         ReadAhead {
+            len: source.len(),
             source,
             block: Mutex::new((0, Vec::new())),
         }
@@ -32,14 +35,14 @@ impl<R: ReadAt> ReadAhead<R> {
 
 impl<R: ReadAt> ReadAt for ReadAhead<R> {
     fn len(&self) -> u64 {
-        self.source.len()
+        self.len
     }
 
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
         let len = buf.len() as u64;
         let end = offset
             .checked_add(len)
-            .filter(|&end| end <= self.source.len())
+            .filter(|&end| end <= self.len)
             .ok_or(io::ErrorKind::UnexpectedEof)?;
         if buf.len() >= BLOCK {
             return self.source.read_exact_at(buf, offset);
@@ -48,7 +51,7 @@ impl<R: ReadAt> ReadAt for ReadAhead<R> {
         let (start, bytes) = &mut *guard;
         if offset < *start || end > *start + bytes.len() as u64 {
             // The block from `offset`, as much of it as the source has.
-            let n = (self.source.len() - offset).min(BLOCK as u64) as usize;
+            let n = (self.len - offset).min(BLOCK as u64) as usize;
             bytes.resize(n, 0);
             if let Err(e) = self.source.read_exact_at(bytes, offset) {
                 bytes.clear();
