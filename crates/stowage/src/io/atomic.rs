@@ -158,20 +158,9 @@ pub(crate) fn write_atomically(
         .unwrap_or_default();
     // Unique per save (two threads saving one path must not share a temporary file);
     // the process id lets a later save recognise what a killed process left.
-    static SAVES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let serial = SAVES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let tmp = dir.join(format!(
-        "{}{}-{serial}",
-        temporary_prefix(&name),
-        std::process::id()
-    ));
+    let tmp = dir.join(temporary_name(&name));
     // Undone (the temporary removed) if the process is ended meanwhile.
-    let pending = Pending::new({
-        let tmp = tmp.clone();
-        move || {
-            let _ = fs::remove_file(&tmp);
-        }
-    });
+    let pending = Pending::removing(tmp.clone());
     let result = (|| {
         write(&tmp)?;
         if sync {
@@ -199,20 +188,35 @@ pub(crate) fn write_atomically(
     result.map_err(in_file)
 }
 
+/// A number no other temporary of this process's saves has.
+fn next_serial() -> u64 {
+    static SAVES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    SAVES.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
+/// The name of a new temporary of a save to `name` (a file's or a
+/// folder's): [`temporary_prefix`], this process's id and a serial, so
+/// that a later save tells what a killed process left.
+pub(super) fn temporary_name(name: &str) -> String {
+    format!(
+        "{}{}-{}",
+        temporary_prefix(name),
+        std::process::id(),
+        next_serial()
+    )
+}
+
 /// Writes `path`, an existing target that is not a regular file (a
 /// device, a FIFO), with `write`: the file is made in the system's
 /// temporary folder (removed whatever happens) and its bytes copied into
 /// the target, as `torch.save` to `/dev/null` writes them there.
 fn write_through(path: &Path, write: impl FnOnce(&Path) -> Result<()>) -> Result<()> {
-    static SAVES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let serial = SAVES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let tmp = std::env::temp_dir().join(format!("stowage-through-{}-{serial}", std::process::id()));
-    let _pending = Pending::new({
-        let tmp = tmp.clone();
-        move || {
-            let _ = fs::remove_file(&tmp);
-        }
-    });
+    let tmp = std::env::temp_dir().join(format!(
+        "stowage-through-{}-{}",
+        std::process::id(),
+        next_serial()
+    ));
+    let _pending = Pending::removing(tmp.clone());
     let result = (|| {
         write(&tmp)?;
         let mut from = File::open(&tmp)?;

@@ -78,13 +78,7 @@ pub(crate) fn replace_dir(
         return in_place::replace(&target, sync, Arc::new(replaced), write).map_err(in_dir);
     }
     recover(&parent, &name, &target, &replaced).map_err(in_dir)?;
-    static SAVES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let serial = SAVES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let staging = parent.join(format!(
-        "{}{}-{serial}",
-        super::atomic::temporary_prefix(&name),
-        std::process::id()
-    ));
+    let staging = parent.join(super::atomic::temporary_name(&name));
     let replaced = Arc::new(replaced);
     fs::create_dir(&staging).map_err(|e| in_dir(Error::Io(e)))?;
     // Undone if the process is ended meanwhile: before the exchange the

@@ -517,12 +517,7 @@ impl Location {
                 // Removed if the process is ended meanwhile (`tempfile`
                 // removes it when dropped, which an ended process never
                 // gets to).
-                let _pending = super::Pending::new({
-                    let staged = staged.path().to_owned();
-                    move || {
-                        let _ = std::fs::remove_file(&staged);
-                    }
-                });
+                let _pending = super::Pending::removing(staged.path().to_owned());
                 let written = write(staged.path());
                 self.create(sync, None, |w| {
                     written?;

@@ -38,6 +38,14 @@ impl Pending {
         Pending(id)
     }
 
+    /// Registers a temporary file of a save in progress, removed if the
+    /// process is ended before the save drops this.
+    pub(crate) fn removing(file: std::path::PathBuf) -> Pending {
+        Pending::new(move || {
+            let _ = std::fs::remove_file(&file);
+        })
+    }
+
     /// Runs one step of the save, never at the same time as
     /// [`remove_temporaries`]; refused (an `Interrupted` I/O error) once
     /// that has undone the save.

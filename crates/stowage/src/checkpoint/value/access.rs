@@ -919,17 +919,22 @@ impl Checkpoint {
 /// The values a walk at every path ([`ValueRef::leaves`]) enters below a
 /// container node: a dict's values, a list's, tuple's or set's items; none
 /// for anything else (an object, whose walk it does not count).
-fn walked_items(ckpt: &Checkpoint, id: NodeId) -> Vec<&Value<Object>> {
-    if ckpt.objects.contains_key(&id) {
-        return Vec::new();
-    }
-    match ckpt.graph.try_get(id) {
-        Some(Node::Dict(items)) => items.iter().map(|(_, v)| v).collect(),
-        Some(Node::List(v) | Node::Tuple(v) | Node::Set(v) | Node::FrozenSet(v)) => {
-            v.iter().collect()
-        }
-        _ => Vec::new(),
-    }
+fn walked_items(ckpt: &Checkpoint, id: NodeId) -> impl Iterator<Item = &Value<Object>> {
+    let node = ckpt.graph.try_get(id);
+    node.filter(|_| !ckpt.objects.contains_key(&id))
+        .into_iter()
+        .flat_map(walked_values)
+}
+
+/// The values a walk enters below `node`: a dict's values (not its keys),
+/// a list's, tuple's or set's items; none for a bytearray.
+fn walked_values(node: &Node<Object>) -> impl Iterator<Item = &Value<Object>> {
+    let (seq, pairs) = match node {
+        Node::Dict(items) => (&[][..], &items[..]),
+        Node::List(v) | Node::Tuple(v) | Node::Set(v) | Node::FrozenSet(v) => (&v[..], &[][..]),
+        Node::ByteArray(_) => (&[][..], &[][..]),
+    };
+    seq.iter().chain(pairs.iter().map(|(_, v)| v))
 }
 
 /// A lower bound of the path steps walking `root` at every path costs, the
@@ -943,14 +948,7 @@ fn walked_items(ckpt: &Checkpoint, id: NodeId) -> Vec<&Value<Object>> {
 /// exact cost. Saturates.
 fn walk_cost_floor(ckpt: &Checkpoint, root: NodeId, depth: u64) -> u64 {
     let order = ckpt.post_order([root], |node, kids| {
-        let items: Vec<&Value<Object>> = match node {
-            Node::Dict(items) => items.iter().map(|(_, v)| v).collect(),
-            Node::List(v) | Node::Tuple(v) | Node::Set(v) | Node::FrozenSet(v) => {
-                v.iter().collect()
-            }
-            _ => Vec::new(),
-        };
-        let containers = items.into_iter().filter_map(Value::as_node);
+        let containers = walked_values(node).filter_map(Value::as_node);
         kids.extend(containers.filter(|c| !ckpt.objects.contains_key(c)));
     });
     let n = ckpt.graph.len();

@@ -26,7 +26,7 @@ use std::sync::Arc;
 
 use super::{fault, sync_dir, sync_tree};
 use crate::error::ErrorContext;
-use crate::io::atomic::{stale_temporaries, temporary_prefix};
+use crate::io::atomic::{stale_temporaries, temporary_name};
 use crate::io::pending::Pending;
 use crate::{Error, Result};
 
@@ -67,13 +67,7 @@ pub(super) fn replace(
     write: impl FnOnce(&Path) -> Result<()>,
 ) -> Result<()> {
     recover(target, &*replaced, sync)?;
-    static SAVES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let serial = SAVES.fetch_add(1, Ordering::Relaxed);
-    let staging = target.join(format!(
-        "{}{}-{serial}",
-        temporary_prefix(STAGING),
-        std::process::id()
-    ));
+    let staging = target.join(temporary_name(STAGING));
     fs::create_dir(&staging).map_err(Error::Io)?;
     let marked = Arc::new(AtomicBool::new(false));
     let pending = Pending::new({
@@ -178,5 +172,5 @@ fn is_index(name: &str) -> bool {
 /// The staging folder's path prefix inside `target`, for the tests.
 #[cfg(test)]
 pub(super) fn staging_prefix(target: &Path) -> std::path::PathBuf {
-    target.join(temporary_prefix(STAGING))
+    target.join(crate::io::atomic::temporary_prefix(STAGING))
 }
