@@ -101,7 +101,7 @@ fn accumulate(meta: &AutogradMeta, grad: Tensor) -> Result<()> {
             existing.add_(&grad)?;
         }
         // Under the engine's `no_grad`, so the copy records nothing.
-        None => *slot = Some(grad.deep_clone()?),
+        None => *slot = Some(Box::new(grad.deep_clone()?)),
     }
     Ok(())
 }

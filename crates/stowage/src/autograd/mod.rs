@@ -200,7 +200,8 @@ pub(crate) struct AutogradMeta {
     /// through a view made before, is refused as one to a leaf.
     became_leaf: AtomicBool,
     /// The accumulated gradient of a leaf (never set on computed tensors).
-    grad: Mutex<Option<Tensor>>,
+    /// Boxed: every loaded tensor has a state, few have a gradient.
+    grad: Mutex<Option<Box<Tensor>>>,
     /// How this tensor was computed; `None` on leaves. An in-place operation
     /// replaces it with its own node, whose input is the node it replaced.
     grad_fn: Mutex<Option<Arc<Node>>>,
@@ -315,7 +316,7 @@ impl AutogradMeta {
         *self.grad_fn.lock().unwrap_or_else(|e| e.into_inner()) = Some(node);
     }
 
-    fn grad_slot(&self) -> MutexGuard<'_, Option<Tensor>> {
+    fn grad_slot(&self) -> MutexGuard<'_, Option<Box<Tensor>>> {
         // A panic elsewhere while holding the lock leaves a valid `Option`.
         self.grad.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -456,7 +457,7 @@ impl Tensor {
     /// storage, never this tensor's. `None` before any backward reached it,
     /// after [`set_grad`](Self::set_grad)`(None)`, and on computed tensors.
     pub fn grad(&self) -> Option<Tensor> {
-        self.autograd.grad_slot().clone()
+        self.autograd.grad_slot().as_deref().cloned()
     }
 
     /// Replaces a leaf's gradient (`t.grad = g`; `None` is PyTorch's
@@ -477,7 +478,7 @@ impl Tensor {
         if let Some(g) = &grad {
             self.check_grad("set_grad", g)?;
         }
-        *meta.grad_slot() = grad.map(|g| g.detach());
+        *meta.grad_slot() = grad.map(|g| Box::new(g.detach()));
         Ok(())
     }
 

@@ -11,7 +11,7 @@ use std::collections::{HashMap, HashSet};
 use crate::checkpoint::options::LoadOptions;
 use crate::checkpoint::pickle::{self, Graph, Hooks, Node, NodeId, PickleError, Pickled, Value};
 use crate::checkpoint::records::{Mode, Records};
-use crate::checkpoint::torch::{finish_kinds, StorageSource, TorchHooks};
+use crate::checkpoint::torch::{finish_kinds, StorageSource, Tables, TorchHooks};
 use crate::checkpoint::value::graph::{
     check_views, ByteOrder, Checkpoint, Format, InertObject, Object, StorageRecord,
 };
@@ -238,13 +238,12 @@ fn object_pickle<R: ReadAt>(
             Err(e) => return Err(e.in_entry("object pickle")),
             Ok(mut p) => {
                 let objects = hooks.finish(&mut p)?;
-                let TorchHooks {
+                let Tables {
                     records,
                     ordered,
                     classes,
                     state,
-                    ..
-                } = hooks;
+                } = hooks.into_tables();
                 break ObjectPickle {
                     pickled: p,
                     records,

@@ -8,5 +8,5 @@
 mod read;
 mod write;
 
-pub(crate) use read::{byteswap, finish_kinds, StorageSource, TorchHooks};
+pub(crate) use read::{byteswap, finish_kinds, StorageSource, Tables, TorchHooks};
 pub(crate) use write::pickle_checkpoint;

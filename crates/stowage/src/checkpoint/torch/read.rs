@@ -33,6 +33,14 @@ pub(crate) trait StorageSource {
     fn load(&mut self, key: &str, nbytes: usize, device: Device) -> Result<UntypedStorage>;
 }
 
+/// What [`TorchHooks::into_tables`] keeps of a read pickle for its checkpoint.
+pub(crate) struct Tables {
+    pub records: Vec<StorageRecord>,
+    pub ordered: HashSet<NodeId>,
+    pub classes: HashMap<NodeId, &'static str>,
+    pub state: HashMap<NodeId, Value<Object>>,
+}
+
 /// PyTorch's `torch.load` semantics as pickle hooks.
 pub(crate) struct TorchHooks<'s, S: StorageSource> {
     pub source: &'s mut S,
@@ -40,8 +48,9 @@ pub(crate) struct TorchHooks<'s, S: StorageSource> {
     pub byteorder: ByteOrder,
     /// Element count is in the pid's 5th field; legacy pids have 6 fields.
     pub legacy: bool,
-    /// Each storage made, by its record key (`foldhash`: a key per tensor).
-    pub cache: HashMap<Arc<str>, StorageRef, foldhash::fast::RandomState>,
+    /// Each storage made, by its record key, as its index in `records`
+    /// (`foldhash`: a key per tensor).
+    pub cache: HashMap<Arc<str>, usize, foldhash::fast::RandomState>,
     pub records: Vec<StorageRecord>,
     /// Bytes declared by the storages read so far.
     pub declared_bytes: u64,
@@ -63,6 +72,20 @@ impl<'s, S: StorageSource> TorchHooks<'s, S> {
     pub(crate) fn reserve(&mut self, n: usize) {
         self.cache.reserve(n);
         self.records.reserve(n);
+    }
+
+    /// What a read pickle leaves its checkpoint: the storage records, the
+    /// `OrderedDict`s, the containers' class names and the tensors' Python
+    /// state. The rest (the storage cache by key, the views, the foreign
+    /// globals' notes) is freed here, before the load reads its records:
+    /// a table a storage, which would otherwise stay to the load's end.
+    pub(crate) fn into_tables(self) -> Tables {
+        Tables {
+            records: self.records,
+            ordered: self.ordered,
+            classes: self.classes,
+            state: self.state,
+        }
     }
 
     /// Releases the arguments a call consumed (`Graph::release`) and
@@ -307,9 +330,14 @@ impl<S: StorageSource> TorchHooks<'_, S> {
         location: String,
         numel: usize,
     ) -> Result<StorageRef> {
-        if let Some(hit) = self.cache.get(&key) {
+        if let Some((key, &i)) = self.cache.get_key_value(&key) {
             // PyTorch caches by key; a later reference's class is ignored (the first dtype wins).
-            return Ok(hit.clone());
+            let r = &self.records[i];
+            return Ok(StorageRef {
+                storage: r.storage.clone(),
+                dtype: r.dtype,
+                key: key.clone(),
+            });
         }
         let elem = dtype.map_or(1, DType::size);
         let nbytes = numel.checked_mul(elem).ok_or_else(|| {
@@ -361,13 +389,13 @@ impl<S: StorageSource> TorchHooks<'_, S> {
             dtype,
             key: key.clone(),
         };
+        self.cache.insert(key, self.records.len());
         self.records.push(StorageRecord {
-            key: key.to_string(),
+            key: r.key.to_string(),
             storage,
             dtype,
             location,
         });
-        self.cache.insert(key, r.clone());
         Ok(r)
     }
 

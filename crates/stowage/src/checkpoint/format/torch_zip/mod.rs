@@ -16,7 +16,7 @@ use self::source::ZipSource;
 use crate::checkpoint::options::LoadOptions;
 use crate::checkpoint::pickle::{self, Graph, Node, NodeId, Value};
 use crate::checkpoint::records::{Mode, Records};
-use crate::checkpoint::torch::{finish_kinds, TorchHooks};
+use crate::checkpoint::torch::{finish_kinds, Tables, TorchHooks};
 use crate::checkpoint::value::graph::{check_views, ByteOrder, Checkpoint, Format, Object};
 use crate::checkpoint::zip::{self, ZipLimits, ZipReader};
 use crate::io::ReadAt;
@@ -37,10 +37,10 @@ fn zip_limits(options: &LoadOptions) -> ZipLimits {
     }
 }
 
-fn load_zip_archive<R: ReadAt>(
-    zip: &ZipReader<R>,
+fn load_zip_archive<'z, R: ReadAt>(
+    zip: &'z ZipReader<R>,
     options: &LoadOptions,
-    mut records: Records<'_, zip::Entry>,
+    mut records: Records<'z, &'z zip::Entry>,
 ) -> Result<Checkpoint> {
     // At most a storage a record (the directory's size is bounded by the
     // records limit).
@@ -86,13 +86,19 @@ fn load_zip_archive<R: ReadAt>(
     let mut hooks = TorchHooks::new(&mut src, options, byteorder, false);
     hooks.reserve(storages);
     hooks.foreign.torchscript = constants.is_some();
-    let pickled = pickle::unpickle(&pkl, &mut hooks, &options.pickle_limits)
+    let mut pickled = pickle::unpickle(&pkl, &mut hooks, &options.pickle_limits)
         .map_err(|e| e.in_entry("data.pkl"))?;
-    let mut pickled = pickled;
+    // The pickle's bytes and the hooks' tables by key go before the records
+    // are read: with many small tensors, they are a fifth of the peak.
     let data_len = pkl.len();
+    drop(pkl);
     let mut objects = hooks.finish(&mut pickled)?;
-    let (mut records, mut ordered, mut state) = (hooks.records, hooks.ordered, hooks.state);
-    let mut classes = hooks.classes;
+    let Tables {
+        mut records,
+        mut ordered,
+        mut classes,
+        mut state,
+    } = hooks.into_tables();
     if let Some(entry) = constants {
         let pkl = zip.read_to_vec(entry)?;
         src.dir = "constants";
@@ -101,7 +107,8 @@ fn load_zip_archive<R: ReadAt>(
         let mut c = pickle::unpickle(&pkl, &mut hooks, &options.pickle_limits)
             .map_err(|e| e.in_entry("constants.pkl"))?;
         let c_objects = hooks.finish(&mut c)?;
-        for mut r in hooks.records {
+        let c_tables = hooks.into_tables();
+        for mut r in c_tables.records {
             r.key = format!("constants/{}", r.key);
             records.push(r);
         }
@@ -114,9 +121,9 @@ fn load_zip_archive<R: ReadAt>(
         let (map, at) = (shift(offset), |id: NodeId| NodeId(id.0 + offset));
         let mut c_root = c.root;
         map(&mut c_root);
-        ordered.extend(hooks.ordered.into_iter().map(at));
-        classes.extend(hooks.classes.into_iter().map(|(id, c)| (at(id), c)));
-        for (id, mut v) in hooks.state {
+        ordered.extend(c_tables.ordered.into_iter().map(at));
+        classes.extend(c_tables.classes.into_iter().map(|(id, c)| (at(id), c)));
+        for (id, mut v) in c_tables.state {
             map(&mut v);
             state.insert(at(id), v);
         }
@@ -219,8 +226,8 @@ pub(crate) fn load_lazy<R: ReadAt + 'static>(
     let zip = Arc::new(ZipReader::new(source, &zip_limits(options))?);
     let verify_crc = options.verify_crc;
     let path: Arc<Path> = Arc::from(path);
-    let make = |entry: &zip::Entry| -> Fetch {
-        let (zip, entry, path) = (zip.clone(), entry.clone(), path.clone());
+    let make = |entry: &&zip::Entry| -> Fetch {
+        let (zip, entry, path) = (zip.clone(), (*entry).clone(), path.clone());
         // A deflated record read in windows is inflated once and kept until its
         // last window is read (windows come in order), not once per window.
         let inflated: Mutex<Option<Arc<Vec<u8>>>> = Mutex::new(None);

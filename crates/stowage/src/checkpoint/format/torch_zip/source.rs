@@ -13,8 +13,9 @@ use crate::{Device, Error, Result, UntypedStorage};
 pub(super) struct ZipSource<'z, R: ReadAt> {
     pub(super) zip: &'z ZipReader<R>,
     pub(super) verify_crc: bool,
-    /// How the load makes each record's storage (its mode's strategy).
-    pub(super) records: Records<'z, zip::Entry>,
+    /// How the load makes each record's storage (its mode's strategy),
+    /// keyed by the record's entry in the archive's directory.
+    pub(super) records: Records<'z, &'z zip::Entry>,
     /// The folder of the records: `data` (`data.pkl`'s storages), or
     /// `constants` (a TorchScript archive's `constants.pkl`).
     pub(super) dir: &'static str,
@@ -23,8 +24,8 @@ pub(super) struct ZipSource<'z, R: ReadAt> {
 impl<R: ReadAt> StorageSource for ZipSource<'_, R> {
     fn load(&mut self, key: &str, nbytes: usize, device: Device) -> Result<UntypedStorage> {
         let name = format!("{}/{key}", self.dir);
-        let entry = self
-            .zip
+        let zip = self.zip;
+        let entry = zip
             .find(&name)
             .ok_or_else(|| Error::Format(FormatError::MissingRecord { name: name.clone() }))?;
         if entry.size != nbytes as u64 {
@@ -58,12 +59,11 @@ impl<R: ReadAt> StorageSource for ZipSource<'_, R> {
             self.zip.check_fits(entry)?;
         }
         let record = Record {
-            key: entry.clone(),
+            key: entry,
             nbytes,
             device,
             raw: entry.method == Method::Stored,
         };
-        let zip = self.zip;
         let (storage, fill) = self.records.make(record, || Ok(zip.data_offset(entry)?))?;
         match fill {
             Fill::Done => return Ok(storage),
