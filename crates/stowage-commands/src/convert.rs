@@ -318,8 +318,8 @@ fn for_safetensors(
         .tensors()
         .map_err(CommandError::input)?
         .iter()
-        .filter(|(_, t)| !t.kind.is_strided())
-        .map(|(path, t)| format!("{} ({})", dotted(path), t.kind.layout_name()))
+        .filter(|(_, t)| !t.kind().is_strided())
+        .map(|(path, t)| format!("{} ({})", dotted(path), t.kind().layout_name()))
         .collect();
     if !kinds.is_empty() {
         notes.push(format!(

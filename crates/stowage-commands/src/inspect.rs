@@ -286,7 +286,7 @@ impl Serialize for TensorEntry<'_, '_> {
         if r.is_container() {
             // No storage of its own: the components carry the storage fields.
             map.serialize_entry("dtype", t.dtype().name())?;
-            map.serialize_entry("layout", r.object.kind.layout_name())?;
+            map.serialize_entry("layout", r.object.kind().layout_name())?;
             map.serialize_entry("parameter", &r.object.parameter)?;
             map.serialize_entry("path", &JsonPath(&r.path))?;
             map.serialize_entry("requires_grad", &t.requires_grad())?;
@@ -294,7 +294,7 @@ impl Serialize for TensorEntry<'_, '_> {
             return map.end();
         }
         // A subclass (loaded inertly or allowed by name): its class, never constructed.
-        if let Some(Value::Ext(Object::Class(c))) = &r.object.subclass {
+        if let Some(Value::Ext(Object::Class(c))) = r.object.subclass() {
             map.serialize_entry("class", &format!("{}.{}", c.module, c.name))?;
         }
         map.serialize_entry("dtype", t.dtype().name())?;
@@ -429,19 +429,19 @@ impl<'r, 'c> Table<'r, 'c> {
                 if r.object.parameter {
                     w.write_str(" (param)")?;
                 }
-                if let Some(q) = &r.object.quantization {
+                if let Some(q) = r.object.quantization() {
                     write!(w, " [{}]", q.qscheme())?;
                 }
                 if r.is_container() {
                     // The layout kind; its data is in the component rows below it.
-                    write!(w, " [{}]", r.object.kind.layout_name())
+                    write!(w, " [{}]", r.object.kind().layout_name())
                 } else if t.is_meta() {
                     w.write_str(" [meta]")
                 } else {
                     Ok(())
                 }
             }
-            2 => match r.object.kind.components().first() {
+            2 => match r.object.kind().components().first() {
                 // A nested tensor's padded shape needs its sizes, which a
                 // metadata-only load does not read: its ragged dimensions
                 // then show as `?`.

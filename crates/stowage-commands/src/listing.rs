@@ -50,7 +50,7 @@ impl Row<'_> {
     /// True for a sparse or nested tensor: listed with its layout and logical
     /// shape, without storage fields (its data is in its component rows).
     pub fn is_container(&self) -> bool {
-        !self.object.kind.is_strided()
+        !self.object.kind().is_strided()
     }
 }
 
@@ -102,7 +102,7 @@ pub fn rows(ckpt: &Checkpoint) -> Result<Vec<Row<'_>>, CommandError> {
     let mut out = Vec::new();
     for (path, object) in ckpt.tensors().map_err(CommandError::input)? {
         let components: Vec<Row<'_>> = object
-            .kind
+            .kind()
             .components()
             .into_iter()
             .map(|(name, t)| {

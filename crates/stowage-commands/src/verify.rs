@@ -744,7 +744,7 @@ fn verify_zip<R: ReadAt>(
     // reads only the records of those components.
     let kinds = ckpt
         .tensors()
-        .map(|ts| ts.iter().any(|(_, t)| !t.kind.is_strided()))
+        .map(|ts| ts.iter().any(|(_, t)| !t.kind().is_strided()))
         .unwrap_or(false);
     if kinds {
         let options = report.options.clone().with_mode(LoadMode::Lazy);

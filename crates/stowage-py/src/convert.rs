@@ -592,7 +592,7 @@ impl<'py, 'c> Converter<'py, 'c> {
         let py = self.py;
         let mut part = |x: &stowage::Tensor| self.tensor(&TensorObject::new(x.clone()));
         let size = t.tensor.shape().to_vec();
-        let (method, args) = match &t.kind {
+        let (method, args) = match t.kind() {
             TensorKind::SparseCoo {
                 indices,
                 values,
@@ -638,13 +638,13 @@ impl<'py, 'c> Converter<'py, 'c> {
 
     /// One tensor, on its framework storage.
     pub fn tensor(&mut self, t: &TensorObject) -> PyResult<Py<PyAny>> {
-        if !matches!(t.kind, TensorKind::Strided) {
+        if !matches!(t.kind(), TensorKind::Strided) {
             return self.of_kind(t);
         }
-        if t.subclass.is_some() || t.state.is_some() {
+        if t.subclass().is_some() || t.state().is_some() {
             return Err(self.unsupported("a tensor subclass or a tensor with attributes"));
         }
-        if let Some(q) = &t.quantization {
+        if let Some(q) = t.quantization() {
             return self.quantized(t, q);
         }
         let made = match self.on_buffer(&t.tensor, t.parameter)? {

@@ -40,10 +40,10 @@ impl SafeOpen {
         // waited for with the GIL released.
         let (has_data, storage_nbytes) =
             py.detach(|| (tensor.has_data(), tensor.untyped_storage().nbytes()));
-        let plain = t.kind.is_strided()
-            && t.quantization.is_none()
-            && t.subclass.is_none()
-            && t.state.is_none()
+        let plain = t.kind().is_strided()
+            && t.quantization().is_none()
+            && t.subclass().is_none()
+            && t.state().is_none()
             && !t.conj
             && !t.neg
             && has_data

@@ -220,7 +220,7 @@ type Quantization = Option<Json>;
 /// The [`Quantization`] summary of `t`.
 fn quantization(t: &TensorObject) -> Result<Quantization, stowage::Error> {
     use stowage::checkpoint::Quantization as Q;
-    let Some(q) = &t.quantization else {
+    let Some(q) = t.quantization() else {
         return Ok(None);
     };
     Ok(Some(match q {
@@ -396,7 +396,7 @@ fn compare_tensors(
             b: tb.shape().to_vec(),
         }));
     }
-    let (la, lb) = (a.kind.layout_name(), b.kind.layout_name());
+    let (la, lb) = (a.kind().layout_name(), b.kind().layout_name());
     if la != lb {
         return Ok(Some(What::Layout { a: la, b: lb }));
     }
@@ -407,7 +407,8 @@ fn compare_tensors(
     };
     // A sparse or nested tensor's values are compared through its component
     // rows; meta tensors (no storage) have no values to compare.
-    if !a.kind.is_strided() || (!ta.has_data() && !tb.has_data() && ta.is_meta() && tb.is_meta()) {
+    if !a.kind().is_strided() || (!ta.has_data() && !tb.has_data() && ta.is_meta() && tb.is_meta())
+    {
         return Ok(quantization.map(|q| {
             What::Values(Values {
                 numel: ta.numel(),

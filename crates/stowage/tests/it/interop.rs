@@ -287,10 +287,8 @@ fn pytorch_loads_one_object_where_the_builder_put_one_tensor() {
         .unwrap()
         .with_requires_grad(true)
         .unwrap();
-    let p = TensorObject {
-        parameter: true,
-        ..TensorObject::new(grad)
-    };
+    let mut p = TensorObject::new(grad);
+    p.parameter = true;
     let ckpt = stowage::Checkpoint::builder()
         .value("a", t.clone())
         .value("b", t.clone())
@@ -461,10 +459,8 @@ fn pytorch_loads_what_the_builder_makes() {
         .unwrap();
     let b = Tensor::from_slice(&[0.5f32, 1.5]).unwrap();
     let ints = Tensor::from_slice(&[7i64, 8, 9]).unwrap();
-    let p = TensorObject {
-        parameter: true,
-        ..TensorObject::new(Tensor::from_slice(&[0.125f64, 4.0]).unwrap())
-    };
+    let mut p = TensorObject::new(Tensor::from_slice(&[0.125f64, 4.0]).unwrap());
+    p.parameter = true;
     let ckpt = stowage::Checkpoint::builder()
         .tensors("model", [("fc.weight", w.clone()), ("fc.bias", b)])
         .value("tied", w.transpose(0, 1).unwrap())

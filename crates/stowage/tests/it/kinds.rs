@@ -91,11 +91,11 @@ fn describe(ckpt: &Checkpoint, path: &[PathKey], t: &TensorObject) -> J {
     d.insert("device".into(), json!(x.device().to_string()));
     d.insert("requires_grad".into(), json!(x.requires_grad()));
     d.insert("parameter".into(), json!(t.parameter));
-    d.insert("layout".into(), json!(t.kind.layout_name()));
+    d.insert("layout".into(), json!(t.kind().layout_name()));
     d.insert("shape".into(), json!(x.shape()));
-    if !t.kind.is_strided() {
+    if !t.kind().is_strided() {
         let comps: Map<String, J> = t
-            .kind
+            .kind()
             .components()
             .into_iter()
             .map(|(n, c)| (n.to_owned(), plain(c)))
@@ -104,9 +104,9 @@ fn describe(ckpt: &Checkpoint, path: &[PathKey], t: &TensorObject) -> J {
         // The device is the components'.
         d.insert(
             "device".into(),
-            json!(t.kind.components()[0].1.device().to_string()),
+            json!(t.kind().components()[0].1.device().to_string()),
         );
-        if let TensorKind::SparseCoo { coalesced, .. } = &t.kind {
+        if let TensorKind::SparseCoo { coalesced, .. } = t.kind() {
             d.insert("coalesced".into(), json!(coalesced.unwrap()));
         }
         return J::Object(d);
@@ -118,7 +118,7 @@ fn describe(ckpt: &Checkpoint, path: &[PathKey], t: &TensorObject) -> J {
     }
     d.insert("sha256".into(), json!(sha256_hex(&bytes(x))));
     d.insert("storage_nbytes".into(), json!(x.untyped_storage().nbytes()));
-    if let Some(q) = &t.quantization {
+    if let Some(q) = t.quantization() {
         d.insert("qscheme".into(), json!(q.qscheme()));
         match q {
             Quantization::PerTensorAffine { scale, zero_point } => {
@@ -211,8 +211,12 @@ fn layouts_and_components_are_named_as_pytorch_names_them() {
         .unwrap()
         .into_iter()
         .map(|(p, t)| {
-            let comps = t.kind.components().into_iter().map(|(n, _)| n).collect();
-            (stowage::checkpoint::dotted(&p), t.kind.layout_name(), comps)
+            let comps = t.kind().components().into_iter().map(|(n, _)| n).collect();
+            (
+                stowage::checkpoint::dotted(&p),
+                t.kind().layout_name(),
+                comps,
+            )
         })
         .collect();
     assert_eq!(
@@ -268,7 +272,7 @@ fn a_subclass_loads_inertly_or_when_allowed_keeping_its_class() {
         assert_eq!(json!(t.tensor.shape()), w["shape"]);
         assert_eq!(t.tensor.dtype().name(), w["dtype"]);
         assert_eq!(json!(sha256_hex(&bytes(&t.tensor))), w["sha256"]);
-        match &t.subclass {
+        match t.subclass() {
             Some(stowage::checkpoint::pickle::Value::Ext(Object::Class(c))) => {
                 assert_eq!(
                     format!("{}.{}", c.module, c.name),
@@ -423,10 +427,10 @@ fn a_sparse_tensor_built_from_components_saves() {
     let back = stowage::load(&out).unwrap();
     let (_, t) = &back.tensors().unwrap()[0];
     assert_eq!(
-        (t.kind.layout_name(), t.tensor.shape()),
+        (t.kind().layout_name(), t.tensor.shape()),
         ("sparse_coo", &[3, 4][..])
     );
-    let comps = t.kind.components();
+    let comps = t.kind().components();
     assert_eq!(comps[0].1.to_vec::<i64>().unwrap(), [0, 1, 2, 0]);
     assert_eq!(comps[1].1.to_vec::<f32>().unwrap(), [5.0, -1.5]);
 

@@ -418,7 +418,7 @@ fn save_is_crash_safe() {
 
 /// Whether the safetensors writer can hold this tensor.
 fn safetensors_can_hold(t: &TensorObject) -> bool {
-    t.quantization.is_none()
+    t.quantization().is_none()
         && t.tensor.dtype().kind() != Kind::Quantized
         && t.tensor.dtype().safetensors().is_some()
 }

@@ -548,7 +548,7 @@ fn quantized_tensors_keep_scale_and_zero_point() {
     for (p, t) in &tensors {
         assert!(t.tensor.dtype().kind() == stowage::Kind::Quantized, "{p:?}");
         let (scale, _zero) = t
-            .quantization
+            .quantization()
             .as_ref()
             .and_then(|q| q.per_tensor())
             .unwrap_or_else(|| panic!("{p:?}: no per-tensor quantization"));

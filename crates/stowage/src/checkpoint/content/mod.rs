@@ -112,7 +112,7 @@ pub(crate) fn logical_span(tensor: &Tensor) -> (usize, usize) {
 /// negation): the bytes [`Reader`] would read.
 pub(crate) fn logical_range(object: &TensorObject) -> Option<(usize, usize)> {
     let t = &object.tensor;
-    let plain = !object.conj && !object.neg && object.kind.is_strided();
+    let plain = !object.conj && !object.neg && object.kind().is_strided();
     (plain && t.has_data() && t.is_contiguous()).then(|| logical_span(t))
 }
 
@@ -405,7 +405,7 @@ impl Expected {
     fn check_listing<'c>(&self, ckpt: &'c Checkpoint) -> Result<Vec<(String, &'c TensorObject)>> {
         let mut found: Vec<(String, &TensorObject)> = Vec::new();
         for (path, object) in ckpt.tensors()? {
-            if !matches!(object.kind, TensorKind::Strided) {
+            if !matches!(object.kind(), TensorKind::Strided) {
                 return Err(Error::Checkpoint(CheckpointError::Unsupported {
                     what: "checking a sparse or nested tensor against a manifest while loading (use stowage verify --manifest)".into(),
                 })

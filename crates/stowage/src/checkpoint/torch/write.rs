@@ -210,7 +210,7 @@ impl TorchHooks<'_> {
 
     /// The rebuild function a tensor is pickled with.
     fn rebuild_func(t: &TensorObject) -> Global {
-        match &t.kind {
+        match t.kind() {
             TensorKind::SparseCoo { .. } | TensorKind::SparseCompressed { .. } => {
                 Global::UnsupportedRebuild("_rebuild_sparse_tensor")
             }
@@ -218,7 +218,7 @@ impl TorchHooks<'_> {
             _ if t.tensor.is_meta() => {
                 Global::UnsupportedRebuild("_rebuild_meta_tensor_no_storage")
             }
-            _ if t.quantization.is_some() => Global::RebuildQTensor,
+            _ if t.quantization().is_some() => Global::RebuildQTensor,
             _ if t.tensor.dtype().storage_class().is_some() => Global::RebuildTensorV2,
             _ => Global::RebuildTensorV3,
         }
@@ -228,14 +228,14 @@ impl TorchHooks<'_> {
     /// `_rebuild_from_type_v2` when it carries Python state or a subclass.
     /// Returns the call's memo index.
     fn tensor(&mut self, p: &mut P, t: &TensorObject, requires_grad: bool) -> Result<u32> {
-        let wrapped = (t.state.is_some() && !t.parameter) || t.subclass.is_some();
+        let wrapped = (t.state().is_some() && !t.parameter) || t.subclass().is_some();
         if wrapped {
             global(p, &Global::RebuildFromTypeV2)?;
             p.mark()?;
         }
         global(p, &Self::rebuild_func(t))?;
         if wrapped {
-            match &t.subclass {
+            match t.subclass() {
                 None => global(p, &Global::TensorClass)?,
                 Some(Value::Ext(Object::Global(g))) => global(p, g)?,
                 Some(_) => {
@@ -248,7 +248,7 @@ impl TorchHooks<'_> {
         }
         self.tensor_args(p, t, requires_grad)?;
         if wrapped {
-            match &t.state {
+            match t.state() {
                 Some(state) => self.python_state(p, state)?,
                 None => {
                     p.empty_dict()?;
@@ -270,7 +270,7 @@ impl TorchHooks<'_> {
     /// The rebuild function's argument tuple.
     fn tensor_args(&mut self, p: &mut P, t: &TensorObject, requires_grad: bool) -> Result<()> {
         let x = &t.tensor;
-        match &t.kind {
+        match t.kind() {
             TensorKind::SparseCoo {
                 indices,
                 values,
@@ -387,7 +387,7 @@ impl TorchHooks<'_> {
         p.int(x.storage_offset() as i64)?;
         ints(p, x.shape())?;
         ints(p, x.stride())?;
-        match &t.quantization {
+        match t.quantization() {
             Some(Quantization::PerTensorAffine { scale, zero_point }) => {
                 global(p, &Global::QScheme("per_tensor_affine"))?;
                 p.float(*scale)?;
@@ -411,7 +411,7 @@ impl TorchHooks<'_> {
         }
         p.bool(requires_grad)?;
         empty_ordered_dict(p)?;
-        if !v2 && t.quantization.is_none() {
+        if !v2 && t.quantization().is_none() {
             global(p, &Global::DType(dtype))?;
         }
         if t.conj || t.neg {
@@ -440,7 +440,7 @@ impl TorchHooks<'_> {
                     return Ok(());
                 }
                 let i = if t.parameter {
-                    let with_state = t.state.is_some();
+                    let with_state = t.state().is_some();
                     global(
                         p,
                         &if with_state {
@@ -455,7 +455,7 @@ impl TorchHooks<'_> {
                     self.tensor(p, t, false)?;
                     p.bool(t.tensor.requires_grad())?;
                     empty_ordered_dict(p)?;
-                    match &t.state {
+                    match t.state() {
                         Some(state) => {
                             self.python_state(p, state)?;
                             p.tuple_from_mark()?;

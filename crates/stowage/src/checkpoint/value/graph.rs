@@ -463,9 +463,9 @@ impl Checkpoint {
         }
         // A tensor's Python state (`_rebuild_from_type_v2`) lives in the graph too.
         let tensor_state = |v: &Value<Object>| match v {
-            Value::Ext(Object::Tensor(t)) => [&t.state, &t.subclass]
+            Value::Ext(Object::Tensor(t)) => [t.state(), t.subclass()]
                 .into_iter()
-                .filter_map(|s| s.as_ref().and_then(Value::as_node))
+                .filter_map(|s| s.and_then(Value::as_node))
                 .collect(),
             _ => Vec::new(),
         };
@@ -478,10 +478,10 @@ impl Checkpoint {
         let mut edits = SharedEdits::default();
         let mut remap_tensor = |v: &mut Value<Object>| {
             if let Value::Ext(Object::Tensor(t)) = v {
-                if t.state.is_some() || t.subclass.is_some() {
+                if t.state().is_some() || t.subclass().is_some() {
                     // Remapping ids cannot fail.
                     let _ = edits.apply(t, |t| {
-                        for s in [&mut t.state, &mut t.subclass].into_iter().flatten() {
+                        for s in t.graph_values_mut() {
                             Graph::remap(&map, s);
                         }
                         Ok(())

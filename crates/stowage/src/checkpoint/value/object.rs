@@ -156,7 +156,11 @@ impl SharedEdits {
 }
 
 /// A tensor in a checkpoint, with what PyTorch records beside the data.
-#[derive(Clone, Debug)]
+///
+/// What few tensors have (a quantization, a sparse or nested kind, a
+/// subclass, Python state) is kept out of line and read through methods: a
+/// checkpoint holds one object a tensor, and most are plain.
+#[derive(Clone)]
 pub struct TensorObject {
     /// The tensor: a view on one of the checkpoint's storages (a meta tensor
     /// saved without storage: on a storage of its own without data). For a
@@ -165,21 +169,39 @@ pub struct TensorObject {
     pub tensor: Tensor,
     /// True for a `torch.nn.Parameter`.
     pub parameter: bool,
-    /// The quantization parameters of a quantized tensor (per tensor or per channel).
-    pub quantization: Option<Quantization>,
     /// PyTorch's lazy conjugation bit: the logical values are the conjugates of the stored ones.
     pub conj: bool,
     /// PyTorch's lazy negation bit: the logical values are the negatives of the stored ones.
     pub neg: bool,
-    /// The layout and, for sparse and nested tensors, their component tensors
-    /// (then `tensor` is a placeholder without data: NOTE [tensor kinds] in `kind.rs`).
-    pub kind: TensorKind,
-    /// The tensor's class when `_rebuild_from_type_v2` named one other than
-    /// `torch.Tensor` and `Parameter` (a subclass), as the pickle resolved it.
-    pub subclass: Option<Value<Object>>,
-    /// The Python state `_rebuild_from_type_v2` restores on the tensor (its
-    /// `__dict__`: attributes set on it), when not empty; a value of the checkpoint's graph.
-    pub state: Option<Value<Object>>,
+    /// The rare parts; `None` while all are their defaults.
+    rare: Option<Box<Rare>>,
+}
+
+/// A [`TensorObject`]'s rare parts.
+#[derive(Clone, Default)]
+struct Rare {
+    quantization: Option<Quantization>,
+    kind: TensorKind,
+    subclass: Option<Value<Object>>,
+    state: Option<Value<Object>>,
+}
+
+/// The kind of every tensor object without rare parts.
+static STRIDED: TensorKind = TensorKind::Strided;
+
+impl std::fmt::Debug for TensorObject {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TensorObject")
+            .field("tensor", &self.tensor)
+            .field("parameter", &self.parameter)
+            .field("quantization", &self.quantization())
+            .field("conj", &self.conj)
+            .field("neg", &self.neg)
+            .field("kind", self.kind())
+            .field("subclass", &self.subclass())
+            .field("state", &self.state())
+            .finish()
+    }
 }
 
 impl TensorObject {
@@ -188,13 +210,64 @@ impl TensorObject {
         TensorObject {
             tensor,
             parameter: false,
-            quantization: None,
             conj: false,
             neg: false,
-            kind: TensorKind::Strided,
-            subclass: None,
-            state: None,
+            rare: None,
         }
+    }
+
+    /// The quantization parameters of a quantized tensor (per tensor or per channel).
+    pub fn quantization(&self) -> Option<&Quantization> {
+        self.rare.as_ref()?.quantization.as_ref()
+    }
+
+    /// The layout and, for sparse and nested tensors, their component tensors
+    /// (then [`tensor`](Self::tensor) is a placeholder without data: NOTE
+    /// [tensor kinds] in `kind.rs`).
+    pub fn kind(&self) -> &TensorKind {
+        self.rare.as_ref().map_or(&STRIDED, |r| &r.kind)
+    }
+
+    /// The tensor's class when `_rebuild_from_type_v2` named one other than
+    /// `torch.Tensor` and `Parameter` (a subclass), as the pickle resolved it.
+    pub fn subclass(&self) -> Option<&Value<Object>> {
+        self.rare.as_ref()?.subclass.as_ref()
+    }
+
+    /// The Python state `_rebuild_from_type_v2` restores on the tensor (its
+    /// `__dict__`: attributes set on it), when not empty; a value of the
+    /// checkpoint's graph.
+    pub fn state(&self) -> Option<&Value<Object>> {
+        self.rare.as_ref()?.state.as_ref()
+    }
+
+    /// Sets [`quantization`](Self::quantization).
+    pub fn set_quantization(&mut self, quantization: Option<Quantization>) {
+        self.rare_mut().quantization = quantization;
+    }
+
+    /// Sets [`subclass`](Self::subclass).
+    pub fn set_subclass(&mut self, subclass: Option<Value<Object>>) {
+        self.rare_mut().subclass = subclass;
+    }
+
+    /// Sets [`state`](Self::state).
+    pub fn set_state(&mut self, state: Option<Value<Object>>) {
+        self.rare_mut().state = state;
+    }
+
+    /// The graph values this object holds (its subclass and Python state),
+    /// mutably: what an edit of the graph moves.
+    pub(crate) fn graph_values_mut(&mut self) -> impl Iterator<Item = &mut Value<Object>> {
+        self.rare.as_mut().into_iter().flat_map(|r| {
+            [r.subclass.as_mut(), r.state.as_mut()]
+                .into_iter()
+                .flatten()
+        })
+    }
+
+    fn rare_mut(&mut self) -> &mut Rare {
+        self.rare.get_or_insert_with(Box::default)
     }
 
     /// A sparse or nested tensor object from its components and its logical
@@ -237,26 +310,25 @@ impl TensorObject {
             dtype,
             crate::layout::Layout::contiguous(shape)?,
         )?;
-        Ok(TensorObject {
-            kind,
-            ..TensorObject::new(tensor)
-        })
+        let mut object = TensorObject::new(tensor);
+        object.rare_mut().kind = kind;
+        Ok(object)
     }
 
     /// Every tensor holding this tensor's data: `tensor` itself when strided,
     /// else each component by its name ([`TensorKind::components`]); then the
     /// per-channel quantization's `scales` and `zero_points`.
     pub fn data_tensors(&self) -> Vec<(&'static str, &Tensor)> {
-        let mut out = if self.kind.is_strided() {
+        let mut out = if self.kind().is_strided() {
             vec![("", &self.tensor)]
         } else {
-            self.kind.components()
+            self.kind().components()
         };
         if let Some(Quantization::PerChannel {
             scales,
             zero_points,
             ..
-        }) = &self.quantization
+        }) = self.quantization()
         {
             out.push(("scales", scales));
             out.push(("zero_points", zero_points));
@@ -276,14 +348,12 @@ impl TensorObject {
         let TensorObject {
             tensor,
             parameter,
-            quantization,
             conj,
             neg,
-            kind,
-            subclass,
-            state,
+            rare: _,
         } = self;
-        let quantization_same = match (quantization, &other.quantization) {
+        let (quantization, kind) = (self.quantization(), self.kind());
+        let quantization_same = match (quantization, other.quantization()) {
             (None, None) => true,
             (
                 Some(Quantization::PerTensorAffine { scale, zero_point }),
@@ -306,8 +376,8 @@ impl TensorObject {
             ) => scales.is_same(s) && zero_points.is_same(z) && axis == a,
             _ => false,
         };
-        let components_same = kind.layout_name() == other.kind.layout_name() && {
-            let (mine, theirs) = (kind.components(), other.kind.components());
+        let components_same = kind.layout_name() == other.kind().layout_name() && {
+            let (mine, theirs) = (kind.components(), other.kind().components());
             mine.len() == theirs.len()
                 && mine
                     .iter()
@@ -320,10 +390,10 @@ impl TensorObject {
             && *conj == other.conj
             && *neg == other.neg
             && components_same
-            && subclass.is_none()
-            && state.is_none()
-            && other.subclass.is_none()
-            && other.state.is_none()
+            && self.subclass().is_none()
+            && self.state().is_none()
+            && other.subclass().is_none()
+            && other.state().is_none()
     }
 
     /// The logical values as a tensor: `tensor` itself, or a copy with the lazy

@@ -221,7 +221,7 @@ pub fn full_manifest(ckpt: &Checkpoint) -> Result<Vec<J>> {
 /// A tensor's quantization as JSON: per tensor `[scale bits, zero_point]`,
 /// per channel the scheme, axis and hashes of the scales and zero points.
 pub fn quantization_json(t: &TensorObject) -> J {
-    let Some(q) = &t.quantization else {
+    let Some(q) = t.quantization() else {
         return J::Null;
     };
     if let Some((s, z)) = q.per_tensor() {

@@ -372,11 +372,11 @@ pub(super) fn write_entries(
 /// dtype (several elements a byte cannot be cut into chunks of rows;
 /// PyTorch: "copy_kernel not implemented for 'QUInt4x2'").
 fn refuse_unstorable(t: &TensorObject) -> Result<()> {
-    if !t.kind.is_strided() {
+    if !t.kind().is_strided() {
         return Err(Error::Checkpoint(CheckpointError::Unsupported {
             what: format!(
                 "a {} tensor in a DCP: its items are strided tensors' chunks (dcp.save refuses it too); convert to .pt, or to safetensors, which stores its components",
-                t.kind.layout_name()
+                t.kind().layout_name()
             ),
         }));
     }

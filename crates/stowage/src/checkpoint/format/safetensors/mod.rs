@@ -249,10 +249,10 @@ pub fn save_with(path: &Path, ckpt: &Checkpoint, options: &SaveOptions) -> Resul
     // (its structure records the rest as refs, `tree.rs`).
     for (p, t) in ckpt.tensors_once()? {
         let name = dotted(&p);
-        if t.kind.is_strided() {
+        if t.kind().is_strided() {
             named.push((name, Cow::Borrowed(t)));
         } else {
-            for (component, x) in t.kind.components() {
+            for (component, x) in t.kind().components() {
                 let object = TensorObject::new(x.clone());
                 named.push((format!("{name}.{component}"), Cow::Owned(object)));
             }
@@ -263,7 +263,7 @@ pub fn save_with(path: &Path, ckpt: &Checkpoint, options: &SaveOptions) -> Resul
         let at = |e: Error| e.at_path(name.clone());
         let x = &t.tensor;
         let dtype = match from_dtype(x.dtype()) {
-            Some(d) if t.quantization.is_none() => d,
+            Some(d) if t.quantization().is_none() => d,
             _ => {
                 return Err(at(Error::Tensor(TensorError::DTypeUnsupported {
                     op: "saving to safetensors",

@@ -84,7 +84,7 @@ fn is_flat(ckpt: &Checkpoint) -> bool {
     match ckpt.graph.try_get(*id) {
         Some(Node::Dict(items)) => items.iter().all(|(k, v)| {
             matches!(k, Value::Str(_))
-                && matches!(v, Value::Ext(Object::Tensor(t)) if t.kind.is_strided())
+                && matches!(v, Value::Ext(Object::Tensor(t)) if t.kind().is_strided())
         }),
         _ => false,
     }
@@ -173,7 +173,11 @@ struct Tie {
 fn ties(ckpt: &Checkpoint) -> Result<HashMap<String, Tie>> {
     let tensors = ckpt.tensors_once()?;
     let plain = |t: &crate::checkpoint::value::graph::TensorObject| {
-        t.kind.is_strided() && !t.conj && !t.neg && t.quantization.is_none() && t.subclass.is_none()
+        t.kind().is_strided()
+            && !t.conj
+            && !t.neg
+            && t.quantization().is_none()
+            && t.subclass().is_none()
     };
     let mut owners: HashMap<usize, (String, DType)> = HashMap::new();
     for (path, t) in &tensors {
@@ -240,7 +244,7 @@ impl Record<'_> {
 
     fn object(&mut self, x: &Object) -> Json {
         match x {
-            Object::Tensor(t) if t.kind.is_strided() => {
+            Object::Tensor(t) if t.kind().is_strided() => {
                 let name = dotted(&self.path);
                 match self.ties.get(&name) {
                     Some(tie) => json!({"tensor": name, "view": {
@@ -254,7 +258,7 @@ impl Record<'_> {
             Object::Tensor(t) => {
                 let name = dotted(&self.path);
                 let items: Vec<Json> = t
-                    .kind
+                    .kind()
                     .components()
                     .into_iter()
                     .map(|(c, _)| json!([c, {"tensor": format!("{name}.{c}")}]))

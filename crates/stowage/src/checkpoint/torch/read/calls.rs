@@ -149,7 +149,7 @@ impl<S: StorageSource> TorchHooks<'_, S> {
             }
         };
         let mut obj = TensorObject::new(t);
-        obj.quantization = Some(quantization);
+        obj.set_quantization(Some(quantization));
         Ok(Value::Ext(Object::Tensor(std::sync::Arc::new(obj))))
     }
 
@@ -190,8 +190,9 @@ impl<S: StorageSource> TorchHooks<'_, S> {
             // A new object (a Parameter made of the tensor is not the tensor).
             let t = std::sync::Arc::make_mut(t);
             t.parameter |= is_param;
-            t.subclass = subclass;
-            t.state = python_state(graph, args.get(3)).or(t.state.take());
+            t.set_subclass(subclass);
+            let state = python_state(graph, args.get(3)).or_else(|| t.state().cloned());
+            t.set_state(state);
         }
         Ok(v)
     }
@@ -245,7 +246,7 @@ fn rebuild_parameter(graph: &Graph<Object>, args: &[V], with_state: bool) -> Res
         .requires_grad_(as_bool(graph, &args[1], "parameter requires_grad")?)?;
     p.parameter = true;
     if with_state {
-        p.state = python_state(graph, args.get(3));
+        p.set_state(python_state(graph, args.get(3)));
     }
     Ok(Value::Ext(Object::Tensor(std::sync::Arc::new(p))))
 }

@@ -171,7 +171,7 @@ pub(crate) fn finish(ckpt: &mut Checkpoint) -> Result<()> {
         let V::Ext(Object::Tensor(t)) = v else {
             return Ok(());
         };
-        match &t.kind {
+        match t.kind() {
             TensorKind::Strided => Ok(()),
             TensorKind::Nested {
                 buffer,
@@ -184,7 +184,7 @@ pub(crate) fn finish(ckpt: &mut Checkpoint) -> Result<()> {
                 };
                 edits.apply(t, |t| {
                     let requires_grad = t.tensor.requires_grad();
-                    t.tensor = TensorObject::with_kind(t.kind.clone(), &shape)?.tensor;
+                    t.tensor = TensorObject::with_kind(t.kind().clone(), &shape)?.tensor;
                     t.tensor.requires_grad_(requires_grad).map(drop)
                 })
             }
@@ -381,6 +381,6 @@ pub(super) fn wrapper_subclass(graph: &Graph<Object>, args: &[V]) -> Result<V> {
         "wrapper subclass requires_grad",
     )?)?;
     let mut obj = TensorObject::new(t);
-    obj.subclass = Some(cls.clone());
+    obj.set_subclass(Some(cls.clone()));
     Ok(V::Ext(Object::Tensor(std::sync::Arc::new(obj))))
 }
