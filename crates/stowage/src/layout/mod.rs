@@ -29,12 +29,16 @@ pub(crate) use view::expand_problem;
 
 use crate::error::{StorageError, TensorError};
 use crate::{Error, Result};
+use smallvec::SmallVec;
+
+/// Up to four dimensions' sizes or strides, inline.
+type Dims = SmallVec<[usize; 4]>;
 
 /// Shape, stride and storage offset of a tensor. Strides and offset count elements.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Layout {
-    shape: Vec<usize>,
-    stride: Vec<usize>,
+    shape: Dims,
+    stride: Dims,
     offset: usize,
 }
 
@@ -46,8 +50,8 @@ impl Layout {
     pub fn contiguous(shape: &[usize]) -> Result<Layout> {
         numel_of(shape)?;
         Ok(Layout {
-            shape: shape.to_vec(),
-            stride: contiguous_strides(shape),
+            shape: Dims::from_slice(shape),
+            stride: contiguous_strides(shape).into(),
             offset: 0,
         })
     }
@@ -66,8 +70,8 @@ impl Layout {
         }
         numel_of(shape)?;
         let l = Layout {
-            shape: shape.to_vec(),
-            stride: stride.to_vec(),
+            shape: Dims::from_slice(shape),
+            stride: Dims::from_slice(stride),
             offset,
         };
         l.reach()?;
@@ -167,8 +171,8 @@ impl Layout {
             return Err(Error::Storage(StorageError::OutOfStorage {
                 needed,
                 nbytes,
-                shape: self.shape.clone(),
-                stride: self.stride.clone(),
+                shape: self.shape.to_vec(),
+                stride: self.stride.to_vec(),
                 offset: self.offset,
                 element_size,
             }));

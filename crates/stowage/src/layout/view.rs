@@ -4,7 +4,7 @@
 //! `unfold`), and the shapes of `flatten` and `unflatten`.
 
 use super::shape::{infer_shape, numel_of, wrap_dim, wrap_index};
-use super::Layout;
+use super::{Dims, Layout};
 use crate::error::TensorError;
 use crate::{Error, Result};
 
@@ -31,14 +31,14 @@ impl Layout {
         let new_shape = infer_shape(shape, self.numel())?;
         match compute_stride(&self.shape, &self.stride, &new_shape) {
             Some(stride) => Ok(Layout {
-                shape: new_shape,
-                stride,
+                shape: new_shape.into(),
+                stride: stride.into(),
                 offset: self.offset,
             }),
             None => Err(Error::Tensor(TensorError::ViewIncompatible {
                 shape: new_shape,
-                size: self.shape.clone(),
-                stride: self.stride.clone(),
+                size: self.shape.to_vec(),
+                stride: self.stride.to_vec(),
             })),
         }
     }
@@ -157,8 +157,8 @@ impl Layout {
         }
         let mut seen = vec![false; n];
         let mut l = Layout {
-            shape: Vec::with_capacity(n),
-            stride: Vec::with_capacity(n),
+            shape: Dims::with_capacity(n),
+            stride: Dims::with_capacity(n),
             offset: self.offset,
         };
         for &d in dims {
@@ -186,14 +186,14 @@ impl Layout {
         let incompatible = || {
             Error::Tensor(TensorError::ExpandIncompatible {
                 sizes: sizes.to_vec(),
-                shape: self.shape.clone(),
+                shape: self.shape.to_vec(),
             })
         };
         if n < old {
             return Err(incompatible());
         }
-        let mut shape = vec![0usize; n];
-        let mut stride = vec![0usize; n];
+        let mut shape = Dims::from_elem(0, n);
+        let mut stride = Dims::from_elem(0, n);
         for i in (0..n).rev() {
             let existing = (i + old >= n).then(|| i + old - n);
             let (mut size, mut st) = match existing {
