@@ -331,6 +331,7 @@ impl<X: Clone + std::fmt::Debug> Machine<'_, X> {
                 let mut seen = Set::default();
                 let items = items
                     .into_iter()
+                    .map(|v| self.interner.intern(v))
                     .filter(|v| Key::of(v).is_none_or(|k| seen.insert(k)))
                     .collect();
                 self.node(Node::FrozenSet(items))?
@@ -443,7 +444,6 @@ impl<X: Clone + std::fmt::Debug> Machine<'_, X> {
         self.forget_released(nodes);
         // Values from hooks may be new nodes: check them like our own.
         let v = self.checked(v)?;
-        let v = self.interner.intern(v);
         self.push(v)?;
         Ok(())
     }

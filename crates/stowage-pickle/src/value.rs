@@ -461,10 +461,12 @@ impl<X> Graph<X> {
     }
 }
 
-/// Canonical copies of the strings, bytes and big ints an unpickler has seen,
-/// so that equal contents share one `Arc` and [`Key`] can compare them by
-/// address: hashing a long string once per creation, not once per use as a
-/// key, keeps a pickle that reuses one huge key from costing quadratic time.
+/// Canonical copies of the strings, bytes and big ints an unpickler has used
+/// as dict keys and set items (interned as they are inserted), so that equal
+/// contents share one `Arc` and [`Key`] can compare them by address: hashing
+/// a long string once per creation, not once per use as a key, keeps a
+/// pickle that reuses one huge key from costing quadratic time. Values never
+/// used as keys (a tensor's storage key, its location) are not kept here.
 #[derive(Default)]
 pub(super) struct Interner {
     strs: Set<Arc<str>>,

@@ -241,6 +241,7 @@ impl<X: Clone + std::fmt::Debug> Machine<'_, X> {
             Some(Node::Dict(entries)) => {
                 let mut items = items.into_iter();
                 while let (Some(k), Some(v)) = (items.next(), items.next()) {
+                    let k = self.interner.intern(k);
                     let key = Key::of(&k);
                     match key
                         .as_ref()
@@ -256,6 +257,7 @@ impl<X: Clone + std::fmt::Debug> Machine<'_, X> {
             }
             Some(Node::Set(entries)) => {
                 for item in items {
+                    let item = self.interner.intern(item);
                     let key = Key::of(&item);
                     if key
                         .as_ref()

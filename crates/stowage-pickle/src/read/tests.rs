@@ -49,6 +49,13 @@ fn hand_made_pickles() {
         // {1, 2}
         (b"\x80\x04\x8f(K\x01K\x02\x88\x90.", "set{1, 2}"),
         (b"\x80\x04(K\x01K\x01\x91.", "frozenset{1}"),
+        // Equal strings and bytes that are two objects (no memo) are one key or item:
+        // {'a': 2}, {'a': 2} by DICT, {b'a': 2}, {'a'}, frozenset({'a'})
+        (b"}(X\x01\x00\x00\x00aK\x01X\x01\x00\x00\x00aK\x02u.", "{'a': 2}"),
+        (b"(X\x01\x00\x00\x00aK\x01X\x01\x00\x00\x00aK\x02d.", "{'a': 2}"),
+        (b"\x80\x03}(C\x01aK\x01C\x01aK\x02u.", "{b:61: 2}"),
+        (b"\x80\x04\x8f(X\x01\x00\x00\x00aX\x01\x00\x00\x00a\x90.", "set{'a'}"),
+        (b"\x80\x04(X\x01\x00\x00\x00aX\x01\x00\x00\x00a\x91.", "frozenset{'a'}"),
         // ('é\\\\u0041\\\\B😀', 'plainé')
         (b"(V\\u00e9\\\\u0041\\\\\\u0042\\U0001F600\nVplain\xe9\nt.", "('\\u{e9}\\u{5c}\\u{5c}u0041\\u{5c}\\u{5c}B\\u{1f600}', 'plain\\u{e9}')"),
         // (12345678901234567890123, -5, -7, 8)
