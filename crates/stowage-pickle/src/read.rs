@@ -156,7 +156,7 @@ struct Machine<'a, X> {
     protocol: u8,
     /// Key → position indexes of dicts and sets, for replace/dedup.
     keys: Map<NodeId, KeyIndex>,
-    /// Every string, bytes and big int pushed goes through it, so keys are cheap.
+    /// Every dict key and set item inserted goes through it, so keys are cheap.
     interner: Interner,
 }
 

@@ -250,6 +250,7 @@ impl<X: Clone + std::fmt::Debug> Machine<'_, X> {
                         Some(i) => entries[i].1 = v,
                         None => {
                             index.record(key, entries.len());
+                            grow_gently(entries);
                             entries.push((k, v));
                         }
                     }
@@ -265,6 +266,7 @@ impl<X: Clone + std::fmt::Debug> Machine<'_, X> {
                         .is_none()
                     {
                         index.record(key, entries.len());
+                        grow_gently(entries);
                         entries.push(item);
                     }
                 }
@@ -272,5 +274,15 @@ impl<X: Clone + std::fmt::Debug> Machine<'_, X> {
             _ => return Err(wrong),
         }
         self.limit("max_depth", self.graph.depth(id), self.limits.max_depth)
+    }
+}
+
+/// Room for one more entry in a dict's or set's entries, growing a full
+/// vector by half rather than doubling it: a state dict of many tensors is
+/// one vector of 80-byte entries, which doubling leaves up to half empty at
+/// a load's peak (the copies stay linear in all).
+fn grow_gently<T>(entries: &mut Vec<T>) {
+    if entries.len() == entries.capacity() {
+        entries.reserve_exact((entries.len() / 2).max(8));
     }
 }
