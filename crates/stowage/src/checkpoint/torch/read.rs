@@ -11,7 +11,9 @@ mod sparse;
 pub(crate) use kinds::finish as finish_kinds;
 
 use crate::error::{CheckpointError, ErrorContext, FormatError, TensorError};
+use hashbrown::HashTable;
 use std::collections::{HashMap, HashSet};
+use std::hash::BuildHasher;
 use std::sync::Arc;
 
 use crate::checkpoint::globals::allowlist::{self, Global};
@@ -48,9 +50,11 @@ pub(crate) struct TorchHooks<'s, S: StorageSource> {
     pub byteorder: ByteOrder,
     /// Element count is in the pid's 5th field; legacy pids have 6 fields.
     pub legacy: bool,
-    /// Each storage made, by its record key, as its index in `records`
-    /// (`foldhash`: a key per tensor).
-    pub cache: HashMap<Arc<str>, usize, foldhash::fast::RandomState>,
+    /// Each storage made, as its index in `records`, found by its record
+    /// key (the record's own: the table holds no copy).
+    pub cache: HashTable<usize>,
+    /// `cache`'s hasher (`foldhash`: a key per tensor).
+    hasher: foldhash::fast::RandomState,
     pub records: Vec<StorageRecord>,
     /// Bytes declared by the storages read so far.
     pub declared_bytes: u64,
@@ -70,7 +74,9 @@ impl<'s, S: StorageSource> TorchHooks<'s, S> {
     /// checkpoint of many tensors then grows no table by doubling (which
     /// peaks at twice the room needed).
     pub(crate) fn reserve(&mut self, n: usize) {
-        self.cache.reserve(n);
+        let (records, hasher) = (&self.records, &self.hasher);
+        self.cache
+            .reserve(n, |&i| hasher.hash_one(records[i].key.as_str()));
         self.records.reserve(n);
     }
 
@@ -126,7 +132,8 @@ impl<'s, S: StorageSource> TorchHooks<'s, S> {
             options,
             byteorder,
             legacy,
-            cache: HashMap::default(),
+            cache: HashTable::new(),
+            hasher: foldhash::fast::RandomState::default(),
             records: Vec::new(),
             declared_bytes: 0,
             ordered: HashSet::new(),
@@ -330,13 +337,15 @@ impl<S: StorageSource> TorchHooks<'_, S> {
         location: String,
         numel: usize,
     ) -> Result<StorageRef> {
-        if let Some((key, &i)) = self.cache.get_key_value(&key) {
+        let hash = self.hasher.hash_one(&*key);
+        let records = &self.records;
+        if let Some(&i) = self.cache.find(hash, |&i| *records[i].key == *key) {
             // PyTorch caches by key; a later reference's class is ignored (the first dtype wins).
-            let r = &self.records[i];
+            let r = &records[i];
             return Ok(StorageRef {
                 storage: r.storage.clone(),
                 dtype: r.dtype,
-                key: key.clone(),
+                key,
             });
         }
         let elem = dtype.map_or(1, DType::size);
@@ -389,7 +398,10 @@ impl<S: StorageSource> TorchHooks<'_, S> {
             dtype,
             key: key.clone(),
         };
-        self.cache.insert(key, self.records.len());
+        let (records, hasher) = (&self.records, &self.hasher);
+        self.cache.insert_unique(hash, records.len(), |&i| {
+            hasher.hash_one(records[i].key.as_str())
+        });
         self.records.push(StorageRecord {
             key: r.key.to_string(),
             storage,
