@@ -266,8 +266,8 @@ impl Serialize for StorageEntry<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let st = self.0;
         let mut map = s.serialize_map(Some(4))?;
-        map.serialize_entry("key", &st.key)?;
-        map.serialize_entry("location", &st.location)?;
+        map.serialize_entry("key", &*st.key)?;
+        map.serialize_entry("location", &*st.location)?;
         map.serialize_entry("nbytes", &st.storage.nbytes())?;
         map.serialize_entry("storage_type", &st.storage_type())?;
         map.end()

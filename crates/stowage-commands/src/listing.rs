@@ -77,7 +77,7 @@ pub fn rows(ckpt: &Checkpoint) -> Result<Vec<Row<'_>>, CommandError> {
         keys.get_or_init(|| {
             let mut keys = FoldMap::default();
             for s in storages {
-                keys.entry(s.storage.id()).or_insert(s.key.as_str());
+                keys.entry(s.storage.id()).or_insert(&*s.key);
             }
             keys
         })

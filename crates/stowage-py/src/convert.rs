@@ -102,7 +102,7 @@ impl<'py, 'c> Converter<'py, 'c> {
             locations: adapter.hasattr("placed").unwrap_or(false).then(|| {
                 ckpt.storages()
                     .iter()
-                    .map(|s| (s.storage.id(), s.location.as_str()))
+                    .map(|s| (s.storage.id(), &*s.location))
                     .collect()
             }),
             on_buffer: adapter.getattr("tensor_on_buffer").ok(),

@@ -116,7 +116,7 @@ fn location_maps_and_map_location_place_storages() {
     assert!(ckpt
         .storages()
         .iter()
-        .all(|s| s.storage.device() == "cuda:0".parse().unwrap() && s.location == "cpu"));
+        .all(|s| s.storage.device() == "cuda:0".parse().unwrap() && &*s.location == "cpu"));
     // Bytes are still there (in host memory) and right.
     let got = manifest(&ckpt, Hash::Values).unwrap();
     assert_manifest_eq("simple on cuda:0", &got, &expected_manifest("simple"), &[]);

@@ -378,7 +378,7 @@ fn dtypes_fixture_storage_classes() {
             .expect("record");
         assert_eq!(rec.storage_type(), class(t.tensor.dtype()), "{p:?}");
         assert_eq!(rec.dtype, Some(t.tensor.dtype()), "{p:?}");
-        assert_eq!(rec.location, "cpu");
+        assert_eq!(&*rec.location, "cpu");
         assert_eq!(t.tensor.shape(), &[2, 3], "{p:?}");
         seen.push(t.tensor.dtype());
     }

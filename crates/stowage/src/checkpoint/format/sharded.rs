@@ -337,7 +337,7 @@ pub(crate) fn load_indexed(
         merged
             .storages
             .extend(shard.storages.into_iter().map(|s| StorageRecord {
-                key: format!("{file}/{}", s.key),
+                key: format!("{file}/{}", s.key).into(),
                 ..s
             }));
     }

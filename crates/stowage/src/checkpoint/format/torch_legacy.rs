@@ -298,7 +298,10 @@ fn read_storages<R: ReadAt>(
     for key in key_list {
         pos = read_storage(source, pos, len, records, key, placed)?;
     }
-    if let Some(r) = records.iter().find(|r| !key_list.contains(&r.key)) {
+    if let Some(r) = records
+        .iter()
+        .find(|r| !key_list.iter().any(|k| **k == *r.key))
+    {
         return Err(Error::Format(FormatError::MissingRecord {
             name: format!("storage {} (referenced but not listed)", r.key),
         }));
@@ -320,7 +323,7 @@ fn read_storage<R: ReadAt>(
 ) -> Result<u64> {
     let (storage, dtype) = records
         .iter()
-        .find(|r| r.key == key)
+        .find(|r| *r.key == *key)
         .map(|r| (r.storage.clone(), r.dtype))
         .ok_or_else(|| {
             Error::Format(FormatError::MissingRecord {

@@ -76,7 +76,7 @@ impl<'s, S: StorageSource> TorchHooks<'s, S> {
     pub(crate) fn reserve(&mut self, n: usize) {
         let (records, hasher) = (&self.records, &self.hasher);
         self.cache
-            .reserve(n, |&i| hasher.hash_one(records[i].key.as_str()));
+            .reserve(n, |&i| hasher.hash_one(&*records[i].key));
         self.records.reserve(n);
     }
 
@@ -281,7 +281,10 @@ impl<S: StorageSource> TorchHooks<'_, S> {
             Value::Int(i) => Arc::from(i.to_string()),
             other => return Err(bad("persistent id key", "a str", other, graph)),
         };
-        let location = as_str(graph, &items[3], "persistent id location")?.to_owned();
+        let location = match &items[3] {
+            Value::Str(s) => s.clone(),
+            other => return Err(bad("persistent id location", "a str", other, graph)),
+        };
         let numel = as_usize(graph, &items[4], "persistent id numel")?;
         let root = self.root_storage(key, dtype, location, numel)?;
         match items.get(5) {
@@ -334,7 +337,7 @@ impl<S: StorageSource> TorchHooks<'_, S> {
         &mut self,
         key: Arc<str>,
         dtype: Option<DType>,
-        location: String,
+        location: Arc<str>,
         numel: usize,
     ) -> Result<StorageRef> {
         let hash = self.hasher.hash_one(&*key);
@@ -365,14 +368,14 @@ impl<S: StorageSource> TorchHooks<'_, S> {
         }
         let device = match (
             self.options.map_location,
-            self.options.location_map.get(&location),
+            self.options.location_map.get(&*location),
         ) {
             (Some(d), _) | (None, Some(&d)) => d,
             (None, None) => location.parse::<Device>().map_err(|_| {
                 Error::Format(FormatError::BadObject {
                     context: "storage location",
                     expected: "a device string",
-                    found: location.clone(),
+                    found: location.to_string(),
                 })
             })?,
         };
@@ -399,11 +402,10 @@ impl<S: StorageSource> TorchHooks<'_, S> {
             key: key.clone(),
         };
         let (records, hasher) = (&self.records, &self.hasher);
-        self.cache.insert_unique(hash, records.len(), |&i| {
-            hasher.hash_one(records[i].key.as_str())
-        });
+        self.cache
+            .insert_unique(hash, records.len(), |&i| hasher.hash_one(&*records[i].key));
         self.records.push(StorageRecord {
-            key: r.key.to_string(),
+            key: r.key.clone(),
             storage,
             dtype,
             location,

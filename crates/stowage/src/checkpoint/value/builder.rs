@@ -351,10 +351,10 @@ impl Checkpoint {
             let s = t.tensor.untyped_storage();
             if seen.insert(s.id()) {
                 storages.push(StorageRecord {
-                    key: storages.len().to_string(),
+                    key: storages.len().to_string().into(),
                     storage: s.clone(),
                     dtype: Some(t.tensor.dtype()),
-                    location: s.device().to_string(),
+                    location: s.device().to_string().into(),
                 });
             }
         }

@@ -8,6 +8,7 @@
 use crate::error::{CheckpointError, ErrorContext, StorageError};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
+use std::sync::Arc;
 
 use crate::checkpoint::pickle::{Graph, Node, NodeId, Value};
 use crate::checkpoint::value::object::SharedEdits;
@@ -24,14 +25,15 @@ pub use crate::checkpoint::value::object::{
 /// One storage of a checkpoint.
 #[derive(Clone, Debug)]
 pub struct StorageRecord {
-    /// The record key (`"0"`, or a pointer string in old files).
-    pub key: String,
+    /// The record key (`"0"`, or a pointer string in old files); shared
+    /// with the pickle's string, as `location` is.
+    pub key: Arc<str>,
     /// The bytes (shared with every tensor viewing them).
     pub storage: UntypedStorage,
     /// The legacy class's dtype, or `None` for `UntypedStorage`.
     pub dtype: Option<DType>,
     /// The location tag written in the file (`cpu`, `cuda:0`).
-    pub location: String,
+    pub location: Arc<str>,
 }
 
 impl StorageRecord {
@@ -625,7 +627,7 @@ impl Checkpoint {
         self.storages
             .iter()
             .find(|s| s.storage.is_same(tensor.untyped_storage()))
-            .map(|s| s.key.as_str())
+            .map(|s| &*s.key)
     }
 
     /// The tensors as a flat state dict: `(dotted path, tensor)` in pickle order.

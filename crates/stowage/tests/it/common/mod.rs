@@ -209,7 +209,10 @@ pub fn full_manifest(ckpt: &Checkpoint) -> Result<Vec<J>> {
                 .find(|r| r.storage.is_same(t.tensor.untyped_storage()));
             let obj = m.as_object_mut().expect("manifest entries are objects");
             obj.insert("storage_type".into(), json!(rec.map(|r| r.storage_type())));
-            obj.insert("location".into(), json!(rec.map(|r| r.location.clone())));
+            obj.insert(
+                "location".into(),
+                json!(rec.map(|r| r.location.to_string())),
+            );
             obj.insert("conj".into(), json!(t.conj));
             obj.insert("neg".into(), json!(t.neg));
             obj.insert("quantization".into(), quantization_json(t));
@@ -252,7 +255,7 @@ pub fn storage_key<'c>(ckpt: &'c Checkpoint, tensor: &Tensor) -> Option<&'c str>
     ckpt.storages()
         .iter()
         .find(|s| s.storage.is_same(tensor.untyped_storage()))
-        .map(|s| s.key.as_str())
+        .map(|s| &*s.key)
 }
 
 pub fn check_keys_match_sharing(name: &str, ckpt: &Checkpoint) {

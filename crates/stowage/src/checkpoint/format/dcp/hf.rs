@@ -91,10 +91,10 @@ pub(crate) fn load(
         let parts = &pieces[&name];
         let whole = assemble(&name, parts)?;
         ckpt.storages.push(StorageRecord {
-            key: name.clone(),
+            key: name.as_str().into(),
             storage: whole.untyped_storage().clone(),
             dtype: Some(whole.dtype()),
-            location: whole.device().to_string(),
+            location: whole.device().to_string().into(),
         });
         items.push((
             Value::str(&name),

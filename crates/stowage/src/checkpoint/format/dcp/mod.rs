@@ -531,10 +531,10 @@ impl DcpCheckpoint {
             ItemKind::Tensor(meta) => {
                 let tensor = self.tensor_in_mode(&item.fqn, meta)?;
                 ckpt.storages.push(StorageRecord {
-                    key: item.fqn.clone(),
+                    key: item.fqn.as_str().into(),
                     storage: tensor.untyped_storage().clone(),
                     dtype: Some(meta.dtype),
-                    location: tensor.device().to_string(),
+                    location: tensor.device().to_string().into(),
                 });
                 let mut t = TensorObject::new(tensor);
                 t.tensor.requires_grad_(meta.requires_grad).ok();
@@ -548,7 +548,7 @@ impl DcpCheckpoint {
                         let v = transplant(&value, &value.root, ckpt);
                         ckpt.storages
                             .extend(value.storages.iter().map(|s| StorageRecord {
-                                key: format!("{}/{}", item.fqn, s.key),
+                                key: format!("{}/{}", item.fqn, s.key).into(),
                                 ..s.clone()
                             }));
                         slot.insert(v).clone()

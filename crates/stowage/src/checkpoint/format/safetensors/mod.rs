@@ -143,10 +143,10 @@ pub(crate) fn load<R: ReadAt>(
         let layout = Layout::contiguous(&info.shape).map_err(at_path)?;
         let tensor = Tensor::from_parts(storage.clone(), dtype, layout).map_err(at_path)?;
         ckpt.storages.push(StorageRecord {
-            key: i.to_string(),
+            key: i.to_string().into(),
             storage,
             dtype: Some(dtype),
-            location: device.to_string(),
+            location: device.to_string().into(),
         });
         items.push((
             Value::str(&name),

@@ -109,7 +109,7 @@ fn load_zip_archive<'z, R: ReadAt>(
         let c_objects = hooks.finish(&mut c)?;
         let c_tables = hooks.into_tables();
         for mut r in c_tables.records {
-            r.key = format!("constants/{}", r.key);
+            r.key = format!("constants/{}", r.key).into();
             records.push(r);
         }
         // The two graphs together, held to what both streams may build.
