@@ -189,11 +189,103 @@ impl Inspection {
     /// # Errors
     /// A failure to write, or the walk's limit (as [`inspect`]), before
     /// anything is written.
+    ///
+    /// The bytes are [`Serialize`]'s (a test holds them equal), the
+    /// tensors' entries rendered on every core: a checkpoint of many
+    /// tensors spends most of its `inspect` writing them.
     pub fn write_json(&self, out: &mut dyn Write) -> Result<(), CommandError> {
-        serde_json::to_writer(&mut *out, self).map_err(std::io::Error::from)?;
-        out.write_all(b"\n")?;
+        // The rows first: a walk that fails writes nothing.
+        let rows = rows(&self.ckpt)?;
+        let format = self.format();
+        let json = |out: &mut dyn Write, name: &str, value: &dyn erased::Json| {
+            write!(out, ",\"{name}\":")?;
+            value.write_to(out)
+        };
+        out.write_all(b"{\"byteorder\":")?;
+        erased::Json::write_to(&self.ckpt.byteorder().name(), out)?;
+        json(out, "format", &format.name())?;
+        if format == Layout::Dcp {
+            json(out, "item_format", &self.ckpt.format().name())?;
+        }
+        if let Some(objects) = &self.objects {
+            json(out, "objects", objects)?;
+        }
+        json(out, "storages", &Storages(&self.ckpt))?;
+        out.write_all(b",\"tensors\":")?;
+        write_tensors(out, &rows, self.hashes.as_deref())?;
+        if let Some(transfer) = &self.transfer {
+            json(out, "transfer", transfer)?;
+        }
+        json(out, "values", &self.values)?;
+        out.write_all(b"}\n")?;
         Ok(())
     }
+}
+
+/// A value written as JSON through a `dyn Write`.
+mod erased {
+    use std::io::Write;
+
+    pub(super) trait Json {
+        fn write_to(&self, out: &mut dyn Write) -> std::io::Result<()>;
+    }
+
+    impl<T: serde::Serialize + ?Sized> Json for T {
+        fn write_to(&self, out: &mut dyn Write) -> std::io::Result<()> {
+            serde_json::to_writer(out, self).map_err(std::io::Error::from)
+        }
+    }
+}
+
+/// `"tensors"` as [`Tensors`] serializes it. Many entries are rendered in
+/// blocks, a block a core at a time, and written in order: the output is
+/// the same, and what is held is a block a core, not the whole list.
+fn write_tensors(
+    out: &mut dyn Write,
+    rows: &[Row<'_>],
+    hashes: Option<&[Option<[u8; 32]>]>,
+) -> std::io::Result<()> {
+    const BLOCK: usize = 4096;
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    if cores == 1 || rows.len() < 2 * BLOCK {
+        return erased::Json::write_to(&Tensors { rows, hashes }, out);
+    }
+    // The entries `first..first + block.len()`, each after a comma but the very first.
+    let render = |first: usize, block: &[Row<'_>]| -> std::io::Result<Vec<u8>> {
+        let mut buf = Vec::with_capacity(block.len() * 256);
+        for (i, r) in (first..).zip(block) {
+            if i > 0 {
+                buf.push(b',');
+            }
+            let sha = hashes.and_then(|h| h[i]).map(hex::encode);
+            erased::Json::write_to(&TensorEntry(r, sha.as_deref()), &mut buf)?;
+        }
+        Ok(buf)
+    };
+    out.write_all(b"[")?;
+    let blocks: Vec<(usize, &[Row<'_>])> = rows
+        .chunks(BLOCK)
+        .enumerate()
+        .map(|(k, block)| (k * BLOCK, block))
+        .collect();
+    for round in blocks.chunks(cores) {
+        let rendered = std::thread::scope(|s| {
+            let others: Vec<_> = round[1..]
+                .iter()
+                .map(|&(first, block)| s.spawn(move || render(first, block)))
+                .collect();
+            let mut rendered = vec![render(round[0].0, round[0].1)];
+            rendered.extend(others.into_iter().map(|h| {
+                h.join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            }));
+            rendered
+        });
+        for block in rendered {
+            out.write_all(&block?)?;
+        }
+    }
+    out.write_all(b"]")
 }
 
 impl Serialize for Inspection {
@@ -578,4 +670,42 @@ fn summary(ckpt: &Checkpoint, format: &str, rows: &[Row<'_>]) -> String {
         format,
         ckpt.byteorder().name()
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use stowage::Tensor;
+
+    /// `write_json` writes what `Serialize` gives, for a checkpoint whose
+    /// tensors are rendered in parallel blocks (more than two blocks, one
+    /// short) and for a small one, with and without hashes.
+    #[test]
+    fn json_written_in_blocks_is_the_serialized_document() {
+        let dir = tempfile::tempdir().unwrap();
+        for n in [3usize, 4096 * 2 + 1000] {
+            let tensors: Vec<(String, Tensor)> = (0..n)
+                .map(|i| {
+                    let t = Tensor::from_slice(&[i as f32, 0.5]).unwrap();
+                    (format!("layer{i}.w"), t)
+                })
+                .collect();
+            let ckpt = Checkpoint::builder()
+                .tensors("model", tensors)
+                .value("step", 7)
+                .build()
+                .unwrap();
+            let file = dir.path().join(format!("{n}.pt"));
+            stowage::save(&file, &ckpt).unwrap();
+            for hashes in [false, true] {
+                let options = InspectOptions::default().with_hashes(hashes);
+                let inspection = inspect(&file, &Context::default(), &options).unwrap();
+                let mut written = Vec::new();
+                inspection.write_json(&mut written).unwrap();
+                let mut serialized = serde_json::to_vec(&inspection).unwrap();
+                serialized.push(b'\n');
+                assert!(written == serialized, "{n} tensors, hashes {hashes}");
+            }
+        }
+    }
 }
