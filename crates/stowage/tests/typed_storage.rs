@@ -1319,7 +1319,7 @@ fn pytorch_checkpoint_naming_every_class_loads() {
             panic!("storages.{class} is not a storage");
         };
         assert_eq!(r.dtype, Some(class.dtype()), "{class}");
-        let record = ckpt.storages().iter().find(|s| s.key == *r.key).unwrap();
+        let record = ckpt.storages().iter().find(|s| *s.key == *r.key).unwrap();
         assert_eq!(record.storage_type(), class.name());
         let typed = TypedStorage::from_storage_ref(r).unwrap();
         assert!(class.cpu().is_instance(&typed));
@@ -1343,7 +1343,7 @@ fn pytorch_checkpoint_naming_every_class_loads() {
         n += 1;
         assert_eq!(t.tensor.dtype(), class.dtype(), "{class}");
         assert_eq!(
-            t.quantization.is_some(),
+            t.quantization().is_some(),
             class.dtype().kind() == stowage::Kind::Quantized
         );
         assert_eq!(t.tensor.storage_type(), Some(class.cpu()));
