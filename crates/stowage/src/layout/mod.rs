@@ -22,7 +22,9 @@ mod view;
 
 pub use dense::MemOverlap;
 pub use dtype_view::DTypeViewProblem;
-pub(crate) use shape::{broadcast_shapes, contiguous_strides, numel_of, wrap_dim, wrap_index};
+pub(crate) use shape::{
+    broadcast_shapes, contiguous_strides, fill_contiguous_strides, numel_of, wrap_dim, wrap_index,
+};
 pub use strided_index::Offsets;
 pub(crate) use strided_index::StridedIndex;
 pub(crate) use view::expand_problem;
@@ -49,9 +51,11 @@ impl Layout {
     /// [`TensorError::SizeOverflow`] when the element count does not fit in `usize`.
     pub fn contiguous(shape: &[usize]) -> Result<Layout> {
         numel_of(shape)?;
+        let mut stride = Dims::from_elem(1, shape.len());
+        fill_contiguous_strides(shape, &mut stride);
         Ok(Layout {
             shape: Dims::from_slice(shape),
-            stride: contiguous_strides(shape).into(),
+            stride,
             offset: 0,
         })
     }

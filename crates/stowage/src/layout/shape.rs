@@ -57,10 +57,15 @@ pub fn numel_of(shape: &[usize]) -> Result<usize> {
 /// `stride[i] = stride[i+1] * max(shape[i+1], 1)`).
 pub fn contiguous_strides(shape: &[usize]) -> Vec<usize> {
     let mut stride = vec![1usize; shape.len()];
+    fill_contiguous_strides(shape, &mut stride);
+    stride
+}
+
+/// [`contiguous_strides`] into `stride` (as long as `shape`, all ones).
+pub(crate) fn fill_contiguous_strides(shape: &[usize], stride: &mut [usize]) {
     for i in (0..shape.len().saturating_sub(1)).rev() {
         stride[i] = stride[i + 1].saturating_mul(shape[i + 1].max(1));
     }
-    stride
 }
 
 /// Resolves one `-1` in `shape` against `numel` elements.

@@ -52,7 +52,7 @@ pub(crate) struct TorchHooks<'s, S: StorageSource> {
     pub legacy: bool,
     /// Each storage made, as its index in `records`, found by its record
     /// key (the record's own: the table holds no copy).
-    pub cache: HashTable<usize>,
+    cache: HashTable<usize>,
     /// `cache`'s hasher (`foldhash`: a key per tensor).
     hasher: foldhash::fast::RandomState,
     pub records: Vec<StorageRecord>,

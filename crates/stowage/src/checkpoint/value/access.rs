@@ -227,7 +227,7 @@ impl<'c> ValueRef<'c> {
     /// `None` when none was set.
     pub fn state(&self) -> Option<ValueRef<'c>> {
         let state = match self.value {
-            Value::Ext(Object::Tensor(t)) => t.state().as_ref()?,
+            Value::Ext(Object::Tensor(t)) => t.state()?,
             Value::Node(id) => match self.ckpt.objects.get(id) {
                 Some(object) => object.state.as_ref()?,
                 None => self.ckpt.state.get(id)?,

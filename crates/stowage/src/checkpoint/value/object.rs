@@ -243,17 +243,23 @@ impl TensorObject {
 
     /// Sets [`quantization`](Self::quantization).
     pub fn set_quantization(&mut self, quantization: Option<Quantization>) {
-        self.rare_mut().quantization = quantization;
+        if let Some(rare) = self.rare_for(quantization.is_some()) {
+            rare.quantization = quantization;
+        }
     }
 
     /// Sets [`subclass`](Self::subclass).
     pub fn set_subclass(&mut self, subclass: Option<Value<Object>>) {
-        self.rare_mut().subclass = subclass;
+        if let Some(rare) = self.rare_for(subclass.is_some()) {
+            rare.subclass = subclass;
+        }
     }
 
     /// Sets [`state`](Self::state).
     pub fn set_state(&mut self, state: Option<Value<Object>>) {
-        self.rare_mut().state = state;
+        if let Some(rare) = self.rare_for(state.is_some()) {
+            rare.state = state;
+        }
     }
 
     /// The graph values this object holds (its subclass and Python state),
@@ -266,8 +272,15 @@ impl TensorObject {
         })
     }
 
-    fn rare_mut(&mut self) -> &mut Rare {
-        self.rare.get_or_insert_with(Box::default)
+    /// The rare parts to set one in: made when `needed` (a value other than
+    /// the default is set), else only those there are (setting a default
+    /// where there are none allocates nothing).
+    fn rare_for(&mut self, needed: bool) -> Option<&mut Rare> {
+        if needed {
+            Some(self.rare.get_or_insert_with(Box::default))
+        } else {
+            self.rare.as_deref_mut()
+        }
     }
 
     /// A sparse or nested tensor object from its components and its logical
@@ -311,7 +324,10 @@ impl TensorObject {
             crate::layout::Layout::contiguous(shape)?,
         )?;
         let mut object = TensorObject::new(tensor);
-        object.rare_mut().kind = kind;
+        object.rare = Some(Box::new(Rare {
+            kind,
+            ..Rare::default()
+        }));
         Ok(object)
     }
 
@@ -426,4 +442,33 @@ pub struct StorageRef {
     pub dtype: Option<DType>,
     /// The checkpoint's key for it (`data/<key>`).
     pub key: Arc<str>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A plain tensor object keeps no rare parts, even when its defaults are
+    /// set (a Parameter rebuilt without Python state sets `None`); a part
+    /// set reads back, and setting it back to the default keeps the others.
+    #[test]
+    fn rare_parts_are_made_only_for_what_is_not_default() {
+        let mut t = TensorObject::new(Tensor::from_slice(&[1.0f32]).unwrap());
+        t.set_state(None);
+        t.set_subclass(None);
+        t.set_quantization(None);
+        assert!(t.rare.is_none());
+        assert!(t.kind().is_strided());
+        t.set_state(Some(Value::Int(3)));
+        t.set_quantization(Some(Quantization::PerTensorAffine {
+            scale: 0.5,
+            zero_point: 2,
+        }));
+        t.set_state(None);
+        assert!(t.state().is_none());
+        assert!(matches!(
+            t.quantization(),
+            Some(Quantization::PerTensorAffine { zero_point: 2, .. })
+        ));
+    }
 }
