@@ -345,7 +345,7 @@ pub fn disassemble(data: &[u8], limits: &Limits) -> Disassembly {
         marks: Vec::new(),
         memo: Map::default(),
         plan: if limits.scan_memo {
-            memo_plan(data)
+            memo_plan(&mut &data[..])
         } else {
             None
         },

@@ -143,3 +143,18 @@ pub enum PickleError {
         offset: usize,
     },
 }
+
+impl PickleError {
+    /// The error a decode of held bytes reported, with its offset moved by
+    /// `base` (where the held bytes start in the stream): the errors
+    /// [`Input`](super::operand::Input) makes.
+    pub(crate) fn moved_by(mut self, base: usize) -> Self {
+        match &mut self {
+            PickleError::Truncated { offset, .. }
+            | PickleError::UnterminatedLine { offset }
+            | PickleError::BadText { offset, .. } => *offset += base,
+            _ => {}
+        }
+        self
+    }
+}

@@ -21,6 +21,8 @@
 //!   `NEWOBJ`, persistent ids), within [`Limits`], and returns [`Pickled`]:
 //!   the root [`Value`] and the [`Graph`] of [`Node`]s it refers to by
 //!   [`NodeId`]. Failures are [`PickleError`]s (or the hooks' own errors).
+//!   [`unpickle_reader`] runs one from readers, holding a window of it at a
+//!   time rather than all of it, with the same result and errors.
 //! - Writing: [`Pickler`] emits protocol 2 opcodes as CPython's C pickler
 //!   does; [`write_value`] writes a whole graph value with it, asking the
 //!   caller's [`WriteHooks`] for extension values, in a [`Layout`];
@@ -106,6 +108,7 @@ pub mod opcode;
 mod operand;
 pub mod read;
 mod scan;
+mod source;
 #[cfg(test)]
 pub(crate) mod testkit;
 pub mod value;
@@ -115,7 +118,7 @@ pub use disasm::{disassemble, Disassembly, GlobalName};
 pub use dump::{dumps, write_value, Layout, WriteHooks};
 pub use error::PickleError;
 pub use limits::{Limits, NODES_PER_BYTE};
-pub use read::{unpickle, Hooks, Pickled};
+pub use read::{unpickle, unpickle_reader, Hooks, Pickled};
 pub use value::{Graph, Node, NodeId, Value};
 pub use write::{Pickler, WriteError, WriteResult};
 

@@ -26,8 +26,9 @@ use num_bigint::BigInt;
 use self::keys::KeyIndex;
 use self::text::{escape_decode, parse_int, py2_str, raw_unicode_escape};
 use super::opcode as op;
-use super::operand::{Input, Operand};
-use super::scan::MemoPlan;
+use super::operand::Operand;
+use super::scan::{memo_plan, MemoPlan};
+use super::source::{byte_at, operand, Source, Window};
 use super::value::{Graph, Interner, Key, Node, NodeId, Value};
 use super::{Limits, Map, PickleError, Set};
 
@@ -113,32 +114,79 @@ pub fn unpickle<H: Hooks>(
     limits: &Limits,
 ) -> Result<Pickled<H::Ext>, H::Error> {
     let limits = &limits.for_stream(data.len());
-    Machine {
-        input: Input { data, pos: 0 },
-        at: 0,
-        op: "?",
-        limits,
-        stack: Vec::new(),
-        marks: Vec::new(),
-        memo: Map::default(),
-        plan: if limits.scan_memo {
-            super::scan::memo_plan(data)
-        } else {
-            None
-        },
-        memoized: 0,
-        graph: Graph::new(),
-        protocol: 0,
-        keys: Map::default(),
-        interner: Interner::default(),
+    let plan = if limits.scan_memo {
+        memo_plan(&mut &data[..])
+    } else {
+        None
+    };
+    Machine::new(limits, plan, data.len()).run(&mut &data[..], hooks)
+}
+
+/// What [`unpickle_reader`] holds of the pickle at a time: a window this
+/// long, and longer only while one argument (a long string) needs it.
+const WINDOW: usize = 256 << 10;
+
+/// Reads one pickle of `len` bytes as [`unpickle`] does, from readers that
+/// each give its bytes from the first, holding a window of them at a time
+/// rather than the whole pickle: a state dict of many tensors has a pickle
+/// of about 100 bytes a tensor, which the objects it builds need not sit
+/// beside. `open` is called twice where the limits scan the memo first
+/// ([`Limits::scan_memo`]; the scan reads the stream once), once otherwise.
+/// The result, the errors and their offsets are `unpickle`'s on the same
+/// bytes; a reader's error is returned as it is.
+pub fn unpickle_reader<H, R>(
+    len: usize,
+    open: impl FnMut() -> std::io::Result<R>,
+    hooks: &mut H,
+    limits: &Limits,
+) -> Result<Pickled<H::Ext>, H::Error>
+where
+    H: Hooks,
+    H::Error: From<std::io::Error>,
+    R: std::io::Read,
+{
+    unpickle_windows(len, WINDOW, open, hooks, limits)
+}
+
+/// [`unpickle_reader`] with windows of `chunk` bytes.
+pub(crate) fn unpickle_windows<H, R>(
+    len: usize,
+    chunk: usize,
+    mut open: impl FnMut() -> std::io::Result<R>,
+    hooks: &mut H,
+    limits: &Limits,
+) -> Result<Pickled<H::Ext>, H::Error>
+where
+    H: Hooks,
+    H::Error: From<std::io::Error>,
+    R: std::io::Read,
+{
+    let limits = &limits.for_stream(len);
+    let plan = if limits.scan_memo {
+        let mut window = Window::new(open()?, len, chunk);
+        let plan = memo_plan(&mut window);
+        if let Some(e) = window.take_error() {
+            return Err(e.into());
+        }
+        plan
+    } else {
+        None
+    };
+    let mut window = Window::new(open()?, len, chunk);
+    let out = Machine::new(limits, plan, len).run(&mut window, hooks);
+    match window.take_error() {
+        Some(e) => Err(e.into()),
+        None => out,
     }
-    .run(hooks)
 }
 
 struct Machine<'a, X> {
-    input: Input<'a>,
+    /// The stream's length.
+    total: usize,
     /// Offset of the opcode being executed.
     at: usize,
+    /// Offset just past the argument of the opcode being executed.
+    next: usize,
     /// Name of the opcode being executed.
     op: &'static str,
     limits: &'a Limits,
@@ -160,14 +208,36 @@ struct Machine<'a, X> {
     interner: Interner,
 }
 
-impl<X: Clone + std::fmt::Debug> Machine<'_, X> {
-    fn run<H: Hooks<Ext = X>>(mut self, hooks: &mut H) -> Result<Pickled<X>, H::Error> {
+impl<'a, X: Clone + std::fmt::Debug> Machine<'a, X> {
+    fn new(limits: &'a Limits, plan: Option<MemoPlan>, total: usize) -> Self {
+        Machine {
+            total,
+            at: 0,
+            next: 0,
+            op: "?",
+            limits,
+            stack: Vec::new(),
+            marks: Vec::new(),
+            memo: Map::default(),
+            plan,
+            memoized: 0,
+            graph: Graph::new(),
+            protocol: 0,
+            keys: Map::default(),
+            interner: Interner::default(),
+        }
+    }
+
+    fn run<S: Source, H: Hooks<Ext = X>>(
+        mut self,
+        src: &mut S,
+        hooks: &mut H,
+    ) -> Result<Pickled<X>, H::Error> {
         loop {
-            self.at = self.input.pos;
-            let Some(&code) = self.input.data.get(self.at) else {
+            self.at = self.next;
+            let Some(code) = byte_at(src, self.at) else {
                 return Err(PickleError::NoStop { offset: self.at }.into());
             };
-            self.input.pos += 1;
             let Some(info) = op::info(code) else {
                 let offset = self.at;
                 return Err(PickleError::UnknownOpcode { byte: code, offset }.into());
@@ -180,7 +250,7 @@ impl<X: Clone + std::fmt::Debug> Machine<'_, X> {
                         graph: self.graph,
                         root,
                         protocol: self.protocol,
-                        consumed: self.input.pos,
+                        consumed: self.at + 1,
                     });
                 }
                 // No extension registry, no out-of-band buffers: refused before
@@ -190,7 +260,8 @@ impl<X: Clone + std::fmt::Debug> Machine<'_, X> {
                 }
                 _ => {}
             }
-            let arg = self.input.operand(info.arg, self.at)?;
+            let (arg, next) = operand(src, self.at, self.at + 1, info.arg)?;
+            self.next = next;
             self.step(code, arg, hooks)?;
         }
     }
@@ -430,9 +501,19 @@ impl<X: Clone + std::fmt::Debug> Machine<'_, X> {
                 return Ok(());
             }
             (op::FRAME, Operand::Uint(n)) => {
-                // Frames only group opcodes for buffered reading; the whole
-                // input is in memory, so just check the frame is there.
-                self.input.check_len(n)?;
+                // Frames only group opcodes for buffered reading; the
+                // machine reads the stream as it goes, so just check the
+                // frame is there.
+                let available = self.total - self.next;
+                if usize::try_from(n).map_or(true, |n| n > available) {
+                    let offset = self.next;
+                    return Err(PickleError::Truncated {
+                        offset,
+                        needed: n,
+                        available,
+                    }
+                    .into());
+                }
                 return Ok(());
             }
             // `run` handles STOP and the refused opcodes; the opcode table

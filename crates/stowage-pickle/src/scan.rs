@@ -18,7 +18,8 @@
 //! entries that count would then miss).
 
 use super::opcode as op;
-use super::operand::{index_line, Input, Operand};
+use super::operand::{index_line, Operand};
+use super::source::{byte_at, hold, operand, Source};
 use super::Set;
 
 /// Which memo entries a pickle reads.
@@ -44,24 +45,25 @@ pub(crate) fn memoize_index(plan: Option<&MemoPlan>, memoized: u64, stored: usiz
 ///
 /// Arguments are read as the opcode table lays them out, as the machine
 /// reads them.
-pub(crate) fn memo_plan(data: &[u8]) -> Option<MemoPlan> {
+pub(crate) fn memo_plan<S: Source>(src: &mut S) -> Option<MemoPlan> {
     let mut plan = MemoPlan::default();
     let (mut puts, mut memoizes) = (false, false);
     let mut pos = 0;
     loop {
-        let code = *data.get(pos)?;
+        let at = pos;
+        let code = byte_at(src, at)?;
         pos += 1;
         let arg = op::info(code)?.arg;
         match code {
             op::STOP => break,
             op::GET | op::BINGET | op::LONG_BINGET => {
-                let mut input = Input { data, pos };
-                let index = match input.operand(arg, pos - 1).ok()? {
+                let (operand, end) = operand(src, at, pos, arg).ok()?;
+                let index = match operand {
                     Operand::Line(line) => index_line(line)?,
                     Operand::Uint(index) => index,
                     _ => return None,
                 };
-                pos = input.pos;
+                pos = end;
                 plan.read.insert(index);
                 continue;
             }
@@ -69,9 +71,7 @@ pub(crate) fn memo_plan(data: &[u8]) -> Option<MemoPlan> {
             op::MEMOIZE => memoizes = true,
             _ => {}
         }
-        let mut input = Input { data, pos };
-        input.skip(arg)?;
-        pos = input.pos;
+        pos = hold(src, at, pos, arg)?;
     }
     (!(puts && memoizes)).then_some(plan)
 }
@@ -81,7 +81,7 @@ mod tests {
     use super::*;
 
     fn read(data: &[u8]) -> Option<Vec<u64>> {
-        let mut v: Vec<u64> = memo_plan(data)?.read.into_iter().collect();
+        let mut v: Vec<u64> = memo_plan(&mut &data[..])?.read.into_iter().collect();
         v.sort_unstable();
         Some(v)
     }
@@ -103,7 +103,7 @@ mod tests {
         use super::super::testkit::{unhex, FIXTURES};
         for f in FIXTURES {
             let data = unhex(f.hex);
-            assert!(memo_plan(&data).is_some(), "{}", f.name);
+            assert!(memo_plan(&mut &data[..]).is_some(), "{}", f.name);
         }
     }
 

@@ -27,6 +27,13 @@ pub(crate) enum Tag {
 pub(crate) enum TestError {
     Pickle(PickleError),
     Hook(String),
+    Io(String),
+}
+
+impl From<std::io::Error> for TestError {
+    fn from(e: std::io::Error) -> Self {
+        TestError::Io(e.to_string())
+    }
 }
 
 impl From<PickleError> for TestError {
@@ -164,6 +171,12 @@ pub(crate) fn unhex(s: &str) -> Vec<u8> {
 
 pub(crate) fn load(data: &[u8]) -> Result<Pickled<Tag>, TestError> {
     super::unpickle(data, &mut TestHooks, &Limits::default())
+}
+
+/// [`load`] read through windows of `chunk` bytes ([`unpickle_reader`](super::unpickle_reader)).
+pub(crate) fn load_windowed(data: &[u8], chunk: usize) -> Result<Pickled<Tag>, TestError> {
+    let open = || Ok::<_, std::io::Error>(data);
+    super::read::unpickle_windows(data.len(), chunk, open, &mut TestHooks, &Limits::default())
 }
 
 /// The node a value refers to, if any (instances are nodes too).

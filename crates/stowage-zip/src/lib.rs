@@ -86,7 +86,7 @@ mod read;
 mod read_at;
 mod write;
 
-pub use read::{Entry, Method, ZipReader};
+pub use read::{Entry, Method, StoredReader, ZipReader};
 pub use read_at::{ReadAt, ReadCost, Window};
 pub use write::ZipWriter;
 

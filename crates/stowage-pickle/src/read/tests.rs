@@ -1,6 +1,8 @@
 //! Tests of the unpickler.
 
-use super::super::testkit::{load, render, unhex, Tag, TestError, TestHooks, FIXTURES};
+use super::super::testkit::{
+    load, load_windowed, render, unhex, Tag, TestError, TestHooks, FIXTURES,
+};
 use super::text::MAX_INT_DIGITS;
 use super::*;
 use crate::NODES_PER_BYTE;
@@ -392,6 +394,59 @@ fn every_prefix_of_a_real_pickle_is_an_error() {
     }
 }
 
+/// What a read gives, comparable (`NaN` is not equal to itself in a graph).
+fn outcome(r: Result<Pickled<Tag>, TestError>) -> Result<(String, u8, usize), TestError> {
+    r.map(|p| (render(&p.graph, &p.root), p.protocol, p.consumed))
+}
+
+/// A pickle read through a sliding window is read as it is whole: the same
+/// objects, or the same error at the same offset, however the windows cut
+/// the opcodes and their arguments; the prefixes end inside every one.
+#[test]
+fn windows_read_what_the_whole_stream_reads() {
+    for f in FIXTURES {
+        let data = unhex(f.hex);
+        for n in 0..=data.len() {
+            let whole = outcome(load(&data[..n]));
+            for chunk in [1, 2, 3, 7, 64] {
+                assert_eq!(
+                    outcome(load_windowed(&data[..n], chunk)),
+                    whole,
+                    "{} prefix {n}, windows of {chunk}",
+                    f.name
+                );
+            }
+        }
+    }
+}
+
+/// A reader's failure is the load's error, whatever the pickle it cut.
+#[test]
+fn a_readers_error_is_the_error() {
+    struct Cut<'a>(&'a [u8]);
+    impl std::io::Read for Cut<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            if self.0.is_empty() {
+                return Err(std::io::Error::other("the disk went away"));
+            }
+            let n = buf.len().min(self.0.len());
+            buf[..n].copy_from_slice(&self.0[..n]);
+            self.0 = &self.0[n..];
+            Ok(n)
+        }
+    }
+    let data = unhex(FIXTURES[0].hex);
+    for cut in 0..data.len() {
+        let open = || Ok::<_, std::io::Error>(Cut(&data[..cut]));
+        let got = unpickle_windows(data.len(), 4, open, &mut TestHooks, &Limits::default());
+        assert_eq!(
+            got,
+            Err(TestError::Io("the disk went away".into())),
+            "cut at {cut}"
+        );
+    }
+}
+
 /// Bytes that are opcodes or common arguments, to reach deep states.
 fn alphabet() -> Vec<u8> {
     let mut a: Vec<u8> = op::ALL.iter().map(|o| o.byte).collect();
@@ -405,6 +460,14 @@ proptest! {
     #[test]
     fn random_bytes_never_panic(data in proptest::collection::vec(any::<u8>(), 0..512)) {
         let _ = load(&data);
+    }
+
+    #[test]
+    fn windows_read_random_streams_as_the_whole(
+        data in proptest::collection::vec(proptest::sample::select(alphabet()), 0..512),
+        chunk in 1..40usize,
+    ) {
+        prop_assert_eq!(outcome(load_windowed(&data, chunk)), outcome(load(&data)));
     }
 
     #[test]
@@ -429,6 +492,10 @@ proptest! {
                 _ => {}
             }
         }
+        prop_assert_eq!(
+            outcome(load_windowed(&data, 1 + data.len() % 13)),
+            outcome(load(&data))
+        );
         if let Ok(p) = load(&data) {
             // Whatever it read, the writer can write and the reader re-read.
             let out = super::super::dumps(&p.graph, &p.root, |p, t| match t {

@@ -232,6 +232,30 @@ impl<R: ReadAt> ZipReader<R> {
         Ok(data)
     }
 
+    /// The entry's data as [`read_to_vec`](Self::read_to_vec) gives it, under
+    /// the same limit, read as the caller goes rather than held whole: where
+    /// the entry is stored and not flagged as encrypted, a reader of its
+    /// bytes by positional reads of the archive; `None` for other entries
+    /// (read them with `read_to_vec`). Each clone reads from the first byte.
+    pub fn stored_reader(&self, e: &Entry) -> Result<Option<StoredReader<'_, R>>, ZipError> {
+        if e.size > self.limits.max_record_to_vec {
+            return Err(ZipError::RecordTooLarge {
+                name: e.name.clone(),
+                size: e.size,
+                max: self.limits.max_record_to_vec,
+            });
+        }
+        if e.method != Method::Stored || e.encrypted {
+            return Ok(None);
+        }
+        check_stored_sizes(e)?;
+        Ok(Some(StoredReader {
+            source: &self.source,
+            offset: self.data_offset(e)?,
+            left: e.size,
+        }))
+    }
+
     /// Computes the CRC-32 of the entry's data in chunks and compares it with
     /// the recorded one. A recorded 0 with other data gives
     /// [`ZipError::CrcNotRecorded`] (PyTorch's `compute_crc32=False`), any
@@ -305,5 +329,29 @@ pub(super) fn check_stored_sizes(e: &Entry) -> Result<(), ZipError> {
             compressed: e.compressed_size,
             size: e.size,
         })
+    }
+}
+
+/// A stored entry's data, read from the archive as it is asked for
+/// ([`ZipReader::stored_reader`]).
+pub struct StoredReader<'z, R> {
+    source: &'z R,
+    offset: u64,
+    left: u64,
+}
+
+impl<R> Clone for StoredReader<'_, R> {
+    fn clone(&self) -> Self {
+        StoredReader { ..*self }
+    }
+}
+
+impl<R: ReadAt> std::io::Read for StoredReader<'_, R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = usize::try_from(self.left).map_or(buf.len(), |left| left.min(buf.len()));
+        self.source.read_exact_at(&mut buf[..n], self.offset)?;
+        self.offset += n as u64;
+        self.left -= n as u64;
+        Ok(n)
     }
 }

@@ -8,6 +8,8 @@
 //! `data`, deflate data through `inflate`.
 
 mod data;
+
+pub use data::StoredReader;
 mod directory;
 mod inflate;
 mod local;
@@ -655,6 +657,31 @@ mod tests {
         }
     }
 
+    /// A stored entry's reader gives what `read_to_vec` gives, in reads of
+    /// any size, and each clone from the start; a deflated entry has none.
+    #[test]
+    fn stored_reader_reads_what_read_to_vec_reads() {
+        use std::io::Read as _;
+        let data: Vec<u8> = (0..5000u32).map(|i| (i * 7) as u8).collect();
+        let bytes = build(
+            &[Raw::stored("z/s", &data), Raw::deflated("z/d", &data)],
+            false,
+        );
+        let zip = open(&bytes).unwrap();
+        let reader = zip.stored_reader(zip.find("s").unwrap()).unwrap().unwrap();
+        for step in [1, 7, 4096, 10_000] {
+            let (mut r, mut got, mut buf) = (reader.clone(), Vec::new(), vec![0u8; step]);
+            loop {
+                match r.read(&mut buf).unwrap() {
+                    0 => break,
+                    n => got.extend_from_slice(&buf[..n]),
+                }
+            }
+            assert_eq!(got, data, "reads of {step}");
+        }
+        assert!(zip.stored_reader(zip.find("d").unwrap()).unwrap().is_none());
+    }
+
     #[test]
     fn refuses_unsupported_entries() {
         let mut bzip = Raw::stored("z/a", b"abc");
@@ -858,6 +885,14 @@ mod tests {
         let e = zip.find("data.pkl").unwrap();
         assert!(matches!(
             zip.read_to_vec(e),
+            Err(ZipError::RecordTooLarge {
+                size: 6,
+                max: 4,
+                ..
+            })
+        ));
+        assert!(matches!(
+            zip.stored_reader(e),
             Err(ZipError::RecordTooLarge {
                 size: 6,
                 max: 4,

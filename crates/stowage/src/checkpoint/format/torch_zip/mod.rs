@@ -19,7 +19,7 @@ use crate::checkpoint::records::{Mode, Records};
 use crate::checkpoint::torch::{finish_kinds, Tables, TorchHooks};
 use crate::checkpoint::value::graph::{check_views, ByteOrder, Checkpoint, Format, Object};
 use crate::checkpoint::zip::{self, ZipLimits, ZipReader};
-use crate::io::ReadAt;
+use crate::io::{ReadAt, ReadCost};
 use crate::storage::Fetch;
 use crate::{Error, Result};
 
@@ -55,7 +55,6 @@ fn load_zip_archive<'z, R: ReadAt>(
             name: "data.pkl".into(),
         })
     })?;
-    let pkl = zip.read_to_vec(pkl_entry)?;
     let byteorder = match zip.find("byteorder") {
         None => ByteOrder::Little,
         Some(e) => match zip.read_to_vec(e)?.as_slice() {
@@ -86,12 +85,11 @@ fn load_zip_archive<'z, R: ReadAt>(
     let mut hooks = TorchHooks::new(&mut src, options, byteorder, false);
     hooks.reserve(storages);
     hooks.foreign.torchscript = constants.is_some();
-    let mut pickled = pickle::unpickle(&pkl, &mut hooks, &options.pickle_limits)
+    let mut pickled = unpickle_entry(zip, pkl_entry, &mut hooks, &options.pickle_limits)
         .map_err(|e| e.in_entry("data.pkl"))?;
-    // The pickle's bytes and the hooks' tables by key go before the records
-    // are read: with many small tensors, they are a fifth of the peak.
-    let data_len = pkl.len();
-    drop(pkl);
+    // The hooks' tables by key go before the records are read: with many
+    // small tensors, they are a tenth of the peak.
+    let data_len = pkl_entry.size;
     let mut objects = hooks.finish(&mut pickled)?;
     let Tables {
         mut records,
@@ -100,11 +98,10 @@ fn load_zip_archive<'z, R: ReadAt>(
         mut state,
     } = hooks.into_tables();
     if let Some(entry) = constants {
-        let pkl = zip.read_to_vec(entry)?;
         src.dir = "constants";
         let mut hooks = TorchHooks::new(&mut src, options, byteorder, false);
         hooks.foreign.torchscript = true;
-        let mut c = pickle::unpickle(&pkl, &mut hooks, &options.pickle_limits)
+        let mut c = unpickle_entry(zip, entry, &mut hooks, &options.pickle_limits)
             .map_err(|e| e.in_entry("constants.pkl"))?;
         let c_objects = hooks.finish(&mut c)?;
         let c_tables = hooks.into_tables();
@@ -115,7 +112,7 @@ fn load_zip_archive<'z, R: ReadAt>(
         // The two graphs together, held to what both streams may build.
         let max_nodes = options
             .pickle_limits
-            .for_stream(data_len + pkl.len())
+            .for_stream(usize::try_from(data_len.saturating_add(entry.size)).unwrap_or(usize::MAX))
             .max_nodes;
         let offset = append_graph(&mut pickled.graph, c.graph, max_nodes)?;
         let (map, at) = (shift(offset), |id: NodeId| NodeId(id.0 + offset));
@@ -156,6 +153,33 @@ fn load_zip_archive<'z, R: ReadAt>(
     // Sparse and nested tensors are checked once every storage's bytes are in.
     finish_kinds(&mut ckpt)?;
     Ok(ckpt)
+}
+
+/// Runs the pickle `entry` holds through `hooks`. Where the archive is
+/// local and the entry stored (as `torch.save` writes it), the pickle is
+/// read as the machine goes (`unpickle_reader`): a state dict of many small
+/// tensors has a pickle of about 100 bytes a tensor, a tenth of the load's
+/// peak were it held whole beside the objects it builds. Otherwise (by URL,
+/// where each read is a request, or compressed) it is read whole first.
+fn unpickle_entry<R: ReadAt, H: pickle::Hooks<Ext = Object, Error = Error>>(
+    zip: &ZipReader<R>,
+    entry: &zip::Entry,
+    hooks: &mut H,
+    limits: &pickle::Limits,
+) -> Result<pickle::Pickled<Object>> {
+    match zip.stored_reader(entry)? {
+        Some(reader) if zip.source().read_cost() == ReadCost::Local => {
+            let len = usize::try_from(entry.size).map_err(|_| {
+                Error::from(zip::ZipError::RecordTooLarge {
+                    name: entry.name.clone(),
+                    size: entry.size,
+                    max: usize::MAX as u64,
+                })
+            })?;
+            pickle::unpickle_reader(len, || Ok(reader.clone()), hooks, limits)
+        }
+        _ => pickle::unpickle(&zip.read_to_vec(entry)?, hooks, limits),
+    }
 }
 
 /// Moves a value of an appended graph by `offset` nodes (see [`append_graph`]).
