@@ -70,7 +70,8 @@ pub enum PickleError {
     /// One of the [`Limits`] was exceeded.
     #[error("limit {limit} exceeded: {value} > {max} at offset {offset}")]
     LimitExceeded {
-        /// The limit's field name in [`Limits`].
+        /// The limit's field name in [`Limits`], or what else is bounded
+        /// (`"dict or set entries"`: 2^32 - 1).
         limit: &'static str,
         /// The value that would have been reached.
         value: usize,

@@ -2,17 +2,25 @@
 //! sits, so that `SETITEM` replaces an equal key's value and `ADDITEMS`
 //! skips an equal item, as Python would, without a quadratic scan.
 
-use std::collections::HashMap;
+use std::hash::BuildHasher;
+
+use hashbrown::HashTable;
 
 use super::super::value::{Key, Value};
 
-/// Where each key sits in a dict's or set's entries. Hooks may change the
-/// node between opcodes, so positions are verified on use and the index is
-/// rebuilt when the entry count or a looked-up key disagrees.
+/// Where each key sits in a dict's or set's entries: a table of positions,
+/// hashed by the key the entry at each position holds, so a state dict's
+/// index costs a few bytes an entry and no copy of its keys. Each position
+/// keeps the low half of its key's hash, so a position whose entry a hook
+/// changed between opcodes is told from a key that was never there: hooks
+/// may change the node, so positions are verified on use and the index is
+/// rebuilt when the entry count, or a looked-up key, disagrees.
 #[derive(Default)]
 pub(super) struct KeyIndex {
     len: usize,
-    map: HashMap<Key, usize>,
+    /// `(position, low half of the key's hash)` of each indexed entry.
+    table: HashTable<(u32, u32)>,
+    hasher: foldhash::fast::RandomState,
 }
 
 /// The keys of a dict's or set's entries.
@@ -39,15 +47,61 @@ impl<X> Entries<X> for [Value<X>] {
     }
 }
 
+/// The key of entry `i`, if it has one.
+fn key_at<X, E: Entries<X> + ?Sized>(entries: &E, i: u32) -> Option<Key> {
+    entries.key(i as usize).and_then(Key::of)
+}
+
 impl KeyIndex {
+    /// The most entries an index holds: positions are `u32`s (a dict that
+    /// long would hold 300 GB of entries).
+    pub(super) const MAX_ENTRIES: usize = u32::MAX as usize;
+
+    fn hash(&self, key: &Key) -> u64 {
+        self.hasher.hash_one(key)
+    }
+
+    /// Indexes every entry anew (the first of equal keys), with room for
+    /// one more at least: a table rebuilt when full doubles its buckets.
     fn rebuild<X, E: Entries<X> + ?Sized>(&mut self, entries: &E) {
-        self.map.clear();
-        for i in 0..entries.count() {
-            if let Some(key) = entries.key(i).and_then(Key::of) {
-                self.map.entry(key).or_insert(i);
+        let count = entries.count().min(Self::MAX_ENTRIES);
+        self.table = HashTable::new();
+        self.table = HashTable::with_capacity(count.saturating_add(1).max(8));
+        for i in 0..count as u32 {
+            if let Some(key) = key_at(entries, i) {
+                if self.find(&key, entries).is_err() {
+                    self.insert(&key, i, entries);
+                }
             }
         }
         self.len = entries.count();
+    }
+
+    /// The position of `key`; where it is not indexed, whether a position
+    /// that claims its hash now holds another key (stale).
+    fn find<X, E: Entries<X> + ?Sized>(&self, key: &Key, entries: &E) -> Result<u32, bool> {
+        let hash = self.hash(key);
+        let mut stale = false;
+        for &(i, low) in self.table.iter_hash(hash) {
+            if low == hash as u32 {
+                if key_at(entries, i).as_ref() == Some(key) {
+                    return Ok(i);
+                }
+                stale = true;
+            }
+        }
+        Err(stale)
+    }
+
+    /// Indexes `key` at position `i`, growing the table by rebuilding it
+    /// from the entries (so a grown table holds no stale positions).
+    fn insert<X, E: Entries<X> + ?Sized>(&mut self, key: &Key, i: u32, entries: &E) {
+        let hash = self.hash(key);
+        let hasher = &self.hasher;
+        self.table
+            .insert_unique(hash, (i, hash as u32), |&(at, _)| {
+                key_at(entries, at).map_or(0, |k| hasher.hash_one(&k))
+            });
     }
 
     pub(super) fn position<X, E: Entries<X> + ?Sized>(
@@ -58,19 +112,94 @@ impl KeyIndex {
         if self.len != entries.count() {
             self.rebuild(entries);
         }
-        let i = *self.map.get(key)?;
-        if entries.key(i).and_then(Key::of).as_ref() == Some(key) {
-            return Some(i);
+        match self.find(key, entries) {
+            Ok(i) => Some(i as usize),
+            Err(false) => None,
+            Err(true) => {
+                self.rebuild(entries);
+                self.find(key, entries).ok().map(|i| i as usize)
+            }
         }
-        self.rebuild(entries);
-        self.map.get(key).copied()
     }
 
-    /// Notes that an entry with `key` was appended at position `i`.
-    pub(super) fn record(&mut self, key: Option<Key>, i: usize) {
-        if let Some(key) = key {
-            self.map.insert(key, i);
+    /// Notes that an entry with `key` was appended at position `i` of
+    /// `entries`, its last, `i` below [`MAX_ENTRIES`](Self::MAX_ENTRIES).
+    pub(super) fn record<X, E: Entries<X> + ?Sized>(
+        &mut self,
+        key: Option<Key>,
+        i: usize,
+        entries: &E,
+    ) {
+        let Some(key) = key else {
+            self.len = i + 1;
+            return;
+        };
+        if self.len != i || self.table.len() == self.table.capacity() {
+            self.rebuild(entries);
+            return;
         }
+        self.insert(&key, i as u32, entries);
         self.len = i + 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+
+    fn key(v: &Value<()>) -> Key {
+        Key::of(v).expect("a key")
+    }
+
+    /// Appended keys are found at their positions across the table's
+    /// growth; a key moved by a hook is found where it went; a key a hook
+    /// replaced is no longer there.
+    #[test]
+    fn positions_follow_the_entries() {
+        let (mut index, mut entries) = (KeyIndex::default(), Vec::<Value<()>>::new());
+        for i in 0..1000 {
+            let k = Value::Int(i * 7);
+            assert_eq!(index.position(&key(&k), &entries[..]), None);
+            entries.push(k);
+            index.record(Some(key(&entries[i as usize])), i as usize, &entries[..]);
+        }
+        for i in 0..1000 {
+            assert_eq!(
+                index.position(&key(&Value::Int(i * 7)), &entries[..]),
+                Some(i as usize)
+            );
+        }
+        // A hook swaps two entries and replaces a third, keeping the count.
+        entries.swap(3, 500);
+        entries[10] = Value::str("new");
+        assert_eq!(
+            index.position(&key(&Value::Int(3 * 7)), &entries[..]),
+            Some(500)
+        );
+        assert_eq!(
+            index.position(&key(&Value::Int(500 * 7)), &entries[..]),
+            Some(3)
+        );
+        assert_eq!(
+            index.position(&key(&Value::Int(10 * 7)), &entries[..]),
+            None
+        );
+        // A hook appends: the count disagrees, and the index is rebuilt.
+        let s: Arc<str> = Arc::from("late");
+        entries.push(Value::Str(s.clone()));
+        assert_eq!(
+            index.position(&key(&Value::Str(s)), &entries[..]),
+            Some(1000)
+        );
+    }
+
+    /// Of equal keys a hook left in the entries, the first is the one found.
+    #[test]
+    fn the_first_of_equal_keys_wins() {
+        let mut index = KeyIndex::default();
+        let entries = [Value::<()>::Int(1), Value::Int(2), Value::Int(1)];
+        assert_eq!(index.position(&key(&entries[2]), &entries[..]), Some(0));
     }
 }

@@ -4,6 +4,7 @@
 
 use super::super::value::{Key, Node, NodeId, Value};
 use super::super::PickleError;
+use super::keys::KeyIndex;
 use super::Machine;
 
 impl<X: Clone + std::fmt::Debug> Machine<'_, X> {
@@ -248,10 +249,13 @@ impl<X: Clone + std::fmt::Debug> Machine<'_, X> {
                         .and_then(|key| index.position(key, &entries[..]))
                     {
                         Some(i) => entries[i].1 = v,
+                        None if entries.len() >= KeyIndex::MAX_ENTRIES => {
+                            return Err(too_many(self.at))
+                        }
                         None => {
-                            index.record(key, entries.len());
                             grow_gently(entries);
                             entries.push((k, v));
+                            index.record(key, entries.len() - 1, &entries[..]);
                         }
                     }
                 }
@@ -265,15 +269,28 @@ impl<X: Clone + std::fmt::Debug> Machine<'_, X> {
                         .and_then(|key| index.position(key, &entries[..]))
                         .is_none()
                     {
-                        index.record(key, entries.len());
+                        if entries.len() >= KeyIndex::MAX_ENTRIES {
+                            return Err(too_many(self.at));
+                        }
                         grow_gently(entries);
                         entries.push(item);
+                        index.record(key, entries.len() - 1, &entries[..]);
                     }
                 }
             }
             _ => return Err(wrong),
         }
         self.limit("max_depth", self.graph.depth(id), self.limits.max_depth)
+    }
+}
+
+/// A dict or set past the entries a key index holds.
+fn too_many(offset: usize) -> PickleError {
+    PickleError::LimitExceeded {
+        limit: "dict or set entries",
+        value: KeyIndex::MAX_ENTRIES + 1,
+        max: KeyIndex::MAX_ENTRIES,
+        offset,
     }
 }
 
