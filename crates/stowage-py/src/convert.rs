@@ -23,8 +23,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyComplex, PyDict, PyFrozenSet, PyList, PySet, PyString, PyTuple};
 use stowage::checkpoint::pickle::Value;
 use stowage::checkpoint::{
-    Object, PyData, Quantization, StorageRef, TensorKind, TensorObject, TimeZone, ValueKind,
-    ValueRef,
+    Object, PyData, Quantization, TensorKind, TensorObject, TimeZone, ValueKind, ValueRef,
 };
 use stowage::{Checkpoint, Scalar, UntypedStorage};
 
@@ -305,16 +304,16 @@ impl<'py, 'c> Converter<'py, 'c> {
                 self.tensors.insert(key, made.clone_ref(py));
                 Ok(made)
             }
-            Object::Storage(StorageRef { storage, dtype, .. }) => {
-                let s = self.storage(storage)?;
-                self.call("storage_value", (s, dtype.map(|d| d.name())))
+            Object::Storage(r) => {
+                let s = self.storage(&r.storage)?;
+                self.call("storage_value", (s, r.dtype.map(|d| d.name())))
             }
             Object::DType(d) => self.call("dtype", (d.name(),)),
             Object::Device(d) => self.call("device", (d.to_string(),)),
             Object::Size(s) => self.call("size", (PyTuple::new(py, s)?,)),
             Object::Complex(c) => Ok(PyComplex::from_doubles(py, c.re, c.im).into_any().unbind()),
             Object::QScheme(name) => self.call("qscheme", (*name,)),
-            Object::Layout(name) => self.call("layout", (name.as_str(),)),
+            Object::Layout(name) => self.call("layout", (&**name,)),
             Object::Class(c) => self.call("global_ref", (c.module.as_str(), c.name.as_str())),
             Object::NdArray(a) => {
                 let t = &a.tensor;

@@ -211,7 +211,7 @@ fn as_usize(graph: &Graph<Object>, v: &V, context: &'static str) -> Result<usize
 /// A size or stride: a tuple of ints or a `torch.Size`.
 fn as_dims(graph: &Graph<Object>, v: &V, context: &'static str) -> Result<Vec<usize>> {
     match v {
-        Value::Ext(Object::Size(s)) => Ok(s.clone()),
+        Value::Ext(Object::Size(s)) => Ok(s.to_vec()),
         _ => tuple_items(graph, v, context)?
             .iter()
             .map(|x| as_usize(graph, x, context))
@@ -266,15 +266,19 @@ impl<S: StorageSource> TorchHooks<'_, S> {
             return Err(bad("persistent id tag", "'storage'", &items[0], graph));
         }
         let dtype = match &items[1] {
-            Value::Ext(Object::Global(Global::Storage(d))) => *d,
-            other => {
-                return Err(bad(
-                    "persistent id storage class",
-                    "a storage class",
-                    other,
-                    graph,
-                ))
-            }
+            Value::Ext(Object::Global(g)) => match **g {
+                Global::Storage(d) => Some(d),
+                _ => None,
+            },
+            _ => None,
+        };
+        let Some(dtype) = dtype else {
+            return Err(bad(
+                "persistent id storage class",
+                "a storage class",
+                &items[1],
+                graph,
+            ));
         };
         let key: Arc<str> = match &items[2] {
             Value::Str(s) => s.clone(),
@@ -516,7 +520,7 @@ impl<S: StorageSource> Hooks for TorchHooks<'_, S> {
         Ok(match global {
             Global::DType(d) => Value::Ext(Object::DType(d)),
             Global::QScheme(q) => Value::Ext(Object::QScheme(q)),
-            g => Value::Ext(Object::Global(g)),
+            g => Value::Ext(Object::Global(Box::new(g))),
         })
     }
 
@@ -530,12 +534,12 @@ impl<S: StorageSource> Hooks for TorchHooks<'_, S> {
         let storage = self.storage(graph, &pid)?;
         // The id tuple is read into the storage reference and kept nowhere.
         self.release(graph, &pid);
-        Ok(Value::Ext(Object::Storage(storage)))
+        Ok(Value::Ext(Object::Storage(Box::new(storage))))
     }
 
     fn reduce(&mut self, graph: &mut Graph<Object>, callable: V, args: V) -> Result<V> {
         let f = match &callable {
-            Value::Ext(Object::Global(g)) => g.clone(),
+            Value::Ext(Object::Global(g)) => (**g).clone(),
             Value::Ext(Object::Class(c)) => {
                 return self.call_foreign(graph, &c.clone(), args, Construct::Call)
             }

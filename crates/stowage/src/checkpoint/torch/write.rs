@@ -280,7 +280,7 @@ impl TorchHooks<'_> {
                 p.mark()?;
                 self.component(p, indices)?;
                 self.component(p, values)?;
-                self.object(p, &Object::Size(x.shape().to_vec()))?;
+                self.object(p, &Object::Size(x.shape().into()))?;
                 if let Some(c) = coalesced {
                     p.bool(*c)?;
                 }
@@ -298,7 +298,7 @@ impl TorchHooks<'_> {
                 self.component(p, compressed_indices)?;
                 self.component(p, plain_indices)?;
                 self.component(p, values)?;
-                self.object(p, &Object::Size(x.shape().to_vec()))?;
+                self.object(p, &Object::Size(x.shape().into()))?;
                 p.tuple_from_mark()?;
                 p.tuple(2)?;
             }
@@ -329,7 +329,7 @@ impl TorchHooks<'_> {
 
     /// `torch.serialization._get_layout(name)`.
     fn layout_object(&mut self, p: &mut P, name: &str) -> Result<()> {
-        self.object(p, &Object::Layout(name.to_owned()))?;
+        self.object(p, &Object::Layout(name.into()))?;
         p.memo_put()?;
         Ok(())
     }

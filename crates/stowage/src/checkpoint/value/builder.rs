@@ -498,7 +498,7 @@ impl Adder {
             PyValue::Bytes(b) => Value::bytes(&b),
             PyValue::DType(d) => Value::Ext(Object::DType(d)),
             PyValue::Device(d) => Value::Ext(Object::Device(d)),
-            PyValue::Size(s) => Value::Ext(Object::Size(s)),
+            PyValue::Size(s) => Value::Ext(Object::Size(s.into())),
             PyValue::Tensor(t) => Value::Ext(Object::Tensor(t.into())),
             PyValue::List(items) => {
                 let items = self.add_all(ckpt, items);

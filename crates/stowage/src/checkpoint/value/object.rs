@@ -16,6 +16,10 @@ use crate::error::{FormatError, TensorError};
 use crate::{DType, Device, Error, Result, Tensor, UntypedStorage};
 
 /// A PyTorch object inside a checkpoint's value graph.
+///
+/// Every variant's data is at most 16 bytes (larger ones are boxed), so an
+/// object is 24 bytes and so is a [`Value`] holding one: a state dict's
+/// entry, a key and a value, is 48 bytes.
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub enum Object {
@@ -26,21 +30,21 @@ pub enum Object {
     /// graph stay small, which matters for checkpoints of many tensors.
     Tensor(Arc<TensorObject>),
     /// A storage reference (a `TypedStorage` with its dtype, or an `UntypedStorage`).
-    Storage(StorageRef),
+    Storage(Box<StorageRef>),
     /// A dtype object (`torch.float16`).
     DType(DType),
     /// A `torch.device`.
     Device(Device),
     /// A `torch.Size`.
-    Size(Vec<usize>),
+    Size(Box<[usize]>),
     /// A Python complex number.
     Complex(Complex64),
     /// A quantization scheme (`torch.per_tensor_affine`).
     QScheme(&'static str),
     /// A tensor layout object (`torch.strided`), by name.
-    Layout(String),
+    Layout(Box<str>),
     /// An allowed class or function, before it is called.
-    Global(Global),
+    Global(Box<Global>),
     /// A numpy array, decoded into a tensor of its own (not a checkpoint storage).
     NdArray(Box<NdArray>),
     /// A numpy scalar.
@@ -52,6 +56,10 @@ pub enum Object {
     /// A global outside the allowlist named as a value, never imported (inert loading).
     Class(Arc<ClassRef>),
 }
+
+// The size the type's documentation promises, held where it is decided.
+#[cfg(target_pointer_width = "64")]
+const _: () = assert!(std::mem::size_of::<Value<Object>>() == 24);
 
 impl Object {
     /// Whether `torch.load(weights_only=True)` refuses this value, so that a

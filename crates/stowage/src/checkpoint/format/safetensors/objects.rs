@@ -167,10 +167,12 @@ fn restore_tagged(kind: &str, body: &Json) -> Result<Object, Found> {
             Ok(Global::QScheme(q)) => Object::QScheme(q),
             _ => return Err(bad()),
         },
-        "layout" => Object::Layout(text()?.to_owned()),
+        "layout" => Object::Layout(text()?.into()),
         "global" => {
             let (module, name) = pair()?;
-            Object::Global(allowlist::resolve(module, name).map_err(|e| e.to_string())?)
+            Object::Global(Box::new(
+                allowlist::resolve(module, name).map_err(|e| e.to_string())?,
+            ))
         }
         "class" => {
             let (module, name) = pair()?;
@@ -382,7 +384,9 @@ mod tests {
         let objects = [
             Object::QScheme("per_channel_affine"),
             Object::Layout("sparse_coo".into()),
-            Object::Global(allowlist::resolve("collections", "OrderedDict").unwrap()),
+            Object::Global(Box::new(
+                allowlist::resolve("collections", "OrderedDict").unwrap(),
+            )),
             Object::Class(Arc::new(ClassRef {
                 module: "my.pkg".into(),
                 name: "Config".into(),

@@ -634,7 +634,7 @@ impl Build<'_> {
                     .map(|d| d.as_u64().and_then(|d| usize::try_from(d).ok()))
                     .collect();
                 Value::Ext(Object::Size(
-                    dims.ok_or_else(|| format!("size: {}", brief(body)))?,
+                    dims.ok_or_else(|| format!("size: {}", brief(body)))?.into(),
                 ))
             }
             other => match objects::restore(other, body) {
@@ -726,13 +726,13 @@ mod tests {
     #[test]
     fn lost_values_and_cycles() {
         let mut c = Checkpoint::new();
-        let lost = Value::Ext(Object::Storage(
+        let lost = Value::Ext(Object::Storage(Box::new(
             crate::checkpoint::value::graph::StorageRef {
                 storage: crate::UntypedStorage::from_bytes(&[1, 2]).unwrap(),
                 dtype: None,
                 key: "0".into(),
             },
-        ));
+        )));
         let list = c.graph.list(vec![lost.clone(), Value::Int(3)]);
         let looped = c.graph.list(Vec::new());
         if let Some(Node::List(items)) = c.graph.try_get_mut(looped) {

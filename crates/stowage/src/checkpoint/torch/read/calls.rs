@@ -61,7 +61,7 @@ impl<S: StorageSource> TorchHooks<'_, S> {
             Global::GetLayout => {
                 arity(args, 1, 1, "_get_layout")?;
                 let name = as_str(graph, &args[0], "_get_layout")?;
-                Ok(Value::Ext(Object::Layout(name.to_owned())))
+                Ok(Value::Ext(Object::Layout(name.into())))
             }
             Global::UnsupportedRebuild("_rebuild_sparse_tensor") => sparse::sparse(graph, args),
             Global::UnsupportedRebuild("_rebuild_nested_tensor") => kinds::nested(graph, args),
@@ -160,8 +160,8 @@ impl<S: StorageSource> TorchHooks<'_, S> {
         // A subclass resolves only where the options let its global in
         // (inert loading, allowed globals); stowage keeps it as it resolved.
         let (is_param, subclass) = match &args[1] {
-            Value::Ext(Object::Global(Global::TensorClass)) => (false, None),
-            Value::Ext(Object::Global(Global::ParameterClass)) => (true, None),
+            Value::Ext(Object::Global(g)) if **g == Global::TensorClass => (false, None),
+            Value::Ext(Object::Global(g)) if **g == Global::ParameterClass => (true, None),
             other @ Value::Ext(Object::Global(_)) => {
                 return Err(bad(
                     "_rebuild_from_type_v2 type",
@@ -173,7 +173,7 @@ impl<S: StorageSource> TorchHooks<'_, S> {
             other => (false, Some(other.clone())),
         };
         let inner = match &args[0] {
-            Value::Ext(Object::Global(g)) => g.clone(),
+            Value::Ext(Object::Global(g)) => (**g).clone(),
             other => {
                 let expected = "a rebuild function";
                 return Err(bad(
@@ -258,7 +258,7 @@ fn size(graph: &Graph<Object>, args: &[V]) -> Result<V> {
         Some(v) => as_dims(graph, v, "torch.Size")?,
         None => Vec::new(),
     };
-    Ok(Value::Ext(Object::Size(dims)))
+    Ok(Value::Ext(Object::Size(dims.into())))
 }
 
 /// `torch.device(type[, index])`.

@@ -39,7 +39,7 @@ pub(super) fn sparse(graph: &Graph<Object>, args: &[V]) -> Result<V> {
         }));
     };
     let name = match layout {
-        V::Ext(Object::Layout(name)) => name.as_str(),
+        V::Ext(Object::Layout(name)) => &**name,
         other => {
             return Err(bad(
                 "_rebuild_sparse_tensor layout",
