@@ -472,17 +472,31 @@ pub(super) struct Interner {
     strs: Set<Arc<str>>,
     bytes: Set<Arc<[u8]>>,
     bigs: Set<Arc<BigInt>>,
-    /// Addresses of the canonical `Arc`s above (kept alive by them).
+    /// Addresses of the canonical `Arc`s above that are long (kept alive
+    /// by them): see [`HASHED_EACH_TIME`].
     canonical: Set<usize>,
 }
+
+/// Strings and bytes up to this long are looked up by their contents every
+/// time (as cheap as a lookup by address); longer ones, and big ints, are
+/// known by address once canonical, so a pickle that reuses one long key
+/// hashes it once.
+const HASHED_EACH_TIME: usize = 64;
 
 impl Interner {
     /// `v` with its string, bytes or big int replaced by the canonical copy.
     pub(super) fn intern<X>(&mut self, v: Value<X>) -> Value<X> {
+        let canonical = &mut self.canonical;
         match v {
-            Value::Str(s) => Value::Str(canon(&mut self.strs, &mut self.canonical, s)),
-            Value::Bytes(b) => Value::Bytes(canon(&mut self.bytes, &mut self.canonical, b)),
-            Value::BigInt(i) => Value::BigInt(canon(&mut self.bigs, &mut self.canonical, i)),
+            Value::Str(s) => {
+                let long = s.len() > HASHED_EACH_TIME;
+                Value::Str(canon(&mut self.strs, canonical, long, s))
+            }
+            Value::Bytes(b) => {
+                let long = b.len() > HASHED_EACH_TIME;
+                Value::Bytes(canon(&mut self.bytes, canonical, long, b))
+            }
+            Value::BigInt(i) => Value::BigInt(canon(&mut self.bigs, canonical, true, i)),
             v => v,
         }
     }
@@ -492,18 +506,24 @@ fn addr<T: ?Sized>(a: &Arc<T>) -> usize {
     Arc::as_ptr(a).cast::<u8>() as usize
 }
 
+/// The canonical copy of `a`'s contents; a `long` one is first looked up by
+/// address among the canonical copies (`canonical`), which it joins when it
+/// becomes one.
 fn canon<T: ?Sized + Hash + Eq>(
     set: &mut Set<Arc<T>>,
     canonical: &mut Set<usize>,
+    long: bool,
     a: Arc<T>,
 ) -> Arc<T> {
-    if canonical.contains(&addr(&a)) {
+    if long && canonical.contains(&addr(&a)) {
         return a;
     }
     if let Some(c) = set.get(&a) {
         return c.clone();
     }
-    canonical.insert(addr(&a));
+    if long {
+        canonical.insert(addr(&a));
+    }
     set.insert(a.clone());
     a
 }
@@ -551,6 +571,35 @@ impl Key {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Equal strings and bytes become one canonical `Arc`, short or long;
+    /// only long ones are remembered by address.
+    #[test]
+    fn interning_makes_equal_contents_one_arc() {
+        let mut i = Interner::default();
+        for len in [3, HASHED_EACH_TIME, HASHED_EACH_TIME + 1, 1000] {
+            let text = "k".repeat(len);
+            let first = i.intern::<()>(Value::str(&text));
+            let again = i.intern::<()>(Value::str(&text));
+            let (Value::Str(a), Value::Str(b)) = (&first, &again) else {
+                panic!("strings stay strings")
+            };
+            assert!(Arc::ptr_eq(a, b), "a string of {len}");
+            // The canonical copy itself comes back as it is.
+            let same = i.intern::<()>(first.clone());
+            assert!(matches!(&same, Value::Str(c) if Arc::ptr_eq(a, c)));
+            let bytes = vec![7u8; len];
+            let (Value::Bytes(x), Value::Bytes(y)) = (
+                i.intern::<()>(Value::bytes(&bytes)),
+                i.intern::<()>(Value::bytes(&bytes)),
+            ) else {
+                panic!("bytes stay bytes")
+            };
+            assert!(Arc::ptr_eq(&x, &y), "bytes of {len}");
+        }
+        // The long string and the long bytes of each length above.
+        assert_eq!(i.canonical.len(), 4);
+    }
 
     #[test]
     fn depth_is_one_plus_deepest_child() {
