@@ -148,8 +148,10 @@ where
     unpickle_windows(len, WINDOW, open, hooks, limits)
 }
 
-/// [`unpickle_reader`] with windows of `chunk` bytes.
-pub(crate) fn unpickle_windows<H, R>(
+/// [`unpickle_reader`] with windows of `chunk` bytes: for the fuzz target
+/// that holds the two equal to [`unpickle`] however windows cut the stream.
+#[doc(hidden)]
+pub fn unpickle_windows<H, R>(
     len: usize,
     chunk: usize,
     mut open: impl FnMut() -> std::io::Result<R>,
