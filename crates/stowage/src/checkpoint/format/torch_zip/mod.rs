@@ -167,8 +167,13 @@ fn unpickle_entry<R: ReadAt, H: pickle::Hooks<Ext = Object, Error = Error>>(
     hooks: &mut H,
     limits: &pickle::Limits,
 ) -> Result<pickle::Pickled<Object>> {
-    match zip.stored_reader(entry)? {
-        Some(reader) if zip.source().read_cost() == ReadCost::Local => {
+    // By URL the local header is not even read here: `read_to_vec` reads it.
+    let stored = match zip.source().read_cost() {
+        ReadCost::Local => zip.stored_reader(entry)?,
+        _ => None,
+    };
+    match stored {
+        Some(reader) => {
             let len = usize::try_from(entry.size).map_err(|_| {
                 Error::from(zip::ZipError::RecordTooLarge {
                     name: entry.name.clone(),
