@@ -127,7 +127,8 @@ pub(super) fn byte_at<S: Source>(src: &mut S, at: usize) -> Option<u8> {
 /// Holds the whole argument laid out as `arg` that starts at `from`, for the
 /// opcode at `at`, and returns where it ends; `None` where it runs past the
 /// stream's end or cannot be walked (a negative length), which the decode
-/// then reports.
+/// then reports. An argument that cannot be walked holds the rest of the
+/// stream before it is reported: no more than `unpickle` holds throughout.
 #[inline(always)]
 pub(super) fn hold<S: Source>(src: &mut S, at: usize, from: usize, arg: Arg) -> Option<usize> {
     loop {

@@ -65,7 +65,8 @@ impl KeyIndex {
     /// one more at least: a table rebuilt when full doubles its buckets.
     fn rebuild<X, E: Entries<X> + ?Sized>(&mut self, entries: &E) {
         let count = entries.count().min(Self::MAX_ENTRIES);
-        self.table = HashTable::new();
+        // The old table goes before the new one is made: never both at once.
+        drop(std::mem::take(&mut self.table));
         self.table = HashTable::with_capacity(count.saturating_add(1).max(8));
         for i in 0..count as u32 {
             if let Some(key) = key_at(entries, i) {

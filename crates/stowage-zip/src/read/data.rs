@@ -236,7 +236,9 @@ impl<R: ReadAt> ZipReader<R> {
     /// the same limit, read as the caller goes rather than held whole: where
     /// the entry is stored and not flagged as encrypted, a reader of its
     /// bytes by positional reads of the archive; `None` for other entries
-    /// (read them with `read_to_vec`). Each clone reads from the first byte.
+    /// (read them with `read_to_vec`). A clone reads on from where the
+    /// reader it was made from stands, so clones of an unread reader each
+    /// read the entry from its first byte.
     pub fn stored_reader(&self, e: &Entry) -> Result<Option<StoredReader<'_, R>>, ZipError> {
         if e.size > self.limits.max_record_to_vec {
             return Err(ZipError::RecordTooLarge {
