@@ -401,12 +401,18 @@ impl<'a, X: Clone + std::fmt::Debug> Machine<'a, X> {
             }
             (op::FROZENSET, _) => {
                 let items = self.pop_mark()?;
+                let mut items: Vec<_> =
+                    items.into_iter().map(|v| self.interner.intern(v)).collect();
+                // The first of equal items stays (keys borrow the items, so
+                // which stay is decided before any goes).
                 let mut seen = Set::default();
-                let items = items
-                    .into_iter()
-                    .map(|v| self.interner.intern(v))
-                    .filter(|v| Key::of(v).is_none_or(|k| seen.insert(k)))
+                let first: Vec<bool> = items
+                    .iter()
+                    .map(|v| Key::of(v).is_none_or(|k| seen.insert(k)))
                     .collect();
+                drop(seen);
+                let mut first = first.into_iter();
+                items.retain(|_| first.next().unwrap_or(true));
                 self.node(Node::FrozenSet(items))?
             }
             (op::GET, Operand::Line(line)) => {

@@ -461,42 +461,43 @@ impl<X> Graph<X> {
     }
 }
 
-/// Canonical copies of the strings, bytes and big ints an unpickler has used
-/// as dict keys and set items (interned as they are inserted), so that equal
-/// contents share one `Arc` and [`Key`] can compare them by address: hashing
-/// a long string once per creation, not once per use as a key, keeps a
-/// pickle that reuses one huge key from costing quadratic time. Values never
-/// used as keys (a tensor's storage key, its location) are not kept here.
+/// Canonical copies of the long strings and bytes (see
+/// [`HASHED_EACH_TIME`]) and the big ints an unpickler has used as dict keys
+/// and set items (interned as they are inserted), so that equal contents
+/// share one `Arc` and [`Key`] can compare them by address: hashing a long
+/// string once per creation, not once per use as a key, keeps a pickle that
+/// reuses one huge key from costing quadratic time. Shorter strings and
+/// bytes are keys by their contents, and are not kept: a state dict's
+/// 300,000 names would cost a table of 9 MB. Values never used as keys (a
+/// tensor's storage key, its location) are not kept here either.
 #[derive(Default)]
 pub(super) struct Interner {
     strs: Set<Arc<str>>,
     bytes: Set<Arc<[u8]>>,
     bigs: Set<Arc<BigInt>>,
-    /// Addresses of the canonical `Arc`s above that are long (kept alive
-    /// by them): see [`HASHED_EACH_TIME`].
+    /// Addresses of the canonical `Arc`s above (kept alive by them).
     canonical: Set<usize>,
 }
 
-/// Strings and bytes up to this long are looked up by their contents every
-/// time (as cheap as a lookup by address); longer ones, and big ints, are
-/// known by address once canonical, so a pickle that reuses one long key
-/// hashes it once.
+/// Strings and bytes up to this long are keys by their contents (hashing
+/// them is as cheap as hashing an address); longer ones, and big ints, are
+/// interned and known by address once canonical, so a pickle that reuses one
+/// long key hashes it once.
 const HASHED_EACH_TIME: usize = 64;
 
 impl Interner {
-    /// `v` with its string, bytes or big int replaced by the canonical copy.
+    /// `v` with its long string, long bytes or big int replaced by the
+    /// canonical copy; anything else as it is.
     pub(super) fn intern<X>(&mut self, v: Value<X>) -> Value<X> {
         let canonical = &mut self.canonical;
         match v {
-            Value::Str(s) => {
-                let long = s.len() > HASHED_EACH_TIME;
-                Value::Str(canon(&mut self.strs, canonical, long, s))
+            Value::Str(s) if s.len() > HASHED_EACH_TIME => {
+                Value::Str(canon(&mut self.strs, canonical, s))
             }
-            Value::Bytes(b) => {
-                let long = b.len() > HASHED_EACH_TIME;
-                Value::Bytes(canon(&mut self.bytes, canonical, long, b))
+            Value::Bytes(b) if b.len() > HASHED_EACH_TIME => {
+                Value::Bytes(canon(&mut self.bytes, canonical, b))
             }
-            Value::BigInt(i) => Value::BigInt(canon(&mut self.bigs, canonical, true, i)),
+            Value::BigInt(i) => Value::BigInt(canon(&mut self.bigs, canonical, i)),
             v => v,
         }
     }
@@ -506,39 +507,39 @@ fn addr<T: ?Sized>(a: &Arc<T>) -> usize {
     Arc::as_ptr(a).cast::<u8>() as usize
 }
 
-/// The canonical copy of `a`'s contents; a `long` one is first looked up by
-/// address among the canonical copies (`canonical`), which it joins when it
+/// The canonical copy of `a`'s contents: `a` itself where it is one (known
+/// by address among `canonical`), else the one `set` holds, else `a`, which
 /// becomes one.
 fn canon<T: ?Sized + Hash + Eq>(
     set: &mut Set<Arc<T>>,
     canonical: &mut Set<usize>,
-    long: bool,
     a: Arc<T>,
 ) -> Arc<T> {
-    if long && canonical.contains(&addr(&a)) {
+    if canonical.contains(&addr(&a)) {
         return a;
     }
     if let Some(c) = set.get(&a) {
         return c.clone();
     }
-    if long {
-        canonical.insert(addr(&a));
-    }
+    canonical.insert(addr(&a));
     set.insert(a.clone());
     a
 }
 
 /// A hashable stand-in for a [`Value`] used as a dict key or set item,
 /// following Python's equality where it is cheap to: `True == 1 == 1.0`,
-/// `-0.0 == 0`, containers by identity. Strings, bytes and big ints compare
-/// by address, which is equality of content once they went through one
+/// `-0.0 == 0`, containers by identity. Strings and bytes up to
+/// [`HASHED_EACH_TIME`] long compare by content; longer ones and big ints by
+/// address, which is equality of content once they went through one
 /// [`Interner`]. `NaN` and extension objects have no key (they equal
 /// nothing); tuples compare by identity, not content.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub(super) enum Key {
+pub(super) enum Key<'v> {
     None,
     Int(i64),
     FloatBits(u64),
+    Str(&'v str),
+    Bytes(&'v [u8]),
     Interned(usize),
     Node(NodeId),
 }
@@ -546,9 +547,9 @@ pub(super) enum Key {
 /// 2^63, exactly.
 const TWO_63: f64 = (1u64 << 63) as f64;
 
-impl Key {
+impl<'v> Key<'v> {
     /// The key for `v`, or `None` if `v` equals nothing else.
-    pub(super) fn of<X>(v: &Value<X>) -> Option<Key> {
+    pub(super) fn of<X>(v: &'v Value<X>) -> Option<Key<'v>> {
         Some(match v {
             Value::None => Key::None,
             Value::Bool(b) => Key::Int(i64::from(*b)),
@@ -560,6 +561,8 @@ impl Key {
             }
             Value::Float(f) => Key::FloatBits(f.to_bits()),
             Value::BigInt(b) => Key::Interned(addr(b)),
+            Value::Str(s) if s.len() <= HASHED_EACH_TIME => Key::Str(s),
+            Value::Bytes(b) if b.len() <= HASHED_EACH_TIME => Key::Bytes(b),
             Value::Str(s) => Key::Interned(addr(s)),
             Value::Bytes(b) => Key::Interned(addr(b)),
             Value::Node(id) => Key::Node(*id),
@@ -572,33 +575,46 @@ impl Key {
 mod tests {
     use super::*;
 
-    /// Equal strings and bytes become one canonical `Arc`, short or long;
-    /// only long ones are remembered by address.
+    /// Equal long strings and bytes become one canonical `Arc`; short ones
+    /// are left as they are (they are keys by content), and either way
+    /// equal contents make equal keys and unequal ones unequal keys.
     #[test]
-    fn interning_makes_equal_contents_one_arc() {
+    fn long_contents_are_interned_and_every_key_follows_content() {
         let mut i = Interner::default();
         for len in [3, HASHED_EACH_TIME, HASHED_EACH_TIME + 1, 1000] {
+            let long = len > HASHED_EACH_TIME;
             let text = "k".repeat(len);
             let first = i.intern::<()>(Value::str(&text));
             let again = i.intern::<()>(Value::str(&text));
             let (Value::Str(a), Value::Str(b)) = (&first, &again) else {
                 panic!("strings stay strings")
             };
-            assert!(Arc::ptr_eq(a, b), "a string of {len}");
+            assert_eq!(Arc::ptr_eq(a, b), long, "a string of {len}");
+            assert_eq!(Key::of(&first), Key::of(&again), "a string of {len}");
+            let other = i.intern::<()>(Value::str(&"j".repeat(len)));
+            assert_ne!(Key::of(&first), Key::of(&other), "a string of {len}");
             // The canonical copy itself comes back as it is.
             let same = i.intern::<()>(first.clone());
             assert!(matches!(&same, Value::Str(c) if Arc::ptr_eq(a, c)));
             let bytes = vec![7u8; len];
-            let (Value::Bytes(x), Value::Bytes(y)) = (
+            let (x, y) = (
                 i.intern::<()>(Value::bytes(&bytes)),
                 i.intern::<()>(Value::bytes(&bytes)),
-            ) else {
+            );
+            let (Value::Bytes(xa), Value::Bytes(ya)) = (&x, &y) else {
                 panic!("bytes stay bytes")
             };
-            assert!(Arc::ptr_eq(&x, &y), "bytes of {len}");
+            assert_eq!(Arc::ptr_eq(xa, ya), long, "bytes of {len}");
+            assert_eq!(Key::of(&x), Key::of(&y), "bytes of {len}");
+            assert_ne!(
+                Key::of(&x),
+                Key::of(&first),
+                "bytes against a string of {len}"
+            );
         }
-        // The long string and the long bytes of each length above.
-        assert_eq!(i.canonical.len(), 4);
+        // The two long strings and the long bytes of each length above.
+        assert_eq!((i.strs.len(), i.bytes.len()), (4, 2));
+        assert_eq!(i.canonical.len(), 6);
     }
 
     #[test]
@@ -655,18 +671,23 @@ mod tests {
         let big = BigInt::from(1u64 << 63);
         assert_eq!(Value::<()>::int(big.clone()), Value::BigInt(Arc::new(big)));
         let mut interner = Interner::default();
-        let mut k = |v: Value<()>| Key::of(&interner.intern(v));
-        assert_eq!(k(Value::Bool(true)), k(Value::Int(1)));
-        assert_eq!(k(Value::Float(1.0)), k(Value::Int(1)));
-        assert_eq!(k(Value::Float(-0.0)), k(Value::Int(0)));
-        assert_ne!(k(Value::Float(0.5)), k(Value::Int(0)));
-        assert_eq!(k(Value::Float(f64::NAN)), None);
-        assert_eq!(k(Value::Ext(())), None);
-        assert_eq!(k(Value::str("a")), k(Value::str("a")));
-        assert_ne!(k(Value::str("a")), k(Value::bytes(b"a")));
-        assert_ne!(k(Value::str("a")), k(Value::str("b")));
+        // Whether `a` and `b`, inserted as keys, are the same key.
+        let mut same = |a: Value<()>, b: Value<()>| {
+            let (a, b) = (interner.intern(a), interner.intern(b));
+            let (ka, kb) = (Key::of(&a), Key::of(&b));
+            ka.is_some() && ka == kb
+        };
+        assert!(same(Value::Bool(true), Value::Int(1)));
+        assert!(same(Value::Float(1.0), Value::Int(1)));
+        assert!(same(Value::Float(-0.0), Value::Int(0)));
+        assert!(!same(Value::Float(0.5), Value::Int(0)));
+        assert!(same(Value::str("a"), Value::str("a")));
+        assert!(!same(Value::str("a"), Value::bytes(b"a")));
+        assert!(!same(Value::str("a"), Value::str("b")));
         let big = || Value::BigInt(Arc::new(BigInt::from(1u64 << 63)));
-        assert_eq!(k(big()), k(big()));
+        assert!(same(big(), big()));
+        assert_eq!(Key::of(&Value::<()>::Float(f64::NAN)), None);
+        assert_eq!(Key::of(&Value::Ext(())), None);
     }
 
     #[test]

@@ -48,7 +48,7 @@ impl<X> Entries<X> for [Value<X>] {
 }
 
 /// The key of entry `i`, if it has one.
-fn key_at<X, E: Entries<X> + ?Sized>(entries: &E, i: u32) -> Option<Key> {
+fn key_at<'a, X: 'a, E: Entries<X> + ?Sized>(entries: &'a E, i: u32) -> Option<Key<'a>> {
     entries.key(i as usize).and_then(Key::of)
 }
 
@@ -123,15 +123,10 @@ impl KeyIndex {
         }
     }
 
-    /// Notes that an entry with `key` was appended at position `i` of
-    /// `entries`, its last, `i` below [`MAX_ENTRIES`](Self::MAX_ENTRIES).
-    pub(super) fn record<X, E: Entries<X> + ?Sized>(
-        &mut self,
-        key: Option<Key>,
-        i: usize,
-        entries: &E,
-    ) {
-        let Some(key) = key else {
+    /// Notes that an entry was appended at position `i` of `entries`, its
+    /// last, `i` below [`MAX_ENTRIES`](Self::MAX_ENTRIES).
+    pub(super) fn record<X, E: Entries<X> + ?Sized>(&mut self, i: usize, entries: &E) {
+        let Some(key) = key_at(entries, i as u32) else {
             self.len = i + 1;
             return;
         };
@@ -150,7 +145,7 @@ mod tests {
 
     use super::*;
 
-    fn key(v: &Value<()>) -> Key {
+    fn key(v: &Value<()>) -> Key<'_> {
         Key::of(v).expect("a key")
     }
 
@@ -164,7 +159,7 @@ mod tests {
             let k = Value::Int(i * 7);
             assert_eq!(index.position(&key(&k), &entries[..]), None);
             entries.push(k);
-            index.record(Some(key(&entries[i as usize])), i as usize, &entries[..]);
+            index.record(i as usize, &entries[..]);
         }
         for i in 0..1000 {
             assert_eq!(

@@ -243,11 +243,7 @@ impl<X: Clone + std::fmt::Debug> Machine<'_, X> {
                 let mut items = items.into_iter();
                 while let (Some(k), Some(v)) = (items.next(), items.next()) {
                     let k = self.interner.intern(k);
-                    let key = Key::of(&k);
-                    match key
-                        .as_ref()
-                        .and_then(|key| index.position(key, &entries[..]))
-                    {
+                    match Key::of(&k).and_then(|key| index.position(&key, &entries[..])) {
                         Some(i) => entries[i].1 = v,
                         None if entries.len() >= KeyIndex::MAX_ENTRIES => {
                             return Err(too_many(self.at))
@@ -255,7 +251,7 @@ impl<X: Clone + std::fmt::Debug> Machine<'_, X> {
                         None => {
                             grow_gently(entries);
                             entries.push((k, v));
-                            index.record(key, entries.len() - 1, &entries[..]);
+                            index.record(entries.len() - 1, &entries[..]);
                         }
                     }
                 }
@@ -263,10 +259,8 @@ impl<X: Clone + std::fmt::Debug> Machine<'_, X> {
             Some(Node::Set(entries)) => {
                 for item in items {
                     let item = self.interner.intern(item);
-                    let key = Key::of(&item);
-                    if key
-                        .as_ref()
-                        .and_then(|key| index.position(key, &entries[..]))
+                    if Key::of(&item)
+                        .and_then(|key| index.position(&key, &entries[..]))
                         .is_none()
                     {
                         if entries.len() >= KeyIndex::MAX_ENTRIES {
@@ -274,7 +268,7 @@ impl<X: Clone + std::fmt::Debug> Machine<'_, X> {
                         }
                         grow_gently(entries);
                         entries.push(item);
-                        index.record(key, entries.len() - 1, &entries[..]);
+                        index.record(entries.len() - 1, &entries[..]);
                     }
                 }
             }

@@ -75,6 +75,44 @@ fn hand_made_pickles() {
     }
 }
 
+/// Keys on either side of the length where keys stop being compared by
+/// content and start being interned: equal ones are one key, unequal ones
+/// two, and a frozenset keeps the first of equal items in order.
+#[test]
+fn equal_keys_of_every_length_are_one_key() {
+    let unicode = |s: &str| {
+        let mut v = vec![b'X'];
+        v.extend_from_slice(&(s.len() as u32).to_le_bytes());
+        v.extend_from_slice(s.as_bytes());
+        v
+    };
+    for len in [1, 63, 64, 65, 200] {
+        let (a, b) = ("a".repeat(len), "b".repeat(len));
+        // {a: 1, b: 2, a: 3} by SETITEMS, and frozenset((b, a, b, a)).
+        let mut dict = b"}(".to_vec();
+        for (k, v) in [(&a, 1u8), (&b, 2), (&a, 3)] {
+            dict.extend(unicode(k));
+            dict.extend([b'K', v]);
+        }
+        dict.extend(b"u.");
+        assert_eq!(
+            rendered(&dict),
+            format!("{{'{a}': 3, '{b}': 2}}"),
+            "keys of {len}"
+        );
+        let mut set = b"\x80\x04(".to_vec();
+        for k in [&b, &a, &b, &a] {
+            set.extend(unicode(k));
+        }
+        set.extend(b"\x91.");
+        assert_eq!(
+            rendered(&set),
+            format!("frozenset{{'{b}', '{a}'}}"),
+            "items of {len}"
+        );
+    }
+}
+
 #[test]
 fn long_string_and_bytes_opcodes() {
     let mut data = vec![b'(', b'B', 0, 1, 0, 0];
