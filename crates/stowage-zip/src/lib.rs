@@ -93,7 +93,8 @@ pub use write::ZipWriter;
 /// Bounds applied when opening and reading an archive.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ZipLimits {
-    /// Most central-directory entries accepted.
+    /// Most central-directory entries accepted (at most `u32::MAX`, whatever
+    /// this says: the reader knows entries by 32-bit positions).
     pub max_entries: usize,
     /// Largest record [`ZipReader::read_to_vec`] allocates for, in bytes.
     pub max_record_to_vec: u64,

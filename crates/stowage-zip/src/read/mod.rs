@@ -73,7 +73,7 @@ pub struct ZipReader<R: ReadAt> {
     /// lists): the names are not copied, and [`find`](ZipReader::find)
     /// looks a record up without making its full name. A load of a million
     /// records looks each up once.
-    by_record: HashTable<usize>,
+    by_record: HashTable<u32>,
     hasher: foldhash::fast::RandomState,
     root: String,
     limits: ZipLimits,
@@ -117,10 +117,13 @@ impl<R: ReadAt> ZipReader<R> {
     fn open(source: R, limits: &ZipLimits, lenient: bool) -> Result<Self, ZipError> {
         let len = source.len();
         let (dir, tail) = locate_directory(&source, len)?;
-        if dir.count > limits.max_entries as u64 {
+        // Entries are known by `u32` positions (4 bytes an entry, not 8, in
+        // the tables by name): 4 billion entries would be 200 GB of directory.
+        let max_entries = limits.max_entries.min(u32::MAX as usize);
+        if dir.count > max_entries as u64 {
             return Err(ZipError::TooManyEntries {
                 count: dir.count,
-                max: limits.max_entries,
+                max: max_entries,
             });
         }
         let out_of_bounds = ZipError::DirectoryOutOfBounds {
@@ -145,21 +148,22 @@ impl<R: ReadAt> ZipReader<R> {
         // `count <= max_entries` and `count * 46 <= size`: both bound this.
         let mut entries: Vec<Entry> = Vec::with_capacity(usize::try_from(dir.count).unwrap_or(0));
         let hasher = foldhash::fast::RandomState::default();
-        let mut by_name: HashTable<usize> = HashTable::with_capacity(entries.capacity());
+        let mut by_name: HashTable<u32> = HashTable::with_capacity(entries.capacity());
         let mut pos = 0usize;
         while (entries.len() as u64) < dir.count {
             let (entry, next) = parse_central_entry(&cd, pos, dir.offset, len, lenient)?;
             let hash = hasher.hash_one(entry.name.as_str());
             if by_name
-                .find(hash, |&i| entries[i].name == entry.name)
+                .find(hash, |&i| entries[i as usize].name == entry.name)
                 .is_some()
             {
                 if !lenient {
                     return Err(ZipError::DuplicateEntry { name: entry.name });
                 }
             } else {
-                by_name.insert_unique(hash, entries.len(), |&i| {
-                    hasher.hash_one(entries[i].name.as_str())
+                // Below `max_entries`, so below `u32::MAX`.
+                by_name.insert_unique(hash, entries.len() as u32, |&i| {
+                    hasher.hash_one(entries[i as usize].name.as_str())
                 });
             }
             entries.push(entry);
@@ -177,16 +181,16 @@ impl<R: ReadAt> ZipReader<R> {
         };
         // The names below the root, each by its first entry.
         drop(by_name);
-        let mut by_record: HashTable<usize> = HashTable::with_capacity(entries.len());
-        for (i, e) in entries.iter().enumerate() {
+        let mut by_record: HashTable<u32> = HashTable::with_capacity(entries.len());
+        for (i, e) in (0u32..).zip(&entries) {
             let Some(record) = below(&root, &e.name) else {
                 continue;
             };
             let hash = hasher.hash_one(record);
-            let same = |&j: &usize| below(&root, &entries[j].name) == Some(record);
+            let same = |&j: &u32| below(&root, &entries[j as usize].name) == Some(record);
             if by_record.find(hash, same).is_none() {
                 by_record.insert_unique(hash, i, |&j| {
-                    hasher.hash_one(below(&root, &entries[j].name).unwrap_or_default())
+                    hasher.hash_one(below(&root, &entries[j as usize].name).unwrap_or_default())
                 });
             }
         }
@@ -216,9 +220,9 @@ impl<R: ReadAt> ZipReader<R> {
     pub fn find(&self, record: &str) -> Option<&Entry> {
         let hash = self.hasher.hash_one(record);
         let i = self.by_record.find(hash, |&i| {
-            below(&self.root, &self.entries[i].name) == Some(record)
+            below(&self.root, &self.entries[i as usize].name) == Some(record)
         })?;
-        self.entries.get(*i)
+        self.entries.get(*i as usize)
     }
 
     /// The underlying source.

@@ -51,8 +51,9 @@ pub(crate) struct TorchHooks<'s, S: StorageSource> {
     /// Element count is in the pid's 5th field; legacy pids have 6 fields.
     pub legacy: bool,
     /// Each storage made, as its index in `records`, found by its record
-    /// key (the record's own: the table holds no copy).
-    cache: HashTable<usize>,
+    /// key (the record's own: the table holds no copy). A `u32`: 4 bytes a
+    /// storage, and no pickle makes 4 billion storages within its limits.
+    cache: HashTable<u32>,
     /// `cache`'s hasher (`foldhash`: a key per tensor).
     hasher: foldhash::fast::RandomState,
     pub records: Vec<StorageRecord>,
@@ -76,7 +77,7 @@ impl<'s, S: StorageSource> TorchHooks<'s, S> {
     pub(crate) fn reserve(&mut self, n: usize) {
         let (records, hasher) = (&self.records, &self.hasher);
         self.cache
-            .reserve(n, |&i| hasher.hash_one(&*records[i].key));
+            .reserve(n, |&i| hasher.hash_one(&*records[i as usize].key));
         self.records.reserve(n);
     }
 
@@ -346,15 +347,22 @@ impl<S: StorageSource> TorchHooks<'_, S> {
     ) -> Result<StorageRef> {
         let hash = self.hasher.hash_one(&*key);
         let records = &self.records;
-        if let Some(&i) = self.cache.find(hash, |&i| *records[i].key == *key) {
+        if let Some(&i) = self.cache.find(hash, |&i| *records[i as usize].key == *key) {
             // PyTorch caches by key; a later reference's class is ignored (the first dtype wins).
-            let r = &records[i];
+            let r = &records[i as usize];
             return Ok(StorageRef {
                 storage: r.storage.clone(),
                 dtype: r.dtype,
                 key,
             });
         }
+        let Ok(index) = u32::try_from(records.len()) else {
+            return Err(Error::Checkpoint(CheckpointError::LimitExceeded {
+                limit: crate::Limit::Records,
+                value: records.len() as u64 + 1,
+                max: u64::from(u32::MAX),
+            }));
+        };
         let elem = dtype.map_or(1, DType::size);
         let nbytes = numel.checked_mul(elem).ok_or_else(|| {
             Error::Tensor(TensorError::SizeOverflow {
@@ -407,7 +415,7 @@ impl<S: StorageSource> TorchHooks<'_, S> {
         };
         let (records, hasher) = (&self.records, &self.hasher);
         self.cache
-            .insert_unique(hash, records.len(), |&i| hasher.hash_one(&*records[i].key));
+            .insert_unique(hash, index, |&i| hasher.hash_one(&*records[i as usize].key));
         self.records.push(StorageRecord {
             key: r.key.clone(),
             storage,
