@@ -338,7 +338,7 @@ impl Tensor {
             storage,
             dtype,
             layout,
-            autograd: crate::autograd::AutogradMeta::none(),
+            autograd: crate::autograd::Autograd::none(),
             id: crate::tensor::TensorId::fresh(),
         };
         if out.has_data() {

@@ -24,9 +24,8 @@
 
 use crate::error::{StorageError, TensorError};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 
-use crate::autograd::AutogradMeta;
+use crate::autograd::Autograd;
 use crate::element::{self, Element, Scalar};
 use crate::layout::{self, Layout};
 use crate::overflow::{check_value, Path};
@@ -67,7 +66,7 @@ pub struct Tensor {
     pub(crate) layout: Layout,
     /// Its autograd state: whether it requires grad, its gradient and
     /// history, and, for a view, its base; shared by the object's handles.
-    pub(crate) autograd: Arc<AutogradMeta>,
+    pub(crate) autograd: Autograd,
     /// The object this handle belongs to (NOTE [tensor identity]).
     pub(crate) id: TensorId,
 }
@@ -85,7 +84,7 @@ impl Tensor {
             storage,
             dtype,
             layout,
-            autograd: AutogradMeta::none(),
+            autograd: Autograd::none(),
             id: TensorId::fresh(),
         }
     }
@@ -100,7 +99,7 @@ impl Tensor {
             storage,
             dtype,
             layout,
-            autograd: AutogradMeta::none(),
+            autograd: Autograd::none(),
             id: TensorId::fresh(),
         })
     }
@@ -128,7 +127,7 @@ impl Tensor {
             storage,
             dtype,
             layout,
-            autograd: AutogradMeta::none(),
+            autograd: Autograd::none(),
             id: TensorId::fresh(),
         })
     }
@@ -193,7 +192,7 @@ impl Tensor {
             storage,
             dtype: other.dtype,
             layout,
-            autograd: AutogradMeta::none(),
+            autograd: Autograd::none(),
             id: TensorId::fresh(),
         })
     }
@@ -366,7 +365,7 @@ impl Tensor {
             && self.storage.is_same(&other.storage)
             && self.dtype == other.dtype
             && self.layout == other.layout
-            && Arc::ptr_eq(&self.autograd, &other.autograd)
+            && self.autograd.same(&other.autograd)
     }
 
     /// The identity saving keys on (NOTE [tensor identity]); see [`is_same`](Self::is_same).
@@ -400,7 +399,7 @@ impl Tensor {
         if !self.requires_grad() {
             // Another object now (NOTE [tensor identity]), and no view of
             // its old base: a write that starts history here is its own.
-            self.autograd = crate::autograd::AutogradMeta::none();
+            self.autograd = Autograd::none();
         }
         Ok(self)
     }

@@ -65,7 +65,7 @@ impl ViewOf {
         let strided = || Geometry::Strided {
             view: layout.clone(),
         };
-        let meta = &input.autograd;
+        let meta = input.autograd.get();
         if let Some(parent) = &meta.view_of {
             // A view of a view: of the same base, the layouts composed.
             let geometry = match (&parent.geometry, view) {
@@ -195,7 +195,7 @@ impl Tensor {
         if !is_grad_enabled() || !self.requires_grad() {
             return Ok(());
         }
-        let role = role(&self.autograd).unwrap_or(GradRole::Computed);
+        let role = role(self.autograd.get()).unwrap_or(GradRole::Computed);
         Err(Error::Tensor(TensorError::InPlaceRequiresGrad { op, role }))
     }
 
@@ -214,8 +214,12 @@ impl Tensor {
         if !is_grad_enabled() {
             return Ok(false);
         }
-        let meta = &self.autograd;
         let refuse = |role| Err(Error::Tensor(TensorError::InPlaceRequiresGrad { op, role }));
+        // A handle without a state is a tensor's only one, of no base.
+        let Some(meta) = self.autograd.made() else {
+            let starts = operand.is_some_and(Tensor::requires_grad) && can_require_grad(self.dtype);
+            return Ok(starts);
+        };
         if !meta.requires_grad() {
             // It starts requiring grad when the operand does.
             if !operand.is_some_and(Tensor::requires_grad) || !can_require_grad(self.dtype) {
@@ -248,7 +252,7 @@ impl Tensor {
         backward: Backward,
         operand: Option<&Tensor>,
     ) {
-        let meta = &self.autograd;
+        let meta = self.autograd.get();
         match &meta.view_of {
             Some(view) => view.rebase(meta, backward, operand),
             None => {

@@ -74,7 +74,7 @@ use crate::error::TensorError;
 use std::cell::Cell;
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 
 pub(crate) use backward::{Backward, ViewFn};
 
@@ -188,9 +188,10 @@ impl std::fmt::Display for GradRole {
 }
 
 /// The autograd state of one tensor object, shared by its handles (NOTE
-/// [tensor identity]): every tensor has one, so that an in-place operation,
-/// which takes `&self`, can make a tensor start requiring grad for all its
-/// handles at once, as Python's one object does.
+/// [tensor identity]): a tensor with a second handle has one (see
+/// [`Autograd`]), so that an in-place operation, which takes `&self`, can
+/// make a tensor start requiring grad for all its handles at once, as
+/// Python's one object does.
 pub(crate) struct AutogradMeta {
     /// A leaf that requires grad (`requires_grad_(true)` gives the handle a
     /// new state with this set).
@@ -209,6 +210,50 @@ pub(crate) struct AutogradMeta {
     /// rebases, and which the view follows when the base's history changes.
     /// (Boxed: most tensors are not views.)
     view_of: Option<Box<inplace::ViewOf>>,
+}
+
+/// A tensor handle's [`AutogradMeta`], made on first need. Most tensors never
+/// need one of their own: a loaded tensor that is not cloned, trained or
+/// compared by identity holds none (a state is 80 bytes with the
+/// allocator's; 300,000 loaded tensors held 24 MB of them). A clone makes it
+/// first, so the handles of one object share one state (NOTE [tensor
+/// identity]); a handle without one is the object's only handle, and no
+/// view of it exists (a view keeps its base's state).
+pub(crate) struct Autograd(OnceLock<Arc<AutogradMeta>>);
+
+impl Autograd {
+    /// The state of a tensor that does not require grad, made when needed.
+    pub(crate) fn none() -> Autograd {
+        Autograd(OnceLock::new())
+    }
+
+    fn of(meta: Arc<AutogradMeta>) -> Autograd {
+        Autograd(OnceLock::from(meta))
+    }
+
+    /// The state, made now where this handle had none.
+    fn get(&self) -> &Arc<AutogradMeta> {
+        self.0.get_or_init(AutogradMeta::none)
+    }
+
+    /// The state, where one was made: `None` is a tensor that does not
+    /// require grad, has no history and views no base.
+    fn made(&self) -> Option<&Arc<AutogradMeta>> {
+        self.0.get()
+    }
+
+    /// Whether the two handles share one state (making each's first).
+    pub(crate) fn same(&self, other: &Autograd) -> bool {
+        Arc::ptr_eq(self.get(), other.get())
+    }
+}
+
+impl Clone for Autograd {
+    /// Another handle to the same state: a clone shares what either handle
+    /// changes later (a history an in-place write starts, a gradient).
+    fn clone(&self) -> Autograd {
+        Autograd::of(Arc::clone(self.get()))
+    }
 }
 
 /// Where a recorded operation sends an input's gradient: the node that
@@ -351,7 +396,7 @@ pub(crate) fn record(
         return out;
     }
     let node = Arc::new(Node::new(name, backward(), inputs));
-    out.autograd = AutogradMeta::new(false, Some(node), None);
+    out.autograd = Autograd::of(AutogradMeta::new(false, Some(node), None));
     out
 }
 
@@ -375,7 +420,7 @@ pub(crate) fn record_view(
         storage: input.storage.clone(),
         dtype: input.dtype,
         layout,
-        autograd: AutogradMeta::new(false, node, Some(Box::new(link))),
+        autograd: Autograd::of(AutogradMeta::new(false, node, Some(Box::new(link)))),
         id: crate::tensor::TensorId::fresh(),
     }
 }
@@ -388,7 +433,7 @@ impl Tensor {
     /// Whether gradients are recorded for this tensor: a leaf with
     /// `requires_grad` set, or a tensor computed from one.
     pub fn requires_grad(&self) -> bool {
-        self.autograd.requires_grad()
+        self.autograd.made().is_some_and(|m| m.requires_grad())
     }
 
     /// Sets `requires_grad` on a leaf (`t.requires_grad_()`).
@@ -397,7 +442,9 @@ impl Tensor {
     /// [`TensorError::GradNotFloat`] for dtypes without gradients; [`TensorError::NotALeaf`]
     /// when clearing it on a computed tensor (use [`detach`](Self::detach)).
     pub fn requires_grad_(&mut self, requires_grad: bool) -> Result<&mut Self> {
-        let (leaf, computed) = (self.autograd.leaf, self.autograd.grad_fn().is_some());
+        let made = self.autograd.made();
+        let leaf = made.is_some_and(|m| m.leaf);
+        let computed = made.is_some_and(|m| m.grad_fn().is_some());
         match (requires_grad, leaf || computed) {
             (true, true) | (false, false) => {}
             (true, false) if !can_require_grad(self.dtype) => {
@@ -406,11 +453,15 @@ impl Tensor {
                 }))
             }
             (true, false) => {
-                self.autograd.became_leaf.store(true, Ordering::Relaxed);
-                self.autograd = AutogradMeta::leaf();
+                // Older handles and views made before have this state (a
+                // handle without one has neither).
+                if let Some(old) = made {
+                    old.became_leaf.store(true, Ordering::Relaxed);
+                }
+                self.autograd = Autograd::of(AutogradMeta::leaf());
             }
             (false, true) if computed => return Err(Error::Tensor(TensorError::NotALeaf)),
-            (false, true) => self.autograd = AutogradMeta::none(),
+            (false, true) => self.autograd = Autograd::none(),
         }
         Ok(self)
     }
@@ -434,7 +485,7 @@ impl Tensor {
     /// The name of the operation that computed this tensor (`"MulBackward0"`),
     /// as PyTorch prints `grad_fn=<MulBackward0>`; `None` on leaves.
     pub fn grad_fn_name(&self) -> Option<&'static str> {
-        self.autograd.grad_fn().map(|n| n.name)
+        self.autograd.made()?.grad_fn().map(|n| n.name)
     }
 
     /// How many in-place writes this tensor's storage has had (PyTorch's
@@ -446,7 +497,7 @@ impl Tensor {
     /// Where a recorded operation sends this tensor's gradient; `None` when
     /// it does not require grad.
     pub(crate) fn edge(&self) -> Option<Edge> {
-        let meta = &self.autograd;
+        let meta = self.autograd.made()?;
         match meta.grad_fn() {
             Some(node) => Some(Edge::Node(node)),
             None => meta.leaf.then(|| Edge::Leaf(Arc::downgrade(meta))),
@@ -457,7 +508,7 @@ impl Tensor {
     /// storage, never this tensor's. `None` before any backward reached it,
     /// after [`set_grad`](Self::set_grad)`(None)`, and on computed tensors.
     pub fn grad(&self) -> Option<Tensor> {
-        self.autograd.grad_slot().as_deref().cloned()
+        self.autograd.made()?.grad_slot().as_deref().cloned()
     }
 
     /// Replaces a leaf's gradient (`t.grad = g`; `None` is PyTorch's
@@ -468,10 +519,9 @@ impl Tensor {
     /// [`TensorError::NotALeaf`] on a computed tensor; [`TensorError::NoGradFn`] on a
     /// tensor that does not require grad.
     pub fn set_grad(&self, grad: Option<Tensor>) -> Result<()> {
-        let meta = &self.autograd;
-        if !meta.requires_grad() {
+        let Some(meta) = self.autograd.made().filter(|m| m.requires_grad()) else {
             return Err(Error::Tensor(TensorError::NoGradFn));
-        }
+        };
         if meta.grad_fn().is_some() {
             return Err(Error::Tensor(TensorError::NotALeaf));
         }
@@ -500,7 +550,7 @@ impl Tensor {
             storage: self.storage.clone(),
             dtype: self.dtype,
             layout: self.layout.clone(),
-            autograd: AutogradMeta::none(),
+            autograd: Autograd::none(),
             id: crate::tensor::TensorId::fresh(),
         }
     }
@@ -554,11 +604,11 @@ impl Tensor {
 
     /// A fresh leaf's autograd state when this tensor requires grad (for
     /// copies of metadata such as fake tensors).
-    pub(crate) fn leaf_like(&self) -> Arc<AutogradMeta> {
+    pub(crate) fn leaf_like(&self) -> Autograd {
         if self.requires_grad() {
-            AutogradMeta::leaf()
+            Autograd::of(AutogradMeta::leaf())
         } else {
-            AutogradMeta::none()
+            Autograd::none()
         }
     }
 }
@@ -580,5 +630,47 @@ fn view_of_leaf(node: &Arc<Node>) -> bool {
             _ => return false,
         };
         node = next;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A tensor that is only read holds no state; a clone makes one its
+    /// handles share, so a history a write starts shows through both, and
+    /// `requires_grad_(true)` on one handle leaves the other an older
+    /// handle of a leaf.
+    #[test]
+    fn a_state_is_made_when_a_second_handle_needs_it() {
+        let t = Tensor::zeros(&[2], DType::Float64).unwrap();
+        assert!(!t.requires_grad() && t.is_leaf() && t.grad().is_none());
+        assert!(t.set_grad(None).is_err());
+        assert!(t.autograd.made().is_none(), "reading makes no state");
+
+        let other = t.clone();
+        assert!(t.autograd.made().is_some() && t.autograd.same(&other.autograd));
+        let x = Tensor::from_slice(&[1.0f64, 2.0])
+            .unwrap()
+            .with_requires_grad(true)
+            .unwrap();
+        t.add_(&x).unwrap();
+        assert_eq!(other.grad_fn_name(), Some("AddBackward0"));
+
+        let mut fresh = Tensor::zeros(&[2], DType::Float64).unwrap();
+        let older = fresh.clone();
+        fresh.requires_grad_(true).unwrap();
+        assert!(!older.requires_grad());
+        assert!(matches!(
+            older.add_(&x),
+            Err(Error::Tensor(TensorError::InPlaceRequiresGrad {
+                role: GradRole::Leaf,
+                ..
+            }))
+        ));
+        // Without a second handle, nothing is older: the write starts history.
+        let alone = Tensor::zeros(&[2], DType::Float64).unwrap();
+        alone.add_(&x).unwrap();
+        assert!(alone.requires_grad() && !alone.is_leaf());
     }
 }
