@@ -13,7 +13,7 @@
 //! - fake, and every load onto the meta device: a storage of no bytes.
 
 use crate::checkpoint::options::{LoadMode, LoadOptions};
-use crate::storage::{Fetch, MappedRecords};
+use crate::storage::{Blocks, Fetch, MappedRecords};
 use crate::{Device, Result, UntypedStorage};
 
 /// The strategy of a load, chosen where it starts.
@@ -85,6 +85,8 @@ enum How<'a, K> {
     Eager {
         batch: Option<Vec<(UntypedStorage, K)>>,
         huge_pages: bool,
+        /// Where its small storages are carved from.
+        blocks: Blocks,
     },
     Lazy(MakeFetch<'a, K>),
     Mapped(MappedRecords),
@@ -106,10 +108,12 @@ impl<'a, K> Records<'a, K> {
             Mode::Eager { huge_pages } => How::Eager {
                 batch: Some(Vec::new()),
                 huge_pages,
+                blocks: Blocks::default(),
             },
             Mode::Lazy => How::Eager {
                 batch: Some(Vec::new()),
                 huge_pages: false,
+                blocks: Blocks::default(),
             },
             Mode::Mapped(map) => How::Mapped(map),
             Mode::Fake => How::Fake,
@@ -192,8 +196,13 @@ impl<'a, K> Records<'a, K> {
                 }
                 Ok((UntypedStorage::new_on(nbytes, device)?, Fill::Now))
             }
-            How::Eager { batch, huge_pages } => {
-                let storage = UntypedStorage::new_for_load(nbytes, device, *huge_pages)?;
+            How::Eager {
+                batch,
+                huge_pages,
+                blocks,
+            } => {
+                let storage =
+                    UntypedStorage::new_for_load(nbytes, device, *huge_pages, Some(blocks))?;
                 match batch {
                     Some(batch) if raw => {
                         batch.push((storage.clone(), key));

@@ -31,7 +31,9 @@ use std::ptr::NonNull;
 
 use memmap2::MmapMut;
 
+use super::blocks::Block;
 use crate::{Error, Result};
+use std::sync::Arc;
 
 /// Alignment, in bytes, of every heap storage stowage allocates (a storage
 /// that adopted a `Vec<T>` keeps that vector's alignment, `T`'s).
@@ -117,6 +119,9 @@ enum Owner {
     /// Memory another owner allocated (a Python buffer, say), kept alive by
     /// `_keep` and released by it when it drops.
     External { _keep: Box<dyn Send + Sync> },
+    /// A slot of a block shared with other small buffers of one load
+    /// ([`Blocks`](super::blocks::Blocks)), freed with the last of them.
+    Block { _block: Arc<Block> },
 }
 
 /// Rebuilds and drops the `Vec<T>` of `capacity` elements whose buffer starts at `ptr`.
@@ -130,8 +135,9 @@ unsafe fn free_vec<T>(ptr: NonNull<u8>, capacity: usize) {
     drop(unsafe { Vec::from_raw_parts(ptr.as_ptr().cast::<T>(), 0, capacity) });
 }
 
-// SAFETY: the buffer exclusively owns its allocation, mapping or adopted vector
-// buffer (no aliasing pointers escape except through borrows of `self`; moving
+// SAFETY: the buffer exclusively owns its allocation, mapping, adopted vector
+// buffer or block slot (a block's other slots are other buffers', disjoint;
+// no aliasing pointers escape except through borrows of `self`; moving
 // the `MmapMut` does not move the mapped pages `ptr` points to, and an adopted
 // vector's elements are `Send + Sync`), so moving it between threads or
 // sharing `&HeapBuffer` (which only hands out `&[u8]`) is as safe as for `Vec<u8>`.
@@ -266,6 +272,19 @@ impl HeapBuffer {
         }
     }
 
+    /// A buffer over `len` bytes at `ptr`, a slot of `block`.
+    ///
+    /// # Safety
+    /// `ptr .. ptr + len` lies inside `block`, is zeroed, and is given to no
+    /// other buffer.
+    pub(super) unsafe fn carved(ptr: NonNull<u8>, len: usize, block: Arc<Block>) -> Self {
+        HeapBuffer {
+            ptr,
+            len,
+            owner: Owner::Block { _block: block },
+        }
+    }
+
     /// A buffer holding a copy of `bytes`.
     pub(crate) fn from_slice(bytes: &[u8]) -> Result<Self> {
         let mut buf = Self::zeroed(bytes.len())?;
@@ -297,8 +316,10 @@ impl HeapBuffer {
         // SAFETY: `ptr` is valid for `len` initialised bytes (zeroed at allocation, by
         // the kernel for a mapping that `self.owner` keeps alive, the elements of an
         // adopted vector whose allocation `self.owner` frees only on drop, external
-        // memory `self.owner` keeps alive (the promise of `external`),
-        // or dangling with len 0), and the borrow of `self` keeps it alive and unaliased by writers.
+        // memory `self.owner` keeps alive (the promise of `external`), a zeroed slot
+        // of a block `self.owner` keeps alive and no other buffer is given (the
+        // promise of `carved`), or dangling with len 0), and the borrow of `self`
+        // keeps it alive and unaliased by writers.
         unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
     }
 
@@ -322,9 +343,10 @@ impl HeapBuffer {
 impl Drop for HeapBuffer {
     fn drop(&mut self) {
         match self.owner {
-            // A mapping unmaps itself when `self.owner` drops, and an
-            // external owner releases its memory likewise.
-            Owner::Map { .. } | Owner::External { .. } => {}
+            // A mapping unmaps itself when `self.owner` drops, an external
+            // owner releases its memory likewise, and a block is freed with
+            // the last buffer holding it.
+            Owner::Map { .. } | Owner::External { .. } | Owner::Block { .. } => {}
             Owner::Global if self.len != 0 => {
                 // SAFETY: `ptr` was returned by `alloc_zeroed` with exactly this layout
                 // (the layout was valid then, so it is valid now) and is freed once, here.

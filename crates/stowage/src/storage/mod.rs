@@ -18,6 +18,7 @@
 //! stopped on its internal assertion "expected to be able to acquire lock"). A guard returned by [`UntypedStorage::bytes`]
 //! must be dropped before writing to the same storage on the same thread.
 
+mod blocks;
 mod file;
 mod heap;
 mod lazy;
@@ -34,6 +35,7 @@ use std::sync::PoisonError;
 
 use crate::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
+pub(crate) use blocks::Blocks;
 pub use heap::ALIGN;
 pub(crate) use heap::{advise_huge_pages, zeroed_bytes, HeapBuffer};
 pub(crate) use lazy::Fetch;
@@ -199,17 +201,26 @@ impl UntypedStorage {
         Ok(Self::from_backing(device, backing))
     }
 
-    /// [`new_on`](Self::new_on), in transparent huge pages where `huge` asks
-    /// and the storage holds at least 2 MiB (a load's storages, about to
-    /// be written).
-    pub(crate) fn new_for_load(nbytes: usize, device: Device, huge: bool) -> Result<Self> {
-        if !huge || device.is_meta() {
+    /// [`new_on`](Self::new_on) for a load's storages, about to be written:
+    /// in transparent huge pages where `huge` asks and the storage holds at
+    /// least 2 MiB; carved from `blocks`, shared with the load's other small
+    /// storages, where it holds at most 256 bytes and a load of many
+    /// storages gives blocks (see `blocks.rs`).
+    pub(crate) fn new_for_load(
+        nbytes: usize,
+        device: Device,
+        huge: bool,
+        blocks: Option<&mut Blocks>,
+    ) -> Result<Self> {
+        if device.is_meta() {
             return Self::new_on(nbytes, device);
         }
-        Ok(Self::from_backing(
-            device,
-            Backing::Heap(HeapBuffer::zeroed_huge(nbytes)?),
-        ))
+        let buffer = match blocks {
+            _ if huge && nbytes > blocks::SMALL => HeapBuffer::zeroed_huge(nbytes)?,
+            Some(blocks) => blocks.zeroed(nbytes)?,
+            None => HeapBuffer::zeroed(nbytes)?,
+        };
+        Ok(Self::from_backing(device, Backing::Heap(buffer)))
     }
 
     /// A cpu storage holding a copy of `bytes`.

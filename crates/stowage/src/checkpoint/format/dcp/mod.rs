@@ -300,7 +300,7 @@ impl DcpCheckpoint {
         let device = self.options.map_location.unwrap_or_default();
         let nbytes = bytes_of(fqn, meta.dtype, sizes)?;
         let huge = self.options.huge_pages;
-        let storage = crate::UntypedStorage::new_for_load(nbytes, device, huge)?;
+        let storage = crate::UntypedStorage::new_for_load(nbytes, device, huge, None)?;
         let out = Tensor::from_parts(
             storage,
             meta.dtype,
