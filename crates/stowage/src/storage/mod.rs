@@ -123,9 +123,16 @@ struct StorageImpl {
     rank: u64,
     /// In-place writes through tensors so far (PyTorch's version counter,
     /// kept per storage): a recorded operation notes it for each tensor it
-    /// saves, and backward refuses a saved tensor written since.
-    version: std::sync::atomic::AtomicU64,
+    /// saves, and backward refuses a saved tensor written since. 32 bits,
+    /// as PyTorch's (`c10::VariableVersion`): the storage is then 88 bytes
+    /// and an allocation of 112 with the `Arc`'s counts, from 128.
+    version: std::sync::atomic::AtomicU32,
 }
+
+// A storage per tensor is what a checkpoint of many small tensors holds
+// most of: 88 bytes, an allocation of 112 with the `Arc`'s counts.
+#[cfg(all(target_pointer_width = "64", not(loom)))]
+const _: () = assert!(std::mem::size_of::<StorageImpl>() <= 88);
 
 /// The next storage's rank. A std atomic also under loom: the order of
 /// creation is the same in every iteration of a model, which is what matters.
@@ -174,7 +181,7 @@ impl UntypedStorage {
                 device,
                 data: RwLock::new(backing),
                 rank: NEXT_RANK.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
-                version: std::sync::atomic::AtomicU64::new(0),
+                version: std::sync::atomic::AtomicU32::new(0),
             }),
         }
     }
@@ -357,18 +364,21 @@ impl UntypedStorage {
 
     /// How many in-place writes tensors on this storage have made
     /// (PyTorch's `tensor._version`, here counted per storage: every view
-    /// and detached handle of a tensor shares it, as in PyTorch).
+    /// and detached handle of a tensor shares it, as in PyTorch), modulo
+    /// 2^32 as PyTorch's counter.
     pub fn version(&self) -> u64 {
-        self.inner
-            .version
-            .load(std::sync::atomic::Ordering::Acquire)
+        u64::from(
+            self.inner
+                .version
+                .load(std::sync::atomic::Ordering::Acquire),
+        )
     }
 
     /// Counts one in-place write.
     pub(crate) fn bump_version(&self) {
         self.inner
             .version
-            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel); // wraps, as PyTorch's
     }
 
     /// A number identifying this storage among live storages (stable while any handle lives).
