@@ -19,9 +19,9 @@ impl Layout {
         if n == 0 {
             return Err(bad(DTypeViewProblem::ZeroDim));
         }
-        if self.stride[n - 1] != 1 {
+        if self.stride()[n - 1] != 1 {
             return Err(bad(DTypeViewProblem::LastStride {
-                stride: self.stride[n - 1],
+                stride: self.stride()[n - 1],
             }));
         }
         let mut l = self.clone();
@@ -33,14 +33,14 @@ impl Layout {
                     detail: format!("{self:?} with elements split {r} ways"),
                 })
             };
-            for s in &mut l.stride[..n - 1] {
+            for s in &mut l.dims.stride_mut()[..n - 1] {
                 *s = s.checked_mul(r).ok_or_else(overflow)?;
             }
-            l.shape[n - 1] = l.shape[n - 1].checked_mul(r).ok_or_else(overflow)?;
+            l.dims.shape_mut()[n - 1] = l.shape()[n - 1].checked_mul(r).ok_or_else(overflow)?;
             l.offset = l.offset.checked_mul(r).ok_or_else(overflow)?;
         } else {
             let ratio = new_size / old_size;
-            let size = l.shape[n - 1];
+            let size = l.shape()[n - 1];
             if !size.is_multiple_of(ratio) {
                 return Err(bad(DTypeViewProblem::LastSize { size, ratio }));
             }
@@ -50,7 +50,7 @@ impl Layout {
                     ratio,
                 }));
             }
-            for (dim, s) in l.stride[..n - 1].iter_mut().enumerate() {
+            for (dim, s) in l.dims.stride_mut()[..n - 1].iter_mut().enumerate() {
                 if *s % ratio != 0 {
                     return Err(bad(DTypeViewProblem::Stride {
                         dim,
@@ -60,7 +60,7 @@ impl Layout {
                 }
                 *s /= ratio;
             }
-            l.shape[n - 1] /= ratio;
+            l.dims.shape_mut()[n - 1] /= ratio;
             l.offset /= ratio;
         }
         Ok(l)

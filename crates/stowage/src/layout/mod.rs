@@ -33,15 +33,98 @@ use crate::error::{StorageError, TensorError};
 use crate::{Error, Result};
 use smallvec::SmallVec;
 
-/// Up to four dimensions' sizes or strides, inline.
-type Dims = SmallVec<[usize; 4]>;
+/// A layout's sizes and strides in one vector, the sizes first, inline up
+/// to four dimensions: 72 bytes, where a vector of each took 80 (a loaded
+/// tensor's object is then an allocation of 160 bytes, from 176).
+#[derive(Clone, PartialEq, Eq, Hash)]
+struct Dims(SmallVec<[usize; 8]>);
+
+impl Dims {
+    /// `shape` and `stride`, of one length.
+    fn new(shape: &[usize], stride: &[usize]) -> Dims {
+        debug_assert_eq!(shape.len(), stride.len());
+        let mut v = SmallVec::with_capacity(shape.len() * 2);
+        v.extend_from_slice(shape);
+        v.extend_from_slice(stride);
+        Dims(v)
+    }
+
+    /// `n` dimensions of size 0 and stride 0, to be set ([`set`](Self::set)).
+    fn zeros(n: usize) -> Dims {
+        Dims(SmallVec::from_elem(0, n * 2))
+    }
+
+    /// The dimensions `(size, stride)` of `pairs`, in order.
+    fn from_pairs(pairs: impl IntoIterator<Item = (usize, usize)>) -> Dims {
+        let pairs: SmallVec<[(usize, usize); 4]> = pairs.into_iter().collect();
+        let mut v = SmallVec::with_capacity(pairs.len() * 2);
+        v.extend(pairs.iter().map(|&(size, _)| size));
+        v.extend(pairs.iter().map(|&(_, stride)| stride));
+        Dims(v)
+    }
+
+    fn ndim(&self) -> usize {
+        self.0.len() / 2
+    }
+    fn shape(&self) -> &[usize] {
+        &self.0[..self.ndim()]
+    }
+    fn stride(&self) -> &[usize] {
+        &self.0[self.ndim()..]
+    }
+    fn shape_mut(&mut self) -> &mut [usize] {
+        let n = self.ndim();
+        &mut self.0[..n]
+    }
+    fn stride_mut(&mut self) -> &mut [usize] {
+        let n = self.ndim();
+        &mut self.0[n..]
+    }
+    /// Dimension `d`'s size and stride.
+    fn set(&mut self, d: usize, size: usize, stride: usize) {
+        let n = self.ndim();
+        (self.0[d], self.0[n + d]) = (size, stride);
+    }
+    fn remove(&mut self, d: usize) {
+        let n = self.ndim();
+        self.0.remove(n + d);
+        self.0.remove(d);
+    }
+    fn insert(&mut self, d: usize, size: usize, stride: usize) {
+        let n = self.ndim();
+        self.0.insert(n + d, stride);
+        self.0.insert(d, size);
+    }
+    fn push(&mut self, size: usize, stride: usize) {
+        let n = self.ndim();
+        self.insert(n, size, stride);
+    }
+    fn swap(&mut self, a: usize, b: usize) {
+        let n = self.ndim();
+        self.0.swap(a, b);
+        self.0.swap(n + a, n + b);
+    }
+}
 
 /// Shape, stride and storage offset of a tensor. Strides and offset count elements.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, PartialEq, Eq, Hash)]
 pub struct Layout {
-    shape: Dims,
-    stride: Dims,
+    dims: Dims,
     offset: usize,
+}
+
+// A tensor per checkpoint entry holds one: keep it to 80 bytes.
+#[cfg(target_pointer_width = "64")]
+const _: () = assert!(std::mem::size_of::<Layout>() <= 80);
+
+impl std::fmt::Debug for Layout {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Layout")
+            .field("shape", &self.shape())
+            .field("stride", &self.stride())
+            .field("offset", &self.offset)
+            .finish()
+    }
 }
 
 impl Layout {
@@ -51,13 +134,10 @@ impl Layout {
     /// [`TensorError::SizeOverflow`] when the element count does not fit in `usize`.
     pub fn contiguous(shape: &[usize]) -> Result<Layout> {
         numel_of(shape)?;
-        let mut stride = Dims::from_elem(1, shape.len());
-        fill_contiguous_strides(shape, &mut stride);
-        Ok(Layout {
-            shape: Dims::from_slice(shape),
-            stride,
-            offset: 0,
-        })
+        let mut dims = Dims::new(shape, shape);
+        dims.stride_mut().fill(1);
+        fill_contiguous_strides(shape, dims.stride_mut());
+        Ok(Layout { dims, offset: 0 })
     }
 
     /// A layout from its parts.
@@ -74,8 +154,7 @@ impl Layout {
         }
         numel_of(shape)?;
         let l = Layout {
-            shape: Dims::from_slice(shape),
-            stride: Dims::from_slice(stride),
+            dims: Dims::new(shape, stride),
             offset,
         };
         l.reach()?;
@@ -84,11 +163,11 @@ impl Layout {
 
     /// Sizes of each dimension.
     pub fn shape(&self) -> &[usize] {
-        &self.shape
+        self.dims.shape()
     }
     /// Strides in elements.
     pub fn stride(&self) -> &[usize] {
-        &self.stride
+        self.dims.stride()
     }
     /// Storage offset in elements.
     pub fn offset(&self) -> usize {
@@ -96,11 +175,11 @@ impl Layout {
     }
     /// Number of dimensions.
     pub fn ndim(&self) -> usize {
-        self.shape.len()
+        self.dims.ndim()
     }
     /// Number of elements (fits in `usize`, checked at construction).
     pub fn numel(&self) -> usize {
-        self.shape.iter().product()
+        self.shape().iter().product()
     }
 
     /// PyTorch's contiguity: row-major strides, ignoring dimensions of size 1;
@@ -110,7 +189,7 @@ impl Layout {
             return true;
         }
         let mut expected = 1usize;
-        for (&size, &stride) in self.shape.iter().zip(&self.stride).rev() {
+        for (&size, &stride) in self.shape().iter().zip(self.stride()).rev() {
             if size != 1 {
                 if stride != expected {
                     return false;
@@ -134,7 +213,7 @@ impl Layout {
             })
         };
         let mut max = self.offset as u128 + 1;
-        for (&size, &stride) in self.shape.iter().zip(&self.stride) {
+        for (&size, &stride) in self.shape().iter().zip(self.stride()) {
             let span = (size as u128 - 1)
                 .checked_mul(stride as u128)
                 .ok_or_else(overflow)?;
@@ -175,8 +254,8 @@ impl Layout {
             return Err(Error::Storage(StorageError::OutOfStorage {
                 needed,
                 nbytes,
-                shape: self.shape.to_vec(),
-                stride: self.stride.to_vec(),
+                shape: self.shape().to_vec(),
+                stride: self.stride().to_vec(),
                 offset: self.offset,
                 element_size,
             }));
@@ -186,7 +265,7 @@ impl Layout {
 
     /// Storage offsets of every element in row-major order.
     pub fn offsets(&self) -> Offsets<'_> {
-        Offsets::new(&self.shape, &self.stride, self.offset)
+        Offsets::new(self.shape(), self.stride(), self.offset)
     }
 
     /// `dim` wrapped into `0..ndim` (see [`wrap_dim`]).

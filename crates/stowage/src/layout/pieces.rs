@@ -12,7 +12,7 @@ impl Layout {
     /// [`TensorError::DimOutOfRange`], [`TensorError::ZeroSplitSize`] for a split size of 0 on a non-empty dimension.
     pub fn split(&self, split_size: usize, dim: isize) -> Result<Vec<Layout>> {
         let d = self.wrap_dim(dim)?;
-        let size = self.shape.get(d).copied().unwrap_or(1);
+        let size = self.shape().get(d).copied().unwrap_or(1);
         if split_size == 0 && size != 0 {
             return Err(Error::Tensor(TensorError::ZeroSplitSize { size }));
         }
@@ -39,11 +39,11 @@ impl Layout {
             .iter()
             .try_fold(0usize, |a, &s| a.checked_add(s))
             .unwrap_or(usize::MAX);
-        if total != self.shape[d] {
+        if total != self.shape()[d] {
             return Err(Error::Tensor(TensorError::SplitSizesMismatch {
                 sizes: sizes.to_vec(),
                 dim: d,
-                size: self.shape[d],
+                size: self.shape()[d],
             }));
         }
         let mut start = 0;
@@ -69,7 +69,7 @@ impl Layout {
             }));
         }
         let d = self.wrap_dim(dim)?;
-        let size = self.shape[d];
+        let size = self.shape()[d];
         if size == 0 {
             return self.split_with_sizes(&vec![0; chunks], dim);
         }
@@ -82,7 +82,7 @@ impl Layout {
     /// [`TensorError::DimOutOfRange`].
     pub fn unbind(&self, dim: isize) -> Result<Vec<Layout>> {
         let d = self.wrap_dim(dim)?;
-        (0..self.shape.get(d).copied().unwrap_or(0))
+        (0..self.shape().get(d).copied().unwrap_or(0))
             .map(|i| self.select(d as isize, i as isize))
             .collect()
     }

@@ -29,16 +29,15 @@ impl Layout {
     /// when the strides cannot express the new shape (then `reshape` copies).
     pub fn view(&self, shape: &[isize]) -> Result<Layout> {
         let new_shape = infer_shape(shape, self.numel())?;
-        match compute_stride(&self.shape, &self.stride, &new_shape) {
+        match compute_stride(self.shape(), self.stride(), &new_shape) {
             Some(stride) => Ok(Layout {
-                shape: new_shape.into(),
-                stride: stride.into(),
+                dims: Dims::new(&new_shape, &stride),
                 offset: self.offset,
             }),
             None => Err(Error::Tensor(TensorError::ViewIncompatible {
                 shape: new_shape,
-                size: self.shape.to_vec(),
-                stride: self.stride.to_vec(),
+                size: self.shape().to_vec(),
+                stride: self.stride().to_vec(),
             })),
         }
     }
@@ -49,11 +48,11 @@ impl Layout {
     /// [`TensorError::ZeroDimTensor`] on a 0-dim layout, [`TensorError::DimOutOfRange`],
     /// [`TensorError::NarrowOutOfRange`] when the range leaves the dimension.
     pub fn narrow(&self, dim: isize, start: isize, length: usize) -> Result<Layout> {
-        if self.shape.is_empty() {
+        if self.shape().is_empty() {
             return Err(Error::Tensor(TensorError::ZeroDimTensor { op: "narrow" }));
         }
         let d = self.wrap_dim(dim)?;
-        let size = self.shape[d];
+        let size = self.shape()[d];
         let s = if start < 0 {
             start + size as isize
         } else {
@@ -67,8 +66,8 @@ impl Layout {
             }));
         }
         let mut l = self.clone();
-        l.offset = advance(l.offset, s as usize, self.stride[d])?;
-        l.shape[d] = length;
+        l.offset = advance(l.offset, s as usize, self.stride()[d])?;
+        l.dims.shape_mut()[d] = length;
         Ok(l)
     }
 
@@ -84,7 +83,7 @@ impl Layout {
         stop: Option<isize>,
         step: usize,
     ) -> Result<Layout> {
-        if self.shape.is_empty() {
+        if self.shape().is_empty() {
             return Err(Error::Tensor(TensorError::ZeroDimTensor { op: "slice" }));
         }
         let d = self.wrap_dim(dim)?;
@@ -94,14 +93,14 @@ impl Layout {
                 what: "step",
             }));
         }
-        let size = self.shape[d] as isize;
+        let size = self.shape()[d] as isize;
         let clamp = |v: isize| (if v < 0 { v + size } else { v }).clamp(0, size) as usize;
         let begin = start.map_or(0, clamp);
         let end = stop.map_or(size as usize, clamp).max(begin);
         let mut l = self.clone();
-        l.offset = advance(l.offset, begin, self.stride[d])?;
-        l.shape[d] = (end - begin).div_ceil(step);
-        l.stride[d] = self.stride[d].saturating_mul(step);
+        l.offset = advance(l.offset, begin, self.stride()[d])?;
+        let stride = self.stride()[d].saturating_mul(step);
+        l.dims.set(d, (end - begin).div_ceil(step), stride);
         Ok(l)
     }
 
@@ -115,11 +114,10 @@ impl Layout {
             return Err(Error::Tensor(TensorError::ZeroDimTensor { op: "select" }));
         }
         let d = self.wrap_dim(dim)?;
-        let i = wrap_index(index, d, self.shape[d])?;
+        let i = wrap_index(index, d, self.shape()[d])?;
         let mut l = self.clone();
-        l.offset = advance(l.offset, i, self.stride[d])?;
-        l.shape.remove(d);
-        l.stride.remove(d);
+        l.offset = advance(l.offset, i, self.stride()[d])?;
+        l.dims.remove(d);
         Ok(l)
     }
 
@@ -135,8 +133,7 @@ impl Layout {
             return Ok(l);
         }
         let (a, b) = (self.wrap_dim(dim0)?, self.wrap_dim(dim1)?);
-        l.shape.swap(a, b);
-        l.stride.swap(a, b);
+        l.dims.swap(a, b);
         Ok(l)
     }
 
@@ -157,8 +154,7 @@ impl Layout {
         }
         let mut seen = vec![false; n];
         let mut l = Layout {
-            shape: Dims::with_capacity(n),
-            stride: Dims::with_capacity(n),
+            dims: Dims::zeros(0),
             offset: self.offset,
         };
         for &d in dims {
@@ -169,8 +165,7 @@ impl Layout {
                     dim: d,
                 }));
             }
-            l.shape.push(self.shape[d]);
-            l.stride.push(self.stride[d]);
+            l.dims.push(self.shape()[d], self.stride()[d]);
         }
         Ok(l)
     }
@@ -186,19 +181,18 @@ impl Layout {
         let incompatible = || {
             Error::Tensor(TensorError::ExpandIncompatible {
                 sizes: sizes.to_vec(),
-                shape: self.shape.to_vec(),
+                shape: self.shape().to_vec(),
             })
         };
         if n < old {
             return Err(incompatible());
         }
-        let mut shape = Dims::from_elem(0, n);
-        let mut stride = Dims::from_elem(0, n);
+        let mut dims = Dims::zeros(n);
         for i in (0..n).rev() {
             let existing = (i + old >= n).then(|| i + old - n);
             let (mut size, mut st) = match existing {
-                Some(d) => (self.shape[d], self.stride[d]),
-                None if i + 1 < n => (1, shape[i + 1].saturating_mul(stride[i + 1])),
+                Some(d) => (self.shape()[d], self.stride()[d]),
+                None if i + 1 < n => (1, dims.shape()[i + 1].saturating_mul(dims.stride()[i + 1])),
                 None => (1, 1),
             };
             let target = match sizes[i] {
@@ -213,29 +207,24 @@ impl Layout {
                 size = target;
                 st = 0;
             }
-            shape[i] = size;
-            stride[i] = st;
+            dims.set(i, size, st);
         }
-        numel_of(&shape)?;
+        numel_of(dims.shape())?;
         Ok(Layout {
-            shape,
-            stride,
+            dims,
             offset: self.offset,
         })
     }
 
     /// Removes every dimension of size 1.
     pub fn squeeze(&self) -> Layout {
-        let (shape, stride) = self
-            .shape
+        let kept = self
+            .shape()
             .iter()
-            .zip(&self.stride)
-            .filter(|(&s, _)| s != 1)
-            .map(|(&s, &t)| (s, t))
-            .unzip();
+            .zip(self.stride())
+            .filter(|(&s, _)| s != 1);
         Layout {
-            shape,
-            stride,
+            dims: Dims::from_pairs(kept.map(|(&s, &t)| (s, t))),
             offset: self.offset,
         }
     }
@@ -251,9 +240,8 @@ impl Layout {
             return Ok(l);
         }
         let d = self.wrap_dim(dim)?;
-        if self.shape[d] == 1 {
-            l.shape.remove(d);
-            l.stride.remove(d);
+        if self.shape()[d] == 1 {
+            l.dims.remove(d);
         }
         Ok(l)
     }
@@ -267,11 +255,10 @@ impl Layout {
         let stride = if d >= self.ndim() {
             1
         } else {
-            self.shape[d].saturating_mul(self.stride[d])
+            self.shape()[d].saturating_mul(self.stride()[d])
         };
         let mut l = self.clone();
-        l.shape.insert(d, 1);
-        l.stride.insert(d, stride);
+        l.dims.insert(d, 1, stride);
         Ok(l)
     }
 
@@ -291,10 +278,10 @@ impl Layout {
                 end: e,
             }));
         }
-        let mid: usize = self.shape[s..=e].iter().product();
-        let mut out: Vec<isize> = self.shape[..s].iter().map(|&x| x as isize).collect();
+        let mid: usize = self.shape()[s..=e].iter().product();
+        let mut out: Vec<isize> = self.shape()[..s].iter().map(|&x| x as isize).collect();
         out.push(mid as isize);
-        out.extend(self.shape[e + 1..].iter().map(|&x| x as isize));
+        out.extend(self.shape()[e + 1..].iter().map(|&x| x as isize));
         Ok(out)
     }
 
@@ -316,10 +303,10 @@ impl Layout {
                 what: "len(sizes)",
             }));
         }
-        let inner = infer_shape(sizes, self.shape[d])?;
-        let mut out: Vec<isize> = self.shape[..d].iter().map(|&x| x as isize).collect();
+        let inner = infer_shape(sizes, self.shape()[d])?;
+        let mut out: Vec<isize> = self.shape()[..d].iter().map(|&x| x as isize).collect();
         out.extend(inner.iter().map(|&x| x as isize));
-        out.extend(self.shape[d + 1..].iter().map(|&x| x as isize));
+        out.extend(self.shape()[d + 1..].iter().map(|&x| x as isize));
         Ok(out)
     }
 
@@ -336,7 +323,7 @@ impl Layout {
                 dim: a,
             }));
         }
-        let (sa, sb) = (self.shape[a] as isize, self.shape[b] as isize);
+        let (sa, sb) = (self.shape()[a] as isize, self.shape()[b] as isize);
         let len = if offset >= 0 {
             sa.min(sb - offset)
         } else {
@@ -346,19 +333,17 @@ impl Layout {
         let mut l = self.clone();
         if len > 0 {
             l.offset = if offset >= 0 {
-                advance(l.offset, offset as usize, self.stride[b])?
+                advance(l.offset, offset as usize, self.stride()[b])?
             } else {
-                advance(l.offset, offset.unsigned_abs(), self.stride[a])?
+                advance(l.offset, offset.unsigned_abs(), self.stride()[a])?
             };
         }
-        let st = self.stride[a].saturating_add(self.stride[b]);
+        let st = self.stride()[a].saturating_add(self.stride()[b]);
         let (hi, lo) = (a.max(b), a.min(b));
         for d in [hi, lo] {
-            l.shape.remove(d);
-            l.stride.remove(d);
+            l.dims.remove(d);
         }
-        l.shape.push(len);
-        l.stride.push(st);
+        l.dims.push(len, st);
         Ok(l)
     }
 
@@ -371,7 +356,7 @@ impl Layout {
         let (dsize, dstride) = if self.ndim() == 0 {
             (1, 1)
         } else {
-            (self.shape[d], self.stride[d])
+            (self.shape()[d], self.stride()[d])
         };
         if size > dsize {
             return Err(Error::Tensor(TensorError::WindowTooLarge {
@@ -388,11 +373,10 @@ impl Layout {
         }
         let mut l = self.clone();
         if self.ndim() > 0 {
-            l.shape[d] = (dsize - size) / step + 1;
-            l.stride[d] = dstride.saturating_mul(step);
+            l.dims
+                .set(d, (dsize - size) / step + 1, dstride.saturating_mul(step));
         }
-        l.shape.push(size);
-        l.stride.push(dstride);
+        l.dims.push(size, dstride);
         Ok(l)
     }
 }
