@@ -5,11 +5,11 @@
 //! over-allocating and freeing the misaligned head and tail of the chunk
 //! (`_int_memalign`): a load of 300,000 tensors of 32 bytes left about 45
 //! bytes of fragments a storage, and spent a tenth of its time splitting and
-//! merging them (`docs/performance.md`, "Small storages carved from
-//! blocks"). An eager load carves its storages of at most [`SMALL`] bytes
-//! from blocks of [`BLOCK`] bytes instead, each in a slot of its own that
-//! starts on a 64-byte boundary, as its own allocation would, so no two
-//! share a cache line.
+//! merging them (`docs/performance.md`, "Fewer allocations a tensor, and
+//! small storages in blocks"). An eager load carves its storages of at most
+//! [`SMALL`] bytes from blocks of [`BLOCK`] bytes instead, each in a slot of
+//! its own that starts on a 64-byte boundary, as its own allocation would,
+//! so no two share a cache line.
 //!
 //! A block is freed when the last buffer carved from it goes: a small tensor
 //! kept from a load keeps at most one block (16 KiB) allocated.

@@ -9,7 +9,8 @@
 //! (`memmap2::MmapMut::map_anon`): the kernel hands out zero pages lazily,
 //! so nothing is written twice (the global allocator's `alloc_zeroed` with
 //! an alignment above 16 is `posix_memalign` followed by a `memset` of every
-//! page). Smaller buffers come from the global allocator.
+//! page). Smaller buffers come from the global allocator, but for a load's
+//! smallest (up to 256 bytes), carved from shared blocks (`blocks.rs`).
 //!
 //! A storage's mapping asks nothing of transparent huge pages: the kernel's
 //! own policy applies, as it does to PyTorch's allocator. Asking
