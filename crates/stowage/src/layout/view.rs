@@ -154,10 +154,10 @@ impl Layout {
         }
         let mut seen = vec![false; n];
         let mut l = Layout {
-            dims: Dims::zeros(0),
+            dims: Dims::zeros(n),
             offset: self.offset,
         };
-        for &d in dims {
+        for (i, &d) in dims.iter().enumerate() {
             let d = wrap_dim(d, n)?;
             if std::mem::replace(&mut seen[d], true) {
                 return Err(Error::Tensor(TensorError::RepeatedDim {
@@ -165,7 +165,7 @@ impl Layout {
                     dim: d,
                 }));
             }
-            l.dims.push(self.shape()[d], self.stride()[d]);
+            l.dims.set(i, self.shape()[d], self.stride()[d]);
         }
         Ok(l)
     }
