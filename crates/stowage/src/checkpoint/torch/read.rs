@@ -20,7 +20,7 @@ use crate::checkpoint::globals::allowlist::{self, Global};
 use crate::checkpoint::options::{LoadMode, LoadOptions};
 use crate::checkpoint::pickle::{Graph, Hooks, Node, NodeId, Value};
 use crate::checkpoint::value::graph::{
-    ByteOrder, Construct, Object, StorageRecord, StorageRef, TensorObject,
+    ByteOrder, Construct, Object, RecordKey, StorageRecord, StorageRef, TensorObject,
 };
 use crate::layout::Layout;
 use crate::{DType, Device, Error, Result, Tensor, UntypedStorage};
@@ -67,7 +67,7 @@ pub(crate) struct TorchHooks<'s, S: StorageSource> {
     pub foreign: Foreign,
     /// Legacy storage views by view key: (offset, size) in elements of the
     /// root storage. See [`TorchHooks::view`].
-    pub views: HashMap<Arc<str>, (usize, usize)>,
+    pub views: HashMap<RecordKey, (usize, usize)>,
 }
 
 impl<'s, S: StorageSource> TorchHooks<'s, S> {
@@ -281,9 +281,9 @@ impl<S: StorageSource> TorchHooks<'_, S> {
                 graph,
             ));
         };
-        let key: Arc<str> = match &items[2] {
-            Value::Str(s) => s.clone(),
-            Value::Int(i) => Arc::from(i.to_string()),
+        let key = match &items[2] {
+            Value::Str(s) => RecordKey::from(&**s),
+            Value::Int(i) => RecordKey::from(i.to_string()),
             other => return Err(bad("persistent id key", "a str", other, graph)),
         };
         let location = match &items[3] {
@@ -320,7 +320,7 @@ impl<S: StorageSource> TorchHooks<'_, S> {
                 found: format!("a {}-tuple", items.len()),
             }));
         };
-        let view_key: Arc<str> = Arc::from(as_str(graph, view_key, "storage view key")?);
+        let view_key = RecordKey::from(as_str(graph, view_key, "storage view key")?);
         let offset = as_usize(graph, offset, "storage view offset")?;
         let size = as_usize(graph, size, "storage view size")?;
         if offset.checked_add(size).is_none_or(|end| end > numel) {
@@ -340,7 +340,7 @@ impl<S: StorageSource> TorchHooks<'_, S> {
     /// The storage of record `key`, read once (later references share it).
     fn root_storage(
         &mut self,
-        key: Arc<str>,
+        key: RecordKey,
         dtype: Option<DType>,
         location: Arc<str>,
         numel: usize,

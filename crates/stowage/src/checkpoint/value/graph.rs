@@ -21,20 +21,25 @@ use crate::{DType, Error, Result, Tensor, UntypedStorage};
 pub use crate::checkpoint::value::object::{
     Construct, InertObject, Object, StorageRef, TensorObject,
 };
+pub use crate::checkpoint::value::record_key::RecordKey;
 
 /// One storage of a checkpoint.
 #[derive(Clone, Debug)]
 pub struct StorageRecord {
-    /// The record key (`"0"`, or a pointer string in old files); shared
-    /// with the pickle's string, as `location` is.
-    pub key: Arc<str>,
+    /// The record key (`"0"`, or a pointer string in old files).
+    pub key: RecordKey,
     /// The bytes (shared with every tensor viewing them).
     pub storage: UntypedStorage,
     /// The legacy class's dtype, or `None` for `UntypedStorage`.
     pub dtype: Option<DType>,
-    /// The location tag written in the file (`cpu`, `cuda:0`).
+    /// The location tag written in the file (`cpu`, `cuda:0`); shared with
+    /// the pickle's string.
     pub location: Arc<str>,
 }
+
+// A checkpoint holds one a storage: 48 bytes, its key inline.
+#[cfg(target_pointer_width = "64")]
+const _: () = assert!(std::mem::size_of::<StorageRecord>() <= 48);
 
 impl StorageRecord {
     /// The class name PyTorch wrote for the storage (`FloatStorage`, `UntypedStorage`).

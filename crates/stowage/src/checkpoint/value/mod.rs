@@ -23,3 +23,4 @@ pub(crate) mod kind;
 pub(crate) mod module;
 pub(crate) mod object;
 pub(crate) mod origin;
+pub(crate) mod record_key;

@@ -12,6 +12,7 @@ use crate::checkpoint::globals::allowlist::Global;
 use crate::checkpoint::pickle::Value;
 use crate::checkpoint::value::data::{ClassRef, NdArray, NumpyDType, NumpyScalar, PyData};
 use crate::checkpoint::value::kind::{Quantization, TensorKind};
+use crate::checkpoint::value::record_key::RecordKey;
 use crate::error::{FormatError, TensorError};
 use crate::{DType, Device, Error, Result, Tensor, UntypedStorage};
 
@@ -449,7 +450,7 @@ pub struct StorageRef {
     /// The legacy class's dtype, or `None` for `UntypedStorage`.
     pub dtype: Option<DType>,
     /// The checkpoint's key for it (`data/<key>`).
-    pub key: Arc<str>,
+    pub key: RecordKey,
 }
 
 #[cfg(test)]
