@@ -574,7 +574,7 @@ fn check_item_archive<R: ReadAt>(
             Ok(()) | Err(ZipError::CrcNotRecorded { .. }) => {}
             Err(e) => report.defect(&format!(
                 "{at}: record {}: {}",
-                entry.name,
+                zip.name(entry),
                 stowage::one_line(&e)
             )),
         }
@@ -629,23 +629,18 @@ fn note_unreferenced<R: ReadAt>(
         .chain(KNOWN_RECORDS.iter().map(|r| r.to_string()))
         .collect();
     for entry in zip.entries() {
-        match entry
-            .name
-            .strip_prefix(root)
-            .and_then(|r| r.strip_prefix('/'))
-        {
+        let name = zip.name(entry);
+        match name.strip_prefix(root).and_then(|r| r.strip_prefix('/')) {
             Some(record) if referenced.contains(record) => {}
             Some(record) if record.starts_with("data/") => report.note(&format!(
-                "record {} ({} bytes) is never referenced by data.pkl",
-                entry.name, entry.size
+                "record {name} ({} bytes) is never referenced by data.pkl",
+                entry.size
             )),
             Some(_) => report.note(&format!(
-                "record {} is not one torch.save writes; loaders ignore it",
-                entry.name
+                "record {name} is not one torch.save writes; loaders ignore it"
             )),
             None => report.note(&format!(
-                "record {} is outside the archive's root folder {root:?}; loaders ignore it",
-                entry.name
+                "record {name} is outside the archive's root folder {root:?}; loaders ignore it"
             )),
         }
     }
@@ -653,14 +648,14 @@ fn note_unreferenced<R: ReadAt>(
 
 /// The message of a zip error on `entry`, naming the record and the offset of
 /// its data where the error does not already name them.
-fn record_error(entry: &Entry, offset: Option<u64>, e: &ZipError) -> String {
+fn record_error(name: &str, entry: &Entry, offset: Option<u64>, e: &ZipError) -> String {
     let text = stowage::one_line(e);
     let at = offset
         .map(|o| format!(", data at offset {o}"))
         .unwrap_or_default();
     format!(
-        "record {} (local header at offset {}{at}): {text}",
-        entry.name, entry.local_header_offset
+        "record {name} (local header at offset {}{at}): {text}",
+        entry.local_header_offset
     )
 }
 
@@ -695,6 +690,7 @@ fn verify_zip<R: ReadAt>(
         .progress()
         .bytes(total, format!("checking {}", path.display()));
     for entry in zip.entries() {
+        let name = zip.name(entry);
         let offset = zip.data_offset(entry).ok();
         let crc = zip.check_crc(entry);
         report.checked.records += 1;
@@ -702,23 +698,20 @@ fn verify_zip<R: ReadAt>(
         match crc {
             Ok(()) => {}
             Err(ZipError::CrcNotRecorded { found, .. }) => report.warning(&format!(
-                "record {}: no CRC-32 recorded (0; the data's is {found:#010x}): written with CRC-32 computation off, which PyTorch accepts",
-                entry.name
+                "record {name}: no CRC-32 recorded (0; the data's is {found:#010x}): written with CRC-32 computation off, which PyTorch accepts"
             )),
             Err(e) => {
-                report.defect(&record_error(entry, offset, &e));
+                report.defect(&record_error(name, entry, offset, &e));
                 found.push(stowage::one_line(&e));
             }
         }
-        let is_storage = entry
-            .name
+        let is_storage = name
             .strip_prefix(&root)
             .is_some_and(|r| r.starts_with("/data/"));
         if let (Some(align), Some(offset), true) = (alignment, offset, is_storage) {
             if offset % align != 0 {
                 report.warning(&format!(
-                    "record {}: data at offset {offset} is not aligned to the archive's .storage_alignment of {align} bytes",
-                    entry.name
+                    "record {name}: data at offset {offset} is not aligned to the archive's .storage_alignment of {align} bytes"
                 ));
             }
         }

@@ -574,7 +574,7 @@ fn rebuilt_simple(crc: Option<u32>) -> Vec<u8> {
     let mut w = ZipWriter::new(Vec::new(), "simple", 64);
     for e in zip.entries() {
         w.write_record(
-            e.name.strip_prefix(&root).unwrap(),
+            zip.name(e).strip_prefix(&root).unwrap(),
             &zip.read_to_vec(e).unwrap(),
         )
         .unwrap();

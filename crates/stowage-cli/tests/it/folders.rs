@@ -353,7 +353,7 @@ fn verify_finds_a_corrupted_dcp_item() {
     let data = zip
         .entries()
         .iter()
-        .find(|e| e.name.contains("/data/") && e.size >= 4)
+        .find(|e| zip.name(e).contains("/data/") && e.size >= 4)
         .unwrap();
     let at = (info.offset + zip.data_offset(data).unwrap()) as usize;
     for b in &mut bytes[at..at + 4] {

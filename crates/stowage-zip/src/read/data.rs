@@ -31,7 +31,7 @@ impl<R: ReadAt> ZipReader<R> {
             Ok(())
         } else {
             Err(ZipError::Encrypted {
-                name: e.name.clone(),
+                name: self.name(e).into(),
             })
         }
     }
@@ -39,7 +39,7 @@ impl<R: ReadAt> ZipReader<R> {
     fn read_plain(&self, e: &Entry, dst: &mut [u8]) -> Result<(), ZipError> {
         if dst.len() as u64 != e.size {
             return Err(ZipError::BufferSizeMismatch {
-                name: e.name.clone(),
+                name: self.name(e).into(),
                 expected: e.size,
                 found: dst.len() as u64,
             });
@@ -47,15 +47,15 @@ impl<R: ReadAt> ZipReader<R> {
         let offset = self.data_offset(e)?;
         match e.method {
             Method::Stored => {
-                check_stored_sizes(e)?;
+                check_stored_sizes(e, self.name(e))?;
                 self.source.read_exact_at(dst, offset)?;
             }
             Method::Deflated => {
-                let mut inflater = Inflater::new(&self.source, e, offset);
+                let mut inflater = Inflater::new(&self.source, e, self.name(e), offset);
                 let found = inflater.fill(dst)?;
                 if found < dst.len() {
                     return Err(ZipError::InflatesTooShort {
-                        name: e.name.clone(),
+                        name: self.name(e).into(),
                         expected: e.size,
                         found: found as u64,
                     });
@@ -79,15 +79,15 @@ impl<R: ReadAt> ZipReader<R> {
         }
         let n = usize::try_from(e.size).map_or(max, |size| size.min(max));
         if e.method == Method::Stored {
-            check_stored_sizes(e)?;
+            check_stored_sizes(e, self.name(e))?;
             return self.read_stored_head(e, n);
         }
         let mut data = vec![0u8; n];
         let offset = self.data_offset(e)?;
-        let found = Inflater::new(&self.source, e, offset).fill(&mut data)?;
+        let found = Inflater::new(&self.source, e, self.name(e), offset).fill(&mut data)?;
         if found < n {
             return Err(ZipError::InflatesTooShort {
-                name: e.name.clone(),
+                name: self.name(e).into(),
                 expected: e.size,
                 found: found as u64,
             });
@@ -159,7 +159,7 @@ impl<R: ReadAt> ZipReader<R> {
         buf: &[u8],
         start: u64,
     ) -> Result<Vec<u8>, ZipError> {
-        check_stored_sizes(e)?;
+        check_stored_sizes(e, self.name(e))?;
         let n = usize::try_from(e.size).map_or(max, |size| size.min(max));
         match self.head_in(e, n, buf, start)? {
             Some(head) => Ok(head),
@@ -220,7 +220,7 @@ impl<R: ReadAt> ZipReader<R> {
     /// [`ZipLimits::max_record_to_vec`](crate::ZipLimits::max_record_to_vec).
     pub fn read_to_vec(&self, e: &Entry) -> Result<Vec<u8>, ZipError> {
         let too_large = || ZipError::RecordTooLarge {
-            name: e.name.clone(),
+            name: self.name(e).into(),
             size: e.size,
             max: self.limits.max_record_to_vec,
         };
@@ -242,7 +242,7 @@ impl<R: ReadAt> ZipReader<R> {
     pub fn stored_reader(&self, e: &Entry) -> Result<Option<StoredReader<'_, R>>, ZipError> {
         if e.size > self.limits.max_record_to_vec {
             return Err(ZipError::RecordTooLarge {
-                name: e.name.clone(),
+                name: self.name(e).into(),
                 size: e.size,
                 max: self.limits.max_record_to_vec,
             });
@@ -250,7 +250,7 @@ impl<R: ReadAt> ZipReader<R> {
         if e.method != Method::Stored || e.encrypted {
             return Ok(None);
         }
-        check_stored_sizes(e)?;
+        check_stored_sizes(e, self.name(e))?;
         Ok(Some(StoredReader {
             source: &self.source,
             offset: self.data_offset(e)?,
@@ -270,12 +270,12 @@ impl<R: ReadAt> ZipReader<R> {
             Ok(())
         } else if e.crc32 == 0 {
             Err(ZipError::CrcNotRecorded {
-                name: e.name.clone(),
+                name: self.name(e).into(),
                 found,
             })
         } else {
             Err(ZipError::CrcMismatch {
-                name: e.name.clone(),
+                name: self.name(e).into(),
                 expected: e.crc32,
                 found,
             })
@@ -290,10 +290,10 @@ impl<R: ReadAt> ZipReader<R> {
         let mut done = 0u64;
         let mut inflater = match e.method {
             Method::Stored => {
-                check_stored_sizes(e)?;
+                check_stored_sizes(e, self.name(e))?;
                 None
             }
-            Method::Deflated => Some(Inflater::new(&self.source, e, offset)),
+            Method::Deflated => Some(Inflater::new(&self.source, e, self.name(e), offset)),
         };
         while done < e.size {
             let want = usize::try_from(e.size - done).map_or(chunk_len, |left| left.min(chunk_len));
@@ -304,7 +304,7 @@ impl<R: ReadAt> ZipReader<R> {
                     let found = inflater.fill(chunk)?;
                     if found < want {
                         return Err(ZipError::InflatesTooShort {
-                            name: e.name.clone(),
+                            name: self.name(e).into(),
                             expected: e.size,
                             found: done + found as u64,
                         });
@@ -322,12 +322,12 @@ impl<R: ReadAt> ZipReader<R> {
 }
 
 /// A stored entry's data is its own compressed form.
-pub(super) fn check_stored_sizes(e: &Entry) -> Result<(), ZipError> {
+pub(super) fn check_stored_sizes(e: &Entry, name: &str) -> Result<(), ZipError> {
     if e.compressed_size == e.size {
         Ok(())
     } else {
         Err(ZipError::StoredSizeMismatch {
-            name: e.name.clone(),
+            name: name.into(),
             compressed: e.compressed_size,
             size: e.size,
         })

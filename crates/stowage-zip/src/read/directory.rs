@@ -145,14 +145,15 @@ pub(super) fn locate_directory(
 }
 
 /// Parses the central-directory entry at `pos` of `cd` (which starts at file
-/// offset `cd_offset`); returns it and the position of the next one.
+/// offset `cd_offset`); returns it (its name not yet placed), its name and
+/// the position of the next one.
 pub(super) fn parse_central_entry(
     cd: &[u8],
     pos: usize,
     cd_offset: u64,
     file_len: u64,
     lenient: bool,
-) -> Result<(Entry, usize), ZipError> {
+) -> Result<(Entry, &str, usize), ZipError> {
     let at = cd_offset + pos as u64;
     let truncated = |needed: usize| ZipError::Truncated {
         what: "central directory entry",
@@ -186,7 +187,7 @@ pub(super) fn parse_central_entry(
     let (name_bytes, rest) = var.split_at(name_len);
     let extra = &rest[..extra_len];
     let name = match std::str::from_utf8(name_bytes) {
-        Ok(name) => name.to_owned(),
+        Ok(name) => name,
         Err(_) => {
             return Err(ZipError::NameNotUtf8 {
                 offset: at,
@@ -202,7 +203,7 @@ pub(super) fn parse_central_entry(
             return Ok(u64::from(value));
         }
         let wide = le64(zip64, 0).ok_or_else(|| ZipError::MissingZip64Field {
-            name: name.clone(),
+            name: name.to_owned(),
             field,
         })?;
         zip64 = &zip64[8..];
@@ -214,21 +215,24 @@ pub(super) fn parse_central_entry(
 
     let encrypted = flags & (FLAG_ENCRYPTED | FLAG_STRONG_ENCRYPTION) != 0;
     if encrypted && !lenient {
-        return Err(ZipError::Encrypted { name });
+        return Err(ZipError::Encrypted { name: name.into() });
     }
     let method = match method {
         METHOD_STORED => Method::Stored,
         METHOD_DEFLATED => Method::Deflated,
         other => {
             return Err(ZipError::UnsupportedMethod {
-                name,
+                name: name.into(),
                 method: other,
                 method_name: method_name(other),
             })
         }
     };
     let entry = Entry {
-        name,
+        // The reader places the name among its names.
+        name_start: 0,
+        // A zip name's length is a 16-bit field.
+        name_len: name_len as u16,
         method,
         compressed_size,
         size,
@@ -237,7 +241,7 @@ pub(super) fn parse_central_entry(
         encrypted,
     };
     if method == Method::Stored {
-        check_stored_sizes(&entry)?;
+        check_stored_sizes(&entry, name)?;
     }
     // The smallest footprint the entry can have: a local header with the same
     // name, then the data.
@@ -251,10 +255,10 @@ pub(super) fn parse_central_entry(
             offset: local_header_offset.saturating_add(footprint),
             size: compressed_size,
             len: file_len,
-            name: entry.name,
+            name: name.into(),
         });
     }
-    Ok((entry, pos + total))
+    Ok((entry, name, pos + total))
 }
 
 /// The data of the first extra field with header id `id`, if well formed.

@@ -12,6 +12,7 @@ const INFLATE_CHUNK: usize = 64 * 1024;
 pub(super) struct Inflater<'a, R: ReadAt + ?Sized> {
     source: &'a R,
     entry: &'a Entry,
+    name: &'a str,
     /// File offset of the next compressed byte to read.
     next_in: u64,
     /// File offset just past the compressed data.
@@ -27,12 +28,13 @@ impl<'a, R: ReadAt + ?Sized> Inflater<'a, R> {
     /// `data_offset` must come from
     /// [`ZipReader::data_offset`](super::ZipReader::data_offset), which
     /// checked that the compressed bytes lie in the file.
-    pub(super) fn new(source: &'a R, entry: &'a Entry, data_offset: u64) -> Self {
+    pub(super) fn new(source: &'a R, entry: &'a Entry, name: &'a str, data_offset: u64) -> Self {
         let chunk = usize::try_from(entry.compressed_size)
             .map_or(INFLATE_CHUNK, |size| size.min(INFLATE_CHUNK));
         Inflater {
             source,
             entry,
+            name,
             next_in: data_offset,
             end_in: data_offset.saturating_add(entry.compressed_size),
             input: vec![0u8; chunk],
@@ -45,7 +47,7 @@ impl<'a, R: ReadAt + ?Sized> Inflater<'a, R> {
 
     fn error(&self, reason: impl Into<String>) -> ZipError {
         ZipError::Inflate {
-            name: self.entry.name.clone(),
+            name: self.name.into(),
             reason: reason.into(),
         }
     }
@@ -95,7 +97,7 @@ impl<'a, R: ReadAt + ?Sized> Inflater<'a, R> {
         let mut probe = [0u8; 1];
         if self.fill(&mut probe)? > 0 {
             return Err(ZipError::InflatesTooLarge {
-                name: self.entry.name.clone(),
+                name: self.name.into(),
                 expected: self.entry.size,
             });
         }

@@ -10,7 +10,7 @@ impl<R: ReadAt> ZipReader<R> {
     /// checked to lie in the file with `compressed_size` bytes after it.
     pub fn data_offset(&self, e: &Entry) -> Result<u64, ZipError> {
         let ofs = e.local_header_offset;
-        let name = e.name.as_bytes();
+        let name = self.name(e).as_bytes();
         let needed = LOCAL_HEADER_LEN + name.len() as u64;
         let mut header = vec![0u8; LOCAL_HEADER_LEN as usize + name.len()];
         match ofs.checked_add(needed) {
@@ -40,7 +40,7 @@ impl<R: ReadAt> ZipReader<R> {
         const U32_MAX: u64 = 0xFFFF_FFFF;
         let mut start = e
             .local_header_offset
-            .checked_add(LOCAL_HEADER_LEN + e.name.len() as u64 + 4)?;
+            .checked_add(LOCAL_HEADER_LEN + e.name_len() as u64 + 4)?;
         if e.compressed_size >= U32_MAX || e.local_header_offset >= U32_MAX {
             start += 4;
             if e.compressed_size >= U32_MAX {
@@ -57,7 +57,7 @@ impl<R: ReadAt> ZipReader<R> {
     /// The bytes of the entry's local header that give its data offset: the
     /// fixed part and the name.
     pub fn local_header_len(e: &Entry) -> usize {
-        LOCAL_HEADER_LEN as usize + e.name.len()
+        LOCAL_HEADER_LEN as usize + e.name_len()
     }
 
     /// [`data_offset`](Self::data_offset) from the entry's local header read
@@ -77,7 +77,7 @@ impl<R: ReadAt> ZipReader<R> {
         let mut headers = Vec::with_capacity(entries.len());
         for e in entries {
             let ofs = e.local_header_offset;
-            let needed = LOCAL_HEADER_LEN + e.name.len() as u64;
+            let needed = LOCAL_HEADER_LEN + e.name_len() as u64;
             match ofs.checked_add(needed) {
                 Some(end) if end <= self.len => {}
                 _ => {
@@ -111,12 +111,12 @@ impl<R: ReadAt> ZipReader<R> {
     pub fn check_fits(&self, e: &Entry) -> Result<(), ZipError> {
         let least = e
             .local_header_offset
-            .checked_add(LOCAL_HEADER_LEN + e.name.len() as u64)
+            .checked_add(LOCAL_HEADER_LEN + e.name_len() as u64)
             .and_then(|o| o.checked_add(e.compressed_size));
         match least {
             Some(end) if end <= self.len => Ok(()),
             _ => Err(ZipError::DataOutOfBounds {
-                name: e.name.clone(),
+                name: self.name(e).into(),
                 offset: e.local_header_offset,
                 size: e.compressed_size,
                 len: self.len,
@@ -127,7 +127,7 @@ impl<R: ReadAt> ZipReader<R> {
     /// The data offset the local header `header` (its fixed part and name) gives `e`.
     pub(super) fn data_offset_from(&self, e: &Entry, header: &[u8]) -> Result<u64, ZipError> {
         let ofs = e.local_header_offset;
-        let name = e.name.as_bytes();
+        let name = self.name(e).as_bytes();
         let needed = LOCAL_HEADER_LEN + name.len() as u64;
         let sig = le32(header, 0).unwrap_or(0);
         if sig != LOCAL_HEADER_SIG {
@@ -144,7 +144,7 @@ impl<R: ReadAt> ZipReader<R> {
             || header.get(LOCAL_HEADER_LEN as usize..) != Some(name)
         {
             return Err(ZipError::LocalHeaderMismatch {
-                name: e.name.clone(),
+                name: self.name(e).into(),
                 offset: ofs,
             });
         }
@@ -160,7 +160,7 @@ impl<R: ReadAt> ZipReader<R> {
                 Ok(data)
             }
             _ => Err(ZipError::DataOutOfBounds {
-                name: e.name.clone(),
+                name: self.name(e).into(),
                 offset: data.unwrap_or(u64::MAX),
                 size: e.compressed_size,
                 len: self.len,

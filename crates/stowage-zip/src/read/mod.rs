@@ -33,6 +33,15 @@ fn below<'n>(root: &str, name: &'n str) -> Option<&'n str> {
     name.strip_prefix(root)?.strip_prefix('/')
 }
 
+/// The name of `entry` in `names`, the names of its directory; `""` where
+/// the entry is not of that directory (never a panic).
+fn name_in<'n>(names: &'n str, entry: &Entry) -> &'n str {
+    let start = usize::try_from(entry.name_start).unwrap_or(usize::MAX);
+    names
+        .get(start..start.saturating_add(entry.name_len()))
+        .unwrap_or_default()
+}
+
 /// How an entry's data is compressed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Method {
@@ -42,11 +51,17 @@ pub enum Method {
     Deflated,
 }
 
-/// One central-directory entry, with zip64 values already applied.
+/// One central-directory entry, with zip64 values already applied. Its
+/// name, root folder included, is its reader's to give
+/// ([`ZipReader::name`]): the names of a directory are kept in one string,
+/// not a `String` an entry (a checkpoint of a million tensors has a million
+/// records).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Entry {
-    /// Full name, root folder included.
-    pub name: String,
+    /// Where the name starts in its reader's names.
+    name_start: u64,
+    /// The name's length in bytes (a zip name is at most 65,535).
+    name_len: u16,
     /// Compression method.
     pub method: Method,
     /// Size of the data in the file.
@@ -63,11 +78,24 @@ pub struct Entry {
     pub encrypted: bool,
 }
 
+// The directory holds one an entry: 40 bytes.
+#[cfg(target_pointer_width = "64")]
+const _: () = assert!(std::mem::size_of::<Entry>() <= 40);
+
+impl Entry {
+    /// The name's length in bytes.
+    pub fn name_len(&self) -> usize {
+        usize::from(self.name_len)
+    }
+}
+
 /// A zip archive opened for reading.
 pub struct ZipReader<R: ReadAt> {
     source: R,
     len: u64,
     entries: Vec<Entry>,
+    /// Every entry's name, one after another, in central-directory order.
+    names: String,
     /// Each entry under the root by its name below it (`data/0`), as its
     /// index in `entries` (the first, of duplicates a lenient reader
     /// lists): the names are not copied, and [`find`](ZipReader::find)
@@ -148,49 +176,56 @@ impl<R: ReadAt> ZipReader<R> {
         // `count <= max_entries` and `count * 46 <= size`: both bound this.
         let mut entries: Vec<Entry> = Vec::with_capacity(usize::try_from(dir.count).unwrap_or(0));
         let hasher = foldhash::fast::RandomState::default();
+        let mut names = String::new();
         let mut by_name: HashTable<u32> = HashTable::with_capacity(entries.capacity());
         let mut pos = 0usize;
         while (entries.len() as u64) < dir.count {
-            let (entry, next) = parse_central_entry(&cd, pos, dir.offset, len, lenient)?;
-            let hash = hasher.hash_one(entry.name.as_str());
+            let (mut entry, name, next) = parse_central_entry(&cd, pos, dir.offset, len, lenient)?;
+            let hash = hasher.hash_one(name);
             if by_name
-                .find(hash, |&i| entries[i as usize].name == entry.name)
+                .find(hash, |&i| name_in(&names, &entries[i as usize]) == name)
                 .is_some()
             {
                 if !lenient {
-                    return Err(ZipError::DuplicateEntry { name: entry.name });
+                    return Err(ZipError::DuplicateEntry { name: name.into() });
                 }
             } else {
                 // Below `max_entries`, so below `u32::MAX`.
                 by_name.insert_unique(hash, entries.len() as u32, |&i| {
-                    hasher.hash_one(entries[i as usize].name.as_str())
+                    hasher.hash_one(name_in(&names, &entries[i as usize]))
                 });
             }
+            entry.name_start = names.len() as u64;
+            names.push_str(name);
             entries.push(entry);
             pos = next;
         }
+        drop(cd);
+        names.shrink_to_fit();
         let first = entries.first().ok_or(ZipError::Empty)?;
-        let root = match first.name.split_once('/') {
+        let first_name = name_in(&names, first);
+        let root = match first_name.split_once('/') {
             Some((root, _)) => root.to_owned(),
             None if lenient => String::new(),
             None => {
                 return Err(ZipError::NoRootFolder {
-                    name: first.name.clone(),
+                    name: first_name.to_owned(),
                 })
             }
         };
         // The names below the root, each by its first entry.
         drop(by_name);
+        let below_root = |e: &Entry| below(&root, name_in(&names, e));
         let mut by_record: HashTable<u32> = HashTable::with_capacity(entries.len());
         for (i, e) in (0u32..).zip(&entries) {
-            let Some(record) = below(&root, &e.name) else {
+            let Some(record) = below_root(e) else {
                 continue;
             };
             let hash = hasher.hash_one(record);
-            let same = |&j: &u32| below(&root, &entries[j as usize].name) == Some(record);
+            let same = |&j: &u32| below_root(&entries[j as usize]) == Some(record);
             if by_record.find(hash, same).is_none() {
                 by_record.insert_unique(hash, i, |&j| {
-                    hasher.hash_one(below(&root, &entries[j as usize].name).unwrap_or_default())
+                    hasher.hash_one(below_root(&entries[j as usize]).unwrap_or_default())
                 });
             }
         }
@@ -198,6 +233,7 @@ impl<R: ReadAt> ZipReader<R> {
             source,
             len,
             entries,
+            names,
             by_record,
             hasher,
             root,
@@ -210,6 +246,12 @@ impl<R: ReadAt> ZipReader<R> {
         &self.entries
     }
 
+    /// The full name of `entry`, one of this reader's entries (an entry of
+    /// another reader has no name here: `""`, or another entry's).
+    pub fn name(&self, entry: &Entry) -> &str {
+        name_in(&self.names, entry)
+    }
+
     /// The root folder: the first entry's name up to its first `/`.
     pub fn root(&self) -> &str {
         &self.root
@@ -220,7 +262,7 @@ impl<R: ReadAt> ZipReader<R> {
     pub fn find(&self, record: &str) -> Option<&Entry> {
         let hash = self.hasher.hash_one(record);
         let i = self.by_record.find(hash, |&i| {
-            below(&self.root, &self.entries[i as usize].name) == Some(record)
+            below(&self.root, self.name(&self.entries[i as usize])) == Some(record)
         })?;
         self.entries.get(*i as usize)
     }
@@ -410,6 +452,37 @@ mod tests {
         // Listed, but not under the root.
         assert!(zip.find("outside.txt").is_none());
         assert!(zip.find("../outside.txt").is_none());
+    }
+
+    /// Each entry's name comes back from its reader's one string of names,
+    /// multi-byte characters included; an entry of another reader whose
+    /// name lies past this reader's names, or across a character, is `""`.
+    #[test]
+    fn names_come_from_their_reader() {
+        let names = [
+            "model/data.pkl",
+            "model/données/é",
+            "model/data/0",
+            "model/ü",
+        ];
+        let raws: Vec<Raw> = names.iter().map(|n| Raw::stored(n, b"x")).collect();
+        let bytes = build(&raws, false);
+        let zip = open(&bytes).unwrap();
+        let listed: Vec<&str> = zip.entries().iter().map(|e| zip.name(e)).collect();
+        assert_eq!(listed, names);
+        assert_eq!(zip.name(zip.find("données/é").unwrap()), "model/données/é");
+
+        let short = build(&[Raw::stored("m/a", b"x")], false);
+        let other = open(&short).unwrap();
+        assert_eq!(other.name(&zip.entries()[2]), "");
+        // Names "m/é" then "m/a": bytes 3..6 of "m/ém/a" start inside `é`.
+        let mid = build(&[Raw::stored("m/é", b"x"), Raw::stored("m/a", b"x")], false);
+        let mid = open(&mid).unwrap();
+        let one_in = Entry {
+            name_start: 3,
+            ..mid.entries()[1].clone()
+        };
+        assert_eq!(mid.name(&one_in), "");
     }
 
     /// A source that counts its reads and the bytes they asked for.

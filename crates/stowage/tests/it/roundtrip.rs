@@ -41,7 +41,7 @@ fn data_records(path: &Path) -> usize {
     let root = zip.root().to_owned();
     zip.entries()
         .iter()
-        .filter(|e| e.name.starts_with(&format!("{root}/data/")))
+        .filter(|e| zip.name(e).starts_with(&format!("{root}/data/")))
         .count()
 }
 

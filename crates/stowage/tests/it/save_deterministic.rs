@@ -70,7 +70,7 @@ fn saves_are_byte_identical_synced_or_not_and_in_memory() {
     let data = zip
         .entries()
         .iter()
-        .filter(|e| e.name.starts_with("model/data/"))
+        .filter(|e| zip.name(e).starts_with("model/data/"))
         .count();
     assert_eq!(data, 5);
 

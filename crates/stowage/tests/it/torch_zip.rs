@@ -64,7 +64,7 @@ fn pytorch_places_each_record_where_the_guess_says() {
         )
         .unwrap();
         for e in zip.entries() {
-            if e.method != Method::Stored || !e.name.contains("/data/") {
+            if e.method != Method::Stored || !zip.name(e).contains("/data/") {
                 continue;
             }
             let actual = zip.data_offset(e).unwrap();
@@ -72,7 +72,7 @@ fn pytorch_places_each_record_where_the_guess_says() {
                 zip.likely_data_offset(e),
                 Some(actual),
                 "{name}: {}",
-                e.name
+                zip.name(e)
             );
             checked += 1;
         }

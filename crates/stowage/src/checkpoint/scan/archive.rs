@@ -90,8 +90,8 @@ impl Scanner<'_> {
             torch_save
                 && entry.method == Method::Stored
                 && !entry.encrypted
-                && entry
-                    .name
+                && zip
+                    .name(entry)
                     .strip_prefix(&storages)
                     .is_some_and(|key| !key.is_empty() && key.bytes().all(|b| b.is_ascii_digit()))
         };
@@ -99,7 +99,7 @@ impl Scanner<'_> {
             .entries()
             .iter()
             .filter(|e| {
-                let folder = e.name.ends_with('/') && e.size == 0;
+                let folder = zip.name(e).ends_with('/') && e.size == 0;
                 !folder && !storage(e)
             })
             .collect();
@@ -116,14 +116,14 @@ impl Scanner<'_> {
         let wanted: Vec<(&Entry, usize)> = members
             .iter()
             .map(|&e| {
-                let whole = e.name.ends_with(".pkl") && e.size <= WHOLE;
+                let whole = zip.name(e).ends_with(".pkl") && e.size <= WHOLE;
                 (e, if whole { e.size as usize } else { SNIFF })
             })
             .collect();
         let heads = zip.read_heads(&wanted);
         let mut first_error = None;
         for (entry, head) in members.into_iter().zip(heads) {
-            let name = format!("{prefix}{}", entry.name);
+            let name = format!("{prefix}{}", zip.name(entry));
             let scanned = head
                 .map_err(Error::from)
                 .and_then(|head| self.scan_member(zip, entry, &head, &name, depth));
@@ -148,7 +148,7 @@ impl Scanner<'_> {
         name: &str,
         depth: usize,
     ) -> Result<()> {
-        let is_pkl = entry.name.ends_with(".pkl");
+        let is_pkl = zip.name(entry).ends_with(".pkl");
         let content = match Content::of(head) {
             Some(c) => c,
             None if is_pkl || super::stream::may_be_a_pickle(&self.disassemble(head)) => {

@@ -176,7 +176,7 @@ fn unpickle_entry<R: ReadAt, H: pickle::Hooks<Ext = Object, Error = Error>>(
         Some(reader) => {
             let len = usize::try_from(entry.size).map_err(|_| {
                 Error::from(zip::ZipError::RecordTooLarge {
-                    name: entry.name.clone(),
+                    name: zip.name(entry).into(),
                     size: entry.size,
                     max: usize::MAX as u64,
                 })
@@ -300,7 +300,7 @@ pub(crate) fn load_lazy<R: ReadAt + 'static>(
                 }
                 Ok(())
             };
-            read().in_entry(entry.name.as_str()).in_file(&*path)
+            read().in_entry(zip.name(&entry)).in_file(&*path)
         })
     };
     let records = Records::with_fetch(Mode::of(options), &make);
@@ -338,7 +338,7 @@ fn read_stored<R: ReadAt>(
         match at.checked_add(entry.compressed_size) {
             Some(end) if end <= len => Ok(()),
             _ => Err(Error::from(zip::ZipError::DataOutOfBounds {
-                name: entry.name.clone(),
+                name: zip.name(entry).into(),
                 offset: at,
                 size: entry.compressed_size,
                 len,

@@ -140,7 +140,7 @@ fn read_batch<R: ReadAt>(
     }
     zip.source()
         .read_batch_at(&mut reads)
-        .map_err(|(i, e)| Error::Io(e).in_entry(deferred[record_of[i]].1.name.clone()))
+        .map_err(|(i, e)| Error::Io(e).in_entry(zip.name(deferred[record_of[i]].1)))
 }
 
 #[cfg(test)]
