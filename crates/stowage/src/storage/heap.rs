@@ -28,6 +28,7 @@
 
 use crate::error::{StorageError, TensorError};
 use std::alloc::{self, Layout};
+use std::any::Any;
 use std::ptr::NonNull;
 
 use memmap2::MmapMut;
@@ -105,35 +106,40 @@ pub(crate) struct HeapBuffer {
     owner: Owner,
 }
 
-/// Who owns a [`HeapBuffer`]'s bytes.
+/// Who owns a [`HeapBuffer`]'s bytes, and so how they are freed: the
+/// global allocator, with the layout `(len, ALIGN)` (nothing when `len` is
+/// 0), or an owner that frees them when its last handle drops: a mapping of
+/// a large buffer (`ptr` points into it), an adopted vector
+/// ([`AdoptedVec`]), memory another owner allocated (a Python buffer, say),
+/// or a block shared with other small buffers of one load
+/// ([`Blocks`](super::blocks::Blocks)). One word of tag and two of handle:
+/// a storage is held to 72 bytes (`mod.rs`), and most of a checkpoint's
+/// storages are the allocator's or a block's.
 enum Owner {
-    /// The global allocator, with the layout `(len, ALIGN)`; nothing when `len` is 0.
     Global,
-    /// A mapping of a large buffer (`ptr` points into it); it unmaps itself when dropped.
-    Map { _map: MmapMut },
-    /// The allocation of a `Vec<T>` with this capacity, in elements, taken
-    /// apart by [`HeapBuffer::adopt`]; `free` rebuilds the vector and drops it.
-    Vec {
-        capacity: usize,
-        free: unsafe fn(NonNull<u8>, usize),
-    },
-    /// Memory another owner allocated (a Python buffer, say), kept alive by
-    /// `_keep` and released by it when it drops.
-    External { _keep: Box<dyn Send + Sync> },
-    /// A slot of a block shared with other small buffers of one load
-    /// ([`Blocks`](super::blocks::Blocks)), freed with the last of them.
-    Block { _block: Arc<Block> },
+    Keep { _owner: Arc<dyn Any + Send + Sync> },
 }
 
-/// Rebuilds and drops the `Vec<T>` of `capacity` elements whose buffer starts at `ptr`.
-///
-/// # Safety
-/// `ptr` and `capacity` must be those of a `Vec<T>` taken apart by
-/// [`HeapBuffer::adopt`], and this is called once for it.
-unsafe fn free_vec<T>(ptr: NonNull<u8>, capacity: usize) {
-    // SAFETY: by the contract, `ptr` was allocated by a `Vec<T>` with this
-    // capacity; length 0 drops no elements (`T` is `Copy` anyway).
-    drop(unsafe { Vec::from_raw_parts(ptr.as_ptr().cast::<T>(), 0, capacity) });
+/// The allocation of a `Vec<T>` with `capacity` elements, taken apart by
+/// [`HeapBuffer::adopt`]; dropping it rebuilds the vector and drops that.
+struct AdoptedVec<T> {
+    ptr: NonNull<T>,
+    capacity: usize,
+}
+
+// SAFETY: the struct only frees the allocation of a vector whose elements
+// are `Send + Sync` (`adopt`'s bound); it hands out no access to them.
+unsafe impl<T: Send + Sync> Send for AdoptedVec<T> {}
+// SAFETY: see `Send`; `&AdoptedVec` gives no access to the elements.
+unsafe impl<T: Send + Sync> Sync for AdoptedVec<T> {}
+
+impl<T> Drop for AdoptedVec<T> {
+    fn drop(&mut self) {
+        // SAFETY: `adopt` took `ptr` and `capacity` from a `Vec<T>` it did not
+        // drop, and this runs once; length 0 drops no elements (`T` is
+        // `NoUninit`, so plain data, anyway).
+        drop(unsafe { Vec::from_raw_parts(self.ptr.as_ptr(), 0, self.capacity) });
+    }
 }
 
 // SAFETY: the buffer exclusively owns its allocation, mapping, adopted vector
@@ -185,7 +191,9 @@ impl HeapBuffer {
             return Ok(HeapBuffer {
                 ptr,
                 len,
-                owner: Owner::Map { _map: map },
+                owner: Owner::Keep {
+                    _owner: Arc::new(map),
+                },
             });
         }
         Self::zeroed(len)
@@ -210,7 +218,9 @@ impl HeapBuffer {
             return Ok(HeapBuffer {
                 ptr,
                 len,
-                owner: Owner::Map { _map: map },
+                owner: Owner::Keep {
+                    _owner: Arc::new(map),
+                },
             });
         }
         let layout = Self::layout(len)?;
@@ -244,14 +254,17 @@ impl HeapBuffer {
         }
         let mut values = std::mem::ManuallyDrop::new(values);
         let capacity = values.capacity();
-        // A vector holding elements of non-zero size has a real, non-null allocation.
-        let ptr = NonNull::new(values.as_mut_ptr().cast::<u8>()).unwrap_or_else(Self::dangling);
+        // The elements of a vector of `len > 0` bytes: its real allocation.
+        let elements = NonNull::from(values.as_mut_slice()).cast::<T>();
+        let owner = AdoptedVec {
+            ptr: elements,
+            capacity,
+        };
         HeapBuffer {
-            ptr,
+            ptr: elements.cast::<u8>(),
             len,
-            owner: Owner::Vec {
-                capacity,
-                free: free_vec::<T>,
+            owner: Owner::Keep {
+                _owner: Arc::new(owner),
             },
         }
     }
@@ -269,7 +282,9 @@ impl HeapBuffer {
         HeapBuffer {
             ptr: if len == 0 { Self::dangling() } else { ptr },
             len,
-            owner: Owner::External { _keep: keep },
+            owner: Owner::Keep {
+                _owner: Arc::new(keep),
+            },
         }
     }
 
@@ -282,7 +297,7 @@ impl HeapBuffer {
         HeapBuffer {
             ptr,
             len,
-            owner: Owner::Block { _block: block },
+            owner: Owner::Keep { _owner: block },
         }
     }
 
@@ -343,26 +358,16 @@ impl HeapBuffer {
 
 impl Drop for HeapBuffer {
     fn drop(&mut self) {
-        match self.owner {
-            // A mapping unmaps itself when `self.owner` drops, an external
-            // owner releases its memory likewise, and a block is freed with
-            // the last buffer holding it.
-            Owner::Map { .. } | Owner::External { .. } | Owner::Block { .. } => {}
-            Owner::Global if self.len != 0 => {
-                // SAFETY: `ptr` was returned by `alloc_zeroed` with exactly this layout
-                // (the layout was valid then, so it is valid now) and is freed once, here.
-                unsafe {
-                    alloc::dealloc(
-                        self.ptr.as_ptr(),
-                        Layout::from_size_align_unchecked(self.len, ALIGN),
-                    )
-                }
-            }
-            Owner::Global => {}
-            Owner::Vec { capacity, free } => {
-                // SAFETY: `adopt` took `ptr` and `capacity` from a `Vec` of the
-                // element type `free` was instantiated for, and this runs once.
-                unsafe { free(self.ptr, capacity) }
+        // Any other owner frees the bytes when its last handle, `self.owner`
+        // here or another buffer's, drops.
+        if let (Owner::Global, true) = (&self.owner, self.len != 0) {
+            // SAFETY: `ptr` was returned by `alloc_zeroed` with exactly this layout
+            // (the layout was valid then, so it is valid now) and is freed once, here.
+            unsafe {
+                alloc::dealloc(
+                    self.ptr.as_ptr(),
+                    Layout::from_size_align_unchecked(self.len, ALIGN),
+                )
             }
         }
     }
@@ -404,7 +409,8 @@ mod tests {
 
     #[test]
     fn large_buffers_are_mapped_zeroed_and_aligned() {
-        let is_map = |b: &HeapBuffer| matches!(b.owner, Owner::Map { .. });
+        let is_map =
+            |b: &HeapBuffer| matches!(&b.owner, Owner::Keep { _owner } if _owner.is::<MmapMut>());
         let mut b = HeapBuffer::zeroed(LARGE + 3).unwrap();
         assert!(is_map(&b));
         assert_eq!(b.addr() % ALIGN, 0);

@@ -24,8 +24,9 @@ pub(crate) type Check = Arc<dyn Fn(&[u8]) -> Result<()> + Send + Sync>;
 pub(crate) struct LazyBytes {
     pub(crate) nbytes: usize,
     fetch: Fetch,
-    /// Run on the whole bytes once read, before anything is handed out.
-    check: Option<Check>,
+    /// Run on the whole bytes once read, before anything is handed out
+    /// (boxed: rare, and a storage is held to 72 bytes).
+    check: Option<Box<Check>>,
 }
 
 impl UntypedStorage {
@@ -49,7 +50,7 @@ impl UntypedStorage {
         let mut guard = self.write_lock();
         match &mut *guard {
             Backing::Lazy(lazy) => {
-                lazy.check = Some(check);
+                lazy.check = Some(Box::new(check));
                 true
             }
             _ => false,

@@ -9,13 +9,14 @@
 //! NOTE [sound sharing]: views alias, so the bytes sit behind a `RwLock`.
 //! Reads take the shared lock, writes the exclusive one, and no `&mut [u8]`
 //! exists while another handle can see the bytes. Operations on two storages
-//! (`with_pair`) lock in the order the storages were created (a sequence
-//! number, `StorageImpl::rank`) so that concurrent `a.copy_(b)` and
-//! `b.copy_(a)` cannot deadlock. The order is a creation order rather than an
-//! address order so that it is the same in every run: loom replays schedules
-//! and needs the program to repeat itself (with address order, the order
-//! flipped between its iterations as the allocator reused memory, and loom
-//! stopped on its internal assertion "expected to be able to acquire lock"). A guard returned by [`UntypedStorage::bytes`]
+//! (`with_pair`) lock them in one order, lowest address first
+//! (`StorageImpl::lock_order`), so that concurrent `a.copy_(b)` and
+//! `b.copy_(a)` cannot deadlock. Under loom the order is the order the
+//! storages were created (a sequence number, `StorageImpl::rank`): loom
+//! replays schedules and needs the program to repeat itself, and with
+//! address order the order flipped between its iterations as the allocator
+//! reused memory (loom stopped on its internal assertion "expected to be
+//! able to acquire lock"). A guard returned by [`UntypedStorage::bytes`]
 //! must be dropped before writing to the same storage on the same thread.
 
 mod blocks;
@@ -119,24 +120,37 @@ impl Backing {
 struct StorageImpl {
     device: Device,
     data: RwLock<Backing>,
-    /// Creation order: two storages are locked lowest rank first.
+    /// Creation order, by which loom's models lock two storages (NOTE
+    /// [sound sharing]).
+    #[cfg(loom)]
     rank: u64,
     /// In-place writes through tensors so far (PyTorch's version counter,
     /// kept per storage): a recorded operation notes it for each tensor it
     /// saves, and backward refuses a saved tensor written since. 32 bits,
-    /// as PyTorch's (`c10::VariableVersion`): the storage is then 88 bytes
-    /// and an allocation of 112 with the `Arc`'s counts, from 128.
+    /// as PyTorch's (`c10::VariableVersion`).
     version: std::sync::atomic::AtomicU32,
 }
 
 // A storage per tensor is what a checkpoint of many small tensors holds
-// most of: 88 bytes, an allocation of 112 with the `Arc`'s counts.
+// most of: 72 bytes, an allocation of 96 with the `Arc`'s counts (a backing
+// of five words, and no sequence number: NOTE [sound sharing]).
 #[cfg(all(target_pointer_width = "64", not(loom)))]
-const _: () = assert!(std::mem::size_of::<StorageImpl>() <= 88);
+const _: () = assert!(std::mem::size_of::<StorageImpl>() <= 72);
 
-/// The next storage's rank. A std atomic also under loom: the order of
-/// creation is the same in every iteration of a model, which is what matters.
+/// The next storage's rank under loom. A std atomic: the order of creation
+/// is the same in every iteration of a model, which is what matters.
+#[cfg(loom)]
 static NEXT_RANK: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+impl StorageImpl {
+    /// The order in which [`with_pair`] locks two storages (NOTE [sound sharing]).
+    fn lock_order(&self) -> u64 {
+        #[cfg(loom)]
+        return self.rank;
+        #[cfg(not(loom))]
+        return std::ptr::from_ref(self) as usize as u64;
+    }
+}
 
 /// A contiguous, one-dimensional array of bytes, shared by handle
 /// (PyTorch's `torch.UntypedStorage`).
@@ -180,6 +194,7 @@ impl UntypedStorage {
             inner: Arc::new(StorageImpl {
                 device,
                 data: RwLock::new(backing),
+                #[cfg(loom)]
                 rank: NEXT_RANK.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
                 version: std::sync::atomic::AtomicU32::new(0),
             }),
@@ -578,7 +593,7 @@ impl UntypedStorage {
 }
 
 /// Runs `f` with `src`'s bytes shared and `dst`'s bytes exclusive, locking the two
-/// storages in creation order (NOTE [sound sharing]). `src` and `dst` must differ.
+/// storages in one order (NOTE [sound sharing]). `src` and `dst` must differ.
 pub(crate) fn with_pair<R>(
     src: &UntypedStorage,
     dst: &UntypedStorage,
@@ -586,7 +601,7 @@ pub(crate) fn with_pair<R>(
     f: impl FnOnce(&[u8], &mut [u8]) -> R,
 ) -> Result<R> {
     debug_assert!(!src.is_same(dst));
-    let (src_guard, mut dst_guard) = if src.inner.rank < dst.inner.rank {
+    let (src_guard, mut dst_guard) = if src.inner.lock_order() < dst.inner.lock_order() {
         let s = src.data_read()?;
         (s, dst.data_write()?)
     } else {
