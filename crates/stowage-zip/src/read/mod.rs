@@ -260,11 +260,17 @@ impl<R: ReadAt> ZipReader<R> {
     /// The entry `<root>/<record>`, e.g. `find("data.pkl")` or `find("data/0")`
     /// (`<record>` itself when the root is empty).
     pub fn find(&self, record: &str) -> Option<&Entry> {
+        self.entries.get(self.position(record)?)
+    }
+
+    /// Where [`find`](Self::find)'s entry is in [`entries`](Self::entries):
+    /// a number for the record that a reader can index its own tables by.
+    pub fn position(&self, record: &str) -> Option<usize> {
         let hash = self.hasher.hash_one(record);
         let i = self.by_record.find(hash, |&i| {
             below(&self.root, self.name(&self.entries[i as usize])) == Some(record)
         })?;
-        self.entries.get(*i as usize)
+        Some(*i as usize)
     }
 
     /// The underlying source.

@@ -32,7 +32,13 @@ struct Pending {
 }
 
 impl StorageSource for Pending {
-    fn load(&mut self, key: &str, nbytes: usize, device: Device) -> Result<UntypedStorage> {
+    fn load(
+        &mut self,
+        key: &str,
+        _: Option<usize>,
+        nbytes: usize,
+        device: Device,
+    ) -> Result<UntypedStorage> {
         // Every byte of every storage is in the file: refuse claims larger than the file
         // before allocating them.
         self.declared = self.declared.saturating_add(nbytes as u64);

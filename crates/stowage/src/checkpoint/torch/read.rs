@@ -31,8 +31,43 @@ pub(crate) use decode::Foreign;
 
 /// Where storage bytes come from while a pickle is read.
 pub(crate) trait StorageSource {
-    /// A storage of `nbytes` for record `key`, on `device` (meta: no bytes read).
-    fn load(&mut self, key: &str, nbytes: usize, device: Device) -> Result<UntypedStorage>;
+    /// How many records the source numbers ([`slot`](Self::slot)); 0 for a
+    /// source that knows its records by key only.
+    fn slots(&self) -> usize {
+        0
+    }
+
+    /// The number below [`slots`](Self::slots) of record `key`, one number
+    /// a record: `None` where the source numbers no records or has no
+    /// record `key` (its [`load`](Self::load) then says which).
+    fn slot(&mut self, key: &str) -> Option<usize> {
+        let _ = key;
+        None
+    }
+
+    /// A storage of `nbytes` for record `key`, on `device` (meta: no bytes
+    /// read); `slot` is the record's [`slot`](Self::slot), where it has one.
+    fn load(
+        &mut self,
+        key: &str,
+        slot: Option<usize>,
+        nbytes: usize,
+        device: Device,
+    ) -> Result<UntypedStorage>;
+}
+
+/// Each storage a pickle made, as its index in the hooks' records, by the
+/// record it was read from: PyTorch reads a record once, and every later
+/// reference shares its storage.
+enum Cache {
+    /// By the source's record numbers ([`StorageSource::slot`]: a zip
+    /// archive's directory entries), `u32::MAX` for a record not read yet:
+    /// 4 bytes a record, and no hashing of keys (a checkpoint of many small
+    /// tensors spent a twentieth of its load in a table by key).
+    BySlot(Vec<u32>),
+    /// By record key (the record's own: the table holds no copy), for a
+    /// source that numbers no records.
+    ByKey(HashTable<u32>),
 }
 
 /// What [`TorchHooks::into_tables`] keeps of a read pickle for its checkpoint.
@@ -50,11 +85,10 @@ pub(crate) struct TorchHooks<'s, S: StorageSource> {
     pub byteorder: ByteOrder,
     /// Element count is in the pid's 5th field; legacy pids have 6 fields.
     pub legacy: bool,
-    /// Each storage made, as its index in `records`, found by its record
-    /// key (the record's own: the table holds no copy). A `u32`: 4 bytes a
+    /// Each storage made, as its index in `records`. A `u32`: 4 bytes a
     /// storage, and no pickle makes 4 billion storages within its limits.
-    cache: HashTable<u32>,
-    /// `cache`'s hasher (`foldhash`: a key per tensor).
+    cache: Cache,
+    /// The hasher of a cache by key (`foldhash`: a key per tensor).
     hasher: foldhash::fast::RandomState,
     pub records: Vec<StorageRecord>,
     /// Bytes declared by the storages read so far.
@@ -76,8 +110,9 @@ impl<'s, S: StorageSource> TorchHooks<'s, S> {
     /// peaks at twice the room needed).
     pub(crate) fn reserve(&mut self, n: usize) {
         let (records, hasher) = (&self.records, &self.hasher);
-        self.cache
-            .reserve(n, |&i| hasher.hash_one(&*records[i as usize].key));
+        if let Cache::ByKey(table) = &mut self.cache {
+            table.reserve(n, |&i| hasher.hash_one(&*records[i as usize].key));
+        }
         self.records.reserve(n);
     }
 
@@ -128,12 +163,16 @@ impl<'s, S: StorageSource> TorchHooks<'s, S> {
         byteorder: ByteOrder,
         legacy: bool,
     ) -> Self {
+        let cache = match source.slots() {
+            0 => Cache::ByKey(HashTable::new()),
+            n => Cache::BySlot(vec![u32::MAX; n]),
+        };
         TorchHooks {
             source,
             options,
             byteorder,
             legacy,
-            cache: HashTable::new(),
+            cache,
             hasher: foldhash::fast::RandomState::default(),
             records: Vec::new(),
             declared_bytes: 0,
@@ -345,9 +384,17 @@ impl<S: StorageSource> TorchHooks<'_, S> {
         location: Arc<str>,
         numel: usize,
     ) -> Result<StorageRef> {
-        let hash = self.hasher.hash_one(&*key);
+        let slot = self.source.slot(&key);
+        let hash = match self.cache {
+            Cache::ByKey(_) => self.hasher.hash_one(&*key),
+            Cache::BySlot(_) => 0,
+        };
         let records = &self.records;
-        if let Some(&i) = self.cache.find(hash, |&i| *records[i as usize].key == *key) {
+        let cached = match &self.cache {
+            Cache::BySlot(slots) => slot.and_then(|s| slots.get(s)).filter(|&&i| i != u32::MAX),
+            Cache::ByKey(table) => table.find(hash, |&i| *records[i as usize].key == *key),
+        };
+        if let Some(&i) = cached {
             // PyTorch caches by key; a later reference's class is ignored (the first dtype wins).
             let r = &records[i as usize];
             return Ok(StorageRef {
@@ -395,11 +442,13 @@ impl<S: StorageSource> TorchHooks<'_, S> {
             // A fake storage: the record is checked like a meta load (present, with the
             // declared size) and never read; the storage reports `device`.
             self.source
-                .load(&key, nbytes, Device::META)
+                .load(&key, slot, nbytes, Device::META)
                 .in_storage(&*key)?;
             UntypedStorage::new_fake(nbytes, device)
         } else {
-            self.source.load(&key, nbytes, device).in_storage(&*key)?
+            self.source
+                .load(&key, slot, nbytes, device)
+                .in_storage(&*key)?
         };
         if self.byteorder == ByteOrder::Big && storage.has_data() {
             // PyTorch swaps typed (v2) storages by their dtype; untyped (v3) ones load as
@@ -414,8 +463,17 @@ impl<S: StorageSource> TorchHooks<'_, S> {
             key: key.clone(),
         };
         let (records, hasher) = (&self.records, &self.hasher);
-        self.cache
-            .insert_unique(hash, index, |&i| hasher.hash_one(&*records[i as usize].key));
+        match &mut self.cache {
+            Cache::BySlot(slots) => {
+                // A storage is made only for a record the source has: its slot is below `slots`.
+                if let Some(at) = slot.and_then(|s| slots.get_mut(s)) {
+                    *at = index;
+                }
+            }
+            Cache::ByKey(table) => {
+                table.insert_unique(hash, index, |&i| hasher.hash_one(&*records[i as usize].key));
+            }
+        }
         self.records.push(StorageRecord {
             key: r.key.clone(),
             storage,

@@ -72,16 +72,12 @@ fn load_zip_archive<'z, R: ReadAt>(
     // A big-endian file's storages are byte-swapped as they are made, so
     // they are read then too, as are records checked as they are read.
     let batch = byteorder == ByteOrder::Little && !options.verify_crc;
-    let mut src = ZipSource {
-        records: if batch {
-            records
-        } else {
-            records.read_as_made()
-        },
-        zip,
-        verify_crc: options.verify_crc,
-        dir: "data",
+    let records = if batch {
+        records
+    } else {
+        records.read_as_made()
     };
+    let mut src = ZipSource::new(zip, records, options.verify_crc);
     let mut hooks = TorchHooks::new(&mut src, options, byteorder, false);
     hooks.reserve(storages);
     hooks.foreign.torchscript = constants.is_some();

@@ -19,18 +19,64 @@ pub(super) struct ZipSource<'z, R: ReadAt> {
     /// The folder of the records: `data` (`data.pkl`'s storages), or
     /// `constants` (a TorchScript archive's `constants.pkl`).
     pub(super) dir: &'static str,
+    /// The name of the record last looked up, kept to be written over by
+    /// the next (a record's name is not made anew for each storage).
+    name: String,
+}
+
+impl<'z, R: ReadAt> ZipSource<'z, R> {
+    pub(super) fn new(
+        zip: &'z ZipReader<R>,
+        records: Records<'z, &'z zip::Entry>,
+        verify_crc: bool,
+    ) -> Self {
+        ZipSource {
+            zip,
+            verify_crc,
+            records,
+            dir: "data",
+            name: String::new(),
+        }
+    }
+
+    /// `<dir>/<key>`, the name of record `key` below the archive's root.
+    fn name(&mut self, key: &str) -> &str {
+        self.name.clear();
+        self.name.extend([self.dir, "/", key]);
+        &self.name
+    }
 }
 
 impl<R: ReadAt> StorageSource for ZipSource<'_, R> {
-    fn load(&mut self, key: &str, nbytes: usize, device: Device) -> Result<UntypedStorage> {
-        let name = format!("{}/{key}", self.dir);
+    /// Records are numbered by their entry in the archive's directory.
+    fn slots(&self) -> usize {
+        self.zip.entries().len()
+    }
+
+    fn slot(&mut self, key: &str) -> Option<usize> {
         let zip = self.zip;
-        let entry = zip
-            .find(&name)
-            .ok_or_else(|| Error::Format(FormatError::MissingRecord { name: name.clone() }))?;
+        zip.position(self.name(key))
+    }
+
+    fn load(
+        &mut self,
+        key: &str,
+        slot: Option<usize>,
+        nbytes: usize,
+        device: Device,
+    ) -> Result<UntypedStorage> {
+        let zip = self.zip;
+        let entry = match slot.and_then(|s| zip.entries().get(s)) {
+            Some(entry) => entry,
+            None => zip.find(self.name(key)).ok_or_else(|| {
+                Error::Format(FormatError::MissingRecord {
+                    name: self.name.clone(),
+                })
+            })?,
+        };
         if entry.size != nbytes as u64 {
             return Err(Error::Format(FormatError::RecordSize {
-                name,
+                name: self.name(key).to_owned(),
                 expected: nbytes as u64,
                 found: entry.size,
             }));
@@ -45,7 +91,7 @@ impl<R: ReadAt> StorageSource for ZipSource<'_, R> {
                     .saturating_add(1024)
         {
             return Err(Error::Format(FormatError::ImplausibleRecord {
-                name,
+                name: self.name(key).to_owned(),
                 declared: entry.size,
                 compressed: entry.compressed_size,
             }));

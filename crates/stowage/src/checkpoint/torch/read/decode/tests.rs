@@ -52,7 +52,7 @@ const OBJECT_ARRAY: &str = concat!(
 struct NoStorage;
 
 impl StorageSource for NoStorage {
-    fn load(&mut self, key: &str, _: usize, _: Device) -> Result<UntypedStorage> {
+    fn load(&mut self, key: &str, _: Option<usize>, _: usize, _: Device) -> Result<UntypedStorage> {
         Err(Error::Format(FormatError::MissingRecord {
             name: key.into(),
         }))
