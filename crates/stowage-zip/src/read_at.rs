@@ -10,6 +10,9 @@ use std::fs::File;
 use std::io;
 use std::sync::Arc;
 
+#[cfg(target_os = "linux")]
+mod coalesced;
+
 /// What one read of a [`ReadAt`] costs, so that readers choose between many
 /// small reads and fewer, batched ones without asking what the source is.
 #[non_exhaustive]
@@ -61,23 +64,20 @@ pub trait ReadAt: Send + Sync {
 
 /// Below this many bytes a batch is read on one thread: a thread's start
 /// would cost more than it saves.
+#[cfg(unix)]
 const PARALLEL_MIN: usize = 4 << 20;
 
 /// `reads` on two threads, split where half their bytes are done (callers
-/// cut large reads into pieces so that the halves balance), each read by
-/// `read`. Two threads: what a load of a file already in the page cache
-/// gains from, measured (`docs/performance.md`); more only contend.
-fn read_in_two<F>(reads: &mut [(u64, &mut [u8])], read: F) -> Result<(), (usize, io::Error)>
+/// cut large reads into pieces so that the halves balance), each half read
+/// by `one` (given the index of its first read). Two threads: what a load
+/// of a file already in the page cache gains from, measured
+/// (`docs/performance.md`); more only contend.
+#[cfg(unix)]
+fn read_in_two<F>(reads: &mut [(u64, &mut [u8])], one: F) -> Result<(), (usize, io::Error)>
 where
-    F: Fn(&mut [u8], u64) -> io::Result<()> + Sync,
+    F: Fn(&mut [(u64, &mut [u8])], usize) -> Result<(), (usize, io::Error)> + Sync,
 {
     let total: usize = reads.iter().map(|(_, b)| b.len()).sum();
-    let one = |part: &mut [(u64, &mut [u8])], first: usize| {
-        for (i, (offset, buf)) in part.iter_mut().enumerate() {
-            read(buf, *offset).map_err(|e| (first + i, e))?;
-        }
-        Ok(())
-    };
     if total < PARALLEL_MIN || reads.len() < 2 {
         return one(reads, 0);
     }
@@ -112,9 +112,21 @@ impl ReadAt for File {
         std::os::unix::fs::FileExt::read_exact_at(self, buf, offset)
     }
 
-    /// On two threads, split by bytes, once the batch is large enough.
+    /// On two threads, split by bytes, once the batch is large enough; on
+    /// Linux, reads close together in one `preadv` each.
     fn read_batch_at(&self, reads: &mut [(u64, &mut [u8])]) -> Result<(), (usize, io::Error)> {
-        read_in_two(reads, |buf, offset| self.read_exact_at(buf, offset))
+        read_in_two(reads, |part, first| {
+            #[cfg(target_os = "linux")]
+            return coalesced::read(self, part, first);
+            #[cfg(not(target_os = "linux"))]
+            {
+                for (i, (offset, buf)) in part.iter_mut().enumerate() {
+                    self.read_exact_at(buf, *offset)
+                        .map_err(|e| (first + i, e))?;
+                }
+                Ok(())
+            }
+        })
     }
 }
 
