@@ -776,7 +776,10 @@ fn dcp_items_by_url_are_fetched_concurrently() {
     let files = std::fs::read_dir(dir.path()).unwrap().count();
     assert_eq!(files, 5, "four data files and .metadata");
     let local = load_with(dir.path(), &LoadOptions::from_env()).unwrap();
-    let Some(server) = servers::range_server(dir.path(), &["--hold", "0.4"]) else {
+    // Each request held 0.8 s: all eight of a batch must reach the server
+    // while its first is held, and on a busy two-core machine 0.4 s was
+    // not always enough (the server saw seven at once).
+    let Some(server) = servers::range_server(dir.path(), &["--hold", "0.8"]) else {
         return;
     };
     let url = format!("{}/", server.endpoint());
