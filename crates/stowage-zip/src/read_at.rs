@@ -55,11 +55,23 @@ pub trait ReadAt: Send + Sync {
     /// # Errors
     /// The index of a read that failed, with its error.
     fn read_batch_at(&self, reads: &mut [(u64, &mut [u8])]) -> Result<(), (usize, io::Error)> {
-        for (i, (offset, buf)) in reads.iter_mut().enumerate() {
-            self.read_exact_at(buf, *offset).map_err(|e| (i, e))?;
-        }
-        Ok(())
+        read_each(self, reads, 0)
     }
+}
+
+/// `reads` one [`read_exact_at`](ReadAt::read_exact_at) after another; an
+/// error names the failed read's index plus `first`.
+fn read_each<R: ReadAt + ?Sized>(
+    source: &R,
+    reads: &mut [(u64, &mut [u8])],
+    first: usize,
+) -> Result<(), (usize, io::Error)> {
+    for (i, (offset, buf)) in reads.iter_mut().enumerate() {
+        source
+            .read_exact_at(buf, *offset)
+            .map_err(|e| (first + i, e))?;
+    }
+    Ok(())
 }
 
 /// Below this many bytes a batch is read on one thread: a thread's start
@@ -119,13 +131,7 @@ impl ReadAt for File {
             #[cfg(target_os = "linux")]
             return coalesced::read(self, part, first);
             #[cfg(not(target_os = "linux"))]
-            {
-                for (i, (offset, buf)) in part.iter_mut().enumerate() {
-                    self.read_exact_at(buf, *offset)
-                        .map_err(|e| (first + i, e))?;
-                }
-                Ok(())
-            }
+            return read_each(self, part, first);
         })
     }
 }

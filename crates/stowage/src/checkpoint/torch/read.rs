@@ -70,6 +70,52 @@ enum Cache {
     ByKey(HashTable<u32>),
 }
 
+impl Cache {
+    /// The index in `records` of the storage made for record `key` (at
+    /// `slot`, where the source numbers its records).
+    fn get(
+        &self,
+        key: &str,
+        slot: Option<usize>,
+        records: &[StorageRecord],
+        hasher: &foldhash::fast::RandomState,
+    ) -> Option<u32> {
+        match self {
+            Cache::BySlot(slots) => slot
+                .and_then(|s| slots.get(s).copied())
+                .filter(|&i| i != u32::MAX),
+            Cache::ByKey(table) => table
+                .find(hasher.hash_one(key), |&i| *records[i as usize].key == *key)
+                .copied(),
+        }
+    }
+
+    /// Notes that `records[index]` is record `key`'s storage (`key` not
+    /// cached yet).
+    fn insert(
+        &mut self,
+        key: &str,
+        slot: Option<usize>,
+        index: u32,
+        records: &[StorageRecord],
+        hasher: &foldhash::fast::RandomState,
+    ) {
+        match self {
+            // A storage is made only for a record the source has: its slot is below `slots`.
+            Cache::BySlot(slots) => {
+                if let Some(at) = slot.and_then(|s| slots.get_mut(s)) {
+                    *at = index;
+                }
+            }
+            Cache::ByKey(table) => {
+                table.insert_unique(hasher.hash_one(key), index, |&i| {
+                    hasher.hash_one(&*records[i as usize].key)
+                });
+            }
+        }
+    }
+}
+
 /// What [`TorchHooks::into_tables`] keeps of a read pickle for its checkpoint.
 pub(crate) struct Tables {
     pub records: Vec<StorageRecord>,
@@ -385,16 +431,8 @@ impl<S: StorageSource> TorchHooks<'_, S> {
         numel: usize,
     ) -> Result<StorageRef> {
         let slot = self.source.slot(&key);
-        let hash = match self.cache {
-            Cache::ByKey(_) => self.hasher.hash_one(&*key),
-            Cache::BySlot(_) => 0,
-        };
         let records = &self.records;
-        let cached = match &self.cache {
-            Cache::BySlot(slots) => slot.and_then(|s| slots.get(s)).filter(|&&i| i != u32::MAX),
-            Cache::ByKey(table) => table.find(hash, |&i| *records[i as usize].key == *key),
-        };
-        if let Some(&i) = cached {
+        if let Some(i) = self.cache.get(&key, slot, records, &self.hasher) {
             // PyTorch caches by key; a later reference's class is ignored (the first dtype wins).
             let r = &records[i as usize];
             return Ok(StorageRef {
@@ -462,18 +500,8 @@ impl<S: StorageSource> TorchHooks<'_, S> {
             dtype,
             key: key.clone(),
         };
-        let (records, hasher) = (&self.records, &self.hasher);
-        match &mut self.cache {
-            Cache::BySlot(slots) => {
-                // A storage is made only for a record the source has: its slot is below `slots`.
-                if let Some(at) = slot.and_then(|s| slots.get_mut(s)) {
-                    *at = index;
-                }
-            }
-            Cache::ByKey(table) => {
-                table.insert_unique(hash, index, |&i| hasher.hash_one(&*records[i as usize].key));
-            }
-        }
+        self.cache
+            .insert(&key, slot, index, &self.records, &self.hasher);
         self.records.push(StorageRecord {
             key: r.key.clone(),
             storage,
