@@ -102,6 +102,8 @@ pub struct ZipReader<R: ReadAt> {
     /// looks a record up without making its full name. A load of a million
     /// records looks each up once.
     by_record: HashTable<u32>,
+    /// Whether two entries share a name (only a lenient reader lists them).
+    duplicates: bool,
     hasher: foldhash::fast::RandomState,
     root: String,
     limits: ZipLimits,
@@ -179,6 +181,7 @@ impl<R: ReadAt> ZipReader<R> {
         let mut names = String::new();
         let mut by_name: HashTable<u32> = HashTable::with_capacity(entries.capacity());
         let mut pos = 0usize;
+        let mut duplicates = false;
         while (entries.len() as u64) < dir.count {
             let (mut entry, name, next) = parse_central_entry(&cd, pos, dir.offset, len, lenient)?;
             let hash = hasher.hash_one(name);
@@ -189,6 +192,7 @@ impl<R: ReadAt> ZipReader<R> {
                 if !lenient {
                     return Err(ZipError::DuplicateEntry { name: name.into() });
                 }
+                duplicates = true;
             } else {
                 // Below `max_entries`, so below `u32::MAX`.
                 by_name.insert_unique(hash, entries.len() as u32, |&i| {
@@ -235,6 +239,7 @@ impl<R: ReadAt> ZipReader<R> {
             entries,
             names,
             by_record,
+            duplicates,
             hasher,
             root,
             limits: *limits,
@@ -271,6 +276,24 @@ impl<R: ReadAt> ZipReader<R> {
             below(&self.root, self.name(&self.entries[i as usize])) == Some(record)
         })?;
         Some(*i as usize)
+    }
+
+    /// [`position`](Self::position), looking at entry `hint` first: a
+    /// reader that finds its records in the directory's order (PyTorch
+    /// writes `data/0`, `data/1`, … as its pickle names them) passes the
+    /// position after the last it found, and finds each without hashing
+    /// the name or reading the directory out of order.
+    pub fn position_near(&self, record: &str, hint: usize) -> Option<usize> {
+        // Of duplicates, `position` gives the first: the hint is taken only
+        // where no two entries share a name.
+        let at_hint = self
+            .entries
+            .get(hint)
+            .is_some_and(|e| below(&self.root, self.name(e)) == Some(record));
+        if at_hint && !self.duplicates {
+            return Some(hint);
+        }
+        self.position(record)
     }
 
     /// The underlying source.
@@ -489,6 +512,35 @@ mod tests {
             ..mid.entries()[1].clone()
         };
         assert_eq!(mid.name(&one_in), "");
+    }
+
+    /// `position_near` gives what `position` gives, whatever the hint: the
+    /// hinted entry when it is the record, the looked-up one when not (a
+    /// wrong hint, one past the end, an entry outside the root), and the
+    /// first of duplicates even when the hint is a later one.
+    #[test]
+    fn a_hint_finds_what_position_finds() {
+        let names = ["m/data.pkl", "m/data/0", "m/data/1", "other/x", "m/data/2"];
+        let raws: Vec<Raw> = names.iter().map(|n| Raw::stored(n, b"x")).collect();
+        let bytes = build(&raws, false);
+        let zip = open(&bytes).unwrap();
+        for record in [
+            "data.pkl", "data/0", "data/1", "data/2", "x", "other/x", "absent",
+        ] {
+            for hint in 0..names.len() + 2 {
+                assert_eq!(
+                    zip.position_near(record, hint),
+                    zip.position(record),
+                    "{record} near {hint}"
+                );
+            }
+        }
+        assert_eq!(zip.position_near("data/1", 2), Some(2));
+
+        let twice = [Raw::stored("z/a", b"1"), Raw::stored("z/a", b"2")];
+        let data = build(&twice, false);
+        let z = ZipReader::new_lenient(data.as_slice(), &ZipLimits::default()).unwrap();
+        assert_eq!(z.position_near("a", 1), Some(0));
     }
 
     /// A source that counts its reads and the bytes they asked for.

@@ -152,6 +152,12 @@ impl<'a, K> Records<'a, K> {
         self
     }
 
+    /// Whether these are a fake load's records: [`make`](Self::make) gives
+    /// a fake storage on any device but meta.
+    pub(crate) fn is_fake(&self) -> bool {
+        matches!(self.how, How::Fake)
+    }
+
     /// Whether this load reads no record's bytes onto `device`: a fake
     /// load, or any onto the meta device.
     pub(crate) fn reads_nothing(&self, device: Device) -> bool {

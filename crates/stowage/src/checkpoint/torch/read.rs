@@ -54,6 +54,14 @@ pub(crate) trait StorageSource {
         nbytes: usize,
         device: Device,
     ) -> Result<UntypedStorage>;
+
+    /// Whether [`load`](Self::load) makes a fake load's storages itself:
+    /// fake, on the device asked for, the record checked and never read. A
+    /// source that does not is asked for a meta storage (which checks the
+    /// record), and the load makes the fake one.
+    fn makes_fakes(&self) -> bool {
+        false
+    }
 }
 
 /// Each storage a pickle made, as its index in the hooks' records, by the
@@ -476,7 +484,10 @@ impl<S: StorageSource> TorchHooks<'_, S> {
                 })
             })?,
         };
-        let storage = if self.options.mode() == LoadMode::Fake && !device.is_meta() {
+        let storage = if self.options.mode() == LoadMode::Fake
+            && !device.is_meta()
+            && !self.source.makes_fakes()
+        {
             // A fake storage: the record is checked like a meta load (present, with the
             // declared size) and never read; the storage reports `device`.
             self.source

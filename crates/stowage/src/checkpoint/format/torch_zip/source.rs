@@ -22,6 +22,8 @@ pub(super) struct ZipSource<'z, R: ReadAt> {
     /// The name of the record last looked up, kept to be written over by
     /// the next (a record's name is not made anew for each storage).
     name: String,
+    /// The slot after the last found: where the next record most likely is.
+    next_slot: usize,
 }
 
 impl<'z, R: ReadAt> ZipSource<'z, R> {
@@ -36,6 +38,7 @@ impl<'z, R: ReadAt> ZipSource<'z, R> {
             records,
             dir: "data",
             name: String::new(),
+            next_slot: 0,
         }
     }
 
@@ -53,9 +56,15 @@ impl<R: ReadAt> StorageSource for ZipSource<'_, R> {
         self.zip.entries().len()
     }
 
+    fn makes_fakes(&self) -> bool {
+        self.records.is_fake()
+    }
+
     fn slot(&mut self, key: &str) -> Option<usize> {
-        let zip = self.zip;
-        zip.position(self.name(key))
+        let (zip, hint) = (self.zip, self.next_slot);
+        let slot = zip.position_near(self.name(key), hint)?;
+        self.next_slot = slot + 1;
+        Some(slot)
     }
 
     fn load(
