@@ -191,8 +191,8 @@ impl Inspection {
     /// anything is written.
     ///
     /// The bytes are [`Serialize`]'s (a test holds them equal), the
-    /// tensors' entries rendered on every core: a checkpoint of many
-    /// tensors spends most of its `inspect` writing them.
+    /// storages' and tensors' entries rendered on every core: a checkpoint
+    /// of many tensors spends most of its `inspect` writing them.
     pub fn write_json(&self, out: &mut dyn Write) -> Result<(), CommandError> {
         // The rows first: a walk that fails writes nothing.
         let rows = rows(&self.ckpt)?;
@@ -210,7 +210,8 @@ impl Inspection {
         if let Some(objects) = &self.objects {
             json(out, "objects", objects)?;
         }
-        json(out, "storages", &Storages(&self.ckpt))?;
+        out.write_all(b",\"storages\":")?;
+        write_storages(out, &self.ckpt)?;
         out.write_all(b",\"tensors\":")?;
         write_tensors(out, &rows, self.hashes.as_deref())?;
         if let Some(transfer) = &self.transfer {
@@ -237,33 +238,61 @@ mod erased {
     }
 }
 
-/// `"tensors"` as [`Tensors`] serializes it. Many entries are rendered in
-/// blocks, a block a core at a time, and written in order: the output is
-/// the same, and what is held is a block a core, not the whole list.
+/// `"tensors"` as [`Tensors`] serializes it, in blocks ([`write_blocks`]).
 fn write_tensors(
     out: &mut dyn Write,
     rows: &[Row<'_>],
     hashes: Option<&[Option<[u8; 32]>]>,
 ) -> std::io::Result<()> {
+    write_blocks(
+        out,
+        rows,
+        |i, r, buf| {
+            let sha = hashes.and_then(|h| h[i]).map(hex::encode);
+            Ok(serde_json::to_writer(buf, &TensorEntry(r, sha.as_deref()))?)
+        },
+        |out| erased::Json::write_to(&Tensors { rows, hashes }, out),
+    )
+}
+
+/// `"storages"` as [`Storages`] serializes it, in blocks ([`write_blocks`]).
+fn write_storages(out: &mut dyn Write, ckpt: &Checkpoint) -> std::io::Result<()> {
+    write_blocks(
+        out,
+        ckpt.storages(),
+        |_, st, buf| Ok(serde_json::to_writer(buf, &StorageEntry(st))?),
+        |out| erased::Json::write_to(&Storages(ckpt), out),
+    )
+}
+
+/// A JSON list of `items`, each written by `entry(index, item, buffer)`.
+/// Many items are rendered in blocks, a block a core at a time, and written
+/// in order: the output is `serialized`'s, and what is held is a block a
+/// core, not the whole list. Few items (or one core) are `serialized`.
+fn write_blocks<T: Sync>(
+    out: &mut dyn Write,
+    items: &[T],
+    entry: impl Fn(usize, &T, &mut Vec<u8>) -> std::io::Result<()> + Sync,
+    serialized: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+) -> std::io::Result<()> {
     const BLOCK: usize = 4096;
     let cores = std::thread::available_parallelism().map_or(1, usize::from);
-    if cores == 1 || rows.len() < 2 * BLOCK {
-        return erased::Json::write_to(&Tensors { rows, hashes }, out);
+    if cores == 1 || items.len() < 2 * BLOCK {
+        return serialized(out);
     }
     // The entries `first..first + block.len()`, each after a comma but the very first.
-    let render = |first: usize, block: &[Row<'_>]| -> std::io::Result<Vec<u8>> {
+    let render = |first: usize, block: &[T]| -> std::io::Result<Vec<u8>> {
         let mut buf = Vec::with_capacity(block.len() * 256);
-        for (i, r) in (first..).zip(block) {
+        for (i, item) in (first..).zip(block) {
             if i > 0 {
                 buf.push(b',');
             }
-            let sha = hashes.and_then(|h| h[i]).map(hex::encode);
-            erased::Json::write_to(&TensorEntry(r, sha.as_deref()), &mut buf)?;
+            entry(i, item, &mut buf)?;
         }
         Ok(buf)
     };
     out.write_all(b"[")?;
-    let blocks: Vec<(usize, &[Row<'_>])> = rows
+    let blocks: Vec<(usize, &[T])> = items
         .chunks(BLOCK)
         .enumerate()
         .map(|(k, block)| (k * BLOCK, block))

@@ -99,8 +99,9 @@ pub fn rows(ckpt: &Checkpoint) -> Result<Vec<Row<'_>>, CommandError> {
             Cow::Borrowed,
         )
     };
-    let mut out = Vec::new();
-    for (path, object) in ckpt.tensors().map_err(CommandError::input)? {
+    let tensors = ckpt.tensors().map_err(CommandError::input)?;
+    let mut out = Vec::with_capacity(tensors.len());
+    for (path, object) in tensors {
         let components: Vec<Row<'_>> = object
             .kind()
             .components()
