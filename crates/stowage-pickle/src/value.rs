@@ -204,6 +204,9 @@ pub struct Graph<X> {
     /// last asked ([`take_released_to`](Self::take_released_to)): ids from
     /// there on may have gone and be given to new nodes.
     released_to: usize,
+    /// [`release_with`](Self::release_with)'s list of nodes to free, kept
+    /// empty between calls (an unpickle releases after every call).
+    pending: Vec<NodeId>,
 }
 
 impl<X> Default for Graph<X> {
@@ -213,6 +216,7 @@ impl<X> Default for Graph<X> {
             depths: Vec::new(),
             shared: Set::default(),
             released_to: usize::MAX,
+            pending: Vec::new(),
         }
     }
 }
@@ -286,7 +290,8 @@ impl<X> Graph<X> {
     /// it frees.
     pub fn release_with(&mut self, v: &Value<X>, mut freed: impl FnMut(NodeId)) {
         let Value::Node(id) = v else { return };
-        let mut pending = vec![*id];
+        let mut pending = std::mem::take(&mut self.pending);
+        pending.push(*id);
         while let Some(id) = pending.pop() {
             // Depth 0: freed already (a live node's depth is at least 1).
             if self.shared.contains(&id.0) || self.depth(id) == 0 {
@@ -297,6 +302,7 @@ impl<X> Graph<X> {
             freed(id);
             pending.extend(old.values().filter_map(Value::as_node));
         }
+        self.pending = pending;
         while self.depths.last() == Some(&0) {
             self.depths.pop();
             self.nodes.pop();

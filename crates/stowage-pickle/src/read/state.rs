@@ -131,10 +131,11 @@ impl<X: Clone + std::fmt::Debug> Machine<'_, X> {
     }
 
     pub(super) fn memo_put(&mut self, index: u64) -> Result<(), PickleError> {
-        let v = self.top()?.clone();
+        let top = self.top()?;
         if self.plan.as_ref().is_some_and(|p| !p.read.contains(&index)) {
             return Ok(());
         }
+        let v = top.clone();
         if !self.memo.contains_key(&index) {
             self.limit("max_memo", self.memo.len() + 1, self.limits.max_memo)?;
         }

@@ -6,14 +6,15 @@
 
 use crate::error::{CheckpointError, ErrorContext, FormatError};
 use num_bigint::BigInt;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use crate::checkpoint::options::LoadOptions;
 use crate::checkpoint::pickle::{self, Graph, Hooks, Node, NodeId, PickleError, Pickled, Value};
 use crate::checkpoint::records::{Mode, Records};
 use crate::checkpoint::torch::{finish_kinds, StorageSource, Tables, TorchHooks};
 use crate::checkpoint::value::graph::{
-    check_views, ByteOrder, Checkpoint, Format, InertObject, Object, StorageRecord,
+    check_views, ByteOrder, Checkpoint, Format, InertObject, NodeMap, NodeSet, Object,
+    StorageRecord,
 };
 use crate::io::ReadAt;
 use crate::{DType, Device, Error, Result, UntypedStorage};
@@ -212,9 +213,9 @@ fn check_headers<R: ReadAt>(source: &R, pos: &mut u64, options: &LoadOptions) ->
 struct ObjectPickle {
     pickled: Pickled<Object>,
     records: Vec<StorageRecord>,
-    ordered: HashSet<NodeId>,
-    classes: HashMap<NodeId, &'static str>,
-    state: HashMap<NodeId, Value<Object>>,
+    ordered: NodeSet,
+    classes: NodeMap<&'static str>,
+    state: NodeMap<Value<Object>>,
     objects: HashMap<NodeId, InertObject>,
     pending: Pending,
 }

@@ -12,15 +12,16 @@ pub(crate) use kinds::finish as finish_kinds;
 
 use crate::error::{CheckpointError, ErrorContext, FormatError, TensorError};
 use hashbrown::HashTable;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::hash::BuildHasher;
 use std::sync::Arc;
 
 use crate::checkpoint::globals::allowlist::{self, Global};
 use crate::checkpoint::options::{LoadMode, LoadOptions};
-use crate::checkpoint::pickle::{Graph, Hooks, Node, NodeId, Value};
+use crate::checkpoint::pickle::{Graph, Hooks, Node, Value};
 use crate::checkpoint::value::graph::{
-    ByteOrder, Construct, Object, RecordKey, StorageRecord, StorageRef, TensorObject,
+    ByteOrder, Construct, NodeMap, NodeSet, Object, RecordKey, StorageRecord, StorageRef,
+    TensorObject,
 };
 use crate::layout::Layout;
 use crate::{DType, Device, Error, Result, Tensor, UntypedStorage};
@@ -127,9 +128,9 @@ impl Cache {
 /// What [`TorchHooks::into_tables`] keeps of a read pickle for its checkpoint.
 pub(crate) struct Tables {
     pub records: Vec<StorageRecord>,
-    pub ordered: HashSet<NodeId>,
-    pub classes: HashMap<NodeId, &'static str>,
-    pub state: HashMap<NodeId, Value<Object>>,
+    pub ordered: NodeSet,
+    pub classes: NodeMap<&'static str>,
+    pub state: NodeMap<Value<Object>>,
 }
 
 /// PyTorch's `torch.load` semantics as pickle hooks.
@@ -147,10 +148,10 @@ pub(crate) struct TorchHooks<'s, S: StorageSource> {
     pub records: Vec<StorageRecord>,
     /// Bytes declared by the storages read so far.
     pub declared_bytes: u64,
-    pub ordered: HashSet<NodeId>,
+    pub ordered: NodeSet,
     /// Containers of a Python type the model lacks, by `Checkpoint::classes`' names.
-    pub classes: HashMap<NodeId, &'static str>,
-    pub state: HashMap<NodeId, Value<Object>>,
+    pub classes: NodeMap<&'static str>,
+    pub state: NodeMap<Value<Object>>,
     /// Globals outside the allowlist: inert objects and decoded data.
     pub foreign: Foreign,
     /// Legacy storage views by view key: (offset, size) in elements of the
@@ -230,9 +231,9 @@ impl<'s, S: StorageSource> TorchHooks<'s, S> {
             hasher: foldhash::fast::RandomState::default(),
             records: Vec::new(),
             declared_bytes: 0,
-            ordered: HashSet::new(),
-            classes: HashMap::new(),
-            state: HashMap::new(),
+            ordered: NodeSet::default(),
+            classes: NodeMap::default(),
+            state: NodeMap::default(),
             foreign: Foreign::default(),
             views: HashMap::new(),
         }

@@ -155,14 +155,14 @@ pub struct Checkpoint {
     /// The storages, in the order the file lists them.
     pub(crate) storages: Vec<StorageRecord>,
     /// Dict nodes that are `collections.OrderedDict`s.
-    pub(crate) ordered: HashSet<NodeId>,
+    pub(crate) ordered: NodeSet,
     /// Container nodes read from a Python type the model holds as a plain
     /// dict or list, by the type's name: `collections.defaultdict`,
     /// `collections.Counter`, `argparse.Namespace` (dicts) and
     /// `collections.deque` (lists). `inspect --json` names it as `class`.
-    pub(crate) classes: HashMap<NodeId, &'static str>,
+    pub(crate) classes: NodeMap<&'static str>,
     /// State set on objects by `BUILD` (an `OrderedDict`'s `_metadata`), keyed by node.
-    pub(crate) state: HashMap<NodeId, Value<Object>>,
+    pub(crate) state: NodeMap<Value<Object>>,
     /// The safetensors `__metadata__` map, for safetensors files.
     pub(crate) safetensors_metadata: Option<BTreeMap<String, String>>,
     /// Inert objects ([`LoadOptions::with_inert`](crate::checkpoint::LoadOptions::with_inert)), keyed
@@ -173,6 +173,14 @@ pub struct Checkpoint {
     /// The most steps a walk by path takes ([`Checkpoint::set_max_paths`]).
     pub(crate) max_paths: usize,
 }
+
+/// A set of nodes, hashed with `foldhash`: a state dict's load notes and
+/// forgets an `OrderedDict` a tensor (its hooks), where SipHash was a
+/// twentieth of the pickle's time.
+pub(crate) type NodeSet = HashSet<NodeId, foldhash::fast::RandomState>;
+
+/// A map by node, hashed as [`NodeSet`].
+pub(crate) type NodeMap<V> = HashMap<NodeId, V, foldhash::fast::RandomState>;
 
 /// Most work a walk does before refusing, by default: each value visited
 /// and each path step listed counts one (a shared structure can have
@@ -190,9 +198,9 @@ impl Checkpoint {
             graph: Graph::new(),
             root: Value::None,
             storages: Vec::new(),
-            ordered: HashSet::new(),
-            classes: HashMap::new(),
-            state: HashMap::new(),
+            ordered: NodeSet::default(),
+            classes: NodeMap::default(),
+            state: NodeMap::default(),
             safetensors_metadata: None,
             objects: HashMap::new(),
             origin: None,
