@@ -96,7 +96,8 @@ pub struct ZipReader<R: ReadAt> {
     entries: Vec<Entry>,
     /// Every entry's name, one after another, in central-directory order.
     names: String,
-    /// Each entry under the root by its name below it (`data/0`), as its
+    /// Each entry by its name below the root (`data/0`; an entry outside
+    /// the root by its whole name, which no record lookup matches), as its
     /// index in `entries` (the first, of duplicates a lenient reader
     /// lists): the names are not copied, and [`find`](ZipReader::find)
     /// looks a record up without making its full name. A load of a million
@@ -179,13 +180,25 @@ impl<R: ReadAt> ZipReader<R> {
         let mut entries: Vec<Entry> = Vec::with_capacity(usize::try_from(dir.count).unwrap_or(0));
         let hasher = foldhash::fast::RandomState::default();
         let mut names = String::new();
-        let mut by_name: HashTable<u32> = HashTable::with_capacity(entries.capacity());
+        // One table serves both the check for repeated names and the
+        // lookups by record: each entry is hashed by its name below the root
+        // (the whole name when outside it), so a directory is hashed once.
+        // The root is the first name's folder, known once it is parsed.
+        let mut by_record: HashTable<u32> = HashTable::with_capacity(entries.capacity());
+        let mut root: Option<String> = None;
         let mut pos = 0usize;
         let mut duplicates = false;
         while (entries.len() as u64) < dir.count {
             let (mut entry, name, next) = parse_central_entry(&cd, pos, dir.offset, len, lenient)?;
-            let hash = hasher.hash_one(name);
-            if by_name
+            // A first name with no folder is refused after the whole
+            // directory is read (strict), or has the empty root (lenient).
+            let root = root.get_or_insert_with(|| {
+                name.split_once('/')
+                    .map_or_else(String::new, |(root, _)| root.to_owned())
+            });
+            let key = |name: &str| hasher.hash_one(below(root, name).unwrap_or(name));
+            let hash = key(name);
+            if by_record
                 .find(hash, |&i| name_in(&names, &entries[i as usize]) == name)
                 .is_some()
             {
@@ -195,8 +208,8 @@ impl<R: ReadAt> ZipReader<R> {
                 duplicates = true;
             } else {
                 // Below `max_entries`, so below `u32::MAX`.
-                by_name.insert_unique(hash, entries.len() as u32, |&i| {
-                    hasher.hash_one(name_in(&names, &entries[i as usize]))
+                by_record.insert_unique(hash, entries.len() as u32, |&i| {
+                    key(name_in(&names, &entries[i as usize]))
                 });
             }
             entry.name_start = names.len() as u64;
@@ -209,7 +222,7 @@ impl<R: ReadAt> ZipReader<R> {
         let first = entries.first().ok_or(ZipError::Empty)?;
         let first_name = name_in(&names, first);
         let root = match first_name.split_once('/') {
-            Some((root, _)) => root.to_owned(),
+            Some(_) => root.unwrap_or_default(),
             None if lenient => String::new(),
             None => {
                 return Err(ZipError::NoRootFolder {
@@ -217,22 +230,6 @@ impl<R: ReadAt> ZipReader<R> {
                 })
             }
         };
-        // The names below the root, each by its first entry.
-        drop(by_name);
-        let below_root = |e: &Entry| below(&root, name_in(&names, e));
-        let mut by_record: HashTable<u32> = HashTable::with_capacity(entries.len());
-        for (i, e) in (0u32..).zip(&entries) {
-            let Some(record) = below_root(e) else {
-                continue;
-            };
-            let hash = hasher.hash_one(record);
-            let same = |&j: &u32| below_root(&entries[j as usize]) == Some(record);
-            if by_record.find(hash, same).is_none() {
-                by_record.insert_unique(hash, i, |&j| {
-                    hasher.hash_one(below_root(&entries[j as usize]).unwrap_or_default())
-                });
-            }
-        }
         Ok(ZipReader {
             source,
             len,
@@ -520,10 +517,22 @@ mod tests {
     /// first of duplicates even when the hint is a later one.
     #[test]
     fn a_hint_finds_what_position_finds() {
-        let names = ["m/data.pkl", "m/data/0", "m/data/1", "other/x", "m/data/2"];
+        // `data/1` outside the root is not `m/data/1` repeated, nor found
+        // as record `data/1`.
+        let names = [
+            "m/data.pkl",
+            "m/data/0",
+            "m/data/1",
+            "other/x",
+            "m/data/2",
+            "data/1",
+        ];
         let raws: Vec<Raw> = names.iter().map(|n| Raw::stored(n, b"x")).collect();
         let bytes = build(&raws, false);
         let zip = open(&bytes).unwrap();
+        assert_eq!(zip.entries().len(), names.len());
+        assert_eq!(zip.position("data/1"), Some(2));
+        assert_eq!(zip.position("data/2"), Some(4));
         for record in [
             "data.pkl", "data/0", "data/1", "data/2", "x", "other/x", "absent",
         ] {
