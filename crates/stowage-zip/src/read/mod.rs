@@ -24,13 +24,13 @@ use super::format::CENTRAL_HEADER_LEN;
 use super::{ZipError, ZipLimits};
 use crate::ReadAt;
 
-/// `name` below the folder `root` (`data/0` of `archive/data/0`), or
-/// `None` when it is not there; `name` itself when `root` is empty.
-fn below<'n>(root: &str, name: &'n str) -> Option<&'n str> {
-    if root.is_empty() {
-        return Some(name);
-    }
-    name.strip_prefix(root)?.strip_prefix('/')
+/// `name` below the root folder whose names start with `prefix` (`data/0`
+/// of `archive/data/0`, `prefix` being `archive/`), or `None` when it is
+/// not there; `name` itself when there is no root (`prefix` is empty). A
+/// root folder with an empty name (a first name `/data.pkl`) has the prefix
+/// `/`: PyTorch finds record `data.pkl` at `/data.pkl`.
+fn below<'n>(prefix: &str, name: &'n str) -> Option<&'n str> {
+    name.strip_prefix(prefix)
 }
 
 /// The name of `entry` in `names`, the names of its directory; `""` where
@@ -106,7 +106,8 @@ pub struct ZipReader<R: ReadAt> {
     /// Whether two entries share a name (only a lenient reader lists them).
     duplicates: bool,
     hasher: foldhash::fast::RandomState,
-    root: String,
+    /// The root folder and a `/` (`archive/`); empty where there is none.
+    prefix: String,
     limits: ZipLimits,
 }
 
@@ -114,7 +115,7 @@ impl<R: ReadAt> fmt::Debug for ZipReader<R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ZipReader")
             .field("len", &self.len)
-            .field("root", &self.root)
+            .field("root", &self.root())
             .field("entries", &self.entries.len())
             .finish_non_exhaustive()
     }
@@ -185,18 +186,18 @@ impl<R: ReadAt> ZipReader<R> {
         // (the whole name when outside it), so a directory is hashed once.
         // The root is the first name's folder, known once it is parsed.
         let mut by_record: HashTable<u32> = HashTable::with_capacity(entries.capacity());
-        let mut root: Option<String> = None;
+        let mut prefix: Option<String> = None;
         let mut pos = 0usize;
         let mut duplicates = false;
         while (entries.len() as u64) < dir.count {
             let (mut entry, name, next) = parse_central_entry(&cd, pos, dir.offset, len, lenient)?;
             // A first name with no folder is refused after the whole
             // directory is read (strict), or has the empty root (lenient).
-            let root = root.get_or_insert_with(|| {
+            let prefix = prefix.get_or_insert_with(|| {
                 name.split_once('/')
-                    .map_or_else(String::new, |(root, _)| root.to_owned())
+                    .map_or_else(String::new, |(root, _)| format!("{root}/"))
             });
-            let key = |name: &str| hasher.hash_one(below(root, name).unwrap_or(name));
+            let key = |name: &str| hasher.hash_one(below(prefix, name).unwrap_or(name));
             let hash = key(name);
             if by_record
                 .find(hash, |&i| name_in(&names, &entries[i as usize]) == name)
@@ -221,8 +222,8 @@ impl<R: ReadAt> ZipReader<R> {
         names.shrink_to_fit();
         let first = entries.first().ok_or(ZipError::Empty)?;
         let first_name = name_in(&names, first);
-        let root = match first_name.split_once('/') {
-            Some(_) => root.unwrap_or_default(),
+        let prefix = match first_name.split_once('/') {
+            Some(_) => prefix.unwrap_or_default(),
             None if lenient => String::new(),
             None => {
                 return Err(ZipError::NoRootFolder {
@@ -238,7 +239,7 @@ impl<R: ReadAt> ZipReader<R> {
             by_record,
             duplicates,
             hasher,
-            root,
+            prefix,
             limits: *limits,
         })
     }
@@ -256,11 +257,13 @@ impl<R: ReadAt> ZipReader<R> {
 
     /// The root folder: the first entry's name up to its first `/`.
     pub fn root(&self) -> &str {
-        &self.root
+        self.prefix.strip_suffix('/').unwrap_or_default()
     }
 
     /// The entry `<root>/<record>`, e.g. `find("data.pkl")` or `find("data/0")`
-    /// (`<record>` itself when the root is empty).
+    /// (`/<record>` when the root folder's name is empty, as PyTorch finds
+    /// it; `<record>` itself where there is no root folder, a lenient
+    /// reader's).
     pub fn find(&self, record: &str) -> Option<&Entry> {
         self.entries.get(self.position(record)?)
     }
@@ -270,7 +273,7 @@ impl<R: ReadAt> ZipReader<R> {
     pub fn position(&self, record: &str) -> Option<usize> {
         let hash = self.hasher.hash_one(record);
         let i = self.by_record.find(hash, |&i| {
-            below(&self.root, self.name(&self.entries[i as usize])) == Some(record)
+            below(&self.prefix, self.name(&self.entries[i as usize])) == Some(record)
         })?;
         Some(*i as usize)
     }
@@ -286,7 +289,7 @@ impl<R: ReadAt> ZipReader<R> {
         let at_hint = self
             .entries
             .get(hint)
-            .is_some_and(|e| below(&self.root, self.name(e)) == Some(record));
+            .is_some_and(|e| below(&self.prefix, self.name(e)) == Some(record));
         if at_hint && !self.duplicates {
             return Some(hint);
         }
@@ -884,6 +887,17 @@ mod tests {
         let zip = open(&spaced).unwrap();
         assert_eq!(zip.root(), "a b");
         assert!(zip.find("c/d").is_some());
+        // A root folder named "" (names start with `/`): PyTorch's reader
+        // finds record `data/0` at `/data/0`, and so does this one (a
+        // fuzzer's find: `find` once looked for `data/0` whole).
+        let slashed = build(
+            &[Raw::stored("/data.pkl", b"x"), Raw::stored("/data/0", b"y")],
+            false,
+        );
+        let zip = open(&slashed).unwrap();
+        assert_eq!(zip.root(), "");
+        assert_eq!(zip.position("data/0"), Some(1));
+        assert_eq!(zip.position("/data/0"), None);
     }
 
     #[test]
