@@ -205,7 +205,8 @@ pub struct Graph<X> {
     /// there on may have gone and be given to new nodes.
     released_to: usize,
     /// [`release_with`](Self::release_with)'s list of nodes to free, kept
-    /// empty between calls (an unpickle releases after every call).
+    /// empty between calls (an unpickle releases after every call), and
+    /// only while small.
     pending: Vec<NodeId>,
 }
 
@@ -302,7 +303,11 @@ impl<X> Graph<X> {
             freed(id);
             pending.extend(old.values().filter_map(Value::as_node));
         }
-        self.pending = pending;
+        // Kept when small (a tensor's arguments are a handful of nodes): a
+        // graph outlives its unpickle, and a vast release's room would stay.
+        if pending.capacity() <= 64 {
+            self.pending = pending;
+        }
         while self.depths.last() == Some(&0) {
             self.depths.pop();
             self.nodes.pop();
