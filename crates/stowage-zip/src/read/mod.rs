@@ -221,16 +221,13 @@ impl<R: ReadAt> ZipReader<R> {
         drop(cd);
         names.shrink_to_fit();
         let first = entries.first().ok_or(ZipError::Empty)?;
-        let first_name = name_in(&names, first);
-        let prefix = match first_name.split_once('/') {
-            Some(_) => prefix.unwrap_or_default(),
-            None if lenient => String::new(),
-            None => {
-                return Err(ZipError::NoRootFolder {
-                    name: first_name.to_owned(),
-                })
-            }
-        };
+        // Empty only when the first name has no `/` (a root named "" is `/`).
+        let prefix = prefix.unwrap_or_default();
+        if prefix.is_empty() && !lenient {
+            return Err(ZipError::NoRootFolder {
+                name: name_in(&names, first).to_owned(),
+            });
+        }
         Ok(ZipReader {
             source,
             len,
