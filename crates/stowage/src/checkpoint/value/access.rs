@@ -22,9 +22,8 @@ use num_complex::Complex64;
 
 use crate::checkpoint::pickle::{Node, NodeId, Value};
 use crate::checkpoint::value::data::{NdArray, PyData};
-use crate::checkpoint::value::graph::{
-    path_key, Checkpoint, InertObject, Object, PathKey, TensorObject,
-};
+use crate::checkpoint::value::graph::{Checkpoint, InertObject, Object, PathKey, TensorObject};
+use crate::checkpoint::value::trail::{Key, Trail};
 use crate::{DType, Device, Error, Result, Scalar, Tensor};
 
 /// What a value is, named as `stowage inspect --json` names it (`"int"`, `"dict"`, …).
@@ -173,7 +172,8 @@ impl fmt::Display for ValueKind {
 pub struct ValueRef<'c> {
     ckpt: &'c Checkpoint,
     value: &'c Value<Object>,
-    path: Vec<PathKey>,
+    /// How it was reached: its path, rendered when asked for.
+    trail: Trail,
 }
 
 /// A path as errors name it: keys joined with `.`, the root as `""`.
@@ -185,19 +185,26 @@ fn joined(path: &[PathKey]) -> String {
 }
 
 impl<'c> ValueRef<'c> {
-    pub(crate) fn new(ckpt: &'c Checkpoint, value: &'c Value<Object>, path: Vec<PathKey>) -> Self {
-        ValueRef { ckpt, value, path }
+    /// A handle on `value` as a root: its path is empty.
+    pub(crate) fn new(ckpt: &'c Checkpoint, value: &'c Value<Object>) -> Self {
+        ValueRef {
+            ckpt,
+            value,
+            trail: Trail::default(),
+        }
     }
 
-    fn child(&self, value: &'c Value<Object>, key: PathKey) -> ValueRef<'c> {
-        let mut path = self.path.clone();
-        path.push(key);
-        ValueRef::new(self.ckpt, value, path)
+    fn child(&self, value: &'c Value<Object>, key: Key) -> ValueRef<'c> {
+        ValueRef {
+            ckpt: self.ckpt,
+            value,
+            trail: Trail::below(self.trail.link(key)),
+        }
     }
 
     /// The keys from the root to this value.
     pub fn path(&self) -> &[PathKey] {
-        &self.path
+        self.trail.keys(self.ckpt)
     }
 
     /// The value as the pickle machine holds it.
@@ -234,14 +241,14 @@ impl<'c> ValueRef<'c> {
             },
             _ => return None,
         };
-        Some(self.child(state, PathKey::Key("__dict__".into())))
+        Some(self.child(state, Key::Made(PathKey::Key("__dict__".into()))))
     }
 
     /// The arguments an inert object was constructed with (a tuple), as
     /// `args` of Python's `__reduce__`; `None` for any other value.
     pub fn args(&self) -> Option<ValueRef<'c>> {
         let object = self.as_object()?;
-        Some(self.child(&object.args, PathKey::Key("args".into())))
+        Some(self.child(&object.args, Key::Made(PathKey::Key("args".into()))))
     }
 
     /// The container node, if the value is one this checkpoint holds.
@@ -301,7 +308,7 @@ impl<'c> ValueRef<'c> {
 
     fn wrong(&self, expected: &'static str) -> Error {
         Error::Checkpoint(CheckpointError::ValueType {
-            path: joined(&self.path),
+            path: joined(self.path()),
             expected,
             found: self.kind().name(),
         })
@@ -519,7 +526,7 @@ impl<'c> ValueRef<'c> {
         Ok(items
             .iter()
             .enumerate()
-            .map(move |(i, v)| self.child(v, PathKey::Index(i as i64))))
+            .map(move |(i, v)| self.child(v, Key::Made(PathKey::Index(i as i64)))))
     }
 
     /// The entries of a dict (or `OrderedDict`), in order: each key and its
@@ -530,12 +537,18 @@ impl<'c> ValueRef<'c> {
     pub fn as_dict(
         &self,
     ) -> Result<impl ExactSizeIterator<Item = (ValueRef<'c>, ValueRef<'c>)> + '_> {
-        let Some(Node::Dict(items)) = self.node() else {
+        let (Some(Node::Dict(items)), Value::Node(dict)) = (self.node(), self.value) else {
             return Err(self.wrong("dict"));
         };
-        Ok(items.iter().map(move |(k, v)| {
-            let key = path_key(&self.ckpt.graph, k);
-            (self.child(k, key.clone()), self.child(v, key))
+        Ok(items.iter().enumerate().map(move |(at, (k, v))| {
+            // The key's handle and the value's share their step.
+            let step = self.trail.link(Key::Entry { dict: *dict, at });
+            let child = |value| ValueRef {
+                ckpt: self.ckpt,
+                value,
+                trail: Trail::below(step.clone()),
+            };
+            (child(k), child(v))
         }))
     }
 
@@ -572,7 +585,7 @@ impl<'c> ValueRef<'c> {
         let mut rest = path;
         while !rest.is_empty() {
             let Some((next, after)) = here.step_dotted(rest) else {
-                let mut full = here.path.clone();
+                let mut full = here.path().to_vec();
                 full.extend(rest.split('.').map(|k| PathKey::Key(k.to_owned())));
                 return Err(Error::Checkpoint(CheckpointError::ValueNotFound {
                     path: joined(&full),
@@ -594,7 +607,7 @@ impl<'c> ValueRef<'c> {
         let mut here = self.clone();
         for key in path {
             here = here.step(key).ok_or_else(|| {
-                let mut full = here.path.clone();
+                let mut full = here.path().to_vec();
                 full.push(key.clone());
                 Error::Checkpoint(CheckpointError::ValueNotFound {
                     path: joined(&full),
@@ -610,18 +623,19 @@ impl<'c> ValueRef<'c> {
             (Node::Dict(items), PathKey::Key(k)) => items
                 .iter()
                 .find(|(key, _)| key.as_str() == Some(k))
-                .map(|(_, v)| self.child(v, PathKey::Key(k.clone()))),
+                .map(|(_, v)| self.child(v, Key::Made(PathKey::Key(k.clone())))),
             (Node::Dict(items), PathKey::Index(i)) => items
                 .iter()
                 .find(|(key, _)| key.as_i64() == Some(*i))
-                .map(|(_, v)| self.child(v, PathKey::Index(*i))),
+                .map(|(_, v)| self.child(v, Key::Made(PathKey::Index(*i)))),
             (Node::List(v) | Node::Tuple(v), PathKey::Index(i)) => {
                 let at = if *i < 0 {
                     v.len().checked_sub(i.unsigned_abs() as usize)?
                 } else {
                     usize::try_from(*i).ok()?
                 };
-                v.get(at).map(|x| self.child(x, PathKey::Index(at as i64)))
+                v.get(at)
+                    .map(|x| self.child(x, Key::Made(PathKey::Index(at as i64))))
             }
             _ => None,
         }
@@ -643,7 +657,7 @@ impl<'c> ValueRef<'c> {
             if let Some((k, v)) = best {
                 let after = &rest[k.len()..];
                 return Some((
-                    self.child(v, PathKey::Key(k.to_owned())),
+                    self.child(v, Key::Made(PathKey::Key(k.to_owned()))),
                     after.strip_prefix('.').unwrap_or(after),
                 ));
             }
@@ -697,7 +711,7 @@ impl<'c> ValueRef<'c> {
         if self.ckpt.objects.contains_key(id) {
             return Ok(());
         }
-        let floor = walk_cost_floor(self.ckpt, *id, self.path.len() as u64);
+        let floor = walk_cost_floor(self.ckpt, *id, self.trail.depth() as u64);
         if floor > budget as u64 {
             return Err(self.ckpt.paths_exceeded());
         }
@@ -760,7 +774,7 @@ impl<'c> ValueRef<'c> {
         out: &mut Vec<ValueRef<'c>>,
     ) -> Result<()> {
         *budget = budget
-            .checked_sub(1 + self.path.len())
+            .checked_sub(1 + self.trail.depth())
             .ok_or_else(|| self.ckpt.paths_exceeded())?;
         let kind = self.kind();
         if kind == ValueKind::Tensor {
@@ -782,26 +796,26 @@ impl<'c> ValueRef<'c> {
         }
         // A tensor is charged as a visit and passed over before a handle
         // with its path is made for it (a state dict is mostly tensors).
-        let mut visit = |v: &'c Value<Object>, key: &dyn Fn() -> PathKey| {
+        let mut visit = |v: &'c Value<Object>, key: Key| {
             if let Value::Ext(Object::Tensor(_)) = v {
                 *budget = budget
-                    .checked_sub(2 + self.path.len())
+                    .checked_sub(2 + self.trail.depth())
                     .ok_or_else(|| self.ckpt.paths_exceeded())?;
                 return Ok(());
             }
-            self.child(v, key())
+            self.child(v, key)
                 .walk_leaves(seen, once, objects, budget, out)
         };
         match self.node() {
             Some(Node::Dict(items)) if kind == ValueKind::Dict || is_object => {
-                for (k, v) in items {
-                    visit(v, &|| path_key(&self.ckpt.graph, k))?;
+                for (at, (_, v)) in items.iter().enumerate() {
+                    visit(v, Key::Entry { dict: id, at })?;
                 }
             }
             _ if kind == ValueKind::Dict || is_object => return Err(self.wrong("dict")),
             Some(Node::List(v) | Node::Tuple(v) | Node::Set(v) | Node::FrozenSet(v)) => {
                 for (i, v) in v.iter().enumerate() {
-                    visit(v, &|| PathKey::Index(i as i64))?;
+                    visit(v, Key::Made(PathKey::Index(i as i64)))?;
                 }
             }
             _ => {}
@@ -816,7 +830,7 @@ impl<'c> ValueRef<'c> {
 impl Checkpoint {
     /// A handle on the saved object itself.
     pub fn root_value(&self) -> ValueRef<'_> {
-        ValueRef::new(self, &self.root, Vec::new())
+        ValueRef::new(self, &self.root)
     }
 
     /// The value at a dotted path from the root (`"epoch"`, `"config.lr"`,

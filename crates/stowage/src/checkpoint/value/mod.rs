@@ -24,3 +24,4 @@ pub(crate) mod module;
 pub(crate) mod object;
 pub(crate) mod origin;
 pub(crate) mod record_key;
+pub(crate) mod trail;

@@ -82,7 +82,7 @@ pub(super) fn flatten(ckpt: &Checkpoint) -> Result<Vec<(Vec<PathKey>, Leaf<'_>)>
                                 expected: "string or integer dict keys",
                                 found: format!(
                                     "a {} key under {}",
-                                    ValueRef::new(ckpt, k, Vec::new()).kind().name(),
+                                    ValueRef::new(ckpt, k).kind().name(),
                                     if path.is_empty() {
                                         "the root".to_owned()
                                     } else {
