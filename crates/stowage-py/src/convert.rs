@@ -15,6 +15,7 @@
 //! framework call per tensor where a storage and a tensor on it took four.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use stowage::ErrorContext;
 
 use pyo3::call::PyCallArgs;
@@ -34,17 +35,23 @@ use crate::storage::{PendingStorage, StorageBuffer};
 /// limit is 1000; this walk recurses once per level).
 const MAX_DEPTH: usize = 2000;
 
+/// The walk's tables, keyed by addresses and ids: hashed with `foldhash`
+/// (a few instructions a key where SipHash took a hundred, several times a
+/// tensor); nothing in them comes from the file.
+type ByKey<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+
 pub struct Converter<'py, 'c> {
     py: Python<'py>,
     ckpt: &'c Checkpoint,
     adapter: Bound<'py, PyAny>,
-    nodes: HashMap<usize, Py<PyAny>>,
-    storages: HashMap<usize, Made>,
+    nodes: ByKey<usize, Py<PyAny>>,
+    storages: ByKey<usize, Made>,
     /// The tensors made, by the tensor object's identity: what the pickle
     /// reached twice (`{"a": x, "b": x}`) is one Python object, as
     /// `torch.load` gives it. The checkpoint holds every object, so no
-    /// address is reused while the walk goes on.
-    tensors: HashMap<*const TensorObject, Py<PyAny>>,
+    /// address is reused while the walk goes on. Only tensors the pickle
+    /// reached more than once are kept (see [`object`](Self::object)).
+    tensors: ByKey<*const TensorObject, Py<PyAny>>,
     /// Where the walk is, for errors: rendered only when one is raised.
     path: Vec<Step<'py>>,
     /// A lazy load: storages with bytes go to the adapter unread
@@ -53,7 +60,7 @@ pub struct Converter<'py, 'c> {
     /// Where the file says each storage was saved (`cuda:0`), by storage,
     /// when the adapter places storages (`placed`: a function
     /// `map_location`, as `torch.load` calls it); `None` otherwise.
-    locations: Option<HashMap<usize, &'c str>>,
+    locations: Option<ByKey<usize, &'c str>>,
     /// The adapter's `tensor_on_buffer`, where it has one: a storage's
     /// first tensor is made straight on its bytes, one framework call where
     /// a storage and then a tensor on it took four. Looked up once.
@@ -69,7 +76,13 @@ pub struct Converter<'py, 'c> {
     /// are all of their storage in one dimension take `buffer_view`.
     buffer_restride: Option<Bound<'py, PyString>>,
     /// `{"dtype": …}` for `buffer_view`, by dtype, made once each.
-    dtype_kwargs: HashMap<&'static str, Bound<'py, PyDict>>,
+    dtype_kwargs: ByKey<&'static str, Bound<'py, PyDict>>,
+    /// No other thread holds the checkpoint's storages (a load made them
+    /// for this walk): their locks never wait, so they are taken with the
+    /// GIL held. Otherwise (`safe_open`, whose storages other Python
+    /// threads read) they are taken, and lazy storages read, with it
+    /// released.
+    sole: bool,
 }
 
 /// A step of the walk's path: a dict's key (its `str()` names it), an
@@ -90,12 +103,14 @@ enum Made {
 
 impl<'py, 'c> Converter<'py, 'c> {
     pub fn new(py: Python<'py>, ckpt: &'c Checkpoint, adapter: Bound<'py, PyAny>) -> Self {
+        // A storage each, and mostly a tensor each: sized once.
+        let storages = ckpt.storages().len();
         Converter {
             py,
             ckpt,
-            nodes: HashMap::new(),
-            storages: HashMap::new(),
-            tensors: HashMap::new(),
+            nodes: ByKey::default(),
+            storages: ByKey::with_capacity_and_hasher(storages, Default::default()),
+            tensors: ByKey::default(),
             path: Vec::new(),
             lazy: false,
             locations: adapter.hasattr("placed").unwrap_or(false).then(|| {
@@ -110,9 +125,17 @@ impl<'py, 'c> Converter<'py, 'c> {
                 .getattr("buffer_restride")
                 .ok()
                 .and_then(|name| name.cast_into::<PyString>().ok()),
-            dtype_kwargs: HashMap::new(),
+            dtype_kwargs: ByKey::default(),
+            sole: false,
             adapter,
         }
+    }
+
+    /// Says that no other thread holds the checkpoint's storages: a load
+    /// made them for this walk and nothing else has them yet (see `sole`).
+    pub fn sole(mut self) -> Self {
+        self.sole = true;
+        self
     }
 
     /// Names what it builds `path` in errors (a tensor asked for by name).
@@ -208,7 +231,7 @@ impl<'py, 'c> Converter<'py, 'c> {
             )));
         }
         let py = self.py;
-        let remember = |nodes: &mut HashMap<usize, Py<PyAny>>, made: &Py<PyAny>| {
+        let remember = |nodes: &mut ByKey<usize, Py<PyAny>>, made: &Py<PyAny>| {
             if let Some(id) = id {
                 nodes.insert(id, made.clone_ref(py));
             }
@@ -296,7 +319,13 @@ impl<'py, 'c> Converter<'py, 'c> {
         let py = self.py;
         match o {
             Object::Tensor(t) => {
-                let key = std::sync::Arc::as_ptr(t);
+                // A tensor the pickle reached once has one handle, in the
+                // checkpoint's graph (a memo's repeat clones it): nothing
+                // can reach it again, so it is not kept.
+                if Arc::strong_count(t) == 1 {
+                    return self.tensor(t);
+                }
+                let key = Arc::as_ptr(t);
                 if let Some(done) = self.tensors.get(&key) {
                     return Ok(done.clone_ref(py));
                 }
@@ -397,6 +426,18 @@ impl<'py, 'c> Converter<'py, 'c> {
         }
     }
 
+    /// Runs `f`, which takes storages' locks (and reads a lazy storage),
+    /// with the GIL released, unless no other thread holds the storages
+    /// (`sole`): a lock another thread holds while it reads is waited for
+    /// without holding up Python's other threads.
+    fn unlocked<T: Send>(&self, f: impl FnOnce() -> T + Send) -> T {
+        if self.sole {
+            f()
+        } else {
+            self.py.detach(f)
+        }
+    }
+
     /// The framework storage for `storage`, made once per storage.
     fn storage(&mut self, storage: &UntypedStorage) -> PyResult<Py<PyAny>> {
         match self.storages.get(&storage.id()) {
@@ -413,15 +454,14 @@ impl<'py, 'c> Converter<'py, 'c> {
         // The size and whether there are bytes take the storage's lock,
         // which another thread holds while it reads a lazy storage: waited
         // for with the GIL released, as is the read itself.
-        let (has_data, nbytes) = self.py.detach(|| (storage.has_data(), storage.nbytes()));
+        let (has_data, nbytes) = self.unlocked(|| (storage.has_data(), storage.nbytes()));
         let made = if has_data && self.lazy {
             let pending = PendingStorage::new(storage.clone(), nbytes, self.here());
             let pending = Bound::new(self.py, pending)?;
             self.call("lazy_storage", (pending, nbytes, device))?
         } else if has_data {
             let buffer = self
-                .py
-                .detach(|| StorageBuffer::new(storage.clone()))
+                .unlocked(|| StorageBuffer::new(storage.clone()))
                 .map_err(|e| errors::to_py(self.py, e.at_path(self.here())))?;
             let buffer = Bound::new(self.py, buffer)?;
             self.call("storage", (buffer, nbytes, device))?
@@ -461,8 +501,8 @@ impl<'py, 'c> Converter<'py, 'c> {
         let dtype = tensor.dtype();
         let size = dtype.size();
         // Whole elements only (`frombuffer` takes no others); the lock the
-        // size takes waited for with the GIL released, as the read is.
-        let buffer = self.py.detach(|| {
+        // size takes is taken as the read's is (`unlocked`).
+        let buffer = self.unlocked(|| {
             let nbytes = storage.nbytes();
             let whole = storage.has_data() && nbytes > 0 && size > 0 && nbytes.is_multiple_of(size);
             whole

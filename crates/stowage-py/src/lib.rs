@@ -104,10 +104,14 @@ fn load(
         }
     });
     let ckpt = loaded.map_err(|e| errors::to_py(py, e))?;
-    let mut converter = Converter::new(py, &ckpt, adapter);
-    if lazy {
-        converter = converter.lazy();
-    }
+    let converter = Converter::new(py, &ckpt, adapter);
+    // An eager load's storages are this call's alone until it returns;
+    // a lazy one's are read later, on other threads too.
+    let mut converter = if lazy {
+        converter.lazy()
+    } else {
+        converter.sole()
+    };
     let root = converter.root();
     drop_aside(ckpt);
     root
@@ -155,7 +159,7 @@ fn load_bytes(
     let ckpt = py
         .detach(|| stowage::checkpoint::load_bytes(bytes, &options))
         .map_err(|e| errors::to_py(py, e))?;
-    Converter::new(py, &ckpt, adapter).root()
+    Converter::new(py, &ckpt, adapter).sole().root()
 }
 
 /// Scans each path (a file, or a folder read recursively) without loading
