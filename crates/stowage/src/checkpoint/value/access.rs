@@ -198,7 +198,7 @@ impl<'c> ValueRef<'c> {
         ValueRef {
             ckpt: self.ckpt,
             value,
-            trail: Trail::below(self.trail.link(key)),
+            trail: self.trail.child(key),
         }
     }
 
@@ -540,15 +540,23 @@ impl<'c> ValueRef<'c> {
         let (Some(Node::Dict(items)), Value::Node(dict)) = (self.node(), self.value) else {
             return Err(self.wrong("dict"));
         };
+        let parent = self.trail.parent();
         Ok(items.iter().enumerate().map(move |(at, (k, v))| {
-            // The key's handle and the value's share their step.
-            let step = self.trail.link(Key::Entry { dict: *dict, at });
-            let child = |value| ValueRef {
+            // The key's handle and the value's have one path.
+            let trail = parent.child(Key::Entry { dict: *dict, at });
+            let key = ValueRef {
                 ckpt: self.ckpt,
-                value,
-                trail: Trail::below(step.clone()),
+                value: k,
+                trail: trail.clone(),
             };
-            (child(k), child(v))
+            (
+                key,
+                ValueRef {
+                    ckpt: self.ckpt,
+                    value: v,
+                    trail,
+                },
+            )
         }))
     }
 

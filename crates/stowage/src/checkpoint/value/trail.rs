@@ -3,27 +3,29 @@
 //!
 //! A walk makes a handle per item it visits (a state dict: two per entry,
 //! its key and its value) and almost never asks for a path, which errors
-//! and path listings name. A handle's trail is a chain of links, each
-//! shared by every handle below it and by a dict entry's key and value, so
-//! a child costs one allocation and copies none of its parent's keys; a
-//! dict key is kept as where it is in the graph and made a [`PathKey`] (a
-//! `String`) only when the path is rendered. (Where, not a reference: a
-//! link borrows nothing, so it can unlink its chain in its own `Drop`.)
+//! and path listings name. A handle keeps its own step inline and its
+//! parent's trail as a shared link; a link for the handle itself is made
+//! only when it has children of its own (once, shared by all of them). So
+//! a state dict's entries cost no allocation, and a child copies none of
+//! its parent's keys. A dict key is kept as where it is in the graph and
+//! made a [`PathKey`] (a `String`) only when the path is rendered. (Where,
+//! not a reference: a link borrows nothing, so it can unlink its chain in
+//! its own `Drop`.)
 
 use std::sync::{Arc, OnceLock};
 
 use crate::checkpoint::pickle::{Node, NodeId};
 use crate::checkpoint::value::graph::{path_key, Checkpoint, PathKey};
 
-/// One step of a trail, below the link it points up to.
+/// A step of a trail made shareable: the handles below a handle point up
+/// to its link.
 pub(crate) struct Link {
     up: Option<Arc<Link>>,
     key: Key,
-    /// Steps from the root to here, this one included.
-    depth: usize,
 }
 
 /// A step's key.
+#[derive(Clone)]
 pub(crate) enum Key {
     /// The key of entry `at` of the dict node `dict`, named by
     /// [`path_key`] when the path is rendered.
@@ -32,55 +34,87 @@ pub(crate) enum Key {
     Made(PathKey),
 }
 
-/// The trail of a handle: its last link (none at the root), and the path
-/// it renders to, made on first use.
+impl Key {
+    fn render(&self, ckpt: &Checkpoint) -> PathKey {
+        match self {
+            Key::Entry { dict, at } => match ckpt.graph.try_get(*dict) {
+                Some(Node::Dict(items)) if *at < items.len() => {
+                    path_key(&ckpt.graph, &items[*at].0)
+                }
+                // Entries are made only from a dict's items.
+                _ => PathKey::Index(*at as i64),
+            },
+            Key::Made(k) => k.clone(),
+        }
+    }
+}
+
+/// The trail of a handle: the link of the handle it was reached from, its
+/// own step (none at the root), and, made on first use, its own link and
+/// the path it renders to.
 #[derive(Clone, Default)]
 pub(crate) struct Trail {
-    last: Option<Arc<Link>>,
+    up: Option<Arc<Link>>,
+    step: Option<Key>,
+    depth: usize,
+    own: OnceLock<Option<Arc<Link>>>,
     rendered: OnceLock<Vec<PathKey>>,
 }
 
-impl Trail {
-    /// The link one step below this trail, by `key`: what
-    /// [`below`](Self::below) extends (shared by a dict entry's key and
-    /// value).
-    pub(crate) fn link(&self, key: Key) -> Arc<Link> {
-        Arc::new(Link {
-            depth: self.depth() + 1,
-            up: self.last.clone(),
-            key,
-        })
-    }
+/// What the children of one handle share: its link and its depth.
+pub(crate) struct Parent {
+    link: Option<Arc<Link>>,
+    depth: usize,
+}
 
-    /// The trail that ends with `link`.
-    pub(crate) fn below(link: Arc<Link>) -> Trail {
+impl Parent {
+    /// The trail one step below, by `key`.
+    pub(crate) fn child(&self, key: Key) -> Trail {
         Trail {
-            last: Some(link),
+            up: self.link.clone(),
+            step: Some(key),
+            depth: self.depth + 1,
+            own: OnceLock::new(),
             rendered: OnceLock::new(),
         }
+    }
+}
+
+impl Trail {
+    /// This trail as the parent of others: its link, made once.
+    pub(crate) fn parent(&self) -> Parent {
+        let link = self.own.get_or_init(|| {
+            self.step.as_ref().map(|key| {
+                Arc::new(Link {
+                    up: self.up.clone(),
+                    key: key.clone(),
+                })
+            })
+        });
+        Parent {
+            link: link.clone(),
+            depth: self.depth,
+        }
+    }
+
+    /// The trail one step below this one, by `key`.
+    pub(crate) fn child(&self, key: Key) -> Trail {
+        self.parent().child(key)
     }
 
     /// Steps from the root.
     pub(crate) fn depth(&self) -> usize {
-        self.last.as_ref().map_or(0, |l| l.depth)
+        self.depth
     }
 
     /// The keys from the root, rendered once.
     pub(crate) fn keys(&self, ckpt: &Checkpoint) -> &[PathKey] {
         self.rendered.get_or_init(|| {
-            let mut keys = Vec::with_capacity(self.depth());
-            let mut at = self.last.as_deref();
+            let mut keys = Vec::with_capacity(self.depth);
+            keys.extend(self.step.as_ref().map(|k| k.render(ckpt)));
+            let mut at = self.up.as_deref();
             while let Some(link) = at {
-                keys.push(match &link.key {
-                    Key::Entry { dict, at } => match ckpt.graph.try_get(*dict) {
-                        Some(Node::Dict(items)) if *at < items.len() => {
-                            path_key(&ckpt.graph, &items[*at].0)
-                        }
-                        // Links are made only from a dict's entries.
-                        _ => PathKey::Index(*at as i64),
-                    },
-                    Key::Made(k) => k.clone(),
-                });
+                keys.push(link.key.render(ckpt));
                 at = link.up.as_deref();
             }
             keys.reverse();
@@ -94,7 +128,7 @@ impl std::fmt::Debug for Trail {
     /// chain (a debug print of a deep handle) would recurse as a drop would.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Trail")
-            .field("depth", &self.depth())
+            .field("depth", &self.depth)
             .field("keys", &self.rendered.get())
             .finish()
     }
@@ -149,9 +183,15 @@ mod tests {
         // a frame each, past a test thread's 2 MiB stack.
         let mut trail = Trail::default();
         for i in 0..1_000_000 {
-            trail = Trail::below(trail.link(Key::Made(PathKey::Index(i))));
+            trail = trail.child(Key::Made(PathKey::Index(i)));
         }
         assert_eq!(trail.depth(), 1_000_000);
+        let ckpt = Checkpoint::builder().build().unwrap();
+        let keys = trail.keys(&ckpt);
+        assert_eq!(
+            (keys[0].clone(), keys.len()),
+            (PathKey::Index(0), 1_000_000)
+        );
         drop(trail);
     }
 }
