@@ -49,8 +49,8 @@ pub struct Converter<'py, 'c> {
     /// The tensors made, by the tensor object's identity: what the pickle
     /// reached twice (`{"a": x, "b": x}`) is one Python object, as
     /// `torch.load` gives it. The checkpoint holds every object, so no
-    /// address is reused while the walk goes on. Only tensors the pickle
-    /// reached more than once are kept (see [`object`](Self::object)).
+    /// address is reused while the walk goes on. A state dict's tensors
+    /// are not kept (see [`placed_item`](Self::placed_item)).
     tensors: ByKey<*const TensorObject, Py<PyAny>>,
     /// Where the walk is, for errors: rendered only when one is raised.
     path: Vec<Step<'py>>,
@@ -213,6 +213,22 @@ impl<'py, 'c> Converter<'py, 'c> {
         made
     }
 
+    /// `item` for a value of a dict or an item of a list. Such a container
+    /// is remembered before its items are made, so it is walked once: a
+    /// tensor whose one handle is this place (a memo's repeat clones the
+    /// handle) is reached here once, and is not kept in `tensors`.
+    fn placed_item(&mut self, key: Step<'py>, v: &ValueRef<'c>) -> PyResult<Py<PyAny>> {
+        match v.raw() {
+            Value::Ext(Object::Tensor(t)) if Arc::strong_count(t) == 1 => {
+                self.path.push(key);
+                let made = self.tensor(t);
+                self.path.pop();
+                made
+            }
+            _ => self.item(key, v),
+        }
+    }
+
     fn library_error(&self, e: stowage::Error) -> PyErr {
         errors::to_py(self.py, e.at_path(self.here()))
     }
@@ -264,7 +280,7 @@ impl<'py, 'c> Converter<'py, 'c> {
                 let items = v.as_dict().map_err(|e| self.library_error(e))?;
                 for (k, item) in items {
                     let key = self.value(&k)?.into_bound(py);
-                    let value = self.item(Step::Key(key.clone()), &item)?;
+                    let value = self.placed_item(Step::Key(key.clone()), &item)?;
                     dict.set_item(key, value)?;
                 }
                 if let Some(state) = v.state() {
@@ -278,7 +294,7 @@ impl<'py, 'c> Converter<'py, 'c> {
                 remember(&mut self.nodes, &list.clone().into_any().unbind());
                 let items = v.as_list().map_err(|e| self.library_error(e))?;
                 for (i, item) in items.enumerate() {
-                    list.append(self.item(Step::Index(i), &item)?)?;
+                    list.append(self.placed_item(Step::Index(i), &item)?)?;
                 }
                 Ok(list.into_any().unbind())
             }
@@ -319,12 +335,6 @@ impl<'py, 'c> Converter<'py, 'c> {
         let py = self.py;
         match o {
             Object::Tensor(t) => {
-                // A tensor the pickle reached once has one handle, in the
-                // checkpoint's graph (a memo's repeat clones it): nothing
-                // can reach it again, so it is not kept.
-                if Arc::strong_count(t) == 1 {
-                    return self.tensor(t);
-                }
                 let key = Arc::as_ptr(t);
                 if let Some(done) = self.tensors.get(&key) {
                     return Ok(done.clone_ref(py));
@@ -452,8 +462,8 @@ impl<'py, 'c> Converter<'py, 'c> {
         }
         let device = storage.device().to_string();
         // The size and whether there are bytes take the storage's lock,
-        // which another thread holds while it reads a lazy storage: waited
-        // for with the GIL released, as is the read itself.
+        // which another thread holds while it reads a lazy storage: taken
+        // as the read is (`unlocked`).
         let (has_data, nbytes) = self.unlocked(|| (storage.has_data(), storage.nbytes()));
         let made = if has_data && self.lazy {
             let pending = PendingStorage::new(storage.clone(), nbytes, self.here());

@@ -239,6 +239,18 @@ def test_a_container_reached_twice_is_one_object(tmp_path):
     assert got["a"] is got["b"]
 
 
+def test_a_tensor_reached_twice_is_one_object_and_once_its_own(tmp_path):
+    x, y, z = torch.arange(4.0), torch.ones(2), torch.zeros(3)
+    path = tmp_path / "tensors.pt"
+    # x in a dict, a list and a tuple; y in a tuple, then a dict; z once.
+    torch.save({"a": x, "l": [x, y], "t": (y, x), "y": y, "z": z}, path)
+    got = stowage.load(path)
+    assert got["a"] is got["l"][0] is got["t"][1]
+    assert got["l"][1] is got["t"][0] is got["y"]
+    ids = {id(got[k]) for k in ("a", "y", "z")}
+    assert len(ids) == 3 and torch.equal(got["z"], z)
+
+
 def test_state_dict_metadata_is_kept(tmp_path):
     sd = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.BatchNorm1d(2)).state_dict()
     path = tmp_path / "sd.pt"
