@@ -103,13 +103,11 @@ enum Made {
 
 impl<'py, 'c> Converter<'py, 'c> {
     pub fn new(py: Python<'py>, ckpt: &'c Checkpoint, adapter: Bound<'py, PyAny>) -> Self {
-        // A storage each, and mostly a tensor each: sized once.
-        let storages = ckpt.storages().len();
         Converter {
             py,
             ckpt,
             nodes: ByKey::default(),
-            storages: ByKey::with_capacity_and_hasher(storages, Default::default()),
+            storages: ByKey::default(),
             tensors: ByKey::default(),
             path: Vec::new(),
             lazy: false,
@@ -153,6 +151,9 @@ impl<'py, 'c> Converter<'py, 'c> {
 
     /// The checkpoint's saved object.
     pub fn root(&mut self) -> PyResult<Py<PyAny>> {
+        // The whole walk makes every storage: its table sized once. (Not
+        // in `new`: `safe_open` makes a walker a tensor.)
+        self.storages.reserve(self.ckpt.storages().len());
         let root = self.ckpt.root_value();
         self.value(&root)
     }
@@ -207,8 +208,13 @@ impl<'py, 'c> Converter<'py, 'c> {
 
     /// `value` for an item reached by `key`, which errors name.
     fn item(&mut self, key: Step<'py>, v: &ValueRef<'c>) -> PyResult<Py<PyAny>> {
+        self.below(key, |walk| walk.value(v))
+    }
+
+    /// `make` with `key` on the path, which errors name.
+    fn below<T>(&mut self, key: Step<'py>, make: impl FnOnce(&mut Self) -> T) -> T {
         self.path.push(key);
-        let made = self.value(v);
+        let made = make(self);
         self.path.pop();
         made
     }
@@ -220,10 +226,7 @@ impl<'py, 'c> Converter<'py, 'c> {
     fn placed_item(&mut self, key: Step<'py>, v: &ValueRef<'c>) -> PyResult<Py<PyAny>> {
         match v.raw() {
             Value::Ext(Object::Tensor(t)) if Arc::strong_count(t) == 1 => {
-                self.path.push(key);
-                let made = self.tensor(t);
-                self.path.pop();
-                made
+                self.below(key, |walk| walk.tensor(t))
             }
             _ => self.item(key, v),
         }
