@@ -339,7 +339,6 @@ impl Tensor {
             dtype,
             layout,
             autograd: crate::autograd::Autograd::none(),
-            id: crate::tensor::TensorId::fresh(),
         };
         if out.has_data() {
             copy_into(&out, self, &self.layout)?;

@@ -17,13 +17,15 @@
 //! the other handles do not see the change as Python's would. The autograd
 //! state is the object's, shared by its handles: an in-place write that makes
 //! a tensor start requiring grad (`acc.add_(x)`) is seen through every
-//! handle, as through Python's one object. Saving keys on
-//! it: a tensor reached twice is pickled once and fetched from the memo the
+//! handle, as through Python's one object. No two objects share a state
+//! (each constructor, view and operation makes its own, or none until a
+//! clone or an identity query makes it), so the state is the object's
+//! identity, and a handle holds no other (a word less a tensor). Saving keys
+//! on it: a tensor reached twice is pickled once and fetched from the memo the
 //! second time, so PyTorch loads `{"a": t, "b": t}` with `a is b`; loading
 //! keeps it, as the unpickler's memo hands out clones of one handle.
 
 use crate::error::{StorageError, TensorError};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::autograd::Autograd;
 use crate::element::{self, Element, Scalar};
@@ -46,17 +48,10 @@ pub(crate) fn arange_problem(start: f64, end: f64, step: f64) -> String {
 }
 
 /// Which tensor object a [`Tensor`] handle belongs to (NOTE [tensor identity]):
-/// unique per process, copied by `Clone`.
+/// the address of the object's autograd state, which its handles share. It
+/// names the object while any of its handles lives (the writer keeps one).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub(crate) struct TensorId(u64);
-
-impl TensorId {
-    /// A new identity, never handed out before in this process.
-    pub(crate) fn fresh() -> TensorId {
-        static NEXT: AtomicU64 = AtomicU64::new(0);
-        TensorId(NEXT.fetch_add(1, Ordering::Relaxed))
-    }
-}
+pub(crate) struct TensorId(usize);
 
 /// A strided view of typed elements over an [`UntypedStorage`].
 #[derive(Clone)]
@@ -65,11 +60,15 @@ pub struct Tensor {
     pub(crate) dtype: DType,
     pub(crate) layout: Layout,
     /// Its autograd state: whether it requires grad, its gradient and
-    /// history, and, for a view, its base; shared by the object's handles.
+    /// history, and, for a view, its base; shared by the object's handles,
+    /// and so the object's identity (NOTE [tensor identity]).
     pub(crate) autograd: Autograd,
-    /// The object this handle belongs to (NOTE [tensor identity]).
-    pub(crate) id: TensorId,
 }
+
+// A checkpoint holds one a tensor: 104 bytes, so that a loaded tensor's
+// object (`TensorObject`, in an `Arc`) is an allocation of 144 bytes.
+#[cfg(all(target_pointer_width = "64", not(loom)))]
+const _: () = assert!(std::mem::size_of::<Tensor>() <= 104);
 
 impl Tensor {
     /// A tensor over `storage` whose layout is checked by the caller before anyone
@@ -85,7 +84,6 @@ impl Tensor {
             dtype,
             layout,
             autograd: Autograd::none(),
-            id: TensorId::fresh(),
         }
     }
 
@@ -100,7 +98,6 @@ impl Tensor {
             dtype,
             layout,
             autograd: Autograd::none(),
-            id: TensorId::fresh(),
         })
     }
 
@@ -128,7 +125,6 @@ impl Tensor {
             dtype,
             layout,
             autograd: Autograd::none(),
-            id: TensorId::fresh(),
         })
     }
 
@@ -193,7 +189,6 @@ impl Tensor {
             dtype: other.dtype,
             layout,
             autograd: Autograd::none(),
-            id: TensorId::fresh(),
         })
     }
 
@@ -361,8 +356,7 @@ impl Tensor {
     /// objects, even over the same bytes; see
     /// [`shares_storage_with`](Self::shares_storage_with).
     pub fn is_same(&self, other: &Tensor) -> bool {
-        self.id == other.id
-            && self.storage.is_same(&other.storage)
+        self.storage.is_same(&other.storage)
             && self.dtype == other.dtype
             && self.layout == other.layout
             && self.autograd.same(&other.autograd)
@@ -370,7 +364,7 @@ impl Tensor {
 
     /// The identity saving keys on (NOTE [tensor identity]); see [`is_same`](Self::is_same).
     pub(crate) fn id(&self) -> TensorId {
-        self.id
+        TensorId(self.autograd.identity())
     }
 
     /// True when the two tensors view the same storage.

@@ -74,7 +74,9 @@ use crate::error::TensorError;
 use std::cell::Cell;
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+
+use once_cell::race::OnceBox;
 
 pub(crate) use backward::{Backward, ViewFn};
 
@@ -219,21 +221,34 @@ pub(crate) struct AutogradMeta {
 /// first, so the handles of one object share one state (NOTE [tensor
 /// identity]); a handle without one is the object's only handle, and no
 /// view of it exists (a view keeps its base's state).
-pub(crate) struct Autograd(OnceLock<Arc<AutogradMeta>>);
+///
+/// One word (`OnceBox`, a pointer set once; `OnceLock` is two): a loaded
+/// tensor's object is then an allocation of 144 bytes, not 160. The state,
+/// where made, is behind one more small box.
+pub(crate) struct Autograd(OnceBox<Arc<AutogradMeta>>);
 
 impl Autograd {
     /// The state of a tensor that does not require grad, made when needed.
     pub(crate) fn none() -> Autograd {
-        Autograd(OnceLock::new())
+        Autograd(OnceBox::new())
     }
 
     fn of(meta: Arc<AutogradMeta>) -> Autograd {
-        Autograd(OnceLock::from(meta))
+        Autograd(OnceBox::with_value(Box::new(meta)))
     }
 
-    /// The state, made now where this handle had none.
+    /// The state, made now where this handle had none. Two threads making
+    /// it at once each make one, and all keep the first set (`OnceBox`):
+    /// a fresh state has no other owner, so the other is simply dropped.
     fn get(&self) -> &Arc<AutogradMeta> {
-        self.0.get_or_init(AutogradMeta::none)
+        self.0.get_or_init(|| Box::new(AutogradMeta::none()))
+    }
+
+    /// The object's identity (NOTE [tensor identity]): the address of its
+    /// state, made now where this handle had none. It names the object
+    /// while any of its handles lives.
+    pub(crate) fn identity(&self) -> usize {
+        Arc::as_ptr(self.get()) as usize
     }
 
     /// The state, where one was made: `None` is a tensor that does not
@@ -421,7 +436,6 @@ pub(crate) fn record_view(
         dtype: input.dtype,
         layout,
         autograd: Autograd::of(AutogradMeta::new(false, node, Some(Box::new(link)))),
-        id: crate::tensor::TensorId::fresh(),
     }
 }
 
@@ -551,7 +565,6 @@ impl Tensor {
             dtype: self.dtype,
             layout: self.layout.clone(),
             autograd: Autograd::none(),
-            id: crate::tensor::TensorId::fresh(),
         }
     }
 
