@@ -80,7 +80,8 @@ pub(crate) enum Fill {
 }
 
 enum How<'a, K> {
-    /// Raw records go into `batch` (when batching), read after the pickle;
+    /// Raw records go into `batch` (when batching), read after the pickle
+    /// (or as it goes: [`read_when_full`](Records::read_when_full));
     /// storages in huge pages where `huge_pages` asks.
     Eager {
         batch: Option<Vec<(UntypedStorage, K)>>,
@@ -228,6 +229,30 @@ impl<'a, K> Records<'a, K> {
             How::Mapped(map) => map.redirect(storage, at),
             _ => false,
         }
+    }
+
+    /// Reads an eager load's waiting raw records through `read` once there
+    /// are `n` of them, and empties the batch (keeping its room): a format
+    /// calling this after each [`make`](Self::make) holds `n` records'
+    /// entries at most, not one for each storage of the file.
+    ///
+    /// # Errors
+    /// `read`'s.
+    pub(crate) fn read_when_full(
+        &mut self,
+        n: usize,
+        read: impl FnOnce(&[(UntypedStorage, K)]) -> Result<()>,
+    ) -> Result<()> {
+        if let How::Eager {
+            batch: Some(batch), ..
+        } = &mut self.how
+        {
+            if batch.len() >= n {
+                read(batch)?;
+                batch.clear();
+            }
+        }
+        Ok(())
     }
 
     /// The raw records an eager load left for one batch read, each with

@@ -43,9 +43,9 @@ fn load_zip_archive<'z, R: ReadAt>(
     mut records: Records<'z, &'z zip::Entry>,
 ) -> Result<Checkpoint> {
     // At most a storage a record (the directory's size is bounded by the
-    // records limit).
+    // records limit), read a batch at a time.
     let storages = zip.entries().len();
-    records.reserve(storages);
+    records.reserve(storages.min(parallel::BATCH_RECORDS));
     // A TorchScript archive (`torch.jit.save`): its `__torch__` classes are
     // inert objects, its code is never read, and the tensors of
     // `constants.pkl` join the root (see `torchscript_constants`).

@@ -7,8 +7,12 @@ use crate::io::ReadAt;
 use crate::storage::BytesMut;
 use crate::{Error, Result, UntypedStorage};
 
+/// The most records [`fill`] reads in one batch; a load reads its deferred
+/// records each time this many are waiting, as its pickle names them.
+pub(super) const BATCH_RECORDS: usize = 1 << 14;
+
 /// Reads deferred stored records into their storages in batches
-/// ([`fill`]) of at most 16,384 records (what a batch holds per record, its
+/// ([`fill`]) of at most [`BATCH_RECORDS`] records (what a batch holds per record, its
 /// reads, lock and local header, stays a few MiB however many tensors the
 /// file has), in pieces of at most 16 MiB (so that a source reading a batch
 /// on several threads, a local file, splits it evenly by bytes; each
@@ -17,7 +21,7 @@ pub(super) fn fill_parallel<R: ReadAt>(
     zip: &ZipReader<R>,
     deferred: &[(UntypedStorage, &zip::Entry)],
 ) -> Result<()> {
-    fill_in_batches(zip, deferred, 1 << 14, 16 << 20)
+    fill_in_batches(zip, deferred, BATCH_RECORDS, 16 << 20)
 }
 
 /// [`fill_parallel`] in batches of at most `records` records and pieces of

@@ -1,8 +1,9 @@
 //! Where a torch zip archive's storages come from: each record `data/<key>`
-//! becomes a storage, read after the pickle in one batch (stored records of
-//! an eager load), now (deflated or CRC-checked ones), on first use (lazy
+//! becomes a storage, read in batches (stored records of an eager load: each
+//! time 16,384 wait, as the pickle names them, and the last after it), now (deflated or CRC-checked ones), on first use (lazy
 //! loads), or as a slice of the mapped file (memory-mapped loads).
 
+use super::parallel;
 use crate::checkpoint::records::{Fill, Record, Records};
 use crate::checkpoint::torch::StorageSource;
 use crate::checkpoint::zip::{self, Method, ZipReader};
@@ -121,7 +122,15 @@ impl<R: ReadAt> StorageSource for ZipSource<'_, R> {
         };
         let (storage, fill) = self.records.make(record, || Ok(zip.data_offset(entry)?))?;
         match fill {
-            Fill::Done => return Ok(storage),
+            Fill::Done => {
+                // A file of many small tensors holds a batch's entries, not
+                // one for each of its storages, at the load's peak.
+                self.records
+                    .read_when_full(parallel::BATCH_RECORDS, |batch| {
+                        parallel::fill_parallel(zip, batch)
+                    })?;
+                return Ok(storage);
+            }
             Fill::Mapped if self.verify_crc => {
                 self.zip.check_crc(entry)?;
                 return Ok(storage);
