@@ -78,8 +78,8 @@ pub use value::data::{
 };
 pub(crate) use value::graph::Checkpoint;
 pub use value::graph::{
-    dotted, ByteOrder, Construct, Format, InertObject, Object, PathKey, RecordKey, StorageRecord,
-    StorageRef, TensorObject, MAX_PATHS,
+    dotted, ByteOrder, Construct, Format, InertObject, LocationTag, Object, PathKey, RecordKey,
+    StorageRecord, StorageRef, TensorObject, MAX_PATHS,
 };
 pub use value::kind::{CompressedLayout, Quantization, TensorKind};
 pub use value::origin::Layout;

@@ -20,8 +20,8 @@ use crate::checkpoint::globals::allowlist::{self, Global};
 use crate::checkpoint::options::{LoadMode, LoadOptions};
 use crate::checkpoint::pickle::{Graph, Hooks, Node, Value};
 use crate::checkpoint::value::graph::{
-    ByteOrder, Construct, NodeMap, NodeSet, Object, RecordKey, StorageRecord, StorageRef,
-    TensorObject,
+    ByteOrder, Construct, LocationTag, NodeMap, NodeSet, Object, RecordKey, StorageRecord,
+    StorageRef, TensorObject,
 };
 use crate::layout::Layout;
 use crate::{DType, Device, Error, Result, Tensor, UntypedStorage};
@@ -146,6 +146,9 @@ pub(crate) struct TorchHooks<'s, S: StorageSource> {
     /// The hasher of a cache by key (`foldhash`: a key per tensor).
     hasher: foldhash::fast::RandomState,
     pub records: Vec<StorageRecord>,
+    /// The location tags made so far (a few): the records that name one
+    /// share it.
+    tags: Vec<LocationTag>,
     /// Bytes declared by the storages read so far.
     pub declared_bytes: u64,
     pub ordered: NodeSet,
@@ -230,6 +233,7 @@ impl<'s, S: StorageSource> TorchHooks<'s, S> {
             cache,
             hasher: foldhash::fast::RandomState::default(),
             records: Vec::new(),
+            tags: Vec::new(),
             declared_bytes: 0,
             ordered: NodeSet::default(),
             classes: NodeMap::default(),
@@ -514,6 +518,7 @@ impl<S: StorageSource> TorchHooks<'_, S> {
         };
         self.cache
             .insert(&key, slot, index, &self.records, &self.hasher);
+        let location = self.tag(&location);
         self.records.push(StorageRecord {
             key: r.key.clone(),
             storage,
@@ -521,6 +526,20 @@ impl<S: StorageSource> TorchHooks<'_, S> {
             location,
         });
         Ok(r)
+    }
+
+    /// The tag `location`, shared with the records that named it before
+    /// (among the first few tags: a file naming many has a tag a record).
+    fn tag(&mut self, location: &str) -> LocationTag {
+        const SHARED: usize = 16;
+        if let Some(tag) = self.tags.iter().find(|t| t.as_str() == location) {
+            return tag.clone();
+        }
+        let tag = LocationTag::from(location);
+        if self.tags.len() < SHARED {
+            self.tags.push(tag.clone());
+        }
+        tag
     }
 
     #[allow(clippy::too_many_arguments)]

@@ -8,7 +8,6 @@
 use crate::error::{CheckpointError, ErrorContext, StorageError};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
-use std::sync::Arc;
 
 use crate::checkpoint::pickle::{Graph, Node, NodeId, Value};
 use crate::checkpoint::value::object::SharedEdits;
@@ -18,6 +17,7 @@ use crate::{DType, Error, Result, Tensor, UntypedStorage};
 
 // The graph's leaves live in `object.rs`; they are named from here, as the
 // rest of the crate has always named them.
+pub use crate::checkpoint::value::location_tag::LocationTag;
 pub use crate::checkpoint::value::object::{
     Construct, InertObject, Object, StorageRef, TensorObject,
 };
@@ -32,14 +32,14 @@ pub struct StorageRecord {
     pub storage: UntypedStorage,
     /// The legacy class's dtype, or `None` for `UntypedStorage`.
     pub dtype: Option<DType>,
-    /// The location tag written in the file (`cpu`, `cuda:0`); shared with
-    /// the pickle's string.
-    pub location: Arc<str>,
+    /// The location tag written in the file (`cpu`, `cuda:0`), shared by
+    /// the records that name it.
+    pub location: LocationTag,
 }
 
-// A checkpoint holds one a storage: 48 bytes, its key inline.
+// A checkpoint holds one a storage: 40 bytes, its key inline.
 #[cfg(all(target_pointer_width = "64", not(loom)))]
-const _: () = assert!(std::mem::size_of::<StorageRecord>() <= 48);
+const _: () = assert!(std::mem::size_of::<StorageRecord>() <= 40);
 
 impl StorageRecord {
     /// The class name PyTorch wrote for the storage (`FloatStorage`, `UntypedStorage`).

@@ -20,6 +20,7 @@ pub(crate) mod builder;
 pub(crate) mod data;
 pub(crate) mod graph;
 pub(crate) mod kind;
+pub(crate) mod location_tag;
 pub(crate) mod module;
 pub(crate) mod object;
 pub(crate) mod origin;

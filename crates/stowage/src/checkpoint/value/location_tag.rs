@@ -1,0 +1,105 @@
+//! A storage record's location tag: where the file says the storage lived
+//! when it was saved (`"cpu"`, `"cuda:0"`), read as a `str`.
+
+use std::fmt;
+use std::ops::Deref;
+use std::sync::Arc;
+
+/// The location tag a checkpoint wrote for a storage (PyTorch's
+/// `location_tag`: `"cpu"`, `"cuda:0"`, `"mps"`), read as a `str`.
+///
+/// One word, shared on clone: a checkpoint of many small tensors holds one
+/// a storage, nearly all the same tag, and a load makes the tag once for
+/// all the storages that name it.
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct LocationTag(Arc<String>);
+
+// A storage record is 40 bytes with a tag of one word.
+#[cfg(all(target_pointer_width = "64", not(loom)))]
+const _: () = assert!(std::mem::size_of::<LocationTag>() == 8);
+
+impl LocationTag {
+    /// The tag as a string slice.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl Default for LocationTag {
+    /// `"cpu"`.
+    fn default() -> Self {
+        LocationTag::from("cpu")
+    }
+}
+
+impl Deref for LocationTag {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl AsRef<str> for LocationTag {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl From<&str> for LocationTag {
+    fn from(tag: &str) -> Self {
+        LocationTag(Arc::new(tag.to_owned()))
+    }
+}
+
+impl From<String> for LocationTag {
+    fn from(tag: String) -> Self {
+        LocationTag(Arc::new(tag))
+    }
+}
+
+impl PartialEq<str> for LocationTag {
+    fn eq(&self, other: &str) -> bool {
+        self.as_str() == other
+    }
+}
+
+impl PartialEq<&str> for LocationTag {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+impl fmt::Display for LocationTag {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl fmt::Debug for LocationTag {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self.as_str(), f)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A tag reads back, compares and prints as the string it was made
+    /// from; clones share it.
+    #[test]
+    fn a_tag_is_its_string() {
+        for s in ["cpu", "cuda:0", "privateuseone:3", ""] {
+            let t = LocationTag::from(s);
+            assert_eq!(t.as_str(), s);
+            assert_eq!(t, s);
+            assert_eq!(&*t, s);
+            assert_eq!(t.to_string(), s);
+            assert_eq!(format!("{t:?}"), format!("{s:?}"));
+            assert_eq!(LocationTag::from(s.to_owned()), t);
+            let c = t.clone();
+            assert!(std::ptr::eq(c.as_str(), t.as_str()));
+        }
+        assert_eq!(LocationTag::default(), "cpu");
+    }
+}
