@@ -1,8 +1,6 @@
 //! A storage record's location tag: where the file says the storage lived
 //! when it was saved (`"cpu"`, `"cuda:0"`), read as a `str`.
 
-use std::fmt;
-use std::ops::Deref;
 use std::sync::Arc;
 
 /// The location tag a checkpoint wrote for a storage (PyTorch's
@@ -32,19 +30,6 @@ impl Default for LocationTag {
     }
 }
 
-impl Deref for LocationTag {
-    type Target = str;
-    fn deref(&self) -> &str {
-        &self.0
-    }
-}
-
-impl AsRef<str> for LocationTag {
-    fn as_ref(&self) -> &str {
-        &self.0
-    }
-}
-
 impl From<&str> for LocationTag {
     fn from(tag: &str) -> Self {
         LocationTag(Arc::new(tag.to_owned()))
@@ -57,29 +42,7 @@ impl From<String> for LocationTag {
     }
 }
 
-impl PartialEq<str> for LocationTag {
-    fn eq(&self, other: &str) -> bool {
-        self.as_str() == other
-    }
-}
-
-impl PartialEq<&str> for LocationTag {
-    fn eq(&self, other: &&str) -> bool {
-        self.as_str() == *other
-    }
-}
-
-impl fmt::Display for LocationTag {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl fmt::Debug for LocationTag {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(self.as_str(), f)
-    }
-}
+reads_as_str!(LocationTag);
 
 #[cfg(test)]
 mod tests {

@@ -15,6 +15,50 @@
 //! - `builder`: a checkpoint built from Rust values
 //!   ([`CheckpointBuilder`](super::CheckpointBuilder)).
 
+/// Implements, for a string type of a storage record with an `as_str`,
+/// what reads it as that string: `Deref<Target = str>`, `AsRef<str>`, `==`
+/// with a `str` and a `&str`, `Display` and `Debug`.
+macro_rules! reads_as_str {
+    ($t:ty) => {
+        impl std::ops::Deref for $t {
+            type Target = str;
+            fn deref(&self) -> &str {
+                self.as_str()
+            }
+        }
+
+        impl AsRef<str> for $t {
+            fn as_ref(&self) -> &str {
+                self.as_str()
+            }
+        }
+
+        impl PartialEq<str> for $t {
+            fn eq(&self, other: &str) -> bool {
+                self.as_str() == other
+            }
+        }
+
+        impl PartialEq<&str> for $t {
+            fn eq(&self, other: &&str) -> bool {
+                self.as_str() == *other
+            }
+        }
+
+        impl std::fmt::Display for $t {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+
+        impl std::fmt::Debug for $t {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                std::fmt::Debug::fmt(self.as_str(), f)
+            }
+        }
+    };
+}
+
 pub(crate) mod access;
 pub(crate) mod builder;
 pub(crate) mod data;

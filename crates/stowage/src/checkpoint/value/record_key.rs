@@ -2,8 +2,6 @@
 //! pointer string in legacy files, a path in folders of several files.
 
 use std::borrow::Borrow;
-use std::fmt;
-use std::ops::Deref;
 
 use ecow::EcoString;
 
@@ -27,19 +25,6 @@ impl RecordKey {
     }
 }
 
-impl Deref for RecordKey {
-    type Target = str;
-    fn deref(&self) -> &str {
-        &self.0
-    }
-}
-
-impl AsRef<str> for RecordKey {
-    fn as_ref(&self) -> &str {
-        &self.0
-    }
-}
-
 impl Borrow<str> for RecordKey {
     fn borrow(&self) -> &str {
         &self.0
@@ -58,29 +43,7 @@ impl From<String> for RecordKey {
     }
 }
 
-impl PartialEq<str> for RecordKey {
-    fn eq(&self, other: &str) -> bool {
-        self.as_str() == other
-    }
-}
-
-impl PartialEq<&str> for RecordKey {
-    fn eq(&self, other: &&str) -> bool {
-        self.as_str() == *other
-    }
-}
-
-impl fmt::Display for RecordKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl fmt::Debug for RecordKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(self.as_str(), f)
-    }
-}
+reads_as_str!(RecordKey);
 
 #[cfg(test)]
 mod tests {
