@@ -503,19 +503,22 @@ impl DcpCheckpoint {
         let items = &this.metadata.items;
         let mut keys = Keys::default();
         let mut values = HashMap::new();
+        let mut ahead = this.read_ahead(items);
         let mut start = 0;
         while start < items.len() {
             let end = this.batch_end(items, start)?;
-            for item in &items[start..end] {
-                this.place_item(&mut ckpt, &mut keys, &mut values, root, item)?;
+            for (i, item) in items.iter().enumerate().take(end).skip(start) {
+                let read = ahead.get_mut(i).and_then(Option::take);
+                this.place_item(&mut ckpt, &mut keys, &mut values, root, item, read)?;
             }
             start = end;
         }
         Ok(ckpt)
     }
 
-    /// Reads `item` as the options' mode makes it and places it in `ckpt`
-    /// under the dict `root`, as the saved state dict nested it. A value
+    /// Reads `item` as the options' mode makes it (a tensor `read` ahead
+    /// is taken as it is) and places it in `ckpt` under the dict `root`, as
+    /// the saved state dict nested it. A value
     /// item stored in the same bytes as one read before (one object at
     /// several paths, as stowage saves it) is that same value, its identity
     /// kept: `values` holds each read, by its file, offset and length.
@@ -526,10 +529,14 @@ impl DcpCheckpoint {
         values: &mut HashMap<(&'m str, u64, u64), Value<Object>>,
         root: NodeId,
         item: &'m Item,
+        read: Option<Result<Tensor>>,
     ) -> Result<()> {
         let value = match &item.kind {
             ItemKind::Tensor(meta) => {
-                let tensor = self.tensor_in_mode(&item.fqn, meta)?;
+                let tensor = match read {
+                    Some(read) => read?,
+                    None => self.tensor_in_mode(&item.fqn, meta)?,
+                };
                 ckpt.storages.push(StorageRecord {
                     key: item.fqn.as_str().into(),
                     storage: tensor.untyped_storage().clone(),

@@ -10,14 +10,15 @@
 use crate::error::ErrorContext;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::item::Source;
-use super::metadata::{Item, ItemKind, StorageRef};
+use super::metadata::{Item, ItemKind, StorageRef, TensorMeta};
 use super::DcpCheckpoint;
 use crate::checkpoint::records::Mode;
 use crate::io::{Location, Span};
-use crate::Result;
+use crate::{Result, Tensor};
 
 /// The windows of items fetched ahead, by data file and offset; each is
 /// taken by the read that needs it.
@@ -58,6 +59,50 @@ fn stored_items(item: &Item) -> Vec<StorageRef<'_>> {
 }
 
 impl DcpCheckpoint {
+    /// An eager load of local data files: its tensors under 4 MiB read
+    /// ahead on two threads, each taking the next item none has taken (a
+    /// tensor's chunks are read by the thread that takes it), as a torch zip
+    /// or safetensors load reads its batch on two; a slot for each item, in
+    /// order (`None` for a value, a larger tensor, whose reads are split in
+    /// two as it is placed, or an item after one that failed). Other loads
+    /// read nothing here (an empty list). Read one after another, such
+    /// tensors were one thread's `pread`s: a 1 GiB folder of 2 MiB tensors
+    /// loaded in twice the time of the same tensors in a `.pt` file.
+    pub(super) fn read_ahead(self: &Arc<Self>, items: &[Item]) -> Vec<Option<Result<Tensor>>> {
+        if !matches!(Mode::of(&self.options), Mode::Eager { .. }) || self.dir.is_remote() {
+            return Vec::new();
+        }
+        let slots: Vec<Mutex<Option<Result<Tensor>>>> =
+            items.iter().map(|_| Mutex::new(None)).collect();
+        let (next, failed) = (AtomicUsize::new(0), AtomicBool::new(false));
+        let work = || {
+            while !failed.load(Ordering::Relaxed) {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(item) = items.get(i) else { break };
+                let small = |meta: &TensorMeta| {
+                    super::bytes_of(&item.fqn, meta.dtype, &meta.size)
+                        .is_ok_and(|n| n < super::region::PARALLEL_MIN)
+                };
+                if let ItemKind::Tensor(meta) = &item.kind {
+                    if !small(meta) {
+                        continue;
+                    }
+                    let read = self.tensor_in_mode(&item.fqn, meta);
+                    failed.fetch_or(read.is_err(), Ordering::Relaxed);
+                    *slots[i].lock().unwrap_or_else(|p| p.into_inner()) = Some(read);
+                }
+            }
+        };
+        std::thread::scope(|s| {
+            s.spawn(work);
+            work();
+        });
+        slots
+            .into_iter()
+            .map(|slot| slot.into_inner().unwrap_or_else(|p| p.into_inner()))
+            .collect()
+    }
+
     /// Where the batch of items starting at `items[start]` ends: with items
     /// fetched ahead (an eager load from object storage), after as many
     /// items as the byte budget allows, their bytes fetched; else at the end.

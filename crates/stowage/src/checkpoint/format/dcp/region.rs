@@ -130,11 +130,14 @@ impl DcpCheckpoint {
     }
 }
 
+/// The smallest read [`read_in_two`] splits; an eager load reads smaller
+/// tensors two at a time instead ([`DcpCheckpoint::read_ahead`](super::DcpCheckpoint)).
+pub(super) const PARALLEL_MIN: usize = 4 << 20;
+
 /// Reads `dst` from `storage` at `from`: a large read in two halves on two
 /// threads, as the zip and safetensors readers read a file's batch (what a
 /// load of a file in the page cache gains from, `docs/performance.md`).
 fn read_in_two(storage: &crate::UntypedStorage, from: usize, dst: &mut [u8]) -> Result<()> {
-    const PARALLEL_MIN: usize = 4 << 20;
     if dst.len() < PARALLEL_MIN {
         return storage.read_at(from, dst);
     }
