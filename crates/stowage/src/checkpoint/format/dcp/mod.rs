@@ -503,11 +503,12 @@ impl DcpCheckpoint {
         let items = &this.metadata.items;
         let mut keys = Keys::default();
         let mut values = HashMap::new();
-        let mut ahead = this.read_ahead(items);
         let mut start = 0;
         while start < items.len() {
             let end = this.batch_end(items, start)?;
-            for (i, item) in items.iter().enumerate().take(end).skip(start) {
+            let batch = &items[start..end];
+            let mut ahead = this.read_ahead(batch);
+            for (i, item) in batch.iter().enumerate() {
                 let read = ahead.get_mut(i).and_then(Option::take);
                 this.place_item(&mut ckpt, &mut keys, &mut values, root, item, read)?;
             }
@@ -518,10 +519,10 @@ impl DcpCheckpoint {
 
     /// Reads `item` as the options' mode makes it (a tensor `read` ahead
     /// is taken as it is) and places it in `ckpt` under the dict `root`, as
-    /// the saved state dict nested it. A value
-    /// item stored in the same bytes as one read before (one object at
-    /// several paths, as stowage saves it) is that same value, its identity
-    /// kept: `values` holds each read, by its file, offset and length.
+    /// the saved state dict nested it. A value item stored in the same
+    /// bytes as one read before (one object at several paths, as stowage
+    /// saves it) is that same value, its identity kept: `values` holds each
+    /// read, by its file, offset and length.
     fn place_item<'m>(
         self: &Arc<Self>,
         ckpt: &mut Checkpoint,

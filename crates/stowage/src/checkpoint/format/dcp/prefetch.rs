@@ -3,9 +3,12 @@
 //! storage they come in concurrent ranged requests across the data files (at
 //! most `concurrency` in flight, whichever files they go to) rather than one
 //! item after another, a round trip each; a local file's are read in place,
-//! when read. A batch holds at most the remote options' `concurrency ×
-//! max_request` bytes (or one item, if larger), so the bytes held ahead stay
-//! bounded whatever the checkpoint's size.
+//! when read, a batch's small tensors two at a time ([`read_ahead`]). A
+//! batch holds at most the remote options' `concurrency × max_request` bytes
+//! (or one item, if larger), or 4,096 local items, so the bytes held ahead
+//! stay bounded whatever the checkpoint's size.
+//!
+//! [`read_ahead`]: DcpCheckpoint::read_ahead
 
 use crate::error::ErrorContext;
 use std::collections::HashMap;
@@ -19,6 +22,10 @@ use super::DcpCheckpoint;
 use crate::checkpoint::records::Mode;
 use crate::io::{Location, Span};
 use crate::{Result, Tensor};
+
+/// The most items an eager load of local data files reads ahead before it
+/// places them ([`DcpCheckpoint::read_ahead`]).
+const AHEAD: usize = 4096;
 
 /// The windows of items fetched ahead, by data file and offset; each is
 /// taken by the read that needs it.
@@ -59,32 +66,33 @@ fn stored_items(item: &Item) -> Vec<StorageRef<'_>> {
 }
 
 impl DcpCheckpoint {
-    /// An eager load of local data files: its tensors under 4 MiB read
-    /// ahead on two threads, each taking the next item none has taken (a
-    /// tensor's chunks are read by the thread that takes it), as a torch zip
-    /// or safetensors load reads its batch on two; a slot for each item, in
-    /// order (`None` for a value, a larger tensor, whose reads are split in
-    /// two as it is placed, or an item after one that failed). Other loads
-    /// read nothing here (an empty list). Read one after another, such
-    /// tensors were one thread's `pread`s: a 1 GiB folder of 2 MiB tensors
-    /// loaded in twice the time of the same tensors in a `.pt` file.
-    pub(super) fn read_ahead(self: &Arc<Self>, items: &[Item]) -> Vec<Option<Result<Tensor>>> {
-        if !matches!(Mode::of(&self.options), Mode::Eager { .. }) || self.dir.is_remote() {
+    /// An eager load of local data files: the tensors of `batch` under 4
+    /// MiB read ahead on two threads, each taking the next item none has
+    /// taken (a tensor's chunks are read by the thread that takes it), as a
+    /// torch zip or safetensors load reads its batch on two; a slot for each
+    /// item, in order (`None` for a value, a larger tensor, whose reads are
+    /// split in two as it is placed, or an item after one that failed).
+    /// Other loads read nothing here (an empty list). Read one after
+    /// another, such tensors were one thread's `pread`s: a 1 GiB folder of
+    /// 2 MiB tensors loaded in twice the time of the same tensors in a `.pt`
+    /// file.
+    pub(super) fn read_ahead(self: &Arc<Self>, batch: &[Item]) -> Vec<Option<Result<Tensor>>> {
+        if !self.reads_ahead() {
             return Vec::new();
         }
+        let small = |item: &Item, meta: &TensorMeta| {
+            super::bytes_of(&item.fqn, meta.dtype, &meta.size)
+                .is_ok_and(|n| n < super::region::PARALLEL_MIN)
+        };
         let slots: Vec<Mutex<Option<Result<Tensor>>>> =
-            items.iter().map(|_| Mutex::new(None)).collect();
+            batch.iter().map(|_| Mutex::new(None)).collect();
         let (next, failed) = (AtomicUsize::new(0), AtomicBool::new(false));
         let work = || {
             while !failed.load(Ordering::Relaxed) {
                 let i = next.fetch_add(1, Ordering::Relaxed);
-                let Some(item) = items.get(i) else { break };
-                let small = |meta: &TensorMeta| {
-                    super::bytes_of(&item.fqn, meta.dtype, &meta.size)
-                        .is_ok_and(|n| n < super::region::PARALLEL_MIN)
-                };
+                let Some(item) = batch.get(i) else { break };
                 if let ItemKind::Tensor(meta) = &item.kind {
-                    if !small(meta) {
+                    if !small(item, meta) {
                         continue;
                     }
                     let read = self.tensor_in_mode(&item.fqn, meta);
@@ -115,11 +123,22 @@ impl DcpCheckpoint {
     pub(super) fn batch_end(&self, items: &[Item], start: usize) -> Result<usize> {
         // A local file's item is read in place when its tensor is: nothing
         // to fetch ahead (a window kept per chunk held ~60 bytes each until
-        // the load ended, and finding each item's file scanned the batch's).
+        // the load ended, and finding each item's file scanned the batch's),
+        // but an eager load reads a batch's small tensors on two threads,
+        // holding a batch of them before they are placed.
+        if self.reads_ahead() {
+            return Ok(items.len().min(start.saturating_add(AHEAD)));
+        }
         if !matches!(Mode::of(&self.options), Mode::Eager { .. }) || !self.dir.is_remote() {
             return Ok(items.len());
         }
         self.prefetch(items, start)
+    }
+
+    /// Whether this load reads its tensors ahead ([`read_ahead`](Self::read_ahead)):
+    /// an eager one of local data files.
+    fn reads_ahead(&self) -> bool {
+        matches!(Mode::of(&self.options), Mode::Eager { .. }) && !self.dir.is_remote()
     }
 
     /// The bytes an eager load fetches ahead at most: what the remote

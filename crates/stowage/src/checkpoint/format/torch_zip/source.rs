@@ -1,7 +1,8 @@
 //! Where a torch zip archive's storages come from: each record `data/<key>`
 //! becomes a storage, read in batches (stored records of an eager load: each
-//! time 16,384 wait, as the pickle names them, and the last after it), now (deflated or CRC-checked ones), on first use (lazy
-//! loads), or as a slice of the mapped file (memory-mapped loads).
+//! time 16,384 wait, as the pickle names them, and the last after it), now
+//! (deflated or CRC-checked ones), on first use (lazy loads), or as a slice
+//! of the mapped file (memory-mapped loads).
 
 use super::parallel;
 use crate::checkpoint::records::{Fill, Record, Records};
