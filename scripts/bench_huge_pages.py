@@ -1,6 +1,10 @@
 #!/usr/bin/env python3
 """Eager loads with and without transparent huge pages, beside the floors,
-each in fresh processes: `bench_huge_pages.py FILE [--rounds R] [--loads N]`.
+each in fresh processes: `bench_huge_pages.py FILE [--rounds R] [--loads N]
+[--load CHECKPOINT]`.
+
+The floors read FILE; the loads load FILE, or CHECKPOINT where given (a
+folder whose bytes FILE holds: a DCP folder's data file as FILE).
 
 Builds nothing: run `cargo build --release -p stowage --example load_times`
 first. Each round runs, in an order that rotates from round to round, four
@@ -73,7 +77,8 @@ def run(kind, args):
     if kind in ("floor-4k", "floor-huge"):
         cmd = [sys.executable, __file__, args.file, "--floor", kind, "--loads", str(args.loads)]
     else:
-        cmd = [args.example, args.file, str(args.loads)] + (["--huge-pages"] if kind == "load-huge" else [])
+        cmd = [args.example, args.load or args.file, str(args.loads)]
+        cmd += ["--huge-pages"] if kind == "load-huge" else []
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     return json.loads(out.strip().splitlines()[-1])["seconds"]
 
@@ -85,6 +90,7 @@ def main():
     p.add_argument("--loads", type=int, default=3)
     p.add_argument("--example", default="target/release/examples/load_times")
     p.add_argument("--floor", choices=["floor-4k", "floor-huge"])
+    p.add_argument("--load", help="the checkpoint the loads load (default: FILE)")
     args = p.parse_args()
     if args.floor:
         return floor(args.file, args.loads, args.floor == "floor-huge")
