@@ -23,13 +23,6 @@ impl LocationTag {
     }
 }
 
-impl Default for LocationTag {
-    /// `"cpu"`.
-    fn default() -> Self {
-        LocationTag::from("cpu")
-    }
-}
-
 impl From<&str> for LocationTag {
     fn from(tag: &str) -> Self {
         LocationTag(Arc::new(tag.to_owned()))
@@ -63,6 +56,5 @@ mod tests {
             let c = t.clone();
             assert!(std::ptr::eq(c.as_str(), t.as_str()));
         }
-        assert_eq!(LocationTag::default(), "cpu");
     }
 }
