@@ -682,3 +682,42 @@ fn a_torchscript_archive_loads_as_torchscript() {
     // A plain torch.save archive stays TorchZip.
     assert_eq!(load_fixture(&zip_fixtures()[0]).format(), Format::TorchZip);
 }
+
+/// A file of more storages than the loader reads in one batch (an eager
+/// load reads its records each time 16,384 wait, as the pickle names them):
+/// every tensor loads with its own bytes, and a view the pickle reaches
+/// after two batches were read, of a storage read in the first, still
+/// shares it.
+#[test]
+fn records_read_in_batches_as_the_pickle_goes_land_in_their_storages() {
+    use stowage::checkpoint::PyValue;
+    let n = 40_000;
+    let base = Tensor::from_slice(&[0.5f32, 1.5, 2.5, 3.5]).unwrap();
+    let mut entries = vec![("base".to_owned(), base.clone())];
+    entries.extend((0..n).map(|i| {
+        let t = Tensor::from_slice(&[i as f32, -(i as f32)]).unwrap();
+        (format!("t{i}"), t)
+    }));
+    entries.push(("late_view".to_owned(), base.narrow(0, 1, 2).unwrap()));
+    let ckpt = Checkpoint::from_value(PyValue::state_dict(entries)).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("many.pt");
+    stowage::save(&path, &ckpt).unwrap();
+
+    let back = stowage::load(&path).unwrap();
+    assert_eq!(back.storages().len(), n + 1);
+    for i in (0..n)
+        .step_by(997)
+        .chain([16_383, 16_384, 32_767, 32_768, n - 1])
+    {
+        let t = &at(&back, &[&format!("t{i}")]).tensor;
+        assert_eq!(t.to_vec::<f32>().unwrap(), [i as f32, -(i as f32)], "t{i}");
+    }
+    let (base, view) = (
+        &at(&back, &["base"]).tensor,
+        &at(&back, &["late_view"]).tensor,
+    );
+    assert!(view.shares_storage_with(base));
+    assert_eq!(view.to_vec::<f32>().unwrap(), [1.5, 2.5]);
+    assert_eq!(base.to_vec::<f32>().unwrap(), [0.5, 1.5, 2.5, 3.5]);
+}
