@@ -1,14 +1,14 @@
 //! A storage record's location tag: where the file says the storage lived
 //! when it was saved (`"cpu"`, `"cuda:0"`), read as a `str`.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// The location tag a checkpoint wrote for a storage (PyTorch's
 /// `location_tag`: `"cpu"`, `"cuda:0"`, `"mps"`), read as a `str`.
 ///
 /// One word, shared on clone: a checkpoint of many small tensors holds one
 /// a storage, nearly all the same tag, and a load makes the tag once for
-/// all the storages that name it.
+/// all the storages that name it (`"cpu"` is one tag for the process).
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct LocationTag(Arc<String>);
 
@@ -23,15 +23,32 @@ impl LocationTag {
     }
 }
 
+impl LocationTag {
+    /// `"cpu"`, the tag of nearly every record: one for the process, so
+    /// that a format making a tag a record (safetensors, DCP, a built
+    /// checkpoint) allocates none.
+    fn cpu() -> LocationTag {
+        static CPU: OnceLock<LocationTag> = OnceLock::new();
+        CPU.get_or_init(|| LocationTag(Arc::new("cpu".to_owned())))
+            .clone()
+    }
+}
+
 impl From<&str> for LocationTag {
     fn from(tag: &str) -> Self {
-        LocationTag(Arc::new(tag.to_owned()))
+        match tag {
+            "cpu" => LocationTag::cpu(),
+            _ => LocationTag(Arc::new(tag.to_owned())),
+        }
     }
 }
 
 impl From<String> for LocationTag {
     fn from(tag: String) -> Self {
-        LocationTag(Arc::new(tag))
+        match tag.as_str() {
+            "cpu" => LocationTag::cpu(),
+            _ => LocationTag(Arc::new(tag)),
+        }
     }
 }
 
@@ -56,5 +73,11 @@ mod tests {
             let c = t.clone();
             assert!(std::ptr::eq(c.as_str(), t.as_str()));
         }
+        // Every "cpu" is one tag.
+        let (a, b) = (
+            LocationTag::from("cpu"),
+            LocationTag::from("cpu".to_owned()),
+        );
+        assert!(std::ptr::eq(a.as_str(), b.as_str()));
     }
 }
