@@ -720,4 +720,25 @@ fn records_read_in_batches_as_the_pickle_goes_land_in_their_storages() {
     assert!(view.shares_storage_with(base));
     assert_eq!(view.to_vec::<f32>().unwrap(), [1.5, 2.5]);
     assert_eq!(base.to_vec::<f32>().unwrap(), [0.5, 1.5, 2.5, 3.5]);
+
+    // A record of the first batch with a broken local header: the load's
+    // error names that record, not the storage the pickle was making when
+    // the batch was read, nor the pickle.
+    let mut bytes = std::fs::read(&path).unwrap();
+    let zip = stowage_zip::ZipReader::new(bytes.clone(), &Default::default()).unwrap();
+    let bad = zip
+        .entries()
+        .iter()
+        .find(|e| zip.name(e).ends_with("/data/100"))
+        .expect("record 100");
+    let (name, at) = (zip.name(bad).to_owned(), bad.local_header_offset as usize);
+    bytes[at..at + 4].copy_from_slice(b"XXXX");
+    std::fs::write(&path, &bytes).unwrap();
+    match stowage::load(&path) {
+        Err(Error::InFile { source, .. }) => match *source {
+            Error::InRecord { name: got, .. } => assert_eq!(got, name),
+            other => panic!("expected the record named, got {other}"),
+        },
+        other => panic!("expected an error in the file, got {:?}", other.map(|_| ())),
+    }
 }

@@ -129,6 +129,9 @@ fn load_zip_archive<'z, R: ReadAt>(
         }
         torchscript_constants(&mut pickled.graph, &mut pickled.root, c_root);
     }
+    if let Some(e) = src.failed.take() {
+        return Err(e);
+    }
     parallel::fill_parallel(zip, &src.records.take_batch())?;
     let mut ckpt = check_views(Checkpoint {
         format: if constants.is_some() {

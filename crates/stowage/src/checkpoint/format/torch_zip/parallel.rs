@@ -85,7 +85,7 @@ fn fill<R: ReadAt>(
     for (r, (_, e)) in deferred.iter().enumerate() {
         let (this, rest) = header.split_at(header_len(e));
         header = rest;
-        let actual = zip.data_offset_in(e, this)?;
+        let actual = zip.data_offset_in(e, this).in_entry(zip.name(e))?;
         if actual != offsets[r] {
             offsets[r] = actual;
             again[r] = true;

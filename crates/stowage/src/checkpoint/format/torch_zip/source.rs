@@ -26,6 +26,11 @@ pub(super) struct ZipSource<'z, R: ReadAt> {
     name: String,
     /// The slot after the last found: where the next record most likely is.
     next_slot: usize,
+    /// The error of a batch read while the pickle went on: kept, and no
+    /// batch read after it, to be the load's error once the pickle is read
+    /// (a pickle's own error first, as when every record was read after
+    /// it), not one of the storage the pickle was making then.
+    pub(super) failed: Option<Error>,
 }
 
 impl<'z, R: ReadAt> ZipSource<'z, R> {
@@ -41,6 +46,7 @@ impl<'z, R: ReadAt> ZipSource<'z, R> {
             dir: "data",
             name: String::new(),
             next_slot: 0,
+            failed: None,
         }
     }
 
@@ -126,10 +132,14 @@ impl<R: ReadAt> StorageSource for ZipSource<'_, R> {
             Fill::Done => {
                 // A file of many small tensors holds a batch's entries, not
                 // one for each of its storages, at the load's peak.
-                self.records
-                    .read_when_full(parallel::BATCH_RECORDS, |batch| {
-                        parallel::fill_parallel(zip, batch)
-                    })?;
+                if self.failed.is_none() {
+                    let read = self
+                        .records
+                        .read_when_full(parallel::BATCH_RECORDS, |batch| {
+                            parallel::fill_parallel(zip, batch)
+                        });
+                    self.failed = read.err();
+                }
                 return Ok(storage);
             }
             Fill::Mapped if self.verify_crc => {
