@@ -195,10 +195,15 @@ impl<'c> ValueRef<'c> {
     }
 
     fn child(&self, value: &'c Value<Object>, key: Key) -> ValueRef<'c> {
+        self.reached(value, self.trail.child(key))
+    }
+
+    /// A handle on `value` of this checkpoint, reached by `trail`.
+    fn reached(&self, value: &'c Value<Object>, trail: Trail) -> ValueRef<'c> {
         ValueRef {
             ckpt: self.ckpt,
             value,
-            trail: self.trail.child(key),
+            trail,
         }
     }
 
@@ -544,19 +549,7 @@ impl<'c> ValueRef<'c> {
         Ok(items.iter().enumerate().map(move |(at, (k, v))| {
             // The key's handle and the value's have one path.
             let trail = parent.child(Key::Entry { dict: *dict, at });
-            let key = ValueRef {
-                ckpt: self.ckpt,
-                value: k,
-                trail: trail.clone(),
-            };
-            (
-                key,
-                ValueRef {
-                    ckpt: self.ckpt,
-                    value: v,
-                    trail,
-                },
-            )
+            (self.reached(k, trail.clone()), self.reached(v, trail))
         }))
     }
 
