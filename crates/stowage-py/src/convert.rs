@@ -9,8 +9,9 @@
 //!
 //! An adapter may make a storage's first tensor straight on its bytes
 //! (`tensor_on_buffer`; or, for one that needs no grad, `buffer_view`, the
-//! framework's own call with no Python frame between, then the tensor's
-//! own method named by `buffer_restride` where it views them otherwise),
+//! framework's own call with no Python frame between, or `dlpack_view` on
+//! a DLPack capsule of the bytes, then the tensor's own method named by
+//! `buffer_restride` where it views them otherwise),
 //! and give that tensor's storage to the later views (`storage_of`): one
 //! framework call per tensor where a storage and a tensor on it took four.
 
@@ -29,7 +30,7 @@ use stowage::checkpoint::{
 use stowage::{Checkpoint, Scalar, UntypedStorage};
 
 use crate::errors::{self, StowageError};
-use crate::storage::{PendingStorage, StorageBuffer};
+use crate::storage::{dlpack_type, PendingStorage, StorageBuffer};
 
 /// Containers nested deeper than this are refused (Python's own recursion
 /// limit is 1000; this walk recurses once per level).
@@ -70,6 +71,12 @@ pub struct Converter<'py, 'c> {
     /// needs no grad, all of its storage in one dimension, with no Python
     /// frame between.
     buffer_view: Option<Bound<'py, PyAny>>,
+    /// The adapter's `dlpack_view(capsule)`, where it has one (and it is not
+    /// `None`): what `buffer_view` makes, for a dtype DLPack has, from a
+    /// DLPack capsule of the storage (`torch._C._from_dlpack`: no argument
+    /// parsing, no Python object for the storage; a quarter of torch's
+    /// price of a tensor).
+    dlpack_view: Option<Bound<'py, PyAny>>,
     /// The adapter's `buffer_restride`, where it has one: the name of the
     /// method (`as_strided_`) that gives a `buffer_view` tensor its saved
     /// shape, stride and offset in place. Without it, only tensors that
@@ -119,6 +126,10 @@ impl<'py, 'c> Converter<'py, 'c> {
             }),
             on_buffer: adapter.getattr("tensor_on_buffer").ok(),
             buffer_view: adapter.getattr("buffer_view").ok(),
+            dlpack_view: adapter
+                .getattr("dlpack_view")
+                .ok()
+                .filter(|view| !view.is_none()),
             buffer_restride: adapter
                 .getattr("buffer_restride")
                 .ok()
@@ -528,7 +539,6 @@ impl<'py, 'c> Converter<'py, 'c> {
             return Ok(None);
         };
         let py = self.py;
-        let buffer = Bound::new(py, buffer)?;
         // All of the storage in one dimension, as `buffer_view` makes it.
         let whole_row = tensor.shape().len() == 1
             && tensor.shape()[0].checked_mul(size) == Some(nbytes)
@@ -541,15 +551,22 @@ impl<'py, 'c> Converter<'py, 'c> {
             .filter(|_| !parameter && !tensor.requires_grad());
         let made = match view {
             Some(view) => {
-                let kwargs = match self.dtype_kwargs.get(dtype.name()) {
-                    Some(kwargs) => kwargs,
-                    None => {
-                        let kwargs = PyDict::new(py);
-                        kwargs.set_item("dtype", self.call("dtype", (dtype.name(),))?)?;
-                        self.dtype_kwargs.entry(dtype.name()).or_insert(kwargs)
+                let made = match (&self.dlpack_view, dlpack_type(dtype)) {
+                    (Some(from_dlpack), Some(element)) => {
+                        from_dlpack.call1((buffer.into_dlpack(py, element)?,))?
+                    }
+                    _ => {
+                        let kwargs = match self.dtype_kwargs.get(dtype.name()) {
+                            Some(kwargs) => kwargs,
+                            None => {
+                                let kwargs = PyDict::new(py);
+                                kwargs.set_item("dtype", self.call("dtype", (dtype.name(),))?)?;
+                                self.dtype_kwargs.entry(dtype.name()).or_insert(kwargs)
+                            }
+                        };
+                        view.call((Bound::new(py, buffer)?,), Some(kwargs))?
                     }
                 };
-                let made = view.call((buffer,), Some(kwargs))?;
                 match &self.buffer_restride {
                     Some(restride) if !whole_row => {
                         made.call_method1(
@@ -566,7 +583,7 @@ impl<'py, 'c> Converter<'py, 'c> {
                 made
             }
             None => make.call1((
-                buffer,
+                Bound::new(py, buffer)?,
                 dtype.name(),
                 PyTuple::new(py, tensor.shape())?,
                 PyTuple::new(py, tensor.stride())?,

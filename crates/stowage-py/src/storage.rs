@@ -1,12 +1,15 @@
 //! A storage's bytes as a Python buffer: what torch (`torch.frombuffer`)
-//! and numpy (`numpy.frombuffer`) build their storages on, without a copy.
+//! and numpy (`numpy.frombuffer`) build their storages on, without a copy;
+//! or as a DLPack capsule, which torch builds a tensor on in one call.
 
 use std::ffi::c_int;
 
+use dlpark::ffi::{DLDataType, DLDataTypeCode, DLDevice, DLManagedTensor};
+use dlpark::metadata::Fixed;
 use pyo3::exceptions::PyBufferError;
 use pyo3::ffi;
 use pyo3::prelude::*;
-use stowage::UntypedStorage;
+use stowage::{DType, UntypedStorage};
 
 /// The bytes of one storage of a loaded checkpoint. Every tensor of the
 /// checkpoint that viewed this storage is built on this one buffer, so they
@@ -35,6 +38,67 @@ impl StorageBuffer {
         drop(storage.bytes_mut()?);
         Ok(StorageBuffer { storage })
     }
+
+    /// The bytes as a DLPack capsule (the unversioned `"dltensor"`, which
+    /// every torch imports) of a one-dimensional tensor of `element` over
+    /// all of them: torch builds a tensor on it (`torch._C._from_dlpack`)
+    /// with no argument parsing and no Python object held for the storage,
+    /// and drops the storage's handle the capsule holds without the GIL.
+    ///
+    /// # Errors
+    /// `BufferError` for bytes that are not whole elements; Python's,
+    /// making the capsule.
+    #[allow(unsafe_code)] // A DLPack tensor hands torch a raw pointer.
+    pub fn into_dlpack(self, py: Python<'_>, element: DLDataType) -> PyResult<Bound<'_, PyAny>> {
+        let size = usize::from(element.bits / 8) * usize::from(element.lanes);
+        let nbytes = self.storage.nbytes();
+        if size == 0 || !nbytes.is_multiple_of(size) {
+            return Err(PyBufferError::new_err(format!(
+                "a storage of {nbytes} bytes is not whole elements of {size} bytes"
+            )));
+        }
+        let len = i64::try_from(nbytes / size)
+            .map_err(|_| PyBufferError::new_err("the storage is larger than a tensor can be"))?;
+        // An empty storage has no address; any non-null pointer serves for
+        // zero elements.
+        let ptr = match self.storage.data_ptr() {
+            0 => std::ptr::NonNull::<u8>::dangling().as_ptr(),
+            addr => addr as *mut u8,
+        };
+        let mut tensor = Fixed::new([len], [1_i64])
+            .initialize_as::<DLManagedTensor>(Box::new(self.storage))
+            .map_err(|e| PyBufferError::new_err(e.to_string()))?;
+        tensor
+            .set_data(ptr.cast())
+            .set_device(DLDevice::CPU)
+            .set_dtype(element);
+        // SAFETY: `ptr` addresses the `len` elements the storage holds (or,
+        // for none, is a non-null pointer that reads nothing); the storage
+        // is the tensor's context, so it lives until the consumer calls the
+        // deleter, and nothing resizes or frees its bytes meanwhile (see the
+        // type's doc). The shape and strides are the builder's own.
+        let managed = unsafe { tensor.finish() };
+        managed.into_pyobject(py)
+    }
+}
+
+/// The DLPack element type that torch imports as `dtype`, for the dtypes
+/// every torch this package supports (2.1 on) imports: IEEE and brain
+/// floats, signed integers, `uint8`, `bool` and complex of 64 and 128 bits.
+/// `None` for the others (the wider unsigned integers, 8-bit floats,
+/// quantized and bits dtypes), which go through the buffer protocol.
+pub fn dlpack_type(dtype: DType) -> Option<DLDataType> {
+    let code = match dtype {
+        DType::Float64 | DType::Float32 | DType::Float16 => DLDataTypeCode::FLOAT,
+        DType::BFloat16 => DLDataTypeCode::BFLOAT,
+        DType::Int64 | DType::Int32 | DType::Int16 | DType::Int8 => DLDataTypeCode::INT,
+        DType::UInt8 => DLDataTypeCode::UINT,
+        DType::Bool => DLDataTypeCode::BOOL,
+        DType::Complex128 | DType::Complex64 => DLDataTypeCode::COMPLEX,
+        _ => return None,
+    };
+    let bits = u8::try_from(dtype.size() * 8).ok()?;
+    Some(DLDataType::scalar(code, bits))
 }
 
 /// A storage of a lazy load (`stowage.load(lazy=True)`), not read yet:

@@ -2,6 +2,7 @@
 fixtures (written by real PyTorch) and on files saved here."""
 
 import collections
+import gc
 import os
 import subprocess
 import sys
@@ -553,3 +554,46 @@ def test_huge_pages_load_the_same_tensors(tmp_path):
     got = stowage.load(path, huge_pages=True)
     assert torch.equal(got["big"], sd["big"]) and torch.equal(got["small"], sd["small"])
     assert got["view"].untyped_storage().data_ptr() == got["big"].untyped_storage().data_ptr()
+
+
+# The dtypes whose storages' first tensors are made from DLPack capsules,
+# and the others, made from buffers: apart, so that no tensor of the other
+# way keeps a block of small storages alive for the first.
+DLPACK_DTYPES = [torch.float64, torch.float32, torch.float16, torch.bfloat16, torch.int64,
+                 torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool, torch.complex128,
+                 torch.complex64]
+BUFFER_DTYPES = [torch.uint16, torch.uint32, torch.uint64, torch.float8_e4m3fn, torch.float8_e5m2]
+
+
+@pytest.mark.parametrize("dtypes", [DLPACK_DTYPES, BUFFER_DTYPES], ids=["dlpack", "buffer"])
+def test_every_dtype_keeps_its_bytes_after_the_load_is_gone(tmp_path, dtypes):
+    # Either way the tensor holds its storage's bytes itself: once the load
+    # is gone and other loads of the same sizes have taken memory, it still
+    # reads its own values, as torch.load gives them, and takes writes.
+    def state(fill):
+        sd = {}
+        for d in dtypes:
+            values = torch.arange(1, 7) * fill
+            values = values % 4 > 1 if d is torch.bool else values
+            sd[str(d)] = values.to(d)
+            sd[f"{d} view"] = sd[str(d)][2:].view(2, 2)
+        return sd
+    torch.save(state(1), tmp_path / "a.pt")
+    torch.save(state(3), tmp_path / "b.pt")
+    expected = torch.load(tmp_path / "a.pt", weights_only=True)
+    kept = stowage.load(tmp_path / "a.pt")
+    got = {name: (t, t.untyped_storage()._cdata) for name, t in kept.items()}
+    del kept
+    gc.collect()
+    others = [stowage.load(tmp_path / "b.pt") for _ in range(3)]
+    for name, (t, storage) in got.items():
+        want = expected[name]
+        assert (t.dtype, t.shape, t.stride(), t.storage_offset()) == (
+            want.dtype, want.shape, want.stride(), want.storage_offset()), name
+        assert torch.equal(t.view(torch.uint8), want.view(torch.uint8)), name
+        assert not torch.equal(others[0][name].view(torch.uint8), want.view(torch.uint8)), name
+    for d in dtypes:
+        t, view = got[str(d)][0], got[f"{d} view"][0]
+        assert got[str(d)][1] == got[f"{d} view"][1], d  # one torch storage
+        t.view(torch.uint8)[-1] = 0
+        assert view.view(torch.uint8).flatten()[-1].item() == 0, d

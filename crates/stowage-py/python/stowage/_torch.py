@@ -70,6 +70,14 @@ class Adapter(BaseAdapter):
     # (A builtin function: an attribute of the class, it binds to nothing.)
     buffer_view: Callable[..., torch.Tensor] = torch.frombuffer
     buffer_restride: str = "as_strided_"
+    # What `buffer_view` makes, from a DLPack capsule of the storage, for
+    # the dtypes DLPack has: the capsule needs no argument parsing and no
+    # Python object kept for the storage, a quarter of `frombuffer`'s cost.
+    # `torch.from_dlpack` calls it after a Python frame of checks for
+    # objects that are not capsules; where a torch lacks it, `buffer_view`.
+    dlpack_view: Optional[Callable[[Any], torch.Tensor]] = getattr(
+        torch._C, "_from_dlpack", None
+    )
 
     def storage_of(self, tensor: torch.Tensor) -> torch.UntypedStorage:
         return tensor.untyped_storage()
