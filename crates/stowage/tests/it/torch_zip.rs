@@ -742,3 +742,69 @@ fn records_read_in_batches_as_the_pickle_goes_land_in_their_storages() {
         other => panic!("expected an error in the file, got {:?}", other.map(|_| ())),
     }
 }
+
+/// A mapped load reads its records' local headers a batch at a time (4,096
+/// entries): over several batches every storage is a view of the file at
+/// its own record, and a broken header in a later batch fails the load
+/// naming its storage, as a header read on its own does, after the records
+/// before it in that batch were mapped.
+#[test]
+fn a_mapped_load_reads_local_headers_in_batches_and_names_a_broken_one() {
+    use stowage::checkpoint::PyValue;
+    let n = 10_000;
+    let entries: Vec<(String, Tensor)> = (0..n)
+        .map(|i| {
+            let t = Tensor::from_slice(&[i as f32, -(i as f32), 0.5]).unwrap();
+            (format!("t{i}"), t)
+        })
+        .collect();
+    let ckpt = Checkpoint::from_value(PyValue::state_dict(entries)).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("many.pt");
+    stowage::save(&path, &ckpt).unwrap();
+    let mmap = |path: &std::path::Path| {
+        // SAFETY: the file is not written while the checkpoint lives.
+        unsafe { stowage::load_mmap(path, &LoadOptions::default()) }
+    };
+
+    let back = mmap(&path).unwrap();
+    assert_eq!(back.storages().len(), n);
+    assert!(back.storages().iter().all(|s| s.storage.is_shared()));
+    for i in (0..n)
+        .step_by(331)
+        .chain([4_095, 4_096, 8_191, 8_192, n - 1])
+    {
+        let t = &at(&back, &[&format!("t{i}")]).tensor;
+        assert_eq!(
+            t.to_vec::<f32>().unwrap(),
+            [i as f32, -(i as f32), 0.5],
+            "t{i}"
+        );
+    }
+    drop(back);
+
+    let mut bytes = std::fs::read(&path).unwrap();
+    let zip = stowage_zip::ZipReader::new(bytes.clone(), &Default::default()).unwrap();
+    let bad = zip
+        .entries()
+        .iter()
+        .find(|e| zip.name(e).ends_with("/data/5000"))
+        .expect("record 5000");
+    let at = bad.local_header_offset as usize;
+    bytes[at..at + 4].copy_from_slice(b"XXXX");
+    std::fs::write(&path, &bytes).unwrap();
+    let err = mmap(&path).map(|_| ()).unwrap_err();
+    match &err {
+        Error::InFile { source, .. } => match &**source {
+            Error::InRecord { source, .. } => match &**source {
+                Error::InStorage { key, source } => {
+                    assert_eq!(key, "5000");
+                    assert!(source.to_string().contains("bad local header"), "{err}");
+                }
+                other => panic!("expected the storage named, got {other}"),
+            },
+            other => panic!("expected the pickle's record named, got {other}"),
+        },
+        other => panic!("expected an error in the file, got {other}"),
+    }
+}

@@ -2,7 +2,8 @@
 //! becomes a storage, read in batches (stored records of an eager load: each
 //! time 16,384 wait, as the pickle names them, and the last after it), now
 //! (deflated or CRC-checked ones), on first use (lazy loads), or as a slice
-//! of the mapped file (memory-mapped loads).
+//! of the mapped file (memory-mapped loads, their local headers read a
+//! batch at a time).
 
 use super::parallel;
 use crate::checkpoint::records::{Fill, Record, Records};
@@ -31,6 +32,64 @@ pub(super) struct ZipSource<'z, R: ReadAt> {
     /// (a pickle's own error first, as when every record was read after
     /// it), not one of the storage the pickle was making then.
     pub(super) failed: Option<Error>,
+    /// A mapped load's data offsets of the entries ahead, their local
+    /// headers read together.
+    ahead: HeadersAhead,
+}
+
+/// How many entries' local headers a mapped load reads at once, from the
+/// first it needs: a file of small records has them a few dozen bytes
+/// apart, read in a few system calls ([`ReadAt::read_batch_at`]) where a
+/// `pread` each was most of a mapped load of 20,000 small tensors.
+const HEADERS_AHEAD: usize = 4096;
+
+/// The data offsets of entries `first..first + offsets.len()`, read
+/// together the first time a mapped load needs one of them.
+#[derive(Default)]
+struct HeadersAhead {
+    first: usize,
+    offsets: Vec<u64>,
+    /// A batch failed (a header it read is bad or out of the file): every
+    /// header is read on its own from then, so that the error is the
+    /// entry's own and no batch is read twice.
+    alone: bool,
+}
+
+impl HeadersAhead {
+    /// Where the data of `entry`, the directory's entry `slot` when known,
+    /// starts. Entries at or past the end of the batch read last start a
+    /// new one; each entry is read in at most one batch.
+    fn data_offset<R: ReadAt>(
+        &mut self,
+        zip: &ZipReader<R>,
+        slot: Option<usize>,
+        entry: &zip::Entry,
+    ) -> Result<u64> {
+        let end = self.first + self.offsets.len();
+        match slot {
+            Some(slot) if (self.first..end).contains(&slot) => {
+                return Ok(self.offsets[slot - self.first]);
+            }
+            Some(slot) if slot >= end && !self.alone => {
+                let entries = zip.entries();
+                let batch: Vec<&zip::Entry> = entries
+                    .get(slot..entries.len().min(slot + HEADERS_AHEAD))
+                    .unwrap_or_default()
+                    .iter()
+                    .collect();
+                match zip.data_offsets(&batch) {
+                    Ok(offsets) if !offsets.is_empty() => {
+                        self.first = slot;
+                        self.offsets = offsets;
+                        return Ok(self.offsets[0]);
+                    }
+                    _ => self.alone = true,
+                }
+            }
+            _ => {}
+        }
+        Ok(zip.data_offset(entry)?)
+    }
 }
 
 impl<'z, R: ReadAt> ZipSource<'z, R> {
@@ -47,6 +106,7 @@ impl<'z, R: ReadAt> ZipSource<'z, R> {
             name: String::new(),
             next_slot: 0,
             failed: None,
+            ahead: HeadersAhead::default(),
         }
     }
 
@@ -83,13 +143,17 @@ impl<R: ReadAt> StorageSource for ZipSource<'_, R> {
         device: Device,
     ) -> Result<UntypedStorage> {
         let zip = self.zip;
-        let entry = match slot.and_then(|s| zip.entries().get(s)) {
-            Some(entry) => entry,
-            None => zip.find(self.name(key)).ok_or_else(|| {
-                Error::Format(FormatError::MissingRecord {
-                    name: self.name.clone(),
-                })
-            })?,
+        // `slot` stays only where it is the entry's.
+        let (slot, entry) = match slot.and_then(|s| Some((s, zip.entries().get(s)?))) {
+            Some((slot, entry)) => (Some(slot), entry),
+            None => (
+                None,
+                zip.find(self.name(key)).ok_or_else(|| {
+                    Error::Format(FormatError::MissingRecord {
+                        name: self.name.clone(),
+                    })
+                })?,
+            ),
         };
         if entry.size != nbytes as u64 {
             return Err(Error::Format(FormatError::RecordSize {
@@ -127,7 +191,10 @@ impl<R: ReadAt> StorageSource for ZipSource<'_, R> {
             device,
             raw: entry.method == Method::Stored,
         };
-        let (storage, fill) = self.records.make(record, || Ok(zip.data_offset(entry)?))?;
+        let ahead = &mut self.ahead;
+        let (storage, fill) = self
+            .records
+            .make(record, || ahead.data_offset(zip, slot, entry))?;
         match fill {
             Fill::Done => {
                 // A file of many small tensors holds a batch's entries, not
