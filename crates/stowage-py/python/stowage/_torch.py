@@ -74,9 +74,11 @@ class Adapter(BaseAdapter):
     # the dtypes DLPack has: the capsule needs no argument parsing and no
     # Python object kept for the storage, a quarter of `frombuffer`'s cost.
     # `torch.from_dlpack` calls it after a Python frame of checks for
-    # objects that are not capsules; where a torch lacks it, `buffer_view`.
-    dlpack_view: Optional[Callable[[Any], torch.Tensor]] = getattr(
-        torch._C, "_from_dlpack", None
+    # objects that are not capsules. From torch 2.4, well after it imported
+    # DLPack's `bool` (the newest type the extension hands it); before,
+    # `buffer_view` for every dtype.
+    dlpack_view: Optional[Callable[[Any], torch.Tensor]] = (
+        getattr(torch._C, "_from_dlpack", None) if torch.__version__ >= (2, 4) else None
     )
 
     def storage_of(self, tensor: torch.Tensor) -> torch.UntypedStorage:
