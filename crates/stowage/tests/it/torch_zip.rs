@@ -683,6 +683,22 @@ fn a_torchscript_archive_loads_as_torchscript() {
     assert_eq!(load_fixture(&zip_fixtures()[0]).format(), Format::TorchZip);
 }
 
+/// Writes over the signature of the local header of the record of `path`
+/// whose name ends in `/<record>`; gives the record's full name.
+fn break_local_header(path: &std::path::Path, record: &str) -> String {
+    let mut bytes = std::fs::read(path).unwrap();
+    let zip = stowage_zip::ZipReader::new(bytes.clone(), &Default::default()).unwrap();
+    let bad = zip
+        .entries()
+        .iter()
+        .find(|e| zip.name(e).ends_with(&format!("/{record}")))
+        .unwrap_or_else(|| panic!("no record {record}"));
+    let at = bad.local_header_offset as usize;
+    bytes[at..at + 4].copy_from_slice(b"XXXX");
+    std::fs::write(path, &bytes).unwrap();
+    zip.name(bad).to_owned()
+}
+
 /// A file of more storages than the loader reads in one batch (an eager
 /// load reads its records each time 16,384 wait, as the pickle names them):
 /// every tensor loads with its own bytes, and a view the pickle reaches
@@ -724,16 +740,7 @@ fn records_read_in_batches_as_the_pickle_goes_land_in_their_storages() {
     // A record of the first batch with a broken local header: the load's
     // error names that record, not the storage the pickle was making when
     // the batch was read, nor the pickle.
-    let mut bytes = std::fs::read(&path).unwrap();
-    let zip = stowage_zip::ZipReader::new(bytes.clone(), &Default::default()).unwrap();
-    let bad = zip
-        .entries()
-        .iter()
-        .find(|e| zip.name(e).ends_with("/data/100"))
-        .expect("record 100");
-    let (name, at) = (zip.name(bad).to_owned(), bad.local_header_offset as usize);
-    bytes[at..at + 4].copy_from_slice(b"XXXX");
-    std::fs::write(&path, &bytes).unwrap();
+    let name = break_local_header(&path, "data/100");
     match stowage::load(&path) {
         Err(Error::InFile { source, .. }) => match *source {
             Error::InRecord { name: got, .. } => assert_eq!(got, name),
@@ -783,16 +790,7 @@ fn a_mapped_load_reads_local_headers_in_batches_and_names_a_broken_one() {
     }
     drop(back);
 
-    let mut bytes = std::fs::read(&path).unwrap();
-    let zip = stowage_zip::ZipReader::new(bytes.clone(), &Default::default()).unwrap();
-    let bad = zip
-        .entries()
-        .iter()
-        .find(|e| zip.name(e).ends_with("/data/5000"))
-        .expect("record 5000");
-    let at = bad.local_header_offset as usize;
-    bytes[at..at + 4].copy_from_slice(b"XXXX");
-    std::fs::write(&path, &bytes).unwrap();
+    break_local_header(&path, "data/5000");
     let err = mmap(&path).map(|_| ()).unwrap_err();
     match &err {
         Error::InFile { source, .. } => match &**source {
