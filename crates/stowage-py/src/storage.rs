@@ -83,9 +83,9 @@ impl StorageBuffer {
 }
 
 /// The DLPack element type that torch imports as `dtype`, for the dtypes
-/// every torch this package supports (2.1 on) imports: IEEE and brain
-/// floats, signed integers, `uint8`, `bool` and complex of 64 and 128 bits.
-/// `None` for the others (the wider unsigned integers, 8-bit floats,
+/// every torch the adapter hands capsules to (2.4 on) imports: IEEE and
+/// brain floats, signed integers, `uint8`, `bool` and complex of 64 and 128
+/// bits. `None` for the others (the wider unsigned integers, 8-bit floats,
 /// quantized and bits dtypes), which go through the buffer protocol.
 pub fn dlpack_type(dtype: DType) -> Option<DLDataType> {
     let code = match dtype {
