@@ -30,6 +30,7 @@ use stowage::checkpoint::{
 use stowage::{Checkpoint, Scalar, UntypedStorage};
 
 use crate::errors::{self, StowageError};
+use crate::premade::Premade;
 use crate::storage::{dlpack_type, PendingStorage, StorageBuffer};
 
 /// Containers nested deeper than this are refused (Python's own recursion
@@ -84,6 +85,10 @@ pub struct Converter<'py, 'c> {
     buffer_restride: Option<Bound<'py, PyString>>,
     /// `{"dtype": …}` for `buffer_view`, by dtype, made once each.
     dtype_kwargs: ByKey<&'static str, Bound<'py, PyDict>>,
+    /// Storages' tensors made while the file was read (`premade.rs`), each
+    /// taken for its storage's first tensor where that is made on its
+    /// bytes, or for the storage itself.
+    premade: Premade,
     /// No other thread holds the checkpoint's storages (a load made them
     /// for this walk): their locks never wait, so they are taken with the
     /// GIL held. Otherwise (`safe_open`, whose storages other Python
@@ -135,6 +140,7 @@ impl<'py, 'c> Converter<'py, 'c> {
                 .ok()
                 .and_then(|name| name.cast_into::<PyString>().ok()),
             dtype_kwargs: ByKey::default(),
+            premade: Premade::default(),
             sole: false,
             adapter,
         }
@@ -150,6 +156,12 @@ impl<'py, 'c> Converter<'py, 'c> {
     /// Names what it builds `path` in errors (a tensor asked for by name).
     pub fn at(mut self, path: &str) -> Self {
         self.path.push(Step::Name(path.to_owned()));
+        self
+    }
+
+    /// Takes the storages' tensors made while the file was read.
+    pub fn premade(mut self, premade: Premade) -> Self {
+        self.premade = premade;
         self
     }
 
@@ -474,6 +486,12 @@ impl<'py, 'c> Converter<'py, 'c> {
             }
             None => {}
         }
+        if let Some((_, tensor)) = self.premade.remove(&storage.id()) {
+            let made = self.call("storage_of", (tensor,))?;
+            self.storages
+                .insert(storage.id(), Made::Storage(made.clone_ref(self.py)));
+            return Ok(made);
+        }
         let device = storage.device().to_string();
         // The size and whether there are bytes take the storage's lock,
         // which another thread holds while it reads a lazy storage: taken
@@ -524,6 +542,25 @@ impl<'py, 'c> Converter<'py, 'c> {
         }
         let dtype = tensor.dtype();
         let size = dtype.size();
+        let plain = !parameter && !tensor.requires_grad();
+        if let Some((premade_dtype, premade)) = self.premade.remove(&storage.id()) {
+            // Made while the file was read, as `dlpack_view` makes it here.
+            let whole_row = self.whole_row(tensor, self.unlocked(|| storage.nbytes()));
+            if premade_dtype == dtype
+                && plain
+                && self.buffer_view.is_some()
+                && (whole_row || self.buffer_restride.is_some())
+            {
+                let made = premade.into_bound(self.py);
+                if !whole_row {
+                    self.restride(&made, tensor)?;
+                }
+                let made = made.unbind();
+                self.storages
+                    .insert(storage.id(), Made::Under(made.clone_ref(self.py)));
+                return Ok(Some(made));
+            }
+        }
         // Whole elements only (`frombuffer` takes no others); the lock the
         // size takes is taken as the read's is (`unlocked`).
         let buffer = self.unlocked(|| {
@@ -539,16 +576,12 @@ impl<'py, 'c> Converter<'py, 'c> {
             return Ok(None);
         };
         let py = self.py;
-        // All of the storage in one dimension, as `buffer_view` makes it.
-        let whole_row = tensor.shape().len() == 1
-            && tensor.shape()[0].checked_mul(size) == Some(nbytes)
-            && tensor.stride() == [1]
-            && tensor.storage_offset() == 0;
+        let whole_row = self.whole_row(tensor, nbytes);
         let view = self
             .buffer_view
             .as_ref()
             .filter(|_| whole_row || self.buffer_restride.is_some())
-            .filter(|_| !parameter && !tensor.requires_grad());
+            .filter(|_| plain);
         let made = match view {
             Some(view) => {
                 let made = match (&self.dlpack_view, dlpack_type(dtype)) {
@@ -567,18 +600,8 @@ impl<'py, 'c> Converter<'py, 'c> {
                         view.call((Bound::new(py, buffer)?,), Some(kwargs))?
                     }
                 };
-                match &self.buffer_restride {
-                    Some(restride) if !whole_row => {
-                        made.call_method1(
-                            restride,
-                            (
-                                PyTuple::new(py, tensor.shape())?,
-                                PyTuple::new(py, tensor.stride())?,
-                                tensor.storage_offset(),
-                            ),
-                        )?;
-                    }
-                    _ => {}
+                if !whole_row {
+                    self.restride(&made, tensor)?;
                 }
                 made
             }
@@ -596,6 +619,31 @@ impl<'py, 'c> Converter<'py, 'c> {
         self.storages
             .insert(storage.id(), Made::Under(made.clone_ref(py)));
         Ok(Some(made))
+    }
+
+    /// Whether `tensor` is all of its storage's `nbytes` in one dimension,
+    /// as `buffer_view` makes a storage's tensor.
+    fn whole_row(&self, tensor: &stowage::Tensor, nbytes: usize) -> bool {
+        tensor.shape().len() == 1
+            && tensor.shape()[0].checked_mul(tensor.dtype().size()) == Some(nbytes)
+            && tensor.stride() == [1]
+            && tensor.storage_offset() == 0
+    }
+
+    /// Gives `made`, all of its storage in one dimension, `tensor`'s shape,
+    /// stride and offset, in place (the adapter's `buffer_restride`).
+    fn restride(&self, made: &Bound<'py, PyAny>, tensor: &stowage::Tensor) -> PyResult<()> {
+        if let Some(restride) = &self.buffer_restride {
+            made.call_method1(
+                restride,
+                (
+                    PyTuple::new(self.py, tensor.shape())?,
+                    PyTuple::new(self.py, tensor.stride())?,
+                    tensor.storage_offset(),
+                ),
+            )?;
+        }
+        Ok(())
     }
 
     /// A quantized tensor, as `torch._utils._rebuild_qtensor` makes it: its

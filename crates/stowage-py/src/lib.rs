@@ -15,6 +15,7 @@ mod convert;
 mod dcp;
 mod errors;
 mod location;
+mod premade;
 mod safe_open;
 mod save;
 mod storage;
@@ -90,21 +91,36 @@ fn load(
             .map_err(|e| errors::to_py(py, e))?;
         options = options.with_expected(expected);
     }
-    let loaded: stowage::Result<Checkpoint> = py.detach(|| {
+    let read = |options: &LoadOptions| {
         if mmap {
             // SAFETY: the caller asked for a mapped load, whose contract
             // (the file must not be truncated or written while its tensors
             // live) the Python docs state, as torch.load(mmap=True)'s do.
             #[allow(unsafe_code)]
             unsafe {
-                stowage::load_mmap(&src, &options)
+                stowage::load_mmap(&src, options)
             }
         } else {
-            stowage::load_with(&src, &options)
+            stowage::load_with(&src, options)
         }
-    });
+    };
+    // The framework's tensors made while the file is read, where the
+    // adapter makes them from DLPack capsules and places no storage, and
+    // the file may hold enough storages to pay for the loading thread
+    // (0.1 ms; half a microsecond saved a storage).
+    let from_dlpack = adapter
+        .getattr("dlpack_view")
+        .ok()
+        .filter(|view| !view.is_none() && !lazy && !adapter.hasattr("placed").unwrap_or(true))
+        .filter(|_| {
+            std::fs::metadata(&src).is_ok_and(|m| m.is_file() && m.len() >= premade::MIN_FILE)
+        });
+    let (loaded, premade) = match from_dlpack {
+        Some(from_dlpack) => premade::load(py, options, &from_dlpack, read),
+        None => (py.detach(|| read(&options)), premade::Premade::default()),
+    };
     let ckpt = loaded.map_err(|e| errors::to_py(py, e))?;
-    let converter = Converter::new(py, &ckpt, adapter);
+    let converter = Converter::new(py, &ckpt, adapter).premade(premade);
     // An eager load's storages are this call's alone until it returns;
     // a lazy one's are read later, on other threads too.
     let mut converter = if lazy {

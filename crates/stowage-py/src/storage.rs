@@ -23,6 +23,9 @@ use stowage::{DType, UntypedStorage};
 #[pyclass(module = "stowage._stowage", name = "StorageBuffer", frozen)]
 pub struct StorageBuffer {
     storage: UntypedStorage,
+    /// The bytes' address and size, read once with the storage's lock.
+    ptr: usize,
+    len: usize,
 }
 
 impl StorageBuffer {
@@ -35,8 +38,16 @@ impl StorageBuffer {
         // Every backing with bytes is writable (heap, files and checkpoints
         // mapped copy-on-write); taking the exclusive access once also
         // moves a lazy storage into memory, where it then stays.
-        drop(storage.bytes_mut()?);
-        Ok(StorageBuffer { storage })
+        let (ptr, len) = {
+            let mut bytes = storage.bytes_mut()?;
+            (bytes.as_mut_ptr() as usize, bytes.len())
+        };
+        Ok(StorageBuffer { storage, ptr, len })
+    }
+
+    /// The storage's id ([`UntypedStorage::id`]).
+    pub fn storage_id(&self) -> usize {
+        self.storage.id()
     }
 
     /// The bytes as a DLPack capsule (the unversioned `"dltensor"`, which
@@ -51,7 +62,7 @@ impl StorageBuffer {
     #[allow(unsafe_code)] // A DLPack tensor hands torch a raw pointer.
     pub fn into_dlpack(self, py: Python<'_>, element: DLDataType) -> PyResult<Bound<'_, PyAny>> {
         let size = usize::from(element.bits / 8) * usize::from(element.lanes);
-        let nbytes = self.storage.nbytes();
+        let nbytes = self.len;
         if size == 0 || !nbytes.is_multiple_of(size) {
             return Err(PyBufferError::new_err(format!(
                 "a storage of {nbytes} bytes is not whole elements of {size} bytes"
@@ -61,7 +72,7 @@ impl StorageBuffer {
             .map_err(|_| PyBufferError::new_err("the storage is larger than a tensor can be"))?;
         // An empty storage has no address; any non-null pointer serves for
         // zero elements.
-        let ptr = match self.storage.data_ptr() {
+        let ptr = match self.ptr {
             0 => std::ptr::NonNull::<u8>::dangling().as_ptr(),
             addr => addr as *mut u8,
         };

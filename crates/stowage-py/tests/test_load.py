@@ -575,7 +575,8 @@ def test_every_dtype_keeps_its_bytes_after_the_load_is_gone(tmp_path, monkeypatc
     if not dlpack:
         monkeypatch.setattr(stowage._torch.Adapter, "dlpack_view", None)
     def state(fill):
-        sd = {}
+        # A file of 1 MiB or more: its tensors are made while it is read.
+        sd = {"pad": torch.full((1 << 18,), float(fill))}
         for d in dtypes:
             values = torch.arange(1, 7) * fill
             values = values % 4 > 1 if d is torch.bool else values
@@ -601,3 +602,47 @@ def test_every_dtype_keeps_its_bytes_after_the_load_is_gone(tmp_path, monkeypatc
         assert got[str(d)][1] == got[f"{d} view"][1], d  # one torch storage
         t.view(torch.uint8)[-1] = 0
         assert view.view(torch.uint8).flatten()[-1].item() == 0, d
+
+
+def test_a_file_of_many_tensors_loads_as_torch_loads_it(tmp_path):
+    # A file of 1 MiB or more has its storages' tensors made while it is
+    # read, then taken by the tensors that view them: every way a first
+    # tensor can view its storage, parameters and grads, storages shared
+    # across entries and reached first through a view.
+    sd = {"pad": torch.randn(1 << 18)}
+    dtypes = [torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.bool, torch.uint8,
+              torch.complex64, torch.uint16, torch.float8_e4m3fn]
+    for i in range(600):
+        d = dtypes[i % len(dtypes)]
+        base = (torch.arange(24) * (i + 1)).to(d)
+        kind = i % 6
+        if kind == 0:
+            sd[f"t{i}"] = base
+        elif kind == 1:
+            sd[f"t{i}.view"] = base[4:16].view(3, 4)
+            sd[f"t{i}"] = base
+        elif kind == 2:
+            sd[f"t{i}"] = base.view(4, 6).t()
+        elif kind == 3 and d.is_floating_point:
+            sd[f"t{i}"] = torch.nn.Parameter(base.view(2, 12))
+        elif kind == 4 and d.is_floating_point:
+            sd[f"t{i}"] = base.clone().requires_grad_(True)
+        else:
+            sd[f"t{i}"] = base[1:]
+            sd[f"t{i}.again"] = sd[f"t{i}"]
+    path = tmp_path / "many.pt"
+    torch.save(sd, path)
+    assert path.stat().st_size >= 1 << 20
+    expected = torch.load(path, weights_only=True)
+    for kwargs in ({}, {"mmap": True}):
+        got = stowage.load(path, **kwargs)
+        groups = assert_same(got, expected)
+        assert sharing(groups[1]) == sharing(groups[0]), kwargs
+        for name, t in got.items():
+            want = expected[name]
+            assert (t.stride(), t.storage_offset(), t.requires_grad, type(t)) == (
+                want.stride(), want.storage_offset(), want.requires_grad, type(want)), (name, kwargs)
+            assert t._base is None, (name, kwargs)
+        assert got["t5.again"] is got["t5"]
+        got["t1"][5] = 0
+        assert got["t1.view"][0, 1].item() == 0

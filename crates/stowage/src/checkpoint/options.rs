@@ -60,8 +60,22 @@ pub struct LoadOptions {
     pub(crate) expected: Option<std::sync::Arc<crate::checkpoint::content::Expected>>,
     pub(crate) inert: bool,
     pub(crate) allow_globals: HashSet<String>,
+    pub(crate) on_storage: Option<OnStorage>,
     #[cfg(feature = "remote")]
     pub(crate) remote: crate::io::remote::RemoteOptions,
+}
+
+/// A function of each storage a load makes, and its dtype.
+type StorageFn = dyn Fn(&crate::UntypedStorage, crate::DType) + Send + Sync;
+
+/// What [`LoadOptions::with_on_storage`] calls.
+#[derive(Clone)]
+pub(crate) struct OnStorage(pub(crate) Arc<StorageFn>);
+
+impl fmt::Debug for OnStorage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("OnStorage(..)")
+    }
 }
 
 impl Default for LoadOptions {
@@ -84,6 +98,7 @@ impl Default for LoadOptions {
             expected: None,
             inert: false,
             allow_globals: HashSet::new(),
+            on_storage: None,
             #[cfg(feature = "remote")]
             remote: crate::io::remote::RemoteOptions::default(),
         }
@@ -212,6 +227,23 @@ impl LoadOptions {
     /// pages are `never`, or none is free, the pages are ordinary ones.
     pub fn with_huge_pages(mut self, on: bool) -> Self {
         self.huge_pages = on;
+        self
+    }
+
+    /// Calls `f` on the loading thread with each storage a `torch.save`
+    /// archive's load makes (a zip archive's, a TorchScript archive's; not
+    /// a legacy file's, nor other formats'), as it is made, and the dtype
+    /// its pickle declares. Its address ([`data_ptr`](crate::UntypedStorage::data_ptr))
+    /// is final when `f` sees it, but an eager load may read its bytes
+    /// later, before it returns: read or write them only after the load
+    /// returns. For a consumer that prepares what it builds over each
+    /// storage while the rest of the file is read (the Python package makes
+    /// each storage's framework tensor then).
+    pub fn with_on_storage(
+        mut self,
+        f: impl Fn(&crate::UntypedStorage, crate::DType) + Send + Sync + 'static,
+    ) -> Self {
+        self.on_storage = Some(OnStorage(Arc::new(f)));
         self
     }
 

@@ -806,3 +806,47 @@ fn a_mapped_load_reads_local_headers_in_batches_and_names_a_broken_one() {
         other => panic!("expected an error in the file, got {other}"),
     }
 }
+
+/// `LoadOptions::with_on_storage` is called once for each storage a zip
+/// archive's load makes, eager or mapped, with the dtype its pickle
+/// declares, at the address the storage keeps; not for a legacy file's
+/// (whose storages a mapped load moves once their records are found).
+#[test]
+fn on_storage_sees_each_archive_storage_at_its_final_address() {
+    use std::sync::{Arc, Mutex};
+    let seen_by = |mapped: bool, name: &str| {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let options = {
+            let seen = Arc::clone(&seen);
+            LoadOptions::default().with_on_storage(move |storage, dtype| {
+                let mut seen = seen.lock().unwrap();
+                seen.push((storage.id(), storage.data_ptr(), dtype));
+            })
+        };
+        let ckpt = if mapped {
+            // SAFETY: the fixtures are not modified while the tests run.
+            unsafe { stowage::load_mmap(fixture(name), &options) }
+        } else {
+            stowage::load_with(fixture(name), &options)
+        }
+        .unwrap();
+        let seen = std::mem::take(&mut *seen.lock().unwrap());
+        (ckpt, seen)
+    };
+    for mapped in [false, true] {
+        for name in zip_fixtures() {
+            let (ckpt, seen) = seen_by(mapped, &name);
+            let made: Vec<_> = ckpt
+                .storages()
+                .iter()
+                .filter_map(|r| {
+                    let dtype = r.dtype?;
+                    Some((r.storage.id(), r.storage.data_ptr(), dtype))
+                })
+                .collect();
+            assert_eq!(seen, made, "{name} (mapped: {mapped})");
+        }
+        let (_, seen) = seen_by(mapped, LEGACY_FIXTURES[0]);
+        assert!(seen.is_empty(), "legacy, mapped: {mapped}");
+    }
+}

@@ -516,6 +516,13 @@ impl<S: StorageSource> TorchHooks<'_, S> {
             dtype,
             key: key.clone(),
         };
+        // A legacy file's storage may yet move (a mapped load points it at
+        // its record once found), so only an archive's is shown as made.
+        if let (Some(on_storage), Some(dtype), false) =
+            (&self.options.on_storage, dtype, self.legacy)
+        {
+            (on_storage.0)(&storage, dtype);
+        }
         self.cache
             .insert(&key, slot, index, &self.records, &self.hasher);
         let location = self.tag(&location);
