@@ -133,8 +133,10 @@ where
             }
         }
         // Nothing more is received: a send after this fails, not waits.
+        // (Joined without the GIL, which nothing the loader does may then
+        // wait for.)
         drop(from);
-        loader.join().unwrap_or_else(|_| {
+        py.detach(|| loader.join()).unwrap_or_else(|_| {
             Err(stowage::Error::Io(std::io::Error::other(
                 "the loading thread panicked",
             )))
