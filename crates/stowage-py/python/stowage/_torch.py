@@ -78,7 +78,7 @@ class Adapter(BaseAdapter):
     # DLPack's `bool` (the newest type the extension hands it); before,
     # `buffer_view` for every dtype.
     dlpack_view: Optional[Callable[[Any], torch.Tensor]] = (
-        getattr(torch._C, "_from_dlpack", None) if torch.__version__ >= (2, 4) else None
+        getattr(torch._C, "_from_dlpack", None) if torch.__version__ >= "2.4" else None
     )
 
     def storage_of(self, tensor: torch.Tensor) -> torch.UntypedStorage:
