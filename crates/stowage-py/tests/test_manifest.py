@@ -5,6 +5,7 @@ safetensors write it, equal to what ten lines of PyTorch compute
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -69,7 +70,14 @@ def dcp_by_torchrun(tmp_path, world, dim):
     worker.write_text(_DCP_WORKER)
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={world}",
            str(worker), str(out), os.path.dirname(__file__), str(dim)]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
+    if done.returncode != 0 and "terminate called without an active exception" in done.stderr:
+        # A rank aborted in gloo's teardown (seen once in CI, 4 ranks on 2
+        # cores): torch's, not the checkpoint's; written again, once, into
+        # a fresh folder.
+        shutil.rmtree(out, ignore_errors=True)
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
     assert done.returncode == 0, done.stderr[-3000:]
     return out
 
