@@ -6,7 +6,9 @@
 //! The Rust library stays free of Python: everything PyO3 is here.
 
 // `unsafe` only where a storage's bytes are lent to Python (the buffer
-// protocol, `storage.rs`) and for the mapped load's promise (`load`).
+// protocol and DLPack capsules, `storage.rs`), where Python's buffers are
+// borrowed (`save.rs`, `target.rs`) and for the mapped load's promise
+// (`load`).
 #![deny(unsafe_code)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 
