@@ -15,6 +15,7 @@ use std::collections::HashMap;
 use std::sync::mpsc::{sync_channel, SyncSender};
 use std::sync::{Arc, Mutex};
 
+use dlpark::ffi::DLDataType;
 use pyo3::prelude::*;
 use stowage::{Checkpoint, DType, LoadOptions, UntypedStorage};
 
@@ -35,21 +36,24 @@ const BATCH: usize = 256;
 /// Batches in flight at most: the loader waits for this thread beyond.
 const IN_FLIGHT: usize = 64;
 
+/// A storage handed over, its dtype, and that dtype's DLPack type.
+type Made = (UntypedStorage, DType, DLDataType);
+
 /// The storages made since the last batch was sent, and where batches go.
 struct Handover {
-    pending: Mutex<Vec<(UntypedStorage, DType)>>,
-    to: SyncSender<Vec<(UntypedStorage, DType)>>,
+    pending: Mutex<Vec<Made>>,
+    to: SyncSender<Vec<Made>>,
 }
 
 impl Handover {
     fn made(&self, storage: &UntypedStorage, dtype: DType) {
-        if dlpack_type(dtype).is_none() {
+        let Some(element) = dlpack_type(dtype) else {
             return;
-        }
+        };
         let Ok(mut pending) = self.pending.lock() else {
             return;
         };
-        pending.push((storage.clone(), dtype));
+        pending.push((storage.clone(), dtype, element));
         if pending.len() >= BATCH {
             // Not received only when this thread is gone (it panicked).
             let _ = self.to.send(std::mem::take(&mut *pending));
@@ -108,7 +112,9 @@ where
                 let batch = from.recv().ok().filter(|b| !b.is_empty()).map(|batch| {
                     batch
                         .into_iter()
-                        .filter_map(|(storage, dtype)| ready(storage).map(|b| (b, dtype)))
+                        .filter_map(|(storage, dtype, element)| {
+                            ready(storage).map(|b| (b, dtype, element))
+                        })
                         .collect::<Vec<_>>()
                 });
                 (from, batch)
@@ -117,13 +123,10 @@ where
             let Some(batch) = batch else {
                 break;
             };
-            for (buffer, dtype) in batch {
+            for (buffer, dtype, element) in batch {
                 let id = buffer.storage_id();
                 // A storage whose tensor cannot be made here is made by the
                 // walk, as without this thread.
-                let Some(element) = dlpack_type(dtype) else {
-                    continue;
-                };
                 let made = buffer
                     .into_dlpack(py, element)
                     .and_then(|capsule| from_dlpack.call1((capsule,)));

@@ -45,6 +45,15 @@ impl StorageBuffer {
         Ok(StorageBuffer { storage, ptr, len })
     }
 
+    /// The bytes' address: an empty storage has none, and any non-null
+    /// pointer serves for zero bytes.
+    fn addr(&self) -> *mut u8 {
+        match self.ptr {
+            0 => std::ptr::NonNull::<u8>::dangling().as_ptr(),
+            addr => addr as *mut u8,
+        }
+    }
+
     /// The storage's id ([`UntypedStorage::id`]).
     pub fn storage_id(&self) -> usize {
         self.storage.id()
@@ -70,12 +79,7 @@ impl StorageBuffer {
         }
         let len = i64::try_from(nbytes / size)
             .map_err(|_| PyBufferError::new_err("the storage is larger than a tensor can be"))?;
-        // An empty storage has no address; any non-null pointer serves for
-        // zero elements.
-        let ptr = match self.ptr {
-            0 => std::ptr::NonNull::<u8>::dangling().as_ptr(),
-            addr => addr as *mut u8,
-        };
+        let ptr = self.addr();
         let mut tensor = Fixed::new([len], [1_i64])
             .initialize_as::<DLManagedTensor>(Box::new(self.storage))
             .map_err(|e| PyBufferError::new_err(e.to_string()))?;
@@ -166,14 +170,8 @@ impl StorageBuffer {
         flags: c_int,
     ) -> PyResult<()> {
         let this = slf.get();
-        let len = this.storage.nbytes();
-        // An empty storage has no address; any non-null pointer serves for
-        // zero bytes.
-        let ptr = match this.storage.data_ptr() {
-            0 => std::ptr::NonNull::<u8>::dangling().as_ptr(),
-            addr => addr as *mut u8,
-        };
-        let len = ffi::Py_ssize_t::try_from(len)
+        let ptr = this.addr();
+        let len = ffi::Py_ssize_t::try_from(this.len)
             .map_err(|_| PyBufferError::new_err("the storage is larger than a buffer can be"))?;
         // SAFETY: `view` is CPython's to fill. `ptr` addresses `len` bytes
         // owned by `this.storage`, which lives while the buffer's `obj` (a
