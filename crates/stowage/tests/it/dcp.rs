@@ -777,3 +777,43 @@ fn a_key_a_dcp_cannot_name_is_refused_with_its_type_and_place() {
         );
     }
 }
+
+/// An eager load reads a local folder's tensors under 4 MiB ahead, two at
+/// a time, into storages it makes before reading any where they are 1 MiB
+/// or more: a folder of such tensors and smaller ones loads whole, each
+/// tensor its own values, and a broken item stops it with that item's
+/// tensor named, the first broken one in the items' order (a later one is
+/// broken too).
+#[test]
+fn an_eager_load_names_the_first_broken_tensor_it_reads_ahead() {
+    let names: Vec<String> = (0..12).map(|i| format!("t{i:02}")).collect();
+    let values = |i: usize| -> Vec<f32> {
+        let n = if i.is_multiple_of(2) { 1 << 18 } else { 256 };
+        (0..n).map(|k| (i * 1_000_000 + k) as f32).collect()
+    };
+    let ckpt = Checkpoint::from_state_dict(names.iter().enumerate().map(|(i, n)| {
+        let v = values(i);
+        let len = v.len();
+        (n.as_str(), Tensor::from_vec(v, &[len]).unwrap())
+    }));
+    let out = tempfile::tempdir().unwrap();
+    let dir = out.path().join("step");
+    let options = stowage::checkpoint::dcp::DcpSaveOptions::default();
+    stowage::checkpoint::dcp::save(&dir, &ckpt, &options).unwrap();
+    let back = stowage::load(&dir).unwrap();
+    for (i, n) in names.iter().enumerate() {
+        let got = back.tensor(n).unwrap().to_vec::<f32>().unwrap();
+        assert!(got == values(i), "{n}");
+    }
+    // An item with its first bytes zeroed has no header.
+    let items: std::collections::HashMap<_, _> = spans(&dir).into_iter().collect();
+    for broken in ["t04", "t09"] {
+        let (file, offset, _) = &items[broken];
+        let mut data = fs::read(dir.join(file)).unwrap();
+        data[*offset as usize..*offset as usize + 4].fill(0);
+        fs::write(dir.join(file), data).unwrap();
+    }
+    let e = stowage::load(&dir).unwrap_err();
+    let text = e.to_string();
+    assert!(text.contains("t04") && !text.contains("t09"), "{text}");
+}

@@ -296,21 +296,40 @@ impl DcpCheckpoint {
     /// of it uncovered; a chunk's errors ([`Error::InFile`] naming its file,
     /// wrapping [`Error::AtPath`] naming the tensor).
     pub fn read_region(&self, fqn: &str, offsets: &[usize], sizes: &[usize]) -> Result<Tensor> {
+        let out = self.unread_region(fqn, offsets, sizes)?;
+        self.fill_region(fqn, offsets, sizes, &out)?;
+        Ok(out)
+    }
+
+    /// The tensor [`read_region`](Self::read_region) returns, its storage
+    /// made and not read yet.
+    fn unread_region(&self, fqn: &str, offsets: &[usize], sizes: &[usize]) -> Result<Tensor> {
         let (meta, _) = self.region_plan(fqn, offsets, sizes)?;
         let device = self.options.map_location.unwrap_or_default();
         let nbytes = bytes_of(fqn, meta.dtype, sizes)?;
         let huge = self.options.huge_pages;
         let storage = crate::UntypedStorage::new_for_load(nbytes, device, huge, None)?;
-        let out = Tensor::from_parts(
+        Tensor::from_parts(
             storage,
             meta.dtype,
             crate::layout::Layout::contiguous(sizes)?,
-        )?;
-        if !device.is_meta() {
-            let mut bytes = out.untyped_storage().bytes_mut()?;
-            self.read_region_into(fqn, offsets, sizes, &mut bytes)?;
+        )
+    }
+
+    /// Reads the region into `out`, made by [`unread_region`](Self::unread_region)
+    /// (nothing to read on the meta device).
+    fn fill_region(
+        &self,
+        fqn: &str,
+        offsets: &[usize],
+        sizes: &[usize],
+        out: &Tensor,
+    ) -> Result<()> {
+        if out.device().is_meta() {
+            return Ok(());
         }
-        Ok(out)
+        let mut bytes = out.untyped_storage().bytes_mut()?;
+        self.read_region_into(fqn, offsets, sizes, &mut bytes)
     }
 
     /// Tensor `fqn` as the options' mode makes it ([`Records`]): read now,
