@@ -30,7 +30,6 @@ use stowage::checkpoint::{
 use stowage::{Checkpoint, Scalar, UntypedStorage};
 
 use crate::errors::{self, StowageError};
-use crate::premade::Premade;
 use crate::storage::{dlpack_type, PendingStorage, StorageBuffer};
 
 /// Containers nested deeper than this are refused (Python's own recursion
@@ -42,12 +41,18 @@ const MAX_DEPTH: usize = 2000;
 /// tensor); nothing in them comes from the file.
 type ByKey<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
+/// What the walk made of each storage, by the storage's id.
+pub type Storages = ByKey<usize, Made>;
+
 pub struct Converter<'py, 'c> {
     py: Python<'py>,
     ckpt: &'c Checkpoint,
     adapter: Bound<'py, PyAny>,
     nodes: ByKey<usize, Py<PyAny>>,
-    storages: ByKey<usize, Made>,
+    /// Each storage made, and the tensors made while the file was read
+    /// (`premade.rs`), not taken yet: one table, so that a storage's first
+    /// tensor finds either in one lookup.
+    storages: Storages,
     /// The tensors made, by the tensor object's identity: what the pickle
     /// reached twice (`{"a": x, "b": x}`) is one Python object, as
     /// `torch.load` gives it. The checkpoint holds every object, so no
@@ -85,10 +90,6 @@ pub struct Converter<'py, 'c> {
     buffer_restride: Option<Bound<'py, PyString>>,
     /// `{"dtype": …}` for `buffer_view`, by dtype, made once each.
     dtype_kwargs: ByKey<&'static str, Bound<'py, PyDict>>,
-    /// Storages' tensors made while the file was read (`premade.rs`), each
-    /// taken for its storage's first tensor where that is made on its
-    /// bytes, or for the storage itself.
-    premade: Premade,
     /// No other thread holds the checkpoint's storages (a load made them
     /// for this walk): their locks never wait, so they are taken with the
     /// GIL held. Otherwise (`safe_open`, whose storages other Python
@@ -107,10 +108,15 @@ enum Step<'py> {
 
 /// A storage made for Python: the framework's storage, or the first tensor
 /// made on it, whose storage the framework gives when another value needs
-/// it (`storage_of`).
-enum Made {
+/// it (`storage_of`); or a tensor made while the file was read
+/// (`premade.rs`), all of the storage's bytes in one dimension of the dtype
+/// its pickle declares, that no value has taken yet: taken for the
+/// storage's first tensor where that is made on its bytes, or for the
+/// storage itself.
+pub enum Made {
     Storage(Py<PyAny>),
     Under(Py<PyAny>),
+    Premade(stowage::DType, Py<PyAny>),
 }
 
 impl<'py, 'c> Converter<'py, 'c> {
@@ -140,7 +146,6 @@ impl<'py, 'c> Converter<'py, 'c> {
                 .ok()
                 .and_then(|name| name.cast_into::<PyString>().ok()),
             dtype_kwargs: ByKey::default(),
-            premade: Premade::default(),
             sole: false,
             adapter,
         }
@@ -159,9 +164,10 @@ impl<'py, 'c> Converter<'py, 'c> {
         self
     }
 
-    /// Takes the storages' tensors made while the file was read.
-    pub fn premade(mut self, premade: Premade) -> Self {
-        self.premade = premade;
+    /// Takes the storages' tensors made while the file was read
+    /// ([`Made::Premade`] each).
+    pub fn premade(mut self, premade: Storages) -> Self {
+        self.storages = premade;
         self
     }
 
@@ -174,9 +180,15 @@ impl<'py, 'c> Converter<'py, 'c> {
 
     /// The checkpoint's saved object.
     pub fn root(&mut self) -> PyResult<Py<PyAny>> {
-        // The whole walk makes every storage: its table sized once. (Not
-        // in `new`: `safe_open` makes a walker a tensor.)
-        self.storages.reserve(self.ckpt.storages().len());
+        // The whole walk makes every storage: its table sized once (the
+        // premade hold a place each already). (Not in `new`: `safe_open`
+        // makes a walker a tensor.)
+        let more = self
+            .ckpt
+            .storages()
+            .len()
+            .saturating_sub(self.storages.len());
+        self.storages.reserve(more);
         let root = self.ckpt.root_value();
         self.value(&root)
     }
@@ -478,19 +490,13 @@ impl<'py, 'c> Converter<'py, 'c> {
     fn storage(&mut self, storage: &UntypedStorage) -> PyResult<Py<PyAny>> {
         match self.storages.get(&storage.id()) {
             Some(Made::Storage(done)) => return Ok(done.clone_ref(self.py)),
-            Some(Made::Under(tensor)) => {
+            Some(Made::Under(tensor) | Made::Premade(_, tensor)) => {
                 let made = self.call("storage_of", (tensor.clone_ref(self.py),))?;
                 self.storages
                     .insert(storage.id(), Made::Storage(made.clone_ref(self.py)));
                 return Ok(made);
             }
             None => {}
-        }
-        if let Some((_, tensor)) = self.premade.remove(&storage.id()) {
-            let made = self.call("storage_of", (tensor,))?;
-            self.storages
-                .insert(storage.id(), Made::Storage(made.clone_ref(self.py)));
-            return Ok(made);
         }
         let device = storage.device().to_string();
         // The size and whether there are bytes take the storage's lock,
@@ -537,29 +543,37 @@ impl<'py, 'c> Converter<'py, 'c> {
         let Some(make) = &self.on_buffer else {
             return Ok(None);
         };
-        if self.lazy || self.locations.is_some() || self.storages.contains_key(&storage.id()) {
+        if self.lazy || self.locations.is_some() {
             return Ok(None);
         }
         let dtype = tensor.dtype();
         let size = dtype.size();
         let plain = !parameter && !tensor.requires_grad();
-        if let Some((premade_dtype, premade)) = self.premade.remove(&storage.id()) {
-            // Made while the file was read, as `dlpack_view` makes it here.
-            let whole_row = self.whole_row(tensor, self.unlocked(|| storage.nbytes()));
-            if premade_dtype == dtype
+        let py = self.py;
+        if let Some(slot) = self.storages.get_mut(&storage.id()) {
+            // Made already (its tensors are made on it), or premade: made
+            // while the file was read, as `dlpack_view` makes it here, and
+            // taken in place (the storage's one lookup).
+            let Made::Premade(premade_dtype, premade) = slot else {
+                return Ok(None);
+            };
+            // A premade tensor's storage is a load's own (`sole`): its
+            // lock never waits.
+            let whole_row = Self::whole_row(tensor, storage.nbytes());
+            if *premade_dtype == dtype
                 && plain
                 && self.buffer_view.is_some()
                 && (whole_row || self.buffer_restride.is_some())
             {
-                let made = premade.into_bound(self.py);
+                let made = premade.clone_ref(py);
+                *slot = Made::Under(made.clone_ref(py));
                 if !whole_row {
-                    self.restride(&made, tensor)?;
+                    self.restride(made.bind(py), tensor)?;
                 }
-                let made = made.unbind();
-                self.storages
-                    .insert(storage.id(), Made::Under(made.clone_ref(self.py)));
                 return Ok(Some(made));
             }
+            // Made below as without it.
+            self.storages.remove(&storage.id());
         }
         // Whole elements only (`frombuffer` takes no others); the lock the
         // size takes is taken as the read's is (`unlocked`).
@@ -575,8 +589,7 @@ impl<'py, 'c> Converter<'py, 'c> {
         else {
             return Ok(None);
         };
-        let py = self.py;
-        let whole_row = self.whole_row(tensor, nbytes);
+        let whole_row = Self::whole_row(tensor, nbytes);
         let view = self
             .buffer_view
             .as_ref()
@@ -623,7 +636,7 @@ impl<'py, 'c> Converter<'py, 'c> {
 
     /// Whether `tensor` is all of its storage's `nbytes` in one dimension,
     /// as `buffer_view` makes a storage's tensor.
-    fn whole_row(&self, tensor: &stowage::Tensor, nbytes: usize) -> bool {
+    fn whole_row(tensor: &stowage::Tensor, nbytes: usize) -> bool {
         tensor.shape().len() == 1
             && tensor.shape()[0].checked_mul(tensor.dtype().size()) == Some(nbytes)
             && tensor.stride() == [1]

@@ -119,7 +119,7 @@ fn load(
         });
     let (loaded, premade) = match from_dlpack {
         Some(from_dlpack) => premade::load(py, options, &from_dlpack, read),
-        None => (py.detach(|| read(&options)), premade::Premade::default()),
+        None => (py.detach(|| read(&options)), convert::Storages::default()),
     };
     let ckpt = loaded.map_err(|e| errors::to_py(py, e))?;
     let converter = Converter::new(py, &ckpt, adapter).premade(premade);

@@ -11,7 +11,6 @@
 //! The walk then takes a storage's premade tensor for its first tensor
 //! ([`Converter::premade`](crate::convert::Converter::premade)).
 
-use std::collections::HashMap;
 use std::sync::mpsc::{sync_channel, SyncSender};
 use std::sync::{Arc, Mutex};
 
@@ -19,11 +18,8 @@ use dlpark::ffi::DLDataType;
 use pyo3::prelude::*;
 use stowage::{Checkpoint, DType, LoadOptions, UntypedStorage};
 
+use crate::convert::{Made, Storages};
 use crate::storage::{dlpack_type, StorageBuffer};
-
-/// Each storage's premade tensor, all of its bytes in one dimension of the
-/// dtype its pickle declares, by the storage's id.
-pub type Premade = HashMap<usize, (DType, Py<PyAny>), foldhash::fast::RandomState>;
 
 /// The smallest file loaded this way: a smaller one holds too few
 /// storages to pay for the thread.
@@ -37,12 +33,12 @@ const BATCH: usize = 256;
 const IN_FLIGHT: usize = 64;
 
 /// A storage handed over, its dtype, and that dtype's DLPack type.
-type Made = (UntypedStorage, DType, DLDataType);
+type HandedOver = (UntypedStorage, DType, DLDataType);
 
 /// The storages made since the last batch was sent, and where batches go.
 struct Handover {
-    pending: Mutex<Vec<Made>>,
-    to: SyncSender<Vec<Made>>,
+    pending: Mutex<Vec<HandedOver>>,
+    to: SyncSender<Vec<HandedOver>>,
 }
 
 impl Handover {
@@ -82,7 +78,7 @@ pub fn load<F>(
     options: LoadOptions,
     from_dlpack: &Bound<'_, PyAny>,
     load: F,
-) -> (stowage::Result<Checkpoint>, Premade)
+) -> (stowage::Result<Checkpoint>, Storages)
 where
     F: FnOnce(&LoadOptions) -> stowage::Result<Checkpoint> + Send,
 {
@@ -95,7 +91,7 @@ where
         let handover = Arc::clone(&handover);
         options.with_on_storage(move |storage, dtype| handover.made(storage, dtype))
     };
-    let mut premade = Premade::default();
+    let mut premade = Storages::default();
     let loaded = std::thread::scope(|scope| {
         let loader = scope.spawn(move || {
             let loaded = load(&options);
@@ -131,7 +127,7 @@ where
                     .into_dlpack(py, element)
                     .and_then(|capsule| from_dlpack.call1((capsule,)));
                 if let Ok(tensor) = made {
-                    premade.insert(id, (dtype, tensor.unbind()));
+                    premade.insert(id, Made::Premade(dtype, tensor.unbind()));
                 }
             }
         }
