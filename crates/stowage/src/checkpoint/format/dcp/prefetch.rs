@@ -105,15 +105,15 @@ impl DcpCheckpoint {
         // reads them: made here, one after another, 20,000 of 1 KiB loaded
         // 12% slower. Stops at the first that cannot be made (made again as
         // it is read, it fails in its turn).
-        let reads = !self.options.map_location.unwrap_or_default().is_meta();
-        let mut making = reads;
+        let mut making = !self.options.map_location.unwrap_or_default().is_meta();
         let mut slots: Vec<Mutex<Slot>> = Vec::with_capacity(batch.len());
         for item in batch {
             let mut slot = Slot::Empty;
             if let ItemKind::Tensor(meta) = &item.kind {
+                let made_first = MAKE_FIRST..super::region::PARALLEL_MIN;
                 let large = super::bytes_of(&item.fqn, meta.dtype, &meta.size)
-                    .is_ok_and(|n| n >= MAKE_FIRST);
-                if making && large && small(item, meta) {
+                    .is_ok_and(|n| made_first.contains(&n));
+                if making && large {
                     let zeros = vec![0; meta.size.len()];
                     match self.unread_region(&item.fqn, &zeros, &meta.size) {
                         Ok(t) => slot = Slot::Unread(t),
