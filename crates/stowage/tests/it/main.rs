@@ -11,6 +11,7 @@ mod concurrency;
 mod crash_safety;
 #[cfg(all(feature = "safetensors", feature = "zstd"))]
 mod dcp;
+mod digest_all;
 mod display_cases;
 mod expected;
 mod hostile;

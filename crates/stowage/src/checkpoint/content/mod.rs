@@ -10,9 +10,7 @@
 //! checkpoint needs a window of memory, not the checkpoint's size.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::sync::OnceLock;
 
 use crate::checkpoint::value::graph::{dotted, Checkpoint, TensorObject};
 use crate::checkpoint::value::kind::TensorKind;
@@ -20,7 +18,10 @@ use crate::error::{CheckpointError, ErrorContext, FormatError, StorageError};
 use crate::{Error, Result, Tensor, UntypedStorage};
 use sha2::{Digest, Sha256};
 
+mod parallel;
+mod sha256x2;
 pub(crate) mod written;
+pub use parallel::digest_all;
 pub use written::{WrittenDigest, WrittenDigests};
 
 /// Bytes read at a time.
@@ -75,15 +76,26 @@ impl Reader {
     /// # Errors
     /// What reading the storage gave.
     pub fn next_window(&mut self) -> Result<Option<&[u8]>, crate::Error> {
+        let n = self.fill()?;
+        Ok((n > 0).then(|| &self.buf[..n]))
+    }
+
+    /// Bytes `range` of the window read last.
+    fn window(&self, range: std::ops::Range<usize>) -> &[u8] {
+        &self.buf[range]
+    }
+
+    /// Reads the next window into the buffer: its length, 0 at the end.
+    fn fill(&mut self) -> Result<usize, crate::Error> {
         if self.at >= self.len {
-            return Ok(None);
+            return Ok(0);
         }
         let n = (self.len - self.at).min(self.buf.len());
         self.tensor
             .untyped_storage()
             .read_at(self.start + self.at, &mut self.buf[..n])?;
         self.at += n;
-        Ok(Some(&self.buf[..n]))
+        Ok(n)
     }
 }
 
@@ -145,45 +157,6 @@ pub fn digest(object: &TensorObject, progress: impl Fn(u64)) -> Result<[u8; 32],
         Ok::<_, crate::Error>(())
     })?;
     Ok(h.finalize().into())
-}
-
-/// The [`digest`] of each tensor given (`None` where none is given), in
-/// order, computed on every core: the tensors, largest first, go to one
-/// thread per core as each finishes the one before (SHA-256 itself is
-/// sequential within a tensor). `progress` is told each window's size, from
-/// any of the threads.
-pub fn digest_all(
-    objects: &[Option<&TensorObject>],
-    progress: impl Fn(u64) + Sync,
-) -> Vec<Result<Option<[u8; 32]>, crate::Error>> {
-    let mut order: Vec<usize> = (0..objects.len())
-        .filter(|&i| objects[i].is_some())
-        .collect();
-    order.sort_by_key(|&i| std::cmp::Reverse(objects[i].map_or(0, |o| o.tensor.nbytes())));
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(order.len())
-        .max(1);
-    let next = AtomicUsize::new(0);
-    let slots: Vec<OnceLock<Result<[u8; 32], crate::Error>>> =
-        (0..objects.len()).map(|_| OnceLock::new()).collect();
-    let work = || loop {
-        let k = next.fetch_add(1, Ordering::Relaxed);
-        let Some(&i) = order.get(k) else { break };
-        if let Some(object) = objects[i] {
-            let _ = slots[i].set(digest(object, &progress));
-        }
-    };
-    std::thread::scope(|s| {
-        for _ in 1..threads {
-            s.spawn(work);
-        }
-        work();
-    });
-    slots
-        .into_iter()
-        .map(|slot| slot.into_inner().transpose())
-        .collect()
 }
 
 /// Hex SHA-256 of the tensor's logical elements (see [`digest`]).
