@@ -14,12 +14,11 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
-use std::sync::mpsc::{self, Receiver, SyncSender};
+use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 
-use sha2::{Digest, Sha256};
-
+use super::sha256x2;
 use crate::checkpoint::value::graph::{dotted, Checkpoint, TensorObject};
 
 /// Bytes sent to the hashing thread at a time.
@@ -83,7 +82,7 @@ enum Message {
 
 #[derive(Default)]
 struct Slot {
-    hash: Sha256,
+    hash: sha256x2::Sha256,
     expected: u64,
     fed: u64,
     /// Begun more than once (written twice under one name): not trusted.
@@ -120,6 +119,69 @@ impl Default for WrittenDigests {
     }
 }
 
+/// The hashing thread: each tensor's bytes as the writer sends them, by
+/// name. Where the CPU hashes two messages at once ([`sha256x2`]), a piece
+/// waits for the next one of another tensor, while the writer has one
+/// queued, to be hashed beside it.
+fn hash_messages(
+    from_writer: &Receiver<Message>,
+    give_back: &Sender<Vec<u8>>,
+) -> HashMap<Arc<str>, Slot> {
+    let mut slots: HashMap<Arc<str>, Slot> = HashMap::new();
+    let mut held: Option<(Arc<str>, Vec<u8>)> = None;
+    let pairs = sha256x2::interleaves();
+    loop {
+        let message = from_writer.recv().ok();
+        match message {
+            Some(Message::Begin(name, len)) => {
+                if held.as_ref().is_some_and(|(h, _)| *h == name) {
+                    feed(&mut slots, held.take(), give_back);
+                }
+                let slot = slots.entry(name).or_default();
+                slot.twice |= slot.expected != 0 || slot.fed != 0;
+                slot.expected = len;
+            }
+            Some(Message::Bytes(name, bytes)) if pairs => match held.take() {
+                Some((other, first)) if other != name => {
+                    slots.entry(other.clone()).or_default();
+                    slots.entry(name.clone()).or_default();
+                    if let [Some(a), Some(b)] = slots.get_disjoint_mut([&other, &name]) {
+                        sha256x2::update_both(&mut a.hash, &first, &mut b.hash, &bytes);
+                        a.fed += first.len() as u64;
+                        b.fed += bytes.len() as u64;
+                    }
+                    // The writer may be gone; the buffers are then dropped.
+                    let _ = give_back.send(first);
+                    let _ = give_back.send(bytes);
+                }
+                earlier => {
+                    feed(&mut slots, earlier, give_back);
+                    held = Some((name, bytes));
+                }
+            },
+            Some(Message::Bytes(name, bytes)) => feed(&mut slots, Some((name, bytes)), give_back),
+            // The writer is done: the piece held goes alone.
+            None if held.is_some() => feed(&mut slots, held.take(), give_back),
+            None => break,
+        }
+    }
+    slots
+}
+
+/// Hashes one piece of a tensor's bytes, if any, alone.
+fn feed(
+    slots: &mut HashMap<Arc<str>, Slot>,
+    piece: Option<(Arc<str>, Vec<u8>)>,
+    give_back: &Sender<Vec<u8>>,
+) {
+    let Some((name, bytes)) = piece else { return };
+    let slot = slots.entry(name).or_default();
+    slot.hash.update(&bytes);
+    slot.fed += bytes.len() as u64;
+    // The writer may be gone; the buffer is then dropped.
+    let _ = give_back.send(bytes);
+}
+
 impl fmt::Debug for WrittenDigests {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("WrittenDigests(..)")
@@ -134,26 +196,7 @@ impl WrittenDigests {
         let (to_hasher, from_writer) = mpsc::sync_channel::<Message>(QUEUED);
         let (give_back, spare) = mpsc::channel::<Vec<u8>>();
         let thread = std::thread::Builder::new().name("stowage-digests".into());
-        let hasher = thread.spawn(move || {
-            let mut slots: HashMap<Arc<str>, Slot> = HashMap::new();
-            for message in from_writer {
-                match message {
-                    Message::Begin(name, len) => {
-                        let slot = slots.entry(name).or_default();
-                        slot.twice |= slot.expected != 0 || slot.fed != 0;
-                        slot.expected = len;
-                    }
-                    Message::Bytes(name, bytes) => {
-                        let slot = slots.entry(name).or_default();
-                        slot.hash.update(&bytes);
-                        slot.fed += bytes.len() as u64;
-                        // The writer may be gone; the buffer is then dropped.
-                        let _ = give_back.send(bytes);
-                    }
-                }
-            }
-            slots
-        });
+        let hasher = thread.spawn(move || hash_messages(&from_writer, &give_back));
         let running = hasher.ok().map(|hasher| Running {
             to_hasher,
             spare,
@@ -238,7 +281,7 @@ impl WrittenDigests {
             .filter(|(_, s)| !s.twice && s.fed == s.expected)
             .map(|(name, s)| {
                 let digest = WrittenDigest {
-                    sha256: s.hash.finalize().into(),
+                    sha256: s.hash.finalize(),
                     len: s.fed,
                 };
                 (name.to_string(), digest)
@@ -316,4 +359,42 @@ struct Range {
     name: Arc<str>,
     start: usize,
     len: usize,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sha2::Digest;
+
+    fn bytes(n: usize, seed: u8) -> Vec<u8> {
+        (0..n).map(|i| (i as u8).wrapping_mul(13) ^ seed).collect()
+    }
+
+    /// Pieces of several tensors, interleaved as the torch zip writer feeds
+    /// the tensors of one storage window by window, some longer than a
+    /// piece, some empty: each digest is the tensor's own, whichever pieces
+    /// were hashed beside one another.
+    #[test]
+    fn interleaved_pieces_hash_as_each_tensor_alone() {
+        let mb = 1 << 20;
+        let (a, b, c) = (bytes(10 * mb, 1), bytes(100, 2), bytes(5 * mb + 3, 3));
+        let names: Vec<Arc<str>> = ["a", "b", "c", "empty"].map(Arc::from).into();
+        let d = WrittenDigests::new();
+        d.begin("a", a.len() as u64);
+        d.begin("b", b.len() as u64);
+        d.begin("c", c.len() as u64);
+        d.begin("empty", 0);
+        d.bytes(&names[0], &a[..mb]);
+        d.bytes(&names[1], &b);
+        d.bytes(&names[0], &a[mb..9 * mb]);
+        d.bytes(&names[2], &c[..2 * mb + 1]);
+        d.bytes(&names[0], &a[9 * mb..]);
+        d.bytes(&names[2], &c[2 * mb + 1..]);
+        let out = d.finish();
+        for (name, data) in [("a", &a), ("b", &b), ("c", &c), ("empty", &Vec::new())] {
+            let want: [u8; 32] = sha2::Sha256::digest(data).into();
+            assert_eq!(out[name].sha256(), want, "{name}");
+            assert_eq!(out[name].len(), data.len() as u64, "{name}");
+        }
+    }
 }
