@@ -7,12 +7,18 @@
 //! ([`sha256x2`]), each thread hashes two tensors side by side, window
 //! against window, and a tensor that ends mid-window leaves the rest of its
 //! partner's window to be paired with the next tensor.
+//!
+//! A contiguous tensor whose storage is in memory is hashed where it lies,
+//! under the storage's shared lock (a write to it waits); any other is read
+//! a window at a time into a buffer ([`Reader`]): a lazily loaded storage
+//! from its file, keeping nothing.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
-use super::{sha256x2, Reader};
+use super::{logical_range, sha256x2, Reader, WINDOW};
 use crate::checkpoint::value::graph::TensorObject;
+use crate::storage::BytesRef;
 
 /// One tensor's digest, or why it has none.
 type Slot = OnceLock<Result<[u8; 32], crate::Error>>;
@@ -78,7 +84,7 @@ fn hash_share<'o>(
     slots: &[Slot],
     progress: &impl Fn(u64),
 ) {
-    let mut lanes: [Option<Lane>; 2] = [None, None];
+    let mut lanes: [Option<Lane<'o>>; 2] = [None, None];
     loop {
         for lane in lanes.iter_mut().take(width) {
             fill(lane, &mut take, slots, progress);
@@ -102,7 +108,7 @@ fn hash_share<'o>(
 /// tensor is done (its digest set) the next tensor's; empty when `take`
 /// has none left.
 fn fill<'o>(
-    lane: &mut Option<Lane>,
+    lane: &mut Option<Lane<'o>>,
     take: &mut impl FnMut() -> Option<(usize, &'o TensorObject)>,
     slots: &[Slot],
     progress: &impl Fn(u64),
@@ -112,8 +118,8 @@ fn fill<'o>(
             Some(l) => l,
             None => {
                 let Some((slot, object)) = take() else { return };
-                match Reader::new(object) {
-                    Ok(reader) => lane.insert(Lane::new(slot, reader)),
+                match Bytes::of(object) {
+                    Ok(bytes) => lane.insert(Lane::new(slot, bytes)),
                     Err(e) => {
                         let _ = slots[slot].set(Err(e));
                         continue;
@@ -125,7 +131,7 @@ fn fill<'o>(
             return;
         }
         let slot = l.slot;
-        match l.reader.fill() {
+        match l.bytes.fill() {
             Ok(0) => {
                 if let Some(done) = lane.take() {
                     let _ = slots[slot].set(Ok(done.hash.finalize()));
@@ -144,21 +150,21 @@ fn fill<'o>(
     }
 }
 
-/// A tensor being hashed: its reader, the window read last and how much of
-/// it is hashed.
-struct Lane {
+/// A tensor being hashed: where its bytes come from, the window read last
+/// and how much of it is hashed.
+struct Lane<'o> {
     slot: usize,
-    reader: Reader,
+    bytes: Bytes<'o>,
     hash: sha256x2::Sha256,
     filled: usize,
     used: usize,
 }
 
-impl Lane {
-    fn new(slot: usize, reader: Reader) -> Lane {
+impl<'o> Lane<'o> {
+    fn new(slot: usize, bytes: Bytes<'o>) -> Lane<'o> {
         Lane {
             slot,
-            reader,
+            bytes,
             hash: sha256x2::Sha256::default(),
             filled: 0,
             used: 0,
@@ -167,7 +173,7 @@ impl Lane {
 
     /// The bytes of the last window not hashed yet.
     fn pending(&self) -> &[u8] {
-        self.reader.window(self.used..self.filled)
+        self.bytes.window(self.used..self.filled)
     }
 
     /// The next `n` pending bytes, counted as hashed, with the hash to feed
@@ -175,43 +181,130 @@ impl Lane {
     fn next(&mut self, n: usize) -> (&mut sha256x2::Sha256, &[u8]) {
         let from = self.used;
         self.used += n;
-        (&mut self.hash, self.reader.window(from..self.used))
+        (&mut self.hash, self.bytes.window(from..self.used))
+    }
+}
+
+/// A tensor's logical elements, a window at a time.
+enum Bytes<'o> {
+    /// Read into a buffer: from a lazily loaded storage's file, or from a
+    /// contiguous copy of a strided tensor.
+    Read(Reader),
+    /// Where they lie, in a storage in memory (the tensor contiguous): no
+    /// copy. `at` is where the window read last begins.
+    InPlace {
+        bytes: BytesRef<'o>,
+        start: usize,
+        len: usize,
+        at: usize,
+        window: usize,
+    },
+}
+
+impl<'o> Bytes<'o> {
+    fn of(object: &'o TensorObject) -> Result<Bytes<'o>, crate::Error> {
+        let storage = object.tensor.untyped_storage();
+        if let (Some((start, len)), true) = (logical_range(object), storage.is_loaded()) {
+            let bytes = storage.bytes()?;
+            if start.checked_add(len).is_some_and(|end| end <= bytes.len()) {
+                return Ok(Bytes::InPlace {
+                    bytes,
+                    start,
+                    len,
+                    at: 0,
+                    window: 0,
+                });
+            }
+        }
+        Reader::new(object).map(Bytes::Read)
+    }
+
+    /// Moves to the next window: its length, 0 at the end.
+    fn fill(&mut self) -> Result<usize, crate::Error> {
+        match self {
+            Bytes::Read(reader) => reader.fill(),
+            Bytes::InPlace {
+                len, at, window, ..
+            } => {
+                *at += *window;
+                *window = (*len - *at).min(WINDOW);
+                Ok(*window)
+            }
+        }
+    }
+
+    /// Bytes `range` of the window read last.
+    fn window(&self, range: std::ops::Range<usize>) -> &[u8] {
+        match self {
+            Bytes::Read(reader) => reader.window(range),
+            Bytes::InPlace {
+                bytes, start, at, ..
+            } => &bytes[start + at + range.start..start + at + range.end],
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-    use crate::Tensor;
+    use std::sync::Arc;
 
-    fn bytes(n: usize, seed: u8) -> TensorObject {
-        let values: Vec<u8> = (0..n).map(|i| (i as u8).wrapping_mul(7) ^ seed).collect();
-        TensorObject::new(Tensor::from_vec(values, &[n]).unwrap())
+    use super::*;
+    use sha2::Digest;
+
+    use crate::layout::Layout;
+    use crate::{DType, Device, Tensor, UntypedStorage};
+
+    fn values(n: usize, seed: u8) -> Vec<u8> {
+        (0..n).map(|i| (i as u8).wrapping_mul(7) ^ seed).collect()
+    }
+
+    /// A tensor of `n` bytes in memory, or on a lazily loaded storage
+    /// (read a window at a time into a buffer).
+    fn tensor(n: usize, seed: u8, lazy: bool) -> TensorObject {
+        let data = values(n, seed);
+        let t = if lazy {
+            let fetch = move |at: u64, dst: &mut [u8]| {
+                let at = at as usize;
+                dst.copy_from_slice(&data[at..at + dst.len()]);
+                Ok(())
+            };
+            let storage = UntypedStorage::lazy(n, Device::CPU, Arc::new(fetch));
+            Tensor::from_parts(storage, DType::UInt8, Layout::contiguous(&[n]).unwrap()).unwrap()
+        } else {
+            Tensor::from_vec(data, &[n]).unwrap()
+        };
+        TensorObject::new(t)
     }
 
     /// On one thread, two lanes: the first tensor's second window (100
     /// bytes) ends while its partner has most of a window left, which is
     /// then paired with the next tensor, shorter still; each digest is
-    /// `sha2`'s alone, and with one lane too.
+    /// `sha2`'s alone, with one lane too, in memory or read from a file.
     #[test]
     fn a_window_left_over_pairs_with_the_next_tensor() {
         let mb = 1 << 20;
-        let objects = [
-            bytes(8 * mb + 100, 1),
-            bytes(4 * mb, 2),
-            bytes(4 * mb, 3),
-            bytes(4 * mb - 1, 4),
-            bytes(mb, 5),
-            bytes(100, 6),
-            bytes(0, 7),
-        ];
-        let given: Vec<Option<&TensorObject>> = objects.iter().map(Some).collect();
-        for width in [1, 2] {
-            let got = digest_on(&given, &|_| (), 1, width);
-            for (o, d) in objects.iter().zip(got) {
-                let want = super::super::digest(o, |_| ()).unwrap();
-                assert_eq!(d.unwrap(), Some(want), "{} bytes", o.tensor.nbytes());
+        let sizes = [8 * mb + 100, 4 * mb, 4 * mb, 4 * mb - 1, mb, 100, 0];
+        for lazy in [false, true] {
+            let objects: Vec<TensorObject> = (0..)
+                .zip(sizes)
+                .map(|(seed, n)| tensor(n, seed, lazy))
+                .collect();
+            let given: Vec<Option<&TensorObject>> = objects.iter().map(Some).collect();
+            for width in [1, 2] {
+                let got = digest_on(&given, &|_| (), 1, width);
+                for ((seed, n), d) in (0..).zip(sizes).zip(got) {
+                    let want: [u8; 32] = sha2::Sha256::digest(values(n, seed)).into();
+                    assert_eq!(
+                        d.unwrap(),
+                        Some(want),
+                        "{n} bytes, lazy {lazy}, width {width}"
+                    );
+                }
             }
+            // Nothing was read whole: the lazy storages stay unread.
+            assert!(objects
+                .iter()
+                .all(|o| o.tensor.untyped_storage().is_loaded() != lazy));
         }
     }
 }
