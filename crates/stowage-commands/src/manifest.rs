@@ -357,7 +357,15 @@ pub fn write_file(
     write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
 ) -> Result<(), CommandError> {
     let location = cx.save_options().location(path);
-    Ok(location.create(true, None, |out| write(out).map_err(stowage::Error::Io))?)
+    Ok(location.create(true, None, |out| {
+        // The JSON comes in pieces of a few bytes: buffered, they are one
+        // system call each 64 KiB, not one each (20,000 tensors' manifest
+        // written in 0.6 s of system time before).
+        let mut out = std::io::BufWriter::with_capacity(1 << 16, out);
+        write(&mut out)
+            .and_then(|()| out.flush())
+            .map_err(stowage::Error::Io)
+    })?)
 }
 
 /// The SHA-256 of the values' canonical encoding: each value's entry of
