@@ -9,16 +9,21 @@
 //! partner's window to be paired with the next tensor.
 //!
 //! A contiguous tensor whose storage is in memory is hashed where it lies,
-//! under the storage's shared lock (a write to it waits); any other is read
-//! a window at a time into a buffer ([`Reader`]): a lazily loaded storage
-//! from its file, keeping nothing.
+//! a window at a time under the storage's shared lock (a write to it waits
+//! for that window); any other is read a window at a time into a buffer
+//! ([`Reader`]): a lazily loaded storage from its file, keeping nothing.
+//! A thread never takes a lock it holds (two tensors of one storage are
+//! hashed under one lock: a thread asking again for a shared lock it holds
+//! waits behind any writer waiting for it, for ever) and takes two
+//! storages' locks in the order of their ids, as every thread does.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
 use super::{logical_range, sha256x2, Reader, WINDOW};
 use crate::checkpoint::value::graph::TensorObject;
-use crate::storage::BytesRef;
+use crate::error::StorageError;
+use crate::UntypedStorage;
 
 /// One tensor's digest, or why it has none.
 type Slot = OnceLock<Result<[u8; 32], crate::Error>>;
@@ -89,20 +94,73 @@ fn hash_share<'o>(
         for lane in lanes.iter_mut().take(width) {
             fill(lane, &mut take, slots, progress);
         }
-        match &mut lanes {
+        let hashed = match &mut lanes {
             [Some(a), Some(b)] => {
-                let n = a.pending().len().min(b.pending().len());
-                let ((ha, da), (hb, db)) = (a.next(n), b.next(n));
-                sha256x2::update_both(ha, da, hb, db);
+                let n = a.pending().min(b.pending());
+                hash_two(a, b, n)
             }
-            [Some(a), None] | [None, Some(a)] => {
-                let (h, d) = a.next(a.pending().len());
-                h.update(d);
-            }
+            [Some(a), None] => [hash_one(a, a.pending()), Ok(())],
+            [None, Some(b)] => [Ok(()), hash_one(b, b.pending())],
             [None, None] => break,
+        };
+        for (lane, hashed) in lanes.iter_mut().zip(hashed) {
+            if let Err(e) = hashed {
+                if let Some(failed) = lane.take() {
+                    let _ = slots[failed.slot].set(Err(e));
+                }
+            }
         }
     }
 }
+
+/// Hashes the next `n` pending bytes of `lane`.
+fn hash_one(lane: &mut Lane, n: usize) -> Result<(), crate::Error> {
+    let Lane {
+        bytes, hash, used, ..
+    } = lane;
+    bytes.with_window(*used..*used + n, |w| hash.update(w))?;
+    *used += n;
+    Ok(())
+}
+
+/// Hashes the next `n` pending bytes of `a` and of `b` at once; where a
+/// window cannot be had (a storage in memory that no longer holds its
+/// tensor), each alone, so that the error is its own tensor's.
+fn hash_two(a: &mut Lane, b: &mut Lane, n: usize) -> [Result<(), crate::Error>; 2] {
+    let (ra, rb) = (a.used..a.used + n, b.used..b.used + n);
+    let (ha, hb) = (&mut a.hash, &mut b.hash);
+    let (ba, bb) = (&a.bytes, &b.bytes);
+    let both = match (ba.storage(), bb.storage()) {
+        (Some(sa), Some(sb)) if sa.is_same(sb) => sa
+            .with_bytes(HASHING, |bytes| {
+                let (x, y) = (ba.in_place(bytes, ra)?, bb.in_place(bytes, rb)?);
+                sha256x2::update_both(ha, x, hb, y);
+                Ok(())
+            })
+            .and_then(|r| r),
+        (Some(sa), Some(sb)) if sb.id() < sa.id() => bb
+            .with_window(rb, |y| {
+                ba.with_window(ra, |x| sha256x2::update_both(ha, x, hb, y))
+            })
+            .and_then(|r| r),
+        _ => ba
+            .with_window(ra, |x| {
+                bb.with_window(rb, |y| sha256x2::update_both(ha, x, hb, y))
+            })
+            .and_then(|r| r),
+    };
+    match both {
+        Ok(()) => {
+            a.used += n;
+            b.used += n;
+            [Ok(()), Ok(())]
+        }
+        Err(_) => [hash_one(a, n), hash_one(b, n)],
+    }
+}
+
+/// What a storage's lock is taken for, in an error.
+const HASHING: &str = "hashing tensor bytes";
 
 /// Gives `lane` bytes to hash: its tensor's next window, or when that
 /// tensor is done (its digest set) the next tensor's; empty when `take`
@@ -127,7 +185,7 @@ fn fill<'o>(
                 }
             }
         };
-        if !l.pending().is_empty() {
+        if l.pending() > 0 {
             return;
         }
         let slot = l.slot;
@@ -171,17 +229,9 @@ impl<'o> Lane<'o> {
         }
     }
 
-    /// The bytes of the last window not hashed yet.
-    fn pending(&self) -> &[u8] {
-        self.bytes.window(self.used..self.filled)
-    }
-
-    /// The next `n` pending bytes, counted as hashed, with the hash to feed
-    /// them to.
-    fn next(&mut self, n: usize) -> (&mut sha256x2::Sha256, &[u8]) {
-        let from = self.used;
-        self.used += n;
-        (&mut self.hash, self.bytes.window(from..self.used))
+    /// How many bytes of the last window are not hashed yet.
+    fn pending(&self) -> usize {
+        self.filled - self.used
     }
 }
 
@@ -190,10 +240,11 @@ enum Bytes<'o> {
     /// Read into a buffer: from a lazily loaded storage's file, or from a
     /// contiguous copy of a strided tensor.
     Read(Reader),
-    /// Where they lie, in a storage in memory (the tensor contiguous): no
+    /// Where they lie, bytes `start..start + len` of a storage in memory
+    /// (the tensor contiguous), read under its lock a window at a time: no
     /// copy. `at` is where the window read last begins.
     InPlace {
-        bytes: BytesRef<'o>,
+        storage: &'o UntypedStorage,
         start: usize,
         len: usize,
         at: usize,
@@ -204,19 +255,16 @@ enum Bytes<'o> {
 impl<'o> Bytes<'o> {
     fn of(object: &'o TensorObject) -> Result<Bytes<'o>, crate::Error> {
         let storage = object.tensor.untyped_storage();
-        if let (Some((start, len)), true) = (logical_range(object), storage.is_loaded()) {
-            let bytes = storage.bytes()?;
-            if start.checked_add(len).is_some_and(|end| end <= bytes.len()) {
-                return Ok(Bytes::InPlace {
-                    bytes,
-                    start,
-                    len,
-                    at: 0,
-                    window: 0,
-                });
-            }
+        match logical_range(object) {
+            Some((start, len)) if storage.is_loaded() => Ok(Bytes::InPlace {
+                storage,
+                start,
+                len,
+                at: 0,
+                window: 0,
+            }),
+            _ => Reader::new(object).map(Bytes::Read),
         }
-        Reader::new(object).map(Bytes::Read)
     }
 
     /// Moves to the next window: its length, 0 at the end.
@@ -233,14 +281,50 @@ impl<'o> Bytes<'o> {
         }
     }
 
-    /// Bytes `range` of the window read last.
-    fn window(&self, range: std::ops::Range<usize>) -> &[u8] {
+    /// The storage whose lock [`with_window`](Self::with_window) takes.
+    fn storage(&self) -> Option<&'o UntypedStorage> {
         match self {
-            Bytes::Read(reader) => reader.window(range),
-            Bytes::InPlace {
-                bytes, start, at, ..
-            } => &bytes[start + at + range.start..start + at + range.end],
+            Bytes::Read(_) => None,
+            Bytes::InPlace { storage, .. } => Some(storage),
         }
+    }
+
+    /// Runs `f` on bytes `range` of the window read last (under the
+    /// storage's shared lock for a tensor in place).
+    ///
+    /// # Errors
+    /// [`StorageError::StorageRange`]: the storage no longer holds them.
+    fn with_window<R>(
+        &self,
+        range: std::ops::Range<usize>,
+        f: impl FnOnce(&[u8]) -> R,
+    ) -> Result<R, crate::Error> {
+        match self {
+            Bytes::Read(reader) => Ok(f(reader.window(range))),
+            Bytes::InPlace { storage, .. } => storage
+                .with_bytes(HASHING, |bytes| self.in_place(bytes, range).map(f))
+                .and_then(|r| r),
+        }
+    }
+
+    /// Bytes `range` of the window read last, in `bytes`, the storage's
+    /// whole bytes (read under its lock).
+    fn in_place<'b>(
+        &self,
+        bytes: &'b [u8],
+        range: std::ops::Range<usize>,
+    ) -> Result<&'b [u8], crate::Error> {
+        let Bytes::InPlace { start, at, .. } = self else {
+            unreachable!("only a tensor in place is read from its storage's bytes")
+        };
+        let from = start + at + range.start;
+        bytes
+            .get(from..from + range.len())
+            .ok_or(crate::Error::Storage(StorageError::StorageRange {
+                offset: from,
+                len: range.len(),
+                nbytes: bytes.len(),
+            }))
     }
 }
 
@@ -306,5 +390,59 @@ mod tests {
                 .iter()
                 .all(|o| o.tensor.untyped_storage().is_loaded() != lazy));
         }
+    }
+
+    /// Tensors that are ranges of one storage in memory, hashed two at a
+    /// time by two threads while another thread keeps asking for the
+    /// storage's exclusive lock: every digest is right, and the hashing
+    /// ends (a thread taking the shared lock a second time, behind the
+    /// waiting writer, would wait for ever).
+    #[test]
+    fn ranges_of_one_storage_hash_beside_a_writer_waiting_for_it() {
+        let mb = 1 << 20;
+        let data = values(14 * mb, 9);
+        let whole = Tensor::from_vec(data.clone(), &[data.len()]).unwrap();
+        let spans = [
+            (0, 8 * mb + 100),
+            (8 * mb + 100, 3 * mb),
+            (11 * mb + 100, mb),
+            (12 * mb + 100, 2 * mb - 100),
+        ];
+        let objects: Vec<TensorObject> = spans
+            .iter()
+            .map(|&(at, n)| TensorObject::new(whole.narrow(0, at as isize, n).unwrap()))
+            .collect();
+        let storage = whole.untyped_storage().clone();
+        let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let writer = {
+            let (storage, done) = (storage.clone(), done.clone());
+            std::thread::spawn(move || {
+                while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                    drop(storage.bytes_mut().unwrap());
+                }
+            })
+        };
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let given: Vec<Option<&TensorObject>> = objects.iter().map(Some).collect();
+            for _ in 0..6 {
+                let got: Vec<_> = digest_on(&given, &|_| (), 2, 2)
+                    .into_iter()
+                    .map(|d| d.unwrap().unwrap())
+                    .collect();
+                let _ = tx.send(got);
+            }
+        });
+        for round in 0..6 {
+            let got = rx
+                .recv_timeout(std::time::Duration::from_secs(60))
+                .unwrap_or_else(|e| panic!("round {round}: the hashing did not end: {e}"));
+            for (&(at, n), d) in spans.iter().zip(got) {
+                let want: [u8; 32] = sha2::Sha256::digest(&data[at..at + n]).into();
+                assert_eq!(d, want, "bytes {at}..{}", at + n);
+            }
+        }
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        writer.join().unwrap();
     }
 }
