@@ -121,8 +121,8 @@ impl Default for WrittenDigests {
 
 /// The hashing thread: each tensor's bytes as the writer sends them, by
 /// name. Where the CPU hashes two messages at once ([`sha256x2`]), a piece
-/// waits for the next one of another tensor, while the writer has one
-/// queued, to be hashed beside it.
+/// waits for the next message: a piece of another tensor is hashed beside
+/// it; a piece of the same tensor, or the writer's end, sends it on alone.
 fn hash_messages(
     from_writer: &Receiver<Message>,
     give_back: &Sender<Vec<u8>>,
