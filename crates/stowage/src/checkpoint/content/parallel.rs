@@ -130,15 +130,15 @@ fn hash_two(a: &mut Lane, b: &mut Lane, n: usize) -> [Result<(), crate::Error>; 
     let (ra, rb) = (a.used..a.used + n, b.used..b.used + n);
     let (ha, hb) = (&mut a.hash, &mut b.hash);
     let (ba, bb) = (&a.bytes, &b.bytes);
-    let both = match (ba.storage(), bb.storage()) {
-        (Some(sa), Some(sb)) if sa.is_same(sb) => sa
+    let both = match (ba.in_storage(), bb.in_storage()) {
+        (Some((sa, wa)), Some((sb, wb))) if sa.is_same(sb) => sa
             .with_bytes(HASHING, |bytes| {
-                let (x, y) = (ba.in_place(bytes, ra)?, bb.in_place(bytes, rb)?);
+                let (x, y) = (part(bytes, wa, ra)?, part(bytes, wb, rb)?);
                 sha256x2::update_both(ha, x, hb, y);
                 Ok(())
             })
             .and_then(|r| r),
-        (Some(sa), Some(sb)) if sb.id() < sa.id() => bb
+        (Some((sa, _)), Some((sb, _))) if sb.id() < sa.id() => bb
             .with_window(rb, |y| {
                 ba.with_window(ra, |x| sha256x2::update_both(ha, x, hb, y))
             })
@@ -281,11 +281,15 @@ impl<'o> Bytes<'o> {
         }
     }
 
-    /// The storage whose lock [`with_window`](Self::with_window) takes.
-    fn storage(&self) -> Option<&'o UntypedStorage> {
+    /// For a tensor in place: its storage, whose lock
+    /// [`with_window`](Self::with_window) takes, and where in it the window
+    /// read last begins.
+    fn in_storage(&self) -> Option<(&'o UntypedStorage, usize)> {
         match self {
             Bytes::Read(_) => None,
-            Bytes::InPlace { storage, .. } => Some(storage),
+            Bytes::InPlace {
+                storage, start, at, ..
+            } => Some((storage, start + at)),
         }
     }
 
@@ -301,31 +305,29 @@ impl<'o> Bytes<'o> {
     ) -> Result<R, crate::Error> {
         match self {
             Bytes::Read(reader) => Ok(f(reader.window(range))),
-            Bytes::InPlace { storage, .. } => storage
-                .with_bytes(HASHING, |bytes| self.in_place(bytes, range).map(f))
+            Bytes::InPlace {
+                storage, start, at, ..
+            } => storage
+                .with_bytes(HASHING, |bytes| part(bytes, start + at, range).map(f))
                 .and_then(|r| r),
         }
     }
+}
 
-    /// Bytes `range` of the window read last, in `bytes`, the storage's
-    /// whole bytes (read under its lock).
-    fn in_place<'b>(
-        &self,
-        bytes: &'b [u8],
-        range: std::ops::Range<usize>,
-    ) -> Result<&'b [u8], crate::Error> {
-        let Bytes::InPlace { start, at, .. } = self else {
-            unreachable!("only a tensor in place is read from its storage's bytes")
-        };
-        let from = start + at + range.start;
-        bytes
-            .get(from..from + range.len())
-            .ok_or(crate::Error::Storage(StorageError::StorageRange {
-                offset: from,
-                len: range.len(),
-                nbytes: bytes.len(),
-            }))
-    }
+/// Bytes `range` of the window at `window` in a storage's whole `bytes`
+/// (read under its lock).
+///
+/// # Errors
+/// [`StorageError::StorageRange`]: the storage no longer holds them.
+fn part(bytes: &[u8], window: usize, range: std::ops::Range<usize>) -> Result<&[u8], crate::Error> {
+    let from = window + range.start;
+    bytes
+        .get(from..from + range.len())
+        .ok_or(crate::Error::Storage(StorageError::StorageRange {
+            offset: from,
+            len: range.len(),
+            nbytes: bytes.len(),
+        }))
 }
 
 #[cfg(test)]
