@@ -50,34 +50,10 @@ fn fnv1a(bytes: &[u8]) -> u64 {
     })
 }
 
-/// The suffix of a scratch folder beside a temporary file
-/// ([`in_scratch_folder`]).
+/// The suffix of the scratch folder that safetensors saves made beside
+/// their temporary file before stowage wrote the file itself (the crate
+/// made temporaries of its own): one a killed save left is removed too.
 const SCRATCH: &str = ".d";
-
-/// Has `write` write the file `tmp` (a save's temporary) at a path inside a
-/// scratch folder beside it (`{tmp}.d`), then moves the file to `tmp` and
-/// removes the folder: for a writer that makes temporary files of its own
-/// beside the file it writes (the `safetensors` crate does), so that none
-/// of them is left beside the target when the save is ended midway (the
-/// folder is then removed, [`super::remove_temporaries`]) or fails.
-#[cfg(feature = "safetensors")]
-pub(crate) fn in_scratch_folder(tmp: &Path, write: impl FnOnce(&Path) -> Result<()>) -> Result<()> {
-    let mut scratch = tmp.as_os_str().to_owned();
-    scratch.push(SCRATCH);
-    let scratch = PathBuf::from(scratch);
-    fs::create_dir(&scratch)?;
-    let pending = Pending::new({
-        let scratch = scratch.clone();
-        move || {
-            let _ = fs::remove_dir_all(&scratch);
-        }
-    });
-    let file = scratch.join("data");
-    let result = write(&file).and_then(|()| pending.step(|| Ok(fs::rename(&file, tmp)?)));
-    let _ = fs::remove_dir_all(&scratch);
-    drop(pending);
-    result
-}
 
 /// Removes the temporary files of saves to `dir/name` that a process which no
 /// longer exists left behind (killed in the middle of a save). Temporaries of

@@ -493,42 +493,6 @@ impl Location {
         }
     }
 
-    /// Writes the file here whole or not at all, as [`create`](Self::create)
-    /// does, `write` writing a file at the path it is given (for writers
-    /// that take a path rather than a writer): a local file's temporary
-    /// sibling, renamed over the target; for an object, a temporary file
-    /// staged on local disk (removed whatever happens, the process ended
-    /// meanwhile included), then uploaded.
-    ///
-    /// # Errors
-    /// As [`create`](Self::create).
-    #[cfg(feature = "safetensors")]
-    pub(crate) fn create_through_path(
-        &self,
-        sync: bool,
-        write: impl FnOnce(&Path) -> Result<()>,
-    ) -> Result<()> {
-        match &self.kind {
-            Kind::Local(p, _) => super::write_atomically(p, sync, write),
-            #[cfg(feature = "remote")]
-            Kind::Remote { .. } => {
-                let staged = tempfile::NamedTempFile::new()
-                    .map_err(|e| Error::Io(e).in_file(self.path()))?;
-                // Removed if the process is ended meanwhile (`tempfile`
-                // removes it when dropped, which an ended process never
-                // gets to).
-                let _pending = super::Pending::removing(staged.path().to_owned());
-                let written = write(staged.path());
-                self.create(sync, None, |w| {
-                    written?;
-                    let mut file = File::open(staged.path())?;
-                    io::copy(&mut file, w)?;
-                    Ok(())
-                })
-            }
-        }
-    }
-
     /// The whole content of the file here, refused past `max` bytes, the
     /// value of `limit` (an index or a metadata file, never a tensor's data).
     ///

@@ -24,16 +24,12 @@ mod pending;
 pub mod remote;
 mod span;
 
-#[cfg(feature = "safetensors")]
-pub(crate) use atomic::in_scratch_folder;
 pub(crate) use atomic::write_atomically;
 pub(crate) use atomic_dir::replace_dir;
 pub(crate) use location::open_regular;
 pub use location::Location;
-pub(crate) use output::{preallocate, Output};
+pub(crate) use output::{preallocate, Output, WRITE_BUFFER};
 pub use pending::remove_temporaries;
-#[cfg(all(feature = "remote", feature = "safetensors"))]
-pub(crate) use pending::Pending;
 pub(crate) use span::{windows, Opened, Span};
 // Defined beside the zip container, its first reader, which knows nothing of
 // stowage; the readers of every other format share them from here.

@@ -18,6 +18,12 @@ use std::path::Path;
 /// to the disk as soon as it is written.
 pub(crate) const WRITE_BEHIND: u64 = 8 << 20;
 
+/// The buffer a save writes through: small records gather in it, and a
+/// write at least this long (a storage's or a window's bytes) goes straight
+/// to the file. `BufWriter` copies into its buffer every write shorter than
+/// its capacity, so a larger buffer would copy most tensors once more.
+pub(crate) const WRITE_BUFFER: usize = 256 << 10;
+
 /// Allocates `len` bytes for `file` (empty, just created) and sets its size to
 /// `len`. Only a lack of space is an error; a file system that cannot
 /// preallocate is written the plain way.

@@ -7,25 +7,31 @@
 //! its range), the safetensors writer a tensor at a time, the DCP writer a
 //! chunk at a time (a tensor whose chunks are its rows in order takes them
 //! in turn). The hashing runs on a thread of its own, a few windows behind
-//! the writer, so it costs the save a copy of each window rather than the
-//! hash. A tensor the writer cannot give in order (a transposed view, a DCP
-//! chunk of columns) is not fed; [`WrittenDigests::finish`] leaves it out,
-//! and the caller hashes it by reading the output.
+//! the writer, on the very buffers written: a window read from the source
+//! is handed over whole and comes back to the writer's pool once hashed, a
+//! DCP chunk's compact copy is hashed where it lies. Only bytes that stay
+//! the caller's (a storage in memory, which it may change once the save
+//! returns) are copied. A tensor the writer cannot give in order (a
+//! transposed view, a DCP chunk of columns) is not fed;
+//! [`WrittenDigests::finish`] leaves it out, and the caller hashes it by
+//! reading the output.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
+use std::ops::Range;
 use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 
 use super::sha256x2;
 use crate::checkpoint::value::graph::{dotted, Checkpoint, TensorObject};
+use crate::UntypedStorage;
 
-/// Bytes sent to the hashing thread at a time.
+/// The most bytes of one message to the hashing thread.
 const PIECE: usize = 4 << 20;
-/// Pieces queued for the hashing thread before the writer waits (the
-/// memory the collector holds: about this many pieces, and two more).
-const QUEUED: usize = 16;
+/// Messages queued for the hashing thread before the writer waits: the
+/// buffers in flight are about this many, and three more.
+const QUEUED: usize = 8;
 
 /// Collects the SHA-256 of each written tensor's logical elements (the
 /// `sha256` of a content manifest and of `inspect --json`) from the bytes a
@@ -67,7 +73,10 @@ struct Inner {
 
 struct Running {
     to_hasher: SyncSender<Message>,
+    /// Buffers the hashing thread is done with, for the writer to fill again.
     spare: Receiver<Vec<u8>>,
+    /// Where a buffer handed over goes back to ([`Pooled`]).
+    home: Sender<Vec<u8>>,
     hasher: JoinHandle<HashMap<Arc<str>, Slot>>,
     /// Names written once under another name (one object at two paths).
     aliases: Vec<(String, String)>,
@@ -77,13 +86,56 @@ enum Message {
     /// A tensor's bytes begin: its logical length.
     Begin(Arc<str>, u64),
     /// Its next bytes.
-    Bytes(Arc<str>, Vec<u8>),
+    Bytes(Arc<str>, Piece),
+}
+
+/// Some bytes of a tensor, where they lie.
+enum Piece {
+    /// A range of a buffer the writer filled and handed over.
+    Buffer(Arc<Pooled>, Range<usize>),
+    /// A range of a storage only the save holds (a compact copy it made),
+    /// read under its shared lock.
+    Storage(UntypedStorage, Range<usize>),
+}
+
+impl Piece {
+    /// Runs `f` on the bytes; `None` where a storage no longer has them.
+    fn with<R>(&self, f: impl FnOnce(&[u8]) -> R) -> Option<R> {
+        match self {
+            Piece::Buffer(buf, range) => buf.bytes.get(range.clone()).map(f),
+            Piece::Storage(storage, range) => storage.bytes().ok()?.get(range.clone()).map(f),
+        }
+    }
+
+    /// Whether both lie in one storage: never read under two of its locks
+    /// at once, which a writer waiting between them would deadlock.
+    fn shares_storage(&self, other: &Piece) -> bool {
+        match (self, other) {
+            (Piece::Storage(a, _), Piece::Storage(b, _)) => a.id() == b.id(),
+            _ => false,
+        }
+    }
+}
+
+/// A buffer handed to the hashing thread, back in the writer's pool
+/// ([`Running::spare`]) once the last piece of it is hashed.
+struct Pooled {
+    bytes: Vec<u8>,
+    home: Sender<Vec<u8>>,
+}
+
+impl Drop for Pooled {
+    fn drop(&mut self) {
+        // The writer may be gone; the buffer is then freed.
+        let _ = self.home.send(std::mem::take(&mut self.bytes));
+    }
 }
 
 #[derive(Default)]
 struct Slot {
     hash: sha256x2::Sha256,
     expected: u64,
+    /// Bytes hashed: short of `expected` where a piece could not be read.
     fed: u64,
     /// Begun more than once (written twice under one name): not trusted.
     twice: bool,
@@ -123,63 +175,68 @@ impl Default for WrittenDigests {
 /// name. Where the CPU hashes two messages at once ([`sha256x2`]), a piece
 /// waits for the next message: a piece of another tensor is hashed beside
 /// it; a piece of the same tensor, or the writer's end, sends it on alone.
-fn hash_messages(
-    from_writer: &Receiver<Message>,
-    give_back: &Sender<Vec<u8>>,
-) -> HashMap<Arc<str>, Slot> {
+fn hash_messages(from_writer: &Receiver<Message>) -> HashMap<Arc<str>, Slot> {
     let mut slots: HashMap<Arc<str>, Slot> = HashMap::new();
-    let mut held: Option<(Arc<str>, Vec<u8>)> = None;
+    let mut held: Option<(Arc<str>, Piece)> = None;
     let pairs = sha256x2::interleaves();
-    loop {
-        let message = from_writer.recv().ok();
+    while let Ok(message) = from_writer.recv() {
         match message {
-            Some(Message::Begin(name, len)) => {
+            Message::Begin(name, len) => {
                 if held.as_ref().is_some_and(|(h, _)| *h == name) {
-                    feed(&mut slots, held.take(), give_back);
+                    feed(&mut slots, held.take());
                 }
                 let slot = slots.entry(name).or_default();
                 slot.twice |= slot.expected != 0 || slot.fed != 0;
                 slot.expected = len;
             }
-            Some(Message::Bytes(name, bytes)) if pairs => match held.take() {
-                Some((other, first)) if other != name => {
-                    slots.entry(other.clone()).or_default();
-                    slots.entry(name.clone()).or_default();
-                    if let [Some(a), Some(b)] = slots.get_disjoint_mut([&other, &name]) {
-                        sha256x2::update_both(&mut a.hash, &first, &mut b.hash, &bytes);
-                        a.fed += first.len() as u64;
-                        b.fed += bytes.len() as u64;
-                    }
-                    // The writer may be gone; the buffers are then dropped.
-                    let _ = give_back.send(first);
-                    let _ = give_back.send(bytes);
+            Message::Bytes(name, piece) if pairs => match held.take() {
+                Some((other, first)) if other != name && !first.shares_storage(&piece) => {
+                    feed_both(&mut slots, (other, first), (name, piece));
                 }
                 earlier => {
-                    feed(&mut slots, earlier, give_back);
-                    held = Some((name, bytes));
+                    feed(&mut slots, earlier);
+                    held = Some((name, piece));
                 }
             },
-            Some(Message::Bytes(name, bytes)) => feed(&mut slots, Some((name, bytes)), give_back),
-            // The writer is done: the piece held goes alone.
-            None if held.is_some() => feed(&mut slots, held.take(), give_back),
-            None => break,
+            Message::Bytes(name, piece) => feed(&mut slots, Some((name, piece))),
         }
     }
+    // The writer is done: the piece held goes alone.
+    feed(&mut slots, held);
     slots
 }
 
 /// Hashes one piece of a tensor's bytes, if any, alone.
-fn feed(
-    slots: &mut HashMap<Arc<str>, Slot>,
-    piece: Option<(Arc<str>, Vec<u8>)>,
-    give_back: &Sender<Vec<u8>>,
-) {
-    let Some((name, bytes)) = piece else { return };
+fn feed(slots: &mut HashMap<Arc<str>, Slot>, piece: Option<(Arc<str>, Piece)>) {
+    let Some((name, piece)) = piece else { return };
     let slot = slots.entry(name).or_default();
-    slot.hash.update(&bytes);
-    slot.fed += bytes.len() as u64;
-    // The writer may be gone; the buffer is then dropped.
-    let _ = give_back.send(bytes);
+    if let Some(n) = piece.with(|bytes| {
+        slot.hash.update(bytes);
+        bytes.len()
+    }) {
+        slot.fed += n as u64;
+    }
+}
+
+/// Hashes pieces of two tensors side by side; each alone where one of
+/// them cannot be read, so that only its own tensor is left out.
+fn feed_both(slots: &mut HashMap<Arc<str>, Slot>, a: (Arc<str>, Piece), b: (Arc<str>, Piece)) {
+    slots.entry(a.0.clone()).or_default();
+    slots.entry(b.0.clone()).or_default();
+    if let [Some(sa), Some(sb)] = slots.get_disjoint_mut([&a.0, &b.0]) {
+        let both = a.1.with(|x| {
+            b.1.with(|y| {
+                sha256x2::update_both(&mut sa.hash, x, &mut sb.hash, y);
+                sa.fed += x.len() as u64;
+                sb.fed += y.len() as u64;
+            })
+        });
+        if both.flatten().is_some() {
+            return;
+        }
+    }
+    feed(slots, Some(a));
+    feed(slots, Some(b));
 }
 
 impl fmt::Debug for WrittenDigests {
@@ -194,12 +251,13 @@ impl WrittenDigests {
     /// digest, and a manifest hashes what was written by reading it).
     pub fn new() -> WrittenDigests {
         let (to_hasher, from_writer) = mpsc::sync_channel::<Message>(QUEUED);
-        let (give_back, spare) = mpsc::channel::<Vec<u8>>();
+        let (home, spare) = mpsc::channel::<Vec<u8>>();
         let thread = std::thread::Builder::new().name("stowage-digests".into());
-        let hasher = thread.spawn(move || hash_messages(&from_writer, &give_back));
+        let hasher = thread.spawn(move || hash_messages(&from_writer));
         let running = hasher.ok().map(|hasher| Running {
             to_hasher,
             spare,
+            home,
             hasher,
             aliases: Vec::new(),
         });
@@ -210,16 +268,14 @@ impl WrittenDigests {
         }
     }
 
-    /// Runs `f` on the running state; nothing once finished.
-    fn with(&self, f: impl FnOnce(&mut Running)) {
+    /// Runs `f` on the running state; `None` once finished.
+    fn with<R>(&self, f: impl FnOnce(&mut Running) -> R) -> Option<R> {
         let mut state = self
             .inner
             .state
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        if let Some(running) = state.as_mut() {
-            f(running);
-        }
+        state.as_mut().map(f)
     }
 
     /// The tensor written as `name` begins; its logical elements are `len`
@@ -231,14 +287,72 @@ impl WrittenDigests {
     }
 
     /// The next bytes of the tensor written as `name`, copied a piece at a
-    /// time into buffers the hashing thread gives back.
+    /// time into buffers the hashing thread gives back: for bytes others
+    /// may change once written (a storage the caller holds).
     pub(crate) fn bytes(&self, name: &Arc<str>, bytes: &[u8]) {
+        for piece in bytes.chunks(PIECE) {
+            let mut buf = self.buffer();
+            buf.clear();
+            buf.extend_from_slice(piece);
+            self.hand_over(buf, [(name, 0..piece.len())]);
+        }
+    }
+
+    /// A buffer to fill and hand over ([`window`](Self::window),
+    /// [`storage_window`](Self::storage_window)):
+    /// one the hashing thread is done with, as it was, or an empty one.
+    pub(crate) fn buffer(&self) -> Vec<u8> {
+        self.with(|r| r.spare.try_recv().ok())
+            .flatten()
+            .unwrap_or_default()
+    }
+
+    /// `window`, just written, is the next bytes of the tensor written as
+    /// `name`: handed over whole, hashed where it lies.
+    #[cfg(feature = "safetensors")]
+    pub(crate) fn window(&self, name: &Arc<str>, window: Vec<u8>) {
+        let len = window.len();
+        self.hand_over(window, [(name, 0..len)]);
+    }
+
+    /// Hands `buf` to the hashing thread, each range of it the next bytes
+    /// of its tensor: hashed where they lie, then `buf` goes back to the pool.
+    fn hand_over<'a>(
+        &self,
+        buf: Vec<u8>,
+        parts: impl IntoIterator<Item = (&'a Arc<str>, Range<usize>)>,
+    ) {
         self.with(|r| {
-            for piece in bytes.chunks(PIECE) {
-                let mut buf = r.spare.try_recv().unwrap_or_default();
-                buf.clear();
-                buf.extend_from_slice(piece);
-                if r.to_hasher.send(Message::Bytes(name.clone(), buf)).is_err() {
+            let buf = Arc::new(Pooled {
+                bytes: buf,
+                home: r.home.clone(),
+            });
+            for (name, range) in parts {
+                for piece in pieces(range) {
+                    let piece = Piece::Buffer(buf.clone(), piece);
+                    if r.to_hasher
+                        .send(Message::Bytes(name.clone(), piece))
+                        .is_err()
+                    {
+                        return;
+                    }
+                }
+            }
+        });
+    }
+
+    /// The bytes `range` of `storage` are the next of the tensor written as
+    /// `name`, hashed where they lie, with no copy. Only for a storage the
+    /// save made and no one else holds (a compact copy): the hashing thread
+    /// reads it after the writer has moved on.
+    pub(crate) fn stored(&self, name: &Arc<str>, storage: &UntypedStorage, range: Range<usize>) {
+        self.with(|r| {
+            for piece in pieces(range) {
+                let piece = Piece::Storage(storage.clone(), piece);
+                if r.to_hasher
+                    .send(Message::Bytes(name.clone(), piece))
+                    .is_err()
+                {
                     return;
                 }
             }
@@ -302,7 +416,7 @@ impl WrittenDigests {
     /// tensors cannot be listed (paths past the walk limit): nothing is fed.
     pub(crate) fn storage_ranges(&self, ckpt: &Checkpoint) -> Option<StorageRanges> {
         let tensors = ckpt.tensors().ok()?;
-        let mut ranges: HashMap<usize, Vec<Range>> = HashMap::new();
+        let mut ranges: HashMap<usize, Vec<TensorRange>> = HashMap::new();
         let mut first: HashMap<*const TensorObject, String> = HashMap::new();
         for (path, object) in tensors {
             let name = dotted(&path);
@@ -315,7 +429,7 @@ impl WrittenDigests {
                 ranges
                     .entry(object.tensor.untyped_storage().id())
                     .or_default()
-                    .push(Range {
+                    .push(TensorRange {
                         name: name.into(),
                         start,
                         len,
@@ -334,7 +448,8 @@ impl WrittenDigests {
     }
 
     /// For the torch zip writer: `bytes` of the storage `storage_id` at byte
-    /// `at`, written in order; each tensor whose range they meet takes its part.
+    /// `at`, written in order; each tensor whose range they meet takes a
+    /// copy of its part (the storage is the caller's).
     pub(crate) fn storage_bytes(
         &self,
         ranges: &StorageRanges,
@@ -342,20 +457,59 @@ impl WrittenDigests {
         at: usize,
         bytes: &[u8],
     ) {
-        for r in ranges.0.get(&storage_id).into_iter().flatten() {
-            let from = r.start.max(at);
-            let to = (r.start + r.len).min(at + bytes.len());
-            if from < to {
-                self.bytes(&r.name, &bytes[from - at..to - at]);
-            }
+        for (name, part) in ranges.parts(storage_id, at, bytes.len()) {
+            self.bytes(name, &bytes[part]);
         }
+    }
+
+    /// For the torch zip writer: `window` holds the bytes of the storage
+    /// `storage_id` from byte `at`, just written; it is handed over whole,
+    /// each tensor whose range it meets hashing its part where it lies.
+    pub(crate) fn storage_window(
+        &self,
+        ranges: &StorageRanges,
+        storage_id: usize,
+        at: usize,
+        window: Vec<u8>,
+    ) {
+        let len = window.len();
+        self.hand_over(window, ranges.parts(storage_id, at, len));
     }
 }
 
-/// The tensors' ranges of each storage ([`WrittenDigests::storage_ranges`]).
-pub(crate) struct StorageRanges(HashMap<usize, Vec<Range>>);
+/// `range` cut into ranges of at most [`PIECE`] bytes.
+fn pieces(range: Range<usize>) -> impl Iterator<Item = Range<usize>> {
+    range
+        .clone()
+        .step_by(PIECE)
+        .map(move |from| from..(from + PIECE).min(range.end))
+}
 
-struct Range {
+/// The tensors' ranges of each storage ([`WrittenDigests::storage_ranges`]).
+pub(crate) struct StorageRanges(HashMap<usize, Vec<TensorRange>>);
+
+impl StorageRanges {
+    /// Each tensor on the storage `storage_id` that the bytes `at..at + len`
+    /// meet, with the part of them that is its, counted from `at`.
+    fn parts(
+        &self,
+        storage_id: usize,
+        at: usize,
+        len: usize,
+    ) -> impl Iterator<Item = (&Arc<str>, Range<usize>)> {
+        self.0
+            .get(&storage_id)
+            .into_iter()
+            .flatten()
+            .filter_map(move |r| {
+                let from = r.start.max(at);
+                let to = (r.start + r.len).min(at + len);
+                (from < to).then(|| (&r.name, from - at..to - at))
+            })
+    }
+}
+
+struct TensorRange {
     name: Arc<str>,
     start: usize,
     len: usize,
@@ -392,6 +546,57 @@ mod tests {
         d.bytes(&names[2], &c[2 * mb + 1..]);
         let out = d.finish();
         for (name, data) in [("a", &a), ("b", &b), ("c", &c), ("empty", &Vec::new())] {
+            let want: [u8; 32] = sha2::Sha256::digest(data).into();
+            assert_eq!(out[name].sha256(), want, "{name}");
+            assert_eq!(out[name].len(), data.len() as u64, "{name}");
+        }
+    }
+
+    /// Windows handed over whole (two tensors' ranges in one, a tensor's
+    /// range across several) and ranges of a storage hashed where they
+    /// lie, interleaved: each digest is the tensor's own.
+    #[test]
+    fn windows_and_storages_handed_over_hash_as_each_tensor_alone() {
+        let mb = 1 << 20;
+        let data = bytes(9 * mb + 5, 7);
+        let split = 3 * mb + 1;
+        let ranges = StorageRanges(HashMap::from([(
+            1,
+            vec![
+                TensorRange {
+                    name: "x".into(),
+                    start: 0,
+                    len: split,
+                },
+                TensorRange {
+                    name: "y".into(),
+                    start: split,
+                    len: data.len() - split,
+                },
+            ],
+        )]));
+        let z = bytes(6 * mb + 3, 9);
+        let storage = crate::Tensor::from_vec(z.clone(), &[z.len()])
+            .unwrap()
+            .untyped_storage()
+            .clone();
+        let name: Arc<str> = "z".into();
+        let d = WrittenDigests::new();
+        d.begin_storage(&ranges, 1);
+        d.begin("z", z.len() as u64);
+        for (i, window) in data.chunks(2 * mb).enumerate() {
+            let mut buf = d.buffer();
+            buf.clear();
+            buf.extend_from_slice(window);
+            d.storage_window(&ranges, 1, i * 2 * mb, buf);
+            match i {
+                1 => d.stored(&name, &storage, 0..2 * mb),
+                3 => d.stored(&name, &storage, 2 * mb..z.len()),
+                _ => {}
+            }
+        }
+        let out = d.finish();
+        for (name, data) in [("x", &data[..split]), ("y", &data[split..]), ("z", &z[..])] {
             let want: [u8; 32] = sha2::Sha256::digest(data).into();
             assert_eq!(out[name].sha256(), want, "{name}");
             assert_eq!(out[name].len(), data.len() as u64, "{name}");

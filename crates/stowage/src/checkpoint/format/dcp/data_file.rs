@@ -30,7 +30,7 @@ pub(super) struct ItemWriter<W: Write> {
 impl ItemWriter<BufWriter<File>> {
     /// Creates the file of rank `rank` at `path`.
     pub(super) fn create(path: &Path, rank: usize, zstd: bool) -> Result<Self> {
-        let out = BufWriter::with_capacity(1 << 22, File::create(path)?);
+        let out = BufWriter::with_capacity(crate::io::WRITE_BUFFER, File::create(path)?);
         Ok(ItemWriter::new(rank_file_name(rank), out, zstd))
     }
 
@@ -168,7 +168,7 @@ pub fn write_items(
     let name = location.file_name().unwrap_or_default().to_owned();
     let mut infos = Vec::with_capacity(items.len());
     location.create(options.sync, None, |out| {
-        let out = BufWriter::with_capacity(1 << 22, out);
+        let out = BufWriter::with_capacity(crate::io::WRITE_BUFFER, out);
         let mut writer = ItemWriter::new(name, out, options.zstd);
         for (i, item) in items.iter().enumerate() {
             infos.push(

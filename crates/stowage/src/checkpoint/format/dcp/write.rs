@@ -327,8 +327,11 @@ pub(super) fn write_entries(
                             part.copy_(&view)?;
                         }
                         if let Some((d, name)) = &feed {
-                            // `part` is new and compact: its storage is its elements.
-                            d.bytes(name, &part.untyped_storage().bytes()?);
+                            // `part` is new and compact, and only this save
+                            // holds it: its storage is its elements, hashed
+                            // where they lie.
+                            let storage = part.untyped_storage();
+                            d.stored(name, storage, 0..storage.nbytes());
                         }
                         let mut single = Checkpoint::new();
                         single.root = Value::Ext(Object::Tensor(std::sync::Arc::new(

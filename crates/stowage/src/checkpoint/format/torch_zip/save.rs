@@ -111,27 +111,30 @@ impl Plan {
         for (name, bytes) in &self.head {
             zip.write_record(name, bytes)?;
         }
+        // The window a storage not read yet is written through, kept from
+        // one storage to the next (the digests hand out their own).
+        let mut window = Vec::new();
         for (i, (storage, nbytes)) in self.storages.iter().enumerate() {
             // The record has the size the pickle gives the storage: one resized since
             // fails the record's size check instead of writing an inconsistent archive.
             zip.start_record(&format!("data/{i}"), *nbytes)?;
-            let feed = self.digests.as_ref().map(|(d, ranges)| {
+            if let Some((d, ranges)) = &self.digests {
                 d.begin_storage(ranges, storage.id());
-                move |at: usize, bytes: &[u8]| d.storage_bytes(ranges, storage.id(), at, bytes)
-            });
+            }
             if storage.is_loaded() {
                 // One read lock at a time, held while the bytes are written and hashed,
                 // so the CRC is that of the bytes in the file.
                 let bytes = storage.bytes()?;
                 zip.write_chunk(&bytes)?;
-                if let Some(feed) = &feed {
-                    feed(0, &bytes);
+                if let Some((d, ranges)) = &self.digests {
+                    d.storage_bytes(ranges, storage.id(), 0, &bytes);
                 }
                 if let Some(p) = progress {
                     p.add(bytes.len() as u64);
                 }
             } else {
-                write_windows(&mut zip, storage, progress, feed.as_ref())?;
+                let digests = self.digests.as_ref().map(|(d, r)| (d, r));
+                write_windows(&mut zip, storage, progress, digests, &mut window)?;
             }
             zip.end_record()?;
         }
@@ -144,22 +147,34 @@ impl Plan {
 
 /// Writes a lazily loaded storage that has not been read yet from its file to
 /// the open record window by window, leaving it unread: a large checkpoint is
-/// converted without being held in memory.
+/// converted without being held in memory. Each window goes whole to the
+/// digests, if any, once written (no copy); otherwise `window` is the
+/// buffer, kept for the next storage.
 fn write_windows<W: Write>(
     zip: &mut ZipWriter<W>,
     storage: &UntypedStorage,
     progress: Option<&Progress>,
-    feed: Option<&impl Fn(usize, &[u8])>,
+    digests: Option<(&WrittenDigests, &StorageRanges)>,
+    window: &mut Vec<u8>,
 ) -> Result<()> {
     let len = storage.nbytes();
-    let mut buf = crate::storage::zeroed_bytes(len.min(WINDOW))?;
     let mut at = 0;
     while at < len {
         let n = (len - at).min(WINDOW);
-        storage.read_at(at, &mut buf[..n])?;
-        zip.write_chunk(&buf[..n])?;
-        if let Some(feed) = feed {
-            feed(at, &buf[..n]);
+        let mut buf = match digests {
+            Some((d, _)) => d.buffer(),
+            None => std::mem::take(window),
+        };
+        if buf.capacity() < n {
+            // A failed allocation is an error here, not an abort.
+            buf = crate::storage::zeroed_bytes(n)?;
+        }
+        buf.resize(n, 0);
+        storage.read_at(at, &mut buf)?;
+        zip.write_chunk(&buf)?;
+        match digests {
+            Some((d, ranges)) => d.storage_window(ranges, storage.id(), at, buf),
+            None => *window = buf,
         }
         if let Some(p) = progress {
             p.add(n as u64);
@@ -233,7 +248,7 @@ pub fn save_with(path: &Path, ckpt: &Checkpoint, options: &SaveOptions) -> Resul
         .location(path)
         .create(options.sync, Some(len), |out| {
             plan.write(
-                BufWriter::with_capacity(1 << 22, out),
+                BufWriter::with_capacity(crate::io::WRITE_BUFFER, out),
                 &stem,
                 options.alignment,
                 options.progress.as_ref(),
