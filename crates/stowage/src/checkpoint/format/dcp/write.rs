@@ -22,6 +22,7 @@ use super::write_metadata::pickle_metadata;
 use super::{transplant, METADATA_FILE};
 use crate::checkpoint::pickle::{NodeId, Value};
 use crate::checkpoint::value::graph::{Checkpoint, Object, PathKey, TensorObject};
+use crate::layout::Layout;
 use crate::{DType, Error, Result, Tensor};
 
 /// A rank's data file of a save.
@@ -317,15 +318,25 @@ pub(super) fn write_entries(
                         }
                         // A compact copy: `torch.save` writes a view's whole storage.
                         // A contiguous part is read as bytes, so a lazily loaded
-                        // source keeps nothing (streaming conversion stays bounded).
-                        let part = Tensor::empty(view.shape(), view.dtype())?;
-                        if view.is_contiguous() {
+                        // source keeps nothing (streaming conversion stays bounded),
+                        // into the allocator's memory, which the next part reuses
+                        // (a large `Tensor::empty` is a mapping of its own, faulted
+                        // in and unmapped a page at a time for every chunk).
+                        let part = if view.is_contiguous() {
                             let from = view.storage_offset() * view.element_size();
-                            let mut bytes = part.untyped_storage().bytes_mut()?;
+                            let mut bytes = crate::storage::zeroed_bytes(view.nbytes())?;
                             view.untyped_storage().read_at(from, &mut bytes)?;
+                            let storage = crate::UntypedStorage::from_vec(bytes);
+                            Tensor::from_parts(
+                                storage,
+                                view.dtype(),
+                                Layout::contiguous(view.shape())?,
+                            )?
                         } else {
+                            let part = Tensor::empty(view.shape(), view.dtype())?;
                             part.copy_(&view)?;
-                        }
+                            part
+                        };
                         if let Some((d, name)) = &feed {
                             // `part` is new and compact, and only this save
                             // holds it: its storage is its elements, hashed
