@@ -522,12 +522,17 @@ fn convert_signalled(
     syscall: &str,
     when: u32,
     signal: &str,
+    fail: bool,
 ) -> Output {
+    // Failing the call as well (EIO) keeps it from happening at all.
+    let error = if fail { ":error=EIO" } else { "" };
     Command::new("strace")
         .args(["-f", "-qq", "-o", "/dev/null", "-e"])
         .arg(format!("trace={syscall}"))
         .arg("-e")
-        .arg(format!("inject={syscall}:signal={signal}:when={when}"))
+        .arg(format!(
+            "inject={syscall}:signal={signal}:when={when}{error}"
+        ))
         .arg(env!("CARGO_BIN_EXE_stowage"))
         .arg("convert")
         .args(args)
@@ -578,24 +583,24 @@ fn a_convert_ended_by_a_signal_leaves_no_temporaries() {
     // The steps, as `strace -e trace=rename,renameat,renameat2` shows them:
     // each shard is written into a temporary, renamed (`rename`) into the
     // staging folder; then the staging folder is exchanged with the set
-    // (`renameat2`). A single file's temporary is sized (`fallocate`) before
-    // its first byte.
+    // (`renameat2`). A single file's temporary is renamed (`rename`) onto
+    // it, which here fails as the signal comes.
     let one = tmp.path().join("one.safetensors");
     let one_args: Vec<std::ffi::OsString> = vec![
         dcp.clone().into(),
         one.clone().into(),
         "--drop-values".into(),
     ];
-    for (args, syscall, when, signal, number) in [
+    for (args, syscall, when, signal, number, fail) in [
         // While the set's second shard is put in the staging folder.
-        (to_set(&set), "rename", 2, "SIGINT", 2),
+        (to_set(&set), "rename", 2, "SIGINT", 2, false),
         // Just after the exchange: the set is new, the user's folder is
         // still in the previous folder.
-        (to_set(&set), "renameat2", 1, "SIGTERM", 15),
-        // A single file, as its temporary is sized.
-        (one_args, "fallocate", 1, "SIGTERM", 15),
+        (to_set(&set), "renameat2", 1, "SIGTERM", 15, false),
+        // A single file, its temporary whole but not in place.
+        (one_args, "rename", 1, "SIGTERM", 15, true),
     ] {
-        let out = convert_signalled(&args, syscall, when, signal);
+        let out = convert_signalled(&args, syscall, when, signal, fail);
         // Ended by the signal, as strace passes it on (by the signal
         // itself, or as the exit status 128 + its number).
         use std::os::unix::process::ExitStatusExt;

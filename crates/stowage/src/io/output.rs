@@ -26,10 +26,13 @@ pub(crate) const WRITE_BUFFER: usize = 256 << 10;
 
 /// Allocates `len` bytes for `file` (empty, just created) and sets its size to
 /// `len`. Only a lack of space is an error; a file system that cannot
-/// preallocate is written the plain way.
+/// preallocate is written the plain way, and so is a file in memory.
 pub(crate) fn preallocate(file: &File, len: u64) -> io::Result<()> {
     #[cfg(target_os = "linux")]
     {
+        if in_memory(file) {
+            return Ok(());
+        }
         let Ok(len) = libc::off_t::try_from(len) else {
             return Ok(());
         };
@@ -49,6 +52,27 @@ pub(crate) fn preallocate(file: &File, len: u64) -> io::Result<()> {
     #[cfg(not(target_os = "linux"))]
     let _ = (file, len);
     Ok(())
+}
+
+/// Whether `file` lives in memory (tmpfs, such as `/dev/shm`).
+/// There `fallocate` allocates and zeroes every page before the first byte
+/// is written: zeroing that each write then overwrites, and allocation that
+/// no longer overlaps what runs beside the writer (a 1 GiB
+/// `convert --manifest` to `/dev/shm` spent its first 0.1-0.2 s on it, the
+/// hashing thread idle; `docs/performance.md`).
+#[cfg(target_os = "linux")]
+fn in_memory(file: &File) -> bool {
+    let mut fs = std::mem::MaybeUninit::<libc::statfs>::uninit();
+    // SAFETY: `fstatfs` writes one `statfs` into the memory it is given,
+    // which is that size and writable; the descriptor is `file`'s and alive
+    // for the call.
+    let rc = unsafe { libc::fstatfs(file.as_raw_fd(), fs.as_mut_ptr()) };
+    if rc != 0 {
+        return false;
+    }
+    // SAFETY: `fstatfs` succeeded, so it filled the struct.
+    let kind = unsafe { fs.assume_init() }.f_type;
+    kind == libc::TMPFS_MAGIC
 }
 
 /// Starts writing bytes `offset..offset + len` of `file` to the disk, without
@@ -159,5 +183,27 @@ pub(super) fn release_in_background(replaced: Option<File>) {
         let _ = std::thread::Builder::new()
             .name("stowage-release".into())
             .spawn(move || drop(file));
+    }
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use super::*;
+
+    /// A file on disk is sized up front; one in `/dev/shm` (tmpfs) is not,
+    /// its pages left for the writes to allocate.
+    #[test]
+    fn a_file_in_memory_is_not_preallocated() {
+        let on_disk = tempfile::tempfile_in(env!("CARGO_MANIFEST_DIR")).unwrap();
+        if !in_memory(&on_disk) {
+            preallocate(&on_disk, 1 << 20).unwrap();
+            assert_eq!(on_disk.metadata().unwrap().len(), 1 << 20);
+        }
+        let Ok(shm) = tempfile::tempfile_in("/dev/shm") else {
+            return; // no /dev/shm here
+        };
+        assert!(in_memory(&shm));
+        preallocate(&shm, 1 << 20).unwrap();
+        assert_eq!(shm.metadata().unwrap().len(), 0);
     }
 }

@@ -29,9 +29,10 @@ use crate::UntypedStorage;
 
 /// The most bytes of one message to the hashing thread.
 const PIECE: usize = 4 << 20;
-/// Messages queued for the hashing thread before the writer waits: the
-/// buffers in flight are about this many, and three more.
-const QUEUED: usize = 8;
+/// Messages queued for the hashing thread before the writer waits: at most
+/// this many buffers in flight (and three more), each message at most a
+/// [`PIECE`], so about 64 MiB where windows are large.
+const QUEUED: usize = 16;
 
 /// Collects the SHA-256 of each written tensor's logical elements (the
 /// `sha256` of a content manifest and of `inspect --json`) from the bytes a
@@ -75,6 +76,8 @@ struct Running {
     to_hasher: SyncSender<Message>,
     /// Buffers the hashing thread is done with, for the writer to fill again.
     spare: Receiver<Vec<u8>>,
+    /// Those taken from `spare`, the last given back on top.
+    pool: Vec<Vec<u8>>,
     /// Where a buffer handed over goes back to ([`Pooled`]).
     home: Sender<Vec<u8>>,
     hasher: JoinHandle<HashMap<Arc<str>, Slot>>,
@@ -257,6 +260,7 @@ impl WrittenDigests {
         let running = hasher.ok().map(|hasher| Running {
             to_hasher,
             spare,
+            pool: Vec::new(),
             home,
             hasher,
             aliases: Vec::new(),
@@ -299,12 +303,16 @@ impl WrittenDigests {
     }
 
     /// A buffer to fill and hand over ([`window`](Self::window),
-    /// [`storage_window`](Self::storage_window)):
-    /// one the hashing thread is done with, as it was, or an empty one.
+    /// [`storage_window`](Self::storage_window)): the one the hashing thread
+    /// gave back last, as it was (the likeliest still in the CPU's cache),
+    /// or an empty one.
     pub(crate) fn buffer(&self) -> Vec<u8> {
-        self.with(|r| r.spare.try_recv().ok())
-            .flatten()
-            .unwrap_or_default()
+        self.with(|r| {
+            r.pool.extend(r.spare.try_iter());
+            r.pool.pop()
+        })
+        .flatten()
+        .unwrap_or_default()
     }
 
     /// `window`, just written, is the next bytes of the tensor written as
