@@ -9,8 +9,12 @@ each as the kernel counts it, which says what the hashing adds when the
 conversion, not the disk, is the bottleneck.
 
 usage: bench_convert_manifest.py STOWAGE_BIN IN OUT_DIR [--rounds N] [--sync]
+                                 [--baseline OTHER_BIN] [--forms pt safetensors dcp]
   OUT_DIR: where the outputs go (a tmpfs such as /dev/shm, or a disk);
-  --sync: the default convert (synced); without it, --no-sync.
+  --sync: the default convert (synced); without it, --no-sync;
+  --baseline: a second build (the head before a change), run alternately
+  with STOWAGE_BIN in the same rounds, each with its own rows;
+  --forms: only these outputs.
 """
 import argparse
 import os
@@ -21,9 +25,9 @@ import subprocess
 import time
 
 FORMS = {
-    ".pt": ("out.pt", []),
-    ".safetensors": ("out.safetensors", []),
-    "DCP, 1 rank": ("out_dcp", ["--to", "dcp"]),
+    "pt": ("out.pt", []),
+    "safetensors": ("out.safetensors", []),
+    "dcp": ("out_dcp", ["--to", "dcp"]),
 }
 
 
@@ -45,34 +49,38 @@ def main():
     p.add_argument("out_dir")
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--sync", action="store_true")
+    p.add_argument("--baseline")
+    p.add_argument("--forms", nargs="+", choices=list(FORMS), default=list(FORMS))
     a = p.parse_args()
     sync = [] if a.sync else ["--no-sync"]
     manifest = os.path.join(a.out_dir, "bench.manifest.json")
-    times = {(form, m): [] for form in FORMS for m in (False, True)}
+    builds = {"": a.binary} if a.baseline is None else {"baseline": a.baseline, "this": a.binary}
+    times = {}
     for _ in range(a.rounds):
-        for form, (name, extra) in FORMS.items():
+        for form in a.forms:
+            name, extra = FORMS[form]
+            out = os.path.join(a.out_dir, name)
             for with_manifest in (False, True):
-                out = os.path.join(a.out_dir, name)
-                shutil.rmtree(out, ignore_errors=True)
-                if os.path.exists(out):
-                    os.remove(out)
-                cmd = [a.binary, "--quiet", "convert", *sync, a.input, out, *extra]
-                if with_manifest:
-                    cmd += ["--manifest", manifest]
-                times[(form, with_manifest)].append(run(cmd))
-                shutil.rmtree(out, ignore_errors=True)
-                if os.path.exists(out):
-                    os.remove(out)
+                for build, binary in builds.items():
+                    cmd = [binary, "--quiet", "convert", *sync, a.input, out, *extra]
+                    if with_manifest:
+                        cmd += ["--manifest", manifest]
+                    times.setdefault((form, build, with_manifest), []).append(run(cmd))
+                    shutil.rmtree(out, ignore_errors=True)
+                    if os.path.exists(out):
+                        os.remove(out)
     print(f"{a.input} -> {a.out_dir} ({'synced' if a.sync else '--no-sync'}), medians of {a.rounds}")
-    print(f"| output | convert | --manifest | ratio | CPU plain | CPU --manifest |")
-    print(f"| --- | ---: | ---: | ---: | ---: | ---: |")
-    for form in FORMS:
-        plain = statistics.median(w for w, _ in times[(form, False)])
-        hashed = statistics.median(w for w, _ in times[(form, True)])
-        cpu_plain = statistics.median(c for _, c in times[(form, False)])
-        cpu_hashed = statistics.median(c for _, c in times[(form, True)])
-        print(f"| {form} | {plain * 1000:.0f} ms | {hashed * 1000:.0f} ms | {hashed / plain:.2f}x "
-              f"| {cpu_plain:.2f} s | {cpu_hashed:.2f} s |")
+    print("| output | convert | --manifest | ratio | CPU plain | CPU --manifest |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: |")
+    for form in a.forms:
+        for build in builds:
+            plain = statistics.median(w for w, _ in times[(form, build, False)])
+            hashed = statistics.median(w for w, _ in times[(form, build, True)])
+            cpu_plain = statistics.median(c for _, c in times[(form, build, False)])
+            cpu_hashed = statistics.median(c for _, c in times[(form, build, True)])
+            label = f"{form} ({build})" if build else form
+            print(f"| {label} | {plain * 1000:.0f} ms | {hashed * 1000:.0f} ms | {hashed / plain:.2f}x "
+                  f"| {cpu_plain:.2f} s | {cpu_hashed:.2f} s |")
 
 
 if __name__ == "__main__":
