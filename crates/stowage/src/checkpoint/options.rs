@@ -336,6 +336,11 @@ pub struct SaveOptions {
     pub(crate) max_shard_size: u64,
     pub(crate) zstd: bool,
     pub(crate) digests: Option<crate::checkpoint::content::WrittenDigests>,
+    /// Another thread of the same save hashes what it writes (a DCP's
+    /// items, written as torch zip archives while the DCP's digests hash
+    /// their chunks): a torch zip's CRC-32 is then computed on the
+    /// writer's thread, as with digests of its own.
+    pub(crate) hashed_beside: bool,
     #[cfg(feature = "remote")]
     pub(crate) remote: crate::io::remote::RemoteOptions,
 }
@@ -352,6 +357,7 @@ impl Default for SaveOptions {
             max_shard_size: 5_000_000_000,
             zstd: false,
             digests: None,
+            hashed_beside: false,
             #[cfg(feature = "remote")]
             remote: crate::io::remote::RemoteOptions::default(),
         }

@@ -25,13 +25,23 @@ pub(super) struct ItemWriter<W: Write> {
     out: W,
     at: u64,
     zstd: bool,
+    /// Another thread hashes what is written (the DCP's digests).
+    hashed_beside: bool,
 }
 
 impl ItemWriter<BufWriter<File>> {
-    /// Creates the file of rank `rank` at `path`.
-    pub(super) fn create(path: &Path, rank: usize, zstd: bool) -> Result<Self> {
+    /// Creates the file of rank `rank` at `path`; `hashed_beside` when the
+    /// save's digests hash the chunks written into it.
+    pub(super) fn create(
+        path: &Path,
+        rank: usize,
+        zstd: bool,
+        hashed_beside: bool,
+    ) -> Result<Self> {
         let out = BufWriter::with_capacity(crate::io::WRITE_BUFFER, File::create(path)?);
-        Ok(ItemWriter::new(rank_file_name(rank), out, zstd))
+        let mut writer = ItemWriter::new(rank_file_name(rank), out, zstd);
+        writer.hashed_beside = hashed_beside;
+        Ok(writer)
     }
 
     /// Flushes the file and gives it back.
@@ -49,6 +59,7 @@ impl<W: Write> ItemWriter<W> {
             out,
             at: 0,
             zstd,
+            hashed_beside: false,
         }
     }
 
@@ -57,7 +68,7 @@ impl<W: Write> ItemWriter<W> {
     /// held, so memory stays that of the largest tensor chunk. Returns where
     /// it lies.
     pub(super) fn put(&mut self, item: DataItem<'_>) -> Result<StorageInfo> {
-        let (length, transforms) = put_item(&mut self.out, item, self.zstd)?;
+        let (length, transforms) = put_item(&mut self.out, item, self.zstd, self.hashed_beside)?;
         let info = StorageInfo {
             relative_path: self.name.clone(),
             offset: self.at,
@@ -72,11 +83,20 @@ impl<W: Write> ItemWriter<W> {
 /// Writes one item to `out`, compressed as one zstd frame when `zstd`;
 /// returns its length as stored and its transforms, as `.metadata` records
 /// them.
-fn put_item<W: Write>(out: &mut W, item: DataItem<'_>, zstd: bool) -> Result<(u64, Vec<String>)> {
-    fn raw<W: Write>(out: &mut W, item: DataItem<'_>) -> Result<()> {
+fn put_item<W: Write>(
+    out: &mut W,
+    item: DataItem<'_>,
+    zstd: bool,
+    hashed_beside: bool,
+) -> Result<(u64, Vec<String>)> {
+    fn raw<W: Write>(out: &mut W, item: DataItem<'_>, hashed_beside: bool) -> Result<()> {
         match item {
             DataItem::Archive(ckpt) => {
-                save_to_writer(out, "archive", ckpt, &SaveOptions::default()).map(drop)
+                let options = SaveOptions {
+                    hashed_beside,
+                    ..SaveOptions::default()
+                };
+                save_to_writer(out, "archive", ckpt, &options).map(drop)
             }
             DataItem::Bytes(bytes) => Ok(out.write_all(bytes)?),
         }
@@ -86,7 +106,7 @@ fn put_item<W: Write>(out: &mut W, item: DataItem<'_>, zstd: bool) -> Result<(u6
         written: 0,
     };
     if !zstd {
-        raw(&mut counted, item)?;
+        raw(&mut counted, item, hashed_beside)?;
         return Ok((counted.written, Vec::new()));
     }
     #[cfg(feature = "zstd")]
@@ -94,7 +114,7 @@ fn put_item<W: Write>(out: &mut W, item: DataItem<'_>, zstd: bool) -> Result<(u6
         // zstd's default level, as PyTorch's `ZStandard` extension uses.
         let mut encoder = zstd::stream::write::Encoder::new(&mut counted, 3)?;
         encoder.include_checksum(true)?;
-        raw(&mut encoder, item)?;
+        raw(&mut encoder, item, hashed_beside)?;
         encoder.finish()?;
         Ok((counted.written, transforms(true)))
     }

@@ -55,7 +55,12 @@ pub fn save_part(
     let mut entries = Vec::new();
     crate::io::write_atomically(&dir.join(&name), options.sync, |tmp| {
         let mut files: Vec<Option<RankFile>> = (0..ranks).map(|_| None).collect();
-        files[rank] = Some(RankFile::create(tmp, rank, options.zstd)?);
+        files[rank] = Some(RankFile::create(
+            tmp,
+            rank,
+            options.zstd,
+            options.digests.is_some(),
+        )?);
         entries = write_entries(ckpt, &leaves, options, &mut files)?;
         for f in files.into_iter().flatten() {
             f.close()?;

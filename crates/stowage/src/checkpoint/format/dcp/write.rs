@@ -222,7 +222,15 @@ pub fn save(dir: &Path, ckpt: &Checkpoint, options: &DcpSaveOptions) -> Result<(
         |name: &str| name == METADATA_FILE || (name.starts_with("__") && name.ends_with(".distcp"));
     crate::io::replace_dir(dir, options.sync, owned, |staging| {
         let mut files = (0..ranks)
-            .map(|r| RankFile::create(&staging.join(rank_file_name(r)), r, options.zstd).map(Some))
+            .map(|r| {
+                RankFile::create(
+                    &staging.join(rank_file_name(r)),
+                    r,
+                    options.zstd,
+                    options.digests.is_some(),
+                )
+                .map(Some)
+            })
             .collect::<Result<Vec<_>>>()?;
         let entries = write_entries(ckpt, &leaves, options, &mut files)?;
         for f in files.into_iter().flatten() {

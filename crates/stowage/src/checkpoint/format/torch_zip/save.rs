@@ -28,11 +28,18 @@ struct Plan {
     /// Where the storages' bytes are fed as they are written, and which of
     /// them are whose tensor ([`SaveOptions::with_digests`]).
     digests: Option<(WrittenDigests, StorageRanges)>,
+    /// Whether the CRC-32 of a large storage goes to a thread of its own.
+    parallel_crc: bool,
 }
 
 impl Plan {
     fn new(ckpt: &Checkpoint, options: &SaveOptions) -> Result<Plan> {
         let (pkl, storages) = pickle_checkpoint(ckpt)?;
+        // A hashing thread (this save's digests, or the DCP's whose item
+        // this is) takes a core: on two, the CRC is computed inline rather
+        // than on a third thread that would wait.
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let parallel_crc = cores > 2 || (options.digests.is_none() && !options.hashed_beside);
         let digests = options
             .digests
             .as_ref()
@@ -73,6 +80,7 @@ impl Plan {
             ],
             storages,
             digests,
+            parallel_crc,
         })
     }
 
@@ -103,11 +111,7 @@ impl Plan {
         alignment: u64,
         progress: Option<&Progress>,
     ) -> Result<W> {
-        // The digests' hashing thread takes a core: on two, the CRC is
-        // computed inline rather than on a third thread that would wait.
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let mut zip = ZipWriter::new(w, root, alignment)
-            .with_parallel_crc(self.digests.is_none() || cores > 2);
+        let mut zip = ZipWriter::new(w, root, alignment).with_parallel_crc(self.parallel_crc);
         for (name, bytes) in &self.head {
             zip.write_record(name, bytes)?;
         }
