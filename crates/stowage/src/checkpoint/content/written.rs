@@ -306,7 +306,7 @@ impl WrittenDigests {
     /// [`storage_window`](Self::storage_window)): the one the hashing thread
     /// gave back last, as it was (the likeliest still in the CPU's cache),
     /// or an empty one.
-    pub(crate) fn buffer(&self) -> Vec<u8> {
+    fn buffer(&self) -> Vec<u8> {
         self.with(|r| {
             r.pool.extend(r.spare.try_iter());
             r.pool.pop()
@@ -483,6 +483,27 @@ impl WrittenDigests {
         let len = window.len();
         self.hand_over(window, ranges.parts(storage_id, at, len));
     }
+}
+
+/// A buffer of `n` bytes for a writer to read a window into: the digests'
+/// ([`WrittenDigests::buffer`]) when it is handed to them once written,
+/// else `kept`, the writer's own from one window to the next. Its bytes are
+/// whatever it held before.
+pub(crate) fn window_buffer(
+    digests: Option<&WrittenDigests>,
+    kept: &mut Vec<u8>,
+    n: usize,
+) -> crate::Result<Vec<u8>> {
+    let mut buf = match digests {
+        Some(d) => d.buffer(),
+        None => std::mem::take(kept),
+    };
+    if buf.capacity() < n {
+        // A failed allocation is an error here, not an abort.
+        buf = crate::storage::zeroed_bytes(n)?;
+    }
+    buf.resize(n, 0);
+    Ok(buf)
 }
 
 /// `range` cut into ranges of at most [`PIECE`] bytes.

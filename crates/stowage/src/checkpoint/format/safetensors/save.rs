@@ -229,15 +229,7 @@ fn write_tensor(
     let mut at = 0;
     while at < len {
         let n = (len - at).min(WINDOW);
-        let mut buf = match digests {
-            Some(d) => d.buffer(),
-            None => std::mem::take(window),
-        };
-        if buf.capacity() < n {
-            // A failed allocation is an error here, not an abort.
-            buf = crate::storage::zeroed_bytes(n)?;
-        }
-        buf.resize(n, 0);
+        let mut buf = crate::checkpoint::content::written::window_buffer(digests, window, n)?;
         storage.read_at(start + at, &mut buf).map_err(|e| match e {
             Error::Storage(StorageError::StorageRange { nbytes, .. }) => shrank(nbytes),
             e => e,

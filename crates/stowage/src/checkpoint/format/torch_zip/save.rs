@@ -165,15 +165,8 @@ fn write_windows<W: Write>(
     let mut at = 0;
     while at < len {
         let n = (len - at).min(WINDOW);
-        let mut buf = match digests {
-            Some((d, _)) => d.buffer(),
-            None => std::mem::take(window),
-        };
-        if buf.capacity() < n {
-            // A failed allocation is an error here, not an abort.
-            buf = crate::storage::zeroed_bytes(n)?;
-        }
-        buf.resize(n, 0);
+        let mut buf =
+            crate::checkpoint::content::written::window_buffer(digests.map(|(d, _)| d), window, n)?;
         storage.read_at(at, &mut buf)?;
         zip.write_chunk(&buf)?;
         match digests {
