@@ -11,6 +11,12 @@
 //! With the x86-64 SHA extensions `digest_all` hashes two tensors at once
 //! on each core (`content/sha256x2.rs`), so its rate over
 //! `sha2_one_at_a_time` is what the pairing gains on this CPU.
+//!
+//! A second group saves the same tensors as a `.pt` to nowhere
+//! (`checkpoint::save_to_writer` into `io::sink`), plain and with the
+//! digests of what it writes (`convert --manifest`) hashed on one thread
+//! and on two: what the hashing threads add to a save.
+//!
 //! Run with `cargo bench -p stowage --bench digest`; `docs/performance.md`
 //! records the figures.
 
@@ -20,9 +26,9 @@ use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion, SamplingMode, Throughput};
 use sha2::{Digest, Sha256};
-use stowage::checkpoint::content;
+use stowage::checkpoint::content::{self, WrittenDigests};
 use stowage::checkpoint::TensorObject;
-use stowage::Tensor;
+use stowage::{Checkpoint, SaveOptions, Tensor};
 
 const TENSORS: usize = 128;
 const FLOATS: usize = 512 * 1024;
@@ -86,6 +92,33 @@ fn digests(c: &mut Criterion) {
             })
         })
     });
+    g.finish();
+
+    let ckpt = Checkpoint::from_state_dict(
+        objects
+            .iter()
+            .enumerate()
+            .map(|(i, o)| (format!("t{i:03}"), o.tensor.clone())),
+    );
+    let mut g = c.benchmark_group("save_256MiB_of_2MiB_tensors");
+    g.sample_size(20)
+        .sampling_mode(SamplingMode::Flat)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(5))
+        .throughput(Throughput::Bytes((TENSORS * FLOATS * 4) as u64));
+    let save = |options: &SaveOptions| {
+        stowage::checkpoint::save_to_writer(std::io::sink(), "archive", &ckpt, options).unwrap();
+    };
+    g.bench_function("plain", |b| b.iter(|| save(&SaveOptions::default())));
+    for threads in [1, 2] {
+        g.bench_function(format!("digests_on_{threads}_threads"), |b| {
+            b.iter(|| {
+                let digests = WrittenDigests::with_threads(threads);
+                save(&SaveOptions::default().with_digests(digests.clone()));
+                black_box(digests.finish())
+            })
+        });
+    }
     g.finish();
 }
 

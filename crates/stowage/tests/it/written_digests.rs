@@ -31,19 +31,21 @@ fn fed(digests: &WrittenDigests) -> BTreeMap<String, String> {
         .collect()
 }
 
-/// What a DCP save of `ckpt` with `options` fed, as hex digests.
-fn dcp_fed(ckpt: &Checkpoint, options: DcpSaveOptions) -> BTreeMap<String, String> {
+/// What a DCP save of `ckpt` with `options` fed to `threads` hashing
+/// threads, as hex digests.
+fn dcp_fed(ckpt: &Checkpoint, options: DcpSaveOptions, threads: usize) -> BTreeMap<String, String> {
     let dir = tempfile::tempdir().unwrap();
-    let digests = WrittenDigests::new();
+    let digests = WrittenDigests::with_threads(threads);
     let options = options.with_sync(false).with_digests(digests.clone());
     dcp::save(&dir.path().join("d"), ckpt, &options).unwrap();
     fed(&digests)
 }
 
-/// What a save of `ckpt` to `name` in a fresh folder fed, as hex digests.
-fn written(ckpt: &Checkpoint, name: &str) -> BTreeMap<String, String> {
+/// What a save of `ckpt` to `name` in a fresh folder fed to `threads`
+/// hashing threads, as hex digests.
+fn written(ckpt: &Checkpoint, name: &str, threads: usize) -> BTreeMap<String, String> {
     let dir = tempfile::tempdir().unwrap();
-    let digests = WrittenDigests::new();
+    let digests = WrittenDigests::with_threads(threads);
     let dest = Destination::resolve(dir.path().join(name), None).unwrap();
     save_to(
         ckpt,
@@ -56,27 +58,34 @@ fn written(ckpt: &Checkpoint, name: &str) -> BTreeMap<String, String> {
     fed(&digests)
 }
 
+/// On one hashing thread and on several (each tensor dealt to one).
 #[test]
 fn every_format_feeds_the_content_digest_of_each_tensor_it_writes() {
+    for threads in [1, 3] {
+        every_format_feeds(threads);
+    }
+}
+
+fn every_format_feeds(threads: usize) {
     // One object at many paths (`a`, `b`, `list.0`, …), views, a parameter,
     // bfloat16: every tensor is a contiguous range of its storage.
     let shared = common::load_fixture("same_object");
     let want = content_digests(&shared);
-    assert_eq!(written(&shared, "x.pt"), want);
+    assert_eq!(written(&shared, "x.pt", threads), want);
     // safetensors writes a tensor at a time: every one, views included.
     let sd = common::load_fixture("views");
-    assert_eq!(written(&sd, "x.safetensors"), content_digests(&sd));
+    assert_eq!(written(&sd, "x.safetensors", threads), content_digests(&sd));
     // The torch zip writer writes the storage: its strided views (a
     // column, a transpose, a narrowed block) are left out, the rest fed.
     let mut pt = content_digests(&sd);
     pt.retain(|name, _| !["col", "t", "narrow"].contains(&name.as_str()));
-    assert_eq!(written(&sd, "x.pt"), pt);
+    assert_eq!(written(&sd, "x.pt", threads), pt);
     // A DCP of one rank: every top-level tensor; those inside a tuple (one
     // value item) are not fed.
     let mut in_dcp = want.clone();
     in_dcp.retain(|name, _| !name.starts_with("tuple."));
     assert_eq!(
-        dcp_fed(&shared, DcpSaveOptions::default().with_ranks(3)),
+        dcp_fed(&shared, DcpSaveOptions::default().with_ranks(3), threads),
         in_dcp
     );
 }
@@ -109,10 +118,10 @@ fn chunks_that_are_not_rows_in_order_are_left_out() {
             .collect(),
     });
     let columns = DcpSaveOptions::default().with_ranks(2).with_plan(plan);
-    assert!(dcp_fed(&ckpt, columns).is_empty());
+    assert!(dcp_fed(&ckpt, columns, 3).is_empty());
     // Rows in order: both fed, each its content digest.
     assert_eq!(
-        dcp_fed(&ckpt, DcpSaveOptions::default().with_ranks(3)),
+        dcp_fed(&ckpt, DcpSaveOptions::default().with_ranks(3), 2),
         want
     );
     // A clone used after `finish` feeds nothing, and finishing again gives nothing.

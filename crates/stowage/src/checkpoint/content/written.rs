@@ -6,9 +6,10 @@
 //! storage at a time (each tensor that is a contiguous range of it takes
 //! its range), the safetensors writer a tensor at a time, the DCP writer a
 //! chunk at a time (a tensor whose chunks are its rows in order takes them
-//! in turn). The hashing runs on a thread of its own, a few windows behind
-//! the writer, on the very buffers written: a window read from the source
-//! is handed over whole and comes back to the writer's pool once hashed, a
+//! in turn). The hashing runs on threads of its own, a few windows behind
+//! the writer, each tensor on one of them (a SHA-256 is a sequence), on
+//! the very buffers written: a window read from the source is handed over
+//! whole and comes back to the writer's pool once hashed, a
 //! DCP chunk's compact copy is hashed where it lies. Only bytes that stay
 //! the caller's (a storage in memory, which it may change once the save
 //! returns) are copied. A tensor the writer cannot give in order (a
@@ -27,12 +28,25 @@ use super::sha256x2;
 use crate::checkpoint::value::graph::{dotted, Checkpoint, TensorObject};
 use crate::UntypedStorage;
 
-/// The most bytes of one message to the hashing thread.
+/// The most bytes of one message to a hashing thread.
 const PIECE: usize = 4 << 20;
-/// Messages queued for the hashing thread before the writer waits: at most
-/// this many buffers in flight (and three more), each message at most a
-/// [`PIECE`], so about 64 MiB where windows are large.
+/// Messages queued for one hashing thread before the writer waits: at
+/// most this many buffers in flight (and three more), each message at most
+/// a [`PIECE`], so about 64 MiB where windows are large. Several threads
+/// share twice as many ([`WrittenDigests::new`]): a thread's queue holds a
+/// large tensor's bytes while the next tensor goes to the next thread.
 const QUEUED: usize = 16;
+/// The most hashing threads: each hashes about 2 GB/s, more than a writer
+/// copies with this many.
+const MOST_HASHERS: usize = 8;
+
+/// How many threads hash what a save writes, with `cores` cores: those the
+/// writer leaves (it takes one, and another for its CRC-32 beyond two
+/// cores), at least one. A tensor's bytes go to one of them in order; the
+/// tensors are dealt out two at a time ([`Running::route`]).
+fn hashers_for(cores: usize) -> usize {
+    cores.saturating_sub(2).clamp(1, MOST_HASHERS)
+}
 
 /// Collects the SHA-256 of each written tensor's logical elements (the
 /// `sha256` of a content manifest and of `inspect --json`) from the bytes a
@@ -73,16 +87,46 @@ struct Inner {
 }
 
 struct Running {
-    to_hasher: SyncSender<Message>,
-    /// Buffers the hashing thread is done with, for the writer to fill again.
+    /// The hashing threads, at least one.
+    hashers: Vec<Hasher>,
+    /// Which of them hashes each tensor begun, by name: all its bytes go to
+    /// the one that took its [`Message::Begin`], in order.
+    routes: HashMap<Arc<str>, usize>,
+    /// How many tensors have been dealt out.
+    dealt: usize,
+    /// Buffers the hashing threads are done with, for the writer to fill again.
     spare: Receiver<Vec<u8>>,
     /// Those taken from `spare`, the last given back on top.
     pool: Vec<Vec<u8>>,
     /// Where a buffer handed over goes back to ([`Pooled`]).
     home: Sender<Vec<u8>>,
-    hasher: JoinHandle<HashMap<Arc<str>, Slot>>,
     /// Names written once under another name (one object at two paths).
     aliases: Vec<(String, String)>,
+}
+
+/// A hashing thread ([`hash_messages`]) and its queue.
+struct Hasher {
+    to: SyncSender<Message>,
+    thread: JoinHandle<HashMap<Arc<str>, Slot>>,
+}
+
+impl Running {
+    /// The queue of the hashing thread that hashes `name`, dealing the
+    /// tensor out where it has none yet: two tensors to a thread in turn,
+    /// as the writer begins them, so that each thread has two to hash at
+    /// once ([`hash_messages`]).
+    fn route(&mut self, name: &Arc<str>) -> SyncSender<Message> {
+        let k = match self.routes.get(name) {
+            Some(&k) => k,
+            None => {
+                let k = (self.dealt / 2) % self.hashers.len();
+                self.dealt += 1;
+                self.routes.insert(name.clone(), k);
+                k
+            }
+        };
+        self.hashers[k].to.clone()
+    }
 }
 
 enum Message {
@@ -174,7 +218,7 @@ impl Default for WrittenDigests {
     }
 }
 
-/// The hashing thread: each tensor's bytes as the writer sends them, by
+/// A hashing thread: each tensor's bytes as the writer sends them, by
 /// name. Where the CPU hashes two messages at once ([`sha256x2`]), a piece
 /// waits for the next message: a piece of another tensor is hashed beside
 /// it; a piece of the same tensor, or the writer's end, sends it on alone.
@@ -249,20 +293,40 @@ impl fmt::Debug for WrittenDigests {
 }
 
 impl WrittenDigests {
-    /// A collector, its hashing thread started. Where no thread can be
-    /// started it collects nothing ([`finish`](Self::finish) gives no
-    /// digest, and a manifest hashes what was written by reading it).
+    /// A collector, its hashing threads started: as many as the cores the
+    /// writer leaves ([`hashers_for`]). Where no thread can be started it
+    /// collects nothing ([`finish`](Self::finish) gives no digest, and a
+    /// manifest hashes what was written by reading it).
     pub fn new() -> WrittenDigests {
-        let (to_hasher, from_writer) = mpsc::sync_channel::<Message>(QUEUED);
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        Self::with_threads(hashers_for(cores))
+    }
+
+    /// A collector with `n` hashing threads (one where `n` is 0): fewer
+    /// where the cores are wanted for other work, more to measure.
+    pub fn with_threads(n: usize) -> WrittenDigests {
+        let n = n.max(1);
+        let queued = if n == 1 {
+            QUEUED
+        } else {
+            (2 * QUEUED / n).max(2)
+        };
+        let hashers: Vec<Hasher> = (0..n)
+            .map_while(|i| {
+                let (to, from_writer) = mpsc::sync_channel::<Message>(queued);
+                let thread = std::thread::Builder::new().name(format!("stowage-digests-{i}"));
+                let thread = thread.spawn(move || hash_messages(&from_writer)).ok()?;
+                Some(Hasher { to, thread })
+            })
+            .collect();
         let (home, spare) = mpsc::channel::<Vec<u8>>();
-        let thread = std::thread::Builder::new().name("stowage-digests".into());
-        let hasher = thread.spawn(move || hash_messages(&from_writer));
-        let running = hasher.ok().map(|hasher| Running {
-            to_hasher,
+        let running = (!hashers.is_empty()).then(|| Running {
+            hashers,
+            routes: HashMap::new(),
+            dealt: 0,
             spare,
             pool: Vec::new(),
             home,
-            hasher,
             aliases: Vec::new(),
         });
         WrittenDigests {
@@ -282,12 +346,23 @@ impl WrittenDigests {
         state.as_mut().map(f)
     }
 
+    /// Sends the messages `f` makes, each to the hashing thread of its
+    /// tensor, in order. The state is locked only while they are made: a
+    /// writer waiting for a full queue holds no lock (another save with a
+    /// clone goes on).
+    fn send(&self, f: impl FnOnce(&mut Running) -> Vec<(SyncSender<Message>, Message)>) {
+        for (to, message) in self.with(f).into_iter().flatten() {
+            if to.send(message).is_err() {
+                return;
+            }
+        }
+    }
+
     /// The tensor written as `name` begins; its logical elements are `len`
     /// bytes, fed next with [`bytes`](Self::bytes).
     pub(crate) fn begin(&self, name: &str, len: u64) {
-        self.with(|r| {
-            let _ = r.to_hasher.send(Message::Begin(name.into(), len));
-        });
+        let name: Arc<str> = name.into();
+        self.send(|r| vec![(r.route(&name), Message::Begin(name, len))]);
     }
 
     /// The next bytes of the tensor written as `name`, copied a piece at a
@@ -303,7 +378,7 @@ impl WrittenDigests {
     }
 
     /// A buffer to fill and hand over ([`window`](Self::window),
-    /// [`storage_window`](Self::storage_window)): the one the hashing thread
+    /// [`storage_window`](Self::storage_window)): the one the hashing threads
     /// gave back last, as it was (the likeliest still in the CPU's cache),
     /// or an empty one.
     fn buffer(&self) -> Vec<u8> {
@@ -323,29 +398,28 @@ impl WrittenDigests {
         self.hand_over(window, [(name, 0..len)]);
     }
 
-    /// Hands `buf` to the hashing thread, each range of it the next bytes
-    /// of its tensor: hashed where they lie, then `buf` goes back to the pool.
+    /// Hands `buf` to the hashing threads, each range of it the next bytes
+    /// of its tensor: hashed where they lie, then `buf` goes back to the
+    /// pool once the last of them is done with it.
     fn hand_over<'a>(
         &self,
         buf: Vec<u8>,
         parts: impl IntoIterator<Item = (&'a Arc<str>, Range<usize>)>,
     ) {
-        self.with(|r| {
+        self.send(|r| {
             let buf = Arc::new(Pooled {
                 bytes: buf,
                 home: r.home.clone(),
             });
+            let mut messages = Vec::new();
             for (name, range) in parts {
+                let to = r.route(name);
                 for piece in pieces(range) {
                     let piece = Piece::Buffer(buf.clone(), piece);
-                    if r.to_hasher
-                        .send(Message::Bytes(name.clone(), piece))
-                        .is_err()
-                    {
-                        return;
-                    }
+                    messages.push((to.clone(), Message::Bytes(name.clone(), piece)));
                 }
             }
+            messages
         });
     }
 
@@ -354,16 +428,14 @@ impl WrittenDigests {
     /// save made and no one else holds (a compact copy): the hashing thread
     /// reads it after the writer has moved on.
     pub(crate) fn stored(&self, name: &Arc<str>, storage: &UntypedStorage, range: Range<usize>) {
-        self.with(|r| {
-            for piece in pieces(range) {
-                let piece = Piece::Storage(storage.clone(), piece);
-                if r.to_hasher
-                    .send(Message::Bytes(name.clone(), piece))
-                    .is_err()
-                {
-                    return;
-                }
-            }
+        self.send(|r| {
+            let to = r.route(name);
+            pieces(range)
+                .map(|piece| {
+                    let piece = Piece::Storage(storage.clone(), piece);
+                    (to.clone(), Message::Bytes(name.clone(), piece))
+                })
+                .collect()
         });
     }
 
@@ -387,19 +459,18 @@ impl WrittenDigests {
             .unwrap_or_else(PoisonError::into_inner)
             .take();
         let Some(Running {
-            to_hasher,
-            hasher,
-            aliases,
-            ..
+            hashers, aliases, ..
         }) = running
         else {
             return BTreeMap::new();
         };
-        drop(to_hasher);
-        // The thread only hashes: it ends when the sender is gone.
-        let slots = hasher.join().unwrap_or_default();
-        let mut out: BTreeMap<String, WrittenDigest> = slots
+        // A thread only hashes: it ends when its queue's senders are gone.
+        // Each tensor went to one of them, so their names are disjoint.
+        let threads: Vec<_> = hashers.into_iter().map(|h| h.thread).collect();
+        let slots = threads
             .into_iter()
+            .flat_map(|thread| thread.join().unwrap_or_default());
+        let mut out: BTreeMap<String, WrittenDigest> = slots
             .filter(|(_, s)| !s.twice && s.fed == s.expected)
             .map(|(name, s)| {
                 let digest = WrittenDigest {
@@ -556,13 +627,19 @@ mod tests {
     /// Pieces of several tensors, interleaved as the torch zip writer feeds
     /// the tensors of one storage window by window, some longer than a
     /// piece, some empty: each digest is the tensor's own, whichever pieces
-    /// were hashed beside one another.
+    /// were hashed beside one another and by whichever thread.
     #[test]
     fn interleaved_pieces_hash_as_each_tensor_alone() {
+        for hashers in [1, 3] {
+            interleaved_pieces(hashers);
+        }
+    }
+
+    fn interleaved_pieces(hashers: usize) {
         let mb = 1 << 20;
         let (a, b, c) = (bytes(10 * mb, 1), bytes(100, 2), bytes(5 * mb + 3, 3));
         let names: Vec<Arc<str>> = ["a", "b", "c", "empty"].map(Arc::from).into();
-        let d = WrittenDigests::new();
+        let d = WrittenDigests::with_threads(hashers);
         d.begin("a", a.len() as u64);
         d.begin("b", b.len() as u64);
         d.begin("c", c.len() as u64);
@@ -576,9 +653,60 @@ mod tests {
         let out = d.finish();
         for (name, data) in [("a", &a), ("b", &b), ("c", &c), ("empty", &Vec::new())] {
             let want: [u8; 32] = sha2::Sha256::digest(data).into();
-            assert_eq!(out[name].sha256(), want, "{name}");
+            assert_eq!(out[name].sha256(), want, "{name} ({hashers} threads)");
             assert_eq!(out[name].len(), data.len() as u64, "{name}");
         }
+    }
+
+    /// A tensor begun twice (two tensors written under one name) is left
+    /// out, its second beginning dealt to the thread of its first; a tensor
+    /// fed short is left out; the others keep their digests.
+    #[test]
+    fn a_name_begun_twice_or_fed_short_is_left_out() {
+        for hashers in [1, 2, 3] {
+            let names: Vec<Arc<str>> = ["a", "b", "c"].map(Arc::from).into();
+            let d = WrittenDigests::with_threads(hashers);
+            d.begin("a", 3);
+            d.bytes(&names[0], b"abc");
+            d.begin("b", 2);
+            d.bytes(&names[1], b"xy");
+            d.begin("a", 3);
+            d.bytes(&names[0], b"def");
+            d.begin("c", 4);
+            d.bytes(&names[2], b"abc");
+            let out = d.finish();
+            assert_eq!(out.keys().collect::<Vec<_>>(), ["b"], "{hashers} threads");
+            let want: [u8; 32] = sha2::Sha256::digest(b"xy").into();
+            assert_eq!(out["b"].sha256(), want);
+        }
+    }
+
+    /// Tensors are dealt out two to a thread, in the order they begin, so
+    /// that each thread has a pair to hash at once; a tensor begun again
+    /// stays with its thread.
+    #[test]
+    fn tensors_are_dealt_out_in_pairs() {
+        let d = WrittenDigests::with_threads(3);
+        let routes = d
+            .with(|r| {
+                let to = |r: &mut Running, name: &str| {
+                    let name: Arc<str> = name.into();
+                    r.route(&name);
+                    r.routes[&name]
+                };
+                ["a", "b", "c", "d", "e", "f", "g", "a", "c"].map(|n| to(r, n))
+            })
+            .unwrap();
+        assert_eq!(routes, [0, 0, 1, 1, 2, 2, 0, 0, 1]);
+        d.finish();
+    }
+
+    /// The writer keeps a core, and another for its CRC-32 beyond two; the
+    /// rest hash, one at least, eight at most.
+    #[test]
+    fn hashing_threads_take_the_cores_the_writer_leaves() {
+        let got: Vec<usize> = [1, 2, 3, 4, 8, 16, 64].map(hashers_for).into();
+        assert_eq!(got, [1, 1, 1, 2, 6, 8, 8]);
     }
 
     /// Windows handed over whole (two tensors' ranges in one, a tensor's
@@ -586,6 +714,12 @@ mod tests {
     /// lie, interleaved: each digest is the tensor's own.
     #[test]
     fn windows_and_storages_handed_over_hash_as_each_tensor_alone() {
+        for hashers in [1, 3] {
+            windows_and_storages(hashers);
+        }
+    }
+
+    fn windows_and_storages(hashers: usize) {
         let mb = 1 << 20;
         let data = bytes(9 * mb + 5, 7);
         let split = 3 * mb + 1;
@@ -610,7 +744,7 @@ mod tests {
             .untyped_storage()
             .clone();
         let name: Arc<str> = "z".into();
-        let d = WrittenDigests::new();
+        let d = WrittenDigests::with_threads(hashers);
         d.begin_storage(&ranges, 1);
         d.begin("z", z.len() as u64);
         for (i, window) in data.chunks(2 * mb).enumerate() {
@@ -627,7 +761,7 @@ mod tests {
         let out = d.finish();
         for (name, data) in [("x", &data[..split]), ("y", &data[split..]), ("z", &z[..])] {
             let want: [u8; 32] = sha2::Sha256::digest(data).into();
-            assert_eq!(out[name].sha256(), want, "{name}");
+            assert_eq!(out[name].sha256(), want, "{name} ({hashers} threads)");
             assert_eq!(out[name].len(), data.len() as u64, "{name}");
         }
     }
