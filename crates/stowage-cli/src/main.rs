@@ -6,6 +6,13 @@
 /// go, where glibc's consolidation of freed chunks was a sixth of the time:
 /// `inspect` of 300,000 tensors takes a fifth less time and `verify` a
 /// third less user time, at 5–8% more peak memory (`docs/performance.md`).
+///
+/// Built `no_thp`: mimalloc does not ask for transparent huge pages for its
+/// arenas (`MADV_HUGEPAGE` on each), whose memory it hands back in 4 MiB
+/// pieces and faults in again, each fault then zeroing (and compacting
+/// for) a whole 2 MiB page: `manifest` of 300,000 tensors 1.46 s from
+/// 1.45–2.45. The kernel's own policy applies, as to storages
+/// (`storage/heap.rs`).
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
