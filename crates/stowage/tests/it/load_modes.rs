@@ -209,6 +209,11 @@ fn a_lazy_storage_whose_file_shrank_gives_an_error_on_touch() {
         "{e:?}"
     );
     assert!(e.to_string().contains("data/0"), "{e}");
+    // Named as a record past the file's end as it is now, not a short read.
+    assert!(
+        e.to_string().contains("past the end of the 100-byte file"),
+        "{e}"
+    );
     assert!(!t.tensor.untyped_storage().is_loaded());
 }
 

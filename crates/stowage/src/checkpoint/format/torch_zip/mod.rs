@@ -330,8 +330,9 @@ fn read_stored<R: ReadAt>(
             nbytes: entry.compressed_size as usize,
         }));
     }
-    // The source as it is now: a file cut short since the load is a record
-    // past its end, named as such, not a short read.
+    // The source as it is now, asked once a read has failed (not before
+    // each, a `statx` per record): a file cut short since the load is a
+    // record past its end, named as such, not a short read.
     let past_end = |at: u64| {
         let len = zip.source().len();
         match at.checked_add(entry.compressed_size) {
@@ -347,13 +348,15 @@ fn read_stored<R: ReadAt>(
     let at = match (data_at.get(), zip.likely_data_offset(entry)) {
         (Some(&at), _) => at,
         (None, Some(guess)) => {
-            past_end(guess)?;
             let mut header = vec![0; ZipReader::<R>::local_header_len(entry)];
             let mut reads = [
                 (entry.local_header_offset, &mut header[..]),
                 (guess.saturating_add(from), &mut *dst),
             ];
-            zip.source().read_batch_at(&mut reads).map_err(io)?;
+            if let Err(e) = zip.source().read_batch_at(&mut reads) {
+                past_end(guess)?;
+                return Err(io(e));
+            }
             let actual = zip.data_offset_in(entry, &header)?;
             let _ = data_at.set(actual);
             if actual == guess {
@@ -367,7 +370,9 @@ fn read_stored<R: ReadAt>(
             actual
         }
     };
-    past_end(at)?;
-    zip.source().read_exact_at(dst, at.saturating_add(from))?;
+    if let Err(e) = zip.source().read_exact_at(dst, at.saturating_add(from)) {
+        past_end(at)?;
+        return Err(e.into());
+    }
     Ok(())
 }
