@@ -50,7 +50,7 @@ fn hashers_for(cores: usize) -> usize {
 
 /// Collects the SHA-256 of each written tensor's logical elements (the
 /// `sha256` of a content manifest and of `inspect --json`) from the bytes a
-/// save writes, hashing them on a thread of its own while the save goes on.
+/// save writes, hashing them on threads of their own while the save goes on.
 ///
 /// Give a clone to the save ([`SaveOptions::with_digests`](crate::SaveOptions::with_digests),
 /// [`ShardOptions::with_digests`](crate::checkpoint::sharded::ShardOptions::with_digests),
@@ -164,7 +164,7 @@ impl Piece {
     }
 }
 
-/// A buffer handed to the hashing thread, back in the writer's pool
+/// A buffer handed to the hashing threads, back in the writer's pool
 /// ([`Running::spare`]) once the last piece of it is hashed.
 struct Pooled {
     bytes: Vec<u8>,
@@ -366,7 +366,7 @@ impl WrittenDigests {
     }
 
     /// The next bytes of the tensor written as `name`, copied a piece at a
-    /// time into buffers the hashing thread gives back: for bytes others
+    /// time into buffers the hashing threads give back: for bytes others
     /// may change once written (a storage the caller holds).
     pub(crate) fn bytes(&self, name: &Arc<str>, bytes: &[u8]) {
         for piece in bytes.chunks(PIECE) {
