@@ -11,6 +11,8 @@
 #   cargo build --release -p stowage --example load_times
 #   python3 -m maturin build --release -m crates/stowage-py/Cargo.toml --out .device
 #   cp target/release/stowage target/release/examples/load_times .device/
+#   cargo bench -p stowage --bench digest --no-run   # prints the bench's path
+#   cp target/release/deps/digest-<hash> .device/digest
 #   echo /.device/ >> .git/info/exclude
 # Then one device call, carrying .device:
 #   sh scripts/device_bench_manifest.sh .device $OUT
@@ -71,3 +73,10 @@ echo "== convert --manifest against a plain convert (tmpfs)"
 rm -rf /dev/shm/issue42 && mkdir -p /dev/shm/issue42
 "$PY" "$HERE/bench_convert_manifest.py" "$BIN/stowage" "$WORK/big.pt" /dev/shm/issue42 --rounds "$ROUNDS"
 rm -rf /dev/shm/issue42
+
+# What the hashing threads of a save add, by their number (the criterion
+# group of benches/digest.rs), where the bench binary was carried.
+if [ -x "$BIN/digest" ]; then
+  echo "== a save with its digests on 1, 2 and 4 hashing threads, and as many as the cores leave"
+  (cd "$WORK" && "$BIN/digest" --bench save_256 2>&1 | grep -E "^save|time:")
+fi

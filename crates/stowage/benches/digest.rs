@@ -14,8 +14,9 @@
 //!
 //! A second group saves the same tensors as a `.pt` to nowhere
 //! (`checkpoint::save_to_writer` into `io::sink`), plain and with the
-//! digests of what it writes (`convert --manifest`) hashed on one thread
-//! and on two: what the hashing threads add to a save.
+//! digests of what it writes (`convert --manifest`) hashed on one, two
+//! and four threads, and on as many as `WrittenDigests::new` starts: what
+//! the hashing threads add to a save.
 //!
 //! Run with `cargo bench -p stowage --bench digest`; `docs/performance.md`
 //! records the figures.
@@ -110,15 +111,19 @@ fn digests(c: &mut Criterion) {
         stowage::checkpoint::save_to_writer(std::io::sink(), "archive", &ckpt, options).unwrap();
     };
     g.bench_function("plain", |b| b.iter(|| save(&SaveOptions::default())));
-    for threads in [1, 2] {
+    let digests_on = |threads: Option<usize>| {
+        let digests = threads.map_or_else(WrittenDigests::new, WrittenDigests::with_threads);
+        save(&SaveOptions::default().with_digests(digests.clone()));
+        black_box(digests.finish())
+    };
+    for threads in [1, 2, 4] {
         g.bench_function(format!("digests_on_{threads}_threads"), |b| {
-            b.iter(|| {
-                let digests = WrittenDigests::with_threads(threads);
-                save(&SaveOptions::default().with_digests(digests.clone()));
-                black_box(digests.finish())
-            })
+            b.iter(|| digests_on(Some(threads)))
         });
     }
+    g.bench_function("digests_as_the_cores_leave", |b| {
+        b.iter(|| digests_on(None))
+    });
     g.finish();
 }
 
