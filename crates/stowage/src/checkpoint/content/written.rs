@@ -294,9 +294,10 @@ impl fmt::Debug for WrittenDigests {
 
 impl WrittenDigests {
     /// A collector, its hashing threads started: as many as the cores the
-    /// writer leaves ([`hashers_for`]). Where no thread can be started it
-    /// collects nothing ([`finish`](Self::finish) gives no digest, and a
-    /// manifest hashes what was written by reading it).
+    /// writer leaves (one on two cores, six on eight, eight at most). Where
+    /// no thread can be started it collects nothing
+    /// ([`finish`](Self::finish) gives no digest, and a manifest hashes
+    /// what was written by reading it).
     pub fn new() -> WrittenDigests {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         Self::with_threads(hashers_for(cores))
