@@ -61,18 +61,10 @@ pub(crate) fn preallocate(file: &File, len: u64) -> io::Result<()> {
 /// `convert --manifest` to `/dev/shm` spent its first 0.1-0.2 s on it, the
 /// hashing thread idle; `docs/performance.md`).
 #[cfg(target_os = "linux")]
+// `f_type`'s width is the target's (`i64` here, narrower on 32-bit).
+#[allow(clippy::useless_conversion)]
 fn in_memory(file: &File) -> bool {
-    let mut fs = std::mem::MaybeUninit::<libc::statfs>::uninit();
-    // SAFETY: `fstatfs` writes one `statfs` into the memory it is given,
-    // which is that size and writable; the descriptor is `file`'s and alive
-    // for the call.
-    let rc = unsafe { libc::fstatfs(file.as_raw_fd(), fs.as_mut_ptr()) };
-    if rc != 0 {
-        return false;
-    }
-    // SAFETY: `fstatfs` succeeded, so it filled the struct.
-    let kind = unsafe { fs.assume_init() }.f_type;
-    kind == libc::TMPFS_MAGIC
+    rustix::fs::fstatfs(file).is_ok_and(|fs| i64::from(fs.f_type) == i64::from(libc::TMPFS_MAGIC))
 }
 
 /// Starts writing bytes `offset..offset + len` of `file` to the disk, without
