@@ -30,12 +30,19 @@ use crate::UntypedStorage;
 
 /// The most bytes of one message to a hashing thread.
 const PIECE: usize = 4 << 20;
-/// Messages queued for one hashing thread before the writer waits: at
-/// most this many buffers in flight (and three more), each message at most
-/// a [`PIECE`], so about 64 MiB where windows are large. Several threads
-/// share twice as many ([`WrittenDigests::new`]): a thread's queue holds a
-/// large tensor's bytes while the next tensor goes to the next thread.
+/// Batches queued for one hashing thread before the writer waits: at most
+/// this many in flight (and three more), each holding at most a [`PIECE`]
+/// or [`BATCH_BYTES`], so about 64 MiB where windows are large. Several
+/// threads share twice as many ([`WrittenDigests::new`]): a thread's queue
+/// holds a large tensor's bytes while the next tensor goes to the next
+/// thread.
 const QUEUED: usize = 16;
+/// The most messages sent to a hashing thread at once. Each send may wake
+/// it (a futex call each side when it sleeps), which for small tensors
+/// cost more than hashing them: their messages go in batches.
+const BATCH: usize = 64;
+/// A batch is sent once the bytes its messages hold reach this.
+const BATCH_BYTES: usize = 1 << 20;
 /// The most hashing threads: each hashes about 2 GB/s, more than a writer
 /// copies with this many.
 const MOST_HASHERS: usize = 8;
@@ -84,11 +91,17 @@ pub struct WrittenDigests {
 struct Inner {
     /// `None` once finished (or where no hashing thread could start).
     state: Mutex<Option<Running>>,
+    /// Each hashing thread's batch being gathered, by the index
+    /// [`Running::route`] gives; `None` once finished. Locked apart from
+    /// `state`, and held while a full batch is sent: batches reach a thread
+    /// in the order their messages came, while a writer waiting for one
+    /// thread's full queue holds up no other.
+    outboxes: Vec<Mutex<Option<Outbox>>>,
 }
 
 struct Running {
-    /// The hashing threads, at least one.
-    hashers: Vec<Hasher>,
+    /// The hashing threads ([`hash_messages`]), at least one.
+    threads: Vec<JoinHandle<HashMap<Arc<str>, Slot>>>,
     /// Which of them hashes each tensor begun, by name: all its bytes go to
     /// the one that took its [`Message::Begin`], in order.
     routes: HashMap<Arc<str>, usize>,
@@ -104,28 +117,50 @@ struct Running {
     aliases: Vec<(String, String)>,
 }
 
-/// A hashing thread ([`hash_messages`]) and its queue.
-struct Hasher {
-    to: SyncSender<Message>,
-    thread: JoinHandle<HashMap<Arc<str>, Slot>>,
+/// A hashing thread's queue, and the messages gathered for it.
+struct Outbox {
+    to: SyncSender<Vec<Message>>,
+    batch: Vec<Message>,
+    /// The bytes the messages of `batch` hold ([`Post::weight`]).
+    weight: usize,
+}
+
+impl Outbox {
+    /// Sends the batch gathered, if any; false once the thread is gone.
+    fn flush(&mut self) -> bool {
+        if self.batch.is_empty() {
+            return true;
+        }
+        self.weight = 0;
+        let batch = std::mem::replace(&mut self.batch, Vec::with_capacity(BATCH));
+        self.to.send(batch).is_ok()
+    }
+}
+
+/// A message for the hashing thread `to` ([`Running::route`]).
+struct Post {
+    to: usize,
+    message: Message,
+    /// The bytes it keeps from being freed or reused until hashed: what
+    /// bounds a batch ([`BATCH_BYTES`]).
+    weight: usize,
 }
 
 impl Running {
-    /// The queue of the hashing thread that hashes `name`, dealing the
-    /// tensor out where it has none yet: two tensors to a thread in turn,
-    /// as the writer begins them, so that each thread has two to hash at
-    /// once ([`hash_messages`]).
-    fn route(&mut self, name: &Arc<str>) -> SyncSender<Message> {
-        let k = match self.routes.get(name) {
+    /// The hashing thread that hashes `name`, dealing the tensor out where
+    /// it has none yet: two tensors to a thread in turn, as the writer
+    /// begins them, so that each thread has two to hash at once
+    /// ([`hash_messages`]).
+    fn route(&mut self, name: &Arc<str>) -> usize {
+        match self.routes.get(name) {
             Some(&k) => k,
             None => {
-                let k = (self.dealt / 2) % self.hashers.len();
+                let k = (self.dealt / 2) % self.threads.len();
                 self.dealt += 1;
                 self.routes.insert(name.clone(), k);
                 k
             }
-        };
-        self.hashers[k].to.clone()
+        }
     }
 }
 
@@ -222,11 +257,11 @@ impl Default for WrittenDigests {
 /// name. Where the CPU hashes two messages at once ([`sha256x2`]), a piece
 /// waits for the next message: a piece of another tensor is hashed beside
 /// it; a piece of the same tensor, or the writer's end, sends it on alone.
-fn hash_messages(from_writer: &Receiver<Message>) -> HashMap<Arc<str>, Slot> {
+fn hash_messages(from_writer: &Receiver<Vec<Message>>) -> HashMap<Arc<str>, Slot> {
     let mut slots: HashMap<Arc<str>, Slot> = HashMap::new();
     let mut held: Option<(Arc<str>, Piece)> = None;
     let pairs = sha256x2::interleaves();
-    while let Ok(message) = from_writer.recv() {
+    for message in from_writer.iter().flatten() {
         match message {
             Message::Begin(name, len) => {
                 if held.as_ref().is_some_and(|(h, _)| *h == name) {
@@ -312,17 +347,22 @@ impl WrittenDigests {
         } else {
             (2 * QUEUED / n).max(2)
         };
-        let hashers: Vec<Hasher> = (0..n)
+        let (outboxes, threads): (Vec<_>, Vec<_>) = (0..n)
             .map_while(|i| {
-                let (to, from_writer) = mpsc::sync_channel::<Message>(queued);
+                let (to, from_writer) = mpsc::sync_channel::<Vec<Message>>(queued);
                 let thread = std::thread::Builder::new().name(format!("stowage-digests-{i}"));
                 let thread = thread.spawn(move || hash_messages(&from_writer)).ok()?;
-                Some(Hasher { to, thread })
+                let outbox = Outbox {
+                    to,
+                    batch: Vec::with_capacity(BATCH),
+                    weight: 0,
+                };
+                Some((Mutex::new(Some(outbox)), thread))
             })
-            .collect();
+            .unzip();
         let (home, spare) = mpsc::channel::<Vec<u8>>();
-        let running = (!hashers.is_empty()).then(|| Running {
-            hashers,
+        let running = (!threads.is_empty()).then(|| Running {
+            threads,
             routes: HashMap::new(),
             dealt: 0,
             spare,
@@ -333,6 +373,7 @@ impl WrittenDigests {
         WrittenDigests {
             inner: Arc::new(Inner {
                 state: Mutex::new(running),
+                outboxes,
             }),
         }
     }
@@ -347,23 +388,52 @@ impl WrittenDigests {
         state.as_mut().map(f)
     }
 
-    /// Sends the messages `f` makes, each to the hashing thread of its
+    /// Posts the messages `f` makes, each to the hashing thread of its
     /// tensor, in order. The state is locked only while they are made: a
-    /// writer waiting for a full queue holds no lock (another save with a
-    /// clone goes on).
-    fn send(&self, f: impl FnOnce(&mut Running) -> Vec<(SyncSender<Message>, Message)>) {
-        for (to, message) in self.with(f).into_iter().flatten() {
-            if to.send(message).is_err() {
+    /// writer waiting for a full queue holds no lock of it (another save
+    /// with a clone goes on).
+    fn send(&self, f: impl FnOnce(&mut Running) -> Vec<Post>) {
+        for post in self.with(f).into_iter().flatten() {
+            if !self.post(post) {
                 return;
             }
         }
+    }
+
+    /// Adds a message to its thread's batch, sending the batch when it is
+    /// full ([`BATCH`], [`BATCH_BYTES`]); false once the thread is gone.
+    fn post(&self, post: Post) -> bool {
+        let Some(outbox) = self.inner.outboxes.get(post.to) else {
+            return false;
+        };
+        let mut outbox = outbox.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(o) = outbox.as_mut() else {
+            return false;
+        };
+        // A batch holds at most `BATCH_BYTES`, or one message.
+        if o.weight + post.weight > BATCH_BYTES && !o.flush() {
+            return false;
+        }
+        o.batch.push(post.message);
+        o.weight += post.weight;
+        if o.batch.len() >= BATCH || o.weight >= BATCH_BYTES {
+            return o.flush();
+        }
+        true
     }
 
     /// The tensor written as `name` begins; its logical elements are `len`
     /// bytes, fed next with [`bytes`](Self::bytes).
     pub(crate) fn begin(&self, name: &str, len: u64) {
         let name: Arc<str> = name.into();
-        self.send(|r| vec![(r.route(&name), Message::Begin(name, len))]);
+        self.send(|r| {
+            let to = r.route(&name);
+            vec![Post {
+                to,
+                message: Message::Begin(name, len),
+                weight: 0,
+            }]
+        });
     }
 
     /// The next bytes of the tensor written as `name`, copied a piece at a
@@ -371,21 +441,25 @@ impl WrittenDigests {
     /// may change once written (a storage the caller holds).
     pub(crate) fn bytes(&self, name: &Arc<str>, bytes: &[u8]) {
         for piece in bytes.chunks(PIECE) {
-            let mut buf = self.buffer();
+            let mut buf = self.buffer(piece.len());
             buf.clear();
             buf.extend_from_slice(piece);
             self.hand_over(buf, [(name, 0..piece.len())]);
         }
     }
 
-    /// A buffer to fill and hand over ([`window`](Self::window),
-    /// [`storage_window`](Self::storage_window)): the one the hashing threads
-    /// gave back last, as it was (the likeliest still in the CPU's cache),
-    /// or an empty one.
-    fn buffer(&self) -> Vec<u8> {
+    /// A buffer to fill with `n` bytes and hand over ([`window`](Self::window),
+    /// [`storage_window`](Self::storage_window)): the last the hashing
+    /// threads gave back (the likeliest still in the CPU's cache) of those
+    /// that hold `n` bytes and not many times more (a small tensor's bytes
+    /// in a window's buffer would keep it from the pool while batched), as
+    /// it was; else an empty one.
+    fn buffer(&self, n: usize) -> Vec<u8> {
+        let fits = |b: &Vec<u8>| (n..=n.saturating_mul(4).max(64 << 10)).contains(&b.capacity());
         self.with(|r| {
             r.pool.extend(r.spare.try_iter());
-            r.pool.pop()
+            let i = r.pool.iter().rposition(fits)?;
+            Some(r.pool.swap_remove(i))
         })
         .flatten()
         .unwrap_or_default()
@@ -408,6 +482,8 @@ impl WrittenDigests {
         parts: impl IntoIterator<Item = (&'a Arc<str>, Range<usize>)>,
     ) {
         self.send(|r| {
+            // The first message holds the whole buffer, the others their part.
+            let mut held = buf.capacity();
             let buf = Arc::new(Pooled {
                 bytes: buf,
                 home: r.home.clone(),
@@ -416,8 +492,14 @@ impl WrittenDigests {
             for (name, range) in parts {
                 let to = r.route(name);
                 for piece in pieces(range) {
+                    let weight = std::mem::take(&mut held).max(piece.len());
                     let piece = Piece::Buffer(buf.clone(), piece);
-                    messages.push((to.clone(), Message::Bytes(name.clone(), piece)));
+                    let message = Message::Bytes(name.clone(), piece);
+                    messages.push(Post {
+                        to,
+                        message,
+                        weight,
+                    });
                 }
             }
             messages
@@ -432,9 +514,10 @@ impl WrittenDigests {
         self.send(|r| {
             let to = r.route(name);
             pieces(range)
-                .map(|piece| {
-                    let piece = Piece::Storage(storage.clone(), piece);
-                    (to.clone(), Message::Bytes(name.clone(), piece))
+                .map(|piece| Post {
+                    to,
+                    weight: piece.len(),
+                    message: Message::Bytes(name.clone(), Piece::Storage(storage.clone(), piece)),
                 })
                 .collect()
         });
@@ -460,14 +543,20 @@ impl WrittenDigests {
             .unwrap_or_else(PoisonError::into_inner)
             .take();
         let Some(Running {
-            hashers, aliases, ..
+            threads, aliases, ..
         }) = running
         else {
             return BTreeMap::new();
         };
-        // A thread only hashes: it ends when its queue's senders are gone.
-        // Each tensor went to one of them, so their names are disjoint.
-        let threads: Vec<_> = hashers.into_iter().map(|h| h.thread).collect();
+        // A thread only hashes: it ends when its queue's sender is gone,
+        // once the batch gathered for it is sent. Each tensor went to one
+        // of them, so their names are disjoint.
+        for outbox in &self.inner.outboxes {
+            let mut outbox = outbox.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Some(mut o) = outbox.take() {
+                o.flush();
+            }
+        }
         let slots = threads
             .into_iter()
             .flat_map(|thread| thread.join().unwrap_or_default());
@@ -567,7 +656,7 @@ pub(crate) fn window_buffer(
     n: usize,
 ) -> crate::Result<Vec<u8>> {
     let mut buf = match digests {
-        Some(d) => d.buffer(),
+        Some(d) => d.buffer(n),
         None => std::mem::take(kept),
     };
     if buf.capacity() < n {
@@ -682,6 +771,60 @@ mod tests {
         }
     }
 
+    /// Small tensors fed a few bytes at a time by two writers at once (two
+    /// saves sharing the digests), their messages batched: each digest is
+    /// the tensor's own, whichever batch and thread its pieces went in.
+    #[test]
+    fn small_tensors_from_two_writers_at_once_hash_as_each_alone() {
+        for hashers in [1, 3] {
+            let d = WrittenDigests::with_threads(hashers);
+            let data = |w: usize, i: usize| bytes(40 + i % 50, (w * 7 + i) as u8);
+            std::thread::scope(|s| {
+                for w in 0..2 {
+                    let d = d.clone();
+                    s.spawn(move || {
+                        for i in 0..600 {
+                            let name: Arc<str> = format!("w{w}.t{i}").into();
+                            let bytes = data(w, i);
+                            d.begin(&name, bytes.len() as u64);
+                            for piece in bytes.chunks(16) {
+                                d.bytes(&name, piece);
+                            }
+                        }
+                    });
+                }
+            });
+            let out = d.finish();
+            assert_eq!(out.len(), 1200, "{hashers} threads");
+            for w in 0..2 {
+                for i in 0..600 {
+                    let want: [u8; 32] = sha2::Sha256::digest(data(w, i)).into();
+                    let got = &out[&format!("w{w}.t{i}")];
+                    assert_eq!(got.sha256(), want, "w{w}.t{i} ({hashers} threads)");
+                }
+            }
+        }
+    }
+
+    /// A small tensor's copy does not take a window's buffer given back to
+    /// the pool (it would hold it while its batch gathers); a window does.
+    #[test]
+    fn a_small_copy_takes_a_buffer_its_size() {
+        let d = WrittenDigests::with_threads(1);
+        let big = Vec::<u8>::with_capacity(8 << 20);
+        d.with(|r| r.pool.push(big));
+        assert_eq!(
+            d.buffer(100).capacity(),
+            0,
+            "a small copy gets a new buffer"
+        );
+        assert!(
+            d.buffer(3 << 20).capacity() >= 8 << 20,
+            "a window reuses it"
+        );
+        d.finish();
+    }
+
     /// Tensors are dealt out two to a thread, in the order they begin, so
     /// that each thread has a pair to hash at once; a tensor begun again
     /// stays with its thread.
@@ -749,7 +892,7 @@ mod tests {
         d.begin_storage(&ranges, 1);
         d.begin("z", z.len() as u64);
         for (i, window) in data.chunks(2 * mb).enumerate() {
-            let mut buf = d.buffer();
+            let mut buf = d.buffer(window.len());
             buf.clear();
             buf.extend_from_slice(window);
             d.storage_window(&ranges, 1, i * 2 * mb, buf);
