@@ -47,12 +47,22 @@ const BATCH_BYTES: usize = 1 << 20;
 /// copies with this many.
 const MOST_HASHERS: usize = 8;
 
+/// Whether a writer whose bytes are hashed computes its CRC-32 on a thread
+/// of its own (the torch zip writer's large records), with `cores` cores:
+/// beyond two, where the hashing threads leave it one. On two, the hashing
+/// thread takes the second core, and a third thread would only wait.
+pub(crate) fn crc_thread_beside_hashing(cores: usize) -> bool {
+    cores > 2
+}
+
 /// How many threads hash what a save writes, with `cores` cores: those the
-/// writer leaves (it takes one, and another for its CRC-32 beyond two
-/// cores), at least one. A tensor's bytes go to one of them in order; the
-/// tensors are dealt out two at a time ([`Running::route`]).
+/// writer leaves (it takes one, and another for its CRC-32 where
+/// [`crc_thread_beside_hashing`]), at least one. A tensor's bytes go to one
+/// of them in order; the tensors are dealt out two at a time
+/// ([`Running::route`]).
 fn hashers_for(cores: usize) -> usize {
-    cores.saturating_sub(2).clamp(1, MOST_HASHERS)
+    let writer = 1 + usize::from(crc_thread_beside_hashing(cores));
+    cores.saturating_sub(writer).clamp(1, MOST_HASHERS)
 }
 
 /// Collects the SHA-256 of each written tensor's logical elements (the
@@ -851,6 +861,8 @@ mod tests {
     fn hashing_threads_take_the_cores_the_writer_leaves() {
         let got: Vec<usize> = [1, 2, 3, 4, 8, 16, 64].map(hashers_for).into();
         assert_eq!(got, [1, 1, 1, 2, 6, 8, 8]);
+        let crc: Vec<bool> = [1, 2, 3, 4].map(crc_thread_beside_hashing).into();
+        assert_eq!(crc, [false, false, true, true]);
     }
 
     /// Windows handed over whole (two tensors' ranges in one, a tensor's

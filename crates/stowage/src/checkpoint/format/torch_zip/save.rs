@@ -7,7 +7,7 @@ use crate::error::ErrorContext;
 use std::io::{BufWriter, Write};
 use std::path::Path;
 
-use crate::checkpoint::content::written::StorageRanges;
+use crate::checkpoint::content::written::{self, StorageRanges};
 use crate::checkpoint::content::WrittenDigests;
 use crate::checkpoint::options::{Progress, SaveOptions};
 use crate::checkpoint::torch::pickle_checkpoint;
@@ -36,10 +36,10 @@ impl Plan {
     fn new(ckpt: &Checkpoint, options: &SaveOptions) -> Result<Plan> {
         let (pkl, storages) = pickle_checkpoint(ckpt)?;
         // A hashing thread (this save's digests, or the DCP's whose item
-        // this is) takes a core: on two, the CRC is computed inline rather
-        // than on a third thread that would wait.
+        // this is) takes a core, which may leave none for the CRC.
+        let hashed = options.digests.is_some() || options.hashed_beside;
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let parallel_crc = cores > 2 || (options.digests.is_none() && !options.hashed_beside);
+        let parallel_crc = !hashed || written::crc_thread_beside_hashing(cores);
         let digests = options
             .digests
             .as_ref()
@@ -165,8 +165,7 @@ fn write_windows<W: Write>(
     let mut at = 0;
     while at < len {
         let n = (len - at).min(WINDOW);
-        let mut buf =
-            crate::checkpoint::content::written::window_buffer(digests.map(|(d, _)| d), window, n)?;
+        let mut buf = written::window_buffer(digests.map(|(d, _)| d), window, n)?;
         storage.read_at(at, &mut buf)?;
         zip.write_chunk(&buf)?;
         match digests {
