@@ -96,10 +96,10 @@ fn process_exists(pid: i32) -> bool {
     if pid <= 0 {
         return true;
     }
-    // SAFETY: signal 0 only checks that the process exists and may be signalled;
-    // nothing is sent.
-    let rc = unsafe { libc::kill(pid, 0) };
-    rc == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
+    let Some(pid) = rustix::process::Pid::from_raw(pid) else {
+        return true;
+    };
+    rustix::process::test_kill_process(pid) != Err(rustix::io::Errno::SRCH)
 }
 
 /// Has `write` create a temporary sibling of `path` (at the path it is given),
@@ -207,6 +207,18 @@ fn write_through(path: &Path, write: impl FnOnce(&Path) -> Result<()>) -> Result
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// This process and init exist (init though it may not be signalled);
+    /// a child that has exited and been waited for does not.
+    #[test]
+    fn a_process_exists_until_it_has_ended() {
+        assert!(process_exists(std::process::id() as i32));
+        assert!(process_exists(1));
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id() as i32;
+        child.wait().unwrap();
+        assert!(!process_exists(pid));
+    }
 
     #[test]
     fn a_temporarys_name_fits_in_a_file_name_for_the_longest_target() {

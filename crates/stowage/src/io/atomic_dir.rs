@@ -268,27 +268,21 @@ fn swap(a: &Path, b: &Path) -> Result<()> {
     if fault::at(fault::Step::NoExchange).is_err() {
         return swap_by_renames(a, b);
     }
+    use rustix::fs::{renameat_with, RenameFlags, CWD};
+    use rustix::io::Errno;
     let (ca, cb) = (c(a)?, c(b)?);
-    // SAFETY: both pointers are valid NUL-terminated strings that outlive the
-    // call; `renameat2` reads them and touches no other memory of ours.
-    let rc = unsafe {
-        libc::renameat2(
-            libc::AT_FDCWD,
-            ca.as_ptr(),
-            libc::AT_FDCWD,
-            cb.as_ptr(),
-            libc::RENAME_EXCHANGE,
-        )
-    };
-    if rc == 0 {
-        return Ok(());
+    match renameat_with(
+        CWD,
+        ca.as_c_str(),
+        CWD,
+        cb.as_c_str(),
+        RenameFlags::EXCHANGE,
+    ) {
+        Ok(()) => Ok(()),
+        // Filesystems without RENAME_EXCHANGE: two renames.
+        Err(e) if e == Errno::INVAL || e == Errno::NOSYS => swap_by_renames(a, b),
+        Err(e) => Err(Error::Io(e.into())),
     }
-    let err = std::io::Error::last_os_error();
-    // Filesystems without RENAME_EXCHANGE: two renames.
-    if matches!(err.raw_os_error(), Some(libc::EINVAL | libc::ENOSYS)) {
-        return swap_by_renames(a, b);
-    }
-    Err(Error::Io(err))
 }
 
 #[cfg(not(target_os = "linux"))]

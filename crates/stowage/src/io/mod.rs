@@ -12,12 +12,10 @@
 //! [`remove_temporaries`] undoes the saves in progress for a process that
 //! is being ended.
 
-#[allow(unsafe_code)] // `kill(pid, 0)`.
 mod atomic;
-#[allow(unsafe_code)] // `renameat2`.
 mod atomic_dir;
 mod location;
-#[allow(unsafe_code)] // `fallocate`, `sync_file_range`.
+#[allow(unsafe_code)] // `sync_file_range`, which `rustix` does not wrap.
 mod output;
 mod pending;
 #[cfg(feature = "remote")]

@@ -33,20 +33,13 @@ pub(crate) fn preallocate(file: &File, len: u64) -> io::Result<()> {
         if in_memory(file) {
             return Ok(());
         }
-        let Ok(len) = libc::off_t::try_from(len) else {
-            return Ok(());
-        };
-        if len == 0 {
+        if len == 0 || i64::try_from(len).is_err() {
             return Ok(());
         }
-        // SAFETY: `fallocate` reads only its integer arguments; the descriptor is
-        // `file`'s, open for writing and alive for the call.
-        let rc = unsafe { libc::fallocate(file.as_raw_fd(), 0, 0, len) };
-        if rc != 0 {
-            let err = io::Error::last_os_error();
-            if matches!(err.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT)) {
-                return Err(err);
-            }
+        use rustix::io::Errno;
+        match rustix::fs::fallocate(file, rustix::fs::FallocateFlags::empty(), 0, len) {
+            Err(e) if e == Errno::NOSPC || e == Errno::DQUOT => return Err(e.into()),
+            _ => {}
         }
     }
     #[cfg(not(target_os = "linux"))]
@@ -76,7 +69,7 @@ fn start_writeback(file: &File, offset: u64, len: u64) {
         libc::off64_t::try_from(len),
     ) {
         // SAFETY: `sync_file_range` reads only its integer arguments; the descriptor
-        // is `file`'s and alive for the call.
+        // is `file`'s and alive for the call. (`rustix` has no safe wrapper of it.)
         let _ = unsafe {
             libc::sync_file_range(file.as_raw_fd(), offset, len, libc::SYNC_FILE_RANGE_WRITE)
         };
@@ -197,5 +190,28 @@ mod tests {
         assert!(in_memory(&shm));
         preallocate(&shm, 1 << 20).unwrap();
         assert_eq!(shm.metadata().unwrap().len(), 0);
+    }
+
+    /// Preallocating more than the disk has left is an error (a save then
+    /// fails before writing, leaving the file it would replace), where the
+    /// file system preallocates at all.
+    #[test]
+    fn a_disk_too_small_for_the_file_is_an_error() {
+        let on_disk = tempfile::tempfile_in(env!("CARGO_MANIFEST_DIR")).unwrap();
+        if in_memory(&on_disk) {
+            return;
+        }
+        preallocate(&on_disk, 4096).unwrap();
+        if on_disk.metadata().unwrap().len() != 4096 {
+            return; // this file system does not preallocate
+        }
+        let fs = rustix::fs::fstatvfs(&on_disk).unwrap();
+        let free = fs.f_bavail.saturating_mul(fs.f_frsize);
+        let Some(too_much) = free.checked_add(1 << 40).filter(|&n| n < 1 << 50) else {
+            return;
+        };
+        let other = tempfile::tempfile_in(env!("CARGO_MANIFEST_DIR")).unwrap();
+        let err = preallocate(&other, too_much).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::StorageFull, "{err}");
     }
 }
