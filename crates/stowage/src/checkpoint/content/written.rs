@@ -398,11 +398,11 @@ impl WrittenDigests {
         state.as_mut().map(f)
     }
 
-    /// Posts the messages `f` makes, each to the hashing thread of its
-    /// tensor, in order. The state is locked only while they are made: a
-    /// writer waiting for a full queue holds no lock of it (another save
-    /// with a clone goes on).
-    fn send(&self, f: impl FnOnce(&mut Running) -> Vec<Post>) {
+    /// Posts the messages `f` gives, each to the hashing thread of its
+    /// tensor, in order. The state is locked only while `f` runs (choosing
+    /// their threads): a writer waiting for a full queue holds no lock of it
+    /// (another save with a clone goes on).
+    fn send<P: IntoIterator<Item = Post>>(&self, f: impl FnOnce(&mut Running) -> P) {
         for post in self.with(f).into_iter().flatten() {
             if !self.post(post) {
                 return;
@@ -438,7 +438,7 @@ impl WrittenDigests {
         let name: Arc<str> = name.into();
         self.send(|r| {
             let to = r.route(&name);
-            vec![Post {
+            [Post {
                 to,
                 message: Message::Begin(name, len),
                 weight: 0,
@@ -523,13 +523,11 @@ impl WrittenDigests {
     pub(crate) fn stored(&self, name: &Arc<str>, storage: &UntypedStorage, range: Range<usize>) {
         self.send(|r| {
             let to = r.route(name);
-            pieces(range)
-                .map(|piece| Post {
-                    to,
-                    weight: piece.len(),
-                    message: Message::Bytes(name.clone(), Piece::Storage(storage.clone(), piece)),
-                })
-                .collect()
+            pieces(range).map(move |piece| Post {
+                to,
+                weight: piece.len(),
+                message: Message::Bytes(name.clone(), Piece::Storage(storage.clone(), piece)),
+            })
         });
     }
 
