@@ -80,6 +80,6 @@ rm -rf /dev/shm/issue42
 # What the hashing threads of a save add, by their number (the criterion
 # group of benches/digest.rs), where the bench binary was carried.
 if [ -x "$BIN/digest" ]; then
-  echo "== a save with its digests on 1, 2 and 4 hashing threads, and as many as the cores leave"
+  echo "== a save with its digests on 1, 2 and 4 hashing threads, and on WrittenDigests::new's"
   (cd "$WORK" && "$BIN/digest" --bench save_256 2>&1 | grep -E "^save|time:")
 fi

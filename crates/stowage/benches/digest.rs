@@ -121,7 +121,7 @@ fn digests(c: &mut Criterion) {
             b.iter(|| digests_on(Some(threads)))
         });
     }
-    g.bench_function("digests_as_the_cores_leave", |b| {
+    g.bench_function("digests_on_default_threads", |b| {
         b.iter(|| digests_on(None))
     });
     g.finish();
