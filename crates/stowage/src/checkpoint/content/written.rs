@@ -20,6 +20,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::ops::Range;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
@@ -62,8 +63,8 @@ pub(crate) fn crc_thread_beside_hashing(cores: usize) -> bool {
 /// time, and a save from memory writes far faster than one core hashes
 /// (`save_256MiB_of_2MiB_tensors` in `benches/digest.rs`: 134 ms on two
 /// threads against 172 on one, on two cores). A tensor's bytes go to one of
-/// them in order; the tensors are dealt out two at a time
-/// ([`Running::route`]).
+/// them in order; the tensors are dealt out two at a time, to the thread
+/// with the least left to hash ([`Running::route`]).
 fn hashers_for(cores: usize) -> usize {
     let crc = usize::from(crc_thread_beside_hashing(cores));
     cores.saturating_sub(crc).clamp(1, MOST_HASHERS)
@@ -121,6 +122,11 @@ struct Running {
     routes: HashMap<Arc<str>, usize>,
     /// How many tensors have been dealt out.
     dealt: usize,
+    /// The thread the last tensor was dealt to.
+    last: usize,
+    /// The bytes each thread has yet to hash: added as they are posted,
+    /// taken off once hashed.
+    loads: Vec<Arc<AtomicUsize>>,
     /// Buffers the hashing threads are done with, for the writer to fill again.
     spare: Receiver<Vec<u8>>,
     /// Those taken from `spare`, the last given back on top.
@@ -133,11 +139,18 @@ struct Running {
 
 /// A hashing thread's queue, and the messages gathered for it.
 struct Outbox {
-    to: SyncSender<Vec<Message>>,
+    to: SyncSender<Batch>,
     batch: Vec<Message>,
     /// The bytes the messages of `batch` hold ([`Post::weight`]).
     weight: usize,
+    /// The bytes the thread has yet to hash, `batch` included
+    /// ([`Running::loads`]).
+    load: Arc<AtomicUsize>,
 }
+
+/// Messages for a hashing thread, and the bytes they hold: taken off its
+/// load once they are hashed.
+type Batch = (Vec<Message>, usize);
 
 impl Outbox {
     /// Sends the batch gathered, if any; false once the thread is gone.
@@ -145,9 +158,9 @@ impl Outbox {
         if self.batch.is_empty() {
             return true;
         }
-        self.weight = 0;
         let batch = std::mem::replace(&mut self.batch, Vec::with_capacity(BATCH));
-        self.to.send(batch).is_ok()
+        let weight = std::mem::take(&mut self.weight);
+        self.to.send((batch, weight)).is_ok()
     }
 }
 
@@ -162,19 +175,30 @@ struct Post {
 
 impl Running {
     /// The hashing thread that hashes `name`, dealing the tensor out where
-    /// it has none yet: two tensors to a thread in turn, as the writer
-    /// begins them, so that each thread has two to hash at once
-    /// ([`hash_messages`]).
+    /// it has none yet: two tensors to a thread, as the writer begins them,
+    /// so that each thread has two to hash at once ([`hash_messages`]);
+    /// each pair to the thread with the fewest bytes left to hash, the
+    /// next in turn where they tie. A thread given a large tensor, or
+    /// sharing its core with the writer, is then not given as much more
+    /// as the others and left hashing alone at the end.
     fn route(&mut self, name: &Arc<str>) -> usize {
-        match self.routes.get(name) {
-            Some(&k) => k,
-            None => {
-                let k = (self.dealt / 2) % self.threads.len();
-                self.dealt += 1;
-                self.routes.insert(name.clone(), k);
-                k
-            }
+        if let Some(&k) = self.routes.get(name) {
+            return k;
         }
+        let n = self.threads.len();
+        let k = if self.dealt % 2 == 1 {
+            self.last
+        } else {
+            let first = if self.dealt == 0 { 0 } else { self.last + 1 };
+            (first..first + n)
+                .map(|k| k % n)
+                .min_by_key(|&k| self.loads[k].load(Ordering::Relaxed))
+                .unwrap_or(0)
+        };
+        self.dealt += 1;
+        self.last = k;
+        self.routes.insert(name.clone(), k);
+        k
     }
 }
 
@@ -271,35 +295,48 @@ impl Default for WrittenDigests {
 /// name. Where the CPU hashes two messages at once ([`sha256x2`]), a piece
 /// waits for the next message: a piece of another tensor is hashed beside
 /// it; a piece of the same tensor, or the writer's end, sends it on alone.
-fn hash_messages(from_writer: &Receiver<Vec<Message>>) -> HashMap<Arc<str>, Slot> {
+fn hash_messages(from_writer: &Receiver<Batch>, load: &AtomicUsize) -> HashMap<Arc<str>, Slot> {
     let mut slots: HashMap<Arc<str>, Slot> = HashMap::new();
     let mut held: Option<(Arc<str>, Piece)> = None;
     let pairs = sha256x2::interleaves();
-    for message in from_writer.iter().flatten() {
-        match message {
-            Message::Begin(name, len) => {
-                if held.as_ref().is_some_and(|(h, _)| *h == name) {
-                    feed(&mut slots, held.take());
-                }
-                let slot = slots.entry(name).or_default();
-                slot.twice |= slot.expected != 0 || slot.fed != 0;
-                slot.expected = len;
-            }
-            Message::Bytes(name, piece) if pairs => match held.take() {
-                Some((other, first)) if other != name && !first.shares_storage(&piece) => {
-                    feed_both(&mut slots, (other, first), (name, piece));
-                }
-                earlier => {
-                    feed(&mut slots, earlier);
-                    held = Some((name, piece));
-                }
-            },
-            Message::Bytes(name, piece) => feed(&mut slots, Some((name, piece))),
+    for (batch, weight) in from_writer.iter() {
+        for message in batch {
+            hash_message(&mut slots, &mut held, pairs, message);
         }
+        load.fetch_sub(weight, Ordering::Relaxed);
     }
     // The writer is done: the piece held goes alone.
     feed(&mut slots, held);
     slots
+}
+
+/// Hashes one message of [`hash_messages`], or holds its piece for the next.
+fn hash_message(
+    slots: &mut HashMap<Arc<str>, Slot>,
+    held: &mut Option<(Arc<str>, Piece)>,
+    pairs: bool,
+    message: Message,
+) {
+    match message {
+        Message::Begin(name, len) => {
+            if held.as_ref().is_some_and(|(h, _)| *h == name) {
+                feed(slots, held.take());
+            }
+            let slot = slots.entry(name).or_default();
+            slot.twice |= slot.expected != 0 || slot.fed != 0;
+            slot.expected = len;
+        }
+        Message::Bytes(name, piece) if pairs => match held.take() {
+            Some((other, first)) if other != name && !first.shares_storage(&piece) => {
+                feed_both(slots, (other, first), (name, piece));
+            }
+            earlier => {
+                feed(slots, earlier);
+                *held = Some((name, piece));
+            }
+        },
+        Message::Bytes(name, piece) => feed(slots, Some((name, piece))),
+    }
 }
 
 /// Hashes one piece of a tensor's bytes, if any, alone.
@@ -361,24 +398,33 @@ impl WrittenDigests {
         } else {
             (2 * QUEUED / n).max(2)
         };
-        let (outboxes, threads): (Vec<_>, Vec<_>) = (0..n)
-            .map_while(|i| {
-                let (to, from_writer) = mpsc::sync_channel::<Vec<Message>>(queued);
-                let thread = std::thread::Builder::new().name(format!("stowage-digests-{i}"));
-                let thread = thread.spawn(move || hash_messages(&from_writer)).ok()?;
-                let outbox = Outbox {
-                    to,
-                    batch: Vec::with_capacity(BATCH),
-                    weight: 0,
-                };
-                Some((Mutex::new(Some(outbox)), thread))
-            })
-            .unzip();
+        let mut outboxes = Vec::with_capacity(n);
+        let mut threads = Vec::with_capacity(n);
+        let mut loads = Vec::with_capacity(n);
+        for i in 0..n {
+            let (to, from_writer) = mpsc::sync_channel::<Batch>(queued);
+            let load = Arc::new(AtomicUsize::new(0));
+            let left = load.clone();
+            let thread = std::thread::Builder::new().name(format!("stowage-digests-{i}"));
+            let Ok(thread) = thread.spawn(move || hash_messages(&from_writer, &left)) else {
+                break;
+            };
+            threads.push(thread);
+            loads.push(load.clone());
+            outboxes.push(Mutex::new(Some(Outbox {
+                to,
+                batch: Vec::with_capacity(BATCH),
+                weight: 0,
+                load,
+            })));
+        }
         let (home, spare) = mpsc::channel::<Vec<u8>>();
         let running = (!threads.is_empty()).then(|| Running {
             threads,
             routes: HashMap::new(),
             dealt: 0,
+            last: 0,
+            loads,
             spare,
             pool: Vec::new(),
             home,
@@ -424,12 +470,15 @@ impl WrittenDigests {
         let Some(o) = outbox.as_mut() else {
             return false;
         };
-        // A batch holds at most `BATCH_BYTES`, or one message.
-        if o.weight + post.weight > BATCH_BYTES && !o.flush() {
+        // A batch holds at most `BATCH_BYTES`, or one message that holds
+        // more (after those that hold nothing: a tensor's beginning goes
+        // with its first bytes).
+        if o.weight > 0 && o.weight + post.weight > BATCH_BYTES && !o.flush() {
             return false;
         }
         o.batch.push(post.message);
         o.weight += post.weight;
+        o.load.fetch_add(post.weight, Ordering::Relaxed);
         if o.batch.len() >= BATCH || o.weight >= BATCH_BYTES {
             return o.flush();
         }
@@ -854,6 +903,24 @@ mod tests {
             })
             .unwrap();
         assert_eq!(routes, [0, 0, 1, 1, 2, 2, 0, 0, 1]);
+        d.finish();
+    }
+
+    /// A thread with many bytes left to hash (a large tensor, or a core
+    /// shared with the writer) is passed over when pairs are dealt; the
+    /// others take them in turn.
+    #[test]
+    fn pairs_go_to_the_threads_with_the_least_left_to_hash() {
+        let d = WrittenDigests::with_threads(3);
+        let routes = d
+            .with(|r| {
+                r.loads[0].store(1 << 30, Ordering::Relaxed);
+                let routes = ["a", "b", "c", "d", "e", "f"].map(|n| r.route(&Arc::from(n)));
+                r.loads[0].store(0, Ordering::Relaxed);
+                routes
+            })
+            .unwrap();
+        assert_eq!(routes, [1, 1, 2, 2, 1, 1]);
         d.finish();
     }
 
