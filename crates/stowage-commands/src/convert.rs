@@ -157,7 +157,7 @@ impl ConvertOptions {
 
     /// Makes the content manifest of what is written
     /// ([`Conversion::manifest`], `--manifest FILE`), each tensor hashed
-    /// from its bytes as they are written, on a thread of its own, rather
+    /// from its bytes as they are written, on threads of their own, rather
     /// than by reading the output again (`docs/manifest.md`).
     #[must_use]
     pub fn with_manifest(mut self, manifest: bool) -> ConvertOptions {

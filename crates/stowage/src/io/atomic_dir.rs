@@ -265,11 +265,11 @@ fn swap(a: &Path, b: &Path) -> Result<()> {
             })
         })
     };
+    use rustix::fs::{renameat_with, RenameFlags, CWD};
+    use rustix::io::Errno;
     if fault::at(fault::Step::NoExchange).is_err() {
         return swap_by_renames(a, b);
     }
-    use rustix::fs::{renameat_with, RenameFlags, CWD};
-    use rustix::io::Errno;
     let (ca, cb) = (c(a)?, c(b)?);
     match renameat_with(
         CWD,

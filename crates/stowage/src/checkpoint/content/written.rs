@@ -122,7 +122,8 @@ struct Running {
     routes: HashMap<Arc<str>, usize>,
     /// How many tensors have been dealt out.
     dealt: usize,
-    /// The thread the last tensor was dealt to.
+    /// The thread the last tensor was dealt to (the last thread before
+    /// any is, so that the first pair goes to the first on a tie).
     last: usize,
     /// The bytes each thread has yet to hash: added as they are posted,
     /// taken off once hashed.
@@ -189,8 +190,7 @@ impl Running {
         let k = if self.dealt % 2 == 1 {
             self.last
         } else {
-            let first = if self.dealt == 0 { 0 } else { self.last + 1 };
-            (first..first + n)
+            (self.last + 1..self.last + 1 + n)
                 .map(|k| k % n)
                 .min_by_key(|&k| self.loads[k].load(Ordering::Relaxed))
                 .unwrap_or(0)
@@ -419,11 +419,12 @@ impl WrittenDigests {
             })));
         }
         let (home, spare) = mpsc::channel::<Vec<u8>>();
+        let last = threads.len().saturating_sub(1);
         let running = (!threads.is_empty()).then(|| Running {
             threads,
             routes: HashMap::new(),
             dealt: 0,
-            last: 0,
+            last,
             loads,
             spare,
             pool: Vec::new(),
@@ -892,16 +893,8 @@ mod tests {
     #[test]
     fn tensors_are_dealt_out_in_pairs() {
         let d = WrittenDigests::with_threads(3);
-        let routes = d
-            .with(|r| {
-                let to = |r: &mut Running, name: &str| {
-                    let name: Arc<str> = name.into();
-                    r.route(&name);
-                    r.routes[&name]
-                };
-                ["a", "b", "c", "d", "e", "f", "g", "a", "c"].map(|n| to(r, n))
-            })
-            .unwrap();
+        let names = ["a", "b", "c", "d", "e", "f", "g", "a", "c"];
+        let routes = d.with(|r| names.map(|n| r.route(&Arc::from(n)))).unwrap();
         assert_eq!(routes, [0, 0, 1, 1, 2, 2, 0, 0, 1]);
         d.finish();
     }
