@@ -210,16 +210,20 @@ fn by_name(entries: &[TensorEntry]) -> std::collections::BTreeMap<&str, Vec<&Ten
 /// The root digest of `entries` (sorted by name): the SHA-256 of one line
 /// per entry, `name TAB dtype TAB sizes joined by "," TAB sha256 LF`.
 pub fn root_of(entries: &[TensorEntry]) -> String {
+    use std::fmt::Write as _;
     let mut h = Sha256::new();
+    // One line at a time, in a buffer reused (a `format!` each was a few
+    // percent of a manifest of many small tensors).
+    let mut line = String::new();
     for e in entries {
-        let shape: Vec<String> = e.shape.iter().map(usize::to_string).collect();
-        h.update(format!(
-            "{}\t{}\t{}\t{}\n",
-            e.name,
-            e.dtype,
-            shape.join(","),
-            e.sha256
-        ));
+        line.clear();
+        // Writing to a `String` cannot fail.
+        let _ = write!(line, "{}\t{}\t", e.name, e.dtype);
+        for (i, n) in e.shape.iter().enumerate() {
+            let _ = write!(line, "{}{n}", if i == 0 { "" } else { "," });
+        }
+        let _ = writeln!(line, "\t{}", e.sha256);
+        h.update(line.as_bytes());
     }
     hex::encode(h.finalize())
 }
@@ -329,7 +333,7 @@ fn build(
             dtype: t.dtype().name().to_owned(),
             name,
             shape: t.shape().to_vec(),
-            sha256: hex::encode(digest),
+            sha256: hex_of(&digest),
         });
     }
     tensors.sort_by(|a, b| (&a.name, &a.sha256).cmp(&(&b.name, &b.sha256)));
@@ -341,6 +345,15 @@ fn build(
         tensors,
     };
     Ok((manifest, reread))
+}
+
+/// A digest in lowercase hex, as `hex::encode` writes it, in one piece
+/// (it builds its string a char at a time).
+fn hex_of(digest: &[u8; 32]) -> String {
+    let mut text = vec![0; 64];
+    // 64 bytes hold the hex of 32: this cannot fail, nor can the UTF-8.
+    let _ = hex::encode_to_slice(digest, &mut text);
+    String::from_utf8(text).unwrap_or_default()
 }
 
 /// Writes the file (or object) `path` whole or not at all, through the

@@ -12,18 +12,21 @@
 //! whole and comes back to the writer's pool once hashed, a
 //! DCP chunk's compact copy is hashed where it lies. Only bytes that stay
 //! the caller's (a storage in memory, which it may change once the save
-//! returns) are copied. A tensor the writer cannot give in order (a
-//! transposed view, a DCP chunk of columns) is not fed;
-//! [`WrittenDigests::finish`] leaves it out, and the caller hashes it by
-//! reading the output.
+//! returns) are copied, and those of a small window (a small tensor's),
+//! into the batch of messages that carries them. A tensor the writer
+//! cannot give in order (a transposed view, a DCP chunk of columns) is not
+//! fed; [`WrittenDigests::finish`] leaves it out, and the caller hashes it
+//! by reading the output.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::fmt;
 use std::ops::Range;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
+
+use foldhash::HashMap;
 
 use super::sha256x2;
 use crate::checkpoint::value::graph::{dotted, Checkpoint, TensorObject};
@@ -44,6 +47,11 @@ const QUEUED: usize = 16;
 const BATCH: usize = 64;
 /// A batch is sent once the bytes its messages hold reach this.
 const BATCH_BYTES: usize = 1 << 20;
+/// Bytes of a tensor up to this many are copied into the batch that
+/// carries them ([`Message::Copied`]): for a small tensor, one copy costs
+/// less than a buffer of its own handed over and given back (most of what
+/// a save of many small tensors spent on its digests).
+const COPIED: usize = 16 << 10;
 /// The most hashing threads: each hashes about 2 GB/s, more than a writer
 /// copies with this many.
 const MOST_HASHERS: usize = 8;
@@ -116,7 +124,7 @@ struct Inner {
 
 struct Running {
     /// The hashing threads ([`hash_messages`]), at least one.
-    threads: Vec<JoinHandle<HashMap<Arc<str>, Slot>>>,
+    threads: Vec<JoinHandle<Digests>>,
     /// Which of them hashes each tensor begun, by name: all its bytes go to
     /// the one that took its [`Message::Begin`], in order.
     routes: HashMap<Arc<str>, usize>,
@@ -142,6 +150,8 @@ struct Running {
 struct Outbox {
     to: SyncSender<Batch>,
     batch: Vec<Message>,
+    /// The bytes of `batch`'s [`Message::Copied`].
+    copies: Vec<u8>,
     /// The bytes the messages of `batch` hold ([`Post::weight`]).
     weight: usize,
     /// The bytes the thread has yet to hash, `batch` included
@@ -149,9 +159,18 @@ struct Outbox {
     load: Arc<AtomicUsize>,
 }
 
-/// Messages for a hashing thread, and the bytes they hold: taken off its
-/// load once they are hashed.
-type Batch = (Vec<Message>, usize);
+/// What a hashing thread gives: each tensor's digest, by name.
+type Digests = Vec<(Arc<str>, WrittenDigest)>;
+
+/// Messages for a hashing thread.
+struct Batch {
+    messages: Vec<Message>,
+    /// The bytes copied into it ([`Message::Copied`]).
+    copies: Vec<u8>,
+    /// The bytes its messages hold: taken off the thread's load once they
+    /// are hashed.
+    weight: usize,
+}
 
 impl Outbox {
     /// Sends the batch gathered, if any; false once the thread is gone.
@@ -159,19 +178,28 @@ impl Outbox {
         if self.batch.is_empty() {
             return true;
         }
-        let batch = std::mem::replace(&mut self.batch, Vec::with_capacity(BATCH));
-        let weight = std::mem::take(&mut self.weight);
-        self.to.send((batch, weight)).is_ok()
+        let batch = Batch {
+            messages: std::mem::replace(&mut self.batch, Vec::with_capacity(BATCH)),
+            copies: std::mem::take(&mut self.copies),
+            weight: std::mem::take(&mut self.weight),
+        };
+        self.to.send(batch).is_ok()
     }
 }
 
 /// A message for the hashing thread `to` ([`Running::route`]).
-struct Post {
+struct Post<'a> {
     to: usize,
-    message: Message,
+    what: Posted<'a>,
     /// The bytes it keeps from being freed or reused until hashed: what
     /// bounds a batch ([`BATCH_BYTES`]).
     weight: usize,
+}
+
+enum Posted<'a> {
+    Message(Message),
+    /// A tensor's next bytes, to copy into the batch ([`COPIED`]).
+    Copy(Arc<str>, &'a [u8]),
 }
 
 impl Running {
@@ -207,12 +235,16 @@ enum Message {
     Begin(Arc<str>, u64),
     /// Its next bytes.
     Bytes(Arc<str>, Piece),
+    /// Its next bytes, these of the batch's [`copies`](Batch::copies).
+    Copied(Arc<str>, Range<usize>),
 }
 
 /// Some bytes of a tensor, where they lie.
 enum Piece {
     /// A range of a buffer the writer filled and handed over.
     Buffer(Arc<Pooled>, Range<usize>),
+    /// A range of the bytes copied into a batch ([`Message::Copied`]).
+    Copied(Arc<Vec<u8>>, Range<usize>),
     /// A range of a storage only the save holds (a compact copy it made),
     /// read under its shared lock.
     Storage(UntypedStorage, Range<usize>),
@@ -223,6 +255,7 @@ impl Piece {
     fn with<R>(&self, f: impl FnOnce(&[u8]) -> R) -> Option<R> {
         match self {
             Piece::Buffer(buf, range) => buf.bytes.get(range.clone()).map(f),
+            Piece::Copied(copies, range) => copies.get(range.clone()).map(f),
             Piece::Storage(storage, range) => storage.bytes().ok()?.get(range.clone()).map(f),
         }
     }
@@ -295,29 +328,44 @@ impl Default for WrittenDigests {
 /// name. Where the CPU hashes two messages at once ([`sha256x2`]), a piece
 /// waits for the next message: a piece of another tensor is hashed beside
 /// it; a piece of the same tensor, or the writer's end, sends it on alone.
-fn hash_messages(from_writer: &Receiver<Batch>, load: &AtomicUsize) -> HashMap<Arc<str>, Slot> {
-    let mut slots: HashMap<Arc<str>, Slot> = HashMap::new();
+/// Gives the digest of each tensor begun once and fed all its bytes.
+fn hash_messages(from_writer: &Receiver<Batch>, load: &AtomicUsize) -> Digests {
+    let mut slots: HashMap<Arc<str>, Slot> = HashMap::default();
     let mut held: Option<(Arc<str>, Piece)> = None;
     let pairs = sha256x2::interleaves();
-    for (batch, weight) in from_writer.iter() {
-        for message in batch {
-            hash_message(&mut slots, &mut held, pairs, message);
+    for batch in from_writer.iter() {
+        let copies = Arc::new(batch.copies);
+        for message in batch.messages {
+            hash_message(&mut slots, &mut held, pairs, message, &copies);
         }
-        load.fetch_sub(weight, Ordering::Relaxed);
+        load.fetch_sub(batch.weight, Ordering::Relaxed);
     }
     // The writer is done: the piece held goes alone.
     feed(&mut slots, held);
+    // Each digest finished here, on the threads, not by `finish`.
     slots
+        .into_iter()
+        .filter(|(_, s)| !s.twice && s.fed == s.expected)
+        .map(|(name, s)| {
+            let digest = WrittenDigest {
+                sha256: s.hash.finalize(),
+                len: s.fed,
+            };
+            (name, digest)
+        })
+        .collect()
 }
 
-/// Hashes one message of [`hash_messages`], or holds its piece for the next.
+/// Hashes one message of [`hash_messages`] (`copies`, its batch's), or
+/// holds its piece for the next.
 fn hash_message(
     slots: &mut HashMap<Arc<str>, Slot>,
     held: &mut Option<(Arc<str>, Piece)>,
     pairs: bool,
     message: Message,
+    copies: &Arc<Vec<u8>>,
 ) {
-    match message {
+    let (name, piece) = match message {
         Message::Begin(name, len) => {
             if held.as_ref().is_some_and(|(h, _)| *h == name) {
                 feed(slots, held.take());
@@ -325,17 +373,22 @@ fn hash_message(
             let slot = slots.entry(name).or_default();
             slot.twice |= slot.expected != 0 || slot.fed != 0;
             slot.expected = len;
+            return;
         }
-        Message::Bytes(name, piece) if pairs => match held.take() {
-            Some((other, first)) if other != name && !first.shares_storage(&piece) => {
-                feed_both(slots, (other, first), (name, piece));
-            }
-            earlier => {
-                feed(slots, earlier);
-                *held = Some((name, piece));
-            }
-        },
-        Message::Bytes(name, piece) => feed(slots, Some((name, piece))),
+        Message::Bytes(name, piece) => (name, piece),
+        Message::Copied(name, range) => (name, Piece::Copied(copies.clone(), range)),
+    };
+    if !pairs {
+        return feed(slots, Some((name, piece)));
+    }
+    match held.take() {
+        Some((other, first)) if other != name && !first.shares_storage(&piece) => {
+            feed_both(slots, (other, first), (name, piece));
+        }
+        earlier => {
+            feed(slots, earlier);
+            *held = Some((name, piece));
+        }
     }
 }
 
@@ -414,6 +467,7 @@ impl WrittenDigests {
             outboxes.push(Mutex::new(Some(Outbox {
                 to,
                 batch: Vec::with_capacity(BATCH),
+                copies: Vec::new(),
                 weight: 0,
                 load,
             })));
@@ -422,7 +476,7 @@ impl WrittenDigests {
         let last = threads.len().saturating_sub(1);
         let running = (!threads.is_empty()).then(|| Running {
             threads,
-            routes: HashMap::new(),
+            routes: HashMap::default(),
             dealt: 0,
             last,
             loads,
@@ -453,7 +507,7 @@ impl WrittenDigests {
     /// tensor, in order. The state is locked only while `f` runs (choosing
     /// their threads): a writer waiting for a full queue holds no lock of it
     /// (another save with a clone goes on).
-    fn send<P: IntoIterator<Item = Post>>(&self, f: impl FnOnce(&mut Running) -> P) {
+    fn send<'a, P: IntoIterator<Item = Post<'a>>>(&self, f: impl FnOnce(&mut Running) -> P) {
         for post in self.with(f).into_iter().flatten() {
             if !self.post(post) {
                 return;
@@ -463,7 +517,7 @@ impl WrittenDigests {
 
     /// Adds a message to its thread's batch, sending the batch when it is
     /// full ([`BATCH`], [`BATCH_BYTES`]); false once the thread is gone.
-    fn post(&self, post: Post) -> bool {
+    fn post(&self, post: Post<'_>) -> bool {
         let Some(outbox) = self.inner.outboxes.get(post.to) else {
             return false;
         };
@@ -477,7 +531,20 @@ impl WrittenDigests {
         if o.weight > 0 && o.weight + post.weight > BATCH_BYTES && !o.flush() {
             return false;
         }
-        o.batch.push(post.message);
+        let message = match post.what {
+            Posted::Message(message) => message,
+            Posted::Copy(name, bytes) => {
+                if o.copies.capacity() == 0 {
+                    // Room for a batch of as many bytes a message, at most
+                    // what a batch holds.
+                    o.copies.reserve((BATCH * bytes.len()).min(BATCH_BYTES));
+                }
+                let at = o.copies.len();
+                o.copies.extend_from_slice(bytes);
+                Message::Copied(name, at..o.copies.len())
+            }
+        };
+        o.batch.push(message);
         o.weight += post.weight;
         o.load.fetch_add(post.weight, Ordering::Relaxed);
         if o.batch.len() >= BATCH || o.weight >= BATCH_BYTES {
@@ -488,22 +555,31 @@ impl WrittenDigests {
 
     /// The tensor written as `name` begins; its logical elements are `len`
     /// bytes, fed next with [`bytes`](Self::bytes).
-    pub(crate) fn begin(&self, name: &str, len: u64) {
-        let name: Arc<str> = name.into();
+    pub(crate) fn begin(&self, name: &Arc<str>, len: u64) {
         self.send(|r| {
-            let to = r.route(&name);
             [Post {
-                to,
-                message: Message::Begin(name, len),
+                to: r.route(name),
+                what: Posted::Message(Message::Begin(name.clone(), len)),
                 weight: 0,
             }]
         });
     }
 
-    /// The next bytes of the tensor written as `name`, copied a piece at a
-    /// time into buffers the hashing threads give back: for bytes others
-    /// may change once written (a storage the caller holds).
+    /// The next bytes of the tensor written as `name`, copied: for bytes
+    /// others may change once written (a storage the caller holds). A few
+    /// go into the batch that carries them ([`COPIED`]), more a piece at a
+    /// time into buffers the hashing threads give back.
     pub(crate) fn bytes(&self, name: &Arc<str>, bytes: &[u8]) {
+        if bytes.len() <= COPIED {
+            self.send(|r| {
+                [Post {
+                    to: r.route(name),
+                    what: Posted::Copy(name.clone(), bytes),
+                    weight: bytes.len(),
+                }]
+            });
+            return;
+        }
         for piece in bytes.chunks(PIECE) {
             let mut buf = self.buffer(piece.len());
             buf.clear();
@@ -539,12 +615,26 @@ impl WrittenDigests {
 
     /// Hands `buf` to the hashing threads, each range of it the next bytes
     /// of its tensor: hashed where they lie, then `buf` goes back to the
-    /// pool once the last of them is done with it.
+    /// pool once the last of them is done with it. A small `buf`'s ranges
+    /// are copied into their batches instead ([`COPIED`]), and `buf` goes
+    /// back to the pool at once.
     fn hand_over<'a>(
         &self,
         buf: Vec<u8>,
         parts: impl IntoIterator<Item = (&'a Arc<str>, Range<usize>)>,
     ) {
+        if buf.len() <= COPIED {
+            self.send(|r| {
+                let copy = |(name, range): (&Arc<str>, Range<usize>)| Post {
+                    to: r.route(name),
+                    weight: range.len(),
+                    what: Posted::Copy(name.clone(), &buf[range]),
+                };
+                parts.into_iter().map(copy).collect::<Vec<_>>()
+            });
+            self.with(|r| r.pool.push(buf));
+            return;
+        }
         self.send(|r| {
             // The first message holds the whole buffer, the others their part.
             let mut held = buf.capacity();
@@ -558,10 +648,9 @@ impl WrittenDigests {
                 for piece in pieces(range) {
                     let weight = std::mem::take(&mut held).max(piece.len());
                     let piece = Piece::Buffer(buf.clone(), piece);
-                    let message = Message::Bytes(name.clone(), piece);
                     messages.push(Post {
                         to,
-                        message,
+                        what: Posted::Message(Message::Bytes(name.clone(), piece)),
                         weight,
                     });
                 }
@@ -580,7 +669,10 @@ impl WrittenDigests {
             pieces(range).map(move |piece| Post {
                 to,
                 weight: piece.len(),
-                message: Message::Bytes(name.clone(), Piece::Storage(storage.clone(), piece)),
+                what: Posted::Message(Message::Bytes(
+                    name.clone(),
+                    Piece::Storage(storage.clone(), piece),
+                )),
             })
         });
     }
@@ -619,18 +711,10 @@ impl WrittenDigests {
                 o.flush();
             }
         }
-        let slots = threads
+        let mut out: BTreeMap<String, WrittenDigest> = threads
             .into_iter()
-            .flat_map(|thread| thread.join().unwrap_or_default());
-        let mut out: BTreeMap<String, WrittenDigest> = slots
-            .filter(|(_, s)| !s.twice && s.fed == s.expected)
-            .map(|(name, s)| {
-                let digest = WrittenDigest {
-                    sha256: s.hash.finalize(),
-                    len: s.fed,
-                };
-                (name.to_string(), digest)
-            })
+            .flat_map(|thread| thread.join().unwrap_or_default())
+            .map(|(name, digest)| (name.to_string(), digest))
             .collect();
         for (name, written) in aliases {
             if let Some(d) = out.get(&written).cloned() {
@@ -647,33 +731,31 @@ impl WrittenDigests {
     /// tensors cannot be listed (paths past the walk limit): nothing is fed.
     pub(crate) fn storage_ranges(&self, ckpt: &Checkpoint) -> Option<StorageRanges> {
         let tensors = ckpt.tensors().ok()?;
-        let mut ranges: HashMap<usize, Vec<TensorRange>> = HashMap::new();
-        let mut first: HashMap<*const TensorObject, String> = HashMap::new();
+        let mut ranges = Vec::with_capacity(tensors.len());
+        let mut first: HashMap<*const TensorObject, Arc<str>> = HashMap::default();
         for (path, object) in tensors {
-            let name = dotted(&path);
+            let name: Arc<str> = dotted(&path).into();
             if let Some(written) = first.get(&std::ptr::from_ref(object)) {
                 self.alias(&name, written);
                 continue;
             }
             first.insert(std::ptr::from_ref(object), name.clone());
             if let Some((start, len)) = super::logical_range(object) {
-                ranges
-                    .entry(object.tensor.untyped_storage().id())
-                    .or_default()
-                    .push(TensorRange {
-                        name: name.into(),
-                        start,
-                        len,
-                    });
+                ranges.push(TensorRange {
+                    storage: object.tensor.untyped_storage().id(),
+                    name,
+                    start,
+                    len,
+                });
             }
         }
-        Some(StorageRanges(ranges))
+        Some(StorageRanges::new(ranges))
     }
 
     /// For the torch zip writer: the storage `storage_id` is about to be
     /// written; each tensor on it begins.
     pub(crate) fn begin_storage(&self, ranges: &StorageRanges, storage_id: usize) {
-        for r in ranges.0.get(&storage_id).into_iter().flatten() {
+        for r in ranges.on(storage_id) {
             self.begin(&r.name, r.len as u64);
         }
     }
@@ -737,10 +819,25 @@ fn pieces(range: Range<usize>) -> impl Iterator<Item = Range<usize>> {
         .map(move |from| from..(from + PIECE).min(range.end))
 }
 
-/// The tensors' ranges of each storage ([`WrittenDigests::storage_ranges`]).
-pub(crate) struct StorageRanges(HashMap<usize, Vec<TensorRange>>);
+/// The tensors' ranges of each storage ([`WrittenDigests::storage_ranges`]),
+/// by storage (one list, not a list per storage: a checkpoint of many
+/// small tensors has as many storages).
+pub(crate) struct StorageRanges(Vec<TensorRange>);
 
 impl StorageRanges {
+    /// `ranges` by storage, each storage's in the order given.
+    fn new(mut ranges: Vec<TensorRange>) -> StorageRanges {
+        ranges.sort_by_key(|r| r.storage);
+        StorageRanges(ranges)
+    }
+
+    /// The tensors' ranges of the storage `storage_id`.
+    fn on(&self, storage_id: usize) -> &[TensorRange] {
+        let from = self.0.partition_point(|r| r.storage < storage_id);
+        let to = from + self.0[from..].partition_point(|r| r.storage == storage_id);
+        &self.0[from..to]
+    }
+
     /// Each tensor on the storage `storage_id` that the bytes `at..at + len`
     /// meet, with the part of them that is its, counted from `at`.
     fn parts(
@@ -749,19 +846,17 @@ impl StorageRanges {
         at: usize,
         len: usize,
     ) -> impl Iterator<Item = (&Arc<str>, Range<usize>)> {
-        self.0
-            .get(&storage_id)
-            .into_iter()
-            .flatten()
-            .filter_map(move |r| {
-                let from = r.start.max(at);
-                let to = (r.start + r.len).min(at + len);
-                (from < to).then(|| (&r.name, from - at..to - at))
-            })
+        self.on(storage_id).iter().filter_map(move |r| {
+            let from = r.start.max(at);
+            let to = (r.start + r.len).min(at + len);
+            (from < to).then(|| (&r.name, from - at..to - at))
+        })
     }
 }
 
 struct TensorRange {
+    /// Its storage's [`id`](UntypedStorage::id).
+    storage: usize,
     name: Arc<str>,
     start: usize,
     len: usize,
@@ -792,10 +887,9 @@ mod tests {
         let (a, b, c) = (bytes(10 * mb, 1), bytes(100, 2), bytes(5 * mb + 3, 3));
         let names: Vec<Arc<str>> = ["a", "b", "c", "empty"].map(Arc::from).into();
         let d = WrittenDigests::with_threads(hashers);
-        d.begin("a", a.len() as u64);
-        d.begin("b", b.len() as u64);
-        d.begin("c", c.len() as u64);
-        d.begin("empty", 0);
+        for (name, len) in names.iter().zip([a.len(), b.len(), c.len(), 0]) {
+            d.begin(name, len as u64);
+        }
         d.bytes(&names[0], &a[..mb]);
         d.bytes(&names[1], &b);
         d.bytes(&names[0], &a[mb..9 * mb]);
@@ -818,13 +912,13 @@ mod tests {
         for hashers in [1, 2, 3] {
             let names: Vec<Arc<str>> = ["a", "b", "c"].map(Arc::from).into();
             let d = WrittenDigests::with_threads(hashers);
-            d.begin("a", 3);
+            d.begin(&names[0], 3);
             d.bytes(&names[0], b"abc");
-            d.begin("b", 2);
+            d.begin(&names[1], 2);
             d.bytes(&names[1], b"xy");
-            d.begin("a", 3);
+            d.begin(&names[0], 3);
             d.bytes(&names[0], b"def");
-            d.begin("c", 4);
+            d.begin(&names[2], 4);
             d.bytes(&names[2], b"abc");
             let out = d.finish();
             assert_eq!(out.keys().collect::<Vec<_>>(), ["b"], "{hashers} threads");
@@ -887,6 +981,72 @@ mod tests {
         d.finish();
     }
 
+    /// Windows of a few bytes (a storage of small tensors) are copied into
+    /// their batches, beside a window handed over whole, a tensor's range
+    /// across windows of both kinds and several tensors' in one: each
+    /// digest is the tensor's own, and a small window's buffer is back in
+    /// the pool at once.
+    #[test]
+    fn small_windows_copied_into_batches_hash_as_each_tensor_alone() {
+        for hashers in [1, 3] {
+            let data = bytes(3 * COPIED + 7, 5);
+            let cuts = [0, 100, 200, 250, COPIED + 10, data.len()];
+            let tensors: Vec<TensorRange> = cuts
+                .windows(2)
+                .enumerate()
+                .map(|(i, c)| TensorRange {
+                    storage: 1,
+                    name: format!("t{i}").into(),
+                    start: c[0],
+                    len: c[1] - c[0],
+                })
+                .collect();
+            let ranges = StorageRanges::new(tensors);
+            let d = WrittenDigests::with_threads(hashers);
+            d.begin_storage(&ranges, 1);
+            let mut at = 0;
+            for n in [150, COPIED, data.len() - 150 - COPIED] {
+                let mut buf = d.buffer(n);
+                buf.clear();
+                buf.extend_from_slice(&data[at..at + n]);
+                d.storage_window(&ranges, 1, at, buf);
+                if n <= COPIED {
+                    let pooled = d.with(|r| r.pool.iter().any(|b| b.capacity() >= n));
+                    assert_eq!(pooled, Some(true), "a window of {n} bytes is back");
+                }
+                at += n;
+            }
+            let out = d.finish();
+            for (i, c) in cuts.windows(2).enumerate() {
+                let want: [u8; 32] = sha2::Sha256::digest(&data[c[0]..c[1]]).into();
+                assert_eq!(
+                    out[&format!("t{i}")].sha256(),
+                    want,
+                    "t{i} ({hashers} threads)"
+                );
+            }
+        }
+    }
+
+    /// The ranges of several storages, given in any order: each storage's
+    /// are its own, in the order given.
+    #[test]
+    fn each_storage_has_its_own_ranges_in_order() {
+        let range = |storage, name: &str| TensorRange {
+            storage,
+            name: name.into(),
+            start: 0,
+            len: 1,
+        };
+        let given = [(3, "a"), (1, "b"), (3, "c"), (2, "d"), (3, "e")];
+        let ranges = StorageRanges::new(given.iter().map(|&(s, n)| range(s, n)).collect());
+        let on = |id| -> Vec<&str> { ranges.on(id).iter().map(|r| &*r.name).collect() };
+        assert_eq!(on(3), ["a", "c", "e"]);
+        assert_eq!(on(1), ["b"]);
+        assert_eq!(on(2), ["d"]);
+        assert!(on(0).is_empty() && on(5).is_empty());
+    }
+
     /// Tensors are dealt out two to a thread, in the order they begin, so
     /// that each thread has a pair to hash at once; a tensor begun again
     /// stays with its thread.
@@ -941,21 +1101,20 @@ mod tests {
         let mb = 1 << 20;
         let data = bytes(9 * mb + 5, 7);
         let split = 3 * mb + 1;
-        let ranges = StorageRanges(HashMap::from([(
-            1,
-            vec![
-                TensorRange {
-                    name: "x".into(),
-                    start: 0,
-                    len: split,
-                },
-                TensorRange {
-                    name: "y".into(),
-                    start: split,
-                    len: data.len() - split,
-                },
-            ],
-        )]));
+        let ranges = StorageRanges::new(vec![
+            TensorRange {
+                storage: 1,
+                name: "x".into(),
+                start: 0,
+                len: split,
+            },
+            TensorRange {
+                storage: 1,
+                name: "y".into(),
+                start: split,
+                len: data.len() - split,
+            },
+        ]);
         let z = bytes(6 * mb + 3, 9);
         let storage = crate::Tensor::from_vec(z.clone(), &[z.len()])
             .unwrap()
@@ -964,7 +1123,7 @@ mod tests {
         let name: Arc<str> = "z".into();
         let d = WrittenDigests::with_threads(hashers);
         d.begin_storage(&ranges, 1);
-        d.begin("z", z.len() as u64);
+        d.begin(&name, z.len() as u64);
         for (i, window) in data.chunks(2 * mb).enumerate() {
             let mut buf = d.buffer(window.len());
             buf.clear();
