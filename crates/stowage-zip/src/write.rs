@@ -31,8 +31,9 @@
 //! depend on which thread computed it. [`ZipWriter::archive_len`] gives the
 //! length of an archive before it is written, to pre-size the output.
 
-use std::collections::HashSet;
 use std::io::{self, Write};
+
+use foldhash::HashSet;
 
 use super::format::{
     fb_padding, put16, put32, put64, saturate16, saturate32, CENTRAL_HEADER_SIG,
@@ -69,8 +70,12 @@ pub struct ZipWriter<W: Write> {
     /// Central-directory entries of the finished records.
     central: Vec<u8>,
     count: u64,
+    /// The names of the finished records (the open one's is its own).
     names: HashSet<String>,
     open: Option<OpenRecord>,
+    /// A local header or data descriptor being laid out, kept from one
+    /// record to the next (an archive may have hundreds of thousands).
+    scratch: Vec<u8>,
     /// Set when a write failed: the archive is then incomplete for good.
     poisoned: bool,
     /// Whether large chunks are hashed on a second thread.
@@ -141,8 +146,9 @@ impl<W: Write> ZipWriter<W> {
             offset: 0,
             central: Vec::new(),
             count: 0,
-            names: HashSet::new(),
+            names: HashSet::default(),
             open: None,
+            scratch: Vec::new(),
             poisoned: false,
             parallel_crc: several_cores(),
         }
@@ -207,7 +213,8 @@ impl<W: Write> ZipWriter<W> {
         let extra_len =
             u16::try_from(zip64.len() as u64 + 4 + pad).map_err(|_| ZipError::OffsetOverflow)?;
 
-        let mut header = Vec::with_capacity(30 + record.name.len() + usize::from(extra_len));
+        let mut header = std::mem::take(&mut self.scratch);
+        header.clear();
         put32(&mut header, LOCAL_HEADER_SIG);
         put16(&mut header, 0); // version needed
         put16(&mut header, record.flags());
@@ -224,9 +231,10 @@ impl<W: Write> ZipWriter<W> {
         put16(&mut header, FB_EXTRA_ID);
         put16(&mut header, pad16);
         header.resize(header.len() + usize::from(pad16), FB_PAD_BYTE);
-        self.emit(&header)?;
+        let emitted = self.emit(&header);
+        self.scratch = header;
+        emitted?;
 
-        self.names.insert(record.name.clone());
         self.open = Some(record);
         Ok(())
     }
@@ -294,7 +302,8 @@ impl<W: Write> ZipWriter<W> {
         };
         let crc = record.hasher.clone().finalize();
         if record.size > 0 {
-            let mut descriptor = Vec::with_capacity(24);
+            let mut descriptor = std::mem::take(&mut self.scratch);
+            descriptor.clear();
             put32(&mut descriptor, DATA_DESCRIPTOR_SIG);
             put32(&mut descriptor, crc);
             if record.big_size() || record.big_offset() {
@@ -304,7 +313,9 @@ impl<W: Write> ZipWriter<W> {
                 put32(&mut descriptor, saturate32(record.size));
                 put32(&mut descriptor, saturate32(record.size));
             }
-            self.emit(&descriptor)?;
+            let emitted = self.emit(&descriptor);
+            self.scratch = descriptor;
+            emitted?;
         }
 
         let zip64 = record.zip64_extra(false);
@@ -329,6 +340,7 @@ impl<W: Write> ZipWriter<W> {
         cd.extend_from_slice(record.name.as_bytes());
         cd.extend_from_slice(&zip64);
         self.count += 1;
+        self.names.insert(record.name);
         Ok(())
     }
 
@@ -703,6 +715,11 @@ mod tests {
         w.write_chunk(b"d").unwrap();
         w.start_record("data/1", 0).unwrap_err();
         w.end_record().unwrap();
+        // A streamed record's name is taken once it ends, as a whole one's.
+        assert!(matches!(
+            w.start_record("data/0", 0),
+            Err(ZipError::DuplicateRecord { .. })
+        ));
         let bytes = w.finish().unwrap();
         let zip = ZipReader::new(&bytes[..], &ZipLimits::default()).unwrap();
         assert_eq!(

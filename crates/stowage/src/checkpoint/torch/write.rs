@@ -17,7 +17,8 @@
 //! global's name comes from the allowlist's table ([`Global::path`]).
 
 use crate::error::{CheckpointError, FormatError, StorageError, TensorError};
-use std::collections::HashMap;
+use foldhash::HashMap;
+use std::sync::Arc;
 
 use crate::checkpoint::globals::allowlist::Global;
 use crate::checkpoint::pickle::{
@@ -81,8 +82,8 @@ pub(crate) fn pickle_checkpoint(ckpt: &Checkpoint) -> Result<(Vec<u8>, Storages)
     let mut hooks = TorchHooks {
         ckpt,
         storages: Vec::new(),
-        keys: HashMap::new(),
-        tensors: HashMap::new(),
+        keys: HashMap::default(),
+        tensors: HashMap::default(),
     };
     write_value(&mut p, &ckpt.graph, &ckpt.root, &mut hooks)?;
     p.stop()?;
@@ -99,7 +100,7 @@ struct TorchHooks<'c> {
     /// Index into `storages` by storage identity.
     keys: HashMap<usize, usize>,
     /// The tensor objects written, by identity, each with its memo index.
-    tensors: HashMap<TensorId, Vec<(u32, TensorObject)>>,
+    tensors: HashMap<TensorId, Vec<(u32, Arc<TensorObject>)>>,
 }
 
 impl<'c> WriteHooks<'c, Object, Vec<u8>> for TorchHooks<'c> {
@@ -468,7 +469,7 @@ impl TorchHooks<'_> {
                     self.tensor(p, t, t.tensor.requires_grad())?
                 };
                 let id = t.tensor.id();
-                self.tensors.entry(id).or_default().push((i, (**t).clone()));
+                self.tensors.entry(id).or_default().push((i, t.clone()));
             }
             Object::Storage(s) => self.persid(p, &s.storage, s.dtype)?,
             Object::DType(d) => global(p, &Global::DType(*d))?,

@@ -118,10 +118,15 @@ impl Plan {
         // The window a storage not read yet is written through, kept from
         // one storage to the next (the digests hand out their own).
         let mut window = Vec::new();
+        use std::fmt::Write as _;
+        let mut name = String::new();
         for (i, (storage, nbytes)) in self.storages.iter().enumerate() {
+            name.clear();
+            // Writing to a `String` cannot fail.
+            let _ = write!(name, "data/{i}");
             // The record has the size the pickle gives the storage: one resized since
             // fails the record's size check instead of writing an inconsistent archive.
-            zip.start_record(&format!("data/{i}"), *nbytes)?;
+            zip.start_record(&name, *nbytes)?;
             if let Some((d, ranges)) = &self.digests {
                 d.begin_storage(ranges, storage.id());
             }
