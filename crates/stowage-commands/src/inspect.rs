@@ -248,7 +248,9 @@ fn write_tensors(
         out,
         rows,
         |i, r, buf| {
-            let sha = hashes.and_then(|h| h[i]).map(hex::encode);
+            let sha = hashes
+                .and_then(|h| h[i])
+                .map(|d| crate::manifest::hex_of(&d));
             Ok(serde_json::to_writer(buf, &TensorEntry(r, sha.as_deref()))?)
         },
         |out| erased::Json::write_to(&Tensors { rows, hashes }, out),
@@ -373,7 +375,10 @@ impl Serialize for Tensors<'_, '_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut seq = s.serialize_seq(Some(self.rows.len()))?;
         for (i, r) in self.rows.iter().enumerate() {
-            let sha = self.hashes.and_then(|h| h[i]).map(hex::encode);
+            let sha = self
+                .hashes
+                .and_then(|h| h[i])
+                .map(|d| crate::manifest::hex_of(&d));
             seq.serialize_element(&TensorEntry(r, sha.as_deref()))?;
         }
         seq.end()

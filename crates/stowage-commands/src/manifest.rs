@@ -348,8 +348,9 @@ fn build(
 }
 
 /// A digest in lowercase hex, as `hex::encode` writes it, in one piece
-/// (it builds its string a char at a time).
-fn hex_of(digest: &[u8; 32]) -> String {
+/// (it builds its string a char at a time): a manifest's and `inspect
+/// --json`'s `sha256`.
+pub(crate) fn hex_of(digest: &[u8; 32]) -> String {
     let mut text = vec![0; 64];
     // 64 bytes hold the hex of 32: this cannot fail, nor can the UTF-8.
     let _ = hex::encode_to_slice(digest, &mut text);

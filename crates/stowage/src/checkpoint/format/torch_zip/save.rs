@@ -111,6 +111,7 @@ impl Plan {
         alignment: u64,
         progress: Option<&Progress>,
     ) -> Result<W> {
+        use std::fmt::Write as _;
         let mut zip = ZipWriter::new(w, root, alignment).with_parallel_crc(self.parallel_crc);
         for (name, bytes) in &self.head {
             zip.write_record(name, bytes)?;
@@ -118,7 +119,6 @@ impl Plan {
         // The window a storage not read yet is written through, kept from
         // one storage to the next (the digests hand out their own).
         let mut window = Vec::new();
-        use std::fmt::Write as _;
         let mut name = String::new();
         for (i, (storage, nbytes)) in self.storages.iter().enumerate() {
             name.clear();
