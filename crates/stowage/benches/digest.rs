@@ -9,8 +9,9 @@
 //! - `memcpy`: a copy of the same bytes on every core, the memory's floor.
 //!
 //! With the x86-64 SHA extensions `digest_all` hashes two tensors at once
-//! on each core (`content/sha256x2.rs`), so its rate over
-//! `sha2_one_at_a_time` is what the pairing gains on this CPU.
+//! on each core (`content/sha256x2.rs`), and with AVX-512 sixteen where
+//! that is faster (`content/sha256x16.rs`), so its rate over
+//! `sha2_one_at_a_time` is what hashing several at once gains on this CPU.
 //!
 //! A second group saves the same tensors as a `.pt` to nowhere
 //! (`checkpoint::save_to_writer` into `io::sink`), plain and with the

@@ -19,6 +19,7 @@ use crate::{Error, Result, Tensor, UntypedStorage};
 use sha2::{Digest, Sha256};
 
 mod parallel;
+mod sha256x16;
 mod sha256x2;
 pub(crate) mod written;
 pub use parallel::digest_all;

@@ -3,10 +3,13 @@
 //!
 //! SHA-256 is sequential within a message, so the work is shared out by
 //! tensor: largest first, one thread per core, each taking the next tensor
-//! as it finishes one. Where the CPU hashes two messages at once
-//! ([`sha256x2`]), each thread hashes two tensors side by side, window
-//! against window, and a tensor that ends mid-window leaves the rest of its
-//! partner's window to be paired with the next tensor.
+//! as it finishes one. Where the CPU hashes several messages at once, each
+//! thread hashes sixteen tensors side by side ([`sha256x16`], AVX-512,
+//! where it is the faster) or two ([`sha256x2`], the SHA extensions),
+//! window against window: as many bytes of each as all have pending, so a
+//! tensor that ends mid-window leaves the rest of its partners' windows to
+//! go beside the next tensor. Sixteen go at once only while each has at
+//! least [`SIXTEEN_AT_LEAST`] bytes pending; the rest go in pairs.
 //!
 //! A contiguous tensor whose storage is in memory is hashed where it lies,
 //! a window at a time under the storage's shared lock (a write to it waits
@@ -14,13 +17,13 @@
 //! ([`Reader`]): a lazily loaded storage from its file, keeping nothing.
 //! A thread never takes a lock it holds (two tensors of one storage are
 //! hashed under one lock: a thread asking again for a shared lock it holds
-//! waits behind any writer waiting for it, for ever) and takes two
+//! waits behind any writer waiting for it, for ever) and takes several
 //! storages' locks in the order of their ids, as every thread does.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
-use super::{logical_range, sha256x2, Reader, WINDOW};
+use super::{logical_range, sha256x16, sha256x2, Reader, WINDOW};
 use crate::checkpoint::value::graph::TensorObject;
 use crate::error::StorageError;
 use crate::UntypedStorage;
@@ -36,12 +39,18 @@ pub fn digest_all(
     progress: impl Fn(u64) + Sync,
 ) -> Vec<Result<Option<[u8; 32]>, crate::Error>> {
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let width = if sha256x2::interleaves() { 2 } else { 1 };
+    let width = if sha256x16::preferred() {
+        sha256x16::LANES
+    } else if sha256x2::interleaves() {
+        2
+    } else {
+        1
+    };
     digest_on(objects, &progress, threads, width)
 }
 
 /// [`digest_all`] on at most `threads` threads, each hashing `width`
-/// tensors (1 or 2) at a time.
+/// tensors (1, 2 or [`sha256x16::LANES`]) at a time.
 fn digest_on(
     objects: &[Option<&TensorObject>],
     progress: &(impl Fn(u64) + Sync),
@@ -89,22 +98,34 @@ fn hash_share<'o>(
     slots: &[Slot],
     progress: &impl Fn(u64),
 ) {
-    let mut lanes: [Option<Lane<'o>>; 2] = [None, None];
+    let mut lanes: Vec<Option<Lane<'o>>> = (0..width).map(|_| None).collect();
     loop {
-        for lane in lanes.iter_mut().take(width) {
+        for lane in lanes.iter_mut() {
             fill(lane, &mut take, slots, progress);
         }
-        let hashed = match &mut lanes {
-            [Some(a), Some(b)] => {
-                let n = a.pending().min(b.pending());
-                hash_two(a, b, n)
+        let mut active: Vec<&mut Lane<'o>> = lanes.iter_mut().flatten().collect();
+        if active.is_empty() {
+            break;
+        }
+        let n = active.iter().map(|l| l.pending()).min().unwrap_or(0);
+        match <&mut [_; sha256x16::LANES]>::try_from(active.as_mut_slice()) {
+            Ok(all) if n >= SIXTEEN_AT_LEAST => hash_sixteen(all, n),
+            _ => {
+                let all = active.as_mut_slice();
+                for group in all.chunks_mut(width.min(2)) {
+                    if let [a, b] = group {
+                        let n = a.pending().min(b.pending());
+                        hash_two(a, b, n);
+                    } else {
+                        for a in group {
+                            hash_one(a, a.pending());
+                        }
+                    }
+                }
             }
-            [Some(a), None] => [hash_one(a, a.pending()), Ok(())],
-            [None, Some(b)] => [Ok(()), hash_one(b, b.pending())],
-            [None, None] => break,
-        };
-        for (lane, hashed) in lanes.iter_mut().zip(hashed) {
-            if let Err(e) = hashed {
+        }
+        for lane in lanes.iter_mut() {
+            if let Some(e) = lane.as_mut().and_then(|l| l.failed.take()) {
                 if let Some(failed) = lane.take() {
                     let _ = slots[failed.slot].set(Err(e));
                 }
@@ -113,20 +134,26 @@ fn hash_share<'o>(
     }
 }
 
-/// Hashes the next `n` pending bytes of `lane`.
-fn hash_one(lane: &mut Lane, n: usize) -> Result<(), crate::Error> {
+/// The fewest bytes of each lane [`hash_sixteen`] takes: below it, taking
+/// sixteen storages' locks costs more than the kernel saves (and under a
+/// block a lane, it saves nothing).
+const SIXTEEN_AT_LEAST: usize = 16 << 10;
+
+/// Hashes the next `n` pending bytes of `lane` (on an error, its `failed`).
+fn hash_one(lane: &mut Lane, n: usize) {
     let Lane {
         bytes, hash, used, ..
     } = lane;
-    bytes.with_window(*used..*used + n, |w| hash.update(w))?;
-    *used += n;
-    Ok(())
+    match bytes.with_window(*used..*used + n, |w| hash.update(w)) {
+        Ok(()) => *used += n,
+        Err(e) => lane.failed = Some(e),
+    }
 }
 
 /// Hashes the next `n` pending bytes of `a` and of `b` at once; where a
 /// window cannot be had (a storage in memory that no longer holds its
 /// tensor), each alone, so that the error is its own tensor's.
-fn hash_two(a: &mut Lane, b: &mut Lane, n: usize) -> [Result<(), crate::Error>; 2] {
+fn hash_two(a: &mut Lane, b: &mut Lane, n: usize) {
     let (ra, rb) = (a.used..a.used + n, b.used..b.used + n);
     let (ha, hb) = (&mut a.hash, &mut b.hash);
     let (ba, bb) = (&a.bytes, &b.bytes);
@@ -153,9 +180,75 @@ fn hash_two(a: &mut Lane, b: &mut Lane, n: usize) -> [Result<(), crate::Error>; 
         Ok(()) => {
             a.used += n;
             b.used += n;
-            [Ok(()), Ok(())]
         }
-        Err(_) => [hash_one(a, n), hash_one(b, n)],
+        Err(_) => {
+            hash_one(a, n);
+            hash_one(b, n);
+        }
+    }
+}
+
+/// Hashes the next `n` pending bytes of sixteen lanes at once, under the
+/// locks of the storages in memory among them (each taken once, in the
+/// order of their ids); where a window cannot be had, each alone, so that
+/// the error is its own tensor's.
+fn hash_sixteen(lanes: &mut [&mut Lane; sha256x16::LANES], n: usize) {
+    let mut storages: Vec<&UntypedStorage> = lanes
+        .iter()
+        .filter_map(|l| Some(l.bytes.in_storage()?.0))
+        .collect();
+    storages.sort_by_key(|s| s.id());
+    storages.dedup_by_key(|s| s.id());
+    let mut split = lanes.each_mut().map(|l| {
+        let Lane {
+            bytes, hash, used, ..
+        } = &mut **l;
+        (&*bytes, *used, hash)
+    });
+    let all = with_all(&storages, &[], &mut |held| {
+        let mut data = [&[][..]; sha256x16::LANES];
+        for (d, &(bytes, used, _)) in data.iter_mut().zip(&split) {
+            let range = used..used + n;
+            *d = match bytes {
+                Bytes::Read(reader) => reader.window(range),
+                Bytes::InPlace {
+                    storage, start, at, ..
+                } => {
+                    let k = storages.partition_point(|s| s.id() < storage.id());
+                    part(held[k], start + at, range)?
+                }
+            };
+        }
+        sha256x16::update_lanes(split.each_mut().map(|(_, _, h)| &mut **h), data);
+        Ok(())
+    });
+    for lane in lanes.iter_mut() {
+        match all {
+            Ok(()) => lane.used += n,
+            Err(_) => hash_one(lane, n),
+        }
+    }
+}
+
+/// What [`with_all`] runs on the storages' bytes.
+type WithAll<'a> = dyn FnMut(&[&[u8]]) -> Result<(), crate::Error> + 'a;
+
+/// Runs `f` on the bytes of each of `storages`, after `held`'s, under
+/// their shared locks, taken in order.
+fn with_all(
+    storages: &[&UntypedStorage],
+    held: &[&[u8]],
+    f: &mut WithAll,
+) -> Result<(), crate::Error> {
+    match storages.split_first() {
+        None => f(held),
+        Some((storage, rest)) => storage
+            .with_bytes(HASHING, |bytes| {
+                let mut more: Vec<&[u8]> = held.to_vec();
+                more.push(bytes);
+                with_all(rest, &more, f)
+            })
+            .and_then(|r| r),
     }
 }
 
@@ -216,6 +309,8 @@ struct Lane<'o> {
     hash: sha256x2::Sha256,
     filled: usize,
     used: usize,
+    /// Why its last window could not be hashed.
+    failed: Option<crate::Error>,
 }
 
 impl<'o> Lane<'o> {
@@ -226,6 +321,7 @@ impl<'o> Lane<'o> {
             hash: sha256x2::Sha256::default(),
             filled: 0,
             used: 0,
+            failed: None,
         }
     }
 
@@ -394,22 +490,26 @@ mod tests {
         }
     }
 
-    /// Tensors that are ranges of one storage in memory, hashed two at a
-    /// time by two threads while another thread keeps asking for the
-    /// storage's exclusive lock: every digest is right, and the hashing
+    /// Tensors that are ranges of one storage in memory, hashed two or
+    /// sixteen at a time by two threads while another thread keeps asking
+    /// for the storage's exclusive lock: every digest is right, and the hashing
     /// ends (a thread taking the shared lock a second time, behind the
     /// waiting writer, would wait for ever).
     #[test]
     fn ranges_of_one_storage_hash_beside_a_writer_waiting_for_it() {
         let mb = 1 << 20;
-        let data = values(14 * mb, 9);
+        let data = values(20 * mb, 9);
         let whole = Tensor::from_vec(data.clone(), &[data.len()]).unwrap();
-        let spans = [
+        let mut spans = vec![
             (0, 8 * mb + 100),
             (8 * mb + 100, 3 * mb),
             (11 * mb + 100, mb),
             (12 * mb + 100, 2 * mb - 100),
         ];
+        // Enough more for sixteen lanes on each thread.
+        for k in 0..32 {
+            spans.push((14 * mb + k * 190_000, 150_000 + k * 1001));
+        }
         let objects: Vec<TensorObject> = spans
             .iter()
             .map(|&(at, n)| TensorObject::new(whole.narrow(0, at as isize, n).unwrap()))
@@ -427,8 +527,9 @@ mod tests {
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
             let given: Vec<Option<&TensorObject>> = objects.iter().map(Some).collect();
-            for _ in 0..6 {
-                let got: Vec<_> = digest_on(&given, &|_| (), 2, 2)
+            for round in 0..6 {
+                let width = if round % 2 == 0 { 2 } else { sha256x16::LANES };
+                let got: Vec<_> = digest_on(&given, &|_| (), 2, width)
                     .into_iter()
                     .map(|d| d.unwrap().unwrap())
                     .collect();
@@ -446,5 +547,67 @@ mod tests {
         }
         done.store(true, std::sync::atomic::Ordering::Relaxed);
         writer.join().unwrap();
+    }
+
+    /// Sixteen lanes a thread, on one thread and on two: tensors in memory
+    /// (several ranges of one storage among them), read from a file, of
+    /// sizes that end at every offset in a block and beside windows of
+    /// every length, more tensors than lanes, a few too small for the
+    /// sixteen at once; each digest is `sha2`'s alone.
+    #[test]
+    fn sixteen_lanes_give_each_tensor_its_own_digest() {
+        let kb = 1 << 10;
+        let shared = values(40 * kb + 7, 77);
+        let whole = Tensor::from_vec(shared.clone(), &[shared.len()]).unwrap();
+        let mut objects = Vec::new();
+        let mut wants = Vec::new();
+        for (k, at) in [0, 9 * kb + 3, 20 * kb, 30 * kb + 5]
+            .into_iter()
+            .enumerate()
+        {
+            let n = 10 * kb - k;
+            objects.push(TensorObject::new(whole.narrow(0, at as isize, n).unwrap()));
+            wants.push(sha2::Sha256::digest(&shared[at..at + n]).into());
+        }
+        for i in 0..36u8 {
+            let n = match i {
+                0 => 0,
+                1 => 100,
+                2 => 64,
+                _ => 16 * kb + 700 * usize::from(i) + usize::from(i % 7),
+            };
+            objects.push(tensor(n, i, i % 3 == 0));
+            wants.push(sha2::Sha256::digest(values(n, i)).into());
+        }
+        let given: Vec<Option<&TensorObject>> = objects.iter().map(Some).collect();
+        for threads in [1, 2] {
+            let got = digest_on(&given, &|_| (), threads, sha256x16::LANES);
+            for (k, (d, want)) in got.into_iter().zip(&wants).enumerate() {
+                assert_eq!(d.unwrap(), Some(*want), "tensor {k}, {threads} threads");
+            }
+        }
+    }
+
+    /// Among sixteen lanes, a tensor whose storage was shrunk under it
+    /// fails alone, naming the bytes it lacks; the others are hashed.
+    #[test]
+    fn a_tensor_gone_from_its_storage_fails_alone_among_sixteen() {
+        let n = 20 << 10;
+        let objects: Vec<TensorObject> = (0..16u8).map(|i| tensor(n, i, i % 2 == 1)).collect();
+        objects[4].tensor.untyped_storage().resize_(n / 2).unwrap();
+        let given: Vec<Option<&TensorObject>> = objects.iter().map(Some).collect();
+        let got = digest_on(&given, &|_| (), 1, sha256x16::LANES);
+        for (i, d) in (0..16u8).zip(got) {
+            if i == 4 {
+                let e = d.unwrap_err();
+                assert!(
+                    matches!(e, crate::Error::Storage(StorageError::StorageRange { .. })),
+                    "{e}"
+                );
+            } else {
+                let want: [u8; 32] = sha2::Sha256::digest(values(n, i)).into();
+                assert_eq!(d.unwrap(), Some(want), "tensor {i}");
+            }
+        }
     }
 }

@@ -17,7 +17,19 @@
 
 use sha2::digest::generic_array::GenericArray;
 
-const BLOCK: usize = 64;
+pub(super) const BLOCK: usize = 64;
+
+/// SHA-256's round constants (FIPS 180-4, 4.2.2).
+pub(super) const K: [u32; 64] = [
+    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
+    0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
+    0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
+    0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
+    0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
+    0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
+    0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
+    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2,
+];
 
 /// SHA-256's initial state (FIPS 180-4, 5.3.3).
 const IV: [u32; 8] = [
@@ -80,7 +92,7 @@ impl Sha256 {
 
     /// Completes the partial block from the front of `data` (hashing it
     /// once whole); what is left of `data`, which then starts a block.
-    fn top_up<'d>(&mut self, data: &'d [u8]) -> &'d [u8] {
+    pub(super) fn top_up<'d>(&mut self, data: &'d [u8]) -> &'d [u8] {
         if self.filled == 0 {
             return data;
         }
@@ -94,6 +106,24 @@ impl Sha256 {
             self.filled = 0;
         }
         &data[n..]
+    }
+
+    /// Whether no partial block is pending: the next bytes start a block.
+    pub(super) fn is_aligned(&self) -> bool {
+        self.filled == 0
+    }
+
+    /// The state after the whole blocks hashed so far.
+    pub(super) fn state(&self) -> [u32; 8] {
+        self.state
+    }
+
+    /// Takes `state` as the state after `n` more bytes, whole blocks
+    /// compressed elsewhere (the message was [aligned](Self::is_aligned)).
+    pub(super) fn advance(&mut self, state: [u32; 8], n: u64) {
+        debug_assert!(self.is_aligned() && n.is_multiple_of(BLOCK as u64));
+        self.state = state;
+        self.len += n;
     }
 
     /// Keeps `rest`, less than a block, for the next call.
@@ -172,21 +202,7 @@ fn compress_two(a: &mut [u32; 8], da: &[u8], b: &mut [u32; 8], db: &[u8]) {
 mod ni {
     use std::arch::x86_64::*;
 
-    use super::BLOCK;
-
-    /// SHA-256's round constants (FIPS 180-4, 4.2.2).
-    const K: [u32; 64] = [
-        0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4,
-        0xab1c5ed5, 0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe,
-        0x9bdc06a7, 0xc19bf174, 0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f,
-        0x4a7484aa, 0x5cb0a9dc, 0x76f988da, 0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7,
-        0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967, 0x27b70a85, 0x2e1b2138, 0x4d2c6dfc,
-        0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85, 0xa2bfe8a1, 0xa81a664b,
-        0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070, 0x19a4c116,
-        0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
-        0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7,
-        0xc67178f2,
-    ];
+    use super::{BLOCK, K};
 
     /// Whether this CPU has the instructions the kernel uses (checked once;
     /// `std` caches the answer).
