@@ -39,14 +39,7 @@ pub fn digest_all(
     progress: impl Fn(u64) + Sync,
 ) -> Vec<Result<Option<[u8; 32]>, crate::Error>> {
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let width = if sha256x16::preferred() {
-        sha256x16::LANES
-    } else if sha256x2::interleaves() {
-        2
-    } else {
-        1
-    };
-    digest_on(objects, &progress, threads, width)
+    digest_on(objects, &progress, threads, sha256x16::width())
 }
 
 /// [`digest_all`] on at most `threads` threads, each hashing `width`

@@ -46,6 +46,20 @@ pub(crate) fn preferred() -> bool {
     *CHOICE.get_or_init(|| available() && race())
 }
 
+/// How many messages a core hashes at once on this CPU: sixteen where
+/// that is the faster ([`preferred`]), two where it has the SHA
+/// extensions ([`sha256x2::interleaves`](super::sha256x2::interleaves)),
+/// else one.
+pub(crate) fn width() -> usize {
+    if preferred() {
+        LANES
+    } else if super::sha256x2::interleaves() {
+        2
+    } else {
+        1
+    }
+}
+
 /// [`preferred`]'s measurement: true when sixteen lanes were faster.
 fn race() -> bool {
     const EACH: usize = 16 << 10;

@@ -28,8 +28,9 @@ use std::thread::JoinHandle;
 
 use foldhash::HashMap;
 
-use super::sha256x2;
+use super::{sha256x16, sha256x2};
 use crate::checkpoint::value::graph::{dotted, Checkpoint, TensorObject};
+use crate::storage::BytesRef;
 use crate::UntypedStorage;
 
 /// The most bytes of one message to a hashing thread.
@@ -55,6 +56,12 @@ const COPIED: usize = 16 << 10;
 /// The most hashing threads: each hashes about 2 GB/s, more than a writer
 /// copies with this many.
 const MOST_HASHERS: usize = 8;
+/// The most bytes a hashing thread holds back to hash beside others
+/// ([`hash_message`]): sixteen 2 MiB windows, no more than a queue holds.
+const HELD_BYTES: usize = 32 << 20;
+/// The fewest bytes of each of sixteen pieces for them to be hashed at
+/// once ([`sha256x16`]); fewer go in pairs.
+const SIXTEEN_AT_LEAST: usize = 16 << 10;
 
 /// Whether a writer whose bytes are hashed computes its CRC-32 on a thread
 /// of its own (the torch zip writer's large records), with `cores` cores:
@@ -71,8 +78,9 @@ pub(crate) fn crc_thread_beside_hashing(cores: usize) -> bool {
 /// time, and a save from memory writes far faster than one core hashes
 /// (`save_256MiB_of_2MiB_tensors` in `benches/digest.rs`: 134 ms on two
 /// threads against 172 on one, on two cores). A tensor's bytes go to one of
-/// them in order; the tensors are dealt out two at a time, to the thread
-/// with the least left to hash ([`Running::route`]).
+/// them in order; the tensors are dealt out as many at a time as a core
+/// hashes at once, to the thread with the least left to hash
+/// ([`Running::route`]).
 fn hashers_for(cores: usize) -> usize {
     let crc = usize::from(crc_thread_beside_hashing(cores));
     cores.saturating_sub(crc).clamp(1, MOST_HASHERS)
@@ -130,6 +138,9 @@ struct Running {
     routes: HashMap<Arc<str>, usize>,
     /// How many tensors have been dealt out.
     dealt: usize,
+    /// How many are dealt to one thread in a row: as many as it hashes at
+    /// once ([`sha256x16::width`]).
+    group: usize,
     /// The thread the last tensor was dealt to (the last thread before
     /// any is, so that the first pair goes to the first on a tie).
     last: usize,
@@ -204,10 +215,10 @@ enum Posted<'a> {
 
 impl Running {
     /// The hashing thread that hashes `name`, dealing the tensor out where
-    /// it has none yet: two tensors to a thread, as the writer begins them,
-    /// so that each thread has two to hash at once ([`hash_messages`]);
-    /// each pair to the thread with the fewest bytes left to hash, the
-    /// next in turn where they tie. A thread given a large tensor, or
+    /// it has none yet: [`group`](Self::group) tensors to a thread, as the
+    /// writer begins them, so that each thread has as many to hash at once
+    /// as it can ([`hash_messages`]); each group to the thread with the
+    /// fewest bytes left to hash, the next in turn where they tie. A thread given a large tensor, or
     /// sharing its core with the writer, is then not given as much more
     /// as the others and left hashing alone at the end.
     fn route(&mut self, name: &Arc<str>) -> usize {
@@ -215,7 +226,7 @@ impl Running {
             return k;
         }
         let n = self.threads.len();
-        let k = if self.dealt % 2 == 1 {
+        let k = if !self.dealt.is_multiple_of(self.group) {
             self.last
         } else {
             (self.last + 1..self.last + 1 + n)
@@ -257,6 +268,23 @@ impl Piece {
             Piece::Buffer(buf, range) => buf.bytes.get(range.clone()).map(f),
             Piece::Copied(copies, range) => copies.get(range.clone()).map(f),
             Piece::Storage(storage, range) => storage.bytes().ok()?.get(range.clone()).map(f),
+        }
+    }
+
+    /// How many bytes it holds.
+    fn len(&self) -> usize {
+        match self {
+            Piece::Buffer(_, range) | Piece::Copied(_, range) | Piece::Storage(_, range) => {
+                range.len()
+            }
+        }
+    }
+
+    /// Its storage's id, for one in a storage; 0 for any other.
+    fn storage_id(&self) -> usize {
+        match self {
+            Piece::Storage(storage, _) => storage.id(),
+            _ => 0,
         }
     }
 
@@ -325,23 +353,22 @@ impl Default for WrittenDigests {
 }
 
 /// A hashing thread: each tensor's bytes as the writer sends them, by
-/// name. Where the CPU hashes two messages at once ([`sha256x2`]), a piece
-/// waits for the next message: a piece of another tensor is hashed beside
-/// it; a piece of the same tensor, or the writer's end, sends it on alone.
-/// Gives the digest of each tensor begun once and fed all its bytes.
-fn hash_messages(from_writer: &Receiver<Batch>, load: &AtomicUsize) -> Digests {
+/// name. Where the CPU hashes several messages at once (`width` of them,
+/// [`sha256x16::width`]), pieces wait for those of other tensors to be
+/// hashed beside them ([`hash_message`]). Gives the digest of each tensor
+/// begun once and fed all its bytes.
+fn hash_messages(from_writer: &Receiver<Batch>, load: &AtomicUsize, width: usize) -> Digests {
     let mut slots: HashMap<Arc<str>, Slot> = HashMap::default();
-    let mut held: Option<(Arc<str>, Piece)> = None;
-    let pairs = sha256x2::interleaves();
+    let mut held = Vec::with_capacity(width);
     for batch in from_writer.iter() {
         let copies = Arc::new(batch.copies);
         for message in batch.messages {
-            hash_message(&mut slots, &mut held, pairs, message, &copies);
+            hash_message(&mut slots, &mut held, width, message, &copies);
         }
         load.fetch_sub(batch.weight, Ordering::Relaxed);
     }
-    // The writer is done: the piece held goes alone.
-    feed(&mut slots, held);
+    // The writer is done: the pieces held go as they are.
+    feed_held(&mut slots, &mut held);
     // Each digest finished here, on the threads, not by `finish`.
     slots
         .into_iter()
@@ -356,19 +383,25 @@ fn hash_messages(from_writer: &Receiver<Batch>, load: &AtomicUsize) -> Digests {
         .collect()
 }
 
+/// A piece of a named tensor's bytes.
+type Named = (Arc<str>, Piece);
+
 /// Hashes one message of [`hash_messages`] (`copies`, its batch's), or
-/// holds its piece for the next.
+/// holds its piece until `width` pieces of as many tensors are held, to
+/// hash them at once. A piece of a tensor already held, one in a storage
+/// one held lies in, or one past [`HELD_BYTES`], first sends those held on
+/// as they are.
 fn hash_message(
     slots: &mut HashMap<Arc<str>, Slot>,
-    held: &mut Option<(Arc<str>, Piece)>,
-    pairs: bool,
+    held: &mut Vec<Named>,
+    width: usize,
     message: Message,
     copies: &Arc<Vec<u8>>,
 ) {
     let (name, piece) = match message {
         Message::Begin(name, len) => {
-            if held.as_ref().is_some_and(|(h, _)| *h == name) {
-                feed(slots, held.take());
+            if held.iter().any(|(h, _)| *h == name) {
+                feed_held(slots, held);
             }
             let slot = slots.entry(name).or_default();
             slot.twice |= slot.expected != 0 || slot.fed != 0;
@@ -378,23 +411,44 @@ fn hash_message(
         Message::Bytes(name, piece) => (name, piece),
         Message::Copied(name, range) => (name, Piece::Copied(copies.clone(), range)),
     };
-    if !pairs {
-        return feed(slots, Some((name, piece)));
+    if width == 1 {
+        return feed(slots, (name, piece));
     }
-    match held.take() {
-        Some((other, first)) if other != name && !first.shares_storage(&piece) => {
-            feed_both(slots, (other, first), (name, piece));
-        }
-        earlier => {
-            feed(slots, earlier);
-            *held = Some((name, piece));
+    let bytes: usize = held.iter().map(|(_, p)| p.len()).sum();
+    if bytes + piece.len() > HELD_BYTES
+        || held
+            .iter()
+            .any(|(h, p)| *h == name || p.shares_storage(&piece))
+    {
+        feed_held(slots, held);
+    }
+    held.push((name, piece));
+    if held.len() >= width {
+        feed_held(slots, held);
+    }
+}
+
+/// Hashes the pieces held, each of another tensor and storage: sixteen at
+/// once where they are and none is small ([`SIXTEEN_AT_LEAST`]), else in
+/// pairs.
+fn feed_held(slots: &mut HashMap<Arc<str>, Slot>, held: &mut Vec<Named>) {
+    if held.len() == sha256x16::LANES && held.iter().all(|(_, p)| p.len() >= SIXTEEN_AT_LEAST) {
+        let mut sixteen = held.drain(..);
+        let sixteen: [Named; sha256x16::LANES] =
+            std::array::from_fn(|_| sixteen.next().expect("sixteen held"));
+        return feed_sixteen(slots, sixteen);
+    }
+    let mut pieces = held.drain(..);
+    while let Some(a) = pieces.next() {
+        match pieces.next() {
+            Some(b) => feed_both(slots, a, b),
+            None => feed(slots, a),
         }
     }
 }
 
-/// Hashes one piece of a tensor's bytes, if any, alone.
-fn feed(slots: &mut HashMap<Arc<str>, Slot>, piece: Option<(Arc<str>, Piece)>) {
-    let Some((name, piece)) = piece else { return };
+/// Hashes one piece of a tensor's bytes alone.
+fn feed(slots: &mut HashMap<Arc<str>, Slot>, (name, piece): Named) {
     let slot = slots.entry(name).or_default();
     if let Some(n) = piece.with(|bytes| {
         slot.hash.update(bytes);
@@ -406,7 +460,7 @@ fn feed(slots: &mut HashMap<Arc<str>, Slot>, piece: Option<(Arc<str>, Piece)>) {
 
 /// Hashes pieces of two tensors side by side; each alone where one of
 /// them cannot be read, so that only its own tensor is left out.
-fn feed_both(slots: &mut HashMap<Arc<str>, Slot>, a: (Arc<str>, Piece), b: (Arc<str>, Piece)) {
+fn feed_both(slots: &mut HashMap<Arc<str>, Slot>, a: Named, b: Named) {
     slots.entry(a.0.clone()).or_default();
     slots.entry(b.0.clone()).or_default();
     if let [Some(sa), Some(sb)] = slots.get_disjoint_mut([&a.0, &b.0]) {
@@ -421,8 +475,75 @@ fn feed_both(slots: &mut HashMap<Arc<str>, Slot>, a: (Arc<str>, Piece), b: (Arc<
             return;
         }
     }
-    feed(slots, Some(a));
-    feed(slots, Some(b));
+    feed(slots, a);
+    feed(slots, b);
+}
+
+/// Hashes pieces of sixteen tensors, in as many storages, side by side:
+/// as many bytes of each as the shortest has at once, the rest in pairs.
+/// Each alone where one of them cannot be read, so that only its own
+/// tensor is left out.
+fn feed_sixteen(slots: &mut HashMap<Arc<str>, Slot>, pieces: [Named; sha256x16::LANES]) {
+    for (name, _) in &pieces {
+        slots.entry(name.clone()).or_default();
+    }
+    let hashed = {
+        // The storages' shared locks, taken in the order of their ids.
+        let mut order: [usize; sha256x16::LANES] = std::array::from_fn(|i| i);
+        order.sort_by_key(|&i| pieces[i].1.storage_id());
+        let mut locks: [Option<BytesRef>; sha256x16::LANES] = Default::default();
+        for i in order {
+            if let Piece::Storage(storage, _) = &pieces[i].1 {
+                locks[i] = storage.bytes().ok();
+            }
+        }
+        let data: Option<Vec<&[u8]>> = pieces
+            .iter()
+            .zip(&locks)
+            .map(|((_, piece), lock)| match piece {
+                Piece::Buffer(buf, range) => buf.bytes.get(range.clone()),
+                Piece::Copied(copies, range) => copies.get(range.clone()),
+                Piece::Storage(_, range) => lock.as_deref()?.get(range.clone()),
+            })
+            .collect();
+        let names = pieces.each_ref().map(|(name, _)| name);
+        let hashes: Option<Vec<&mut Slot>> = slots.get_disjoint_mut(names).into_iter().collect();
+        match (data, hashes) {
+            (Some(data), Some(mut hashes)) => {
+                hash_sixteen(&mut hashes, &data);
+                true
+            }
+            _ => false,
+        }
+    };
+    if !hashed {
+        for piece in pieces {
+            feed(slots, piece);
+        }
+    }
+}
+
+/// [`feed_sixteen`]'s hashing, once every piece's bytes are at hand.
+fn hash_sixteen(slots: &mut [&mut Slot], data: &[&[u8]]) {
+    let common = data.iter().map(|d| d.len()).min().unwrap_or(0);
+    let mut lanes = slots.iter_mut().map(|s| &mut s.hash);
+    let lanes: [&mut sha256x2::Sha256; sha256x16::LANES] =
+        std::array::from_fn(|_| lanes.next().expect("sixteen slots"));
+    sha256x16::update_lanes(lanes, std::array::from_fn(|i| &data[i][..common]));
+    let mut rest = (0..data.len()).filter(|&i| data[i].len() > common);
+    while let Some(i) = rest.next() {
+        let j = rest.next();
+        match j.and_then(|j| slots.get_disjoint_mut([i, j]).ok().map(|s| (j, s))) {
+            Some((j, [a, b])) => {
+                let (x, y) = (&data[i][common..], &data[j][common..]);
+                sha256x2::update_both(&mut a.hash, x, &mut b.hash, y);
+            }
+            None => slots[i].hash.update(&data[i][common..]),
+        }
+    }
+    for (slot, d) in slots.iter_mut().zip(data) {
+        slot.fed += d.len() as u64;
+    }
 }
 
 impl fmt::Debug for WrittenDigests {
@@ -445,6 +566,12 @@ impl WrittenDigests {
     /// A collector with `n` hashing threads (one where `n` is 0): fewer
     /// where the cores are wanted for other work, more to measure.
     pub fn with_threads(n: usize) -> WrittenDigests {
+        Self::with_threads_and_width(n, sha256x16::width())
+    }
+
+    /// [`with_threads`](Self::with_threads), each thread hashing `width`
+    /// tensors at once (1, 2 or [`sha256x16::LANES`]).
+    fn with_threads_and_width(n: usize, width: usize) -> WrittenDigests {
         let n = n.max(1);
         let queued = if n == 1 {
             QUEUED
@@ -459,7 +586,7 @@ impl WrittenDigests {
             let load = Arc::new(AtomicUsize::new(0));
             let left = load.clone();
             let thread = std::thread::Builder::new().name(format!("stowage-digests-{i}"));
-            let Ok(thread) = thread.spawn(move || hash_messages(&from_writer, &left)) else {
+            let Ok(thread) = thread.spawn(move || hash_messages(&from_writer, &left, width)) else {
                 break;
             };
             threads.push(thread);
@@ -478,6 +605,7 @@ impl WrittenDigests {
             threads,
             routes: HashMap::default(),
             dealt: 0,
+            group: width,
             last,
             loads,
             spare,
@@ -867,6 +995,8 @@ mod tests {
     use super::*;
     use sha2::Digest;
 
+    use crate::checkpoint::content::sha256x16::LANES;
+
     fn bytes(n: usize, seed: u8) -> Vec<u8> {
         (0..n).map(|i| (i as u8).wrapping_mul(13) ^ seed).collect()
     }
@@ -877,16 +1007,16 @@ mod tests {
     /// were hashed beside one another and by whichever thread.
     #[test]
     fn interleaved_pieces_hash_as_each_tensor_alone() {
-        for hashers in [1, 3] {
-            interleaved_pieces(hashers);
+        for (hashers, width) in [(1, 1), (1, 2), (3, 2), (1, LANES), (3, LANES)] {
+            interleaved_pieces(hashers, width);
         }
     }
 
-    fn interleaved_pieces(hashers: usize) {
+    fn interleaved_pieces(hashers: usize, width: usize) {
         let mb = 1 << 20;
         let (a, b, c) = (bytes(10 * mb, 1), bytes(100, 2), bytes(5 * mb + 3, 3));
         let names: Vec<Arc<str>> = ["a", "b", "c", "empty"].map(Arc::from).into();
-        let d = WrittenDigests::with_threads(hashers);
+        let d = WrittenDigests::with_threads_and_width(hashers, width);
         for (name, len) in names.iter().zip([a.len(), b.len(), c.len(), 0]) {
             d.begin(name, len as u64);
         }
@@ -899,8 +1029,9 @@ mod tests {
         let out = d.finish();
         for (name, data) in [("a", &a), ("b", &b), ("c", &c), ("empty", &Vec::new())] {
             let want: [u8; 32] = sha2::Sha256::digest(data).into();
-            assert_eq!(out[name].sha256(), want, "{name} ({hashers} threads)");
-            assert_eq!(out[name].len(), data.len() as u64, "{name}");
+            let at = format!("{name} ({hashers} threads, {width} at once)");
+            assert_eq!(out[name].sha256(), want, "{at}");
+            assert_eq!(out[name].len(), data.len() as u64, "{at}");
         }
     }
 
@@ -932,8 +1063,8 @@ mod tests {
     /// the tensor's own, whichever batch and thread its pieces went in.
     #[test]
     fn small_tensors_from_two_writers_at_once_hash_as_each_alone() {
-        for hashers in [1, 3] {
-            let d = WrittenDigests::with_threads(hashers);
+        for (hashers, width) in [(1, 2), (3, 2), (3, LANES)] {
+            let d = WrittenDigests::with_threads_and_width(hashers, width);
             let data = |w: usize, i: usize| bytes(40 + i % 50, (w * 7 + i) as u8);
             std::thread::scope(|s| {
                 for w in 0..2 {
@@ -988,7 +1119,7 @@ mod tests {
     /// the pool at once.
     #[test]
     fn small_windows_copied_into_batches_hash_as_each_tensor_alone() {
-        for hashers in [1, 3] {
+        for (hashers, width) in [(1, 2), (3, 2), (3, LANES)] {
             let data = bytes(3 * COPIED + 7, 5);
             let cuts = [0, 100, 200, 250, COPIED + 10, data.len()];
             let tensors: Vec<TensorRange> = cuts
@@ -1002,7 +1133,7 @@ mod tests {
                 })
                 .collect();
             let ranges = StorageRanges::new(tensors);
-            let d = WrittenDigests::with_threads(hashers);
+            let d = WrittenDigests::with_threads_and_width(hashers, width);
             d.begin_storage(&ranges, 1);
             let mut at = 0;
             for n in [150, COPIED, data.len() - 150 - COPIED] {
@@ -1052,10 +1183,22 @@ mod tests {
     /// stays with its thread.
     #[test]
     fn tensors_are_dealt_out_in_pairs() {
-        let d = WrittenDigests::with_threads(3);
+        let d = WrittenDigests::with_threads_and_width(3, 2);
         let names = ["a", "b", "c", "d", "e", "f", "g", "a", "c"];
         let routes = d.with(|r| names.map(|n| r.route(&Arc::from(n)))).unwrap();
         assert_eq!(routes, [0, 0, 1, 1, 2, 2, 0, 0, 1]);
+        d.finish();
+        // Sixteen at a time where a core hashes sixteen at once.
+        let d = WrittenDigests::with_threads_and_width(2, LANES);
+        let routes: Vec<usize> = d
+            .with(|r| {
+                (0..40)
+                    .map(|i| r.route(&Arc::from(format!("t{i}"))))
+                    .collect()
+            })
+            .unwrap();
+        let want: Vec<usize> = (0..40).map(|i| i / LANES % 2).collect();
+        assert_eq!(routes, want);
         d.finish();
     }
 
@@ -1064,7 +1207,7 @@ mod tests {
     /// others take them in turn.
     #[test]
     fn pairs_go_to_the_threads_with_the_least_left_to_hash() {
-        let d = WrittenDigests::with_threads(3);
+        let d = WrittenDigests::with_threads_and_width(3, 2);
         let routes = d
             .with(|r| {
                 r.loads[0].store(1 << 30, Ordering::Relaxed);
@@ -1092,12 +1235,12 @@ mod tests {
     /// lie, interleaved: each digest is the tensor's own.
     #[test]
     fn windows_and_storages_handed_over_hash_as_each_tensor_alone() {
-        for hashers in [1, 3] {
-            windows_and_storages(hashers);
+        for (hashers, width) in [(1, 2), (3, 2), (1, LANES)] {
+            windows_and_storages(hashers, width);
         }
     }
 
-    fn windows_and_storages(hashers: usize) {
+    fn windows_and_storages(hashers: usize, width: usize) {
         let mb = 1 << 20;
         let data = bytes(9 * mb + 5, 7);
         let split = 3 * mb + 1;
@@ -1121,7 +1264,7 @@ mod tests {
             .untyped_storage()
             .clone();
         let name: Arc<str> = "z".into();
-        let d = WrittenDigests::with_threads(hashers);
+        let d = WrittenDigests::with_threads_and_width(hashers, width);
         d.begin_storage(&ranges, 1);
         d.begin(&name, z.len() as u64);
         for (i, window) in data.chunks(2 * mb).enumerate() {
@@ -1140,6 +1283,62 @@ mod tests {
             let want: [u8; 32] = sha2::Sha256::digest(data).into();
             assert_eq!(out[name].sha256(), want, "{name} ({hashers} threads)");
             assert_eq!(out[name].len(), data.len() as u64, "{name}");
+        }
+    }
+
+    /// Sixteen tensors at once a thread: windows handed over (of unequal
+    /// lengths, so that the rest of each goes in pairs), ranges of storages
+    /// hashed where they lie (two ranges of one storage among them, never
+    /// held at once), and windows too large to hold sixteen of
+    /// ([`HELD_BYTES`]), on one thread and on three; each digest is the
+    /// tensor's own.
+    #[test]
+    fn sixteen_tensors_at_once_hash_as_each_alone() {
+        let kb = 1 << 10;
+        let mut tensors: Vec<(Arc<str>, Vec<u8>)> = (0..40)
+            .map(|i| {
+                let n = SIXTEEN_AT_LEAST + 3 * kb * (i % 9) + i;
+                (format!("w{i}").into(), bytes(n, i as u8))
+            })
+            .collect();
+        for i in 0..12 {
+            tensors.push((format!("big{i}").into(), bytes(3 << 20, 100 + i as u8)));
+        }
+        let shared = bytes(64 * kb, 9);
+        let storage = crate::Tensor::from_vec(shared.clone(), &[shared.len()])
+            .unwrap()
+            .untyped_storage()
+            .clone();
+        let spans = [(0, 20 * kb), (20 * kb, 44 * kb)];
+        for hashers in [1, 3] {
+            let d = WrittenDigests::with_threads_and_width(hashers, LANES);
+            for (k, (name, data)) in tensors.iter().enumerate() {
+                d.begin(name, data.len() as u64);
+                let mut buf = d.buffer(data.len());
+                buf.clear();
+                buf.extend_from_slice(data);
+                d.hand_over(buf, [(name, 0..data.len())]);
+                if k % 10 == 3 {
+                    let (at, n) = spans[k / 10 % 2];
+                    let name: Arc<str> = format!("s{k}").into();
+                    d.begin(&name, n as u64);
+                    d.stored(&name, &storage, at..at + n);
+                }
+            }
+            let out = d.finish();
+            for (name, data) in &tensors {
+                let want: [u8; 32] = sha2::Sha256::digest(data).into();
+                assert_eq!(out[&**name].sha256(), want, "{name} ({hashers} threads)");
+            }
+            for k in (0..tensors.len()).filter(|k| k % 10 == 3) {
+                let (at, n) = spans[k / 10 % 2];
+                let want: [u8; 32] = sha2::Sha256::digest(&shared[at..at + n]).into();
+                assert_eq!(
+                    out[&format!("s{k}")].sha256(),
+                    want,
+                    "s{k} ({hashers} threads)"
+                );
+            }
         }
     }
 }
