@@ -9,7 +9,7 @@
 //! window against window: as many bytes of each as all have pending, so a
 //! tensor that ends mid-window leaves the rest of its partners' windows to
 //! go beside the next tensor. Sixteen go at once only while each has at
-//! least [`SIXTEEN_AT_LEAST`] bytes pending; the rest go in pairs.
+//! least [`sha256x16::AT_LEAST`] bytes pending; the rest go in pairs.
 //!
 //! A contiguous tensor whose storage is in memory is hashed where it lies,
 //! a window at a time under the storage's shared lock (a write to it waits
@@ -102,7 +102,7 @@ fn hash_share<'o>(
         }
         let n = active.iter().map(|l| l.pending()).min().unwrap_or(0);
         match <&mut [_; sha256x16::LANES]>::try_from(active.as_mut_slice()) {
-            Ok(all) if n >= SIXTEEN_AT_LEAST => hash_sixteen(all, n),
+            Ok(all) if n >= sha256x16::AT_LEAST => hash_sixteen(all, n),
             _ => {
                 let all = active.as_mut_slice();
                 for group in all.chunks_mut(width.min(2)) {
@@ -126,11 +126,6 @@ fn hash_share<'o>(
         }
     }
 }
-
-/// The fewest bytes of each lane [`hash_sixteen`] takes: below it, taking
-/// sixteen storages' locks costs more than the kernel saves (and under a
-/// block a lane, it saves nothing).
-const SIXTEEN_AT_LEAST: usize = 16 << 10;
 
 /// Hashes the next `n` pending bytes of `lane` (on an error, its `failed`).
 fn hash_one(lane: &mut Lane, n: usize) {

@@ -22,6 +22,12 @@ use super::sha256x2::{update_both, Sha256, BLOCK};
 /// How many messages [`update_lanes`] hashes at once.
 pub(crate) const LANES: usize = 16;
 
+/// The fewest bytes of each of sixteen messages worth hashing at once: a
+/// caller that must gather them (take their storages' locks, hold its
+/// pieces back) hashes fewer in pairs, and under a block a lane the kernel
+/// saves nothing.
+pub(crate) const AT_LEAST: usize = 16 << 10;
+
 /// Whether this CPU runs [`update_lanes`]'s kernel (checked once; `std`
 /// caches the answer).
 pub(crate) fn available() -> bool {
@@ -152,24 +158,9 @@ mod avx512 {
         // Word j of every lane's state in one vector.
         let mut v = [_mm512_setzero_si512(); 8];
         for (j, v) in v.iter_mut().enumerate() {
-            *v = _mm512_set_epi32(
-                states[15][j] as i32,
-                states[14][j] as i32,
-                states[13][j] as i32,
-                states[12][j] as i32,
-                states[11][j] as i32,
-                states[10][j] as i32,
-                states[9][j] as i32,
-                states[8][j] as i32,
-                states[7][j] as i32,
-                states[6][j] as i32,
-                states[5][j] as i32,
-                states[4][j] as i32,
-                states[3][j] as i32,
-                states[2][j] as i32,
-                states[1][j] as i32,
-                states[0][j] as i32,
-            );
+            let words: [u32; LANES] = std::array::from_fn(|i| states[i][j]);
+            // SAFETY: `words` is 64 bytes, one unaligned load.
+            *v = unsafe { _mm512_loadu_si512(words.as_ptr().cast()) };
         }
         // Big-endian words from each 16 bytes.
         let swap =
@@ -186,39 +177,20 @@ mod avx512 {
             let [mut a, mut b, mut c, mut d, mut e, mut f, mut g, mut h] = v;
             for t in 0..64 {
                 if t >= 16 {
-                    let (w15, w2) = (w[(t - 15) % 16], w[(t - 2) % 16]);
-                    let s0 = _mm512_ternarylogic_epi32(
-                        _mm512_ror_epi32(w15, 7),
-                        _mm512_ror_epi32(w15, 18),
-                        _mm512_srli_epi32(w15, 3),
-                        XOR3,
-                    );
-                    let s1 = _mm512_ternarylogic_epi32(
-                        _mm512_ror_epi32(w2, 17),
-                        _mm512_ror_epi32(w2, 19),
-                        _mm512_srli_epi32(w2, 10),
-                        XOR3,
-                    );
+                    // σ0 and σ1 of FIPS 180-4, 4.1.2.
+                    let s0 = rotations_shift::<7, 18, 3>(w[(t - 15) % 16]);
+                    let s1 = rotations_shift::<17, 19, 10>(w[(t - 2) % 16]);
                     w[t % 16] = _mm512_add_epi32(
                         _mm512_add_epi32(w[t % 16], s0),
                         _mm512_add_epi32(w[(t - 7) % 16], s1),
                     );
                 }
                 let kw = _mm512_add_epi32(w[t % 16], _mm512_set1_epi32(K[t] as i32));
-                let s1 = _mm512_ternarylogic_epi32(
-                    _mm512_ror_epi32(e, 6),
-                    _mm512_ror_epi32(e, 11),
-                    _mm512_ror_epi32(e, 25),
-                    XOR3,
-                );
+                // Σ1 and Σ0.
+                let s1 = rotations::<6, 11, 25>(e);
                 let ch = _mm512_ternarylogic_epi32(e, f, g, CHOOSE);
                 let t1 = _mm512_add_epi32(_mm512_add_epi32(h, kw), _mm512_add_epi32(s1, ch));
-                let s0 = _mm512_ternarylogic_epi32(
-                    _mm512_ror_epi32(a, 2),
-                    _mm512_ror_epi32(a, 13),
-                    _mm512_ror_epi32(a, 22),
-                    XOR3,
-                );
+                let s0 = rotations::<2, 13, 22>(a);
                 let maj = _mm512_ternarylogic_epi32(a, b, c, MAJORITY);
                 h = g;
                 g = f;
@@ -241,6 +213,30 @@ mod avx512 {
                 state[j] = word;
             }
         }
+    }
+
+    /// Each lane of `x` rotated right by `A`, `B` and `C`, XORed: SHA-256's
+    /// Σ0 and Σ1.
+    #[target_feature(enable = "avx512f")]
+    fn rotations<const A: i32, const B: i32, const C: i32>(x: __m512i) -> __m512i {
+        let (a, b, c) = (
+            _mm512_ror_epi32::<A>(x),
+            _mm512_ror_epi32::<B>(x),
+            _mm512_ror_epi32::<C>(x),
+        );
+        _mm512_ternarylogic_epi32::<XOR3>(a, b, c)
+    }
+
+    /// Each lane of `x` rotated right by `A` and `B` and shifted right by
+    /// `S`, XORed: SHA-256's σ0 and σ1.
+    #[target_feature(enable = "avx512f")]
+    fn rotations_shift<const A: i32, const B: i32, const S: u32>(x: __m512i) -> __m512i {
+        let (a, b, c) = (
+            _mm512_ror_epi32::<A>(x),
+            _mm512_ror_epi32::<B>(x),
+            _mm512_srli_epi32::<S>(x),
+        );
+        _mm512_ternarylogic_epi32::<XOR3>(a, b, c)
     }
 
     /// `_mm512_ternarylogic_epi32`'s table for `a ^ b ^ c`.

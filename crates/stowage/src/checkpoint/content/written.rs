@@ -59,9 +59,6 @@ const MOST_HASHERS: usize = 8;
 /// The most bytes a hashing thread holds back to hash beside others
 /// ([`hash_message`]): sixteen 2 MiB windows, no more than a queue holds.
 const HELD_BYTES: usize = 32 << 20;
-/// The fewest bytes of each of sixteen pieces for them to be hashed at
-/// once ([`sha256x16`]); fewer go in pairs.
-const SIXTEEN_AT_LEAST: usize = 16 << 10;
 
 /// Whether a writer whose bytes are hashed computes its CRC-32 on a thread
 /// of its own (the torch zip writer's large records), with `cores` cores:
@@ -429,14 +426,14 @@ fn hash_message(
 }
 
 /// Hashes the pieces held, each of another tensor and storage: sixteen at
-/// once where they are and none is small ([`SIXTEEN_AT_LEAST`]), else in
+/// once where they are and none is small ([`sha256x16::AT_LEAST`]), else in
 /// pairs.
 fn feed_held(slots: &mut HashMap<Arc<str>, Slot>, held: &mut Vec<Named>) {
-    if held.len() == sha256x16::LANES && held.iter().all(|(_, p)| p.len() >= SIXTEEN_AT_LEAST) {
-        let mut sixteen = held.drain(..);
-        let sixteen: [Named; sha256x16::LANES] =
-            std::array::from_fn(|_| sixteen.next().expect("sixteen held"));
-        return feed_sixteen(slots, sixteen);
+    if held.iter().all(|(_, p)| p.len() >= sha256x16::AT_LEAST) {
+        match <[Named; sha256x16::LANES]>::try_from(std::mem::take(held)) {
+            Ok(sixteen) => return feed_sixteen(slots, sixteen),
+            Err(fewer) => *held = fewer,
+        }
     }
     let mut pieces = held.drain(..);
     while let Some(a) = pieces.next() {
@@ -497,20 +494,16 @@ fn feed_sixteen(slots: &mut HashMap<Arc<str>, Slot>, pieces: [Named; sha256x16::
                 locks[i] = storage.bytes().ok();
             }
         }
-        let data: Option<Vec<&[u8]>> = pieces
-            .iter()
-            .zip(&locks)
-            .map(|((_, piece), lock)| match piece {
-                Piece::Buffer(buf, range) => buf.bytes.get(range.clone()),
-                Piece::Copied(copies, range) => copies.get(range.clone()),
-                Piece::Storage(_, range) => lock.as_deref()?.get(range.clone()),
-            })
-            .collect();
+        let data: [Option<&[u8]>; sha256x16::LANES] = std::array::from_fn(|i| match &pieces[i].1 {
+            Piece::Buffer(buf, range) => buf.bytes.get(range.clone()),
+            Piece::Copied(copies, range) => copies.get(range.clone()),
+            Piece::Storage(_, range) => locks[i].as_deref()?.get(range.clone()),
+        });
         let names = pieces.each_ref().map(|(name, _)| name);
         let hashes: Option<Vec<&mut Slot>> = slots.get_disjoint_mut(names).into_iter().collect();
-        match (data, hashes) {
-            (Some(data), Some(mut hashes)) => {
-                hash_sixteen(&mut hashes, &data);
+        match hashes.and_then(|h| <[&mut Slot; sha256x16::LANES]>::try_from(h).ok()) {
+            Some(hashes) if data.iter().all(Option::is_some) => {
+                hash_sixteen(hashes, data.map(Option::unwrap_or_default));
                 true
             }
             _ => false,
@@ -524,25 +517,25 @@ fn feed_sixteen(slots: &mut HashMap<Arc<str>, Slot>, pieces: [Named; sha256x16::
 }
 
 /// [`feed_sixteen`]'s hashing, once every piece's bytes are at hand.
-fn hash_sixteen(slots: &mut [&mut Slot], data: &[&[u8]]) {
+fn hash_sixteen(mut slots: [&mut Slot; sha256x16::LANES], data: [&[u8]; sha256x16::LANES]) {
     let common = data.iter().map(|d| d.len()).min().unwrap_or(0);
-    let mut lanes = slots.iter_mut().map(|s| &mut s.hash);
-    let lanes: [&mut sha256x2::Sha256; sha256x16::LANES] =
-        std::array::from_fn(|_| lanes.next().expect("sixteen slots"));
-    sha256x16::update_lanes(lanes, std::array::from_fn(|i| &data[i][..common]));
-    let mut rest = (0..data.len()).filter(|&i| data[i].len() > common);
-    while let Some(i) = rest.next() {
-        let j = rest.next();
-        match j.and_then(|j| slots.get_disjoint_mut([i, j]).ok().map(|s| (j, s))) {
-            Some((j, [a, b])) => {
-                let (x, y) = (&data[i][common..], &data[j][common..]);
-                sha256x2::update_both(&mut a.hash, x, &mut b.hash, y);
-            }
-            None => slots[i].hash.update(&data[i][common..]),
+    let lanes = slots.each_mut().map(|s| &mut s.hash);
+    sha256x16::update_lanes(lanes, data.map(|d| &d[..common]));
+    let mut rest: Vec<(&mut Slot, &[u8])> = Vec::new();
+    for (slot, d) in slots.into_iter().zip(data) {
+        slot.fed += d.len() as u64;
+        if d.len() > common {
+            rest.push((slot, &d[common..]));
         }
     }
-    for (slot, d) in slots.iter_mut().zip(data) {
-        slot.fed += d.len() as u64;
+    for pair in rest.chunks_mut(2) {
+        if let [(a, x), (b, y)] = pair {
+            sha256x2::update_both(&mut a.hash, x, &mut b.hash, y);
+        } else {
+            for (a, x) in pair {
+                a.hash.update(x);
+            }
+        }
     }
 }
 
@@ -1297,7 +1290,7 @@ mod tests {
         let kb = 1 << 10;
         let mut tensors: Vec<(Arc<str>, Vec<u8>)> = (0..40)
             .map(|i| {
-                let n = SIXTEEN_AT_LEAST + 3 * kb * (i % 9) + i;
+                let n = sha256x16::AT_LEAST + 3 * kb * (i % 9) + i;
                 (format!("w{i}").into(), bytes(n, i as u8))
             })
             .collect();
