@@ -57,6 +57,14 @@ fn digest_on(
         .collect();
     order.sort_by_key(|(_, o)| std::cmp::Reverse(o.tensor.nbytes()));
     let threads = threads.min(order.len()).max(1);
+    // Sixteen lanes a thread only where every thread has sixteen tensors:
+    // with fewer, the first threads to fill their lanes would take them all
+    // and leave the others idle.
+    let width = if width > 2 && order.len() < threads * width {
+        2
+    } else {
+        width
+    };
     // Thread `t` starts on `order[t]`: every core has a tensor before any
     // thread takes a second one.
     let next = AtomicUsize::new(threads);

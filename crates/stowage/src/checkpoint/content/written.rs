@@ -133,11 +133,11 @@ struct Running {
     /// Which of them hashes each tensor begun, by name: all its bytes go to
     /// the one that took its [`Message::Begin`], in order.
     routes: HashMap<Arc<str>, usize>,
-    /// How many tensors have been dealt out.
-    dealt: usize,
     /// How many are dealt to one thread in a row: as many as it hashes at
-    /// once ([`sha256x16::width`]).
+    /// once ([`sha256x16::width`]), of at most [`HELD_BYTES`] together.
     group: usize,
+    /// How many tensors, and bytes, the group being dealt has.
+    in_group: (usize, u64),
     /// The thread the last tensor was dealt to (the last thread before
     /// any is, so that the first pair goes to the first on a tie).
     last: usize,
@@ -211,27 +211,38 @@ enum Posted<'a> {
 }
 
 impl Running {
-    /// The hashing thread that hashes `name`, dealing the tensor out where
-    /// it has none yet: [`group`](Self::group) tensors to a thread, as the
-    /// writer begins them, so that each thread has as many to hash at once
-    /// as it can ([`hash_messages`]); each group to the thread with the
-    /// fewest bytes left to hash, the next in turn where they tie. A thread given a large tensor, or
-    /// sharing its core with the writer, is then not given as much more
-    /// as the others and left hashing alone at the end.
+    /// The hashing thread that hashes `name` ([`deal`](Self::deal) it out
+    /// where it has none yet).
     fn route(&mut self, name: &Arc<str>) -> usize {
+        self.deal(name, 0)
+    }
+
+    /// The hashing thread that hashes `name`, of `len` bytes, dealing it
+    /// out where it has none yet: [`group`](Self::group) tensors to a
+    /// thread, as the writer begins them, so that each thread has as many
+    /// to hash at once as it can ([`hash_messages`]), but no more bytes
+    /// than a thread holds back to gather them ([`HELD_BYTES`]: larger
+    /// tensors come a piece after another, each hashed alone, and are
+    /// dealt one at a time); each group to the thread with the fewest bytes
+    /// left to hash, the next in turn where they tie. A thread given a
+    /// large tensor, or sharing its core with the writer, is then not given
+    /// as much more as the others and left hashing alone at the end.
+    fn deal(&mut self, name: &Arc<str>, len: u64) -> usize {
         if let Some(&k) = self.routes.get(name) {
             return k;
         }
-        let n = self.threads.len();
-        let k = if !self.dealt.is_multiple_of(self.group) {
+        let (tensors, bytes) = self.in_group;
+        let k = if tensors > 0 && tensors < self.group && bytes + len <= HELD_BYTES as u64 {
+            self.in_group = (tensors + 1, bytes + len);
             self.last
         } else {
+            self.in_group = (1, len);
+            let n = self.threads.len();
             (self.last + 1..self.last + 1 + n)
                 .map(|k| k % n)
                 .min_by_key(|&k| self.loads[k].load(Ordering::Relaxed))
                 .unwrap_or(0)
         };
-        self.dealt += 1;
         self.last = k;
         self.routes.insert(name.clone(), k);
         k
@@ -597,7 +608,7 @@ impl WrittenDigests {
         let running = (!threads.is_empty()).then(|| Running {
             threads,
             routes: HashMap::default(),
-            dealt: 0,
+            in_group: (0, 0),
             group: width,
             last,
             loads,
@@ -679,7 +690,7 @@ impl WrittenDigests {
     pub(crate) fn begin(&self, name: &Arc<str>, len: u64) {
         self.send(|r| {
             [Post {
-                to: r.route(name),
+                to: r.deal(name, len),
                 what: Posted::Message(Message::Begin(name.clone(), len)),
                 weight: 0,
             }]
@@ -1192,6 +1203,24 @@ mod tests {
             .unwrap();
         let want: Vec<usize> = (0..40).map(|i| i / LANES % 2).collect();
         assert_eq!(routes, want);
+        d.finish();
+        // No more bytes to a group than a thread holds back: 12 MiB
+        // tensors two at a time, 24 MiB ones (and a tensor begun again) one
+        // at a time.
+        let d = WrittenDigests::with_threads_and_width(3, LANES);
+        let mb = 1 << 20;
+        let sizes = [12 * mb, 12 * mb, 12 * mb, 24 * mb, 24 * mb, 24 * mb, 0];
+        let names = ["a", "b", "c", "d", "e", "f", "d"];
+        let routes = d
+            .with(|r| {
+                let mut to = names.iter().zip(sizes);
+                [(); 7].map(|()| {
+                    let (n, len) = to.next().unwrap();
+                    r.deal(&Arc::from(*n), len)
+                })
+            })
+            .unwrap();
+        assert_eq!(routes, [0, 0, 1, 2, 0, 1, 2]);
         d.finish();
     }
 
