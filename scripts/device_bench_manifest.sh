@@ -4,7 +4,8 @@
 # cores, PyTorch in python3, no Rust toolchain, no network). On two cores
 # the verified load and `convert --manifest` sit at their CPU bound
 # (docs/performance.md, "Issue 42: two tensors hashed at once on each
-# core"); with more cores the hashing runs beside the load and the writer.
+# core" and "sixteen tensors hashed at once on AVX-512"); with more cores
+# the hashing runs beside the load and the writer.
 #
 # Here, first (the binaries and the wheel travel in the ignored .device/):
 #   cargo build --release -p stowage-cli
@@ -38,6 +39,9 @@ trap 'cat "$OUT/issue42.txt" >&3' EXIT
 
 echo "cores: $(nproc); $(grep -m1 'model name' /proc/cpuinfo)"
 echo "sha_ni: $(grep -c -m1 -w sha_ni /proc/cpuinfo || true)"
+# With AVX-512 a process races sixteen lanes against the SHA extensions'
+# pairs and hashes with the faster (content/sha256x16.rs).
+echo "avx512f, avx512bw: $(grep -c -m1 -w avx512f /proc/cpuinfo || true), $(grep -c -m1 -w avx512bw /proc/cpuinfo || true)"
 
 # The 1 GiB `.pt` of docs/performance.md: 512 float32 tensors of 2 MiB.
 if [ ! -f "$WORK/big.pt" ]; then
