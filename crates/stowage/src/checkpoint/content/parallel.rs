@@ -488,9 +488,9 @@ mod tests {
 
     /// Tensors that are ranges of one storage in memory, hashed two or
     /// sixteen at a time by two threads while another thread keeps asking
-    /// for the storage's exclusive lock: every digest is right, and the hashing
-    /// ends (a thread taking the shared lock a second time, behind the
-    /// waiting writer, would wait for ever).
+    /// for the storage's exclusive lock: every digest is right, and the
+    /// hashing ends (a thread taking the shared lock a second time, behind
+    /// the waiting writer, would wait for ever).
     #[test]
     fn ranges_of_one_storage_hash_beside_a_writer_waiting_for_it() {
         let mb = 1 << 20;

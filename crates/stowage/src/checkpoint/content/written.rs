@@ -77,7 +77,7 @@ pub(crate) fn crc_thread_beside_hashing(cores: usize) -> bool {
 /// threads against 172 on one, on two cores). A tensor's bytes go to one of
 /// them in order; the tensors are dealt out as many at a time as a core
 /// hashes at once, to the thread with the least left to hash
-/// ([`Running::route`]).
+/// ([`Running::deal`]).
 fn hashers_for(cores: usize) -> usize {
     let crc = usize::from(crc_thread_beside_hashing(cores));
     cores.saturating_sub(crc).clamp(1, MOST_HASHERS)
