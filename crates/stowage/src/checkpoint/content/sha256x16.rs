@@ -43,7 +43,7 @@ pub(crate) fn available() -> bool {
 
 /// Whether sixteen messages at a time through [`update_lanes`] hash more
 /// bytes a second on this CPU than two at a time through
-/// [`update_both`](super::sha256x2::update_both): raced once a process on
+/// [`update_both`]: raced once a process on
 /// a quarter of a MiB (under a millisecond), best of three each. Having
 /// AVX-512 is not enough to know: a core that runs 512-bit instructions
 /// as two halves (AMD's Zen 4) may well hash faster on its SHA extensions.
