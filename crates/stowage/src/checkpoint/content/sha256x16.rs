@@ -42,11 +42,11 @@ pub(crate) fn available() -> bool {
 }
 
 /// Whether sixteen messages at a time through [`update_lanes`] hash more
-/// bytes a second on this CPU than two at a time through
-/// [`update_both`]: raced once a process on
-/// a quarter of a MiB (under a millisecond), best of three each. Having
-/// AVX-512 is not enough to know: a core that runs 512-bit instructions
-/// as two halves (AMD's Zen 4) may well hash faster on its SHA extensions.
+/// bytes a second on this CPU than two at a time through [`update_both`]:
+/// raced once a process on a quarter of a MiB (under a millisecond), best
+/// of three each. Having AVX-512 is not enough to know: a core that runs
+/// 512-bit instructions as two halves (AMD's Zen 4) may well hash faster
+/// on its SHA extensions.
 pub(crate) fn preferred() -> bool {
     static CHOICE: OnceLock<bool> = OnceLock::new();
     *CHOICE.get_or_init(|| available() && race())
