@@ -8,8 +8,9 @@
 //! and three-input logic instructions. Where a core's SHA extensions run
 //! one chain of dependent rounds, this keeps both vector ports busy with
 //! sixteen independent ones (`docs/performance.md`, "Issue 42: sixteen
-//! tensors hashed at once on AVX-512"). Where the CPU lacks AVX-512 the
-//! callers use [`sha256x2`](super::sha256x2) instead ([`available`]).
+//! tensors hashed at once on AVX-512"). Where the CPU lacks AVX-512, or
+//! hashes faster on its SHA extensions ([`preferred`]), the callers use
+//! [`sha256x2`](super::sha256x2) instead.
 //!
 //! The digests are plain SHA-256: the tests check every lane, fed in
 //! pieces of any size, against `sha2::Sha256`.
