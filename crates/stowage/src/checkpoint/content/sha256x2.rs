@@ -8,9 +8,11 @@
 //! rounds fills those gaps (as Linux's `sha256_ni_x2` does for dm-verity).
 //! A core hashes 1.4x the bytes so on this project's AMD EPYC (Zen 3): 1.58
 //! against 2.2 GB/s (`docs/performance.md`, "Issue 42: two tensors hashed
-//! at once on each core"; `cargo bench -p stowage --bench digest`). Where
-//! the CPU lacks the SHA extensions, each message is hashed alone by
-//! `sha2`'s own code, block by block.
+//! at once on each core"; `cargo bench -p stowage --bench digest`), 1.2x
+//! on an Intel Xeon (Emerald Rapids), where sixteen at once on AVX-512
+//! hash faster still ([`sha256x16`](super::sha256x16)). Where the CPU
+//! lacks the SHA extensions, each message is hashed alone by `sha2`'s own
+//! code, block by block.
 //!
 //! The digests are plain SHA-256, byte for byte `sha2`'s: the tests check
 //! every way of splitting two messages between calls against `sha2::Sha256`.
