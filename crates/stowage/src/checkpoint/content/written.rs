@@ -139,7 +139,7 @@ struct Running {
     /// How many tensors, and bytes, the group being dealt has.
     in_group: (usize, u64),
     /// The thread the last tensor was dealt to (the last thread before
-    /// any is, so that the first pair goes to the first on a tie).
+    /// any is, so that the first group goes to the first on a tie).
     last: usize,
     /// The bytes each thread has yet to hash: added as they are posted,
     /// taken off once hashed.
