@@ -12,6 +12,7 @@ use std::fmt;
 use crate::checkpoint::pickle::{Graph, Node, NodeId, Value};
 use crate::checkpoint::value::object::SharedEdits;
 use crate::checkpoint::value::origin::{Layout, Origin};
+use crate::checkpoint::value::path_key::path_key;
 use crate::io::Location;
 use crate::{DType, Error, Result, Tensor, UntypedStorage};
 
@@ -689,20 +690,6 @@ impl Checkpoint {
 impl Default for Checkpoint {
     fn default() -> Self {
         Checkpoint::new()
-    }
-}
-
-/// The path step for a dict key: strings and integers as themselves, anything else printed.
-pub(crate) fn path_key(graph: &Graph<Object>, k: &Value<Object>) -> PathKey {
-    match k {
-        Value::Str(s) => PathKey::Key(s.to_string()),
-        Value::Int(i) => PathKey::Index(*i),
-        Value::Bool(b) => PathKey::Key(if *b { "True" } else { "False" }.into()),
-        Value::None => PathKey::Key("None".into()),
-        Value::Float(f) => PathKey::Key(f.to_string()),
-        Value::BigInt(b) => PathKey::Key(b.to_string()),
-        Value::Node(id) => PathKey::Key(format!("{:?}", graph.get(*id).kind())),
-        other => PathKey::Key(format!("{other:?}")),
     }
 }
 

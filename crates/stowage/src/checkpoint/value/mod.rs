@@ -9,6 +9,7 @@
 //! - `data`: the Python data decoded from globals outside the allowlist
 //!   (numpy values, `datetime`, `pathlib`, class references), the types of
 //!   [`decoded`](super::decoded)'s table;
+//! - `path_key`: a dict key as a step of a path;
 //! - `access`: values read by path ([`ValueRef`](super::ValueRef)), and the
 //!   leaf walk;
 //! - `module`: an `nn.Module` saved whole read as its state dict;
@@ -68,5 +69,6 @@ pub(crate) mod location_tag;
 pub(crate) mod module;
 pub(crate) mod object;
 pub(crate) mod origin;
+pub(crate) mod path_key;
 pub(crate) mod record_key;
 pub(crate) mod trail;

@@ -15,7 +15,8 @@
 use std::sync::{Arc, OnceLock};
 
 use crate::checkpoint::pickle::{Node, NodeId};
-use crate::checkpoint::value::graph::{path_key, Checkpoint, PathKey};
+use crate::checkpoint::value::graph::{Checkpoint, PathKey};
+use crate::checkpoint::value::path_key::path_key;
 
 /// A step of a trail made shareable: the handles below a handle point up
 /// to its link.

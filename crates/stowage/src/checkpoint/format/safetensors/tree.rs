@@ -59,7 +59,8 @@ use serde_json::{json, Value as Json};
 
 use super::objects;
 use crate::checkpoint::pickle::{Node, NodeId, Value};
-use crate::checkpoint::value::graph::{dotted, path_key, Checkpoint, Object, PathKey};
+use crate::checkpoint::value::graph::{dotted, Checkpoint, Object, PathKey};
+use crate::checkpoint::value::path_key::path_key;
 use crate::{DType, Device, Error, Result};
 
 /// The `__metadata__` entry holding the structure.
