@@ -243,6 +243,26 @@ pub fn manifest(
     Ok(build(&ckpt, src, cx, &BTreeMap::new())?.0)
 }
 
+/// The manifest of `ckpt` as it is, in memory: what [`manifest`] gives for
+/// the file it would be saved as (`torch.save`, [`stowage::save`] or any
+/// other form stowage writes), computed on every core from the storages
+/// where they lie. `label` names it in progress and warnings.
+///
+/// Taken before an asynchronous save and compared with the manifest of
+/// what was written ([`Manifest::differences`]), it tells a save that wrote
+/// other bytes than those it was given from one that wrote them.
+///
+/// # Errors
+/// [`CommandError::Input`]: a tensor cannot be read, or has no data (a
+/// meta tensor), naming its path; the values' walk exceeds its limits.
+pub fn of_checkpoint(
+    ckpt: &Checkpoint,
+    label: &str,
+    cx: &Context,
+) -> Result<Manifest, CommandError> {
+    Ok(build(ckpt, Path::new(label), cx, &BTreeMap::new())?.0)
+}
+
 /// The manifest of the checkpoint just written at `out` (read lazily: its
 /// structure, not its tensors' bytes), each tensor's digest taken from
 /// `written` (what the save fed [`WrittenDigests`](stowage::checkpoint::content::WrittenDigests))
@@ -395,4 +415,52 @@ fn values_digest(entries: impl Iterator<Item = Json>) -> String {
         h.update(b"\n");
     }
     hex::encode(h.finalize())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use stowage::{DType, Tensor};
+
+    /// A checkpoint in memory has the manifest of the file it is saved as:
+    /// views of one storage, a transposed one, values; a tensor changed
+    /// after the manifest was taken is named by the difference.
+    #[test]
+    fn a_checkpoint_in_memory_has_its_saved_files_manifest() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = Tensor::arange(0.0, 24.0, 1.0, DType::Float32)
+            .unwrap()
+            .reshape(&[4, 6])
+            .unwrap();
+        let ckpt = Checkpoint::builder()
+            .tensors(
+                "model",
+                [
+                    ("whole", base.clone()),
+                    ("row", base.select(0, 1).unwrap()),
+                    ("t", base.t().unwrap()),
+                    ("half", base.to_dtype(DType::BFloat16).unwrap()),
+                ],
+            )
+            .value("step", 7)
+            .value("config.lr", 0.5)
+            .build()
+            .unwrap();
+        let cx = Context::default();
+        let before = of_checkpoint(&ckpt, "memory", &cx).unwrap();
+        assert_eq!(before.tensors().len(), 4);
+        let file = dir.path().join("m.pt");
+        stowage::save(&file, &ckpt).unwrap();
+        assert_eq!(before, manifest(&file, &cx, &Default::default()).unwrap());
+        base.fill_(1.0).unwrap();
+        let after = of_checkpoint(&ckpt, "memory", &cx).unwrap();
+        let changed: Vec<String> = before.differences(&after);
+        assert_eq!(changed.len(), 3, "{changed:?}");
+        for name in ["model.whole", "model.row", "model.t"] {
+            assert!(
+                changed.iter().any(|c| c.contains(name)),
+                "{name}: {changed:?}"
+            );
+        }
+    }
 }

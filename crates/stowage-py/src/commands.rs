@@ -90,13 +90,44 @@ pub fn manifest(
         .detach(|| {
             let options = stowage_commands::manifest::ManifestOptions::default();
             let m = stowage_commands::manifest::manifest(&src, &context(inert), &options)?;
-            match &oms_name {
-                Some(name) => Ok(m.to_oms_statement(name)),
-                None => serde_json::to_value(&m).map_err(|e| CommandError::Output(e.into())),
-            }
+            manifest_json(&m, oms_name.as_deref())
         })
         .map_err(|e| to_py(py, e))?;
     Ok(to_python(py, &doc)?.unbind())
+}
+
+/// The manifest of `obj` as it is in memory (what `stowage.save` would
+/// write, its leaves encoded by `encoder`, tensors hashed where they lie
+/// with the GIL released): `stowage manifest`'s object for the file it
+/// would be saved as.
+#[pyfunction]
+#[pyo3(signature = (obj, encoder, *, oms_name = None))]
+pub fn manifest_of(
+    py: Python<'_>,
+    obj: Bound<'_, PyAny>,
+    encoder: Bound<'_, PyAny>,
+    oms_name: Option<String>,
+) -> PyResult<Py<PyAny>> {
+    let ckpt = crate::save::checkpoint_of(py, &obj, encoder, Vec::new())?;
+    let doc = py
+        .detach(|| {
+            let cx = context(false);
+            let m = stowage_commands::manifest::of_checkpoint(&ckpt, "the object given", &cx)?;
+            manifest_json(&m, oms_name.as_deref())
+        })
+        .map_err(|e| to_py(py, e))?;
+    Ok(to_python(py, &doc)?.unbind())
+}
+
+/// A manifest's JSON, or with `oms_name` its OMS statement naming that model.
+fn manifest_json(
+    m: &stowage_commands::manifest::Manifest,
+    oms_name: Option<&str>,
+) -> Result<Json, CommandError> {
+    match oms_name {
+        Some(name) => Ok(m.to_oms_statement(name)),
+        None => serde_json::to_value(m).map_err(|e| CommandError::Output(e.into())),
+    }
 }
 
 /// `stowage diff --content --json`'s object for `a` and `b`.

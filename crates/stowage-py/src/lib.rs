@@ -231,6 +231,7 @@ fn _stowage(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(scan, m)?)?;
     m.add_function(wrap_pyfunction!(commands::inspect, m)?)?;
     m.add_function(wrap_pyfunction!(commands::manifest, m)?)?;
+    m.add_function(wrap_pyfunction!(commands::manifest_of, m)?)?;
     m.add_function(wrap_pyfunction!(commands::diff_content, m)?)?;
     m.add_function(wrap_pyfunction!(commands::diff, m)?)?;
     m.add_function(wrap_pyfunction!(commands::convert, m)?)?;

@@ -231,7 +231,7 @@ fn storage_of(obj: &Bound<'_, PyAny>) -> PyResult<UntypedStorage> {
 
 /// The checkpoint of `obj`, its leaves encoded by `encoder`; errors name
 /// the value's path under `path`.
-fn checkpoint_of(
+pub(crate) fn checkpoint_of(
     py: Python<'_>,
     obj: &Bound<'_, PyAny>,
     encoder: Bound<'_, PyAny>,

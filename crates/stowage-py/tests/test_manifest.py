@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 import torch
 import safetensors.torch
@@ -292,3 +293,83 @@ def test_an_oms_statement_is_signed_and_verified_through_dsse(tmp_path):
     with pytest.raises(InvalidSignature):
         key.public_key().verify(base64.b64decode(envelope["signatures"][0]["sig"]),
                                 _pae(payload_type, json.dumps(got).encode()), ec.ECDSA(hashes.SHA256()))
+
+
+def test_an_object_in_memory_has_the_manifest_of_the_file_torch_saves(tmp_path):
+    # A module's state dict (an OrderedDict with `_metadata`), views of one
+    # storage, a transposed view, complex, bf16, numpy, and an optimizer's
+    # values beside them.
+    model = torch.nn.Sequential(torch.nn.Linear(8, 4), torch.nn.LayerNorm(4))
+    base = torch.arange(24.0).reshape(4, 6)
+    obj = {
+        "model": model.state_dict(),
+        "views": {"t": base.t(), "row": base[1], "whole": base},
+        "complex": torch.randn(3, dtype=torch.complex64),
+        "half": torch.randn(5).to(torch.bfloat16),
+        "optimizer": {"step": 7, "lr": 1e-3, "betas": (0.9, 0.999), "name": "adam"},
+    }
+    m = stowage.manifest(obj)
+    torch.save(obj, tmp_path / "torch.pt")
+    assert m == stowage.manifest(tmp_path / "torch.pt")
+    # The tensors, as PyTorch computes them.
+    flat = {"model." + k: v for k, v in model.state_dict().items()}
+    flat.update({"views.t": base.t(), "views.row": base[1], "views.whole": base,
+                 "complex": obj["complex"], "half": obj["half"]})
+    assert {t["name"]: t["sha256"] for t in m["tensors"]} == {k: tensor_sha256(v) for k, v in flat.items()}
+    # A numpy array is a tensor, as stowage.save writes it (torch.save
+    # pickles numpy's own object, which a weights-only load refuses).
+    obj["array"] = np.arange(6, dtype=np.int16).reshape(2, 3)
+    with_array = stowage.manifest(obj)
+    stowage.save(obj, tmp_path / "stowage.pt")
+    assert with_array == stowage.manifest(tmp_path / "stowage.pt")
+    assert {t["name"]: t["sha256"] for t in with_array["tensors"]}["array"] == tensor_sha256(torch.from_numpy(obj.pop("array")))
+    # A state dict of tensors alone: the manifest of its safetensors file too.
+    sd = state_dict()
+    safetensors.torch.save_file(sd, tmp_path / "sd.safetensors")
+    assert stowage.manifest(sd) == stowage.manifest(tmp_path / "sd.safetensors")
+    # It checks a load, and signs as the file's statement does.
+    stowage.load(tmp_path / "torch.pt", expect=m)
+    assert stowage.manifest(obj, oms=True, name="torch.pt") == stowage.manifest(tmp_path / "torch.pt", oms=True)
+    assert stowage.manifest(sd, oms=True)["subject"][0]["name"] == "model"
+
+
+def test_a_manifest_in_memory_catches_a_save_that_wrote_other_bytes(tmp_path):
+    # What an asynchronous save gets wrong (NeMo-RL #3312): the weights
+    # change while it writes, or it writes a stale copy. The manifest taken
+    # when the save was asked for tells.
+    sd = state_dict()
+    asked = stowage.manifest(sd)
+    stale = {k: v.clone() for k, v in sd.items()}
+    sd["layers.0.weight"].add_(1.0)  # the next step, before the save ran
+    torch.save(sd, tmp_path / "late.pt")
+    with pytest.raises(stowage.CorruptCheckpointError, match=r"layers\.0\.weight"):
+        stowage.load(tmp_path / "late.pt", expect=asked)
+    torch.save(stale, tmp_path / "on_time.pt")
+    assert stowage.manifest(tmp_path / "on_time.pt") == asked
+    # A module's state dict through torch.distributed.checkpoint's
+    # asynchronous save (docs/manifest.md's example), then checked by a load.
+    import warnings
+
+    import torch.distributed.checkpoint as dcp
+
+    model = torch.nn.Sequential(torch.nn.Linear(8, 4), torch.nn.LayerNorm(4))
+    asked = stowage.manifest(model.state_dict())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # no process group: torch says it saves as one rank
+        dcp.async_save(model.state_dict(), checkpoint_id=tmp_path / "dcp").result()
+    got = stowage.load(tmp_path / "dcp", expect=asked)
+    assert all(torch.equal(got[k], v) for k, v in model.state_dict().items())
+    with torch.no_grad():
+        model[0].bias.zero_()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        dcp.async_save(model.state_dict(), checkpoint_id=tmp_path / "dcp2").result()
+    with pytest.raises(stowage.CorruptCheckpointError, match=r"0\.bias"):
+        stowage.load(tmp_path / "dcp2", expect=asked)
+    # What it cannot hash is refused, naming where it is.
+    with pytest.raises(TypeError, match="layers"):
+        stowage.manifest({"layers": [object()]})
+    with pytest.raises(TypeError, match="conj"):
+        stowage.manifest({"z": torch.randn(3, dtype=torch.complex64).conj()})
+    with pytest.raises(ValueError, match="inert"):
+        stowage.manifest(sd, inert=True)

@@ -362,7 +362,7 @@ def inspect(
 
 
 def manifest(
-    src: Union[str, "os.PathLike[str]"],
+    src: Any,
     *,
     inert: bool = False,
     oms: bool = False,
@@ -379,15 +379,31 @@ def manifest(
     each tensor's ``sha256`` is that of its logical elements, row-major and
     little-endian, whatever its container.
 
+    ``src`` is a path or URL, or an object in memory (what ``save`` takes: a
+    state dict of ``torch.Tensor`` or ``numpy.ndarray`` leaves, nested in
+    dicts and lists): its manifest is that of the file ``stowage.save``
+    would write, which is ``torch.save``'s but for numpy arrays (tensors
+    there), the tensors hashed where they lie on every core, without the
+    GIL. Taken before an asynchronous save and
+    compared with ``manifest(path)`` once it is done, it tells whether the
+    save wrote the bytes it was given. ``inert`` is for files only.
+
     ``oms=True`` gives it as an in-toto statement in OpenSSF Model Signing's
     v1.0 layout (``stowage manifest --oms``), one resource per tensor, its
-    subject ``name`` (default: the file or folder name), for a DSSE signer
-    to sign as it is.
+    subject ``name`` (default: the file or folder name; ``"model"`` for an
+    object), for a DSSE signer to sign as it is.
     """
+    if not oms and name is not None:
+        raise ValueError("name= names the model in an OMS statement: give oms=True")
+    if not isinstance(src, (str, os.PathLike)):
+        from ._save import Encoder
+
+        if inert:
+            raise ValueError("inert= is how a file's objects are read: an object in memory has none to read")
+        oms_name = (name or "model") if oms else None
+        return _stowage.manifest_of(src, Encoder(), oms_name=oms_name)
     path = os.fspath(src)
     if not oms:
-        if name is not None:
-            raise ValueError("name= names the model in an OMS statement: give oms=True")
         return _stowage.manifest(path, inert=inert)
     if name is None:
         name = os.path.basename(path.rstrip("/")) or "model"

@@ -63,9 +63,11 @@ def inspect(src: _Path, *, hashes: bool = True, inert: bool = False) -> Dict[str
     ...
 
 def manifest(
-    src: _Path, *, inert: bool = False, oms: bool = False, name: Optional[str] = None
+    src: Union[_Path, Any], *, inert: bool = False, oms: bool = False, name: Optional[str] = None
 ) -> Dict[str, Any]:
-    """A checkpoint's content manifest (stowage manifest's JSON): the same in every format."""
+    """A checkpoint's content manifest (stowage manifest's JSON): the same in every format.
+
+    src is a path or URL, or an object in memory (a state dict): then the manifest of the file torch.save would write."""
     ...
 
 def diff(a: _Path, b: _Path, *, atol: float = 0.0, rtol: float = 0.0, content: bool = False) -> Dict[str, Any]:
