@@ -3,8 +3,9 @@
 larger of reading the file (page cache warm, one reader per core, into
 reused buffers) and SHA-256 over as many bytes on every core (hashlib,
 OpenSSL's SHA extensions, one slice per core; it releases the GIL). With
-`--python`, also `stowage.load(FILE, expect=manifest)` against a plain load
-(a release wheel first on PYTHONPATH).
+`--python`, also `stowage.load(FILE, expect=manifest)` against a plain load,
+and the manifest of the loaded state dict in memory (`stowage.manifest(sd)`)
+against hashlib a tensor at a time (a release wheel first on PYTHONPATH).
 
 usage: bench_manifest.py STOWAGE_BIN FILE [--rounds N] [--python]
 """
@@ -97,6 +98,32 @@ def main():
         plain, checked = statistics.median(plain), statistics.median(checked)
         print(f"| `stowage.load` | {plain * 1000:.0f} ms | |")
         print(f"| `stowage.load(expect=manifest)` | {checked * 1000:.0f} ms | {checked / plain:.2f}x the plain load |")
+        # The state dict in memory: stowage.manifest(obj) against the ten
+        # lines of docs/manifest.md (hashlib, a tensor at a time).
+        import torch
+
+        sd = stowage.load(a.file)
+        assert stowage.manifest(sd)["root_sha256"] == expect["root_sha256"]
+
+        def tensors(v):
+            if isinstance(v, torch.Tensor):
+                yield v
+            elif isinstance(v, dict):
+                for x in v.values():
+                    yield from tensors(x)
+            elif isinstance(v, (list, tuple)):
+                for x in v:
+                    yield from tensors(x)
+
+        def ten_lines():
+            for t in tensors(sd):
+                t = t.detach().resolve_conj().resolve_neg().contiguous()
+                hashlib.sha256(t.reshape(-1).view(torch.uint8).numpy()).hexdigest()
+
+        in_memory = timed(lambda: stowage.manifest(sd), a.rounds)
+        by_hashlib = timed(ten_lines, a.rounds)
+        print(f"| `stowage.manifest(state_dict)`, in memory | {in_memory * 1000:.0f} ms | {in_memory / sha_floor:.2f}x the SHA-256 floor |")
+        print(f"| hashlib, a tensor at a time (docs/manifest.md's lines) | {by_hashlib * 1000:.0f} ms | {by_hashlib / in_memory:.2f}x `stowage.manifest(state_dict)` |")
 
 
 if __name__ == "__main__":

@@ -371,5 +371,7 @@ def test_a_manifest_in_memory_catches_a_save_that_wrote_other_bytes(tmp_path):
         stowage.manifest({"layers": [object()]})
     with pytest.raises(TypeError, match="conj"):
         stowage.manifest({"z": torch.randn(3, dtype=torch.complex64).conj()})
+    with pytest.raises(TypeError, match=r"Linear module: give its state_dict\(\)"):
+        stowage.manifest(torch.nn.Linear(2, 2))
     with pytest.raises(ValueError, match="inert"):
         stowage.manifest(sd, inert=True)

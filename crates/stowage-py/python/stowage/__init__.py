@@ -18,6 +18,7 @@ import contextlib
 import gc
 import json
 import os
+import sys
 from typing import Any, BinaryIO, Dict, Iterable, Iterator, Optional, Union
 
 from . import _stowage
@@ -400,6 +401,9 @@ def manifest(
 
         if inert:
             raise ValueError("inert= is how a file's objects are read: an object in memory has none to read")
+        torch = sys.modules.get("torch")
+        if torch is not None and isinstance(src, torch.nn.Module):
+            raise TypeError(f"a {type(src).__name__} module: give its state_dict(), whose manifest is that of the file saving it writes")
         oms_name = (name or "model") if oms else None
         return _stowage.manifest_of(src, Encoder(), oms_name=oms_name)
     path = os.fspath(src)
