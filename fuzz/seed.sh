@@ -7,7 +7,7 @@ set -euo pipefail
 F=crates/stowage/tests/fixtures
 C=fuzz/corpus
 # zip_write starts empty: its input is records to write, not an archive.
-mkdir -p $C/{pickle,pickle_disasm,zip,zip_write,legacy,safetensors,load,load_modes,inert,dcp_metadata,sharded_index,scan}
+mkdir -p $C/{pickle,pickle_disasm,zip,zip_write,legacy,safetensors,load,load_modes,manifest,convert_manifest,inert,dcp_metadata,sharded_index,scan}
 for m in $F/dcp/*/.metadata $F/dcp/hostile/*/.metadata; do
     cp "$m" "$C/dcp_metadata/$(basename "$(dirname "$m")")"
 done
@@ -60,6 +60,30 @@ for p in $F/*.pt $F/hostile/*.pt; do
         { printf "\\$(printf '%03o' "$m")"; cat "$p"; } > "$C/load_modes/m${m}_$b"
     done
 done
+# manifest: the first byte picks the entry whose digest is changed
+# (fuzz_targets/manifest.rs); the rest is a checkpoint, torch or safetensors.
+for p in $C/load/*; do
+    { printf '\001'; cat "$p"; } > "$C/manifest/$(basename "$p")"
+done
+# convert_manifest: the first byte picks the output (fuzz_targets/convert_manifest.rs).
+for p in $C/load/*; do
+    for m in 0 1 2 3; do
+        { printf "\\$(printf '%03o' "$m")"; cat "$p"; } > "$C/convert_manifest/m${m}_$(basename "$p")"
+    done
+done
+# Both: files that reach the kernel of sixteen lanes, where torch imports.
+py="${STOWAGE_TORCH_PYTHON:-python3}"
+if "$py" -c "import torch" >/dev/null 2>&1; then
+    lanes=$(mktemp -d)
+    "$py" fuzz/seed_lanes.py "$lanes"
+    for p in "$lanes"/*.pt; do
+        for m in 0 1 3; do
+            { printf "\\$(printf '%03o' "$m")"; cat "$p"; } > "$C/manifest/x16_m${m}_$(basename "$p")"
+            { printf "\\$(printf '%03o' "$m")"; cat "$p"; } > "$C/convert_manifest/x16_m${m}_$(basename "$p")"
+        done
+    done
+    rm -r "$lanes"
+fi
 # inert: the first byte picks inert (0) or the decoded names allowed (1).
 for p in $F/wild/*.pt $F/wild/*.ckpt $F/hostile/*.pt; do
     b=$(basename "$p")
