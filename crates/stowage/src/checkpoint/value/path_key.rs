@@ -17,6 +17,14 @@ pub(crate) fn path_key(graph: &Graph<Object>, k: &Value<Object>) -> PathKey {
         other => {
             let mut text = String::new();
             key_text(graph, other, KEY_DEPTH, &mut text);
+            if text.len() > KEY_BYTES {
+                let mut end = KEY_BYTES;
+                while !text.is_char_boundary(end) {
+                    end -= 1;
+                }
+                text.truncate(end);
+                text.push('…');
+            }
             PathKey::Key(text)
         }
     }
@@ -26,18 +34,42 @@ pub(crate) fn path_key(graph: &Graph<Object>, k: &Value<Object>) -> PathKey {
 /// without end, or loop).
 const KEY_DEPTH: usize = 4;
 
+/// How many bytes of a key [`key_text`] writes before it cuts the rest to
+/// `…`: a key is named once per path through it, and a pickle may make one
+/// as large as itself (a tuple of a tuple reached a thousand times).
+const KEY_BYTES: usize = 256;
+
 /// A dict key as a path step: as Python's `str()` prints it where that
 /// needs no tensor's data (`True`, `None`, `0.5`, `b'ab'`, `(1, 'a')`,
 /// `torch.float16`, `cpu`, `torch.Size([2])`), a tensor or an array by its
 /// dtype and shape (`tensor(float32, [3, 4])`). Never an address: one file
 /// gives the same paths in every load and every process (an optimizer's
 /// `state` saved whole is keyed by its parameters).
+///
+/// Writes a little past [`KEY_BYTES`] at most (the caller cuts it there):
+/// each string, bytes and tuple stops once the text is that long.
 fn key_text(graph: &Graph<Object>, k: &Value<Object>, depth: usize, out: &mut String) {
     use std::fmt::Write as _;
+    let full = |out: &String| out.len() > KEY_BYTES;
+    if full(out) {
+        return;
+    }
     // Writing to a `String` cannot fail.
     let _ = match k {
-        Value::Str(s) if depth == KEY_DEPTH => write!(out, "{s}"),
-        Value::Str(s) => write!(out, "'{}'", s.replace('\'', "\\'")),
+        // In a tuple (a key that is a string is the path step itself).
+        Value::Str(s) => {
+            out.push('\'');
+            for c in s.chars() {
+                if full(out) {
+                    break;
+                }
+                if c == '\'' {
+                    out.push('\\');
+                }
+                out.push(c);
+            }
+            write!(out, "'")
+        }
         Value::Int(i) => write!(out, "{i}"),
         Value::Bool(b) => write!(out, "{}", if *b { "True" } else { "False" }),
         Value::None => write!(out, "None"),
@@ -48,6 +80,9 @@ fn key_text(graph: &Graph<Object>, k: &Value<Object>, depth: usize, out: &mut St
         Value::Bytes(b) => {
             out.push_str("b'");
             for &c in b.iter() {
+                if full(out) {
+                    break;
+                }
                 let _ = match c {
                     b'\\' | b'\'' => write!(out, "\\{}", char::from(c)),
                     0x20..=0x7e => write!(out, "{}", char::from(c)),
@@ -57,10 +92,14 @@ fn key_text(graph: &Graph<Object>, k: &Value<Object>, depth: usize, out: &mut St
             write!(out, "'")
         }
         Value::Node(id) => match graph.get(*id) {
+            Node::FrozenSet(items) if items.is_empty() => write!(out, "frozenset()"),
             Node::Tuple(items) | Node::FrozenSet(items) if depth > 0 => {
                 let tuple = matches!(graph.get(*id), Node::Tuple(_));
                 out.push_str(if tuple { "(" } else { "frozenset({" });
                 for (i, item) in items.iter().enumerate() {
+                    if full(out) {
+                        break;
+                    }
                     if i > 0 {
                         out.push_str(", ");
                     }
@@ -81,7 +120,9 @@ fn key_text(graph: &Graph<Object>, k: &Value<Object>, depth: usize, out: &mut St
                 write!(out, "tensor({}, {:?})", t.dtype().name(), t.shape())
             }
             Object::NdArray(a) => write!(out, "array({}, {:?})", a.dtype.code, a.tensor.shape()),
-            Object::Storage(s) => write!(out, "storage({})", s.dtype.map_or("untyped", DType::name)),
+            Object::Storage(s) => {
+                write!(out, "storage({})", s.dtype.map_or("untyped", DType::name))
+            }
             Object::DType(d) => write!(out, "torch.{}", d.name()),
             Object::Device(d) => write!(out, "{d}"),
             Object::Size(s) => write!(out, "torch.Size({s:?})"),
@@ -155,5 +196,34 @@ mod tests {
         let again = dir.path().join("again.pt");
         crate::save(&again, &eager).unwrap();
         assert_eq!(names(&crate::load(&again).unwrap()), want);
+    }
+
+    /// A key as large as the pickle (a tuple of one tuple of a thousand
+    /// items, reached a thousand times; a MiB of bytes) names its path in
+    /// a few hundred bytes.
+    #[test]
+    fn a_huge_key_is_cut() {
+        let inner = std::sync::Arc::new(PyValue::Tuple((0..1000).map(PyValue::Int).collect()));
+        let wide = PyValue::Tuple(vec![PyValue::Shared(inner); 1000]);
+        let t = || PyValue::from(Tensor::from_slice(&[1.0f32]).unwrap());
+        let ckpt = Checkpoint::builder()
+            .value(
+                "by",
+                PyValue::Dict(vec![(wide, t()), (PyValue::Bytes(vec![7; 1 << 20]), t())]),
+            )
+            .build()
+            .unwrap();
+        let tensors = ckpt.tensors().unwrap();
+        let names: Vec<String> = tensors.iter().map(|(p, _)| dotted(p)).collect();
+        assert!(names[0].starts_with("by.((0, 1, 2, "), "{}", names[0]);
+        assert!(names[1].starts_with("by.b'\\x07\\x07"), "{}", names[1]);
+        for name in &names {
+            assert!(
+                name.len() <= 3 + 256 + '…'.len_utf8(),
+                "{} bytes",
+                name.len()
+            );
+            assert!(name.ends_with('…'), "{name}");
+        }
     }
 }
