@@ -26,6 +26,20 @@ pub fn float_json(v: f64) -> Json {
     }
 }
 
+/// An int past 64 bits as text: its decimal digits up to Python's own
+/// limit for `str()` (4,300 digits, `sys.get_int_max_str_digits()`), past
+/// it its hex (`0x…`, `-0x…`): exact, and as long to write as the pickle
+/// was to read, where decimal digits take time quadratic in the length (a
+/// pickle's int of 4 MB took 9 s).
+fn int_text(b: &num_bigint::BigInt) -> String {
+    // 14,280 bits have at most 4,299 decimal digits.
+    if b.bits() <= 14_280 {
+        b.to_string()
+    } else {
+        format!("{b:#x}")
+    }
+}
+
 /// The contract's `type` of a leaf and the fields beside it (`value`, and
 /// `storage_key` for a storage object), without the path.
 pub fn typed_json(v: &ValueRef<'_>) -> Map<String, Json> {
@@ -36,7 +50,7 @@ pub fn typed_json(v: &ValueRef<'_>) -> Map<String, Json> {
         Value::Bool(b) => json!(b),
         Value::Int(i) if i.unsigned_abs() <= MAX_JSON_INT => json!(i),
         Value::Int(i) => json!(i.to_string()),
-        Value::BigInt(b) => json!(b.to_string()),
+        Value::BigInt(b) => json!(int_text(b)),
         Value::Float(f) => float_json(*f),
         Value::Str(s) => json!(&**s),
         Value::Bytes(b) => json!(hex::encode(b)),
@@ -210,7 +224,7 @@ pub fn value_text(v: &ValueRef<'_>) -> String {
         Value::None => "None".into(),
         Value::Bool(b) => if *b { "True" } else { "False" }.into(),
         Value::Int(i) => i.to_string(),
-        Value::BigInt(b) => clip(&b.to_string(), MAX),
+        Value::BigInt(b) => clip(&int_text(b), MAX),
         Value::Float(f) => float(*f),
         Value::Str(s) => format!("{:?}", clip(s, MAX)),
         Value::Bytes(b) => format!("b'{}'", clip(&escaped(b), MAX)),
@@ -381,5 +395,35 @@ pub fn leaves<'c>(
             Ok((once.map_err(crate::CommandError::input)?, true))
         }
         other => Ok((other.map_err(crate::CommandError::input)?, false)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use num_bigint::BigInt;
+    use stowage::checkpoint::PyValue;
+    use stowage::Checkpoint;
+
+    /// Ints past 64 bits are decimal up to Python's 4,300 digits for
+    /// `str()`, hex past them: exact, and written in time linear in their
+    /// length (a pickle's int of 4 MB took 9 s as decimal digits).
+    #[test]
+    fn ints_past_python_s_str_limit_are_hex() {
+        let small: BigInt = BigInt::from(2u32).pow(100u32) + 7;
+        let huge: BigInt = -BigInt::from(7u32).pow(300_000u32);
+        let ckpt = Checkpoint::builder()
+            .value("small", PyValue::BigInt(small.clone()))
+            .value("huge", PyValue::BigInt(huge.clone()))
+            .build()
+            .unwrap();
+        let root = ckpt.root_value();
+        let text = |name: &str| typed_json(&root.get(name).unwrap())["value"].clone();
+        assert_eq!(text("small"), json!(small.to_string()));
+        assert_eq!(
+            text("huge"),
+            json!(format!("-0x{}", (-&huge).to_str_radix(16)))
+        );
+        assert!(value_text(&root.get("huge").unwrap()).starts_with("-0x"));
     }
 }

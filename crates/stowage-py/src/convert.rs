@@ -228,11 +228,20 @@ impl<'py, 'c> Converter<'py, 'c> {
             Value::None => py.None(),
             Value::Bool(b) => b.into_pyobject(py)?.to_owned().into_any().unbind(),
             Value::Int(i) => i.into_pyobject(py)?.into_any().unbind(),
-            // Python parses the decimal digits: exact at any size.
-            Value::BigInt(i) => py
-                .get_type::<pyo3::types::PyInt>()
-                .call1((i.to_string(),))?
-                .unbind(),
+            // Exact at any size, in time linear in it: from its bytes, as
+            // the pickle held it (not from decimal digits, which Python
+            // refuses past 4,300 and takes quadratic time to parse).
+            Value::BigInt(i) => {
+                let signed = pyo3::types::PyDict::new(py);
+                signed.set_item("signed", true)?;
+                py.get_type::<pyo3::types::PyInt>()
+                    .call_method(
+                        "from_bytes",
+                        (PyBytes::new(py, &i.to_signed_bytes_le()), "little"),
+                        Some(&signed),
+                    )?
+                    .unbind()
+            }
             Value::Float(f) => f.into_pyobject(py)?.into_any().unbind(),
             Value::Str(s) => s.as_ref().into_pyobject(py)?.into_any().unbind(),
             Value::Bytes(b) => PyBytes::new(py, b).into_any().unbind(),

@@ -94,12 +94,17 @@ impl<'py> Walk<'py> {
             if let Ok(i) = obj.extract::<i64>() {
                 return Ok(PyValue::Int(i));
             }
-            // Past 64 bits: as Python writes it, from its decimal text.
-            let text = obj.str()?.to_string();
-            return text
-                .parse::<num_bigint::BigInt>()
-                .map(PyValue::BigInt)
-                .map_err(|e| PyValueError::new_err(format!("int {text}: {e}")));
+            // Past 64 bits: from its bytes, little-endian two's complement
+            // (Python's `str()` refuses past 4,300 digits, and its digits
+            // take time quadratic in the length).
+            let bits: u64 = obj.call_method0("bit_length")?.extract()?;
+            let signed = PyDict::new(obj.py());
+            signed.set_item("signed", true)?;
+            let bytes = obj.call_method("to_bytes", (bits / 8 + 1, "little"), Some(&signed))?;
+            let bytes = bytes.cast::<PyBytes>()?.as_bytes();
+            return Ok(PyValue::BigInt(num_bigint::BigInt::from_signed_bytes_le(
+                bytes,
+            )));
         }
         if let Ok(f) = obj.cast_exact::<PyFloat>() {
             return Ok(PyValue::Float(f.value()));

@@ -192,9 +192,23 @@ def test_save_writes_big_ints_and_ml_dtypes_arrays_as_torch_does(tmp_path):
     float8 types, which torch.save writes and torch holds, are saved and
     read back exactly by torch.load(weights_only=True) (issue 40, item 5)."""
     ml_dtypes = pytest.importorskip("ml_dtypes")
-    big = {"pos": 2**100 + 7, "neg": -(2**70), "edge": 2**63}
+    big = {"pos": 2**100 + 7, "neg": -(2**70), "edge": 2**63, "min": -(2**63) - 1, "byte": -(2**71)}
     stowage.save(big, tmp_path / "ints.pt")
     assert torch.load(tmp_path / "ints.pt", weights_only=True) == big
+    assert stowage.load(tmp_path / "ints.pt") == big
+    # Past the 4,300 decimal digits Python's str() allows: saved as
+    # torch.save pickles them (LONG4, which torch's weights-only loader
+    # refuses, so the file is read back with pickle's own), loaded and
+    # listed exactly, hex past that limit.
+    huge = {"pos": 7**300_000, "neg": -(3**20_000) + 1}
+    stowage.save(huge, tmp_path / "huge.pt")
+    assert torch.load(tmp_path / "huge.pt", weights_only=False) == huge  # our own file
+    torch.save(huge, tmp_path / "huge_torch.pt")
+    assert stowage.load(tmp_path / "huge_torch.pt") == huge
+    listed = {v["path"][0]: v["value"] for v in stowage.inspect(tmp_path / "huge_torch.pt")["values"]}
+    assert listed == {"pos": hex(huge["pos"]), "neg": hex(huge["neg"])}
+    small = stowage.inspect(tmp_path / "ints.pt")["values"]
+    assert {v["path"][0]: v["value"] for v in small}["pos"] == str(2**100 + 7)
     values = np.array([0.5, -2.0, 3.0], dtype=np.float32)
     arrays = {name: values.astype(getattr(ml_dtypes, name)) for name in ("bfloat16", "float8_e4m3fn", "float8_e5m2")}
     stowage.save(arrays, tmp_path / "ml.pt")

@@ -60,6 +60,22 @@ macro_rules! reads_as_str {
     };
 }
 
+/// The most bits of an int written in decimal: 14,280 bits have at most
+/// 4,299 digits, under Python's own limit for `str()` and `int()` of text
+/// (4,300, `sys.get_int_max_str_digits()`).
+pub(crate) const DECIMAL_INT_BITS: u64 = 14_280;
+
+/// An int as text: decimal up to [`DECIMAL_INT_BITS`], hex (`0x…`,
+/// `-0x…`) past them, in time linear in its length where decimal digits
+/// take quadratic time (4 MB of a pickle's int: 9 s).
+pub(crate) fn int_text(b: &num_bigint::BigInt) -> String {
+    if b.bits() <= DECIMAL_INT_BITS {
+        b.to_string()
+    } else {
+        format!("{b:#x}")
+    }
+}
+
 pub(crate) mod access;
 pub(crate) mod builder;
 pub(crate) mod data;

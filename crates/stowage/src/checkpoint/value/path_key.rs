@@ -76,7 +76,7 @@ fn key_text(graph: &Graph<Object>, k: &Value<Object>, depth: usize, out: &mut St
         Value::Float(f) if f.is_nan() => write!(out, "nan"),
         // `1.0`, `0.5`, `inf`: Python's spelling but for large exponents.
         Value::Float(f) => write!(out, "{f:?}"),
-        Value::BigInt(b) => write!(out, "{b}"),
+        Value::BigInt(b) => write!(out, "{}", super::int_text(b)),
         Value::Bytes(b) => {
             out.push_str("b'");
             for &c in b.iter() {
@@ -199,8 +199,8 @@ mod tests {
     }
 
     /// A key as large as the pickle (a tuple of one tuple of a thousand
-    /// items, reached a thousand times; a MiB of bytes) names its path in
-    /// a few hundred bytes.
+    /// items, reached a thousand times; a MiB of bytes; an int of 100 KB)
+    /// names its path in a few hundred bytes.
     #[test]
     fn a_huge_key_is_cut() {
         let inner = std::sync::Arc::new(PyValue::Tuple((0..1000).map(PyValue::Int).collect()));
@@ -209,7 +209,14 @@ mod tests {
         let ckpt = Checkpoint::builder()
             .value(
                 "by",
-                PyValue::Dict(vec![(wide, t()), (PyValue::Bytes(vec![7; 1 << 20]), t())]),
+                PyValue::Dict(vec![
+                    (wide, t()),
+                    (PyValue::Bytes(vec![7; 1 << 20]), t()),
+                    (
+                        PyValue::BigInt(num_bigint::BigInt::from(7u32).pow(300_000u32)),
+                        t(),
+                    ),
+                ]),
             )
             .build()
             .unwrap();
@@ -217,6 +224,8 @@ mod tests {
         let names: Vec<String> = tensors.iter().map(|(p, _)| dotted(p)).collect();
         assert!(names[0].starts_with("by.((0, 1, 2, "), "{}", names[0]);
         assert!(names[1].starts_with("by.b'\\x07\\x07"), "{}", names[1]);
+        // Past Python's 4,300 digits for `str()`: hex, which is quick.
+        assert!(names[2].starts_with("by.0x"), "{}", names[2]);
         for name in &names {
             assert!(
                 name.len() <= 3 + 256 + '…'.len_utf8(),

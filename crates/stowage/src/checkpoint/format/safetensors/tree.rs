@@ -14,7 +14,7 @@
 //!       | {"dict": [[NODE, NODE], …], "ordered": true?}   keys, values, in order
 //!       | {"list": [NODE, …]} | {"tuple": […]} | {"set": […]} | {"frozenset": […]}
 //!       | null | true | false | INTEGER | FLOAT | STRING     None, bool, int, float, str
-//!       | {"int": "DECIMAL"}                an int beyond 64 bits
+//!       | {"int": "DECIMAL" | "0xHEX"}      an int beyond 64 bits (hex past 4,300 digits)
 //!       | {"float": "nan" | "inf" | "-inf"}
 //!       | {"bytes": HEX} | {"bytearray": HEX}
 //!       | {"complex": [RE, IM]}             each a FLOAT or one of the strings above
@@ -234,7 +234,7 @@ impl Record<'_> {
             Value::None => Json::Null,
             Value::Bool(b) => json!(b),
             Value::Int(i) => json!(i),
-            Value::BigInt(b) => json!({"int": b.to_string()}),
+            Value::BigInt(b) => json!({"int": crate::checkpoint::value::int_text(b)}),
             Value::Float(f) => float(*f),
             Value::Str(s) => json!(&**s),
             Value::Bytes(b) => json!({"bytes": hex::encode(b)}),
@@ -604,7 +604,7 @@ impl Build<'_> {
                 };
                 Value::Node(self.ckpt.graph.add(node))
             }
-            "int" => Value::int(BigInt::from_str(text()?).map_err(|e| format!("int: {e}"))?),
+            "int" => Value::int(parse_int(text()?)?),
             "float" => Value::Float(match text()? {
                 "nan" => f64::NAN,
                 "inf" => f64::INFINITY,
@@ -679,6 +679,31 @@ pub(super) fn float_of(j: &Json) -> Option<f64> {
         },
         _ => None,
     }
+}
+
+/// An int beyond 64 bits as `int_text` writes it: decimal of at most 4,300
+/// digits (Python's own limit for `int()` of text: decimal digits take
+/// time quadratic in their number), or hex (`0x…`, `-0x…`) of any length.
+fn parse_int(text: &str) -> std::result::Result<BigInt, Found> {
+    let (negative, digits) = text.strip_prefix('-').map_or((false, text), |t| (true, t));
+    let value = match digits.strip_prefix("0x") {
+        // One sign, before the digits.
+        _ if digits.starts_with(['+', '-']) => None,
+        Some(hex) if hex.starts_with(['+', '-']) => None,
+        Some(hex) => BigInt::parse_bytes(hex.as_bytes(), 16),
+        None if digits.len() > 4300 => {
+            return Err(format!(
+                "int: {} decimal digits, more than 4,300 (past them an int is written in hex)",
+                digits.len()
+            ))
+        }
+        None => BigInt::parse_bytes(digits.as_bytes(), 10),
+    };
+    let value = value.ok_or_else(|| {
+        let start: String = text.chars().take(32).collect();
+        format!("int: {start:?} is not a decimal or 0x hex number")
+    })?;
+    Ok(if negative { -value } else { value })
 }
 
 /// The bytes of lowercase or uppercase hex, or what is wrong with it (an
@@ -761,6 +786,46 @@ mod tests {
         assert!(seq.get("0").unwrap().is_none());
         assert_eq!(seq.get("1").unwrap().as_i64().unwrap(), 3);
         assert_eq!(back.get("loop").unwrap().len().unwrap(), 1);
+    }
+
+    /// Ints beyond 64 bits: decimal up to 4,300 digits, hex past them, both
+    /// read back exactly; decimal past 4,300 digits (quadratic to parse)
+    /// and a second sign are refused.
+    #[test]
+    fn big_ints_are_decimal_then_hex() {
+        let small: BigInt = BigInt::from(2u32).pow(100u32) + 7;
+        let huge: BigInt = -BigInt::from(7u32).pow(300_000u32);
+        let mut c = Checkpoint::new();
+        let root = c.graph.dict(vec![
+            (Value::str("small"), Value::int(small.clone())),
+            (Value::str("huge"), Value::int(huge.clone())),
+            (Value::str("w"), tensor(2.0)),
+        ]);
+        c.root = Value::Node(root);
+        let tree = record(&c).unwrap().unwrap();
+        assert!(
+            tree.contains(&format!(r#"{{"int":"{small}"}}"#)),
+            "{}",
+            &tree[..80]
+        );
+        assert!(tree.contains(r#"{"int":"-0x"#));
+        let mut back = loaded(&["w"], &tree);
+        restore(&mut back).unwrap();
+        for (name, want) in [("small", &small), ("huge", &huge)] {
+            match back.get(name).unwrap().raw() {
+                Value::BigInt(b) => assert_eq!(&**b, want, "{name}"),
+                other => panic!("{name}: {other:?}"),
+            }
+        }
+        assert_eq!(parse_int("-0x1f").unwrap(), BigInt::from(-31));
+        for bad in ["--5", "-0x-5", "0x+5", "12a"] {
+            assert!(parse_int(bad).is_err(), "{bad}");
+        }
+        let long = "7".repeat(4301);
+        assert!(parse_int(&long)
+            .unwrap_err()
+            .contains("4301 decimal digits"));
+        assert!(parse_int(&long[1..]).is_ok());
     }
 
     /// A tree that is not stowage's, or does not match the file's tensors,

@@ -19,7 +19,7 @@ enum CountKey {
     None,
     Int(i64),
     Float(u64),
-    Big(String),
+    Big(Vec<u8>),
     Str(Arc<str>),
     Bytes(Arc<[u8]>),
     Node(NodeId),
@@ -36,7 +36,8 @@ fn key(v: &Value<Object>) -> Option<CountKey> {
             CountKey::Int(*f as i64)
         }
         Value::Float(f) => CountKey::Float(f.to_bits()),
-        Value::BigInt(b) => CountKey::Big(b.to_string()),
+        // Its bytes, not its digits (quadratic time in their length).
+        Value::BigInt(b) => CountKey::Big(b.to_signed_bytes_le()),
         Value::Str(s) => CountKey::Str(s.clone()),
         Value::Bytes(b) => CountKey::Bytes(b.clone()),
         Value::Node(id) => CountKey::Node(*id),
