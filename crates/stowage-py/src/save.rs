@@ -178,8 +178,8 @@ impl<'py> Walk<'py> {
     }
 
     /// `("tensor", storage index, bytes or None, dtype, shape, stride,
-    /// offset, requires_grad, parameter)`; the bytes come with a storage's
-    /// first tensor only.
+    /// offset, requires_grad, parameter, conj, neg)`; the bytes come with a
+    /// storage's first tensor only.
     fn tensor(&mut self, e: &Bound<'py, PyAny>) -> PyResult<PyValue> {
         let index: usize = e.get_item(1)?.extract()?;
         let bytes = e.get_item(2)?;
@@ -198,6 +198,8 @@ impl<'py> Walk<'py> {
         let offset: usize = e.get_item(6)?.extract()?;
         let requires_grad: bool = e.get_item(7)?.extract()?;
         let parameter: bool = e.get_item(8)?.extract()?;
+        let conj: bool = e.get_item(9)?.extract()?;
+        let neg: bool = e.get_item(10)?.extract()?;
         let py = e.py();
         let mut t = Tensor::empty(&[0], dtype).map_err(|err| errors::to_py(py, err))?;
         t.set_(storage, offset, &shape, &stride)
@@ -208,6 +210,8 @@ impl<'py> Walk<'py> {
         }
         let mut obj = TensorObject::new(t);
         obj.parameter = parameter;
+        obj.conj = conj;
+        obj.neg = neg;
         Ok(PyValue::Tensor(Box::new(obj)))
     }
 }

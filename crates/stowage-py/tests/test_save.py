@@ -5,6 +5,7 @@ import json
 
 import numpy as np
 import pytest
+import safetensors.torch
 import torch
 
 import stowage
@@ -219,6 +220,25 @@ def test_save_writes_big_ints_and_ml_dtypes_arrays_as_torch_does(tmp_path):
         assert bytes(t.view(torch.uint8).numpy()) == a.tobytes(), name
     with pytest.raises(TypeError, match="no torch dtype"):
         stowage.save({"s": np.array(["ab"])}, tmp_path / "s.pt")
+
+
+def test_lazy_conjugate_and_negative_bits_are_saved_as_torch_saves_them(tmp_path):
+    """A tensor with a lazy conjugate or negative bit: written as torch.save
+    writes it (the storage's elements and the bit), read back with the bit
+    set; converted to safetensors or a DCP, its values."""
+    z = torch.randn(2, 3, dtype=torch.complex64)
+    x = torch.randn(5)
+    obj = {"conj": z.conj(), "conj_t": z.t().conj(), "neg": x._neg_view(), "plain": z}
+    stowage.save(obj, tmp_path / "bits.pt")
+    back = torch.load(tmp_path / "bits.pt", weights_only=True)
+    for k, v in obj.items():
+        assert back[k].is_conj() == v.is_conj() and back[k].is_neg() == v.is_neg(), k
+        assert torch.equal(back[k], v), k
+    # The conjugate shares its storage with the plain tensor, as in memory.
+    assert back["conj"].untyped_storage().data_ptr() == back["plain"].untyped_storage().data_ptr()
+    stowage.save(obj, tmp_path / "bits.safetensors")
+    flat = safetensors.torch.load_file(tmp_path / "bits.safetensors")
+    assert all(torch.equal(flat[k], v.resolve_conj().resolve_neg()) for k, v in obj.items())
 
 
 def test_what_is_reached_twice_is_saved_once(tmp_path):

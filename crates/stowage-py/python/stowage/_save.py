@@ -79,8 +79,6 @@ class Encoder:
             raise TypeError(f"stowage.save writes strided tensors; this one is {t.layout} {t.dtype}")
         if t.device.type != "cpu":
             raise TypeError(f"a tensor on {t.device}: move it to the cpu first (stowage has no accelerator back end)")
-        if t.is_conj() or t.is_neg():
-            raise TypeError("a tensor with a lazy conjugate or negative bit: resolve_conj()/resolve_neg() it first")
         st = t.untyped_storage()
         key = st.data_ptr() if st.nbytes() else None
         index, first = self._storage(key)
@@ -97,6 +95,10 @@ class Encoder:
             t.storage_offset(),
             bool(t.requires_grad),
             isinstance(t, torch.nn.Parameter),
+            # The lazy bits, written as torch.save writes them (the
+            # storage holds the elements before they apply).
+            bool(t.is_conj()),
+            bool(t.is_neg()),
         )
 
     def _ndarray(self, a: np.ndarray) -> Tuple[Any, ...]:
@@ -127,7 +129,7 @@ class Encoder:
             a = np.ascontiguousarray(a, dtype=dt)
             index, _ = self._storage(None)
             copied = a.reshape(-1).view(np.uint8)
-            return ("tensor", index, copied, name, a.shape, tuple(s // item for s in a.strides), 0, False, False)
+            return ("tensor", index, copied, name, a.shape, tuple(s // item for s in a.strides), 0, False, False, False, False)
         index, first = self._storage(id(root))
         shared = root.reshape(-1).view(np.uint8) if first else None
-        return ("tensor", index, shared, name, a.shape, tuple(s // item for s in a.strides), start // item, False, False)
+        return ("tensor", index, shared, name, a.shape, tuple(s // item for s in a.strides), start // item, False, False, False, False)
