@@ -6,7 +6,7 @@ use stowage::CheckpointError;
 
 use serde_json::{json, Map, Value as Json};
 use stowage::checkpoint::pickle::Value;
-use stowage::checkpoint::{Object, PathKey, PyData, TensorObject, ValueKind, ValueRef};
+use stowage::checkpoint::{int_text, Object, PathKey, PyData, TensorObject, ValueKind, ValueRef};
 use stowage::Scalar;
 
 use crate::listing::path_json;
@@ -23,20 +23,6 @@ pub fn float_json(v: f64) -> Json {
         json!(if v > 0.0 { "inf" } else { "-inf" })
     } else {
         json!(v)
-    }
-}
-
-/// An int past 64 bits as text: its decimal digits up to Python's own
-/// limit for `str()` (4,300 digits, `sys.get_int_max_str_digits()`), past
-/// it its hex (`0x…`, `-0x…`): exact, and as long to write as the pickle
-/// was to read, where decimal digits take time quadratic in the length (a
-/// pickle's int of 4 MB took 9 s).
-fn int_text(b: &num_bigint::BigInt) -> String {
-    // 14,280 bits have at most 4,299 decimal digits.
-    if b.bits() <= 14_280 {
-        b.to_string()
-    } else {
-        format!("{b:#x}")
     }
 }
 

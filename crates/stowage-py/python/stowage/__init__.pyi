@@ -67,7 +67,7 @@ def manifest(
 ) -> Dict[str, Any]:
     """A checkpoint's content manifest (stowage manifest's JSON): the same in every format.
 
-    src is a path or URL, or an object in memory (a state dict): then the manifest of the file torch.save would write."""
+    src is a path or URL, or an object in memory (a state dict): then the manifest of the file stowage.save would write."""
     ...
 
 def diff(a: _Path, b: _Path, *, atol: float = 0.0, rtol: float = 0.0, content: bool = False) -> Dict[str, Any]:

@@ -81,5 +81,6 @@ pub use value::graph::{
     dotted, ByteOrder, Construct, Format, InertObject, LocationTag, Object, PathKey, RecordKey,
     StorageRecord, StorageRef, TensorObject, MAX_PATHS,
 };
+pub use value::int_text;
 pub use value::kind::{CompressedLayout, Quantization, TensorKind};
 pub use value::origin::Layout;

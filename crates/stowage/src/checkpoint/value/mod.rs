@@ -65,10 +65,13 @@ macro_rules! reads_as_str {
 /// (4,300, `sys.get_int_max_str_digits()`).
 pub(crate) const DECIMAL_INT_BITS: u64 = 14_280;
 
-/// An int as text: decimal up to [`DECIMAL_INT_BITS`], hex (`0x…`,
-/// `-0x…`) past them, in time linear in its length where decimal digits
-/// take quadratic time (4 MB of a pickle's int: 9 s).
-pub(crate) fn int_text(b: &num_bigint::BigInt) -> String {
+/// An int as text, as every listing of values writes it (`inspect
+/// --json`, a manifest's values, path steps, safetensors' values tree):
+/// decimal up to 14,280 bits (4,299 digits, under Python's own limit for
+/// `str()` and `int()` of text), hex (`0x…`, `-0x…`) past them, in time
+/// linear in its length where decimal digits take quadratic time (4 MB
+/// of a pickle's int: 9 s).
+pub fn int_text(b: &num_bigint::BigInt) -> String {
     if b.bits() <= DECIMAL_INT_BITS {
         b.to_string()
     } else {

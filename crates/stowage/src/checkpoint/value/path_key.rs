@@ -93,8 +93,8 @@ fn key_text(graph: &Graph<Object>, k: &Value<Object>, depth: usize, out: &mut St
         }
         Value::Node(id) => match graph.get(*id) {
             Node::FrozenSet(items) if items.is_empty() => write!(out, "frozenset()"),
-            Node::Tuple(items) | Node::FrozenSet(items) if depth > 0 => {
-                let tuple = matches!(graph.get(*id), Node::Tuple(_));
+            node @ (Node::Tuple(items) | Node::FrozenSet(items)) if depth > 0 => {
+                let tuple = matches!(node, Node::Tuple(_));
                 out.push_str(if tuple { "(" } else { "frozenset({" });
                 for (i, item) in items.iter().enumerate() {
                     if full(out) {
