@@ -1,7 +1,9 @@
 //! `convert --manifest`, differential: the manifest a conversion makes from
 //! the bytes as it writes them (`WrittenDigests`: pieces held and hashed
 //! sixteen, two or one at a time on threads of their own) must be the one
-//! `manifest` gives by reading the output back.
+//! `manifest` gives by reading the output back; and its tensors must be
+//! the input's, entry for entry (name, dtype, shape, digest): the same
+//! manifest in every form, a DCP's chunks composing into the tensors.
 //!
 //! The first input byte picks the output, the rest is the checkpoint:
 //!
@@ -74,4 +76,12 @@ fuzz_target!(|data: &[u8]| {
         "the manifest written against the output's"
     );
     assert_eq!(written, &read);
+    let Ok(source) = manifest(&src, &cx, &Default::default()) else {
+        return;
+    };
+    assert_eq!(
+        source.tensors(),
+        read.tensors(),
+        "the input's tensors against the output's"
+    );
 });

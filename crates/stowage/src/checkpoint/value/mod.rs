@@ -9,7 +9,8 @@
 //! - `data`: the Python data decoded from globals outside the allowlist
 //!   (numpy values, `datetime`, `pathlib`, class references), the types of
 //!   [`decoded`](super::decoded)'s table;
-//! - `path_key`: a dict key as a step of a path;
+//! - `path_key`: a dict key as a step of a path; `dict_key`: one compared
+//!   by Python's equality;
 //! - `access`: values read by path ([`ValueRef`](super::ValueRef)), and the
 //!   leaf walk;
 //! - `module`: an `nn.Module` saved whole read as its state dict;
@@ -82,6 +83,7 @@ pub fn int_text(b: &num_bigint::BigInt) -> String {
 pub(crate) mod access;
 pub(crate) mod builder;
 pub(crate) mod data;
+pub(crate) mod dict_key;
 pub(crate) mod graph;
 pub(crate) mod kind;
 pub(crate) mod location_tag;

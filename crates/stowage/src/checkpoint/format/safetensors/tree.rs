@@ -49,7 +49,7 @@
 //! its tensors were written under.
 
 use crate::error::{CheckpointError, FormatError};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::str::FromStr;
 use std::sync::Arc;
 
@@ -59,6 +59,7 @@ use serde_json::{json, Value as Json};
 
 use super::objects;
 use crate::checkpoint::pickle::{Node, NodeId, Value};
+use crate::checkpoint::value::dict_key::DictKey;
 use crate::checkpoint::value::graph::{dotted, Checkpoint, Object, PathKey};
 use crate::checkpoint::value::path_key::path_key;
 use crate::{DType, Device, Error, Result};
@@ -575,12 +576,20 @@ impl Build<'_> {
             }
             "dict" => {
                 let mut out = Vec::new();
+                // Python's dict holds a key once: a tree naming one twice
+                // was changed after stowage wrote it, and reading it as
+                // Python would (the last value wins) loses a tensor that a
+                // listing of the tree would still name.
+                let mut keys = HashSet::new();
                 for pair in items()? {
-                    let Some([k, v]) = pair.as_array().map(Vec::as_slice) else {
+                    let Some([kj, v]) = pair.as_array().map(Vec::as_slice) else {
                         return Err(format!("a dict item {}", brief(pair)));
                     };
                     // An item whose key or value was lost is left out.
-                    if let (Some(k), Some(v)) = (self.node(k)?, self.node(v)?) {
+                    if let (Some(k), Some(v)) = (self.node(kj)?, self.node(v)?) {
+                        if DictKey::of(&k).is_some_and(|key| !keys.insert(key)) {
+                            return Err(format!("a dict with the key {} twice", brief(kj)));
+                        }
                         out.push((k, v));
                     }
                 }
@@ -861,6 +870,19 @@ mod tests {
                 "names twice",
             ),
             (&["w"][..], r#"{"version":1,"root":{"what":1}}"#, "\"what\""),
+            // A key twice, which Python's dict would hold once, losing a
+            // tensor (found by the `convert_manifest` fuzz target); `True`
+            // is the key `1` in Python.
+            (
+                &["a.w1", "a.w2"][..],
+                r#"{"version":1,"root":{"dict":[["a",{"dict":[["w2",{"tensor":"a.w1"}],["w2",{"tensor":"a.w2"}]]}]]}}"#,
+                "a dict with the key \"w2\" twice",
+            ),
+            (
+                &["w", "v"][..],
+                r#"{"version":1,"root":{"dict":[[1,{"tensor":"w"}],[true,{"tensor":"v"}]]}}"#,
+                "a dict with the key true twice",
+            ),
         ] {
             let mut c = loaded(names, tree);
             let err = restore(&mut c).unwrap_err().to_string();

@@ -5,45 +5,11 @@
 
 use crate::error::FormatError;
 use std::collections::HashMap;
-use std::sync::Arc;
 
 use crate::checkpoint::pickle::{Graph, Node, NodeId, Value};
+use crate::checkpoint::value::dict_key::DictKey;
 use crate::checkpoint::value::graph::Object;
 use crate::{Error, Result};
-
-/// Python's equality for the keys a pickle can count: `True == 1 == 1.0`,
-/// strings and bytes by content; tuples, like every container, by identity
-/// (as the pickle machine's own dict keys).
-#[derive(PartialEq, Eq, Hash)]
-enum CountKey {
-    None,
-    Int(i64),
-    Float(u64),
-    Big(Vec<u8>),
-    Str(Arc<str>),
-    Bytes(Arc<[u8]>),
-    Node(NodeId),
-}
-
-fn key(v: &Value<Object>) -> Option<CountKey> {
-    const TWO_63: f64 = 9_223_372_036_854_775_808.0;
-    Some(match v {
-        Value::None => CountKey::None,
-        Value::Bool(b) => CountKey::Int(i64::from(*b)),
-        Value::Int(i) => CountKey::Int(*i),
-        Value::Float(f) if f.is_nan() => return None,
-        Value::Float(f) if f.fract() == 0.0 && (-TWO_63..TWO_63).contains(f) => {
-            CountKey::Int(*f as i64)
-        }
-        Value::Float(f) => CountKey::Float(f.to_bits()),
-        // Its bytes, not its digits (quadratic time in their length).
-        Value::BigInt(b) => CountKey::Big(b.to_signed_bytes_le()),
-        Value::Str(s) => CountKey::Str(s.clone()),
-        Value::Bytes(b) => CountKey::Bytes(b.clone()),
-        Value::Node(id) => CountKey::Node(*id),
-        Value::Ext(_) => return None,
-    })
-}
 
 /// The dict node of `Counter(*args)`.
 pub(super) fn counter(graph: &mut Graph<Object>, args: &[Value<Object>]) -> Result<NodeId> {
@@ -79,10 +45,10 @@ pub(super) fn counter(graph: &mut Graph<Object>, args: &[Value<Object>]) -> Resu
 fn count(
     values: impl Iterator<Item = Value<Object>>,
 ) -> Result<Vec<(Value<Object>, Value<Object>)>> {
-    let mut at: HashMap<CountKey, usize> = HashMap::new();
+    let mut at: HashMap<DictKey, usize> = HashMap::new();
     let mut out: Vec<(Value<Object>, i64)> = Vec::new();
     for v in values {
-        let Some(k) = key(&v) else {
+        let Some(k) = DictKey::of(&v) else {
             return Err(Error::Format(FormatError::BadObject {
                 context: "collections.Counter",
                 expected: "hashable values to count",
