@@ -118,6 +118,7 @@ pub use disasm::{disassemble, Disassembly, GlobalName};
 pub use dump::{dumps, write_value, Layout, WriteHooks};
 pub use error::PickleError;
 pub use limits::{Limits, NODES_PER_BYTE};
+pub use read::text::MAX_INT_DIGITS;
 pub use read::{unpickle, unpickle_reader, Hooks, Pickled};
 pub use value::{Graph, Node, NodeId, Value};
 pub use write::{Pickler, WriteError, WriteResult};

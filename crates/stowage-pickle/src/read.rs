@@ -19,7 +19,7 @@ mod keys;
 mod state;
 #[cfg(test)]
 mod tests;
-pub(super) mod text;
+pub(crate) mod text;
 
 use num_bigint::BigInt;
 

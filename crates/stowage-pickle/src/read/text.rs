@@ -5,8 +5,11 @@ use num_bigint::BigInt;
 
 use super::super::value::Value;
 
-/// Python's default limit on decimal digits in `int(str)`.
-pub(super) const MAX_INT_DIGITS: usize = 4300;
+/// Python's default limit on decimal digits in `int(str)`
+/// (`sys.get_int_max_str_digits()`): past it, decimal digits take time
+/// quadratic in their number. An `INT` or `LONG` opcode's text longer than
+/// this is refused.
+pub const MAX_INT_DIGITS: usize = 4300;
 
 /// A decimal integer line (surrounding whitespace allowed).
 pub(super) fn parse_int<X>(line: &[u8]) -> Option<Value<X>> {

@@ -62,6 +62,7 @@ use crate::checkpoint::pickle::{Node, NodeId, Value};
 use crate::checkpoint::value::dict_key::DictKey;
 use crate::checkpoint::value::graph::{dotted, Checkpoint, Object, PathKey};
 use crate::checkpoint::value::path_key::path_key;
+use crate::checkpoint::value::MAX_DECIMAL_DIGITS;
 use crate::{DType, Device, Error, Result};
 
 /// The `__metadata__` entry holding the structure.
@@ -700,9 +701,9 @@ fn parse_int(text: &str) -> std::result::Result<BigInt, Found> {
         _ if digits.starts_with(['+', '-']) => None,
         Some(hex) if hex.starts_with(['+', '-']) => None,
         Some(hex) => BigInt::parse_bytes(hex.as_bytes(), 16),
-        None if digits.len() > 4300 => {
+        None if digits.len() > MAX_DECIMAL_DIGITS => {
             return Err(format!(
-                "int: {} decimal digits, more than 4,300 (past them an int is written in hex)",
+                "int: {} decimal digits, more than {MAX_DECIMAL_DIGITS} (past them an int is written in hex)",
                 digits.len()
             ))
         }
