@@ -12,7 +12,7 @@
 //! | 0 | a `.pt` (torch zip) |
 //! | 1 | a `.safetensors` file (values left out) |
 //! | 2 | a sharded safetensors set of 4 KB shards (values left out) |
-//! | 3 | a DCP folder of 2 ranks' files |
+//! | 3 | a DCP folder of 2, 1, 3 or 4 ranks' files (`first byte / 5 % 4`) |
 //! | 4 | a `.pt`, objects `torch.load(weights_only=True)` refuses dropped |
 #![no_main]
 
@@ -58,7 +58,9 @@ fuzz_target!(|data: &[u8]| {
         ),
         3 => (
             dir.join("dcp"),
-            options.with_to(Some(FolderFormat::Dcp)).with_ranks(Some(2)),
+            options
+                .with_to(Some(FolderFormat::Dcp))
+                .with_ranks(Some([2, 1, 3, 4][usize::from(pick / 5 % 4)])),
         ),
         _ => (dir.join("out.pt"), options.with_drop_objects(true)),
     };
