@@ -23,7 +23,7 @@ pub(crate) mod text;
 
 use num_bigint::BigInt;
 
-use self::keys::{KeyIndex, TupleItem};
+use self::keys::KeyIndex;
 use self::text::{escape_decode, parse_int, py2_str, raw_unicode_escape};
 use super::opcode as op;
 use super::operand::Operand;
@@ -208,11 +208,6 @@ struct Machine<'a, X> {
     keys: Map<NodeId, KeyIndex>,
     /// Every dict key and set item inserted goes through it, so keys are cheap.
     interner: Interner,
-    /// The tuples used as dict keys or set items (and the tuples in them),
-    /// each as the first one of equal contents, its canonical node; and
-    /// those canonical nodes by their contents (`tuple_key`).
-    tuple_keys: Map<NodeId, NodeId>,
-    canonical_tuples: Map<Vec<TupleItem>, NodeId>,
 }
 
 impl<'a, X: Clone + std::fmt::Debug> Machine<'a, X> {
@@ -232,8 +227,6 @@ impl<'a, X: Clone + std::fmt::Debug> Machine<'a, X> {
             protocol: 0,
             keys: Map::default(),
             interner: Interner::default(),
-            tuple_keys: Map::default(),
-            canonical_tuples: Map::default(),
         }
     }
 
@@ -408,13 +401,8 @@ impl<'a, X: Clone + std::fmt::Debug> Machine<'a, X> {
             }
             (op::FROZENSET, _) => {
                 let items = self.pop_mark()?;
-                let mut items: Vec<_> = items
-                    .into_iter()
-                    .map(|v| {
-                        let v = self.as_key(v);
-                        self.interner.intern(v)
-                    })
-                    .collect();
+                let mut items: Vec<_> =
+                    items.into_iter().map(|v| self.interner.intern(v)).collect();
                 // The first of equal items stays (keys borrow the items, so
                 // which stay is decided before any goes).
                 let mut seen = Set::default();

@@ -138,8 +138,7 @@ pub enum Node<X> {
     List(Vec<Value<X>>),
     /// A `dict` (or anything the hooks represent as one, e.g. an
     /// `OrderedDict`), in insertion order. The unpickler's `SETITEM` on a key
-    /// equal to an existing one (by Python's equality, tuples by content)
-    /// replaces that entry's value in place.
+    /// equal to an existing one replaces that entry's value in place.
     Dict(Vec<(Value<X>, Value<X>)>),
     /// A `set`, in insertion order, without duplicates as the unpickler
     /// judges them.
@@ -544,8 +543,7 @@ fn canon<T: ?Sized + Hash + Eq>(
 /// [`HASHED_EACH_TIME`] long compare by content; longer ones and big ints by
 /// address, which is equality of content once they went through one
 /// [`Interner`]. `NaN` and extension objects have no key (they equal
-/// nothing); nodes compare by identity, so the unpickler puts a tuple key
-/// as the first tuple of equal contents it used as one (`Machine::as_key`).
+/// nothing); tuples compare by identity, not content.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(super) enum Key<'v> {
     None,

@@ -3,12 +3,10 @@
 //! skips an equal item, as Python would, without a quadratic scan.
 
 use std::hash::BuildHasher;
-use std::sync::Arc;
 
 use hashbrown::HashTable;
-use num_bigint::BigInt;
 
-use super::super::value::{Key, NodeId, Value};
+use super::super::value::{Key, Value};
 
 /// Where each key sits in a dict's or set's entries: a table of positions,
 /// hashed by the key the entry at each position holds, so a state dict's
@@ -25,40 +23,6 @@ pub(super) struct KeyIndex {
     /// The position of each indexed entry.
     table: HashTable<u32>,
     hasher: foldhash::fast::RandomState,
-}
-
-/// An item of a tuple used as a dict key or set item, by Python's equality
-/// (`True == 1 == 1.0`, strings by content), for comparing tuples by
-/// content: a tuple within by its canonical node, any other container by
-/// identity.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub(super) enum TupleItem {
-    None,
-    Int(i64),
-    FloatBits(u64),
-    Big(Arc<BigInt>),
-    Str(Arc<str>),
-    Bytes(Arc<[u8]>),
-    Node(NodeId),
-}
-
-impl TupleItem {
-    /// The item `v` is, for any value but a node (which the caller
-    /// resolves), or `None` if `v` equals nothing (a `NaN`, an object).
-    pub(super) fn of<X>(v: &Value<X>) -> Option<TupleItem> {
-        Some(match v {
-            Value::Str(s) => TupleItem::Str(s.clone()),
-            Value::Bytes(b) => TupleItem::Bytes(b.clone()),
-            Value::BigInt(b) => TupleItem::Big(b.clone()),
-            Value::Node(id) => TupleItem::Node(*id),
-            other => match Key::of(other)? {
-                Key::None => TupleItem::None,
-                Key::Int(i) => TupleItem::Int(i),
-                Key::FloatBits(f) => TupleItem::FloatBits(f),
-                _ => return None,
-            },
-        })
-    }
 }
 
 /// The keys of a dict's or set's entries.

@@ -4,7 +4,7 @@
 
 use super::super::value::{Key, Node, NodeId, Value};
 use super::super::PickleError;
-use super::keys::{KeyIndex, TupleItem};
+use super::keys::KeyIndex;
 use super::Machine;
 
 impl<X: Clone + std::fmt::Debug> Machine<'_, X> {
@@ -237,11 +237,6 @@ impl<X: Clone + std::fmt::Debug> Machine<'_, X> {
                 offset: self.at,
             });
         }
-        let mut items = items;
-        let step = if expected == "dict" { 2 } else { 1 };
-        for k in items.iter_mut().step_by(step) {
-            *k = self.as_key(std::mem::replace(k, Value::None));
-        }
         self.graph.note_children(id, &items);
         let index = self.keys.entry(id).or_default();
         match self.graph.try_get_mut(id) {
@@ -283,68 +278,6 @@ impl<X: Clone + std::fmt::Debug> Machine<'_, X> {
         self.limit("max_depth", self.graph.depth(id), self.limits.max_depth)
     }
 }
-
-impl<X: Clone + std::fmt::Debug> Machine<'_, X> {
-    /// `v`, a dict key or set item, with a tuple as its canonical node:
-    /// the first tuple of equal contents so used, since Python compares
-    /// tuples by content (`{(1, 'a'): 2, (1, 'a'): 3}` is one key, and
-    /// `(True,) == (1.0,)`). A tuple holding a value that equals nothing
-    /// here (a `NaN`, an object), or tuples nested deeper than
-    /// [`MAX_TUPLE_KEY_DEPTH`], stays itself, equal only to itself.
-    ///
-    /// Each tuple's contents are read once (its canonical node is kept by
-    /// its id), so a huge tuple used as a key again and again costs its
-    /// length once; the tuples seen are marked shared, so no release frees
-    /// them and their ids never name another node.
-    pub(super) fn as_key(&mut self, v: Value<X>) -> Value<X> {
-        match v {
-            Value::Node(id) => Value::Node(self.tuple_key(id, 0)),
-            other => other,
-        }
-    }
-
-    /// The canonical node of `id`, `depth` tuples deep in a key: itself
-    /// where it is no tuple or stays itself (above).
-    fn tuple_key(&mut self, id: NodeId, depth: usize) -> NodeId {
-        if let Some(&canonical) = self.tuple_keys.get(&id) {
-            return canonical;
-        }
-        let Some(Node::Tuple(items)) = self.graph.try_get(id) else {
-            return id;
-        };
-        let items = items.clone();
-        let mut contents = Some(Vec::with_capacity(items.len()));
-        for item in &items {
-            let Some(so_far) = contents.as_mut().filter(|_| depth < MAX_TUPLE_KEY_DEPTH) else {
-                contents = None;
-                break;
-            };
-            let item = match *item {
-                Value::Node(inner) => {
-                    let inner = self.tuple_key(inner, depth + 1);
-                    self.graph.mark_shared(&Value::Node(inner));
-                    Some(TupleItem::Node(inner))
-                }
-                ref other => TupleItem::of(other),
-            };
-            match item {
-                Some(item) => so_far.push(item),
-                None => contents = None,
-            }
-        }
-        let canonical = match contents {
-            Some(contents) => *self.canonical_tuples.entry(contents).or_insert(id),
-            None => id,
-        };
-        self.graph.mark_shared(&Value::Node(id));
-        self.graph.mark_shared(&Value::Node(canonical));
-        self.tuple_keys.insert(id, canonical);
-        canonical
-    }
-}
-
-/// How deep tuples in tuples used as a key are compared by content.
-const MAX_TUPLE_KEY_DEPTH: usize = 16;
 
 /// A dict or set past the entries a key index holds.
 fn too_many(offset: usize) -> PickleError {

@@ -5,15 +5,15 @@
 
 use std::sync::Arc;
 
-use crate::checkpoint::pickle::{Graph, Node, NodeId, Value};
+use crate::checkpoint::pickle::{NodeId, Value};
 
 use super::object::Object;
 
 /// Python's equality for the keys a pickle holds: `True == 1 == 1.0`,
-/// `-0.0 == 0`, strings and bytes by content, big ints by value, tuples by
-/// their items (as the pickle machine's own dict keys in `stowage-pickle`);
-/// other containers by identity.
-#[derive(Debug, PartialEq, Eq, Hash)]
+/// `-0.0 == 0`, strings and bytes by content, big ints by value; tuples,
+/// like every container, by identity (as the pickle machine's own dict
+/// keys, which `stowage-pickle` compares the same way).
+#[derive(PartialEq, Eq, Hash)]
 pub(crate) enum DictKey {
     None,
     Int(i64),
@@ -21,23 +21,14 @@ pub(crate) enum DictKey {
     Big(Vec<u8>),
     Str(Arc<str>),
     Bytes(Arc<[u8]>),
-    Tuple(Vec<DictKey>),
     Node(NodeId),
 }
 
-/// How deep tuples in tuples compare by their items; deeper ones by
-/// identity (the pickle machine's bound too).
-const TUPLE_DEPTH: usize = 16;
-
 impl DictKey {
-    /// The key `v` (a value of `graph`) is, or `None` where it equals
-    /// nothing (a `NaN`, an object such as a tensor: equal only to itself,
-    /// which no two values of a record are), or is a tuple holding such.
-    pub(crate) fn of(graph: &Graph<Object>, v: &Value<Object>) -> Option<DictKey> {
-        DictKey::at(graph, v, 0)
-    }
-
-    fn at(graph: &Graph<Object>, v: &Value<Object>, depth: usize) -> Option<DictKey> {
+    /// The key `v` is, or `None` where it equals nothing (a `NaN`, an
+    /// object such as a tensor: equal only to itself, which no two values
+    /// of a record are).
+    pub(crate) fn of(v: &Value<Object>) -> Option<DictKey> {
         const TWO_63: f64 = 9_223_372_036_854_775_808.0;
         Some(match v {
             Value::None => DictKey::None,
@@ -53,15 +44,7 @@ impl DictKey {
             Value::BigInt(b) => DictKey::Big(b.to_signed_bytes_le()),
             Value::Str(s) => DictKey::Str(s.clone()),
             Value::Bytes(b) => DictKey::Bytes(b.clone()),
-            Value::Node(id) => match graph.try_get(*id) {
-                Some(Node::Tuple(items)) if depth < TUPLE_DEPTH => DictKey::Tuple(
-                    items
-                        .iter()
-                        .map(|x| DictKey::at(graph, x, depth + 1))
-                        .collect::<Option<_>>()?,
-                ),
-                _ => DictKey::Node(*id),
-            },
+            Value::Node(id) => DictKey::Node(*id),
             Value::Ext(_) => return None,
         })
     }
@@ -72,8 +55,7 @@ mod tests {
     use super::*;
 
     fn same(a: Value<Object>, b: Value<Object>) -> bool {
-        let graph = Graph::new();
-        let (a, b) = (DictKey::of(&graph, &a), DictKey::of(&graph, &b));
+        let (a, b) = (DictKey::of(&a), DictKey::of(&b));
         a.is_some() && a == b
     }
 
@@ -89,26 +71,5 @@ mod tests {
         let big = || Value::int(num_bigint::BigInt::from(1u64 << 63));
         assert!(same(big(), big()));
         assert!(!same(Value::Node(NodeId(1)), Value::Node(NodeId(2))));
-    }
-
-    /// `((True, 'a'),) == ((1.0, 'a'),)`; a list is equal only to itself.
-    #[test]
-    fn tuples_compare_by_their_items() {
-        let mut g: Graph<Object> = Graph::new();
-        let mut nested = |first: Value<Object>| {
-            let inner = g.tuple(vec![first, Value::str("a")]);
-            Value::Node(g.tuple(vec![Value::Node(inner)]))
-        };
-        let (a, b, c) = (
-            nested(Value::Bool(true)),
-            nested(Value::Float(1.0)),
-            nested(Value::Int(2)),
-        );
-        let (l1, l2) = (Value::Node(g.list(vec![])), Value::Node(g.list(vec![])));
-        let key = |v: &Value<Object>| DictKey::of(&g, v);
-        assert!(key(&a).is_some() && key(&a) == key(&b));
-        assert_ne!(key(&a), key(&c));
-        assert_ne!(key(&l1), key(&l2));
-        assert_eq!(key(&l1), key(&l1));
     }
 }

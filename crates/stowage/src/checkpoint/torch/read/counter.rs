@@ -28,16 +28,13 @@ pub(super) fn counter(graph: &mut Graph<Object>, args: &[Value<Object>]) -> Resu
         Some(Value::Node(id)) => match graph.try_get(*id) {
             Some(Node::Dict(d)) => d.clone(),
             Some(Node::Tuple(v) | Node::List(v) | Node::Set(v) | Node::FrozenSet(v)) => {
-                count(graph, v.iter().cloned())?
+                count(v.iter().cloned())?
             }
-            Some(Node::ByteArray(b)) => count(graph, b.iter().map(|&b| Value::Int(i64::from(b))))?,
+            Some(Node::ByteArray(b)) => count(b.iter().map(|&b| Value::Int(i64::from(b))))?,
             None => return Err(bad("a node the pickle never made".into())),
         },
-        Some(Value::Str(s)) => count(
-            graph,
-            s.chars().map(|c| Value::str(c.encode_utf8(&mut [0; 4]))),
-        )?,
-        Some(Value::Bytes(b)) => count(graph, b.iter().map(|&b| Value::Int(i64::from(b))))?,
+        Some(Value::Str(s)) => count(s.chars().map(|c| Value::str(c.encode_utf8(&mut [0; 4]))))?,
+        Some(Value::Bytes(b)) => count(b.iter().map(|&b| Value::Int(i64::from(b))))?,
         Some(other) => return Err(bad(kind_name(other).to_owned())),
     };
     Ok(graph.dict(items))
@@ -46,13 +43,12 @@ pub(super) fn counter(graph: &mut Graph<Object>, args: &[Value<Object>]) -> Resu
 /// Each element with the number of times it occurs, in order of first
 /// occurrence.
 fn count(
-    graph: &Graph<Object>,
     values: impl Iterator<Item = Value<Object>>,
 ) -> Result<Vec<(Value<Object>, Value<Object>)>> {
     let mut at: HashMap<DictKey, usize> = HashMap::new();
     let mut out: Vec<(Value<Object>, i64)> = Vec::new();
     for v in values {
-        let Some(k) = DictKey::of(graph, &v) else {
+        let Some(k) = DictKey::of(&v) else {
             return Err(Error::Format(FormatError::BadObject {
                 context: "collections.Counter",
                 expected: "hashable values to count",
