@@ -11,25 +11,28 @@
 //! are decimal, at most 4300 digits like CPython's default limit.
 //!
 //! Dict keys and set items are compared as Python would for scalars
-//! (`1 == 1.0 == True`, strings by content), and by identity for containers
-//! and extension values; tuples are therefore not compared by content, nor
-//! are strings inside nodes a hook prefilled.
+//! (`1 == 1.0 == True`, strings by content) and for the tuples the pickle
+//! builds (by their items, `tuples.rs`); by identity for other containers,
+//! extension values and the nodes a hook made (which may stand for an
+//! object not yet built), nor are keys in dicts a hook prefilled compared.
 
 mod keys;
 mod state;
 #[cfg(test)]
 mod tests;
 pub(crate) mod text;
+mod tuples;
 
 use num_bigint::BigInt;
 
 use self::keys::KeyIndex;
 use self::text::{escape_decode, parse_int, py2_str, raw_unicode_escape};
+use self::tuples::Tuples;
 use super::opcode as op;
 use super::operand::Operand;
 use super::scan::{memo_plan, MemoPlan};
 use super::source::{byte_at, operand, Source, Window};
-use super::value::{Graph, Interner, Key, Node, NodeId, Value};
+use super::value::{Graph, Interner, Node, NodeId, Value};
 use super::{Limits, Map, PickleError, Set};
 
 /// The caller's side of unpickling: everything that would run Python code.
@@ -208,6 +211,8 @@ struct Machine<'a, X> {
     keys: Map<NodeId, KeyIndex>,
     /// Every dict key and set item inserted goes through it, so keys are cheap.
     interner: Interner,
+    /// The tuples as keys: those the machine built compare by their items.
+    tuples: Tuples,
 }
 
 impl<'a, X: Clone + std::fmt::Debug> Machine<'a, X> {
@@ -227,6 +232,7 @@ impl<'a, X: Clone + std::fmt::Debug> Machine<'a, X> {
             protocol: 0,
             keys: Map::default(),
             interner: Interner::default(),
+            tuples: Tuples::default(),
         }
     }
 
@@ -362,15 +368,15 @@ impl<'a, X: Clone + std::fmt::Debug> Machine<'a, X> {
                 self.extend_any(&target, items, hooks)?;
                 return Ok(());
             }
-            (op::EMPTY_TUPLE, _) => self.node(Node::Tuple(Vec::new()))?,
+            (op::EMPTY_TUPLE, _) => self.tuple(Vec::new())?,
             (op::TUPLE1 | op::TUPLE2 | op::TUPLE3, _) => {
                 let n = usize::from(code - op::TUPLE1) + 1;
                 let items = self.pop_n(n)?;
-                self.node(Node::Tuple(items))?
+                self.tuple(items)?
             }
             (op::TUPLE, _) => {
                 let items = self.pop_mark()?;
-                self.node(Node::Tuple(items))?
+                self.tuple(items)?
             }
             (op::EMPTY_DICT, _) => self.node(Node::Dict(Vec::new()))?,
             (op::DICT, _) => {
@@ -403,12 +409,15 @@ impl<'a, X: Clone + std::fmt::Debug> Machine<'a, X> {
                 let items = self.pop_mark()?;
                 let mut items: Vec<_> =
                     items.into_iter().map(|v| self.interner.intern(v)).collect();
+                for v in &items {
+                    self.tuples.register(&mut self.graph, &mut self.interner, v);
+                }
                 // The first of equal items stays (keys borrow the items, so
                 // which stay is decided before any goes).
                 let mut seen = Set::default();
                 let first: Vec<bool> = items
                     .iter()
-                    .map(|v| Key::of(v).is_none_or(|k| seen.insert(k)))
+                    .map(|v| self.tuples.key(v).is_none_or(|k| seen.insert(k)))
                     .collect();
                 drop(seen);
                 let mut first = first.into_iter();

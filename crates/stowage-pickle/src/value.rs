@@ -138,7 +138,8 @@ pub enum Node<X> {
     List(Vec<Value<X>>),
     /// A `dict` (or anything the hooks represent as one, e.g. an
     /// `OrderedDict`), in insertion order. The unpickler's `SETITEM` on a key
-    /// equal to an existing one replaces that entry's value in place.
+    /// equal to an existing one (by Python's equality, a tuple the pickle
+    /// built by its items) replaces that entry's value in place.
     Dict(Vec<(Value<X>, Value<X>)>),
     /// A `set`, in insertion order, without duplicates as the unpickler
     /// judges them.
@@ -543,7 +544,9 @@ fn canon<T: ?Sized + Hash + Eq>(
 /// [`HASHED_EACH_TIME`] long compare by content; longer ones and big ints by
 /// address, which is equality of content once they went through one
 /// [`Interner`]. `NaN` and extension objects have no key (they equal
-/// nothing); tuples compare by identity, not content.
+/// nothing); nodes compare by identity, and the unpickler's key index sees
+/// a tuple the pickle built as the first of equal contents used as a key
+/// (`read/tuples.rs`), so tuples compare by their items there.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(super) enum Key<'v> {
     None,

@@ -7,6 +7,7 @@ use std::hash::BuildHasher;
 use hashbrown::HashTable;
 
 use super::super::value::{Key, Value};
+use super::tuples::Tuples;
 
 /// Where each key sits in a dict's or set's entries: a table of positions,
 /// hashed by the key the entry at each position holds, so a state dict's
@@ -49,9 +50,13 @@ impl<X> Entries<X> for [Value<X>] {
     }
 }
 
-/// The key of entry `i`, if it has one.
-fn key_at<'a, X: 'a, E: Entries<X> + ?Sized>(entries: &'a E, i: u32) -> Option<Key<'a>> {
-    entries.key(i as usize).and_then(Key::of)
+/// The key of entry `i`, if it has one (a tuple as its canonical node).
+fn key_at<'a, X: 'a, E: Entries<X> + ?Sized>(
+    entries: &'a E,
+    i: u32,
+    tuples: &Tuples,
+) -> Option<Key<'a>> {
+    entries.key(i as usize).and_then(|v| tuples.key(v))
 }
 
 impl KeyIndex {
@@ -65,15 +70,15 @@ impl KeyIndex {
 
     /// Indexes every entry anew (the first of equal keys), with room for
     /// one more at least: a table rebuilt when full doubles its buckets.
-    fn rebuild<X, E: Entries<X> + ?Sized>(&mut self, entries: &E) {
+    fn rebuild<X, E: Entries<X> + ?Sized>(&mut self, entries: &E, tuples: &Tuples) {
         let count = entries.count().min(Self::MAX_ENTRIES);
         // The old table goes before the new one is made: never both at once.
         drop(std::mem::take(&mut self.table));
         self.table = HashTable::with_capacity(count.saturating_add(1).max(8));
         for i in 0..count as u32 {
-            if let Some(key) = key_at(entries, i) {
-                if self.find(&key, entries).is_err() {
-                    self.insert(&key, i, entries);
+            if let Some(key) = key_at(entries, i, tuples) {
+                if self.find(&key, entries, tuples).is_err() {
+                    self.insert(&key, i, entries, tuples);
                 }
             }
         }
@@ -82,11 +87,16 @@ impl KeyIndex {
 
     /// The position of `key`; where it is not indexed, whether a position
     /// that claims its hash now holds another key (stale).
-    fn find<X, E: Entries<X> + ?Sized>(&self, key: &Key, entries: &E) -> Result<u32, bool> {
+    fn find<X, E: Entries<X> + ?Sized>(
+        &self,
+        key: &Key,
+        entries: &E,
+        tuples: &Tuples,
+    ) -> Result<u32, bool> {
         let hash = self.hash(key);
         let mut stale = false;
         for &i in self.table.iter_hash(hash) {
-            match key_at(entries, i) {
+            match key_at(entries, i, tuples) {
                 Some(k) if k == *key => return Ok(i),
                 // Another key where the table looked for `key`'s: a key
                 // the table indexes at `i` under its own hash (its hash
@@ -105,11 +115,17 @@ impl KeyIndex {
 
     /// Indexes `key` at position `i`, growing the table by rebuilding it
     /// from the entries (so a grown table holds no stale positions).
-    fn insert<X, E: Entries<X> + ?Sized>(&mut self, key: &Key, i: u32, entries: &E) {
+    fn insert<X, E: Entries<X> + ?Sized>(
+        &mut self,
+        key: &Key,
+        i: u32,
+        entries: &E,
+        tuples: &Tuples,
+    ) {
         let hash = self.hash(key);
         let hasher = &self.hasher;
         self.table.insert_unique(hash, i, |&at| {
-            key_at(entries, at).map_or(0, |k| hasher.hash_one(&k))
+            key_at(entries, at, tuples).map_or(0, |k| hasher.hash_one(&k))
         });
     }
 
@@ -117,32 +133,38 @@ impl KeyIndex {
         &mut self,
         key: &Key,
         entries: &E,
+        tuples: &Tuples,
     ) -> Option<usize> {
         if self.len != entries.count() {
-            self.rebuild(entries);
+            self.rebuild(entries, tuples);
         }
-        match self.find(key, entries) {
+        match self.find(key, entries, tuples) {
             Ok(i) => Some(i as usize),
             Err(false) => None,
             Err(true) => {
-                self.rebuild(entries);
-                self.find(key, entries).ok().map(|i| i as usize)
+                self.rebuild(entries, tuples);
+                self.find(key, entries, tuples).ok().map(|i| i as usize)
             }
         }
     }
 
     /// Notes that an entry was appended at position `i` of `entries`, its
     /// last, `i` below [`MAX_ENTRIES`](Self::MAX_ENTRIES).
-    pub(super) fn record<X, E: Entries<X> + ?Sized>(&mut self, i: usize, entries: &E) {
-        let Some(key) = key_at(entries, i as u32) else {
+    pub(super) fn record<X, E: Entries<X> + ?Sized>(
+        &mut self,
+        i: usize,
+        entries: &E,
+        tuples: &Tuples,
+    ) {
+        let Some(key) = key_at(entries, i as u32, tuples) else {
             self.len = i + 1;
             return;
         };
         if self.len != i || self.table.len() == self.table.capacity() {
-            self.rebuild(entries);
+            self.rebuild(entries, tuples);
             return;
         }
-        self.insert(&key, i as u32, entries);
+        self.insert(&key, i as u32, entries, tuples);
         self.len = i + 1;
     }
 }
@@ -163,15 +185,16 @@ mod tests {
     #[test]
     fn positions_follow_the_entries() {
         let (mut index, mut entries) = (KeyIndex::default(), Vec::<Value<()>>::new());
+        let tuples = Tuples::default();
         for i in 0..1000 {
             let k = Value::Int(i * 7);
-            assert_eq!(index.position(&key(&k), &entries[..]), None);
+            assert_eq!(index.position(&key(&k), &entries[..], &tuples), None);
             entries.push(k);
-            index.record(i as usize, &entries[..]);
+            index.record(i as usize, &entries[..], &tuples);
         }
         for i in 0..1000 {
             assert_eq!(
-                index.position(&key(&Value::Int(i * 7)), &entries[..]),
+                index.position(&key(&Value::Int(i * 7)), &entries[..], &tuples),
                 Some(i as usize)
             );
         }
@@ -179,22 +202,22 @@ mod tests {
         entries.swap(3, 500);
         entries[10] = Value::str("new");
         assert_eq!(
-            index.position(&key(&Value::Int(3 * 7)), &entries[..]),
+            index.position(&key(&Value::Int(3 * 7)), &entries[..], &tuples),
             Some(500)
         );
         assert_eq!(
-            index.position(&key(&Value::Int(500 * 7)), &entries[..]),
+            index.position(&key(&Value::Int(500 * 7)), &entries[..], &tuples),
             Some(3)
         );
         assert_eq!(
-            index.position(&key(&Value::Int(10 * 7)), &entries[..]),
+            index.position(&key(&Value::Int(10 * 7)), &entries[..], &tuples),
             None
         );
         // A hook appends: the count disagrees, and the index is rebuilt.
         let s: Arc<str> = Arc::from("late");
         entries.push(Value::Str(s.clone()));
         assert_eq!(
-            index.position(&key(&Value::Str(s)), &entries[..]),
+            index.position(&key(&Value::Str(s)), &entries[..], &tuples),
             Some(1000)
         );
     }
@@ -202,8 +225,11 @@ mod tests {
     /// Of equal keys a hook left in the entries, the first is the one found.
     #[test]
     fn the_first_of_equal_keys_wins() {
-        let mut index = KeyIndex::default();
+        let (mut index, tuples) = (KeyIndex::default(), Tuples::default());
         let entries = [Value::<()>::Int(1), Value::Int(2), Value::Int(1)];
-        assert_eq!(index.position(&key(&entries[2]), &entries[..]), Some(0));
+        assert_eq!(
+            index.position(&key(&entries[2]), &entries[..], &tuples),
+            Some(0)
+        );
     }
 }

@@ -2,7 +2,7 @@
 //! the opcode, the stack and its marks, the memo, node limits, and the
 //! container mutations (`APPEND`, `SETITEM`, `ADDITEMS`).
 
-use super::super::value::{Key, Node, NodeId, Value};
+use super::super::value::{Node, NodeId, Value};
 use super::super::PickleError;
 use super::keys::KeyIndex;
 use super::Machine;
@@ -153,13 +153,27 @@ impl<X: Clone + std::fmt::Debug> Machine<'_, X> {
     /// in that call were never indexed.)
     pub(super) fn forget_released(&mut self, before: usize) {
         let from = self.graph.take_released_to();
-        if self.keys.is_empty() || from >= before {
+        if from >= before {
+            return;
+        }
+        self.tuples.forget(from, before);
+        if self.keys.is_empty() {
             return;
         }
         for id in from..before {
             // Ids fit in u32: the graph refuses more nodes.
             self.keys.remove(&NodeId(id as u32));
         }
+    }
+
+    /// Adds a tuple the pickle builds (`TUPLE`, `EMPTY_TUPLE`, …), which
+    /// compares by its items as a key.
+    pub(super) fn tuple(&mut self, items: Vec<Value<X>>) -> Result<Value<X>, PickleError> {
+        let v = self.node(Node::Tuple(items))?;
+        if let Value::Node(id) = v {
+            self.tuples.built(id);
+        }
+        Ok(v)
     }
 
     /// Adds a node, enforcing the node and depth limits.
@@ -237,14 +251,22 @@ impl<X: Clone + std::fmt::Debug> Machine<'_, X> {
                 offset: self.at,
             });
         }
+        let step = if expected == "dict" { 2 } else { 1 };
+        for k in items.iter().step_by(step) {
+            self.tuples.register(&mut self.graph, &mut self.interner, k);
+        }
         self.graph.note_children(id, &items);
         let index = self.keys.entry(id).or_default();
+        let tuples = &self.tuples;
         match self.graph.try_get_mut(id) {
             Some(Node::Dict(entries)) => {
                 let mut items = items.into_iter();
                 while let (Some(k), Some(v)) = (items.next(), items.next()) {
                     let k = self.interner.intern(k);
-                    match Key::of(&k).and_then(|key| index.position(&key, &entries[..])) {
+                    match tuples
+                        .key(&k)
+                        .and_then(|key| index.position(&key, &entries[..], tuples))
+                    {
                         Some(i) => entries[i].1 = v,
                         None if entries.len() >= KeyIndex::MAX_ENTRIES => {
                             return Err(too_many(self.at))
@@ -252,7 +274,7 @@ impl<X: Clone + std::fmt::Debug> Machine<'_, X> {
                         None => {
                             grow_gently(entries);
                             entries.push((k, v));
-                            index.record(entries.len() - 1, &entries[..]);
+                            index.record(entries.len() - 1, &entries[..], tuples);
                         }
                     }
                 }
@@ -260,8 +282,9 @@ impl<X: Clone + std::fmt::Debug> Machine<'_, X> {
             Some(Node::Set(entries)) => {
                 for item in items {
                     let item = self.interner.intern(item);
-                    if Key::of(&item)
-                        .and_then(|key| index.position(&key, &entries[..]))
+                    if tuples
+                        .key(&item)
+                        .and_then(|key| index.position(&key, &entries[..], tuples))
                         .is_none()
                     {
                         if entries.len() >= KeyIndex::MAX_ENTRIES {
@@ -269,7 +292,7 @@ impl<X: Clone + std::fmt::Debug> Machine<'_, X> {
                         }
                         grow_gently(entries);
                         entries.push(item);
-                        index.record(entries.len() - 1, &entries[..]);
+                        index.record(entries.len() - 1, &entries[..], tuples);
                     }
                 }
             }

@@ -75,6 +75,129 @@ fn hand_made_pickles() {
     }
 }
 
+/// Tuples used as keys or items compare by content, as Python's do (a
+/// tuple is equal to another of equal items, `True == 1 == 1.0` within, at
+/// any depth below 16), one tuple used twice included; a tuple holding a `NaN`
+/// equals no other. Each result as `pickle.loads` gives it.
+#[test]
+fn equal_tuples_are_one_key() {
+    let cases: &[(&[u8], &str)] = &[
+        // {(1, 'a'): 3}
+        (
+            b"}(K\x01X\x01\x00\x00\x00a\x86K\x02K\x01X\x01\x00\x00\x00a\x86K\x03u.",
+            "{(1, 'a'): 3}",
+        ),
+        // {((True,), 2.0): 5}, the second key ((1,), 2)
+        (
+            b"}(\x88\x85G@\x00\x00\x00\x00\x00\x00\x00\x86K\x01K\x01\x85K\x02\x86K\x05u.",
+            "{((True), f:4000000000000000): 5}",
+        ),
+        // {(nan,): 1, (nan,): 2}
+        (
+            b"}(G\x7f\xf8\x00\x00\x00\x00\x00\x00\x85K\x01G\x7f\xf8\x00\x00\x00\x00\x00\x00\x85K\x02u.",
+            "{(f:7ff8000000000000): 1, (f:7ff8000000000000): 2}",
+        ),
+        // frozenset({(1,)})
+        (b"\x80\x04(K\x01\x85K\x01\x85\x91.", "frozenset{(1)}"),
+        // t = (1,); {t: 1, t: 2, (1,): 3} is {(1,): 3}
+        (
+            b"}(K\x01\x85q\x00K\x01h\x00K\x02K\x01\x85K\x03u.",
+            "{(1): 3}",
+        ),
+    ];
+    for (data, want) in cases {
+        assert_eq!(rendered(data), *want, "{:?}", String::from_utf8_lossy(data));
+    }
+}
+
+/// A tuple used as a key again and again is read once: a pickle of a
+/// tuple of 100,000 items used as a key 100,000 times loads at once, one
+/// key, whether the tuple compares by content or (a `NaN` at its end) by
+/// identity.
+#[test]
+fn a_huge_tuple_key_used_often_is_read_once() {
+    for last in [&b"K\x07"[..], b"G\x7f\xf8\x00\x00\x00\x00\x00\x00"] {
+        a_huge_tuple_key(last);
+    }
+}
+
+fn a_huge_tuple_key(last: &[u8]) {
+    let mut data = b"\x80\x04}(".to_vec();
+    data.extend(b"(");
+    for _ in 0..99_999 {
+        data.extend(b"K\x07");
+    }
+    data.extend(last);
+    data.extend(b"t\x94");
+    for i in 0..100_000u32 {
+        if i > 0 {
+            data.extend(b"h\x00");
+        }
+        data.extend(b"K\x01");
+    }
+    data.extend(b"u.");
+    let p = load(&data).unwrap_or_else(|e| panic!("{e:?}"));
+    let Node::Dict(items) = p.graph.get(p.root.as_node().unwrap()) else {
+        panic!("a dict")
+    };
+    assert_eq!(items.len(), 1);
+}
+
+/// A key equal to one in another dict stays its own object (Python keeps
+/// the key it is given; only within one dict is the first kept): `o =
+/// ({(1,): 0}, {t: 0}, t)` with `t` a second `(1,)`, the second dict's key
+/// `t` itself.
+#[test]
+fn a_tuple_key_keeps_its_own_object() {
+    let p = load(b"\x80\x04(}K\x01\x85K\x00s}K\x01\x85\x94K\x00sh\x00t.").unwrap();
+    let Node::Tuple(o) = p.graph.get(p.root.as_node().unwrap()) else {
+        panic!("a tuple")
+    };
+    let key = |v: &Value<Tag>| match p.graph.get(v.as_node().unwrap()) {
+        Node::Dict(items) => items[0].0.clone(),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(key(&o[1]), o[2]);
+    assert_ne!(key(&o[0]), o[2]);
+}
+
+/// Whether equal tuples are one item does not depend on the order they
+/// are seen in: a tuple nested past the depth compared is one item, and
+/// the tuple inside it, used again, equals an equal tuple after it (as
+/// `pickle.loads` gives: two items).
+#[test]
+fn equal_tuples_are_one_item_in_any_order() {
+    let mut data = b"\x80\x04\x8f(K\x01\x85\x94".to_vec();
+    data.extend([b'\x85'; 16]);
+    data.extend(b"K\x01\x85h\x00\x90.");
+    let p = load(&data).unwrap();
+    let Node::Set(items) = p.graph.get(p.root.as_node().unwrap()) else {
+        panic!("a set")
+    };
+    assert_eq!(items.len(), 2);
+}
+
+/// A tuple holding one long string many times, used as an item, costs the
+/// string's length once, not once per copy: 4,000 copies of 1 MiB (4 GiB to
+/// hash a copy at a time) load at once, one item.
+#[test]
+fn a_tuple_of_a_long_string_is_hashed_once() {
+    let mut data = b"\x80\x04\x8f(".to_vec();
+    data.push(b'X');
+    data.extend((1u32 << 20).to_le_bytes());
+    data.extend(vec![b's'; 1 << 20]);
+    data.extend(b"\x94(");
+    for _ in 0..4000 {
+        data.extend(b"h\x00");
+    }
+    data.extend(b"th\x00\x90.");
+    let p = load(&data).unwrap();
+    let Node::Set(items) = p.graph.get(p.root.as_node().unwrap()) else {
+        panic!("a set")
+    };
+    assert_eq!(items.len(), 2);
+}
+
 /// Keys on either side of the length where keys stop being compared by
 /// content and start being interned: equal ones are one key, unequal ones
 /// two, and a frozenset keeps the first of equal items in order.

@@ -11,8 +11,9 @@ use super::object::Object;
 
 /// Python's equality for the keys a pickle holds: `True == 1 == 1.0`,
 /// `-0.0 == 0`, strings and bytes by content, big ints by value; tuples,
-/// like every container, by identity (as the pickle machine's own dict
-/// keys, which `stowage-pickle` compares the same way).
+/// like every container, by identity (the pickle machine compares the
+/// tuples a pickle builds by their items, as Python does; a Counter's
+/// tuples and a values tree's do not, for now).
 #[derive(PartialEq, Eq, Hash)]
 pub(crate) enum DictKey {
     None,

@@ -49,6 +49,17 @@ const OBJECT_ARRAY: &str = concat!(
     "747113622e",
 );
 
+/// `l = [np.dtype('f4'), np.dtype('i8')]; (l, {l[0]: 'a', l[1]: 'b'},
+/// {(l[0], 1): 'c', (l[1], 1): 'd'})`: the dtypes are stand-ins (empty
+/// tuples) while the pickle runs.
+const DTYPE_KEYS: &str = concat!(
+    "80025d710028636e756d70790a64747970650a71015802000000663471028988877103527104284b",
+    "0358010000003c71054e4e4e4affffffff4affffffff4b0074710662680158020000006938710789",
+    "88877108527109284b0368054e4e4e4affffffff4affffffff4b0074710a62657d710b2868045801",
+    "00000061710c6809580100000062710d757d710e2868044b0186710f580100000063711068094b01",
+    "8671115801000000647112758771132e",
+);
+
 struct NoStorage;
 
 impl StorageSource for NoStorage {
@@ -195,4 +206,17 @@ fn packed_dates_and_times_decode_as_cpython_packs_them() {
     assert_eq!(join_path("PurePosixPath", &["/", "a", "b"]), "/a/b");
     assert_eq!(join_path("PureWindowsPath", &["C:\\", "a"]), "C:\\a");
     assert_eq!(join_path("Path", &[]), ".");
+}
+
+/// Keys that are numpy dtypes, alone or in tuples, stay as many keys as
+/// Python holds: a dtype is an empty tuple standing in for it while the
+/// pickle runs, which must not compare as `()` (tuples the pickle built
+/// compare by their items; a stand-in by identity).
+#[test]
+fn dtype_keys_stay_apart() {
+    let c = read(DTYPE_KEYS, &inert()).unwrap();
+    let root = c.root_value();
+    for i in ["1", "2"] {
+        assert_eq!(root.get(i).unwrap().len().unwrap(), 2, "dict {i}");
+    }
 }
