@@ -66,11 +66,6 @@ macro_rules! reads_as_str {
 /// (4,300, `sys.get_int_max_str_digits()`).
 pub(crate) const DECIMAL_INT_BITS: u64 = 14_280;
 
-/// The most decimal digits an int's text may have where it is read back
-/// (Python's `sys.get_int_max_str_digits()`, the unpickler's bound):
-/// past them, [`int_text`] writes hex.
-pub(crate) use crate::checkpoint::pickle::MAX_INT_DIGITS as MAX_DECIMAL_DIGITS;
-
 /// An int as text, as every listing of values writes it (`inspect
 /// --json`, a manifest's values, path steps, safetensors' values tree):
 /// decimal up to 14,280 bits (4,299 digits, under Python's own limit for

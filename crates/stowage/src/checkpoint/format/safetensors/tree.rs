@@ -58,11 +58,10 @@ use num_complex::Complex64;
 use serde_json::{json, Value as Json};
 
 use super::objects;
-use crate::checkpoint::pickle::{Node, NodeId, Value};
+use crate::checkpoint::pickle::{Node, NodeId, Value, MAX_INT_DIGITS};
 use crate::checkpoint::value::dict_key::DictKey;
 use crate::checkpoint::value::graph::{dotted, Checkpoint, Object, PathKey};
 use crate::checkpoint::value::path_key::path_key;
-use crate::checkpoint::value::MAX_DECIMAL_DIGITS;
 use crate::{DType, Device, Error, Result};
 
 /// The `__metadata__` entry holding the structure.
@@ -701,9 +700,9 @@ fn parse_int(text: &str) -> std::result::Result<BigInt, Found> {
         _ if digits.starts_with(['+', '-']) => None,
         Some(hex) if hex.starts_with(['+', '-']) => None,
         Some(hex) => BigInt::parse_bytes(hex.as_bytes(), 16),
-        None if digits.len() > MAX_DECIMAL_DIGITS => {
+        None if digits.len() > MAX_INT_DIGITS => {
             return Err(format!(
-                "int: {} decimal digits, more than {MAX_DECIMAL_DIGITS} (past them an int is written in hex)",
+                "int: {} decimal digits, more than {MAX_INT_DIGITS} (past them an int is written in hex)",
                 digits.len()
             ))
         }
