@@ -198,7 +198,8 @@ impl<X> Node<X> {
 pub struct Graph<X> {
     nodes: Vec<Node<X>>,
     depths: Vec<u32>,
-    /// Nodes the unpickler referenced more than once (memo, `DUP`): never
+    /// Nodes the unpickler referenced more than once (memo, `DUP`), or
+    /// keeps as dict keys (a tuple and what it holds): never
     /// [released](Self::release). Bookkeeping of the unpickle only.
     shared: Set<u32>,
     /// The fewest nodes the graph held after a release since the unpickler
@@ -258,7 +259,8 @@ impl<X> Graph<X> {
     }
 
     /// Records that the unpickler copied a reference to `v`'s node (a memo
-    /// entry, `DUP`), so that [`release`](Self::release) leaves it alone.
+    /// entry, `DUP`, a tuple key's canonical node), so that
+    /// [`release`](Self::release) leaves it alone.
     pub(crate) fn mark_shared(&mut self, v: &Value<X>) {
         if let Value::Node(id) = v {
             self.shared.insert(id.0);
@@ -267,7 +269,7 @@ impl<X> Graph<X> {
 
     /// Frees the contents of `v`'s node and, recursively, of the nodes it
     /// holds, except those the unpickler referenced more than once (a memo
-    /// entry, `DUP`) and what they hold: each freed node becomes an empty
+    /// entry, `DUP`, a tuple key) and what they hold: each freed node becomes an empty
     /// tuple of depth 0, which [`compact`](Self::compact) later drops, and
     /// the freed nodes at the end of the graph go at once, so that the next
     /// nodes added take their ids. This keeps a load's peak memory down: the

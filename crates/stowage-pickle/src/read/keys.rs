@@ -129,6 +129,12 @@ impl KeyIndex {
         });
     }
 
+    /// Whether the index holds the `count` entries of its node, as it does
+    /// unless a hook changed their number (then it is rebuilt on use).
+    pub(super) fn in_step(&self, count: usize) -> bool {
+        self.len == count
+    }
+
     pub(super) fn position<X, E: Entries<X> + ?Sized>(
         &mut self,
         key: &Key,

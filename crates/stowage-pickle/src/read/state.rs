@@ -169,9 +169,10 @@ impl<X: Clone + std::fmt::Debug> Machine<'_, X> {
     /// Adds a tuple the pickle builds (`TUPLE`, `EMPTY_TUPLE`, …), which
     /// compares by its items as a key.
     pub(super) fn tuple(&mut self, items: Vec<Value<X>>) -> Result<Value<X>, PickleError> {
+        let height = self.tuples.height_of(&items);
         let v = self.node(Node::Tuple(items))?;
         if let Value::Node(id) = v {
-            self.tuples.built(id);
+            self.tuples.built(id, height);
         }
         Ok(v)
     }
@@ -251,8 +252,25 @@ impl<X: Clone + std::fmt::Debug> Machine<'_, X> {
                 offset: self.at,
             });
         }
+        // Every key is registered before it is indexed (`tuples.rs`): those
+        // a hook put in the node, which the index is about to take in (its
+        // count disagrees), and the new ones.
+        let held: Vec<Value<X>> = match self.graph.try_get(id) {
+            Some(Node::Dict(e)) if self.keys.get(&id).is_none_or(|i| !i.in_step(e.len())) => e
+                .iter()
+                .map(|(k, _)| k)
+                .filter(|k| k.as_node().is_some())
+                .cloned()
+                .collect(),
+            Some(Node::Set(e)) if self.keys.get(&id).is_none_or(|i| !i.in_step(e.len())) => e
+                .iter()
+                .filter(|k| k.as_node().is_some())
+                .cloned()
+                .collect(),
+            _ => Vec::new(),
+        };
         let step = if expected == "dict" { 2 } else { 1 };
-        for k in items.iter().step_by(step) {
+        for k in held.iter().chain(items.iter().step_by(step)) {
             self.tuples.register(&mut self.graph, &mut self.interner, k);
         }
         self.graph.note_children(id, &items);

@@ -198,6 +198,38 @@ fn a_tuple_of_a_long_string_is_hashed_once() {
     assert_eq!(items.len(), 2);
 }
 
+/// A tuple a hook put in a set (`set([t])`) is registered before the set is
+/// indexed: added again after an equal tuple became canonical elsewhere, it
+/// is found, one item (`pickle.loads`: `{(1,), 5}`).
+#[test]
+fn a_tuple_a_hook_put_in_a_set_is_found() {
+    let data = b"\x80\x04(}K\x01\x85K\x00scbuiltins\nset\n]K\x01\x85\x94a\x85R\x94(K\x05\x90}h\x00K\x00sh\x01(h\x00\x90t.";
+    let p = load(data).unwrap();
+    let Node::Tuple(o) = p.graph.get(p.root.as_node().unwrap()) else {
+        panic!("a tuple")
+    };
+    let Node::Set(items) = p.graph.get(o[1].as_node().unwrap()) else {
+        panic!("a set")
+    };
+    assert_eq!(items.len(), 2, "{items:?}");
+}
+
+/// The depth compared is tuples in tuples: a tuple holding a frozenset
+/// nested 17 deep (one object, through the memo) is one key with an equal
+/// tuple, as `pickle.loads` gives.
+#[test]
+fn a_deep_item_that_is_no_tuple_does_not_count() {
+    let mut data = b"\x80\x04}(".to_vec();
+    data.extend([b'('; 17]);
+    data.extend([b'\x91'; 17]);
+    data.extend(b"\x94\x85K\x01h\x00\x85K\x02u.");
+    let p = load(&data).unwrap();
+    let Node::Dict(items) = p.graph.get(p.root.as_node().unwrap()) else {
+        panic!("a dict")
+    };
+    assert_eq!(items.len(), 1);
+}
+
 /// Keys on either side of the length where keys stop being compared by
 /// content and start being interned: equal ones are one key, unequal ones
 /// two, and a frozenset keeps the first of equal items in order.

@@ -10,10 +10,18 @@
 //! Only tuples the machine built itself (`TUPLE`, `TUPLE1`-`TUPLE3`,
 //! `EMPTY_TUPLE`) compare by their items: a hook's node may be a stand-in
 //! for an object built later (an empty tuple that becomes a numpy dtype at
-//! its `BUILD`), so it compares by identity, as lists and objects do. A
-//! tuple deeper than [`MAX_DEPTH`] (the graph's own depth of the node,
-//! whatever the key it is used in) and one holding a value that equals
-//! nothing here (a `NaN`, an object) also compare by identity.
+//! its `BUILD`), so it compares by identity, as lists, sets and objects do
+//! (Python compares a frozenset within a tuple by its items, and any item
+//! first by identity: `(x,) == (x,)` for the same `NaN` or object, which
+//! here, having no identity, equal nothing). A tuple of tuples nested
+//! deeper than [`MAX_DEPTH`] (its height, fixed when it is built, whatever
+//! the key it is used in) and one holding a value that equals nothing here
+//! also compare by identity.
+//!
+//! A key is registered before it is indexed: the machine registers the keys
+//! it inserts, and the keys a hook put in a dict or set before the machine
+//! indexes them (the index rebuilds when its count disagrees), so a key's
+//! canonical node never changes once indexed.
 //!
 //! Each tuple's contents are read once: its canonical node is kept by its
 //! id, and its items' long strings, bytes and big ints go through the
@@ -27,16 +35,18 @@ use std::sync::Arc;
 use super::super::value::{Graph, Interner, Key, Node, NodeId, Value};
 use super::super::Map;
 
-/// The deepest tuple (its depth in the graph: nested tuples and other
-/// containers within) that compares by its items.
-pub(super) const MAX_DEPTH: usize = 16;
+/// The highest tuple (tuples in tuples; other nodes within count as
+/// items) that compares by its items.
+pub(super) const MAX_DEPTH: u8 = 16;
 
 /// What the machine knows of its tuples as keys.
 #[derive(Default)]
 pub(super) struct Tuples {
-    /// One bit per node id: the tuples the machine built itself. A bit is
-    /// cleared when its id is released ([`Tuples::forget`]).
-    built: Vec<u64>,
+    /// One byte per node id: the height of each tuple the machine built
+    /// itself (1 and up: a tuple holding no tuple the machine built is 1;
+    /// saturating), 0 for any other node. Cleared when an id is released
+    /// ([`Tuples::forget`]).
+    heights: Vec<u8>,
     /// Each tuple used as a key (or within one), with its canonical node
     /// (itself where it compares by identity).
     canonical: Map<NodeId, NodeId>,
@@ -58,25 +68,38 @@ enum Item {
 }
 
 impl Tuples {
-    /// Notes that the machine built the tuple `id`.
-    pub(super) fn built(&mut self, id: NodeId) {
-        let (word, bit) = (id.index() / 64, id.index() % 64);
-        if self.built.len() <= word {
-            self.built.resize(word + 1, 0);
-        }
-        self.built[word] |= 1 << bit;
+    /// The height a tuple of `items` the machine builds has.
+    pub(super) fn height_of<X>(&self, items: &[Value<X>]) -> u8 {
+        let below = items
+            .iter()
+            .filter_map(Value::as_node)
+            .map(|inner| self.height(inner))
+            .max()
+            .unwrap_or(0);
+        below.saturating_add(1)
     }
 
-    fn is_built(&self, id: NodeId) -> bool {
-        let (word, bit) = (id.index() / 64, id.index() % 64);
-        self.built.get(word).is_some_and(|w| w & (1 << bit) != 0)
+    /// Notes that the machine built the tuple `id`, of `height`
+    /// ([`Tuples::height_of`] its items).
+    pub(super) fn built(&mut self, id: NodeId, height: u8) {
+        if self.heights.len() <= id.index() {
+            self.heights.resize(id.index() + 1, 0);
+        }
+        self.heights[id.index()] = height;
+    }
+
+    /// The height of the tuple the machine built at `id`, 0 for another
+    /// node.
+    fn height(&self, id: NodeId) -> u8 {
+        self.heights.get(id.index()).copied().unwrap_or(0)
     }
 
     /// Forgets the nodes from `from` up to `before`, released (their ids
     /// may name new nodes). None of them is in `canonical`: those are shared.
     pub(super) fn forget(&mut self, from: usize, before: usize) {
-        for i in from..before.min(self.built.len() * 64) {
-            self.built[i / 64] &= !(1 << (i % 64));
+        let end = before.min(self.heights.len());
+        if from < end {
+            self.heights[from..end].fill(0);
         }
     }
 
@@ -104,7 +127,8 @@ impl Tuples {
 
     /// The canonical node of `id`: the first built tuple of equal contents
     /// registered, `id` itself where it compares by identity. Recurses at
-    /// most [`MAX_DEPTH`] deep: a tuple's items are less deep than it.
+    /// most [`MAX_DEPTH`] deep: it descends only into the tuples the machine
+    /// built, each lower than the one holding it.
     fn canonical_of<X: Clone>(
         &mut self,
         graph: &mut Graph<X>,
@@ -114,7 +138,7 @@ impl Tuples {
         if let Some(&canonical) = self.canonical.get(&id) {
             return canonical;
         }
-        if !self.is_built(id) || graph.depth(id) > MAX_DEPTH {
+        if !(1..=MAX_DEPTH).contains(&self.height(id)) {
             return id;
         }
         let Some(Node::Tuple(items)) = graph.try_get(id) else {
