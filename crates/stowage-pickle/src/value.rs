@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use num_bigint::BigInt;
 
-use super::Set;
+use super::{Map, Set};
 
 /// The index of a [`Node`] in its [`Graph`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -491,7 +491,17 @@ pub(super) struct Interner {
     bigs: Set<Arc<BigInt>>,
     /// Addresses of the canonical `Arc`s above (kept alive by them).
     canonical: Set<usize>,
+    /// Copies found equal to a canonical one, by address: each kept alive
+    /// (so no other takes its address) with its canonical copy, so that a
+    /// copy used again (through the memo) is not hashed again.
+    str_copies: Copies<str>,
+    bytes_copies: Copies<[u8]>,
+    big_copies: Copies<BigInt>,
 }
+
+/// Copies equal to a canonical `Arc`, by address: each copy with its
+/// canonical one.
+type Copies<T> = Map<usize, (Arc<T>, Arc<T>)>;
 
 /// Strings and bytes up to this long are keys by their contents (hashing
 /// them is as cheap as hashing an address); longer ones, and big ints, are
@@ -506,12 +516,14 @@ impl Interner {
         let canonical = &mut self.canonical;
         match v {
             Value::Str(s) if s.len() > HASHED_EACH_TIME => {
-                Value::Str(canon(&mut self.strs, canonical, s))
+                Value::Str(canon(&mut self.strs, canonical, &mut self.str_copies, s))
             }
             Value::Bytes(b) if b.len() > HASHED_EACH_TIME => {
-                Value::Bytes(canon(&mut self.bytes, canonical, b))
+                Value::Bytes(canon(&mut self.bytes, canonical, &mut self.bytes_copies, b))
             }
-            Value::BigInt(i) => Value::BigInt(canon(&mut self.bigs, canonical, i)),
+            Value::BigInt(i) => {
+                Value::BigInt(canon(&mut self.bigs, canonical, &mut self.big_copies, i))
+            }
             v => v,
         }
     }
@@ -522,18 +534,25 @@ fn addr<T: ?Sized>(a: &Arc<T>) -> usize {
 }
 
 /// The canonical copy of `a`'s contents: `a` itself where it is one (known
-/// by address among `canonical`), else the one `set` holds, else `a`, which
-/// becomes one.
+/// by address among `canonical`), else the one a copy known by its address
+/// (`copies`) or by its contents (`set`) has, else `a`, which becomes one.
+/// Each `Arc` is hashed by its contents once, however often it is used.
 fn canon<T: ?Sized + Hash + Eq>(
     set: &mut Set<Arc<T>>,
     canonical: &mut Set<usize>,
+    copies: &mut Copies<T>,
     a: Arc<T>,
 ) -> Arc<T> {
     if canonical.contains(&addr(&a)) {
         return a;
     }
-    if let Some(c) = set.get(&a) {
+    if let Some((_, c)) = copies.get(&addr(&a)) {
         return c.clone();
+    }
+    if let Some(c) = set.get(&a) {
+        let c = c.clone();
+        copies.insert(addr(&a), (a, c.clone()));
+        return c;
     }
     canonical.insert(addr(&a));
     set.insert(a.clone());

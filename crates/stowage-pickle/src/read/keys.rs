@@ -130,9 +130,17 @@ impl KeyIndex {
     }
 
     /// Whether the index holds the `count` entries of its node, as it does
-    /// unless a hook changed their number (then it is rebuilt on use).
+    /// unless a hook changed their number.
     pub(super) fn in_step(&self, count: usize) -> bool {
         self.len == count
+    }
+
+    /// Takes in the entries a hook added (rebuilds where the count
+    /// disagrees), so that [`in_step`](Self::in_step) holds after it.
+    pub(super) fn sync<X, E: Entries<X> + ?Sized>(&mut self, entries: &E, tuples: &Tuples) {
+        if self.len != entries.count() {
+            self.rebuild(entries, tuples);
+        }
     }
 
     pub(super) fn position<X, E: Entries<X> + ?Sized>(
@@ -162,11 +170,16 @@ impl KeyIndex {
         entries: &E,
         tuples: &Tuples,
     ) {
+        if self.len != i {
+            // Entries a hook added before this one: all are taken in anew.
+            self.rebuild(entries, tuples);
+            return;
+        }
         let Some(key) = key_at(entries, i as u32, tuples) else {
             self.len = i + 1;
             return;
         };
-        if self.len != i || self.table.len() == self.table.capacity() {
+        if self.table.len() == self.table.capacity() {
             self.rebuild(entries, tuples);
             return;
         }

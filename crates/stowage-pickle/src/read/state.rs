@@ -278,6 +278,7 @@ impl<X: Clone + std::fmt::Debug> Machine<'_, X> {
         let tuples = &self.tuples;
         match self.graph.try_get_mut(id) {
             Some(Node::Dict(entries)) => {
+                index.sync(&entries[..], tuples);
                 let mut items = items.into_iter();
                 while let (Some(k), Some(v)) = (items.next(), items.next()) {
                     let k = self.interner.intern(k);
@@ -298,6 +299,7 @@ impl<X: Clone + std::fmt::Debug> Machine<'_, X> {
                 }
             }
             Some(Node::Set(entries)) => {
+                index.sync(&entries[..], tuples);
                 for item in items {
                     let item = self.interner.intern(item);
                     if tuples

@@ -19,9 +19,11 @@
 //! also compare by identity.
 //!
 //! A key is registered before it is indexed: the machine registers the keys
-//! it inserts, and the keys a hook put in a dict or set before the machine
-//! indexes them (the index rebuilds when its count disagrees), so a key's
-//! canonical node never changes once indexed.
+//! it inserts, and the keys a hook added to a dict or set before the index
+//! takes them in (when its count disagrees with the entries', at the
+//! machine's next insert), so a key's canonical node does not change once
+//! indexed. (A hook that replaced an entry's key, keeping the count, would
+//! have it indexed as itself; no hook of this project does.)
 //!
 //! Each tuple's contents are read once: its canonical node is kept by its
 //! id, and its items' long strings, bytes and big ints go through the
