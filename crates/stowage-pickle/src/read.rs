@@ -14,7 +14,9 @@
 //! (`1 == 1.0 == True`, strings by content) and for the tuples the pickle
 //! builds (by their items, `tuples.rs`); by identity for other containers,
 //! extension values and the nodes a hook made (which may stand for an
-//! object not yet built), nor are keys in dicts a hook prefilled compared.
+//! object not yet built). The keys a hook put in a dict or set are taken
+//! as given (equal ones among them stay); the pickle's keys are compared
+//! with them.
 
 mod keys;
 mod state;

@@ -269,12 +269,13 @@ impl<X> Graph<X> {
 
     /// Frees the contents of `v`'s node and, recursively, of the nodes it
     /// holds, except those the unpickler referenced more than once (a memo
-    /// entry, `DUP`, a tuple key) and what they hold: each freed node becomes an empty
-    /// tuple of depth 0, which [`compact`](Self::compact) later drops, and
-    /// the freed nodes at the end of the graph go at once, so that the next
-    /// nodes added take their ids. This keeps a load's peak memory down: the
-    /// argument tuples of a checkpoint's 100,000 tensor rebuilds are garbage
-    /// as soon as each tensor is built, and are the newest nodes then.
+    /// entry, `DUP`, a tuple key) and what they hold: each freed node
+    /// becomes an empty tuple of depth 0, which [`compact`](Self::compact)
+    /// later drops, and the freed nodes at the end of the graph go at once,
+    /// so that the next nodes added take their ids. This keeps a load's peak
+    /// memory down: the argument tuples of a checkpoint's 100,000 tensor
+    /// rebuilds are garbage as soon as each tensor is built, and are the
+    /// newest nodes then.
     ///
     /// The caller must hold the only reference to `v` and must not have kept
     /// a copy of any reference inside it, nor an id of a node in it: such an

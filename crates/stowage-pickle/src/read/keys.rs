@@ -149,9 +149,7 @@ impl KeyIndex {
         entries: &E,
         tuples: &Tuples,
     ) -> Option<usize> {
-        if self.len != entries.count() {
-            self.rebuild(entries, tuples);
-        }
+        self.sync(entries, tuples);
         match self.find(key, entries, tuples) {
             Ok(i) => Some(i as usize),
             Err(false) => None,

@@ -255,18 +255,13 @@ impl<X: Clone + std::fmt::Debug> Machine<'_, X> {
         // Every key is registered before it is indexed (`tuples.rs`): those
         // a hook put in the node, which the index is about to take in (its
         // count disagrees), and the new ones.
+        let in_step = |n: usize| self.keys.get(&id).is_some_and(|i| i.in_step(n));
+        let is_node = |k: &&Value<X>| k.as_node().is_some();
         let held: Vec<Value<X>> = match self.graph.try_get(id) {
-            Some(Node::Dict(e)) if self.keys.get(&id).is_none_or(|i| !i.in_step(e.len())) => e
-                .iter()
-                .map(|(k, _)| k)
-                .filter(|k| k.as_node().is_some())
-                .cloned()
-                .collect(),
-            Some(Node::Set(e)) if self.keys.get(&id).is_none_or(|i| !i.in_step(e.len())) => e
-                .iter()
-                .filter(|k| k.as_node().is_some())
-                .cloned()
-                .collect(),
+            Some(Node::Dict(e)) if !in_step(e.len()) => {
+                e.iter().map(|(k, _)| k).filter(is_node).cloned().collect()
+            }
+            Some(Node::Set(e)) if !in_step(e.len()) => e.iter().filter(is_node).cloned().collect(),
             _ => Vec::new(),
         };
         let step = if expected == "dict" { 2 } else { 1 };

@@ -146,25 +146,19 @@ impl Tuples {
         let Some(Node::Tuple(items)) = graph.try_get(id) else {
             return id;
         };
-        let items = items.clone();
-        let mut contents = Some(Vec::with_capacity(items.len()));
-        for item in items {
-            let item = match item {
+        // `None` at the first item that equals nothing.
+        let contents: Option<Vec<Item>> = items
+            .clone()
+            .into_iter()
+            .map(|item| match item {
                 Value::Node(inner) => {
                     let inner = self.canonical_of(graph, interner, inner);
                     graph.mark_shared(&Value::Node(inner));
                     Some(Item::Node(inner))
                 }
                 other => Item::of(&interner.intern(other)),
-            };
-            match (item, contents.as_mut()) {
-                (Some(item), Some(so_far)) => so_far.push(item),
-                _ => {
-                    contents = None;
-                    break;
-                }
-            }
-        }
+            })
+            .collect();
         let canonical = match contents {
             Some(contents) => *self.by_contents.entry(contents).or_insert(id),
             None => id,

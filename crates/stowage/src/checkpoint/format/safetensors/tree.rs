@@ -61,6 +61,7 @@ use super::objects;
 use crate::checkpoint::pickle::{Node, NodeId, Value, MAX_INT_DIGITS};
 use crate::checkpoint::value::dict_key::DictKey;
 use crate::checkpoint::value::graph::{dotted, Checkpoint, Object, PathKey};
+use crate::checkpoint::value::int_text;
 use crate::checkpoint::value::path_key::path_key;
 use crate::{DType, Device, Error, Result};
 
@@ -235,7 +236,7 @@ impl Record<'_> {
             Value::None => Json::Null,
             Value::Bool(b) => json!(b),
             Value::Int(i) => json!(i),
-            Value::BigInt(b) => json!({"int": crate::checkpoint::value::int_text(b)}),
+            Value::BigInt(b) => json!({"int": int_text(b)}),
             Value::Float(f) => float(*f),
             Value::Str(s) => json!(&**s),
             Value::Bytes(b) => json!({"bytes": hex::encode(b)}),
