@@ -9,6 +9,11 @@ load runs in this process (no_dist); with more, NPROCS processes (gloo on
 CPU) load every 2-D tensor into a DTensor sharded along its last dimension,
 a different sharding from stowage's (first dimension), and rank 0 compares
 the full tensors. Exit status 0 when everything matches.
+
+The processes meet through a file store (no TCP port to race for). A world
+whose rank dies by a signal runs once more: gloo's transport can abort a
+rank on a loaded machine (an uncaught exception in its listener thread),
+which no file can cause; a rank that raises (a mismatch) fails at once.
 """
 import json
 import os
@@ -55,9 +60,8 @@ def compare(sd, expected):
         assert repr(x) == v["repr"], (v["path"], repr(x), v["repr"])
 
 
-def rank_main(rank, world, port, d, expected):
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    dist.init_process_group("gloo", rank=rank, world_size=world)
+def rank_main(rank, world, store, d, expected):
+    dist.init_process_group("gloo", init_method=store, rank=rank, world_size=world)
     from torch.distributed.device_mesh import init_device_mesh
     mesh = init_device_mesh("cpu", (world,))
     sd = template(expected, mesh)
@@ -65,6 +69,22 @@ def rank_main(rank, world, port, d, expected):
     compare(sd, expected)  # full_tensor() is collective: every rank compares
     dist.barrier()
     dist.destroy_process_group()
+
+
+def run_world(n, d, expected):
+    import tempfile
+    import torch.multiprocessing as mp
+    for attempt in (1, 2):
+        with tempfile.TemporaryDirectory() as tmp:
+            store = "file://" + os.path.join(tmp, "store")
+            try:
+                mp.spawn(rank_main, args=(n, store, d, expected), nprocs=n, join=True)
+                return
+            except mp.ProcessExitedException as e:
+                if e.signal_name is None or attempt == 2:
+                    raise
+                print(f"dcp_load_check: rank {e.error_index} of {n} died by {e.signal_name}; "
+                      "running the world once more", file=sys.stderr)
 
 
 if __name__ == "__main__":
@@ -75,12 +95,5 @@ if __name__ == "__main__":
         dcp.load(sd, checkpoint_id=d, no_dist=True)
         compare(sd, expected)
     else:
-        import socket
-        import torch.multiprocessing as mp
-        # A port no other process holds now (a random one could be another
-        # test's store, running at the same time).
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        mp.spawn(rank_main, args=(n, port, d, expected), nprocs=n, join=True)
+        run_world(n, d, expected)
     print("ok")

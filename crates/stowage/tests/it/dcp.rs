@@ -388,38 +388,35 @@ fn a_failed_save_leaves_the_previous_checkpoint() {
 /// processes resharding every matrix along its other dimension.
 #[test]
 fn pytorch_loads_what_stowage_saves() {
+    // zstd needs `zstandard` (or `pyzstd`) beside torch, as `.ci/run` installs it.
+    for (ranks, procs, zstd) in [(1, 1, false), (3, 4, false), (2, 3, true)] {
+        let out = resave_with("four", ranks, zstd);
+        pytorch_reads_as_four(out.path(), procs, &format!("{ranks} ranks, zstd {zstd}"));
+    }
+}
+
+/// Runs `scripts/dcp_load_check.py`: PyTorch's `dcp.load` of `folder` in
+/// `procs` processes must give the `four` fixture's values. One world at a
+/// time: each process imports torch, and a world of them on a loaded machine
+/// is what makes gloo abort now and then (the script runs such a world again).
+fn pytorch_reads_as_four(folder: &Path, procs: usize, what: &str) {
+    static ONE_WORLD: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let Some(py) = common::torch_python() else {
         return;
     };
-    let script = common::scripts_dir().join("dcp_load_check.py");
-    // zstd needs `zstandard` (or `pyzstd`) beside torch, as `.ci/run` installs it.
-    for (ranks, procs, zstd) in [(1, "1", false), (3, "4", false), (2, "3", true)] {
-        let out = resave_with("four", ranks, zstd);
-        let check = || {
-            std::process::Command::new(&py)
-                .arg(&script)
-                .arg(out.path())
-                .arg(dir("four").with_extension("expected.json"))
-                .arg(procs)
-                .output()
-                .unwrap()
-        };
-        let mut run = check();
-        // PyTorch's gloo processes now and then abort at teardown ("terminate
-        // called without an active exception", SIGABRT) after loading, in a
-        // process that reads nothing of stowage's. One such death is run
-        // again; a wrong value (an assertion, an exit code) fails at once.
-        let stderr = String::from_utf8_lossy(&run.stderr).into_owned();
-        if !run.status.success() && stderr.contains("terminated with signal") {
-            eprintln!("{ranks} ranks, {procs} processes: a PyTorch process died by a signal, run again:\n{stderr}");
-            run = check();
-        }
-        assert!(
-            run.status.success(),
-            "{ranks} ranks, {procs} processes, zstd {zstd}: {}",
-            String::from_utf8_lossy(&run.stderr)
-        );
-    }
+    let _world = ONE_WORLD.lock().unwrap_or_else(|e| e.into_inner());
+    let run = std::process::Command::new(&py)
+        .arg(common::scripts_dir().join("dcp_load_check.py"))
+        .arg(folder)
+        .arg(dir("four").with_extension("expected.json"))
+        .arg(procs.to_string())
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{what}, {procs} processes: {}",
+        String::from_utf8_lossy(&run.stderr)
+    );
 }
 
 /// A plan of columns: each matrix split by columns over two ranks (as a
@@ -511,21 +508,7 @@ fn chunks_as_planned_read_back_in_stowage_and_pytorch() {
         .is_err());
     }
 
-    let Some(py) = common::torch_python() else {
-        return;
-    };
-    let run = std::process::Command::new(&py)
-        .arg(common::scripts_dir().join("dcp_load_check.py"))
-        .arg(out.path())
-        .arg(dir("four").with_extension("expected.json"))
-        .arg("4")
-        .output()
-        .unwrap();
-    assert!(
-        run.status.success(),
-        "{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
+    pytorch_reads_as_four(out.path(), 4, "columns over 2 ranks");
 }
 
 /// A state dict of two tensors, every element `value`.
