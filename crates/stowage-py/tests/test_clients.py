@@ -10,6 +10,8 @@ import torch
 
 import stowage
 
+import _torchrun
+
 transformers = pytest.importorskip("transformers", reason="scripts/ci-python.sh installs transformers")
 
 
@@ -144,13 +146,6 @@ def test_a_model_and_adamw_round_trip_through_dcp_under_torchrun(tmp_path, world
     training job checkpoints: stowage's writer and reader, each against
     PyTorch's `FileSystemWriter`/`FileSystemReader`, give back the model and
     the AdamW state exactly, at every world size."""
-    import os
-    import subprocess
-    import sys
-
     worker = tmp_path / "worker.py"
     worker.write_text(_DCP_ROUND_TRIP)
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={world}",
-           str(worker), str(tmp_path / "out")]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=dict(os.environ, OMP_NUM_THREADS="1"))
-    assert done.returncode == 0, f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    _torchrun.torchrun(world, worker, tmp_path / "out")

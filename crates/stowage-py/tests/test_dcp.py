@@ -13,17 +13,15 @@ import sys
 import pytest
 import torch
 
+import _torchrun
+
 import stowage
 
 WORKER = pathlib.Path(__file__).with_name("dcp_worker.py")
 
 
 def torchrun(world, *args):
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={world}",
-           str(WORKER), *map(str, args)]
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
-    assert done.returncode == 0, f"{' '.join(cmd[3:])}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    _torchrun.torchrun(world, WORKER, *args)
 
 
 def state_dict():

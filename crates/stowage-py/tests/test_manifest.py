@@ -6,7 +6,6 @@ import hashlib
 import json
 import os
 import shutil
-import subprocess
 import sys
 
 import numpy as np
@@ -15,6 +14,8 @@ import torch
 import safetensors.torch
 
 import stowage
+
+import _torchrun
 
 
 # The reproduction docs/manifest.md gives, verbatim.
@@ -69,17 +70,8 @@ def dcp_by_torchrun(tmp_path, world, dim):
     out = tmp_path / f"dcp{world}"
     worker = tmp_path / "dcp_worker.py"
     worker.write_text(_DCP_WORKER)
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={world}",
-           str(worker), str(out), os.path.dirname(__file__), str(dim)]
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
-    if done.returncode != 0 and "terminate called without an active exception" in done.stderr:
-        # A rank aborted in gloo's teardown (seen once in CI, 4 ranks on 2
-        # cores): torch's, not the checkpoint's; written again, once, into
-        # a fresh folder.
-        shutil.rmtree(out, ignore_errors=True)
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
-    assert done.returncode == 0, done.stderr[-3000:]
+    _torchrun.torchrun(world, worker, out, os.path.dirname(__file__), dim,
+                       before_retry=lambda: shutil.rmtree(out, ignore_errors=True))
     return out
 
 
