@@ -20,7 +20,6 @@ use std::sync::Arc;
 use stowage::ErrorContext;
 
 use pyo3::call::PyCallArgs;
-use pyo3::exceptions::PyRecursionError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyComplex, PyDict, PyFrozenSet, PyList, PySet, PyString, PyTuple};
 use stowage::checkpoint::pickle::Value;
@@ -31,10 +30,6 @@ use stowage::{Checkpoint, Scalar, UntypedStorage};
 
 use crate::errors::{self, StowageError};
 use crate::storage::{dlpack_type, PendingStorage, StorageBuffer};
-
-/// Containers nested deeper than this are refused (Python's own recursion
-/// limit is 1000; this walk recurses once per level).
-const MAX_DEPTH: usize = 2000;
 
 /// The walk's tables, keyed by addresses and ids: hashed with `foldhash`
 /// (a few instructions a key where SipHash took a hundred, several times a
@@ -287,12 +282,7 @@ impl<'py, 'c> Converter<'py, 'c> {
         if let Some(done) = id.and_then(|id| self.nodes.get(&id)) {
             return Ok(done.clone_ref(self.py));
         }
-        if self.path.len() >= MAX_DEPTH {
-            return Err(PyRecursionError::new_err(format!(
-                "containers nested deeper than {MAX_DEPTH} at {}",
-                self.here()
-            )));
-        }
+        crate::depth::check(self.path.len(), || self.here())?;
         let py = self.py;
         let remember = |nodes: &mut ByKey<usize, Py<PyAny>>, made: &Py<PyAny>| {
             if let Some(id) = id {

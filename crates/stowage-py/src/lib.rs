@@ -15,6 +15,7 @@
 mod commands;
 mod convert;
 mod dcp;
+mod depth;
 mod errors;
 mod location;
 mod premade;

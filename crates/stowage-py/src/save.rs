@@ -7,7 +7,7 @@
 //! meets them, so tensors that shared one storage in Python share one in
 //! the file.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::str::FromStr;
 use std::sync::Arc;
@@ -22,9 +22,6 @@ use stowage::{Checkpoint, DType, Device, SaveOptions, Tensor, UntypedStorage};
 
 use crate::errors;
 
-/// Containers nested deeper than this are refused, as the loader does.
-const MAX_DEPTH: usize = 2000;
-
 struct Walk<'py> {
     encoder: Bound<'py, PyAny>,
     storages: Vec<UntypedStorage>,
@@ -35,6 +32,9 @@ struct Walk<'py> {
     /// referenced after, as pickle's memo does. The work is linear in the
     /// distinct objects, however many paths reach them.
     memo: HashMap<usize, (Bound<'py, PyAny>, Arc<PyValue>)>,
+    /// The containers being walked (on the path from the root), by
+    /// identity: one reached again from inside itself is a cycle.
+    open: HashSet<usize>,
 }
 
 impl<'py> Walk<'py> {
@@ -79,9 +79,7 @@ impl<'py> Walk<'py> {
     }
 
     fn value(&mut self, obj: &Bound<'py, PyAny>) -> PyResult<PyValue> {
-        if self.path.len() >= MAX_DEPTH {
-            return Err(self.refuse(obj, &format!("nested deeper than {MAX_DEPTH}")));
-        }
+        crate::depth::check(self.path.len(), || self.here())?;
         if obj.is_none() {
             return Ok(PyValue::None);
         }
@@ -122,7 +120,19 @@ impl<'py> Walk<'py> {
         if let Some((_, done)) = self.memo.get(&key) {
             return Ok(PyValue::Shared(done.clone()));
         }
-        let made = Arc::new(self.object(obj)?);
+        if !self.open.insert(key) {
+            // `torch.save` writes a cycle (pickle's memo refers back to the
+            // container being built); a value here is built bottom-up, so
+            // one that holds itself has no value to refer to yet.
+            let ty = obj.get_type().fully_qualified_name()?;
+            return Err(PyValueError::new_err(format!(
+                "cannot save the {ty} at {}: it holds itself (a reference cycle), which stowage.save does not write",
+                self.here()
+            )));
+        }
+        let made = self.object(obj);
+        self.open.remove(&key);
+        let made = Arc::new(made?);
         self.memo.insert(key, (obj.clone(), made.clone()));
         Ok(PyValue::Shared(made))
     }
@@ -251,6 +261,7 @@ pub(crate) fn checkpoint_of(
         storages: Vec::new(),
         path,
         memo: HashMap::new(),
+        open: HashSet::new(),
     }
     .value(obj)?;
     // The walk and its memo are gone: an object reached once is held once,

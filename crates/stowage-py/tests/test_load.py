@@ -646,3 +646,54 @@ def test_a_file_of_many_tensors_loads_as_torch_loads_it(tmp_path):
         assert got["t5.again"] is got["t5"]
         got["t1"][5] = 0
         assert got["t1.view"][0, 1].item() == 0
+
+
+def test_mmap_none_is_torchs_default(tmp_path):
+    """`mmap=None` is `torch.load`'s own default: wrappers that pass their
+    arguments on give it."""
+    path = tmp_path / "sd.pt"
+    torch.save({"w": torch.arange(4.0)}, path)
+    assert torch.equal(stowage.load(path, mmap=None)["w"], torch.arange(4.0))
+
+
+# Run apart: a regression is a crash of the interpreter, which must fail
+# this test, not end the session.
+_DEEP = r'''
+import sys, threading, torch, stowage
+deep = x = {}
+for _ in range(650):
+    x["k"] = {}
+    x = x["k"]
+sys.setrecursionlimit(10000)  # for torch.save's pickler only
+torch.save(deep, sys.argv[1])
+assert stowage.load(sys.argv[1]) == torch.load(sys.argv[1], weights_only=True)
+said = []
+def small_thread():
+    for call in (lambda: stowage.load(sys.argv[1]), lambda: stowage.save(deep, sys.argv[1] + ".out.pt"),
+                 lambda: stowage.manifest(deep)):
+        try:
+            call()
+            said.append("done")
+        except RecursionError as e:
+            said.append(str(e))
+threading.stack_size(512 << 10)
+t = threading.Thread(target=small_thread)
+t.start()
+t.join()
+print("\n".join(said))
+'''
+
+
+def test_a_checkpoint_nested_past_a_threads_stack_is_a_recursion_error(tmp_path):
+    """A dict nested 650 deep (torch.load reads it) loads whole on the main
+    thread; on a thread with a 512 KiB stack, loading, saving and hashing it
+    go as deep as that stack holds and raise RecursionError naming the
+    place, never crash the interpreter."""
+    done = subprocess.run([sys.executable, "-c", _DEEP, str(tmp_path / "deep.pt")],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    said = done.stdout.splitlines()
+    assert len(said) == 3, said
+    for line in said:
+        assert line.startswith("containers nested "), line
+        assert "deeper than this thread's stack holds" in line and " at k.k.k." in line, line

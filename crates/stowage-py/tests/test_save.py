@@ -259,3 +259,22 @@ def test_what_is_reached_twice_is_saved_once(tmp_path):
         assert node[0] is node[1]
         node = node[0]
     assert node == {"a": 1}
+
+
+def test_a_container_that_holds_itself_is_refused_by_name(tmp_path):
+    """`torch.save` writes a reference cycle; stowage's values are built
+    bottom-up and cannot hold one: a ValueError naming the place, and
+    nothing written (before: a walk 2,000 deep and a TypeError)."""
+    d = {"w": torch.ones(2)}
+    d["again"] = {"inner": d}
+    path = tmp_path / "cycle.pt"
+    with pytest.raises(ValueError, match=r"the dict at again\.inner: it holds itself \(a reference cycle\)"):
+        stowage.save(d, path)
+    assert not path.exists()
+    with pytest.raises(ValueError, match="reference cycle"):
+        stowage.manifest(d)
+    # A container reached twice without a cycle is saved once, as before.
+    shared = {"x": torch.zeros(1)}
+    stowage.save({"a": shared, "b": shared}, path)
+    back = torch.load(path, weights_only=True)
+    assert back["a"] is back["b"]

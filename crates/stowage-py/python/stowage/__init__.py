@@ -56,7 +56,7 @@ def load(
     *,
     weights_only: Optional[bool] = None,
     framework: str = "torch",
-    mmap: bool = False,
+    mmap: Optional[bool] = None,
     lazy: bool = False,
     inert: bool = False,
     allow_globals: Iterable[str] = (),
@@ -79,7 +79,7 @@ def load(
         immutable, so sharing is not kept there.
     mmap: map the file copy-on-write instead of reading it. As with
         ``torch.load(mmap=True)``, the file must not be truncated or
-        written while the tensors live.
+        written while the tensors live. ``None``, torch's default, is ``False``.
     lazy: read each storage on first use, from the file or the URL: every
         dict that holds tensors is a ``LazyDict`` (a ``dict``, or an
         ``OrderedDict`` as saved) whose entries are the framework's tensors,
@@ -156,7 +156,7 @@ def load(
         loaded = _stowage.load(
             os.fspath(src),  # type: ignore[arg-type]
             adapter,
-            mmap=mmap,
+            mmap=bool(mmap),
             lazy=lazy,
             inert=inert,
             allow_globals=list(allow_globals),

@@ -33,7 +33,7 @@ def load(
     *,
     weights_only: Optional[bool] = None,
     framework: Literal["torch", "pt", "numpy", "np", "jax", "flax", "mlx"] = "torch",
-    mmap: bool = False,
+    mmap: Optional[bool] = None,
     lazy: bool = False,
     inert: bool = False,
     allow_globals: Iterable[str] = (),
