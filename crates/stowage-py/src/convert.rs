@@ -241,7 +241,7 @@ impl<'py, 'c> Converter<'py, 'c> {
             Value::Str(s) => s.as_ref().into_pyobject(py)?.into_any().unbind(),
             Value::Bytes(b) => PyBytes::new(py, b).into_any().unbind(),
             Value::Node(_) => self.container(v)?,
-            Value::Ext(o) => self.object(o)?,
+            Value::Ext(o) => self.object(v, o)?,
         })
     }
 
@@ -265,7 +265,7 @@ impl<'py, 'c> Converter<'py, 'c> {
     fn placed_item(&mut self, key: Step<'py>, v: &ValueRef<'c>) -> PyResult<Py<PyAny>> {
         match v.raw() {
             Value::Ext(Object::Tensor(t)) if Arc::strong_count(t) == 1 => {
-                self.below(key, |walk| walk.tensor(t))
+                self.below(key, |walk| walk.tensor_at(v, t))
             }
             _ => self.item(key, v),
         }
@@ -368,7 +368,19 @@ impl<'py, 'c> Converter<'py, 'c> {
         }
     }
 
-    fn object(&mut self, o: &Object) -> PyResult<Py<PyAny>> {
+    /// The tensor `t` that `v` holds, with its Python attributes.
+    fn tensor_at(&mut self, v: &ValueRef<'c>, t: &TensorObject) -> PyResult<Py<PyAny>> {
+        let made = self.tensor(t)?;
+        match v.state() {
+            Some(state) => {
+                let state = self.value(&state)?;
+                self.call("tensor_state", (made, state))
+            }
+            None => Ok(made),
+        }
+    }
+
+    fn object(&mut self, v: &ValueRef<'c>, o: &Object) -> PyResult<Py<PyAny>> {
         let py = self.py;
         match o {
             Object::Tensor(t) => {
@@ -376,7 +388,7 @@ impl<'py, 'c> Converter<'py, 'c> {
                 if let Some(done) = self.tensors.get(&key) {
                     return Ok(done.clone_ref(py));
                 }
-                let made = self.tensor(t)?;
+                let made = self.tensor_at(v, t)?;
                 self.tensors.insert(key, made.clone_ref(py));
                 Ok(made)
             }
@@ -770,8 +782,8 @@ impl<'py, 'c> Converter<'py, 'c> {
         if !matches!(t.kind(), TensorKind::Strided) {
             return self.of_kind(t);
         }
-        if t.subclass().is_some() || t.state().is_some() {
-            return Err(self.unsupported("a tensor subclass or a tensor with attributes"));
+        if t.subclass().is_some() {
+            return Err(self.unsupported("a tensor subclass"));
         }
         if let Some(q) = t.quantization() {
             return self.quantized(t, q);

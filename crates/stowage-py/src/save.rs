@@ -188,8 +188,9 @@ impl<'py> Walk<'py> {
     }
 
     /// `("tensor", storage index, bytes or None, dtype, shape, stride,
-    /// offset, requires_grad, parameter, conj, neg)`; the bytes come with a
-    /// storage's first tensor only.
+    /// offset, requires_grad, parameter, conj, neg, state or None)`; the
+    /// bytes come with a storage's first tensor only, the state is the
+    /// tensor's Python attributes.
     fn tensor(&mut self, e: &Bound<'py, PyAny>) -> PyResult<PyValue> {
         let index: usize = e.get_item(1)?.extract()?;
         let bytes = e.get_item(2)?;
@@ -222,7 +223,15 @@ impl<'py> Walk<'py> {
         obj.parameter = parameter;
         obj.conj = conj;
         obj.neg = neg;
-        Ok(PyValue::Tensor(Box::new(obj)))
+        let tensor = PyValue::Tensor(Box::new(obj));
+        let state = e.get_item(11)?;
+        if state.is_none() {
+            return Ok(tensor);
+        }
+        self.path.push("__dict__".to_owned());
+        let state = self.value(&state);
+        self.path.pop();
+        Ok(PyValue::WithState(Box::new(tensor), Box::new(state?)))
     }
 }
 

@@ -697,3 +697,18 @@ def test_a_checkpoint_nested_past_a_threads_stack_is_a_recursion_error(tmp_path)
     for line in said:
         assert line.startswith("containers nested "), line
         assert "deeper than this thread's stack holds" in line and " at k.k.k." in line, line
+
+
+def test_a_tensors_attributes_are_set_back_as_torch_sets_them():
+    """A tensor and a parameter given Python attributes before torch.save
+    (`_rebuild_from_type_v2`, `_rebuild_parameter_with_state`) load with
+    them, eagerly and lazily; an array has no place for them."""
+    path = FIXTURES_DIR / "kinds" / "tensor_state.pt"
+    expected = torch.load(path, weights_only=True)
+    for got in (stowage.load(path), stowage.load(path, lazy=True)):
+        for name in ("with_attrs", "param_with_attrs"):
+            assert type(got[name]) is type(expected[name]), name
+            assert vars(got[name]) == vars(expected[name]) != {}, name
+            assert torch.equal(got[name], expected[name]), name
+    with pytest.raises(stowage.StowageError, match="Python attributes have no place on an array"):
+        stowage.load(path, framework="numpy")

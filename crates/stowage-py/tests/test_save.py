@@ -278,3 +278,31 @@ def test_a_container_that_holds_itself_is_refused_by_name(tmp_path):
     stowage.save({"a": shared, "b": shared}, path)
     back = torch.load(path, weights_only=True)
     assert back["a"] is back["b"]
+
+
+def test_a_tensors_attributes_are_saved_as_torch_saves_them(tmp_path):
+    """Python attributes on a tensor or a parameter are written as torch.save
+    writes them, so torch.load sets them back (before: silently dropped)."""
+    t = torch.ones(3)
+    t.note = "calibrated"
+    p = torch.nn.Parameter(torch.ones(2))
+    p.tag = 3
+    sd = {"t": t, "p": p, "plain": torch.zeros(1)}
+    path = tmp_path / "attrs.pt"
+    stowage.save(sd, path)
+    for back in (torch.load(path, weights_only=True), stowage.load(path)):
+        assert vars(back["t"]) == {"note": "calibrated"}
+        assert type(back["p"]) is torch.nn.Parameter and vars(back["p"]) == {"tag": 3}
+        assert vars(back["plain"]) == {}
+        assert torch.equal(back["t"], t) and torch.equal(back["p"], p)
+
+
+def test_a_tensor_subclass_is_refused_not_written_as_a_plain_tensor(tmp_path):
+    class Calibrated(torch.Tensor):
+        pass
+
+    x = torch.ones(2).as_subclass(Calibrated)
+    path = tmp_path / "sub.pt"
+    with pytest.raises(TypeError, match=r"a tensor subclass \(.*Calibrated\)"):
+        stowage.save({"x": x}, path)
+    assert not path.exists()

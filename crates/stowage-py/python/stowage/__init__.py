@@ -279,7 +279,10 @@ def save(
     tensors) inside dicts, ``OrderedDict``s, lists and tuples, beside
     ``None``, bools, ints, floats, complex numbers, str, bytes, torch dtypes,
     ``torch.Size`` and ``torch.device`` values. Tensors on one storage (and
-    arrays on one buffer) are written as one storage. The name tells the
+    arrays on one buffer) are written as one storage. A tensor's (or an
+    ``nn.Parameter``'s) Python attributes are written as ``torch.save``
+    writes them, in a torch checkpoint; a tensor subclass is refused
+    (``TypeError``) rather than written as a plain tensor. The name tells the
     format, by the rule ``stowage convert`` follows: ``.safetensors``,
     safetensors (tensors only, named by path); ``.pt``, ``.pth``, ``.bin``,
     ``.ckpt``, ``.tar`` (``checkpoint.pth.tar``) and ``.pkl``, the torch zip

@@ -82,6 +82,9 @@ class BaseAdapter:
         for key, value in state.items():
             setattr(obj, key, value)
 
+    def tensor_state(self, t: Any, state: Any) -> Any:
+        raise StowageError("a tensor's Python attributes have no place on an array; load with framework='torch'")
+
     def quantized(self, *args: Any) -> Any:
         raise StowageError("a quantized tensor has no numpy form; load with framework='torch'")
 

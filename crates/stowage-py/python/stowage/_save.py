@@ -75,6 +75,13 @@ class Encoder:
         return None
 
     def _tensor(self, torch: Any, t: Any) -> Tuple[Any, ...]:
+        if type(t) not in (torch.Tensor, torch.nn.Parameter):
+            # torch.save names the class (`_rebuild_from_type_v2`); written
+            # as a plain tensor it would come back without it.
+            raise TypeError(
+                f"a tensor subclass ({type(t).__module__}.{type(t).__qualname__}):"
+                " stowage.save writes torch.Tensor and torch.nn.Parameter"
+            )
         if t.layout != torch.strided or t.is_quantized:
             raise TypeError(f"stowage.save writes strided tensors; this one is {t.layout} {t.dtype}")
         if t.device.type != "cpu":
@@ -99,6 +106,9 @@ class Encoder:
             # storage holds the elements before they apply).
             bool(t.is_conj()),
             bool(t.is_neg()),
+            # Its Python attributes (`__dict__`), which torch.save pickles
+            # and torch.load sets back: as torch gets them, None if none.
+            torch._utils._get_obj_state(t) or None,
         )
 
     def _ndarray(self, a: np.ndarray) -> Tuple[Any, ...]:
@@ -129,7 +139,7 @@ class Encoder:
             a = np.ascontiguousarray(a, dtype=dt)
             index, _ = self._storage(None)
             copied = a.reshape(-1).view(np.uint8)
-            return ("tensor", index, copied, name, a.shape, tuple(s // item for s in a.strides), 0, False, False, False, False)
+            return ("tensor", index, copied, name, a.shape, tuple(s // item for s in a.strides), 0, False, False, False, False, None)
         index, first = self._storage(id(root))
         shared = root.reshape(-1).view(np.uint8) if first else None
-        return ("tensor", index, shared, name, a.shape, tuple(s // item for s in a.strides), start // item, False, False, False, False)
+        return ("tensor", index, shared, name, a.shape, tuple(s // item for s in a.strides), start // item, False, False, False, False, None)

@@ -135,6 +135,11 @@ class Adapter(BaseAdapter):
     def nested(self, buffer: Any, sizes: Any, strides: Any, offsets: Any) -> torch.Tensor:
         return torch._nested_view_from_buffer(buffer, sizes, strides, offsets)
 
+    def tensor_state(self, t: torch.Tensor, state: Any) -> torch.Tensor:
+        # The attributes torch.save kept (`_rebuild_from_type_v2`,
+        # `_rebuild_parameter_with_state`), set back as torch.load sets them.
+        return torch._utils._set_obj_state(t, state)
+
     def lazy_bits(self, t: torch.Tensor, conj: bool, neg: bool) -> torch.Tensor:
         # As torch._utils._rebuild_tensor_v2 restores them.
         # (Only the bits set: a conj bit, even False, asserts on a real dtype.)

@@ -426,3 +426,47 @@ fn a_counter_is_written_as_a_counter() {
         Some("collections.Counter")
     );
 }
+
+/// A tensor and a parameter given Python attributes with the builder
+/// (`PyValue::WithState`) are written as `torch.save` writes them
+/// (`_rebuild_from_type_v2`, `_rebuild_parameter_with_state`) and read back
+/// with them; the Python package's `stowage.save` builds them so.
+#[test]
+fn a_tensors_attributes_are_written_and_read_back() {
+    use stowage::checkpoint::{save_to_writer, PyValue, TensorObject};
+    let attrs = |k: &str, v: PyValue| PyValue::dict([(k, v)]);
+    let tensor = PyValue::Tensor(Box::new(TensorObject::new(
+        stowage::Tensor::from_slice(&[1.0f32, 2.0]).unwrap(),
+    )));
+    let mut param = TensorObject::new(stowage::Tensor::from_slice(&[3i64]).unwrap());
+    param.parameter = true;
+    let ckpt = stowage::Checkpoint::from_value(PyValue::dict([
+        (
+            "t",
+            PyValue::WithState(
+                Box::new(tensor),
+                Box::new(attrs("note", "calibrated".into())),
+            ),
+        ),
+        (
+            "p",
+            PyValue::WithState(
+                Box::new(PyValue::Tensor(Box::new(param))),
+                Box::new(attrs("tag", 3.into())),
+            ),
+        ),
+    ]))
+    .unwrap();
+    let bytes = save_to_writer(Vec::new(), "archive", &ckpt, &Default::default()).unwrap();
+    let back = stowage::checkpoint::load_bytes(&bytes, &LoadOptions::default()).unwrap();
+    let t = back.get("t").unwrap();
+    assert_eq!(
+        t.as_tensor().unwrap().tensor.read::<f32>().unwrap()[..],
+        [1.0, 2.0]
+    );
+    let state = t.state().expect("the tensor's attributes");
+    assert_eq!(state.get("note").unwrap().as_str().unwrap(), "calibrated");
+    let p = back.get("p").unwrap();
+    assert!(p.as_tensor().unwrap().parameter);
+    assert_eq!(p.state().unwrap().get("tag").unwrap().as_i64().unwrap(), 3);
+}

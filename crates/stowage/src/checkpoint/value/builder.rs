@@ -62,7 +62,10 @@ pub enum PyValue {
     /// A container with the state `BUILD` sets on it: an `OrderedDict`'s
     /// `__dict__` (a state dict's `{"_metadata": …}`, which
     /// `load_state_dict` reads for each module's version), as `torch.save`
-    /// pickles it. The state of a value that is not a container is dropped.
+    /// pickles it; or a tensor with its Python attributes (its `__dict__`,
+    /// [`TensorObject::state`]), which `torch.save` pickles through
+    /// `_rebuild_from_type_v2` (`_rebuild_parameter_with_state` for a
+    /// parameter). The state of any other value is dropped.
     WithState(Box<PyValue>, Box<PyValue>),
     /// One value put at several places, kept one Python object (`a is b`
     /// after `torch.load`), as the pickle's memo keeps it: clones of one
@@ -519,14 +522,20 @@ impl Adder {
                 ckpt.classes.insert(id, COUNTER);
                 Value::Node(id)
             }
-            PyValue::WithState(value, state) => {
-                let value = self.add(ckpt, *value);
-                if let Value::Node(id) = value {
+            PyValue::WithState(value, state) => match self.add(ckpt, *value) {
+                Value::Node(id) => {
                     let state = self.add(ckpt, *state);
                     ckpt.state.insert(id, state);
+                    Value::Node(id)
                 }
-                value
-            }
+                Value::Ext(Object::Tensor(t)) => {
+                    let state = self.add(ckpt, *state);
+                    let mut t = Arc::unwrap_or_clone(t);
+                    t.set_state(Some(state));
+                    Value::Ext(Object::Tensor(Arc::new(t)))
+                }
+                other => other,
+            },
             PyValue::Shared(value) => {
                 let key = Arc::as_ptr(&value);
                 if let Some(done) = self.shared.get(&key) {
