@@ -712,3 +712,18 @@ def test_a_tensors_attributes_are_set_back_as_torch_sets_them():
             assert torch.equal(got[name], expected[name]), name
     with pytest.raises(stowage.StowageError, match="Python attributes have no place on an array"):
         stowage.load(path, framework="numpy")
+
+
+@pytest.mark.parametrize("protocol", [2, 3])
+def test_a_legacy_file_of_either_protocol_torch_reads_loads(tmp_path, protocol):
+    """`_use_new_zipfile_serialization=False` with `pickle_protocol=3` (not
+    only the default 2) loads as torch loads it, views included (before:
+    "not a checkpoint")."""
+    base = torch.arange(6.0).reshape(2, 3)
+    sd = {"w": base, "column": base[:, 1], "name": "w", "n": 3}
+    path = tmp_path / f"legacy{protocol}.pt"
+    torch.save(sd, path, _use_new_zipfile_serialization=False, pickle_protocol=protocol)
+    expected = torch.load(path, weights_only=True)
+    got = stowage.load(path)
+    groups = assert_same(got, expected)
+    assert sharing(groups[1]) == sharing(groups[0])

@@ -41,7 +41,7 @@ pub fn detect_format<R: ReadAt>(source: &R) -> Result<Format> {
             detail: "an unsupported archive format from the preview release (PYTORCH1)".into(),
         }));
     }
-    if head.starts_with(torch_legacy::MAGIC_PREFIX) {
+    if torch_legacy::is_legacy(head) {
         return Ok(Format::TorchLegacy);
     }
     if len >= 265 {

@@ -167,3 +167,36 @@ fn legacy_paths_are_keys_and_indices() {
         }
     }
 }
+
+/// `pickle_protocol=3` writes the magic number's pickle with `PROTO 3`:
+/// such a file (here a fixture's first pickle marked so) reads as the
+/// original, in a load and a scan; protocol 4, which opens with a `FRAME`
+/// PyTorch's `weights_only` loader refuses, stays not a checkpoint.
+#[test]
+fn a_legacy_file_of_protocol_3_loads_and_4_does_not() {
+    use stowage::checkpoint::scan::scan_bytes;
+    for name in LEGACY_FIXTURES {
+        let mut bytes = std::fs::read(fixture(name)).unwrap();
+        assert_eq!(bytes[..2], [0x80, 2], "{name}");
+        bytes[1] = 3;
+        let three = stowage::checkpoint::load_bytes(&bytes, &LoadOptions::default())
+            .unwrap_or_else(|e| panic!("{name} as protocol 3: {e}"));
+        assert_eq!(describe(&three), describe(&load_fixture(name)), "{name}");
+        let scan = scan_bytes(&bytes, &LoadOptions::default());
+        assert!(scan.error.is_none(), "{name}: {scan:?}");
+        assert_eq!(
+            scan.kind,
+            Some(stowage::checkpoint::scan::ScanKind::TorchLegacy),
+            "{name}"
+        );
+        bytes[1] = 4;
+        let four = stowage::checkpoint::load_bytes(&bytes, &LoadOptions::default());
+        assert!(
+            matches!(
+                four,
+                Err(Error::Format(stowage::FormatError::NotACheckpoint { .. }))
+            ),
+            "{name} as protocol 4: {four:?}"
+        );
+    }
+}

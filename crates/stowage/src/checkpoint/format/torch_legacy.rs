@@ -19,8 +19,16 @@ use crate::checkpoint::value::graph::{
 use crate::io::ReadAt;
 use crate::{DType, Device, Error, Result, UntypedStorage};
 
-/// The first bytes of a legacy file written with pickle protocol 2.
-pub(crate) const MAGIC_PREFIX: &[u8] = b"\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19";
+/// The magic number's pickle after its `PROTO` opcode: `LONG1` of ten bytes.
+const MAGIC_PICKLED: &[u8] = b"\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19";
+
+/// Whether `head` starts as a legacy file does: the magic number pickled
+/// with protocol 2 (`torch.save`'s default) or 3 (`pickle_protocol=3`). A
+/// file of protocol 4 or 5 opens with a `FRAME`, which PyTorch's
+/// `weights_only` loader refuses, and so does this test.
+pub(crate) fn is_legacy(head: &[u8]) -> bool {
+    matches!(head, [0x80, 2 | 3, rest @ ..] if rest.starts_with(MAGIC_PICKLED))
+}
 
 const MAGIC_NUMBER: u128 = 0x1950a86a20f9469cfc6c;
 const PROTOCOL_VERSION: i64 = 1001;

@@ -58,7 +58,7 @@ use std::path::{Path, PathBuf};
 
 use self::stream::Trust;
 use self::torch_allowed::TORCH_ALLOWED;
-use crate::checkpoint::format::torch_legacy::MAGIC_PREFIX;
+use crate::checkpoint::format::torch_legacy::is_legacy;
 use crate::checkpoint::globals::allowlist;
 use crate::checkpoint::globals::decoded;
 use crate::checkpoint::options::LoadOptions;
@@ -388,7 +388,7 @@ impl Content {
     fn of(head: &[u8]) -> Option<Content> {
         if head.starts_with(b"PK\x03\x04") {
             Some(Content::Zip)
-        } else if head.starts_with(MAGIC_PREFIX) {
+        } else if is_legacy(head) {
             Some(Content::Legacy)
         } else if head.starts_with(npy::MAGIC) {
             Some(Content::Npy)
