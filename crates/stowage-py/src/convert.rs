@@ -528,13 +528,15 @@ impl<'py, 'c> Converter<'py, 'c> {
             self.call("storage", (self.py.None(), nbytes, device))?
         };
         // Handed to the caller's `map_location(storage, location)` with the
-        // location the file gives it, as `torch.load` does.
+        // location the file gives it, as `torch.load` does; a storage
+        // without bytes (a meta tensor's, which the file records no storage
+        // for) is not, as `torch.load` never sees one.
         let made = match self.locations.as_ref() {
-            Some(at) => {
+            Some(at) if has_data => {
                 let location = at.get(&storage.id()).copied().unwrap_or("cpu");
                 self.call("placed", (made, location))?
             }
-            None => made,
+            _ => made,
         };
         self.storages
             .insert(storage.id(), Made::Storage(made.clone_ref(self.py)));

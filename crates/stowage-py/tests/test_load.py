@@ -471,7 +471,9 @@ def test_map_location_as_a_function_is_called_as_torch_load_calls_it(tmp_path):
     None restores the storage where it was saved (issue 40, item 3)."""
     x = torch.arange(6.0)
     path = tmp_path / "x.pt"
-    torch.save({"a": x, "b": x[2:], "c": torch.ones(2, dtype=torch.int64)}, path)
+    # A meta tensor has no storage in the file: torch never hands it over.
+    meta = torch.empty(2, 3, device="meta")
+    torch.save({"a": x, "b": x[2:], "c": torch.ones(2, dtype=torch.int64), "m": meta}, path)
 
     def recorder(calls, result):
         def place(storage, location):
@@ -485,8 +487,9 @@ def test_map_location_as_a_function_is_called_as_torch_load_calls_it(tmp_path):
         want = torch.load(path, map_location=recorder(theirs, result), weights_only=True)
         got = stowage.load(path, map_location=recorder(ours, result))
         assert sorted(ours) == sorted(theirs) and len(ours) == 2
-        for k in want:
+        for k in "abc":
             assert torch.equal(got[k], want[k]), k
+        assert got["m"].is_meta and want["m"].is_meta and got["m"].shape == meta.shape
         # Views of one storage stay views of the one placed storage.
         assert got["b"].untyped_storage().data_ptr() == got["a"].untyped_storage().data_ptr()
     # The storage returned is the one the tensors use.
