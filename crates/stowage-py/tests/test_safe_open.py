@@ -145,12 +145,13 @@ def test_metadata_reads_no_tensor_bytes(tmp_path):
         assert rchar() - before < 1 << 20
 
 
-@pytest.mark.parametrize("fw", ["pt", "np"])
+@pytest.mark.parametrize("fw", ["pt", "pytorch", "np"])
 def test_safe_open_answers_as_safetensors_safe_open(tmp_path, fw):
     """Side by side with safetensors' own safe_open on the same files, with
-    safetensors' framework names: the same keys (sorted), offset_keys (file
-    order), metadata, tensors, and slices' shapes, dtypes and parts
-    (issue 40, item 2)."""
+    safetensors' argument and framework names: the same keys (sorted),
+    offset_keys (file order), metadata, tensors (one by one and all at
+    once), and slices' shapes, dtypes and parts, a slice's after the block
+    too (issue 40, item 2)."""
     from safetensors import safe_open as st_open
     from safetensors.torch import save_file
 
@@ -164,7 +165,9 @@ def test_safe_open_answers_as_safetensors_safe_open(tmp_path, fw):
     for metadata in ({"format": "pt", "note": "x"}, None):
         path = tmp_path / f"m{len(metadata or {})}.safetensors"
         save_file(tensors, path, metadata=metadata)
-        with stowage.safe_open(path, framework=fw, device="cpu") as f, st_open(path, framework=fw, device="cpu") as g:
+        with stowage.safe_open(filename=path, framework=fw, device="cpu") as f, st_open(
+            filename=path, framework=fw, device="cpu"
+        ) as g:
             assert f.keys() == g.keys()
             assert f.offset_keys() == g.offset_keys()
             assert f.metadata() == g.metadata()
@@ -186,6 +189,14 @@ def test_safe_open_answers_as_safetensors_safe_open(tmp_path, fw):
                         assert torch.equal(x, y), (k, index)
             x, y = f.get_slice("z.weight")[0:2, 1:, ::2], g.get_slice("z.weight")[0:2, 1:, ::2]
             assert (np.array_equal(x, y) if fw == "np" else torch.equal(x, y))
+            mine, theirs = f.get_tensors(), g.get_tensors()
+            assert list(mine) == list(theirs)
+            for k in theirs:
+                assert (np.array_equal if fw == "np" else torch.equal)(mine[k], theirs[k]), k
+            late = f.get_slice("z.weight"), g.get_slice("z.weight")
+        # A slice taken in the block reads after it, as safetensors' does.
+        x, y = late[0][1:, 0], late[1][1:, 0]
+        assert (np.array_equal(x, y) if fw == "np" else torch.equal(x, y))
         # Leaving the block closes both.
         with pytest.raises(Exception, match="(?i)closed"):
             g.keys()
@@ -209,6 +220,6 @@ def test_safe_open_takes_safetensors_arguments_on_any_format(fixtures):
         assert isinstance(f.get_tensor("model.weight"), np.ndarray)
     with pytest.raises(ValueError, match="device 'cuda:0'.*CPU memory only"):
         stowage.safe_open(path, "pt", device="cuda:0")
-    with pytest.raises(ValueError, match="framework 'tf'.*pt, np, flax"):
+    with pytest.raises(ValueError, match="framework 'tf'.*pt, pytorch, np, flax"):
         stowage.safe_open(path, framework="tf")
 

@@ -239,7 +239,7 @@ class _Placed:
 
 
 def safe_open(
-    src: Union[str, "os.PathLike[str]"],
+    filename: Union[str, "os.PathLike[str]"],
     framework: str = "torch",
     device: Any = "cpu",
     *,
@@ -250,10 +250,10 @@ def safe_open(
     format ``load`` reads, with its API: ``keys()`` (sorted),
     ``offset_keys()`` (in the order of the bytes in the file),
     ``get_tensor(name)`` (reading only that tensor's storage),
-    ``get_slice(name)`` (``get_shape()``, ``get_dtype()`` by safetensors'
+    ``get_tensors()``, ``get_slice(name)`` (``get_shape()``, ``get_dtype()`` by safetensors'
     names, ``[...]`` reading only what it selects) and ``metadata()``; the
     handle closes when the ``with`` block ends. ``framework`` takes
-    safetensors' names (``"pt"``, ``"np"``, ``"flax"``, ``"mlx"``) and
+    safetensors' names (``"pt"``, ``"pytorch"``, ``"np"``, ``"flax"``, ``"mlx"``) and
     stowage's (``"torch"``, ``"numpy"``, ``"jax"``). ``device`` is
     ``"cpu"``: any other device is a ``ValueError`` until stowage has a
     device back end.
@@ -261,7 +261,7 @@ def safe_open(
         with stowage.safe_open("pytorch_model.bin", framework="pt") as f:
             w = f.get_tensor("model.embed.weight")
     """
-    return SafeOpen(src, framework, device, inert=inert, allow_globals=allow_globals)
+    return SafeOpen(filename, framework, device, inert=inert, allow_globals=allow_globals)
 
 
 def save(

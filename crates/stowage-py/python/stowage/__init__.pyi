@@ -32,7 +32,7 @@ def load(
     map_location: Any = None,
     *,
     weights_only: Optional[bool] = None,
-    framework: Literal["torch", "pt", "numpy", "np", "jax", "flax", "mlx"] = "torch",
+    framework: Literal["torch", "pt", "pytorch", "numpy", "np", "jax", "flax", "mlx"] = "torch",
     mmap: Optional[bool] = None,
     lazy: bool = False,
     inert: bool = False,
@@ -94,8 +94,8 @@ def convert(
     ...
 
 def safe_open(
-    src: _Path,
-    framework: Literal["torch", "pt", "numpy", "np", "jax", "flax", "mlx"] = "torch",
+    filename: _Path,
+    framework: Literal["torch", "pt", "pytorch", "numpy", "np", "jax", "flax", "mlx"] = "torch",
     device: Any = "cpu",
     *,
     inert: bool = False,
@@ -113,7 +113,7 @@ class TensorSlice:
 class SafeOpen:
     def __init__(
         self,
-        src: _Path,
+        filename: _Path,
         framework: str = "torch",
         device: Any = "cpu",
         *,
@@ -127,6 +127,7 @@ class SafeOpen:
     def __contains__(self, name: str) -> bool: ...
     def __len__(self) -> int: ...
     def get_tensor(self, name: str) -> Any: ...
+    def get_tensors(self) -> Dict[str, Any]: ...
     def get_slice(self, name: str) -> TensorSlice: ...
     def metadata(self) -> Optional[Dict[str, Any]]: ...
     @property

@@ -138,13 +138,13 @@ FRAMEWORKS = ("torch", "numpy", "jax", "mlx")
 
 
 # safetensors' names for the frameworks (``safe_open(path, framework="pt")``).
-_ALIASES = {"pt": "torch", "np": "numpy", "flax": "jax"}
+_ALIASES = {"pt": "torch", "pytorch": "torch", "np": "numpy", "flax": "jax"}
 
 
 def adapter_for(framework: str) -> BaseAdapter:
     """The adapter that builds ``framework``'s objects (torch is imported
     only for ``"torch"``). safetensors' names are taken too: ``"pt"``,
-    ``"np"``, ``"flax"``."""
+    ``"pytorch"``, ``"np"``, ``"flax"``."""
     framework = _ALIASES.get(framework, framework)
     if framework == "torch":
         try:

@@ -78,11 +78,12 @@ class TensorSlice:
     and indexes it."""
 
     def __init__(self, opened: "SafeOpen", name: str) -> None:
-        self._opened = opened
         self._name = name
-        inner = opened._handle()
-        _, self._shape = inner.tensor_info(name)
-        self._dtype = inner.safetensors_dtype(name)
+        # Held, as safetensors' slice holds the file: indexing works after
+        # the ``with`` block that opened it ends.
+        self._inner = opened._handle()
+        _, self._shape = self._inner.tensor_info(name)
+        self._dtype = self._inner.safetensors_dtype(name)
 
     def get_shape(self) -> List[int]:
         return list(self._shape)
@@ -97,11 +98,11 @@ class TensorSlice:
         ranges = _ranges(index, self._shape)
         if ranges is not None:
             picked, squeeze = ranges
-            part = self._opened._handle().read_slice(self._name, picked)
+            part = self._inner.read_slice(self._name, picked)
             if part is not None:
                 # Integer indices drop their dimension, as in torch and numpy.
                 return part[tuple(0 if s else slice(None) for s in squeeze)] if any(squeeze) else part
-        return self._opened.get_tensor(self._name)[index]
+        return self._inner.get_tensor(self._name)[index]
 
 
 def _ranges(index: Any, shape: Sequence[int]) -> Optional[Tuple[List[Tuple[int, int, int]], List[bool]]]:
@@ -141,7 +142,7 @@ class SafeOpen:
 
     def __init__(
         self,
-        src: Union[str, "os.PathLike[str]"],
+        filename: Union[str, "os.PathLike[str]"],
         framework: str = "torch",
         device: Union[str, int, Any] = "cpu",
         *,
@@ -155,7 +156,7 @@ class SafeOpen:
                 f"device {str(device)!r}: stowage reads tensors into CPU memory only, and has no"
                 " device back end yet; open with device='cpu' and move tensors with .to(device)"
             )
-        self._src = os.fspath(src)
+        self._src = os.fspath(filename)
         self._inner: Optional[Any] = _stowage.SafeOpen(
             self._src, adapter_for(framework), inert=inert, allow_globals=list(allow_globals)
         )
@@ -192,9 +193,15 @@ class SafeOpen:
         """The tensor ``name``; only its storage's bytes are read."""
         return self._handle().get_tensor(name)
 
+    def get_tensors(self) -> Dict[str, Any]:
+        """Every tensor, keyed by name in the order of their bytes in the
+        file, as safetensors' ``get_tensors()`` gives them."""
+        inner = self._handle()
+        return {name: inner.get_tensor(name) for name in inner.offset_keys()}
+
     def get_slice(self, name: str) -> TensorSlice:
         """The tensor ``name``'s dtype and shape, and its parts by indexing,
-        reading only the bytes they cover."""
+        reading only the bytes they cover (after the ``with`` block too)."""
         return TensorSlice(self, name)
 
     def metadata(self) -> Optional[Dict[str, Any]]:
