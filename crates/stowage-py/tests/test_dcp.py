@@ -429,3 +429,43 @@ def test_a_rank_dying_in_a_save_over_a_checkpoint_leaves_the_earlier_one_whole(t
     assert all(torch.equal(loaded[k], v) for k, v in state.items())
     named = {i.relative_path for i in dcp.FileSystemReader(out).read_metadata().storage_data.values()}
     assert {p.name for p in out.iterdir() if p.name.endswith(".distcp")} == named
+
+
+def test_reader_and_writer_take_the_file_system_classes_arguments(tmp_path):
+    """StorageWriter and StorageReader are called as FileSystemWriter and
+    FileSystemReader are: every public parameter by the same name and
+    default (an option that changes nothing here is taken; one stowage
+    cannot honour is a ValueError), and overwrite=False refuses a folder
+    that holds a checkpoint, as FileSystemWriter does."""
+    import inspect
+
+    import torch.distributed.checkpoint as dcp
+
+    from stowage.dcp import StorageReader, StorageWriter
+
+    for ours, theirs in ((StorageWriter, dcp.FileSystemWriter), (StorageReader, dcp.FileSystemReader)):
+        mine = inspect.signature(ours.__init__).parameters
+        for name, p in inspect.signature(theirs.__init__).parameters.items():
+            if name.startswith("_") or name in ("self", "serialization_format"):
+                continue
+            assert name in mine, (ours.__name__, name)
+            assert mine[name].default == p.default, (ours.__name__, name)
+            assert mine[name].kind == p.kind, (ours.__name__, name)
+
+    state = {"w": torch.arange(6.0), "epoch": 3}
+    out = tmp_path / "c"
+    writer = StorageWriter(path=out, single_file_per_rank=True, sync_files=False, thread_count=2,
+                           per_thread_copy_ahead=1 << 20, cache_staged_state_dict=False, overwrite=False)
+    dcp.save(state, storage_writer=writer, no_dist=True)
+    back = {"w": torch.zeros(6), "epoch": 0}
+    dcp.load(back, storage_reader=StorageReader(path=out), no_dist=True)
+    assert torch.equal(back["w"], state["w"]) and back["epoch"] == 3
+    # DCP wraps a rank's error in a CheckpointException, as it wraps
+    # FileSystemWriter's.
+    from torch.distributed.checkpoint.api import CheckpointException
+
+    with pytest.raises(CheckpointException, match="overwrite=False"):
+        dcp.save(state, storage_writer=StorageWriter(out, overwrite=False), no_dist=True)
+    dcp.save(state, storage_writer=StorageWriter(out), no_dist=True)  # overwrite=True, the default
+    with pytest.raises(ValueError, match="single_file_per_rank=False"):
+        StorageWriter(out, single_file_per_rank=False)

@@ -1,6 +1,6 @@
 """stowage as ``torch.distributed.checkpoint``'s storage layer.
 
-``StorageReader(src)`` serves any checkpoint stowage reads to
+``StorageReader(path)`` serves any checkpoint stowage reads to
 ``torch.distributed.checkpoint.load``: a distributed checkpoint folder, a
 ``.pt``/``.bin``/``.ckpt`` file, a ``.safetensors`` file or a Hugging Face
 sharded set, on disk or by URL. DCP's planner decides which rank needs which
@@ -20,9 +20,11 @@ other value. Those values are read by stowage, with PyTorch's allowlist (or
 ``torch.load``s bytes items, so what it gets is stowage's re-encoding of
 values already read safely, never the file's own pickle.
 
-``StorageWriter(dst)`` is ``torch.distributed.checkpoint.save``'s way out
-through stowage: each rank writes its own data files (``__{rank}_{i}.distcp``,
-``thread_count`` of them at once, each tensor chunk as ``torch.save`` saves
+``StorageWriter(path)`` is ``torch.distributed.checkpoint.save``'s way out
+through stowage, taking ``FileSystemWriter``'s arguments: each rank writes
+its own data files (``__{rank}_{save}_{i}.distcp``, named by the save so
+that an earlier checkpoint's stay whole until this one's ``.metadata``
+replaces it; ``thread_count`` of them at once, each tensor chunk as ``torch.save`` saves
 it, zstd-compressed if asked, as ``FileSystemWriter`` lays it out), each
 whole or not at all, to a folder or an object-store prefix
 (multipart uploads); the coordinator writes ``.metadata`` last, once every
@@ -159,7 +161,8 @@ def _at(tree: Any, path: List[Any]) -> Any:
 class StorageReader(_StorageReader):
     """A ``torch.distributed.checkpoint.StorageReader`` over stowage.
 
-    src: a path or URL of anything ``stowage.load`` reads.
+    path: a path or URL of anything ``stowage.load`` reads (named as
+        ``FileSystemReader`` names it).
     concurrency: how many tensor reads each rank has in flight (threads; the
         reads release the GIL).
     inert, allow_globals: as for ``stowage.load``, for a file whose values
@@ -168,7 +171,7 @@ class StorageReader(_StorageReader):
 
     def __init__(
         self,
-        src: Union[str, "os.PathLike[str]"],
+        path: Union[str, "os.PathLike[str]"],
         *,
         concurrency: int = 8,
         inert: bool = False,
@@ -177,7 +180,7 @@ class StorageReader(_StorageReader):
         super().__init__()
         if concurrency < 1:
             raise ValueError(f"concurrency {concurrency}: at least 1")
-        self.src = os.fspath(src)
+        self.src = os.fspath(path)
         self.concurrency = concurrency
         self._inert = inert
         self._allow_globals = tuple(allow_globals)
@@ -353,14 +356,24 @@ class StorageReader(_StorageReader):
 class StorageWriter(_StorageWriter):
     """A ``torch.distributed.checkpoint.StorageWriter`` over stowage.
 
-    dst: a folder, or an object-store prefix (``s3://bucket/ckpt``).
+    path: a folder, or an object-store prefix (``s3://bucket/ckpt``).
     zstd: compress each item as one zstd frame (``stream.zstd/1``, as
         ``FileSystemWriter(_extensions=[ZStandard()])`` does; PyTorch's
         reader needs ``zstandard`` or ``pyzstd`` to read it).
-    thread_count: how many files each rank writes at once
-        (``__{rank}_{i}.distcp``), the items split over them by size as
-        ``FileSystemWriter`` splits them.
-    sync: fsync each file before it is renamed into place (local folders).
+    thread_count: how many files each rank writes at once, the items split
+        over them by size as ``FileSystemWriter`` splits them.
+    sync_files: fsync each file before it is renamed into place (local
+        folders).
+    overwrite: False raises ``RuntimeError`` when ``path`` (a local
+        folder) holds a checkpoint already, as ``FileSystemWriter`` does.
+
+    ``FileSystemWriter``'s other arguments are taken as it takes them where
+    they change nothing here: ``single_file_per_rank=True`` (one file per
+    rank and thread is all this writer writes; ``False`` is a
+    ``ValueError``), ``per_thread_copy_ahead`` and
+    ``cache_staged_state_dict`` (no effect: items are encoded from where
+    they lie, nothing is staged) and ``serialization_format`` (the torch
+    format only).
 
     A save over an earlier checkpoint never mixes the two: each save's files
     are named by its id (``__{rank}_{save}_{i}.distcp``), so the earlier
@@ -373,19 +386,32 @@ class StorageWriter(_StorageWriter):
 
     def __init__(
         self,
-        dst: Union[str, "os.PathLike[str]"],
+        path: Union[str, "os.PathLike[str]"],
+        single_file_per_rank: bool = True,
+        sync_files: bool = True,
+        thread_count: int = 1,
+        per_thread_copy_ahead: int = 10_000_000,
+        cache_staged_state_dict: bool = False,
+        overwrite: bool = True,
         *,
         zstd: bool = False,
-        thread_count: int = 1,
-        sync: bool = True,
+        serialization_format: Any = None,
     ) -> None:
         super().__init__()
         if thread_count < 1:
             raise ValueError(f"thread_count {thread_count}: at least 1")
-        self.dst = os.fspath(dst)
+        if not single_file_per_rank:
+            raise ValueError(
+                "single_file_per_rank=False: stowage's writer writes each rank's items into"
+                " thread_count files, never a file per item"
+            )
+        if serialization_format is not None and getattr(serialization_format, "value", "torch_save") != "torch_save":
+            raise ValueError(f"serialization_format {serialization_format}: stowage's writer writes torch_save only")
+        self.dst = os.fspath(path)
         self.zstd = zstd
         self.thread_count = thread_count
-        self.sync = sync
+        self.sync = sync_files
+        self.overwrite = overwrite
         self.save_id = uuid.uuid4().hex
         self.is_coordinator = False
 
@@ -400,6 +426,10 @@ class StorageWriter(_StorageWriter):
             os.makedirs(self.dst, exist_ok=True)
 
     def prepare_local_plan(self, plan: SavePlan) -> SavePlan:
+        # Where FileSystemWriter checks it, so that it raises as that does.
+        local = not _stowage.Location(self.dst).is_remote
+        if not self.overwrite and local and os.path.exists(os.path.join(self.dst, _METADATA)):
+            raise RuntimeError(f"{self.dst}: a checkpoint is there already and overwrite=False")
         return plan
 
     def prepare_global_plan(self, plans: List[SavePlan]) -> List[SavePlan]:
