@@ -151,7 +151,11 @@ impl<'py> Walk<'py> {
         }
         let encoded = self.encoder.call_method1("encode", (obj,))?;
         if encoded.is_none() {
-            return Err(self.refuse(obj, "torch.load(weights_only=True) could not read it back"));
+            return Err(self.refuse(
+                obj,
+                "stowage.save writes dicts, OrderedDicts, Counters, lists, tuples, tensors, numpy arrays, \
+                 None, bools, ints, floats, complex numbers, str, bytes, torch dtypes, Sizes and devices",
+            ));
         }
         let kind: String = encoded.get_item(0)?.extract()?;
         match kind.as_str() {

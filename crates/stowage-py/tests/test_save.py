@@ -306,3 +306,19 @@ def test_a_tensor_subclass_is_refused_not_written_as_a_plain_tensor(tmp_path):
     with pytest.raises(TypeError, match=r"a tensor subclass \(.*Calibrated\)"):
         stowage.save({"x": x}, path)
     assert not path.exists()
+
+
+def test_what_save_refuses_is_named_with_what_it_writes(tmp_path):
+    """A value stowage.save does not write is a TypeError naming it, its
+    place and what the save writes (before: a claim that torch could not
+    read it back, false for a set); a quantized or sparse tensor is named as
+    such."""
+    path = tmp_path / "x.pt"
+    with pytest.raises(TypeError, match=r"cannot save the set at cfg\.tags: stowage\.save writes dicts, "):
+        stowage.save({"cfg": {"tags": {"a", "b"}}}, path)
+    q = torch.quantize_per_tensor(torch.ones(2), 0.1, 0, torch.quint8)
+    with pytest.raises(TypeError, match=r"a quantized tensor \(torch\.quint8\)"):
+        stowage.save({"q": q}, path)
+    with pytest.raises(TypeError, match=r"a torch\.sparse_coo tensor: stowage\.save writes strided"):
+        stowage.save({"s": torch.ones(2).to_sparse()}, path)
+    assert not path.exists()

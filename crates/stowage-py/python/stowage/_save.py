@@ -82,8 +82,10 @@ class Encoder:
                 f"a tensor subclass ({type(t).__module__}.{type(t).__qualname__}):"
                 " stowage.save writes torch.Tensor and torch.nn.Parameter"
             )
-        if t.layout != torch.strided or t.is_quantized:
-            raise TypeError(f"stowage.save writes strided tensors; this one is {t.layout} {t.dtype}")
+        if t.layout != torch.strided:
+            raise TypeError(f"a {t.layout} tensor: stowage.save writes strided (dense) tensors")
+        if t.is_quantized:
+            raise TypeError(f"a quantized tensor ({t.dtype}): stowage.save writes tensors that are not quantized")
         if t.device.type != "cpu":
             raise TypeError(f"a tensor on {t.device}: move it to the cpu first (stowage has no accelerator back end)")
         st = t.untyped_storage()
