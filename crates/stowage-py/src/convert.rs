@@ -373,7 +373,10 @@ impl<'py, 'c> Converter<'py, 'c> {
         let made = self.tensor(t)?;
         match v.state() {
             Some(state) => {
-                let state = self.value(&state)?;
+                // A level of the walk as any container's (the library takes
+                // only a dict or a pair of them here): tensors chained
+                // through their states are bounded as nesting is.
+                let state = self.item(Step::Name("__dict__".into()), &state)?;
                 self.call("tensor_state", (made, state))
             }
             None => Ok(made),

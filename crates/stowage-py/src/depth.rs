@@ -15,10 +15,14 @@ const MAX_DEPTH: usize = 2000;
 /// and their C callees.
 const STACK_MARGIN: usize = 256 << 10;
 
-/// Levels a walk always takes (about 12 KiB of stack each): a thread whose
-/// stack cannot hold a few levels above the margin cannot run torch either,
-/// and a real checkpoint is this shallow.
+/// Levels a walk takes with less than [`STACK_MARGIN`] left, down to
+/// [`FLOOR`] (under 2 KiB each in a release build, about 13 in a debug
+/// one): a real checkpoint is this shallow, and a thread given a small
+/// stack (`threading.stack_size(256 << 10)`) can still load it.
 const ALWAYS: usize = 8;
+
+/// The stack left below which no level is taken.
+const FLOOR: usize = 64 << 10;
 
 /// The error for a walk `depth` levels down at `place` when it can go no
 /// deeper: past [`MAX_DEPTH`], or with less than [`STACK_MARGIN`] of this
@@ -28,7 +32,8 @@ pub fn check(depth: usize, place: impl FnOnce() -> String) -> Result<(), PyErr> 
     // `None` where the platform cannot tell the stack's bounds: the level
     // count alone then.
     let left = stacker::remaining_stack();
-    if depth < ALWAYS || depth < MAX_DEPTH && left.is_none_or(|left| left >= STACK_MARGIN) {
+    let margin = if depth < ALWAYS { FLOOR } else { STACK_MARGIN };
+    if depth < MAX_DEPTH && left.is_none_or(|left| left >= margin) {
         return Ok(());
     }
     Err(PyRecursionError::new_err(format!(

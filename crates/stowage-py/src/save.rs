@@ -233,9 +233,19 @@ impl<'py> Walk<'py> {
             return Ok(tensor);
         }
         self.path.push("__dict__".to_owned());
-        let state = self.value(&state);
+        let walked = self.value(&state);
         self.path.pop();
-        Ok(PyValue::WithState(Box::new(tensor), Box::new(state?)))
+        match walked {
+            Ok(state) => Ok(PyValue::WithState(Box::new(tensor), Box::new(state))),
+            // An attribute no checkpoint value holds (a function, a
+            // module): the tensor is saved without its attributes, said
+            // aloud (a safetensors file or a DCP holds none anyway).
+            Err(e) if e.is_instance_of::<PyTypeError>(py) => {
+                log::warn!("a tensor's attributes are not saved: {}", e.value(py));
+                Ok(tensor)
+            }
+            Err(e) => Err(e),
+        }
     }
 }
 

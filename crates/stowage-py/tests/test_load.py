@@ -731,3 +731,89 @@ def test_a_legacy_file_of_either_protocol_torch_reads_loads(tmp_path, protocol):
     got = stowage.load(path)
     groups = assert_same(got, expected)
     assert sharing(groups[1]) == sharing(groups[0])
+
+
+def _with_pickle(path, data_pkl):
+    """A torch zip as torch.save writes one of `torch.ones(1)`, its
+    `data.pkl` replaced by a hand-made pickle over that one storage."""
+    import io
+    import zipfile
+
+    buf = io.BytesIO()
+    torch.save(torch.ones(1), buf)
+    with zipfile.ZipFile(io.BytesIO(buf.getvalue())) as zin, zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as z:
+        for n in zin.namelist():
+            z.writestr(n, bytes(data_pkl) if n.endswith("data.pkl") else zin.read(n))
+
+
+# `_rebuild_from_type_v2(_rebuild_tensor_v2, Tensor, (storage 0, …), STATE)`
+# with STATE's pickle put between the two parts.
+_REBUILD = (b"ctorch._tensor\n_rebuild_from_type_v2\n(ctorch._utils\n_rebuild_tensor_v2\nctorch\nTensor\n"
+            b"((X\x07\x00\x00\x00storagectorch\nFloatStorage\nX\x01\x00\x00\x000X\x03\x00\x00\x00cpuK\x01tQ"
+            b"K\x00K\x01\x85K\x01\x85\x89ccollections\nOrderedDict\n)Rt")
+
+
+def _chain(links, in_dict):
+    """A tensor whose Python state is the next tensor (or a dict holding
+    it), `links` long, each link built before the one that holds it (the
+    pickle's nesting stays 3 deep): only a hand-made file holds one."""
+    import struct
+
+    put, get = (lambda i: b"r" + struct.pack("<I", i)), (lambda i: b"j" + struct.pack("<I", i))
+    pickle = bytearray(b"\x80\x02")
+    last = None
+    for i in range(links):
+        state = b"N" if last is None else (b"}X\x01\x00\x00\x00x" + get(last) + b"s" if in_dict else get(last))
+        pickle += _REBUILD + state + b"tR" + put(i)
+        last = i
+    return pickle + b"."
+
+
+_CHAINS = r'''
+import sys, stowage
+for name in sys.argv[1:]:
+    try:
+        stowage.load(name)
+        print("loaded")
+    except Exception as e:
+        print(type(e).__name__, str(e)[-160:].replace("\n", " "))
+'''
+
+
+def test_tensors_chained_through_their_states_are_refused_not_a_crash(tmp_path):
+    """A hand-made file whose tensor's state is a tensor, 2,000 links deep
+    (torch.load raises on it), crashed the interpreter once attributes
+    loaded: a state must be a dict (or a pair, as torch.save writes it).
+    Chained through dicts, the links are levels of the walk, bounded."""
+    bare, wrapped = tmp_path / "bare.pt", tmp_path / "wrapped.pt"
+    _with_pickle(bare, _chain(2000, in_dict=False))
+    _with_pickle(wrapped, _chain(3000, in_dict=True))
+    done = subprocess.run([sys.executable, "-c", _CHAINS, str(bare), str(wrapped)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    said = done.stdout.splitlines()
+    assert said[0].startswith("CorruptCheckpointError") and "a tensor's Python state" in said[0], said[0]
+    assert said[1].startswith("RecursionError"), said[1]
+
+
+def test_a_tensor_attribute_its_class_defines_is_refused(tmp_path):
+    """torch.save writes a tensor's __dict__ only; a hand-made state naming
+    `_backward_hooks` (which torch.load sets, arming a crash in a later
+    backward pass) is refused."""
+    path = tmp_path / "hooks.pt"
+    _with_pickle(path, b"\x80\x02" + _REBUILD + b"}X\x0f\x00\x00\x00_backward_hooksK\x01stR.")
+    with pytest.raises(stowage.StowageError, match="a tensor attribute named '_backward_hooks'"):
+        stowage.load(path)
+
+
+def test_attributes_do_not_stop_the_readers_that_leave_them_out(tmp_path):
+    """safe_open's metadata() and stowage.dcp's reader build no tensors:
+    a tensor's attributes are no reason to refuse the file."""
+    t = torch.ones(2)
+    t.note = "x"
+    path = tmp_path / "attr.pt"
+    torch.save({"t": t, "epoch": 3}, path)
+    assert stowage.safe_open(path).metadata() == {"epoch": 3}
+    from stowage.dcp import StorageReader
+
+    assert "t" in StorageReader(path).read_metadata().state_dict_metadata

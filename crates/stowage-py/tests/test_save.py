@@ -322,3 +322,16 @@ def test_what_save_refuses_is_named_with_what_it_writes(tmp_path):
     with pytest.raises(TypeError, match=r"a torch\.sparse_coo tensor: stowage\.save writes strided"):
         stowage.save({"s": torch.ones(2).to_sparse()}, path)
     assert not path.exists()
+
+
+def test_an_attribute_no_checkpoint_holds_leaves_the_tensor_saved_with_a_warning(tmp_path):
+    """A tensor whose attribute is a function (no checkpoint value holds
+    one) is saved without its attributes, with a warning naming the place;
+    the save does not fail (it did not before attributes were saved)."""
+    t = torch.ones(2)
+    t.fn = print
+    for name in ("fn.safetensors", "fn.pt"):
+        with pytest.warns(UserWarning, match=r"a tensor's attributes are not saved: cannot save the .* at t\.__dict__\.fn"):
+            stowage.save({"t": t}, tmp_path / name)
+        back = stowage.load(tmp_path / name)
+        assert torch.equal(back["t"], t) and vars(back["t"]) == {}

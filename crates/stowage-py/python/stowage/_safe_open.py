@@ -40,6 +40,9 @@ class _ValuesAdapter(BaseAdapter):
     def lazy_bits(self, t: Any, conj: bool, neg: bool) -> Any:
         return t
 
+    def tensor_state(self, t: Any, state: Any) -> Any:
+        return t
+
     def storage_value(self, storage: Any, dtype: Optional[str]) -> Any:
         return _TENSOR
 

@@ -10,6 +10,7 @@ import numpy as np
 import torch
 
 from ._adapter import BaseAdapter
+from ._stowage import StowageError
 
 
 _ATTRS: Dict[str, Any] = {}
@@ -137,7 +138,18 @@ class Adapter(BaseAdapter):
 
     def tensor_state(self, t: torch.Tensor, state: Any) -> torch.Tensor:
         # The attributes torch.save kept (`_rebuild_from_type_v2`,
-        # `_rebuild_parameter_with_state`), set back as torch.load sets them.
+        # `_rebuild_parameter_with_state`), set back as torch.load sets them;
+        # but only what `__dict__` holds: a name the tensor's class defines
+        # (`_backward_hooks`, `grad`, `data`) would replace torch's own
+        # state, which a hand-made file could set to crash autograd later.
+        parts = state if isinstance(state, tuple) else (state,)
+        for part in parts:
+            for name in part or ():
+                if not isinstance(name, str) or hasattr(type(t), name):
+                    raise StowageError(
+                        f"a tensor attribute named {name!r}: torch.save writes only names of the"
+                        " tensor's own __dict__, never one its class defines"
+                    )
         return torch._utils._set_obj_state(t, state)
 
     def lazy_bits(self, t: torch.Tensor, conj: bool, neg: bool) -> torch.Tensor:

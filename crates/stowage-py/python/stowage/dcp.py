@@ -353,6 +353,15 @@ class StorageReader(_StorageReader):
         return _stowage.Location(src).is_remote or os.path.exists(src)
 
 
+def _local_only(dst: str) -> None:
+    """``overwrite=False`` is checked in a local folder only."""
+    if _stowage.Location(dst).is_remote:
+        raise ValueError(
+            f"overwrite=False for {dst}: the check is made in a local folder only"
+            " (an object store's prefix is not looked up)"
+        )
+
+
 class StorageWriter(_StorageWriter):
     """A ``torch.distributed.checkpoint.StorageWriter`` over stowage.
 
@@ -405,9 +414,11 @@ class StorageWriter(_StorageWriter):
                 "single_file_per_rank=False: stowage's writer writes each rank's items into"
                 " thread_count files, never a file per item"
             )
-        if serialization_format is not None and getattr(serialization_format, "value", "torch_save") != "torch_save":
+        if serialization_format is not None and str(getattr(serialization_format, "value", serialization_format)) != "torch_save":
             raise ValueError(f"serialization_format {serialization_format}: stowage's writer writes torch_save only")
         self.dst = os.fspath(path)
+        if not overwrite:
+            _local_only(self.dst)
         self.zstd = zstd
         self.thread_count = thread_count
         self.sync = sync_files
@@ -427,9 +438,10 @@ class StorageWriter(_StorageWriter):
 
     def prepare_local_plan(self, plan: SavePlan) -> SavePlan:
         # Where FileSystemWriter checks it, so that it raises as that does.
-        local = not _stowage.Location(self.dst).is_remote
-        if not self.overwrite and local and os.path.exists(os.path.join(self.dst, _METADATA)):
-            raise RuntimeError(f"{self.dst}: a checkpoint is there already and overwrite=False")
+        if not self.overwrite:
+            _local_only(self.dst)  # `reset` may have named an object store
+            if os.path.exists(os.path.join(self.dst, _METADATA)):
+                raise RuntimeError(f"{self.dst}: a checkpoint is there already and overwrite=False")
         return plan
 
     def prepare_global_plan(self, plans: List[SavePlan]) -> List[SavePlan]:

@@ -601,13 +601,38 @@ impl<S: StorageSource> TorchHooks<'_, S> {
 
 /// The Python state `_rebuild_from_type_v2` and `_rebuild_parameter_with_state`
 /// set on a tensor, `None` when absent or an empty dict (`None` in Python too).
-fn python_state(graph: &Graph<Object>, state: Option<&V>) -> Option<V> {
-    match state? {
-        Value::None => None,
-        Value::Node(id) if matches!(graph.try_get(*id), Some(Node::Dict(d)) if d.is_empty()) => {
-            None
+/// It is what `torch._utils._get_obj_state` gives, the only state
+/// `torch.save` writes: the `__dict__`, or a pair of it and the slots' dict
+/// (either may be `None`). Anything else is refused: `_set_obj_state` raises
+/// on it, and a state that is itself a tensor could chain tensors to any
+/// depth outside the nesting the pickle's depth limit counts.
+fn python_state(graph: &Graph<Object>, state: Option<&V>) -> Result<Option<V>> {
+    let dict = |v: &V| match v {
+        Value::Node(id) => match graph.try_get(*id) {
+            Some(Node::Dict(d)) => Some(d.is_empty()),
+            _ => None,
+        },
+        _ => None,
+    };
+    let Some(state) = state else {
+        return Ok(None);
+    };
+    match state {
+        Value::None => Ok(None),
+        v if dict(v) == Some(true) => Ok(None),
+        v if dict(v).is_some() => Ok(Some(v.clone())),
+        Value::Node(id)
+            if matches!(graph.try_get(*id), Some(Node::Tuple(pair)) if pair.len() == 2
+                && pair.iter().all(|p| matches!(p, Value::None) || dict(p).is_some())) =>
+        {
+            Ok(Some(state.clone()))
         }
-        other => Some(other.clone()),
+        _ => Err(bad(
+            "a tensor's Python state",
+            "a dict, or a pair of dicts (its __dict__ and slots)",
+            state,
+            graph,
+        )),
     }
 }
 

@@ -191,7 +191,7 @@ impl<S: StorageSource> TorchHooks<'_, S> {
             let t = std::sync::Arc::make_mut(t);
             t.parameter |= is_param;
             t.set_subclass(subclass);
-            let state = python_state(graph, args.get(3)).or_else(|| t.state().cloned());
+            let state = python_state(graph, args.get(3))?.or_else(|| t.state().cloned());
             t.set_state(state);
         }
         Ok(v)
@@ -246,7 +246,7 @@ fn rebuild_parameter(graph: &Graph<Object>, args: &[V], with_state: bool) -> Res
         .requires_grad_(as_bool(graph, &args[1], "parameter requires_grad")?)?;
     p.parameter = true;
     if with_state {
-        p.set_state(python_state(graph, args.get(3)));
+        p.set_state(python_state(graph, args.get(3))?);
     }
     Ok(Value::Ext(Object::Tensor(std::sync::Arc::new(p))))
 }
