@@ -25,9 +25,11 @@ const ALWAYS: usize = 8;
 const FLOOR: usize = 64 << 10;
 
 /// The error for a walk `depth` levels down at `place` when it can go no
-/// deeper: past [`MAX_DEPTH`], or with less than [`STACK_MARGIN`] of this
-/// thread's stack left (a Python thread's stack is the one the interpreter
-/// or `threading.stack_size` gave it; 8 MiB holds several hundred levels).
+/// deeper: past [`MAX_DEPTH`], or with less than [`STACK_MARGIN`] (for the
+/// first [`ALWAYS`] levels, [`FLOOR`]) of this thread's stack left. A
+/// Python thread's stack is the one the interpreter or
+/// `threading.stack_size` gave it; a main thread's 8 MiB holds every level
+/// in a release build and about 600 in a debug one.
 pub fn check(depth: usize, place: impl FnOnce() -> String) -> Result<(), PyErr> {
     // `None` where the platform cannot tell the stack's bounds: the level
     // count alone then.
